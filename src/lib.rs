@@ -1,0 +1,1 @@
+//! Ticketing: a FIFO lock service with leases, direct hand-off and fencing tokens.
