@@ -1,1 +1,4 @@
 //! Ticketing: a FIFO lock service with leases, direct hand-off and fencing tokens.
+
+pub mod lock;
+pub mod proto;

@@ -1,0 +1,131 @@
+//! The applied lock state and its pure `apply`.
+
+use std::collections::HashMap;
+
+use super::command::{Command, Grant, Origin};
+use crate::proto::Response;
+
+/// The current holder of a key.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Holder {
+    pub owner: String,
+    pub token: u64,
+    pub lease_ms: u32,
+}
+
+/// What applying a command did, for the node that drives the table.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Effect {
+    /// Answer the request behind `origin` (on the node it came from).
+    Reply(Origin, Response),
+    /// `key` now has a holder with this token and lease (start its lease timer).
+    Granted {
+        key: String,
+        token: u64,
+        lease_ms: u32,
+    },
+    /// `key`'s hold `token` ended (released or expired).
+    Ended { key: String, token: u64 },
+}
+
+/// Holders of all held keys and the highest token ever granted. Every node holds the
+/// same `LockState` after applying the same commands.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct LockState {
+    holders: HashMap<String, Holder>,
+    last_token: u64,
+}
+
+impl LockState {
+    pub fn holder(&self, key: &str) -> Option<&Holder> {
+        self.holders.get(key)
+    }
+
+    pub fn holders(&self) -> impl Iterator<Item = (&String, &Holder)> {
+        self.holders.iter()
+    }
+
+    pub fn keys_held(&self) -> usize {
+        self.holders.len()
+    }
+
+    /// The highest token ever granted in this domain (0 before the first grant).
+    pub fn last_token(&self) -> u64 {
+        self.last_token
+    }
+
+    /// Applies one committed command. Pure and deterministic: the result depends only
+    /// on the state and the command, never on the node or the time.
+    ///
+    /// The leader's projection guarantees that a proposed grant finds its key free and
+    /// its token above `last_token`; should that ever not hold, the grant is refused
+    /// (the waiter is told `B`) rather than breaking mutual exclusion or monotonicity.
+    pub fn apply(&mut self, command: &Command, effects: &mut Vec<Effect>) {
+        match command {
+            Command::Grant { key, grant } => self.grant_if_free(key, grant, effects),
+            Command::Release {
+                key,
+                owner,
+                token,
+                origin,
+                next,
+            } => {
+                let matches = matches!(self.holders.get(key), Some(h) if h.owner == *owner && h.token == *token);
+                if matches {
+                    self.holders.remove(key);
+                    effects.push(Effect::Ended {
+                        key: key.clone(),
+                        token: *token,
+                    });
+                    effects.push(Effect::Reply(*origin, Response::Released));
+                } else {
+                    effects.push(Effect::Reply(*origin, Response::NotHolder));
+                }
+                if let Some(next) = next {
+                    self.grant_if_free(key, next, effects);
+                }
+            }
+            Command::Expire { key, token, next } => {
+                if matches!(self.holders.get(key), Some(h) if h.token == *token) {
+                    self.holders.remove(key);
+                    effects.push(Effect::Ended {
+                        key: key.clone(),
+                        token: *token,
+                    });
+                }
+                if let Some(next) = next {
+                    self.grant_if_free(key, next, effects);
+                }
+            }
+        }
+    }
+
+    fn grant_if_free(&mut self, key: &str, grant: &Grant, effects: &mut Vec<Effect>) {
+        if self.holders.contains_key(key) || grant.token <= self.last_token {
+            debug_assert!(false, "projection proposed an impossible grant on {key:?}");
+            effects.push(Effect::Reply(grant.origin, Response::Busy));
+            return;
+        }
+        self.last_token = grant.token;
+        self.holders.insert(
+            key.to_owned(),
+            Holder {
+                owner: grant.owner.clone(),
+                token: grant.token,
+                lease_ms: grant.lease_ms,
+            },
+        );
+        effects.push(Effect::Granted {
+            key: key.to_owned(),
+            token: grant.token,
+            lease_ms: grant.lease_ms,
+        });
+        effects.push(Effect::Reply(
+            grant.origin,
+            Response::Granted {
+                token: grant.token,
+                lease_ms: grant.lease_ms,
+            },
+        ));
+    }
+}

@@ -1,0 +1,478 @@
+//! Frames of the client protocol (SPEC §2.2): `len u32 · op u8 · id u32 · body`.
+//!
+//! Decoding is strict and never panics: the body must have exactly the length its op
+//! needs (short, long or trailing bytes are `malformed`), and field limits (SPEC §4) are
+//! checked after the structure, so an out-of-range field is `invalid` and answerable
+//! with the request's id while the connection stays open.
+
+use byteorder::{BigEndian, ByteOrder};
+
+use super::limits::*;
+
+/// A request, client → server. Keys and owners are validated UTF-8 within SPEC §4.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Request {
+    /// `A`: take `key` for `lease_s` seconds, queueing up to `wait_ms`.
+    Acquire {
+        lease_s: u8,
+        wait_ms: u32,
+        key: String,
+        owner: String,
+    },
+    /// `R`: give `key` back; only the exact (key, owner, token) holder succeeds.
+    Release {
+        token: u64,
+        key: String,
+        owner: String,
+    },
+    /// `Q`: who holds `key`?
+    Query { key: String },
+    /// `S`: the node's status text.
+    Status,
+    /// `P`: liveness check.
+    Ping,
+}
+
+/// Error codes of an `E` response (SPEC §2.4).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ErrorCode {
+    /// 1: a field outside SPEC §4's limits; the connection stays open.
+    Invalid,
+    /// 2: unknown request letter; sent with id 0, then the connection is closed.
+    UnknownOp,
+    /// 3: bad frame length or body size; sent with id 0, then the connection is closed.
+    Malformed,
+    /// 4: too many requests pending on this connection or node; the connection stays open.
+    Overloaded,
+    /// Any code this version does not know (a client keeps what it received).
+    Other(u8),
+}
+
+impl ErrorCode {
+    pub fn to_u8(self) -> u8 {
+        match self {
+            ErrorCode::Invalid => 1,
+            ErrorCode::UnknownOp => 2,
+            ErrorCode::Malformed => 3,
+            ErrorCode::Overloaded => 4,
+            ErrorCode::Other(code) => code,
+        }
+    }
+
+    pub fn from_u8(code: u8) -> ErrorCode {
+        match code {
+            1 => ErrorCode::Invalid,
+            2 => ErrorCode::UnknownOp,
+            3 => ErrorCode::Malformed,
+            4 => ErrorCode::Overloaded,
+            other => ErrorCode::Other(other),
+        }
+    }
+}
+
+/// A response, server → client.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Response {
+    /// `G`: you hold the key (committed before this was sent).
+    Granted { token: u64, lease_ms: u32 },
+    /// `B`: definitive: not acquired.
+    Busy,
+    /// `T`: definitive: the wait elapsed before your turn.
+    Timeout,
+    /// `R`: your release was committed.
+    Released,
+    /// `N`: definitive: (key, owner, token) is not the current holder.
+    NotHolder,
+    /// `M`: not the leader; the request was NOT executed.
+    Moved { leader: String },
+    /// `U`: proposed, but the outcome cannot be learned here.
+    Unknown,
+    /// `H`: answer to QUERY when held.
+    Holder {
+        token: u64,
+        remaining_ms: u32,
+        waiters: u32,
+        owner: String,
+    },
+    /// `F`: answer to QUERY when free.
+    Free,
+    /// `S`: `name=value` lines.
+    Status { text: String },
+    /// `P`: answer to PING.
+    Pong,
+    /// `E`: see [`ErrorCode`].
+    Error { code: ErrorCode, message: String },
+}
+
+/// Why a frame could not be decoded, and so what the server must do about it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum DecodeError {
+    /// Frame structure is wrong: answer `E 3` with id 0 and close.
+    Malformed(&'static str),
+    /// Unknown op letter: answer `E 2` with id 0 and close.
+    UnknownOp(u8),
+    /// Structure is fine but a field is out of range: answer `E 1` with this id.
+    Invalid { id: u32, reason: &'static str },
+}
+
+impl std::fmt::Display for DecodeError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            DecodeError::Malformed(why) => write!(f, "malformed frame: {why}"),
+            DecodeError::UnknownOp(op) => write!(f, "unknown op 0x{op:02x}"),
+            DecodeError::Invalid { reason, .. } => write!(f, "invalid field: {reason}"),
+        }
+    }
+}
+
+impl std::error::Error for DecodeError {}
+
+/// A bounds-checked reader over one frame's bytes; every read fails instead of panicking.
+struct Cursor<'a> {
+    buf: &'a [u8],
+}
+
+impl<'a> Cursor<'a> {
+    fn take(&mut self, n: usize) -> Result<&'a [u8], DecodeError> {
+        if self.buf.len() < n {
+            return Err(DecodeError::Malformed("body shorter than its op needs"));
+        }
+        let (head, tail) = self.buf.split_at(n);
+        self.buf = tail;
+        Ok(head)
+    }
+    fn u8(&mut self) -> Result<u8, DecodeError> {
+        Ok(self.take(1)?[0])
+    }
+    fn u16(&mut self) -> Result<u16, DecodeError> {
+        Ok(BigEndian::read_u16(self.take(2)?))
+    }
+    fn u32(&mut self) -> Result<u32, DecodeError> {
+        Ok(BigEndian::read_u32(self.take(4)?))
+    }
+    fn u64(&mut self) -> Result<u64, DecodeError> {
+        Ok(BigEndian::read_u64(self.take(8)?))
+    }
+    fn str8(&mut self) -> Result<&'a [u8], DecodeError> {
+        let len = self.u8()? as usize;
+        self.take(len)
+    }
+    fn str16(&mut self) -> Result<&'a [u8], DecodeError> {
+        let len = self.u16()? as usize;
+        self.take(len)
+    }
+    fn finish(&self) -> Result<(), DecodeError> {
+        if self.buf.is_empty() {
+            Ok(())
+        } else {
+            Err(DecodeError::Malformed("body longer than its op needs"))
+        }
+    }
+}
+
+/// Checks a frame's `len` field against the receiving side's limit before anything
+/// is allocated for the body.
+pub fn check_frame_len(len: u32, max: u32) -> Result<usize, DecodeError> {
+    if len < FRAME_LEN_MIN {
+        return Err(DecodeError::Malformed("frame length below 5"));
+    }
+    if len > max {
+        return Err(DecodeError::Malformed("frame length above the limit"));
+    }
+    Ok(len as usize)
+}
+
+/// Decodes a request from `payload` = op · id · body (the bytes after `len`).
+pub fn decode_request(payload: &[u8]) -> Result<(u32, Request), DecodeError> {
+    let mut cur = Cursor { buf: payload };
+    let op = cur
+        .u8()
+        .map_err(|_| DecodeError::Malformed("frame shorter than op + id"))?;
+    let id = cur
+        .u32()
+        .map_err(|_| DecodeError::Malformed("frame shorter than op + id"))?;
+    // Why malformed and not invalid: an answer with id 0 means "connection-level error",
+    // so a request that uses the reserved id cannot be answered any other way.
+    if id == 0 {
+        return Err(DecodeError::Malformed("request id 0 is reserved"));
+    }
+    let request = match op {
+        b'A' => {
+            let lease_s = cur.u8()?;
+            let wait_ms = cur.u32()?;
+            let key = cur.str8()?;
+            let owner = cur.str8()?;
+            cur.finish()?;
+            if !(LEASE_S_MIN..=LEASE_S_MAX).contains(&lease_s) {
+                return Err(DecodeError::Invalid {
+                    id,
+                    reason: "lease_s must be 1..=250",
+                });
+            }
+            if wait_ms > WAIT_MS_MAX {
+                return Err(DecodeError::Invalid {
+                    id,
+                    reason: "wait_ms must be 0..=300000",
+                });
+            }
+            let key = key_field(id, key)?;
+            let owner = owner_field(id, owner)?;
+            Request::Acquire {
+                lease_s,
+                wait_ms,
+                key,
+                owner,
+            }
+        }
+        b'R' => {
+            let token = cur.u64()?;
+            let key = cur.str8()?;
+            let owner = cur.str8()?;
+            cur.finish()?;
+            let key = key_field(id, key)?;
+            let owner = owner_field(id, owner)?;
+            Request::Release { token, key, owner }
+        }
+        b'Q' => {
+            let key = cur.str8()?;
+            cur.finish()?;
+            Request::Query {
+                key: key_field(id, key)?,
+            }
+        }
+        b'S' => {
+            cur.finish()?;
+            Request::Status
+        }
+        b'P' => {
+            cur.finish()?;
+            Request::Ping
+        }
+        other => return Err(DecodeError::UnknownOp(other)),
+    };
+    Ok((id, request))
+}
+
+fn key_field(id: u32, raw: &[u8]) -> Result<String, DecodeError> {
+    if raw.len() < KEY_LEN_MIN {
+        return Err(DecodeError::Invalid {
+            id,
+            reason: "key must be 1..=255 bytes",
+        });
+    }
+    utf8_field(id, raw, "key is not valid UTF-8")
+}
+
+fn owner_field(id: u32, raw: &[u8]) -> Result<String, DecodeError> {
+    if raw.len() < OWNER_LEN_MIN {
+        return Err(DecodeError::Invalid {
+            id,
+            reason: "owner must be 1..=255 bytes",
+        });
+    }
+    utf8_field(id, raw, "owner is not valid UTF-8")
+}
+
+fn utf8_field(id: u32, raw: &[u8], reason: &'static str) -> Result<String, DecodeError> {
+    match std::str::from_utf8(raw) {
+        Ok(text) => Ok(text.to_owned()),
+        Err(_) => Err(DecodeError::Invalid { id, reason }),
+    }
+}
+
+/// Decodes a response from `payload` = op · id · body (the bytes after `len`).
+/// Strings the server sent are taken lossily: a client never fails on odd text.
+pub fn decode_response(payload: &[u8]) -> Result<(u32, Response), DecodeError> {
+    let mut cur = Cursor { buf: payload };
+    let op = cur
+        .u8()
+        .map_err(|_| DecodeError::Malformed("frame shorter than op + id"))?;
+    let id = cur
+        .u32()
+        .map_err(|_| DecodeError::Malformed("frame shorter than op + id"))?;
+    let lossy = |raw: &[u8]| String::from_utf8_lossy(raw).into_owned();
+    let response = match op {
+        b'G' => Response::Granted {
+            token: cur.u64()?,
+            lease_ms: cur.u32()?,
+        },
+        b'B' => Response::Busy,
+        b'T' => Response::Timeout,
+        b'R' => Response::Released,
+        b'N' => Response::NotHolder,
+        b'M' => Response::Moved {
+            leader: lossy(cur.str8()?),
+        },
+        b'U' => Response::Unknown,
+        b'H' => {
+            let token = cur.u64()?;
+            let remaining_ms = cur.u32()?;
+            let waiters = cur.u32()?;
+            let owner = lossy(cur.str8()?);
+            Response::Holder {
+                token,
+                remaining_ms,
+                waiters,
+                owner,
+            }
+        }
+        b'F' => Response::Free,
+        b'S' => Response::Status {
+            text: lossy(cur.str16()?),
+        },
+        b'P' => Response::Pong,
+        b'E' => {
+            let code = ErrorCode::from_u8(cur.u8()?);
+            Response::Error {
+                code,
+                message: lossy(cur.str8()?),
+            }
+        }
+        other => return Err(DecodeError::UnknownOp(other)),
+    };
+    cur.finish()?;
+    Ok((id, response))
+}
+
+/// Appends one whole request frame (len included) to `out`.
+///
+/// Panics if a string is longer than its length prefix can say: callers validate
+/// keys and owners first (the client does, with a clear error).
+pub fn encode_request(out: &mut Vec<u8>, id: u32, request: &Request) {
+    let start = begin_frame(out);
+    match request {
+        Request::Acquire {
+            lease_s,
+            wait_ms,
+            key,
+            owner,
+        } => {
+            out.push(b'A');
+            put_u32(out, id);
+            out.push(*lease_s);
+            put_u32(out, *wait_ms);
+            put_str8(out, key.as_bytes());
+            put_str8(out, owner.as_bytes());
+        }
+        Request::Release { token, key, owner } => {
+            out.push(b'R');
+            put_u32(out, id);
+            put_u64(out, *token);
+            put_str8(out, key.as_bytes());
+            put_str8(out, owner.as_bytes());
+        }
+        Request::Query { key } => {
+            out.push(b'Q');
+            put_u32(out, id);
+            put_str8(out, key.as_bytes());
+        }
+        Request::Status => {
+            out.push(b'S');
+            put_u32(out, id);
+        }
+        Request::Ping => {
+            out.push(b'P');
+            put_u32(out, id);
+        }
+    }
+    end_frame(out, start);
+}
+
+/// Appends one whole response frame (len included) to `out`. Text that does not fit
+/// its length prefix (a long error message, a huge status) is cut at a char boundary.
+pub fn encode_response(out: &mut Vec<u8>, id: u32, response: &Response) {
+    let start = begin_frame(out);
+    let (op, _) = response_op(response);
+    out.push(op);
+    put_u32(out, id);
+    match response {
+        Response::Granted { token, lease_ms } => {
+            put_u64(out, *token);
+            put_u32(out, *lease_ms);
+        }
+        Response::Busy
+        | Response::Timeout
+        | Response::Released
+        | Response::NotHolder
+        | Response::Unknown
+        | Response::Free
+        | Response::Pong => {}
+        Response::Moved { leader } => put_str8(out, truncate(leader, 255)),
+        Response::Holder {
+            token,
+            remaining_ms,
+            waiters,
+            owner,
+        } => {
+            put_u64(out, *token);
+            put_u32(out, *remaining_ms);
+            put_u32(out, *waiters);
+            put_str8(out, truncate(owner, 255));
+        }
+        Response::Status { text } => {
+            let text = truncate(text, STATUS_TEXT_LEN_MAX);
+            put_u16(out, text.len() as u16);
+            out.extend_from_slice(text);
+        }
+        Response::Error { code, message } => {
+            out.push(code.to_u8());
+            put_str8(out, truncate(message, 255));
+        }
+    }
+    end_frame(out, start);
+}
+
+/// The op letter of a response and its name, for logs and docs.
+pub fn response_op(response: &Response) -> (u8, &'static str) {
+    match response {
+        Response::Granted { .. } => (b'G', "GRANTED"),
+        Response::Busy => (b'B', "BUSY"),
+        Response::Timeout => (b'T', "TIMEOUT"),
+        Response::Released => (b'R', "RELEASED"),
+        Response::NotHolder => (b'N', "NOT_HOLDER"),
+        Response::Moved { .. } => (b'M', "MOVED"),
+        Response::Unknown => (b'U', "UNKNOWN"),
+        Response::Holder { .. } => (b'H', "HOLDER"),
+        Response::Free => (b'F', "FREE"),
+        Response::Status { .. } => (b'S', "STATUS"),
+        Response::Pong => (b'P', "PONG"),
+        Response::Error { .. } => (b'E', "ERROR"),
+    }
+}
+
+fn truncate(text: &str, max: usize) -> &[u8] {
+    if text.len() <= max {
+        return text.as_bytes();
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    &text.as_bytes()[..end]
+}
+
+fn begin_frame(out: &mut Vec<u8>) -> usize {
+    let start = out.len();
+    out.extend_from_slice(&[0; 4]);
+    start
+}
+
+fn end_frame(out: &mut [u8], start: usize) {
+    let len = out.len() - start - 4;
+    BigEndian::write_u32(&mut out[start..start + 4], len as u32);
+}
+
+fn put_u16(out: &mut Vec<u8>, v: u16) {
+    out.extend_from_slice(&v.to_be_bytes());
+}
+fn put_u32(out: &mut Vec<u8>, v: u32) {
+    out.extend_from_slice(&v.to_be_bytes());
+}
+fn put_u64(out: &mut Vec<u8>, v: u64) {
+    out.extend_from_slice(&v.to_be_bytes());
+}
+fn put_str8(out: &mut Vec<u8>, s: &[u8]) {
+    assert!(s.len() <= 255, "str8 longer than 255 bytes");
+    out.push(s.len() as u8);
+    out.extend_from_slice(s);
+}

@@ -1,0 +1,80 @@
+//! Moving whole frames over blocking streams.
+
+use std::io::{self, Read};
+
+use super::frame::{check_frame_len, DecodeError};
+
+/// Why a frame could not be read.
+#[derive(Debug)]
+pub enum ReadError {
+    /// The peer closed the stream cleanly between two frames.
+    Closed,
+    /// The stream failed, or ended inside a frame.
+    Io(io::Error),
+    /// The `len` field is outside the receiver's limits (nothing was allocated).
+    BadLength(DecodeError),
+}
+
+impl std::fmt::Display for ReadError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ReadError::Closed => write!(f, "connection closed"),
+            ReadError::Io(e) => write!(f, "{e}"),
+            ReadError::BadLength(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+/// Reads frames one at a time into a reused buffer, checking `len` against
+/// `max_len` before reading the body.
+pub struct FrameReader<R> {
+    inner: R,
+    max_len: u32,
+    payload: Vec<u8>,
+}
+
+impl<R: Read> FrameReader<R> {
+    pub fn new(inner: R, max_len: u32) -> Self {
+        FrameReader {
+            inner,
+            max_len,
+            payload: Vec::with_capacity(max_len.min(4096) as usize),
+        }
+    }
+
+    pub fn get_mut(&mut self) -> &mut R {
+        &mut self.inner
+    }
+
+    /// The next frame's op · id · body.
+    pub fn read_payload(&mut self) -> Result<&[u8], ReadError> {
+        let mut len = [0u8; 4];
+        match read_full(&mut self.inner, &mut len) {
+            Ok(0) => return Err(ReadError::Closed),
+            Ok(4) => {}
+            Ok(_) => return Err(ReadError::Io(io::ErrorKind::UnexpectedEof.into())),
+            Err(e) => return Err(ReadError::Io(e)),
+        }
+        let len =
+            check_frame_len(u32::from_be_bytes(len), self.max_len).map_err(ReadError::BadLength)?;
+        self.payload.resize(len, 0);
+        self.inner
+            .read_exact(&mut self.payload)
+            .map_err(ReadError::Io)?;
+        Ok(&self.payload)
+    }
+}
+
+/// Reads until `buf` is full or the stream ends; returns how many bytes were read.
+fn read_full<R: Read>(inner: &mut R, buf: &mut [u8]) -> io::Result<usize> {
+    let mut filled = 0;
+    while filled < buf.len() {
+        match inner.read(&mut buf[filled..]) {
+            Ok(0) => break,
+            Ok(n) => filled += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(filled)
+}

@@ -1,0 +1,31 @@
+//! Field and frame limits of the client protocol (SPEC §4). Every limit is a named
+//! constant with its unit in the name, checked before anything is allocated.
+
+/// Shortest key, in bytes.
+pub const KEY_LEN_MIN: usize = 1;
+/// Longest key, in bytes (a `str8` cannot say more anyway).
+pub const KEY_LEN_MAX: usize = 255;
+/// Shortest owner, in bytes.
+pub const OWNER_LEN_MIN: usize = 1;
+/// Longest owner, in bytes.
+pub const OWNER_LEN_MAX: usize = 255;
+/// Shortest lease, in seconds.
+pub const LEASE_S_MIN: u8 = 1;
+/// Longest lease, in seconds: longer work is not supported in v1.
+pub const LEASE_S_MAX: u8 = 250;
+/// Longest wait in a queue, in milliseconds (0 = one immediate try).
+pub const WAIT_MS_MAX: u32 = 300_000;
+/// Smallest frame `len` (op + id).
+pub const FRAME_LEN_MIN: u32 = 5;
+/// Largest frame `len` a server accepts.
+pub const REQUEST_FRAME_LEN_MAX: u32 = 1024;
+/// Largest frame `len` a client accepts.
+pub const RESPONSE_FRAME_LEN_MAX: u32 = 65_535;
+/// Default limit of waiters queued on one key (`TICKETING_MAX_WAITERS`).
+pub const WAITERS_PER_KEY_MAX_DEFAULT: usize = 4096;
+/// A handshake not finished within this many milliseconds is closed by the server.
+pub const HANDSHAKE_TIMEOUT_MS: u64 = 5_000;
+/// Shortest accepted auth token, in bytes.
+pub const AUTH_TOKEN_LEN_MIN: usize = 16;
+/// Longest STATUS text, in bytes (`str16`).
+pub const STATUS_TEXT_LEN_MAX: usize = 65_535 - 5 - 2;

@@ -1,0 +1,13 @@
+//! The client protocol (SPEC §2): the handshake, the frames, and blocking helpers that
+//! read and write them. Everything here is pure encoding and decoding except `io`,
+//! which moves whole frames over any `Read`/`Write`.
+
+pub mod frame;
+pub mod handshake;
+pub mod io;
+pub mod limits;
+
+pub use frame::{
+    decode_request, decode_response, encode_request, encode_response, DecodeError, ErrorCode,
+    Request, Response,
+};
