@@ -2,3 +2,5 @@
 
 pub mod lock;
 pub mod proto;
+pub mod server;
+pub mod transport;
