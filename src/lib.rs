@@ -2,5 +2,6 @@
 
 pub mod lock;
 pub mod proto;
+pub mod replica;
 pub mod server;
 pub mod transport;

@@ -474,6 +474,13 @@ impl LockTable {
         self.waiters_total = 0;
     }
 
+    /// Replaces the applied state (a follower installed a snapshot). Only a node that
+    /// does not lead has no projection to keep consistent with it.
+    pub fn restore(&mut self, state: LockState) {
+        debug_assert!(!self.leading, "a leader never installs a snapshot");
+        self.state = state;
+    }
+
     /// Records where the leader is while this node follows.
     pub fn set_leader_hint(&mut self, leader_hint: &str) {
         self.leader_hint = leader_hint.to_owned();

@@ -20,7 +20,8 @@ use ring::rand::{SecureRandom, SystemRandom};
 
 pub use config::{Config, ConfigError};
 
-use crate::lock::{ConnId, LockTable, TableConfig};
+use crate::lock::{ConnId, TableConfig};
+use crate::replica::Replica;
 use lock_thread::TableMsg;
 use status::{Counters, NodeInfo};
 
@@ -95,7 +96,7 @@ impl Server {
             started: Instant::now(),
         };
         let counters = Arc::new(Counters::default());
-        let table = LockTable::new(TableConfig {
+        let replica = Replica::new(TableConfig {
             node: config.node_id,
             incarnation: random_u64(),
             waiters_per_key_max: config.max_waiters,
@@ -105,7 +106,7 @@ impl Server {
             let counters = counters.clone();
             std::thread::Builder::new()
                 .name("lock-table".into())
-                .spawn(move || lock_thread::run(table, table_rx, counters))?
+                .spawn(move || lock_thread::run_standalone(replica, table_rx, counters))?
         };
         let shared = Arc::new(Shared {
             info,
