@@ -926,7 +926,7 @@ fn valid_response() -> impl Strategy<Value = Response> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: 512, failure_persistence: None, ..ProptestConfig::default() })]
 
     #[test]
     fn decode_request_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..1100)) {
