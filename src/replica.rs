@@ -96,7 +96,9 @@ impl Replica {
         Replica {
             node: config.node,
             table: LockTable::new(config),
-            role: LogRole::NotLeader { leader_addr: String::new() },
+            role: LogRole::NotLeader {
+                leader_addr: String::new(),
+            },
             serving: false,
             applied_index: 0,
             held_back: VecDeque::new(),
@@ -150,11 +152,19 @@ impl Replica {
         match &self.role {
             LogRole::NotLeader { leader_addr } => {
                 let leader = leader_addr.clone();
-                out.replies.push(Reply { conn, id, response: Response::Moved { leader } });
+                out.replies.push(Reply {
+                    conn,
+                    id,
+                    response: Response::Moved { leader },
+                });
             }
             LogRole::Leader { .. } if !self.serving => {
                 if self.held_back.len() >= HELD_BACK_MAX {
-                    out.replies.push(Reply { conn, id, response: overloaded() });
+                    out.replies.push(Reply {
+                        conn,
+                        id,
+                        response: overloaded(),
+                    });
                 } else {
                     self.held_back.push_back((conn, id, request));
                 }
@@ -163,14 +173,36 @@ impl Replica {
         }
     }
 
-    fn execute(&mut self, conn: ConnId, id: u32, request: Request, now_ms: u64, unix_us: u64, out: &mut ReplicaOutput) {
+    fn execute(
+        &mut self,
+        conn: ConnId,
+        id: u32,
+        request: Request,
+        now_ms: u64,
+        unix_us: u64,
+        out: &mut ReplicaOutput,
+    ) {
         let mut scratch = std::mem::take(&mut self.scratch);
         match request {
-            Request::Acquire { lease_s, wait_ms, key, owner } => {
-                self.table.acquire(conn, id, lease_s, wait_ms, &key, &owner, now_ms, unix_us, &mut scratch)
-            }
+            Request::Acquire {
+                lease_s,
+                wait_ms,
+                key,
+                owner,
+            } => self.table.acquire(
+                conn,
+                id,
+                lease_s,
+                wait_ms,
+                &key,
+                &owner,
+                now_ms,
+                unix_us,
+                &mut scratch,
+            ),
             Request::Release { token, key, owner } => {
-                self.table.release(conn, id, token, &key, &owner, unix_us, &mut scratch)
+                self.table
+                    .release(conn, id, token, &key, &owner, unix_us, &mut scratch)
             }
             Request::Query { key } => {
                 let ctx = self.next_ctx;
@@ -201,7 +233,14 @@ impl Replica {
             let seq = self.next_seq;
             self.next_seq += 1;
             let owed = owed_by(&command, self.node);
-            self.pending.insert(seq, Pending { owed, at: None, abandoned: false });
+            self.pending.insert(
+                seq,
+                Pending {
+                    owed,
+                    at: None,
+                    abandoned: false,
+                },
+            );
             out.to_log.push(ToLog::Append { seq, command });
         }
     }
@@ -220,7 +259,13 @@ impl Replica {
             if !p.abandoned {
                 let leader = self.leader_addr();
                 for (conn, id) in p.owed {
-                    out.replies.push(Reply { conn, id, response: Response::Moved { leader: leader.clone() } });
+                    out.replies.push(Reply {
+                        conn,
+                        id,
+                        response: Response::Moved {
+                            leader: leader.clone(),
+                        },
+                    });
                 }
             }
         }
@@ -252,7 +297,9 @@ impl Replica {
                 break;
             }
             self.by_index.pop_first();
-            let Some(p) = self.pending.remove(&seq) else { continue };
+            let Some(p) = self.pending.remove(&seq) else {
+                continue;
+            };
             let same = p.at == Some((index, term));
             if same {
                 resolved_here = Some(p);
@@ -260,7 +307,13 @@ impl Replica {
                 // Another entry took its place: not executed.
                 let leader = self.leader_addr();
                 for (conn, id) in p.owed {
-                    out.replies.push(Reply { conn, id, response: Response::Moved { leader: leader.clone() } });
+                    out.replies.push(Reply {
+                        conn,
+                        id,
+                        response: Response::Moved {
+                            leader: leader.clone(),
+                        },
+                    });
                 }
             }
         }
@@ -293,7 +346,11 @@ impl Replica {
             if let Some(p) = self.pending.remove(&seq) {
                 if !p.abandoned {
                     for (conn, id) in p.owed {
-                        out.replies.push(Reply { conn, id, response: Response::Unknown });
+                        out.replies.push(Reply {
+                            conn,
+                            id,
+                            response: Response::Unknown,
+                        });
                     }
                 }
             }
@@ -323,7 +380,14 @@ impl Replica {
     }
 
     /// The log confirmed this node led when read `ctx` was asked, at commit `index`.
-    pub fn on_read_ready(&mut self, ctx: u64, index: u64, now_ms: u64, unix_us: u64, out: &mut ReplicaOutput) {
+    pub fn on_read_ready(
+        &mut self,
+        ctx: u64,
+        index: u64,
+        now_ms: u64,
+        unix_us: u64,
+        out: &mut ReplicaOutput,
+    ) {
         if let Some(read) = self.reads_waiting.remove(&ctx) {
             self.reads_ready.insert((index, ctx), read);
             self.after_apply(now_ms, unix_us, out);
@@ -334,7 +398,11 @@ impl Replica {
     pub fn on_read_failed(&mut self, ctx: u64, out: &mut ReplicaOutput) {
         if let Some((conn, id, _)) = self.reads_waiting.remove(&ctx) {
             let leader = self.leader_addr();
-            out.replies.push(Reply { conn, id, response: Response::Moved { leader } });
+            out.replies.push(Reply {
+                conn,
+                id,
+                response: Response::Moved { leader },
+            });
         }
     }
 
@@ -344,6 +412,14 @@ impl Replica {
         self.role = role;
         match self.role.clone() {
             LogRole::Leader { .. } => {
+                if self.table.is_leading() {
+                    // A new term of leadership: the old one's waiters were never
+                    // proposed and are told so.
+                    let mut scratch = std::mem::take(&mut self.scratch);
+                    self.table.lose_leadership("", &mut scratch);
+                    out.replies.append(&mut scratch.replies);
+                    self.scratch = scratch;
+                }
                 self.serving = false;
                 self.unknown_deadline = None;
                 self.after_apply(now_ms, unix_us, out);
@@ -358,15 +434,29 @@ impl Replica {
                 out.replies.append(&mut scratch.replies);
                 self.scratch = scratch;
                 self.serving = false;
-                let moved = || Response::Moved { leader: leader_addr.clone() };
+                let moved = || Response::Moved {
+                    leader: leader_addr.clone(),
+                };
                 for (conn, id, _) in self.held_back.drain(..) {
-                    out.replies.push(Reply { conn, id, response: moved() });
+                    out.replies.push(Reply {
+                        conn,
+                        id,
+                        response: moved(),
+                    });
                 }
                 for (_, (conn, id, _)) in self.reads_waiting.drain() {
-                    out.replies.push(Reply { conn, id, response: moved() });
+                    out.replies.push(Reply {
+                        conn,
+                        id,
+                        response: moved(),
+                    });
                 }
                 for (_, (conn, id, _)) in std::mem::take(&mut self.reads_ready) {
-                    out.replies.push(Reply { conn, id, response: moved() });
+                    out.replies.push(Reply {
+                        conn,
+                        id,
+                        response: moved(),
+                    });
                 }
                 if was_leader && !self.pending.is_empty() {
                     self.unknown_deadline = Some(now_ms + UNKNOWN_AFTER_MS);
@@ -397,7 +487,11 @@ impl Replica {
                     if !p.abandoned {
                         p.abandoned = true;
                         for (conn, id) in p.owed.drain(..) {
-                            out.replies.push(Reply { conn, id, response: Response::Unknown });
+                            out.replies.push(Reply {
+                                conn,
+                                id,
+                                response: Response::Unknown,
+                            });
                         }
                     }
                 }
@@ -409,7 +503,11 @@ impl Replica {
 
     /// The earliest moment `tick` has work to do.
     pub fn next_deadline(&self) -> Option<u64> {
-        let table = if self.serving { self.table.next_deadline() } else { None };
+        let table = if self.serving {
+            self.table.next_deadline()
+        } else {
+            None
+        };
         match (table, self.unknown_deadline) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
@@ -423,7 +521,10 @@ impl Replica {
 }
 
 fn overloaded() -> Response {
-    Response::Error { code: crate::proto::ErrorCode::Overloaded, message: "new leader not ready yet".into() }
+    Response::Error {
+        code: crate::proto::ErrorCode::Overloaded,
+        message: "new leader not ready yet".into(),
+    }
 }
 
 /// The requests of node `node` that `command` answers when applied.

@@ -456,7 +456,12 @@ impl LockTable {
     /// starts from the applied state and every held lease restarts with its full length
     /// (never shorter than a client could have assumed).
     pub fn become_leader(&mut self, now_ms: u64) {
+        debug_assert!(!self.leading, "call lose_leadership before leading again");
         self.leading = true;
+        // Waiters belong to one leadership; none may survive into the next.
+        self.wait_timers.clear();
+        self.conn_waiters.clear();
+        self.waiters_total = 0;
         self.leader_hint.clear();
         self.keys.clear();
         self.lease_timers.clear();

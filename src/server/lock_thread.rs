@@ -25,9 +25,16 @@ const BATCH_MESSAGES_MAX: usize = 1024;
 /// To the lock-table thread.
 pub enum TableMsg {
     /// A connection finished its handshake; answers for it go to `replies`.
-    Open { conn: ConnId, replies: Sender<WriterMsg> },
+    Open {
+        conn: ConnId,
+        replies: Sender<WriterMsg>,
+    },
     /// ACQUIRE, RELEASE or QUERY from `conn`.
-    Request { conn: ConnId, id: u32, request: Request },
+    Request {
+        conn: ConnId,
+        id: u32,
+        request: Request,
+    },
     /// The connection is gone: its waiters leave their queues.
     Closed { conn: ConnId },
     /// Stop the thread.
@@ -37,7 +44,11 @@ pub enum TableMsg {
 /// To a connection's writer.
 pub enum WriterMsg {
     /// An answer; `counted` answers end a request the reader counted as pending.
-    Reply { id: u32, response: Response, counted: bool },
+    Reply {
+        id: u32,
+        response: Response,
+        counted: bool,
+    },
     /// Write what is queued, then close the connection.
     Close,
 }
@@ -49,13 +60,17 @@ pub struct Clock {
 
 impl Clock {
     pub fn new() -> Clock {
-        Clock { start: Instant::now() }
+        Clock {
+            start: Instant::now(),
+        }
     }
     pub fn now_ms(&self) -> u64 {
         self.start.elapsed().as_millis() as u64
     }
     pub fn unix_us() -> u64 {
-        SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_micros() as u64)
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_micros() as u64)
     }
 }
 
@@ -81,7 +96,14 @@ impl LoopbackLog {
                     ToLog::Append { seq, command } => {
                         self.last_index += 1;
                         replica.on_appended(seq, self.last_index, 1);
-                        replica.on_committed(self.last_index, 1, Some(&command), now, Clock::unix_us(), out);
+                        replica.on_committed(
+                            self.last_index,
+                            1,
+                            Some(&command),
+                            now,
+                            Clock::unix_us(),
+                            out,
+                        );
                         applied += 1;
                     }
                     ToLog::ReadIndex { ctx } => {
@@ -99,7 +121,15 @@ pub fn run_standalone(mut replica: Replica, rx: Receiver<TableMsg>, counters: Ar
     let clock = Clock::new();
     let mut log = LoopbackLog { last_index: 0 };
     let mut out = ReplicaOutput::default();
-    replica.on_role(LogRole::Leader { term: 1, noop_index: 0 }, clock.now_ms(), Clock::unix_us(), &mut out);
+    replica.on_role(
+        LogRole::Leader {
+            term: 1,
+            noop_index: 0,
+        },
+        clock.now_ms(),
+        Clock::unix_us(),
+        &mut out,
+    );
     let mut conns: HashMap<ConnId, Sender<WriterMsg>> = HashMap::new();
     loop {
         let first = match replica.next_deadline() {
@@ -144,7 +174,11 @@ pub fn run_standalone(mut replica: Replica, rx: Receiver<TableMsg>, counters: Ar
 fn deliver(conns: &HashMap<ConnId, Sender<WriterMsg>>, out: &mut ReplicaOutput) {
     for reply in out.replies.drain(..) {
         if let Some(tx) = conns.get(&reply.conn) {
-            let _ = tx.send(WriterMsg::Reply { id: reply.id, response: reply.response, counted: true });
+            let _ = tx.send(WriterMsg::Reply {
+                id: reply.id,
+                response: reply.response,
+                counted: true,
+            });
         }
     }
 }
@@ -174,8 +208,16 @@ fn handle(
 }
 
 fn publish(replica: &Replica, counters: &Counters) {
-    counters.applied_index.store(replica.applied_index(), Ordering::Relaxed);
-    counters.keys_held.store(replica.state().keys_held() as u64, Ordering::Relaxed);
-    counters.waiters.store(replica.waiters() as u64, Ordering::Relaxed);
-    counters.last_token.store(replica.state().last_token(), Ordering::Relaxed);
+    counters
+        .applied_index
+        .store(replica.applied_index(), Ordering::Relaxed);
+    counters
+        .keys_held
+        .store(replica.state().keys_held() as u64, Ordering::Relaxed);
+    counters
+        .waiters
+        .store(replica.waiters() as u64, Ordering::Relaxed);
+    counters
+        .last_token
+        .store(replica.state().last_token(), Ordering::Relaxed);
 }
