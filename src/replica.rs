@@ -33,8 +33,14 @@ pub const HELD_BACK_MAX: usize = 65_536;
 /// What the replica asks of the log.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ToLog {
-    /// Append `command`; answer with `on_appended(seq, ..)` or `on_rejected(seq)`.
-    Append { seq: u64, command: Command },
+    /// Append `command` if this node still leads `term` (a command planned under an
+    /// older leadership must never enter a newer term's log); answer with
+    /// `on_appended(seq, ..)` or `on_rejected(seq)`.
+    Append {
+        seq: u64,
+        term: u64,
+        command: Command,
+    },
     /// Confirm leadership for a read; answer with `on_read_ready(ctx, index)` or
     /// `on_read_failed(ctx)`.
     ReadIndex { ctx: u64 },
@@ -43,8 +49,14 @@ pub enum ToLog {
 /// The node's role as the replica needs to know it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum LogRole {
-    /// Leading `term`; requests are served once `noop_index` is applied.
-    Leader { term: u64, noop_index: u64 },
+    /// Leading `term`; requests are served once `noop_index` is applied. If no fencing
+    /// domain is recorded yet, this leader records `new_domain` (a fresh random
+    /// non-zero number from the caller).
+    Leader {
+        term: u64,
+        noop_index: u64,
+        new_domain: u64,
+    },
     /// Not leading; `leader_addr` is the leader's client address, empty if unknown.
     NotLeader { leader_addr: String },
 }
@@ -229,6 +241,10 @@ impl Replica {
     /// Moves the table's answers and proposals into `out`, tracking what each proposal owes.
     fn flush(&mut self, scratch: &mut Output, out: &mut ReplicaOutput) {
         out.replies.append(&mut scratch.replies);
+        let term = match self.role {
+            LogRole::Leader { term, .. } => term,
+            LogRole::NotLeader { .. } => 0,
+        };
         while let Some(command) = scratch.proposals.pop_front() {
             let seq = self.next_seq;
             self.next_seq += 1;
@@ -241,7 +257,7 @@ impl Replica {
                     abandoned: false,
                 },
             );
-            out.to_log.push(ToLog::Append { seq, command });
+            out.to_log.push(ToLog::Append { seq, term, command });
         }
     }
 
@@ -360,10 +376,23 @@ impl Replica {
     /// After applying: a new leader starts serving once its no-op is applied, and
     /// confirmed reads are answered once their index is applied.
     fn after_apply(&mut self, now_ms: u64, unix_us: u64, out: &mut ReplicaOutput) {
-        if let LogRole::Leader { noop_index, .. } = self.role {
+        if let LogRole::Leader {
+            noop_index,
+            new_domain,
+            ..
+        } = self.role
+        {
             if !self.serving && self.applied_index >= noop_index {
                 self.serving = true;
                 self.table.become_leader(now_ms);
+                if self.table.state().domain() == 0 && new_domain != 0 {
+                    let mut scratch = std::mem::take(&mut self.scratch);
+                    scratch
+                        .proposals
+                        .push_back(Command::SetDomain { domain: new_domain });
+                    self.flush(&mut scratch, out);
+                    self.scratch = scratch;
+                }
                 while let Some((conn, id, request)) = self.held_back.pop_front() {
                     self.execute(conn, id, request, now_ms, unix_us, out);
                 }
@@ -543,6 +572,7 @@ fn owed_by(command: &Command, node: u64) -> Vec<(ConnId, u32)> {
                 add(&g.origin);
             }
         }
+        Command::SetDomain { .. } => {}
         Command::Expire { next, .. } => {
             if let Some(g) = next {
                 add(&g.origin);

@@ -93,7 +93,7 @@ impl LoopbackLog {
             for ask in std::mem::take(&mut out.to_log) {
                 let now = clock.now_ms();
                 match ask {
-                    ToLog::Append { seq, command } => {
+                    ToLog::Append { seq, command, .. } => {
                         self.last_index += 1;
                         replica.on_appended(seq, self.last_index, 1);
                         replica.on_committed(
@@ -117,19 +117,23 @@ impl LoopbackLog {
 }
 
 /// Runs a standalone node's lock table until `Stop` arrives or every sender is gone.
-pub fn run_standalone(mut replica: Replica, rx: Receiver<TableMsg>, counters: Arc<Counters>) {
+pub fn run_standalone(
+    mut replica: Replica,
+    new_domain: u64,
+    rx: Receiver<TableMsg>,
+    counters: Arc<Counters>,
+) {
     let clock = Clock::new();
     let mut log = LoopbackLog { last_index: 0 };
     let mut out = ReplicaOutput::default();
-    replica.on_role(
-        LogRole::Leader {
-            term: 1,
-            noop_index: 0,
-        },
-        clock.now_ms(),
-        Clock::unix_us(),
-        &mut out,
-    );
+    let leader = LogRole::Leader {
+        term: 1,
+        noop_index: 0,
+        new_domain,
+    };
+    replica.on_role(leader, clock.now_ms(), Clock::unix_us(), &mut out);
+    log.settle(&mut replica, &clock, &mut out);
+    publish(&replica, &counters);
     let mut conns: HashMap<ConnId, Sender<WriterMsg>> = HashMap::new();
     loop {
         let first = match replica.next_deadline() {
@@ -220,4 +224,7 @@ fn publish(replica: &Replica, counters: &Counters) {
     counters
         .last_token
         .store(replica.state().last_token(), Ordering::Relaxed);
+    counters
+        .domain
+        .store(replica.state().domain(), Ordering::Relaxed);
 }
