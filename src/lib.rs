@@ -1,1 +1,2 @@
 //! Ticketing: a FIFO lock service with leases, direct hand-off and fencing tokens.
+pub mod raft;
