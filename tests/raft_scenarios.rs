@@ -6,7 +6,9 @@
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
-use ticketing::raft::{Entry, EntryKind, Message, NodeId, Raft, RaftConfig, RaftError, Role, Snapshot};
+use ticketing::raft::{
+    Entry, EntryKind, Message, NodeId, Raft, RaftConfig, RaftError, Role, Snapshot,
+};
 
 const STEP_MS: u64 = 10;
 
@@ -58,7 +60,8 @@ impl Net {
     }
 
     fn add_joining(&mut self, id: NodeId) {
-        self.nodes.insert(id, Raft::new_joining(config(id), 7, self.now));
+        self.nodes
+            .insert(id, Raft::new_joining(config(id), 7, self.now));
         self.ticking.insert(id);
     }
 
@@ -93,7 +96,9 @@ impl Net {
     fn deliver_all(&mut self) {
         for _ in 0..10_000 {
             self.collect();
-            let Some((from, to, m)) = self.queue.pop_front() else { return };
+            let Some((from, to, m)) = self.queue.pop_front() else {
+                return;
+            };
             let m = match &self.mangle {
                 Some(f) => f(from, to, m),
                 None => Some(m),
@@ -133,7 +138,11 @@ impl Net {
             self.advance(STEP_MS);
         }
         self.ticking = saved;
-        assert_eq!(self.node(id).role(), Role::Leader, "node {id} failed to win");
+        assert_eq!(
+            self.node(id).role(),
+            Role::Leader,
+            "node {id} failed to win"
+        );
     }
 
     fn isolate(&mut self, id: NodeId) {
@@ -281,7 +290,11 @@ fn figure8_old_term_entry_not_committed_by_counting() {
     assert_ne!(net.node(1).role(), Role::Leader);
     net.elect(1);
     net.advance(1000);
-    assert_eq!(net.node(3).term_at(x), Some(x_term), "X is on S1, S2, S3: a majority");
+    assert_eq!(
+        net.node(3).term_at(x),
+        Some(x_term),
+        "X is on S1, S2, S3: a majority"
+    );
     assert!(net.node(1).term() > s5_term);
     assert!(
         net.node(1).commit_index() < x,
@@ -298,7 +311,10 @@ fn figure8_old_term_entry_not_committed_by_counting() {
     net.advance(1000);
     for id in [2, 3, 4, 5] {
         assert_eq!(net.node(id).term_at(x), Some(s5_term), "node {id}");
-        assert!(!net.applied_data(id).contains(&b"X".to_vec()), "node {id} applied X");
+        assert!(
+            !net.applied_data(id).contains(&b"X".to_vec()),
+            "node {id} applied X"
+        );
     }
     assert!(!net.applied_data(1).contains(&b"X".to_vec()));
 }
@@ -307,14 +323,29 @@ fn figure8_old_term_entry_not_committed_by_counting() {
 fn stale_leader_in_minority_cannot_commit() {
     let mut net = Net::new(&[1, 2, 3, 4, 5]);
     net.elect(1);
-    net.cut.extend([(1, 3), (3, 1), (1, 4), (4, 1), (1, 5), (5, 1), (2, 3), (3, 2), (2, 4), (4, 2), (2, 5), (5, 2)]);
+    net.cut.extend([
+        (1, 3),
+        (3, 1),
+        (1, 4),
+        (4, 1),
+        (1, 5),
+        (5, 1),
+        (2, 3),
+        (3, 2),
+        (2, 4),
+        (4, 2),
+        (2, 5),
+        (5, 2),
+    ]);
     let idx = net.node_mut(1).propose(b"minority".to_vec()).unwrap();
     net.advance(1000);
     assert!(net.node(1).commit_index() < idx);
     // The majority side elects a new leader and moves on.
     net.ticking = [3, 4, 5].into();
     net.advance(5000);
-    assert!([3, 4, 5].iter().any(|id| net.node(*id).role() == Role::Leader));
+    assert!([3, 4, 5]
+        .iter()
+        .any(|id| net.node(*id).role() == Role::Leader));
     net.ticking = [1, 2, 3, 4, 5].into();
     assert!(net.node(1).commit_index() < idx);
     // Once healed, the stale leader's entry is discarded, never applied.
@@ -404,7 +435,9 @@ fn follower_log_conflict_resolved_by_conflict_term() {
     let rejections = net
         .sent
         .iter()
-        .filter(|(f, t, m)| *f == 1 && *t == 2 && matches!(m, Message::AppendResp { success: false, .. }))
+        .filter(|(f, t, m)| {
+            *f == 1 && *t == 2 && matches!(m, Message::AppendResp { success: false, .. })
+        })
         .count();
     assert!(rejections <= 2, "{rejections} rejections: hints not used");
 }
@@ -467,8 +500,22 @@ fn learner_catches_up_and_never_votes_or_campaigns() {
     net.advance(10_000);
     assert_ne!(net.node(4).role(), Role::Leader);
     assert!(!net.sent.iter().any(|(f, _, m)| *f == 4
-        && matches!(m, Message::PreVote { .. } | Message::Vote { .. } | Message::VoteResp { granted: true, .. } | Message::PreVoteResp { granted: true, .. })));
-    assert_eq!(net.node(4).term(), net.nodes.values().filter(|n| n.id() != 1).map(|n| n.term()).max().unwrap());
+        && matches!(
+            m,
+            Message::PreVote { .. }
+                | Message::Vote { .. }
+                | Message::VoteResp { granted: true, .. }
+                | Message::PreVoteResp { granted: true, .. }
+        )));
+    assert_eq!(
+        net.node(4).term(),
+        net.nodes
+            .values()
+            .filter(|n| n.id() != 1)
+            .map(|n| n.term())
+            .max()
+            .unwrap()
+    );
 }
 
 #[test]
@@ -480,7 +527,10 @@ fn joint_consensus_replaces_a_voter_and_removed_node_reports_removed() {
     net.advance(500);
     let joint = net.node_mut(1).replace_voter(3, 4).unwrap();
     assert!(net.node(1).membership().is_joint());
-    assert_eq!(net.node_mut(1).add_learner(9), Err(RaftError::ConfigChangePending));
+    assert_eq!(
+        net.node_mut(1).add_learner(9),
+        Err(RaftError::ConfigChangePending)
+    );
     net.advance(1000);
     let m = net.node(1).committed_membership().1.clone();
     assert!(!m.is_joint(), "leader left joint automatically");
@@ -542,7 +592,10 @@ fn leadership_transfer_via_timeout_now() {
     net.elect(1);
     net.node_mut(1).propose(b"a".to_vec()).unwrap();
     net.node_mut(1).transfer_leadership(3).unwrap();
-    assert_eq!(net.node_mut(1).propose(b"b".to_vec()), Err(RaftError::TransferInProgress));
+    assert_eq!(
+        net.node_mut(1).propose(b"b".to_vec()),
+        Err(RaftError::TransferInProgress)
+    );
     net.deliver_all();
     assert_eq!(net.node(3).role(), Role::Leader);
     assert_eq!(net.node(1).leader_id(), Some(3));
@@ -556,7 +609,10 @@ fn read_index_answered_only_after_quorum_round() {
     net.advance(300);
     net.node_mut(1).read_index(77).unwrap();
     net.collect();
-    assert!(net.reads[&1].is_empty(), "no answer before a quorum heartbeat round");
+    assert!(
+        net.reads[&1].is_empty(),
+        "no answer before a quorum heartbeat round"
+    );
     net.deliver_all();
     assert_eq!(net.reads[&1], vec![(77, net.node(1).commit_index())]);
 }

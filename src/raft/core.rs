@@ -262,8 +262,12 @@ impl Raft {
                 last_term,
                 transfer,
             } => self.handle_vote_request(from, term, last_index, last_term, false, transfer),
-            Message::PreVoteResp { term, granted } => self.handle_vote_resp(from, term, granted, true),
-            Message::VoteResp { term, granted } => self.handle_vote_resp(from, term, granted, false),
+            Message::PreVoteResp { term, granted } => {
+                self.handle_vote_resp(from, term, granted, true)
+            }
+            Message::VoteResp { term, granted } => {
+                self.handle_vote_resp(from, term, granted, false)
+            }
             Message::Append {
                 prev_index,
                 prev_term,
@@ -322,11 +326,13 @@ impl Raft {
             // Why: a pre-vote is a question about the future; answering it
             // must not change our term (that is the point of pre-vote).
             Message::PreVote { .. } => true,
-            Message::PreVoteResp { term, .. }
-                if self.role == Role::PreCandidate && *term == self.term + 1 =>
-            {
-                true
-            }
+            // A grant echoes the term we asked about: not a newer term. A
+            // rejection carries the voter's real term, which we adopt (else a
+            // node stuck in an older term could never win nor learn better).
+            Message::PreVoteResp {
+                term,
+                granted: true,
+            } if self.role == Role::PreCandidate && *term == self.term + 1 => true,
             Message::Vote { transfer, .. } if !*transfer && self.in_lease() => false,
             // Why: a removal notice from a node that moved on must not drag
             // us into its term; it is judged by its config index alone.
@@ -347,9 +353,23 @@ impl Raft {
             Message::Append { .. }
             | Message::Heartbeat { .. }
             | Message::InstallSnapshot { .. }
-            | Message::TimeoutNow { .. } => self.send(from, Message::HeartbeatResp { term, read_seq: 0 }),
-            Message::PreVote { .. } => self.send(from, Message::PreVoteResp { term, granted: false }),
-            Message::Vote { .. } => self.send(from, Message::VoteResp { term, granted: false }),
+            | Message::TimeoutNow { .. } => {
+                self.send(from, Message::HeartbeatResp { term, read_seq: 0 })
+            }
+            Message::PreVote { .. } => self.send(
+                from,
+                Message::PreVoteResp {
+                    term,
+                    granted: false,
+                },
+            ),
+            Message::Vote { .. } => self.send(
+                from,
+                Message::VoteResp {
+                    term,
+                    granted: false,
+                },
+            ),
             Message::Removed { config_index, .. } => self.handle_removed(*config_index),
             _ => {}
         }
@@ -362,7 +382,9 @@ impl Raft {
         if self.role == Role::Leader {
             return false;
         }
-        if (self.role != Role::Follower && self.role != Role::Learner) || self.leader_id != Some(from) {
+        if (self.role != Role::Follower && self.role != Role::Learner)
+            || self.leader_id != Some(from)
+        {
             self.become_follower(self.term, Some(from));
         }
         self.leader_contact_ms = self.now_ms;
@@ -565,7 +587,9 @@ impl Raft {
         }
         let next = self.log.last_index() + 1;
         for id in wanted {
-            self.progress.entry(id).or_insert_with(|| Progress::new(next));
+            self.progress
+                .entry(id)
+                .or_insert_with(|| Progress::new(next));
         }
     }
 

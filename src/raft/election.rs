@@ -95,12 +95,13 @@ impl Raft {
     }
 
     pub(super) fn handle_vote_resp(&mut self, from: NodeId, term: u64, granted: bool, pre: bool) {
-        let expected = if pre {
-            (Role::PreCandidate, self.term + 1)
+        let ok = if pre {
+            let asked = self.term + 1;
+            self.role == Role::PreCandidate && (term == asked || (!granted && term == self.term))
         } else {
-            (Role::Candidate, self.term)
+            self.role == Role::Candidate && term == self.term
         };
-        if (self.role, term) != expected {
+        if !ok {
             return;
         }
         self.votes.insert(from, granted);
@@ -126,12 +127,14 @@ impl Raft {
         if self.notify_if_removed(from) {
             return;
         }
-        let grant = self.may_vote_for(from, term, pre) && self.log.is_up_to_date(last_index, last_term);
+        let grant =
+            self.may_vote_for(from, term, pre) && self.log.is_up_to_date(last_index, last_term);
         if grant && !pre {
             self.voted_for = Some(from);
             self.reset_election_timer();
         }
-        let reply_term = if pre { term.max(self.term) } else { self.term };
+        // A pre-vote grant echoes the asked term; a rejection tells our own.
+        let reply_term = if pre && grant { term } else { self.term };
         let msg = if pre {
             Message::PreVoteResp {
                 term: reply_term,
@@ -217,7 +220,11 @@ impl Raft {
                 p.recent_active = false;
             }
         }
-        if self.transfer.as_ref().is_some_and(|t| self.now_ms >= t.deadline_ms) {
+        if self
+            .transfer
+            .as_ref()
+            .is_some_and(|t| self.now_ms >= t.deadline_ms)
+        {
             self.transfer = None;
         }
     }

@@ -93,7 +93,9 @@ impl RaftLog {
         let mut bytes = 0usize;
         let mut index = lo;
         while index <= hi && out.len() < max_count.max(1) {
-            let Some(entry) = self.entry(index) else { break };
+            let Some(entry) = self.entry(index) else {
+                break;
+            };
             bytes = bytes.saturating_add(entry.payload_bytes());
             // Why "beyond the first": one oversized entry must still make progress.
             if !out.is_empty() && bytes > max_bytes {
@@ -107,7 +109,11 @@ impl RaftLog {
 
     /// Appends one entry at `last_index() + 1`.
     pub fn append(&mut self, entry: Entry) {
-        assert_eq!(entry.index, self.last_index() + 1, "log append out of order");
+        assert_eq!(
+            entry.index,
+            self.last_index() + 1,
+            "log append out of order"
+        );
         if let EntryKind::Config(m) = &entry.kind {
             self.configs.push((entry.index, m.clone()));
         }
@@ -309,7 +315,10 @@ mod tests {
         assert_eq!(log.active_membership(), &m);
         assert_eq!(log.committed_membership().1.voters.len(), 3);
         log.truncate_from(2);
-        assert_eq!(log.active_membership(), &Membership::with_voters(&[1, 2, 3]));
+        assert_eq!(
+            log.active_membership(),
+            &Membership::with_voters(&[1, 2, 3])
+        );
     }
 
     #[test]

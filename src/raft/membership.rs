@@ -116,7 +116,10 @@ fn half_result(set: &BTreeSet<NodeId>, votes: &BTreeMap<NodeId, bool>) -> VoteRe
     }
     let quorum = set.len() / 2 + 1;
     let granted = set.iter().filter(|id| votes.get(id) == Some(&true)).count();
-    let rejected = set.iter().filter(|id| votes.get(id) == Some(&false)).count();
+    let rejected = set
+        .iter()
+        .filter(|id| votes.get(id) == Some(&false))
+        .count();
     if granted >= quorum {
         VoteResult::Won
     } else if rejected > set.len() - quorum {

@@ -62,7 +62,9 @@ impl Raft {
     pub fn replace_voter(&mut self, old: NodeId, new: NodeId) -> Result<u64, RaftError> {
         let current = self.config_change_base()?;
         if !current.voters.contains(&old) || current.voters.contains(&new) {
-            return Err(RaftError::InvalidConfig("old must be a voter and new must not"));
+            return Err(RaftError::InvalidConfig(
+                "old must be a voter and new must not",
+            ));
         }
         let mut voters = current.voters.clone();
         voters.remove(&old);
@@ -148,7 +150,9 @@ impl Raft {
         let last = self.log.last_index();
         let caught_up = self.progress.get(&peer).is_some_and(|p| p.matched == last);
         let term = self.term;
-        let Some(t) = self.transfer.as_mut() else { return };
+        let Some(t) = self.transfer.as_mut() else {
+            return;
+        };
         if t.to != peer || t.timeout_now_sent || !caught_up {
             return;
         }
@@ -213,6 +217,7 @@ impl Raft {
         let (done, waiting): (Vec<PendingRead>, Vec<PendingRead>) =
             self.pending_reads.drain(..).partition(|r| r.seq <= acked);
         self.pending_reads = waiting;
-        self.read_states.extend(done.into_iter().map(|r| (r.ctx, r.index)));
+        self.read_states
+            .extend(done.into_iter().map(|r| (r.ctx, r.index)));
     }
 }

@@ -36,7 +36,8 @@ impl Raft {
         }
         // Why trim: entries up to our commit index are final and identical
         // on every node; only what follows can conflict.
-        let (prev_index, prev_term, entries) = trim_committed(prev_index, prev_term, entries, committed);
+        let (prev_index, prev_term, entries) =
+            trim_committed(prev_index, prev_term, entries, committed);
         match self.log.term_at(prev_index) {
             None => self.reply_append_reject(from, prev_index, None, self.log.last_index() + 1),
             Some(t) if t != prev_term => {
@@ -93,7 +94,13 @@ impl Raft {
         );
     }
 
-    fn reply_append_reject(&mut self, to: NodeId, rejected: u64, conflict_term: Option<u64>, hint_index: u64) {
+    fn reply_append_reject(
+        &mut self,
+        to: NodeId,
+        rejected: u64,
+        conflict_term: Option<u64>,
+        hint_index: u64,
+    ) {
         let term = self.term;
         self.send(
             to,
@@ -132,7 +139,9 @@ impl Raft {
             Some(t) => self.log.last_index_of_term(t).map_or(hint_index, |i| i + 1),
             None => hint_index,
         };
-        let Some(pr) = self.progress.get_mut(&from) else { return };
+        let Some(pr) = self.progress.get_mut(&from) else {
+            return;
+        };
         pr.recent_active = true;
         if !success {
             pr.on_reject(index, retry);
@@ -151,7 +160,9 @@ impl Raft {
         if self.role != Role::Leader {
             return;
         }
-        let Some(pr) = self.progress.get_mut(&from) else { return };
+        let Some(pr) = self.progress.get_mut(&from) else {
+            return;
+        };
         pr.recent_active = true;
         pr.read_ack = pr.read_ack.max(read_seq.min(self.read_seq));
         pr.on_heartbeat_resp();
@@ -229,7 +240,9 @@ impl Raft {
     /// Sends one append (or snapshot chunk) to `id` if allowed and useful.
     fn send_one(&mut self, id: NodeId) -> bool {
         let last = self.log.last_index();
-        let Some(pr) = self.progress.get(&id) else { return false };
+        let Some(pr) = self.progress.get(&id) else {
+            return false;
+        };
         if pr.state == ProgressState::Snapshot {
             return self.send_snapshot_chunk(id);
         }
@@ -250,8 +263,12 @@ impl Raft {
         let entries = if tail_probe {
             Vec::new()
         } else {
-            self.log
-                .slice(pr.next, last, self.cfg.max_append_entries, self.cfg.max_append_bytes)
+            self.log.slice(
+                pr.next,
+                last,
+                self.cfg.max_append_entries,
+                self.cfg.max_append_bytes,
+            )
         };
         let msg_last = prev + entries.len() as u64;
         let commit = self.log.committed();
@@ -278,7 +295,9 @@ impl Raft {
     /// index gets a heartbeat carrying it (never beyond its match index).
     fn maybe_send_commit(&mut self, id: NodeId) {
         let commit = self.log.committed();
-        let Some(pr) = self.progress.get(&id) else { return };
+        let Some(pr) = self.progress.get(&id) else {
+            return;
+        };
         if pr.sent_commit < commit.min(pr.matched) {
             self.send_heartbeat(id);
         }
@@ -295,7 +314,9 @@ impl Raft {
         let term = self.term;
         let read_seq = self.read_seq;
         let commit = self.log.committed();
-        let Some(pr) = self.progress.get_mut(&id) else { return };
+        let Some(pr) = self.progress.get_mut(&id) else {
+            return;
+        };
         let commit = commit.min(pr.matched);
         pr.sent_commit = pr.sent_commit.max(commit);
         self.send(
@@ -329,11 +350,20 @@ fn well_formed(prev_index: u64, term: u64, entries: &[Entry]) -> bool {
 
 /// Drops the entries at or below `committed` (which the message covers past),
 /// returning the new (prev_index, prev_term, entries).
-fn trim_committed(prev_index: u64, prev_term: u64, entries: Vec<Entry>, committed: u64) -> (u64, u64, Vec<Entry>) {
+fn trim_committed(
+    prev_index: u64,
+    prev_term: u64,
+    entries: Vec<Entry>,
+    committed: u64,
+) -> (u64, u64, Vec<Entry>) {
     if prev_index >= committed {
         return (prev_index, prev_term, entries);
     }
     let skip = (committed - prev_index) as usize;
     let new_prev_term = entries[skip - 1].term;
-    (committed, new_prev_term, entries.into_iter().skip(skip).collect())
+    (
+        committed,
+        new_prev_term,
+        entries.into_iter().skip(skip).collect(),
+    )
 }

@@ -28,8 +28,12 @@ impl Raft {
     pub(super) fn send_snapshot_chunk(&mut self, id: NodeId) -> bool {
         let chunk_max = self.cfg.snapshot_chunk_bytes.max(1);
         let term = self.term;
-        let Some(pr) = self.progress.get_mut(&id) else { return false };
-        let Some(snap) = pr.snap.clone() else { return false };
+        let Some(pr) = self.progress.get_mut(&id) else {
+            return false;
+        };
+        let Some(snap) = pr.snap.clone() else {
+            return false;
+        };
         if pr.state != ProgressState::Snapshot || pr.snap_chunk_sent {
             return false;
         }
@@ -50,11 +54,19 @@ impl Raft {
         true
     }
 
-    pub(super) fn handle_snapshot_resp(&mut self, from: NodeId, index: u64, next_offset: u64, done: bool) {
+    pub(super) fn handle_snapshot_resp(
+        &mut self,
+        from: NodeId,
+        index: u64,
+        next_offset: u64,
+        done: bool,
+    ) {
         if self.role != Role::Leader || index > self.log.last_index() {
             return;
         }
-        let Some(pr) = self.progress.get_mut(&from) else { return };
+        let Some(pr) = self.progress.get_mut(&from) else {
+            return;
+        };
         pr.recent_active = true;
         if done {
             // The peer holds everything up to `index`: resume with entries.
@@ -125,7 +137,9 @@ impl Raft {
     }
 
     fn install_incoming(&mut self) {
-        let Some((meta, data)) = self.incoming_snapshot.take() else { return };
+        let Some((meta, data)) = self.incoming_snapshot.take() else {
+            return;
+        };
         let snapshot = Snapshot { meta, data };
         if self.log.install_snapshot(snapshot.clone()) {
             self.installed_snapshot = Some(snapshot);

@@ -570,7 +570,10 @@ mod tests {
     #[test]
     fn bad_lengths_and_fields_are_rejected() {
         assert_eq!(decode(&[0, 0, 0, 0]), Err(WireError::FrameLen(0)));
-        assert!(matches!(decode(&[0xff, 0xff, 0xff, 0xff, b'h']), Err(WireError::FrameLen(_))));
+        assert!(matches!(
+            decode(&[0xff, 0xff, 0xff, 0xff, b'h']),
+            Err(WireError::FrameLen(_))
+        ));
         assert_eq!(decode_body(&[b'Z']), Err(WireError::UnknownOp(b'Z')));
         // Vote with transfer = 2.
         let mut body = vec![b'v'];
@@ -620,7 +623,11 @@ mod tests {
             proptest::collection::vec(any::<u8>(), 0..64).prop_map(EntryKind::Normal),
             arb_membership().prop_map(EntryKind::Config),
         ];
-        (any::<u64>(), any::<u64>(), kind).prop_map(|(term, index, kind)| Entry { term, index, kind })
+        (any::<u64>(), any::<u64>(), kind).prop_map(|(term, index, kind)| Entry {
+            term,
+            index,
+            kind,
+        })
     }
 
     fn arb_message() -> impl Strategy<Value = Message> {
@@ -632,22 +639,31 @@ mod tests {
                 last_term
             }),
             (u(), any::<bool>()).prop_map(|(term, granted)| Message::PreVoteResp { term, granted }),
-            (u(), u(), u(), any::<bool>()).prop_map(|(term, last_index, last_term, transfer)| Message::Vote {
-                term,
-                last_index,
-                last_term,
-                transfer
+            (u(), u(), u(), any::<bool>()).prop_map(|(term, last_index, last_term, transfer)| {
+                Message::Vote {
+                    term,
+                    last_index,
+                    last_term,
+                    transfer,
+                }
             }),
             (u(), any::<bool>()).prop_map(|(term, granted)| Message::VoteResp { term, granted }),
-            (u(), u(), u(), u(), proptest::collection::vec(arb_entry(), 0..5)).prop_map(
-                |(term, prev_index, prev_term, commit, entries)| Message::Append {
-                    term,
-                    prev_index,
-                    prev_term,
-                    entries,
-                    commit
-                }
-            ),
+            (
+                u(),
+                u(),
+                u(),
+                u(),
+                proptest::collection::vec(arb_entry(), 0..5)
+            )
+                .prop_map(|(term, prev_index, prev_term, commit, entries)| {
+                    Message::Append {
+                        term,
+                        prev_index,
+                        prev_term,
+                        entries,
+                        commit,
+                    }
+                }),
             (u(), any::<bool>(), u(), proptest::option::of(u()), u()).prop_map(
                 |(term, success, index, conflict_term, hint_index)| Message::AppendResp {
                     term,

@@ -40,7 +40,9 @@ impl Checker {
     pub fn leader(&mut self, id: NodeId, term: u64) -> Result<(), Violation> {
         match self.leaders.get(&term) {
             Some(other) if *other != id => {
-                return fail(format!("election safety: {other} and {id} both lead term {term}"))
+                return fail(format!(
+                    "election safety: {other} and {id} both lead term {term}"
+                ))
             }
             _ => {
                 self.leaders.insert(term, id);
@@ -48,7 +50,9 @@ impl Checker {
         }
         if let Some(t) = self.removed_at.get(&id) {
             if term > *t {
-                return fail(format!("removed node {id} leads term {term} (removed in term {t})"));
+                return fail(format!(
+                    "removed node {id} leads term {term} (removed in term {t})"
+                ));
             }
         }
         Ok(())
@@ -61,7 +65,14 @@ impl Checker {
 
     /// Log matching: one (index, term) ⇒ one content and one predecessor
     /// term (so, by induction, one prefix).
-    pub fn log_entry(&mut self, id: NodeId, index: u64, term: u64, content: u64, prev_term: u64) -> Result<(), Violation> {
+    pub fn log_entry(
+        &mut self,
+        id: NodeId,
+        index: u64,
+        term: u64,
+        content: u64,
+        prev_term: u64,
+    ) -> Result<(), Violation> {
         match self.entries.get(&(index, term)) {
             Some(&(c, p)) if (c, p) != (content, prev_term) => fail(format!(
                 "log matching: node {id} holds ({index}, {term}) with content {content:x}/prev {prev_term}, \
@@ -86,14 +97,18 @@ impl Checker {
     ) -> Result<(), Violation> {
         let last = self.last_commit.get(&id).copied().unwrap_or(0);
         if commit < last {
-            return fail(format!("commit index of node {id} went back from {last} to {commit}"));
+            return fail(format!(
+                "commit index of node {id} went back from {last} to {commit}"
+            ));
         }
         self.last_commit.insert(id, commit);
         for i in last + 1..=commit {
             let Some(t) = term_of(i) else { continue };
             match self.committed.get(&i) {
                 Some(&(ct, _)) if ct != t => {
-                    return fail(format!("node {id} committed ({i}, {t}) but ({i}, {ct}) was committed"))
+                    return fail(format!(
+                        "node {id} committed ({i}, {t}) but ({i}, {ct}) was committed"
+                    ))
                 }
                 Some(_) => {}
                 None => {
@@ -106,7 +121,13 @@ impl Checker {
 
     /// Leader completeness: a new leader of `term` holds every entry that
     /// was committed in an earlier term (except those in its snapshot).
-    pub fn leader_log(&self, id: NodeId, term: u64, first_index: u64, term_of: impl Fn(u64) -> Option<u64>) -> Result<(), Violation> {
+    pub fn leader_log(
+        &self,
+        id: NodeId,
+        term: u64,
+        first_index: u64,
+        term_of: impl Fn(u64) -> Option<u64>,
+    ) -> Result<(), Violation> {
         for (&i, &(t, observed)) in &self.committed {
             if observed < term && i >= first_index && term_of(i) != Some(t) {
                 return fail(format!(
@@ -134,12 +155,21 @@ impl Checker {
 
     /// Checks a node's committed configuration: 3 or 5 voters when not
     /// joint; remembers who was removed (and when).
-    pub fn committed_config(&mut self, id: NodeId, term: u64, config_index: u64, m: &Membership) -> Result<(), Violation> {
+    pub fn committed_config(
+        &mut self,
+        id: NodeId,
+        term: u64,
+        config_index: u64,
+        m: &Membership,
+    ) -> Result<(), Violation> {
         if m.voters.is_empty() && m.outgoing.is_empty() {
             return Ok(()); // a joining node that knows no configuration yet
         }
         if !m.is_joint() && m.voters.len() != 3 && m.voters.len() != 5 {
-            return fail(format!("node {id}: committed config has {} voters", m.voters.len()));
+            return fail(format!(
+                "node {id}: committed config has {} voters",
+                m.voters.len()
+            ));
         }
         for n in m.all_nodes() {
             let since = self.member_since.entry(n).or_insert(config_index);
@@ -159,7 +189,9 @@ impl Checker {
     /// At most one configuration change in flight on a leader.
     pub fn uncommitted_configs(&self, id: NodeId, count: usize) -> Result<(), Violation> {
         if count > 1 {
-            return fail(format!("leader {id} has {count} uncommitted config entries"));
+            return fail(format!(
+                "leader {id} has {count} uncommitted config entries"
+            ));
         }
         Ok(())
     }

@@ -77,6 +77,7 @@ const HEARTBEAT_MS: u64 = 50;
 const ELECTION_MS: u64 = 500;
 const STEP_MS_MAX: u64 = 10;
 const SNAPSHOT_CHUNK_BYTES: usize = 128;
+const CALM_DELAY_MS: u64 = 2;
 
 impl SimParams {
     pub fn from_seed(seed: u64) -> SimParams {
@@ -237,7 +238,14 @@ impl World {
             .map(|id| {
                 let cfg = raft_config(*id, &mut rng);
                 let raft = Raft::new_bootstrap(cfg, &ids, rng.next(), 0);
-                (*id, Node { raft, app: App::default(), paused_until: 0 })
+                (
+                    *id,
+                    Node {
+                        raft,
+                        app: App::default(),
+                        paused_until: 0,
+                    },
+                )
             })
             .collect();
         World {
@@ -272,7 +280,10 @@ impl World {
     }
 
     fn fail(&self, what: impl std::fmt::Display) -> String {
-        format!("seed={} step={} t={}ms: {what}", self.p.seed, self.step, self.now)
+        format!(
+            "seed={} step={} t={}ms: {what}",
+            self.p.seed, self.step, self.now
+        )
     }
 
     fn chaos_step(&mut self) -> Result<(), String> {
@@ -321,7 +332,11 @@ impl World {
         match self.rng.below(3) {
             0 => {
                 // Symmetric split into two random sides.
-                let side: BTreeSet<NodeId> = ids.iter().copied().filter(|_| self.rng.chance(500)).collect();
+                let side: BTreeSet<NodeId> = ids
+                    .iter()
+                    .copied()
+                    .filter(|_| self.rng.chance(500))
+                    .collect();
                 for a in &ids {
                     for b in &ids {
                         if side.contains(a) != side.contains(b) {
@@ -383,7 +398,14 @@ impl World {
         self.next_id += 1;
         let cfg = raft_config(new, &mut self.rng);
         let raft = Raft::new_joining(cfg, self.rng.next(), self.now);
-        self.nodes.insert(new, Node { raft, app: App::default(), paused_until: 0 });
+        self.nodes.insert(
+            new,
+            Node {
+                raft,
+                app: App::default(),
+                paused_until: 0,
+            },
+        );
         self.replacement = Some(Replacement { old, new });
     }
 
@@ -400,12 +422,28 @@ impl World {
         if chaos && self.rng.chance(self.p.drop_per_mille) {
             return;
         }
-        let copies = if chaos && self.rng.chance(self.p.dup_per_mille) { 2 } else { 1 };
+        let copies = if chaos && self.rng.chance(self.p.dup_per_mille) {
+            2
+        } else {
+            1
+        };
         for _ in 0..copies {
-            let delay = self.rng.range(1, self.p.delay_max_ms.max(1));
+            // After healing the network behaves like TCP: short, in order.
+            let delay = if chaos {
+                self.rng.range(1, self.p.delay_max_ms.max(1))
+            } else {
+                CALM_DELAY_MS
+            };
             self.seq += 1;
             self.queue.push(Reverse((self.now + delay, self.seq)));
-            self.inflight.insert(self.seq, InFlight { from, to, msg: msg.clone() });
+            self.inflight.insert(
+                self.seq,
+                InFlight {
+                    from,
+                    to,
+                    msg: msg.clone(),
+                },
+            );
         }
     }
 
@@ -416,8 +454,12 @@ impl World {
                 break;
             }
             self.queue.pop();
-            let Some(m) = self.inflight.remove(&seq) else { continue };
-            let Some(node) = self.nodes.get(&m.to) else { continue };
+            let Some(m) = self.inflight.remove(&seq) else {
+                continue;
+            };
+            let Some(node) = self.nodes.get(&m.to) else {
+                continue;
+            };
             if node.paused_until > self.now {
                 held.push((seq, m)); // delivered when the pause ends
                 continue;
@@ -427,7 +469,16 @@ impl World {
             }
             let msg = self.mangle(m.msg);
             let now = self.now;
-            self.nodes.get_mut(&m.to).unwrap().raft.step(m.from, msg, now);
+            if std::env::var("SIM_TRACE").is_ok_and(|v| v.parse::<u64>().unwrap() <= now) {
+                let mut t = format!("{now} {}->{} {msg:?}", m.from, m.to);
+                t.truncate(300);
+                eprintln!("{t}");
+            }
+            self.nodes
+                .get_mut(&m.to)
+                .unwrap()
+                .raft
+                .step(m.from, msg, now);
             self.process_ready(m.to)?;
         }
         for (seq, m) in held {
@@ -440,9 +491,15 @@ impl World {
 
     fn mangle(&self, msg: Message) -> Message {
         match (self.p.bug, msg) {
-            (Some(Bug::ForgeVoteGrants), Message::VoteResp { term, .. }) => Message::VoteResp { term, granted: true },
+            (Some(Bug::ForgeVoteGrants), Message::VoteResp { term, .. }) => Message::VoteResp {
+                term,
+                granted: true,
+            },
             (Some(Bug::ForgeVoteGrants), Message::PreVoteResp { term, .. }) => {
-                Message::PreVoteResp { term, granted: true }
+                Message::PreVoteResp {
+                    term,
+                    granted: true,
+                }
             }
             (_, m) => m,
         }
@@ -473,15 +530,21 @@ impl World {
             if app.index != s.meta.index {
                 return Err(self.fail(format!("node {id}: snapshot index mismatch")));
             }
-            self.checker.applied(id, app.index, app.hash).map_err(|v| self.fail(v.0))?;
+            self.checker
+                .applied(id, app.index, app.hash)
+                .map_err(|v| self.fail(v.0))?;
             self.nodes.get_mut(&id).unwrap().app = app;
             self.stats.snapshots_installed += 1;
         }
         for e in &rd.committed {
             let node = self.nodes.get_mut(&id).unwrap();
-            node.app.apply(e).map_err(|err| format!("node {id}: {err}"))?;
+            node.app
+                .apply(e)
+                .map_err(|err| format!("node {id}: {err}"))?;
             let (index, hash) = (node.app.index, node.app.hash);
-            self.checker.applied(id, index, hash).map_err(|v| self.fail(v.0))?;
+            self.checker
+                .applied(id, index, hash)
+                .map_err(|v| self.fail(v.0))?;
             self.stats.committed += 1;
         }
         for (ctx, index) in rd.read_states {
@@ -528,7 +591,13 @@ impl World {
                 self.read(l);
             }
             if self.rng.chance(2) {
-                let peers: Vec<NodeId> = self.nodes[&l].raft.membership().voters.iter().copied().collect();
+                let peers: Vec<NodeId> = self.nodes[&l]
+                    .raft
+                    .membership()
+                    .voters
+                    .iter()
+                    .copied()
+                    .collect();
                 let to = peers[self.rng.below(peers.len() as u64) as usize];
                 let _ = self.nodes.get_mut(&l).unwrap().raft.transfer_leadership(to);
             }
@@ -543,7 +612,12 @@ impl World {
     fn read(&mut self, l: NodeId) {
         let ctx = self.next_ctx;
         self.next_ctx += 1;
-        let floor = self.nodes.values().map(|n| n.raft.commit_index()).max().unwrap_or(0);
+        let floor = self
+            .nodes
+            .values()
+            .map(|n| n.raft.commit_index())
+            .max()
+            .unwrap_or(0);
         if self.nodes.get_mut(&l).unwrap().raft.read_index(ctx).is_ok() {
             self.reads.insert(ctx, ReadReq { node: l, floor });
         }
@@ -560,7 +634,9 @@ impl World {
     /// Drives the admin's replacement: add learner → wait until caught up →
     /// joint consensus (left automatically) → done.
     fn advance_replacement(&mut self) {
-        let Some(Replacement { old, new }) = self.replacement else { return };
+        let Some(Replacement { old, new }) = self.replacement else {
+            return;
+        };
         let Some(l) = self.leader() else { return };
         let raft = &mut self.nodes.get_mut(&l).unwrap().raft;
         let m = raft.membership().clone();
@@ -576,7 +652,9 @@ impl World {
         if !m.contains(new) {
             let _ = raft.add_learner(new);
         } else if m.learners.contains(&new) {
-            let caught_up = raft.progress_of(new).is_some_and(|(matched, _)| matched >= raft.commit_index());
+            let caught_up = raft
+                .progress_of(new)
+                .is_some_and(|(matched, _)| matched >= raft.commit_index());
             if caught_up && m.voters.contains(&old) {
                 let _ = raft.replace_voter(old, new);
             }
@@ -615,6 +693,22 @@ impl World {
                         proposed = Some((l, index, raft.term()));
                     }
                     self.process_ready(l)?;
+                }
+            }
+        }
+        if std::env::var("SIM_DEBUG").is_ok() {
+            for n in self.nodes.values() {
+                let r = &n.raft;
+                eprintln!(
+                    "node {} role {:?} term {} leader {:?} commit {} last {} lastterm {} first {} members {:?} committed {:?} removed {} voted {:?}",
+                    r.id(), r.role(), r.term(), r.leader_id(), r.commit_index(), r.last_index(), r.last_term(),
+                    r.first_index(), r.membership(), r.committed_membership(), r.is_removed(), r.voted_for()
+                );
+                if r.role() == Role::Leader {
+                    let dbg = format!("{r:?}");
+                    let i = dbg.find("progress:").unwrap();
+                    let j = dbg.find("transfer:").unwrap();
+                    eprintln!("{}", &dbg[i..j]);
                 }
             }
         }
