@@ -12,7 +12,7 @@ use ticketing::raft::Membership;
 
 /// Default seed count: sized so this test takes well under a minute in
 /// `--release` on 2 cores.
-const SEEDS_DEFAULT: u64 = 1200;
+const SEEDS_DEFAULT: u64 = 2000;
 const THREADS: u64 = 2;
 
 fn env_u64(name: &str) -> Option<u64> {

@@ -574,7 +574,7 @@ mod tests {
             decode(&[0xff, 0xff, 0xff, 0xff, b'h']),
             Err(WireError::FrameLen(_))
         ));
-        assert_eq!(decode_body(&[b'Z']), Err(WireError::UnknownOp(b'Z')));
+        assert_eq!(decode_body(b"Z"), Err(WireError::UnknownOp(b'Z')));
         // Vote with transfer = 2.
         let mut body = vec![b'v'];
         body.extend_from_slice(&[0; 24]);

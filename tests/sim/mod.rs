@@ -84,7 +84,7 @@ impl SimParams {
         let mut r = Rng::new(seed ^ 0x5EED);
         SimParams {
             seed,
-            nodes: if seed % 2 == 0 { 3 } else { 5 },
+            nodes: if seed.is_multiple_of(2) { 3 } else { 5 },
             chaos_ms: 8_000 + r.below(8_000),
             heal_ms: 15_000,
             drop_per_mille: r.below(80),
