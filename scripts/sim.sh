@@ -1,6 +1,6 @@
 #!/bin/sh
 # Runs the deterministic Raft simulator (tests/raft_sim.rs).
-#   scripts/sim.sh                 default seed count (2000)
+#   scripts/sim.sh                 default seed count (1500)
 #   scripts/sim.sh --seeds 10000   more seeds
 #   scripts/sim.sh --seed 1234     replay exactly one seed (prints its stats)
 #   scripts/sim.sh --base 5000 --seeds 1000   seeds 5000..5999
