@@ -2,6 +2,7 @@
 
 pub mod lock;
 pub mod proto;
+pub mod raft;
 pub mod replica;
 pub mod server;
 pub mod transport;
