@@ -100,7 +100,11 @@ impl H {
     fn leader(&mut self, term: u64, noop_index: u64) -> Vec<Reply> {
         let mut out = ReplicaOutput::default();
         self.r.on_role(
-            LogRole::Leader { term, noop_index },
+            LogRole::Leader {
+                term,
+                noop_index,
+                new_domain: 0,
+            },
             self.now,
             self.unix(),
             &mut out,
@@ -158,7 +162,7 @@ impl H {
     fn take_appends(&mut self) -> Vec<(u64, Command)> {
         let mut appends = Vec::new();
         self.asks.retain(|ask| match ask {
-            ToLog::Append { seq, command } => {
+            ToLog::Append { seq, command, .. } => {
                 appends.push((*seq, command.clone()));
                 false
             }
@@ -864,6 +868,7 @@ fn follower_applies_the_leaders_commands_silently_and_its_state_matches() {
         LogRole::Leader {
             term: 1,
             noop_index: 0,
+            new_domain: 0,
         },
         0,
         UNIX0,
@@ -882,7 +887,7 @@ fn follower_applies_the_leaders_commands_silently_and_its_state_matches() {
         while !out.to_log.is_empty() {
             for ask in std::mem::take(&mut out.to_log) {
                 match ask {
-                    ToLog::Append { seq, command } => {
+                    ToLog::Append { seq, command, .. } => {
                         *index += 1;
                         leader.on_appended(seq, *index, 1);
                         leader.on_committed(*index, 1, Some(&command), now, UNIX0 + now, out);
@@ -953,6 +958,7 @@ fn snapshot_replaces_state_and_answers_unknown_for_own_pending_at_or_below_it() 
             },
         )],
         UNIX0 + 1,
+        0,
     )
     .expect("valid");
     let replies = h.snapshot(3, state.clone());
@@ -1190,6 +1196,7 @@ fn origins_of(command: &Command) -> Vec<(ConnId, u32)> {
                 add(&g.origin);
             }
         }
+        Command::SetDomain { .. } => {}
     }
     v
 }
@@ -1231,7 +1238,7 @@ impl Sim {
     /// Checks one call's replies and queues its asks.
     fn absorb(&mut self, call: Call, out: ReplicaOutput) -> Result<(), String> {
         for ask in out.to_log {
-            if let ToLog::Append { seq, command } = &ask {
+            if let ToLog::Append { seq, command, .. } = &ask {
                 for o in origins_of(command) {
                     if self.seq_of.insert(o, *seq).is_some() {
                         return Err(format!("{o:?} proposed twice"));
@@ -1330,7 +1337,7 @@ impl Sim {
         let mut out = ReplicaOutput::default();
         let current = self.leading && epoch == self.epoch && !fail;
         match ask {
-            ToLog::Append { seq, command } => {
+            ToLog::Append { seq, command, .. } => {
                 if current {
                     self.log.push(Entry {
                         term: self.term,
@@ -1492,6 +1499,7 @@ impl Sim {
                 self.role(LogRole::Leader {
                     term: self.term,
                     noop_index,
+                    new_domain: 0,
                 })
             }
             Op::Advance(ms) => {
