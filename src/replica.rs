@@ -36,11 +36,7 @@ pub enum ToLog {
     /// Append `command` if this node still leads `term` (a command planned under an
     /// older leadership must never enter a newer term's log); answer with
     /// `on_appended(seq, ..)` or `on_rejected(seq)`.
-    Append {
-        seq: u64,
-        term: u64,
-        command: Command,
-    },
+    Append { seq: u64, term: u64, command: Command },
     /// Confirm leadership for a read; answer with `on_read_ready(ctx, index)` or
     /// `on_read_failed(ctx)`.
     ReadIndex { ctx: u64 },
@@ -52,11 +48,7 @@ pub enum LogRole {
     /// Leading `term`; requests are served once `noop_index` is applied. If no fencing
     /// domain is recorded yet, this leader records `new_domain` (a fresh random
     /// non-zero number from the caller).
-    Leader {
-        term: u64,
-        noop_index: u64,
-        new_domain: u64,
-    },
+    Leader { term: u64, noop_index: u64, new_domain: u64 },
     /// Not leading; `leader_addr` is the leader's client address, empty if unknown.
     NotLeader { leader_addr: String },
 }
@@ -116,9 +108,7 @@ impl Replica {
         Replica {
             node: config.node,
             table: LockTable::new(config),
-            role: LogRole::NotLeader {
-                leader_addr: String::new(),
-            },
+            role: LogRole::NotLeader { leader_addr: String::new() },
             serving: false,
             applied_index: 0,
             held_back: VecDeque::new(),
@@ -172,19 +162,11 @@ impl Replica {
         match &self.role {
             LogRole::NotLeader { leader_addr } => {
                 let leader = leader_addr.clone();
-                out.replies.push(Reply {
-                    conn,
-                    id,
-                    response: Response::Moved { leader },
-                });
+                out.replies.push(Reply { conn, id, response: Response::Moved { leader } });
             }
             LogRole::Leader { .. } if !self.serving => {
                 if self.held_back.len() >= HELD_BACK_MAX {
-                    out.replies.push(Reply {
-                        conn,
-                        id,
-                        response: overloaded(),
-                    });
+                    out.replies.push(Reply { conn, id, response: overloaded() });
                 } else {
                     self.held_back.push_back((conn, id, request));
                 }
@@ -204,25 +186,11 @@ impl Replica {
     ) {
         let mut scratch = std::mem::take(&mut self.scratch);
         match request {
-            Request::Acquire {
-                lease_s,
-                wait_ms,
-                key,
-                owner,
-            } => self.table.acquire(
-                conn,
-                id,
-                lease_s,
-                wait_ms,
-                &key,
-                &owner,
-                now_ms,
-                unix_us,
-                &mut scratch,
-            ),
+            Request::Acquire { lease_s, wait_ms, key, owner } => {
+                self.table.acquire(conn, id, lease_s, wait_ms, &key, &owner, now_ms, unix_us, &mut scratch)
+            }
             Request::Release { token, key, owner } => {
-                self.table
-                    .release(conn, id, token, &key, &owner, unix_us, &mut scratch)
+                self.table.release(conn, id, token, &key, &owner, unix_us, &mut scratch)
             }
             Request::Query { key } => {
                 let ctx = self.next_ctx;
@@ -230,8 +198,9 @@ impl Replica {
                 self.reads_waiting.insert(ctx, (conn, id, key));
                 out.to_log.push(ToLog::ReadIndex { ctx });
             }
-            Request::Status | Request::Ping => {
-                // Answered by connection threads; never silently dropped here.
+            Request::Status | Request::Ping | Request::Replace { .. } => {
+                // Answered by connection threads or the Raft thread; never silently
+                // dropped here.
                 scratch.replies.push(Reply {
                     conn,
                     id,
@@ -257,14 +226,7 @@ impl Replica {
             let seq = self.next_seq;
             self.next_seq += 1;
             let owed = owed_by(&command, self.node);
-            self.pending.insert(
-                seq,
-                Pending {
-                    owed,
-                    at: None,
-                    abandoned: false,
-                },
-            );
+            self.pending.insert(seq, Pending { owed, at: None, abandoned: false });
             out.to_log.push(ToLog::Append { seq, term, command });
         }
     }
@@ -286,9 +248,7 @@ impl Replica {
                     out.replies.push(Reply {
                         conn,
                         id,
-                        response: Response::Moved {
-                            leader: leader.clone(),
-                        },
+                        response: Response::Moved { leader: leader.clone() },
                     });
                 }
             }
@@ -334,9 +294,7 @@ impl Replica {
                     out.replies.push(Reply {
                         conn,
                         id,
-                        response: Response::Moved {
-                            leader: leader.clone(),
-                        },
+                        response: Response::Moved { leader: leader.clone() },
                     });
                 }
             }
@@ -370,11 +328,7 @@ impl Replica {
             if let Some(p) = self.pending.remove(&seq) {
                 if !p.abandoned {
                     for (conn, id) in p.owed {
-                        out.replies.push(Reply {
-                            conn,
-                            id,
-                            response: Response::Unknown,
-                        });
+                        out.replies.push(Reply { conn, id, response: Response::Unknown });
                     }
                 }
             }
@@ -384,20 +338,13 @@ impl Replica {
     /// After applying: a new leader starts serving once its no-op is applied, and
     /// confirmed reads are answered once their index is applied.
     fn after_apply(&mut self, now_ms: u64, unix_us: u64, out: &mut ReplicaOutput) {
-        if let LogRole::Leader {
-            noop_index,
-            new_domain,
-            ..
-        } = self.role
-        {
+        if let LogRole::Leader { noop_index, new_domain, .. } = self.role {
             if !self.serving && self.applied_index >= noop_index {
                 self.serving = true;
                 self.table.become_leader(now_ms);
                 if self.table.state().domain() == 0 && new_domain != 0 {
                     let mut scratch = std::mem::take(&mut self.scratch);
-                    scratch
-                        .proposals
-                        .push_back(Command::SetDomain { domain: new_domain });
+                    scratch.proposals.push_back(Command::SetDomain { domain: new_domain });
                     self.flush(&mut scratch, out);
                     self.scratch = scratch;
                 }
@@ -435,11 +382,7 @@ impl Replica {
     pub fn on_read_failed(&mut self, ctx: u64, out: &mut ReplicaOutput) {
         if let Some((conn, id, _)) = self.reads_waiting.remove(&ctx) {
             let leader = self.leader_addr();
-            out.replies.push(Reply {
-                conn,
-                id,
-                response: Response::Moved { leader },
-            });
+            out.replies.push(Reply { conn, id, response: Response::Moved { leader } });
         }
     }
 
@@ -471,29 +414,15 @@ impl Replica {
                 out.replies.append(&mut scratch.replies);
                 self.scratch = scratch;
                 self.serving = false;
-                let moved = || Response::Moved {
-                    leader: leader_addr.clone(),
-                };
+                let moved = || Response::Moved { leader: leader_addr.clone() };
                 for (conn, id, _) in self.held_back.drain(..) {
-                    out.replies.push(Reply {
-                        conn,
-                        id,
-                        response: moved(),
-                    });
+                    out.replies.push(Reply { conn, id, response: moved() });
                 }
                 for (_, (conn, id, _)) in self.reads_waiting.drain() {
-                    out.replies.push(Reply {
-                        conn,
-                        id,
-                        response: moved(),
-                    });
+                    out.replies.push(Reply { conn, id, response: moved() });
                 }
                 for (_, (conn, id, _)) in std::mem::take(&mut self.reads_ready) {
-                    out.replies.push(Reply {
-                        conn,
-                        id,
-                        response: moved(),
-                    });
+                    out.replies.push(Reply { conn, id, response: moved() });
                 }
                 if was_leader && !self.pending.is_empty() {
                     self.unknown_deadline = Some(now_ms + UNKNOWN_AFTER_MS);
@@ -524,11 +453,7 @@ impl Replica {
                     if !p.abandoned {
                         p.abandoned = true;
                         for (conn, id) in p.owed.drain(..) {
-                            out.replies.push(Reply {
-                                conn,
-                                id,
-                                response: Response::Unknown,
-                            });
+                            out.replies.push(Reply { conn, id, response: Response::Unknown });
                         }
                     }
                 }
@@ -540,11 +465,7 @@ impl Replica {
 
     /// The earliest moment `tick` has work to do.
     pub fn next_deadline(&self) -> Option<u64> {
-        let table = if self.serving {
-            self.table.next_deadline()
-        } else {
-            None
-        };
+        let table = if self.serving { self.table.next_deadline() } else { None };
         match (table, self.unknown_deadline) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
@@ -558,10 +479,7 @@ impl Replica {
 }
 
 fn overloaded() -> Response {
-    Response::Error {
-        code: crate::proto::ErrorCode::Overloaded,
-        message: "new leader not ready yet".into(),
-    }
+    Response::Error { code: crate::proto::ErrorCode::Overloaded, message: "new leader not ready yet".into() }
 }
 
 /// The requests of node `node` that `command` answers when applied.
@@ -580,7 +498,7 @@ fn owed_by(command: &Command, node: u64) -> Vec<(ConnId, u32)> {
                 add(&g.origin);
             }
         }
-        Command::SetDomain { .. } => {}
+        Command::SetDomain { .. } | Command::SetAddr { .. } => {}
         Command::Expire { next, .. } => {
             if let Some(g) = next {
                 add(&g.origin);

@@ -20,13 +20,8 @@ type Tls = Arc<Mutex<rustls::Connection>>;
 /// Splits `tcp` (and its TLS state, if any) into halves.
 pub fn split(tcp: TcpStream, tls: Option<rustls::Connection>) -> io::Result<(ReadHalf, WriteHalf)> {
     let tls: Option<Tls> = tls.map(|c| Arc::new(Mutex::new(c)));
-    let reader = ReadHalf {
-        tcp: tcp.try_clone()?,
-        tls: tls.clone(),
-        deadline: None,
-        net: Vec::new(),
-        net_pos: 0,
-    };
+    let reader =
+        ReadHalf { tcp: tcp.try_clone()?, tls: tls.clone(), deadline: None, net: Vec::new(), net_pos: 0 };
     let writer = WriteHalf { tcp, tls };
     Ok((reader, writer))
 }
@@ -149,9 +144,7 @@ impl WriteHalf {
     /// destroy the answer before the client has read it.
     pub fn close_gracefully(&self) {
         let _ = self.tcp.shutdown(Shutdown::Write);
-        let _ = self
-            .tcp
-            .set_read_timeout(Some(std::time::Duration::from_millis(200)));
+        let _ = self.tcp.set_read_timeout(Some(std::time::Duration::from_millis(200)));
         let mut sink = [0u8; 4096];
         for _ in 0..16 {
             match (&self.tcp).read(&mut sink) {
@@ -197,16 +190,12 @@ pub fn unsplit(
 ) -> io::Result<(TcpStream, Option<rustls::Connection>, Vec<u8>)> {
     let leftover = reader.net[reader.net_pos.min(reader.net.len())..].to_vec();
     let ReadHalf { tls: read_tls, .. } = reader;
-    let WriteHalf {
-        tcp,
-        tls: write_tls,
-    } = writer;
+    let WriteHalf { tcp, tls: write_tls } = writer;
     drop(write_tls);
     let tls = match read_tls {
         None => None,
         Some(shared) => {
-            let mutex =
-                Arc::try_unwrap(shared).map_err(|_| io::Error::other("TLS state still shared"))?;
+            let mutex = Arc::try_unwrap(shared).map_err(|_| io::Error::other("TLS state still shared"))?;
             Some(mutex.into_inner().unwrap_or_else(|p| p.into_inner()))
         }
     };

@@ -13,10 +13,7 @@ fn three_nodes_elect_a_leader_grant_and_redirect() {
     let leader = cluster.wait_leader(Duration::from_secs(15));
     let mut l = connect(cluster.addr(leader));
     assert_eq!(l.welcome.role, b'L');
-    assert_ne!(
-        l.welcome.domain, 0,
-        "the first leader records a fencing domain"
-    );
+    assert_ne!(l.welcome.domain, 0, "the first leader records a fencing domain");
     let token = granted_token(&l.call(2, &acquire("seat", "a", 30, 0)));
     // A follower does not execute: M with the leader's client address.
     let follower = (leader + 1) % 3;
@@ -26,9 +23,7 @@ fn three_nodes_elect_a_leader_grant_and_redirect() {
     assert_eq!(f.welcome.domain, l.welcome.domain);
     assert_eq!(
         f.call(1, &acquire("seat", "b", 30, 0)),
-        Response::Moved {
-            leader: cluster.addr(leader).to_string()
-        }
+        Response::Moved { leader: cluster.addr(leader).to_string() }
     );
     // STATUS is answered by every node.
     let s = status_map(&mut f, 2);
@@ -60,10 +55,7 @@ fn leader_kill_fails_over_and_locks_and_tokens_survive() {
         let t = granted_token(&l.call(10 + 2 * i, &acquire("k", "o", 5, 0)));
         assert!(t > last);
         last = t;
-        assert_eq!(
-            l.call(11 + 2 * i, &release("k", "o", t)),
-            Response::Released
-        );
+        assert_eq!(l.call(11 + 2 * i, &release("k", "o", t)), Response::Released);
     }
     drop(l);
     let killed_at = Instant::now();
@@ -75,17 +67,9 @@ fn leader_kill_fails_over_and_locks_and_tokens_survive() {
     let mut n = connect(cluster.addr(next));
     // The long lock survived with its token, and its lease restarted in full.
     match n.call(1, &Request::Query { key: "long".into() }) {
-        Response::Holder {
-            token,
-            owner,
-            remaining_ms,
-            ..
-        } => {
+        Response::Holder { token, owner, remaining_ms, .. } => {
             assert_eq!((token, owner.as_str()), (held, "keeper"));
-            assert!(
-                remaining_ms > 110_000,
-                "lease restarted with its full length: {remaining_ms}"
-            );
+            assert!(remaining_ms > 110_000, "lease restarted with its full length: {remaining_ms}");
         }
         other => panic!("{other:?}"),
     }
@@ -105,9 +89,7 @@ fn an_isolated_minority_never_grants() {
         cluster.signal(i, "-STOP");
     }
     let mut l = connect(cluster.addr(leader));
-    l.stream
-        .set_read_timeout(Some(Duration::from_secs(12)))
-        .unwrap();
+    l.stream.set_read_timeout(Some(Duration::from_secs(12))).unwrap();
     l.send(1, &acquire("x", "o", 5, 0));
     let (id, r) = l.recv();
     assert_eq!(id, 1);
@@ -157,9 +139,7 @@ fn a_paused_leader_is_replaced_and_its_late_answers_are_safe() {
     let cluster = Cluster::start(3, &[]);
     let old = cluster.wait_leader(Duration::from_secs(15));
     let mut o = connect(cluster.addr(old));
-    o.stream
-        .set_read_timeout(Some(Duration::from_secs(20)))
-        .unwrap();
+    o.stream.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
     let held = granted_token(&o.call(1, &acquire("p", "first", 60, 0)));
     cluster.signal(old, "-STOP");
     // A request sent to the paused leader sits in its socket.
@@ -167,10 +147,7 @@ fn a_paused_leader_is_replaced_and_its_late_answers_are_safe() {
     let mut new = None;
     let deadline = Instant::now() + Duration::from_secs(20);
     while new.is_none() {
-        assert!(
-            Instant::now() < deadline,
-            "no new leader while the old one is paused"
-        );
+        assert!(Instant::now() < deadline, "no new leader while the old one is paused");
         for i in (0..3).filter(|i| *i != old) {
             if let Ok(c) = connect_with(cluster.addr(i), TOKEN) {
                 if c.welcome.role == b'L' {
@@ -182,16 +159,12 @@ fn a_paused_leader_is_replaced_and_its_late_answers_are_safe() {
     }
     let new = new.unwrap();
     let mut n = connect(cluster.addr(new));
-    n.stream
-        .set_read_timeout(Some(Duration::from_secs(10)))
-        .unwrap();
+    n.stream.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
     // Wait until the new leader serves, then take "q" there.
     let q_token = loop {
         match n.call(1, &acquire("q", "new-side", 60, 0)) {
             Response::Granted { token, .. } => break token,
-            Response::Moved { .. } | Response::Error { .. } => {
-                std::thread::sleep(Duration::from_millis(100))
-            }
+            Response::Moved { .. } | Response::Error { .. } => std::thread::sleep(Duration::from_millis(100)),
             other => panic!("{other:?}"),
         }
     };
@@ -201,10 +174,7 @@ fn a_paused_leader_is_replaced_and_its_late_answers_are_safe() {
     let (id, r) = o.recv();
     assert_eq!(id, 2);
     assert!(
-        matches!(
-            r,
-            Response::Moved { .. } | Response::Unknown | Response::Busy
-        ),
+        matches!(r, Response::Moved { .. } | Response::Unknown | Response::Busy),
         "the deposed leader answered {r:?}"
     );
     // "p" is still held with its token on the new leader.
@@ -237,10 +207,7 @@ fn a_crashed_node_restarted_under_its_old_id_exits_2() {
     while let Ok(line) = again.log.try_recv() {
         saw_message |= line.contains("new NodeId");
     }
-    assert!(
-        saw_message,
-        "the exit message tells the operator to replace the node"
-    );
+    assert!(saw_message, "the exit message tells the operator to replace the node");
     // The rest of the cluster still serves.
     let leader = cluster.wait_leader(Duration::from_secs(15));
     let mut l = connect(cluster.addr(leader));

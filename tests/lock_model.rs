@@ -26,17 +26,10 @@ struct Driver {
 
 impl Driver {
     fn new() -> Self {
-        let mut table = LockTable::new(TableConfig {
-            node: 1,
-            incarnation: 1,
-            waiters_per_key_max: MAX_WAITERS,
-        });
+        let mut table =
+            LockTable::new(TableConfig { node: 1, incarnation: 1, waiters_per_key_max: MAX_WAITERS });
         table.become_leader(0);
-        Driver {
-            table,
-            now_ms: 0,
-            unix_us: UNIX0,
-        }
+        Driver { table, now_ms: 0, unix_us: UNIX0 }
     }
 
     fn run(&mut self, mut out: Output) -> Vec<Reply> {
@@ -88,21 +81,12 @@ impl Model {
         }
         let w = queue.remove(0);
         let token = self.token(unix);
-        self.holders.insert(
-            key.into(),
-            MHolder {
-                owner: w.owner,
-                token,
-                deadline: now + u64::from(w.lease_ms),
-            },
-        );
+        self.holders
+            .insert(key.into(), MHolder { owner: w.owner, token, deadline: now + u64::from(w.lease_ms) });
         replies.push(Reply {
             conn: w.conn,
             id: w.id,
-            response: Response::Granted {
-                token,
-                lease_ms: w.lease_ms,
-            },
+            response: Response::Granted { token, lease_ms: w.lease_ms },
         });
     }
 
@@ -123,25 +107,13 @@ impl Model {
             let token = self.token(unix);
             self.holders.insert(
                 key.into(),
-                MHolder {
-                    owner: owner.into(),
-                    token,
-                    deadline: now + u64::from(lease_ms),
-                },
+                MHolder { owner: owner.into(), token, deadline: now + u64::from(lease_ms) },
             );
-            return vec![Reply {
-                conn,
-                id,
-                response: Response::Granted { token, lease_ms },
-            }];
+            return vec![Reply { conn, id, response: Response::Granted { token, lease_ms } }];
         }
         let queue = self.queues.entry(key.into()).or_default();
         if wait_ms == 0 || queue.len() >= MAX_WAITERS {
-            return vec![Reply {
-                conn,
-                id,
-                response: Response::Busy,
-            }];
+            return vec![Reply { conn, id, response: Response::Busy }];
         }
         self.seq += 1;
         queue.push(MWaiter {
@@ -166,21 +138,12 @@ impl Model {
         now: u64,
         unix: u64,
     ) -> Vec<Reply> {
-        let matches =
-            matches!(self.holders.get(key), Some(h) if h.owner == owner && h.token == token);
+        let matches = matches!(self.holders.get(key), Some(h) if h.owner == owner && h.token == token);
         if !matches {
-            return vec![Reply {
-                conn,
-                id,
-                response: Response::NotHolder,
-            }];
+            return vec![Reply { conn, id, response: Response::NotHolder }];
         }
         self.holders.remove(key);
-        let mut replies = vec![Reply {
-            conn,
-            id,
-            response: Response::Released,
-        }];
+        let mut replies = vec![Reply { conn, id, response: Response::Released }];
         self.grant_head(key, now, unix, &mut replies);
         replies
     }
@@ -188,14 +151,9 @@ impl Model {
     /// The earliest due timer at `now`: (deadline, is_wait, tiebreak, key).
     /// Leases sort before waits at the same deadline.
     fn earliest(&self, now: u64) -> Option<(u64, bool, u64, String)> {
-        let leases = self
-            .holders
-            .iter()
-            .map(|(k, h)| (h.deadline, false, h.token, k.clone()));
-        let waits = self
-            .queues
-            .iter()
-            .flat_map(|(k, q)| q.iter().map(move |w| (w.deadline, true, w.seq, k.clone())));
+        let leases = self.holders.iter().map(|(k, h)| (h.deadline, false, h.token, k.clone()));
+        let waits =
+            self.queues.iter().flat_map(|(k, q)| q.iter().map(move |w| (w.deadline, true, w.seq, k.clone())));
         leases.chain(waits).filter(|t| t.0 <= now).min()
     }
 
@@ -206,11 +164,7 @@ impl Model {
                 let queue = self.queues.get_mut(&key).unwrap();
                 let pos = queue.iter().position(|w| w.seq == tiebreak).unwrap();
                 let w = queue.remove(pos);
-                replies.push(Reply {
-                    conn: w.conn,
-                    id: w.id,
-                    response: Response::Timeout,
-                });
+                replies.push(Reply { conn: w.conn, id: w.id, response: Response::Timeout });
             } else {
                 self.holders.remove(&key);
                 self.grant_head(&key, now, unix, &mut replies);
@@ -243,10 +197,7 @@ impl Model {
 
     fn next_deadline(&self) -> Option<u64> {
         let leases = self.holders.values().map(|h| h.deadline);
-        let waits = self
-            .queues
-            .values()
-            .flat_map(|q| q.iter().map(|w| w.deadline));
+        let waits = self.queues.values().flat_map(|q| q.iter().map(|w| w.deadline));
         leases.chain(waits).min()
     }
 }
@@ -256,18 +207,8 @@ impl Model {
 
 #[derive(Clone, Debug)]
 enum Sent {
-    Acquire {
-        key: String,
-        owner: String,
-        lease_ms: u32,
-        wait_ms: u32,
-        at: u64,
-    },
-    Release {
-        key: String,
-        owner: String,
-        token: u64,
-    },
+    Acquire { key: String, owner: String, lease_ms: u32, wait_ms: u32, at: u64 },
+    Release { key: String, owner: String, token: u64 },
 }
 
 #[derive(Default)]
@@ -301,17 +242,8 @@ impl Observer {
             }
             match (&sent, &r.response) {
                 (
-                    Sent::Acquire {
-                        key,
-                        owner,
-                        lease_ms,
-                        wait_ms,
-                        at,
-                    },
-                    Response::Granted {
-                        token,
-                        lease_ms: granted_ms,
-                    },
+                    Sent::Acquire { key, owner, lease_ms, wait_ms, at },
+                    Response::Granted { token, lease_ms: granted_ms },
                 ) => {
                     if granted_ms != lease_ms {
                         return Err(format!("lease {granted_ms} != asked {lease_ms}"));
@@ -348,17 +280,9 @@ impl Observer {
                         }
                         queue.remove(pos);
                     }
-                    self.holds.insert(
-                        key.clone(),
-                        (owner.clone(), *token, now + u64::from(*lease_ms)),
-                    );
+                    self.holds.insert(key.clone(), (owner.clone(), *token, now + u64::from(*lease_ms)));
                 }
-                (
-                    Sent::Acquire {
-                        key, wait_ms, at, ..
-                    },
-                    Response::Timeout,
-                ) => {
+                (Sent::Acquire { key, wait_ms, at, .. }, Response::Timeout) => {
                     if now < at + u64::from(*wait_ms) {
                         return Err(format!("T before the wait ended: {r:?}"));
                     }
@@ -369,14 +293,12 @@ impl Observer {
                     queue.remove(pos);
                 }
                 (Sent::Acquire { .. }, Response::Busy) => {}
-                (Sent::Release { key, owner, token }, Response::Released) => {
-                    match self.holds.get(key) {
-                        Some((o, t, end)) if o == owner && t == token && *end > now => {
-                            self.holds.remove(key);
-                        }
-                        other => return Err(format!("R for a non-current hold {other:?}: {r:?}")),
+                (Sent::Release { key, owner, token }, Response::Released) => match self.holds.get(key) {
+                    Some((o, t, end)) if o == owner && t == token && *end > now => {
+                        self.holds.remove(key);
                     }
-                }
+                    other => return Err(format!("R for a non-current hold {other:?}: {r:?}")),
+                },
                 (Sent::Release { .. }, Response::NotHolder) => {}
                 _ => return Err(format!("unexpected answer {r:?} to {sent:?}")),
             }
@@ -386,12 +308,8 @@ impl Observer {
 
     fn close(&mut self, conn: u64) {
         self.closed_conns.insert(conn);
-        let gone: HashSet<u32> = self
-            .sent
-            .iter()
-            .filter(|(_, (c, _))| *c == conn)
-            .map(|(id, _)| *id)
-            .collect();
+        let gone: HashSet<u32> =
+            self.sent.iter().filter(|(_, (c, _))| *c == conn).map(|(id, _)| *id).collect();
         for queue in self.queues.values_mut() {
             queue.retain(|id| !gone.contains(id));
         }
@@ -415,19 +333,8 @@ enum Pick {
 
 #[derive(Clone, Debug)]
 enum Op {
-    Acquire {
-        slot: usize,
-        key: usize,
-        owner: usize,
-        lease_s: u8,
-        wait_ms: u32,
-    },
-    Release {
-        slot: usize,
-        key: usize,
-        owner: usize,
-        pick: Pick,
-    },
+    Acquire { slot: usize, key: usize, owner: usize, lease_s: u8, wait_ms: u32 },
+    Release { slot: usize, key: usize, owner: usize, pick: Pick },
     Advance(u64),
     AdvanceToNextDeadline,
     Close(usize),
@@ -479,8 +386,7 @@ fn run(ops: &[Op]) -> Result<(), String> {
     let mut m = Model::default();
     let mut obs = Observer::default();
     let mut generation = [0u64; SLOTS];
-    let conn_of =
-        |generation: &[u64; SLOTS], slot: usize| (slot as u64 + 1) * 1000 + generation[slot];
+    let conn_of = |generation: &[u64; SLOTS], slot: usize| (slot as u64 + 1) * 1000 + generation[slot];
     let mut next_id = 0u32;
     let mut granted: Vec<u64> = Vec::new();
 
@@ -488,13 +394,7 @@ fn run(ops: &[Op]) -> Result<(), String> {
     let finale = [Op::Advance(400_000), Op::Advance(10_000)];
     for (step, op) in ops.iter().chain(finale.iter()).enumerate() {
         let (got, want) = match op {
-            Op::Acquire {
-                slot,
-                key,
-                owner,
-                lease_s,
-                wait_ms,
-            } => {
+            Op::Acquire { slot, key, owner, lease_s, wait_ms } => {
                 next_id += 1;
                 let conn = conn_of(&generation, *slot);
                 let (key, owner) = (KEYS[*key], OWNERS[*owner]);
@@ -512,63 +412,38 @@ fn run(ops: &[Op]) -> Result<(), String> {
                     ),
                 );
                 let mut out = Output::default();
-                d.table.acquire(
-                    conn, next_id, *lease_s, *wait_ms, key, owner, d.now_ms, d.unix_us, &mut out,
-                );
+                d.table.acquire(conn, next_id, *lease_s, *wait_ms, key, owner, d.now_ms, d.unix_us, &mut out);
                 let got = d.run(out);
-                let want = m.acquire(
-                    conn, next_id, *lease_s, *wait_ms, key, owner, d.now_ms, d.unix_us,
-                );
+                let want = m.acquire(conn, next_id, *lease_s, *wait_ms, key, owner, d.now_ms, d.unix_us);
                 if want.is_empty() {
                     obs.queues.entry(key.into()).or_default().push_back(next_id);
                 }
                 (got, want)
             }
-            Op::Release {
-                slot,
-                key,
-                owner,
-                pick,
-            } => {
+            Op::Release { slot, key, owner, pick } => {
                 next_id += 1;
                 let conn = conn_of(&generation, *slot);
                 let key = KEYS[*key];
                 let current = m.holders.get(key).cloned();
                 let (token, owner) = match (pick, current) {
                     (Pick::Holder, Some(h)) => (h.token, h.owner),
-                    (Pick::HolderTokenOtherOwner, Some(h)) => (
-                        h.token,
-                        OWNERS.iter().find(|o| **o != h.owner).unwrap().to_string(),
-                    ),
+                    (Pick::HolderTokenOtherOwner, Some(h)) => {
+                        (h.token, OWNERS.iter().find(|o| **o != h.owner).unwrap().to_string())
+                    }
                     (Pick::Granted(i), _) if !granted.is_empty() => {
                         (granted[i % granted.len()], OWNERS[*owner].to_string())
                     }
                     (Pick::Raw(t), _) => (*t, OWNERS[*owner].to_string()),
-                    (_, _) => (
-                        granted.last().copied().unwrap_or(0),
-                        OWNERS[*owner].to_string(),
-                    ),
+                    (_, _) => (granted.last().copied().unwrap_or(0), OWNERS[*owner].to_string()),
                 };
-                obs.sent.insert(
-                    next_id,
-                    (
-                        conn,
-                        Sent::Release {
-                            key: key.into(),
-                            owner: owner.clone(),
-                            token,
-                        },
-                    ),
-                );
+                obs.sent
+                    .insert(next_id, (conn, Sent::Release { key: key.into(), owner: owner.clone(), token }));
                 let mut out = Output::default();
-                d.table
-                    .release(conn, next_id, token, key, &owner, d.unix_us, &mut out);
+                d.table.release(conn, next_id, token, key, &owner, d.unix_us, &mut out);
                 let got = d.run(out);
                 let want = m.release(conn, next_id, token, key, &owner, d.now_ms, d.unix_us);
                 if got.iter().all(|r| r.id != next_id) {
-                    return Err(format!(
-                        "step {step}: release {next_id} not answered at once"
-                    ));
+                    return Err(format!("step {step}: release {next_id} not answered at once"));
                 }
                 (got, want)
             }
@@ -598,9 +473,7 @@ fn run(ops: &[Op]) -> Result<(), String> {
                 let got = d.table.query(key, d.now_ms);
                 let want = m.query(key, d.now_ms);
                 if got != want {
-                    return Err(format!(
-                        "step {step}: query {key}: {got:?} != model {want:?}"
-                    ));
+                    return Err(format!("step {step}: query {key}: {got:?} != model {want:?}"));
                 }
                 (vec![], vec![])
             }
@@ -615,17 +488,13 @@ fn run(ops: &[Op]) -> Result<(), String> {
         };
         // The observer sees the table's replies in the order the table produced them
         // (R before the hand-off's G); the model comparison ignores order within a step.
-        obs.check(&got, d.now_ms)
-            .map_err(|e| format!("step {step} {op:?} at {}: {e}", d.now_ms))?;
+        obs.check(&got, d.now_ms).map_err(|e| format!("step {step} {op:?} at {}: {e}", d.now_ms))?;
         if matches!(op, Op::Advance(_) | Op::AdvanceToNextDeadline) {
             obs.last_tick = d.now_ms;
         }
         let (got, want) = (by_id(got), by_id(want));
         if got != want {
-            return Err(format!(
-                "step {step} {op:?} at {}: table {got:?} != model {want:?}",
-                d.now_ms
-            ));
+            return Err(format!("step {step} {op:?} at {}: table {got:?} != model {want:?}", d.now_ms));
         }
         for r in &got {
             if let Response::Granted { token, .. } = r.response {
@@ -636,17 +505,11 @@ fn run(ops: &[Op]) -> Result<(), String> {
         for key in KEYS {
             let (got, want) = (d.table.query(key, d.now_ms), m.query(key, d.now_ms));
             if got != want {
-                return Err(format!(
-                    "step {step}: query {key}: {got:?} != model {want:?}"
-                ));
+                return Err(format!("step {step}: query {key}: {got:?} != model {want:?}"));
             }
         }
         if d.table.waiters() != m.waiters() {
-            return Err(format!(
-                "step {step}: waiters {} != model {}",
-                d.table.waiters(),
-                m.waiters()
-            ));
+            return Err(format!("step {step}: waiters {} != model {}", d.table.waiters(), m.waiters()));
         }
         if d.table.next_deadline() != m.next_deadline() {
             return Err(format!(
@@ -707,12 +570,7 @@ fn fixed_contended_sequence_matches_model() {
             wait_ms: [0, 500, 1_000, 2_500, 6_000][i % 5],
         });
         if i % 4 == 0 {
-            ops.push(Op::Release {
-                slot: (i + 1) % SLOTS,
-                key: i % 2,
-                owner: 0,
-                pick: Pick::Holder,
-            });
+            ops.push(Op::Release { slot: (i + 1) % SLOTS, key: i % 2, owner: 0, pick: Pick::Holder });
         }
         if i % 7 == 0 {
             ops.push(Op::Close(i % SLOTS));
@@ -730,49 +588,13 @@ fn fixed_contended_sequence_matches_model() {
 #[test]
 fn model_and_table_agree_on_late_ticks_and_ties() {
     let ops = vec![
-        Op::Acquire {
-            slot: 0,
-            key: 0,
-            owner: 0,
-            lease_s: 1,
-            wait_ms: 0,
-        },
-        Op::Acquire {
-            slot: 1,
-            key: 0,
-            owner: 1,
-            lease_s: 1,
-            wait_ms: 500,
-        },
-        Op::Acquire {
-            slot: 2,
-            key: 0,
-            owner: 2,
-            lease_s: 2,
-            wait_ms: 1_000,
-        },
-        Op::Acquire {
-            slot: 1,
-            key: 0,
-            owner: 1,
-            lease_s: 1,
-            wait_ms: 3_000,
-        },
+        Op::Acquire { slot: 0, key: 0, owner: 0, lease_s: 1, wait_ms: 0 },
+        Op::Acquire { slot: 1, key: 0, owner: 1, lease_s: 1, wait_ms: 500 },
+        Op::Acquire { slot: 2, key: 0, owner: 2, lease_s: 2, wait_ms: 1_000 },
+        Op::Acquire { slot: 1, key: 0, owner: 1, lease_s: 1, wait_ms: 3_000 },
         Op::Advance(5_000),
-        Op::Acquire {
-            slot: 0,
-            key: 1,
-            owner: 0,
-            lease_s: 1,
-            wait_ms: 0,
-        },
-        Op::Acquire {
-            slot: 1,
-            key: 1,
-            owner: 1,
-            lease_s: 1,
-            wait_ms: 1_000,
-        },
+        Op::Acquire { slot: 0, key: 1, owner: 0, lease_s: 1, wait_ms: 0 },
+        Op::Acquire { slot: 1, key: 1, owner: 1, lease_s: 1, wait_ms: 1_000 },
         Op::AdvanceToNextDeadline,
     ];
     run(&ops).unwrap();

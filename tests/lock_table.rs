@@ -12,11 +12,7 @@ const INCARNATION: u64 = 7;
 const UNIX0: u64 = 1_700_000_000_000_000;
 
 fn config(waiters_per_key_max: usize) -> TableConfig {
-    TableConfig {
-        node: NODE,
-        incarnation: INCARNATION,
-        waiters_per_key_max,
-    }
+    TableConfig { node: NODE, incarnation: INCARNATION, waiters_per_key_max }
 }
 
 struct Driver {
@@ -35,12 +31,7 @@ impl Driver {
     fn with_max(waiters_per_key_max: usize) -> Self {
         let mut table = LockTable::new(config(waiters_per_key_max));
         table.become_leader(0);
-        Driver {
-            table,
-            now_ms: 0,
-            unix_us: UNIX0,
-            log: Vec::new(),
-        }
+        Driver { table, now_ms: 0, unix_us: UNIX0, log: Vec::new() }
     }
 
     /// Commits every proposal in order, like a one-node log.
@@ -62,24 +53,13 @@ impl Driver {
         owner: &str,
     ) -> Vec<Reply> {
         let mut out = Output::default();
-        self.table.acquire(
-            conn,
-            id,
-            lease_s,
-            wait_ms,
-            key,
-            owner,
-            self.now_ms,
-            self.unix_us,
-            &mut out,
-        );
+        self.table.acquire(conn, id, lease_s, wait_ms, key, owner, self.now_ms, self.unix_us, &mut out);
         self.run(out)
     }
 
     fn release(&mut self, conn: u64, id: u32, token: u64, key: &str, owner: &str) -> Vec<Reply> {
         let mut out = Output::default();
-        self.table
-            .release(conn, id, token, key, owner, self.unix_us, &mut out);
+        self.table.release(conn, id, token, key, owner, self.unix_us, &mut out);
         self.run(out)
     }
 
@@ -126,21 +106,11 @@ fn token_of(r: &Reply, conn: u64, id: u32) -> u64 {
 }
 
 fn origin(conn: u64, id: u32) -> Origin {
-    Origin {
-        node: NODE,
-        incarnation: INCARNATION,
-        conn,
-        id,
-    }
+    Origin { node: NODE, incarnation: INCARNATION, conn, id }
 }
 
 fn holder(token: u64, remaining_ms: u32, waiters: u32, owner: &str) -> Response {
-    Response::Holder {
-        token,
-        remaining_ms,
-        waiters,
-        owner: owner.into(),
-    }
+    Response::Holder { token, remaining_ms, waiters, owner: owner.into() }
 }
 
 // =================================================================================
@@ -150,27 +120,12 @@ fn holder(token: u64, remaining_ms: u32, waiters: u32, owner: &str) -> Response 
 fn acquire_wait0_on_free_key_grants() {
     let mut d = Driver::new();
     let replies = d.acquire(1, 10, 30, 0, "k", "alice");
-    assert_eq!(
-        replies,
-        vec![reply(
-            1,
-            10,
-            Response::Granted {
-                token: UNIX0,
-                lease_ms: 30_000
-            }
-        )]
-    );
+    assert_eq!(replies, vec![reply(1, 10, Response::Granted { token: UNIX0, lease_ms: 30_000 })]);
     assert_eq!(
         d.log,
         vec![Command::Grant {
             key: "k".into(),
-            grant: Grant {
-                owner: "alice".into(),
-                token: UNIX0,
-                lease_ms: 30_000,
-                origin: origin(1, 10),
-            },
+            grant: Grant { owner: "alice".into(), token: UNIX0, lease_ms: 30_000, origin: origin(1, 10) },
         }]
     );
     assert_eq!(d.query("k"), holder(UNIX0, 30_000, 0, "alice"));
@@ -183,10 +138,7 @@ fn acquire_wait0_on_held_key_is_busy() {
     let mut d = Driver::new();
     d.hold(1, 1, 10, "k", "alice");
     let before = d.log.len();
-    assert_eq!(
-        d.acquire(2, 2, 10, 0, "k", "bob"),
-        vec![reply(2, 2, Response::Busy)]
-    );
+    assert_eq!(d.acquire(2, 2, 10, 0, "k", "bob"), vec![reply(2, 2, Response::Busy)]);
     assert_eq!(d.log.len(), before, "B needs no log entry");
     assert_eq!(d.table.waiters(), 0);
 }
@@ -196,10 +148,7 @@ fn acquire_wait0_on_held_key_with_waiters_is_busy() {
     let mut d = Driver::new();
     d.hold(1, 1, 10, "k", "alice");
     assert!(d.acquire(2, 2, 10, 1000, "k", "bob").is_empty());
-    assert_eq!(
-        d.acquire(3, 3, 10, 0, "k", "carol"),
-        vec![reply(3, 3, Response::Busy)]
-    );
+    assert_eq!(d.acquire(3, 3, 10, 0, "k", "carol"), vec![reply(3, 3, Response::Busy)]);
     assert_eq!(d.table.waiters(), 1);
 }
 
@@ -241,10 +190,7 @@ fn acquire_wait_on_held_key_with_waiters_joins_tail() {
     let r = d.release(3, 7, t3, "k", "carol");
     let t4 = token_of(&r[1], 4, 4);
     assert!(t1 < t2 && t2 < t3 && t3 < t4);
-    assert_eq!(
-        d.release(4, 8, t4, "k", "dave"),
-        vec![reply(4, 8, Response::Released)]
-    );
+    assert_eq!(d.release(4, 8, t4, "k", "dave"), vec![reply(4, 8, Response::Released)]);
     assert_eq!(d.query("k"), Response::Free);
 }
 
@@ -254,10 +200,7 @@ fn queue_full_is_busy() {
     let t = d.hold(1, 1, 10, "k", "alice");
     assert!(d.acquire(2, 2, 10, 500, "k", "bob").is_empty());
     assert!(d.acquire(3, 3, 10, 5000, "k", "carol").is_empty());
-    assert_eq!(
-        d.acquire(4, 4, 10, 5000, "k", "dave"),
-        vec![reply(4, 4, Response::Busy)]
-    );
+    assert_eq!(d.acquire(4, 4, 10, 5000, "k", "dave"), vec![reply(4, 4, Response::Busy)]);
     assert_eq!(d.table.waiters(), 2);
     // The limit is per key.
     d.hold(5, 5, 10, "other", "erin");
@@ -266,10 +209,7 @@ fn queue_full_is_busy() {
     // Once a waiter leaves, there is room again.
     assert_eq!(d.advance_to(500), vec![reply(2, 2, Response::Timeout)]);
     assert!(d.acquire(4, 7, 10, 5000, "k", "dave").is_empty());
-    assert_eq!(
-        d.acquire(4, 8, 10, 5000, "k", "gina"),
-        vec![reply(4, 8, Response::Busy)]
-    );
+    assert_eq!(d.acquire(4, 8, 10, 5000, "k", "gina"), vec![reply(4, 8, Response::Busy)]);
     // And the queue still hands off in order: carol, then dave.
     let r = d.release(1, 9, t, "k", "alice");
     assert_eq!(r[0], reply(1, 9, Response::Released));
@@ -280,10 +220,7 @@ fn queue_full_is_busy() {
 fn queue_limit_zero_makes_every_wait_busy() {
     let mut d = Driver::with_max(0);
     d.hold(1, 1, 10, "k", "alice");
-    assert_eq!(
-        d.acquire(2, 2, 10, 5000, "k", "bob"),
-        vec![reply(2, 2, Response::Busy)]
-    );
+    assert_eq!(d.acquire(2, 2, 10, 5000, "k", "bob"), vec![reply(2, 2, Response::Busy)]);
 }
 
 // =================================================================================
@@ -302,10 +239,7 @@ fn acquire_by_holder_own_owner_on_free_key_grants() {
 fn acquire_by_holder_own_owner_wait0_is_busy() {
     let mut d = Driver::new();
     d.hold(1, 1, 10, "k", "alice");
-    assert_eq!(
-        d.acquire(1, 2, 10, 0, "k", "alice"),
-        vec![reply(1, 2, Response::Busy)]
-    );
+    assert_eq!(d.acquire(1, 2, 10, 0, "k", "alice"), vec![reply(1, 2, Response::Busy)]);
 }
 
 #[test]
@@ -321,10 +255,7 @@ fn acquire_by_holder_own_owner_queues_behind_itself() {
     assert!(t2 > t1);
     assert_eq!(d.query("k"), holder(t2, 10_000, 0, "alice"));
     // The old token no longer releases anything.
-    assert_eq!(
-        d.release(1, 4, t1, "k", "alice"),
-        vec![reply(1, 4, Response::NotHolder)]
-    );
+    assert_eq!(d.release(1, 4, t1, "k", "alice"), vec![reply(1, 4, Response::NotHolder)]);
 }
 
 #[test]
@@ -346,15 +277,9 @@ fn acquire_by_holder_own_owner_with_waiters_joins_tail() {
 fn release_on_free_key_is_not_holder() {
     let mut d = Driver::new();
     let t = d.hold(1, 1, 10, "k", "alice");
-    assert_eq!(
-        d.release(1, 2, t, "k", "alice"),
-        vec![reply(1, 2, Response::Released)]
-    );
+    assert_eq!(d.release(1, 2, t, "k", "alice"), vec![reply(1, 2, Response::Released)]);
     // The very same (key, owner, token) again: the key is FREE now.
-    assert_eq!(
-        d.release(1, 3, t, "k", "alice"),
-        vec![reply(1, 3, Response::NotHolder)]
-    );
+    assert_eq!(d.release(1, 3, t, "k", "alice"), vec![reply(1, 3, Response::NotHolder)]);
     // Every release goes through the log, even one that answers N.
     assert_eq!(
         d.log.last(),
@@ -366,10 +291,7 @@ fn release_on_free_key_is_not_holder() {
             next: None,
         })
     );
-    assert_eq!(
-        d.release(1, 4, 0, "never", "x"),
-        vec![reply(1, 4, Response::NotHolder)]
-    );
+    assert_eq!(d.release(1, 4, 0, "never", "x"), vec![reply(1, 4, Response::NotHolder)]);
     assert_eq!(d.log.len(), 4);
 }
 
@@ -378,10 +300,7 @@ fn release_matching_with_empty_queue_is_released() {
     let mut d = Driver::new();
     let t = d.hold(1, 1, 10, "k", "alice");
     // Any connection may release with the right triple.
-    assert_eq!(
-        d.release(9, 2, t, "k", "alice"),
-        vec![reply(9, 2, Response::Released)]
-    );
+    assert_eq!(d.release(9, 2, t, "k", "alice"), vec![reply(9, 2, Response::Released)]);
     assert_eq!(
         d.log.last(),
         Some(&Command::Release {
@@ -410,20 +329,11 @@ fn release_with_waiters_hands_off_in_one_command() {
     let before = d.log.len();
     let r = d.release(1, 4, t1, "k", "alice");
     assert_eq!(d.log.len(), before + 1, "release + grant must be ONE entry");
-    let Command::Release {
-        key,
-        owner,
-        token,
-        origin: o,
-        next: Some(next),
-    } = d.log.last().unwrap().clone()
+    let Command::Release { key, owner, token, origin: o, next: Some(next) } = d.log.last().unwrap().clone()
     else {
         panic!("expected a Release with next, got {:?}", d.log.last());
     };
-    assert_eq!(
-        (key.as_str(), owner.as_str(), token, o),
-        ("k", "alice", t1, origin(1, 4))
-    );
+    assert_eq!((key.as_str(), owner.as_str(), token, o), ("k", "alice", t1, origin(1, 4)));
     assert_eq!(next.owner, "bob");
     assert_eq!(next.lease_ms, 7_000);
     assert_eq!(next.origin, origin(2, 2));
@@ -432,14 +342,7 @@ fn release_with_waiters_hands_off_in_one_command() {
         r,
         vec![
             reply(1, 4, Response::Released),
-            reply(
-                2,
-                2,
-                Response::Granted {
-                    token: next.token,
-                    lease_ms: 7_000
-                }
-            ),
+            reply(2, 2, Response::Granted { token: next.token, lease_ms: 7_000 }),
         ]
     );
     assert_eq!(d.table.waiters(), 1);
@@ -456,10 +359,7 @@ fn release_with_waiters_hands_off_in_one_command() {
 fn release_not_matching_owner_is_not_holder() {
     let mut d = Driver::new();
     let t = d.hold(1, 1, 10, "k", "alice");
-    assert_eq!(
-        d.release(1, 2, t, "k", "mallory"),
-        vec![reply(1, 2, Response::NotHolder)]
-    );
+    assert_eq!(d.release(1, 2, t, "k", "mallory"), vec![reply(1, 2, Response::NotHolder)]);
     assert_eq!(d.query("k"), holder(t, 10_000, 0, "alice"));
 }
 
@@ -468,10 +368,7 @@ fn release_not_matching_token_is_not_holder() {
     let mut d = Driver::new();
     let t = d.hold(1, 1, 10, "k", "alice");
     for wrong in [0, t - 1, t + 1, u64::MAX] {
-        assert_eq!(
-            d.release(1, 2, wrong, "k", "alice"),
-            vec![reply(1, 2, Response::NotHolder)]
-        );
+        assert_eq!(d.release(1, 2, wrong, "k", "alice"), vec![reply(1, 2, Response::NotHolder)]);
     }
     assert_eq!(d.query("k"), holder(t, 10_000, 0, "alice"));
 }
@@ -481,18 +378,9 @@ fn release_not_matching_key_is_not_holder() {
     let mut d = Driver::new();
     let t = d.hold(1, 1, 10, "k", "alice");
     let u = d.hold(1, 2, 10, "other", "alice");
-    assert_eq!(
-        d.release(1, 3, t, "other", "alice"),
-        vec![reply(1, 3, Response::NotHolder)]
-    );
-    assert_eq!(
-        d.release(1, 4, u, "k", "alice"),
-        vec![reply(1, 4, Response::NotHolder)]
-    );
-    assert_eq!(
-        d.release(1, 5, t, "K", "alice"),
-        vec![reply(1, 5, Response::NotHolder)]
-    );
+    assert_eq!(d.release(1, 3, t, "other", "alice"), vec![reply(1, 3, Response::NotHolder)]);
+    assert_eq!(d.release(1, 4, u, "k", "alice"), vec![reply(1, 4, Response::NotHolder)]);
+    assert_eq!(d.release(1, 5, t, "K", "alice"), vec![reply(1, 5, Response::NotHolder)]);
     assert_eq!(d.table.state().keys_held(), 2);
 }
 
@@ -502,14 +390,8 @@ fn release_not_matching_with_waiters_is_not_holder_and_hands_off_nothing() {
     let t = d.hold(1, 1, 10, "k", "alice");
     assert!(d.acquire(2, 2, 10, 5000, "k", "bob").is_empty());
     for (token, owner) in [(t, "bob"), (t + 1, "alice"), (0, "alice")] {
-        assert_eq!(
-            d.release(2, 3, token, "k", owner),
-            vec![reply(2, 3, Response::NotHolder)]
-        );
-        assert!(matches!(
-            d.log.last(),
-            Some(Command::Release { next: None, .. })
-        ));
+        assert_eq!(d.release(2, 3, token, "k", owner), vec![reply(2, 3, Response::NotHolder)]);
+        assert!(matches!(d.log.last(), Some(Command::Release { next: None, .. })));
     }
     assert_eq!(d.table.waiters(), 1);
     assert_eq!(d.query("k"), holder(t, 10_000, 1, "alice"));
@@ -559,20 +441,10 @@ fn lease_expiry_frees_key() {
     assert!(d.advance_to(1_999).is_empty());
     assert_eq!(d.log.len(), 1);
     assert!(d.advance_to(2_000).is_empty(), "expiry answers nobody");
-    assert_eq!(
-        d.log.last(),
-        Some(&Command::Expire {
-            key: "k".into(),
-            token: t,
-            next: None
-        })
-    );
+    assert_eq!(d.log.last(), Some(&Command::Expire { key: "k".into(), token: t, next: None }));
     assert_eq!(d.query("k"), Response::Free);
     // The expired holder's release is N.
-    assert_eq!(
-        d.release(1, 2, t, "k", "alice"),
-        vec![reply(1, 2, Response::NotHolder)]
-    );
+    assert_eq!(d.release(1, 2, t, "k", "alice"), vec![reply(1, 2, Response::NotHolder)]);
     assert_eq!(d.table.next_deadline(), None);
 }
 
@@ -586,12 +458,7 @@ fn lease_expiry_hands_off_to_head() {
     assert_eq!(r.len(), 1);
     let t2 = token_of(&r[0], 2, 2);
     assert!(t2 > t);
-    let Some(Command::Expire {
-        key,
-        token,
-        next: Some(next),
-    }) = d.log.last().cloned()
-    else {
+    let Some(Command::Expire { key, token, next: Some(next) }) = d.log.last().cloned() else {
         panic!("expected one Expire with next: {:?}", d.log);
     };
     assert_eq!((key.as_str(), token), ("k", t));
@@ -626,10 +493,7 @@ fn lease_timer_starts_at_apply_not_propose() {
     table.tick(1_699, UNIX0 + 1_699_000, &mut out);
     assert!(out.proposals.is_empty());
     table.tick(1_700, UNIX0 + 1_700_000, &mut out);
-    assert!(matches!(
-        out.proposals.pop_front(),
-        Some(Command::Expire { next: None, .. })
-    ));
+    assert!(matches!(out.proposals.pop_front(), Some(Command::Expire { next: None, .. })));
 }
 
 #[test]
@@ -786,10 +650,7 @@ fn closed_connection_leaves_every_queue_it_was_in() {
     d.close(2);
     assert_eq!(d.table.waiters(), 1);
     assert_eq!(d.table.next_deadline(), Some(9_000));
-    assert_eq!(
-        d.query("b"),
-        holder(d.table.state().holder("b").unwrap().token, 10_000, 0, "x")
-    );
+    assert_eq!(d.query("b"), holder(d.table.state().holder("b").unwrap().token, 10_000, 0, "x"));
 }
 
 // =================================================================================
@@ -814,10 +675,7 @@ fn holder_connection_close_without_waiters_keeps_hold_until_release() {
     let t = d.hold(1, 1, 20, "k", "alice");
     d.close(1);
     assert_eq!(d.query("k"), holder(t, 20_000, 0, "alice"));
-    assert_eq!(
-        d.release(2, 2, t, "k", "alice"),
-        vec![reply(2, 2, Response::Released)]
-    );
+    assert_eq!(d.release(2, 2, t, "k", "alice"), vec![reply(2, 2, Response::Released)]);
 }
 
 // =================================================================================
@@ -903,35 +761,14 @@ fn not_leading_answers_moved() {
     assert_eq!(
         out.replies,
         vec![
-            reply(
-                1,
-                1,
-                Response::Moved {
-                    leader: String::new()
-                }
-            ),
-            reply(
-                1,
-                2,
-                Response::Moved {
-                    leader: String::new()
-                }
-            ),
+            reply(1, 1, Response::Moved { leader: String::new() }),
+            reply(1, 2, Response::Moved { leader: String::new() }),
         ]
     );
     table.set_leader_hint("10.0.0.2:5225");
     let mut out = Output::default();
     table.acquire(1, 3, 1, 100, "k", "o", 0, UNIX0, &mut out);
-    assert_eq!(
-        out.replies,
-        vec![reply(
-            1,
-            3,
-            Response::Moved {
-                leader: "10.0.0.2:5225".into()
-            }
-        )]
-    );
+    assert_eq!(out.replies, vec![reply(1, 3, Response::Moved { leader: "10.0.0.2:5225".into() })]);
     // tick does nothing on a follower.
     table.tick(1_000_000, UNIX0, &mut out);
     assert!(out.proposals.is_empty());
@@ -951,16 +788,10 @@ fn lose_leadership_answers_waiters_moved() {
     assert!(out.proposals.is_empty());
     let mut got = out.replies.clone();
     got.sort_by_key(|r| r.id);
-    let moved = Response::Moved {
-        leader: "10.0.0.3:5225".into(),
-    };
+    let moved = Response::Moved { leader: "10.0.0.3:5225".into() };
     assert_eq!(
         got,
-        vec![
-            reply(2, 3, moved.clone()),
-            reply(3, 4, moved.clone()),
-            reply(3, 5, moved.clone()),
-        ]
+        vec![reply(2, 3, moved.clone()), reply(3, 4, moved.clone()), reply(3, 5, moved.clone()),]
     );
     assert!(!d.table.is_leading());
     assert_eq!(d.table.waiters(), 0);
@@ -1007,11 +838,7 @@ fn become_leader_restarts_every_lease_full_length() {
 #[test]
 fn follower_applies_the_log_but_answers_only_its_own_requests() {
     let mut leader = Driver::new();
-    let mut follower = LockTable::new(TableConfig {
-        node: 2,
-        incarnation: 1,
-        waiters_per_key_max: 16,
-    });
+    let mut follower = LockTable::new(TableConfig { node: 2, incarnation: 1, waiters_per_key_max: 16 });
     let t = leader.hold(1, 1, 2, "k", "alice");
     assert!(leader.acquire(2, 2, 2, 10_000, "k", "bob").is_empty());
     leader.release(1, 3, t, "k", "alice");
@@ -1019,18 +846,10 @@ fn follower_applies_the_log_but_answers_only_its_own_requests() {
     for cmd in &leader.log {
         follower.apply(cmd, 0, &mut out);
     }
-    assert!(
-        out.replies.is_empty(),
-        "origins are node 1's: {:?}",
-        out.replies
-    );
+    assert!(out.replies.is_empty(), "origins are node 1's: {:?}", out.replies);
     assert!(out.proposals.is_empty());
     assert_eq!(follower.state(), leader.table.state());
-    assert_eq!(
-        follower.next_deadline(),
-        None,
-        "no lease timers on a follower"
-    );
+    assert_eq!(follower.next_deadline(), None, "no lease timers on a follower");
     // The follower takes over: bob's lease restarts in full there.
     follower.become_leader(50_000);
     assert_eq!(follower.query("k", 50_000), holder(t + 1, 2_000, 0, "bob"));
@@ -1048,12 +867,7 @@ fn apply_answers_only_this_incarnation() {
             owner: "o".into(),
             token: 5,
             lease_ms: 1000,
-            origin: Origin {
-                node: NODE,
-                incarnation: INCARNATION + 1,
-                conn: 1,
-                id: 1,
-            },
+            origin: Origin { node: NODE, incarnation: INCARNATION + 1, conn: 1, id: 1 },
         },
     };
     let mut out = Output::default();
@@ -1115,10 +929,7 @@ fn waiters_counts_across_keys() {
         assert!(d.acquire(2, id, 10, 1_000 + id, key, "y").is_empty());
     }
     assert_eq!(d.table.waiters(), 5);
-    assert_eq!(
-        d.acquire(2, 99, 10, 1_000, "a", "y"),
-        vec![reply(2, 99, Response::Busy)]
-    );
+    assert_eq!(d.acquire(2, 99, 10, 1_000, "a", "y"), vec![reply(2, 99, Response::Busy)]);
     assert_eq!(d.table.waiters(), 5);
     d.advance_to(1_012); // ids 11 and 12 time out
     assert_eq!(d.table.waiters(), 3);
@@ -1135,12 +946,7 @@ fn state_apply_is_deterministic_and_tracks_last_token() {
     let cmds = vec![
         Command::Grant {
             key: "k".into(),
-            grant: Grant {
-                owner: "a".into(),
-                token: 10,
-                lease_ms: 1000,
-                origin: origin(1, 1),
-            },
+            grant: Grant { owner: "a".into(), token: 10, lease_ms: 1000, origin: origin(1, 1) },
         },
         Command::Expire {
             key: "k".into(),
@@ -1152,18 +958,9 @@ fn state_apply_is_deterministic_and_tracks_last_token() {
             owner: "a".into(),
             token: 10,
             origin: origin(1, 2),
-            next: Some(Grant {
-                owner: "b".into(),
-                token: 11,
-                lease_ms: 2000,
-                origin: origin(2, 3),
-            }),
+            next: Some(Grant { owner: "b".into(), token: 11, lease_ms: 2000, origin: origin(2, 3) }),
         },
-        Command::Expire {
-            key: "k".into(),
-            token: 11,
-            next: None,
-        },
+        Command::Expire { key: "k".into(), token: 11, next: None },
     ];
     let mut a = LockState::default();
     let mut b = LockState::default();
@@ -1193,12 +990,7 @@ fn state_refuses_a_grant_that_would_break_exclusion_or_monotonicity() {
     use ticketing::lock::Effect;
     let grant = |token, id| Command::Grant {
         key: "k".into(),
-        grant: Grant {
-            owner: "o".into(),
-            token,
-            lease_ms: 1000,
-            origin: origin(1, id),
-        },
+        grant: Grant { owner: "o".into(), token, lease_ms: 1000, origin: origin(1, id) },
     };
     let mut s = LockState::default();
     let mut effects = Vec::new();
@@ -1206,13 +998,8 @@ fn state_refuses_a_grant_that_would_break_exclusion_or_monotonicity() {
     effects.clear();
     s.apply(&grant(20, 2), &mut effects);
     assert_eq!(effects, vec![Effect::Reply(origin(1, 2), Response::Busy)]);
-    let release = Command::Release {
-        key: "k".into(),
-        owner: "o".into(),
-        token: 10,
-        origin: origin(1, 3),
-        next: None,
-    };
+    let release =
+        Command::Release { key: "k".into(), owner: "o".into(), token: 10, origin: origin(1, 3), next: None };
     s.apply(&release, &mut effects);
     effects.clear();
     s.apply(&grant(10, 4), &mut effects);

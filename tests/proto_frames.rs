@@ -8,21 +8,15 @@ use ticketing::proto::frame::check_frame_len;
 use ticketing::proto::io::{FrameReader, ReadError};
 use ticketing::proto::limits::*;
 use ticketing::proto::{
-    decode_request, decode_response, encode_request, encode_response, DecodeError, ErrorCode,
-    Request, Response,
+    decode_request, decode_response, encode_request, encode_response, DecodeError, ErrorCode, Request,
+    Response,
 };
 
 /// Bytes from hex, ignoring whitespace and `·`.
 fn h(text: &str) -> Vec<u8> {
     let digits: Vec<u8> = text.bytes().filter(|b| b.is_ascii_hexdigit()).collect();
-    assert!(
-        digits.len() % 2 == 0,
-        "odd number of hex digits in {text:?}"
-    );
-    digits
-        .chunks(2)
-        .map(|pair| u8::from_str_radix(std::str::from_utf8(pair).unwrap(), 16).unwrap())
-        .collect()
+    assert!(digits.len() % 2 == 0, "odd number of hex digits in {text:?}");
+    digits.chunks(2).map(|pair| u8::from_str_radix(std::str::from_utf8(pair).unwrap(), 16).unwrap()).collect()
 }
 
 fn enc_req(id: u32, request: &Request) -> Vec<u8> {
@@ -45,12 +39,7 @@ fn payload(frame: &[u8]) -> &[u8] {
 }
 
 fn acquire(lease_s: u8, wait_ms: u32, key: &str, owner: &str) -> Request {
-    Request::Acquire {
-        lease_s,
-        wait_ms,
-        key: key.into(),
-        owner: owner.into(),
-    }
+    Request::Acquire { lease_s, wait_ms, key: key.into(), owner: owner.into() }
 }
 
 fn malformed(result: Result<(u32, impl std::fmt::Debug), DecodeError>) {
@@ -79,26 +68,14 @@ fn request_cases() -> Vec<(Request, u32, Vec<u8>)> {
             // len 15 · 'A' · id 7 · lease 30 · wait 5000 · str8 "k1" · str8 "o"
             h("0000000f 41 00000007 1e 00001388 02 6b31 01 6f"),
         ),
+        (acquire(250, 300_000, "x", "me"), 0xdead_beef, h("0000000f 41 deadbeef fa 000493e0 01 78 02 6d65")),
         (
-            acquire(250, 300_000, "x", "me"),
-            0xdead_beef,
-            h("0000000f 41 deadbeef fa 000493e0 01 78 02 6d65"),
-        ),
-        (
-            Request::Release {
-                token: 0x0102_0304_0506_0708,
-                key: "k".into(),
-                owner: "ab".into(),
-            },
+            Request::Release { token: 0x0102_0304_0506_0708, key: "k".into(), owner: "ab".into() },
             2,
             // len 18 · 'R' · id 2 · token u64 · str8 "k" · str8 "ab"
             h("00000012 52 00000002 0102030405060708 01 6b 02 6162"),
         ),
-        (
-            Request::Query { key: "seat".into() },
-            0x0100_0000,
-            h("0000000a 51 01000000 04 73656174"),
-        ),
+        (Request::Query { key: "seat".into() }, 0x0100_0000, h("0000000a 51 01000000 04 73656174")),
         (Request::Status, 1, h("00000005 53 00000001")),
         (Request::Ping, 0xffff_ffff, h("00000005 50 ffffffff")),
     ]
@@ -114,11 +91,7 @@ fn request_ops_encode_to_exact_bytes() {
 #[test]
 fn request_ops_decode_from_exact_bytes() {
     for (request, id, bytes) in request_cases() {
-        assert_eq!(
-            decode_request(payload(&bytes)),
-            Ok((id, request.clone())),
-            "decoding {request:?}"
-        );
+        assert_eq!(decode_request(payload(&bytes)), Ok((id, request.clone())), "decoding {request:?}");
     }
 }
 
@@ -135,10 +108,7 @@ fn utf8_key_and_owner_round_trip_by_bytes() {
     // "é" is 2 bytes, "€" 3 bytes: str8 counts bytes, not chars.
     let request = acquire(1, 0, "é", "€");
     let bytes = enc_req(9, &request);
-    assert_eq!(
-        bytes,
-        h("00000011 41 00000009 01 00000000 02 c3a9 03 e282ac")
-    );
+    assert_eq!(bytes, h("00000011 41 00000009 01 00000000 02 c3a9 03 e282ac"));
     assert_eq!(decode_request(payload(&bytes)), Ok((9, request)));
 }
 
@@ -148,10 +118,7 @@ fn utf8_key_and_owner_round_trip_by_bytes() {
 fn response_cases() -> Vec<(Response, u32, Vec<u8>)> {
     vec![
         (
-            Response::Granted {
-                token: 0x0011_2233_4455_6677,
-                lease_ms: 30_000,
-            },
+            Response::Granted { token: 0x0011_2233_4455_6677, lease_ms: 30_000 },
             7,
             h("00000011 47 00000007 0011223344556677 00007530"),
         ),
@@ -159,77 +126,39 @@ fn response_cases() -> Vec<(Response, u32, Vec<u8>)> {
         (Response::Timeout, 2, h("00000005 54 00000002")),
         (Response::Released, 3, h("00000005 52 00000003")),
         (Response::NotHolder, 4, h("00000005 4e 00000004")),
-        (
-            Response::Moved {
-                leader: "h:1".into(),
-            },
-            5,
-            h("00000009 4d 00000005 03 683a31"),
-        ),
-        (
-            Response::Moved {
-                leader: String::new(),
-            },
-            5,
-            h("00000006 4d 00000005 00"),
-        ),
+        (Response::Moved { leader: "h:1".into() }, 5, h("00000009 4d 00000005 03 683a31")),
+        (Response::Moved { leader: String::new() }, 5, h("00000006 4d 00000005 00")),
         (Response::Unknown, 6, h("00000005 55 00000006")),
         (
-            Response::Holder {
-                token: 5,
-                remaining_ms: 1000,
-                waiters: 2,
-                owner: "ow".into(),
-            },
+            Response::Holder { token: 5, remaining_ms: 1000, waiters: 2, owner: "ow".into() },
             8,
             h("00000018 48 00000008 0000000000000005 000003e8 00000002 02 6f77"),
         ),
         (Response::Free, 9, h("00000005 46 00000009")),
-        (
-            Response::Status {
-                text: "a=1\n".into(),
-            },
-            10,
-            h("0000000b 53 0000000a 0004 613d310a"),
-        ),
+        (Response::Status { text: "a=1\n".into() }, 10, h("0000000b 53 0000000a 0004 613d310a")),
         (Response::Pong, 11, h("00000005 50 0000000b")),
         (
-            Response::Error {
-                code: ErrorCode::Malformed,
-                message: "bad".into(),
-            },
+            Response::Error { code: ErrorCode::Malformed, message: "bad".into() },
             0,
             h("0000000a 45 00000000 03 03 626164"),
         ),
         (
-            Response::Error {
-                code: ErrorCode::Invalid,
-                message: String::new(),
-            },
+            Response::Error { code: ErrorCode::Invalid, message: String::new() },
             12,
             h("00000007 45 0000000c 01 00"),
         ),
         (
-            Response::Error {
-                code: ErrorCode::UnknownOp,
-                message: "x".into(),
-            },
+            Response::Error { code: ErrorCode::UnknownOp, message: "x".into() },
             0,
             h("00000008 45 00000000 02 01 78"),
         ),
         (
-            Response::Error {
-                code: ErrorCode::Overloaded,
-                message: "x".into(),
-            },
+            Response::Error { code: ErrorCode::Overloaded, message: "x".into() },
             13,
             h("00000008 45 0000000d 04 01 78"),
         ),
         (
-            Response::Error {
-                code: ErrorCode::Other(200),
-                message: "x".into(),
-            },
+            Response::Error { code: ErrorCode::Other(200), message: "x".into() },
             14,
             h("00000008 45 0000000e c8 01 78"),
         ),
@@ -246,11 +175,7 @@ fn response_ops_encode_to_exact_bytes() {
 #[test]
 fn response_ops_decode_from_exact_bytes() {
     for (response, id, bytes) in response_cases() {
-        assert_eq!(
-            decode_response(payload(&bytes)),
-            Ok((id, response.clone())),
-            "decoding {response:?}"
-        );
+        assert_eq!(decode_response(payload(&bytes)), Ok((id, response.clone())), "decoding {response:?}");
     }
 }
 
@@ -278,13 +203,7 @@ fn response_decode_accepts_id_zero_for_connection_errors() {
     let bytes = h("00000007 45 00000000 03 00");
     assert_eq!(
         decode_response(payload(&bytes)),
-        Ok((
-            0,
-            Response::Error {
-                code: ErrorCode::Malformed,
-                message: String::new()
-            }
-        ))
+        Ok((0, Response::Error { code: ErrorCode::Malformed, message: String::new() }))
     );
 }
 
@@ -292,15 +211,7 @@ fn response_decode_accepts_id_zero_for_connection_errors() {
 fn response_strings_are_decoded_lossily() {
     // A client never fails on odd text from a server.
     let bytes = h("00000007 4d 00000001 01 ff");
-    assert_eq!(
-        decode_response(payload(&bytes)),
-        Ok((
-            1,
-            Response::Moved {
-                leader: "\u{fffd}".into()
-            }
-        ))
-    );
+    assert_eq!(decode_response(payload(&bytes)), Ok((1, Response::Moved { leader: "\u{fffd}".into() })));
 }
 
 #[test]
@@ -309,31 +220,12 @@ fn long_response_strings_are_cut_at_a_char_boundary() {
     let leader = "é".repeat(127) + "€";
     let bytes = enc_resp(1, &Response::Moved { leader });
     let (_, decoded) = decode_response(payload(&bytes)).unwrap();
-    assert_eq!(
-        decoded,
-        Response::Moved {
-            leader: "é".repeat(127)
-        }
-    );
+    assert_eq!(decoded, Response::Moved { leader: "é".repeat(127) });
     let message = "x".repeat(300);
-    let bytes = enc_resp(
-        1,
-        &Response::Error {
-            code: ErrorCode::Invalid,
-            message,
-        },
-    );
+    let bytes = enc_resp(1, &Response::Error { code: ErrorCode::Invalid, message });
     assert_eq!(bytes.len(), 4 + 5 + 1 + 1 + 255);
     let owner = "o".repeat(256);
-    let bytes = enc_resp(
-        1,
-        &Response::Holder {
-            token: 1,
-            remaining_ms: 1,
-            waiters: 0,
-            owner,
-        },
-    );
+    let bytes = enc_resp(1, &Response::Holder { token: 1, remaining_ms: 1, waiters: 0, owner });
     match decode_response(payload(&bytes)).unwrap().1 {
         Response::Holder { owner, .. } => assert_eq!(owner.len(), 255),
         other => panic!("{other:?}"),
@@ -345,25 +237,12 @@ fn status_text_fills_the_client_frame_limit_exactly() {
     let text = "s".repeat(STATUS_TEXT_LEN_MAX);
     let bytes = enc_resp(3, &Response::Status { text: text.clone() });
     assert_eq!(bytes.len() - 4, RESPONSE_FRAME_LEN_MAX as usize);
-    assert_eq!(
-        decode_response(payload(&bytes)),
-        Ok((3, Response::Status { text }))
-    );
+    assert_eq!(decode_response(payload(&bytes)), Ok((3, Response::Status { text })));
     // One more byte is cut, and a multi-byte char at the edge is not split.
-    let bytes = enc_resp(
-        3,
-        &Response::Status {
-            text: "s".repeat(STATUS_TEXT_LEN_MAX - 1) + "é",
-        },
-    );
+    let bytes = enc_resp(3, &Response::Status { text: "s".repeat(STATUS_TEXT_LEN_MAX - 1) + "é" });
     assert_eq!(bytes.len() - 4, RESPONSE_FRAME_LEN_MAX as usize - 1);
     let (_, decoded) = decode_response(payload(&bytes)).unwrap();
-    assert_eq!(
-        decoded,
-        Response::Status {
-            text: "s".repeat(STATUS_TEXT_LEN_MAX - 1)
-        }
-    );
+    assert_eq!(decoded, Response::Status { text: "s".repeat(STATUS_TEXT_LEN_MAX - 1) });
     let mut reader = FrameReader::new(io::Cursor::new(bytes), RESPONSE_FRAME_LEN_MAX);
     assert!(reader.read_payload().is_ok());
 }
@@ -374,28 +253,16 @@ fn status_text_fills_the_client_frame_limit_exactly() {
 #[test]
 fn check_frame_len_bounds() {
     for len in [0, 1, 4] {
-        assert!(matches!(
-            check_frame_len(len, REQUEST_FRAME_LEN_MAX),
-            Err(DecodeError::Malformed(_))
-        ));
+        assert!(matches!(check_frame_len(len, REQUEST_FRAME_LEN_MAX), Err(DecodeError::Malformed(_))));
     }
     assert_eq!(check_frame_len(5, REQUEST_FRAME_LEN_MAX), Ok(5));
     assert_eq!(check_frame_len(1024, REQUEST_FRAME_LEN_MAX), Ok(1024));
     for len in [1025, 65_535, u32::MAX] {
-        assert!(matches!(
-            check_frame_len(len, REQUEST_FRAME_LEN_MAX),
-            Err(DecodeError::Malformed(_))
-        ));
+        assert!(matches!(check_frame_len(len, REQUEST_FRAME_LEN_MAX), Err(DecodeError::Malformed(_))));
     }
     assert_eq!(check_frame_len(65_535, RESPONSE_FRAME_LEN_MAX), Ok(65_535));
-    assert!(matches!(
-        check_frame_len(65_536, RESPONSE_FRAME_LEN_MAX),
-        Err(DecodeError::Malformed(_))
-    ));
-    assert!(matches!(
-        check_frame_len(4, RESPONSE_FRAME_LEN_MAX),
-        Err(DecodeError::Malformed(_))
-    ));
+    assert!(matches!(check_frame_len(65_536, RESPONSE_FRAME_LEN_MAX), Err(DecodeError::Malformed(_))));
+    assert!(matches!(check_frame_len(4, RESPONSE_FRAME_LEN_MAX), Err(DecodeError::Malformed(_))));
 }
 
 #[test]
@@ -454,9 +321,7 @@ fn str8_length_past_the_end_is_malformed() {
     malformed(decode_request(&h("52 00000001 0000000000000001 01 6b")));
     // Responses: MOVED, HOLDER, ERROR and STATUS (str16).
     malformed(decode_response(&h("4d 00000001 02 61")));
-    malformed(decode_response(&h(
-        "48 00000001 0000000000000001 00000001 00000000 09 6f",
-    )));
+    malformed(decode_response(&h("48 00000001 0000000000000001 00000001 00000000 09 6f")));
     malformed(decode_response(&h("45 00000001 01 05 6f")));
     malformed(decode_response(&h("53 00000001 0005 61")));
     malformed(decode_response(&h("53 00000001 00")));
@@ -486,24 +351,14 @@ fn request_id_zero_is_malformed() {
 #[test]
 fn unknown_request_op_is_unknown_op() {
     for op in [b'Z', b'a', b'p', b'G', b'X', 0u8, 0xff] {
-        assert_eq!(
-            decode_request(&[op, 0, 0, 0, 1]),
-            Err(DecodeError::UnknownOp(op)),
-            "op {op:#x}"
-        );
+        assert_eq!(decode_request(&[op, 0, 0, 0, 1]), Err(DecodeError::UnknownOp(op)), "op {op:#x}");
         // The body does not matter once the op is unknown.
-        assert_eq!(
-            decode_request(&[op, 0, 0, 0, 1, 1, 2, 3]),
-            Err(DecodeError::UnknownOp(op))
-        );
+        assert_eq!(decode_request(&[op, 0, 0, 0, 1, 1, 2, 3]), Err(DecodeError::UnknownOp(op)));
     }
     // Every letter that is not a request op is unknown.
     for op in 0..=255u8 {
         if !b"ARQSP".contains(&op) {
-            assert_eq!(
-                decode_request(&[op, 0, 0, 0, 9]),
-                Err(DecodeError::UnknownOp(op))
-            );
+            assert_eq!(decode_request(&[op, 0, 0, 0, 9]), Err(DecodeError::UnknownOp(op)));
         }
     }
 }
@@ -512,11 +367,7 @@ fn unknown_request_op_is_unknown_op() {
 fn unknown_response_op_is_unknown_op() {
     for op in 0..=255u8 {
         if !b"GBTRNMUHFSPE".contains(&op) {
-            assert_eq!(
-                decode_response(&[op, 0, 0, 0, 9]),
-                Err(DecodeError::UnknownOp(op)),
-                "op {op:#x}"
-            );
+            assert_eq!(decode_response(&[op, 0, 0, 0, 9]), Err(DecodeError::UnknownOp(op)), "op {op:#x}");
         }
     }
 }
@@ -563,20 +414,14 @@ fn lease_zero_is_invalid() {
 #[test]
 fn lease_251_and_above_is_invalid() {
     for lease in [251, 252, 255] {
-        invalid(
-            decode_request(&acquire_payload(42, lease, 0, b"k", b"o")),
-            42,
-        );
+        invalid(decode_request(&acquire_payload(42, lease, 0, b"k", b"o")), 42);
     }
 }
 
 #[test]
 fn wait_above_300000_is_invalid() {
     for wait in [300_001, 1_000_000, u32::MAX] {
-        invalid(
-            decode_request(&acquire_payload(43, 1, wait, b"k", b"o")),
-            43,
-        );
+        invalid(decode_request(&acquire_payload(43, 1, wait, b"k", b"o")), 43);
     }
 }
 
@@ -595,13 +440,7 @@ fn empty_owner_is_invalid() {
 
 #[test]
 fn non_utf8_key_or_owner_is_invalid() {
-    for bad in [
-        &b"\xff"[..],
-        b"\xc3",
-        b"a\x80b",
-        b"\xed\xa0\x80",
-        b"\xf8\x88\x80\x80\x80",
-    ] {
+    for bad in [&b"\xff"[..], b"\xc3", b"a\x80b", b"\xed\xa0\x80", b"\xf8\x88\x80\x80\x80"] {
         invalid(decode_request(&acquire_payload(49, 1, 0, bad, b"o")), 49);
         invalid(decode_request(&acquire_payload(50, 1, 0, b"k", bad)), 50);
         invalid(decode_request(&release_payload(51, 1, bad, b"o")), 51);
@@ -650,32 +489,15 @@ fn boundaries_that_are_valid() {
         let frame = enc_req(3, &request);
         assert!(frame.len() - 4 <= REQUEST_FRAME_LEN_MAX as usize);
         assert_eq!(decode_request(payload(&frame)), Ok((3, request)));
-        let request = Request::Release {
-            token: u64::MAX,
-            key: key.into(),
-            owner: owner.into(),
-        };
-        assert_eq!(
-            decode_request(payload(&enc_req(4, &request))),
-            Ok((4, request))
-        );
+        let request = Request::Release { token: u64::MAX, key: key.into(), owner: owner.into() };
+        assert_eq!(decode_request(payload(&enc_req(4, &request))), Ok((4, request)));
         let request = Request::Query { key: key.into() };
-        assert_eq!(
-            decode_request(payload(&enc_req(5, &request))),
-            Ok((5, request))
-        );
+        assert_eq!(decode_request(payload(&enc_req(5, &request))), Ok((5, request)));
     }
     // Release tokens 0 and unknown values are not field errors (they get N).
     assert_eq!(
         decode_request(&release_payload(6, 0, b"k", b"o")),
-        Ok((
-            6,
-            Request::Release {
-                token: 0,
-                key: "k".into(),
-                owner: "o".into()
-            }
-        ))
+        Ok((6, Request::Release { token: 0, key: "k".into(), owner: "o".into() }))
     );
 }
 
@@ -724,18 +546,9 @@ fn frame_reader_reads_frames_in_sequence_then_closed() {
     encode_request(&mut stream, 2, &acquire(1, 0, "k", "o"));
     encode_request(&mut stream, 3, &Request::Status);
     let mut reader = FrameReader::new(Trickle(io::Cursor::new(stream)), REQUEST_FRAME_LEN_MAX);
-    assert_eq!(
-        decode_request(reader.read_payload().unwrap()),
-        Ok((1, Request::Ping))
-    );
-    assert_eq!(
-        decode_request(reader.read_payload().unwrap()),
-        Ok((2, acquire(1, 0, "k", "o")))
-    );
-    assert_eq!(
-        decode_request(reader.read_payload().unwrap()),
-        Ok((3, Request::Status))
-    );
+    assert_eq!(decode_request(reader.read_payload().unwrap()), Ok((1, Request::Ping)));
+    assert_eq!(decode_request(reader.read_payload().unwrap()), Ok((2, acquire(1, 0, "k", "o"))));
+    assert_eq!(decode_request(reader.read_payload().unwrap()), Ok((3, Request::Status)));
     assert!(matches!(reader.read_payload(), Err(ReadError::Closed)));
     assert!(matches!(reader.read_payload(), Err(ReadError::Closed)));
 }
@@ -743,18 +556,10 @@ fn frame_reader_reads_frames_in_sequence_then_closed() {
 #[test]
 fn frame_reader_retries_interrupted_reads() {
     let stream = enc_req(5, &Request::Query { key: "q".into() });
-    let mut reader = FrameReader::new(
-        Interrupting {
-            inner: io::Cursor::new(stream),
-            flip: false,
-        },
-        REQUEST_FRAME_LEN_MAX,
-    );
+    let mut reader =
+        FrameReader::new(Interrupting { inner: io::Cursor::new(stream), flip: false }, REQUEST_FRAME_LEN_MAX);
     // `read_full` retries Interrupted; the body uses read_exact, which does too.
-    assert_eq!(
-        decode_request(reader.read_payload().unwrap()),
-        Ok((5, Request::Query { key: "q".into() }))
-    );
+    assert_eq!(decode_request(reader.read_payload().unwrap()), Ok((5, Request::Query { key: "q".into() })));
     assert!(matches!(reader.read_payload(), Err(ReadError::Closed)));
 }
 
@@ -824,10 +629,7 @@ fn frame_reader_client_side_accepts_up_to_65535() {
     let mut reader = FrameReader::new(io::Cursor::new(stream), RESPONSE_FRAME_LEN_MAX);
     assert_eq!(reader.read_payload().unwrap().len(), 1025);
     assert_eq!(reader.read_payload().unwrap().len(), 65_535);
-    assert!(matches!(
-        reader.read_payload(),
-        Err(ReadError::BadLength(DecodeError::Malformed(_)))
-    ));
+    assert!(matches!(reader.read_payload(), Err(ReadError::BadLength(DecodeError::Malformed(_)))));
 }
 
 #[test]
@@ -878,14 +680,8 @@ fn text(max: usize) -> impl Strategy<Value = String> {
 
 fn valid_request() -> impl Strategy<Value = Request> {
     prop_oneof![
-        (1u8..=250, 0u32..=300_000, field(), field()).prop_map(|(lease_s, wait_ms, key, owner)| {
-            Request::Acquire {
-                lease_s,
-                wait_ms,
-                key,
-                owner,
-            }
-        }),
+        (1u8..=250, 0u32..=300_000, field(), field())
+            .prop_map(|(lease_s, wait_ms, key, owner)| { Request::Acquire { lease_s, wait_ms, key, owner } }),
         (any::<u64>(), field(), field()).prop_map(|(token, key, owner)| Request::Release {
             token,
             key,
@@ -899,8 +695,7 @@ fn valid_request() -> impl Strategy<Value = Request> {
 
 fn valid_response() -> impl Strategy<Value = Response> {
     prop_oneof![
-        (any::<u64>(), any::<u32>())
-            .prop_map(|(token, lease_ms)| Response::Granted { token, lease_ms }),
+        (any::<u64>(), any::<u32>()).prop_map(|(token, lease_ms)| Response::Granted { token, lease_ms }),
         Just(Response::Busy),
         Just(Response::Timeout),
         Just(Response::Released),
@@ -908,20 +703,13 @@ fn valid_response() -> impl Strategy<Value = Response> {
         text(255).prop_map(|leader| Response::Moved { leader }),
         Just(Response::Unknown),
         (any::<u64>(), any::<u32>(), any::<u32>(), text(255)).prop_map(
-            |(token, remaining_ms, waiters, owner)| Response::Holder {
-                token,
-                remaining_ms,
-                waiters,
-                owner
-            }
+            |(token, remaining_ms, waiters, owner)| Response::Holder { token, remaining_ms, waiters, owner }
         ),
         Just(Response::Free),
         text(2000).prop_map(|text| Response::Status { text }),
         Just(Response::Pong),
-        (any::<u8>(), text(255)).prop_map(|(code, message)| Response::Error {
-            code: ErrorCode::from_u8(code),
-            message
-        }),
+        (any::<u8>(), text(255))
+            .prop_map(|(code, message)| Response::Error { code: ErrorCode::from_u8(code), message }),
     ]
 }
 

@@ -61,16 +61,7 @@ fn sizes_and_constants() {
     assert_eq!(PEER_LABELS.port_kind, b'P');
     assert_eq!(PEER_LABELS.client, b"ticketing peer v1");
     assert_eq!(PEER_LABELS.server, b"ticketing peer-server v1");
-    assert_eq!(
-        [
-            role::LEADER,
-            role::FOLLOWER,
-            role::CANDIDATE,
-            role::LEARNER,
-            role::STANDALONE
-        ],
-        *b"LFCNS"
-    );
+    assert_eq!([role::LEADER, role::FOLLOWER, role::CANDIDATE, role::LEARNER, role::STANDALONE], *b"LFCNS");
 }
 
 #[test]
@@ -86,26 +77,14 @@ fn hello_layout() {
     let peer = encode_hello(&PEER_LABELS, &n);
     assert_eq!(peer[5], b'P');
     assert_eq!(decode_hello(&hello, &CLIENT_LABELS).unwrap(), n);
-    assert!(matches!(
-        decode_hello(&hello, &PEER_LABELS),
-        Err(HandshakeError::WrongPortKind(b'C'))
-    ));
-    assert!(matches!(
-        decode_hello(&peer, &CLIENT_LABELS),
-        Err(HandshakeError::WrongPortKind(b'P'))
-    ));
+    assert!(matches!(decode_hello(&hello, &PEER_LABELS), Err(HandshakeError::WrongPortKind(b'C'))));
+    assert!(matches!(decode_hello(&peer, &CLIENT_LABELS), Err(HandshakeError::WrongPortKind(b'P'))));
     let mut bad = hello;
     bad[0] = b'X';
-    assert!(matches!(
-        decode_hello(&bad, &CLIENT_LABELS),
-        Err(HandshakeError::BadMagic)
-    ));
+    assert!(matches!(decode_hello(&bad, &CLIENT_LABELS), Err(HandshakeError::BadMagic)));
     let mut bad = hello;
     bad[4] = 2;
-    assert!(matches!(
-        decode_hello(&bad, &CLIENT_LABELS),
-        Err(HandshakeError::VersionMismatch(2))
-    ));
+    assert!(matches!(decode_hello(&bad, &CLIENT_LABELS), Err(HandshakeError::VersionMismatch(2))));
 }
 
 #[test]
@@ -125,10 +104,7 @@ fn auth_layout() {
     assert!(matches!(decode_auth(&bad), Err(HandshakeError::BadMagic)));
     let mut bad = auth;
     bad[4] = 0;
-    assert!(matches!(
-        decode_auth(&bad),
-        Err(HandshakeError::VersionMismatch(0))
-    ));
+    assert!(matches!(decode_auth(&bad), Err(HandshakeError::VersionMismatch(0))));
 }
 
 #[test]
@@ -144,13 +120,7 @@ fn welcome_layout() {
     want.extend_from_slice(b"10.0.0.1:5225");
     assert_eq!(bytes, want);
     // Unknown leader: empty str8.
-    let bytes = encode_welcome(
-        &proof,
-        &Welcome {
-            leader: String::new(),
-            ..welcome()
-        },
-    );
+    let bytes = encode_welcome(&proof, &Welcome { leader: String::new(), ..welcome() });
     assert_eq!(bytes.len(), 1 + 32 + 8 + 1 + 8 + 1);
     assert_eq!(*bytes.last().unwrap(), 0);
 }
@@ -243,10 +213,7 @@ fn frames_can_follow_the_handshake_on_the_same_stream() {
     client_handshake(&mut c, &auth_key(TOKEN), &CLIENT_LABELS).unwrap();
     c.write_all(b"\x00\x00\x00\x05P\x00\x00\x00\x01").unwrap();
     // Nothing of the handshake was left unread or over-read.
-    assert_eq!(
-        &server.join().unwrap(),
-        b"\x00\x00\x00\x05P\x00\x00\x00\x01"
-    );
+    assert_eq!(&server.join().unwrap(), b"\x00\x00\x00\x05P\x00\x00\x00\x01");
 }
 
 #[test]
@@ -267,10 +234,7 @@ fn server_hello_auth_and_welcome_bytes_on_the_wire() {
     let mut w = vec![0u8; 1 + 32 + 8 + 1 + 8 + 1 + 13];
     c.read_exact(&mut w).unwrap();
     assert_eq!(w[0], b'W');
-    assert_eq!(
-        &w[1..33],
-        &by_hand(TOKEN, b"ticketing server v1", &client_nonce, &server_nonce)
-    );
+    assert_eq!(&w[1..33], &by_hand(TOKEN, b"ticketing server v1", &client_nonce, &server_nonce));
     assert_eq!(&w[33..41], &0x0102_0304_0506_0708u64.to_be_bytes());
     assert_eq!(w[41], b'S');
     assert_eq!(&w[42..50], &0xfeed_face_cafe_beefu64.to_be_bytes());
@@ -288,16 +252,12 @@ fn client_auth_bytes_on_the_wire() {
         client_handshake(&mut c, &auth_key(TOKEN), &CLIENT_LABELS)
     });
     let server_nonce = nonce(9);
-    s.write_all(&encode_hello(&CLIENT_LABELS, &server_nonce))
-        .unwrap();
+    s.write_all(&encode_hello(&CLIENT_LABELS, &server_nonce)).unwrap();
     let mut auth = [0u8; 72];
     s.read_exact(&mut auth).unwrap();
     assert_eq!(&auth[..8], b"TKT1\x01\x00\x00\x00");
     let client_nonce: [u8; 32] = auth[8..40].try_into().unwrap();
-    assert_eq!(
-        &auth[40..],
-        &by_hand(TOKEN, b"ticketing client v1", &server_nonce, &client_nonce)
-    );
+    assert_eq!(&auth[40..], &by_hand(TOKEN, b"ticketing client v1", &server_nonce, &client_nonce));
     let proof = by_hand(TOKEN, b"ticketing server v1", &client_nonce, &server_nonce);
     s.write_all(&encode_welcome(&proof, &welcome())).unwrap();
     assert_eq!(client.join().unwrap().unwrap(), welcome());
@@ -312,10 +272,7 @@ fn wrong_token_is_auth_failed_and_rejected() {
         Err(HandshakeError::Rejected(reason)) => assert_eq!(reason, "authentication failed"),
         other => panic!("client: {other:?}"),
     }
-    assert!(matches!(
-        server.join().unwrap(),
-        Err(HandshakeError::AuthFailed)
-    ));
+    assert!(matches!(server.join().unwrap(), Err(HandshakeError::AuthFailed)));
 }
 
 #[test]
@@ -327,23 +284,14 @@ fn tampered_server_proof_is_bad_proof() {
             client_handshake(&mut c, &auth_key(TOKEN), &CLIENT_LABELS)
         });
         let server_nonce = nonce(3);
-        s.write_all(&encode_hello(&CLIENT_LABELS, &server_nonce))
-            .unwrap();
+        s.write_all(&encode_hello(&CLIENT_LABELS, &server_nonce)).unwrap();
         let mut auth = [0u8; 72];
         s.read_exact(&mut auth).unwrap();
         let client_nonce: [u8; 32] = auth[8..40].try_into().unwrap();
-        let mut proof = server_proof(
-            &auth_key(TOKEN),
-            &CLIENT_LABELS,
-            &client_nonce,
-            &server_nonce,
-        );
+        let mut proof = server_proof(&auth_key(TOKEN), &CLIENT_LABELS, &client_nonce, &server_nonce);
         proof[flip] ^= 0x01;
         s.write_all(&encode_welcome(&proof, &welcome())).unwrap();
-        assert!(matches!(
-            client.join().unwrap(),
-            Err(HandshakeError::BadProof)
-        ));
+        assert!(matches!(client.join().unwrap(), Err(HandshakeError::BadProof)));
     }
 }
 
@@ -365,17 +313,13 @@ fn proof_for_other_labels_or_swapped_nonces_is_bad_proof() {
             client_handshake(&mut c, &auth_key(TOKEN), &CLIENT_LABELS)
         });
         let server_nonce = nonce(4);
-        s.write_all(&encode_hello(&CLIENT_LABELS, &server_nonce))
-            .unwrap();
+        s.write_all(&encode_hello(&CLIENT_LABELS, &server_nonce)).unwrap();
         let mut auth = [0u8; 72];
         s.read_exact(&mut auth).unwrap();
         let client_nonce: [u8; 32] = auth[8..40].try_into().unwrap();
         let proof = forge(&auth_key(TOKEN), &client_nonce, &server_nonce);
         s.write_all(&encode_welcome(&proof, &welcome())).unwrap();
-        assert!(matches!(
-            client.join().unwrap(),
-            Err(HandshakeError::BadProof)
-        ));
+        assert!(matches!(client.join().unwrap(), Err(HandshakeError::BadProof)));
     }
 }
 
@@ -387,12 +331,7 @@ fn version_mismatch_in_auth_gets_x() {
     c.read_exact(&mut hello).unwrap();
     let server_nonce: [u8; 32] = hello[8..].try_into().unwrap();
     let client_nonce = nonce(5);
-    let mac = client_mac(
-        &auth_key(TOKEN),
-        &CLIENT_LABELS,
-        &server_nonce,
-        &client_nonce,
-    );
+    let mac = client_mac(&auth_key(TOKEN), &CLIENT_LABELS, &server_nonce, &client_nonce);
     let mut auth = encode_auth(&client_nonce, &mac);
     auth[4] = 2;
     c.write_all(&auth).unwrap();
@@ -401,10 +340,7 @@ fn version_mismatch_in_auth_gets_x() {
     assert_eq!(answer[0], b'X');
     assert_eq!(answer[1] as usize, answer.len() - 2);
     assert_eq!(&answer[2..], b"unsupported protocol version");
-    assert!(matches!(
-        server.join().unwrap(),
-        Err(HandshakeError::VersionMismatch(2))
-    ));
+    assert!(matches!(server.join().unwrap(), Err(HandshakeError::VersionMismatch(2))));
 }
 
 #[test]
@@ -418,10 +354,7 @@ fn bad_magic_in_auth_gets_x() {
     c.read_to_end(&mut answer).unwrap();
     assert_eq!(answer[0], b'X');
     assert_eq!(&answer[2..], b"not a TKT1 AUTH message");
-    assert!(matches!(
-        server.join().unwrap(),
-        Err(HandshakeError::BadMagic)
-    ));
+    assert!(matches!(server.join().unwrap(), Err(HandshakeError::BadMagic)));
 }
 
 #[test]
@@ -434,10 +367,7 @@ fn server_version_mismatch_in_hello_is_refused_by_client() {
     let mut hello = encode_hello(&CLIENT_LABELS, &nonce(1));
     hello[4] = 9;
     s.write_all(&hello).unwrap();
-    assert!(matches!(
-        client.join().unwrap(),
-        Err(HandshakeError::VersionMismatch(9))
-    ));
+    assert!(matches!(client.join().unwrap(), Err(HandshakeError::VersionMismatch(9))));
 }
 
 #[test]
@@ -465,21 +395,12 @@ fn wrong_port_kind_is_an_error_on_both_sides() {
 #[test]
 fn peer_labels_under_a_client_port_kind_do_not_authenticate() {
     // Same token, right port letter, wrong message labels: the mac must not verify.
-    const MIXED: Labels = Labels {
-        port_kind: b'C',
-        client: b"ticketing peer v1",
-        server: b"ticketing peer-server v1",
-    };
+    const MIXED: Labels =
+        Labels { port_kind: b'C', client: b"ticketing peer v1", server: b"ticketing peer-server v1" };
     let (mut c, s) = pair();
     let server = spawn_server(s, TOKEN, CLIENT_LABELS);
-    assert!(matches!(
-        client_handshake(&mut c, &auth_key(TOKEN), &MIXED),
-        Err(HandshakeError::Rejected(_))
-    ));
-    assert!(matches!(
-        server.join().unwrap(),
-        Err(HandshakeError::AuthFailed)
-    ));
+    assert!(matches!(client_handshake(&mut c, &auth_key(TOKEN), &MIXED), Err(HandshakeError::Rejected(_))));
+    assert!(matches!(server.join().unwrap(), Err(HandshakeError::AuthFailed)));
 }
 
 #[test]
@@ -489,28 +410,20 @@ fn answer_that_is_neither_w_nor_x_is_malformed() {
         let mut c = c;
         client_handshake(&mut c, &auth_key(TOKEN), &CLIENT_LABELS)
     });
-    s.write_all(&encode_hello(&CLIENT_LABELS, &nonce(1)))
-        .unwrap();
+    s.write_all(&encode_hello(&CLIENT_LABELS, &nonce(1))).unwrap();
     let mut auth = [0u8; 72];
     s.read_exact(&mut auth).unwrap();
     s.write_all(b"Q").unwrap();
-    assert!(matches!(
-        client.join().unwrap(),
-        Err(HandshakeError::Malformed(_))
-    ));
+    assert!(matches!(client.join().unwrap(), Err(HandshakeError::Malformed(_))));
 }
 
 #[test]
 fn connection_closed_mid_handshake_is_io() {
     // Server closes after half a HELLO.
     let (mut c, mut s) = pair();
-    s.write_all(&encode_hello(&CLIENT_LABELS, &nonce(1))[..20])
-        .unwrap();
+    s.write_all(&encode_hello(&CLIENT_LABELS, &nonce(1))[..20]).unwrap();
     drop(s);
-    assert!(matches!(
-        client_handshake(&mut c, &auth_key(TOKEN), &CLIENT_LABELS),
-        Err(HandshakeError::Io(_))
-    ));
+    assert!(matches!(client_handshake(&mut c, &auth_key(TOKEN), &CLIENT_LABELS), Err(HandshakeError::Io(_))));
     // Client closes after half an AUTH.
     let (mut c, s) = pair();
     let server = spawn_server(s, TOKEN, CLIENT_LABELS);
@@ -546,8 +459,7 @@ fn nonces_differ_between_handshakes() {
             let mut c = c;
             let _ = client_handshake(&mut c, &auth_key(TOKEN), &CLIENT_LABELS);
         });
-        s.write_all(&encode_hello(&CLIENT_LABELS, &nonce(1)))
-            .unwrap();
+        s.write_all(&encode_hello(&CLIENT_LABELS, &nonce(1))).unwrap();
         let mut auth = [0u8; 72];
         s.read_exact(&mut auth).unwrap();
         client_nonces.push(auth[8..40].to_vec());
@@ -587,10 +499,7 @@ fn replayed_auth_fails_on_a_new_connection() {
     let mut answer = Vec::new();
     c.read_to_end(&mut answer).unwrap();
     assert_eq!(answer, encode_reject("authentication failed"));
-    assert!(matches!(
-        server.join().unwrap(),
-        Err(HandshakeError::AuthFailed)
-    ));
+    assert!(matches!(server.join().unwrap(), Err(HandshakeError::AuthFailed)));
 }
 
 #[test]
@@ -603,10 +512,7 @@ fn welcome_is_asked_only_after_authentication() {
         })
     });
     let _ = client_handshake(&mut c, &auth_key(b"wrong-token-0123456"), &CLIENT_LABELS);
-    assert!(matches!(
-        server.join().unwrap(),
-        Err(HandshakeError::AuthFailed)
-    ));
+    assert!(matches!(server.join().unwrap(), Err(HandshakeError::AuthFailed)));
 }
 
 #[test]

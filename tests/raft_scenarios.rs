@@ -6,9 +6,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
-use ticketing::raft::{
-    Entry, EntryKind, Message, NodeId, Raft, RaftConfig, RaftError, Role, Snapshot,
-};
+use ticketing::raft::{Entry, EntryKind, Message, NodeId, Raft, RaftConfig, RaftError, Role, Snapshot};
 
 const STEP_MS: u64 = 10;
 
@@ -40,10 +38,7 @@ impl Net {
     }
 
     fn with_config(ids: &[NodeId], cfg: impl Fn(NodeId) -> RaftConfig) -> Net {
-        let nodes = ids
-            .iter()
-            .map(|id| (*id, Raft::new_bootstrap(cfg(*id), ids, 42, 0)))
-            .collect();
+        let nodes = ids.iter().map(|id| (*id, Raft::new_bootstrap(cfg(*id), ids, 42, 0))).collect();
         Net {
             nodes,
             now: 0,
@@ -60,8 +55,7 @@ impl Net {
     }
 
     fn add_joining(&mut self, id: NodeId) {
-        self.nodes
-            .insert(id, Raft::new_joining(config(id), 7, self.now));
+        self.nodes.insert(id, Raft::new_joining(config(id), 7, self.now));
         self.ticking.insert(id);
     }
 
@@ -138,11 +132,7 @@ impl Net {
             self.advance(STEP_MS);
         }
         self.ticking = saved;
-        assert_eq!(
-            self.node(id).role(),
-            Role::Leader,
-            "node {id} failed to win"
-        );
+        assert_eq!(self.node(id).role(), Role::Leader, "node {id} failed to win");
     }
 
     fn isolate(&mut self, id: NodeId) {
@@ -165,11 +155,7 @@ impl Net {
     }
 
     fn leaders(&self) -> Vec<NodeId> {
-        self.nodes
-            .values()
-            .filter(|n| n.role() == Role::Leader)
-            .map(|n| n.id())
-            .collect()
+        self.nodes.values().filter(|n| n.role() == Role::Leader).map(|n| n.id()).collect()
     }
 
     fn applied_data(&self, id: NodeId) -> Vec<Vec<u8>> {
@@ -232,10 +218,7 @@ fn leader_re_elected_after_leader_crash() {
 /// with a newer last term can still overwrite it.
 #[test]
 fn figure8_old_term_entry_not_committed_by_counting() {
-    let cfg = |id| RaftConfig {
-        max_append_entries: 1,
-        ..config(id)
-    };
+    let cfg = |id| RaftConfig { max_append_entries: 1, ..config(id) };
     let mut net = Net::with_config(&[1, 2, 3, 4, 5], cfg);
     net.elect(1);
     // (a) S1 replicates X to S2 only.
@@ -251,9 +234,8 @@ fn figure8_old_term_entry_not_committed_by_counting() {
     net.isolate(1);
     net.cut_link(5, 2);
     // S5 crashes right after winning: none of its appends get out.
-    net.mangle = Some(Box::new(|from, _, m| {
-        (from != 5 || !matches!(m, Message::Append { .. })).then_some(m)
-    }));
+    net.mangle =
+        Some(Box::new(|from, _, m| (from != 5 || !matches!(m, Message::Append { .. })).then_some(m)));
     net.elect(5);
     let s5_term = net.node(5).term();
     assert_eq!(net.node(5).term_at(x), Some(s5_term));
@@ -264,21 +246,9 @@ fn figure8_old_term_entry_not_committed_by_counting() {
     // S1 wins a later term with S2, S3 and copies X to S3, but its own
     // no-op (index x + 1) never leaves S1.
     net.mangle = Some(Box::new(move |from, _, m| match m {
-        Message::Append {
-            term,
-            prev_index,
-            prev_term,
-            mut entries,
-            commit,
-        } if from == 1 => {
+        Message::Append { term, prev_index, prev_term, mut entries, commit } if from == 1 => {
             entries.retain(|e| e.index <= x);
-            Some(Message::Append {
-                term,
-                prev_index,
-                prev_term,
-                entries,
-                commit,
-            })
+            Some(Message::Append { term, prev_index, prev_term, entries, commit })
         }
         m => Some(m),
     }));
@@ -290,16 +260,9 @@ fn figure8_old_term_entry_not_committed_by_counting() {
     assert_ne!(net.node(1).role(), Role::Leader);
     net.elect(1);
     net.advance(1000);
-    assert_eq!(
-        net.node(3).term_at(x),
-        Some(x_term),
-        "X is on S1, S2, S3: a majority"
-    );
+    assert_eq!(net.node(3).term_at(x), Some(x_term), "X is on S1, S2, S3: a majority");
     assert!(net.node(1).term() > s5_term);
-    assert!(
-        net.node(1).commit_index() < x,
-        "S1 committed an old-term entry by counting replicas"
-    );
+    assert!(net.node(1).commit_index() < x, "S1 committed an old-term entry by counting replicas");
     // (d) S1 is cut off; S5 (last term newer than X's) wins and overwrites X.
     net.mangle = None;
     net.heal();
@@ -311,10 +274,7 @@ fn figure8_old_term_entry_not_committed_by_counting() {
     net.advance(1000);
     for id in [2, 3, 4, 5] {
         assert_eq!(net.node(id).term_at(x), Some(s5_term), "node {id}");
-        assert!(
-            !net.applied_data(id).contains(&b"X".to_vec()),
-            "node {id} applied X"
-        );
+        assert!(!net.applied_data(id).contains(&b"X".to_vec()), "node {id} applied X");
     }
     assert!(!net.applied_data(1).contains(&b"X".to_vec()));
 }
@@ -343,9 +303,7 @@ fn stale_leader_in_minority_cannot_commit() {
     // The majority side elects a new leader and moves on.
     net.ticking = [3, 4, 5].into();
     net.advance(5000);
-    assert!([3, 4, 5]
-        .iter()
-        .any(|id| net.node(*id).role() == Role::Leader));
+    assert!([3, 4, 5].iter().any(|id| net.node(*id).role() == Role::Leader));
     net.ticking = [1, 2, 3, 4, 5].into();
     assert!(net.node(1).commit_index() < idx);
     // Once healed, the stale leader's entry is discarded, never applied.
@@ -381,12 +339,7 @@ fn follower_in_lease_ignores_vote_requests() {
     let now = net.now;
     net.node_mut(2).step(
         3,
-        Message::Vote {
-            term: term + 5,
-            last_index: 100,
-            last_term: term,
-            transfer: false,
-        },
+        Message::Vote { term: term + 5, last_index: 100, last_term: term, transfer: false },
         now,
     );
     assert_eq!(net.node(2).term(), term);
@@ -435,19 +388,14 @@ fn follower_log_conflict_resolved_by_conflict_term() {
     let rejections = net
         .sent
         .iter()
-        .filter(|(f, t, m)| {
-            *f == 1 && *t == 2 && matches!(m, Message::AppendResp { success: false, .. })
-        })
+        .filter(|(f, t, m)| *f == 1 && *t == 2 && matches!(m, Message::AppendResp { success: false, .. }))
         .count();
     assert!(rejections <= 2, "{rejections} rejections: hints not used");
 }
 
 #[test]
 fn lagging_follower_caught_up_by_chunked_snapshot() {
-    let cfg = |id| RaftConfig {
-        snapshot_chunk_bytes: 100,
-        ..config(id)
-    };
+    let cfg = |id| RaftConfig { snapshot_chunk_bytes: 100, ..config(id) };
     let mut net = Net::with_config(&[1, 2, 3], cfg);
     net.elect(1);
     net.isolate(3);
@@ -507,12 +455,7 @@ fn learner_catches_up_and_never_campaigns_or_counts() {
         )));
     assert_eq!(
         net.node(4).term(),
-        net.nodes
-            .values()
-            .filter(|n| n.id() != 1)
-            .map(|n| n.term())
-            .max()
-            .unwrap()
+        net.nodes.values().filter(|n| n.id() != 1).map(|n| n.term()).max().unwrap()
     );
 }
 
@@ -525,10 +468,7 @@ fn joint_consensus_replaces_a_voter_and_removed_node_reports_removed() {
     net.advance(500);
     let joint = net.node_mut(1).replace_voter(3, 4).unwrap();
     assert!(net.node(1).membership().is_joint());
-    assert_eq!(
-        net.node_mut(1).add_learner(9),
-        Err(RaftError::ConfigChangePending)
-    );
+    assert_eq!(net.node_mut(1).add_learner(9), Err(RaftError::ConfigChangePending));
     net.advance(1000);
     let m = net.node(1).committed_membership().1.clone();
     assert!(!m.is_joint(), "leader left joint automatically");
@@ -590,10 +530,7 @@ fn leadership_transfer_via_timeout_now() {
     net.elect(1);
     net.node_mut(1).propose(b"a".to_vec()).unwrap();
     net.node_mut(1).transfer_leadership(3).unwrap();
-    assert_eq!(
-        net.node_mut(1).propose(b"b".to_vec()),
-        Err(RaftError::TransferInProgress)
-    );
+    assert_eq!(net.node_mut(1).propose(b"b".to_vec()), Err(RaftError::TransferInProgress));
     net.deliver_all();
     assert_eq!(net.node(3).role(), Role::Leader);
     assert_eq!(net.node(1).leader_id(), Some(3));
@@ -607,10 +544,7 @@ fn read_index_answered_only_after_quorum_round() {
     net.advance(300);
     net.node_mut(1).read_index(77).unwrap();
     net.collect();
-    assert!(
-        net.reads[&1].is_empty(),
-        "no answer before a quorum heartbeat round"
-    );
+    assert!(net.reads[&1].is_empty(), "no answer before a quorum heartbeat round");
     net.deliver_all();
     assert_eq!(net.reads[&1], vec![(77, net.node(1).commit_index())]);
 }
@@ -669,27 +603,10 @@ fn nonsense_messages_do_not_panic() {
             conflict_term: Some(u64::MAX),
             hint_index: u64::MAX,
         },
-        Message::AppendResp {
-            term,
-            success: true,
-            index: u64::MAX,
-            conflict_term: None,
-            hint_index: 0,
-        },
-        Message::InstallSnapshotResp {
-            term,
-            index: 1,
-            next_offset: u64::MAX,
-            done: false,
-        },
-        Message::HeartbeatResp {
-            term,
-            read_seq: u64::MAX,
-        },
-        Message::Removed {
-            term,
-            config_index: 0,
-        },
+        Message::AppendResp { term, success: true, index: u64::MAX, conflict_term: None, hint_index: 0 },
+        Message::InstallSnapshotResp { term, index: 1, next_offset: u64::MAX, done: false },
+        Message::HeartbeatResp { term, read_seq: u64::MAX },
+        Message::Removed { term, config_index: 0 },
     ];
     for m in junk {
         net.node_mut(1).step(2, m.clone(), now);
@@ -700,36 +617,18 @@ fn nonsense_messages_do_not_panic() {
             term,
             prev_index: u64::MAX,
             prev_term: 0,
-            entries: vec![Entry {
-                term,
-                index: 0,
-                kind: EntryKind::Noop,
-            }],
+            entries: vec![Entry { term, index: 0, kind: EntryKind::Noop }],
             commit: u64::MAX,
         },
-        Message::Append {
-            term,
-            prev_index: u64::MAX,
-            prev_term: 0,
-            entries: vec![],
-            commit: u64::MAX,
-        },
+        Message::Append { term, prev_index: u64::MAX, prev_term: 0, entries: vec![], commit: u64::MAX },
         Message::InstallSnapshot {
             term,
-            meta: ticketing::raft::SnapshotMeta {
-                index: u64::MAX,
-                term,
-                membership: Default::default(),
-            },
+            meta: ticketing::raft::SnapshotMeta { index: u64::MAX, term, membership: Default::default() },
             offset: u64::MAX,
             data: vec![1],
             done: true,
         },
-        Message::Heartbeat {
-            term,
-            commit: u64::MAX,
-            read_seq: 0,
-        },
+        Message::Heartbeat { term, commit: u64::MAX, read_seq: 0 },
     ];
     for m in follower_junk {
         net.node_mut(2).step(1, m, now);

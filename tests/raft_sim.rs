@@ -16,10 +16,7 @@ const SEEDS_DEFAULT: u64 = 1500;
 const THREADS: u64 = 2;
 
 fn env_u64(name: &str) -> Option<u64> {
-    std::env::var(name).ok().map(|v| {
-        v.parse()
-            .unwrap_or_else(|_| panic!("{name} must be a number"))
-    })
+    std::env::var(name).ok().map(|v| v.parse().unwrap_or_else(|_| panic!("{name} must be a number")))
 }
 
 #[test]
@@ -65,12 +62,7 @@ fn simulate_many_seeds() {
     for f in &failures {
         eprintln!("FAILED {f}");
     }
-    assert!(
-        failures.is_empty(),
-        "{} seeds failed; first: {}",
-        failures.len(),
-        failures[0]
-    );
+    assert!(failures.is_empty(), "{} seeds failed; first: {}", failures.len(), failures[0]);
 }
 
 /// The checker is not vacuous: a network that forges vote grants lets two
@@ -85,9 +77,7 @@ fn checker_catches_forged_votes() {
     let err = caught.expect("forged votes went unnoticed for 40 seeds");
     assert!(err.contains("seed="), "{err}");
     assert!(
-        err.contains("election safety")
-            || err.contains("log matching")
-            || err.contains("state machine"),
+        err.contains("election safety") || err.contains("log matching") || err.contains("state machine"),
         "{err}"
     );
 }
@@ -104,31 +94,17 @@ fn checker_rejects_two_leaders_in_one_term() {
 fn checker_rejects_log_mismatch_and_divergent_apply() {
     let mut c = Checker::default();
     c.log_entry(1, 7, 3, 0xaa, 2).unwrap();
-    assert!(c
-        .log_entry(2, 7, 3, 0xbb, 2)
-        .unwrap_err()
-        .0
-        .contains("log matching"));
-    assert!(
-        c.log_entry(2, 7, 3, 0xaa, 1).is_err(),
-        "same entry, different prefix"
-    );
+    assert!(c.log_entry(2, 7, 3, 0xbb, 2).unwrap_err().0.contains("log matching"));
+    assert!(c.log_entry(2, 7, 3, 0xaa, 1).is_err(), "same entry, different prefix");
     c.applied(1, 4, 111).unwrap();
-    assert!(c
-        .applied(2, 4, 222)
-        .unwrap_err()
-        .0
-        .contains("state machine safety"));
+    assert!(c.applied(2, 4, 222).unwrap_err().0.contains("state machine safety"));
 }
 
 #[test]
 fn checker_rejects_lost_commit_and_incomplete_leader() {
     let mut c = Checker::default();
     c.commit(1, 5, 2, |_| Some(2)).unwrap();
-    assert!(
-        c.commit(1, 4, 2, |_| Some(2)).is_err(),
-        "commit went backwards"
-    );
+    assert!(c.commit(1, 4, 2, |_| Some(2)).is_err(), "commit went backwards");
     // Entry 5 (term 2) committed in term 2; a leader of term 3 without it.
     assert!(c
         .leader_log(2, 3, 1, |i| if i < 5 { Some(2) } else { None })
@@ -140,13 +116,9 @@ fn checker_rejects_lost_commit_and_incomplete_leader() {
 #[test]
 fn checker_rejects_bad_configs_and_removed_leaders() {
     let mut c = Checker::default();
-    assert!(c
-        .committed_config(1, 1, 1, &Membership::with_voters(&[1, 2, 3, 4]))
-        .is_err());
-    c.committed_config(1, 1, 1, &Membership::with_voters(&[1, 2, 3]))
-        .unwrap();
-    c.committed_config(1, 2, 9, &Membership::with_voters(&[1, 2, 4]))
-        .unwrap();
+    assert!(c.committed_config(1, 1, 1, &Membership::with_voters(&[1, 2, 3, 4])).is_err());
+    c.committed_config(1, 1, 1, &Membership::with_voters(&[1, 2, 3])).unwrap();
+    c.committed_config(1, 2, 9, &Membership::with_voters(&[1, 2, 4])).unwrap();
     assert!(c.is_removed(3));
     assert!(c.leader(3, 4).unwrap_err().0.contains("removed"));
     assert!(c.uncommitted_configs(1, 2).is_err());

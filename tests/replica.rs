@@ -46,11 +46,7 @@ impl H {
 
     fn with_max(waiters_per_key_max: usize) -> H {
         H {
-            r: Replica::new(TableConfig {
-                node: NODE,
-                incarnation: INCARNATION,
-                waiters_per_key_max,
-            }),
+            r: Replica::new(TableConfig { node: NODE, incarnation: INCARNATION, waiters_per_key_max }),
             now: 0,
             replies: Vec::new(),
             answered: HashMap::new(),
@@ -79,11 +75,7 @@ impl H {
         for reply in &out.replies {
             let n = self.answered.entry((reply.conn, reply.id)).or_default();
             *n += 1;
-            assert_eq!(
-                *n, 1,
-                "request answered twice: {reply:?}; all: {:?}",
-                self.replies
-            );
+            assert_eq!(*n, 1, "request answered twice: {reply:?}; all: {:?}", self.replies);
         }
         self.replies.extend(out.replies.iter().cloned());
         self.asks.extend(out.to_log);
@@ -92,32 +84,20 @@ impl H {
 
     fn req(&mut self, conn: ConnId, id: u32, request: Request) -> Vec<Reply> {
         let mut out = ReplicaOutput::default();
-        self.r
-            .request(conn, id, request, self.now, self.unix(), &mut out);
+        self.r.request(conn, id, request, self.now, self.unix(), &mut out);
         self.absorb(out)
     }
 
     fn leader(&mut self, term: u64, noop_index: u64) -> Vec<Reply> {
         let mut out = ReplicaOutput::default();
-        self.r.on_role(
-            LogRole::Leader {
-                term,
-                noop_index,
-                new_domain: 0,
-            },
-            self.now,
-            self.unix(),
-            &mut out,
-        );
+        self.r.on_role(LogRole::Leader { term, noop_index, new_domain: 0 }, self.now, self.unix(), &mut out);
         self.absorb(out)
     }
 
     fn follower(&mut self, leader_addr: &str) -> Vec<Reply> {
         let mut out = ReplicaOutput::default();
         self.r.on_role(
-            LogRole::NotLeader {
-                leader_addr: leader_addr.into(),
-            },
+            LogRole::NotLeader { leader_addr: leader_addr.into() },
             self.now,
             self.unix(),
             &mut out,
@@ -133,8 +113,7 @@ impl H {
 
     fn read_ready(&mut self, ctx: u64, index: u64) -> Vec<Reply> {
         let mut out = ReplicaOutput::default();
-        self.r
-            .on_read_ready(ctx, index, self.now, self.unix(), &mut out);
+        self.r.on_read_ready(ctx, index, self.now, self.unix(), &mut out);
         self.absorb(out)
     }
 
@@ -191,10 +170,7 @@ impl H {
     /// Writes an entry at `index`, dropping everything after it (a leader's entry
     /// replaces a conflicting suffix).
     fn put(&mut self, index: u64, term: u64, command: Option<Command>) {
-        assert!(
-            index > self.r.applied_index(),
-            "committed entries never change"
-        );
+        assert!(index > self.r.applied_index(), "committed entries never change");
         self.log.retain(|&i, _| i < index);
         self.log.insert(index, (term, command));
     }
@@ -224,8 +200,7 @@ impl H {
 
     fn commit_one(&mut self, index: u64, term: u64, command: Option<&Command>) -> Vec<Reply> {
         let mut out = ReplicaOutput::default();
-        self.r
-            .on_committed(index, term, command, self.now, self.unix(), &mut out);
+        self.r.on_committed(index, term, command, self.now, self.unix(), &mut out);
         self.absorb(out)
     }
 
@@ -253,20 +228,11 @@ impl H {
 }
 
 fn acq(key: &str, owner: &str, lease_s: u8, wait_ms: u32) -> Request {
-    Request::Acquire {
-        lease_s,
-        wait_ms,
-        key: key.into(),
-        owner: owner.into(),
-    }
+    Request::Acquire { lease_s, wait_ms, key: key.into(), owner: owner.into() }
 }
 
 fn rel(token: u64, key: &str, owner: &str) -> Request {
-    Request::Release {
-        token,
-        key: key.into(),
-        owner: owner.into(),
-    }
+    Request::Release { token, key: key.into(), owner: owner.into() }
 }
 
 fn query(key: &str) -> Request {
@@ -274,9 +240,7 @@ fn query(key: &str) -> Request {
 }
 
 fn moved(leader: &str) -> Response {
-    Response::Moved {
-        leader: leader.into(),
-    }
+    Response::Moved { leader: leader.into() }
 }
 
 fn token_of(response: &Response) -> u64 {
@@ -294,12 +258,7 @@ fn other_grant(key: &str, owner: &str, token: u64, lease_ms: u32) -> Command {
             owner: owner.into(),
             token,
             lease_ms,
-            origin: Origin {
-                node: OTHER,
-                incarnation: 1,
-                conn: 1,
-                id: 1,
-            },
+            origin: Origin { node: OTHER, incarnation: 1, conn: 1, id: 1 },
         },
     }
 }
@@ -316,23 +275,12 @@ fn only_reply(replies: &[Reply]) -> (ConnId, u32, Response) {
 fn non_leader_answers_moved_with_leader_address_and_appends_nothing() {
     let mut h = H::new();
     // Before any role is known: not a leader, leader unknown.
-    assert_eq!(
-        only_reply(&h.req(1, 1, acq("k", "a", 5, 0))),
-        (1, 1, moved(""))
-    );
+    assert_eq!(only_reply(&h.req(1, 1, acq("k", "a", 5, 0))), (1, 1, moved("")));
     h.follower(OTHER_ADDR);
-    let requests = [
-        acq("k", "a", 5, 0),
-        acq("k", "a", 5, 1000),
-        rel(42, "k", "a"),
-        query("k"),
-    ];
+    let requests = [acq("k", "a", 5, 0), acq("k", "a", 5, 1000), rel(42, "k", "a"), query("k")];
     for (n, request) in requests.into_iter().enumerate() {
         let id = n as u32 + 2;
-        assert_eq!(
-            only_reply(&h.req(1, id, request)),
-            (1, id, moved(OTHER_ADDR))
-        );
+        assert_eq!(only_reply(&h.req(1, id, request)), (1, id, moved(OTHER_ADDR)));
     }
     assert!(h.asks.is_empty(), "a follower asked the log: {:?}", h.asks);
     assert_eq!(h.r.waiters(), 0);
@@ -369,14 +317,12 @@ fn new_leader_holds_requests_until_its_noop_is_applied_then_runs_them_in_arrival
     let order: Vec<(String, Option<(ConnId, u32)>)> = asks
         .iter()
         .map(|ask| match ask {
-            ToLog::Append {
-                command: Command::Grant { key, grant },
-                ..
-            } => (key.clone(), Some((grant.origin.conn, grant.origin.id))),
-            ToLog::Append {
-                command: Command::Release { key, origin, .. },
-                ..
-            } => (key.clone(), Some((origin.conn, origin.id))),
+            ToLog::Append { command: Command::Grant { key, grant }, .. } => {
+                (key.clone(), Some((grant.origin.conn, grant.origin.id)))
+            }
+            ToLog::Append { command: Command::Release { key, origin, .. }, .. } => {
+                (key.clone(), Some((origin.conn, origin.id)))
+            }
             ToLog::ReadIndex { .. } => ("query".into(), None),
             other => panic!("{other:?}"),
         })
@@ -430,13 +376,7 @@ fn grant_and_release_are_answered_only_when_committed_and_applied() {
     let (conn, id, response) = only_reply(&h.commit_to(index));
     assert_eq!((conn, id), (1, 1));
     let token = token_of(&response);
-    assert_eq!(
-        response,
-        Response::Granted {
-            token,
-            lease_ms: 5000
-        }
-    );
+    assert_eq!(response, Response::Granted { token, lease_ms: 5000 });
     assert_eq!(h.r.state().holder("k").map(|x| x.token), Some(token));
 
     assert!(h.req(1, 2, rel(token, "k", "a")).is_empty());
@@ -445,10 +385,7 @@ fn grant_and_release_are_answered_only_when_committed_and_applied() {
     assert!(matches!(appended[0].2, Command::Release { next: None, .. }));
     assert_eq!(h.replies.len(), 1, "R at append time");
     assert!(h.r.state().holder("k").is_some());
-    assert_eq!(
-        only_reply(&h.commit_to(appended[0].1)),
-        (1, 2, Response::Released)
-    );
+    assert_eq!(only_reply(&h.commit_to(appended[0].1)), (1, 2, Response::Released));
     assert!(h.r.state().holder("k").is_none());
 
     // A release that does not match goes through the log too: N only once committed.
@@ -456,10 +393,7 @@ fn grant_and_release_are_answered_only_when_committed_and_applied() {
     let appended = h.append_all(1);
     assert_eq!(appended.len(), 1);
     assert_eq!(h.replies.len(), 2, "N at append time");
-    assert_eq!(
-        only_reply(&h.commit_to(appended[0].1)),
-        (1, 3, Response::NotHolder)
-    );
+    assert_eq!(only_reply(&h.commit_to(appended[0].1)), (1, 3, Response::NotHolder));
     h.assert_exactly_once(&[(1, 1), (1, 2), (1, 3)]);
 }
 
@@ -474,10 +408,7 @@ fn command_rejected_by_the_log_is_answered_moved_and_never_executed() {
     assert_eq!(only_reply(&h.rejected(appends[0].0)), (1, 1, moved("")));
     // Refused after the role change arrived: the new leader's address.
     h.follower(OTHER_ADDR);
-    assert_eq!(
-        only_reply(&h.rejected(appends[1].0)),
-        (2, 1, moved(OTHER_ADDR))
-    );
+    assert_eq!(only_reply(&h.rejected(appends[1].0)), (2, 1, moved(OTHER_ADDR)));
     assert!(h.r.state().holder("k").is_none());
     assert!(h.r.state().holder("k2").is_none());
     // Nothing more, ever: no U for a command that was refused.
@@ -501,10 +432,7 @@ fn deposed_leader_gives_the_real_answer_when_its_entry_commits_with_the_same_ter
     h.req(1, 2, rel(token, "k", "a"));
     h.req(3, 1, rel(token + 1, "k", "c"));
     let appended = h.append_all(1);
-    assert_eq!(
-        appended.iter().map(|a| a.1).collect::<Vec<_>>(),
-        vec![3, 4, 5]
-    );
+    assert_eq!(appended.iter().map(|a| a.1).collect::<Vec<_>>(), vec![3, 4, 5]);
     // Leadership lost: appended commands are NOT answered M.
     h.now = 1000;
     assert!(h.follower(OTHER_ADDR).is_empty());
@@ -529,10 +457,7 @@ fn deposed_leader_answers_moved_when_its_entry_is_overwritten_by_another_term() 
     h.req(2, 1, acq("k2", "b", 5, 0));
     h.req(3, 1, acq("k3", "c", 5, 0));
     let appended = h.append_all(1);
-    assert_eq!(
-        appended.iter().map(|a| (a.1, 1)).collect::<Vec<_>>(),
-        vec![(2, 1), (3, 1), (4, 1)]
-    );
+    assert_eq!(appended.iter().map(|a| (a.1, 1)).collect::<Vec<_>>(), vec![(2, 1), (3, 1), (4, 1)]);
     assert!(h.follower(OTHER_ADDR).is_empty());
     // The new leader (term 2) kept (2, 1) but replaced 3.. with its no-op and a grant.
     h.put(3, 2, None);
@@ -542,10 +467,7 @@ fn deposed_leader_answers_moved_when_its_entry_is_overwritten_by_another_term() 
     assert_eq!(only_reply(&h.commit_to(3)), (2, 1, moved(OTHER_ADDR)));
     assert_eq!(only_reply(&h.commit_to(4)), (3, 1, moved(OTHER_ADDR)));
     // The replacing entry was applied: k3 is z's, not c's.
-    assert_eq!(
-        h.r.state().holder("k3").map(|x| x.owner.as_str()),
-        Some("z")
-    );
+    assert_eq!(h.r.state().holder("k3").map(|x| x.owner.as_str()), Some("z"));
     assert!(h.tick_at(UNKNOWN_AFTER_MS + 1).is_empty());
     h.assert_exactly_once(&[(1, 1), (2, 1), (3, 1)]);
 }
@@ -560,10 +482,7 @@ fn old_entry_at_an_index_reused_by_a_later_leadership_is_answered_moved() {
     h.req(2, 1, acq("k2", "b", 5, 0));
     h.req(3, 1, acq("k3", "c", 5, 0));
     let appended = h.append_all(1);
-    assert_eq!(
-        appended.iter().map(|a| a.1).collect::<Vec<_>>(),
-        vec![2, 3, 4]
-    );
+    assert_eq!(appended.iter().map(|a| a.1).collect::<Vec<_>>(), vec![2, 3, 4]);
     h.follower(OTHER_ADDR);
     // Term 2's leader (whose log ended at 1) replaced 2.. with its no-op, then died.
     h.put(2, 2, None);
@@ -585,8 +504,7 @@ fn old_entry_at_an_index_reused_by_a_later_leadership_is_answered_moved() {
 }
 
 #[test]
-fn unresolved_command_is_answered_unknown_once_5s_after_losing_leadership_and_late_commit_stays_silent(
-) {
+fn unresolved_command_is_answered_unknown_once_5s_after_losing_leadership_and_late_commit_stays_silent() {
     let mut h = H::serving_leader();
     h.req(1, 1, acq("k1", "a", 5, 0));
     h.req(2, 1, acq("k2", "b", 5, 0));
@@ -619,14 +537,8 @@ fn unresolved_command_is_answered_unknown_once_5s_after_losing_leadership_and_la
     h.put(5, 2, None);
     // Committed as appended (applied, silent) and overwritten (silent).
     assert!(h.commit_to(5).is_empty());
-    assert_eq!(
-        h.r.state().holder("k1").map(|x| x.owner.as_str()),
-        Some("a")
-    );
-    assert_eq!(
-        h.r.state().holder("k2").map(|x| x.owner.as_str()),
-        Some("b")
-    );
+    assert_eq!(h.r.state().holder("k1").map(|x| x.owner.as_str()), Some("a"));
+    assert_eq!(h.r.state().holder("k2").map(|x| x.owner.as_str()), Some("b"));
     assert!(h.r.state().holder("k3").is_none());
     assert!(h.r.state().holder("k4").is_none());
     assert!(h.rejected(late_seq).is_empty());
@@ -645,10 +557,7 @@ fn unknown_deadline_counts_from_losing_leadership_and_a_refused_late_append_stay
     // A leader address learned later does not move the deadline.
     assert!(h.follower(OTHER_ADDR).is_empty());
     assert!(h.tick_at(40_000 + UNKNOWN_AFTER_MS - 1).is_empty());
-    assert_eq!(
-        only_reply(&h.tick_at(40_000 + UNKNOWN_AFTER_MS)),
-        (1, 1, Response::Unknown)
-    );
+    assert_eq!(only_reply(&h.tick_at(40_000 + UNKNOWN_AFTER_MS)), (1, 1, Response::Unknown));
     assert!(h.rejected(seq).is_empty());
     h.assert_exactly_once(&[(1, 1)]);
 }
@@ -672,13 +581,7 @@ fn handoff_release_with_a_waiter_is_one_append_answering_r_and_g() {
     assert_eq!(appended.len(), 1, "hand-off is ONE entry: {appended:?}");
     let (_, index, command) = &appended[0];
     match command {
-        Command::Release {
-            key,
-            owner,
-            token,
-            origin,
-            next: Some(next),
-        } => {
+        Command::Release { key, owner, token, origin, next: Some(next) } => {
             assert_eq!((key.as_str(), owner.as_str(), *token), ("k", "a", t1));
             assert_eq!((origin.conn, origin.id), (1, 2));
             assert_eq!((next.origin.conn, next.origin.id), (2, 1));
@@ -694,21 +597,8 @@ fn handoff_release_with_a_waiter_is_one_append_answering_r_and_g() {
     assert_eq!(h.answer(1, 2), &Response::Released);
     let t2 = token_of(h.answer(2, 1));
     assert!(t2 > t1);
-    assert_eq!(
-        h.answer(2, 1),
-        &Response::Granted {
-            token: t2,
-            lease_ms: 7000
-        }
-    );
-    assert_eq!(
-        h.r.state().holder("k"),
-        Some(&Holder {
-            owner: "b".into(),
-            token: t2,
-            lease_ms: 7000
-        })
-    );
+    assert_eq!(h.answer(2, 1), &Response::Granted { token: t2, lease_ms: 7000 });
+    assert_eq!(h.r.state().holder("k"), Some(&Holder { owner: "b".into(), token: t2, lease_ms: 7000 }));
     h.assert_exactly_once(&[(1, 1), (2, 1), (1, 2)]);
 }
 
@@ -771,10 +661,7 @@ fn query_waits_for_read_index_and_for_apply_up_to_it() {
     h.req(2, 1, acq("k2", "b", 5, 0));
     let appended = h.append_all(1);
     assert_eq!(appended.iter().map(|a| a.1).collect::<Vec<_>>(), vec![3, 4]);
-    assert!(
-        h.read_ready(reads[0], 4).is_empty(),
-        "applied 2 < read index 4"
-    );
+    assert!(h.read_ready(reads[0], 4).is_empty(), "applied 2 < read index 4");
     assert!(h.read_ready(reads[1], 4).is_empty());
     // Applying 3 is not enough.
     assert_eq!(only_reply(&h.commit_to(3)), (1, 2, Response::Released));
@@ -786,12 +673,7 @@ fn query_waits_for_read_index_and_for_apply_up_to_it() {
     let t2 = token_of(h.answer(2, 1));
     assert_eq!(
         h.answer(9, 2),
-        &Response::Holder {
-            token: t2,
-            remaining_ms: 5000,
-            waiters: 0,
-            owner: "b".into()
-        }
+        &Response::Holder { token: t2, remaining_ms: 5000, waiters: 0, owner: "b".into() }
     );
 
     // A read index already applied: answered at once, with the lease's remaining time.
@@ -800,16 +682,7 @@ fn query_waits_for_read_index_and_for_apply_up_to_it() {
     let ctx = h.take_reads()[0];
     assert_eq!(
         only_reply(&h.read_ready(ctx, 4)),
-        (
-            9,
-            3,
-            Response::Holder {
-                token: t2,
-                remaining_ms: 3500,
-                waiters: 0,
-                owner: "b".into()
-            }
-        )
+        (9, 3, Response::Holder { token: t2, remaining_ms: 3500, waiters: 0, owner: "b".into() })
     );
     h.assert_exactly_once(&[(1, 1), (9, 1), (9, 2), (1, 2), (2, 1), (9, 3)]);
 }
@@ -821,10 +694,7 @@ fn query_is_answered_moved_when_the_read_fails_or_leadership_is_lost() {
     h.req(9, 1, query("k"));
     let ctx = h.take_reads()[0];
     assert_eq!(only_reply(&h.read_failed(ctx)), (9, 1, moved("")));
-    assert!(
-        h.read_ready(ctx, 1).is_empty(),
-        "a failed read stays failed"
-    );
+    assert!(h.read_ready(ctx, 1).is_empty(), "a failed read stays failed");
     // One read still waiting for its ReadIndex, one confirmed but waiting for apply.
     h.req(9, 2, query("k"));
     h.req(9, 3, query("k"));
@@ -842,10 +712,7 @@ fn query_is_answered_moved_when_the_read_fails_or_leadership_is_lost() {
     // The acquire was appended: answered from its commit, not M.
     token_of(&only_reply(&h.commit_to(2)).2);
     // A follower does not read locally.
-    assert_eq!(
-        only_reply(&h.req(9, 4, query("k"))),
-        (9, 4, moved(OTHER_ADDR))
-    );
+    assert_eq!(only_reply(&h.req(9, 4, query("k"))), (9, 4, moved(OTHER_ADDR)));
     assert!(h.asks.is_empty());
     h.assert_exactly_once(&[(9, 1), (9, 2), (9, 3), (1, 1), (9, 4)]);
 }
@@ -856,24 +723,11 @@ fn query_is_answered_moved_when_the_read_fails_or_leadership_is_lost() {
 #[test]
 fn follower_applies_the_leaders_commands_silently_and_its_state_matches() {
     // The leader: node 2, standalone-like (every append commits at once).
-    let mut leader = Replica::new(TableConfig {
-        node: OTHER,
-        incarnation: 1,
-        waiters_per_key_max: 16,
-    });
+    let mut leader = Replica::new(TableConfig { node: OTHER, incarnation: 1, waiters_per_key_max: 16 });
     let mut follower = H::new();
     follower.follower(OTHER_ADDR);
     let mut out = ReplicaOutput::default();
-    leader.on_role(
-        LogRole::Leader {
-            term: 1,
-            noop_index: 0,
-            new_domain: 0,
-        },
-        0,
-        UNIX0,
-        &mut out,
-    );
+    leader.on_role(LogRole::Leader { term: 1, noop_index: 0, new_domain: 0 }, 0, UNIX0, &mut out);
     let mut index = 0;
     let mut leader_replies = Vec::new();
     /// The leader's log commits on append; the follower applies each entry right after.
@@ -897,9 +751,7 @@ fn follower_applies_the_leaders_commands_silently_and_its_state_matches() {
                         assert_eq!(follower.r.state(), leader.state());
                         assert_eq!(follower.r.applied_index(), *index);
                     }
-                    ToLog::ReadIndex { ctx } => {
-                        leader.on_read_ready(ctx, *index, now, UNIX0 + now, out)
-                    }
+                    ToLog::ReadIndex { ctx } => leader.on_read_ready(ctx, *index, now, UNIX0 + now, out),
                 }
             }
         }
@@ -921,18 +773,11 @@ fn follower_applies_the_leaders_commands_silently_and_its_state_matches() {
     leader.tick(5000, UNIX0 + 5000, &mut out);
     leader_replies.extend(run(&mut leader, &mut follower, &mut out, &mut index, 5000));
     assert_eq!(leader.state().keys_held(), 0);
-    assert!(
-        index >= 6,
-        "grant, grant, release+hand-off, N, expiries: {index}"
-    );
+    assert!(index >= 6, "grant, grant, release+hand-off, N, expiries: {index}");
     assert_eq!(follower.r.state(), leader.state());
     assert!(follower.replies.is_empty(), "{:?}", follower.replies);
     assert!(follower.asks.is_empty());
-    assert_eq!(
-        leader_replies.len(),
-        5,
-        "G, G, R + G, N: {leader_replies:?}"
-    );
+    assert_eq!(leader_replies.len(), 5, "G, G, R + G, N: {leader_replies:?}");
 }
 
 #[test]
@@ -942,21 +787,11 @@ fn snapshot_replaces_state_and_answers_unknown_for_own_pending_at_or_below_it() 
     h.req(2, 1, acq("k2", "b", 5, 0));
     h.req(3, 1, acq("k3", "c", 5, 0));
     let appended = h.append_all(1);
-    assert_eq!(
-        appended.iter().map(|a| a.1).collect::<Vec<_>>(),
-        vec![2, 3, 4]
-    );
+    assert_eq!(appended.iter().map(|a| a.1).collect::<Vec<_>>(), vec![2, 3, 4]);
     assert!(h.follower(OTHER_ADDR).is_empty());
     // The leader sends a snapshot at 3: this node cannot learn what happened at 2, 3.
     let state = LockState::from_parts(
-        vec![(
-            "other".into(),
-            Holder {
-                owner: "z".into(),
-                token: UNIX0 + 1,
-                lease_ms: 9000,
-            },
-        )],
+        vec![("other".into(), Holder { owner: "z".into(), token: UNIX0 + 1, lease_ms: 9000 })],
         UNIX0 + 1,
         0,
     )
@@ -976,17 +811,7 @@ fn snapshot_replaces_state_and_answers_unknown_for_own_pending_at_or_below_it() 
     assert!(token > UNIX0 + 1);
     h.log.clear();
     h.put(4, 1, Some(command));
-    assert_eq!(
-        only_reply(&h.commit_to(4)),
-        (
-            3,
-            1,
-            Response::Granted {
-                token,
-                lease_ms: 5000
-            }
-        )
-    );
+    assert_eq!(only_reply(&h.commit_to(4)), (3, 1, Response::Granted { token, lease_ms: 5000 }));
     assert!(h.tick_at(UNKNOWN_AFTER_MS + 1).is_empty());
     h.assert_exactly_once(&[(1, 1), (2, 1), (3, 1)]);
 }
@@ -1023,21 +848,11 @@ fn lease_timers_run_only_on_a_serving_leader_which_restarts_every_lease_in_full(
     }
     assert_eq!(
         h.answer(9, 1),
-        &Response::Holder {
-            token: UNIX0 + 1,
-            remaining_ms: 10_000,
-            waiters: 0,
-            owner: "x".into()
-        }
+        &Response::Holder { token: UNIX0 + 1, remaining_ms: 10_000, waiters: 0, owner: "x".into() }
     );
     assert_eq!(
         h.answer(9, 2),
-        &Response::Holder {
-            token: UNIX0 + 2,
-            remaining_ms: 3_000,
-            waiters: 0,
-            owner: "y".into()
-        }
+        &Response::Holder { token: UNIX0 + 2, remaining_ms: 3_000, waiters: 0, owner: "y".into() }
     );
     // j's lease runs out on this leader: an Expire is proposed.
     assert!(h.tick_at(64_999).is_empty());
@@ -1196,7 +1011,7 @@ fn origins_of(command: &Command) -> Vec<(ConnId, u32)> {
                 add(&g.origin);
             }
         }
-        Command::SetDomain { .. } => {}
+        Command::SetDomain { .. } | Command::SetAddr { .. } => {}
     }
     v
 }
@@ -1204,11 +1019,7 @@ fn origins_of(command: &Command) -> Vec<(ConnId, u32)> {
 impl Sim {
     fn new() -> Sim {
         Sim {
-            r: Replica::new(TableConfig {
-                node: NODE,
-                incarnation: INCARNATION,
-                waiters_per_key_max: 2,
-            }),
+            r: Replica::new(TableConfig { node: NODE, incarnation: INCARNATION, waiters_per_key_max: 2 }),
             now: 0,
             term: 0,
             leading: false,
@@ -1253,9 +1064,7 @@ impl Sim {
                 return Err(format!("answer to a request never sent: {key:?}"));
             };
             if let Some(first) = self.answered.get(&key) {
-                return Err(format!(
-                    "{key:?} answered twice: {first:?}, then {response:?}"
-                ));
+                return Err(format!("{key:?} answered twice: {first:?}, then {response:?}"));
             }
             let seq = self.seq_of.get(&key).copied();
             if let Response::Granted { token, .. } = &response {
@@ -1294,10 +1103,8 @@ impl Sim {
                 Response::Moved { .. } => {
                     // Only for what this node did not append, or whose entry was replaced.
                     if let Some(&(index, term)) = seq.and_then(|s| self.appended_at.get(&s)) {
-                        let still = self
-                            .log
-                            .get(index as usize - 1)
-                            .is_some_and(|e| e.term == term && e.seq == seq);
+                        let still =
+                            self.log.get(index as usize - 1).is_some_and(|e| e.term == term && e.seq == seq);
                         if still {
                             return Err(format!(
                                 "M to {key:?} whose entry is still at ({index}, {term}) ({call:?})"
@@ -1321,15 +1128,12 @@ impl Sim {
         let conn = ConnId::from(conn) + 1;
         let id = self.next_id;
         self.next_id += 1;
-        self.sent
-            .insert((conn, id), matches!(request, Request::Query { .. }));
+        self.sent.insert((conn, id), matches!(request, Request::Query { .. }));
         if let Request::Acquire { key, owner, .. } = &request {
-            self.acquires
-                .insert((conn, id), (key.clone(), owner.clone()));
+            self.acquires.insert((conn, id), (key.clone(), owner.clone()));
         }
         let mut out = ReplicaOutput::default();
-        self.r
-            .request(conn, id, request, self.now, self.unix(), &mut out);
+        self.r.request(conn, id, request, self.now, self.unix(), &mut out);
         self.absorb(Call::Request, out)
     }
 
@@ -1339,11 +1143,7 @@ impl Sim {
         match ask {
             ToLog::Append { seq, command, .. } => {
                 if current {
-                    self.log.push(Entry {
-                        term: self.term,
-                        command: Some(command),
-                        seq: Some(seq),
-                    });
+                    self.log.push(Entry { term: self.term, command: Some(command), seq: Some(seq) });
                     let index = self.log.len() as u64;
                     self.appended_at.insert(seq, (index, self.term));
                     self.r.on_appended(seq, index, self.term);
@@ -1355,8 +1155,7 @@ impl Sim {
             }
             ToLog::ReadIndex { ctx } => {
                 if current {
-                    self.r
-                        .on_read_ready(ctx, self.log_commit, self.now, self.unix(), &mut out);
+                    self.r.on_read_ready(ctx, self.log_commit, self.now, self.unix(), &mut out);
                 } else {
                     self.r.on_read_failed(ctx, &mut out);
                 }
@@ -1373,14 +1172,7 @@ impl Sim {
             }
             let e = self.log[index as usize - 1].clone();
             let mut out = ReplicaOutput::default();
-            self.r.on_committed(
-                index,
-                e.term,
-                e.command.as_ref(),
-                self.now,
-                self.unix(),
-                &mut out,
-            );
+            self.r.on_committed(index, e.term, e.command.as_ref(), self.now, self.unix(), &mut out);
             self.absorb(Call::Commit(e.seq), out)?;
             // Once an index is applied, every command of ours appended at or below it
             // is decided and must have been answered (the real answer, M, or U earlier).
@@ -1412,21 +1204,9 @@ impl Sim {
 
     fn step(&mut self, op: &Op) -> Result<(), String> {
         match *op {
-            Op::Acquire {
-                conn,
-                key,
-                owner,
-                lease_s,
-                wait_ms,
-            } => self.request(
-                conn,
-                acq(
-                    P_KEYS[key as usize],
-                    P_OWNERS[owner as usize],
-                    lease_s,
-                    wait_ms,
-                ),
-            ),
+            Op::Acquire { conn, key, owner, lease_s, wait_ms } => {
+                self.request(conn, acq(P_KEYS[key as usize], P_OWNERS[owner as usize], lease_s, wait_ms))
+            }
             Op::Release { conn, pick, bogus } => {
                 let request = match self.grants.get(pick as usize % self.grants.len().max(1)) {
                     Some((token, key, owner)) if !bogus => rel(*token, key, owner),
@@ -1461,9 +1241,7 @@ impl Sim {
                 }
                 self.leading = false;
                 let leader_addr = if known { OTHER_ADDR } else { "" };
-                self.role(LogRole::NotLeader {
-                    leader_addr: leader_addr.into(),
-                })
+                self.role(LogRole::NotLeader { leader_addr: leader_addr.into() })
             }
             Op::OtherLeader { cut, noops } => {
                 if self.leading {
@@ -1474,15 +1252,9 @@ impl Sim {
                 let keep = self.log_commit + u64::from(cut) % (len - self.log_commit + 1);
                 self.log.truncate(keep as usize);
                 for _ in 0..noops {
-                    self.log.push(Entry {
-                        term: self.term,
-                        command: None,
-                        seq: None,
-                    });
+                    self.log.push(Entry { term: self.term, command: None, seq: None });
                 }
-                self.role(LogRole::NotLeader {
-                    leader_addr: OTHER_ADDR.into(),
-                })
+                self.role(LogRole::NotLeader { leader_addr: OTHER_ADDR.into() })
             }
             Op::BecomeLeader => {
                 if self.leading {
@@ -1490,17 +1262,9 @@ impl Sim {
                 }
                 self.term += 1;
                 self.leading = true;
-                self.log.push(Entry {
-                    term: self.term,
-                    command: None,
-                    seq: None,
-                });
+                self.log.push(Entry { term: self.term, command: None, seq: None });
                 let noop_index = self.log.len() as u64;
-                self.role(LogRole::Leader {
-                    term: self.term,
-                    noop_index,
-                    new_domain: 0,
-                })
+                self.role(LogRole::Leader { term: self.term, noop_index, new_domain: 0 })
             }
             Op::Advance(ms) => {
                 self.now += u64::from(ms);
@@ -1529,11 +1293,7 @@ impl Sim {
         if !self.asks.is_empty() {
             return Err(format!("asks after the end: {:?}", self.asks));
         }
-        let mut missing: Vec<_> = self
-            .sent
-            .keys()
-            .filter(|k| !self.answered.contains_key(k))
-            .collect();
+        let mut missing: Vec<_> = self.sent.keys().filter(|k| !self.answered.contains_key(k)).collect();
         missing.sort();
         if !missing.is_empty() {
             return Err(format!("never answered: {missing:?}"));

@@ -31,11 +31,8 @@ impl Rng {
 /// Sends `bytes` on a fresh TCP connection and reads whatever comes back until the
 /// server closes or goes quiet.
 fn blast(addr: std::net::SocketAddr, bytes: &[u8]) {
-    let Ok(mut s) = TcpStream::connect(addr) else {
-        panic!("server stopped accepting")
-    };
-    s.set_read_timeout(Some(Duration::from_millis(100)))
-        .unwrap();
+    let Ok(mut s) = TcpStream::connect(addr) else { panic!("server stopped accepting") };
+    s.set_read_timeout(Some(Duration::from_millis(100))).unwrap();
     let _ = s.write_all(bytes);
     let mut sink = [0u8; 4096];
     while let Ok(n) = s.read(&mut sink) {
@@ -54,15 +51,8 @@ fn witness(addr: std::net::SocketAddr) -> (Raw, u64) {
 
 fn check_witness(c: &mut Raw, token: u64, id: u32) {
     assert_eq!(c.call(id, &Request::Ping), Response::Pong);
-    match c.call(
-        id + 1,
-        &Request::Query {
-            key: "witness".into(),
-        },
-    ) {
-        Response::Holder {
-            token: t, owner, ..
-        } => assert_eq!((t, owner.as_str()), (token, "w")),
+    match c.call(id + 1, &Request::Query { key: "witness".into() }) {
+        Response::Holder { token: t, owner, .. } => assert_eq!((t, owner.as_str()), (token, "w")),
         other => panic!("witness lost its hold: {other:?}"),
     }
 }
@@ -91,18 +81,12 @@ fn random_frames_after_a_valid_handshake() {
     let ops = [b'A', b'R', b'Q', b'S', b'P', b'Z', 0, 0xff];
     for round in 0..300u32 {
         let mut c = connect(server.addr);
-        c.stream
-            .set_read_timeout(Some(Duration::from_millis(100)))
-            .unwrap();
+        c.stream.set_read_timeout(Some(Duration::from_millis(100))).unwrap();
         let mut bytes = Vec::new();
         for _ in 0..1 + rng.below(4) {
             let body_len = rng.below(40) as usize;
             let op = ops[rng.below(ops.len() as u64) as usize];
-            let len = if rng.below(10) == 0 {
-                rng.next() as u32
-            } else {
-                5 + body_len as u32
-            };
+            let len = if rng.below(10) == 0 { rng.next() as u32 } else { 5 + body_len as u32 };
             bytes.extend_from_slice(&len.to_be_bytes());
             bytes.push(op);
             bytes.extend_from_slice(&(rng.below(5) as u32).to_be_bytes());

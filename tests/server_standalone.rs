@@ -30,16 +30,10 @@ fn wrong_token_is_rejected_and_logged_without_the_token() {
     }
     let deadline = Instant::now() + Duration::from_secs(5);
     loop {
-        let line = server
-            .log
-            .recv_timeout(deadline - Instant::now())
-            .expect("a warning line");
+        let line = server.log.recv_timeout(deadline - Instant::now()).expect("a warning line");
         assert!(!line.contains("another-secret") && !line.contains(TOKEN));
         if line.contains("authentication failed") {
-            assert!(
-                line.contains("WARN") && line.contains("127.0.0.1"),
-                "{line}"
-            );
+            assert!(line.contains("WARN") && line.contains("127.0.0.1"), "{line}");
             break;
         }
     }
@@ -88,18 +82,11 @@ fn replayed_auth_fails_on_a_new_connection() {
     std::io::Read::read_exact(&mut first, &mut hello).unwrap();
     let server_nonce = handshake::decode_hello(&hello, &handshake::CLIENT_LABELS).unwrap();
     let client_nonce = handshake::fresh_nonce();
-    let mac = handshake::client_mac(
-        &key,
-        &handshake::CLIENT_LABELS,
-        &server_nonce,
-        &client_nonce,
-    );
+    let mac = handshake::client_mac(&key, &handshake::CLIENT_LABELS, &server_nonce, &client_nonce);
     let auth = handshake::encode_auth(&client_nonce, &mac);
     // Replay it on connection 2.
     let mut second = TcpStream::connect(server.addr).unwrap();
-    second
-        .set_read_timeout(Some(Duration::from_secs(5)))
-        .unwrap();
+    second.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
     std::io::Read::read_exact(&mut second, &mut hello).unwrap();
     second.write_all(&auth).unwrap();
     let mut x = [0u8; 1];
@@ -117,59 +104,30 @@ fn a_silent_client_is_closed_after_the_handshake_deadline() {
     let _ = std::io::Read::read_to_end(&mut s, &mut sink);
     let waited = start.elapsed();
     assert_eq!(sink.len(), 40, "only HELLO was sent");
-    assert!(
-        waited >= Duration::from_millis(4500) && waited < Duration::from_secs(8),
-        "{waited:?}"
-    );
+    assert!(waited >= Duration::from_millis(4500) && waited < Duration::from_secs(8), "{waited:?}");
 }
 
 #[test]
 fn acquire_release_query_round_trip() {
     let server = start_server(&[]);
     let mut c = connect(server.addr);
-    assert_eq!(
-        c.call(1, &Request::Query { key: "k".into() }),
-        Response::Free
-    );
+    assert_eq!(c.call(1, &Request::Query { key: "k".into() }), Response::Free);
     let g = c.call(2, &acquire("k", "alice", 30, 0));
     let token = granted_token(&g);
-    assert_eq!(
-        g,
-        Response::Granted {
-            token,
-            lease_ms: 30_000
-        }
-    );
+    assert_eq!(g, Response::Granted { token, lease_ms: 30_000 });
     match c.call(3, &Request::Query { key: "k".into() }) {
-        Response::Holder {
-            token: t,
-            remaining_ms,
-            waiters,
-            owner,
-        } => {
+        Response::Holder { token: t, remaining_ms, waiters, owner } => {
             assert_eq!((t, waiters, owner.as_str()), (token, 0, "alice"));
             assert!(remaining_ms > 29_000 && remaining_ms <= 30_000);
         }
         other => panic!("{other:?}"),
     }
     assert_eq!(c.call(4, &release("k", "bob", token)), Response::NotHolder);
-    assert_eq!(
-        c.call(5, &release("k", "alice", token + 1)),
-        Response::NotHolder
-    );
-    assert_eq!(
-        c.call(6, &release("other", "alice", token)),
-        Response::NotHolder
-    );
+    assert_eq!(c.call(5, &release("k", "alice", token + 1)), Response::NotHolder);
+    assert_eq!(c.call(6, &release("other", "alice", token)), Response::NotHolder);
     assert_eq!(c.call(7, &release("k", "alice", token)), Response::Released);
-    assert_eq!(
-        c.call(8, &release("k", "alice", token)),
-        Response::NotHolder
-    );
-    assert_eq!(
-        c.call(9, &Request::Query { key: "k".into() }),
-        Response::Free
-    );
+    assert_eq!(c.call(8, &release("k", "alice", token)), Response::NotHolder);
+    assert_eq!(c.call(9, &Request::Query { key: "k".into() }), Response::Free);
 }
 
 #[test]
@@ -181,19 +139,11 @@ fn tokens_grow_and_are_near_unix_microseconds() {
         let token = granted_token(&c.call(2 * i + 1, &acquire(&format!("k{}", i % 3), "o", 5, 0)));
         assert!(token > last);
         last = token;
-        assert_eq!(
-            c.call(2 * i + 2, &release(&format!("k{}", i % 3), "o", token)),
-            Response::Released
-        );
+        assert_eq!(c.call(2 * i + 2, &release(&format!("k{}", i % 3), "o", token)), Response::Released);
     }
-    let now_us = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_micros() as u64;
-    assert!(
-        last <= now_us + 1_000_000 && last + 60_000_000 > now_us,
-        "token {last} vs now {now_us}"
-    );
+    let now_us =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_micros() as u64;
+    assert!(last <= now_us + 1_000_000 && last + 60_000_000 > now_us, "token {last} vs now {now_us}");
 }
 
 #[test]
@@ -226,12 +176,9 @@ fn a_queued_acquire_does_not_hold_back_later_answers() {
     b.send(7, &acquire("k", "b", 30, 5_000));
     assert_eq!(b.call(8, &Request::Ping), Response::Pong);
     match b.call(9, &Request::Query { key: "k".into() }) {
-        Response::Holder {
-            token,
-            waiters,
-            owner,
-            ..
-        } => assert_eq!((token, waiters, owner.as_str()), (t, 1, "a")),
+        Response::Holder { token, waiters, owner, .. } => {
+            assert_eq!((token, waiters, owner.as_str()), (t, 1, "a"))
+        }
         other => panic!("{other:?}"),
     }
     a.call(2, &release("k", "a", t));
@@ -248,10 +195,7 @@ fn lease_expiry_hands_off_to_the_waiter() {
     let t2 = granted_token(&b.call(1, &acquire("k", "b", 5, 5_000)));
     let waited = start.elapsed();
     assert!(t2 > t1);
-    assert!(
-        waited >= Duration::from_millis(900) && waited < Duration::from_millis(2500),
-        "{waited:?}"
-    );
+    assert!(waited >= Duration::from_millis(900) && waited < Duration::from_millis(2500), "{waited:?}");
     assert_eq!(a.call(2, &release("k", "a", t1)), Response::NotHolder);
 }
 
@@ -265,16 +209,13 @@ fn holder_disconnect_keeps_the_hold_waiter_disconnect_leaves_the_queue() {
     b.send(1, &acquire("k", "b", 30, 20_000));
     std::thread::sleep(Duration::from_millis(100));
     let mut q = connect(server.addr);
-    let Response::Holder { token, waiters, .. } = q.call(1, &Request::Query { key: "k".into() })
-    else {
+    let Response::Holder { token, waiters, .. } = q.call(1, &Request::Query { key: "k".into() }) else {
         panic!()
     };
     assert_eq!((token, waiters), (t, 1));
     drop(b);
     std::thread::sleep(Duration::from_millis(200));
-    let Response::Holder { waiters, .. } = q.call(2, &Request::Query { key: "k".into() }) else {
-        panic!()
-    };
+    let Response::Holder { waiters, .. } = q.call(2, &Request::Query { key: "k".into() }) else { panic!() };
     assert_eq!(waiters, 0);
     assert_eq!(q.call(3, &release("k", "a", t)), Response::Released);
 }
@@ -317,33 +258,16 @@ fn invalid_fields_get_e1_and_the_connection_stays_open() {
         (6, Request::Query { key: String::new() }),
     ] {
         match c.call(id, &req) {
-            Response::Error {
-                code: ErrorCode::Invalid,
-                ..
-            } => {}
+            Response::Error { code: ErrorCode::Invalid, .. } => {}
             other => panic!("{req:?} gave {other:?}"),
         }
     }
     // Bad UTF-8 in a key: A · id 7 · lease 1 · wait 0 · key [0xff] · owner "o".
-    c.send_raw(&[
-        0, 0, 0, 14, b'A', 0, 0, 0, 7, 1, 0, 0, 0, 0, 1, 0xff, 1, b'o',
-    ]);
-    assert!(matches!(
-        c.recv(),
-        (
-            7,
-            Response::Error {
-                code: ErrorCode::Invalid,
-                ..
-            }
-        )
-    ));
+    c.send_raw(&[0, 0, 0, 14, b'A', 0, 0, 0, 7, 1, 0, 0, 0, 0, 1, 0xff, 1, b'o']);
+    assert!(matches!(c.recv(), (7, Response::Error { code: ErrorCode::Invalid, .. })));
     assert_eq!(c.call(8, &Request::Ping), Response::Pong);
     // Nothing changed: the key is free.
-    assert_eq!(
-        c.call(9, &Request::Query { key: "k".into() }),
-        Response::Free
-    );
+    assert_eq!(c.call(9, &Request::Query { key: "k".into() }), Response::Free);
 }
 
 fn expect_connection_error(c: &mut Raw, code: ErrorCode) {
@@ -353,10 +277,7 @@ fn expect_connection_error(c: &mut Raw, code: ErrorCode) {
         Response::Error { code: got, .. } => assert_eq!(got, code),
         other => panic!("expected E {code:?}, got {other:?}"),
     }
-    assert!(
-        c.is_closed(),
-        "connection stays open after a connection-level error"
-    );
+    assert!(c.is_closed(), "connection stays open after a connection-level error");
 }
 
 #[test]
@@ -399,10 +320,7 @@ fn too_many_pending_requests_on_one_connection_is_overloaded() {
     b.send_raw(&batch);
     std::thread::sleep(Duration::from_millis(300));
     match b.call(id + 1, &acquire("k", "b", 60, 60_000)) {
-        Response::Error {
-            code: ErrorCode::Overloaded,
-            ..
-        } => {}
+        Response::Error { code: ErrorCode::Overloaded, .. } => {}
         other => panic!("{other:?}"),
     }
     assert_eq!(b.call(id + 2, &Request::Ping), Response::Pong);
@@ -413,9 +331,7 @@ fn status_lists_the_required_fields() {
     let server = start_server(&[]);
     let mut c = connect(server.addr);
     granted_token(&c.call(1, &acquire("k", "a", 30, 0)));
-    let Response::Status { text } = c.call(2, &Request::Status) else {
-        panic!()
-    };
+    let Response::Status { text } = c.call(2, &Request::Status) else { panic!() };
     let fields: std::collections::HashMap<&str, &str> =
         text.lines().filter_map(|l| l.split_once('=')).collect();
     for name in [
@@ -447,11 +363,7 @@ fn sigterm_stops_gracefully_with_status_0() {
     let mut server = start_server(&[]);
     let _c = connect(server.addr);
     let pid = server.child.id().to_string();
-    assert!(std::process::Command::new("kill")
-        .args(["-TERM", &pid])
-        .status()
-        .unwrap()
-        .success());
+    assert!(std::process::Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
         if let Some(status) = server.child.try_wait().unwrap() {
@@ -466,41 +378,22 @@ fn sigterm_stops_gracefully_with_status_0() {
 #[test]
 fn bad_configuration_exits_2_naming_the_variable() {
     for (env, var) in [
-        (
-            vec![("TICKETING_AUTH_TOKEN", "short")],
-            "TICKETING_AUTH_TOKEN",
-        ),
-        (
-            vec![("TICKETING_AUTH_TOKEN", TOKEN), ("TICKETING_LISTEN", "x")],
-            "TICKETING_LISTEN",
-        ),
-        (
-            vec![
-                ("TICKETING_AUTH_TOKEN", TOKEN),
-                ("TICKETING_MAX_WAITERS", "-3"),
-            ],
-            "TICKETING_MAX_WAITERS",
-        ),
+        (vec![("TICKETING_AUTH_TOKEN", "short")], "TICKETING_AUTH_TOKEN"),
+        (vec![("TICKETING_AUTH_TOKEN", TOKEN), ("TICKETING_LISTEN", "x")], "TICKETING_LISTEN"),
+        (vec![("TICKETING_AUTH_TOKEN", TOKEN), ("TICKETING_MAX_WAITERS", "-3")], "TICKETING_MAX_WAITERS"),
         (
             vec![
                 ("TICKETING_AUTH_TOKEN", TOKEN),
                 ("TICKETING_NODE_ID", "1"),
                 ("TICKETING_CLUSTER_SELF", "127.0.0.1:5225"),
-                (
-                    "TICKETING_CLUSTER_PEERS",
-                    "1@127.0.0.1:5225,2@127.0.0.2:5225",
-                ),
+                ("TICKETING_CLUSTER_PEERS", "1@127.0.0.1:5225,2@127.0.0.2:5225"),
             ],
             "TICKETING_CLUSTER_PEERS",
         ),
         (vec![], "TICKETING_AUTH_TOKEN"),
     ] {
-        let out = std::process::Command::new(bin())
-            .arg("server")
-            .env_clear()
-            .envs(env.clone())
-            .output()
-            .unwrap();
+        let out =
+            std::process::Command::new(bin()).arg("server").env_clear().envs(env.clone()).output().unwrap();
         assert_eq!(out.status.code(), Some(2), "{env:?}");
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(stderr.lines().count(), 1, "one line: {stderr}");

@@ -28,10 +28,7 @@ fn make_pki() -> Pki {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("cert.pem"), cert.pem()).unwrap();
     std::fs::write(dir.path().join("key.pem"), key.serialize_pem()).unwrap();
-    Pki {
-        dir,
-        ca_pem: ca.pem(),
-    }
+    Pki { dir, ca_pem: ca.pem() }
 }
 
 fn tls_client(ca_pem: &str) -> rustls::Connection {
@@ -40,13 +37,12 @@ fn tls_client(ca_pem: &str) -> rustls::Connection {
     for cert in rustls::pki_types::CertificateDer::pem_slice_iter(ca_pem.as_bytes()) {
         roots.add(cert.unwrap()).unwrap();
     }
-    let config = rustls::ClientConfig::builder_with_provider(Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()
-    .unwrap()
-    .with_root_certificates(roots)
-    .with_no_client_auth();
+    let config =
+        rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_root_certificates(roots)
+            .with_no_client_auth();
     let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
     rustls::Connection::Client(rustls::ClientConnection::new(Arc::new(config), name).unwrap())
 }
@@ -62,14 +58,10 @@ fn locks_over_tls_and_plain_clients_are_refused() {
     ]);
 
     let tcp = TcpStream::connect(server.addr).unwrap();
-    tcp.set_read_timeout(Some(std::time::Duration::from_secs(10)))
-        .unwrap();
+    tcp.set_read_timeout(Some(std::time::Duration::from_secs(10))).unwrap();
     let (mut reader, mut writer) = transport::split(tcp, Some(tls_client(&pki.ca_pem))).unwrap();
     let welcome = client_handshake(
-        &mut Duplex {
-            reader: &mut reader,
-            writer: &mut writer,
-        },
+        &mut Duplex { reader: &mut reader, writer: &mut writer },
         &auth_key(TOKEN.as_bytes()),
         &CLIENT_LABELS,
     )
@@ -90,10 +82,7 @@ fn locks_over_tls_and_plain_clients_are_refused() {
 
     // A client that skips TLS never gets a HELLO it can use.
     let plain = connect_with(server.addr, TOKEN);
-    assert!(
-        plain.is_err(),
-        "a plain client completed a handshake with a TLS port"
-    );
+    assert!(plain.is_err(), "a plain client completed a handshake with a TLS port");
 }
 
 #[test]

@@ -65,6 +65,8 @@ fn loopback(addr: SocketAddr) -> SocketAddr {
 
 /// Everything `start` needs from the server.
 pub struct ClusterStart<'a> {
+    /// Shared with the lock-table thread, which publishes replicated member addresses.
+    pub view: Arc<ClusterView>,
     pub config: &'a Config,
     pub cluster: &'a ClusterConfig,
     pub incarnation: u64,
@@ -89,14 +91,10 @@ pub fn start(s: ClusterStart<'_>) -> std::io::Result<ClusterHandles> {
         .listen
         .port()
         .checked_add(peer::PEER_PORT_OFFSET)
-        .ok_or_else(|| {
-            std::io::Error::new(std::io::ErrorKind::InvalidInput, "client port too high")
-        })?;
+        .ok_or_else(|| std::io::Error::new(std::io::ErrorKind::InvalidInput, "client port too high"))?;
     let peer_listener = TcpListener::bind(SocketAddr::new(config.listen.ip(), peer_port))?;
     let peer_addr = peer_listener.local_addr()?;
-    let view = Arc::new(ClusterView::new(
-        cluster.peers.iter().map(|p| (p.id, p.addr.clone())),
-    ));
+    let view = s.view.clone();
     view.learn_addr(me, &cluster.self_addr);
     let fatal = Arc::new(Mutex::new(None));
     let stopping = Arc::new(AtomicBool::new(false));
@@ -126,43 +124,23 @@ pub fn start(s: ClusterStart<'_>) -> std::io::Result<ClusterHandles> {
     };
 
     let mut threads = Vec::new();
+    let kit = DialerKit {
+        hello: Arc::new(hello.clone()),
+        key: peer_key.clone(),
+        tls: s.tls_client.clone(),
+        raft_tx: s.raft_tx.clone(),
+        waker: s.waker.clone(),
+        view: view.clone(),
+        fatal: fatal.clone(),
+        stopping: stopping.clone(),
+    };
     let mut redial = HashMap::new();
     for p in cluster.peers.iter().filter(|p| p.id != me) {
-        let (tx, rx) = crossbeam_channel::unbounded();
-        redial.insert(p.id, tx);
-        let dialer = Dialer {
-            peer: p.id,
-            addr: p.addr.clone(),
-            hello: Box::new(hello.clone()),
-            key: peer_key.clone(),
-            tls: s.tls_client.clone(),
-            raft_tx: s.raft_tx.clone(),
-            waker: s.waker.clone(),
-            view: view.clone(),
-            fatal: fatal.clone(),
-            stopping: stopping.clone(),
-        };
-        threads.push(
-            std::thread::Builder::new()
-                .name(format!("dial-{}", p.id))
-                .spawn(move || dialer.run(rx))?,
-        );
+        redial.insert(p.id, kit.spawn(p.id, &p.addr)?);
     }
 
-    let raft_loop = RaftLoop::new(
-        raft,
-        s.poll,
-        s.raft_rx,
-        s.to_table,
-        view.clone(),
-        redial,
-        s.clock.clone(),
-    );
-    threads.push(
-        std::thread::Builder::new()
-            .name("raft".into())
-            .spawn(move || raft_loop.run())?,
-    );
+    let raft_loop = RaftLoop::new(raft, s.poll, s.raft_rx, s.to_table, view.clone(), redial, s.clock.clone());
+    threads.push(std::thread::Builder::new().name("raft".into()).spawn(move || raft_loop.run())?);
 
     let acceptor = Acceptor {
         me,
@@ -176,30 +154,53 @@ pub fn start(s: ClusterStart<'_>) -> std::io::Result<ClusterHandles> {
         stopping: stopping.clone(),
     };
     threads.push(
-        std::thread::Builder::new()
-            .name("peer-accept".into())
-            .spawn(move || acceptor.run(peer_listener))?,
+        std::thread::Builder::new().name("peer-accept".into()).spawn(move || acceptor.run(peer_listener))?,
     );
-    info!(
-        "node {me} peer port {peer_addr}; members {:?}",
-        cluster.peers
-    );
-    Ok(ClusterHandles {
-        view,
-        raft_tx: s.raft_tx,
-        waker: s.waker,
-        peer_addr,
-        threads,
-        fatal,
-        stopping,
-    })
+    info!("node {me} peer port {peer_addr}; members {:?}", cluster.peers);
+    Ok(ClusterHandles { view, raft_tx: s.raft_tx, waker: s.waker, peer_addr, threads, fatal, stopping })
 }
 
 /// Keeps one outbound connection to one peer, redialing when asked.
+/// What every dialer thread needs; `spawn` starts one for a peer.
+#[derive(Clone)]
+pub struct DialerKit {
+    hello: Arc<dyn Fn() -> PeerHello + Send + Sync>,
+    key: Arc<ring::hmac::Key>,
+    tls: Option<Arc<rustls::ClientConfig>>,
+    raft_tx: Sender<ToRaft>,
+    waker: Arc<mio::Waker>,
+    view: Arc<ClusterView>,
+    fatal: Arc<Mutex<Option<String>>>,
+    stopping: Arc<AtomicBool>,
+}
+
+impl DialerKit {
+    /// Starts a dialer thread for `peer` at client address `addr`, asked to connect at
+    /// once. It ends when the returned sender is dropped (or the node stops).
+    pub fn spawn(&self, peer: u64, addr: &str) -> std::io::Result<raft_thread::Redial> {
+        let (tx, rx) = crossbeam_channel::unbounded();
+        let _ = tx.send(());
+        let dialer = Dialer {
+            peer,
+            addr: addr.to_owned(),
+            hello: self.hello.clone(),
+            key: self.key.clone(),
+            tls: self.tls.clone(),
+            raft_tx: self.raft_tx.clone(),
+            waker: self.waker.clone(),
+            view: self.view.clone(),
+            fatal: self.fatal.clone(),
+            stopping: self.stopping.clone(),
+        };
+        std::thread::Builder::new().name(format!("dial-{peer}")).spawn(move || dialer.run(rx))?;
+        Ok(tx)
+    }
+}
+
 struct Dialer {
     peer: u64,
     addr: String,
-    hello: Box<dyn Fn() -> PeerHello + Send>,
+    hello: Arc<dyn Fn() -> PeerHello + Send + Sync>,
     key: Arc<ring::hmac::Key>,
     tls: Option<Arc<rustls::ClientConfig>>,
     raft_tx: Sender<ToRaft>,
@@ -215,35 +216,27 @@ impl Dialer {
             while redial.try_recv().is_ok() {}
             let mut backoff = DIAL_BACKOFF_MIN;
             loop {
-                if self.stopping.load(Ordering::SeqCst) {
+                let dropped = matches!(redial.try_recv(), Err(crossbeam_channel::TryRecvError::Disconnected));
+                if self.stopping.load(Ordering::SeqCst) || dropped {
                     return;
                 }
                 match peer::dial(&self.addr, &(self.hello)(), &self.key, self.tls.as_ref()) {
                     Ok(established) => {
                         let p = &established.peer;
                         if p.node_id != self.peer {
-                            warn!(
-                                "{}: expected node {}, found node {}",
-                                self.addr, self.peer, p.node_id
-                            );
+                            warn!("{}: expected node {}, found node {}", self.addr, self.peer, p.node_id);
                         } else if !self.view.check_incarnation(p.node_id, p.incarnation) {
                             warn!(
                                 "node {} at {} is a restarted process under a used NodeId; not talking to it",
                                 p.node_id, self.addr
                             );
                         } else {
-                            let _ = self.raft_tx.send(ToRaft::Conn {
-                                established,
-                                outbound: true,
-                            });
+                            let _ = self.raft_tx.send(ToRaft::Conn { established, outbound: true });
                             let _ = self.waker.wake();
                             break;
                         }
                     }
-                    Err(PeerError::Refused {
-                        code: refusal::NODE_ID_REUSED,
-                        reason,
-                    }) => {
+                    Err(PeerError::Refused { code: refusal::NODE_ID_REUSED, reason }) => {
                         let msg = format!(
                             "TICKETING_NODE_ID: node {} refused this node: {reason}. A node that lost its \
                              state must be replaced under a new NodeId (TICKETING_CLUSTER_STATE=join)",
@@ -296,12 +289,7 @@ impl Acceptor {
         let from = tcp.peer_addr().map(|a| a.to_string()).unwrap_or_default();
         let welcome = || {
             let (role, leader) = self.view.welcome_role();
-            Welcome {
-                node_id: self.me,
-                role,
-                domain: self.counters.domain.load(Ordering::SeqCst),
-                leader,
-            }
+            Welcome { node_id: self.me, role, domain: self.counters.domain.load(Ordering::SeqCst), leader }
         };
         let judge = |hello: &PeerHello| -> Result<(), (u8, String)> {
             if hello.node_id == self.me {
@@ -314,34 +302,18 @@ impl Acceptor {
                     format!("I belong to domain {ours}, not {}", hello.domain),
                 ));
             }
-            if !self
-                .view
-                .check_incarnation(hello.node_id, hello.incarnation)
-            {
+            if !self.view.check_incarnation(hello.node_id, hello.incarnation) {
                 return Err((
                     refusal::NODE_ID_REUSED,
-                    format!(
-                        "node id {} already ran in domain {ours} as another process",
-                        hello.node_id
-                    ),
+                    format!("node id {} already ran in domain {ours} as another process", hello.node_id),
                 ));
             }
             Ok(())
         };
-        match peer::accept(
-            tcp,
-            &self.key,
-            self.tls.as_ref(),
-            welcome,
-            || (self.hello)(),
-            judge,
-        ) {
+        match peer::accept(tcp, &self.key, self.tls.as_ref(), welcome, || (self.hello)(), judge) {
             Ok(established) => {
                 debug!("peer {} connected from {from}", established.peer.node_id);
-                let _ = self.raft_tx.send(ToRaft::Conn {
-                    established,
-                    outbound: false,
-                });
+                let _ = self.raft_tx.send(ToRaft::Conn { established, outbound: false });
                 let _ = self.waker.wake();
             }
             Err(PeerError::Handshake(crate::proto::handshake::HandshakeError::AuthFailed)) => {

@@ -30,12 +30,7 @@ pub struct PeerConn {
 }
 
 impl PeerConn {
-    pub fn new(
-        peer: u64,
-        stream: TcpStream,
-        tls: Option<rustls::Connection>,
-        leftover: Vec<u8>,
-    ) -> PeerConn {
+    pub fn new(peer: u64, stream: TcpStream, tls: Option<rustls::Connection>, leftover: Vec<u8>) -> PeerConn {
         PeerConn {
             peer,
             stream,

@@ -158,10 +158,7 @@ pub struct Established {
 pub fn peer_addr_of(client_addr: &str) -> Option<(String, u16)> {
     let (host, port) = client_addr.rsplit_once(':')?;
     let port: u16 = port.parse().ok()?;
-    Some((
-        host.trim_matches(['[', ']']).to_owned(),
-        port.checked_add(PEER_PORT_OFFSET)?,
-    ))
+    Some((host.trim_matches(['[', ']']).to_owned(), port.checked_add(PEER_PORT_OFFSET)?))
 }
 
 /// Dials `client_addr`'s peer port and introduces this node.
@@ -190,14 +187,9 @@ pub fn dial(
     };
     let (mut reader, mut writer) = transport::split(tcp, tls)?;
     reader.set_deadline(Some(Instant::now() + PEER_HANDSHAKE_TIMEOUT))?;
-    writer
-        .tcp()
-        .set_write_timeout(Some(PEER_HANDSHAKE_TIMEOUT))?;
+    writer.tcp().set_write_timeout(Some(PEER_HANDSHAKE_TIMEOUT))?;
     let peer = {
-        let mut duplex = Duplex {
-            reader: &mut reader,
-            writer: &mut writer,
-        };
+        let mut duplex = Duplex { reader: &mut reader, writer: &mut writer };
         handshake::client_handshake(&mut duplex, key, &PEER_LABELS)?;
         duplex.write_all(&encode_hello(me))?;
         duplex.flush()?;
@@ -206,12 +198,7 @@ pub fn dial(
     reader.set_deadline(None)?;
     writer.tcp().set_write_timeout(None)?;
     let (tcp, tls, leftover) = transport::unsplit(reader, writer)?;
-    Ok(Established {
-        tcp,
-        tls,
-        leftover,
-        peer,
-    })
+    Ok(Established { tcp, tls, leftover, peer })
 }
 
 /// Runs the listener's side on an accepted peer connection. `judge` decides whether
@@ -229,20 +216,14 @@ pub fn accept(
     let tls = match tls {
         None => None,
         Some(config) => Some(rustls::Connection::Server(
-            rustls::ServerConnection::new(config.clone())
-                .map_err(|e| io::Error::other(e.to_string()))?,
+            rustls::ServerConnection::new(config.clone()).map_err(|e| io::Error::other(e.to_string()))?,
         )),
     };
     let (mut reader, mut writer) = transport::split(tcp, tls)?;
     reader.set_deadline(Some(Instant::now() + PEER_HANDSHAKE_TIMEOUT))?;
-    writer
-        .tcp()
-        .set_write_timeout(Some(PEER_HANDSHAKE_TIMEOUT))?;
+    writer.tcp().set_write_timeout(Some(PEER_HANDSHAKE_TIMEOUT))?;
     let peer = {
-        let mut duplex = Duplex {
-            reader: &mut reader,
-            writer: &mut writer,
-        };
+        let mut duplex = Duplex { reader: &mut reader, writer: &mut writer };
         handshake::server_handshake(&mut duplex, key, &PEER_LABELS, welcome)?;
         let peer = read_hello(&mut duplex)?;
         if let Err((code, reason)) = judge(&peer) {
@@ -257,12 +238,7 @@ pub fn accept(
     reader.set_deadline(None)?;
     writer.tcp().set_write_timeout(None)?;
     let (tcp, tls, leftover) = transport::unsplit(reader, writer)?;
-    Ok(Established {
-        tcp,
-        tls,
-        leftover,
-        peer,
-    })
+    Ok(Established { tcp, tls, leftover, peer })
 }
 
 #[cfg(test)]
@@ -271,12 +247,7 @@ mod tests {
 
     #[test]
     fn hello_round_trips_and_refusal_is_an_error() {
-        let hello = PeerHello {
-            node_id: 7,
-            incarnation: 9,
-            domain: 11,
-            addr: "127.0.0.1:5225".into(),
-        };
+        let hello = PeerHello { node_id: 7, incarnation: 9, domain: 11, addr: "127.0.0.1:5225".into() };
         let bytes = encode_hello(&hello);
         assert_eq!(read_hello(&mut &bytes[..]).unwrap(), hello);
         let bytes = encode_refusal(refusal::NODE_ID_REUSED, "replace me");
@@ -291,10 +262,7 @@ mod tests {
 
     #[test]
     fn peer_port_is_client_port_plus_1000() {
-        assert_eq!(
-            peer_addr_of("10.0.0.1:5225"),
-            Some(("10.0.0.1".into(), 6225))
-        );
+        assert_eq!(peer_addr_of("10.0.0.1:5225"), Some(("10.0.0.1".into(), 6225)));
         assert_eq!(peer_addr_of("[::1]:5225"), Some(("::1".into(), 6225)));
         assert_eq!(peer_addr_of("h:65000"), None);
     }

@@ -227,18 +227,13 @@ impl RaftLoop {
                 }
                 Ok(ToRaft::Log(ToLog::ReadIndex { ctx })) => {
                     if self.raft.read_index(ctx).is_err() {
-                        let _ = self
-                            .to_table
-                            .send(TableMsg::Log(FromLog::ReadFailed { ctx }));
+                        let _ = self.to_table.send(TableMsg::Log(FromLog::ReadFailed { ctx }));
                     }
                 }
                 Ok(ToRaft::Compact { index, data }) => {
                     self.raft.compact(index, data);
                 }
-                Ok(ToRaft::Conn {
-                    established,
-                    outbound,
-                }) => self.register(established, outbound, now),
+                Ok(ToRaft::Conn { established, outbound }) => self.register(established, outbound, now),
                 Ok(ToRaft::Stop) | Err(TryRecvError::Disconnected) => return false,
                 Err(TryRecvError::Empty) => return true,
             }
@@ -246,29 +241,15 @@ impl RaftLoop {
     }
 
     fn register(&mut self, established: Established, outbound: bool, _now: u64) {
-        let Established {
-            tcp,
-            tls,
-            leftover,
-            peer,
-        } = established;
+        let Established { tcp, tls, leftover, peer } = established;
         if tcp.set_nonblocking(true).is_err() {
             return;
         }
         let token = Token(self.next_token);
         self.next_token += 1;
-        let mut conn = PeerConn::new(
-            peer.node_id,
-            mio::net::TcpStream::from_std(tcp),
-            tls,
-            leftover,
-        );
+        let mut conn = PeerConn::new(peer.node_id, mio::net::TcpStream::from_std(tcp), tls, leftover);
         let interest = Interest::READABLE | Interest::WRITABLE;
-        if let Err(e) = self
-            .poll
-            .registry()
-            .register(conn.stream_mut(), token, interest)
-        {
+        if let Err(e) = self.poll.registry().register(conn.stream_mut(), token, interest) {
             warn!("peer {}: cannot watch the connection: {e}", peer.node_id);
             return;
         }
@@ -309,41 +290,25 @@ impl RaftLoop {
             self.flush(token);
         }
         if let Some(snapshot) = ready.snapshot {
-            let msg = FromLog::Snapshot {
-                index: snapshot.meta.index,
-                data: snapshot.data,
-            };
+            let msg = FromLog::Snapshot { index: snapshot.meta.index, data: snapshot.data };
             let _ = self.to_table.send(TableMsg::Log(msg));
         }
         if !ready.committed.is_empty() {
-            let _ = self
-                .to_table
-                .send(TableMsg::Log(FromLog::Committed(ready.committed)));
+            let _ = self.to_table.send(TableMsg::Log(FromLog::Committed(ready.committed)));
         }
         for (ctx, index) in ready.read_states {
-            let _ = self
-                .to_table
-                .send(TableMsg::Log(FromLog::ReadReady { ctx, index }));
+            let _ = self.to_table.send(TableMsg::Log(FromLog::ReadReady { ctx, index }));
         }
         if let Some(change) = ready.role_changed {
-            let leading =
-                (change.role == Role::Leader).then(|| (change.term, self.noop_index(change.term)));
-            let leader_addr = change
-                .leader
-                .map(|id| self.view.addr_of(id))
-                .unwrap_or_default();
+            let leading = (change.role == Role::Leader).then(|| (change.term, self.noop_index(change.term)));
+            let leader_addr = change.leader.map(|id| self.view.addr_of(id)).unwrap_or_default();
             info!(
                 "role {:?} in term {} (leader {})",
                 change.role,
                 change.term,
-                change
-                    .leader
-                    .map_or("unknown".to_string(), |l| l.to_string())
+                change.leader.map_or("unknown".to_string(), |l| l.to_string())
             );
-            let _ = self.to_table.send(TableMsg::Log(FromLog::Role {
-                leading,
-                leader_addr,
-            }));
+            let _ = self.to_table.send(TableMsg::Log(FromLog::Role { leading, leader_addr }));
         }
         if ready.removed && !self.view.removed.swap(true, Ordering::SeqCst) {
             warn!("this node is no longer a member of the cluster");

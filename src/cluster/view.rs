@@ -24,6 +24,8 @@ pub struct ClusterView {
     facts: Mutex<RaftFacts>,
     /// Client addresses of members: from the configuration and from peer hellos.
     addrs: Mutex<BTreeMap<u64, String>>,
+    /// Member addresses recorded in the replicated lock state (they win).
+    replicated: Mutex<BTreeMap<u64, String>>,
     /// Incarnations seen per node id: a different one under the same id is a
     /// restarted process, refused (SPEC §6).
     incarnations: Mutex<HashMap<u64, u64>>,
@@ -33,10 +35,7 @@ pub struct ClusterView {
 
 impl ClusterView {
     pub fn new(addrs: impl IntoIterator<Item = (u64, String)>) -> ClusterView {
-        ClusterView {
-            addrs: Mutex::new(addrs.into_iter().collect()),
-            ..Default::default()
-        }
+        ClusterView { addrs: Mutex::new(addrs.into_iter().collect()), ..Default::default() }
     }
 
     pub fn publish(&self, raft: &Raft) {
@@ -65,21 +64,29 @@ impl ClusterView {
 
     pub fn learn_addr(&self, id: u64, addr: &str) {
         if !addr.is_empty() {
-            self.addrs
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .insert(id, addr.to_owned());
+            self.addrs.lock().unwrap_or_else(|p| p.into_inner()).insert(id, addr.to_owned());
         }
     }
 
     /// A member's client address; empty when unknown.
     pub fn addr_of(&self, id: u64) -> String {
-        self.addrs
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(&id)
-            .cloned()
-            .unwrap_or_default()
+        if let Some(addr) = self.replicated.lock().unwrap_or_else(|p| p.into_inner()).get(&id) {
+            return addr.clone();
+        }
+        self.addrs.lock().unwrap_or_else(|p| p.into_inner()).get(&id).cloned().unwrap_or_default()
+    }
+
+    /// Publishes the member addresses of the applied lock state, if they changed.
+    pub fn set_replicated(&self, members: &BTreeMap<u64, String>) {
+        let mut replicated = self.replicated.lock().unwrap_or_else(|p| p.into_inner());
+        if *replicated != *members {
+            *replicated = members.clone();
+        }
+    }
+
+    /// True if `id`'s address is in the replicated lock state.
+    pub fn is_replicated(&self, id: u64) -> bool {
+        self.replicated.lock().unwrap_or_else(|p| p.into_inner()).contains_key(&id)
     }
 
     /// Records `incarnation` for `id`; false if `id` was seen with another one.
@@ -97,19 +104,13 @@ impl ClusterView {
             Some(Role::Learner) => role::LEARNER,
             Some(Role::Follower) | None => role::FOLLOWER,
         };
-        let leader = facts
-            .leader_id
-            .map(|id| self.addr_of(id))
-            .unwrap_or_default();
+        let leader = facts.leader_id.map(|id| self.addr_of(id)).unwrap_or_default();
         (letter, leader)
     }
 
     /// `id@addr` for each id, comma-separated.
     pub fn members_text(&self, ids: &[u64]) -> String {
-        ids.iter()
-            .map(|id| format!("{id}@{}", self.addr_of(*id)))
-            .collect::<Vec<_>>()
-            .join(",")
+        ids.iter().map(|id| format!("{id}@{}", self.addr_of(*id))).collect::<Vec<_>>().join(",")
     }
 }
 

@@ -11,7 +11,9 @@
 //!         | 'R' · key str8 · owner str8 · token u64 · origin · next
 //!         | 'E' · key str8 · token u64 · next
 //!         | 'D' · domain u64
+//!         | 'A' · node u64 · addr str8
 //! snapshot = version u8 (1) · domain u64 · last_token u64 · count u32 · count × (key str8 · owner str8 · token u64 · lease_ms u32)
+//!            · members u16 · members × (node u64 · addr str8)
 //! ```
 
 use byteorder::{BigEndian, ByteOrder};
@@ -40,13 +42,7 @@ pub fn encode_command(out: &mut Vec<u8>, command: &Command) {
             put_str8(out, key);
             put_grant(out, grant);
         }
-        Command::Release {
-            key,
-            owner,
-            token,
-            origin,
-            next,
-        } => {
+        Command::Release { key, owner, token, origin, next } => {
             out.push(b'R');
             put_str8(out, key);
             put_str8(out, owner);
@@ -60,6 +56,11 @@ pub fn encode_command(out: &mut Vec<u8>, command: &Command) {
             out.extend_from_slice(&token.to_be_bytes());
             put_next(out, next);
         }
+        Command::SetAddr { node, addr } => {
+            out.push(b'A');
+            out.extend_from_slice(&node.to_be_bytes());
+            put_str8(out, addr);
+        }
         Command::SetDomain { domain } => {
             out.push(b'D');
             out.extend_from_slice(&domain.to_be_bytes());
@@ -70,10 +71,7 @@ pub fn encode_command(out: &mut Vec<u8>, command: &Command) {
 pub fn decode_command(bytes: &[u8]) -> Result<Command, CodecError> {
     let mut r = Reader { buf: bytes };
     let command = match r.u8()? {
-        b'G' => Command::Grant {
-            key: r.string()?,
-            grant: r.grant()?,
-        },
+        b'G' => Command::Grant { key: r.string()?, grant: r.grant()? },
         b'R' => Command::Release {
             key: r.string()?,
             owner: r.string()?,
@@ -81,12 +79,9 @@ pub fn decode_command(bytes: &[u8]) -> Result<Command, CodecError> {
             origin: r.origin()?,
             next: r.next()?,
         },
-        b'E' => Command::Expire {
-            key: r.string()?,
-            token: r.u64()?,
-            next: r.next()?,
-        },
+        b'E' => Command::Expire { key: r.string()?, token: r.u64()?, next: r.next()? },
         b'D' => Command::SetDomain { domain: r.u64()? },
+        b'A' => Command::SetAddr { node: r.u64()?, addr: r.string()? },
         _ => return Err(CodecError("unknown command tag")),
     };
     r.finish()?;
@@ -108,6 +103,11 @@ pub fn encode_snapshot(state: &LockState) -> Vec<u8> {
         out.extend_from_slice(&holder.token.to_be_bytes());
         out.extend_from_slice(&holder.lease_ms.to_be_bytes());
     }
+    out.extend_from_slice(&(state.members().len() as u16).to_be_bytes());
+    for (node, addr) in state.members() {
+        out.extend_from_slice(&node.to_be_bytes());
+        put_str8(&mut out, addr);
+    }
     out
 }
 
@@ -127,18 +127,22 @@ pub fn decode_snapshot(bytes: &[u8]) -> Result<LockState, CodecError> {
     let mut holders = Vec::with_capacity(count);
     for _ in 0..count {
         let key = r.string()?;
-        let holder = Holder {
-            owner: r.string()?,
-            token: r.u64()?,
-            lease_ms: r.u32()?,
-        };
+        let holder = Holder { owner: r.string()?, token: r.u64()?, lease_ms: r.u32()? };
         if holder.token > last_token {
             return Err(CodecError("holder token above last_token"));
         }
         holders.push((key, holder));
     }
+    let member_count = r.u16()? as usize;
+    let mut members = std::collections::BTreeMap::new();
+    for _ in 0..member_count {
+        let node = r.u64()?;
+        members.insert(node, r.string()?);
+    }
     r.finish()?;
-    LockState::from_parts(holders, last_token, domain).ok_or(CodecError("a key appears twice"))
+    let state =
+        LockState::from_parts(holders, last_token, domain).ok_or(CodecError("a key appears twice"))?;
+    Ok(state.with_members(members))
 }
 
 fn put_str8(out: &mut Vec<u8>, s: &str) {
@@ -187,6 +191,9 @@ impl<'a> Reader<'a> {
     fn u8(&mut self) -> Result<u8, CodecError> {
         Ok(self.take(1)?[0])
     }
+    fn u16(&mut self) -> Result<u16, CodecError> {
+        Ok(BigEndian::read_u16(self.take(2)?))
+    }
     fn u32(&mut self) -> Result<u32, CodecError> {
         Ok(BigEndian::read_u32(self.take(4)?))
     }
@@ -202,20 +209,10 @@ impl<'a> Reader<'a> {
         String::from_utf8(raw.to_vec()).map_err(|_| CodecError("key or owner is not UTF-8"))
     }
     fn origin(&mut self) -> Result<Origin, CodecError> {
-        Ok(Origin {
-            node: self.u64()?,
-            incarnation: self.u64()?,
-            conn: self.u64()?,
-            id: self.u32()?,
-        })
+        Ok(Origin { node: self.u64()?, incarnation: self.u64()?, conn: self.u64()?, id: self.u32()? })
     }
     fn grant(&mut self) -> Result<Grant, CodecError> {
-        Ok(Grant {
-            owner: self.string()?,
-            token: self.u64()?,
-            lease_ms: self.u32()?,
-            origin: self.origin()?,
-        })
+        Ok(Grant { owner: self.string()?, token: self.u64()?, lease_ms: self.u32()?, origin: self.origin()? })
     }
     fn next(&mut self) -> Result<Option<Grant>, CodecError> {
         match self.u8()? {
@@ -239,45 +236,26 @@ mod tests {
     use proptest::prelude::*;
 
     fn origin() -> impl Strategy<Value = Origin> {
-        (any::<u64>(), any::<u64>(), any::<u64>(), any::<u32>()).prop_map(
-            |(node, incarnation, conn, id)| Origin {
-                node,
-                incarnation,
-                conn,
-                id,
-            },
-        )
+        (any::<u64>(), any::<u64>(), any::<u64>(), any::<u32>())
+            .prop_map(|(node, incarnation, conn, id)| Origin { node, incarnation, conn, id })
     }
     fn name() -> impl Strategy<Value = String> {
         "[a-z0-9:é]{1,60}"
     }
     fn grant() -> impl Strategy<Value = Grant> {
-        (name(), any::<u64>(), any::<u32>(), origin()).prop_map(
-            |(owner, token, lease_ms, origin)| Grant {
-                owner,
-                token,
-                lease_ms,
-                origin,
-            },
-        )
+        (name(), any::<u64>(), any::<u32>(), origin()).prop_map(|(owner, token, lease_ms, origin)| Grant {
+            owner,
+            token,
+            lease_ms,
+            origin,
+        })
     }
     fn command() -> impl Strategy<Value = Command> {
         prop_oneof![
             (name(), grant()).prop_map(|(key, grant)| Command::Grant { key, grant }),
-            (
-                name(),
-                name(),
-                any::<u64>(),
-                origin(),
-                proptest::option::of(grant())
-            )
-                .prop_map(|(key, owner, token, origin, next)| Command::Release {
-                    key,
-                    owner,
-                    token,
-                    origin,
-                    next
-                }),
+            (name(), name(), any::<u64>(), origin(), proptest::option::of(grant())).prop_map(
+                |(key, owner, token, origin, next)| Command::Release { key, owner, token, origin, next }
+            ),
             (name(), any::<u64>(), proptest::option::of(grant()))
                 .prop_map(|(key, token, next)| Command::Expire { key, token, next }),
         ]
@@ -306,25 +284,9 @@ mod tests {
         let mut state = LockState::default();
         let mut effects = Vec::new();
         for (i, key) in ["b", "a", "c"].iter().enumerate() {
-            let origin = Origin {
-                node: 1,
-                incarnation: 1,
-                conn: 1,
-                id: 1,
-            };
-            let grant = Grant {
-                owner: format!("o{i}"),
-                token: 10 + i as u64,
-                lease_ms: 1000,
-                origin,
-            };
-            state.apply(
-                &Command::Grant {
-                    key: key.to_string(),
-                    grant,
-                },
-                &mut effects,
-            );
+            let origin = Origin { node: 1, incarnation: 1, conn: 1, id: 1 };
+            let grant = Grant { owner: format!("o{i}"), token: 10 + i as u64, lease_ms: 1000, origin };
+            state.apply(&Command::Grant { key: key.to_string(), grant }, &mut effects);
         }
         let bytes = encode_snapshot(&state);
         let back = decode_snapshot(&bytes).unwrap();

@@ -30,19 +30,11 @@ pub enum Command {
     /// Grant a free key.
     Grant { key: String, grant: Grant },
     /// Release `key` if (owner, token) holds it, then hand it to `next`.
-    Release {
-        key: String,
-        owner: String,
-        token: u64,
-        origin: Origin,
-        next: Option<Grant>,
-    },
+    Release { key: String, owner: String, token: u64, origin: Origin, next: Option<Grant> },
+    /// Record the client address of cluster member `node`.
+    SetAddr { node: u64, addr: String },
     /// Record the fencing domain chosen by the first leader (ignored once one is set).
     SetDomain { domain: u64 },
     /// End the hold `token` on `key` because its lease ran out, then hand it to `next`.
-    Expire {
-        key: String,
-        token: u64,
-        next: Option<Grant>,
-    },
+    Expire { key: String, token: u64, next: Option<Grant> },
 }

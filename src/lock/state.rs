@@ -1,6 +1,6 @@
 //! The applied lock state and its pure `apply`.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 use super::command::{Command, Grant, Origin};
 use crate::proto::Response;
@@ -19,11 +19,7 @@ pub enum Effect {
     /// Answer the request behind `origin` (on the node it came from).
     Reply(Origin, Response),
     /// `key` now has a holder with this token and lease (start its lease timer).
-    Granted {
-        key: String,
-        token: u64,
-        lease_ms: u32,
-    },
+    Granted { key: String, token: u64, lease_ms: u32 },
     /// `key`'s hold `token` ended (released or expired).
     Ended { key: String, token: u64 },
 }
@@ -36,22 +32,33 @@ pub struct LockState {
     last_token: u64,
     /// The fencing domain; 0 until the first leader recorded one.
     domain: u64,
+    /// Client addresses of cluster members, replicated so that every node (and every
+    /// future leader) can reach every member.
+    members: BTreeMap<u64, String>,
 }
 
 impl LockState {
     /// A state from its parts (a decoded snapshot); `None` if a key appears twice.
-    pub fn from_parts(
-        holders: Vec<(String, Holder)>,
-        last_token: u64,
-        domain: u64,
-    ) -> Option<LockState> {
+    pub fn from_parts(holders: Vec<(String, Holder)>, last_token: u64, domain: u64) -> Option<LockState> {
         let count = holders.len();
         let holders: HashMap<String, Holder> = holders.into_iter().collect();
         (holders.len() == count).then_some(LockState {
             holders,
             last_token,
             domain,
+            members: BTreeMap::new(),
         })
+    }
+
+    /// The same state with these member addresses (a decoded snapshot).
+    pub fn with_members(mut self, members: BTreeMap<u64, String>) -> LockState {
+        self.members = members;
+        self
+    }
+
+    /// Client addresses of cluster members, by node id.
+    pub fn members(&self) -> &BTreeMap<u64, String> {
+        &self.members
     }
 
     /// The fencing domain (0 until recorded).
@@ -85,26 +92,21 @@ impl LockState {
     pub fn apply(&mut self, command: &Command, effects: &mut Vec<Effect>) {
         match command {
             Command::Grant { key, grant } => self.grant_if_free(key, grant, effects),
+            Command::SetAddr { node, addr } => {
+                self.members.insert(*node, addr.clone());
+            }
             Command::SetDomain { domain } => {
                 // The first recorded domain stays: a domain is never replaced.
                 if self.domain == 0 {
                     self.domain = *domain;
                 }
             }
-            Command::Release {
-                key,
-                owner,
-                token,
-                origin,
-                next,
-            } => {
-                let matches = matches!(self.holders.get(key), Some(h) if h.owner == *owner && h.token == *token);
+            Command::Release { key, owner, token, origin, next } => {
+                let matches =
+                    matches!(self.holders.get(key), Some(h) if h.owner == *owner && h.token == *token);
                 if matches {
                     self.holders.remove(key);
-                    effects.push(Effect::Ended {
-                        key: key.clone(),
-                        token: *token,
-                    });
+                    effects.push(Effect::Ended { key: key.clone(), token: *token });
                     effects.push(Effect::Reply(*origin, Response::Released));
                 } else {
                     effects.push(Effect::Reply(*origin, Response::NotHolder));
@@ -116,10 +118,7 @@ impl LockState {
             Command::Expire { key, token, next } => {
                 if matches!(self.holders.get(key), Some(h) if h.token == *token) {
                     self.holders.remove(key);
-                    effects.push(Effect::Ended {
-                        key: key.clone(),
-                        token: *token,
-                    });
+                    effects.push(Effect::Ended { key: key.clone(), token: *token });
                 }
                 if let Some(next) = next {
                     self.grant_if_free(key, next, effects);
@@ -137,23 +136,12 @@ impl LockState {
         self.last_token = grant.token;
         self.holders.insert(
             key.to_owned(),
-            Holder {
-                owner: grant.owner.clone(),
-                token: grant.token,
-                lease_ms: grant.lease_ms,
-            },
+            Holder { owner: grant.owner.clone(), token: grant.token, lease_ms: grant.lease_ms },
         );
-        effects.push(Effect::Granted {
-            key: key.to_owned(),
-            token: grant.token,
-            lease_ms: grant.lease_ms,
-        });
+        effects.push(Effect::Granted { key: key.to_owned(), token: grant.token, lease_ms: grant.lease_ms });
         effects.push(Effect::Reply(
             grant.origin,
-            Response::Granted {
-                token: grant.token,
-                lease_ms: grant.lease_ms,
-            },
+            Response::Granted { token: grant.token, lease_ms: grant.lease_ms },
         ));
     }
 }

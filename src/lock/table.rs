@@ -118,12 +118,7 @@ impl LockTable {
     }
 
     fn origin(&self, conn: ConnId, id: u32) -> Origin {
-        Origin {
-            node: self.config.node,
-            incarnation: self.config.incarnation,
-            conn,
-            id,
-        }
+        Origin { node: self.config.node, incarnation: self.config.incarnation, conn, id }
     }
 
     /// The next fencing token: `max(last + 1, now in Unix µs)` (SPEC §5).
@@ -135,11 +130,7 @@ impl LockTable {
 
     fn not_leader(&self, conn: ConnId, id: u32, out: &mut Output) {
         let leader = self.leader_hint.clone();
-        out.replies.push(Reply {
-            conn,
-            id,
-            response: Response::Moved { leader },
-        });
+        out.replies.push(Reply { conn, id, response: Response::Moved { leader } });
     }
 
     /// ACQUIRE: grant a free key, answer `B`, or queue behind the holder.
@@ -166,48 +157,22 @@ impl LockTable {
             let origin = self.origin(conn, id);
             let view = self.keys.entry(key.to_owned()).or_default();
             debug_assert!(view.queue.is_empty(), "a free key has no waiters");
-            view.holder = Some(ProjectedHolder {
-                owner: owner.to_owned(),
-                token,
-                deadline_ms: None,
-            });
-            let grant = Grant {
-                owner: owner.to_owned(),
-                token,
-                lease_ms,
-                origin,
-            };
-            out.proposals.push_back(Command::Grant {
-                key: key.to_owned(),
-                grant,
-            });
+            view.holder = Some(ProjectedHolder { owner: owner.to_owned(), token, deadline_ms: None });
+            let grant = Grant { owner: owner.to_owned(), token, lease_ms, origin };
+            out.proposals.push_back(Command::Grant { key: key.to_owned(), grant });
             return;
         }
         let view = self.keys.get_mut(key).expect("a held key has a view");
         if wait_ms == 0 || view.queue.len() >= self.config.waiters_per_key_max {
-            out.replies.push(Reply {
-                conn,
-                id,
-                response: Response::Busy,
-            });
+            out.replies.push(Reply { conn, id, response: Response::Busy });
             return;
         }
         let seq = self.next_seq;
         self.next_seq += 1;
         let deadline_ms = now_ms + u64::from(wait_ms);
-        view.queue.push_back(Waiter {
-            seq,
-            conn,
-            id,
-            owner: owner.to_owned(),
-            lease_ms,
-            deadline_ms,
-        });
+        view.queue.push_back(Waiter { seq, conn, id, owner: owner.to_owned(), lease_ms, deadline_ms });
         self.wait_timers.insert((deadline_ms, seq, key.to_owned()));
-        self.conn_waiters
-            .entry(conn)
-            .or_default()
-            .push((seq, key.to_owned()));
+        self.conn_waiters.entry(conn).or_default().push((seq, key.to_owned()));
         self.waiters_total += 1;
     }
 
@@ -233,11 +198,7 @@ impl LockTable {
             self.keys.get(key).and_then(|v| v.holder.as_ref()),
             Some(h) if h.owner == owner && h.token == token
         );
-        let next = if matches {
-            self.end_hold(key, unix_us)
-        } else {
-            None
-        };
+        let next = if matches { self.end_hold(key, unix_us) } else { None };
         out.proposals.push_back(Command::Release {
             key: key.to_owned(),
             owner: owner.to_owned(),
@@ -253,8 +214,7 @@ impl LockTable {
         let view = self.keys.get_mut(key)?;
         let old = view.holder.take()?;
         if let Some(deadline) = old.deadline_ms {
-            self.lease_timers
-                .remove(&(deadline, old.token, key.to_owned()));
+            self.lease_timers.remove(&(deadline, old.token, key.to_owned()));
         }
         let Some(waiter) = view.queue.pop_front() else {
             self.keys.remove(key);
@@ -262,11 +222,7 @@ impl LockTable {
         };
         let token = self.next_token(unix_us);
         let view = self.keys.get_mut(key).expect("still present");
-        view.holder = Some(ProjectedHolder {
-            owner: waiter.owner.clone(),
-            token,
-            deadline_ms: None,
-        });
+        view.holder = Some(ProjectedHolder { owner: waiter.owner.clone(), token, deadline_ms: None });
         self.forget_waiter(&waiter, key);
         Some(Grant {
             owner: waiter.owner,
@@ -278,8 +234,7 @@ impl LockTable {
 
     /// Drops a waiter that has left its queue from the timer and connection indexes.
     fn forget_waiter(&mut self, waiter: &Waiter, key: &str) {
-        self.wait_timers
-            .remove(&(waiter.deadline_ms, waiter.seq, key.to_owned()));
+        self.wait_timers.remove(&(waiter.deadline_ms, waiter.seq, key.to_owned()));
         if let Some(list) = self.conn_waiters.get_mut(&waiter.conn) {
             list.retain(|(seq, _)| *seq != waiter.seq);
             if list.is_empty() {
@@ -325,16 +280,8 @@ impl LockTable {
             return;
         }
         loop {
-            let lease = self
-                .lease_timers
-                .first()
-                .map(|t| t.0)
-                .filter(|&d| d <= now_ms);
-            let wait = self
-                .wait_timers
-                .first()
-                .map(|t| t.0)
-                .filter(|&d| d <= now_ms);
+            let lease = self.lease_timers.first().map(|t| t.0).filter(|&d| d <= now_ms);
+            let wait = self.wait_timers.first().map(|t| t.0).filter(|&d| d <= now_ms);
             match (lease, wait) {
                 (None, None) => break,
                 (Some(l), Some(w)) if w < l => self.tick_wait(out),
@@ -355,8 +302,7 @@ impl LockTable {
         );
         if current {
             let next = self.end_hold(&key, unix_us);
-            out.proposals
-                .push_back(Command::Expire { key, token, next });
+            out.proposals.push_back(Command::Expire { key, token, next });
         }
     }
 
@@ -376,11 +322,7 @@ impl LockTable {
         let waiter = view.queue.remove(pos).expect("position is valid");
         // Removes the timer, too.
         self.forget_waiter(&waiter, &key);
-        out.replies.push(Reply {
-            conn: waiter.conn,
-            id: waiter.id,
-            response: Response::Timeout,
-        });
+        out.replies.push(Reply { conn: waiter.conn, id: waiter.id, response: Response::Timeout });
     }
 
     /// The earliest moment `tick` has work to do, if any.
@@ -405,8 +347,7 @@ impl LockTable {
             };
             if let Some(pos) = view.queue.iter().position(|w| w.seq == seq) {
                 let waiter = view.queue.remove(pos).expect("position is valid");
-                self.wait_timers
-                    .remove(&(waiter.deadline_ms, waiter.seq, key.clone()));
+                self.wait_timers.remove(&(waiter.deadline_ms, waiter.seq, key.clone()));
                 self.waiters_total -= 1;
             }
         }
@@ -420,21 +361,11 @@ impl LockTable {
         for effect in effects.drain(..) {
             match effect {
                 Effect::Reply(origin, response) => {
-                    if origin.node == self.config.node
-                        && origin.incarnation == self.config.incarnation
-                    {
-                        out.replies.push(Reply {
-                            conn: origin.conn,
-                            id: origin.id,
-                            response,
-                        });
+                    if origin.node == self.config.node && origin.incarnation == self.config.incarnation {
+                        out.replies.push(Reply { conn: origin.conn, id: origin.id, response });
                     }
                 }
-                Effect::Granted {
-                    key,
-                    token,
-                    lease_ms,
-                } => {
+                Effect::Granted { key, token, lease_ms } => {
                     if !self.leading {
                         continue;
                     }
@@ -479,8 +410,7 @@ impl LockTable {
                     queue: VecDeque::new(),
                 },
             );
-            self.lease_timers
-                .insert((deadline, holder.token, key.clone()));
+            self.lease_timers.insert((deadline, holder.token, key.clone()));
         }
     }
 
@@ -494,9 +424,7 @@ impl LockTable {
                 out.replies.push(Reply {
                     conn: waiter.conn,
                     id: waiter.id,
-                    response: Response::Moved {
-                        leader: leader_hint.to_owned(),
-                    },
+                    response: Response::Moved { leader: leader_hint.to_owned() },
                 });
             }
         }

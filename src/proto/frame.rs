@@ -13,24 +13,19 @@ use super::limits::*;
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Request {
     /// `A`: take `key` for `lease_s` seconds, queueing up to `wait_ms`.
-    Acquire {
-        lease_s: u8,
-        wait_ms: u32,
-        key: String,
-        owner: String,
-    },
+    Acquire { lease_s: u8, wait_ms: u32, key: String, owner: String },
     /// `R`: give `key` back; only the exact (key, owner, token) holder succeeds.
-    Release {
-        token: u64,
-        key: String,
-        owner: String,
-    },
+    Release { token: u64, key: String, owner: String },
     /// `Q`: who holds `key`?
     Query { key: String },
     /// `S`: the node's status text.
     Status,
     /// `P`: liveness check.
     Ping,
+    /// `C`: membership change (cluster administration, not in SPEC §2.2): replace
+    /// voter `old` by node `new` reachable at client address `addr`. Answered with
+    /// `S` (the outcome as text), `M` (not the leader) or `E` (refused, with why).
+    Replace { old: u64, new: u64, addr: String },
 }
 
 /// Error codes of an `E` response (SPEC §2.4).
@@ -44,6 +39,8 @@ pub enum ErrorCode {
     Malformed,
     /// 4: too many requests pending on this connection or node; the connection stays open.
     Overloaded,
+    /// 5: a membership change was refused (the message says why); the connection stays open.
+    Refused,
     /// Any code this version does not know (a client keeps what it received).
     Other(u8),
 }
@@ -55,6 +52,7 @@ impl ErrorCode {
             ErrorCode::UnknownOp => 2,
             ErrorCode::Malformed => 3,
             ErrorCode::Overloaded => 4,
+            ErrorCode::Refused => 5,
             ErrorCode::Other(code) => code,
         }
     }
@@ -65,6 +63,7 @@ impl ErrorCode {
             2 => ErrorCode::UnknownOp,
             3 => ErrorCode::Malformed,
             4 => ErrorCode::Overloaded,
+            5 => ErrorCode::Refused,
             other => ErrorCode::Other(other),
         }
     }
@@ -88,12 +87,7 @@ pub enum Response {
     /// `U`: proposed, but the outcome cannot be learned here.
     Unknown,
     /// `H`: answer to QUERY when held.
-    Holder {
-        token: u64,
-        remaining_ms: u32,
-        waiters: u32,
-        owner: String,
-    },
+    Holder { token: u64, remaining_ms: u32, waiters: u32, owner: String },
     /// `F`: answer to QUERY when free.
     Free,
     /// `S`: `name=value` lines.
@@ -185,12 +179,8 @@ pub fn check_frame_len(len: u32, max: u32) -> Result<usize, DecodeError> {
 /// Decodes a request from `payload` = op · id · body (the bytes after `len`).
 pub fn decode_request(payload: &[u8]) -> Result<(u32, Request), DecodeError> {
     let mut cur = Cursor { buf: payload };
-    let op = cur
-        .u8()
-        .map_err(|_| DecodeError::Malformed("frame shorter than op + id"))?;
-    let id = cur
-        .u32()
-        .map_err(|_| DecodeError::Malformed("frame shorter than op + id"))?;
+    let op = cur.u8().map_err(|_| DecodeError::Malformed("frame shorter than op + id"))?;
+    let id = cur.u32().map_err(|_| DecodeError::Malformed("frame shorter than op + id"))?;
     // Why malformed and not invalid: an answer with id 0 means "connection-level error",
     // so a request that uses the reserved id cannot be answered any other way.
     if id == 0 {
@@ -204,25 +194,14 @@ pub fn decode_request(payload: &[u8]) -> Result<(u32, Request), DecodeError> {
             let owner = cur.str8()?;
             cur.finish()?;
             if !(LEASE_S_MIN..=LEASE_S_MAX).contains(&lease_s) {
-                return Err(DecodeError::Invalid {
-                    id,
-                    reason: "lease_s must be 1..=250",
-                });
+                return Err(DecodeError::Invalid { id, reason: "lease_s must be 1..=250" });
             }
             if wait_ms > WAIT_MS_MAX {
-                return Err(DecodeError::Invalid {
-                    id,
-                    reason: "wait_ms must be 0..=300000",
-                });
+                return Err(DecodeError::Invalid { id, reason: "wait_ms must be 0..=300000" });
             }
             let key = key_field(id, key)?;
             let owner = owner_field(id, owner)?;
-            Request::Acquire {
-                lease_s,
-                wait_ms,
-                key,
-                owner,
-            }
+            Request::Acquire { lease_s, wait_ms, key, owner }
         }
         b'R' => {
             let token = cur.u64()?;
@@ -236,9 +215,7 @@ pub fn decode_request(payload: &[u8]) -> Result<(u32, Request), DecodeError> {
         b'Q' => {
             let key = cur.str8()?;
             cur.finish()?;
-            Request::Query {
-                key: key_field(id, key)?,
-            }
+            Request::Query { key: key_field(id, key)? }
         }
         b'S' => {
             cur.finish()?;
@@ -248,6 +225,20 @@ pub fn decode_request(payload: &[u8]) -> Result<(u32, Request), DecodeError> {
             cur.finish()?;
             Request::Ping
         }
+        b'C' => {
+            let old = cur.u64()?;
+            let new = cur.u64()?;
+            let addr = cur.str8()?;
+            cur.finish()?;
+            if old == 0 || new == 0 {
+                return Err(DecodeError::Invalid { id, reason: "node ids must be non-zero" });
+            }
+            if addr.is_empty() {
+                return Err(DecodeError::Invalid { id, reason: "address must be 1..=255 bytes" });
+            }
+            let addr = utf8_field(id, addr, "address is not valid UTF-8")?;
+            Request::Replace { old, new, addr }
+        }
         other => return Err(DecodeError::UnknownOp(other)),
     };
     Ok((id, request))
@@ -255,20 +246,14 @@ pub fn decode_request(payload: &[u8]) -> Result<(u32, Request), DecodeError> {
 
 fn key_field(id: u32, raw: &[u8]) -> Result<String, DecodeError> {
     if raw.len() < KEY_LEN_MIN {
-        return Err(DecodeError::Invalid {
-            id,
-            reason: "key must be 1..=255 bytes",
-        });
+        return Err(DecodeError::Invalid { id, reason: "key must be 1..=255 bytes" });
     }
     utf8_field(id, raw, "key is not valid UTF-8")
 }
 
 fn owner_field(id: u32, raw: &[u8]) -> Result<String, DecodeError> {
     if raw.len() < OWNER_LEN_MIN {
-        return Err(DecodeError::Invalid {
-            id,
-            reason: "owner must be 1..=255 bytes",
-        });
+        return Err(DecodeError::Invalid { id, reason: "owner must be 1..=255 bytes" });
     }
     utf8_field(id, raw, "owner is not valid UTF-8")
 }
@@ -284,49 +269,30 @@ fn utf8_field(id: u32, raw: &[u8], reason: &'static str) -> Result<String, Decod
 /// Strings the server sent are taken lossily: a client never fails on odd text.
 pub fn decode_response(payload: &[u8]) -> Result<(u32, Response), DecodeError> {
     let mut cur = Cursor { buf: payload };
-    let op = cur
-        .u8()
-        .map_err(|_| DecodeError::Malformed("frame shorter than op + id"))?;
-    let id = cur
-        .u32()
-        .map_err(|_| DecodeError::Malformed("frame shorter than op + id"))?;
+    let op = cur.u8().map_err(|_| DecodeError::Malformed("frame shorter than op + id"))?;
+    let id = cur.u32().map_err(|_| DecodeError::Malformed("frame shorter than op + id"))?;
     let lossy = |raw: &[u8]| String::from_utf8_lossy(raw).into_owned();
     let response = match op {
-        b'G' => Response::Granted {
-            token: cur.u64()?,
-            lease_ms: cur.u32()?,
-        },
+        b'G' => Response::Granted { token: cur.u64()?, lease_ms: cur.u32()? },
         b'B' => Response::Busy,
         b'T' => Response::Timeout,
         b'R' => Response::Released,
         b'N' => Response::NotHolder,
-        b'M' => Response::Moved {
-            leader: lossy(cur.str8()?),
-        },
+        b'M' => Response::Moved { leader: lossy(cur.str8()?) },
         b'U' => Response::Unknown,
         b'H' => {
             let token = cur.u64()?;
             let remaining_ms = cur.u32()?;
             let waiters = cur.u32()?;
             let owner = lossy(cur.str8()?);
-            Response::Holder {
-                token,
-                remaining_ms,
-                waiters,
-                owner,
-            }
+            Response::Holder { token, remaining_ms, waiters, owner }
         }
         b'F' => Response::Free,
-        b'S' => Response::Status {
-            text: lossy(cur.str16()?),
-        },
+        b'S' => Response::Status { text: lossy(cur.str16()?) },
         b'P' => Response::Pong,
         b'E' => {
             let code = ErrorCode::from_u8(cur.u8()?);
-            Response::Error {
-                code,
-                message: lossy(cur.str8()?),
-            }
+            Response::Error { code, message: lossy(cur.str8()?) }
         }
         other => return Err(DecodeError::UnknownOp(other)),
     };
@@ -341,12 +307,7 @@ pub fn decode_response(payload: &[u8]) -> Result<(u32, Response), DecodeError> {
 pub fn encode_request(out: &mut Vec<u8>, id: u32, request: &Request) {
     let start = begin_frame(out);
     match request {
-        Request::Acquire {
-            lease_s,
-            wait_ms,
-            key,
-            owner,
-        } => {
+        Request::Acquire { lease_s, wait_ms, key, owner } => {
             out.push(b'A');
             put_u32(out, id);
             out.push(*lease_s);
@@ -374,6 +335,13 @@ pub fn encode_request(out: &mut Vec<u8>, id: u32, request: &Request) {
             out.push(b'P');
             put_u32(out, id);
         }
+        Request::Replace { old, new, addr } => {
+            out.push(b'C');
+            put_u32(out, id);
+            put_u64(out, *old);
+            put_u64(out, *new);
+            put_str8(out, addr.as_bytes());
+        }
     }
     end_frame(out, start);
 }
@@ -398,12 +366,7 @@ pub fn encode_response(out: &mut Vec<u8>, id: u32, response: &Response) {
         | Response::Free
         | Response::Pong => {}
         Response::Moved { leader } => put_str8(out, truncate(leader, 255)),
-        Response::Holder {
-            token,
-            remaining_ms,
-            waiters,
-            owner,
-        } => {
+        Response::Holder { token, remaining_ms, waiters, owner } => {
             put_u64(out, *token);
             put_u32(out, *remaining_ms);
             put_u32(out, *waiters);

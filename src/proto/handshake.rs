@@ -34,18 +34,12 @@ pub struct Labels {
 }
 
 /// Labels of the client port.
-pub const CLIENT_LABELS: Labels = Labels {
-    port_kind: b'C',
-    client: b"ticketing client v1",
-    server: b"ticketing server v1",
-};
+pub const CLIENT_LABELS: Labels =
+    Labels { port_kind: b'C', client: b"ticketing client v1", server: b"ticketing server v1" };
 
 /// Labels of the peer port.
-pub const PEER_LABELS: Labels = Labels {
-    port_kind: b'P',
-    client: b"ticketing peer v1",
-    server: b"ticketing peer-server v1",
-};
+pub const PEER_LABELS: Labels =
+    Labels { port_kind: b'P', client: b"ticketing peer v1", server: b"ticketing peer-server v1" };
 
 /// Role letters in WELCOME.
 pub mod role {
@@ -96,10 +90,7 @@ impl std::fmt::Display for HandshakeError {
             }
             HandshakeError::AuthFailed => write!(f, "authentication failed"),
             HandshakeError::BadProof => {
-                write!(
-                    f,
-                    "server proof did not verify (wrong auth token or not a Ticketing server)"
-                )
+                write!(f, "server proof did not verify (wrong auth token or not a Ticketing server)")
             }
             HandshakeError::Rejected(why) => write!(f, "server refused the handshake: {why}"),
             HandshakeError::Malformed(why) => write!(f, "malformed handshake: {why}"),
@@ -123,9 +114,7 @@ pub fn auth_key(token: &[u8]) -> hmac::Key {
 /// A fresh nonce from the operating system's CSPRNG.
 pub fn fresh_nonce() -> Nonce {
     let mut nonce = [0u8; NONCE_LEN];
-    SystemRandom::new()
-        .fill(&mut nonce)
-        .expect("the operating system's random source failed");
+    SystemRandom::new().fill(&mut nonce).expect("the operating system's random source failed");
     nonce
 }
 
@@ -257,25 +246,16 @@ pub fn read_welcome<R: Read>(
             let mut leader = vec![0u8; fixed[49] as usize];
             stream.read_exact(&mut leader)?;
             let leader = String::from_utf8_lossy(&leader).into_owned();
-            Ok(Welcome {
-                node_id,
-                role,
-                domain,
-                leader,
-            })
+            Ok(Welcome { node_id, role, domain, leader })
         }
         b'X' => {
             let mut len = [0u8; 1];
             stream.read_exact(&mut len)?;
             let mut reason = vec![0u8; len[0] as usize];
             stream.read_exact(&mut reason)?;
-            Err(HandshakeError::Rejected(
-                String::from_utf8_lossy(&reason).into_owned(),
-            ))
+            Err(HandshakeError::Rejected(String::from_utf8_lossy(&reason).into_owned()))
         }
-        _ => Err(HandshakeError::Malformed(
-            "answer to AUTH is neither W nor X",
-        )),
+        _ => Err(HandshakeError::Malformed("answer to AUTH is neither W nor X")),
     }
 }
 

@@ -35,11 +35,7 @@ pub struct FrameReader<R> {
 
 impl<R: Read> FrameReader<R> {
     pub fn new(inner: R, max_len: u32) -> Self {
-        FrameReader {
-            inner,
-            max_len,
-            payload: Vec::with_capacity(max_len.min(4096) as usize),
-        }
+        FrameReader { inner, max_len, payload: Vec::with_capacity(max_len.min(4096) as usize) }
     }
 
     pub fn get_mut(&mut self) -> &mut R {
@@ -55,12 +51,9 @@ impl<R: Read> FrameReader<R> {
             Ok(_) => return Err(ReadError::Io(io::ErrorKind::UnexpectedEof.into())),
             Err(e) => return Err(ReadError::Io(e)),
         }
-        let len =
-            check_frame_len(u32::from_be_bytes(len), self.max_len).map_err(ReadError::BadLength)?;
+        let len = check_frame_len(u32::from_be_bytes(len), self.max_len).map_err(ReadError::BadLength)?;
         self.payload.resize(len, 0);
-        self.inner
-            .read_exact(&mut self.payload)
-            .map_err(ReadError::Io)?;
+        self.inner.read_exact(&mut self.payload).map_err(ReadError::Io)?;
         Ok(&self.payload)
     }
 }

@@ -8,6 +8,6 @@ pub mod io;
 pub mod limits;
 
 pub use frame::{
-    decode_request, decode_response, encode_request, encode_response, DecodeError, ErrorCode,
-    Request, Response,
+    decode_request, decode_response, encode_request, encode_response, DecodeError, ErrorCode, Request,
+    Response,
 };

@@ -251,48 +251,25 @@ impl Raft {
 
     fn dispatch(&mut self, from: NodeId, msg: Message) {
         match msg {
-            Message::PreVote {
-                term,
-                last_index,
-                last_term,
-            } => self.handle_vote_request(from, term, last_index, last_term, true, false),
-            Message::Vote {
-                term,
-                last_index,
-                last_term,
-                transfer,
-            } => self.handle_vote_request(from, term, last_index, last_term, false, transfer),
-            Message::PreVoteResp { term, granted } => {
-                self.handle_vote_resp(from, term, granted, true)
+            Message::PreVote { term, last_index, last_term } => {
+                self.handle_vote_request(from, term, last_index, last_term, true, false)
             }
-            Message::VoteResp { term, granted } => {
-                self.handle_vote_resp(from, term, granted, false)
+            Message::Vote { term, last_index, last_term, transfer } => {
+                self.handle_vote_request(from, term, last_index, last_term, false, transfer)
             }
-            Message::Append {
-                prev_index,
-                prev_term,
-                entries,
-                commit,
-                ..
-            } => {
+            Message::PreVoteResp { term, granted } => self.handle_vote_resp(from, term, granted, true),
+            Message::VoteResp { term, granted } => self.handle_vote_resp(from, term, granted, false),
+            Message::Append { prev_index, prev_term, entries, commit, .. } => {
                 if self.accept_leader(from) {
                     self.handle_append(from, prev_index, prev_term, entries, commit);
                 }
             }
-            Message::Heartbeat {
-                commit, read_seq, ..
-            } => {
+            Message::Heartbeat { commit, read_seq, .. } => {
                 if self.accept_leader(from) {
                     self.handle_heartbeat(from, commit, read_seq);
                 }
             }
-            Message::InstallSnapshot {
-                meta,
-                offset,
-                data,
-                done,
-                ..
-            } => {
+            Message::InstallSnapshot { meta, offset, data, done, .. } => {
                 if self.accept_leader(from) {
                     self.handle_snapshot_chunk(from, meta, offset, data, done);
                 }
@@ -302,20 +279,13 @@ impl Raft {
                     self.handle_timeout_now();
                 }
             }
-            Message::AppendResp {
-                success,
-                index,
-                conflict_term,
-                hint_index,
-                ..
-            } => self.handle_append_resp(from, success, index, conflict_term, hint_index),
+            Message::AppendResp { success, index, conflict_term, hint_index, .. } => {
+                self.handle_append_resp(from, success, index, conflict_term, hint_index)
+            }
             Message::HeartbeatResp { read_seq, .. } => self.handle_heartbeat_resp(from, read_seq),
-            Message::InstallSnapshotResp {
-                index,
-                next_offset,
-                done,
-                ..
-            } => self.handle_snapshot_resp(from, index, next_offset, done),
+            Message::InstallSnapshotResp { index, next_offset, done, .. } => {
+                self.handle_snapshot_resp(from, index, next_offset, done)
+            }
             Message::Removed { config_index, .. } => self.handle_removed(config_index),
         }
     }
@@ -329,10 +299,11 @@ impl Raft {
             // A grant echoes the term we asked about: not a newer term. A
             // rejection carries the voter's real term, which we adopt (else a
             // node stuck in an older term could never win nor learn better).
-            Message::PreVoteResp {
-                term,
-                granted: true,
-            } if self.role == Role::PreCandidate && *term == self.term + 1 => true,
+            Message::PreVoteResp { term, granted: true }
+                if self.role == Role::PreCandidate && *term == self.term + 1 =>
+            {
+                true
+            }
             Message::Vote { transfer, .. } if !*transfer && self.in_lease() => false,
             // Why: a removal notice from a node that moved on must not drag
             // us into its term; it is judged by its config index alone.
@@ -353,23 +324,9 @@ impl Raft {
             Message::Append { .. }
             | Message::Heartbeat { .. }
             | Message::InstallSnapshot { .. }
-            | Message::TimeoutNow { .. } => {
-                self.send(from, Message::HeartbeatResp { term, read_seq: 0 })
-            }
-            Message::PreVote { .. } => self.send(
-                from,
-                Message::PreVoteResp {
-                    term,
-                    granted: false,
-                },
-            ),
-            Message::Vote { .. } => self.send(
-                from,
-                Message::VoteResp {
-                    term,
-                    granted: false,
-                },
-            ),
+            | Message::TimeoutNow { .. } => self.send(from, Message::HeartbeatResp { term, read_seq: 0 }),
+            Message::PreVote { .. } => self.send(from, Message::PreVoteResp { term, granted: false }),
+            Message::Vote { .. } => self.send(from, Message::VoteResp { term, granted: false }),
             Message::Removed { config_index, .. } => self.handle_removed(*config_index),
             _ => {}
         }
@@ -382,9 +339,7 @@ impl Raft {
         if self.role == Role::Leader {
             return false;
         }
-        if (self.role != Role::Follower && self.role != Role::Learner)
-            || self.leader_id != Some(from)
-        {
+        if (self.role != Role::Follower && self.role != Role::Learner) || self.leader_id != Some(from) {
             self.become_follower(self.term, Some(from));
         }
         self.leader_contact_ms = self.now_ms;
@@ -513,11 +468,7 @@ impl Raft {
     }
 
     fn role_change(&mut self) -> Option<RoleChange> {
-        let now = RoleChange {
-            role: self.role,
-            term: self.term,
-            leader: self.leader_id,
-        };
+        let now = RoleChange { role: self.role, term: self.term, leader: self.leader_id };
         if self.reported == Some(now) {
             return None;
         }
@@ -539,9 +490,7 @@ impl Raft {
 
     pub(super) fn check_can_propose(&self) -> Result<(), RaftError> {
         if self.role != Role::Leader {
-            return Err(RaftError::NotLeader {
-                leader: self.leader_id,
-            });
+            return Err(RaftError::NotLeader { leader: self.leader_id });
         }
         if self.transfer.is_some() {
             return Err(RaftError::TransferInProgress);
@@ -554,11 +503,7 @@ impl Raft {
         debug_assert_eq!(self.role, Role::Leader);
         let index = self.log.last_index() + 1;
         let is_config = matches!(kind, EntryKind::Config(_));
-        self.log.append(Entry {
-            term: self.term,
-            index,
-            kind,
-        });
+        self.log.append(Entry { term: self.term, index, kind });
         if is_config {
             self.sync_progress();
         }
@@ -574,12 +519,7 @@ impl Raft {
         let (config_index, committed) = self.log.committed_membership();
         wanted.extend(committed.all_nodes());
         wanted.remove(&self.cfg.id);
-        let gone: Vec<NodeId> = self
-            .progress
-            .keys()
-            .filter(|id| !wanted.contains(id))
-            .copied()
-            .collect();
+        let gone: Vec<NodeId> = self.progress.keys().filter(|id| !wanted.contains(id)).copied().collect();
         for id in gone {
             self.progress.remove(&id);
             let term = self.term;
@@ -587,9 +527,7 @@ impl Raft {
         }
         let next = self.log.last_index() + 1;
         for id in wanted {
-            self.progress
-                .entry(id)
-                .or_insert_with(|| Progress::new(next));
+            self.progress.entry(id).or_insert_with(|| Progress::new(next));
         }
     }
 

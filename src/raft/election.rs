@@ -127,8 +127,7 @@ impl Raft {
         if self.notify_if_removed(from) {
             return;
         }
-        let grant =
-            self.may_vote_for(from, term, pre) && self.log.is_up_to_date(last_index, last_term);
+        let grant = self.may_vote_for(from, term, pre) && self.log.is_up_to_date(last_index, last_term);
         if grant && !pre {
             self.voted_for = Some(from);
             self.reset_election_timer();
@@ -136,15 +135,9 @@ impl Raft {
         // A pre-vote grant echoes the asked term; a rejection tells our own.
         let reply_term = if pre && grant { term } else { self.term };
         let msg = if pre {
-            Message::PreVoteResp {
-                term: reply_term,
-                granted: grant,
-            }
+            Message::PreVoteResp { term: reply_term, granted: grant }
         } else {
-            Message::VoteResp {
-                term: reply_term,
-                granted: grant,
-            }
+            Message::VoteResp { term: reply_term, granted: grant }
         };
         self.send(from, msg);
     }
@@ -226,11 +219,7 @@ impl Raft {
                 p.recent_active = false;
             }
         }
-        if self
-            .transfer
-            .as_ref()
-            .is_some_and(|t| self.now_ms >= t.deadline_ms)
-        {
+        if self.transfer.as_ref().is_some_and(|t| self.now_ms >= t.deadline_ms) {
             self.transfer = None;
         }
     }

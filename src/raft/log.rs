@@ -30,11 +30,7 @@ impl RaftLog {
     pub fn new(membership: Membership) -> RaftLog {
         RaftLog {
             snapshot: Arc::new(Snapshot {
-                meta: SnapshotMeta {
-                    index: 0,
-                    term: 0,
-                    membership,
-                },
+                meta: SnapshotMeta { index: 0, term: 0, membership },
                 data: Vec::new(),
             }),
             entries: Vec::new(),
@@ -58,9 +54,7 @@ impl RaftLog {
     }
 
     pub fn last_term(&self) -> u64 {
-        self.entries
-            .last()
-            .map_or(self.snapshot.meta.term, |e| e.term)
+        self.entries.last().map_or(self.snapshot.meta.term, |e| e.term)
     }
 
     pub fn committed(&self) -> u64 {
@@ -109,11 +103,7 @@ impl RaftLog {
 
     /// Appends one entry at `last_index() + 1`.
     pub fn append(&mut self, entry: Entry) {
-        assert_eq!(
-            entry.index,
-            self.last_index() + 1,
-            "log append out of order"
-        );
+        assert_eq!(entry.index, self.last_index() + 1, "log append out of order");
         if let EntryKind::Config(m) = &entry.kind {
             self.configs.push((entry.index, m.clone()));
         }
@@ -145,26 +135,20 @@ impl RaftLog {
     /// Committed entries not yet handed out, in order.
     pub fn take_committed(&mut self) -> Vec<Entry> {
         let lo = self.handed + 1;
-        let out: Vec<Entry> = (lo..=self.committed)
-            .filter_map(|i| self.entry(i).cloned())
-            .collect();
+        let out: Vec<Entry> = (lo..=self.committed).filter_map(|i| self.entry(i).cloned()).collect();
         self.handed = self.committed;
         out
     }
 
     /// The latest appended configuration: the one in force on this node.
     pub fn active_membership(&self) -> &Membership {
-        self.configs
-            .last()
-            .map_or(&self.snapshot.meta.membership, |(_, m)| m)
+        self.configs.last().map_or(&self.snapshot.meta.membership, |(_, m)| m)
     }
 
     /// Index of the latest appended config entry (the snapshot index when the
     /// log holds none).
     pub fn active_config_index(&self) -> u64 {
-        self.configs
-            .last()
-            .map_or(self.snapshot.meta.index, |(i, _)| *i)
+        self.configs.last().map_or(self.snapshot.meta.index, |(i, _)| *i)
     }
 
     /// The latest configuration at or below the commit index, with its index.
@@ -173,17 +157,13 @@ impl RaftLog {
             .iter()
             .rev()
             .find(|(i, _)| *i <= self.committed)
-            .map_or(
-                (self.snapshot.meta.index, &self.snapshot.meta.membership),
-                |(i, m)| (*i, m),
-            )
+            .map_or((self.snapshot.meta.index, &self.snapshot.meta.membership), |(i, m)| (*i, m))
     }
 
     /// Whether a log ending at (`last_index`, `last_term`) is at least as up
     /// to date as ours (Raft §5.4.1).
     pub fn is_up_to_date(&self, last_index: u64, last_term: u64) -> bool {
-        last_term > self.last_term()
-            || (last_term == self.last_term() && last_index >= self.last_index())
+        last_term > self.last_term() || (last_term == self.last_term() && last_index >= self.last_index())
     }
 
     /// First index of the run of `term` that ends at `index` (bounded below by
@@ -198,12 +178,7 @@ impl RaftLog {
 
     /// Last index holding an entry of `term`, if any (leader side of the hint).
     pub fn last_index_of_term(&self, term: u64) -> Option<u64> {
-        self.entries
-            .iter()
-            .rev()
-            .find(|e| e.term <= term)
-            .filter(|e| e.term == term)
-            .map(|e| e.index)
+        self.entries.iter().rev().find(|e| e.term <= term).filter(|e| e.term == term).map(|e| e.index)
     }
 
     /// Folds entries `..=index` into a snapshot with `data`. Only handed-out
@@ -219,14 +194,7 @@ impl RaftLog {
         let drop = (index - self.snapshot.meta.index) as usize;
         self.entries.drain(..drop);
         self.configs.retain(|(i, _)| *i > index);
-        self.snapshot = Arc::new(Snapshot {
-            meta: SnapshotMeta {
-                index,
-                term,
-                membership,
-            },
-            data,
-        });
+        self.snapshot = Arc::new(Snapshot { meta: SnapshotMeta { index, term, membership }, data });
         true
     }
 
@@ -271,11 +239,7 @@ mod tests {
     use super::*;
 
     fn entry(term: u64, index: u64) -> Entry {
-        Entry {
-            term,
-            index,
-            kind: EntryKind::Normal(vec![index as u8]),
-        }
+        Entry { term, index, kind: EntryKind::Normal(vec![index as u8]) }
     }
 
     fn log_with_terms(terms: &[u64]) -> RaftLog {
@@ -311,29 +275,18 @@ mod tests {
     fn config_history_follows_truncation() {
         let mut log = log_with_terms(&[1]);
         let m = Membership::with_voters(&[1, 2, 4]);
-        log.append(Entry {
-            term: 1,
-            index: 2,
-            kind: EntryKind::Config(m.clone()),
-        });
+        log.append(Entry { term: 1, index: 2, kind: EntryKind::Config(m.clone()) });
         assert_eq!(log.active_membership(), &m);
         assert_eq!(log.committed_membership().1.voters.len(), 3);
         log.truncate_from(2);
-        assert_eq!(
-            log.active_membership(),
-            &Membership::with_voters(&[1, 2, 3])
-        );
+        assert_eq!(log.active_membership(), &Membership::with_voters(&[1, 2, 3]));
     }
 
     #[test]
     fn install_snapshot_keeps_matching_suffix() {
         let mut log = log_with_terms(&[1, 1, 2]);
         let snap = Snapshot {
-            meta: SnapshotMeta {
-                index: 2,
-                term: 1,
-                membership: Membership::with_voters(&[1, 2, 3]),
-            },
+            meta: SnapshotMeta { index: 2, term: 1, membership: Membership::with_voters(&[1, 2, 3]) },
             data: vec![9],
         };
         assert!(log.install_snapshot(snap));
@@ -345,11 +298,7 @@ mod tests {
     #[test]
     fn install_snapshot_over_divergent_log_forgets_its_configs() {
         let mut log = log_with_terms(&[1]);
-        log.append(Entry {
-            term: 1,
-            index: 2,
-            kind: EntryKind::Config(Membership::with_voters(&[1, 2, 9])),
-        });
+        log.append(Entry { term: 1, index: 2, kind: EntryKind::Config(Membership::with_voters(&[1, 2, 9])) });
         log.append(entry(1, 3));
         let snap_members = Membership::with_voters(&[1, 2, 3]);
         let snap = Snapshot {

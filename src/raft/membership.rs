@@ -31,10 +31,7 @@ pub enum VoteResult {
 impl Membership {
     /// A simple (non-joint) configuration with these voters and no learners.
     pub fn with_voters(voters: &[NodeId]) -> Membership {
-        Membership {
-            voters: voters.iter().copied().collect(),
-            ..Membership::default()
-        }
+        Membership { voters: voters.iter().copied().collect(), ..Membership::default() }
     }
 
     /// True while in joint consensus (C_old,new).
@@ -86,11 +83,7 @@ impl Membership {
     /// Tallies votes (`true` = granted) over both halves.
     pub fn vote_result(&self, votes: &BTreeMap<NodeId, bool>) -> VoteResult {
         let incoming = half_result(&self.voters, votes);
-        let outgoing = if self.is_joint() {
-            half_result(&self.outgoing, votes)
-        } else {
-            VoteResult::Won
-        };
+        let outgoing = if self.is_joint() { half_result(&self.outgoing, votes) } else { VoteResult::Won };
         match (incoming, outgoing) {
             (VoteResult::Lost, _) | (_, VoteResult::Lost) => VoteResult::Lost,
             (VoteResult::Won, VoteResult::Won) => VoteResult::Won,
@@ -116,10 +109,7 @@ fn half_result(set: &BTreeSet<NodeId>, votes: &BTreeMap<NodeId, bool>) -> VoteRe
     }
     let quorum = set.len() / 2 + 1;
     let granted = set.iter().filter(|id| votes.get(id) == Some(&true)).count();
-    let rejected = set
-        .iter()
-        .filter(|id| votes.get(id) == Some(&false))
-        .count();
+    let rejected = set.iter().filter(|id| votes.get(id) == Some(&false)).count();
     if granted >= quorum {
         VoteResult::Won
     } else if rejected > set.len() - quorum {
@@ -174,8 +164,7 @@ mod tests {
     #[test]
     fn joint_vote_lost_when_one_half_lost() {
         let m = joint(&[1, 2, 3], &[1, 4, 5]);
-        let votes: BTreeMap<NodeId, bool> =
-            [(1, true), (2, true), (3, true), (4, false), (5, false)].into();
+        let votes: BTreeMap<NodeId, bool> = [(1, true), (2, true), (3, true), (4, false), (5, false)].into();
         assert_eq!(m.vote_result(&votes), VoteResult::Lost);
         let votes: BTreeMap<NodeId, bool> = [(1, true), (2, true), (4, true)].into();
         assert_eq!(m.vote_result(&votes), VoteResult::Won);

@@ -49,11 +49,7 @@ impl Raft {
             return Err(RaftError::InvalidConfig("voter set unchanged"));
         }
         let learners = current.learners.difference(&voters).copied().collect();
-        let joint = Membership {
-            voters,
-            outgoing: current.voters,
-            learners,
-        };
+        let joint = Membership { voters, outgoing: current.voters, learners };
         Ok(self.append_as_leader(EntryKind::Config(joint)))
     }
 
@@ -62,9 +58,7 @@ impl Raft {
     pub fn replace_voter(&mut self, old: NodeId, new: NodeId) -> Result<u64, RaftError> {
         let current = self.config_change_base()?;
         if !current.voters.contains(&old) || current.voters.contains(&new) {
-            return Err(RaftError::InvalidConfig(
-                "old must be a voter and new must not",
-            ));
+            return Err(RaftError::InvalidConfig("old must be a voter and new must not"));
         }
         let mut voters = current.voters.clone();
         voters.remove(&old);
@@ -111,11 +105,7 @@ impl Raft {
     }
 
     fn append_leave_joint(&mut self, joint: Membership) -> u64 {
-        let next = Membership {
-            voters: joint.voters,
-            outgoing: BTreeSet::new(),
-            learners: joint.learners,
-        };
+        let next = Membership { voters: joint.voters, outgoing: BTreeSet::new(), learners: joint.learners };
         self.append_as_leader(EntryKind::Config(next))
     }
 
@@ -127,9 +117,7 @@ impl Raft {
     /// timeout.
     pub fn transfer_leadership(&mut self, to: NodeId) -> Result<(), RaftError> {
         if self.role != Role::Leader {
-            return Err(RaftError::NotLeader {
-                leader: self.leader_id,
-            });
+            return Err(RaftError::NotLeader { leader: self.leader_id });
         }
         if to == self.cfg.id {
             return Ok(());
@@ -137,11 +125,8 @@ impl Raft {
         if !self.log.active_membership().is_voter(to) || !self.progress.contains_key(&to) {
             return Err(RaftError::InvalidConfig("transfer target is not a voter"));
         }
-        self.transfer = Some(Transfer {
-            to,
-            deadline_ms: self.now_ms + self.cfg.election_ms,
-            timeout_now_sent: false,
-        });
+        self.transfer =
+            Some(Transfer { to, deadline_ms: self.now_ms + self.cfg.election_ms, timeout_now_sent: false });
         self.maybe_send_timeout_now(to);
         Ok(())
     }
@@ -170,9 +155,7 @@ impl Raft {
     /// leadership drops its pending reads silently.
     pub fn read_index(&mut self, ctx: u64) -> Result<(), RaftError> {
         if self.role != Role::Leader {
-            return Err(RaftError::NotLeader {
-                leader: self.leader_id,
-            });
+            return Err(RaftError::NotLeader { leader: self.leader_id });
         }
         if self.log.term_at(self.log.committed()) != Some(self.term) {
             self.waiting_reads.push(ctx);
@@ -184,11 +167,7 @@ impl Raft {
 
     fn start_read(&mut self, ctx: u64) {
         self.read_seq += 1;
-        self.pending_reads.push(PendingRead {
-            ctx,
-            index: self.log.committed(),
-            seq: self.read_seq,
-        });
+        self.pending_reads.push(PendingRead { ctx, index: self.log.committed(), seq: self.read_seq });
         self.heartbeat_requested = true;
         self.resolve_reads();
     }
@@ -217,7 +196,6 @@ impl Raft {
         let (done, waiting): (Vec<PendingRead>, Vec<PendingRead>) =
             self.pending_reads.drain(..).partition(|r| r.seq <= acked);
         self.pending_reads = waiting;
-        self.read_states
-            .extend(done.into_iter().map(|r| (r.ctx, r.index)));
+        self.read_states.extend(done.into_iter().map(|r| (r.ctx, r.index)));
     }
 }

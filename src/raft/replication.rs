@@ -36,8 +36,7 @@ impl Raft {
         }
         // Why trim: entries up to our commit index are final and identical
         // on every node; only what follows can conflict.
-        let (prev_index, prev_term, entries) =
-            trim_committed(prev_index, prev_term, entries, committed);
+        let (prev_index, prev_term, entries) = trim_committed(prev_index, prev_term, entries, committed);
         match self.log.term_at(prev_index) {
             None => self.reply_append_reject(from, prev_index, None, self.log.last_index() + 1),
             Some(t) if t != prev_term => {
@@ -82,16 +81,7 @@ impl Raft {
 
     fn reply_append_ok(&mut self, to: NodeId, index: u64) {
         let term = self.term;
-        self.send(
-            to,
-            Message::AppendResp {
-                term,
-                success: true,
-                index,
-                conflict_term: None,
-                hint_index: 0,
-            },
-        );
+        self.send(to, Message::AppendResp { term, success: true, index, conflict_term: None, hint_index: 0 });
     }
 
     fn reply_append_reject(
@@ -104,13 +94,7 @@ impl Raft {
         let term = self.term;
         self.send(
             to,
-            Message::AppendResp {
-                term,
-                success: false,
-                index: rejected,
-                conflict_term,
-                hint_index,
-            },
+            Message::AppendResp { term, success: false, index: rejected, conflict_term, hint_index },
         );
     }
 
@@ -265,12 +249,7 @@ impl Raft {
         let entries = if tail_probe {
             Vec::new()
         } else {
-            self.log.slice(
-                pr.next,
-                last,
-                self.cfg.max_append_entries,
-                self.cfg.max_append_bytes,
-            )
+            self.log.slice(pr.next, last, self.cfg.max_append_entries, self.cfg.max_append_bytes)
         };
         let msg_last = prev + entries.len() as u64;
         let commit = self.log.committed();
@@ -280,16 +259,7 @@ impl Raft {
         pr.on_sent(msg_last, count);
         pr.sent_commit = pr.sent_commit.max(commit.min(msg_last));
         let term = self.term;
-        self.send(
-            id,
-            Message::Append {
-                term,
-                prev_index: prev,
-                prev_term,
-                entries,
-                commit,
-            },
-        );
+        self.send(id, Message::Append { term, prev_index: prev, prev_term, entries, commit });
         !tail_probe
     }
 
@@ -321,14 +291,7 @@ impl Raft {
         };
         let commit = commit.min(pr.matched);
         pr.sent_commit = pr.sent_commit.max(commit);
-        self.send(
-            id,
-            Message::Heartbeat {
-                term,
-                commit,
-                read_seq,
-            },
-        );
+        self.send(id, Message::Heartbeat { term, commit, read_seq });
     }
 }
 
@@ -363,9 +326,5 @@ fn trim_committed(
     }
     let skip = (committed - prev_index) as usize;
     let new_prev_term = entries[skip - 1].term;
-    (
-        committed,
-        new_prev_term,
-        entries.into_iter().skip(skip).collect(),
-    )
+    (committed, new_prev_term, entries.into_iter().skip(skip).collect())
 }

@@ -54,13 +54,7 @@ impl Raft {
         true
     }
 
-    pub(super) fn handle_snapshot_resp(
-        &mut self,
-        from: NodeId,
-        index: u64,
-        next_offset: u64,
-        done: bool,
-    ) {
+    pub(super) fn handle_snapshot_resp(&mut self, from: NodeId, index: u64, next_offset: u64, done: bool) {
         if self.role != Role::Leader || index > self.log.last_index() {
             return;
         }
@@ -151,14 +145,6 @@ impl Raft {
 
     fn reply_snapshot(&mut self, to: NodeId, index: u64, next_offset: u64, done: bool) {
         let term = self.term;
-        self.send(
-            to,
-            Message::InstallSnapshotResp {
-                term,
-                index,
-                next_offset,
-                done,
-            },
-        );
+        self.send(to, Message::InstallSnapshotResp { term, index, next_offset, done });
     }
 }

@@ -95,11 +95,7 @@ pub fn encode(msg: &Message, out: &mut Vec<u8>) -> Result<(), WireError> {
 /// Writes `op · body` (no length prefix).
 pub fn encode_body(msg: &Message, out: &mut Vec<u8>) -> Result<(), WireError> {
     match msg {
-        Message::PreVote {
-            term,
-            last_index,
-            last_term,
-        } => {
+        Message::PreVote { term, last_index, last_term } => {
             out.push(op::PRE_VOTE);
             put_u64s(out, &[*term, *last_index, *last_term]);
         }
@@ -108,12 +104,7 @@ pub fn encode_body(msg: &Message, out: &mut Vec<u8>) -> Result<(), WireError> {
             put_u64s(out, &[*term]);
             out.push(*granted as u8);
         }
-        Message::Vote {
-            term,
-            last_index,
-            last_term,
-            transfer,
-        } => {
+        Message::Vote { term, last_index, last_term, transfer } => {
             out.push(op::VOTE);
             put_u64s(out, &[*term, *last_index, *last_term]);
             out.push(*transfer as u8);
@@ -123,13 +114,7 @@ pub fn encode_body(msg: &Message, out: &mut Vec<u8>) -> Result<(), WireError> {
             put_u64s(out, &[*term]);
             out.push(*granted as u8);
         }
-        Message::Append {
-            term,
-            prev_index,
-            prev_term,
-            entries,
-            commit,
-        } => {
+        Message::Append { term, prev_index, prev_term, entries, commit } => {
             out.push(op::APPEND);
             put_u64s(out, &[*term, *prev_index, *prev_term, *commit]);
             if entries.len() > ENTRIES_PER_APPEND_MAX {
@@ -140,13 +125,7 @@ pub fn encode_body(msg: &Message, out: &mut Vec<u8>) -> Result<(), WireError> {
                 encode_entry(e, out)?;
             }
         }
-        Message::AppendResp {
-            term,
-            success,
-            index,
-            conflict_term,
-            hint_index,
-        } => {
+        Message::AppendResp { term, success, index, conflict_term, hint_index } => {
             out.push(op::APPEND_RESP);
             put_u64s(out, &[*term]);
             out.push(*success as u8);
@@ -154,11 +133,7 @@ pub fn encode_body(msg: &Message, out: &mut Vec<u8>) -> Result<(), WireError> {
             out.push(conflict_term.is_some() as u8);
             put_u64s(out, &[conflict_term.unwrap_or(0), *hint_index]);
         }
-        Message::Heartbeat {
-            term,
-            commit,
-            read_seq,
-        } => {
+        Message::Heartbeat { term, commit, read_seq } => {
             out.push(op::HEARTBEAT);
             put_u64s(out, &[*term, *commit, *read_seq]);
         }
@@ -166,13 +141,7 @@ pub fn encode_body(msg: &Message, out: &mut Vec<u8>) -> Result<(), WireError> {
             out.push(op::HEARTBEAT_RESP);
             put_u64s(out, &[*term, *read_seq]);
         }
-        Message::InstallSnapshot {
-            term,
-            meta,
-            offset,
-            data,
-            done,
-        } => {
+        Message::InstallSnapshot { term, meta, offset, data, done } => {
             out.push(op::INSTALL_SNAPSHOT);
             put_u64s(out, &[*term]);
             encode_meta(meta, out)?;
@@ -180,12 +149,7 @@ pub fn encode_body(msg: &Message, out: &mut Vec<u8>) -> Result<(), WireError> {
             out.push(*done as u8);
             put_bytes(out, data, SNAPSHOT_CHUNK_MAX_BYTES)?;
         }
-        Message::InstallSnapshotResp {
-            term,
-            index,
-            next_offset,
-            done,
-        } => {
+        Message::InstallSnapshotResp { term, index, next_offset, done } => {
             out.push(op::INSTALL_SNAPSHOT_RESP);
             put_u64s(out, &[*term, *index, *next_offset]);
             out.push(*done as u8);
@@ -274,36 +238,16 @@ pub fn decode_body(frame: &[u8]) -> Result<Message, WireError> {
     let mut r = Reader { buf: frame, pos: 0 };
     let op = r.u8()?;
     let msg = match op {
-        op::PRE_VOTE => Message::PreVote {
-            term: r.u64()?,
-            last_index: r.u64()?,
-            last_term: r.u64()?,
-        },
-        op::PRE_VOTE_RESP => Message::PreVoteResp {
-            term: r.u64()?,
-            granted: r.bool()?,
-        },
-        op::VOTE => Message::Vote {
-            term: r.u64()?,
-            last_index: r.u64()?,
-            last_term: r.u64()?,
-            transfer: r.bool()?,
-        },
-        op::VOTE_RESP => Message::VoteResp {
-            term: r.u64()?,
-            granted: r.bool()?,
-        },
+        op::PRE_VOTE => Message::PreVote { term: r.u64()?, last_index: r.u64()?, last_term: r.u64()? },
+        op::PRE_VOTE_RESP => Message::PreVoteResp { term: r.u64()?, granted: r.bool()? },
+        op::VOTE => {
+            Message::Vote { term: r.u64()?, last_index: r.u64()?, last_term: r.u64()?, transfer: r.bool()? }
+        }
+        op::VOTE_RESP => Message::VoteResp { term: r.u64()?, granted: r.bool()? },
         op::APPEND => decode_append(&mut r)?,
         op::APPEND_RESP => decode_append_resp(&mut r)?,
-        op::HEARTBEAT => Message::Heartbeat {
-            term: r.u64()?,
-            commit: r.u64()?,
-            read_seq: r.u64()?,
-        },
-        op::HEARTBEAT_RESP => Message::HeartbeatResp {
-            term: r.u64()?,
-            read_seq: r.u64()?,
-        },
+        op::HEARTBEAT => Message::Heartbeat { term: r.u64()?, commit: r.u64()?, read_seq: r.u64()? },
+        op::HEARTBEAT_RESP => Message::HeartbeatResp { term: r.u64()?, read_seq: r.u64()? },
         op::INSTALL_SNAPSHOT => Message::InstallSnapshot {
             term: r.u64()?,
             meta: decode_meta(&mut r)?,
@@ -318,10 +262,7 @@ pub fn decode_body(frame: &[u8]) -> Result<Message, WireError> {
             done: r.bool()?,
         },
         op::TIMEOUT_NOW => Message::TimeoutNow { term: r.u64()? },
-        op::REMOVED => Message::Removed {
-            term: r.u64()?,
-            config_index: r.u64()?,
-        },
+        op::REMOVED => Message::Removed { term: r.u64()?, config_index: r.u64()? },
         other => return Err(WireError::UnknownOp(other)),
     };
     r.finish()?;
@@ -342,13 +283,7 @@ fn decode_append(r: &mut Reader<'_>) -> Result<Message, WireError> {
     for _ in 0..count {
         entries.push(decode_entry_from(r)?);
     }
-    Ok(Message::Append {
-        term,
-        prev_index,
-        prev_term,
-        entries,
-        commit,
-    })
+    Ok(Message::Append { term, prev_index, prev_term, entries, commit })
 }
 
 fn decode_append_resp(r: &mut Reader<'_>) -> Result<Message, WireError> {
@@ -391,19 +326,11 @@ fn decode_entry_from(r: &mut Reader<'_>) -> Result<Entry, WireError> {
 }
 
 fn decode_meta(r: &mut Reader<'_>) -> Result<SnapshotMeta, WireError> {
-    Ok(SnapshotMeta {
-        index: r.u64()?,
-        term: r.u64()?,
-        membership: decode_membership(r)?,
-    })
+    Ok(SnapshotMeta { index: r.u64()?, term: r.u64()?, membership: decode_membership(r)? })
 }
 
 fn decode_membership(r: &mut Reader<'_>) -> Result<Membership, WireError> {
-    Ok(Membership {
-        voters: decode_set(r)?,
-        outgoing: decode_set(r)?,
-        learners: decode_set(r)?,
-    })
+    Ok(Membership { voters: decode_set(r)?, outgoing: decode_set(r)?, learners: decode_set(r)? })
 }
 
 /// `count u16 · ids u64…`, strictly ascending (one canonical encoding).
@@ -515,11 +442,7 @@ mod tests {
     #[test]
     fn heartbeat_layout_is_exact() {
         let mut buf = Vec::new();
-        let msg = Message::Heartbeat {
-            term: 1,
-            commit: 2,
-            read_seq: 3,
-        };
+        let msg = Message::Heartbeat { term: 1, commit: 2, read_seq: 3 };
         encode(&msg, &mut buf).unwrap();
         let mut want = vec![0, 0, 0, 25, b'h'];
         for v in [1u64, 2, 3] {
@@ -536,21 +459,9 @@ mod tests {
             prev_term: 4,
             commit: 8,
             entries: vec![
-                Entry {
-                    term: 5,
-                    index: 10,
-                    kind: EntryKind::Noop,
-                },
-                Entry {
-                    term: 5,
-                    index: 11,
-                    kind: EntryKind::Normal(b"hello".to_vec()),
-                },
-                Entry {
-                    term: 5,
-                    index: 12,
-                    kind: EntryKind::Config(members(&[1, 2, 4], &[1, 2, 3], &[7])),
-                },
+                Entry { term: 5, index: 10, kind: EntryKind::Noop },
+                Entry { term: 5, index: 11, kind: EntryKind::Normal(b"hello".to_vec()) },
+                Entry { term: 5, index: 12, kind: EntryKind::Config(members(&[1, 2, 4], &[1, 2, 3], &[7])) },
             ],
         };
         assert_eq!(roundtrip(&msg), msg);
@@ -570,10 +481,7 @@ mod tests {
     #[test]
     fn bad_lengths_and_fields_are_rejected() {
         assert_eq!(decode(&[0, 0, 0, 0]), Err(WireError::FrameLen(0)));
-        assert!(matches!(
-            decode(&[0xff, 0xff, 0xff, 0xff, b'h']),
-            Err(WireError::FrameLen(_))
-        ));
+        assert!(matches!(decode(&[0xff, 0xff, 0xff, 0xff, b'h']), Err(WireError::FrameLen(_))));
         assert_eq!(decode_body(b"Z"), Err(WireError::UnknownOp(b'Z')));
         // Vote with transfer = 2.
         let mut body = vec![b'v'];
@@ -597,11 +505,7 @@ mod tests {
 
     #[test]
     fn oversized_entry_is_not_encoded() {
-        let e = Entry {
-            term: 1,
-            index: 1,
-            kind: EntryKind::Normal(vec![0; ENTRY_DATA_MAX_BYTES + 1]),
-        };
+        let e = Entry { term: 1, index: 1, kind: EntryKind::Normal(vec![0; ENTRY_DATA_MAX_BYTES + 1]) };
         assert!(encode_entry(&e, &mut Vec::new()).is_err());
     }
 
@@ -623,11 +527,7 @@ mod tests {
             proptest::collection::vec(any::<u8>(), 0..64).prop_map(EntryKind::Normal),
             arb_membership().prop_map(EntryKind::Config),
         ];
-        (any::<u64>(), any::<u64>(), kind).prop_map(|(term, index, kind)| Entry {
-            term,
-            index,
-            kind,
-        })
+        (any::<u64>(), any::<u64>(), kind).prop_map(|(term, index, kind)| Entry { term, index, kind })
     }
 
     fn arb_message() -> impl Strategy<Value = Message> {
@@ -640,30 +540,14 @@ mod tests {
             }),
             (u(), any::<bool>()).prop_map(|(term, granted)| Message::PreVoteResp { term, granted }),
             (u(), u(), u(), any::<bool>()).prop_map(|(term, last_index, last_term, transfer)| {
-                Message::Vote {
-                    term,
-                    last_index,
-                    last_term,
-                    transfer,
-                }
+                Message::Vote { term, last_index, last_term, transfer }
             }),
             (u(), any::<bool>()).prop_map(|(term, granted)| Message::VoteResp { term, granted }),
-            (
-                u(),
-                u(),
-                u(),
-                u(),
-                proptest::collection::vec(arb_entry(), 0..5)
-            )
-                .prop_map(|(term, prev_index, prev_term, commit, entries)| {
-                    Message::Append {
-                        term,
-                        prev_index,
-                        prev_term,
-                        entries,
-                        commit,
-                    }
-                }),
+            (u(), u(), u(), u(), proptest::collection::vec(arb_entry(), 0..5)).prop_map(
+                |(term, prev_index, prev_term, commit, entries)| {
+                    Message::Append { term, prev_index, prev_term, entries, commit }
+                }
+            ),
             (u(), any::<bool>(), u(), proptest::option::of(u()), u()).prop_map(
                 |(term, success, index, conflict_term, hint_index)| Message::AppendResp {
                     term,
@@ -691,23 +575,14 @@ mod tests {
                 .prop_map(|(term, index, sterm, membership, offset, data, done)| {
                     Message::InstallSnapshot {
                         term,
-                        meta: SnapshotMeta {
-                            index,
-                            term: sterm,
-                            membership,
-                        },
+                        meta: SnapshotMeta { index, term: sterm, membership },
                         offset,
                         data,
                         done,
                     }
                 }),
             (u(), u(), u(), any::<bool>()).prop_map(|(term, index, next_offset, done)| {
-                Message::InstallSnapshotResp {
-                    term,
-                    index,
-                    next_offset,
-                    done,
-                }
+                Message::InstallSnapshotResp { term, index, next_offset, done }
             }),
             u().prop_map(|term| Message::TimeoutNow { term }),
             (u(), u()).prop_map(|(term, config_index)| Message::Removed { term, config_index }),

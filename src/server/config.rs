@@ -72,10 +72,7 @@ impl std::fmt::Display for ConfigError {
 impl std::error::Error for ConfigError {}
 
 fn err(var: &'static str, message: impl Into<String>) -> ConfigError {
-    ConfigError {
-        var,
-        message: message.into(),
-    }
+    ConfigError { var, message: message.into() }
 }
 
 /// PEM files that turn TLS on.
@@ -147,11 +144,7 @@ impl Config {
                     vars.insert(name.to_owned(), value);
                 }
                 Err(_) if name.starts_with("TICKETING_") => {
-                    let var = KNOWN_VARS
-                        .iter()
-                        .find(|v| **v == name)
-                        .copied()
-                        .unwrap_or("TICKETING_*");
+                    let var = KNOWN_VARS.iter().find(|v| **v == name).copied().unwrap_or("TICKETING_*");
                     return Err(err(var, format!("{name} is not valid UTF-8")));
                 }
                 Err(_) => {}
@@ -165,27 +158,16 @@ impl Config {
         let listen_text = get("TICKETING_LISTEN").unwrap_or_else(|| DEFAULT_LISTEN.to_owned());
         let listen = resolve("TICKETING_LISTEN", &listen_text)?;
         let auth_token = secret(get, "TICKETING_AUTH_TOKEN", "TICKETING_AUTH_TOKEN_FILE")?
-            .ok_or_else(|| {
-                err(
-                    "TICKETING_AUTH_TOKEN",
-                    "required (or TICKETING_AUTH_TOKEN_FILE)",
-                )
-            })?;
-        let peer_auth_token = secret(
-            get,
-            "TICKETING_PEER_AUTH_TOKEN",
-            "TICKETING_PEER_AUTH_TOKEN_FILE",
-        )?
-        .unwrap_or_else(|| auth_token.clone());
+            .ok_or_else(|| err("TICKETING_AUTH_TOKEN", "required (or TICKETING_AUTH_TOKEN_FILE)"))?;
+        let peer_auth_token = secret(get, "TICKETING_PEER_AUTH_TOKEN", "TICKETING_PEER_AUTH_TOKEN_FILE")?
+            .unwrap_or_else(|| auth_token.clone());
         let tls = tls_files(get)?;
         let heartbeat_ms = number(get, "TICKETING_HEARTBEAT_MS", 200, 10, 60_000)?;
         let election_ms = number(get, "TICKETING_ELECTION_MS", 2000, 50, 600_000)?;
         if election_ms < 2 * heartbeat_ms {
             return Err(err(
                 "TICKETING_ELECTION_MS",
-                format!(
-                    "{election_ms} must be at least twice TICKETING_HEARTBEAT_MS ({heartbeat_ms})"
-                ),
+                format!("{election_ms} must be at least twice TICKETING_HEARTBEAT_MS ({heartbeat_ms})"),
             ));
         }
         let max_waiters = number(
@@ -199,10 +181,7 @@ impl Config {
             None => None,
             Some(text) => match text.trim().parse::<u64>() {
                 Ok(0) | Err(_) => {
-                    return Err(err(
-                        "TICKETING_NODE_ID",
-                        format!("{text:?} is not a non-zero u64"),
-                    ))
+                    return Err(err("TICKETING_NODE_ID", format!("{text:?} is not a non-zero u64")))
                 }
                 Ok(id) => Some(id),
             },
@@ -226,9 +205,7 @@ impl Config {
 
 fn resolve(var: &'static str, text: &str) -> Result<SocketAddr, ConfigError> {
     match text.to_socket_addrs() {
-        Ok(mut addrs) => addrs
-            .next()
-            .ok_or_else(|| err(var, format!("{text:?} resolves to no address"))),
+        Ok(mut addrs) => addrs.next().ok_or_else(|| err(var, format!("{text:?} resolves to no address"))),
         Err(e) => Err(err(var, format!("{text:?} is not host:port ({e})"))),
     }
 }
@@ -245,10 +222,7 @@ fn number(
     };
     match text.trim().parse::<u64>() {
         Ok(v) if (min..=max).contains(&v) => Ok(v),
-        _ => Err(err(
-            var,
-            format!("{text:?} is not a whole number in {min}..={max}"),
-        )),
+        _ => Err(err(var, format!("{text:?} is not a whole number in {min}..={max}"))),
     }
 }
 
@@ -259,16 +233,11 @@ fn secret(
     file_var: &'static str,
 ) -> Result<Option<Vec<u8>>, ConfigError> {
     let value = match (get(var), get(file_var)) {
-        (Some(_), Some(_)) => {
-            return Err(err(
-                var,
-                format!("set either {var} or {file_var}, not both"),
-            ))
-        }
+        (Some(_), Some(_)) => return Err(err(var, format!("set either {var} or {file_var}, not both"))),
         (Some(inline), None) => (var, inline.into_bytes()),
         (None, Some(path)) => {
-            let mut bytes = std::fs::read(&path)
-                .map_err(|e| err(file_var, format!("cannot read {path:?}: {e}")))?;
+            let mut bytes =
+                std::fs::read(&path).map_err(|e| err(file_var, format!("cannot read {path:?}: {e}")))?;
             if bytes.ends_with(b"\n") {
                 bytes.pop();
                 if bytes.ends_with(b"\r") {
@@ -283,10 +252,7 @@ fn secret(
     if bytes.len() < AUTH_TOKEN_LEN_MIN {
         return Err(err(
             source,
-            format!(
-                "the secret is {} bytes; at least {AUTH_TOKEN_LEN_MIN} are required",
-                bytes.len()
-            ),
+            format!("the secret is {} bytes; at least {AUTH_TOKEN_LEN_MIN} are required", bytes.len()),
         ));
     }
     Ok(Some(bytes))
@@ -298,41 +264,18 @@ fn tls_files(get: &dyn Fn(&str) -> Option<String>) -> Result<Option<TlsFiles>, C
     let ca = get("TICKETING_TLS_CA").map(PathBuf::from);
     let files = match (cert, key) {
         (None, None) => return Ok(None),
-        (Some(_), None) => {
-            return Err(err(
-                "TICKETING_TLS_KEY",
-                "required when TICKETING_TLS_CERT is set",
-            ))
-        }
-        (None, Some(_)) => {
-            return Err(err(
-                "TICKETING_TLS_CERT",
-                "required when TICKETING_TLS_KEY is set",
-            ))
-        }
-        (Some(cert), Some(key)) => TlsFiles {
-            cert: cert.into(),
-            key: key.into(),
-            ca,
-        },
+        (Some(_), None) => return Err(err("TICKETING_TLS_KEY", "required when TICKETING_TLS_CERT is set")),
+        (None, Some(_)) => return Err(err("TICKETING_TLS_CERT", "required when TICKETING_TLS_KEY is set")),
+        (Some(cert), Some(key)) => TlsFiles { cert: cert.into(), key: key.into(), ca },
     };
-    for (var, path) in [
-        ("TICKETING_TLS_CERT", &files.cert),
-        ("TICKETING_TLS_KEY", &files.key),
-    ] {
+    for (var, path) in [("TICKETING_TLS_CERT", &files.cert), ("TICKETING_TLS_KEY", &files.key)] {
         if !path.is_file() {
-            return Err(err(
-                var,
-                format!("{} is not a readable file", path.display()),
-            ));
+            return Err(err(var, format!("{} is not a readable file", path.display())));
         }
     }
     if let Some(ca) = &files.ca {
         if !ca.is_file() {
-            return Err(err(
-                "TICKETING_TLS_CA",
-                format!("{} is not a readable file", ca.display()),
-            ));
+            return Err(err("TICKETING_TLS_CA", format!("{} is not a readable file", ca.display())));
         }
     }
     Ok(Some(files))
@@ -346,34 +289,19 @@ fn cluster_config(
     let state = match get("TICKETING_CLUSTER_STATE").as_deref().map(str::trim) {
         None | Some("new") => ClusterState::New,
         Some("join") => ClusterState::Join,
-        Some(other) => {
-            return Err(err(
-                "TICKETING_CLUSTER_STATE",
-                format!("{other:?} is not new or join"),
-            ))
-        }
+        Some(other) => return Err(err("TICKETING_CLUSTER_STATE", format!("{other:?} is not new or join"))),
     };
     let Some(peers_text) = get("TICKETING_CLUSTER_PEERS") else {
         if get("TICKETING_CLUSTER_SELF").is_some() {
-            return Err(err(
-                "TICKETING_CLUSTER_PEERS",
-                "required when TICKETING_CLUSTER_SELF is set",
-            ));
+            return Err(err("TICKETING_CLUSTER_PEERS", "required when TICKETING_CLUSTER_SELF is set"));
         }
         return Ok(None);
     };
     let mut peers: Vec<Peer> = Vec::new();
-    for item in peers_text
-        .split(',')
-        .map(str::trim)
-        .filter(|s| !s.is_empty())
-    {
+    for item in peers_text.split(',').map(str::trim).filter(|s| !s.is_empty()) {
         let peer = parse_peer(item).map_err(|m| err("TICKETING_CLUSTER_PEERS", m))?;
         if peers.iter().any(|p| p.id == peer.id) {
-            return Err(err(
-                "TICKETING_CLUSTER_PEERS",
-                format!("node id {} appears twice", peer.id),
-            ));
+            return Err(err("TICKETING_CLUSTER_PEERS", format!("node id {} appears twice", peer.id)));
         }
         peers.push(peer);
     }
@@ -385,59 +313,37 @@ fn cluster_config(
         if peers.len() != 3 && peers.len() != 5 {
             return Err(err(
                 "TICKETING_CLUSTER_PEERS",
-                format!(
-                    "a new cluster has exactly 3 or 5 voters; {} are listed",
-                    peers.len()
-                ),
+                format!("a new cluster has exactly 3 or 5 voters; {} are listed", peers.len()),
             ));
         }
         if let Some(id) = node_id {
             match peers.iter().find(|p| p.id == id) {
                 None => {
-                    return Err(err(
-                        "TICKETING_CLUSTER_PEERS",
-                        format!("this node's id {id} is not listed"),
-                    ))
+                    return Err(err("TICKETING_CLUSTER_PEERS", format!("this node's id {id} is not listed")))
                 }
                 Some(me) if me.addr != self_addr => {
                     return Err(err(
                         "TICKETING_CLUSTER_SELF",
-                        format!(
-                            "{self_addr:?} differs from the address listed for node {id}: {:?}",
-                            me.addr
-                        ),
+                        format!("{self_addr:?} differs from the address listed for node {id}: {:?}", me.addr),
                     ))
                 }
                 Some(_) => {}
             }
         }
     } else if peers.is_empty() {
-        return Err(err(
-            "TICKETING_CLUSTER_PEERS",
-            "a joining node needs at least one existing member",
-        ));
+        return Err(err("TICKETING_CLUSTER_PEERS", "a joining node needs at least one existing member"));
     }
-    Ok(Some(ClusterConfig {
-        self_addr,
-        peers,
-        state,
-        peer_auth_token,
-    }))
+    Ok(Some(ClusterConfig { self_addr, peers, state, peer_auth_token }))
 }
 
 fn parse_peer(item: &str) -> Result<Peer, String> {
-    let (id, addr) = item
-        .split_once('@')
-        .ok_or_else(|| format!("{item:?} is not id@host:port"))?;
+    let (id, addr) = item.split_once('@').ok_or_else(|| format!("{item:?} is not id@host:port"))?;
     let id: u64 = match id.parse() {
         Ok(0) | Err(_) => return Err(format!("{id:?} in {item:?} is not a non-zero u64")),
         Ok(id) => id,
     };
     check_addr("TICKETING_CLUSTER_PEERS", addr).map_err(|e| e.message)?;
-    Ok(Peer {
-        id,
-        addr: addr.to_owned(),
-    })
+    Ok(Peer { id, addr: addr.to_owned() })
 }
 
 /// A client address: `host:port`, short enough for a `str8`, with a port that leaves
@@ -451,12 +357,7 @@ fn check_addr(var: &'static str, addr: &str) -> Result<(), ConfigError> {
     };
     match port.parse::<u16>() {
         Ok(p) if p > 0 && p <= u16::MAX - 1000 => {}
-        _ => {
-            return Err(err(
-                var,
-                format!("port in {addr:?} must be 1..=64535 (peer port = port + 1000)"),
-            ))
-        }
+        _ => return Err(err(var, format!("port in {addr:?} must be 1..=64535 (peer port = port + 1000)"))),
     }
     if host.is_empty() {
         return Err(err(var, format!("{addr:?} has no host")));
@@ -469,10 +370,8 @@ mod tests {
     use super::*;
 
     fn config(pairs: &[(&str, &str)]) -> Result<Config, ConfigError> {
-        let map: BTreeMap<String, String> = pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect();
+        let map: BTreeMap<String, String> =
+            pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
         Config::from_vars(&|name| map.get(name).cloned())
     }
 
@@ -493,51 +392,20 @@ mod tests {
         let cases: &[(&[(&str, &str)], &str)] = &[
             (&[], "TICKETING_AUTH_TOKEN"),
             (&[("TICKETING_AUTH_TOKEN", "short")], "TICKETING_AUTH_TOKEN"),
-            (
-                &[TOKEN, ("TICKETING_LISTEN", "nonsense")],
-                "TICKETING_LISTEN",
-            ),
-            (
-                &[TOKEN, ("TICKETING_MAX_WAITERS", "0")],
-                "TICKETING_MAX_WAITERS",
-            ),
-            (
-                &[TOKEN, ("TICKETING_MAX_WAITERS", "x")],
-                "TICKETING_MAX_WAITERS",
-            ),
-            (
-                &[TOKEN, ("TICKETING_HEARTBEAT_MS", "-1")],
-                "TICKETING_HEARTBEAT_MS",
-            ),
-            (
-                &[TOKEN, ("TICKETING_ELECTION_MS", "300")],
-                "TICKETING_ELECTION_MS",
-            ),
+            (&[TOKEN, ("TICKETING_LISTEN", "nonsense")], "TICKETING_LISTEN"),
+            (&[TOKEN, ("TICKETING_MAX_WAITERS", "0")], "TICKETING_MAX_WAITERS"),
+            (&[TOKEN, ("TICKETING_MAX_WAITERS", "x")], "TICKETING_MAX_WAITERS"),
+            (&[TOKEN, ("TICKETING_HEARTBEAT_MS", "-1")], "TICKETING_HEARTBEAT_MS"),
+            (&[TOKEN, ("TICKETING_ELECTION_MS", "300")], "TICKETING_ELECTION_MS"),
             (&[TOKEN, ("TICKETING_NODE_ID", "0")], "TICKETING_NODE_ID"),
+            (&[TOKEN, ("TICKETING_TLS_CERT", "/nonexistent")], "TICKETING_TLS_KEY"),
             (
-                &[TOKEN, ("TICKETING_TLS_CERT", "/nonexistent")],
-                "TICKETING_TLS_KEY",
-            ),
-            (
-                &[
-                    TOKEN,
-                    ("TICKETING_TLS_CERT", "/nonexistent"),
-                    ("TICKETING_TLS_KEY", "/x"),
-                ],
+                &[TOKEN, ("TICKETING_TLS_CERT", "/nonexistent"), ("TICKETING_TLS_KEY", "/x")],
                 "TICKETING_TLS_CERT",
             ),
-            (
-                &[TOKEN, ("TICKETING_CLUSTER_STATE", "old")],
-                "TICKETING_CLUSTER_STATE",
-            ),
-            (
-                &[TOKEN, ("TICKETING_AUTH_TOKEN_FILE", "/nonexistent")],
-                "TICKETING_AUTH_TOKEN",
-            ),
-            (
-                &[TOKEN, ("TICKETING_PEER_AUTH_TOKEN", "short")],
-                "TICKETING_PEER_AUTH_TOKEN",
-            ),
+            (&[TOKEN, ("TICKETING_CLUSTER_STATE", "old")], "TICKETING_CLUSTER_STATE"),
+            (&[TOKEN, ("TICKETING_AUTH_TOKEN_FILE", "/nonexistent")], "TICKETING_AUTH_TOKEN"),
+            (&[TOKEN, ("TICKETING_PEER_AUTH_TOKEN", "short")], "TICKETING_PEER_AUTH_TOKEN"),
         ];
         for (pairs, var) in cases {
             let e = config(pairs).unwrap_err();
@@ -547,19 +415,12 @@ mod tests {
 
     #[test]
     fn cluster_needs_three_or_five_voters() {
-        let base = [
-            TOKEN,
-            ("TICKETING_NODE_ID", "1"),
-            ("TICKETING_CLUSTER_SELF", "127.0.0.1:5225"),
-        ];
+        let base = [TOKEN, ("TICKETING_NODE_ID", "1"), ("TICKETING_CLUSTER_SELF", "127.0.0.1:5225")];
         for (peers, ok) in [
             ("1@127.0.0.1:5225", false),
             ("1@127.0.0.1:5225,2@127.0.0.2:5225", false),
             ("1@127.0.0.1:5225,2@127.0.0.2:5225,3@127.0.0.3:5225", true),
-            (
-                "1@127.0.0.1:5225,2@127.0.0.2:5225,3@127.0.0.3:5225,4@127.0.0.4:5225",
-                false,
-            ),
+            ("1@127.0.0.1:5225,2@127.0.0.2:5225,3@127.0.0.3:5225,4@127.0.0.4:5225", false),
             ("1@127.0.0.1:5225,2@a:5225,3@b:5225,4@c:5225,5@d:5225", true),
         ] {
             let mut pairs = base.to_vec();

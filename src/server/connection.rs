@@ -17,9 +17,7 @@ use log::{debug, warn};
 use super::lock_thread::{TableMsg, WriterMsg};
 use super::Shared;
 use crate::lock::ConnId;
-use crate::proto::frame::{
-    decode_request, encode_response, DecodeError, ErrorCode, Request, Response,
-};
+use crate::proto::frame::{decode_request, encode_response, DecodeError, ErrorCode, Request, Response};
 use crate::proto::handshake::{self, HandshakeError, CLIENT_LABELS};
 use crate::proto::io::{FrameReader, ReadError};
 use crate::proto::limits::{HANDSHAKE_TIMEOUT_MS, REQUEST_FRAME_LEN_MAX};
@@ -61,19 +59,13 @@ pub fn serve(tcp: TcpStream, peer: SocketAddr, conn: ConnId, shared: Arc<Shared>
     };
     let deadline = Instant::now() + Duration::from_millis(HANDSHAKE_TIMEOUT_MS);
     if reader.set_deadline(Some(deadline)).is_err()
-        || writer
-            .tcp()
-            .set_write_timeout(Some(Duration::from_millis(HANDSHAKE_TIMEOUT_MS)))
-            .is_err()
+        || writer.tcp().set_write_timeout(Some(Duration::from_millis(HANDSHAKE_TIMEOUT_MS))).is_err()
     {
         return;
     }
     let welcome = || shared.welcome();
     let result = handshake::server_handshake(
-        &mut Duplex {
-            reader: &mut reader,
-            writer: &mut writer,
-        },
+        &mut Duplex { reader: &mut reader, writer: &mut writer },
         &shared.auth_key,
         &CLIENT_LABELS,
         welcome,
@@ -89,23 +81,14 @@ pub fn serve(tcp: TcpStream, peer: SocketAddr, conn: ConnId, shared: Arc<Shared>
             return;
         }
     }
-    if reader.set_deadline(None).is_err()
-        || writer.tcp().set_write_timeout(Some(WRITE_TIMEOUT)).is_err()
-    {
+    if reader.set_deadline(None).is_err() || writer.tcp().set_write_timeout(Some(WRITE_TIMEOUT)).is_err() {
         return;
     }
     debug!("{peer}: connection {conn} open");
 
     let (tx, rx) = crossbeam_channel::unbounded();
     let counters = Arc::new(ConnCounters::default());
-    if shared
-        .table
-        .send(TableMsg::Open {
-            conn,
-            replies: tx.clone(),
-        })
-        .is_err()
-    {
+    if shared.table.send(TableMsg::Open { conn, replies: tx.clone() }).is_err() {
         return;
     }
     let writer_thread = {
@@ -119,10 +102,7 @@ pub fn serve(tcp: TcpStream, peer: SocketAddr, conn: ConnId, shared: Arc<Shared>
         let _ = shared.table.send(TableMsg::Closed { conn });
         return;
     };
-    let frames = FrameReader::new(
-        BufReader::with_capacity(READ_BUFFER_BYTES, reader),
-        REQUEST_FRAME_LEN_MAX,
-    );
+    let frames = FrameReader::new(BufReader::with_capacity(READ_BUFFER_BYTES, reader), REQUEST_FRAME_LEN_MAX);
     let why = read_loop(frames, conn, &tx, &counters, &shared);
     debug!("{peer}: connection {conn} closed ({why})");
     let _ = shared.table.send(TableMsg::Closed { conn });
@@ -131,9 +111,7 @@ pub fn serve(tcp: TcpStream, peer: SocketAddr, conn: ConnId, shared: Arc<Shared>
     let _ = writer_thread.join();
     // Requests the table never answered (it drops a closed connection's sender) are
     // no longer pending anywhere.
-    shared
-        .pending
-        .fetch_sub(counters.pending.load(Ordering::SeqCst), Ordering::SeqCst);
+    shared.pending.fetch_sub(counters.pending.load(Ordering::SeqCst), Ordering::SeqCst);
 }
 
 /// Reads frames until the connection ends; returns why it ended, for the log.
@@ -165,10 +143,7 @@ fn read_loop(
         let (id, request) = match decode_request(payload) {
             Ok(decoded) => decoded,
             Err(DecodeError::Invalid { id, reason }) => {
-                let response = Response::Error {
-                    code: ErrorCode::Invalid,
-                    message: reason.into(),
-                };
+                let response = Response::Error { code: ErrorCode::Invalid, message: reason.into() };
                 local_reply(tx, counters, id, response);
                 continue;
             }
@@ -183,9 +158,7 @@ fn read_loop(
         };
         let local = match request {
             Request::Ping => Some(Response::Pong),
-            Request::Status => Some(Response::Status {
-                text: shared.status_text(),
-            }),
+            Request::Status => Some(Response::Status { text: shared.status_text() }),
             _ => None,
         };
         if let Some(response) = local {
@@ -195,21 +168,15 @@ fn read_loop(
         if counters.pending.load(Ordering::SeqCst) >= PENDING_PER_CONN_MAX
             || shared.pending.load(Ordering::SeqCst) >= PENDING_PER_NODE_MAX
         {
-            let response = Response::Error {
-                code: ErrorCode::Overloaded,
-                message: "too many pending requests".into(),
-            };
+            let response =
+                Response::Error { code: ErrorCode::Overloaded, message: "too many pending requests".into() };
             local_reply(tx, counters, id, response);
             continue;
         }
         counters.queued.fetch_add(1, Ordering::SeqCst);
         counters.pending.fetch_add(1, Ordering::SeqCst);
         shared.pending.fetch_add(1, Ordering::SeqCst);
-        if shared
-            .table
-            .send(TableMsg::Request { conn, id, request })
-            .is_err()
-        {
+        if shared.table.send(TableMsg::Request { conn, id, request }).is_err() {
             return "server stopping".into();
         }
     }
@@ -229,55 +196,29 @@ struct ConnCounters {
 /// Queues an answer the reader made itself.
 fn local_reply(tx: &Sender<WriterMsg>, counters: &ConnCounters, id: u32, response: Response) {
     counters.queued.fetch_add(1, Ordering::SeqCst);
-    let _ = tx.send(WriterMsg::Reply {
-        id,
-        response,
-        counted: false,
-    });
+    let _ = tx.send(WriterMsg::Reply { id, response, counted: false });
 }
 
 /// Sends a connection-level error (id 0); the caller then closes the connection.
-fn connection_error(
-    tx: &Sender<WriterMsg>,
-    counters: &ConnCounters,
-    code: ErrorCode,
-    error: &DecodeError,
-) {
-    let response = Response::Error {
-        code,
-        message: error.to_string(),
-    };
+fn connection_error(tx: &Sender<WriterMsg>, counters: &ConnCounters, code: ErrorCode, error: &DecodeError) {
+    let response = Response::Error { code, message: error.to_string() };
     local_reply(tx, counters, 0, response);
 }
 
 /// Writes answers as they come, batching everything already queued into one write.
-fn write_loop(
-    mut writer: WriteHalf,
-    rx: Receiver<WriterMsg>,
-    counters: &ConnCounters,
-    shared: &Shared,
-) {
+fn write_loop(mut writer: WriteHalf, rx: Receiver<WriterMsg>, counters: &ConnCounters, shared: &Shared) {
     write_replies(&mut writer, rx, counters, shared);
     counters.writer_done.store(true, Ordering::SeqCst);
 }
 
-fn write_replies(
-    writer: &mut WriteHalf,
-    rx: Receiver<WriterMsg>,
-    counters: &ConnCounters,
-    shared: &Shared,
-) {
+fn write_replies(writer: &mut WriteHalf, rx: Receiver<WriterMsg>, counters: &ConnCounters, shared: &Shared) {
     let mut buf = Vec::with_capacity(4096);
     let mut closing = false;
     while let Ok(first) = rx.recv() {
         let mut next = Some(first);
         while let Some(msg) = next.take() {
             match msg {
-                WriterMsg::Reply {
-                    id,
-                    response,
-                    counted,
-                } => {
+                WriterMsg::Reply { id, response, counted } => {
                     encode_response(&mut buf, id, &response);
                     counters.queued.fetch_sub(1, Ordering::SeqCst);
                     if counted {

@@ -15,6 +15,7 @@ use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, TryRecvError};
 
 use super::status::Counters;
 use crate::cluster::raft_thread::{FromLog, ToRaft};
+use crate::cluster::view::ClusterView;
 use crate::lock::codec::{decode_command, decode_snapshot};
 use crate::lock::ConnId;
 use crate::proto::{Request, Response};
@@ -33,16 +34,9 @@ const BATCH_MESSAGES_MAX: usize = 1024;
 /// To the lock-table thread.
 pub enum TableMsg {
     /// A connection finished its handshake; answers for it go to `replies`.
-    Open {
-        conn: ConnId,
-        replies: Sender<WriterMsg>,
-    },
+    Open { conn: ConnId, replies: Sender<WriterMsg> },
     /// ACQUIRE, RELEASE or QUERY from `conn`.
-    Request {
-        conn: ConnId,
-        id: u32,
-        request: Request,
-    },
+    Request { conn: ConnId, id: u32, request: Request },
     /// The connection is gone: its waiters leave their queues.
     Closed { conn: ConnId },
     /// News from the log (cluster mode).
@@ -54,11 +48,7 @@ pub enum TableMsg {
 /// To a connection's writer.
 pub enum WriterMsg {
     /// An answer; `counted` answers end a request the reader counted as pending.
-    Reply {
-        id: u32,
-        response: Response,
-        counted: bool,
-    },
+    Reply { id: u32, response: Response, counted: bool },
     /// Write what is queued, then close the connection.
     Close,
 }
@@ -70,9 +60,7 @@ pub struct Clock {
 
 impl Clock {
     pub fn new() -> Clock {
-        Clock {
-            start: Instant::now(),
-        }
+        Clock { start: Instant::now() }
     }
     pub fn now_ms(&self) -> u64 {
         self.start.elapsed().as_millis() as u64
@@ -85,9 +73,7 @@ impl Clock {
         (self.start.elapsed().as_micros() as u64).div_ceil(1000)
     }
     pub fn unix_us() -> u64 {
-        SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| d.as_micros() as u64)
+        SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_micros() as u64)
     }
 }
 
@@ -113,14 +99,7 @@ impl LoopbackLog {
                     ToLog::Append { seq, command, .. } => {
                         self.last_index += 1;
                         replica.on_appended(seq, self.last_index, 1);
-                        replica.on_committed(
-                            self.last_index,
-                            1,
-                            Some(&command),
-                            now,
-                            Clock::unix_us(),
-                            out,
-                        );
+                        replica.on_committed(self.last_index, 1, Some(&command), now, Clock::unix_us(), out);
                         applied += 1;
                     }
                     ToLog::ReadIndex { ctx } => {
@@ -138,11 +117,7 @@ pub enum LogLink {
     /// Standalone: a log that commits on append.
     Loopback(LoopbackLog),
     /// Cluster: the Raft thread.
-    Raft {
-        tx: Sender<ToRaft>,
-        waker: Arc<mio::Waker>,
-        snapshot_index: u64,
-    },
+    Raft { tx: Sender<ToRaft>, waker: Arc<mio::Waker>, snapshot_index: u64 },
 }
 
 impl LogLink {
@@ -170,21 +145,13 @@ impl LogLink {
 
     /// Hands Raft a snapshot when enough has been applied since the last one.
     fn maybe_snapshot(&mut self, replica: &Replica) {
-        if let LogLink::Raft {
-            tx,
-            waker,
-            snapshot_index,
-        } = self
-        {
+        if let LogLink::Raft { tx, waker, snapshot_index } = self {
             let since = replica.applied_index().saturating_sub(*snapshot_index);
             let keys = replica.state().keys_held() as u64;
             if since >= SNAPSHOT_ENTRIES_MIN.max(2 * keys) {
                 *snapshot_index = replica.applied_index();
                 let data = replica.snapshot();
-                let _ = tx.send(ToRaft::Compact {
-                    index: *snapshot_index,
-                    data,
-                });
+                let _ = tx.send(ToRaft::Compact { index: *snapshot_index, data });
                 let _ = waker.wake();
             }
         }
@@ -201,15 +168,11 @@ pub fn run_standalone(
     let clock = Clock::new();
     let mut link = LogLink::loopback();
     let mut out = ReplicaOutput::default();
-    let leader = LogRole::Leader {
-        term: 1,
-        noop_index: 0,
-        new_domain,
-    };
+    let leader = LogRole::Leader { term: 1, noop_index: 0, new_domain };
     replica.on_role(leader, clock.apply_ms(), Clock::unix_us(), &mut out);
     link.submit(&mut replica, &clock, &mut out);
     publish(&replica, &counters);
-    run(replica, link, rx, counters, &clock, out);
+    run(replica, link, rx, counters, &clock, out, None);
 }
 
 /// Runs a cluster node's lock table: roles, commits and reads come from the Raft
@@ -220,8 +183,9 @@ pub fn run_cluster(
     rx: Receiver<TableMsg>,
     counters: Arc<Counters>,
     clock: &Clock,
+    view: Arc<ClusterView>,
 ) {
-    run(replica, link, rx, counters, clock, ReplicaOutput::default());
+    run(replica, link, rx, counters, clock, ReplicaOutput::default(), Some(view));
 }
 
 fn run(
@@ -231,6 +195,7 @@ fn run(
     counters: Arc<Counters>,
     clock: &Clock,
     mut out: ReplicaOutput,
+    view: Option<Arc<ClusterView>>,
 ) {
     let mut conns: HashMap<ConnId, Sender<WriterMsg>> = HashMap::new();
     loop {
@@ -270,6 +235,9 @@ fn run(
         deliver(&conns, &mut out);
         link.maybe_snapshot(&replica);
         publish(&replica, &counters);
+        if let Some(view) = &view {
+            view.set_replicated(replica.state().members());
+        }
     }
 }
 
@@ -277,11 +245,7 @@ fn run(
 fn deliver(conns: &HashMap<ConnId, Sender<WriterMsg>>, out: &mut ReplicaOutput) {
     for reply in out.replies.drain(..) {
         if let Some(tx) = conns.get(&reply.conn) {
-            let _ = tx.send(WriterMsg::Reply {
-                id: reply.id,
-                response: reply.response,
-                counted: true,
-            });
+            let _ = tx.send(WriterMsg::Reply { id: reply.id, response: reply.response, counted: true });
         }
     }
 }
@@ -325,43 +289,24 @@ fn on_log(replica: &mut Replica, news: FromLog, clock: &Clock, out: &mut Replica
                         Err(e) => {
                             // Every node decodes the same bytes the same way, so
                             // skipping keeps all replicas equal; it means a bug.
-                            log::error!(
-                                "entry {} is not a lock command ({e}); skipped",
-                                entry.index
-                            );
+                            log::error!("entry {} is not a lock command ({e}); skipped", entry.index);
                             None
                         }
                     },
                     EntryKind::Noop | EntryKind::Config(_) => None,
                 };
-                replica.on_committed(
-                    entry.index,
-                    entry.term,
-                    command.as_ref(),
-                    now,
-                    Clock::unix_us(),
-                    out,
-                );
+                replica.on_committed(entry.index, entry.term, command.as_ref(), now, Clock::unix_us(), out);
             }
         }
         FromLog::Snapshot { index, data } => match decode_snapshot(&data) {
             Ok(state) => replica.on_snapshot(index, state, out),
             Err(e) => log::error!("snapshot at {index} cannot be decoded ({e}); ignored"),
         },
-        FromLog::ReadReady { ctx, index } => {
-            replica.on_read_ready(ctx, index, now, Clock::unix_us(), out)
-        }
+        FromLog::ReadReady { ctx, index } => replica.on_read_ready(ctx, index, now, Clock::unix_us(), out),
         FromLog::ReadFailed { ctx } => replica.on_read_failed(ctx, out),
-        FromLog::Role {
-            leading,
-            leader_addr,
-        } => {
+        FromLog::Role { leading, leader_addr } => {
             let role = match leading {
-                Some((term, noop_index)) => LogRole::Leader {
-                    term,
-                    noop_index,
-                    new_domain: random_domain(),
-                },
+                Some((term, noop_index)) => LogRole::Leader { term, noop_index, new_domain: random_domain() },
                 None => LogRole::NotLeader { leader_addr },
             };
             replica.on_role(role, now, Clock::unix_us(), out);
@@ -385,19 +330,9 @@ pub fn random_domain() -> u64 {
 }
 
 fn publish(replica: &Replica, counters: &Counters) {
-    counters
-        .applied_index
-        .store(replica.applied_index(), Ordering::Relaxed);
-    counters
-        .keys_held
-        .store(replica.state().keys_held() as u64, Ordering::Relaxed);
-    counters
-        .waiters
-        .store(replica.waiters() as u64, Ordering::Relaxed);
-    counters
-        .last_token
-        .store(replica.state().last_token(), Ordering::Relaxed);
-    counters
-        .domain
-        .store(replica.state().domain(), Ordering::Relaxed);
+    counters.applied_index.store(replica.applied_index(), Ordering::Relaxed);
+    counters.keys_held.store(replica.state().keys_held() as u64, Ordering::Relaxed);
+    counters.waiters.store(replica.waiters() as u64, Ordering::Relaxed);
+    counters.last_token.store(replica.state().last_token(), Ordering::Relaxed);
+    counters.domain.store(replica.state().domain(), Ordering::Relaxed);
 }

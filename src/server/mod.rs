@@ -80,9 +80,7 @@ pub struct Server {
 
 fn random_u64() -> u64 {
     let mut bytes = [0u8; 8];
-    SystemRandom::new()
-        .fill(&mut bytes)
-        .expect("the operating system's random source failed");
+    SystemRandom::new().fill(&mut bytes).expect("the operating system's random source failed");
     u64::from_be_bytes(bytes)
 }
 
@@ -95,9 +93,7 @@ impl Server {
     /// returns at once.
     pub fn start(config: Config) -> std::io::Result<Server> {
         let tls = match &config.tls {
-            Some(files) => {
-                Some(tls::server_config(files).map_err(|e| invalid_input(e.to_string()))?)
-            }
+            Some(files) => Some(tls::server_config(files).map_err(|e| invalid_input(e.to_string()))?),
             None => None,
         };
         let listener = TcpListener::bind(config.listen)?;
@@ -117,9 +113,7 @@ impl Server {
                 let domain = lock_thread::random_domain();
                 let thread = std::thread::Builder::new()
                     .name("lock-table".into())
-                    .spawn(move || {
-                        lock_thread::run_standalone(replica, domain, table_rx, counters)
-                    })?;
+                    .spawn(move || lock_thread::run_standalone(replica, domain, table_rx, counters))?;
                 (advertised_addr(local_addr), thread, None)
             }
             Some(cluster_config) => {
@@ -127,26 +121,22 @@ impl Server {
                 let waker = cluster::raft_thread::waker(&poll)?;
                 let (raft_tx, raft_rx) = crossbeam_channel::unbounded();
                 let tls_client = match &config.tls {
-                    Some(files) => {
-                        Some(tls::client_config(files).map_err(|e| invalid_input(e.to_string()))?)
-                    }
+                    Some(files) => Some(tls::client_config(files).map_err(|e| invalid_input(e.to_string()))?),
                     None => None,
                 };
-                let link = LogLink::Raft {
-                    tx: raft_tx.clone(),
-                    waker: waker.clone(),
-                    snapshot_index: 0,
-                };
+                let view =
+                    Arc::new(ClusterView::new(cluster_config.peers.iter().map(|p| (p.id, p.addr.clone()))));
+                let link = LogLink::Raft { tx: raft_tx.clone(), waker: waker.clone(), snapshot_index: 0 };
                 let thread = {
+                    let view = view.clone();
                     let counters = counters.clone();
                     let clock = clock.clone();
-                    std::thread::Builder::new()
-                        .name("lock-table".into())
-                        .spawn(move || {
-                            lock_thread::run_cluster(replica, link, table_rx, counters, &clock)
-                        })?
+                    std::thread::Builder::new().name("lock-table".into()).spawn(move || {
+                        lock_thread::run_cluster(replica, link, table_rx, counters, &clock, view)
+                    })?
                 };
                 let handles = cluster::start(ClusterStart {
+                    view,
                     config: &config,
                     cluster: cluster_config,
                     incarnation,
@@ -164,11 +154,7 @@ impl Server {
                 (cluster_config.self_addr.clone(), thread, Some(handles))
             }
         };
-        let info = NodeInfo {
-            node_id: config.node_id,
-            addr: advertised,
-            started: Instant::now(),
-        };
+        let info = NodeInfo { node_id: config.node_id, addr: advertised, started: Instant::now() };
         let shared = Arc::new(Shared {
             info,
             counters,
@@ -190,23 +176,13 @@ impl Server {
         }
         let accept_thread = {
             let shared = shared.clone();
-            std::thread::Builder::new()
-                .name("accept".into())
-                .spawn(move || accept_loop(listener, shared))?
+            std::thread::Builder::new().name("accept".into()).spawn(move || accept_loop(listener, shared))?
         };
-        let mode = if config.cluster.is_some() {
-            "cluster"
-        } else {
-            "standalone"
-        };
+        let mode = if config.cluster.is_some() { "cluster" } else { "standalone" };
         info!(
             "{mode} node {} listening on {local_addr}{}",
             config.node_id,
-            if config.tls.is_some() {
-                " with TLS"
-            } else {
-                ""
-            }
+            if config.tls.is_some() { " with TLS" } else { "" }
         );
         Ok(Server {
             shared,
@@ -239,13 +215,7 @@ impl Server {
         if let Some(t) = self.accept_thread.take() {
             let _ = t.join();
         }
-        for socket in self
-            .shared
-            .sockets
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .values()
-        {
+        for socket in self.shared.sockets.lock().unwrap_or_else(|p| p.into_inner()).values() {
             let _ = socket.shutdown(std::net::Shutdown::Both);
         }
         if let Some(cluster) = self.cluster.take() {
@@ -256,9 +226,7 @@ impl Server {
             let _ = t.join();
         }
         let give_up = Instant::now() + Duration::from_secs(2);
-        while self.shared.counters.connections.load(Ordering::SeqCst) > 0
-            && Instant::now() < give_up
-        {
+        while self.shared.counters.connections.load(Ordering::SeqCst) > 0 && Instant::now() < give_up {
             std::thread::sleep(Duration::from_millis(10));
         }
         info!("stopped");
@@ -311,32 +279,18 @@ fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
         }
         let conn = next_conn.fetch_add(1, Ordering::Relaxed);
         if let Ok(clone) = tcp.try_clone() {
-            shared
-                .sockets
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .insert(conn, clone);
+            shared.sockets.lock().unwrap_or_else(|p| p.into_inner()).insert(conn, clone);
         }
         shared.counters.connections.fetch_add(1, Ordering::SeqCst);
         let worker = shared.clone();
-        let spawned = std::thread::Builder::new()
-            .name(format!("conn-{conn}"))
-            .spawn(move || {
-                connection::serve(tcp, peer, conn, worker.clone());
-                worker
-                    .sockets
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .remove(&conn);
-                worker.counters.connections.fetch_sub(1, Ordering::SeqCst);
-            });
+        let spawned = std::thread::Builder::new().name(format!("conn-{conn}")).spawn(move || {
+            connection::serve(tcp, peer, conn, worker.clone());
+            worker.sockets.lock().unwrap_or_else(|p| p.into_inner()).remove(&conn);
+            worker.counters.connections.fetch_sub(1, Ordering::SeqCst);
+        });
         if let Err(e) = spawned {
             error!("{peer}: cannot start a connection thread: {e}");
-            shared
-                .sockets
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .remove(&conn);
+            shared.sockets.lock().unwrap_or_else(|p| p.into_inner()).remove(&conn);
             shared.counters.connections.fetch_sub(1, Ordering::SeqCst);
         }
     }
@@ -390,7 +344,5 @@ pub fn run_from_env() -> i32 {
 /// Logs to stderr through env_logger; `RUST_LOG` filters, `info` by default.
 pub fn init_logging() {
     let env = env_logger::Env::default().default_filter_or("info");
-    let _ = env_logger::Builder::from_env(env)
-        .format_timestamp_millis()
-        .try_init();
+    let _ = env_logger::Builder::from_env(env).format_timestamp_millis().try_init();
 }

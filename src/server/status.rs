@@ -65,18 +65,12 @@ pub fn cluster_text(
     let mut line = |name: &str, value: &dyn std::fmt::Display| {
         let _ = writeln!(text, "{name}={value}");
     };
-    let leader = facts
-        .leader_id
-        .map(|id| view.addr_of(id))
-        .unwrap_or_default();
+    let leader = facts.leader_id.map(|id| view.addr_of(id)).unwrap_or_default();
     line("node_id", &info.node_id);
     line("role", &crate::cluster::view::role_name(facts.role));
     line("term", &facts.term);
     line("leader", &leader);
-    line(
-        "leader_id",
-        &facts.leader_id.map_or(String::new(), |id| id.to_string()),
-    );
+    line("leader_id", &facts.leader_id.map_or(String::new(), |id| id.to_string()));
     line("commit_index", &facts.commit_index);
     line("applied_index", &get(&counters.applied_index));
     line("voters", &view.members_text(&facts.voters));

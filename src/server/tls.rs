@@ -15,11 +15,9 @@ pub fn provider() -> Arc<rustls::crypto::CryptoProvider> {
 /// Loads the certificate chain and key named by `files` into a server configuration.
 /// Errors name the variable whose file is at fault.
 pub fn server_config(files: &TlsFiles) -> Result<Arc<rustls::ServerConfig>, ConfigError> {
-    let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(&files.cert)
-        .and_then(|iter| iter.collect())
-        .map_err(|e| ConfigError {
-            var: "TICKETING_TLS_CERT",
-            message: format!("{}: {e}", files.cert.display()),
+    let certs: Vec<CertificateDer<'static>> =
+        CertificateDer::pem_file_iter(&files.cert).and_then(|iter| iter.collect()).map_err(|e| {
+            ConfigError { var: "TICKETING_TLS_CERT", message: format!("{}: {e}", files.cert.display()) }
         })?;
     if certs.is_empty() {
         return Err(ConfigError {
@@ -55,10 +53,7 @@ pub fn client_config(files: &TlsFiles) -> Result<Arc<rustls::ClientConfig>, Conf
     let mut roots = rustls::RootCertStore::empty();
     let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(ca)
         .and_then(|iter| iter.collect())
-        .map_err(|e| ConfigError {
-            var: "TICKETING_TLS_CA",
-            message: format!("{}: {e}", ca.display()),
-        })?;
+        .map_err(|e| ConfigError { var: "TICKETING_TLS_CA", message: format!("{}: {e}", ca.display()) })?;
     for cert in certs {
         roots.add(cert).map_err(|e| ConfigError {
             var: "TICKETING_TLS_CA",

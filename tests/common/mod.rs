@@ -61,16 +61,10 @@ pub fn start_server(extra: &[(&str, &str)]) -> ServerProcess {
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
     loop {
         let left = deadline.saturating_duration_since(std::time::Instant::now());
-        let line = rx
-            .recv_timeout(left)
-            .expect("server printed its listen address");
+        let line = rx.recv_timeout(left).expect("server printed its listen address");
         if let Some(rest) = line.split(" listening on ").nth(1) {
             let addr: SocketAddr = rest.split_whitespace().next().unwrap().parse().unwrap();
-            return ServerProcess {
-                child,
-                addr,
-                log: rx,
-            };
+            return ServerProcess { child, addr, log: rx };
         }
     }
 }
@@ -88,21 +82,12 @@ pub fn connect(addr: SocketAddr) -> Raw {
 
 pub fn connect_with(addr: SocketAddr, token: &str) -> Result<Raw, handshake::HandshakeError> {
     let mut stream = TcpStream::connect(addr).expect("connect");
-    stream
-        .set_read_timeout(Some(Duration::from_secs(10)))
-        .unwrap();
+    stream.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
     stream.set_nodelay(true).unwrap();
-    let welcome = handshake::client_handshake(
-        &mut stream,
-        &handshake::auth_key(token.as_bytes()),
-        &CLIENT_LABELS,
-    )?;
+    let welcome =
+        handshake::client_handshake(&mut stream, &handshake::auth_key(token.as_bytes()), &CLIENT_LABELS)?;
     let frames = FrameReader::new(stream.try_clone().unwrap(), RESPONSE_FRAME_LEN_MAX);
-    Ok(Raw {
-        stream,
-        frames,
-        welcome,
-    })
+    Ok(Raw { stream, frames, welcome })
 }
 
 impl Raw {
@@ -134,29 +119,17 @@ impl Raw {
         match self.stream.read(&mut byte) {
             Ok(0) => true,
             Ok(_) => false,
-            Err(e) => {
-                e.kind() != std::io::ErrorKind::WouldBlock
-                    && e.kind() != std::io::ErrorKind::TimedOut
-            }
+            Err(e) => e.kind() != std::io::ErrorKind::WouldBlock && e.kind() != std::io::ErrorKind::TimedOut,
         }
     }
 }
 
 pub fn acquire(key: &str, owner: &str, lease_s: u8, wait_ms: u32) -> Request {
-    Request::Acquire {
-        lease_s,
-        wait_ms,
-        key: key.into(),
-        owner: owner.into(),
-    }
+    Request::Acquire { lease_s, wait_ms, key: key.into(), owner: owner.into() }
 }
 
 pub fn release(key: &str, owner: &str, token: u64) -> Request {
-    Request::Release {
-        token,
-        key: key.into(),
-        owner: owner.into(),
-    }
+    Request::Release { token, key: key.into(), owner: owner.into() }
 }
 
 pub fn granted_token(response: &Response) -> u64 {
@@ -189,11 +162,7 @@ impl Cluster {
         let port = free_port_pair();
         let peers: Vec<String> = (1..=n).map(|i| format!("{i}@127.0.0.{i}:{port}")).collect();
         let peers = peers.join(",");
-        let mut cluster = Cluster {
-            port,
-            nodes: Vec::new(),
-            peers,
-        };
+        let mut cluster = Cluster { port, nodes: Vec::new(), peers };
         for i in 1..=n {
             let node = cluster.spawn(i as u64, &format!("127.0.0.{i}:{port}"), "new", extra);
             cluster.nodes.push(Some(node));
@@ -232,24 +201,16 @@ impl Cluster {
                 if let Ok(mut c) = connect_with(self.addr(i), TOKEN) {
                     if c.welcome.role == b'L' {
                         // The leader serves once its no-op is applied: check with a QUERY.
-                        c.stream
-                            .set_read_timeout(Some(Duration::from_secs(3)))
-                            .unwrap();
-                        if let Response::Free | Response::Holder { .. } = c.call(
-                            1,
-                            &Request::Query {
-                                key: "probe".into(),
-                            },
-                        ) {
+                        c.stream.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
+                        if let Response::Free | Response::Holder { .. } =
+                            c.call(1, &Request::Query { key: "probe".into() })
+                        {
                             return i;
                         }
                     }
                 }
             }
-            assert!(
-                std::time::Instant::now() < deadline,
-                "no leader within {timeout:?}"
-            );
+            assert!(std::time::Instant::now() < deadline, "no leader within {timeout:?}");
             std::thread::sleep(Duration::from_millis(50));
         }
     }
@@ -263,11 +224,7 @@ impl Cluster {
 
     pub fn signal(&self, i: usize, sig: &str) {
         let pid = self.nodes[i].as_ref().unwrap().child.id().to_string();
-        assert!(std::process::Command::new("kill")
-            .args([sig, &pid])
-            .status()
-            .unwrap()
-            .success());
+        assert!(std::process::Command::new("kill").args([sig, &pid]).status().unwrap().success());
     }
 }
 

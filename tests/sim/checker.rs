@@ -40,9 +40,7 @@ impl Checker {
     pub fn leader(&mut self, id: NodeId, term: u64) -> Result<(), Violation> {
         match self.leaders.get(&term) {
             Some(other) if *other != id => {
-                return fail(format!(
-                    "election safety: {other} and {id} both lead term {term}"
-                ))
+                return fail(format!("election safety: {other} and {id} both lead term {term}"))
             }
             _ => {
                 self.leaders.insert(term, id);
@@ -50,9 +48,7 @@ impl Checker {
         }
         if let Some(t) = self.removed_at.get(&id) {
             if term > *t {
-                return fail(format!(
-                    "removed node {id} leads term {term} (removed in term {t})"
-                ));
+                return fail(format!("removed node {id} leads term {term} (removed in term {t})"));
             }
         }
         Ok(())
@@ -97,18 +93,14 @@ impl Checker {
     ) -> Result<(), Violation> {
         let last = self.last_commit.get(&id).copied().unwrap_or(0);
         if commit < last {
-            return fail(format!(
-                "commit index of node {id} went back from {last} to {commit}"
-            ));
+            return fail(format!("commit index of node {id} went back from {last} to {commit}"));
         }
         self.last_commit.insert(id, commit);
         for i in last + 1..=commit {
             let Some(t) = term_of(i) else { continue };
             match self.committed.get(&i) {
                 Some(&(ct, _)) if ct != t => {
-                    return fail(format!(
-                        "node {id} committed ({i}, {t}) but ({i}, {ct}) was committed"
-                    ))
+                    return fail(format!("node {id} committed ({i}, {t}) but ({i}, {ct}) was committed"))
                 }
                 Some(_) => {}
                 None => {
@@ -142,9 +134,9 @@ impl Checker {
     /// global sequence (compared by cumulative hash at each index).
     pub fn applied(&mut self, id: NodeId, index: u64, cumulative: u64) -> Result<(), Violation> {
         match self.applied.get(&index) {
-            Some(&h) if h != cumulative => fail(format!(
-                "state machine safety: node {id} applied a different sequence up to {index}"
-            )),
+            Some(&h) if h != cumulative => {
+                fail(format!("state machine safety: node {id} applied a different sequence up to {index}"))
+            }
             Some(_) => Ok(()),
             None => {
                 self.applied.insert(index, cumulative);
@@ -166,10 +158,7 @@ impl Checker {
             return Ok(()); // a joining node that knows no configuration yet
         }
         if !m.is_joint() && m.voters.len() != 3 && m.voters.len() != 5 {
-            return fail(format!(
-                "node {id}: committed config has {} voters",
-                m.voters.len()
-            ));
+            return fail(format!("node {id}: committed config has {} voters", m.voters.len()));
         }
         for n in m.all_nodes() {
             let since = self.member_since.entry(n).or_insert(config_index);
@@ -189,9 +178,7 @@ impl Checker {
     /// At most one configuration change in flight on a leader.
     pub fn uncommitted_configs(&self, id: NodeId, count: usize) -> Result<(), Violation> {
         if count > 1 {
-            return fail(format!(
-                "leader {id} has {count} uncommitted config entries"
-            ));
+            return fail(format!("leader {id} has {count} uncommitted config entries"));
         }
         Ok(())
     }

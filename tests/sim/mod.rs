@@ -238,14 +238,7 @@ impl World {
             .map(|id| {
                 let cfg = raft_config(*id, &mut rng);
                 let raft = Raft::new_bootstrap(cfg, &ids, rng.next(), 0);
-                (
-                    *id,
-                    Node {
-                        raft,
-                        app: App::default(),
-                        paused_until: 0,
-                    },
-                )
+                (*id, Node { raft, app: App::default(), paused_until: 0 })
             })
             .collect();
         World {
@@ -280,10 +273,7 @@ impl World {
     }
 
     fn fail(&self, what: impl std::fmt::Display) -> String {
-        format!(
-            "seed={} step={} t={}ms: {what}",
-            self.p.seed, self.step, self.now
-        )
+        format!("seed={} step={} t={}ms: {what}", self.p.seed, self.step, self.now)
     }
 
     fn chaos_step(&mut self) -> Result<(), String> {
@@ -332,11 +322,7 @@ impl World {
         match self.rng.below(3) {
             0 => {
                 // Symmetric split into two random sides.
-                let side: BTreeSet<NodeId> = ids
-                    .iter()
-                    .copied()
-                    .filter(|_| self.rng.chance(500))
-                    .collect();
+                let side: BTreeSet<NodeId> = ids.iter().copied().filter(|_| self.rng.chance(500)).collect();
                 for a in &ids {
                     for b in &ids {
                         if side.contains(a) != side.contains(b) {
@@ -409,14 +395,7 @@ impl World {
         self.next_id += 1;
         let cfg = raft_config(new, &mut self.rng);
         let raft = Raft::new_joining(cfg, self.rng.next(), self.now);
-        self.nodes.insert(
-            new,
-            Node {
-                raft,
-                app: App::default(),
-                paused_until: 0,
-            },
-        );
+        self.nodes.insert(new, Node { raft, app: App::default(), paused_until: 0 });
         self.replacement = Some(Replacement { old, new });
     }
 
@@ -433,28 +412,13 @@ impl World {
         if chaos && self.rng.chance(self.p.drop_per_mille) {
             return;
         }
-        let copies = if chaos && self.rng.chance(self.p.dup_per_mille) {
-            2
-        } else {
-            1
-        };
+        let copies = if chaos && self.rng.chance(self.p.dup_per_mille) { 2 } else { 1 };
         for _ in 0..copies {
             // After healing the network behaves like TCP: short, in order.
-            let delay = if chaos {
-                self.rng.range(1, self.p.delay_max_ms.max(1))
-            } else {
-                CALM_DELAY_MS
-            };
+            let delay = if chaos { self.rng.range(1, self.p.delay_max_ms.max(1)) } else { CALM_DELAY_MS };
             self.seq += 1;
             self.queue.push(Reverse((self.now + delay, self.seq)));
-            self.inflight.insert(
-                self.seq,
-                InFlight {
-                    from,
-                    to,
-                    msg: msg.clone(),
-                },
-            );
+            self.inflight.insert(self.seq, InFlight { from, to, msg: msg.clone() });
         }
     }
 
@@ -485,11 +449,7 @@ impl World {
                 t.truncate(300);
                 eprintln!("{t}");
             }
-            self.nodes
-                .get_mut(&m.to)
-                .unwrap()
-                .raft
-                .step(m.from, msg, now);
+            self.nodes.get_mut(&m.to).unwrap().raft.step(m.from, msg, now);
             self.process_ready(m.to)?;
         }
         for (seq, m) in held {
@@ -502,15 +462,11 @@ impl World {
 
     fn mangle(&self, msg: Message) -> Message {
         match (self.p.bug, msg) {
-            (Some(Bug::ForgeVoteGrants), Message::VoteResp { term, .. }) => Message::VoteResp {
-                term,
-                granted: true,
-            },
+            (Some(Bug::ForgeVoteGrants), Message::VoteResp { term, .. }) => {
+                Message::VoteResp { term, granted: true }
+            }
             (Some(Bug::ForgeVoteGrants), Message::PreVoteResp { term, .. }) => {
-                Message::PreVoteResp {
-                    term,
-                    granted: true,
-                }
+                Message::PreVoteResp { term, granted: true }
             }
             (_, m) => m,
         }
@@ -541,21 +497,15 @@ impl World {
             if app.index != s.meta.index {
                 return Err(self.fail(format!("node {id}: snapshot index mismatch")));
             }
-            self.checker
-                .applied(id, app.index, app.hash)
-                .map_err(|v| self.fail(v.0))?;
+            self.checker.applied(id, app.index, app.hash).map_err(|v| self.fail(v.0))?;
             self.nodes.get_mut(&id).unwrap().app = app;
             self.stats.snapshots_installed += 1;
         }
         for e in &rd.committed {
             let node = self.nodes.get_mut(&id).unwrap();
-            node.app
-                .apply(e)
-                .map_err(|err| format!("node {id}: {err}"))?;
+            node.app.apply(e).map_err(|err| format!("node {id}: {err}"))?;
             let (index, hash) = (node.app.index, node.app.hash);
-            self.checker
-                .applied(id, index, hash)
-                .map_err(|v| self.fail(v.0))?;
+            self.checker.applied(id, index, hash).map_err(|v| self.fail(v.0))?;
             self.stats.committed += 1;
         }
         for (ctx, index) in rd.read_states {
@@ -602,13 +552,7 @@ impl World {
                 self.read(l);
             }
             if self.rng.chance(2) {
-                let peers: Vec<NodeId> = self.nodes[&l]
-                    .raft
-                    .membership()
-                    .voters
-                    .iter()
-                    .copied()
-                    .collect();
+                let peers: Vec<NodeId> = self.nodes[&l].raft.membership().voters.iter().copied().collect();
                 let to = peers[self.rng.below(peers.len() as u64) as usize];
                 let _ = self.nodes.get_mut(&l).unwrap().raft.transfer_leadership(to);
             }
@@ -623,12 +567,7 @@ impl World {
     fn read(&mut self, l: NodeId) {
         let ctx = self.next_ctx;
         self.next_ctx += 1;
-        let floor = self
-            .nodes
-            .values()
-            .map(|n| n.raft.commit_index())
-            .max()
-            .unwrap_or(0);
+        let floor = self.nodes.values().map(|n| n.raft.commit_index()).max().unwrap_or(0);
         if self.nodes.get_mut(&l).unwrap().raft.read_index(ctx).is_ok() {
             self.reads.insert(ctx, ReadReq { node: l, floor });
         }
@@ -663,9 +602,7 @@ impl World {
         if !m.contains(new) {
             let _ = raft.add_learner(new);
         } else if m.learners.contains(&new) {
-            let caught_up = raft
-                .progress_of(new)
-                .is_some_and(|(matched, _)| matched >= raft.commit_index());
+            let caught_up = raft.progress_of(new).is_some_and(|(matched, _)| matched >= raft.commit_index());
             if caught_up && m.voters.contains(&old) {
                 let _ = raft.replace_voter(old, new);
             }
@@ -768,26 +705,16 @@ fn check_node(c: &mut Checker, r: &Raft) -> Result<(), Violation> {
 fn check_active_config(r: &Raft) -> Result<(), Violation> {
     let mut i = r.last_index();
     while i >= r.first_index() {
-        if let Some(Entry {
-            kind: EntryKind::Config(m),
-            ..
-        }) = r.entry(i)
-        {
+        if let Some(Entry { kind: EntryKind::Config(m), .. }) = r.entry(i) {
             if m != r.membership() {
-                return Err(Violation(format!(
-                    "node {}: active config is not its log's latest",
-                    r.id()
-                )));
+                return Err(Violation(format!("node {}: active config is not its log's latest", r.id())));
             }
             return Ok(());
         }
         i -= 1;
     }
     if r.membership() != &r.snapshot_meta().membership {
-        return Err(Violation(format!(
-            "node {}: active config is not its snapshot's",
-            r.id()
-        )));
+        return Err(Violation(format!("node {}: active config is not its snapshot's", r.id())));
     }
     Ok(())
 }
