@@ -139,7 +139,8 @@ pub fn start(s: ClusterStart<'_>) -> std::io::Result<ClusterHandles> {
         redial.insert(p.id, kit.spawn(p.id, &p.addr)?);
     }
 
-    let raft_loop = RaftLoop::new(raft, s.poll, s.raft_rx, s.to_table, view.clone(), redial, s.clock.clone());
+    let raft_loop =
+        RaftLoop::new(raft, s.poll, s.raft_rx, s.to_table, view.clone(), redial, s.clock.clone(), kit);
     threads.push(std::thread::Builder::new().name("raft".into()).spawn(move || raft_loop.run())?);
 
     let acceptor = Acceptor {

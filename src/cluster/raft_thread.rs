@@ -19,10 +19,26 @@ use mio::{Events, Interest, Poll, Token, Waker};
 use super::net::PeerConn;
 use super::peer::Established;
 use super::view::ClusterView;
+use super::DialerKit;
 use crate::lock::codec::encode_command;
+use crate::lock::Command;
+use crate::proto::{ErrorCode, Response};
 use crate::raft::{Entry, Raft, Role};
 use crate::replica::ToLog;
-use crate::server::lock_thread::{Clock, TableMsg};
+use crate::server::lock_thread::{Clock, TableMsg, WriterMsg};
+
+/// How often membership bookkeeping runs (dialers, replicated addresses).
+const HOUSEKEEPING_MS: u64 = 200;
+/// A SetAddr not yet applied is proposed again after this long.
+const ADDR_REPROPOSE_MS: u64 = 2_000;
+/// `admin replace`: how long the new node may take to accept our connection…
+const ADMIN_DIAL_MS: u64 = 5_000;
+/// …to catch up as a learner…
+const ADMIN_CATCH_UP_MS: u64 = 60_000;
+/// …and how long the joint-consensus change may take to commit.
+const ADMIN_COMMIT_MS: u64 = 15_000;
+/// A learner is caught up when it is at most this many entries behind the commit index.
+const CATCH_UP_LAG_MAX: u64 = 64;
 
 /// The waker's token; connections use the tokens above it.
 pub const WAKER: Token = Token(0);
@@ -43,6 +59,15 @@ pub enum ToRaft {
     Conn {
         established: Established,
         outbound: bool,
+    },
+    /// `admin replace`: swap voter `old` for node `new` at client address `addr`; the
+    /// answer goes to `reply` with request id `id`.
+    Admin {
+        id: u32,
+        old: u64,
+        new: u64,
+        addr: String,
+        reply: Sender<WriterMsg>,
     },
     Stop,
 }
@@ -90,6 +115,13 @@ pub struct RaftLoop {
     conns: HashMap<Token, PeerConn>,
     outbound: HashMap<u64, Token>,
     next_token: usize,
+    kit: DialerKit,
+    admin: Option<AdminJob>,
+    /// Node ids that were members and left: never accepted as new members again.
+    retired: std::collections::BTreeSet<u64>,
+    /// When SetAddr was last proposed for a member (ms), so it is not repeated each turn.
+    addr_proposed: HashMap<u64, u64>,
+    last_housekeeping_ms: u64,
     /// False until a peer accepted our own connection. Why: a process restarted under
     /// a used NodeId has lost its vote; peers refuse its connections, and until one
     /// accepts, it must not step any message (it could vote twice in a term).
@@ -105,6 +137,7 @@ impl RaftLoop {
         view: Arc<ClusterView>,
         redial: HashMap<u64, Redial>,
         clock: Arc<Clock>,
+        kit: DialerKit,
     ) -> RaftLoop {
         RaftLoop {
             raft,
@@ -117,6 +150,11 @@ impl RaftLoop {
             conns: HashMap::new(),
             outbound: HashMap::new(),
             next_token: 1,
+            kit,
+            admin: None,
+            retired: Default::default(),
+            addr_proposed: HashMap::new(),
+            last_housekeeping_ms: 0,
             admitted: false,
         }
     }
@@ -124,9 +162,6 @@ impl RaftLoop {
     /// Runs until `Stop` arrives or the lock-table side is gone.
     pub fn run(mut self) {
         let mut events = Events::with_capacity(256);
-        for tx in self.redial.values() {
-            let _ = tx.send(());
-        }
         self.publish();
         loop {
             if let Err(e) = self.poll.poll(&mut events, Some(TICK)) {
@@ -152,6 +187,12 @@ impl RaftLoop {
             }
             self.raft.tick(self.clock.now_ms());
             self.handle_ready();
+            let now = self.clock.now_ms();
+            if now >= self.last_housekeeping_ms + HOUSEKEEPING_MS {
+                self.last_housekeeping_ms = now;
+                self.housekeeping(now);
+            }
+            self.step_admin(now);
         }
     }
 
@@ -234,6 +275,9 @@ impl RaftLoop {
                     self.raft.compact(index, data);
                 }
                 Ok(ToRaft::Conn { established, outbound }) => self.register(established, outbound, now),
+                Ok(ToRaft::Admin { id, old, new, addr, reply }) => {
+                    self.start_admin(AdminJob::new(id, old, new, addr, reply), now)
+                }
                 Ok(ToRaft::Stop) | Err(TryRecvError::Disconnected) => return false,
                 Err(TryRecvError::Empty) => return true,
             }
@@ -327,6 +371,241 @@ impl RaftLoop {
 
     fn publish(&self) {
         self.view.publish(&self.raft);
+    }
+}
+
+/// An `admin replace` in progress on this leader (one at a time).
+pub struct AdminJob {
+    id: u32,
+    old: u64,
+    new: u64,
+    addr: String,
+    reply: Sender<WriterMsg>,
+    phase: AdminPhase,
+    deadline_ms: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum AdminPhase {
+    /// Waiting for the new node to accept our connection.
+    Dialing,
+    /// The new node is a learner, receiving the snapshot and the log.
+    CatchingUp,
+    /// Joint consensus old → new is in the log.
+    Swapping,
+}
+
+impl AdminJob {
+    fn new(id: u32, old: u64, new: u64, addr: String, reply: Sender<WriterMsg>) -> AdminJob {
+        AdminJob { id, old, new, addr, reply, phase: AdminPhase::Dialing, deadline_ms: 0 }
+    }
+
+    fn answer(&self, response: Response) {
+        let _ = self.reply.send(WriterMsg::Reply { id: self.id, response, counted: false });
+    }
+
+    fn refuse(&self, why: String) {
+        warn!("replace {} by {}: refused: {why}", self.old, self.new);
+        self.answer(Response::Error { code: ErrorCode::Refused, message: why });
+    }
+}
+
+impl RaftLoop {
+    fn members(&self) -> std::collections::BTreeSet<u64> {
+        let m = self.raft.membership();
+        m.voters.iter().chain(m.outgoing.iter()).chain(m.learners.iter()).copied().collect()
+    }
+
+    fn leader_addr(&self) -> String {
+        self.raft.leader_id().map(|id| self.view.addr_of(id)).unwrap_or_default()
+    }
+
+    /// Keeps one dialer per member (and none for nodes that left), and has the
+    /// leader record every member's address in the replicated state.
+    fn housekeeping(&mut self, now: u64) {
+        let me = self.raft.id();
+        let members = self.members();
+        for &id in members.iter().filter(|id| **id != me) {
+            if self.redial.contains_key(&id) {
+                continue;
+            }
+            let addr = self.view.addr_of(id);
+            if addr.is_empty() {
+                continue;
+            }
+            match self.kit.spawn(id, &addr) {
+                Ok(tx) => {
+                    self.redial.insert(id, tx);
+                }
+                Err(e) => warn!("cannot start a dialer for node {id}: {e}"),
+            }
+        }
+        let pending_new = self.admin.as_ref().map(|job| job.new);
+        let gone: Vec<u64> = self
+            .redial
+            .keys()
+            .copied()
+            .filter(|id| !members.contains(id) && Some(*id) != pending_new)
+            .collect();
+        for id in gone {
+            // Dropping the sender ends the dialer; the connection goes too.
+            self.redial.remove(&id);
+            if let Some(token) = self.outbound.remove(&id) {
+                self.close_quietly(token);
+            }
+            if self.retired.insert(id) {
+                info!("node {id} left the cluster");
+            }
+        }
+        if self.raft.is_leader() && self.raft.commit_index() >= self.noop_index(self.raft.term()) {
+            for id in members.iter().copied().chain(std::iter::once(me)) {
+                if self.view.is_replicated(id) {
+                    continue;
+                }
+                let addr = self.view.addr_of(id);
+                let recent = self.addr_proposed.get(&id).is_some_and(|t| now < t + ADDR_REPROPOSE_MS);
+                if addr.is_empty() || recent {
+                    continue;
+                }
+                self.addr_proposed.insert(id, now);
+                self.propose_command(&Command::SetAddr { node: id, addr });
+            }
+        }
+    }
+
+    fn propose_command(&mut self, command: &Command) {
+        let mut data = Vec::with_capacity(64);
+        encode_command(&mut data, command);
+        let _ = self.raft.propose(data);
+    }
+
+    /// Checks an `admin replace` and starts it, or refuses it at once.
+    fn start_admin(&mut self, mut job: AdminJob, now: u64) {
+        if !self.raft.is_leader() {
+            job.answer(Response::Moved { leader: self.leader_addr() });
+            return;
+        }
+        if let Err(why) = self.check_replace(&job) {
+            job.refuse(why);
+            return;
+        }
+        info!("replace {} by {} at {}: connecting", job.old, job.new, job.addr);
+        self.view.learn_addr(job.new, &job.addr);
+        match self.kit.spawn(job.new, &job.addr) {
+            Ok(tx) => {
+                self.redial.insert(job.new, tx);
+            }
+            Err(e) => {
+                job.refuse(format!("cannot start a dialer: {e}"));
+                return;
+            }
+        }
+        job.phase = AdminPhase::Dialing;
+        job.deadline_ms = now + ADMIN_DIAL_MS;
+        self.admin = Some(job);
+    }
+
+    fn check_replace(&self, job: &AdminJob) -> Result<(), String> {
+        if self.admin.is_some() || self.raft.config_change_pending() || self.raft.membership().is_joint() {
+            return Err("a membership change is already in progress".into());
+        }
+        let membership = self.raft.membership();
+        if !membership.voters.contains(&job.old) {
+            return Err(format!("node {} is not a voter", job.old));
+        }
+        if self.members().contains(&job.new) || self.retired.contains(&job.new) || self.view.seen(job.new) {
+            return Err(format!("node id {} was already used in this cluster; pick a new one", job.new));
+        }
+        // The joint configuration needs a majority of the old voters and of the new
+        // ones; the new node counts once it has caught up. Reachable = this leader or
+        // a voter we hold a connection to.
+        let alive = |id: &u64| *id == self.raft.id() || self.outbound.contains_key(id);
+        let voters = membership.voters.len();
+        let old_alive = membership.voters.iter().filter(|id| alive(id)).count();
+        let new_alive = membership.voters.iter().filter(|id| **id != job.old && alive(id)).count() + 1;
+        if old_alive <= voters / 2 || new_alive <= voters / 2 {
+            return Err(format!(
+                "not enough voters alive to commit the change ({old_alive} of {voters} reachable)"
+            ));
+        }
+        Ok(())
+    }
+
+    /// Moves the job in progress one step forward, answering when it ends.
+    fn step_admin(&mut self, now: u64) {
+        let Some(job) = self.admin.take() else { return };
+        self.admin = self.advance_admin(job, now);
+    }
+
+    fn advance_admin(&mut self, mut job: AdminJob, now: u64) -> Option<AdminJob> {
+        // Done, whoever leads now: the committed configuration has new and not old.
+        let (_, committed) = self.raft.committed_membership();
+        if job.phase == AdminPhase::Swapping
+            && !committed.is_joint()
+            && committed.voters.contains(&job.new)
+            && !committed.voters.contains(&job.old)
+        {
+            let voters: Vec<u64> = committed.voters.iter().copied().collect();
+            let voters = self.view.members_text(&voters);
+            info!("replace {} by {}: done; voters {voters}", job.old, job.new);
+            let text = format!("replaced {} by {}\nvoters={voters}\n", job.old, job.new);
+            job.answer(Response::Status { text });
+            return None;
+        }
+        if !self.raft.is_leader() && job.phase != AdminPhase::Swapping {
+            job.refuse(format!(
+                "this node stopped leading during the change; ask the leader ({})",
+                self.leader_addr()
+            ));
+            return None;
+        }
+        if now > job.deadline_ms {
+            let why = match job.phase {
+                AdminPhase::Dialing => format!("node {} at {} is unreachable", job.new, job.addr),
+                AdminPhase::CatchingUp => format!("node {} did not catch up in time", job.new),
+                AdminPhase::Swapping => "the change did not commit in time: not enough voters alive".into(),
+            };
+            if job.phase == AdminPhase::CatchingUp && self.raft.is_leader() {
+                let _ = self.raft.remove_learner(job.new);
+            }
+            job.refuse(why);
+            return None;
+        }
+        match job.phase {
+            AdminPhase::Dialing => {
+                if !self.outbound.contains_key(&job.new) {
+                    return Some(job);
+                }
+                self.propose_command(&Command::SetAddr { node: job.new, addr: job.addr.clone() });
+                if let Err(e) = self.raft.add_learner(job.new) {
+                    job.refuse(format!("cannot add the learner: {e}"));
+                    return None;
+                }
+                info!("replace {} by {}: learner added, catching up", job.old, job.new);
+                job.phase = AdminPhase::CatchingUp;
+                job.deadline_ms = now + ADMIN_CATCH_UP_MS;
+            }
+            AdminPhase::CatchingUp => {
+                let commit = self.raft.commit_index();
+                let caught_up = !self.raft.config_change_pending()
+                    && self
+                        .raft
+                        .progress_of(job.new)
+                        .is_some_and(|(matched, _)| matched + CATCH_UP_LAG_MAX >= commit);
+                if !caught_up {
+                    return Some(job);
+                }
+                if let Err(e) = self.raft.replace_voter(job.old, job.new) {
+                    job.refuse(format!("cannot start the swap: {e}"));
+                    return None;
+                }
+                info!("replace {} by {}: joint consensus entered", job.old, job.new);
+                job.phase = AdminPhase::Swapping;
+                job.deadline_ms = now + ADMIN_COMMIT_MS;
+            }
+            AdminPhase::Swapping => {}
+        }
+        Some(job)
     }
 }
 

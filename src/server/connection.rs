@@ -16,6 +16,7 @@ use log::{debug, warn};
 
 use super::lock_thread::{TableMsg, WriterMsg};
 use super::Shared;
+use crate::cluster::raft_thread::ToRaft;
 use crate::lock::ConnId;
 use crate::proto::frame::{decode_request, encode_response, DecodeError, ErrorCode, Request, Response};
 use crate::proto::handshake::{self, HandshakeError, CLIENT_LABELS};
@@ -156,6 +157,13 @@ fn read_loop(
                 return e.to_string();
             }
         };
+        let request = match request {
+            Request::Replace { old, new, addr } => {
+                admin_replace(tx, counters, shared, id, old, new, addr);
+                continue;
+            }
+            other => other,
+        };
         let local = match request {
             Request::Ping => Some(Response::Pong),
             Request::Status => Some(Response::Status { text: shared.status_text() }),
@@ -191,6 +199,36 @@ struct ConnCounters {
     pending: AtomicUsize,
     /// Set when the writer has stopped.
     writer_done: std::sync::atomic::AtomicBool,
+}
+
+/// `admin replace`: handed to the Raft thread, which answers on the writer's channel
+/// when the change is done or refused (it may take a while: the reader goes on).
+fn admin_replace(
+    tx: &Sender<WriterMsg>,
+    counters: &ConnCounters,
+    shared: &Shared,
+    id: u32,
+    old: u64,
+    new: u64,
+    addr: String,
+) {
+    let Some((raft, waker)) = &shared.raft else {
+        let message = "membership changes need a cluster; this node is standalone".into();
+        local_reply(tx, counters, id, Response::Error { code: ErrorCode::Invalid, message });
+        return;
+    };
+    counters.queued.fetch_add(1, Ordering::SeqCst);
+    let admin = ToRaft::Admin { id, old, new, addr, reply: tx.clone() };
+    if raft.send(admin).is_err() {
+        let message = "the node is stopping".into();
+        let _ = tx.send(WriterMsg::Reply {
+            id,
+            response: Response::Error { code: ErrorCode::Refused, message },
+            counted: false,
+        });
+        return;
+    }
+    let _ = waker.wake();
 }
 
 /// Queues an answer the reader made itself.

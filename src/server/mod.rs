@@ -40,6 +40,8 @@ pub(crate) struct Shared {
     table: Sender<TableMsg>,
     /// The cluster as the Raft thread last published it; `None` standalone.
     cluster: Option<Arc<ClusterView>>,
+    /// The Raft thread's inbox (for `admin replace`); `None` standalone.
+    raft: Option<(Sender<cluster::raft_thread::ToRaft>, Arc<mio::Waker>)>,
     /// Requests pending in the lock-table thread, all connections together.
     pending: AtomicUsize,
     stopping: AtomicBool,
@@ -162,6 +164,7 @@ impl Server {
             tls,
             table: table_tx,
             cluster: cluster.as_ref().map(|c| c.view.clone()),
+            raft: cluster.as_ref().map(|c| (c.raft_tx.clone(), c.waker.clone())),
             pending: AtomicUsize::new(0),
             stopping: AtomicBool::new(false),
             sockets: Mutex::new(Default::default()),
@@ -196,6 +199,11 @@ impl Server {
     /// The bound client address (useful with port 0).
     pub fn local_addr(&self) -> SocketAddr {
         self.local_addr
+    }
+
+    /// True once this node learned it was removed from the cluster.
+    pub fn removed(&self) -> bool {
+        self.shared.cluster.as_ref().is_some_and(|view| view.removed.load(Ordering::SeqCst))
     }
 
     /// Why this node must stop, if it must (e.g. its NodeId was already used).
@@ -332,6 +340,12 @@ pub fn run_from_env() -> i32 {
         if let Some(why) = server.fatal() {
             eprintln!("ticketing: {why}");
             status = 2;
+            break;
+        }
+        if server.removed() {
+            // Give the leader a moment to see this node's last acknowledgements.
+            std::thread::sleep(Duration::from_millis(500));
+            eprintln!("ticketing: this node was removed from the cluster; stopping");
             break;
         }
         std::thread::sleep(Duration::from_millis(50));
