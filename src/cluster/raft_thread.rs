@@ -425,7 +425,11 @@ impl RaftLoop {
     fn housekeeping(&mut self, now: u64) {
         let me = self.raft.id();
         let members = self.members();
-        for &id in members.iter().filter(|id| **id != me) {
+        // Dial every member, and the leader even when this node's log does not list it
+        // yet (a learner catching up must be able to answer it).
+        let mut wanted = members.clone();
+        wanted.extend(self.raft.leader_id());
+        for &id in wanted.iter().filter(|id| **id != me) {
             if self.redial.contains_key(&id) {
                 continue;
             }
@@ -440,12 +444,15 @@ impl RaftLoop {
                 Err(e) => warn!("cannot start a dialer for node {id}: {e}"),
             }
         }
+        // A joining node that has not received a configuration yet keeps the dialers
+        // of its configured peers: they are how it finds the cluster.
+        let joining = self.raft.membership().voters.is_empty();
         let pending_new = self.admin.as_ref().map(|job| job.new);
         let gone: Vec<u64> = self
             .redial
             .keys()
             .copied()
-            .filter(|id| !members.contains(id) && Some(*id) != pending_new)
+            .filter(|id| !joining && !wanted.contains(id) && Some(*id) != pending_new)
             .collect();
         for id in gone {
             // Dropping the sender ends the dialer; the connection goes too.
@@ -513,7 +520,9 @@ impl RaftLoop {
         if !membership.voters.contains(&job.old) {
             return Err(format!("node {} is not a voter", job.old));
         }
-        if self.members().contains(&job.new) || self.retired.contains(&job.new) || self.view.seen(job.new) {
+        // A joining node has connected already (that is how it catches up); what makes an
+        // id "used" is membership, now or before.
+        if self.members().contains(&job.new) || self.retired.contains(&job.new) {
             return Err(format!("node id {} was already used in this cluster; pick a new one", job.new));
         }
         // The joint configuration needs a majority of the old voters and of the new

@@ -89,11 +89,6 @@ impl ClusterView {
         self.replicated.lock().unwrap_or_else(|p| p.into_inner()).contains_key(&id)
     }
 
-    /// True if a process with node id `id` ever connected to or accepted us.
-    pub fn seen(&self, id: u64) -> bool {
-        self.incarnations.lock().unwrap_or_else(|p| p.into_inner()).contains_key(&id)
-    }
-
     /// Records `incarnation` for `id`; false if `id` was seen with another one.
     pub fn check_incarnation(&self, id: u64, incarnation: u64) -> bool {
         let mut seen = self.incarnations.lock().unwrap_or_else(|p| p.into_inner());

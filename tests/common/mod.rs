@@ -50,12 +50,18 @@ pub fn start_server(extra: &[(&str, &str)]) -> ServerProcess {
     let mut child = cmd.spawn().expect("start ticketing server");
     let stderr = child.stderr.take().unwrap();
     let (tx, rx) = mpsc::channel();
+    // TICKETING_TEST_LOGS=DIR keeps every server's log in DIR/<pid>.log for debugging.
+    let mut keep = std::env::var_os("TICKETING_TEST_LOGS").map(|dir| {
+        let path = std::path::Path::new(&dir).join(format!("{}.log", child.id()));
+        std::fs::File::create(path).expect("log file")
+    });
     std::thread::spawn(move || {
         for line in BufReader::new(stderr).lines() {
             let Ok(line) = line else { break };
-            if tx.send(line).is_err() {
-                break;
+            if let Some(file) = keep.as_mut() {
+                let _ = writeln!(file, "{line}");
             }
+            let _ = tx.send(line);
         }
     });
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
@@ -81,7 +87,7 @@ pub fn connect(addr: SocketAddr) -> Raw {
 }
 
 pub fn connect_with(addr: SocketAddr, token: &str) -> Result<Raw, handshake::HandshakeError> {
-    let mut stream = TcpStream::connect(addr).expect("connect");
+    let mut stream = TcpStream::connect(addr).map_err(handshake::HandshakeError::Io)?;
     stream.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
     stream.set_nodelay(true).unwrap();
     let welcome =
