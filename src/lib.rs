@@ -1,4 +1,7 @@
 //! Ticketing: a FIFO lock service with leases, direct hand-off and fencing tokens.
 
+pub mod cli;
+pub mod client;
 pub mod lock;
 pub mod proto;
+mod sys;
