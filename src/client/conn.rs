@@ -132,6 +132,8 @@ pub(crate) struct Session {
     pending: Mutex<Pending>,
     sock: TcpStream,
     dead: AtomicBool,
+    /// Fault injection for tests: writes that still have to fail (see [`Pool::faults`]).
+    faults: Arc<AtomicUsize>,
 }
 
 impl Session {
@@ -155,6 +157,10 @@ impl Session {
             pending.map.insert(id, waiter);
         }
         let mut wire = lock(&self.wire);
+        if self.take_fault() {
+            // A real zero-byte failure: the socket refuses the write (EPIPE).
+            let _ = self.sock.shutdown(Shutdown::Write);
+        }
         let before = Instant::now();
         match wire.write_frame(frame) {
             Ok(()) => Ok(before),
@@ -171,6 +177,12 @@ impl Session {
                 }
             }
         }
+    }
+
+    fn take_fault(&self) -> bool {
+        self.faults
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1))
+            .is_ok()
     }
 
     /// Removes the waiter of `id` (the caller stopped waiting; a late answer is dropped).
@@ -304,6 +316,9 @@ pub(crate) struct Pool {
     release_tx: Sender<Msg>,
     /// Release jobs enqueued and not yet finished (the queue's bound applies to this).
     pub(crate) release_outstanding: AtomicUsize,
+    /// Fault injection for tests: the next this-many frame writes fail before their
+    /// first byte, as if the socket had broken.
+    pub(crate) faults: Arc<AtomicUsize>,
 }
 
 impl Pool {
@@ -327,6 +342,7 @@ impl Pool {
             stop: Condvar::new(),
             release_tx,
             release_outstanding: AtomicUsize::new(0),
+            faults: Arc::new(AtomicUsize::new(0)),
         }
     }
 
@@ -574,6 +590,7 @@ impl Pool {
             }),
             sock,
             dead: AtomicBool::new(false),
+            faults: Arc::clone(&self.faults),
         });
         Ok((session, reader))
     }

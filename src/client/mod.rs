@@ -343,6 +343,17 @@ impl Client {
         }
     }
 
+    /// Fault injection for tests: the next `count` request writes fail before their
+    /// first byte reaches the socket (the socket is shut down for writing), exactly as
+    /// a connection that broke between two requests.
+    #[doc(hidden)]
+    pub fn inject_write_failures(&self, count: usize) {
+        self.inner
+            .pool
+            .faults
+            .store(count, std::sync::atomic::Ordering::Release);
+    }
+
     /// Sends a read-only request and waits for its answer. Read-only requests are safe
     /// to send again, so a lost connection means another try within the budget.
     fn call(
