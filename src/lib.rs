@@ -4,4 +4,6 @@ pub mod cli;
 pub mod client;
 pub mod lock;
 pub mod proto;
+pub mod server;
 mod sys;
+pub mod transport;

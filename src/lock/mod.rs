@@ -14,6 +14,7 @@
 //!
 //! Standalone mode drives the same table with a "log" that commits on append.
 
+pub mod codec;
 pub mod command;
 pub mod state;
 pub mod table;

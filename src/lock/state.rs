@@ -37,6 +37,16 @@ pub struct LockState {
 }
 
 impl LockState {
+    /// A state from its parts (a decoded snapshot); `None` if a key appears twice.
+    pub fn from_parts(holders: Vec<(String, Holder)>, last_token: u64) -> Option<LockState> {
+        let count = holders.len();
+        let holders: HashMap<String, Holder> = holders.into_iter().collect();
+        (holders.len() == count).then_some(LockState {
+            holders,
+            last_token,
+        })
+    }
+
     pub fn holder(&self, key: &str) -> Option<&Holder> {
         self.holders.get(key)
     }

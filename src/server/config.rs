@@ -1,0 +1,545 @@
+//! Server configuration from the environment (SPEC §9). Every value is checked at
+//! start; a bad one stops the server with one line naming the variable.
+
+use std::collections::BTreeMap;
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::path::PathBuf;
+
+use crate::proto::limits::{AUTH_TOKEN_LEN_MIN, WAITERS_PER_KEY_MAX_DEFAULT};
+
+/// Shown by `ticketing server --help`.
+pub const HELP: &str = "\
+Environment variables (SPEC §9):
+  TICKETING_LISTEN                client listen address            default 0.0.0.0:5225
+  TICKETING_AUTH_TOKEN            client auth secret, >= 16 bytes  required (or _FILE)
+  TICKETING_AUTH_TOKEN_FILE       file holding the client secret
+  TICKETING_PEER_AUTH_TOKEN       peer auth secret (or _FILE)      default: the client secret
+  TICKETING_PEER_AUTH_TOKEN_FILE  file holding the peer secret
+  TICKETING_NODE_ID               u64 node id, never reused        required in a cluster; 1 standalone
+  TICKETING_CLUSTER_SELF          own client address as peers dial it (cluster)
+  TICKETING_CLUSTER_PEERS         id@host:port,... of all voters (new) or members (join)
+                                  unset: standalone
+  TICKETING_CLUSTER_STATE         new | join                       default new
+  TICKETING_TLS_CERT              PEM certificate chain; with _KEY enables TLS on both ports
+  TICKETING_TLS_KEY               PEM private key
+  TICKETING_TLS_CA                PEM CA bundle to verify peers
+  TICKETING_HEARTBEAT_MS          Raft heartbeat                   default 200
+  TICKETING_ELECTION_MS           Raft election timeout (lower bound) default 2000
+  TICKETING_MAX_WAITERS           waiters queued per key           default 4096
+  RUST_LOG                        log filter (env_logger)          default info
+A bad value stops the server at start with exit status 2 and one line naming the variable.
+";
+
+/// Default client port.
+pub const DEFAULT_LISTEN: &str = "0.0.0.0:5225";
+/// Largest accepted `TICKETING_MAX_WAITERS`.
+pub const MAX_WAITERS_LIMIT: usize = 1_000_000;
+/// Longest accepted client address string (it travels as a `str8`).
+const ADDR_LEN_MAX: usize = 255;
+
+/// A configuration error: which variable, and what is wrong with it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConfigError {
+    pub var: &'static str,
+    pub message: String,
+}
+
+impl std::fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.var, self.message)
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+fn err(var: &'static str, message: impl Into<String>) -> ConfigError {
+    ConfigError {
+        var,
+        message: message.into(),
+    }
+}
+
+/// PEM files that turn TLS on.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TlsFiles {
+    pub cert: PathBuf,
+    pub key: PathBuf,
+    pub ca: Option<PathBuf>,
+}
+
+/// Whether this node founds a new cluster or joins an existing one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ClusterState {
+    New,
+    Join,
+}
+
+/// A member of the cluster as configured: its node id and client address.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Peer {
+    pub id: u64,
+    pub addr: String,
+}
+
+/// Cluster settings; `None` in [`Config::cluster`] means standalone.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ClusterConfig {
+    pub self_addr: String,
+    pub peers: Vec<Peer>,
+    pub state: ClusterState,
+    pub peer_auth_token: Vec<u8>,
+}
+
+/// Everything a node needs to start.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Config {
+    pub listen: SocketAddr,
+    pub auth_token: Vec<u8>,
+    pub node_id: u64,
+    pub tls: Option<TlsFiles>,
+    pub heartbeat_ms: u64,
+    pub election_ms: u64,
+    pub max_waiters: usize,
+    pub cluster: Option<ClusterConfig>,
+}
+
+impl Config {
+    /// A standalone node with defaults, for tests, the demo and embedding.
+    pub fn standalone(listen: SocketAddr, auth_token: Vec<u8>) -> Config {
+        Config {
+            listen,
+            auth_token,
+            node_id: 1,
+            tls: None,
+            heartbeat_ms: 200,
+            election_ms: 2000,
+            max_waiters: WAITERS_PER_KEY_MAX_DEFAULT,
+            cluster: None,
+        }
+    }
+
+    /// Reads the process environment.
+    pub fn from_env() -> Result<Config, ConfigError> {
+        let vars: BTreeMap<String, String> = std::env::vars_os()
+            .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
+            .collect();
+        Config::from_vars(&|name| vars.get(name).cloned())
+    }
+
+    /// Reads configuration through `get` (the environment, or a map in tests).
+    pub fn from_vars(get: &dyn Fn(&str) -> Option<String>) -> Result<Config, ConfigError> {
+        let listen_text = get("TICKETING_LISTEN").unwrap_or_else(|| DEFAULT_LISTEN.to_owned());
+        let listen = resolve("TICKETING_LISTEN", &listen_text)?;
+        let auth_token = secret(get, "TICKETING_AUTH_TOKEN", "TICKETING_AUTH_TOKEN_FILE")?
+            .ok_or_else(|| {
+                err(
+                    "TICKETING_AUTH_TOKEN",
+                    "required (or TICKETING_AUTH_TOKEN_FILE)",
+                )
+            })?;
+        let peer_auth_token = secret(
+            get,
+            "TICKETING_PEER_AUTH_TOKEN",
+            "TICKETING_PEER_AUTH_TOKEN_FILE",
+        )?
+        .unwrap_or_else(|| auth_token.clone());
+        let tls = tls_files(get)?;
+        let heartbeat_ms = number(get, "TICKETING_HEARTBEAT_MS", 200, 10, 60_000)?;
+        let election_ms = number(get, "TICKETING_ELECTION_MS", 2000, 50, 600_000)?;
+        if election_ms < 2 * heartbeat_ms {
+            return Err(err(
+                "TICKETING_ELECTION_MS",
+                format!(
+                    "{election_ms} must be at least twice TICKETING_HEARTBEAT_MS ({heartbeat_ms})"
+                ),
+            ));
+        }
+        let max_waiters = number(
+            get,
+            "TICKETING_MAX_WAITERS",
+            WAITERS_PER_KEY_MAX_DEFAULT as u64,
+            1,
+            MAX_WAITERS_LIMIT as u64,
+        )? as usize;
+        let node_id = match get("TICKETING_NODE_ID") {
+            None => None,
+            Some(text) => match text.trim().parse::<u64>() {
+                Ok(0) | Err(_) => {
+                    return Err(err(
+                        "TICKETING_NODE_ID",
+                        format!("{text:?} is not a non-zero u64"),
+                    ))
+                }
+                Ok(id) => Some(id),
+            },
+        };
+        let cluster = cluster_config(get, node_id, peer_auth_token)?;
+        if cluster.is_some() && node_id.is_none() {
+            return Err(err("TICKETING_NODE_ID", "required in cluster mode"));
+        }
+        Ok(Config {
+            listen,
+            auth_token,
+            node_id: node_id.unwrap_or(1),
+            tls,
+            heartbeat_ms,
+            election_ms,
+            max_waiters,
+            cluster,
+        })
+    }
+}
+
+fn resolve(var: &'static str, text: &str) -> Result<SocketAddr, ConfigError> {
+    match text.to_socket_addrs() {
+        Ok(mut addrs) => addrs
+            .next()
+            .ok_or_else(|| err(var, format!("{text:?} resolves to no address"))),
+        Err(e) => Err(err(var, format!("{text:?} is not host:port ({e})"))),
+    }
+}
+
+fn number(
+    get: &dyn Fn(&str) -> Option<String>,
+    var: &'static str,
+    default: u64,
+    min: u64,
+    max: u64,
+) -> Result<u64, ConfigError> {
+    let Some(text) = get(var) else {
+        return Ok(default);
+    };
+    match text.trim().parse::<u64>() {
+        Ok(v) if (min..=max).contains(&v) => Ok(v),
+        _ => Err(err(
+            var,
+            format!("{text:?} is not a whole number in {min}..={max}"),
+        )),
+    }
+}
+
+/// A secret given inline or as a file (one trailing newline is not part of it).
+fn secret(
+    get: &dyn Fn(&str) -> Option<String>,
+    var: &'static str,
+    file_var: &'static str,
+) -> Result<Option<Vec<u8>>, ConfigError> {
+    let value = match (get(var), get(file_var)) {
+        (Some(_), Some(_)) => {
+            return Err(err(
+                var,
+                format!("set either {var} or {file_var}, not both"),
+            ))
+        }
+        (Some(inline), None) => (var, inline.into_bytes()),
+        (None, Some(path)) => {
+            let mut bytes = std::fs::read(&path)
+                .map_err(|e| err(file_var, format!("cannot read {path:?}: {e}")))?;
+            if bytes.ends_with(b"\n") {
+                bytes.pop();
+                if bytes.ends_with(b"\r") {
+                    bytes.pop();
+                }
+            }
+            (file_var, bytes)
+        }
+        (None, None) => return Ok(None),
+    };
+    let (source, bytes) = value;
+    if bytes.len() < AUTH_TOKEN_LEN_MIN {
+        return Err(err(
+            source,
+            format!(
+                "the secret is {} bytes; at least {AUTH_TOKEN_LEN_MIN} are required",
+                bytes.len()
+            ),
+        ));
+    }
+    Ok(Some(bytes))
+}
+
+fn tls_files(get: &dyn Fn(&str) -> Option<String>) -> Result<Option<TlsFiles>, ConfigError> {
+    let cert = get("TICKETING_TLS_CERT");
+    let key = get("TICKETING_TLS_KEY");
+    let ca = get("TICKETING_TLS_CA").map(PathBuf::from);
+    let files = match (cert, key) {
+        (None, None) => return Ok(None),
+        (Some(_), None) => {
+            return Err(err(
+                "TICKETING_TLS_KEY",
+                "required when TICKETING_TLS_CERT is set",
+            ))
+        }
+        (None, Some(_)) => {
+            return Err(err(
+                "TICKETING_TLS_CERT",
+                "required when TICKETING_TLS_KEY is set",
+            ))
+        }
+        (Some(cert), Some(key)) => TlsFiles {
+            cert: cert.into(),
+            key: key.into(),
+            ca,
+        },
+    };
+    for (var, path) in [
+        ("TICKETING_TLS_CERT", &files.cert),
+        ("TICKETING_TLS_KEY", &files.key),
+    ] {
+        if !path.is_file() {
+            return Err(err(
+                var,
+                format!("{} is not a readable file", path.display()),
+            ));
+        }
+    }
+    if let Some(ca) = &files.ca {
+        if !ca.is_file() {
+            return Err(err(
+                "TICKETING_TLS_CA",
+                format!("{} is not a readable file", ca.display()),
+            ));
+        }
+    }
+    Ok(Some(files))
+}
+
+fn cluster_config(
+    get: &dyn Fn(&str) -> Option<String>,
+    node_id: Option<u64>,
+    peer_auth_token: Vec<u8>,
+) -> Result<Option<ClusterConfig>, ConfigError> {
+    let state = match get("TICKETING_CLUSTER_STATE").as_deref().map(str::trim) {
+        None | Some("new") => ClusterState::New,
+        Some("join") => ClusterState::Join,
+        Some(other) => {
+            return Err(err(
+                "TICKETING_CLUSTER_STATE",
+                format!("{other:?} is not new or join"),
+            ))
+        }
+    };
+    let Some(peers_text) = get("TICKETING_CLUSTER_PEERS") else {
+        if get("TICKETING_CLUSTER_SELF").is_some() {
+            return Err(err(
+                "TICKETING_CLUSTER_PEERS",
+                "required when TICKETING_CLUSTER_SELF is set",
+            ));
+        }
+        return Ok(None);
+    };
+    let mut peers: Vec<Peer> = Vec::new();
+    for item in peers_text
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+    {
+        let peer = parse_peer(item).map_err(|m| err("TICKETING_CLUSTER_PEERS", m))?;
+        if peers.iter().any(|p| p.id == peer.id) {
+            return Err(err(
+                "TICKETING_CLUSTER_PEERS",
+                format!("node id {} appears twice", peer.id),
+            ));
+        }
+        peers.push(peer);
+    }
+    let self_addr = get("TICKETING_CLUSTER_SELF")
+        .map(|s| s.trim().to_owned())
+        .ok_or_else(|| err("TICKETING_CLUSTER_SELF", "required in cluster mode"))?;
+    check_addr("TICKETING_CLUSTER_SELF", &self_addr)?;
+    if state == ClusterState::New {
+        if peers.len() != 3 && peers.len() != 5 {
+            return Err(err(
+                "TICKETING_CLUSTER_PEERS",
+                format!(
+                    "a new cluster has exactly 3 or 5 voters; {} are listed",
+                    peers.len()
+                ),
+            ));
+        }
+        if let Some(id) = node_id {
+            match peers.iter().find(|p| p.id == id) {
+                None => {
+                    return Err(err(
+                        "TICKETING_CLUSTER_PEERS",
+                        format!("this node's id {id} is not listed"),
+                    ))
+                }
+                Some(me) if me.addr != self_addr => {
+                    return Err(err(
+                        "TICKETING_CLUSTER_SELF",
+                        format!(
+                            "{self_addr:?} differs from the address listed for node {id}: {:?}",
+                            me.addr
+                        ),
+                    ))
+                }
+                Some(_) => {}
+            }
+        }
+    } else if peers.is_empty() {
+        return Err(err(
+            "TICKETING_CLUSTER_PEERS",
+            "a joining node needs at least one existing member",
+        ));
+    }
+    Ok(Some(ClusterConfig {
+        self_addr,
+        peers,
+        state,
+        peer_auth_token,
+    }))
+}
+
+fn parse_peer(item: &str) -> Result<Peer, String> {
+    let (id, addr) = item
+        .split_once('@')
+        .ok_or_else(|| format!("{item:?} is not id@host:port"))?;
+    let id: u64 = match id.parse() {
+        Ok(0) | Err(_) => return Err(format!("{id:?} in {item:?} is not a non-zero u64")),
+        Ok(id) => id,
+    };
+    check_addr("TICKETING_CLUSTER_PEERS", addr).map_err(|e| e.message)?;
+    Ok(Peer {
+        id,
+        addr: addr.to_owned(),
+    })
+}
+
+/// A client address: `host:port`, short enough for a `str8`, with a port that leaves
+/// room for the peer port (+1000).
+fn check_addr(var: &'static str, addr: &str) -> Result<(), ConfigError> {
+    if addr.is_empty() || addr.len() > ADDR_LEN_MAX {
+        return Err(err(var, format!("{addr:?} must be 1..=255 bytes")));
+    }
+    let Some((host, port)) = addr.rsplit_once(':') else {
+        return Err(err(var, format!("{addr:?} is not host:port")));
+    };
+    match port.parse::<u16>() {
+        Ok(p) if p > 0 && p <= u16::MAX - 1000 => {}
+        _ => {
+            return Err(err(
+                var,
+                format!("port in {addr:?} must be 1..=64535 (peer port = port + 1000)"),
+            ))
+        }
+    }
+    if host.is_empty() {
+        return Err(err(var, format!("{addr:?} has no host")));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(pairs: &[(&str, &str)]) -> Result<Config, ConfigError> {
+        let map: BTreeMap<String, String> = pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        Config::from_vars(&|name| map.get(name).cloned())
+    }
+
+    const TOKEN: (&str, &str) = ("TICKETING_AUTH_TOKEN", "0123456789abcdef");
+
+    #[test]
+    fn defaults_for_a_standalone_node() {
+        let c = config(&[TOKEN]).unwrap();
+        assert_eq!(c.listen, "0.0.0.0:5225".parse().unwrap());
+        assert_eq!(c.max_waiters, 4096);
+        assert_eq!((c.heartbeat_ms, c.election_ms), (200, 2000));
+        assert_eq!(c.node_id, 1);
+        assert!(c.cluster.is_none() && c.tls.is_none());
+    }
+
+    #[test]
+    fn each_bad_value_names_its_variable() {
+        let cases: &[(&[(&str, &str)], &str)] = &[
+            (&[], "TICKETING_AUTH_TOKEN"),
+            (&[("TICKETING_AUTH_TOKEN", "short")], "TICKETING_AUTH_TOKEN"),
+            (
+                &[TOKEN, ("TICKETING_LISTEN", "nonsense")],
+                "TICKETING_LISTEN",
+            ),
+            (
+                &[TOKEN, ("TICKETING_MAX_WAITERS", "0")],
+                "TICKETING_MAX_WAITERS",
+            ),
+            (
+                &[TOKEN, ("TICKETING_MAX_WAITERS", "x")],
+                "TICKETING_MAX_WAITERS",
+            ),
+            (
+                &[TOKEN, ("TICKETING_HEARTBEAT_MS", "-1")],
+                "TICKETING_HEARTBEAT_MS",
+            ),
+            (
+                &[TOKEN, ("TICKETING_ELECTION_MS", "300")],
+                "TICKETING_ELECTION_MS",
+            ),
+            (&[TOKEN, ("TICKETING_NODE_ID", "0")], "TICKETING_NODE_ID"),
+            (
+                &[TOKEN, ("TICKETING_TLS_CERT", "/nonexistent")],
+                "TICKETING_TLS_KEY",
+            ),
+            (
+                &[
+                    TOKEN,
+                    ("TICKETING_TLS_CERT", "/nonexistent"),
+                    ("TICKETING_TLS_KEY", "/x"),
+                ],
+                "TICKETING_TLS_CERT",
+            ),
+            (
+                &[TOKEN, ("TICKETING_CLUSTER_STATE", "old")],
+                "TICKETING_CLUSTER_STATE",
+            ),
+            (
+                &[TOKEN, ("TICKETING_AUTH_TOKEN_FILE", "/nonexistent")],
+                "TICKETING_AUTH_TOKEN",
+            ),
+            (
+                &[TOKEN, ("TICKETING_PEER_AUTH_TOKEN", "short")],
+                "TICKETING_PEER_AUTH_TOKEN",
+            ),
+        ];
+        for (pairs, var) in cases {
+            let e = config(pairs).unwrap_err();
+            assert_eq!(e.var, *var, "{pairs:?} gave {e}");
+        }
+    }
+
+    #[test]
+    fn cluster_needs_three_or_five_voters() {
+        let base = [
+            TOKEN,
+            ("TICKETING_NODE_ID", "1"),
+            ("TICKETING_CLUSTER_SELF", "127.0.0.1:5225"),
+        ];
+        for (peers, ok) in [
+            ("1@127.0.0.1:5225", false),
+            ("1@127.0.0.1:5225,2@127.0.0.2:5225", false),
+            ("1@127.0.0.1:5225,2@127.0.0.2:5225,3@127.0.0.3:5225", true),
+            (
+                "1@127.0.0.1:5225,2@127.0.0.2:5225,3@127.0.0.3:5225,4@127.0.0.4:5225",
+                false,
+            ),
+            ("1@127.0.0.1:5225,2@a:5225,3@b:5225,4@c:5225,5@d:5225", true),
+        ] {
+            let mut pairs = base.to_vec();
+            pairs.push(("TICKETING_CLUSTER_PEERS", peers));
+            assert_eq!(config(&pairs).is_ok(), ok, "{peers}");
+        }
+    }
+
+    #[test]
+    fn token_file_drops_one_trailing_newline() {
+        let mut file = tempfile::NamedTempFile::new().unwrap();
+        std::io::Write::write_all(&mut file, b"0123456789abcdef\n").unwrap();
+        let path = file.path().to_str().unwrap().to_owned();
+        let c = config(&[("TICKETING_AUTH_TOKEN_FILE", &path)]).unwrap();
+        assert_eq!(c.auth_token, b"0123456789abcdef");
+    }
+}

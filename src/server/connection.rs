@@ -1,0 +1,279 @@
+//! One client connection: handshake, then a reader (this thread) and a writer thread.
+//!
+//! The reader decodes and validates frames and answers `E`, `P` and `S` itself;
+//! ACQUIRE, RELEASE and QUERY go to the lock-table thread. Every answer, from either
+//! side, reaches the socket through the writer's channel, which batches whatever is
+//! queued into one write.
+
+use std::io::{BufReader, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{Receiver, Sender};
+use log::{debug, warn};
+
+use super::lock_thread::{TableMsg, WriterMsg};
+use super::Shared;
+use crate::lock::ConnId;
+use crate::proto::frame::{
+    decode_request, encode_response, DecodeError, ErrorCode, Request, Response,
+};
+use crate::proto::handshake::{self, role, HandshakeError, Welcome, CLIENT_LABELS};
+use crate::proto::io::{FrameReader, ReadError};
+use crate::proto::limits::{HANDSHAKE_TIMEOUT_MS, REQUEST_FRAME_LEN_MAX};
+use crate::transport::{self, Duplex, WriteHalf};
+
+/// Requests one connection may have pending (sent, not yet answered); one more is
+/// answered `E 4 overloaded`.
+pub const PENDING_PER_CONN_MAX: usize = 4096;
+/// Requests all connections of the node may have pending at once.
+pub const PENDING_PER_NODE_MAX: usize = 1 << 20;
+/// A write that cannot progress for this long closes the connection: the client has
+/// stopped reading.
+const WRITE_TIMEOUT: Duration = Duration::from_secs(30);
+/// Bytes of socket reads buffered on the reader side.
+const READ_BUFFER_BYTES: usize = 16 * 1024;
+
+/// Serves one accepted connection until it closes.
+pub fn serve(tcp: TcpStream, peer: SocketAddr, conn: ConnId, shared: Arc<Shared>) {
+    let _ = tcp.set_nodelay(true);
+    let tls = match &shared.tls {
+        Some(config) => match rustls::ServerConnection::new(config.clone()) {
+            Ok(c) => Some(rustls::Connection::Server(c)),
+            Err(e) => {
+                warn!("{peer}: cannot start TLS: {e}");
+                return;
+            }
+        },
+        None => None,
+    };
+    let (mut reader, mut writer) = match transport::split(tcp, tls) {
+        Ok(halves) => halves,
+        Err(e) => {
+            debug!("{peer}: cannot split socket: {e}");
+            return;
+        }
+    };
+    let deadline = Instant::now() + Duration::from_millis(HANDSHAKE_TIMEOUT_MS);
+    if reader.set_deadline(Some(deadline)).is_err()
+        || writer
+            .tcp()
+            .set_write_timeout(Some(Duration::from_millis(HANDSHAKE_TIMEOUT_MS)))
+            .is_err()
+    {
+        return;
+    }
+    let welcome = || Welcome {
+        node_id: shared.info.node_id,
+        role: role::STANDALONE,
+        domain: shared.info.domain,
+        leader: shared.info.addr.clone(),
+    };
+    let result = handshake::server_handshake(
+        &mut Duplex {
+            reader: &mut reader,
+            writer: &mut writer,
+        },
+        &shared.auth_key,
+        &CLIENT_LABELS,
+        welcome,
+    );
+    match result {
+        Ok(_) => {}
+        Err(HandshakeError::AuthFailed) => {
+            warn!("{peer}: authentication failed");
+            return;
+        }
+        Err(e) => {
+            debug!("{peer}: handshake failed: {e}");
+            return;
+        }
+    }
+    if reader.set_deadline(None).is_err()
+        || writer.tcp().set_write_timeout(Some(WRITE_TIMEOUT)).is_err()
+    {
+        return;
+    }
+    debug!("{peer}: connection {conn} open");
+
+    let (tx, rx) = crossbeam_channel::unbounded();
+    let pending = Arc::new(AtomicUsize::new(0));
+    if shared
+        .table
+        .send(TableMsg::Open {
+            conn,
+            replies: tx.clone(),
+        })
+        .is_err()
+    {
+        return;
+    }
+    let writer_thread = {
+        let pending = pending.clone();
+        let shared = shared.clone();
+        std::thread::Builder::new()
+            .name(format!("conn-{conn}-w"))
+            .spawn(move || write_loop(writer, rx, &pending, &shared))
+    };
+    let Ok(writer_thread) = writer_thread else {
+        let _ = shared.table.send(TableMsg::Closed { conn });
+        return;
+    };
+    let frames = FrameReader::new(
+        BufReader::with_capacity(READ_BUFFER_BYTES, reader),
+        REQUEST_FRAME_LEN_MAX,
+    );
+    let why = read_loop(frames, conn, &tx, &pending, &shared);
+    debug!("{peer}: connection {conn} closed ({why})");
+    let _ = shared.table.send(TableMsg::Closed { conn });
+    let _ = tx.send(WriterMsg::Close);
+    drop(tx);
+    let _ = writer_thread.join();
+    // Requests the table never answered (it drops a closed connection's sender) are
+    // no longer pending anywhere.
+    shared
+        .pending
+        .fetch_sub(pending.load(Ordering::SeqCst), Ordering::SeqCst);
+}
+
+/// Reads frames until the connection ends; returns why it ended, for the log.
+fn read_loop(
+    mut frames: FrameReader<BufReader<transport::ReadHalf>>,
+    conn: ConnId,
+    tx: &Sender<WriterMsg>,
+    pending: &AtomicUsize,
+    shared: &Shared,
+) -> String {
+    loop {
+        let payload = match frames.read_payload() {
+            Ok(payload) => payload,
+            Err(ReadError::Closed) => return "closed by client".into(),
+            Err(ReadError::Io(e)) => return format!("read: {e}"),
+            Err(ReadError::BadLength(e)) => {
+                connection_error(tx, ErrorCode::Malformed, &e);
+                return e.to_string();
+            }
+        };
+        let (id, request) = match decode_request(payload) {
+            Ok(decoded) => decoded,
+            Err(DecodeError::Invalid { id, reason }) => {
+                let response = Response::Error {
+                    code: ErrorCode::Invalid,
+                    message: reason.into(),
+                };
+                let _ = tx.send(WriterMsg::Reply {
+                    id,
+                    response,
+                    counted: false,
+                });
+                continue;
+            }
+            Err(e @ DecodeError::Malformed(_)) => {
+                connection_error(tx, ErrorCode::Malformed, &e);
+                return e.to_string();
+            }
+            Err(e @ DecodeError::UnknownOp(_)) => {
+                connection_error(tx, ErrorCode::UnknownOp, &e);
+                return e.to_string();
+            }
+        };
+        let local = match request {
+            Request::Ping => Some(Response::Pong),
+            Request::Status => Some(Response::Status {
+                text: shared.status_text(),
+            }),
+            _ => None,
+        };
+        if let Some(response) = local {
+            let _ = tx.send(WriterMsg::Reply {
+                id,
+                response,
+                counted: false,
+            });
+            continue;
+        }
+        if pending.load(Ordering::SeqCst) >= PENDING_PER_CONN_MAX
+            || shared.pending.load(Ordering::SeqCst) >= PENDING_PER_NODE_MAX
+        {
+            let response = Response::Error {
+                code: ErrorCode::Overloaded,
+                message: "too many pending requests".into(),
+            };
+            let _ = tx.send(WriterMsg::Reply {
+                id,
+                response,
+                counted: false,
+            });
+            continue;
+        }
+        pending.fetch_add(1, Ordering::SeqCst);
+        shared.pending.fetch_add(1, Ordering::SeqCst);
+        if shared
+            .table
+            .send(TableMsg::Request { conn, id, request })
+            .is_err()
+        {
+            return "server stopping".into();
+        }
+    }
+}
+
+/// Sends a connection-level error (id 0); the caller then closes the connection.
+fn connection_error(tx: &Sender<WriterMsg>, code: ErrorCode, error: &DecodeError) {
+    let response = Response::Error {
+        code,
+        message: error.to_string(),
+    };
+    let _ = tx.send(WriterMsg::Reply {
+        id: 0,
+        response,
+        counted: false,
+    });
+}
+
+/// Writes answers as they come, batching everything already queued into one write.
+fn write_loop(
+    mut writer: WriteHalf,
+    rx: Receiver<WriterMsg>,
+    pending: &AtomicUsize,
+    shared: &Shared,
+) {
+    let mut buf = Vec::with_capacity(4096);
+    let mut closing = false;
+    while let Ok(first) = rx.recv() {
+        let mut next = Some(first);
+        while let Some(msg) = next.take() {
+            match msg {
+                WriterMsg::Reply {
+                    id,
+                    response,
+                    counted,
+                } => {
+                    encode_response(&mut buf, id, &response);
+                    if counted {
+                        pending.fetch_sub(1, Ordering::SeqCst);
+                        shared.pending.fetch_sub(1, Ordering::SeqCst);
+                    }
+                }
+                WriterMsg::Close => closing = true,
+            }
+            if buf.len() >= 64 * 1024 {
+                break;
+            }
+            next = rx.try_recv().ok();
+        }
+        if !buf.is_empty() {
+            if writer.write_all(&buf).and_then(|_| writer.flush()).is_err() {
+                break;
+            }
+            buf.clear();
+        }
+        if closing {
+            writer.close_gracefully();
+            return;
+        }
+    }
+    writer.shutdown();
+}

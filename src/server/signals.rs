@@ -1,0 +1,34 @@
+//! SIGTERM and SIGINT ask the server to stop gracefully.
+//!
+//! Why a hand-written binding: the handler only stores to an atomic, which is
+//! async-signal-safe, and std already links libc, so no crate is needed for two calls.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+
+static STOP_REQUESTED: AtomicBool = AtomicBool::new(false);
+
+const SIGINT: i32 = 2;
+const SIGTERM: i32 = 15;
+
+extern "C" {
+    fn signal(signum: i32, handler: extern "C" fn(i32)) -> usize;
+}
+
+extern "C" fn on_stop_signal(_signum: i32) {
+    STOP_REQUESTED.store(true, Ordering::SeqCst);
+}
+
+/// Installs the handlers for SIGTERM and SIGINT.
+pub fn install() {
+    // SAFETY: `signal` is called with valid signal numbers and a handler that only
+    // performs an atomic store.
+    unsafe {
+        signal(SIGTERM, on_stop_signal);
+        signal(SIGINT, on_stop_signal);
+    }
+}
+
+/// True once SIGTERM or SIGINT arrived.
+pub fn stop_requested() -> bool {
+    STOP_REQUESTED.load(Ordering::SeqCst)
+}

@@ -1,0 +1,210 @@
+//! A TCP stream, with or without TLS, split into a read half and a write half that two
+//! threads can use at once.
+//!
+//! rustls has no full-duplex split, so with TLS both halves share the connection state
+//! behind a mutex. Why this is safe from deadlock: the mutex is never held across a
+//! blocking socket *read* — the read half reads ciphertext from its own clone of the
+//! socket first, then locks and feeds it to rustls. Writes (short, bounded by the
+//! socket's write timeout) are done under the lock.
+
+use std::io::{self, Read, Write};
+use std::net::{Shutdown, TcpStream};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Instant;
+
+/// Size of one socket read, in bytes.
+const NET_READ_BYTES: usize = 16 * 1024;
+
+type Tls = Arc<Mutex<rustls::Connection>>;
+
+/// Splits `tcp` (and its TLS state, if any) into halves.
+pub fn split(tcp: TcpStream, tls: Option<rustls::Connection>) -> io::Result<(ReadHalf, WriteHalf)> {
+    let tls: Option<Tls> = tls.map(|c| Arc::new(Mutex::new(c)));
+    let reader = ReadHalf {
+        tcp: tcp.try_clone()?,
+        tls: tls.clone(),
+        deadline: None,
+        net: Vec::new(),
+        net_pos: 0,
+    };
+    let writer = WriteHalf { tcp, tls };
+    Ok((reader, writer))
+}
+
+fn lock(tls: &Tls) -> MutexGuard<'_, rustls::Connection> {
+    // A poisoned lock means another thread panicked mid-update; the TLS state is then
+    // unusable and the connection will fail on its next use, which is what we want.
+    tls.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+fn tls_error(e: rustls::Error) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidData, e)
+}
+
+fn flush_tls(conn: &mut rustls::Connection, mut tcp: &TcpStream) -> io::Result<()> {
+    while conn.wants_write() {
+        conn.write_tls(&mut tcp)?;
+    }
+    Ok(())
+}
+
+/// The reading side.
+pub struct ReadHalf {
+    tcp: TcpStream,
+    tls: Option<Tls>,
+    deadline: Option<Instant>,
+    /// Ciphertext read from the socket but not yet taken by rustls.
+    net: Vec<u8>,
+    net_pos: usize,
+}
+
+impl ReadHalf {
+    /// Reads fail with `TimedOut` once `deadline` has passed (`None`: no deadline).
+    pub fn set_deadline(&mut self, deadline: Option<Instant>) -> io::Result<()> {
+        self.deadline = deadline;
+        if deadline.is_none() {
+            self.tcp.set_read_timeout(None)?;
+        }
+        Ok(())
+    }
+
+    fn arm_deadline(&self) -> io::Result<()> {
+        if let Some(deadline) = self.deadline {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(io::ErrorKind::TimedOut.into());
+            }
+            self.tcp.set_read_timeout(Some(left))?;
+        }
+        Ok(())
+    }
+
+    fn read_tls(&mut self, tls: &Tls, out: &mut [u8]) -> io::Result<usize> {
+        loop {
+            {
+                let mut conn = lock(tls);
+                match conn.reader().read(out) {
+                    Ok(n) => return Ok(n),
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                    // The peer closed without close_notify: for length-framed messages a
+                    // truncation is detected anyway, so report an ordinary end of stream.
+                    Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(0),
+                    Err(e) => return Err(e),
+                }
+                if self.net_pos < self.net.len() {
+                    let mut pending = &self.net[self.net_pos..];
+                    let before = pending.len();
+                    conn.read_tls(&mut pending)?;
+                    self.net_pos += before - pending.len();
+                    conn.process_new_packets().map_err(tls_error)?;
+                    flush_tls(&mut conn, &self.tcp)?;
+                    continue;
+                }
+                flush_tls(&mut conn, &self.tcp)?;
+            }
+            self.arm_deadline()?;
+            self.net.resize(NET_READ_BYTES, 0);
+            self.net_pos = 0;
+            let n = match (&self.tcp).read(&mut self.net) {
+                Ok(n) => n,
+                Err(e) => {
+                    self.net.clear();
+                    return Err(e);
+                }
+            };
+            self.net.truncate(n);
+            if n == 0 {
+                return Ok(0);
+            }
+        }
+    }
+}
+
+impl Read for ReadHalf {
+    fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
+        match self.tls.clone() {
+            None => {
+                self.arm_deadline()?;
+                (&self.tcp).read(out)
+            }
+            Some(tls) => self.read_tls(&tls, out),
+        }
+    }
+}
+
+/// The writing side.
+pub struct WriteHalf {
+    tcp: TcpStream,
+    tls: Option<Tls>,
+}
+
+impl WriteHalf {
+    /// Closes both directions: the read half's blocked read returns at once.
+    pub fn shutdown(&self) {
+        let _ = self.tcp.shutdown(Shutdown::Both);
+    }
+
+    /// Closes after an error answer: sends FIN, then reads and discards what the
+    /// client still sends (briefly), so closing does not reset the connection and
+    /// destroy the answer before the client has read it.
+    pub fn close_gracefully(&self) {
+        let _ = self.tcp.shutdown(Shutdown::Write);
+        let _ = self
+            .tcp
+            .set_read_timeout(Some(std::time::Duration::from_millis(200)));
+        let mut sink = [0u8; 4096];
+        for _ in 0..16 {
+            match (&self.tcp).read(&mut sink) {
+                Ok(n) if n > 0 => {}
+                _ => break,
+            }
+        }
+        let _ = self.tcp.shutdown(Shutdown::Both);
+    }
+
+    pub fn tcp(&self) -> &TcpStream {
+        &self.tcp
+    }
+}
+
+impl Write for WriteHalf {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        match &self.tls {
+            None => (&self.tcp).write(buf),
+            Some(tls) => {
+                let mut conn = lock(tls);
+                let n = conn.writer().write(buf)?;
+                flush_tls(&mut conn, &self.tcp)?;
+                Ok(n)
+            }
+        }
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        match &self.tls {
+            None => Ok(()),
+            Some(tls) => flush_tls(&mut lock(tls), &self.tcp),
+        }
+    }
+}
+
+/// Both halves as one stream, for the handshake.
+pub struct Duplex<'a> {
+    pub reader: &'a mut ReadHalf,
+    pub writer: &'a mut WriteHalf,
+}
+
+impl Read for Duplex<'_> {
+    fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
+        self.reader.read(out)
+    }
+}
+
+impl Write for Duplex<'_> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.writer.write(buf)
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        self.writer.flush()
+    }
+}

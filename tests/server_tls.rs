@@ -1,0 +1,116 @@
+//! TLS on the client port with a throw-away CA (rustls, ring provider).
+
+mod common;
+
+use std::net::TcpStream;
+use std::sync::Arc;
+
+use common::*;
+use rcgen::{BasicConstraints, CertificateParams, IsCa, KeyPair};
+use ticketing::proto::frame::{decode_response, encode_request, Request, Response};
+use ticketing::proto::handshake::{auth_key, client_handshake, CLIENT_LABELS};
+use ticketing::proto::io::FrameReader;
+use ticketing::transport::{self, Duplex};
+
+struct Pki {
+    dir: tempfile::TempDir,
+    ca_pem: String,
+}
+
+fn make_pki() -> Pki {
+    let ca_key = KeyPair::generate().unwrap();
+    let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    let ca = ca_params.self_signed(&ca_key).unwrap();
+    let key = KeyPair::generate().unwrap();
+    let params = CertificateParams::new(vec!["localhost".to_string()]).unwrap();
+    let cert = params.signed_by(&key, &ca, &ca_key).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("cert.pem"), cert.pem()).unwrap();
+    std::fs::write(dir.path().join("key.pem"), key.serialize_pem()).unwrap();
+    Pki {
+        dir,
+        ca_pem: ca.pem(),
+    }
+}
+
+fn tls_client(ca_pem: &str) -> rustls::Connection {
+    use rustls::pki_types::pem::PemObject;
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in rustls::pki_types::CertificateDer::pem_slice_iter(ca_pem.as_bytes()) {
+        roots.add(cert.unwrap()).unwrap();
+    }
+    let config = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
+    rustls::Connection::Client(rustls::ClientConnection::new(Arc::new(config), name).unwrap())
+}
+
+#[test]
+fn locks_over_tls_and_plain_clients_are_refused() {
+    let pki = make_pki();
+    let cert = pki.dir.path().join("cert.pem");
+    let key = pki.dir.path().join("key.pem");
+    let server = start_server(&[
+        ("TICKETING_TLS_CERT", cert.to_str().unwrap()),
+        ("TICKETING_TLS_KEY", key.to_str().unwrap()),
+    ]);
+
+    let tcp = TcpStream::connect(server.addr).unwrap();
+    tcp.set_read_timeout(Some(std::time::Duration::from_secs(10)))
+        .unwrap();
+    let (mut reader, mut writer) = transport::split(tcp, Some(tls_client(&pki.ca_pem))).unwrap();
+    let welcome = client_handshake(
+        &mut Duplex {
+            reader: &mut reader,
+            writer: &mut writer,
+        },
+        &auth_key(TOKEN.as_bytes()),
+        &CLIENT_LABELS,
+    )
+    .unwrap();
+    assert_eq!(welcome.role, b'S');
+    let mut frames = FrameReader::new(reader, 65_535);
+    let mut call = |id: u32, req: &Request| -> Response {
+        let mut buf = Vec::new();
+        encode_request(&mut buf, id, req);
+        std::io::Write::write_all(&mut writer, &buf).unwrap();
+        let (got, resp) = decode_response(frames.read_payload().unwrap()).unwrap();
+        assert_eq!(got, id);
+        resp
+    };
+    let token = granted_token(&call(1, &acquire("tls-key", "o", 10, 0)));
+    assert_eq!(call(2, &release("tls-key", "o", token)), Response::Released);
+    assert_eq!(call(3, &Request::Ping), Response::Pong);
+
+    // A client that skips TLS never gets a HELLO it can use.
+    let plain = connect_with(server.addr, TOKEN);
+    assert!(
+        plain.is_err(),
+        "a plain client completed a handshake with a TLS port"
+    );
+}
+
+#[test]
+fn a_key_that_is_not_pem_exits_2_naming_the_variable() {
+    let pki = make_pki();
+    let cert = pki.dir.path().join("cert.pem");
+    let bad = pki.dir.path().join("bad.pem");
+    std::fs::write(&bad, "not a key").unwrap();
+    let out = std::process::Command::new(bin())
+        .arg("server")
+        .env_clear()
+        .env("TICKETING_AUTH_TOKEN", TOKEN)
+        .env("TICKETING_LISTEN", "127.0.0.1:0")
+        .env("TICKETING_TLS_CERT", &cert)
+        .env("TICKETING_TLS_KEY", &bad)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("TICKETING_TLS_KEY"));
+}
