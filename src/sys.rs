@@ -10,8 +10,6 @@ extern "C" {
 
 /// Polite termination request.
 pub const SIGTERM: i32 = 15;
-/// Termination that cannot be caught.
-pub const SIGKILL: i32 = 9;
 
 /// Sends `signal` to process `pid`.
 pub fn send_signal(pid: u32, signal: i32) -> std::io::Result<()> {

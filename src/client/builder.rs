@@ -67,7 +67,12 @@ impl ClientBuilder {
     pub fn from_env() -> ClientBuilder {
         let mut builder = ClientBuilder::new();
         let addrs = std::env::var("TICKETING_ADDRS").unwrap_or_default();
-        builder = builder.addrs(split_addrs(&addrs));
+        let addrs = split_addrs(&addrs);
+        builder = if addrs.is_empty() {
+            builder.addrs([DEFAULT_ADDR])
+        } else {
+            builder.addrs(addrs)
+        };
         if let Some(token) = std::env::var_os("TICKETING_AUTH_TOKEN").filter(|t| !t.is_empty()) {
             builder = builder.auth_token(token.into_encoded_bytes());
         } else if let Some(path) =

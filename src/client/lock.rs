@@ -123,6 +123,16 @@ impl Lock {
     }
 }
 
+impl Lock {
+    /// Gives up the handle *without* releasing: the key stays held until someone
+    /// releases it with this owner and token, or its lease ends. Returns the token.
+    /// (The CLI's `acquire` command uses this: the process exits holding the key.)
+    pub fn into_token(mut self) -> u64 {
+        self.released = true;
+        self.token
+    }
+}
+
 impl fmt::Debug for Lock {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Lock")
