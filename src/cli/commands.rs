@@ -5,7 +5,6 @@ use crate::client::ReleaseOutcome;
 
 pub(super) fn acquire(args: &[String]) -> i32 {
     let mut opts = client_options();
-    owner_option(&mut opts);
     lease_wait_options(&mut opts);
     let about = "Takes KEY and prints its fencing token on stdout. The key stays held \
                  after the command exits, until `ticketing release KEY TOKEN` (same owner) \
@@ -44,8 +43,7 @@ pub(super) fn acquire(args: &[String]) -> i32 {
 }
 
 pub(super) fn release(args: &[String]) -> i32 {
-    let mut opts = client_options();
-    owner_option(&mut opts);
+    let opts = client_options();
     let about = "Releases KEY held by this owner under TOKEN. Prints `released`, or \
                  `not holder` (already released, expired, or never granted; exit 1).";
     let matches = match parse(&opts, args, "ticketing release KEY TOKEN [options]", about) {
@@ -195,8 +193,10 @@ pub(super) fn status(args: &[String]) -> i32 {
                 }
             }
             Err(e) => {
-                row.push("-".into());
-                row.push(format!("unreachable ({e})"));
+                eprintln!("ticketing status: {addr}: {e}");
+                for column in STATUS_COLUMNS {
+                    row.push(if column == "role" { "unreachable" } else { "-" }.into());
+                }
             }
         }
         rows.push(row);

@@ -26,6 +26,9 @@ pub const EXIT_USAGE: i32 = 2;
 /// Indeterminate outcome, no server reachable, or the lease ran out under `run`.
 pub const EXIT_UNKNOWN: i32 = 3;
 
+/// Time budget of QUERY and STATUS from the command line.
+pub const CLI_REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
+
 /// Default lease of `acquire` and `run`, in seconds.
 pub const LEASE_S_DEFAULT: u64 = 30;
 
@@ -152,6 +155,7 @@ fn client_options() -> Options {
         "server address host:port (repeatable or comma-separated; default $TICKETING_ADDRS or 127.0.0.1:5225)",
         "ADDR",
     );
+    owner_option(&mut opts);
     opts.optflag("h", "help", "print this help");
     opts
 }
@@ -210,10 +214,14 @@ fn build_client(matches: &Matches) -> Result<Client, i32> {
                 .filter(|o| !o.is_empty())
         })
         .unwrap_or_else(cli_owner);
-    builder.owner(owner).build().map_err(|e| {
-        eprintln!("ticketing: {e}");
-        EXIT_USAGE
-    })
+    builder
+        .owner(owner)
+        .request_timeout(CLI_REQUEST_TIMEOUT)
+        .build()
+        .map_err(|e| {
+            eprintln!("ticketing: {e}");
+            EXIT_USAGE
+        })
 }
 
 /// The addresses a command talks to (for display).

@@ -26,7 +26,6 @@ pub(super) fn run(args: &[String]) -> i32 {
         None => (args, &[][..]),
     };
     let mut opts = client_options();
-    owner_option(&mut opts);
     lease_wait_options(&mut opts);
     let about = "Acquires KEY, runs CMD with TICKETING_FENCE (the fencing token) and \
                  TICKETING_KEY in its environment, releases KEY when CMD ends and exits \
