@@ -249,3 +249,58 @@ pub fn eventually(limit: Duration, cond: impl Fn() -> bool) -> bool {
     }
     cond()
 }
+
+/// The real `ticketing server` binary on a free loopback port, killed on drop.
+pub struct RealServer {
+    pub addr: String,
+    pub token: String,
+    child: std::process::Child,
+}
+
+pub const REAL_TOKEN: &str = "real-server-secret-0123456789";
+
+impl RealServer {
+    pub fn start() -> RealServer {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let addr = format!("127.0.0.1:{port}");
+        let child = std::process::Command::new(env!("CARGO_BIN_EXE_ticketing"))
+            .arg("server")
+            .env_clear()
+            .env("TICKETING_LISTEN", &addr)
+            .env("TICKETING_AUTH_TOKEN", REAL_TOKEN)
+            .env("RUST_LOG", "warn")
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .expect("start the ticketing binary");
+        let server = RealServer {
+            addr,
+            token: REAL_TOKEN.into(),
+            child,
+        };
+        let up = eventually(Duration::from_secs(10), || {
+            TcpStream::connect(&server.addr).is_ok()
+        });
+        assert!(up, "the server did not come up on {}", server.addr);
+        server
+    }
+
+    pub fn client(&self, owner: &str) -> Client {
+        Client::builder()
+            .addrs([self.addr.clone()])
+            .auth_token(&self.token)
+            .owner(owner)
+            .build()
+            .unwrap()
+    }
+}
+
+impl Drop for RealServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
