@@ -261,6 +261,11 @@ pub const REAL_TOKEN: &str = "real-server-secret-0123456789";
 
 impl RealServer {
     pub fn start() -> RealServer {
+        RealServer::start_with(&[])
+    }
+
+    /// Starts the server with extra environment variables.
+    pub fn start_with(env: &[(&str, &str)]) -> RealServer {
         let port = std::net::TcpListener::bind("127.0.0.1:0")
             .unwrap()
             .local_addr()
@@ -273,6 +278,7 @@ impl RealServer {
             .env("TICKETING_LISTEN", &addr)
             .env("TICKETING_AUTH_TOKEN", REAL_TOKEN)
             .env("RUST_LOG", "warn")
+            .envs(env.iter().copied())
             .stdout(std::process::Stdio::null())
             .spawn()
             .expect("start the ticketing binary");
