@@ -4,6 +4,8 @@ pub mod cli;
 pub mod client;
 pub mod lock;
 pub mod proto;
+pub mod raft;
+pub mod replica;
 pub mod server;
 mod sys;
 pub mod transport;

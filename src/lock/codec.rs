@@ -10,7 +10,8 @@
 //! command = 'G' · key str8 · grant
 //!         | 'R' · key str8 · owner str8 · token u64 · origin · next
 //!         | 'E' · key str8 · token u64 · next
-//! snapshot = version u8 (1) · last_token u64 · count u32 · count × (key str8 · owner str8 · token u64 · lease_ms u32)
+//!         | 'D' · domain u64
+//! snapshot = version u8 (1) · domain u64 · last_token u64 · count u32 · count × (key str8 · owner str8 · token u64 · lease_ms u32)
 //! ```
 
 use byteorder::{BigEndian, ByteOrder};
@@ -59,6 +60,10 @@ pub fn encode_command(out: &mut Vec<u8>, command: &Command) {
             out.extend_from_slice(&token.to_be_bytes());
             put_next(out, next);
         }
+        Command::SetDomain { domain } => {
+            out.push(b'D');
+            out.extend_from_slice(&domain.to_be_bytes());
+        }
     }
 }
 
@@ -81,6 +86,7 @@ pub fn decode_command(bytes: &[u8]) -> Result<Command, CodecError> {
             token: r.u64()?,
             next: r.next()?,
         },
+        b'D' => Command::SetDomain { domain: r.u64()? },
         _ => return Err(CodecError("unknown command tag")),
     };
     r.finish()?;
@@ -93,6 +99,7 @@ pub fn encode_snapshot(state: &LockState) -> Vec<u8> {
     holders.sort_by(|a, b| a.0.cmp(b.0));
     let mut out = Vec::with_capacity(13 + holders.len() * 64);
     out.push(SNAPSHOT_VERSION);
+    out.extend_from_slice(&state.domain().to_be_bytes());
     out.extend_from_slice(&state.last_token().to_be_bytes());
     out.extend_from_slice(&(holders.len() as u32).to_be_bytes());
     for (key, holder) in holders {
@@ -109,6 +116,7 @@ pub fn decode_snapshot(bytes: &[u8]) -> Result<LockState, CodecError> {
     if r.u8()? != SNAPSHOT_VERSION {
         return Err(CodecError("unknown snapshot version"));
     }
+    let domain = r.u64()?;
     let last_token = r.u64()?;
     let count = r.u32()? as usize;
     // Each holder takes at least 14 bytes: refuse counts the input cannot hold
@@ -130,7 +138,7 @@ pub fn decode_snapshot(bytes: &[u8]) -> Result<LockState, CodecError> {
         holders.push((key, holder));
     }
     r.finish()?;
-    LockState::from_parts(holders, last_token).ok_or(CodecError("a key appears twice"))
+    LockState::from_parts(holders, last_token, domain).ok_or(CodecError("a key appears twice"))
 }
 
 fn put_str8(out: &mut Vec<u8>, s: &str) {

@@ -37,20 +37,12 @@ pub enum Command {
         origin: Origin,
         next: Option<Grant>,
     },
+    /// Record the fencing domain chosen by the first leader (ignored once one is set).
+    SetDomain { domain: u64 },
     /// End the hold `token` on `key` because its lease ran out, then hand it to `next`.
     Expire {
         key: String,
         token: u64,
         next: Option<Grant>,
     },
-}
-
-impl Command {
-    pub fn key(&self) -> &str {
-        match self {
-            Command::Grant { key, .. }
-            | Command::Release { key, .. }
-            | Command::Expire { key, .. } => key,
-        }
-    }
 }

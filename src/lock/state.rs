@@ -34,17 +34,29 @@ pub enum Effect {
 pub struct LockState {
     holders: HashMap<String, Holder>,
     last_token: u64,
+    /// The fencing domain; 0 until the first leader recorded one.
+    domain: u64,
 }
 
 impl LockState {
     /// A state from its parts (a decoded snapshot); `None` if a key appears twice.
-    pub fn from_parts(holders: Vec<(String, Holder)>, last_token: u64) -> Option<LockState> {
+    pub fn from_parts(
+        holders: Vec<(String, Holder)>,
+        last_token: u64,
+        domain: u64,
+    ) -> Option<LockState> {
         let count = holders.len();
         let holders: HashMap<String, Holder> = holders.into_iter().collect();
         (holders.len() == count).then_some(LockState {
             holders,
             last_token,
+            domain,
         })
+    }
+
+    /// The fencing domain (0 until recorded).
+    pub fn domain(&self) -> u64 {
+        self.domain
     }
 
     pub fn holder(&self, key: &str) -> Option<&Holder> {
@@ -73,6 +85,12 @@ impl LockState {
     pub fn apply(&mut self, command: &Command, effects: &mut Vec<Effect>) {
         match command {
             Command::Grant { key, grant } => self.grant_if_free(key, grant, effects),
+            Command::SetDomain { domain } => {
+                // The first recorded domain stays: a domain is never replaced.
+                if self.domain == 0 {
+                    self.domain = *domain;
+                }
+            }
             Command::Release {
                 key,
                 owner,

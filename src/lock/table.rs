@@ -313,47 +313,74 @@ impl LockTable {
     }
 
     /// Time passes: waits that elapsed answer `T`; leases that ran out are expired
-    /// (handing the key to the next waiter in the same command). Leases go first, so a
-    /// waiter whose wait ends at the very moment the lease does gets the key.
+    /// (handing the key to the next waiter in the same command). Due timers are taken
+    /// in deadline order; on a tie the lease goes first, so a waiter whose wait ends at
+    /// the very moment the lease does gets the key.
+    //
+    // Fix: this used to run every due lease before any due wait. When `tick` came late
+    // (a busy leader, a coarse timer), a waiter whose wait had ended BEFORE the lease
+    // ran out was handed the key instead of `T` ("wait elapsed before your turn").
     pub fn tick(&mut self, now_ms: u64, unix_us: u64, out: &mut Output) {
         if !self.leading {
             return;
         }
-        while let Some((deadline, token, key)) = self.lease_timers.first().cloned() {
-            if deadline > now_ms {
-                break;
-            }
-            self.lease_timers.pop_first();
-            let current = matches!(
-                self.keys.get(&key).and_then(|v| v.holder.as_ref()),
-                Some(h) if h.token == token
-            );
-            if current {
-                let next = self.end_hold(&key, unix_us);
-                out.proposals
-                    .push_back(Command::Expire { key, token, next });
+        loop {
+            let lease = self
+                .lease_timers
+                .first()
+                .map(|t| t.0)
+                .filter(|&d| d <= now_ms);
+            let wait = self
+                .wait_timers
+                .first()
+                .map(|t| t.0)
+                .filter(|&d| d <= now_ms);
+            match (lease, wait) {
+                (None, None) => break,
+                (Some(l), Some(w)) if w < l => self.tick_wait(out),
+                (Some(_), _) => self.tick_lease(unix_us, out),
+                (None, Some(_)) => self.tick_wait(out),
             }
         }
-        while let Some((deadline, seq, key)) = self.wait_timers.first().cloned() {
-            if deadline > now_ms {
-                break;
-            }
-            let Some(view) = self.keys.get_mut(&key) else {
-                self.wait_timers.pop_first();
-                continue;
-            };
-            let Some(pos) = view.queue.iter().position(|w| w.seq == seq) else {
-                self.wait_timers.pop_first();
-                continue;
-            };
-            let waiter = view.queue.remove(pos).expect("position is valid");
-            self.forget_waiter(&waiter, &key);
-            out.replies.push(Reply {
-                conn: waiter.conn,
-                id: waiter.id,
-                response: Response::Timeout,
-            });
+    }
+
+    /// Handles the earliest lease timer (the caller checked it is due).
+    fn tick_lease(&mut self, unix_us: u64, out: &mut Output) {
+        let Some((_, token, key)) = self.lease_timers.pop_first() else {
+            return;
+        };
+        let current = matches!(
+            self.keys.get(&key).and_then(|v| v.holder.as_ref()),
+            Some(h) if h.token == token
+        );
+        if current {
+            let next = self.end_hold(&key, unix_us);
+            out.proposals
+                .push_back(Command::Expire { key, token, next });
         }
+    }
+
+    /// Handles the earliest wait timer (the caller checked it is due).
+    fn tick_wait(&mut self, out: &mut Output) {
+        let Some((_, seq, key)) = self.wait_timers.first().cloned() else {
+            return;
+        };
+        let Some(view) = self.keys.get_mut(&key) else {
+            self.wait_timers.pop_first();
+            return;
+        };
+        let Some(pos) = view.queue.iter().position(|w| w.seq == seq) else {
+            self.wait_timers.pop_first();
+            return;
+        };
+        let waiter = view.queue.remove(pos).expect("position is valid");
+        // Removes the timer, too.
+        self.forget_waiter(&waiter, &key);
+        out.replies.push(Reply {
+            conn: waiter.conn,
+            id: waiter.id,
+            response: Response::Timeout,
+        });
     }
 
     /// The earliest moment `tick` has work to do, if any.
@@ -429,7 +456,12 @@ impl LockTable {
     /// starts from the applied state and every held lease restarts with its full length
     /// (never shorter than a client could have assumed).
     pub fn become_leader(&mut self, now_ms: u64) {
+        debug_assert!(!self.leading, "call lose_leadership before leading again");
         self.leading = true;
+        // Waiters belong to one leadership; none may survive into the next.
+        self.wait_timers.clear();
+        self.conn_waiters.clear();
+        self.waiters_total = 0;
         self.leader_hint.clear();
         self.keys.clear();
         self.lease_timers.clear();
@@ -472,6 +504,13 @@ impl LockTable {
         self.wait_timers.clear();
         self.conn_waiters.clear();
         self.waiters_total = 0;
+    }
+
+    /// Replaces the applied state (a follower installed a snapshot). Only a node that
+    /// does not lead has no projection to keep consistent with it.
+    pub fn restore(&mut self, state: LockState) {
+        debug_assert!(!self.leading, "a leader never installs a snapshot");
+        self.state = state;
     }
 
     /// Records where the leader is while this node follows.

@@ -68,7 +68,7 @@ pub fn serve(tcp: TcpStream, peer: SocketAddr, conn: ConnId, shared: Arc<Shared>
     let welcome = || Welcome {
         node_id: shared.info.node_id,
         role: role::STANDALONE,
-        domain: shared.info.domain,
+        domain: shared.counters.domain.load(Ordering::Relaxed),
         leader: shared.info.addr.clone(),
     };
     let result = handshake::server_handshake(

@@ -2,9 +2,9 @@
 //!
 //! Connection threads send it requests over one crossbeam channel (so one connection's
 //! requests are handled in arrival order); it answers on each connection's own reply
-//! channel, so a queued ACQUIRE never holds back other answers. In standalone mode
-//! the "log" commits on append: every proposal is applied right after the batch that
-//! produced it, through the same `LockTable::apply` a cluster uses.
+//! channel, so a queued ACQUIRE never holds back other answers. It drives a
+//! [`Replica`]; the log behind it is Raft in a cluster, and in standalone mode a log
+//! that commits on append — one code path for both.
 
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
@@ -14,11 +14,12 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, TryRecvError};
 
 use super::status::Counters;
-use crate::lock::{ConnId, LockTable, Output};
+use crate::lock::ConnId;
 use crate::proto::{Request, Response};
+use crate::replica::{LogRole, Replica, ReplicaOutput, ToLog};
 
-/// Messages this thread takes at most between two applies, so timers and answers are
-/// never starved by a flood of requests.
+/// Messages this thread takes at most between two timer checks, so timers and answers
+/// are never starved by a flood of requests.
 const BATCH_MESSAGES_MAX: usize = 1024;
 
 /// To the lock-table thread.
@@ -53,32 +54,89 @@ pub enum WriterMsg {
 }
 
 /// Milliseconds on the monotonic clock since the thread started, and Unix µs.
-struct Clock {
+pub struct Clock {
     start: Instant,
 }
 
 impl Clock {
-    fn now_ms(&self) -> u64 {
+    pub fn new() -> Clock {
+        Clock {
+            start: Instant::now(),
+        }
+    }
+    pub fn now_ms(&self) -> u64 {
         self.start.elapsed().as_millis() as u64
     }
-    fn unix_us() -> u64 {
+    pub fn unix_us() -> u64 {
         SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_micros() as u64)
     }
 }
 
-/// Runs until `Stop` arrives or every sender is gone.
-pub fn run(mut table: LockTable, rx: Receiver<TableMsg>, counters: Arc<Counters>) {
-    let clock = Clock {
-        start: Instant::now(),
+impl Default for Clock {
+    fn default() -> Self {
+        Clock::new()
+    }
+}
+
+/// The standalone log: one node, so an entry is committed as soon as it is appended.
+struct LoopbackLog {
+    last_index: u64,
+}
+
+impl LoopbackLog {
+    /// Feeds everything the replica asked of the log straight back as done.
+    fn settle(&mut self, replica: &mut Replica, clock: &Clock, out: &mut ReplicaOutput) -> u64 {
+        let mut applied = 0;
+        while !out.to_log.is_empty() {
+            for ask in std::mem::take(&mut out.to_log) {
+                let now = clock.now_ms();
+                match ask {
+                    ToLog::Append { seq, command, .. } => {
+                        self.last_index += 1;
+                        replica.on_appended(seq, self.last_index, 1);
+                        replica.on_committed(
+                            self.last_index,
+                            1,
+                            Some(&command),
+                            now,
+                            Clock::unix_us(),
+                            out,
+                        );
+                        applied += 1;
+                    }
+                    ToLog::ReadIndex { ctx } => {
+                        replica.on_read_ready(ctx, self.last_index, now, Clock::unix_us(), out)
+                    }
+                }
+            }
+        }
+        applied
+    }
+}
+
+/// Runs a standalone node's lock table until `Stop` arrives or every sender is gone.
+pub fn run_standalone(
+    mut replica: Replica,
+    new_domain: u64,
+    rx: Receiver<TableMsg>,
+    counters: Arc<Counters>,
+) {
+    let clock = Clock::new();
+    let mut log = LoopbackLog { last_index: 0 };
+    let mut out = ReplicaOutput::default();
+    let leader = LogRole::Leader {
+        term: 1,
+        noop_index: 0,
+        new_domain,
     };
-    table.become_leader(clock.now_ms());
+    replica.on_role(leader, clock.now_ms(), Clock::unix_us(), &mut out);
+    log.settle(&mut replica, &clock, &mut out);
+    publish(&replica, &counters);
     let mut conns: HashMap<ConnId, Sender<WriterMsg>> = HashMap::new();
-    let mut out = Output::default();
-    let mut applied: u64 = 0;
     loop {
-        let first = match table.next_deadline() {
+        let first = match replica.next_deadline() {
             Some(deadline) => {
                 let wait = Duration::from_millis(deadline.saturating_sub(clock.now_ms()));
                 match rx.recv_timeout(wait) {
@@ -93,58 +151,49 @@ pub fn run(mut table: LockTable, rx: Receiver<TableMsg>, counters: Arc<Counters>
             },
         };
         let mut next = first;
-        for _ in 0..BATCH_MESSAGES_MAX {
-            let Some(msg) = next.take() else { break };
-            if !handle(&mut table, &mut conns, msg, &clock, &mut out) {
+        let mut handled = 0;
+        while let Some(msg) = next.take() {
+            if !handle(&mut replica, &mut conns, msg, &clock, &mut out) {
                 return;
             }
-            applied += commit(&mut table, clock.now_ms(), &mut out);
+            log.settle(&mut replica, &clock, &mut out);
+            handled += 1;
+            if handled >= BATCH_MESSAGES_MAX {
+                break;
+            }
             next = match rx.try_recv() {
                 Ok(msg) => Some(msg),
                 Err(TryRecvError::Empty) => None,
                 Err(TryRecvError::Disconnected) => return,
             };
         }
-        if let Some(msg) = next {
-            // The batch is full: handle this one too, the rest waits for the next round.
-            if !handle(&mut table, &mut conns, msg, &clock, &mut out) {
-                return;
-            }
-        }
-        let now = clock.now_ms();
-        table.tick(now, Clock::unix_us(), &mut out);
-        applied += commit(&mut table, now, &mut out);
-        for reply in out.replies.drain(..) {
-            if let Some(tx) = conns.get(&reply.conn) {
-                let _ = tx.send(WriterMsg::Reply {
-                    id: reply.id,
-                    response: reply.response,
-                    counted: true,
-                });
-            }
-        }
-        publish(&table, &counters, applied);
+        replica.tick(clock.now_ms(), Clock::unix_us(), &mut out);
+        log.settle(&mut replica, &clock, &mut out);
+        deliver(&conns, &mut out);
+        publish(&replica, &counters);
     }
 }
 
-/// The standalone "log": every proposal commits on append and is applied at once, in
-/// order. Returns how many commands were applied.
-fn commit(table: &mut LockTable, now_ms: u64, out: &mut Output) -> u64 {
-    let mut applied = 0;
-    while let Some(command) = out.proposals.pop_front() {
-        table.apply(&command, now_ms, out);
-        applied += 1;
+/// Sends every answer to its connection's writer.
+fn deliver(conns: &HashMap<ConnId, Sender<WriterMsg>>, out: &mut ReplicaOutput) {
+    for reply in out.replies.drain(..) {
+        if let Some(tx) = conns.get(&reply.conn) {
+            let _ = tx.send(WriterMsg::Reply {
+                id: reply.id,
+                response: reply.response,
+                counted: true,
+            });
+        }
     }
-    applied
 }
 
 /// Handles one message; false means stop.
 fn handle(
-    table: &mut LockTable,
+    replica: &mut Replica,
     conns: &mut HashMap<ConnId, Sender<WriterMsg>>,
     msg: TableMsg,
     clock: &Clock,
-    out: &mut Output,
+    out: &mut ReplicaOutput,
 ) -> bool {
     match msg {
         TableMsg::Open { conn, replies } => {
@@ -152,59 +201,30 @@ fn handle(
         }
         TableMsg::Closed { conn } => {
             conns.remove(&conn);
-            table.conn_closed(conn);
+            replica.conn_closed(conn);
         }
         TableMsg::Request { conn, id, request } => {
-            let now = clock.now_ms();
-            match request {
-                Request::Acquire {
-                    lease_s,
-                    wait_ms,
-                    key,
-                    owner,
-                } => table.acquire(
-                    conn,
-                    id,
-                    lease_s,
-                    wait_ms,
-                    &key,
-                    &owner,
-                    now,
-                    Clock::unix_us(),
-                    out,
-                ),
-                Request::Release { token, key, owner } => {
-                    table.release(conn, id, token, &key, &owner, Clock::unix_us(), out)
-                }
-                Request::Query { key } => {
-                    let response = table.query(&key, now);
-                    out.replies.push(crate::lock::Reply { conn, id, response });
-                }
-                // Connection threads answer these themselves; answer anyway, never drop.
-                Request::Status | Request::Ping => out.replies.push(crate::lock::Reply {
-                    conn,
-                    id,
-                    response: Response::Error {
-                        code: crate::proto::ErrorCode::Invalid,
-                        message: "not a lock-table request".into(),
-                    },
-                }),
-            }
+            replica.request(conn, id, request, clock.now_ms(), Clock::unix_us(), out);
         }
         TableMsg::Stop => return false,
     }
     true
 }
 
-fn publish(table: &LockTable, counters: &Counters, applied: u64) {
-    counters.applied_index.store(applied, Ordering::Relaxed);
+fn publish(replica: &Replica, counters: &Counters) {
+    counters
+        .applied_index
+        .store(replica.applied_index(), Ordering::Relaxed);
     counters
         .keys_held
-        .store(table.state().keys_held() as u64, Ordering::Relaxed);
+        .store(replica.state().keys_held() as u64, Ordering::Relaxed);
     counters
         .waiters
-        .store(table.waiters() as u64, Ordering::Relaxed);
+        .store(replica.waiters() as u64, Ordering::Relaxed);
     counters
         .last_token
-        .store(table.state().last_token(), Ordering::Relaxed);
+        .store(replica.state().last_token(), Ordering::Relaxed);
+    counters
+        .domain
+        .store(replica.state().domain(), Ordering::Relaxed);
 }

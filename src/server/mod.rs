@@ -20,7 +20,8 @@ use ring::rand::{SecureRandom, SystemRandom};
 
 pub use config::{Config, ConfigError};
 
-use crate::lock::{ConnId, LockTable, TableConfig};
+use crate::lock::{ConnId, TableConfig};
+use crate::replica::Replica;
 use lock_thread::TableMsg;
 use status::{Counters, NodeInfo};
 
@@ -90,12 +91,11 @@ impl Server {
         let advertised = advertised_addr(local_addr);
         let info = NodeInfo {
             node_id: config.node_id,
-            domain,
             addr: advertised,
             started: Instant::now(),
         };
         let counters = Arc::new(Counters::default());
-        let table = LockTable::new(TableConfig {
+        let replica = Replica::new(TableConfig {
             node: config.node_id,
             incarnation: random_u64(),
             waiters_per_key_max: config.max_waiters,
@@ -105,7 +105,7 @@ impl Server {
             let counters = counters.clone();
             std::thread::Builder::new()
                 .name("lock-table".into())
-                .spawn(move || lock_thread::run(table, table_rx, counters))?
+                .spawn(move || lock_thread::run_standalone(replica, domain, table_rx, counters))?
         };
         let shared = Arc::new(Shared {
             info,
@@ -117,6 +117,12 @@ impl Server {
             stopping: AtomicBool::new(false),
             sockets: Mutex::new(Default::default()),
         });
+        // Clients must never see domain 0 from a standalone node: wait for the lock
+        // thread to record it (it does so before anything else).
+        let give_up = Instant::now() + Duration::from_secs(5);
+        while shared.counters.domain.load(Ordering::SeqCst) == 0 && Instant::now() < give_up {
+            std::thread::sleep(Duration::from_millis(1));
+        }
         let accept_thread = {
             let shared = shared.clone();
             std::thread::Builder::new()

@@ -12,6 +12,8 @@ pub struct Counters {
     pub keys_held: AtomicU64,
     pub waiters: AtomicU64,
     pub last_token: AtomicU64,
+    /// The fencing domain, 0 until recorded.
+    pub domain: AtomicU64,
     pub connections: AtomicU64,
 }
 
@@ -19,7 +21,6 @@ pub struct Counters {
 #[derive(Debug)]
 pub struct NodeInfo {
     pub node_id: u64,
-    pub domain: u64,
     /// This node's client address as clients should dial it.
     pub addr: String,
     pub started: Instant,
@@ -42,7 +43,7 @@ pub fn standalone_text(info: &NodeInfo, counters: &Counters) -> String {
     line("applied_index", &applied);
     line("voters", &format!("{}@{}", info.node_id, info.addr));
     line("learners", &"");
-    line("domain", &info.domain);
+    line("domain", &get(&counters.domain));
     line("last_token", &get(&counters.last_token));
     line("keys_held", &get(&counters.keys_held));
     line("waiters", &get(&counters.waiters));

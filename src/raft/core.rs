@@ -1,0 +1,607 @@
+//! The `Raft` struct: state, constructors, accessors, the two input doors
+//! (`tick`, `step`), role transitions and `ready()`.
+//!
+//! Protocol logic lives next door, by concept: `election.rs` (pre-vote, vote,
+//! check-quorum), `replication.rs` (append, heartbeat, commit),
+//! `snapshot.rs` (compaction and chunked install), `reconfig.rs`
+//! (membership, leadership transfer, ReadIndex).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use super::log::RaftLog;
+use super::membership::Membership;
+use super::message::{Entry, EntryKind, Message, Snapshot, SnapshotMeta};
+use super::progress::Progress;
+use super::rng::SplitMix64;
+use super::{NodeId, RaftConfig, RaftError, Ready, Role, RoleChange};
+
+/// A ReadIndex request waiting for a quorum to confirm round `seq`.
+#[derive(Debug, Clone)]
+pub(super) struct PendingRead {
+    pub ctx: u64,
+    pub index: u64,
+    pub seq: u64,
+}
+
+/// A leadership transfer under way.
+#[derive(Debug, Clone)]
+pub(super) struct Transfer {
+    pub to: NodeId,
+    pub deadline_ms: u64,
+    pub timeout_now_sent: bool,
+}
+
+/// One Raft node. See the module docs of `raft` for the model.
+#[derive(Debug)]
+pub struct Raft {
+    pub(super) cfg: RaftConfig,
+    pub(super) rng: SplitMix64,
+    pub(super) now_ms: u64,
+
+    pub(super) term: u64,
+    pub(super) voted_for: Option<NodeId>,
+    pub(super) role: Role,
+    pub(super) leader_id: Option<NodeId>,
+    pub(super) log: RaftLog,
+
+    pub(super) election_deadline_ms: u64,
+    pub(super) heartbeat_deadline_ms: u64,
+    pub(super) quorum_deadline_ms: u64,
+    /// When we last heard from the leader of our term (lease rule).
+    pub(super) leader_contact_ms: u64,
+
+    /// Candidate / pre-candidate: answers so far.
+    pub(super) votes: BTreeMap<NodeId, bool>,
+
+    /// Leader only: one entry per other node in the active or committed config.
+    pub(super) progress: BTreeMap<NodeId, Progress>,
+    pub(super) transfer: Option<Transfer>,
+    /// ReadIndex round counter (monotonic for the node's lifetime).
+    pub(super) read_seq: u64,
+    pub(super) pending_reads: Vec<PendingRead>,
+    /// Reads asked before this term's no-op committed.
+    pub(super) waiting_reads: Vec<u64>,
+    pub(super) heartbeat_requested: bool,
+
+    /// Follower: snapshot being received (meta, bytes so far).
+    pub(super) incoming_snapshot: Option<(SnapshotMeta, Vec<u8>)>,
+
+    pub(super) msgs: Vec<(NodeId, Message)>,
+    pub(super) read_states: Vec<(u64, u64)>,
+    pub(super) installed_snapshot: Option<Snapshot>,
+    reported: Option<RoleChange>,
+    /// Our committed configuration has included us at some point.
+    pub(super) ever_member: bool,
+    pub(super) removed: bool,
+}
+
+impl Raft {
+    /// A founding member of a new cluster with `voters` (which must contain
+    /// `cfg.id`). Every founder starts with the same committed entry 1 (term
+    /// 0) holding the initial configuration, so nodes that join later learn
+    /// the founding membership from the log like any other change.
+    pub fn new_bootstrap(cfg: RaftConfig, voters: &[NodeId], seed: u64, now_ms: u64) -> Raft {
+        let mut raft = Raft::new_empty(cfg, seed, now_ms);
+        raft.log.append(Entry {
+            term: 0,
+            index: 1,
+            kind: EntryKind::Config(Membership::with_voters(voters)),
+        });
+        raft.log.commit_to(1);
+        raft.check_removed();
+        raft.refresh_role();
+        raft
+    }
+
+    /// An empty node joining an existing cluster: it knows no configuration,
+    /// so it neither votes nor campaigns until the leader's log or snapshot
+    /// makes it a voter in a committed configuration.
+    pub fn new_joining(cfg: RaftConfig, seed: u64, now_ms: u64) -> Raft {
+        Raft::new_empty(cfg, seed, now_ms)
+    }
+
+    fn new_empty(cfg: RaftConfig, seed: u64, now_ms: u64) -> Raft {
+        let mut raft = Raft {
+            rng: SplitMix64::new(seed ^ cfg.id.rotate_left(32)),
+            cfg,
+            now_ms,
+            term: 0,
+            voted_for: None,
+            role: Role::Learner,
+            leader_id: None,
+            log: RaftLog::new(Membership::default()),
+            election_deadline_ms: 0,
+            heartbeat_deadline_ms: 0,
+            quorum_deadline_ms: 0,
+            leader_contact_ms: 0,
+            votes: BTreeMap::new(),
+            progress: BTreeMap::new(),
+            transfer: None,
+            read_seq: 0,
+            pending_reads: Vec::new(),
+            waiting_reads: Vec::new(),
+            heartbeat_requested: false,
+            incoming_snapshot: None,
+            msgs: Vec::new(),
+            read_states: Vec::new(),
+            installed_snapshot: None,
+            reported: None,
+            ever_member: false,
+            removed: false,
+        };
+        raft.reset_election_timer();
+        raft
+    }
+
+    // ----- accessors -------------------------------------------------------
+
+    pub fn id(&self) -> NodeId {
+        self.cfg.id
+    }
+    pub fn config(&self) -> &RaftConfig {
+        &self.cfg
+    }
+    pub fn role(&self) -> Role {
+        self.role
+    }
+    pub fn term(&self) -> u64 {
+        self.term
+    }
+    pub fn leader_id(&self) -> Option<NodeId> {
+        self.leader_id
+    }
+    pub fn voted_for(&self) -> Option<NodeId> {
+        self.voted_for
+    }
+    pub fn is_leader(&self) -> bool {
+        self.role == Role::Leader
+    }
+    pub fn commit_index(&self) -> u64 {
+        self.log.committed()
+    }
+    /// Committed entries up to here have been handed out by `ready()`.
+    pub fn applied_index(&self) -> u64 {
+        self.log.handed()
+    }
+    pub fn first_index(&self) -> u64 {
+        self.log.first_index()
+    }
+    pub fn last_index(&self) -> u64 {
+        self.log.last_index()
+    }
+    pub fn last_term(&self) -> u64 {
+        self.log.last_term()
+    }
+    /// Term of the entry at `index` (the snapshot point included), if held.
+    pub fn term_at(&self, index: u64) -> Option<u64> {
+        self.log.term_at(index)
+    }
+    pub fn entry(&self, index: u64) -> Option<&Entry> {
+        self.log.entry(index)
+    }
+    /// Entries `lo..=hi` that are still held (not compacted).
+    pub fn entries(&self, lo: u64, hi: u64) -> Vec<Entry> {
+        self.log.slice(lo, hi, usize::MAX, usize::MAX)
+    }
+    /// The configuration in force here: the latest appended config entry.
+    pub fn membership(&self) -> &Membership {
+        self.log.active_membership()
+    }
+    /// The latest committed configuration and its index.
+    pub fn committed_membership(&self) -> (u64, &Membership) {
+        self.log.committed_membership()
+    }
+    /// A configuration change is appended but not committed yet.
+    pub fn config_change_pending(&self) -> bool {
+        self.log.active_config_index() > self.log.committed()
+    }
+    pub fn snapshot_meta(&self) -> &SnapshotMeta {
+        &self.log.snapshot().meta
+    }
+    pub fn is_voter(&self) -> bool {
+        self.membership().is_voter(self.cfg.id)
+    }
+    pub fn is_removed(&self) -> bool {
+        self.removed
+    }
+    /// Leader only: (match index, next index) of a peer.
+    pub fn progress_of(&self, id: NodeId) -> Option<(u64, u64)> {
+        self.progress.get(&id).map(|p| (p.matched, p.next))
+    }
+    /// Leader only: the peer a leadership transfer is heading to.
+    pub fn transfer_target(&self) -> Option<NodeId> {
+        self.transfer.as_ref().map(|t| t.to)
+    }
+
+    // ----- inputs ----------------------------------------------------------
+
+    /// Drives timers: elections (non-leaders), heartbeats, check-quorum and
+    /// transfer timeouts (leader).
+    pub fn tick(&mut self, now_ms: u64) {
+        self.advance_clock(now_ms);
+        if self.removed {
+            return;
+        }
+        if self.role == Role::Leader {
+            self.tick_leader();
+        } else if self.now_ms >= self.election_deadline_ms {
+            self.on_election_timeout();
+        }
+    }
+
+    /// Handles one message from `from`. Stale, duplicated or malformed
+    /// messages are ignored (or answered so the sender can catch up); this
+    /// never panics on network input.
+    pub fn step(&mut self, from: NodeId, msg: Message, now_ms: u64) {
+        self.advance_clock(now_ms);
+        if self.removed || from == self.cfg.id {
+            return;
+        }
+        let term = msg.term();
+        if term > self.term && !self.on_higher_term(from, &msg) {
+            return;
+        }
+        if term < self.term {
+            self.on_lower_term(from, &msg);
+            return;
+        }
+        self.dispatch(from, msg);
+    }
+
+    fn dispatch(&mut self, from: NodeId, msg: Message) {
+        match msg {
+            Message::PreVote {
+                term,
+                last_index,
+                last_term,
+            } => self.handle_vote_request(from, term, last_index, last_term, true, false),
+            Message::Vote {
+                term,
+                last_index,
+                last_term,
+                transfer,
+            } => self.handle_vote_request(from, term, last_index, last_term, false, transfer),
+            Message::PreVoteResp { term, granted } => {
+                self.handle_vote_resp(from, term, granted, true)
+            }
+            Message::VoteResp { term, granted } => {
+                self.handle_vote_resp(from, term, granted, false)
+            }
+            Message::Append {
+                prev_index,
+                prev_term,
+                entries,
+                commit,
+                ..
+            } => {
+                if self.accept_leader(from) {
+                    self.handle_append(from, prev_index, prev_term, entries, commit);
+                }
+            }
+            Message::Heartbeat {
+                commit, read_seq, ..
+            } => {
+                if self.accept_leader(from) {
+                    self.handle_heartbeat(from, commit, read_seq);
+                }
+            }
+            Message::InstallSnapshot {
+                meta,
+                offset,
+                data,
+                done,
+                ..
+            } => {
+                if self.accept_leader(from) {
+                    self.handle_snapshot_chunk(from, meta, offset, data, done);
+                }
+            }
+            Message::TimeoutNow { .. } => {
+                if self.accept_leader(from) {
+                    self.handle_timeout_now();
+                }
+            }
+            Message::AppendResp {
+                success,
+                index,
+                conflict_term,
+                hint_index,
+                ..
+            } => self.handle_append_resp(from, success, index, conflict_term, hint_index),
+            Message::HeartbeatResp { read_seq, .. } => self.handle_heartbeat_resp(from, read_seq),
+            Message::InstallSnapshotResp {
+                index,
+                next_offset,
+                done,
+                ..
+            } => self.handle_snapshot_resp(from, index, next_offset, done),
+            Message::Removed { config_index, .. } => self.handle_removed(config_index),
+        }
+    }
+
+    /// A message carries a higher term. Returns false if it must be dropped.
+    fn on_higher_term(&mut self, from: NodeId, msg: &Message) -> bool {
+        match msg {
+            // Why: a pre-vote is a question about the future; answering it
+            // must not change our term (that is the point of pre-vote).
+            Message::PreVote { .. } => true,
+            // A grant echoes the term we asked about: not a newer term. A
+            // rejection carries the voter's real term, which we adopt (else a
+            // node stuck in an older term could never win nor learn better).
+            Message::PreVoteResp {
+                term,
+                granted: true,
+            } if self.role == Role::PreCandidate && *term == self.term + 1 => true,
+            Message::Vote { transfer, .. } if !*transfer && self.in_lease() => false,
+            // Why: a removal notice from a node that moved on must not drag
+            // us into its term; it is judged by its config index alone.
+            Message::Removed { .. } => true,
+            _ => {
+                let leader = msg.is_from_leader().then_some(from);
+                self.become_follower(msg.term(), leader);
+                true
+            }
+        }
+    }
+
+    /// A message from an older term: tell a stale leader or candidate about
+    /// our term so it steps down; ignore the rest.
+    fn on_lower_term(&mut self, from: NodeId, msg: &Message) {
+        let term = self.term;
+        match msg {
+            Message::Append { .. }
+            | Message::Heartbeat { .. }
+            | Message::InstallSnapshot { .. }
+            | Message::TimeoutNow { .. } => {
+                self.send(from, Message::HeartbeatResp { term, read_seq: 0 })
+            }
+            Message::PreVote { .. } => self.send(
+                from,
+                Message::PreVoteResp {
+                    term,
+                    granted: false,
+                },
+            ),
+            Message::Vote { .. } => self.send(
+                from,
+                Message::VoteResp {
+                    term,
+                    granted: false,
+                },
+            ),
+            Message::Removed { config_index, .. } => self.handle_removed(*config_index),
+            _ => {}
+        }
+    }
+
+    /// A leader-only message in our current term. Returns false if we must
+    /// ignore it (we lead this term ourselves: two leaders in one term are
+    /// impossible unless the sender is broken).
+    fn accept_leader(&mut self, from: NodeId) -> bool {
+        if self.role == Role::Leader {
+            return false;
+        }
+        if (self.role != Role::Follower && self.role != Role::Learner)
+            || self.leader_id != Some(from)
+        {
+            self.become_follower(self.term, Some(from));
+        }
+        self.leader_contact_ms = self.now_ms;
+        self.reset_election_timer();
+        true
+    }
+
+    // ----- role transitions ------------------------------------------------
+
+    /// Becomes a follower (or learner) in `term`, following `leader` if known.
+    pub(super) fn become_follower(&mut self, term: u64, leader: Option<NodeId>) {
+        if term > self.term {
+            self.term = term;
+            self.voted_for = None;
+        }
+        self.role = Role::Follower;
+        self.leader_id = leader;
+        if leader.is_some() {
+            self.leader_contact_ms = self.now_ms;
+        }
+        self.clear_leader_state();
+        self.votes.clear();
+        self.reset_election_timer();
+        self.refresh_role();
+    }
+
+    fn clear_leader_state(&mut self) {
+        self.progress.clear();
+        self.transfer = None;
+        // Why: a deposed leader must never answer a read; the app learns
+        // from `role_changed` that these reads are abandoned.
+        self.pending_reads.clear();
+        self.waiting_reads.clear();
+        self.heartbeat_requested = false;
+    }
+
+    /// Follower ⇄ Learner according to the active configuration.
+    pub(super) fn refresh_role(&mut self) {
+        if self.role == Role::Leader {
+            return;
+        }
+        let voter = self.is_voter() && !self.removed;
+        self.role = match (self.role, voter) {
+            (Role::Learner, true) => Role::Follower,
+            (_, false) => Role::Learner,
+            (role, true) => role,
+        };
+    }
+
+    /// Marks the node removed once a committed configuration that no longer
+    /// contains it follows one that did.
+    pub(super) fn check_removed(&mut self) {
+        let (_, committed) = self.log.committed_membership();
+        if committed.contains(self.cfg.id) {
+            self.ever_member = true;
+        } else if self.ever_member && !self.removed {
+            self.mark_removed();
+        }
+    }
+
+    pub(super) fn mark_removed(&mut self) {
+        self.removed = true;
+        if self.role == Role::Leader {
+            self.role = Role::Follower;
+            self.leader_id = None;
+            self.clear_leader_state();
+        }
+        self.role = Role::Learner;
+    }
+
+    // ----- timers ----------------------------------------------------------
+
+    fn advance_clock(&mut self, now_ms: u64) {
+        // Why max: the caller promises a monotonic clock; if it slips we keep
+        // our own time monotonic rather than re-arm timers into the past.
+        self.now_ms = self.now_ms.max(now_ms);
+    }
+
+    /// Election timeout uniform in [election_ms, election_ms * 23/20).
+    pub(super) fn reset_election_timer(&mut self) {
+        let base = self.cfg.election_ms;
+        let timeout = self.rng.range(base, base * 3 / 20);
+        self.election_deadline_ms = self.now_ms + timeout;
+    }
+
+    /// Followers that heard from a live leader within the election timeout
+    /// ignore vote requests, so a node rejoining after a partition cannot
+    /// unseat a healthy leader (etcd's "leader lease" with CheckQuorum).
+    pub(super) fn in_lease(&self) -> bool {
+        if !self.cfg.check_quorum {
+            return false;
+        }
+        match self.role {
+            Role::Leader => true,
+            _ => {
+                self.leader_id.is_some()
+                    && self.now_ms < self.leader_contact_ms + self.cfg.election_ms
+            }
+        }
+    }
+
+    // ----- outputs ---------------------------------------------------------
+
+    pub(super) fn send(&mut self, to: NodeId, msg: Message) {
+        self.msgs.push((to, msg));
+    }
+
+    /// Drains everything produced since the last call. On a leader this is
+    /// also when AppendEntries are built (group commit).
+    pub fn ready(&mut self) -> Ready {
+        if self.role == Role::Leader {
+            self.maybe_commit();
+        }
+        if self.role == Role::Leader {
+            self.flush_replication();
+        }
+        let committed = self.log.take_committed();
+        Ready {
+            messages: std::mem::take(&mut self.msgs),
+            snapshot: self.installed_snapshot.take(),
+            committed,
+            read_states: std::mem::take(&mut self.read_states),
+            role_changed: self.role_change(),
+            removed: self.removed,
+        }
+    }
+
+    fn role_change(&mut self) -> Option<RoleChange> {
+        let now = RoleChange {
+            role: self.role,
+            term: self.term,
+            leader: self.leader_id,
+        };
+        if self.reported == Some(now) {
+            return None;
+        }
+        self.reported = Some(now);
+        Some(now)
+    }
+
+    // ----- application requests --------------------------------------------
+
+    /// Appends `data` to the leader's log and returns its index. Nothing is
+    /// sent until the next `ready()`.
+    pub fn propose(&mut self, data: Vec<u8>) -> Result<u64, RaftError> {
+        self.check_can_propose()?;
+        if data.len() > super::wire::ENTRY_DATA_MAX_BYTES {
+            return Err(RaftError::EntryTooLarge);
+        }
+        Ok(self.append_as_leader(EntryKind::Normal(data)))
+    }
+
+    pub(super) fn check_can_propose(&self) -> Result<(), RaftError> {
+        if self.role != Role::Leader {
+            return Err(RaftError::NotLeader {
+                leader: self.leader_id,
+            });
+        }
+        if self.transfer.is_some() {
+            return Err(RaftError::TransferInProgress);
+        }
+        Ok(())
+    }
+
+    /// Appends an entry of the current term to the leader's log.
+    pub(super) fn append_as_leader(&mut self, kind: EntryKind) -> u64 {
+        debug_assert_eq!(self.role, Role::Leader);
+        let index = self.log.last_index() + 1;
+        let is_config = matches!(kind, EntryKind::Config(_));
+        self.log.append(Entry {
+            term: self.term,
+            index,
+            kind,
+        });
+        if is_config {
+            self.sync_progress();
+        }
+        index
+    }
+
+    /// Leader: keep one `Progress` per other node of the active or committed
+    /// configuration. Why both: nodes leaving in an uncommitted change still
+    /// need the log until the change commits (so they learn of it), and new
+    /// ones need it from the moment it is appended.
+    pub(super) fn sync_progress(&mut self) {
+        let mut wanted: BTreeSet<NodeId> = self.log.active_membership().all_nodes();
+        let (config_index, committed) = self.log.committed_membership();
+        wanted.extend(committed.all_nodes());
+        wanted.remove(&self.cfg.id);
+        let gone: Vec<NodeId> = self
+            .progress
+            .keys()
+            .filter(|id| !wanted.contains(id))
+            .copied()
+            .collect();
+        for id in gone {
+            self.progress.remove(&id);
+            let term = self.term;
+            self.send(id, Message::Removed { term, config_index });
+        }
+        let next = self.log.last_index() + 1;
+        for id in wanted {
+            self.progress
+                .entry(id)
+                .or_insert_with(|| Progress::new(next));
+        }
+    }
+
+    /// Hands the core a snapshot of the application state at
+    /// `applied_index` (which must have been handed out by `ready()`); the
+    /// core keeps it to serve InstallSnapshot and drops entries up to it.
+    /// Returns false if nothing changed (index too old or not yet applied).
+    pub fn compact(&mut self, applied_index: u64, snapshot: Vec<u8>) -> bool {
+        self.log.compact(applied_index, snapshot)
+    }
+
+    pub(super) fn snapshot_arc(&self) -> Arc<Snapshot> {
+        Arc::clone(self.log.snapshot())
+    }
+}

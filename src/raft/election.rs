@@ -1,0 +1,238 @@
+//! Leader election: pre-vote, vote, check-quorum, and becoming leader.
+//!
+//! Why pre-vote: a node cut off from the cluster keeps timing out; without
+//! pre-vote it would bump its term each time and, on rejoining, force the
+//! healthy leader to step down. With pre-vote it first asks "would you vote
+//! for me?" and only bumps its term when a quorum says yes. Together with the
+//! leader lease (followers in contact with a leader ignore vote requests) a
+//! rejoining node cannot disrupt a stable leader.
+
+use super::core::Raft;
+use super::membership::VoteResult;
+use super::message::{EntryKind, Message};
+use super::progress::Progress;
+use super::{NodeId, Role};
+
+impl Raft {
+    /// May this node start an election? Only a voter of both its active and
+    /// its committed configuration (SPEC §8: a joining node never campaigns
+    /// until it is a voter in a committed configuration).
+    pub(super) fn can_campaign(&self) -> bool {
+        let id = self.cfg.id;
+        !self.removed
+            && self.role != Role::Leader
+            && self.log.active_membership().is_voter(id)
+            && self.log.committed_membership().1.is_voter(id)
+    }
+
+    pub(super) fn on_election_timeout(&mut self) {
+        if !self.can_campaign() {
+            self.reset_election_timer();
+            return;
+        }
+        if self.cfg.pre_vote {
+            self.campaign_pre();
+        } else {
+            self.campaign(false);
+        }
+    }
+
+    /// Pre-candidate: ask for votes in `term + 1` without changing our term.
+    fn campaign_pre(&mut self) {
+        self.role = Role::PreCandidate;
+        self.leader_id = None;
+        self.start_tally();
+        let msg = Message::PreVote {
+            term: self.term + 1,
+            last_index: self.log.last_index(),
+            last_term: self.log.last_term(),
+        };
+        self.broadcast_to_voters(msg);
+        self.tally(true);
+    }
+
+    /// Candidate: bump the term, vote for ourselves, ask everyone.
+    /// `transfer` marks an election ordered by the leader (TimeoutNow).
+    pub(super) fn campaign(&mut self, transfer: bool) {
+        self.term += 1;
+        self.voted_for = Some(self.cfg.id);
+        self.role = Role::Candidate;
+        self.leader_id = None;
+        self.start_tally();
+        let msg = Message::Vote {
+            term: self.term,
+            last_index: self.log.last_index(),
+            last_term: self.log.last_term(),
+            transfer,
+        };
+        self.broadcast_to_voters(msg);
+        self.tally(false);
+    }
+
+    fn start_tally(&mut self) {
+        self.votes.clear();
+        self.votes.insert(self.cfg.id, true);
+        self.reset_election_timer();
+    }
+
+    fn broadcast_to_voters(&mut self, msg: Message) {
+        let m = self.log.active_membership();
+        let mut voters = m.voters.clone();
+        voters.extend(m.outgoing.iter().copied());
+        voters.remove(&self.cfg.id);
+        for id in voters {
+            self.send(id, msg.clone());
+        }
+    }
+
+    fn tally(&mut self, pre: bool) {
+        match self.log.active_membership().vote_result(&self.votes) {
+            VoteResult::Won if pre => self.campaign(false),
+            VoteResult::Won => self.become_leader(),
+            VoteResult::Lost => self.become_follower(self.term, None),
+            VoteResult::Pending => {}
+        }
+    }
+
+    pub(super) fn handle_vote_resp(&mut self, from: NodeId, term: u64, granted: bool, pre: bool) {
+        let ok = if pre {
+            let asked = self.term + 1;
+            self.role == Role::PreCandidate && (term == asked || (!granted && term == self.term))
+        } else {
+            self.role == Role::Candidate && term == self.term
+        };
+        if !ok {
+            return;
+        }
+        self.votes.insert(from, granted);
+        self.tally(pre);
+    }
+
+    /// Answers a (pre-)vote request. Our term already equals `term` for a
+    /// real vote; a pre-vote may be for a later term.
+    pub(super) fn handle_vote_request(
+        &mut self,
+        from: NodeId,
+        term: u64,
+        last_index: u64,
+        last_term: u64,
+        pre: bool,
+        transfer: bool,
+    ) {
+        if !transfer && self.in_lease() {
+            // Why silence: the candidate is the one out of touch; a reply
+            // would only invite it to try again sooner.
+            return;
+        }
+        if self.notify_if_removed(from) {
+            return;
+        }
+        let grant =
+            self.may_vote_for(from, term, pre) && self.log.is_up_to_date(last_index, last_term);
+        if grant && !pre {
+            self.voted_for = Some(from);
+            self.reset_election_timer();
+        }
+        // A pre-vote grant echoes the asked term; a rejection tells our own.
+        let reply_term = if pre && grant { term } else { self.term };
+        let msg = if pre {
+            Message::PreVoteResp {
+                term: reply_term,
+                granted: grant,
+            }
+        } else {
+            Message::VoteResp {
+                term: reply_term,
+                granted: grant,
+            }
+        };
+        self.send(from, msg);
+    }
+
+    fn may_vote_for(&self, from: NodeId, term: u64, pre: bool) -> bool {
+        if self.removed || !self.log.active_membership().is_voter(self.cfg.id) {
+            return false;
+        }
+        let free = self.voted_for.is_none() && self.leader_id.is_none();
+        self.voted_for == Some(from) || free || (pre && term > self.term)
+    }
+
+    /// A vote request from a node that our committed configuration (which
+    /// is not older than anything it could know of) no longer contains:
+    /// tell it it was removed. Returns true if it was notified.
+    fn notify_if_removed(&mut self, from: NodeId) -> bool {
+        let (config_index, committed) = self.log.committed_membership();
+        let known = committed.contains(from) || self.log.active_membership().contains(from);
+        if known || config_index == 0 {
+            return false;
+        }
+        let term = self.term;
+        self.send(from, Message::Removed { term, config_index });
+        true
+    }
+
+    pub(super) fn handle_removed(&mut self, config_index: u64) {
+        // Why both conditions: the notice is only news if its committed
+        // config is newer than ours, and only means "removed" if ours once
+        // contained us (a joining node was never a member yet).
+        if self.ever_member && config_index > self.log.committed_membership().0 {
+            self.mark_removed();
+        }
+    }
+
+    pub(super) fn handle_timeout_now(&mut self) {
+        if self.can_campaign() {
+            self.campaign(true);
+        }
+    }
+
+    pub(super) fn become_leader(&mut self) {
+        debug_assert_eq!(self.role, Role::Candidate);
+        self.role = Role::Leader;
+        self.leader_id = Some(self.cfg.id);
+        self.progress.clear();
+        self.sync_progress();
+        let next = self.log.last_index() + 1;
+        for p in self.progress.values_mut() {
+            *p = Progress::new(next);
+        }
+        self.heartbeat_deadline_ms = self.now_ms + self.cfg.heartbeat_ms;
+        self.quorum_deadline_ms = self.now_ms + self.cfg.election_ms;
+        // Why a no-op: a leader may only commit entries of its own term
+        // (Raft §5.4.2); the no-op lets it commit (and learn the commit
+        // index) without waiting for a client.
+        self.append_as_leader(EntryKind::Noop);
+    }
+
+    /// Leader timers: heartbeats, check-quorum, transfer timeout.
+    pub(super) fn tick_leader(&mut self) {
+        if self.now_ms >= self.heartbeat_deadline_ms {
+            self.heartbeat_deadline_ms = self.now_ms + self.cfg.heartbeat_ms;
+            self.broadcast_heartbeat();
+        }
+        if self.now_ms >= self.quorum_deadline_ms {
+            self.quorum_deadline_ms = self.now_ms + self.cfg.election_ms;
+            if self.cfg.check_quorum && !self.quorum_recently_active() {
+                self.become_follower(self.term, None);
+                return;
+            }
+            for p in self.progress.values_mut() {
+                p.recent_active = false;
+            }
+        }
+        if self
+            .transfer
+            .as_ref()
+            .is_some_and(|t| self.now_ms >= t.deadline_ms)
+        {
+            self.transfer = None;
+        }
+    }
+
+    fn quorum_recently_active(&self) -> bool {
+        let id = self.cfg.id;
+        self.log
+            .active_membership()
+            .has_quorum(|n| n == id || self.progress.get(&n).is_some_and(|p| p.recent_active))
+    }
+}

@@ -1,0 +1,197 @@
+//! The Raft consensus core: a pure, deterministic state machine.
+//!
+//! # Model
+//!
+//! `Raft` never touches a socket, a thread, a clock or the OS random source.
+//! Everything comes in through four doors and goes out through one:
+//!
+//! ```text
+//!   tick(now_ms)              ─┐
+//!   step(from, msg, now_ms)    ├─> Raft ──> ready() -> Ready { messages, committed,
+//!   propose / read_index / …   │                               snapshot, read_states,
+//!   compact(applied, snapshot)─┘                               role_changed, removed }
+//! ```
+//!
+//! - Time is the caller's monotonic milliseconds (`now_ms`); the core only
+//!   compares it with deadlines it set itself.
+//! - Randomness (election timeouts) comes from a SplitMix64 seeded by the
+//!   caller, so a run is replayable from (seed, inputs).
+//! - Log and vote are volatile by design: a restarted process must come back
+//!   under a new `NodeId` (SPEC §6), so there is no persistence step.
+//! - Group commit: `propose` only appends to the leader's log. AppendEntries
+//!   are built when the application calls `ready()`, so everything proposed
+//!   between two `ready()` calls travels in one message per follower (up to
+//!   `max_append_entries` / `max_append_bytes`).
+//!
+//! # Consuming `Ready`
+//!
+//! Call `ready()` after every batch of inputs and handle its fields in this
+//! order: (1) send `messages` (any order, best effort); (2) if `snapshot` is
+//! set, replace the application state with it; (3) apply `committed` in
+//! order; (4) answer `read_states` `(ctx, index)` once the application has
+//! applied up to `index`; (5) react to `role_changed` / `removed`.
+//!
+//! # Features
+//!
+//! PreVote, CheckQuorum with the leader-lease vote rule, AppendEntries with
+//! conflict-term back-tracking, pipelined replication with a per-follower
+//! in-flight window and probe mode, a no-op per term, commit of current-term
+//! entries only, heartbeats carrying the commit index, snapshots with log
+//! compaction and chunked InstallSnapshot, learners, joint consensus (enter
+//! with `propose_membership`, leave automatically once committed), removal
+//! detection, leadership transfer (`TimeoutNow`) and ReadIndex.
+
+mod core;
+mod election;
+pub mod log;
+pub mod membership;
+pub mod message;
+pub mod progress;
+mod reconfig;
+mod replication;
+pub mod rng;
+mod snapshot;
+pub mod wire;
+
+pub use self::core::Raft;
+pub use self::membership::Membership;
+pub use self::message::{Entry, EntryKind, Message, Snapshot, SnapshotMeta};
+
+/// A node's identity. Never reused within a fencing domain (SPEC §6).
+pub type NodeId = u64;
+
+/// Tunables. `RaftConfig::new(id)` gives the SPEC defaults.
+#[derive(Debug, Clone)]
+pub struct RaftConfig {
+    pub id: NodeId,
+    /// Leader heartbeat period.
+    pub heartbeat_ms: u64,
+    /// Base election timeout; the actual timeout is uniform in
+    /// `[election_ms, election_ms + election_ms * 3 / 20)`. Also the
+    /// check-quorum period and the leader-lease length.
+    pub election_ms: u64,
+    /// Most entries in one AppendEntries.
+    pub max_append_entries: usize,
+    /// Most payload bytes in one AppendEntries (the first entry always goes).
+    pub max_append_bytes: usize,
+    /// Most unacknowledged AppendEntries per follower in replicate mode.
+    pub max_inflight: usize,
+    /// Bytes of snapshot data per InstallSnapshot chunk.
+    pub snapshot_chunk_bytes: usize,
+    /// Run a pre-vote round before bumping the term.
+    pub pre_vote: bool,
+    /// Leaders step down without a quorum; followers in contact with a leader
+    /// ignore vote requests (leader lease).
+    pub check_quorum: bool,
+}
+
+/// Default heartbeat period (SPEC §6).
+pub const HEARTBEAT_MS_DEFAULT: u64 = 200;
+/// Default base election timeout (SPEC §6).
+pub const ELECTION_MS_DEFAULT: u64 = 2000;
+/// Default cap on entries per AppendEntries.
+pub const APPEND_ENTRIES_MAX_DEFAULT: usize = 512;
+/// Default cap on payload bytes per AppendEntries (1 MiB).
+pub const APPEND_BYTES_MAX_DEFAULT: usize = 1 << 20;
+/// Default in-flight window per follower.
+pub const INFLIGHT_MAX_DEFAULT: usize = 64;
+/// Default snapshot chunk size (256 KiB).
+pub const SNAPSHOT_CHUNK_BYTES_DEFAULT: usize = 256 << 10;
+
+impl RaftConfig {
+    /// SPEC defaults for node `id`.
+    pub fn new(id: NodeId) -> RaftConfig {
+        RaftConfig {
+            id,
+            heartbeat_ms: HEARTBEAT_MS_DEFAULT,
+            election_ms: ELECTION_MS_DEFAULT,
+            max_append_entries: APPEND_ENTRIES_MAX_DEFAULT,
+            max_append_bytes: APPEND_BYTES_MAX_DEFAULT,
+            max_inflight: INFLIGHT_MAX_DEFAULT,
+            snapshot_chunk_bytes: SNAPSHOT_CHUNK_BYTES_DEFAULT,
+            pre_vote: true,
+            check_quorum: true,
+        }
+    }
+}
+
+/// What a node currently is. `Learner` means "not a voter in my active
+/// configuration" (a learner, a node still joining, or a removed node).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    Follower,
+    PreCandidate,
+    Candidate,
+    Leader,
+    Learner,
+}
+
+/// Why a request to the core was refused. Nothing was appended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum RaftError {
+    /// Only the leader accepts this; `leader` is the last known leader.
+    NotLeader { leader: Option<NodeId> },
+    /// A leadership transfer is under way; retry on the new leader.
+    TransferInProgress,
+    /// A configuration change is appended but not yet committed.
+    ConfigChangePending,
+    /// The requested configuration makes no sense (reason given).
+    InvalidConfig(&'static str),
+    /// The proposal is larger than `wire::ENTRY_DATA_MAX_BYTES`.
+    EntryTooLarge,
+}
+
+impl std::fmt::Display for RaftError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RaftError::NotLeader { leader: Some(l) } => write!(f, "not the leader (leader is {l})"),
+            RaftError::NotLeader { leader: None } => write!(f, "not the leader (leader unknown)"),
+            RaftError::TransferInProgress => write!(f, "leadership transfer in progress"),
+            RaftError::ConfigChangePending => write!(f, "a configuration change is in flight"),
+            RaftError::InvalidConfig(why) => write!(f, "invalid configuration: {why}"),
+            RaftError::EntryTooLarge => write!(f, "entry too large"),
+        }
+    }
+}
+
+impl std::error::Error for RaftError {}
+
+/// Outputs accumulated since the previous `ready()` call.
+#[derive(Debug, Default)]
+pub struct Ready {
+    /// Messages to send: (destination, message). Best effort; may be dropped.
+    pub messages: Vec<(NodeId, Message)>,
+    /// A snapshot this follower installed: restore the application from it
+    /// BEFORE applying `committed` (all of which come after it).
+    pub snapshot: Option<Snapshot>,
+    /// Newly committed entries, in index order, to apply.
+    pub committed: Vec<Entry>,
+    /// Confirmed ReadIndex requests: (ctx, index). Serve the read once the
+    /// application has applied `index`.
+    pub read_states: Vec<(u64, u64)>,
+    /// Set when (role, term, leader) changed since the last `ready()`.
+    pub role_changed: Option<RoleChange>,
+    /// True from the moment this node learned it is not in the committed
+    /// configuration any more (level, not edge: stays true).
+    pub removed: bool,
+}
+
+/// A change of role, term or known leader.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RoleChange {
+    pub role: Role,
+    pub term: u64,
+    pub leader: Option<NodeId>,
+}
+
+impl Ready {
+    /// True when there is nothing to do.
+    pub fn is_empty(&self) -> bool {
+        self.messages.is_empty()
+            && self.snapshot.is_none()
+            && self.committed.is_empty()
+            && self.read_states.is_empty()
+            && self.role_changed.is_none()
+    }
+}

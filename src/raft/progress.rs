@@ -1,0 +1,204 @@
+//! The leader's view of one follower (or learner): how much of the log it
+//! holds and how replication to it proceeds.
+//!
+//! States (as in etcd-io/raft):
+//! - `Probe`: we do not know where its log ends; send one append, then wait
+//!   for an answer (or the next heartbeat response) before sending another.
+//! - `Replicate`: the follower is in sync; send optimistically, keeping at
+//!   most `max_inflight` unacknowledged appends in flight (pipelining).
+//! - `Snapshot`: the entries it needs were compacted away; stream the
+//!   snapshot in chunks, one chunk in flight.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+use super::message::Snapshot;
+
+/// Replication state of one peer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProgressState {
+    Probe,
+    Replicate,
+    Snapshot,
+}
+
+/// The leader's bookkeeping for one peer.
+#[derive(Debug, Clone)]
+pub struct Progress {
+    /// Highest index known to be replicated on the peer.
+    pub matched: u64,
+    /// Next index to send.
+    pub next: u64,
+    pub state: ProgressState,
+    /// Probe: an append is outstanding; wait for an answer.
+    pub probe_sent: bool,
+    /// Replicate: last index of every unacknowledged append, ascending.
+    inflight: VecDeque<u64>,
+    /// Heard from since the last check-quorum round.
+    pub recent_active: bool,
+    /// Highest read-index round the peer has confirmed in this term.
+    pub read_ack: u64,
+    /// Replicate: send an empty append at `next - 1` even with a full window,
+    /// to find out whether the tail of the window was lost.
+    pub probe_tail: bool,
+    /// Highest commit index sent to the peer.
+    pub sent_commit: u64,
+    /// Snapshot state: the snapshot being streamed (kept even if the leader
+    /// compacts again meanwhile), the byte offset the peer asked for last,
+    /// and whether a chunk is in flight.
+    pub snap: Option<Arc<Snapshot>>,
+    pub snap_offset: u64,
+    pub snap_chunk_sent: bool,
+}
+
+impl Progress {
+    /// A peer we know nothing about: probe from just after our last entry.
+    pub fn new(next: u64) -> Progress {
+        Progress {
+            matched: 0,
+            next,
+            state: ProgressState::Probe,
+            probe_sent: false,
+            inflight: VecDeque::new(),
+            recent_active: false,
+            read_ack: 0,
+            sent_commit: 0,
+            probe_tail: false,
+            snap: None,
+            snap_offset: 0,
+            snap_chunk_sent: false,
+        }
+    }
+
+    pub fn become_probe(&mut self) {
+        self.state = ProgressState::Probe;
+        self.snap = None;
+        self.next = self.next.max(self.matched + 1);
+        self.probe_sent = false;
+        self.inflight.clear();
+    }
+
+    pub fn become_replicate(&mut self) {
+        self.state = ProgressState::Replicate;
+        self.snap = None;
+        self.next = self.matched + 1;
+        self.probe_sent = false;
+        self.inflight.clear();
+    }
+
+    pub fn become_snapshot(&mut self, snap: Arc<Snapshot>) {
+        self.state = ProgressState::Snapshot;
+        self.snap = Some(snap);
+        self.snap_offset = 0;
+        self.snap_chunk_sent = false;
+        self.inflight.clear();
+    }
+
+    /// Whether another append may be sent now.
+    pub fn can_send(&self, max_inflight: usize) -> bool {
+        match self.state {
+            ProgressState::Probe => !self.probe_sent,
+            ProgressState::Replicate => self.inflight.len() < max_inflight.max(1),
+            ProgressState::Snapshot => false,
+        }
+    }
+
+    /// Records an append ending at `last` (≥ next - 1) that was just sent.
+    pub fn on_sent(&mut self, last: u64, entry_count: usize) {
+        match self.state {
+            ProgressState::Probe => self.probe_sent = true,
+            ProgressState::Replicate if entry_count > 0 => {
+                self.next = last + 1;
+                self.inflight.push_back(last);
+            }
+            _ => {}
+        }
+    }
+
+    /// A success ending at `index`. Returns true if `matched` advanced.
+    pub fn on_success(&mut self, index: u64) -> bool {
+        self.probe_sent = false;
+        while self.inflight.front().is_some_and(|i| *i <= index) {
+            self.inflight.pop_front();
+        }
+        if index <= self.matched {
+            return false;
+        }
+        self.matched = index;
+        self.next = self.next.max(index + 1);
+        true
+    }
+
+    /// A rejection of an append whose `prev_index` was `rejected`; `retry` is
+    /// where the hints say to try next. Returns false for a stale rejection.
+    pub fn on_reject(&mut self, rejected: u64, retry: u64) -> bool {
+        // Why: a rejection for an index we already know matches is an old,
+        // reordered answer; acting on it would only move us backwards.
+        if rejected <= self.matched || self.state == ProgressState::Snapshot {
+            return false;
+        }
+        if self.state == ProgressState::Probe && rejected + 1 != self.next {
+            return false;
+        }
+        // Always move back at least one, never below what is known to match.
+        self.next = retry.min(rejected).max(self.matched + 1);
+        self.become_probe();
+        true
+    }
+
+    /// Heartbeat answered: the peer is alive, so an append lost in probe mode
+    /// may be retried, and one inflight slot is freed to unstick a full
+    /// window whose answers were lost.
+    pub fn on_heartbeat_resp(&mut self) {
+        self.probe_sent = false;
+        if self.state == ProgressState::Replicate {
+            self.inflight.pop_front();
+            self.probe_tail = true;
+        }
+    }
+
+    pub fn inflight_len(&self) -> usize {
+        self.inflight.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn replicate_window_fills_and_drains() {
+        let mut p = Progress::new(1);
+        p.become_replicate();
+        for last in [10, 20, 30] {
+            assert!(p.can_send(3));
+            p.on_sent(last, 10);
+        }
+        assert!(!p.can_send(3));
+        assert!(p.on_success(20));
+        assert_eq!(p.inflight_len(), 1);
+        assert!(p.can_send(3));
+        assert_eq!(p.next, 31);
+    }
+
+    #[test]
+    fn stale_rejection_is_ignored() {
+        let mut p = Progress::new(1);
+        p.on_success(5);
+        p.become_replicate();
+        assert!(!p.on_reject(4, 1));
+        assert!(p.on_reject(7, 6));
+        assert_eq!(p.state, ProgressState::Probe);
+        assert_eq!(p.next, 6);
+    }
+
+    #[test]
+    fn probe_sends_one_at_a_time() {
+        let mut p = Progress::new(5);
+        assert!(p.can_send(8));
+        p.on_sent(4, 0);
+        assert!(!p.can_send(8));
+        p.on_heartbeat_resp();
+        assert!(p.can_send(8));
+    }
+}

@@ -1,0 +1,163 @@
+//! Snapshots: chunked InstallSnapshot on both sides.
+//!
+//! The application hands the core a snapshot with `compact`; the core keeps
+//! the latest one and streams it to peers whose next entry was compacted
+//! away, `snapshot_chunk_bytes` at a time, one chunk in flight (stop and
+//! wait: the follower answers with the offset it wants next, so a lost or
+//! duplicated chunk costs one retransmission, sent on the next heartbeat
+//! answer). The follower assembles chunks of one snapshot (same meta) in
+//! order and installs it when `done` arrives.
+
+use super::core::Raft;
+use super::message::{Message, Snapshot, SnapshotMeta};
+use super::progress::ProgressState;
+use super::{wire, NodeId, Role};
+
+impl Raft {
+    // ----- leader side -----------------------------------------------------
+
+    pub(super) fn start_snapshot(&mut self, id: NodeId) {
+        let snap = self.snapshot_arc();
+        if let Some(pr) = self.progress.get_mut(&id) {
+            pr.become_snapshot(snap);
+        }
+    }
+
+    /// Sends the chunk at the offset the peer asked for, unless one is in
+    /// flight already. Returns true if something was sent.
+    pub(super) fn send_snapshot_chunk(&mut self, id: NodeId) -> bool {
+        let chunk_max = self.cfg.snapshot_chunk_bytes.max(1);
+        let term = self.term;
+        let Some(pr) = self.progress.get_mut(&id) else {
+            return false;
+        };
+        let Some(snap) = pr.snap.clone() else {
+            return false;
+        };
+        if pr.state != ProgressState::Snapshot || pr.snap_chunk_sent {
+            return false;
+        }
+        let len = snap.data.len();
+        let offset = (pr.snap_offset as usize).min(len);
+        let end = offset + chunk_max.min(len - offset);
+        pr.snap_chunk_sent = true;
+        self.send(
+            id,
+            Message::InstallSnapshot {
+                term,
+                meta: snap.meta.clone(),
+                offset: offset as u64,
+                data: snap.data[offset..end].to_vec(),
+                done: end == len,
+            },
+        );
+        true
+    }
+
+    pub(super) fn handle_snapshot_resp(
+        &mut self,
+        from: NodeId,
+        index: u64,
+        next_offset: u64,
+        done: bool,
+    ) {
+        if self.role != Role::Leader || index > self.log.last_index() {
+            return;
+        }
+        let Some(pr) = self.progress.get_mut(&from) else {
+            return;
+        };
+        pr.recent_active = true;
+        if done {
+            // The peer holds everything up to `index`: resume with entries.
+            pr.on_success(index);
+            if pr.state == ProgressState::Snapshot {
+                pr.become_probe();
+            }
+            self.maybe_commit();
+            return;
+        }
+        let current = pr.snap.as_ref().map(|s| s.meta.index);
+        if pr.state == ProgressState::Snapshot && current == Some(index) {
+            pr.snap_offset = next_offset;
+            pr.snap_chunk_sent = false;
+        }
+    }
+
+    // ----- follower side ---------------------------------------------------
+
+    pub(super) fn handle_snapshot_chunk(
+        &mut self,
+        from: NodeId,
+        meta: SnapshotMeta,
+        offset: u64,
+        data: Vec<u8>,
+        done: bool,
+    ) {
+        let index = meta.index;
+        if index <= self.log.committed() {
+            // Our committed prefix already covers it.
+            self.reply_snapshot(from, index, 0, true);
+            return;
+        }
+        match self.accept_chunk(meta, offset, data) {
+            Err(want) => self.reply_snapshot(from, index, want, false),
+            Ok(_) if done => {
+                self.install_incoming();
+                self.reply_snapshot(from, index, 0, true);
+            }
+            Ok(have) => self.reply_snapshot(from, index, have, false),
+        }
+    }
+
+    /// Adds a chunk to the snapshot being received: Ok(bytes held now), or
+    /// Err(offset we want instead) for a chunk we cannot use.
+    fn accept_chunk(&mut self, meta: SnapshotMeta, offset: u64, data: Vec<u8>) -> Result<u64, u64> {
+        if offset == 0 {
+            self.incoming_snapshot = Some((meta.clone(), Vec::new()));
+        }
+        let Some((have_meta, buf)) = self.incoming_snapshot.as_mut() else {
+            return Err(0);
+        };
+        if *have_meta != meta {
+            // A different snapshot than the one we were assembling.
+            self.incoming_snapshot = None;
+            return Err(0);
+        }
+        if buf.len() as u64 != offset {
+            // Out of order or duplicate: ask for what we actually need.
+            return Err(buf.len() as u64);
+        }
+        if buf.len() + data.len() > wire::SNAPSHOT_MAX_BYTES {
+            self.incoming_snapshot = None;
+            return Err(0);
+        }
+        buf.extend_from_slice(&data);
+        Ok(buf.len() as u64)
+    }
+
+    fn install_incoming(&mut self) {
+        let Some((meta, data)) = self.incoming_snapshot.take() else {
+            return;
+        };
+        let snapshot = Snapshot { meta, data };
+        if self.log.install_snapshot(snapshot.clone()) {
+            self.installed_snapshot = Some(snapshot);
+            self.refresh_role();
+            self.check_removed();
+        }
+    }
+
+    fn reply_snapshot(&mut self, to: NodeId, index: u64, next_offset: u64, done: bool) {
+        let term = self.term;
+        self.send(
+            to,
+            Message::InstallSnapshotResp {
+                term,
+                index,
+                next_offset,
+                done,
+            },
+        );
+    }
+}

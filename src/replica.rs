@@ -1,0 +1,583 @@
+//! The lock side of a node: the lock table connected to a log.
+//!
+//! `Replica` is a pure, deterministic state machine like the table it wraps. Requests
+//! go in; commands to append come out as [`ToLog`]; the log answers with
+//! [`Replica::on_appended`], [`Replica::on_rejected`], [`Replica::on_committed`],
+//! read confirmations and role changes. In a cluster the log is Raft (on its own
+//! thread); standalone it is a log that commits on append. Either way the answers to
+//! clients come from here, by these rules (SPEC §2.3, §3):
+//!
+//! - Only a leader whose term's no-op has been applied executes requests; until then
+//!   they are held back, and a non-leader answers `M` with the leader's address.
+//! - A command's answer is sent when it is applied, to the node and connection that
+//!   asked (its origin).
+//! - A command the log refused to append answers `M`: it was not executed.
+//! - After this node stops leading, a command that was appended is answered from the
+//!   log when its index commits: the real answer if it committed with the same term,
+//!   `M` if another entry took its place. Whatever is still unknown 5 s after
+//!   leadership was lost is answered `U`, and a later commit of it stays silent.
+//! - QUERY is linearizable: it is answered only after the log confirmed leadership
+//!   (ReadIndex) and this node applied everything committed before the read.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+
+use crate::lock::codec::encode_snapshot;
+use crate::lock::{Command, ConnId, LockState, LockTable, Output, Reply, TableConfig};
+use crate::proto::{Request, Response};
+
+/// How long after losing leadership an unresolved request is answered `U` (SPEC §2.3).
+pub const UNKNOWN_AFTER_MS: u64 = 5_000;
+/// Requests held back while a new leader applies its no-op; more are answered `E 4`.
+pub const HELD_BACK_MAX: usize = 65_536;
+
+/// What the replica asks of the log.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ToLog {
+    /// Append `command` if this node still leads `term` (a command planned under an
+    /// older leadership must never enter a newer term's log); answer with
+    /// `on_appended(seq, ..)` or `on_rejected(seq)`.
+    Append {
+        seq: u64,
+        term: u64,
+        command: Command,
+    },
+    /// Confirm leadership for a read; answer with `on_read_ready(ctx, index)` or
+    /// `on_read_failed(ctx)`.
+    ReadIndex { ctx: u64 },
+}
+
+/// The node's role as the replica needs to know it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum LogRole {
+    /// Leading `term`; requests are served once `noop_index` is applied. If no fencing
+    /// domain is recorded yet, this leader records `new_domain` (a fresh random
+    /// non-zero number from the caller).
+    Leader {
+        term: u64,
+        noop_index: u64,
+        new_domain: u64,
+    },
+    /// Not leading; `leader_addr` is the leader's client address, empty if unknown.
+    NotLeader { leader_addr: String },
+}
+
+/// A command that was handed to the log and whose answers are still owed.
+#[derive(Debug)]
+struct Pending {
+    /// Requests of this node the command answers.
+    owed: Vec<(ConnId, u32)>,
+    /// (index, term) once the log appended it.
+    at: Option<(u64, u64)>,
+    /// Answered `U` already: a later commit must stay silent.
+    abandoned: bool,
+}
+
+/// The lock side of one node. See the module docs.
+#[derive(Debug)]
+pub struct Replica {
+    node: u64,
+    table: LockTable,
+    role: LogRole,
+    /// True once the leader applied its no-op and the table leads.
+    serving: bool,
+    applied_index: u64,
+    held_back: VecDeque<(ConnId, u32, Request)>,
+    pending: HashMap<u64, Pending>,
+    /// seq of the pending command appended at each index.
+    by_index: BTreeMap<u64, u64>,
+    /// When unresolved commands are given up as `U` (set on losing leadership).
+    unknown_deadline: Option<u64>,
+    /// QUERYs waiting for their ReadIndex: ctx → (conn, id, key).
+    reads_waiting: HashMap<u64, (ConnId, u32, String)>,
+    /// QUERYs confirmed at a read index, waiting for this node to apply up to it.
+    reads_ready: BTreeMap<(u64, u64), (ConnId, u32, String)>,
+    next_seq: u64,
+    next_ctx: u64,
+    scratch: Output,
+}
+
+/// What one call produced: answers for this node's connections, requests to the log.
+#[derive(Debug, Default)]
+pub struct ReplicaOutput {
+    pub replies: Vec<Reply>,
+    pub to_log: Vec<ToLog>,
+}
+
+impl Replica {
+    pub fn new(config: TableConfig) -> Replica {
+        Replica {
+            node: config.node,
+            table: LockTable::new(config),
+            role: LogRole::NotLeader {
+                leader_addr: String::new(),
+            },
+            serving: false,
+            applied_index: 0,
+            held_back: VecDeque::new(),
+            pending: HashMap::new(),
+            by_index: BTreeMap::new(),
+            unknown_deadline: None,
+            reads_waiting: HashMap::new(),
+            reads_ready: BTreeMap::new(),
+            next_seq: 1,
+            next_ctx: 1,
+            scratch: Output::default(),
+        }
+    }
+
+    pub fn node(&self) -> u64 {
+        self.node
+    }
+
+    pub fn state(&self) -> &LockState {
+        self.table.state()
+    }
+
+    pub fn table(&self) -> &LockTable {
+        &self.table
+    }
+
+    pub fn applied_index(&self) -> u64 {
+        self.applied_index
+    }
+
+    /// True while this node leads and serves requests.
+    pub fn serving(&self) -> bool {
+        self.serving
+    }
+
+    /// The applied state as snapshot bytes, at [`Replica::applied_index`].
+    pub fn snapshot(&self) -> Vec<u8> {
+        encode_snapshot(self.table.state())
+    }
+
+    /// A client request for the lock table (ACQUIRE, RELEASE or QUERY).
+    pub fn request(
+        &mut self,
+        conn: ConnId,
+        id: u32,
+        request: Request,
+        now_ms: u64,
+        unix_us: u64,
+        out: &mut ReplicaOutput,
+    ) {
+        match &self.role {
+            LogRole::NotLeader { leader_addr } => {
+                let leader = leader_addr.clone();
+                out.replies.push(Reply {
+                    conn,
+                    id,
+                    response: Response::Moved { leader },
+                });
+            }
+            LogRole::Leader { .. } if !self.serving => {
+                if self.held_back.len() >= HELD_BACK_MAX {
+                    out.replies.push(Reply {
+                        conn,
+                        id,
+                        response: overloaded(),
+                    });
+                } else {
+                    self.held_back.push_back((conn, id, request));
+                }
+            }
+            LogRole::Leader { .. } => self.execute(conn, id, request, now_ms, unix_us, out),
+        }
+    }
+
+    fn execute(
+        &mut self,
+        conn: ConnId,
+        id: u32,
+        request: Request,
+        now_ms: u64,
+        unix_us: u64,
+        out: &mut ReplicaOutput,
+    ) {
+        let mut scratch = std::mem::take(&mut self.scratch);
+        match request {
+            Request::Acquire {
+                lease_s,
+                wait_ms,
+                key,
+                owner,
+            } => self.table.acquire(
+                conn,
+                id,
+                lease_s,
+                wait_ms,
+                &key,
+                &owner,
+                now_ms,
+                unix_us,
+                &mut scratch,
+            ),
+            Request::Release { token, key, owner } => {
+                self.table
+                    .release(conn, id, token, &key, &owner, unix_us, &mut scratch)
+            }
+            Request::Query { key } => {
+                let ctx = self.next_ctx;
+                self.next_ctx += 1;
+                self.reads_waiting.insert(ctx, (conn, id, key));
+                out.to_log.push(ToLog::ReadIndex { ctx });
+            }
+            Request::Status | Request::Ping => {
+                // Answered by connection threads; never silently dropped here.
+                scratch.replies.push(Reply {
+                    conn,
+                    id,
+                    response: Response::Error {
+                        code: crate::proto::ErrorCode::Invalid,
+                        message: "not a lock-table request".into(),
+                    },
+                });
+            }
+        }
+        self.flush(&mut scratch, out);
+        self.scratch = scratch;
+    }
+
+    /// Moves the table's answers and proposals into `out`, tracking what each proposal owes.
+    fn flush(&mut self, scratch: &mut Output, out: &mut ReplicaOutput) {
+        out.replies.append(&mut scratch.replies);
+        let term = match self.role {
+            LogRole::Leader { term, .. } => term,
+            LogRole::NotLeader { .. } => 0,
+        };
+        while let Some(command) = scratch.proposals.pop_front() {
+            let seq = self.next_seq;
+            self.next_seq += 1;
+            let owed = owed_by(&command, self.node);
+            self.pending.insert(
+                seq,
+                Pending {
+                    owed,
+                    at: None,
+                    abandoned: false,
+                },
+            );
+            out.to_log.push(ToLog::Append { seq, term, command });
+        }
+    }
+
+    /// The log appended command `seq` at (index, term).
+    pub fn on_appended(&mut self, seq: u64, index: u64, term: u64) {
+        if let Some(p) = self.pending.get_mut(&seq) {
+            p.at = Some((index, term));
+            self.by_index.insert(index, seq);
+        }
+    }
+
+    /// The log refused command `seq` (this node no longer leads): it was not executed.
+    pub fn on_rejected(&mut self, seq: u64, out: &mut ReplicaOutput) {
+        if let Some(p) = self.pending.remove(&seq) {
+            if !p.abandoned {
+                let leader = self.leader_addr();
+                for (conn, id) in p.owed {
+                    out.replies.push(Reply {
+                        conn,
+                        id,
+                        response: Response::Moved {
+                            leader: leader.clone(),
+                        },
+                    });
+                }
+            }
+        }
+    }
+
+    fn leader_addr(&self) -> String {
+        match &self.role {
+            LogRole::NotLeader { leader_addr } => leader_addr.clone(),
+            LogRole::Leader { .. } => String::new(),
+        }
+    }
+
+    /// The entry at `index` (of `term`) committed; `command` is its lock command, or
+    /// `None` for a no-op or configuration entry.
+    pub fn on_committed(
+        &mut self,
+        index: u64,
+        term: u64,
+        command: Option<&Command>,
+        now_ms: u64,
+        unix_us: u64,
+        out: &mut ReplicaOutput,
+    ) {
+        // Commands of ours that were appended at this index or below and not yet resolved
+        // were overwritten (a commit at `index` means every index up to it is decided).
+        let mut resolved_here: Option<Pending> = None;
+        while let Some((&at, &seq)) = self.by_index.first_key_value() {
+            if at > index {
+                break;
+            }
+            self.by_index.pop_first();
+            let Some(p) = self.pending.remove(&seq) else {
+                continue;
+            };
+            let same = p.at == Some((index, term));
+            if same {
+                resolved_here = Some(p);
+            } else if !p.abandoned {
+                // Another entry took its place: not executed.
+                let leader = self.leader_addr();
+                for (conn, id) in p.owed {
+                    out.replies.push(Reply {
+                        conn,
+                        id,
+                        response: Response::Moved {
+                            leader: leader.clone(),
+                        },
+                    });
+                }
+            }
+        }
+        let mut scratch = std::mem::take(&mut self.scratch);
+        if let Some(command) = command {
+            self.table.apply(command, now_ms, &mut scratch);
+        }
+        self.applied_index = index;
+        let silent = resolved_here.as_ref().is_some_and(|p| p.abandoned);
+        if silent {
+            scratch.replies.clear();
+        }
+        // Replies for our origins in commands we do not track any more (e.g. given up
+        // as U and then dropped) must not be sent twice; tracked ones are fine.
+        out.replies.append(&mut scratch.replies);
+        self.scratch = scratch;
+        self.after_apply(now_ms, unix_us, out);
+    }
+
+    /// A follower installed a snapshot taken at `index`: the state is replaced.
+    /// Commands of ours at or below it can no longer be learned: they become `U`.
+    pub fn on_snapshot(&mut self, index: u64, state: LockState, out: &mut ReplicaOutput) {
+        self.table.restore(state);
+        self.applied_index = index;
+        while let Some((&at, &seq)) = self.by_index.first_key_value() {
+            if at > index {
+                break;
+            }
+            self.by_index.pop_first();
+            if let Some(p) = self.pending.remove(&seq) {
+                if !p.abandoned {
+                    for (conn, id) in p.owed {
+                        out.replies.push(Reply {
+                            conn,
+                            id,
+                            response: Response::Unknown,
+                        });
+                    }
+                }
+            }
+        }
+    }
+
+    /// After applying: a new leader starts serving once its no-op is applied, and
+    /// confirmed reads are answered once their index is applied.
+    fn after_apply(&mut self, now_ms: u64, unix_us: u64, out: &mut ReplicaOutput) {
+        if let LogRole::Leader {
+            noop_index,
+            new_domain,
+            ..
+        } = self.role
+        {
+            if !self.serving && self.applied_index >= noop_index {
+                self.serving = true;
+                self.table.become_leader(now_ms);
+                if self.table.state().domain() == 0 && new_domain != 0 {
+                    let mut scratch = std::mem::take(&mut self.scratch);
+                    scratch
+                        .proposals
+                        .push_back(Command::SetDomain { domain: new_domain });
+                    self.flush(&mut scratch, out);
+                    self.scratch = scratch;
+                }
+                while let Some((conn, id, request)) = self.held_back.pop_front() {
+                    self.execute(conn, id, request, now_ms, unix_us, out);
+                }
+            }
+        }
+        while let Some((&(index, ctx), _)) = self.reads_ready.first_key_value() {
+            if index > self.applied_index {
+                break;
+            }
+            let (conn, id, key) = self.reads_ready.remove(&(index, ctx)).expect("present");
+            let response = self.table.query(&key, now_ms);
+            out.replies.push(Reply { conn, id, response });
+        }
+    }
+
+    /// The log confirmed this node led when read `ctx` was asked, at commit `index`.
+    pub fn on_read_ready(
+        &mut self,
+        ctx: u64,
+        index: u64,
+        now_ms: u64,
+        unix_us: u64,
+        out: &mut ReplicaOutput,
+    ) {
+        if let Some(read) = self.reads_waiting.remove(&ctx) {
+            self.reads_ready.insert((index, ctx), read);
+            self.after_apply(now_ms, unix_us, out);
+        }
+    }
+
+    /// The log could not confirm leadership for read `ctx`: not executed.
+    pub fn on_read_failed(&mut self, ctx: u64, out: &mut ReplicaOutput) {
+        if let Some((conn, id, _)) = self.reads_waiting.remove(&ctx) {
+            let leader = self.leader_addr();
+            out.replies.push(Reply {
+                conn,
+                id,
+                response: Response::Moved { leader },
+            });
+        }
+    }
+
+    /// The node's role changed.
+    pub fn on_role(&mut self, role: LogRole, now_ms: u64, unix_us: u64, out: &mut ReplicaOutput) {
+        let was_leader = matches!(self.role, LogRole::Leader { .. });
+        self.role = role;
+        match self.role.clone() {
+            LogRole::Leader { .. } => {
+                if self.table.is_leading() {
+                    // A new term of leadership: the old one's waiters were never
+                    // proposed and are told so.
+                    let mut scratch = std::mem::take(&mut self.scratch);
+                    self.table.lose_leadership("", &mut scratch);
+                    out.replies.append(&mut scratch.replies);
+                    self.scratch = scratch;
+                }
+                self.serving = false;
+                self.unknown_deadline = None;
+                self.after_apply(now_ms, unix_us, out);
+            }
+            LogRole::NotLeader { leader_addr } => {
+                let mut scratch = std::mem::take(&mut self.scratch);
+                if self.table.is_leading() {
+                    self.table.lose_leadership(&leader_addr, &mut scratch);
+                } else {
+                    self.table.set_leader_hint(&leader_addr);
+                }
+                out.replies.append(&mut scratch.replies);
+                self.scratch = scratch;
+                self.serving = false;
+                let moved = || Response::Moved {
+                    leader: leader_addr.clone(),
+                };
+                for (conn, id, _) in self.held_back.drain(..) {
+                    out.replies.push(Reply {
+                        conn,
+                        id,
+                        response: moved(),
+                    });
+                }
+                for (_, (conn, id, _)) in self.reads_waiting.drain() {
+                    out.replies.push(Reply {
+                        conn,
+                        id,
+                        response: moved(),
+                    });
+                }
+                for (_, (conn, id, _)) in std::mem::take(&mut self.reads_ready) {
+                    out.replies.push(Reply {
+                        conn,
+                        id,
+                        response: moved(),
+                    });
+                }
+                if was_leader && !self.pending.is_empty() {
+                    self.unknown_deadline = Some(now_ms + UNKNOWN_AFTER_MS);
+                }
+            }
+        }
+    }
+
+    /// A client connection closed.
+    pub fn conn_closed(&mut self, conn: ConnId) {
+        self.table.conn_closed(conn);
+        self.held_back.retain(|(c, _, _)| *c != conn);
+    }
+
+    /// Time passes: lease and wait timers (leader), and `U` for commands still unknown
+    /// 5 s after leadership was lost.
+    pub fn tick(&mut self, now_ms: u64, unix_us: u64, out: &mut ReplicaOutput) {
+        if self.serving {
+            let mut scratch = std::mem::take(&mut self.scratch);
+            self.table.tick(now_ms, unix_us, &mut scratch);
+            self.flush(&mut scratch, out);
+            self.scratch = scratch;
+        }
+        if let Some(deadline) = self.unknown_deadline {
+            if now_ms >= deadline {
+                self.unknown_deadline = None;
+                for p in self.pending.values_mut() {
+                    if !p.abandoned {
+                        p.abandoned = true;
+                        for (conn, id) in p.owed.drain(..) {
+                            out.replies.push(Reply {
+                                conn,
+                                id,
+                                response: Response::Unknown,
+                            });
+                        }
+                    }
+                }
+                // Abandoned commands stay tracked until the log resolves them, so that
+                // their late commit stays silent.
+            }
+        }
+    }
+
+    /// The earliest moment `tick` has work to do.
+    pub fn next_deadline(&self) -> Option<u64> {
+        let table = if self.serving {
+            self.table.next_deadline()
+        } else {
+            None
+        };
+        match (table, self.unknown_deadline) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// Waiters queued on this node (leader only).
+    pub fn waiters(&self) -> usize {
+        self.table.waiters()
+    }
+}
+
+fn overloaded() -> Response {
+    Response::Error {
+        code: crate::proto::ErrorCode::Overloaded,
+        message: "new leader not ready yet".into(),
+    }
+}
+
+/// The requests of node `node` that `command` answers when applied.
+fn owed_by(command: &Command, node: u64) -> Vec<(ConnId, u32)> {
+    let mut owed = Vec::with_capacity(2);
+    let mut add = |o: &crate::lock::Origin| {
+        if o.node == node {
+            owed.push((o.conn, o.id));
+        }
+    };
+    match command {
+        Command::Grant { grant, .. } => add(&grant.origin),
+        Command::Release { origin, next, .. } => {
+            add(origin);
+            if let Some(g) = next {
+                add(&g.origin);
+            }
+        }
+        Command::SetDomain { .. } => {}
+        Command::Expire { next, .. } => {
+            if let Some(g) = next {
+                add(&g.origin);
+            }
+        }
+    }
+    owed
+}

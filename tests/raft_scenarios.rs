@@ -1,0 +1,657 @@
+//! Named Raft scenarios, each small and named for what it proves.
+//!
+//! `Net` is a tiny synchronous network: messages queue up and are delivered
+//! in order unless a link is cut; only nodes in `ticking` see time pass, so a
+//! test decides who campaigns.
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+
+use ticketing::raft::{
+    Entry, EntryKind, Message, NodeId, Raft, RaftConfig, RaftError, Role, Snapshot,
+};
+
+const STEP_MS: u64 = 10;
+
+struct Net {
+    nodes: BTreeMap<NodeId, Raft>,
+    now: u64,
+    queue: VecDeque<(NodeId, NodeId, Message)>,
+    cut: BTreeSet<(NodeId, NodeId)>,
+    ticking: BTreeSet<NodeId>,
+    applied: BTreeMap<NodeId, Vec<Entry>>,
+    snapshots: BTreeMap<NodeId, Vec<Snapshot>>,
+    reads: BTreeMap<NodeId, Vec<(u64, u64)>>,
+    removed: BTreeSet<NodeId>,
+    /// Every message ever sent: (from, to, msg).
+    sent: Vec<(NodeId, NodeId, Message)>,
+    /// Rewrites (or drops, with None) messages in flight.
+    mangle: Option<Mangle>,
+}
+
+type Mangle = Box<dyn Fn(NodeId, NodeId, Message) -> Option<Message>>;
+
+fn config(id: NodeId) -> RaftConfig {
+    RaftConfig::new(id)
+}
+
+impl Net {
+    fn new(ids: &[NodeId]) -> Net {
+        Net::with_config(ids, config)
+    }
+
+    fn with_config(ids: &[NodeId], cfg: impl Fn(NodeId) -> RaftConfig) -> Net {
+        let nodes = ids
+            .iter()
+            .map(|id| (*id, Raft::new_bootstrap(cfg(*id), ids, 42, 0)))
+            .collect();
+        Net {
+            nodes,
+            now: 0,
+            queue: VecDeque::new(),
+            cut: BTreeSet::new(),
+            ticking: ids.iter().copied().collect(),
+            applied: BTreeMap::new(),
+            snapshots: BTreeMap::new(),
+            reads: BTreeMap::new(),
+            removed: BTreeSet::new(),
+            sent: Vec::new(),
+            mangle: None,
+        }
+    }
+
+    fn add_joining(&mut self, id: NodeId) {
+        self.nodes
+            .insert(id, Raft::new_joining(config(id), 7, self.now));
+        self.ticking.insert(id);
+    }
+
+    fn node(&self, id: NodeId) -> &Raft {
+        &self.nodes[&id]
+    }
+
+    fn node_mut(&mut self, id: NodeId) -> &mut Raft {
+        self.nodes.get_mut(&id).unwrap()
+    }
+
+    fn collect(&mut self) {
+        let ids: Vec<NodeId> = self.nodes.keys().copied().collect();
+        for id in ids {
+            let rd = self.node_mut(id).ready();
+            for (to, m) in rd.messages {
+                self.sent.push((id, to, m.clone()));
+                self.queue.push_back((id, to, m));
+            }
+            if let Some(s) = rd.snapshot {
+                self.snapshots.entry(id).or_default().push(s);
+            }
+            self.applied.entry(id).or_default().extend(rd.committed);
+            self.reads.entry(id).or_default().extend(rd.read_states);
+            if rd.removed {
+                self.removed.insert(id);
+            }
+        }
+    }
+
+    /// Delivers until no message is left (bounded).
+    fn deliver_all(&mut self) {
+        for _ in 0..10_000 {
+            self.collect();
+            let Some((from, to, m)) = self.queue.pop_front() else {
+                return;
+            };
+            let m = match &self.mangle {
+                Some(f) => f(from, to, m),
+                None => Some(m),
+            };
+            let Some(m) = m else { continue };
+            if self.cut.contains(&(from, to)) || !self.nodes.contains_key(&to) {
+                continue;
+            }
+            let now = self.now;
+            self.node_mut(to).step(from, m, now);
+        }
+        panic!("network did not settle");
+    }
+
+    fn advance(&mut self, ms: u64) {
+        let end = self.now + ms;
+        while self.now < end {
+            self.now += STEP_MS;
+            let now = self.now;
+            let ticking: Vec<NodeId> = self.ticking.iter().copied().collect();
+            for id in ticking {
+                if let Some(n) = self.nodes.get_mut(&id) {
+                    n.tick(now);
+                }
+            }
+            self.deliver_all();
+        }
+    }
+
+    /// Lets only `id` see time pass until it leads (at most 10 s).
+    fn elect(&mut self, id: NodeId) {
+        let saved = std::mem::replace(&mut self.ticking, [id].into());
+        for _ in 0..1000 {
+            if self.node(id).role() == Role::Leader {
+                break;
+            }
+            self.advance(STEP_MS);
+        }
+        self.ticking = saved;
+        assert_eq!(
+            self.node(id).role(),
+            Role::Leader,
+            "node {id} failed to win"
+        );
+    }
+
+    fn isolate(&mut self, id: NodeId) {
+        let all: Vec<NodeId> = self.nodes.keys().copied().collect();
+        for other in all {
+            if other != id {
+                self.cut.insert((id, other));
+                self.cut.insert((other, id));
+            }
+        }
+    }
+
+    fn cut_link(&mut self, a: NodeId, b: NodeId) {
+        self.cut.insert((a, b));
+        self.cut.insert((b, a));
+    }
+
+    fn heal(&mut self) {
+        self.cut.clear();
+    }
+
+    fn leaders(&self) -> Vec<NodeId> {
+        self.nodes
+            .values()
+            .filter(|n| n.role() == Role::Leader)
+            .map(|n| n.id())
+            .collect()
+    }
+
+    fn applied_data(&self, id: NodeId) -> Vec<Vec<u8>> {
+        self.applied
+            .get(&id)
+            .map(|es| {
+                es.iter()
+                    .filter_map(|e| match &e.kind {
+                        EntryKind::Normal(d) => Some(d.clone()),
+                        _ => None,
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+}
+
+#[test]
+fn single_leader_elected() {
+    let mut net = Net::new(&[1, 2, 3]);
+    net.advance(3000);
+    let leaders = net.leaders();
+    assert_eq!(leaders.len(), 1);
+    let term = net.node(leaders[0]).term();
+    for n in net.nodes.values() {
+        assert_eq!(n.term(), term);
+        assert_eq!(n.leader_id(), Some(leaders[0]));
+    }
+}
+
+#[test]
+fn proposal_commits_on_every_node() {
+    let mut net = Net::new(&[1, 2, 3]);
+    net.elect(1);
+    net.node_mut(1).propose(b"x".to_vec()).unwrap();
+    net.deliver_all();
+    net.advance(300); // one heartbeat carries the new commit index
+    for id in [1, 2, 3] {
+        assert_eq!(net.applied_data(id), vec![b"x".to_vec()], "node {id}");
+    }
+}
+
+#[test]
+fn leader_re_elected_after_leader_crash() {
+    let mut net = Net::new(&[1, 2, 3]);
+    net.elect(1);
+    net.nodes.remove(&1);
+    net.ticking.remove(&1);
+    net.advance(6000);
+    let leaders = net.leaders();
+    assert_eq!(leaders.len(), 1);
+    assert_ne!(leaders[0], 1);
+    let idx = net.node_mut(leaders[0]).propose(b"after".to_vec()).unwrap();
+    net.deliver_all();
+    assert!(net.node(leaders[0]).commit_index() >= idx);
+}
+
+/// Raft paper Figure 8: an entry from an earlier term that sits on a
+/// majority must not be committed by counting replicas, because a leader
+/// with a newer last term can still overwrite it.
+#[test]
+fn figure8_old_term_entry_not_committed_by_counting() {
+    let cfg = |id| RaftConfig {
+        max_append_entries: 1,
+        ..config(id)
+    };
+    let mut net = Net::with_config(&[1, 2, 3, 4, 5], cfg);
+    net.elect(1);
+    // (a) S1 replicates X to S2 only.
+    for other in [3, 4, 5] {
+        net.cut_link(1, other);
+    }
+    let x = net.node_mut(1).propose(b"X".to_vec()).unwrap();
+    let x_term = net.node(1).term();
+    net.deliver_all();
+    assert_eq!(net.node(2).term_at(x), Some(x_term));
+    // (b) S5 wins with S3, S4; its no-op lands at X's index, on S5 only.
+    net.heal();
+    net.isolate(1);
+    net.cut_link(5, 2);
+    // S5 crashes right after winning: none of its appends get out.
+    net.mangle = Some(Box::new(|from, _, m| {
+        (from != 5 || !matches!(m, Message::Append { .. })).then_some(m)
+    }));
+    net.elect(5);
+    let s5_term = net.node(5).term();
+    assert_eq!(net.node(5).term_at(x), Some(s5_term));
+    // (c) S5 is gone for now.
+    net.heal();
+    net.isolate(5);
+    net.cut_link(1, 4);
+    // S1 wins a later term with S2, S3 and copies X to S3, but its own
+    // no-op (index x + 1) never leaves S1.
+    net.mangle = Some(Box::new(move |from, _, m| match m {
+        Message::Append {
+            term,
+            prev_index,
+            prev_term,
+            mut entries,
+            commit,
+        } if from == 1 => {
+            entries.retain(|e| e.index <= x);
+            Some(Message::Append {
+                term,
+                prev_index,
+                prev_term,
+                entries,
+                commit,
+            })
+        }
+        m => Some(m),
+    }));
+    // S3 must not still hold S5's no-op at x for this setup: it never got it.
+    assert_eq!(net.node(3).term_at(x), None);
+    // S1 still believes it leads term 1; its next heartbeat teaches it better.
+    net.ticking = [1].into();
+    net.advance(300);
+    assert_ne!(net.node(1).role(), Role::Leader);
+    net.elect(1);
+    net.advance(1000);
+    assert_eq!(
+        net.node(3).term_at(x),
+        Some(x_term),
+        "X is on S1, S2, S3: a majority"
+    );
+    assert!(net.node(1).term() > s5_term);
+    assert!(
+        net.node(1).commit_index() < x,
+        "S1 committed an old-term entry by counting replicas"
+    );
+    // (d) S1 is cut off; S5 (last term newer than X's) wins and overwrites X.
+    net.mangle = None;
+    net.heal();
+    net.isolate(1);
+    net.ticking = [5].into();
+    net.advance(300); // S5 learns it no longer leads
+    net.elect(5);
+    net.ticking = [2, 3, 4, 5].into();
+    net.advance(1000);
+    for id in [2, 3, 4, 5] {
+        assert_eq!(net.node(id).term_at(x), Some(s5_term), "node {id}");
+        assert!(
+            !net.applied_data(id).contains(&b"X".to_vec()),
+            "node {id} applied X"
+        );
+    }
+    assert!(!net.applied_data(1).contains(&b"X".to_vec()));
+}
+
+#[test]
+fn stale_leader_in_minority_cannot_commit() {
+    let mut net = Net::new(&[1, 2, 3, 4, 5]);
+    net.elect(1);
+    net.cut.extend([
+        (1, 3),
+        (3, 1),
+        (1, 4),
+        (4, 1),
+        (1, 5),
+        (5, 1),
+        (2, 3),
+        (3, 2),
+        (2, 4),
+        (4, 2),
+        (2, 5),
+        (5, 2),
+    ]);
+    let idx = net.node_mut(1).propose(b"minority".to_vec()).unwrap();
+    net.advance(1000);
+    assert!(net.node(1).commit_index() < idx);
+    // The majority side elects a new leader and moves on.
+    net.ticking = [3, 4, 5].into();
+    net.advance(5000);
+    assert!([3, 4, 5]
+        .iter()
+        .any(|id| net.node(*id).role() == Role::Leader));
+    net.ticking = [1, 2, 3, 4, 5].into();
+    assert!(net.node(1).commit_index() < idx);
+    // Once healed, the stale leader's entry is discarded, never applied.
+    net.heal();
+    net.advance(3000);
+    for id in [1, 2, 3, 4, 5] {
+        assert!(!net.applied_data(id).contains(&b"minority".to_vec()));
+    }
+    assert_eq!(net.leaders().len(), 1);
+}
+
+#[test]
+fn rejoining_node_does_not_disrupt_stable_leader_under_prevote() {
+    let mut net = Net::new(&[1, 2, 3]);
+    net.elect(1);
+    let term = net.node(1).term();
+    net.isolate(3);
+    net.advance(20_000); // node 3 times out again and again
+    assert_eq!(net.node(3).term(), term, "pre-vote must keep the term");
+    net.heal();
+    net.advance(3000);
+    assert_eq!(net.node(1).role(), Role::Leader);
+    assert_eq!(net.node(1).term(), term);
+    assert_eq!(net.node(3).leader_id(), Some(1));
+}
+
+#[test]
+fn follower_in_lease_ignores_vote_requests() {
+    let mut net = Net::new(&[1, 2, 3]);
+    net.elect(1);
+    let term = net.node(1).term();
+    // A vote request for a higher term (no pre-vote) while 2 hears from 1.
+    let now = net.now;
+    net.node_mut(2).step(
+        3,
+        Message::Vote {
+            term: term + 5,
+            last_index: 100,
+            last_term: term,
+            transfer: false,
+        },
+        now,
+    );
+    assert_eq!(net.node(2).term(), term);
+    assert_eq!(net.node(2).voted_for(), Some(1));
+}
+
+#[test]
+fn leader_without_quorum_steps_down() {
+    let mut net = Net::new(&[1, 2, 3]);
+    net.elect(1);
+    net.isolate(1);
+    net.ticking = [1].into();
+    net.advance(4500);
+    assert_ne!(net.node(1).role(), Role::Leader);
+    assert!(net.node_mut(1).propose(b"late".to_vec()).is_err());
+}
+
+#[test]
+fn follower_log_conflict_resolved_by_conflict_term() {
+    let mut net = Net::new(&[1, 2, 3]);
+    net.elect(1);
+    // Node 1 appends many entries that only it holds (cut from everyone).
+    net.isolate(1);
+    for i in 0..20u8 {
+        net.node_mut(1).propose(vec![i]).unwrap();
+    }
+    net.deliver_all();
+    // 2 leads a later term and commits different entries at the same indexes.
+    net.heal();
+    net.isolate(1);
+    net.elect(2);
+    for i in 0..5u8 {
+        net.node_mut(2).propose(vec![100 + i]).unwrap();
+    }
+    net.deliver_all();
+    net.heal();
+    net.sent.clear();
+    net.ticking = [2].into();
+    net.advance(1000);
+    let last2 = net.node(2).last_index();
+    assert_eq!(net.node(1).last_index(), last2);
+    for i in 1..=last2 {
+        assert_eq!(net.node(1).entry(i), net.node(2).entry(i));
+    }
+    // With conflict-term hints one rejection skips node 1's whole stale term.
+    let rejections = net
+        .sent
+        .iter()
+        .filter(|(f, t, m)| {
+            *f == 1 && *t == 2 && matches!(m, Message::AppendResp { success: false, .. })
+        })
+        .count();
+    assert!(rejections <= 2, "{rejections} rejections: hints not used");
+}
+
+#[test]
+fn lagging_follower_caught_up_by_chunked_snapshot() {
+    let cfg = |id| RaftConfig {
+        snapshot_chunk_bytes: 100,
+        ..config(id)
+    };
+    let mut net = Net::with_config(&[1, 2, 3], cfg);
+    net.elect(1);
+    net.isolate(3);
+    for i in 0..50u8 {
+        net.node_mut(1).propose(vec![i]).unwrap();
+    }
+    net.deliver_all();
+    net.advance(300);
+    let applied = net.node(1).applied_index();
+    let state = vec![7u8; 1000]; // stands for the app's state machine
+    assert!(net.node_mut(1).compact(applied, state.clone()));
+    assert!(net.node(1).first_index() > 10);
+    net.heal();
+    net.sent.clear();
+    net.advance(2000);
+    let chunks = net
+        .sent
+        .iter()
+        .filter(|(f, t, m)| *f == 1 && *t == 3 && matches!(m, Message::InstallSnapshot { .. }))
+        .count();
+    assert!(chunks >= 10, "1000 bytes in 100-byte chunks, got {chunks}");
+    let snaps = &net.snapshots[&3];
+    assert_eq!(snaps.len(), 1);
+    assert_eq!(snaps[0].data, state);
+    assert_eq!(snaps[0].meta.index, applied);
+    assert_eq!(net.node(3).commit_index(), net.node(1).commit_index());
+    // And it keeps replicating afterwards.
+    let idx = net.node_mut(1).propose(b"after".to_vec()).unwrap();
+    net.advance(500);
+    assert!(net.node(3).commit_index() >= idx);
+}
+
+#[test]
+fn learner_catches_up_and_never_votes_or_campaigns() {
+    let mut net = Net::new(&[1, 2, 3]);
+    net.elect(1);
+    for i in 0..5u8 {
+        net.node_mut(1).propose(vec![i]).unwrap();
+    }
+    net.deliver_all();
+    net.add_joining(4);
+    net.node_mut(1).add_learner(4).unwrap();
+    net.advance(500);
+    assert_eq!(net.node(4).last_index(), net.node(1).last_index());
+    assert_eq!(net.node(4).role(), Role::Learner);
+    assert_eq!(net.applied_data(4).len(), 5);
+    // Cut the leader off for long: the learner must never campaign.
+    net.sent.clear();
+    net.isolate(1);
+    net.advance(10_000);
+    assert_ne!(net.node(4).role(), Role::Leader);
+    assert!(!net.sent.iter().any(|(f, _, m)| *f == 4
+        && matches!(
+            m,
+            Message::PreVote { .. }
+                | Message::Vote { .. }
+                | Message::VoteResp { granted: true, .. }
+                | Message::PreVoteResp { granted: true, .. }
+        )));
+    assert_eq!(
+        net.node(4).term(),
+        net.nodes
+            .values()
+            .filter(|n| n.id() != 1)
+            .map(|n| n.term())
+            .max()
+            .unwrap()
+    );
+}
+
+#[test]
+fn joint_consensus_replaces_a_voter_and_removed_node_reports_removed() {
+    let mut net = Net::new(&[1, 2, 3]);
+    net.elect(1);
+    net.add_joining(4);
+    net.node_mut(1).add_learner(4).unwrap();
+    net.advance(500);
+    let joint = net.node_mut(1).replace_voter(3, 4).unwrap();
+    assert!(net.node(1).membership().is_joint());
+    assert_eq!(
+        net.node_mut(1).add_learner(9),
+        Err(RaftError::ConfigChangePending)
+    );
+    net.advance(1000);
+    let m = net.node(1).committed_membership().1.clone();
+    assert!(!m.is_joint(), "leader left joint automatically");
+    assert_eq!(m.voters, [1, 2, 4].into());
+    assert!(net.node(1).commit_index() > joint);
+    assert!(net.removed.contains(&3), "node 3 reports removed");
+    assert!(net.node(3).is_removed());
+    // The removed node cannot win: even with everyone else silent it stays put.
+    net.isolate(1);
+    net.ticking = [3].into();
+    net.advance(10_000);
+    assert_ne!(net.node(3).role(), Role::Leader);
+    net.heal();
+    net.ticking = [1, 2, 4].into();
+    net.advance(3000);
+    assert_eq!(net.leaders().len(), 1);
+    assert!(net.node(4).is_voter());
+}
+
+#[test]
+fn removed_voter_that_missed_the_change_is_told_when_it_campaigns() {
+    let mut net = Net::new(&[1, 2, 3]);
+    net.elect(1);
+    net.add_joining(4);
+    net.node_mut(1).add_learner(4).unwrap();
+    net.advance(500);
+    net.isolate(3);
+    net.node_mut(1).replace_voter(3, 4).unwrap();
+    net.advance(1000);
+    assert!(!net.node(1).committed_membership().1.is_joint());
+    assert!(!net.node(3).is_removed());
+    net.heal();
+    net.ticking = [3].into();
+    net.advance(5000);
+    assert!(net.node(3).is_removed());
+}
+
+#[test]
+fn leader_that_removes_itself_steps_down_after_commit() {
+    let mut net = Net::new(&[1, 2, 3]);
+    net.elect(1);
+    net.add_joining(4);
+    net.node_mut(1).add_learner(4).unwrap();
+    net.advance(500);
+    net.node_mut(1).replace_voter(1, 4).unwrap();
+    net.advance(1000);
+    assert_ne!(net.node(1).role(), Role::Leader);
+    assert!(net.node(1).is_removed());
+    net.ticking = [2, 3, 4].into();
+    net.advance(5000);
+    let leaders = net.leaders();
+    assert_eq!(leaders.len(), 1);
+    assert_ne!(leaders[0], 1);
+}
+
+#[test]
+fn leadership_transfer_via_timeout_now() {
+    let mut net = Net::new(&[1, 2, 3]);
+    net.elect(1);
+    net.node_mut(1).propose(b"a".to_vec()).unwrap();
+    net.node_mut(1).transfer_leadership(3).unwrap();
+    assert_eq!(
+        net.node_mut(1).propose(b"b".to_vec()),
+        Err(RaftError::TransferInProgress)
+    );
+    net.deliver_all();
+    assert_eq!(net.node(3).role(), Role::Leader);
+    assert_eq!(net.node(1).leader_id(), Some(3));
+    assert_eq!(net.leaders(), vec![3]);
+}
+
+#[test]
+fn read_index_answered_only_after_quorum_round() {
+    let mut net = Net::new(&[1, 2, 3]);
+    net.elect(1);
+    net.advance(300);
+    net.node_mut(1).read_index(77).unwrap();
+    net.collect();
+    assert!(
+        net.reads[&1].is_empty(),
+        "no answer before a quorum heartbeat round"
+    );
+    net.deliver_all();
+    assert_eq!(net.reads[&1], vec![(77, net.node(1).commit_index())]);
+}
+
+#[test]
+fn read_index_never_answered_by_deposed_leader() {
+    let mut net = Net::new(&[1, 2, 3]);
+    net.elect(1);
+    net.advance(300);
+    net.isolate(1);
+    net.node_mut(1).read_index(5).unwrap();
+    net.ticking = [2, 3].into();
+    net.advance(5000);
+    assert!(net.leaders().iter().any(|id| *id != 1));
+    net.heal();
+    net.ticking = [1, 2, 3].into();
+    net.advance(1000);
+    assert!(net.reads[&1].is_empty());
+    assert!(net.node_mut(1).read_index(6).is_err());
+}
+
+#[test]
+fn group_commit_one_append_per_follower_for_100_proposals() {
+    let mut net = Net::new(&[1, 2, 3]);
+    net.elect(1);
+    net.advance(300);
+    for i in 0..100u8 {
+        net.node_mut(1).propose(vec![i]).unwrap();
+    }
+    let rd = net.node_mut(1).ready();
+    let appends: Vec<_> = rd
+        .messages
+        .iter()
+        .filter(|(_, m)| matches!(m, Message::Append { entries, .. } if !entries.is_empty()))
+        .collect();
+    assert_eq!(appends.len(), 2, "one AppendEntries per follower");
+    for (_, m) in appends {
+        if let Message::Append { entries, .. } = m {
+            assert_eq!(entries.len(), 100);
+        }
+    }
+}
