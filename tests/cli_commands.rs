@@ -280,3 +280,23 @@ fn demo_runs_on_its_own_and_checks_the_tokens() {
     assert!(text.contains("handed off from"));
     assert!(start.elapsed() < Duration::from_secs(20));
 }
+
+#[test]
+fn the_secret_can_come_from_a_file() {
+    let server = RealServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("token");
+    std::fs::write(&file, format!("{}\n", server.token)).unwrap();
+    let out = ticketing(
+        &["query", "k", "--addr", &server.addr],
+        &[("TICKETING_AUTH_TOKEN_FILE", file.to_str().unwrap())],
+    );
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_eq!(stdout(&out).trim(), "free");
+    // A wrong secret never gets a connection: nothing reachable, exit 3.
+    let out = ticketing(
+        &["query", "k", "--addr", &server.addr],
+        &[("TICKETING_AUTH_TOKEN", "a-wrong-secret-0123456789")],
+    );
+    assert_eq!(code(&out), 3);
+}
