@@ -2,6 +2,7 @@
 
 pub mod cli;
 pub mod client;
+pub mod cluster;
 pub mod lock;
 pub mod proto;
 pub mod raft;

@@ -188,6 +188,31 @@ impl Write for WriteHalf {
     }
 }
 
+/// Joins the halves again after a blocking handshake, to hand the connection to an
+/// event loop: the socket, its TLS state, and ciphertext already read from the socket
+/// but not yet given to TLS (always empty without TLS: plain reads are unbuffered).
+pub fn unsplit(
+    reader: ReadHalf,
+    writer: WriteHalf,
+) -> io::Result<(TcpStream, Option<rustls::Connection>, Vec<u8>)> {
+    let leftover = reader.net[reader.net_pos.min(reader.net.len())..].to_vec();
+    let ReadHalf { tls: read_tls, .. } = reader;
+    let WriteHalf {
+        tcp,
+        tls: write_tls,
+    } = writer;
+    drop(write_tls);
+    let tls = match read_tls {
+        None => None,
+        Some(shared) => {
+            let mutex =
+                Arc::try_unwrap(shared).map_err(|_| io::Error::other("TLS state still shared"))?;
+            Some(mutex.into_inner().unwrap_or_else(|p| p.into_inner()))
+        }
+    };
+    Ok((tcp, tls, leftover))
+}
+
 /// Both halves as one stream, for the handshake.
 pub struct Duplex<'a> {
     pub reader: &'a mut ReadHalf,

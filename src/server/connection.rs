@@ -20,7 +20,7 @@ use crate::lock::ConnId;
 use crate::proto::frame::{
     decode_request, encode_response, DecodeError, ErrorCode, Request, Response,
 };
-use crate::proto::handshake::{self, role, HandshakeError, Welcome, CLIENT_LABELS};
+use crate::proto::handshake::{self, HandshakeError, CLIENT_LABELS};
 use crate::proto::io::{FrameReader, ReadError};
 use crate::proto::limits::{HANDSHAKE_TIMEOUT_MS, REQUEST_FRAME_LEN_MAX};
 use crate::transport::{self, Duplex, WriteHalf};
@@ -65,12 +65,7 @@ pub fn serve(tcp: TcpStream, peer: SocketAddr, conn: ConnId, shared: Arc<Shared>
     {
         return;
     }
-    let welcome = || Welcome {
-        node_id: shared.info.node_id,
-        role: role::STANDALONE,
-        domain: shared.counters.domain.load(Ordering::Relaxed),
-        leader: shared.info.addr.clone(),
-    };
+    let welcome = || shared.welcome();
     let result = handshake::server_handshake(
         &mut Duplex {
             reader: &mut reader,

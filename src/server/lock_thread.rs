@@ -14,9 +14,17 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, TryRecvError};
 
 use super::status::Counters;
+use crate::cluster::raft_thread::{FromLog, ToRaft};
+use crate::lock::codec::{decode_command, decode_snapshot};
 use crate::lock::ConnId;
 use crate::proto::{Request, Response};
+use crate::raft::EntryKind;
 use crate::replica::{LogRole, Replica, ReplicaOutput, ToLog};
+
+/// A snapshot is handed to Raft (so it can drop its log) after at least this many
+/// applied entries, and at least twice as many entries as keys held, so the cost of
+/// snapshots stays proportional to the work done.
+const SNAPSHOT_ENTRIES_MIN: u64 = 10_000;
 
 /// Messages this thread takes at most between two timer checks, so timers and answers
 /// are never starved by a flood of requests.
@@ -37,6 +45,8 @@ pub enum TableMsg {
     },
     /// The connection is gone: its waiters leave their queues.
     Closed { conn: ConnId },
+    /// News from the log (cluster mode).
+    Log(FromLog),
     /// Stop the thread.
     Stop,
 }
@@ -81,7 +91,7 @@ impl Default for Clock {
 }
 
 /// The standalone log: one node, so an entry is committed as soon as it is appended.
-struct LoopbackLog {
+pub struct LoopbackLog {
     last_index: u64,
 }
 
@@ -116,6 +126,64 @@ impl LoopbackLog {
     }
 }
 
+/// Where the replica's requests to the log go.
+pub enum LogLink {
+    /// Standalone: a log that commits on append.
+    Loopback(LoopbackLog),
+    /// Cluster: the Raft thread.
+    Raft {
+        tx: Sender<ToRaft>,
+        waker: Arc<mio::Waker>,
+        snapshot_index: u64,
+    },
+}
+
+impl LogLink {
+    pub fn loopback() -> LogLink {
+        LogLink::Loopback(LoopbackLog { last_index: 0 })
+    }
+
+    /// Passes on what the replica asked of the log.
+    fn submit(&mut self, replica: &mut Replica, clock: &Clock, out: &mut ReplicaOutput) {
+        match self {
+            LogLink::Loopback(log) => {
+                log.settle(replica, clock, out);
+            }
+            LogLink::Raft { tx, waker, .. } => {
+                if out.to_log.is_empty() {
+                    return;
+                }
+                for ask in out.to_log.drain(..) {
+                    let _ = tx.send(ToRaft::Log(ask));
+                }
+                let _ = waker.wake();
+            }
+        }
+    }
+
+    /// Hands Raft a snapshot when enough has been applied since the last one.
+    fn maybe_snapshot(&mut self, replica: &Replica) {
+        if let LogLink::Raft {
+            tx,
+            waker,
+            snapshot_index,
+        } = self
+        {
+            let since = replica.applied_index().saturating_sub(*snapshot_index);
+            let keys = replica.state().keys_held() as u64;
+            if since >= SNAPSHOT_ENTRIES_MIN.max(2 * keys) {
+                *snapshot_index = replica.applied_index();
+                let data = replica.snapshot();
+                let _ = tx.send(ToRaft::Compact {
+                    index: *snapshot_index,
+                    data,
+                });
+                let _ = waker.wake();
+            }
+        }
+    }
+}
+
 /// Runs a standalone node's lock table until `Stop` arrives or every sender is gone.
 pub fn run_standalone(
     mut replica: Replica,
@@ -124,7 +192,7 @@ pub fn run_standalone(
     counters: Arc<Counters>,
 ) {
     let clock = Clock::new();
-    let mut log = LoopbackLog { last_index: 0 };
+    let mut link = LogLink::loopback();
     let mut out = ReplicaOutput::default();
     let leader = LogRole::Leader {
         term: 1,
@@ -132,8 +200,31 @@ pub fn run_standalone(
         new_domain,
     };
     replica.on_role(leader, clock.now_ms(), Clock::unix_us(), &mut out);
-    log.settle(&mut replica, &clock, &mut out);
+    link.submit(&mut replica, &clock, &mut out);
     publish(&replica, &counters);
+    run(replica, link, rx, counters, &clock, out);
+}
+
+/// Runs a cluster node's lock table: roles, commits and reads come from the Raft
+/// thread as `TableMsg::Log`.
+pub fn run_cluster(
+    replica: Replica,
+    link: LogLink,
+    rx: Receiver<TableMsg>,
+    counters: Arc<Counters>,
+    clock: &Clock,
+) {
+    run(replica, link, rx, counters, clock, ReplicaOutput::default());
+}
+
+fn run(
+    mut replica: Replica,
+    mut link: LogLink,
+    rx: Receiver<TableMsg>,
+    counters: Arc<Counters>,
+    clock: &Clock,
+    mut out: ReplicaOutput,
+) {
     let mut conns: HashMap<ConnId, Sender<WriterMsg>> = HashMap::new();
     loop {
         let first = match replica.next_deadline() {
@@ -153,10 +244,10 @@ pub fn run_standalone(
         let mut next = first;
         let mut handled = 0;
         while let Some(msg) = next.take() {
-            if !handle(&mut replica, &mut conns, msg, &clock, &mut out) {
+            if !handle(&mut replica, &mut conns, msg, clock, &mut out) {
                 return;
             }
-            log.settle(&mut replica, &clock, &mut out);
+            link.submit(&mut replica, clock, &mut out);
             handled += 1;
             if handled >= BATCH_MESSAGES_MAX {
                 break;
@@ -168,8 +259,9 @@ pub fn run_standalone(
             };
         }
         replica.tick(clock.now_ms(), Clock::unix_us(), &mut out);
-        log.settle(&mut replica, &clock, &mut out);
+        link.submit(&mut replica, clock, &mut out);
         deliver(&conns, &mut out);
+        link.maybe_snapshot(&replica);
         publish(&replica, &counters);
     }
 }
@@ -206,9 +298,83 @@ fn handle(
         TableMsg::Request { conn, id, request } => {
             replica.request(conn, id, request, clock.now_ms(), Clock::unix_us(), out);
         }
+        TableMsg::Log(news) => on_log(replica, news, clock, out),
         TableMsg::Stop => return false,
     }
     true
+}
+
+/// Applies news from the Raft thread to the replica.
+fn on_log(replica: &mut Replica, news: FromLog, clock: &Clock, out: &mut ReplicaOutput) {
+    let now = clock.now_ms();
+    match news {
+        FromLog::Appended { seq, index, term } => replica.on_appended(seq, index, term),
+        FromLog::Rejected { seq } => replica.on_rejected(seq, out),
+        FromLog::Committed(entries) => {
+            for entry in entries {
+                let command = match &entry.kind {
+                    EntryKind::Normal(data) => match decode_command(data) {
+                        Ok(command) => Some(command),
+                        Err(e) => {
+                            // Every node decodes the same bytes the same way, so
+                            // skipping keeps all replicas equal; it means a bug.
+                            log::error!(
+                                "entry {} is not a lock command ({e}); skipped",
+                                entry.index
+                            );
+                            None
+                        }
+                    },
+                    EntryKind::Noop | EntryKind::Config(_) => None,
+                };
+                replica.on_committed(
+                    entry.index,
+                    entry.term,
+                    command.as_ref(),
+                    now,
+                    Clock::unix_us(),
+                    out,
+                );
+            }
+        }
+        FromLog::Snapshot { index, data } => match decode_snapshot(&data) {
+            Ok(state) => replica.on_snapshot(index, state, out),
+            Err(e) => log::error!("snapshot at {index} cannot be decoded ({e}); ignored"),
+        },
+        FromLog::ReadReady { ctx, index } => {
+            replica.on_read_ready(ctx, index, now, Clock::unix_us(), out)
+        }
+        FromLog::ReadFailed { ctx } => replica.on_read_failed(ctx, out),
+        FromLog::Role {
+            leading,
+            leader_addr,
+        } => {
+            let role = match leading {
+                Some((term, noop_index)) => LogRole::Leader {
+                    term,
+                    noop_index,
+                    new_domain: random_domain(),
+                },
+                None => LogRole::NotLeader { leader_addr },
+            };
+            replica.on_role(role, now, Clock::unix_us(), out);
+        }
+    }
+}
+
+/// A fresh random non-zero fencing domain (SPEC §5).
+pub fn random_domain() -> u64 {
+    use ring::rand::SecureRandom;
+    loop {
+        let mut bytes = [0u8; 8];
+        ring::rand::SystemRandom::new()
+            .fill(&mut bytes)
+            .expect("the operating system's random source failed");
+        let domain = u64::from_be_bytes(bytes);
+        if domain != 0 {
+            return domain;
+        }
+    }
 }
 
 fn publish(replica: &Replica, counters: &Counters) {

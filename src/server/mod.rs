@@ -1,9 +1,10 @@
 //! The server: an accept loop, a thread per client connection, and one lock-table
-//! thread that owns all lock state (see ARCHITECTURE in the docs).
+//! thread that owns all lock state; in a cluster also the Raft thread and the peer
+//! port (see docs/architecture.md).
 
 pub mod config;
 mod connection;
-mod lock_thread;
+pub mod lock_thread;
 pub mod signals;
 pub mod status;
 pub mod tls;
@@ -20,9 +21,11 @@ use ring::rand::{SecureRandom, SystemRandom};
 
 pub use config::{Config, ConfigError};
 
+use crate::cluster::{self, view::ClusterView, ClusterHandles, ClusterStart};
 use crate::lock::{ConnId, TableConfig};
+use crate::proto::handshake::{role, Welcome};
 use crate::replica::Replica;
-use lock_thread::TableMsg;
+use lock_thread::{Clock, LogLink, TableMsg};
 use status::{Counters, NodeInfo};
 
 /// Client connections served at once; more are closed at accept.
@@ -35,6 +38,8 @@ pub(crate) struct Shared {
     auth_key: ring::hmac::Key,
     tls: Option<Arc<rustls::ServerConfig>>,
     table: Sender<TableMsg>,
+    /// The cluster as the Raft thread last published it; `None` standalone.
+    cluster: Option<Arc<ClusterView>>,
     /// Requests pending in the lock-table thread, all connections together.
     pending: AtomicUsize,
     stopping: AtomicBool,
@@ -44,7 +49,23 @@ pub(crate) struct Shared {
 
 impl Shared {
     fn status_text(&self) -> String {
-        status::standalone_text(&self.info, &self.counters)
+        match &self.cluster {
+            None => status::standalone_text(&self.info, &self.counters),
+            Some(view) => status::cluster_text(&self.info, &self.counters, view),
+        }
+    }
+
+    fn welcome(&self) -> Welcome {
+        let (role, leader) = match &self.cluster {
+            None => (role::STANDALONE, self.info.addr.clone()),
+            Some(view) => view.welcome_role(),
+        };
+        Welcome {
+            node_id: self.info.node_id,
+            role,
+            domain: self.counters.domain.load(Ordering::Relaxed),
+            leader,
+        }
     }
 }
 
@@ -54,6 +75,7 @@ pub struct Server {
     local_addr: SocketAddr,
     accept_thread: Option<JoinHandle<()>>,
     table_thread: Option<JoinHandle<()>>,
+    cluster: Option<ClusterHandles>,
 }
 
 fn random_u64() -> u64 {
@@ -64,48 +86,88 @@ fn random_u64() -> u64 {
     u64::from_be_bytes(bytes)
 }
 
+fn invalid_input(message: String) -> std::io::Error {
+    std::io::Error::new(std::io::ErrorKind::InvalidInput, message)
+}
+
 impl Server {
-    /// Binds the client port, starts the threads and returns at once.
+    /// Binds the client port (and the peer port in a cluster), starts the threads and
+    /// returns at once.
     pub fn start(config: Config) -> std::io::Result<Server> {
-        if config.cluster.is_some() {
-            return Err(std::io::Error::new(
-                std::io::ErrorKind::Unsupported,
-                "cluster mode is not available in this build",
-            ));
-        }
         let tls = match &config.tls {
-            Some(files) => Some(tls::server_config(files).map_err(|e| {
-                std::io::Error::new(std::io::ErrorKind::InvalidInput, e.to_string())
-            })?),
+            Some(files) => {
+                Some(tls::server_config(files).map_err(|e| invalid_input(e.to_string()))?)
+            }
             None => None,
         };
         let listener = TcpListener::bind(config.listen)?;
         let local_addr = listener.local_addr()?;
-        // The fencing domain: random and non-zero, chosen at bootstrap (SPEC §5).
-        let domain = loop {
-            let d = random_u64();
-            if d != 0 {
-                break d;
+        let incarnation = random_u64();
+        let counters = Arc::new(Counters::default());
+        let replica = Replica::new(TableConfig {
+            node: config.node_id,
+            incarnation,
+            waiters_per_key_max: config.max_waiters,
+        });
+        let (table_tx, table_rx) = crossbeam_channel::unbounded();
+        let clock = Arc::new(Clock::new());
+        let (advertised, table_thread, cluster) = match &config.cluster {
+            None => {
+                let counters = counters.clone();
+                let domain = lock_thread::random_domain();
+                let thread = std::thread::Builder::new()
+                    .name("lock-table".into())
+                    .spawn(move || {
+                        lock_thread::run_standalone(replica, domain, table_rx, counters)
+                    })?;
+                (advertised_addr(local_addr), thread, None)
+            }
+            Some(cluster_config) => {
+                let poll = mio::Poll::new()?;
+                let waker = cluster::raft_thread::waker(&poll)?;
+                let (raft_tx, raft_rx) = crossbeam_channel::unbounded();
+                let tls_client = match &config.tls {
+                    Some(files) => {
+                        Some(tls::client_config(files).map_err(|e| invalid_input(e.to_string()))?)
+                    }
+                    None => None,
+                };
+                let link = LogLink::Raft {
+                    tx: raft_tx.clone(),
+                    waker: waker.clone(),
+                    snapshot_index: 0,
+                };
+                let thread = {
+                    let counters = counters.clone();
+                    let clock = clock.clone();
+                    std::thread::Builder::new()
+                        .name("lock-table".into())
+                        .spawn(move || {
+                            lock_thread::run_cluster(replica, link, table_rx, counters, &clock)
+                        })?
+                };
+                let handles = cluster::start(ClusterStart {
+                    config: &config,
+                    cluster: cluster_config,
+                    incarnation,
+                    counters: counters.clone(),
+                    to_table: table_tx.clone(),
+                    raft_tx,
+                    raft_rx,
+                    poll,
+                    waker,
+                    clock: clock.clone(),
+                    tls_server: tls.clone(),
+                    tls_client,
+                    seed: random_u64(),
+                })?;
+                (cluster_config.self_addr.clone(), thread, Some(handles))
             }
         };
-        let advertised = advertised_addr(local_addr);
         let info = NodeInfo {
             node_id: config.node_id,
             addr: advertised,
             started: Instant::now(),
-        };
-        let counters = Arc::new(Counters::default());
-        let replica = Replica::new(TableConfig {
-            node: config.node_id,
-            incarnation: random_u64(),
-            waiters_per_key_max: config.max_waiters,
-        });
-        let (table_tx, table_rx) = crossbeam_channel::unbounded();
-        let table_thread = {
-            let counters = counters.clone();
-            std::thread::Builder::new()
-                .name("lock-table".into())
-                .spawn(move || lock_thread::run_standalone(replica, domain, table_rx, counters))?
         };
         let shared = Arc::new(Shared {
             info,
@@ -113,15 +175,18 @@ impl Server {
             auth_key: crate::proto::handshake::auth_key(&config.auth_token),
             tls,
             table: table_tx,
+            cluster: cluster.as_ref().map(|c| c.view.clone()),
             pending: AtomicUsize::new(0),
             stopping: AtomicBool::new(false),
             sockets: Mutex::new(Default::default()),
         });
-        // Clients must never see domain 0 from a standalone node: wait for the lock
-        // thread to record it (it does so before anything else).
-        let give_up = Instant::now() + Duration::from_secs(5);
-        while shared.counters.domain.load(Ordering::SeqCst) == 0 && Instant::now() < give_up {
-            std::thread::sleep(Duration::from_millis(1));
+        if config.cluster.is_none() {
+            // Clients must never see domain 0 from a standalone node: wait for the lock
+            // thread to record it (it does so before anything else).
+            let give_up = Instant::now() + Duration::from_secs(5);
+            while shared.counters.domain.load(Ordering::SeqCst) == 0 && Instant::now() < give_up {
+                std::thread::sleep(Duration::from_millis(1));
+            }
         }
         let accept_thread = {
             let shared = shared.clone();
@@ -129,8 +194,13 @@ impl Server {
                 .name("accept".into())
                 .spawn(move || accept_loop(listener, shared))?
         };
+        let mode = if config.cluster.is_some() {
+            "cluster"
+        } else {
+            "standalone"
+        };
         info!(
-            "standalone node {} listening on {local_addr}{} (domain {domain})",
+            "{mode} node {} listening on {local_addr}{}",
             config.node_id,
             if config.tls.is_some() {
                 " with TLS"
@@ -143,6 +213,7 @@ impl Server {
             local_addr,
             accept_thread: Some(accept_thread),
             table_thread: Some(table_thread),
+            cluster,
         })
     }
 
@@ -151,8 +222,16 @@ impl Server {
         self.local_addr
     }
 
-    /// Stops accepting, closes every connection, stops the lock-table thread and waits
-    /// for the threads to end (connections: at most about two seconds).
+    /// Why this node must stop, if it must (e.g. its NodeId was already used).
+    pub fn fatal(&self) -> Option<String> {
+        let cluster = self.cluster.as_ref()?;
+        let fatal = cluster.fatal.lock().unwrap_or_else(|p| p.into_inner());
+        fatal.clone()
+    }
+
+    /// Stops accepting, closes every connection, stops the lock-table thread (and the
+    /// cluster threads) and waits for the threads to end (connections: at most about
+    /// two seconds).
     pub fn shutdown(mut self) {
         self.shared.stopping.store(true, Ordering::SeqCst);
         // Wake the blocking accept with a connection of our own.
@@ -168,6 +247,9 @@ impl Server {
             .values()
         {
             let _ = socket.shutdown(std::net::Shutdown::Both);
+        }
+        if let Some(cluster) = self.cluster.take() {
+            cluster.stop();
         }
         let _ = self.shared.table.send(TableMsg::Stop);
         if let Some(t) = self.table_thread.take() {
@@ -256,8 +338,8 @@ fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
 }
 
 /// `ticketing server`: configuration from the environment, run until SIGTERM/SIGINT.
-/// Returns the process exit status: 0 after a graceful stop, 2 for bad configuration,
-/// 1 when the node cannot start.
+/// Returns the process exit status: 0 after a graceful stop, 2 for bad configuration
+/// (or a NodeId that was already used), 1 when the node cannot start.
 pub fn run_from_env() -> i32 {
     init_logging();
     let config = match Config::from_env() {
@@ -268,16 +350,14 @@ pub fn run_from_env() -> i32 {
         }
     };
     if let Some(files) = &config.tls {
-        if let Err(e) = tls::server_config(files) {
+        let checked = tls::server_config(files).and_then(|_| match &config.cluster {
+            Some(_) => tls::client_config(files).map(|_| ()),
+            None => Ok(()),
+        });
+        if let Err(e) = checked {
             eprintln!("ticketing: {e}");
             return 2;
         }
-    }
-    if config.cluster.is_some() {
-        eprintln!(
-            "ticketing: TICKETING_CLUSTER_PEERS: cluster mode is not available in this build yet"
-        );
-        return 2;
     }
     signals::install();
     let listen = config.listen;
@@ -288,12 +368,18 @@ pub fn run_from_env() -> i32 {
             return 1;
         }
     };
+    let mut status = 0;
     while !signals::stop_requested() {
+        if let Some(why) = server.fatal() {
+            eprintln!("ticketing: {why}");
+            status = 2;
+            break;
+        }
         std::thread::sleep(Duration::from_millis(50));
     }
-    info!("stop requested");
+    info!("stopping");
     server.shutdown();
-    0
+    status
 }
 
 /// Logs to stderr through env_logger; `RUST_LOG` filters, `info` by default.

@@ -52,3 +52,41 @@ pub fn standalone_text(info: &NodeInfo, counters: &Counters) -> String {
     line("version", &env!("CARGO_PKG_VERSION"));
     text
 }
+
+/// The STATUS text of a cluster node: Raft facts from the Raft thread's last publication.
+pub fn cluster_text(
+    info: &NodeInfo,
+    counters: &Counters,
+    view: &crate::cluster::view::ClusterView,
+) -> String {
+    let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
+    let facts = view.facts();
+    let mut text = String::with_capacity(512);
+    let mut line = |name: &str, value: &dyn std::fmt::Display| {
+        let _ = writeln!(text, "{name}={value}");
+    };
+    let leader = facts
+        .leader_id
+        .map(|id| view.addr_of(id))
+        .unwrap_or_default();
+    line("node_id", &info.node_id);
+    line("role", &crate::cluster::view::role_name(facts.role));
+    line("term", &facts.term);
+    line("leader", &leader);
+    line(
+        "leader_id",
+        &facts.leader_id.map_or(String::new(), |id| id.to_string()),
+    );
+    line("commit_index", &facts.commit_index);
+    line("applied_index", &get(&counters.applied_index));
+    line("voters", &view.members_text(&facts.voters));
+    line("learners", &view.members_text(&facts.learners));
+    line("domain", &get(&counters.domain));
+    line("last_token", &get(&counters.last_token));
+    line("keys_held", &get(&counters.keys_held));
+    line("waiters", &get(&counters.waiters));
+    line("connections", &get(&counters.connections));
+    line("uptime_s", &info.started.elapsed().as_secs());
+    line("version", &env!("CARGO_PKG_VERSION"));
+    text
+}

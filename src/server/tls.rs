@@ -42,3 +42,39 @@ pub fn server_config(files: &TlsFiles) -> Result<Arc<rustls::ServerConfig>, Conf
         })?;
     Ok(Arc::new(config))
 }
+
+/// The dialing side's configuration for the peer port: peers' certificates are
+/// verified against `TICKETING_TLS_CA`, which is therefore required in a cluster.
+pub fn client_config(files: &TlsFiles) -> Result<Arc<rustls::ClientConfig>, ConfigError> {
+    let Some(ca) = &files.ca else {
+        return Err(ConfigError {
+            var: "TICKETING_TLS_CA",
+            message: "required to verify peers when TLS is on in a cluster".into(),
+        });
+    };
+    let mut roots = rustls::RootCertStore::empty();
+    let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(ca)
+        .and_then(|iter| iter.collect())
+        .map_err(|e| ConfigError {
+            var: "TICKETING_TLS_CA",
+            message: format!("{}: {e}", ca.display()),
+        })?;
+    for cert in certs {
+        roots.add(cert).map_err(|e| ConfigError {
+            var: "TICKETING_TLS_CA",
+            message: format!("{}: {e}", ca.display()),
+        })?;
+    }
+    if roots.is_empty() {
+        return Err(ConfigError {
+            var: "TICKETING_TLS_CA",
+            message: format!("{} holds no PEM certificate", ca.display()),
+        });
+    }
+    let config = rustls::ClientConfig::builder_with_provider(provider())
+        .with_safe_default_protocol_versions()
+        .expect("the ring provider supports the default protocol versions")
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    Ok(Arc::new(config))
+}

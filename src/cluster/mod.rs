@@ -1,0 +1,353 @@
+//! Cluster mode: the Raft thread (a mio loop), the peer port, and the threads that
+//! dial and accept peer connections. The lock side is the same lock-table thread as
+//! standalone, fed by the Raft thread instead of a loopback log.
+
+pub mod net;
+pub mod peer;
+pub mod raft_thread;
+pub mod view;
+
+use std::collections::HashMap;
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use crossbeam_channel::{Receiver, Sender};
+use log::{debug, info, warn};
+
+use crate::proto::handshake::Welcome;
+use crate::raft::{Raft, RaftConfig};
+use crate::server::config::{ClusterConfig, ClusterState, Config};
+use crate::server::lock_thread::{Clock, TableMsg};
+use peer::{refusal, PeerError, PeerHello};
+use raft_thread::{RaftLoop, ToRaft};
+use view::ClusterView;
+
+/// Dial retries back off from this delay…
+const DIAL_BACKOFF_MIN: Duration = Duration::from_millis(100);
+/// …doubling up to this one.
+const DIAL_BACKOFF_MAX: Duration = Duration::from_secs(1);
+
+/// What the rest of the server needs from a running cluster side.
+pub struct ClusterHandles {
+    pub view: Arc<ClusterView>,
+    pub raft_tx: Sender<ToRaft>,
+    pub waker: Arc<mio::Waker>,
+    pub peer_addr: SocketAddr,
+    pub threads: Vec<JoinHandle<()>>,
+    /// Set when this node must not run (e.g. its NodeId was already used).
+    pub fatal: Arc<Mutex<Option<String>>>,
+    stopping: Arc<AtomicBool>,
+}
+
+impl ClusterHandles {
+    /// Stops the Raft thread, the peer listener and the dialers, and waits for them.
+    pub fn stop(self) {
+        self.stopping.store(true, Ordering::SeqCst);
+        let _ = self.raft_tx.send(ToRaft::Stop);
+        let _ = self.waker.wake();
+        let _ = TcpStream::connect_timeout(&loopback(self.peer_addr), Duration::from_secs(1));
+        for t in self.threads {
+            let _ = t.join();
+        }
+    }
+}
+
+fn loopback(addr: SocketAddr) -> SocketAddr {
+    let mut a = addr;
+    if a.ip().is_unspecified() {
+        a.set_ip(std::net::Ipv4Addr::LOCALHOST.into());
+    }
+    a
+}
+
+/// Everything `start` needs from the server.
+pub struct ClusterStart<'a> {
+    pub config: &'a Config,
+    pub cluster: &'a ClusterConfig,
+    pub incarnation: u64,
+    pub counters: Arc<crate::server::status::Counters>,
+    pub to_table: Sender<TableMsg>,
+    pub raft_tx: Sender<ToRaft>,
+    pub raft_rx: Receiver<ToRaft>,
+    pub poll: mio::Poll,
+    pub waker: Arc<mio::Waker>,
+    pub clock: Arc<Clock>,
+    pub tls_server: Option<Arc<rustls::ServerConfig>>,
+    pub tls_client: Option<Arc<rustls::ClientConfig>>,
+    pub seed: u64,
+}
+
+/// Binds the peer port and starts the Raft thread, the acceptor and one dialer per peer.
+pub fn start(s: ClusterStart<'_>) -> std::io::Result<ClusterHandles> {
+    let config = s.config;
+    let cluster = s.cluster;
+    let me = config.node_id;
+    let peer_port = config
+        .listen
+        .port()
+        .checked_add(peer::PEER_PORT_OFFSET)
+        .ok_or_else(|| {
+            std::io::Error::new(std::io::ErrorKind::InvalidInput, "client port too high")
+        })?;
+    let peer_listener = TcpListener::bind(SocketAddr::new(config.listen.ip(), peer_port))?;
+    let peer_addr = peer_listener.local_addr()?;
+    let view = Arc::new(ClusterView::new(
+        cluster.peers.iter().map(|p| (p.id, p.addr.clone())),
+    ));
+    view.learn_addr(me, &cluster.self_addr);
+    let fatal = Arc::new(Mutex::new(None));
+    let stopping = Arc::new(AtomicBool::new(false));
+    let peer_key = Arc::new(crate::proto::handshake::auth_key(&cluster.peer_auth_token));
+
+    let mut raft_config = RaftConfig::new(me);
+    raft_config.heartbeat_ms = config.heartbeat_ms;
+    raft_config.election_ms = config.election_ms;
+    let now = s.clock.now_ms();
+    let raft = match cluster.state {
+        ClusterState::New => {
+            let voters: Vec<u64> = cluster.peers.iter().map(|p| p.id).collect();
+            Raft::new_bootstrap(raft_config, &voters, s.seed, now)
+        }
+        ClusterState::Join => Raft::new_joining(raft_config, s.seed, now),
+    };
+    let hello = {
+        let counters = s.counters.clone();
+        let addr = cluster.self_addr.clone();
+        let incarnation = s.incarnation;
+        move || PeerHello {
+            node_id: me,
+            incarnation,
+            domain: counters.domain.load(Ordering::SeqCst),
+            addr: addr.clone(),
+        }
+    };
+
+    let mut threads = Vec::new();
+    let mut redial = HashMap::new();
+    for p in cluster.peers.iter().filter(|p| p.id != me) {
+        let (tx, rx) = crossbeam_channel::unbounded();
+        redial.insert(p.id, tx);
+        let dialer = Dialer {
+            peer: p.id,
+            addr: p.addr.clone(),
+            hello: Box::new(hello.clone()),
+            key: peer_key.clone(),
+            tls: s.tls_client.clone(),
+            raft_tx: s.raft_tx.clone(),
+            waker: s.waker.clone(),
+            view: view.clone(),
+            fatal: fatal.clone(),
+            stopping: stopping.clone(),
+        };
+        threads.push(
+            std::thread::Builder::new()
+                .name(format!("dial-{}", p.id))
+                .spawn(move || dialer.run(rx))?,
+        );
+    }
+
+    let raft_loop = RaftLoop::new(
+        raft,
+        s.poll,
+        s.raft_rx,
+        s.to_table,
+        view.clone(),
+        redial,
+        s.clock.clone(),
+    );
+    threads.push(
+        std::thread::Builder::new()
+            .name("raft".into())
+            .spawn(move || raft_loop.run())?,
+    );
+
+    let acceptor = Acceptor {
+        me,
+        key: peer_key,
+        tls: s.tls_server,
+        raft_tx: s.raft_tx.clone(),
+        waker: s.waker.clone(),
+        view: view.clone(),
+        counters: s.counters.clone(),
+        hello: Arc::new(hello),
+        stopping: stopping.clone(),
+    };
+    threads.push(
+        std::thread::Builder::new()
+            .name("peer-accept".into())
+            .spawn(move || acceptor.run(peer_listener))?,
+    );
+    info!(
+        "node {me} peer port {peer_addr}; members {:?}",
+        cluster.peers
+    );
+    Ok(ClusterHandles {
+        view,
+        raft_tx: s.raft_tx,
+        waker: s.waker,
+        peer_addr,
+        threads,
+        fatal,
+        stopping,
+    })
+}
+
+/// Keeps one outbound connection to one peer, redialing when asked.
+struct Dialer {
+    peer: u64,
+    addr: String,
+    hello: Box<dyn Fn() -> PeerHello + Send>,
+    key: Arc<ring::hmac::Key>,
+    tls: Option<Arc<rustls::ClientConfig>>,
+    raft_tx: Sender<ToRaft>,
+    waker: Arc<mio::Waker>,
+    view: Arc<ClusterView>,
+    fatal: Arc<Mutex<Option<String>>>,
+    stopping: Arc<AtomicBool>,
+}
+
+impl Dialer {
+    fn run(self, redial: Receiver<()>) {
+        while redial.recv().is_ok() {
+            while redial.try_recv().is_ok() {}
+            let mut backoff = DIAL_BACKOFF_MIN;
+            loop {
+                if self.stopping.load(Ordering::SeqCst) {
+                    return;
+                }
+                match peer::dial(&self.addr, &(self.hello)(), &self.key, self.tls.as_ref()) {
+                    Ok(established) => {
+                        let p = &established.peer;
+                        if p.node_id != self.peer {
+                            warn!(
+                                "{}: expected node {}, found node {}",
+                                self.addr, self.peer, p.node_id
+                            );
+                        } else if !self.view.check_incarnation(p.node_id, p.incarnation) {
+                            warn!(
+                                "node {} at {} is a restarted process under a used NodeId; not talking to it",
+                                p.node_id, self.addr
+                            );
+                        } else {
+                            let _ = self.raft_tx.send(ToRaft::Conn {
+                                established,
+                                outbound: true,
+                            });
+                            let _ = self.waker.wake();
+                            break;
+                        }
+                    }
+                    Err(PeerError::Refused {
+                        code: refusal::NODE_ID_REUSED,
+                        reason,
+                    }) => {
+                        let msg = format!(
+                            "TICKETING_NODE_ID: node {} refused this node: {reason}. A node that lost its \
+                             state must be replaced under a new NodeId (TICKETING_CLUSTER_STATE=join)",
+                            self.peer
+                        );
+                        *self.fatal.lock().unwrap_or_else(|p| p.into_inner()) = Some(msg);
+                        return;
+                    }
+                    Err(e) => debug!("dial node {} at {}: {e}", self.peer, self.addr),
+                }
+                std::thread::sleep(backoff);
+                backoff = (backoff * 2).min(DIAL_BACKOFF_MAX);
+            }
+        }
+    }
+}
+
+/// Accepts peer connections and runs their handshakes on short-lived threads.
+struct Acceptor {
+    me: u64,
+    key: Arc<ring::hmac::Key>,
+    tls: Option<Arc<rustls::ServerConfig>>,
+    raft_tx: Sender<ToRaft>,
+    waker: Arc<mio::Waker>,
+    view: Arc<ClusterView>,
+    counters: Arc<crate::server::status::Counters>,
+    hello: Arc<dyn Fn() -> PeerHello + Send + Sync>,
+    stopping: Arc<AtomicBool>,
+}
+
+impl Acceptor {
+    fn run(self, listener: TcpListener) {
+        let this = Arc::new(self);
+        for stream in listener.incoming() {
+            if this.stopping.load(Ordering::SeqCst) {
+                return;
+            }
+            let Ok(tcp) = stream else {
+                std::thread::sleep(Duration::from_millis(50));
+                continue;
+            };
+            let worker = this.clone();
+            let _ = std::thread::Builder::new()
+                .name("peer-handshake".into())
+                .spawn(move || worker.handshake(tcp));
+        }
+    }
+
+    fn handshake(&self, tcp: TcpStream) {
+        let from = tcp.peer_addr().map(|a| a.to_string()).unwrap_or_default();
+        let welcome = || {
+            let (role, leader) = self.view.welcome_role();
+            Welcome {
+                node_id: self.me,
+                role,
+                domain: self.counters.domain.load(Ordering::SeqCst),
+                leader,
+            }
+        };
+        let judge = |hello: &PeerHello| -> Result<(), (u8, String)> {
+            if hello.node_id == self.me {
+                return Err((refusal::SAME_NODE, format!("{} is my own node id", self.me)));
+            }
+            let ours = self.counters.domain.load(Ordering::SeqCst);
+            if ours != 0 && hello.domain != 0 && ours != hello.domain {
+                return Err((
+                    refusal::OTHER_DOMAIN,
+                    format!("I belong to domain {ours}, not {}", hello.domain),
+                ));
+            }
+            if !self
+                .view
+                .check_incarnation(hello.node_id, hello.incarnation)
+            {
+                return Err((
+                    refusal::NODE_ID_REUSED,
+                    format!(
+                        "node id {} already ran in domain {ours} as another process",
+                        hello.node_id
+                    ),
+                ));
+            }
+            Ok(())
+        };
+        match peer::accept(
+            tcp,
+            &self.key,
+            self.tls.as_ref(),
+            welcome,
+            || (self.hello)(),
+            judge,
+        ) {
+            Ok(established) => {
+                debug!("peer {} connected from {from}", established.peer.node_id);
+                let _ = self.raft_tx.send(ToRaft::Conn {
+                    established,
+                    outbound: false,
+                });
+                let _ = self.waker.wake();
+            }
+            Err(PeerError::Handshake(crate::proto::handshake::HandshakeError::AuthFailed)) => {
+                warn!("{from}: peer authentication failed");
+            }
+            Err(e) => debug!("{from}: peer handshake: {e}"),
+        }
+    }
+}

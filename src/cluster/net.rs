@@ -1,0 +1,163 @@
+//! A peer connection inside the mio event loop: non-blocking reads into a buffer
+//! that yields whole Raft frames, and a bounded send queue.
+//!
+//! The handshake was done before (blocking, see `peer.rs`); here the loop owns the
+//! socket and its TLS state alone, so rustls needs no lock.
+
+use std::io::{self, Read, Write};
+
+use mio::net::TcpStream;
+
+use crate::raft::{wire, Message};
+
+/// Bytes queued for one peer at most; beyond that messages are dropped (Raft treats a
+/// lost message like any network loss and retries).
+pub const SEND_QUEUE_MAX_BYTES: usize = 64 << 20;
+/// Bytes read from the socket per read call.
+const READ_CHUNK_BYTES: usize = 64 * 1024;
+
+pub struct PeerConn {
+    pub peer: u64,
+    stream: TcpStream,
+    tls: Option<rustls::Connection>,
+    /// Plaintext received, not yet decoded.
+    inbuf: Vec<u8>,
+    /// Plaintext queued for sending.
+    outbuf: Vec<u8>,
+    /// Ciphertext read during the handshake that TLS has not seen yet.
+    leftover: Vec<u8>,
+    chunk: Box<[u8]>,
+}
+
+impl PeerConn {
+    pub fn new(
+        peer: u64,
+        stream: TcpStream,
+        tls: Option<rustls::Connection>,
+        leftover: Vec<u8>,
+    ) -> PeerConn {
+        PeerConn {
+            peer,
+            stream,
+            tls,
+            inbuf: Vec::new(),
+            outbuf: Vec::new(),
+            leftover,
+            chunk: vec![0u8; READ_CHUNK_BYTES].into_boxed_slice(),
+        }
+    }
+
+    pub fn stream_mut(&mut self) -> &mut TcpStream {
+        &mut self.stream
+    }
+
+    /// Reads everything available. `Ok(false)`: the peer closed the connection.
+    pub fn read_available(&mut self) -> io::Result<bool> {
+        match &mut self.tls {
+            None => loop {
+                match self.stream.read(&mut self.chunk) {
+                    Ok(0) => return Ok(false),
+                    Ok(n) => self.inbuf.extend_from_slice(&self.chunk[..n]),
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(true),
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    Err(e) => return Err(e),
+                }
+            },
+            Some(conn) => {
+                if !self.leftover.is_empty() {
+                    let mut rest = &self.leftover[..];
+                    while !rest.is_empty() {
+                        conn.read_tls(&mut rest)?;
+                        conn.process_new_packets().map_err(io::Error::other)?;
+                        drain_plaintext(conn, &mut self.inbuf)?;
+                    }
+                    self.leftover.clear();
+                }
+                loop {
+                    match conn.read_tls(&mut self.stream) {
+                        Ok(0) => return Ok(false),
+                        Ok(_) => {
+                            conn.process_new_packets().map_err(io::Error::other)?;
+                            drain_plaintext(conn, &mut self.inbuf)?;
+                        }
+                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(true),
+                        Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                        Err(e) => return Err(e),
+                    }
+                }
+            }
+        }
+    }
+
+    /// The next whole message received, if any. An undecodable frame is an error
+    /// (the caller closes the connection).
+    pub fn next_message(&mut self) -> Result<Option<Message>, wire::WireError> {
+        match wire::decode(&self.inbuf)? {
+            None => Ok(None),
+            Some((msg, used)) => {
+                self.inbuf.drain(..used);
+                Ok(Some(msg))
+            }
+        }
+    }
+
+    /// Queues `msg`; false if the queue is full and it was dropped.
+    pub fn queue(&mut self, msg: &Message) -> bool {
+        if self.outbuf.len() >= SEND_QUEUE_MAX_BYTES {
+            return false;
+        }
+        wire::encode(msg, &mut self.outbuf).is_ok()
+    }
+
+    /// Writes as much as the socket takes. `Ok(true)`: everything went out.
+    pub fn flush(&mut self) -> io::Result<bool> {
+        match &mut self.tls {
+            None => {
+                while !self.outbuf.is_empty() {
+                    match self.stream.write(&self.outbuf) {
+                        Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+                        Ok(n) => {
+                            self.outbuf.drain(..n);
+                        }
+                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(false),
+                        Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                        Err(e) => return Err(e),
+                    }
+                }
+                Ok(true)
+            }
+            Some(conn) => loop {
+                // Feed rustls only as much as its own buffer takes, so our queue
+                // stays the one bounded place where a slow peer's backlog lives.
+                while conn.wants_write() {
+                    match conn.write_tls(&mut self.stream) {
+                        Ok(_) => {}
+                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(false),
+                        Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                        Err(e) => return Err(e),
+                    }
+                }
+                if self.outbuf.is_empty() {
+                    return Ok(true);
+                }
+                let n = conn.writer().write(&self.outbuf)?;
+                if n == 0 {
+                    return Ok(false);
+                }
+                self.outbuf.drain(..n);
+            },
+        }
+    }
+}
+
+fn drain_plaintext(conn: &mut rustls::Connection, inbuf: &mut Vec<u8>) -> io::Result<()> {
+    let mut buf = [0u8; 16 * 1024];
+    loop {
+        match conn.reader().read(&mut buf) {
+            Ok(0) => return Ok(()),
+            Ok(n) => inbuf.extend_from_slice(&buf[..n]),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
+            Err(e) => return Err(e),
+        }
+    }
+}

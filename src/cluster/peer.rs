@@ -1,0 +1,301 @@
+//! The peer port's handshake: SPEC §2.1 with the peer labels, then one PEER HELLO
+//! each way (docs/protocol-cluster.md §2). Blocking, done on short-lived threads; the
+//! established connection is then handed to the event loop.
+//!
+//! ```text
+//! PEER HELLO   = len u32 · 'H' · node_id u64 · incarnation u64 · domain u64 · addr str8
+//! PEER REFUSAL = len u32 · 'X' · code u8 · reason str8      (then the listener closes)
+//! ```
+//! The dialer sends its HELLO first; the listener answers with its own or a refusal.
+//! After that only the dialer sends Raft frames on the connection: every node dials
+//! each peer for its own messages, so each direction has its own TCP stream.
+
+use std::io::{self, Read, Write};
+use std::net::{TcpStream, ToSocketAddrs};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use byteorder::{BigEndian, ByteOrder};
+
+use crate::proto::handshake::{self, Welcome, PEER_LABELS};
+use crate::transport::{self, Duplex};
+
+/// Peer port = client port + this (SPEC §6).
+pub const PEER_PORT_OFFSET: u16 = 1000;
+/// A peer handshake not finished within this long is abandoned.
+pub const PEER_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long a dial may take to connect.
+pub const DIAL_CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
+/// Largest PEER HELLO / REFUSAL frame `len`.
+const HELLO_LEN_MAX: usize = 1 + 8 + 8 + 8 + 1 + 255;
+
+/// Refusal codes.
+pub mod refusal {
+    /// This node id was already used by another process in this domain: a restarted
+    /// node must be replaced under a new NodeId (SPEC §6).
+    pub const NODE_ID_REUSED: u8 = 1;
+    /// The two nodes belong to different fencing domains.
+    pub const OTHER_DOMAIN: u8 = 2;
+    /// The dialer used the listener's own node id.
+    pub const SAME_NODE: u8 = 3;
+}
+
+/// What a node says about itself when connecting.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PeerHello {
+    pub node_id: u64,
+    pub incarnation: u64,
+    pub domain: u64,
+    /// Its client address as configured (`TICKETING_CLUSTER_SELF`).
+    pub addr: String,
+}
+
+/// Why a peer connection could not be made.
+#[derive(Debug)]
+pub enum PeerError {
+    Io(io::Error),
+    Handshake(handshake::HandshakeError),
+    /// The listener refused us with this code and reason.
+    Refused {
+        code: u8,
+        reason: String,
+    },
+    Malformed(&'static str),
+}
+
+impl std::fmt::Display for PeerError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            PeerError::Io(e) => write!(f, "{e}"),
+            PeerError::Handshake(e) => write!(f, "{e}"),
+            PeerError::Refused { code, reason } => write!(f, "refused (code {code}): {reason}"),
+            PeerError::Malformed(why) => write!(f, "malformed peer hello: {why}"),
+        }
+    }
+}
+
+impl From<io::Error> for PeerError {
+    fn from(e: io::Error) -> Self {
+        PeerError::Io(e)
+    }
+}
+
+impl From<handshake::HandshakeError> for PeerError {
+    fn from(e: handshake::HandshakeError) -> Self {
+        PeerError::Handshake(e)
+    }
+}
+
+pub fn encode_hello(hello: &PeerHello) -> Vec<u8> {
+    let addr = &hello.addr.as_bytes()[..hello.addr.len().min(255)];
+    let mut out = Vec::with_capacity(4 + HELLO_LEN_MAX);
+    out.extend_from_slice(&((1 + 24 + 1 + addr.len()) as u32).to_be_bytes());
+    out.push(b'H');
+    out.extend_from_slice(&hello.node_id.to_be_bytes());
+    out.extend_from_slice(&hello.incarnation.to_be_bytes());
+    out.extend_from_slice(&hello.domain.to_be_bytes());
+    out.push(addr.len() as u8);
+    out.extend_from_slice(addr);
+    out
+}
+
+pub fn encode_refusal(code: u8, reason: &str) -> Vec<u8> {
+    let reason = &reason.as_bytes()[..reason.len().min(255)];
+    let mut out = Vec::with_capacity(7 + reason.len());
+    out.extend_from_slice(&((1 + 1 + 1 + reason.len()) as u32).to_be_bytes());
+    out.push(b'X');
+    out.push(code);
+    out.push(reason.len() as u8);
+    out.extend_from_slice(reason);
+    out
+}
+
+/// Reads one PEER HELLO or REFUSAL.
+fn read_hello<R: Read>(stream: &mut R) -> Result<PeerHello, PeerError> {
+    let mut len = [0u8; 4];
+    stream.read_exact(&mut len)?;
+    let len = u32::from_be_bytes(len) as usize;
+    if !(3..=HELLO_LEN_MAX).contains(&len) {
+        return Err(PeerError::Malformed("length out of range"));
+    }
+    let mut body = vec![0u8; len];
+    stream.read_exact(&mut body)?;
+    match body[0] {
+        b'H' => {
+            if len < 26 || len != 26 + body[25] as usize {
+                return Err(PeerError::Malformed("bad HELLO size"));
+            }
+            Ok(PeerHello {
+                node_id: BigEndian::read_u64(&body[1..9]),
+                incarnation: BigEndian::read_u64(&body[9..17]),
+                domain: BigEndian::read_u64(&body[17..25]),
+                addr: String::from_utf8_lossy(&body[26..]).into_owned(),
+            })
+        }
+        b'X' => {
+            if len != 3 + body[2] as usize {
+                return Err(PeerError::Malformed("bad REFUSAL size"));
+            }
+            Err(PeerError::Refused {
+                code: body[1],
+                reason: String::from_utf8_lossy(&body[3..]).into_owned(),
+            })
+        }
+        _ => Err(PeerError::Malformed("neither H nor X")),
+    }
+}
+
+/// A connection whose handshake is done, ready for the event loop.
+pub struct Established {
+    pub tcp: TcpStream,
+    pub tls: Option<rustls::Connection>,
+    /// Ciphertext already read past the handshake.
+    pub leftover: Vec<u8>,
+    pub peer: PeerHello,
+}
+
+/// The peer address for a client address: same host, port + 1000.
+pub fn peer_addr_of(client_addr: &str) -> Option<(String, u16)> {
+    let (host, port) = client_addr.rsplit_once(':')?;
+    let port: u16 = port.parse().ok()?;
+    Some((
+        host.trim_matches(['[', ']']).to_owned(),
+        port.checked_add(PEER_PORT_OFFSET)?,
+    ))
+}
+
+/// Dials `client_addr`'s peer port and introduces this node.
+pub fn dial(
+    client_addr: &str,
+    me: &PeerHello,
+    key: &ring::hmac::Key,
+    tls: Option<&Arc<rustls::ClientConfig>>,
+) -> Result<Established, PeerError> {
+    let (host, port) = peer_addr_of(client_addr).ok_or(PeerError::Malformed("bad peer address"))?;
+    let target = (host.as_str(), port)
+        .to_socket_addrs()?
+        .next()
+        .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, "address resolves to nothing"))?;
+    let tcp = TcpStream::connect_timeout(&target, DIAL_CONNECT_TIMEOUT)?;
+    tcp.set_nodelay(true)?;
+    let tls = match tls {
+        None => None,
+        Some(config) => {
+            let name = rustls::pki_types::ServerName::try_from(host.clone())
+                .map_err(|_| PeerError::Malformed("peer host is not a valid TLS server name"))?;
+            let conn = rustls::ClientConnection::new(config.clone(), name)
+                .map_err(|e| io::Error::other(e.to_string()))?;
+            Some(rustls::Connection::Client(conn))
+        }
+    };
+    let (mut reader, mut writer) = transport::split(tcp, tls)?;
+    reader.set_deadline(Some(Instant::now() + PEER_HANDSHAKE_TIMEOUT))?;
+    writer
+        .tcp()
+        .set_write_timeout(Some(PEER_HANDSHAKE_TIMEOUT))?;
+    let peer = {
+        let mut duplex = Duplex {
+            reader: &mut reader,
+            writer: &mut writer,
+        };
+        handshake::client_handshake(&mut duplex, key, &PEER_LABELS)?;
+        duplex.write_all(&encode_hello(me))?;
+        duplex.flush()?;
+        read_hello(&mut duplex)?
+    };
+    reader.set_deadline(None)?;
+    writer.tcp().set_write_timeout(None)?;
+    let (tcp, tls, leftover) = transport::unsplit(reader, writer)?;
+    Ok(Established {
+        tcp,
+        tls,
+        leftover,
+        peer,
+    })
+}
+
+/// Runs the listener's side on an accepted peer connection. `judge` decides whether
+/// the dialer may connect (returning a refusal code and reason if not); `welcome`
+/// gives the WELCOME fields and `me` this node's own PEER HELLO.
+pub fn accept(
+    tcp: TcpStream,
+    key: &ring::hmac::Key,
+    tls: Option<&Arc<rustls::ServerConfig>>,
+    welcome: impl FnOnce() -> Welcome,
+    me: impl FnOnce() -> PeerHello,
+    judge: impl FnOnce(&PeerHello) -> Result<(), (u8, String)>,
+) -> Result<Established, PeerError> {
+    tcp.set_nodelay(true)?;
+    let tls = match tls {
+        None => None,
+        Some(config) => Some(rustls::Connection::Server(
+            rustls::ServerConnection::new(config.clone())
+                .map_err(|e| io::Error::other(e.to_string()))?,
+        )),
+    };
+    let (mut reader, mut writer) = transport::split(tcp, tls)?;
+    reader.set_deadline(Some(Instant::now() + PEER_HANDSHAKE_TIMEOUT))?;
+    writer
+        .tcp()
+        .set_write_timeout(Some(PEER_HANDSHAKE_TIMEOUT))?;
+    let peer = {
+        let mut duplex = Duplex {
+            reader: &mut reader,
+            writer: &mut writer,
+        };
+        handshake::server_handshake(&mut duplex, key, &PEER_LABELS, welcome)?;
+        let peer = read_hello(&mut duplex)?;
+        if let Err((code, reason)) = judge(&peer) {
+            let _ = duplex.write_all(&encode_refusal(code, &reason));
+            let _ = duplex.flush();
+            return Err(PeerError::Refused { code, reason });
+        }
+        duplex.write_all(&encode_hello(&me()))?;
+        duplex.flush()?;
+        peer
+    };
+    reader.set_deadline(None)?;
+    writer.tcp().set_write_timeout(None)?;
+    let (tcp, tls, leftover) = transport::unsplit(reader, writer)?;
+    Ok(Established {
+        tcp,
+        tls,
+        leftover,
+        peer,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hello_round_trips_and_refusal_is_an_error() {
+        let hello = PeerHello {
+            node_id: 7,
+            incarnation: 9,
+            domain: 11,
+            addr: "127.0.0.1:5225".into(),
+        };
+        let bytes = encode_hello(&hello);
+        assert_eq!(read_hello(&mut &bytes[..]).unwrap(), hello);
+        let bytes = encode_refusal(refusal::NODE_ID_REUSED, "replace me");
+        match read_hello(&mut &bytes[..]) {
+            Err(PeerError::Refused { code: 1, reason }) => assert_eq!(reason, "replace me"),
+            other => panic!("{other:?}"),
+        }
+        for cut in 0..bytes.len() {
+            assert!(read_hello(&mut &bytes[..cut]).is_err());
+        }
+    }
+
+    #[test]
+    fn peer_port_is_client_port_plus_1000() {
+        assert_eq!(
+            peer_addr_of("10.0.0.1:5225"),
+            Some(("10.0.0.1".into(), 6225))
+        );
+        assert_eq!(peer_addr_of("[::1]:5225"), Some(("::1".into(), 6225)));
+        assert_eq!(peer_addr_of("h:65000"), None);
+    }
+}

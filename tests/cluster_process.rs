@@ -1,0 +1,129 @@
+//! Real `ticketing` processes as a 3- and 5-node cluster on 127.0.0.x (SPEC §1, §6).
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::*;
+use ticketing::proto::frame::{Request, Response};
+
+#[test]
+fn three_nodes_elect_a_leader_grant_and_redirect() {
+    let cluster = Cluster::start(3, &[]);
+    let leader = cluster.wait_leader(Duration::from_secs(15));
+    let mut l = connect(cluster.addr(leader));
+    assert_eq!(l.welcome.role, b'L');
+    assert_ne!(
+        l.welcome.domain, 0,
+        "the first leader records a fencing domain"
+    );
+    let token = granted_token(&l.call(2, &acquire("seat", "a", 30, 0)));
+    // A follower does not execute: M with the leader's client address.
+    let follower = (leader + 1) % 3;
+    let mut f = connect(cluster.addr(follower));
+    assert_eq!(f.welcome.role, b'F');
+    assert_eq!(f.welcome.leader, cluster.addr(leader).to_string());
+    assert_eq!(f.welcome.domain, l.welcome.domain);
+    assert_eq!(
+        f.call(1, &acquire("seat", "b", 30, 0)),
+        Response::Moved {
+            leader: cluster.addr(leader).to_string()
+        }
+    );
+    // STATUS is answered by every node.
+    let s = status_map(&mut f, 2);
+    assert_eq!(s["role"], "follower");
+    assert_eq!(s["leader"], cluster.addr(leader).to_string());
+    assert_eq!(s["voters"].split(',').count(), 3);
+    // Hand-off works through the log.
+    let mut w = connect(cluster.addr(leader));
+    w.send(1, &acquire("seat", "w", 30, 5_000));
+    std::thread::sleep(Duration::from_millis(100));
+    assert_eq!(l.call(3, &release("seat", "a", token)), Response::Released);
+    let (id, g) = w.recv();
+    assert_eq!(id, 1);
+    assert!(granted_token(&g) > token);
+    match l.call(4, &Request::Query { key: "seat".into() }) {
+        Response::Holder { owner, .. } => assert_eq!(owner, "w"),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn leader_kill_fails_over_and_locks_and_tokens_survive() {
+    let mut cluster = Cluster::start(3, &[]);
+    let leader = cluster.wait_leader(Duration::from_secs(15));
+    let mut l = connect(cluster.addr(leader));
+    let held = granted_token(&l.call(1, &acquire("long", "keeper", 120, 0)));
+    let mut last = held;
+    for i in 0..20u32 {
+        let t = granted_token(&l.call(10 + 2 * i, &acquire("k", "o", 5, 0)));
+        assert!(t > last);
+        last = t;
+        assert_eq!(
+            l.call(11 + 2 * i, &release("k", "o", t)),
+            Response::Released
+        );
+    }
+    drop(l);
+    let killed_at = Instant::now();
+    cluster.kill(leader);
+    let next = cluster.wait_leader(Duration::from_secs(15));
+    let failover = killed_at.elapsed();
+    assert_ne!(next, leader);
+    eprintln!("failover took {failover:?}");
+    let mut n = connect(cluster.addr(next));
+    // The long lock survived with its token, and its lease restarted in full.
+    match n.call(1, &Request::Query { key: "long".into() }) {
+        Response::Holder {
+            token,
+            owner,
+            remaining_ms,
+            ..
+        } => {
+            assert_eq!((token, owner.as_str()), (held, "keeper"));
+            assert!(
+                remaining_ms > 110_000,
+                "lease restarted with its full length: {remaining_ms}"
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    // Tokens keep growing across the leader change.
+    let t = granted_token(&n.call(2, &acquire("k", "o", 5, 0)));
+    assert!(t > last, "token {t} after failover is not above {last}");
+    assert_eq!(n.call(3, &acquire("long", "thief", 5, 0)), Response::Busy);
+}
+
+#[test]
+fn an_isolated_minority_never_grants() {
+    let mut cluster = Cluster::start(3, &[]);
+    let leader = cluster.wait_leader(Duration::from_secs(15));
+    let others: Vec<usize> = (0..3).filter(|i| *i != leader).collect();
+    // Pause both followers: the leader is now a minority of one.
+    for &i in &others {
+        cluster.signal(i, "-STOP");
+    }
+    let mut l = connect(cluster.addr(leader));
+    l.stream
+        .set_read_timeout(Some(Duration::from_secs(12)))
+        .unwrap();
+    l.send(1, &acquire("x", "o", 5, 0));
+    let (id, r) = l.recv();
+    assert_eq!(id, 1);
+    assert!(
+        matches!(r, Response::Unknown | Response::Moved { .. }),
+        "a leader without a majority answered {r:?}"
+    );
+    for &i in &others {
+        cluster.signal(i, "-CONT");
+    }
+    let leader = cluster.wait_leader(Duration::from_secs(20));
+    let mut l = connect(cluster.addr(leader));
+    // Whatever happened to request 1, the key is usable again.
+    match l.call(1, &Request::Query { key: "x".into() }) {
+        Response::Free | Response::Holder { .. } => {}
+        other => panic!("{other:?}"),
+    }
+    cluster.kill(0);
+}
