@@ -265,3 +265,27 @@ fn pipelined_acquires_each_get_their_own_token() {
     tokens.dedup();
     assert_eq!(tokens.len(), 16 * 20);
 }
+
+#[test]
+fn a_fresh_client_sends_its_first_request_to_the_leader() {
+    for _ in 0..5 {
+        let leader = FakeServer::granting_as(b'L');
+        let hint = leader.addr_string();
+        let follower = FakeServer::start(
+            b'F',
+            Box::new(move |_, _, _| {
+                Action::Reply(Response::Moved {
+                    leader: hint.clone(),
+                })
+            }),
+        );
+        follower.set_leader(&leader.addr_string());
+        // No warm-up: the first request races the connections being made.
+        let client = client_for(&[follower.addr_string(), leader.addr_string()]);
+        let lock = client
+            .acquire("k", LEASE, Duration::ZERO)
+            .expect("sent to the leader, not to the follower that connected first");
+        lock.release().unwrap();
+        assert_eq!(acquires(&follower), 0);
+    }
+}

@@ -33,6 +33,11 @@ pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
 pub const WRITE_TIMEOUT: Duration = Duration::from_secs(5);
 /// Longest wait for the server's side of the handshake.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_millis(HANDSHAKE_TIMEOUT_MS);
+/// How long a request waits for a better connection (the leader's) while some
+/// configured address is still connecting for the first time, before it settles for
+/// any connected node. Why: right after `build`, the first node to answer is often a
+/// follower, and sending there would only earn an `M`.
+pub const LEADER_WAIT: Duration = Duration::from_secs(1);
 /// Bytes read from the socket at once.
 const READ_BUFFER_LEN: usize = 16 * 1024;
 
@@ -270,6 +275,9 @@ pub(crate) struct Slot {
     pub(crate) addr: String,
     host: String,
     session: Mutex<Option<Arc<Session>>>,
+    /// False until the first connection attempt ended: a slot still connecting for
+    /// the first time may be the leader's, worth a short wait (see [`LEADER_WAIT`]).
+    tried: AtomicBool,
 }
 
 impl Slot {
@@ -278,6 +286,7 @@ impl Slot {
             addr,
             host,
             session: Mutex::new(None),
+            tried: AtomicBool::new(false),
         }
     }
 
@@ -375,11 +384,21 @@ impl Pool {
 
     /// Like [`Pool::pick`], restricted to the slots `accept` allows.
     pub(crate) fn pick_among(&self, accept: impl Fn(&Slot) -> bool) -> Option<Arc<Session>> {
-        let live: Vec<(&Slot, Arc<Session>)> = self
+        self.choose(&accept, false)
+    }
+
+    /// The routing decision. With `patient`, settles for a node not known to lead
+    /// only when no other configured node is still connecting for the first time.
+    fn choose(&self, accept: &dyn Fn(&Slot) -> bool, patient: bool) -> Option<Arc<Session>> {
+        let accepted: Vec<&Slot> = self
             .slots
             .iter()
-            .filter(|slot| accept(slot))
-            .filter_map(|slot| slot.live().map(|s| (&**slot, s)))
+            .map(|s| &**s)
+            .filter(|s| accept(s))
+            .collect();
+        let live: Vec<(&Slot, Arc<Session>)> = accepted
+            .iter()
+            .filter_map(|slot| slot.live().map(|s| (*slot, s)))
             .collect();
         if live.is_empty() {
             return None;
@@ -401,36 +420,50 @@ impl Pool {
                 .filter(|(_, s)| s.is_leader())
                 .map(|(_, s)| s)
                 .collect();
-            if leaders.is_empty() {
-                live.iter().map(|(_, s)| s).collect()
-            } else {
+            if !leaders.is_empty() {
                 leaders
+            } else {
+                let first_connect_pending = accepted.iter().any(|slot| {
+                    !slot.tried.load(Ordering::Acquire)
+                        && !live.iter().any(|(l, _)| l.addr == slot.addr)
+                });
+                if patient && first_connect_pending {
+                    return None;
+                }
+                live.iter().map(|(_, s)| s).collect()
             }
         };
         let turn = self.round_robin.fetch_add(1, Ordering::Relaxed);
         Some(Arc::clone(candidates[turn % candidates.len()]))
     }
 
-    /// Waits until [`Pool::pick_among`] finds a session, or `deadline` passes.
+    /// Waits until [`Pool::pick_among`] finds a session, or `deadline` passes. For
+    /// up to [`LEADER_WAIT`] it holds out for a leader's connection (see there).
     pub(crate) fn wait_among(
         &self,
         deadline: Instant,
         accept: impl Fn(&Slot) -> bool,
     ) -> Option<Arc<Session>> {
+        let patient_until = deadline.min(Instant::now() + LEADER_WAIT);
         loop {
             let seen = *lock(&self.generation);
-            if let Some(session) = self.pick_among(&accept) {
+            let patient = Instant::now() < patient_until;
+            if let Some(session) = self.choose(&accept, patient) {
                 return Some(session);
             }
+            let until = if patient { patient_until } else { deadline };
             let mut generation = lock(&self.generation);
             while *generation == seen {
                 let now = Instant::now();
-                if now >= deadline || self.is_shut_down() {
+                if self.is_shut_down() || (now >= deadline && !patient) {
                     return None;
+                }
+                if now >= until {
+                    break;
                 }
                 generation = self
                     .installed
-                    .wait_timeout(generation, deadline - now)
+                    .wait_timeout(generation, until - now)
                     .unwrap_or_else(|e| e.into_inner())
                     .0;
             }
@@ -502,9 +535,16 @@ impl Pool {
         if session.is_leader() {
             *lock(&self.leader_hint) = Some(slot.addr.clone());
         } else if !session.welcome.leader.is_empty() {
-            let mut hint = lock(&self.leader_hint);
-            if hint.is_none() {
-                *hint = Some(session.welcome.leader.clone());
+            // A follower's WELCOME names the leader: believe it unless the current
+            // hint points at a connection that is up.
+            let current = self.leader_hint();
+            let current_live = current.as_ref().is_some_and(|h| {
+                self.slots
+                    .iter()
+                    .any(|s| s.live().is_some_and(|live| s.is(h, &live)))
+            });
+            if !current_live {
+                *lock(&self.leader_hint) = Some(session.welcome.leader.clone());
             }
         }
         *lock(&slot.session) = Some(Arc::clone(session));
@@ -610,6 +650,7 @@ pub(crate) fn run_slot(pool: Arc<Pool>, slot: Arc<Slot>) {
                     session.welcome.node_id,
                     session.welcome.role as char
                 );
+                slot.tried.store(true, Ordering::Release);
                 pool.install(&slot, &session);
                 if pool.is_shut_down() {
                     session.kill();
@@ -623,7 +664,15 @@ pub(crate) fn run_slot(pool: Arc<Pool>, slot: Arc<Slot>) {
                 drop(current);
                 log::debug!("connection to {} ended", slot.addr);
             }
-            Err(e) => log::debug!("connection to {} failed: {e}", slot.addr),
+            Err(e) => {
+                log::debug!("connection to {} failed: {e}", slot.addr);
+                if !slot.tried.swap(true, Ordering::AcqRel) {
+                    // Wake requests holding out for this slot: it is not coming soon.
+                    let mut generation = lock(&pool.generation);
+                    *generation += 1;
+                    pool.installed.notify_all();
+                }
+            }
         }
         if pool.is_shut_down() {
             break;
