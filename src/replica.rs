@@ -19,7 +19,7 @@
 //! - QUERY is linearizable: it is answered only after the log confirmed leadership
 //!   (ReadIndex) and this node applied everything committed before the read.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 
 use crate::lock::codec::encode_snapshot;
 use crate::lock::{Command, ConnId, LockState, LockTable, Output, Reply, TableConfig};
@@ -83,8 +83,16 @@ pub struct Replica {
     applied_index: u64,
     held_back: VecDeque<(ConnId, u32, Request)>,
     pending: HashMap<u64, Pending>,
-    /// seq of the pending command appended at each index.
-    by_index: BTreeMap<u64, u64>,
+    /// (index, seq) of each pending command the log appended.
+    //
+    // Fix: this was a map index → seq. One index can hold two of our pending commands:
+    // a deposed leader's uncommitted entry at index i is cut off by a newer term, this
+    // node leads again and appends a new command at i before i commits. The new seq
+    // replaced the old one in the map, so the old command was never resolved when i
+    // committed (no answer at all while this node kept leading; U only after a later
+    // loss of leadership). Keyed by (index, seq), the commit at i answers the old one
+    // M (another entry took its place) and the new one from the apply.
+    by_index: BTreeSet<(u64, u64)>,
     /// When unresolved commands are given up as `U` (set on losing leadership).
     unknown_deadline: Option<u64>,
     /// QUERYs waiting for their ReadIndex: ctx → (conn, id, key).
@@ -115,7 +123,7 @@ impl Replica {
             applied_index: 0,
             held_back: VecDeque::new(),
             pending: HashMap::new(),
-            by_index: BTreeMap::new(),
+            by_index: BTreeSet::new(),
             unknown_deadline: None,
             reads_waiting: HashMap::new(),
             reads_ready: BTreeMap::new(),
@@ -265,7 +273,7 @@ impl Replica {
     pub fn on_appended(&mut self, seq: u64, index: u64, term: u64) {
         if let Some(p) = self.pending.get_mut(&seq) {
             p.at = Some((index, term));
-            self.by_index.insert(index, seq);
+            self.by_index.insert((index, seq));
         }
     }
 
@@ -308,7 +316,7 @@ impl Replica {
         // Commands of ours that were appended at this index or below and not yet resolved
         // were overwritten (a commit at `index` means every index up to it is decided).
         let mut resolved_here: Option<Pending> = None;
-        while let Some((&at, &seq)) = self.by_index.first_key_value() {
+        while let Some(&(at, seq)) = self.by_index.first() {
             if at > index {
                 break;
             }
@@ -354,7 +362,7 @@ impl Replica {
     pub fn on_snapshot(&mut self, index: u64, state: LockState, out: &mut ReplicaOutput) {
         self.table.restore(state);
         self.applied_index = index;
-        while let Some((&at, &seq)) = self.by_index.first_key_value() {
+        while let Some(&(at, seq)) = self.by_index.first() {
             if at > index {
                 break;
             }

@@ -127,3 +127,122 @@ fn an_isolated_minority_never_grants() {
     }
     cluster.kill(0);
 }
+
+#[test]
+fn five_nodes_survive_two_failures() {
+    let mut cluster = Cluster::start(5, &[]);
+    let leader = cluster.wait_leader(Duration::from_secs(15));
+    let mut l = connect(cluster.addr(leader));
+    let held = granted_token(&l.call(1, &acquire("five", "a", 120, 0)));
+    drop(l);
+    // Kill the leader and one follower: three of five remain, a majority.
+    let follower = (leader + 1) % 5;
+    cluster.kill(leader);
+    cluster.kill(follower);
+    let next = cluster.wait_leader(Duration::from_secs(20));
+    let mut n = connect(cluster.addr(next));
+    match n.call(1, &Request::Query { key: "five".into() }) {
+        Response::Holder { token, .. } => assert_eq!(token, held),
+        other => panic!("{other:?}"),
+    }
+    let t = granted_token(&n.call(2, &acquire("other", "b", 5, 0)));
+    assert!(t > held);
+    let s = status_map(&mut n, 3);
+    assert_eq!(s["voters"].split(',').count(), 5);
+    assert_eq!(s["role"], "leader");
+}
+
+#[test]
+fn a_paused_leader_is_replaced_and_its_late_answers_are_safe() {
+    let cluster = Cluster::start(3, &[]);
+    let old = cluster.wait_leader(Duration::from_secs(15));
+    let mut o = connect(cluster.addr(old));
+    o.stream
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    let held = granted_token(&o.call(1, &acquire("p", "first", 60, 0)));
+    cluster.signal(old, "-STOP");
+    // A request sent to the paused leader sits in its socket.
+    o.send(2, &acquire("q", "stale", 60, 0));
+    let mut new = None;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while new.is_none() {
+        assert!(
+            Instant::now() < deadline,
+            "no new leader while the old one is paused"
+        );
+        for i in (0..3).filter(|i| *i != old) {
+            if let Ok(c) = connect_with(cluster.addr(i), TOKEN) {
+                if c.welcome.role == b'L' {
+                    new = Some(i);
+                }
+            }
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let new = new.unwrap();
+    let mut n = connect(cluster.addr(new));
+    n.stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    // Wait until the new leader serves, then take "q" there.
+    let q_token = loop {
+        match n.call(1, &acquire("q", "new-side", 60, 0)) {
+            Response::Granted { token, .. } => break token,
+            Response::Moved { .. } | Response::Error { .. } => {
+                std::thread::sleep(Duration::from_millis(100))
+            }
+            other => panic!("{other:?}"),
+        }
+    };
+    assert!(q_token > held);
+    cluster.signal(old, "-CONT");
+    // The old leader's answer to request 2: never a grant of a key the new side holds.
+    let (id, r) = o.recv();
+    assert_eq!(id, 2);
+    assert!(
+        matches!(
+            r,
+            Response::Moved { .. } | Response::Unknown | Response::Busy
+        ),
+        "the deposed leader answered {r:?}"
+    );
+    // "p" is still held with its token on the new leader.
+    match n.call(2, &Request::Query { key: "p".into() }) {
+        Response::Holder { token, owner, .. } => {
+            assert_eq!((token, owner.as_str()), (held, "first"))
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn a_crashed_node_restarted_under_its_old_id_exits_2() {
+    let mut cluster = Cluster::start(3, &[]);
+    let leader = cluster.wait_leader(Duration::from_secs(15));
+    let victim = (leader + 1) % 3;
+    cluster.kill(victim);
+    let addr = cluster.addr(victim).to_string();
+    let mut again = cluster.spawn(victim as u64 + 1, &addr, "new", &[]);
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let status = loop {
+        if let Some(status) = again.child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(Instant::now() < deadline, "the restarted node kept running");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(status.code(), Some(2));
+    let mut saw_message = false;
+    while let Ok(line) = again.log.try_recv() {
+        saw_message |= line.contains("new NodeId");
+    }
+    assert!(
+        saw_message,
+        "the exit message tells the operator to replace the node"
+    );
+    // The rest of the cluster still serves.
+    let leader = cluster.wait_leader(Duration::from_secs(15));
+    let mut l = connect(cluster.addr(leader));
+    granted_token(&l.call(1, &acquire("after", "o", 5, 0)));
+}

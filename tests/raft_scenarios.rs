@@ -481,7 +481,7 @@ fn lagging_follower_caught_up_by_chunked_snapshot() {
 }
 
 #[test]
-fn learner_catches_up_and_never_votes_or_campaigns() {
+fn learner_catches_up_and_never_campaigns_or_counts() {
     let mut net = Net::new(&[1, 2, 3]);
     net.elect(1);
     for i in 0..5u8 {
@@ -502,10 +502,8 @@ fn learner_catches_up_and_never_votes_or_campaigns() {
     assert!(!net.sent.iter().any(|(f, _, m)| *f == 4
         && matches!(
             m,
-            Message::PreVote { .. }
-                | Message::Vote { .. }
-                | Message::VoteResp { granted: true, .. }
-                | Message::PreVoteResp { granted: true, .. }
+            // It may answer vote requests; candidates never count a learner.
+            Message::PreVote { .. } | Message::Vote { .. }
         )));
     assert_eq!(
         net.node(4).term(),
@@ -654,4 +652,91 @@ fn group_commit_one_append_per_follower_for_100_proposals() {
             assert_eq!(entries.len(), 100);
         }
     }
+}
+
+/// Garbage from the network is ignored, never a panic.
+#[test]
+fn nonsense_messages_do_not_panic() {
+    let mut net = Net::new(&[1, 2, 3]);
+    net.elect(1);
+    let now = net.now;
+    let term = net.node(1).term();
+    let junk = [
+        Message::AppendResp {
+            term,
+            success: false,
+            index: u64::MAX,
+            conflict_term: Some(u64::MAX),
+            hint_index: u64::MAX,
+        },
+        Message::AppendResp {
+            term,
+            success: true,
+            index: u64::MAX,
+            conflict_term: None,
+            hint_index: 0,
+        },
+        Message::InstallSnapshotResp {
+            term,
+            index: 1,
+            next_offset: u64::MAX,
+            done: false,
+        },
+        Message::HeartbeatResp {
+            term,
+            read_seq: u64::MAX,
+        },
+        Message::Removed {
+            term,
+            config_index: 0,
+        },
+    ];
+    for m in junk {
+        net.node_mut(1).step(2, m.clone(), now);
+        net.node_mut(1).step(99, m, now);
+    }
+    let follower_junk = [
+        Message::Append {
+            term,
+            prev_index: u64::MAX,
+            prev_term: 0,
+            entries: vec![Entry {
+                term,
+                index: 0,
+                kind: EntryKind::Noop,
+            }],
+            commit: u64::MAX,
+        },
+        Message::Append {
+            term,
+            prev_index: u64::MAX,
+            prev_term: 0,
+            entries: vec![],
+            commit: u64::MAX,
+        },
+        Message::InstallSnapshot {
+            term,
+            meta: ticketing::raft::SnapshotMeta {
+                index: u64::MAX,
+                term,
+                membership: Default::default(),
+            },
+            offset: u64::MAX,
+            data: vec![1],
+            done: true,
+        },
+        Message::Heartbeat {
+            term,
+            commit: u64::MAX,
+            read_seq: 0,
+        },
+    ];
+    for m in follower_junk {
+        net.node_mut(2).step(1, m, now);
+    }
+    net.advance(1000);
+    assert_eq!(net.leaders(), vec![1]);
+    let idx = net.node_mut(1).propose(b"still fine".to_vec()).unwrap();
+    net.advance(500);
+    assert!(net.node(2).commit_index() >= idx);
 }

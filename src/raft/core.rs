@@ -467,7 +467,7 @@ impl Raft {
     pub(super) fn reset_election_timer(&mut self) {
         let base = self.cfg.election_ms;
         let timeout = self.rng.range(base, base * 3 / 20);
-        self.election_deadline_ms = self.now_ms + timeout;
+        self.election_deadline_ms = self.now_ms.saturating_add(timeout);
     }
 
     /// Followers that heard from a live leader within the election timeout
@@ -481,7 +481,7 @@ impl Raft {
             Role::Leader => true,
             _ => {
                 self.leader_id.is_some()
-                    && self.now_ms < self.leader_contact_ms + self.cfg.election_ms
+                    && self.now_ms < self.leader_contact_ms.saturating_add(self.cfg.election_ms)
             }
         }
     }

@@ -149,8 +149,14 @@ impl Raft {
         self.send(from, msg);
     }
 
+    /// Why no "am I a voter?" check: a new voter whose log still says
+    /// "learner" must be able to vote, or a cluster where it and one old
+    /// voter survive deadlocks (found by the simulator). This is safe: a
+    /// candidate only counts votes of voters in ITS configuration, and the
+    /// up-to-date check still applies (Raft thesis §4.2: servers answer
+    /// RPCs without consulting their current configuration).
     fn may_vote_for(&self, from: NodeId, term: u64, pre: bool) -> bool {
-        if self.removed || !self.log.active_membership().is_voter(self.cfg.id) {
+        if self.removed {
             return false;
         }
         let free = self.voted_for.is_none() && self.leader_id.is_none();

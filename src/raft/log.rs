@@ -242,10 +242,14 @@ impl RaftLog {
         if self.term_at(meta.index) == Some(meta.term) {
             let drop = (meta.index - self.snapshot.meta.index) as usize;
             self.entries.drain(..drop);
+            self.configs.retain(|(i, _)| *i > meta.index);
         } else {
+            // Why clear the configs too: a kept config of a discarded entry
+            // would make this node act on a configuration it no longer has
+            // (found by the simulator: a later leader built a change on it).
             self.entries.clear();
+            self.configs.clear();
         }
-        self.configs.retain(|(i, _)| *i > meta.index);
         self.committed = meta.index;
         self.handed = meta.index;
         self.snapshot = Arc::new(snapshot);
@@ -336,5 +340,28 @@ mod tests {
         assert_eq!(log.last_index(), 3);
         assert_eq!(log.committed(), 2);
         assert_eq!(log.handed(), 2);
+    }
+
+    #[test]
+    fn install_snapshot_over_divergent_log_forgets_its_configs() {
+        let mut log = log_with_terms(&[1]);
+        log.append(Entry {
+            term: 1,
+            index: 2,
+            kind: EntryKind::Config(Membership::with_voters(&[1, 2, 9])),
+        });
+        log.append(entry(1, 3));
+        let snap_members = Membership::with_voters(&[1, 2, 3]);
+        let snap = Snapshot {
+            meta: SnapshotMeta {
+                index: 1,
+                term: 7, // differs from our term 1 at index 1: discard all
+                membership: snap_members.clone(),
+            },
+            data: vec![],
+        };
+        assert!(log.install_snapshot(snap));
+        assert_eq!(log.last_index(), 1);
+        assert_eq!(log.active_membership(), &snap_members);
     }
 }

@@ -137,7 +137,7 @@ impl Progress {
         if rejected <= self.matched || self.state == ProgressState::Snapshot {
             return false;
         }
-        if self.state == ProgressState::Probe && rejected + 1 != self.next {
+        if self.state == ProgressState::Probe && rejected.checked_add(1) != Some(self.next) {
             return false;
         }
         // Always move back at least one, never below what is known to match.

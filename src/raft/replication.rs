@@ -132,7 +132,9 @@ impl Raft {
         conflict_term: Option<u64>,
         hint_index: u64,
     ) {
-        if self.role != Role::Leader || (success && index > self.log.last_index()) {
+        // Why: neither a match nor a rejected prev_index can lie beyond our
+        // log; such an answer is corrupt or from another leader's era.
+        if self.role != Role::Leader || index > self.log.last_index() {
             return;
         }
         let retry = match conflict_term {

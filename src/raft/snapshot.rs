@@ -72,6 +72,7 @@ impl Raft {
             // The peer holds everything up to `index`: resume with entries.
             pr.on_success(index);
             if pr.state == ProgressState::Snapshot {
+                pr.next = pr.matched + 1;
                 pr.become_probe();
             }
             self.maybe_commit();

@@ -30,6 +30,25 @@ Environment variables (SPEC §9):
 A bad value stops the server at start with exit status 2 and one line naming the variable.
 ";
 
+/// Every variable the server reads.
+const KNOWN_VARS: &[&str] = &[
+    "TICKETING_LISTEN",
+    "TICKETING_AUTH_TOKEN",
+    "TICKETING_AUTH_TOKEN_FILE",
+    "TICKETING_PEER_AUTH_TOKEN",
+    "TICKETING_PEER_AUTH_TOKEN_FILE",
+    "TICKETING_NODE_ID",
+    "TICKETING_CLUSTER_SELF",
+    "TICKETING_CLUSTER_PEERS",
+    "TICKETING_CLUSTER_STATE",
+    "TICKETING_TLS_CERT",
+    "TICKETING_TLS_KEY",
+    "TICKETING_TLS_CA",
+    "TICKETING_HEARTBEAT_MS",
+    "TICKETING_ELECTION_MS",
+    "TICKETING_MAX_WAITERS",
+];
+
 /// Default client port.
 pub const DEFAULT_LISTEN: &str = "0.0.0.0:5225";
 /// Largest accepted `TICKETING_MAX_WAITERS`.
@@ -120,9 +139,24 @@ impl Config {
 
     /// Reads the process environment.
     pub fn from_env() -> Result<Config, ConfigError> {
-        let vars: BTreeMap<String, String> = std::env::vars_os()
-            .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
-            .collect();
+        let mut vars = BTreeMap::new();
+        for (name, value) in std::env::vars_os() {
+            let Some(name) = name.to_str() else { continue };
+            match value.into_string() {
+                Ok(value) => {
+                    vars.insert(name.to_owned(), value);
+                }
+                Err(_) if name.starts_with("TICKETING_") => {
+                    let var = KNOWN_VARS
+                        .iter()
+                        .find(|v| **v == name)
+                        .copied()
+                        .unwrap_or("TICKETING_*");
+                    return Err(err(var, format!("{name} is not valid UTF-8")));
+                }
+                Err(_) => {}
+            }
+        }
         Config::from_vars(&|name| vars.get(name).cloned())
     }
 

@@ -30,6 +30,9 @@ use crate::transport::{self, Duplex, WriteHalf};
 pub const PENDING_PER_CONN_MAX: usize = 4096;
 /// Requests all connections of the node may have pending at once.
 pub const PENDING_PER_NODE_MAX: usize = 1 << 20;
+/// Answers one connection may have queued (owed or unwritten) before its reader stops
+/// reading: twice the pending limit, so `E 4` answers themselves stay bounded.
+const QUEUED_PER_CONN_MAX: usize = 2 * PENDING_PER_CONN_MAX;
 /// A write that cannot progress for this long closes the connection: the client has
 /// stopped reading.
 const WRITE_TIMEOUT: Duration = Duration::from_secs(30);
@@ -94,7 +97,7 @@ pub fn serve(tcp: TcpStream, peer: SocketAddr, conn: ConnId, shared: Arc<Shared>
     debug!("{peer}: connection {conn} open");
 
     let (tx, rx) = crossbeam_channel::unbounded();
-    let pending = Arc::new(AtomicUsize::new(0));
+    let counters = Arc::new(ConnCounters::default());
     if shared
         .table
         .send(TableMsg::Open {
@@ -106,11 +109,11 @@ pub fn serve(tcp: TcpStream, peer: SocketAddr, conn: ConnId, shared: Arc<Shared>
         return;
     }
     let writer_thread = {
-        let pending = pending.clone();
+        let counters = counters.clone();
         let shared = shared.clone();
         std::thread::Builder::new()
             .name(format!("conn-{conn}-w"))
-            .spawn(move || write_loop(writer, rx, &pending, &shared))
+            .spawn(move || write_loop(writer, rx, &counters, &shared))
     };
     let Ok(writer_thread) = writer_thread else {
         let _ = shared.table.send(TableMsg::Closed { conn });
@@ -120,7 +123,7 @@ pub fn serve(tcp: TcpStream, peer: SocketAddr, conn: ConnId, shared: Arc<Shared>
         BufReader::with_capacity(READ_BUFFER_BYTES, reader),
         REQUEST_FRAME_LEN_MAX,
     );
-    let why = read_loop(frames, conn, &tx, &pending, &shared);
+    let why = read_loop(frames, conn, &tx, &counters, &shared);
     debug!("{peer}: connection {conn} closed ({why})");
     let _ = shared.table.send(TableMsg::Closed { conn });
     let _ = tx.send(WriterMsg::Close);
@@ -130,7 +133,7 @@ pub fn serve(tcp: TcpStream, peer: SocketAddr, conn: ConnId, shared: Arc<Shared>
     // no longer pending anywhere.
     shared
         .pending
-        .fetch_sub(pending.load(Ordering::SeqCst), Ordering::SeqCst);
+        .fetch_sub(counters.pending.load(Ordering::SeqCst), Ordering::SeqCst);
 }
 
 /// Reads frames until the connection ends; returns why it ended, for the log.
@@ -138,16 +141,24 @@ fn read_loop(
     mut frames: FrameReader<BufReader<transport::ReadHalf>>,
     conn: ConnId,
     tx: &Sender<WriterMsg>,
-    pending: &AtomicUsize,
+    counters: &ConnCounters,
     shared: &Shared,
 ) -> String {
     loop {
+        // Back-pressure: a client that sends without reading stops being read until
+        // it reads its answers, so its queue of answers stays bounded.
+        while counters.queued.load(Ordering::SeqCst) >= QUEUED_PER_CONN_MAX {
+            if counters.writer_done.load(Ordering::SeqCst) {
+                return "writer stopped".into();
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
         let payload = match frames.read_payload() {
             Ok(payload) => payload,
             Err(ReadError::Closed) => return "closed by client".into(),
             Err(ReadError::Io(e)) => return format!("read: {e}"),
             Err(ReadError::BadLength(e)) => {
-                connection_error(tx, ErrorCode::Malformed, &e);
+                connection_error(tx, counters, ErrorCode::Malformed, &e);
                 return e.to_string();
             }
         };
@@ -158,19 +169,15 @@ fn read_loop(
                     code: ErrorCode::Invalid,
                     message: reason.into(),
                 };
-                let _ = tx.send(WriterMsg::Reply {
-                    id,
-                    response,
-                    counted: false,
-                });
+                local_reply(tx, counters, id, response);
                 continue;
             }
             Err(e @ DecodeError::Malformed(_)) => {
-                connection_error(tx, ErrorCode::Malformed, &e);
+                connection_error(tx, counters, ErrorCode::Malformed, &e);
                 return e.to_string();
             }
             Err(e @ DecodeError::UnknownOp(_)) => {
-                connection_error(tx, ErrorCode::UnknownOp, &e);
+                connection_error(tx, counters, ErrorCode::UnknownOp, &e);
                 return e.to_string();
             }
         };
@@ -182,28 +189,21 @@ fn read_loop(
             _ => None,
         };
         if let Some(response) = local {
-            let _ = tx.send(WriterMsg::Reply {
-                id,
-                response,
-                counted: false,
-            });
+            local_reply(tx, counters, id, response);
             continue;
         }
-        if pending.load(Ordering::SeqCst) >= PENDING_PER_CONN_MAX
+        if counters.pending.load(Ordering::SeqCst) >= PENDING_PER_CONN_MAX
             || shared.pending.load(Ordering::SeqCst) >= PENDING_PER_NODE_MAX
         {
             let response = Response::Error {
                 code: ErrorCode::Overloaded,
                 message: "too many pending requests".into(),
             };
-            let _ = tx.send(WriterMsg::Reply {
-                id,
-                response,
-                counted: false,
-            });
+            local_reply(tx, counters, id, response);
             continue;
         }
-        pending.fetch_add(1, Ordering::SeqCst);
+        counters.queued.fetch_add(1, Ordering::SeqCst);
+        counters.pending.fetch_add(1, Ordering::SeqCst);
         shared.pending.fetch_add(1, Ordering::SeqCst);
         if shared
             .table
@@ -215,24 +215,56 @@ fn read_loop(
     }
 }
 
+/// Per-connection figures shared by the reader and the writer.
+#[derive(Default)]
+struct ConnCounters {
+    /// Answers owed or not yet written, of any kind.
+    queued: AtomicUsize,
+    /// Requests handed to the lock-table thread and not yet answered.
+    pending: AtomicUsize,
+    /// Set when the writer has stopped.
+    writer_done: std::sync::atomic::AtomicBool,
+}
+
+/// Queues an answer the reader made itself.
+fn local_reply(tx: &Sender<WriterMsg>, counters: &ConnCounters, id: u32, response: Response) {
+    counters.queued.fetch_add(1, Ordering::SeqCst);
+    let _ = tx.send(WriterMsg::Reply {
+        id,
+        response,
+        counted: false,
+    });
+}
+
 /// Sends a connection-level error (id 0); the caller then closes the connection.
-fn connection_error(tx: &Sender<WriterMsg>, code: ErrorCode, error: &DecodeError) {
+fn connection_error(
+    tx: &Sender<WriterMsg>,
+    counters: &ConnCounters,
+    code: ErrorCode,
+    error: &DecodeError,
+) {
     let response = Response::Error {
         code,
         message: error.to_string(),
     };
-    let _ = tx.send(WriterMsg::Reply {
-        id: 0,
-        response,
-        counted: false,
-    });
+    local_reply(tx, counters, 0, response);
 }
 
 /// Writes answers as they come, batching everything already queued into one write.
 fn write_loop(
     mut writer: WriteHalf,
     rx: Receiver<WriterMsg>,
-    pending: &AtomicUsize,
+    counters: &ConnCounters,
+    shared: &Shared,
+) {
+    write_replies(&mut writer, rx, counters, shared);
+    counters.writer_done.store(true, Ordering::SeqCst);
+}
+
+fn write_replies(
+    writer: &mut WriteHalf,
+    rx: Receiver<WriterMsg>,
+    counters: &ConnCounters,
     shared: &Shared,
 ) {
     let mut buf = Vec::with_capacity(4096);
@@ -247,8 +279,9 @@ fn write_loop(
                     counted,
                 } => {
                     encode_response(&mut buf, id, &response);
+                    counters.queued.fetch_sub(1, Ordering::SeqCst);
                     if counted {
-                        pending.fetch_sub(1, Ordering::SeqCst);
+                        counters.pending.fetch_sub(1, Ordering::SeqCst);
                         shared.pending.fetch_sub(1, Ordering::SeqCst);
                     }
                 }

@@ -77,6 +77,13 @@ impl Clock {
     pub fn now_ms(&self) -> u64 {
         self.start.elapsed().as_millis() as u64
     }
+    /// The time to use when applying commands: rounded UP. Why: a lease timer starts
+    /// when its grant is applied and fires when `now_ms()` (rounded down) reaches its
+    /// end, so starting it from the rounded-up time keeps the server's expiry never
+    /// earlier than the client's local deadline (send time + lease).
+    pub fn apply_ms(&self) -> u64 {
+        (self.start.elapsed().as_micros() as u64).div_ceil(1000)
+    }
     pub fn unix_us() -> u64 {
         SystemTime::now()
             .duration_since(UNIX_EPOCH)
@@ -101,7 +108,7 @@ impl LoopbackLog {
         let mut applied = 0;
         while !out.to_log.is_empty() {
             for ask in std::mem::take(&mut out.to_log) {
-                let now = clock.now_ms();
+                let now = clock.apply_ms();
                 match ask {
                     ToLog::Append { seq, command, .. } => {
                         self.last_index += 1;
@@ -199,7 +206,7 @@ pub fn run_standalone(
         noop_index: 0,
         new_domain,
     };
-    replica.on_role(leader, clock.now_ms(), Clock::unix_us(), &mut out);
+    replica.on_role(leader, clock.apply_ms(), Clock::unix_us(), &mut out);
     link.submit(&mut replica, &clock, &mut out);
     publish(&replica, &counters);
     run(replica, link, rx, counters, &clock, out);
@@ -306,7 +313,7 @@ fn handle(
 
 /// Applies news from the Raft thread to the replica.
 fn on_log(replica: &mut Replica, news: FromLog, clock: &Clock, out: &mut ReplicaOutput) {
-    let now = clock.now_ms();
+    let now = clock.apply_ms();
     match news {
         FromLog::Appended { seq, index, term } => replica.on_appended(seq, index, term),
         FromLog::Rejected { seq } => replica.on_rejected(seq, out),

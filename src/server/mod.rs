@@ -265,10 +265,15 @@ impl Server {
     }
 }
 
-/// The address clients should dial, as reported in WELCOME and STATUS: the bound
-/// address, with a wildcard host replaced by loopback.
+/// The standalone node's own address as WELCOME and STATUS report it: the bound
+/// address, or empty ("unknown") when bound to a wildcard — which host name or address
+/// remote clients use to reach it is not known here.
 fn advertised_addr(bound: SocketAddr) -> String {
-    wake_addr(bound).to_string()
+    if bound.ip().is_unspecified() {
+        String::new()
+    } else {
+        bound.to_string()
+    }
 }
 
 fn wake_addr(bound: SocketAddr) -> SocketAddr {

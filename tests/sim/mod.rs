@@ -392,6 +392,17 @@ impl World {
             return;
         }
         let old = voters[self.rng.below(voters.len() as u64) as usize];
+        if std::env::var("SIM_DEBUG").is_ok() {
+            let r = &self.nodes[&leader].raft;
+            eprintln!(
+                "t={} crash {old} (leader {leader} term {} commit {} committed cfg {:?} active {:?})",
+                self.now,
+                r.term(),
+                r.commit_index(),
+                r.committed_membership(),
+                r.membership()
+            );
+        }
         self.nodes.remove(&old);
         self.crashed.insert(old);
         let new = self.next_id;
@@ -749,6 +760,35 @@ fn check_node(c: &mut Checker, r: &Raft) -> Result<(), Violation> {
     }
     let (config_index, m) = r.committed_membership();
     c.committed_config(id, r.term(), config_index, m)?;
+    check_active_config(r)
+}
+
+/// The configuration a node acts on is the latest config entry in its log
+/// (or its snapshot's when the log holds none).
+fn check_active_config(r: &Raft) -> Result<(), Violation> {
+    let mut i = r.last_index();
+    while i >= r.first_index() {
+        if let Some(Entry {
+            kind: EntryKind::Config(m),
+            ..
+        }) = r.entry(i)
+        {
+            if m != r.membership() {
+                return Err(Violation(format!(
+                    "node {}: active config is not its log's latest",
+                    r.id()
+                )));
+            }
+            return Ok(());
+        }
+        i -= 1;
+    }
+    if r.membership() != &r.snapshot_meta().membership {
+        return Err(Violation(format!(
+            "node {}: active config is not its snapshot's",
+            r.id()
+        )));
+    }
     Ok(())
 }
 
