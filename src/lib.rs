@@ -1,9 +1,12 @@
 //! Ticketing: a FIFO lock service with leases, direct hand-off and fencing tokens.
 
+pub mod cli;
+pub mod client;
 pub mod cluster;
 pub mod lock;
 pub mod proto;
 pub mod raft;
 pub mod replica;
 pub mod server;
+mod sys;
 pub mod transport;

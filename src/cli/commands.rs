@@ -1,0 +1,266 @@
+//! The one-shot client commands: acquire, release, query, status.
+
+use super::*;
+use crate::client::ReleaseOutcome;
+
+pub(super) fn acquire(args: &[String]) -> i32 {
+    let mut opts = client_options();
+    lease_wait_options(&mut opts);
+    let about = "Takes KEY and prints its fencing token on stdout. The key stays held \
+                 after the command exits, until `ticketing release KEY TOKEN` (same owner) \
+                 or the lease ends.";
+    let matches = match parse(&opts, args, "ticketing acquire KEY [options]", about) {
+        Ok(m) => m,
+        Err(code) => return code,
+    };
+    let [key] = matches.free.as_slice() else {
+        eprintln!("ticketing acquire: expected exactly one KEY; see --help");
+        return EXIT_USAGE;
+    };
+    let (lease, wait) = match lease_wait(&matches) {
+        Ok(lw) => lw,
+        Err(code) => return code,
+    };
+    let client = match build_client(&matches) {
+        Ok(c) => c,
+        Err(code) => return code,
+    };
+    match client.acquire(key, lease, wait) {
+        Ok(lock) => {
+            eprintln!(
+                "acquired {key} as owner {} for {} s",
+                lock.owner(),
+                lock.lease().as_secs()
+            );
+            println!("{}", lock.into_token());
+            EXIT_OK
+        }
+        Err(e) => {
+            eprintln!("ticketing acquire: {e}");
+            acquire_exit(&e)
+        }
+    }
+}
+
+pub(super) fn release(args: &[String]) -> i32 {
+    let opts = client_options();
+    let about = "Releases KEY held by this owner under TOKEN. Prints `released`, or \
+                 `not holder` (already released, expired, or never granted; exit 1).";
+    let matches = match parse(&opts, args, "ticketing release KEY TOKEN [options]", about) {
+        Ok(m) => m,
+        Err(code) => return code,
+    };
+    let [key, token] = matches.free.as_slice() else {
+        eprintln!("ticketing release: expected KEY TOKEN; see --help");
+        return EXIT_USAGE;
+    };
+    let Ok(token) = token.parse::<u64>() else {
+        eprintln!("ticketing release: TOKEN {token:?} is not a number");
+        return EXIT_USAGE;
+    };
+    let client = match build_client(&matches) {
+        Ok(c) => c,
+        Err(code) => return code,
+    };
+    match client.release(key, token) {
+        Ok(ReleaseOutcome::Released) => {
+            println!("released");
+            EXIT_OK
+        }
+        Ok(ReleaseOutcome::NotHolder) => {
+            println!("not holder");
+            EXIT_NO
+        }
+        Err(e) => {
+            eprintln!("ticketing release: {e}");
+            release_exit(&e)
+        }
+    }
+}
+
+pub(super) fn query(args: &[String]) -> i32 {
+    let opts = client_options();
+    let about = "Shows who holds KEY: `free`, or `held owner=… token=… remaining_ms=… waiters=…`.";
+    let matches = match parse(&opts, args, "ticketing query KEY [options]", about) {
+        Ok(m) => m,
+        Err(code) => return code,
+    };
+    let [key] = matches.free.as_slice() else {
+        eprintln!("ticketing query: expected exactly one KEY; see --help");
+        return EXIT_USAGE;
+    };
+    let client = match build_client(&matches) {
+        Ok(c) => c,
+        Err(code) => return code,
+    };
+    match client.query(key) {
+        Ok(None) => {
+            println!("free");
+            EXIT_OK
+        }
+        Ok(Some(h)) => {
+            println!(
+                "held owner={} token={} remaining_ms={} waiters={}",
+                h.owner,
+                h.token,
+                h.remaining.as_millis(),
+                h.waiters
+            );
+            EXIT_OK
+        }
+        Err(e) => {
+            eprintln!("ticketing query: {e}");
+            client_exit(&e)
+        }
+    }
+}
+
+/// Columns of the multi-node status table.
+const STATUS_COLUMNS: [&str; 6] = [
+    "node_id",
+    "role",
+    "term",
+    "leader",
+    "commit_index",
+    "applied_index",
+];
+
+pub(super) fn status(args: &[String]) -> i32 {
+    let opts = client_options();
+    let about = "With one address, prints that node's STATUS (name=value lines). With \
+                 several, prints one table of all nodes.";
+    let matches = match parse(&opts, args, "ticketing status [options]", about) {
+        Ok(m) => m,
+        Err(code) => return code,
+    };
+    if let Some(extra) = matches.free.first() {
+        eprintln!("ticketing status: unexpected argument {extra:?}");
+        return EXIT_USAGE;
+    }
+    let addrs = addrs_of(&matches);
+    let client = match build_client(&matches) {
+        Ok(c) => c,
+        Err(code) => return code,
+    };
+    if addrs.len() == 1 {
+        return match client.status_of(&addrs[0]) {
+            Ok(text) => {
+                print!("{text}");
+                if !text.ends_with('\n') {
+                    println!();
+                }
+                EXIT_OK
+            }
+            Err(e) => {
+                eprintln!("ticketing status: {}: {e}", addrs[0]);
+                client_exit(&e)
+            }
+        };
+    }
+    // Ask every node at once: an unreachable one must not delay the others' rows.
+    let answers: Vec<Result<String, ClientError>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = addrs
+            .iter()
+            .map(|addr| {
+                let client = &client;
+                scope.spawn(move || client.status_of(addr))
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().unwrap_or(Err(ClientError::NoAnswer)))
+            .collect()
+    });
+    let mut rows = vec![std::iter::once("addr")
+        .chain(STATUS_COLUMNS)
+        .map(str::to_owned)
+        .collect::<Vec<String>>()];
+    let mut reachable = 0;
+    for (addr, answer) in addrs.iter().zip(&answers) {
+        let mut row = vec![addr.clone()];
+        match answer {
+            Ok(text) => {
+                reachable += 1;
+                let fields = parse_status(text);
+                for column in STATUS_COLUMNS {
+                    let value = fields
+                        .iter()
+                        .find(|(name, _)| name == column)
+                        .map(|(_, v)| v.clone())
+                        .filter(|v| !v.is_empty())
+                        .unwrap_or_else(|| "-".into());
+                    row.push(value);
+                }
+            }
+            Err(e) => {
+                eprintln!("ticketing status: {addr}: {e}");
+                for column in STATUS_COLUMNS {
+                    row.push(if column == "role" { "unreachable" } else { "-" }.into());
+                }
+            }
+        }
+        rows.push(row);
+    }
+    print!("{}", table(&rows));
+    if reachable == 0 {
+        EXIT_UNKNOWN
+    } else {
+        EXIT_OK
+    }
+}
+
+/// `name=value` lines into pairs (lines without `=` are skipped).
+pub(crate) fn parse_status(text: &str) -> Vec<(String, String)> {
+    text.lines()
+        .filter_map(|line| line.split_once('='))
+        .map(|(n, v)| (n.trim().to_owned(), v.trim().to_owned()))
+        .collect()
+}
+
+/// Left-aligned columns separated by two spaces; the last column is not padded.
+fn table(rows: &[Vec<String>]) -> String {
+    let columns = rows.iter().map(Vec::len).max().unwrap_or(0);
+    let widths: Vec<usize> = (0..columns)
+        .map(|c| {
+            rows.iter()
+                .filter_map(|r| r.get(c))
+                .map(|v| v.chars().count())
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    let mut out = String::new();
+    for row in rows {
+        let cells: Vec<String> = row
+            .iter()
+            .enumerate()
+            .map(|(c, v)| {
+                if c + 1 == row.len() {
+                    v.clone()
+                } else {
+                    format!("{v:<width$}", width = widths[c])
+                }
+            })
+            .collect();
+        out.push_str(cells.join("  ").trim_end());
+        out.push('\n');
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn status_lines_parse_and_tables_align() {
+        let fields = parse_status("node_id=1\nrole=leader\nleader=\n");
+        assert_eq!(fields[1], ("role".into(), "leader".into()));
+        assert_eq!(fields[2], ("leader".into(), "".into()));
+        let t = table(&[
+            vec!["a".into(), "bb".into()],
+            vec!["ccc".into(), "d".into()],
+        ]);
+        assert_eq!(t, "a    bb\nccc  d\n");
+    }
+}

@@ -1,0 +1,304 @@
+//! The command-line interface: `ticketing server | acquire | release | query | status
+//! | run | demo`. Every subcommand takes `--help`.
+//!
+//! Exit status: 0 success; 1 a definitive "no" (busy, timeout, not holder); 2 usage or
+//! configuration error; 3 outcome unknown, no server reachable, or (for `run`) the
+//! lease ran out.
+
+mod commands;
+mod demo;
+mod run;
+
+use std::time::Duration;
+
+use getopts::{Matches, Options};
+
+use crate::client::{
+    split_addrs, AcquireError, Client, ClientBuilder, ClientError, ReleaseError, DEFAULT_ADDR,
+};
+
+/// Success.
+pub const EXIT_OK: i32 = 0;
+/// A definitive "no": busy, timeout, not holder.
+pub const EXIT_NO: i32 = 1;
+/// Usage or configuration error.
+pub const EXIT_USAGE: i32 = 2;
+/// Indeterminate outcome, no server reachable, or the lease ran out under `run`.
+pub const EXIT_UNKNOWN: i32 = 3;
+
+/// Time budget of QUERY and STATUS from the command line.
+pub const CLI_REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Default lease of `acquire` and `run`, in seconds.
+pub const LEASE_S_DEFAULT: u64 = 30;
+
+const EXIT_CODES: &str = "\
+Exit status:
+  0  success
+  1  busy, timeout or not holder (a definitive no)
+  2  usage or configuration error
+  3  outcome unknown, no server reachable, or the lease ran out (run)";
+
+const CLIENT_ENV: &str = "\
+Environment:
+  TICKETING_ADDRS             comma-separated server addresses (default 127.0.0.1:5225)
+  TICKETING_AUTH_TOKEN        shared secret, >= 16 bytes (or TICKETING_AUTH_TOKEN_FILE)
+  TICKETING_AUTH_TOKEN_FILE   file holding the secret
+  TICKETING_TLS_CA            PEM CA bundle; turns TLS on
+  TICKETING_OWNER             owner string (default cli-USER@HOST)
+  RUST_LOG                    log filter (default warn)";
+
+fn top_usage() -> String {
+    format!(
+        "\
+ticketing {version} — a FIFO lock service with leases, hand-off and fencing tokens
+
+Usage: ticketing COMMAND [OPTIONS]
+
+Commands:
+  server                       run a node (configured by the environment)
+  acquire KEY                  take KEY and print its fencing token
+  release KEY TOKEN            give KEY back
+  query KEY                    show who holds KEY
+  status                       show the STATUS of the node(s)
+  run KEY -- CMD [ARGS...]     run CMD while holding KEY
+  demo                         run a self-contained demonstration (~10 s)
+
+Options:
+  -h, --help                   this help (also after any command)
+  -V, --version                version, git commit and build profile
+
+{CLIENT_ENV}
+
+{EXIT_CODES}
+",
+        version = env!("CARGO_PKG_VERSION")
+    )
+}
+
+/// The `--version` line.
+pub fn version_line() -> String {
+    let commit = option_env!("TICKETING_GIT_COMMIT").unwrap_or("unknown");
+    let profile = if cfg!(debug_assertions) {
+        "debug"
+    } else {
+        "release"
+    };
+    format!(
+        "ticketing {} (commit {commit}, {profile} build)",
+        env!("CARGO_PKG_VERSION")
+    )
+}
+
+/// Runs the CLI with `args` (including the program name) and returns the exit status.
+pub fn main(args: Vec<String>) -> i32 {
+    let command = args.get(1).map(String::as_str);
+    let rest = if args.len() > 2 { &args[2..] } else { &[] };
+    if command != Some("server") {
+        init_logging();
+    }
+    match command {
+        None => {
+            eprint!("{}", top_usage());
+            EXIT_USAGE
+        }
+        Some("-h" | "--help" | "help") => {
+            print!("{}", top_usage());
+            EXIT_OK
+        }
+        Some("-V" | "--version" | "version") => {
+            println!("{}", version_line());
+            EXIT_OK
+        }
+        Some("server") => server(rest),
+        Some("acquire") => commands::acquire(rest),
+        Some("release") => commands::release(rest),
+        Some("query") => commands::query(rest),
+        Some("status") => commands::status(rest),
+        Some("run") => run::run(rest),
+        Some("demo") => demo::demo(rest),
+        Some(other) => {
+            eprintln!("ticketing: unknown command {other:?}; see ticketing --help");
+            EXIT_USAGE
+        }
+    }
+}
+
+fn init_logging() {
+    let env = env_logger::Env::default().default_filter_or("warn");
+    let _ = env_logger::Builder::from_env(env)
+        .format_timestamp_millis()
+        .try_init();
+}
+
+fn server(args: &[String]) -> i32 {
+    if args.iter().any(|a| a == "-h" || a == "--help") {
+        print!(
+            "Usage: ticketing server\n\nRuns one node until SIGTERM or SIGINT.\n\n{}",
+            crate::server::config::HELP
+        );
+        return EXIT_OK;
+    }
+    if let Some(extra) = args.first() {
+        eprintln!("ticketing server: unexpected argument {extra:?}; it is configured by the environment (see --help)");
+        return EXIT_USAGE;
+    }
+    crate::server::run_from_env()
+}
+
+/// Options every client command shares.
+fn client_options() -> Options {
+    let mut opts = Options::new();
+    opts.optmulti(
+        "",
+        "addr",
+        "server address host:port (repeatable or comma-separated; default $TICKETING_ADDRS or 127.0.0.1:5225)",
+        "ADDR",
+    );
+    owner_option(&mut opts);
+    opts.optflag("h", "help", "print this help");
+    opts
+}
+
+fn owner_option(opts: &mut Options) {
+    opts.optopt(
+        "",
+        "owner",
+        "owner string (default $TICKETING_OWNER or cli-USER@HOST)",
+        "OWNER",
+    );
+}
+
+/// Parses `args`; on `--help` prints the usage and returns `Err(0)`, on a usage
+/// error prints it and returns `Err(2)`.
+fn parse(opts: &Options, args: &[String], usage: &str, about: &str) -> Result<Matches, i32> {
+    let matches = match opts.parse(args) {
+        Ok(m) => m,
+        Err(e) => {
+            eprintln!("ticketing: {e}\n{}", opts.short_usage(usage));
+            return Err(EXIT_USAGE);
+        }
+    };
+    if matches.opt_present("help") {
+        let brief = format!("Usage: {usage}\n\n{about}");
+        print!("{}\n{CLIENT_ENV}\n\n{EXIT_CODES}\n", opts.usage(&brief));
+        return Err(EXIT_OK);
+    }
+    Ok(matches)
+}
+
+/// The owner the CLI uses when none is configured: stable across invocations, so
+/// `acquire` in one process and `release` in the next agree.
+fn cli_owner() -> String {
+    let user = std::env::var("USER").unwrap_or_else(|_| "user".into());
+    let host = crate::sys::hostname().unwrap_or_else(|| "host".into());
+    format!("cli-{user}@{host}")
+}
+
+/// Builds the client from the environment and the common options.
+fn build_client(matches: &Matches) -> Result<Client, i32> {
+    let mut builder = ClientBuilder::from_env();
+    let addrs: Vec<String> = matches
+        .opt_strs("addr")
+        .iter()
+        .flat_map(|a| split_addrs(a))
+        .collect();
+    if !addrs.is_empty() {
+        builder = builder.replace_addrs(addrs);
+    }
+    let owner = matches
+        .opt_str("owner")
+        .or_else(|| {
+            std::env::var("TICKETING_OWNER")
+                .ok()
+                .filter(|o| !o.is_empty())
+        })
+        .unwrap_or_else(cli_owner);
+    builder
+        .owner(owner)
+        .request_timeout(CLI_REQUEST_TIMEOUT)
+        .build()
+        .map_err(|e| {
+            eprintln!("ticketing: {e}");
+            EXIT_USAGE
+        })
+}
+
+/// The addresses a command talks to (for display).
+fn addrs_of(matches: &Matches) -> Vec<String> {
+    let given: Vec<String> = matches
+        .opt_strs("addr")
+        .iter()
+        .flat_map(|a| split_addrs(a))
+        .collect();
+    if !given.is_empty() {
+        return given;
+    }
+    let env = split_addrs(&std::env::var("TICKETING_ADDRS").unwrap_or_default());
+    if env.is_empty() {
+        vec![DEFAULT_ADDR.to_owned()]
+    } else {
+        env
+    }
+}
+
+fn lease_wait(matches: &Matches) -> Result<(Duration, Duration), i32> {
+    let lease = match matches.opt_str("lease") {
+        None => LEASE_S_DEFAULT,
+        Some(text) => match text.parse::<u64>() {
+            Ok(s) if (1..=250).contains(&s) => s,
+            _ => {
+                eprintln!("ticketing: --lease {text:?}: must be whole seconds 1..=250");
+                return Err(EXIT_USAGE);
+            }
+        },
+    };
+    let wait = match matches.opt_str("wait") {
+        None => 0,
+        Some(text) => match text.parse::<u64>() {
+            Ok(ms) if ms <= 300_000 => ms,
+            _ => {
+                eprintln!("ticketing: --wait {text:?}: must be milliseconds 0..=300000");
+                return Err(EXIT_USAGE);
+            }
+        },
+    };
+    Ok((Duration::from_secs(lease), Duration::from_millis(wait)))
+}
+
+fn lease_wait_options(opts: &mut Options) {
+    opts.optopt(
+        "",
+        "lease",
+        "lease in whole seconds, 1..=250 (default 30)",
+        "S",
+    );
+    opts.optopt(
+        "",
+        "wait",
+        "how long to queue, in milliseconds, 0..=300000 (default 0: one try)",
+        "MS",
+    );
+}
+
+fn acquire_exit(e: &AcquireError) -> i32 {
+    match e {
+        AcquireError::Busy | AcquireError::Timeout => EXIT_NO,
+        AcquireError::Invalid(_) => EXIT_USAGE,
+        _ => EXIT_UNKNOWN,
+    }
+}
+
+fn client_exit(e: &ClientError) -> i32 {
+    match e {
+        ClientError::Invalid(_) => EXIT_USAGE,
+        _ => EXIT_UNKNOWN,
+    }
+}
+
+fn release_exit(e: &ReleaseError) -> i32 {
+    match e {
+        ReleaseError::Invalid(_) => EXIT_USAGE,
+        _ => EXIT_UNKNOWN,
+    }
+}

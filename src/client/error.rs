@@ -1,0 +1,236 @@
+//! The client's error types. Each one says what happened to the request on the
+//! server, because that is what the caller must decide on: an [`AcquireError`] is
+//! either *definitive* (the lock is certainly not held by this call) or
+//! [`AcquireError::Indeterminate`] (it may be held; do not enter the critical section).
+
+use std::fmt;
+
+/// Why an ACQUIRE got no definitive answer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum IndeterminateCause {
+    /// The connection broke after bytes of the request were written.
+    ConnectionLost,
+    /// The server answered `U`: proposed, but it cannot learn whether it committed.
+    ServerUnknown,
+    /// No answer within the wait plus the commit margin.
+    NoAnswer,
+    /// The server broke the protocol (an answer of the wrong kind).
+    ProtocolViolation,
+}
+
+impl fmt::Display for IndeterminateCause {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            IndeterminateCause::ConnectionLost => "the connection broke after the request was sent",
+            IndeterminateCause::ServerUnknown => {
+                "the server cannot tell whether the request committed (U)"
+            }
+            IndeterminateCause::NoAnswer => "no answer within the wait plus the commit margin",
+            IndeterminateCause::ProtocolViolation => "the server sent an answer of the wrong kind",
+        })
+    }
+}
+
+/// Why [`Client::acquire`](super::Client::acquire) did not return a lock.
+///
+/// Every variant except [`Indeterminate`](AcquireError::Indeterminate) is
+/// *definitive*: this call certainly does not hold the key. `Indeterminate` means the
+/// request reached a server and its outcome is unknown: the key may be held under a
+/// token this process never learned. The caller MUST NOT enter the critical section;
+/// the server's lease is the safety net (and a grant that arrives late is released by
+/// the client's release queue).
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum AcquireError {
+    /// `B`: the key is held and the wait was 0, or its wait queue is full.
+    Busy,
+    /// `T`: the wait elapsed before this caller's turn; it left the queue.
+    Timeout,
+    /// `M`: the node is not the leader and did not execute the request. The client
+    /// remembers the hint and sends the next request to that leader.
+    NotLeader {
+        /// The leader's client address, when the node knew it.
+        leader: Option<String>,
+    },
+    /// A field is outside SPEC §4's limits (checked before any I/O), or the server
+    /// answered `E 1`.
+    Invalid(String),
+    /// `E 4`: the server has too many requests pending; try again later.
+    Overloaded,
+    /// No connection could take the request within the wait budget: nothing was sent.
+    Unavailable,
+    /// The request was (at least partly) sent and its outcome is unknown.
+    Indeterminate(IndeterminateCause),
+}
+
+impl AcquireError {
+    /// True when the key is certainly not held by this call: everything except
+    /// [`AcquireError::Indeterminate`].
+    pub fn is_definitive(&self) -> bool {
+        !matches!(self, AcquireError::Indeterminate(_))
+    }
+
+    /// True for `Busy` and `Timeout`: the key is held by someone else.
+    pub fn is_contended(&self) -> bool {
+        matches!(self, AcquireError::Busy | AcquireError::Timeout)
+    }
+}
+
+impl fmt::Display for AcquireError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            AcquireError::Busy => write!(f, "busy: the key is held (or its queue is full)"),
+            AcquireError::Timeout => write!(f, "timeout: the wait elapsed before our turn"),
+            AcquireError::NotLeader { leader: Some(l) } => {
+                write!(f, "not the leader (leader is {l}); the request was not executed")
+            }
+            AcquireError::NotLeader { leader: None } => {
+                write!(f, "not the leader (leader unknown); the request was not executed")
+            }
+            AcquireError::Invalid(why) => write!(f, "invalid request: {why}"),
+            AcquireError::Overloaded => write!(f, "server overloaded; try again later"),
+            AcquireError::Unavailable => write!(
+                f,
+                "no server reachable within the wait; nothing was sent (check the addresses, the auth token and that a server runs)"
+            ),
+            AcquireError::Indeterminate(cause) => write!(
+                f,
+                "indeterminate: {cause}; the lock may be held, do not enter the critical section"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for AcquireError {}
+
+/// Why a release was not confirmed.
+///
+/// A release is reported successful only after the server answered `R` (or `N`, as
+/// [`ReleaseOutcome::NotHolder`](super::ReleaseOutcome::NotHolder)). Without either,
+/// the lock may still be held until its lease ends.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ReleaseError {
+    /// The release queue is full; nothing was enqueued. The lease will end the hold.
+    QueueFull,
+    /// No `R` or `N` within the release deadline (5 s from enqueue).
+    Unconfirmed,
+    /// The server answered `E 1`: the key or owner is outside SPEC §4's limits.
+    Invalid(String),
+}
+
+impl fmt::Display for ReleaseError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ReleaseError::QueueFull => write!(
+                f,
+                "release queue full; the release was not sent and the lock is held until its lease ends"
+            ),
+            ReleaseError::Unconfirmed => write!(
+                f,
+                "release not confirmed within its deadline; the lock may be held until its lease ends"
+            ),
+            ReleaseError::Invalid(why) => write!(f, "invalid release: {why}"),
+        }
+    }
+}
+
+impl std::error::Error for ReleaseError {}
+
+/// Errors of the read-only requests (QUERY, STATUS, PING).
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ClientError {
+    /// No connection could take the request in time: nothing was sent.
+    Unavailable,
+    /// The request was sent but no answer came in time (or the connection broke).
+    NoAnswer,
+    /// `M`: the node is not the leader and did not execute the request.
+    NotLeader { leader: Option<String> },
+    /// A field is outside SPEC §4's limits, or the server answered `E 1`.
+    Invalid(String),
+    /// `E 4`: the server has too many requests pending.
+    Overloaded,
+    /// The server answered something the protocol does not allow here.
+    Protocol(String),
+}
+
+impl ClientError {
+    /// True when waiting longer might have helped (`Unavailable`, `NoAnswer`).
+    pub fn is_timeout(&self) -> bool {
+        matches!(self, ClientError::Unavailable | ClientError::NoAnswer)
+    }
+}
+
+impl fmt::Display for ClientError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ClientError::Unavailable => write!(
+                f,
+                "no server reachable in time (check the addresses, the auth token and that a server runs)"
+            ),
+            ClientError::NoAnswer => write!(f, "no answer in time"),
+            ClientError::NotLeader { leader: Some(l) } => {
+                write!(f, "not the leader (leader is {l})")
+            }
+            ClientError::NotLeader { leader: None } => write!(f, "not the leader (leader unknown)"),
+            ClientError::Invalid(why) => write!(f, "invalid request: {why}"),
+            ClientError::Overloaded => write!(f, "server overloaded; try again later"),
+            ClientError::Protocol(why) => write!(f, "protocol error: {why}"),
+        }
+    }
+}
+
+impl std::error::Error for ClientError {}
+
+/// Why [`ClientBuilder::build`](super::ClientBuilder::build) refused the configuration.
+/// No I/O other than reading the named files happens before this is returned.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum BuildError {
+    /// No address was given.
+    NoAddrs,
+    /// An address is not `host:port`.
+    BadAddr(String),
+    /// No auth token was given.
+    NoAuthToken,
+    /// The auth token is shorter than 16 bytes.
+    AuthTokenTooShort(usize),
+    /// The owner is empty, longer than 255 bytes, or has control characters.
+    BadOwner(String),
+    /// A file (auth token or CA bundle) could not be read.
+    File {
+        path: std::path::PathBuf,
+        error: std::io::Error,
+    },
+    /// The CA bundle has no usable certificate, or TLS could not be configured.
+    Tls(String),
+}
+
+impl fmt::Display for BuildError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            BuildError::NoAddrs => write!(f, "no server address given"),
+            BuildError::BadAddr(a) => write!(f, "address {a:?} is not host:port"),
+            BuildError::NoAuthToken => write!(f, "no auth token given"),
+            BuildError::AuthTokenTooShort(n) => {
+                write!(f, "auth token is {n} bytes; at least 16 are required")
+            }
+            BuildError::BadOwner(why) => write!(f, "bad owner: {why}"),
+            BuildError::File { path, error } => {
+                write!(f, "cannot read {}: {error}", path.display())
+            }
+            BuildError::Tls(why) => write!(f, "TLS configuration: {why}"),
+        }
+    }
+}
+
+impl std::error::Error for BuildError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            BuildError::File { error, .. } => Some(error),
+            _ => None,
+        }
+    }
+}

@@ -1,0 +1,518 @@
+//! The official blocking client (SPEC §10).
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! use ticketing::client::{AcquireError, Client, ReleaseOutcome};
+//!
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let client = Client::builder()
+//!     .addrs(["10.0.0.1:5225", "10.0.0.2:5225", "10.0.0.3:5225"])
+//!     .auth_token("a secret of at least 16 bytes")
+//!     .owner("seat-service-7")
+//!     .build()?;
+//!
+//! match client.acquire("seat:42", Duration::from_secs(30), Duration::from_secs(5)) {
+//!     Ok(lock) => {
+//!         // Critical section: pass lock.token() to every write it makes.
+//!         println!("holding {} with fencing token {}", lock.key(), lock.token());
+//!         match lock.release()? {
+//!             ReleaseOutcome::Released => {}
+//!             ReleaseOutcome::NotHolder => eprintln!("the lease had already ended"),
+//!         }
+//!     }
+//!     Err(e) if e.is_definitive() => eprintln!("not acquired: {e}"),
+//!     Err(e) => eprintln!("outcome unknown, NOT entering the critical section: {e}"),
+//! }
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! # Outcomes
+//!
+//! [`Client::acquire`] returns a [`Lock`] only on the server's `G`, which is sent
+//! after the grant committed. Every [`AcquireError`] is *definitive* — the key is
+//! certainly not held by this call — except [`AcquireError::Indeterminate`]: the
+//! request reached a server (at least one byte of it was written) and no definitive
+//! answer came, because the connection broke, the server answered `U`, or nothing came
+//! back within the wait plus [`COMMIT_MARGIN`]. Then the key may be held under a token
+//! this process never learned: do not enter the critical section. The server's lease
+//! ends such a hold; a `G` that still arrives later is released at once.
+//!
+//! An ACQUIRE is sent again on another connection only while *no byte of it* was
+//! written; once written it is never resent, so one call never queues twice. `B`, `T`,
+//! `M`, `E` are returned at once. `M` also tells the client where the leader is: the
+//! next request goes there.
+//!
+//! # Connections
+//!
+//! The client keeps one connection per address (two when there is a single address)
+//! in background threads, reconnecting forever with a backoff from 0.1 s doubling to
+//! 3.2 s. Any number of threads share one [`Client`] (it is `Clone + Send + Sync`);
+//! their requests are pipelined and answers matched by request id.
+//!
+//! # Releases
+//!
+//! [`Lock::release`], [`Client::release`], dropped locks and late grants all go through
+//! one bounded release queue ([`RELEASE_QUEUE_CAPACITY`]) served by a background
+//! thread, which retries each release until the server answers `R` or `N`, for at most
+//! [`RELEASE_DEADLINE`] from enqueue. A release is never reported successful without
+//! `R`/`N`.
+
+mod backoff;
+mod builder;
+mod conn;
+mod error;
+mod lock;
+mod release;
+mod tls;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{bounded, RecvTimeoutError};
+
+pub use backoff::{Backoff, BACKOFF_INITIAL, BACKOFF_MAX};
+pub use builder::{
+    split_addrs, ClientBuilder, COMMIT_MARGIN, CONNECT_WAIT_MIN, DEFAULT_ADDR,
+    REQUEST_TIMEOUT_DEFAULT,
+};
+pub use conn::{CONNECT_TIMEOUT, WRITE_TIMEOUT};
+pub use error::{AcquireError, BuildError, ClientError, IndeterminateCause, ReleaseError};
+pub use lock::{HolderInfo, Lock, ReleaseOutcome};
+pub use release::{RELEASE_DEADLINE, RELEASE_QUEUE_CAPACITY};
+
+use conn::{Pool, Reply, SendError, Session, Waiter};
+use release::{Job, Origin};
+
+use crate::proto::frame::{encode_request, ErrorCode, Request, Response};
+use crate::proto::limits::{KEY_LEN_MAX, KEY_LEN_MIN, LEASE_S_MAX, LEASE_S_MIN, WAIT_MS_MAX};
+
+/// A handle on the lock service. Cheap to clone; all clones share the connections.
+/// The background threads stop once the last clone and the last [`Lock`] are gone
+/// and the release queue is empty.
+#[derive(Clone)]
+pub struct Client {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    pool: Arc<Pool>,
+    owner: String,
+    addrs: Vec<String>,
+    request_timeout: Duration,
+    commit_margin: Duration,
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        // Never blocks: the release worker finishes what is queued, then stops the
+        // connection threads.
+        self.pool.close_release_queue();
+    }
+}
+
+impl std::fmt::Debug for Client {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Client")
+            .field("addrs", &self.inner.addrs)
+            .field("owner", &self.inner.owner)
+            .finish()
+    }
+}
+
+impl Client {
+    /// Starts a configuration. See [`ClientBuilder`].
+    pub fn builder() -> ClientBuilder {
+        ClientBuilder::new()
+    }
+
+    /// The owner string this client acquires and releases as.
+    pub fn owner(&self) -> &str {
+        &self.inner.owner
+    }
+
+    /// The configured addresses.
+    pub fn addrs(&self) -> &[String] {
+        &self.inner.addrs
+    }
+
+    /// Acquires `key` for `lease` (whole seconds, 1..=250), queueing at most `wait`
+    /// (0..=300 s; zero means one immediate try).
+    ///
+    /// Blocks until the server answers, at most `wait` plus the commit margin
+    /// (plus up to [`CONNECT_WAIT_MIN`] to reach a server at all). See the
+    /// [module docs](self) for what each outcome means.
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// # fn f(client: &ticketing::client::Client) -> Result<(), ticketing::client::AcquireError> {
+    /// let lock = client.acquire("seat:42", Duration::from_secs(30), Duration::from_secs(5))?;
+    /// assert!(lock.remaining() <= Duration::from_secs(30));
+    /// # Ok(()) }
+    /// ```
+    pub fn acquire(
+        &self,
+        key: &str,
+        lease: Duration,
+        wait: Duration,
+    ) -> Result<Lock, AcquireError> {
+        let lease_s = lease_seconds(lease).map_err(AcquireError::Invalid)?;
+        check_key(key).map_err(AcquireError::Invalid)?;
+        if wait.as_millis() > u128::from(WAIT_MS_MAX) {
+            return Err(AcquireError::Invalid(format!(
+                "wait is {} ms; must be 0..={WAIT_MS_MAX}",
+                wait.as_millis()
+            )));
+        }
+        let pool = &self.inner.pool;
+        let start = Instant::now();
+        let wait_end = start + wait;
+        let send_end = start + wait.max(CONNECT_WAIT_MIN);
+        let mut frame = Vec::with_capacity(32 + key.len() + self.inner.owner.len());
+        let (session, id, rx, sent_at, wait_sent) = loop {
+            let Some(session) = pool.wait_for_session(send_end) else {
+                return Err(AcquireError::Unavailable);
+            };
+            let wait_left = wait_end.saturating_duration_since(Instant::now());
+            let id = pool.next_id();
+            frame.clear();
+            encode_request(
+                &mut frame,
+                id,
+                &Request::Acquire {
+                    lease_s,
+                    wait_ms: wait_left.as_millis() as u32,
+                    key: key.to_owned(),
+                    owner: self.inner.owner.clone(),
+                },
+            );
+            let (tx, rx) = bounded(1);
+            match session.send(id, Waiter::Caller(tx), &frame) {
+                Ok(sent_at) => break (session, id, rx, sent_at, wait_left),
+                // Not one byte left this process: another connection may carry it.
+                Err(SendError::NotSent) => continue,
+                Err(SendError::Partial) => {
+                    return Err(AcquireError::Indeterminate(
+                        IndeterminateCause::ConnectionLost,
+                    ))
+                }
+            }
+        };
+        let answer_deadline = sent_at + wait_sent + self.inner.commit_margin;
+        let reply = match rx.recv_deadline(answer_deadline) {
+            Ok(reply) => reply,
+            Err(RecvTimeoutError::Timeout) => {
+                if session.compensate(id, key, &self.inner.owner) {
+                    return Err(AcquireError::Indeterminate(IndeterminateCause::NoAnswer));
+                }
+                // The reader took the answer just now; it is on its way.
+                rx.recv().unwrap_or(Reply::Lost)
+            }
+            Err(RecvTimeoutError::Disconnected) => Reply::Lost,
+        };
+        match reply {
+            Reply::Answer(Response::Granted { token, lease_ms }) => {
+                let granted = lease.min(Duration::from_millis(u64::from(lease_ms)));
+                Ok(Lock::new(
+                    self.clone(),
+                    key.to_owned(),
+                    token,
+                    sent_at + granted,
+                    granted,
+                ))
+            }
+            Reply::Answer(Response::Busy) => Err(AcquireError::Busy),
+            Reply::Answer(Response::Timeout) => Err(AcquireError::Timeout),
+            Reply::Answer(Response::Moved { leader }) => Err(AcquireError::NotLeader {
+                leader: Some(leader).filter(|l| !l.is_empty()),
+            }),
+            Reply::Answer(Response::Unknown) => Err(AcquireError::Indeterminate(
+                IndeterminateCause::ServerUnknown,
+            )),
+            Reply::Answer(Response::Error { code, message }) => Err(match code {
+                ErrorCode::Overloaded => AcquireError::Overloaded,
+                ErrorCode::Invalid => AcquireError::Invalid(message),
+                other => {
+                    AcquireError::Invalid(format!("server error {}: {message}", other.to_u8()))
+                }
+            }),
+            Reply::Answer(other) => {
+                log::warn!("answer {other:?} to an ACQUIRE");
+                Err(AcquireError::Indeterminate(
+                    IndeterminateCause::ProtocolViolation,
+                ))
+            }
+            Reply::Lost => Err(AcquireError::Indeterminate(
+                IndeterminateCause::ConnectionLost,
+            )),
+        }
+    }
+
+    /// Releases `key` held by this client's owner under `token`, through the release
+    /// queue, and waits for the outcome (at most [`RELEASE_DEADLINE`]).
+    ///
+    /// Use [`Lock::release`] when you have the handle; this is for a token kept
+    /// elsewhere (the CLI's `release` command).
+    pub fn release(&self, key: &str, token: u64) -> Result<ReleaseOutcome, ReleaseError> {
+        check_key(key).map_err(ReleaseError::Invalid)?;
+        let (tx, rx) = bounded(1);
+        let job = Job::new(
+            key.to_owned(),
+            self.inner.owner.clone(),
+            token,
+            Origin::Explicit,
+            Some(tx),
+        );
+        let deadline = job.deadline();
+        self.inner.pool.enqueue_release(job)?;
+        // The worker answers by the deadline; the extra second covers its scheduling.
+        match rx.recv_deadline(deadline + Duration::from_secs(1)) {
+            Ok(outcome) => outcome,
+            Err(_) => Err(ReleaseError::Unconfirmed),
+        }
+    }
+
+    /// Hands a release to the queue without waiting (what dropping a [`Lock`] does).
+    pub(crate) fn release_in_background(&self, key: &str, token: u64) {
+        let job = Job::new(
+            key.to_owned(),
+            self.inner.owner.clone(),
+            token,
+            Origin::Dropped,
+            None,
+        );
+        if let Err(e) = self.inner.pool.enqueue_release(job) {
+            log::warn!(
+                "dropped lock on {key:?} (token {token}) not released: {e}; its lease will end it"
+            );
+        }
+    }
+
+    /// Who holds `key`, linearizably (answered by the leader). `None` when free.
+    pub fn query(&self, key: &str) -> Result<Option<HolderInfo>, ClientError> {
+        check_key(key).map_err(ClientError::Invalid)?;
+        let request = Request::Query {
+            key: key.to_owned(),
+        };
+        match self.call(&request, |_| true)? {
+            Response::Free => Ok(None),
+            Response::Holder {
+                token,
+                remaining_ms,
+                waiters,
+                owner,
+            } => Ok(Some(HolderInfo {
+                owner,
+                token,
+                remaining: Duration::from_millis(u64::from(remaining_ms)),
+                waiters,
+            })),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    /// The STATUS text (`name=value` lines, SPEC §2.5) of one node: the leader's
+    /// when known, else any connected node's.
+    pub fn status(&self) -> Result<String, ClientError> {
+        match self.call(&Request::Status, |_| true)? {
+            Response::Status { text } => Ok(text),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    /// The STATUS text of the node at `addr`. A configured address uses its managed
+    /// connection; any other gets a one-off connection.
+    pub fn status_of(&self, addr: &str) -> Result<String, ClientError> {
+        let response = if self.inner.addrs.iter().any(|a| a == addr) {
+            self.call(&Request::Status, |slot| slot.addr == addr)?
+        } else {
+            self.one_off(addr, &Request::Status)?
+        };
+        match response {
+            Response::Status { text } => Ok(text),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    /// Round-trips a PING to one node and returns the time it took.
+    pub fn ping(&self) -> Result<Duration, ClientError> {
+        let start = Instant::now();
+        match self.call(&Request::Ping, |_| true)? {
+            Response::Pong => Ok(start.elapsed()),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    /// Fault injection for tests: the next `count` request writes fail before their
+    /// first byte reaches the socket (the socket is shut down for writing), exactly as
+    /// a connection that broke between two requests.
+    #[doc(hidden)]
+    pub fn inject_write_failures(&self, count: usize) {
+        self.inner
+            .pool
+            .faults
+            .store(count, std::sync::atomic::Ordering::Release);
+    }
+
+    /// Sends a read-only request and waits for its answer. Read-only requests are safe
+    /// to send again, so a lost connection means another try within the budget.
+    fn call(
+        &self,
+        request: &Request,
+        accept: impl Fn(&conn::Slot) -> bool,
+    ) -> Result<Response, ClientError> {
+        let pool = &self.inner.pool;
+        let deadline = Instant::now() + self.inner.request_timeout;
+        let mut sent_once = false;
+        let mut frame = Vec::with_capacity(64);
+        loop {
+            let Some(session) = pool.wait_among(deadline, &accept) else {
+                return Err(if sent_once {
+                    ClientError::NoAnswer
+                } else {
+                    ClientError::Unavailable
+                });
+            };
+            let id = pool.next_id();
+            frame.clear();
+            encode_request(&mut frame, id, request);
+            let (tx, rx) = bounded(1);
+            match session.send(id, Waiter::Caller(tx), &frame) {
+                Ok(_) => sent_once = true,
+                Err(SendError::NotSent) => continue,
+                Err(SendError::Partial) => {
+                    sent_once = true;
+                    continue;
+                }
+            }
+            match rx.recv_deadline(deadline) {
+                Ok(Reply::Answer(response)) => return check_answer(response),
+                Ok(Reply::Lost) | Err(RecvTimeoutError::Disconnected) => continue,
+                Err(RecvTimeoutError::Timeout) => {
+                    session.forget(id);
+                    return Err(ClientError::NoAnswer);
+                }
+            }
+        }
+    }
+
+    /// One request on a fresh connection to `addr`, closed afterwards.
+    fn one_off(&self, addr: &str, request: &Request) -> Result<Response, ClientError> {
+        let host = builder::host_of(addr)
+            .ok_or_else(|| ClientError::Invalid(format!("address {addr:?} is not host:port")))?;
+        let pool = &self.inner.pool;
+        let (session, reader) = pool.connect(addr, &host).map_err(|e| {
+            log::debug!("one-off connection: {e}");
+            ClientError::Unavailable
+        })?;
+        let session: Arc<Session> = session;
+        let id = pool.next_id();
+        let mut frame = Vec::new();
+        encode_request(&mut frame, id, request);
+        let (tx, rx) = bounded(1);
+        if session.send(id, Waiter::Caller(tx), &frame).is_err() {
+            return Err(ClientError::Unavailable);
+        }
+        let reader_session = Arc::clone(&session);
+        let reader_pool = Arc::clone(pool);
+        let thread = std::thread::spawn(move || {
+            conn::read_loop(&reader_pool, &reader_session, reader);
+        });
+        let answer = rx.recv_timeout(self.inner.request_timeout);
+        session.kill();
+        let _ = thread.join();
+        match answer {
+            Ok(Reply::Answer(response)) => check_answer(response),
+            _ => Err(ClientError::NoAnswer),
+        }
+    }
+}
+
+fn check_answer(response: Response) -> Result<Response, ClientError> {
+    match response {
+        Response::Moved { leader } => Err(ClientError::NotLeader {
+            leader: Some(leader).filter(|l| !l.is_empty()),
+        }),
+        Response::Error {
+            code: ErrorCode::Overloaded,
+            ..
+        } => Err(ClientError::Overloaded),
+        Response::Error {
+            code: ErrorCode::Invalid,
+            message,
+        } => Err(ClientError::Invalid(message)),
+        Response::Error { code, message } => Err(ClientError::Protocol(format!(
+            "server error {}: {message}",
+            code.to_u8()
+        ))),
+        other => Ok(other),
+    }
+}
+
+fn unexpected(response: Response) -> ClientError {
+    ClientError::Protocol(format!("unexpected answer {response:?}"))
+}
+
+/// The lease in whole seconds within SPEC §4, or why not.
+fn lease_seconds(lease: Duration) -> Result<u8, String> {
+    let secs = lease.as_secs();
+    if lease.subsec_nanos() != 0 || secs < u64::from(LEASE_S_MIN) || secs > u64::from(LEASE_S_MAX) {
+        return Err(format!(
+            "lease must be whole seconds in {LEASE_S_MIN}..={LEASE_S_MAX}, not {lease:?}"
+        ));
+    }
+    Ok(secs as u8)
+}
+
+fn check_key(key: &str) -> Result<(), String> {
+    if key.len() < KEY_LEN_MIN || key.len() > KEY_LEN_MAX {
+        return Err(format!(
+            "key is {} bytes; must be {KEY_LEN_MIN}..={KEY_LEN_MAX}",
+            key.len()
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn leases_are_whole_seconds_in_range() {
+        assert_eq!(lease_seconds(Duration::from_secs(1)), Ok(1));
+        assert_eq!(lease_seconds(Duration::from_secs(250)), Ok(250));
+        assert!(lease_seconds(Duration::ZERO).is_err());
+        assert!(lease_seconds(Duration::from_secs(251)).is_err());
+        assert!(lease_seconds(Duration::from_millis(1500)).is_err());
+    }
+
+    #[test]
+    fn invalid_acquires_fail_before_io() {
+        // Nothing listens on port 9 of a TEST-NET address; validation answers first.
+        let client = Client::builder()
+            .addrs(["192.0.2.1:9"])
+            .auth_token("0123456789abcdef")
+            .build()
+            .unwrap();
+        let start = Instant::now();
+        let invalid = |r: Result<Lock, AcquireError>| matches!(r, Err(AcquireError::Invalid(_)));
+        assert!(invalid(client.acquire("k", Duration::ZERO, Duration::ZERO)));
+        assert!(invalid(client.acquire(
+            "k",
+            Duration::from_secs(251),
+            Duration::ZERO
+        )));
+        assert!(invalid(client.acquire(
+            "",
+            Duration::from_secs(1),
+            Duration::ZERO
+        )));
+        assert!(invalid(client.acquire(
+            "k",
+            Duration::from_secs(1),
+            Duration::from_secs(301)
+        )));
+        assert!(start.elapsed() < Duration::from_millis(100));
+    }
+}

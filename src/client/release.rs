@@ -1,0 +1,247 @@
+//! The release queue (SPEC §10): one background thread that sends every RELEASE —
+//! explicit ones, the ones of dropped [`Lock`](super::Lock)s, and the compensation of
+//! grants that arrived after their caller gave up.
+//!
+//! Each job carries the exact (key, owner, token) and an absolute deadline
+//! [`RELEASE_DEADLINE`] after it was enqueued. It is sent, and sent again (a release
+//! is idempotent) after a lost connection, an `M`, a `U` or an unanswered attempt,
+//! until the server answers `R` or `N` or the deadline passes. Only `R`/`N` count as
+//! an outcome: a job that runs out of time is reported
+//! [`ReleaseError::Unconfirmed`], and the server's lease is the last safety net.
+//! The queue is bounded by [`RELEASE_QUEUE_CAPACITY`]; a full queue is an error the
+//! caller sees at once, never a block.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{unbounded, Receiver, Sender};
+
+use super::conn::{Pool, Reply, SendError, Session, Waiter};
+use super::{ReleaseError, ReleaseOutcome};
+use crate::proto::frame::{encode_request, ErrorCode, Request, Response};
+
+/// Most release jobs that may be queued or in progress at once.
+pub const RELEASE_QUEUE_CAPACITY: usize = 1024;
+/// A release is given up (unconfirmed) this long after it was enqueued.
+pub const RELEASE_DEADLINE: Duration = Duration::from_secs(5);
+/// An attempt without an answer for this long is sent again, on any connection.
+const RELEASE_ATTEMPT_TIMEOUT: Duration = Duration::from_secs(1);
+/// Pause before the next attempt when no connection is up or the server said `U`/`E 4`.
+const RELEASE_RETRY_PAUSE: Duration = Duration::from_millis(100);
+
+pub(crate) type Outcome = Result<ReleaseOutcome, ReleaseError>;
+
+/// Why a job exists; only for logs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Origin {
+    Explicit,
+    Dropped,
+    Compensation,
+}
+
+/// One release to carry out.
+pub(crate) struct Job {
+    key: String,
+    owner: String,
+    token: u64,
+    deadline: Instant,
+    origin: Origin,
+    reply: Option<Sender<Outcome>>,
+}
+
+impl Job {
+    pub(crate) fn new(
+        key: String,
+        owner: String,
+        token: u64,
+        origin: Origin,
+        reply: Option<Sender<Outcome>>,
+    ) -> Job {
+        Job {
+            key,
+            owner,
+            token,
+            deadline: Instant::now() + RELEASE_DEADLINE,
+            origin,
+            reply,
+        }
+    }
+
+    pub(crate) fn compensation(key: String, owner: String, token: u64) -> Job {
+        Job::new(key, owner, token, Origin::Compensation, None)
+    }
+
+    pub(crate) fn deadline(&self) -> Instant {
+        self.deadline
+    }
+}
+
+pub(crate) enum Msg {
+    Job(Job),
+    /// The last client handle is gone: finish the queued jobs, then stop everything.
+    Close,
+}
+
+struct Item {
+    job: Job,
+    in_flight: Option<(Arc<Session>, u32, Instant)>,
+    next_try: Instant,
+}
+
+/// The release worker's body. Returns when the client is closed and the queue drained.
+pub(crate) fn run_worker(pool: Arc<Pool>, jobs: Receiver<Msg>) {
+    let (answers_tx, answers) = unbounded::<(u32, Reply)>();
+    let mut items: Vec<Item> = Vec::new();
+    let mut closing = false;
+    let mut frame = Vec::with_capacity(64);
+    loop {
+        if closing && items.is_empty() {
+            break;
+        }
+        let now = Instant::now();
+        let wake = items
+            .iter()
+            .map(|item| match &item.in_flight {
+                Some((_, _, attempt_end)) => (*attempt_end).min(item.job.deadline),
+                None => item.next_try.min(item.job.deadline),
+            })
+            .min()
+            .unwrap_or(now + Duration::from_secs(3600));
+        let timeout = wake.saturating_duration_since(now);
+        crossbeam_channel::select! {
+            recv(jobs) -> msg => match msg {
+                Ok(Msg::Job(job)) => items.push(Item { job, in_flight: None, next_try: now }),
+                Ok(Msg::Close) | Err(_) => closing = true,
+            },
+            recv(answers) -> answer => {
+                if let Ok((id, reply)) = answer {
+                    on_answer(&pool, &mut items, id, reply);
+                }
+            },
+            default(timeout) => {}
+        }
+        // Take everything else that is ready before sending, so a burst goes out at once.
+        while let Ok(msg) = jobs.try_recv() {
+            match msg {
+                Msg::Job(job) => items.push(Item {
+                    job,
+                    in_flight: None,
+                    next_try: now,
+                }),
+                Msg::Close => closing = true,
+            }
+        }
+        while let Ok((id, reply)) = answers.try_recv() {
+            on_answer(&pool, &mut items, id, reply);
+        }
+        let now = Instant::now();
+        let mut index = 0;
+        while index < items.len() {
+            let item = &mut items[index];
+            if now >= item.job.deadline {
+                if let Some((session, id, _)) = item.in_flight.take() {
+                    session.forget(id);
+                }
+                let item = items.swap_remove(index);
+                finish(&pool, item.job, Err(ReleaseError::Unconfirmed));
+                continue;
+            }
+            if let Some((session, id, attempt_end)) = &item.in_flight {
+                if now >= *attempt_end {
+                    session.forget(*id);
+                    item.in_flight = None;
+                    item.next_try = now;
+                }
+            }
+            if item.in_flight.is_none() && now >= item.next_try {
+                attempt(&pool, item, &answers_tx, &mut frame, now);
+            }
+            index += 1;
+        }
+    }
+    pool.shut_down();
+}
+
+fn attempt(
+    pool: &Pool,
+    item: &mut Item,
+    answers: &Sender<(u32, Reply)>,
+    frame: &mut Vec<u8>,
+    now: Instant,
+) {
+    let Some(session) = pool.pick() else {
+        item.next_try = now + RELEASE_RETRY_PAUSE;
+        return;
+    };
+    let id = pool.next_id();
+    frame.clear();
+    encode_request(
+        frame,
+        id,
+        &Request::Release {
+            token: item.job.token,
+            key: item.job.key.clone(),
+            owner: item.job.owner.clone(),
+        },
+    );
+    match session.send(id, Waiter::Worker(answers.clone()), frame) {
+        Ok(_) => item.in_flight = Some((session, id, now + RELEASE_ATTEMPT_TIMEOUT)),
+        // Why retry at once: the failed session is now dead, so the next pick is another.
+        Err(SendError::NotSent) | Err(SendError::Partial) => item.next_try = now,
+    }
+}
+
+fn on_answer(pool: &Pool, items: &mut Vec<Item>, id: u32, reply: Reply) {
+    let Some(index) = items
+        .iter()
+        .position(|item| matches!(&item.in_flight, Some((_, current, _)) if *current == id))
+    else {
+        return; // an answer to an attempt already abandoned
+    };
+    let now = Instant::now();
+    let item = &mut items[index];
+    item.in_flight = None;
+    let outcome = match reply {
+        Reply::Answer(Response::Released) => Ok(ReleaseOutcome::Released),
+        Reply::Answer(Response::NotHolder) => Ok(ReleaseOutcome::NotHolder),
+        Reply::Answer(Response::Error {
+            code: ErrorCode::Invalid,
+            message,
+        }) => Err(ReleaseError::Invalid(message)),
+        Reply::Answer(Response::Moved { .. }) => {
+            // The reader already moved the leader hint; go there now.
+            item.next_try = now;
+            return;
+        }
+        Reply::Lost => {
+            item.next_try = now;
+            return;
+        }
+        Reply::Answer(other) => {
+            log::debug!("release of {:?} answered {other:?}; retrying", item.job.key);
+            item.next_try = now + RELEASE_RETRY_PAUSE;
+            return;
+        }
+    };
+    let item = items.swap_remove(index);
+    finish(pool, item.job, outcome);
+}
+
+fn finish(pool: &Pool, job: Job, outcome: Outcome) {
+    pool.release_outstanding.fetch_sub(1, Ordering::AcqRel);
+    match (&outcome, job.origin) {
+        (Err(e), Origin::Dropped | Origin::Compensation) => {
+            log::warn!("release of {:?} token {} failed: {e}", job.key, job.token)
+        }
+        _ => log::debug!(
+            "release of {:?} token {} ({:?}): {outcome:?}",
+            job.key,
+            job.token,
+            job.origin
+        ),
+    }
+    if let Some(reply) = job.reply {
+        let _ = reply.send(outcome);
+    }
+}

@@ -1,0 +1,291 @@
+//! ACQUIRE semantics of the client against a fake server: never resent once written,
+//! retried while unwritten, `U` and lost connections are indeterminate, `M` moves the
+//! next request to the leader.
+
+mod client_support;
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use client_support::*;
+use ticketing::client::{AcquireError, IndeterminateCause};
+use ticketing::proto::frame::{ErrorCode, Request, Response};
+
+const LEASE: Duration = Duration::from_secs(10);
+
+fn acquires(fake: &FakeServer) -> usize {
+    fake.count(|r| matches!(r, Request::Acquire { .. }))
+}
+
+#[test]
+fn grant_gives_a_lock_with_token_and_local_deadline() {
+    let fake = FakeServer::granting();
+    let client = fake.client();
+    let before = Instant::now();
+    let lock = client
+        .acquire("seat:1", LEASE, Duration::from_secs(1))
+        .unwrap();
+    let after = Instant::now();
+    assert_eq!(lock.key(), "seat:1");
+    assert_eq!(lock.owner(), "test-owner");
+    assert!(lock.token() >= 100);
+    assert!(lock.deadline() >= before + LEASE && lock.deadline() <= after + LEASE);
+    assert!(!lock.is_expired());
+    assert!(lock.remaining() <= LEASE);
+    let sent = fake.received();
+    assert!(
+        matches!(&sent[0].2, Request::Acquire { lease_s: 10, key, owner, .. }
+        if key == "seat:1" && owner == "test-owner")
+    );
+    assert_eq!(
+        lock.release(),
+        Ok(ticketing::client::ReleaseOutcome::Released)
+    );
+}
+
+#[test]
+fn definitive_answers_are_returned_at_once_and_never_retried() {
+    let answers = [
+        (Response::Busy, AcquireError::Busy),
+        (Response::Timeout, AcquireError::Timeout),
+        (
+            Response::Error {
+                code: ErrorCode::Invalid,
+                message: "lease".into(),
+            },
+            AcquireError::Invalid("lease".into()),
+        ),
+        (
+            Response::Error {
+                code: ErrorCode::Overloaded,
+                message: String::new(),
+            },
+            AcquireError::Overloaded,
+        ),
+    ];
+    for (answer, expected) in answers {
+        let reply = answer.clone();
+        let fake = FakeServer::start(
+            b'S',
+            Box::new(move |_, _, request| match request {
+                Request::Acquire { .. } => Action::Reply(reply.clone()),
+                other => Action::Reply(default_answer(other)),
+            }),
+        );
+        let client = fake.client();
+        let err = client
+            .acquire("k", LEASE, Duration::from_millis(100))
+            .unwrap_err();
+        assert_eq!(err, expected);
+        assert!(err.is_definitive());
+        std::thread::sleep(Duration::from_millis(100));
+        assert_eq!(acquires(&fake), 1, "{answer:?} was retried");
+    }
+}
+
+#[test]
+fn a_written_acquire_is_never_resent_when_the_connection_drops() {
+    let fake = FakeServer::start(
+        b'S',
+        Box::new(|_, _, request| match request {
+            Request::Acquire { .. } => Action::Close,
+            other => Action::Reply(default_answer(other)),
+        }),
+    );
+    let client = fake.client();
+    let err = client
+        .acquire("k", LEASE, Duration::from_secs(2))
+        .unwrap_err();
+    assert_eq!(
+        err,
+        AcquireError::Indeterminate(IndeterminateCause::ConnectionLost)
+    );
+    assert!(!err.is_definitive());
+    // Give a wrong resend every chance to show up, on the other connection or a new one.
+    std::thread::sleep(Duration::from_millis(700));
+    assert_eq!(acquires(&fake), 1);
+}
+
+#[test]
+fn an_unwritten_acquire_is_retried_on_another_connection() {
+    let fake = FakeServer::granting();
+    let client = fake.client();
+    assert!(eventually(Duration::from_secs(5), || fake.handshakes() == 2));
+    // The first write fails before its first byte, as on a socket that just broke.
+    client.inject_write_failures(1);
+    let lock = client
+        .acquire("k", LEASE, Duration::from_secs(2))
+        .expect("retried on the other connection");
+    assert_eq!(acquires(&fake), 1);
+    lock.release().unwrap();
+    // The connection whose write failed was dropped and comes back.
+    assert!(eventually(Duration::from_secs(5), || fake.handshakes() == 3));
+}
+
+#[test]
+fn unknown_is_indeterminate() {
+    let fake = FakeServer::start(
+        b'S',
+        Box::new(|_, _, request| match request {
+            Request::Acquire { .. } => Action::Reply(Response::Unknown),
+            other => Action::Reply(default_answer(other)),
+        }),
+    );
+    let err = fake
+        .client()
+        .acquire("k", LEASE, Duration::ZERO)
+        .unwrap_err();
+    assert_eq!(
+        err,
+        AcquireError::Indeterminate(IndeterminateCause::ServerUnknown)
+    );
+    assert_eq!(acquires(&fake), 1);
+}
+
+#[test]
+fn no_answer_within_wait_plus_margin_is_indeterminate() {
+    let fake = FakeServer::start(
+        b'S',
+        Box::new(|_, _, request| match request {
+            Request::Acquire { .. } => Action::Ignore,
+            other => Action::Reply(default_answer(other)),
+        }),
+    );
+    let client = fake.client(); // commit margin 300 ms
+    client.ping().unwrap();
+    let start = Instant::now();
+    let err = client
+        .acquire("k", LEASE, Duration::from_millis(200))
+        .unwrap_err();
+    let took = start.elapsed();
+    assert_eq!(
+        err,
+        AcquireError::Indeterminate(IndeterminateCause::NoAnswer)
+    );
+    assert!(
+        took >= Duration::from_millis(500) && took < Duration::from_secs(2),
+        "{took:?}"
+    );
+    assert_eq!(acquires(&fake), 1);
+}
+
+#[test]
+fn moved_is_not_leader_and_the_next_request_goes_to_the_hinted_leader() {
+    // The real leader welcomed as a follower (it was elected after we connected).
+    let leader = FakeServer::granting_as(b'F');
+    let leader_addr = leader.addr_string();
+    let hint = leader_addr.clone();
+    // The stale node still says it leads in WELCOME, so it is picked first.
+    let stale = FakeServer::start(
+        b'L',
+        Box::new(move |_, _, request| match request {
+            Request::Ping => Action::Reply(Response::Pong),
+            _ => Action::Reply(Response::Moved {
+                leader: hint.clone(),
+            }),
+        }),
+    );
+    let client = client_for(&[stale.addr_string(), leader_addr.clone()]);
+    assert!(eventually(Duration::from_secs(5), || stale.handshakes()
+        == 1
+        && leader.handshakes() == 1));
+    let err = client.acquire("k", LEASE, Duration::ZERO).unwrap_err();
+    assert_eq!(
+        err,
+        AcquireError::NotLeader {
+            leader: Some(leader_addr.clone())
+        }
+    );
+    assert!(err.is_definitive());
+    assert_eq!(acquires(&stale), 1);
+    assert_eq!(acquires(&leader), 0, "M must not be retried internally");
+    let lock = client.acquire("k", LEASE, Duration::ZERO).unwrap();
+    assert_eq!(acquires(&leader), 1);
+    assert_eq!(acquires(&stale), 1);
+    lock.release().unwrap();
+}
+
+#[test]
+fn nothing_reachable_is_unavailable_and_nothing_is_sent() {
+    // A port that was just free: nothing listens there.
+    let addr = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .to_string();
+    let client = client_for(&[addr]);
+    let start = Instant::now();
+    let err = client.acquire("k", LEASE, Duration::ZERO).unwrap_err();
+    assert_eq!(err, AcquireError::Unavailable);
+    assert!(err.is_definitive());
+    let took = start.elapsed();
+    assert!(took >= ticketing::client::CONNECT_WAIT_MIN && took < Duration::from_secs(5));
+}
+
+#[test]
+fn pipelined_acquires_each_get_their_own_token() {
+    let next = Arc::new(AtomicU64::new(1));
+    let fake = FakeServer::start(
+        b'S',
+        Box::new(move |_, id, request| match request {
+            Request::Acquire { .. } => Action::ReplyAfter(
+                Duration::from_millis(u64::from(id % 5)),
+                Response::Granted {
+                    token: next.fetch_add(1, Ordering::SeqCst),
+                    lease_ms: 10_000,
+                },
+            ),
+            other => Action::Reply(default_answer(other)),
+        }),
+    );
+    let client = fake.client();
+    let threads: Vec<_> = (0..16)
+        .map(|t| {
+            let client = client.clone();
+            std::thread::spawn(move || {
+                (0..20)
+                    .map(|i| {
+                        let lock = client
+                            .acquire(&format!("k{t}-{i}"), LEASE, Duration::ZERO)
+                            .unwrap();
+                        let token = lock.token();
+                        lock.release().unwrap();
+                        token
+                    })
+                    .collect::<Vec<u64>>()
+            })
+        })
+        .collect();
+    let mut tokens: Vec<u64> = threads
+        .into_iter()
+        .flat_map(|t| t.join().unwrap())
+        .collect();
+    tokens.sort();
+    tokens.dedup();
+    assert_eq!(tokens.len(), 16 * 20);
+}
+
+#[test]
+fn a_fresh_client_sends_its_first_request_to_the_leader() {
+    for _ in 0..5 {
+        let leader = FakeServer::granting_as(b'L');
+        let hint = leader.addr_string();
+        let follower = FakeServer::start(
+            b'F',
+            Box::new(move |_, _, _| {
+                Action::Reply(Response::Moved {
+                    leader: hint.clone(),
+                })
+            }),
+        );
+        follower.set_leader(&leader.addr_string());
+        // No warm-up: the first request races the connections being made.
+        let client = client_for(&[follower.addr_string(), leader.addr_string()]);
+        let lock = client
+            .acquire("k", LEASE, Duration::ZERO)
+            .expect("sent to the leader, not to the follower that connected first");
+        lock.release().unwrap();
+        assert_eq!(acquires(&follower), 0);
+    }
+}

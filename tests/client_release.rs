@@ -1,0 +1,180 @@
+//! The release queue against a fake server: bounded retries, compensation of late
+//! grants, a bounded queue, background release of dropped locks.
+
+mod client_support;
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use client_support::*;
+use ticketing::client::{AcquireError, IndeterminateCause, ReleaseError, ReleaseOutcome};
+use ticketing::proto::frame::{Request, Response};
+
+const LEASE: Duration = Duration::from_secs(30);
+
+fn releases(fake: &FakeServer) -> Vec<(u64, String, String)> {
+    fake.received()
+        .into_iter()
+        .filter_map(|(_, _, r)| match r {
+            Request::Release { token, key, owner } => Some((token, key, owner)),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Grants every ACQUIRE and answers RELEASE with `release`.
+fn fake_with_release(release: impl Fn() -> Action + Send + Sync + 'static) -> FakeServer {
+    let next = Arc::new(AtomicU64::new(500));
+    FakeServer::start(
+        b'S',
+        Box::new(move |_, _, request| match request {
+            Request::Acquire { .. } => Action::Reply(Response::Granted {
+                token: next.fetch_add(1, Ordering::SeqCst),
+                lease_ms: 30_000,
+            }),
+            Request::Release { .. } => release(),
+            other => Action::Reply(default_answer(other)),
+        }),
+    )
+}
+
+#[test]
+fn release_reports_released_and_not_holder() {
+    let fake = fake_with_release(|| Action::Reply(Response::Released));
+    let client = fake.client();
+    let lock = client.acquire("k", LEASE, Duration::ZERO).unwrap();
+    let token = lock.token();
+    assert_eq!(lock.release(), Ok(ReleaseOutcome::Released));
+    assert_eq!(
+        releases(&fake),
+        vec![(token, "k".into(), "test-owner".into())]
+    );
+
+    let fake = fake_with_release(|| Action::Reply(Response::NotHolder));
+    let client = fake.client();
+    assert_eq!(client.release("k", 12345), Ok(ReleaseOutcome::NotHolder));
+}
+
+#[test]
+fn release_retries_stop_at_the_five_second_deadline_without_success() {
+    let fake = fake_with_release(|| Action::Reply(Response::Unknown));
+    let client = fake.client();
+    let lock = client.acquire("k", LEASE, Duration::ZERO).unwrap();
+    let token = lock.token();
+    let start = Instant::now();
+    assert_eq!(lock.release(), Err(ReleaseError::Unconfirmed));
+    let took = start.elapsed();
+    assert!(
+        took >= Duration::from_millis(4900) && took < Duration::from_millis(6500),
+        "{took:?}"
+    );
+    let sent = releases(&fake);
+    assert!(sent.len() >= 5, "retried only {} times", sent.len());
+    assert!(sent
+        .iter()
+        .all(|(t, k, o)| *t == token && k == "k" && o == "test-owner"));
+    // And nothing more after the deadline.
+    let count = sent.len();
+    std::thread::sleep(Duration::from_millis(400));
+    assert_eq!(releases(&fake).len(), count);
+}
+
+#[test]
+fn unanswered_release_attempts_are_sent_again_until_answered() {
+    // The first two attempts get no answer; the third is answered.
+    let attempts = Arc::new(AtomicU64::new(0));
+    let seen = Arc::clone(&attempts);
+    let fake = fake_with_release(move || {
+        if seen.fetch_add(1, Ordering::SeqCst) < 2 {
+            Action::Ignore
+        } else {
+            Action::Reply(Response::Released)
+        }
+    });
+    let client = fake.client();
+    let lock = client.acquire("k", LEASE, Duration::ZERO).unwrap();
+    assert_eq!(lock.release(), Ok(ReleaseOutcome::Released));
+    assert_eq!(attempts.load(Ordering::SeqCst), 3);
+}
+
+#[test]
+fn a_late_grant_is_released_with_its_exact_token() {
+    // The grant comes 800 ms after the ACQUIRE; the caller gives up after
+    // wait (0) + commit margin (300 ms).
+    let fake = FakeServer::start(
+        b'S',
+        Box::new(|_, _, request| match request {
+            Request::Acquire { .. } => Action::ReplyAfter(
+                Duration::from_millis(800),
+                Response::Granted {
+                    token: 777_000_123,
+                    lease_ms: 30_000,
+                },
+            ),
+            other => Action::Reply(default_answer(other)),
+        }),
+    );
+    let client = fake.client();
+    let err = client.acquire("seat:9", LEASE, Duration::ZERO).unwrap_err();
+    assert_eq!(
+        err,
+        AcquireError::Indeterminate(IndeterminateCause::NoAnswer)
+    );
+    assert!(eventually(Duration::from_secs(3), || !releases(&fake).is_empty()));
+    assert_eq!(
+        releases(&fake),
+        vec![(777_000_123, "seat:9".into(), "test-owner".into())]
+    );
+}
+
+#[test]
+fn dropping_a_lock_releases_it_in_the_background() {
+    let fake = fake_with_release(|| Action::Reply(Response::Released));
+    let client = fake.client();
+    let lock = client.acquire("k", LEASE, Duration::ZERO).unwrap();
+    let token = lock.token();
+    let start = Instant::now();
+    drop(lock);
+    assert!(start.elapsed() < Duration::from_millis(50), "drop blocked");
+    assert!(eventually(Duration::from_secs(3), || releases(&fake).len() == 1));
+    assert_eq!(releases(&fake)[0].0, token);
+}
+
+#[test]
+fn a_full_release_queue_is_an_error_not_a_block() {
+    let fake = fake_with_release(|| Action::Ignore);
+    let client = fake.client();
+    let locks: Vec<_> = (0..ticketing::client::RELEASE_QUEUE_CAPACITY + 1)
+        .map(|i| {
+            client
+                .acquire(&format!("k{i}"), LEASE, Duration::ZERO)
+                .unwrap()
+        })
+        .collect();
+    let mut locks = locks.into_iter();
+    let last = locks.next().unwrap();
+    // Fill the queue: these releases are never answered and stay queued for 5 s.
+    drop(locks);
+    let start = Instant::now();
+    assert_eq!(last.release(), Err(ReleaseError::QueueFull));
+    assert!(start.elapsed() < Duration::from_millis(50));
+}
+
+#[test]
+fn releases_survive_a_broken_connection() {
+    // The first release attempt breaks its connection; the retry succeeds.
+    let attempts = Arc::new(AtomicU64::new(0));
+    let seen = Arc::clone(&attempts);
+    let fake = fake_with_release(move || {
+        if seen.fetch_add(1, Ordering::SeqCst) == 0 {
+            Action::Close
+        } else {
+            Action::Reply(Response::Released)
+        }
+    });
+    let client = fake.client();
+    let lock = client.acquire("k", LEASE, Duration::ZERO).unwrap();
+    assert_eq!(lock.release(), Ok(ReleaseOutcome::Released));
+    assert_eq!(attempts.load(Ordering::SeqCst), 2);
+}
