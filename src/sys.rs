@@ -50,10 +50,7 @@ mod tests {
 
     #[test]
     fn signals_reach_a_child() {
-        let mut child = std::process::Command::new("sleep")
-            .arg("30")
-            .spawn()
-            .unwrap();
+        let mut child = std::process::Command::new("sleep").arg("30").spawn().unwrap();
         super::send_signal(child.id(), super::SIGTERM).unwrap();
         let status = child.wait().unwrap();
         use std::os::unix::process::ExitStatusExt;

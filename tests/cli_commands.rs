@@ -11,10 +11,7 @@ use client_support::RealServer;
 
 fn ticketing(args: &[&str], env: &[(&str, &str)]) -> Output {
     let mut command = Command::new(env!("CARGO_BIN_EXE_ticketing"));
-    command
-        .args(args)
-        .env_clear()
-        .env("PATH", std::env::var("PATH").unwrap_or_default());
+    command.args(args).env_clear().env("PATH", std::env::var("PATH").unwrap_or_default());
     for (k, v) in env {
         command.env(k, v);
     }
@@ -48,24 +45,13 @@ fn code(out: &Output) -> i32 {
 fn help_and_version() {
     let out = ticketing(&["--help"], &[]);
     assert_eq!(code(&out), 0);
-    for word in [
-        "acquire",
-        "release",
-        "query",
-        "status",
-        "run",
-        "demo",
-        "Exit status",
-    ] {
+    for word in ["acquire", "release", "query", "status", "run", "demo", "Exit status"] {
         assert!(stdout(&out).contains(word), "--help lacks {word}");
     }
     for sub in ["acquire", "release", "query", "status", "run", "demo"] {
         let out = ticketing(&[sub, "--help"], &[]);
         assert_eq!(code(&out), 0, "{sub} --help");
-        assert!(
-            stdout(&out).contains(&format!("ticketing {sub}")),
-            "{sub} --help"
-        );
+        assert!(stdout(&out).contains(&format!("ticketing {sub}")), "{sub} --help");
     }
     let out = ticketing(&["server", "--help"], &[]);
     assert_eq!(code(&out), 0);
@@ -74,10 +60,7 @@ fn help_and_version() {
     assert_eq!(code(&out), 0);
     let version = stdout(&out);
     assert!(version.starts_with(&format!("ticketing {}", env!("CARGO_PKG_VERSION"))));
-    assert!(
-        version.contains("commit") && version.contains("build"),
-        "{version}"
-    );
+    assert!(version.contains("commit") && version.contains("build"), "{version}");
 }
 
 #[test]
@@ -86,18 +69,9 @@ fn usage_and_configuration_errors_exit_2() {
     assert_eq!(code(&ticketing(&[], &[])), 2);
     assert_eq!(code(&ticketing(&["frobnicate"], &[])), 2);
     assert_eq!(code(&ticketing(&["acquire"], &token)), 2);
-    assert_eq!(
-        code(&ticketing(&["acquire", "k", "--lease", "0"], &token)),
-        2
-    );
-    assert_eq!(
-        code(&ticketing(&["acquire", "k", "--lease", "251"], &token)),
-        2
-    );
-    assert_eq!(
-        code(&ticketing(&["acquire", "k", "--wait", "300001"], &token)),
-        2
-    );
+    assert_eq!(code(&ticketing(&["acquire", "k", "--lease", "0"], &token)), 2);
+    assert_eq!(code(&ticketing(&["acquire", "k", "--lease", "251"], &token)), 2);
+    assert_eq!(code(&ticketing(&["acquire", "k", "--wait", "300001"], &token)), 2);
     assert_eq!(code(&ticketing(&["acquire", "k", "--bogus"], &token)), 2);
     assert_eq!(code(&ticketing(&["release", "k", "notanumber"], &token)), 2);
     assert_eq!(code(&ticketing(&["run", "k"], &token)), 2);
@@ -119,10 +93,7 @@ fn acquire_query_release_and_their_exit_codes() {
     let server = RealServer::start();
     let out = on(&server, &["acquire", "seat:1", "--lease", "30"]);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
-    let token: u64 = stdout(&out)
-        .trim()
-        .parse()
-        .expect("acquire prints the token");
+    let token: u64 = stdout(&out).trim().parse().expect("acquire prints the token");
     // Held by the first process even though it exited.
     let out = on(&server, &["acquire", "seat:1"]);
     assert_eq!(code(&out), 1);
@@ -134,10 +105,7 @@ fn acquire_query_release_and_their_exit_codes() {
     assert_eq!(code(&out), 0);
     assert!(stdout(&out).contains(&format!("owner=cli-test token={token}")));
     // Another owner cannot release it.
-    let out = on(
-        &server,
-        &["release", "seat:1", &token.to_string(), "--owner", "other"],
-    );
+    let out = on(&server, &["release", "seat:1", &token.to_string(), "--owner", "other"]);
     assert_eq!(code(&out), 1);
     assert_eq!(stdout(&out).trim(), "not holder");
     let out = on(&server, &["release", "seat:1", &token.to_string()]);
@@ -146,10 +114,7 @@ fn acquire_query_release_and_their_exit_codes() {
     let out = on(&server, &["release", "seat:1", &token.to_string()]);
     assert_eq!(code(&out), 1);
     let out = on(&server, &["query", "seat:1"]);
-    assert_eq!(
-        (code(&out), stdout(&out).trim().to_owned()),
-        (0, "free".into())
-    );
+    assert_eq!((code(&out), stdout(&out).trim().to_owned()), (0, "free".into()));
 }
 
 #[test]
@@ -158,25 +123,14 @@ fn status_of_one_node_and_a_table_of_several() {
     let out = on(&server, &["status"]);
     assert_eq!(code(&out), 0);
     assert!(stdout(&out).contains("role=standalone"));
-    let dead = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .to_string();
+    let dead = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().to_string();
     let both = format!("{},{dead}", server.addr);
     let out = on(&server, &["status", "--addr", &both]);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     let table = stdout(&out);
     let lines: Vec<&str> = table.lines().collect();
     assert_eq!(lines.len(), 3, "{table}");
-    for column in [
-        "node_id",
-        "role",
-        "term",
-        "leader",
-        "commit_index",
-        "applied_index",
-    ] {
+    for column in ["node_id", "role", "term", "leader", "commit_index", "applied_index"] {
         assert!(lines[0].contains(column), "{table}");
     }
     assert!(lines[1].starts_with(&server.addr) && lines[1].contains("standalone"));
@@ -185,23 +139,12 @@ fn status_of_one_node_and_a_table_of_several() {
 
 #[test]
 fn unreachable_servers_exit_3() {
-    let dead = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .to_string();
-    let env = [
-        ("TICKETING_ADDRS", dead.as_str()),
-        ("TICKETING_AUTH_TOKEN", "0123456789abcdef-0123"),
-    ];
+    let dead = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().to_string();
+    let env = [("TICKETING_ADDRS", dead.as_str()), ("TICKETING_AUTH_TOKEN", "0123456789abcdef-0123")];
     let start = Instant::now();
     let out = ticketing(&["acquire", "k"], &env);
     assert_eq!(code(&out), 3);
-    assert!(
-        stderr(&out).contains("no server reachable"),
-        "{}",
-        stderr(&out)
-    );
+    assert!(stderr(&out).contains("no server reachable"), "{}", stderr(&out));
     assert!(start.elapsed() < Duration::from_secs(8));
 }
 
@@ -242,29 +185,15 @@ fn run_passes_the_fence_and_exits_with_the_commands_status() {
 fn run_stops_the_command_before_the_lease_runs_out() {
     let server = RealServer::start();
     let start = Instant::now();
-    let out = on(
-        &server,
-        &["run", "slow", "--lease", "2", "--", "sleep", "30"],
-    );
+    let out = on(&server, &["run", "slow", "--lease", "2", "--", "sleep", "30"]);
     let took = start.elapsed();
     assert_eq!(code(&out), 3, "{}", stderr(&out));
     assert!(stderr(&out).contains("SIGTERM"), "{}", stderr(&out));
     assert!(stderr(&out).contains("ran out"), "{}", stderr(&out));
     assert!(took < Duration::from_secs(3), "{took:?}");
     // A command that ignores SIGTERM gets SIGKILL after the grace period.
-    let out = on(
-        &server,
-        &[
-            "run",
-            "stubborn",
-            "--lease",
-            "2",
-            "--",
-            "sh",
-            "-c",
-            "trap '' TERM; exec sleep 30",
-        ],
-    );
+    let out =
+        on(&server, &["run", "stubborn", "--lease", "2", "--", "sh", "-c", "trap '' TERM; exec sleep 30"]);
     assert_eq!(code(&out), 3);
     assert!(stderr(&out).contains("SIGKILL"), "{}", stderr(&out));
 }

@@ -23,9 +23,7 @@ fn grant_gives_a_lock_with_token_and_local_deadline() {
     let fake = FakeServer::granting();
     let client = fake.client();
     let before = Instant::now();
-    let lock = client
-        .acquire("seat:1", LEASE, Duration::from_secs(1))
-        .unwrap();
+    let lock = client.acquire("seat:1", LEASE, Duration::from_secs(1)).unwrap();
     let after = Instant::now();
     assert_eq!(lock.key(), "seat:1");
     assert_eq!(lock.owner(), "test-owner");
@@ -34,14 +32,9 @@ fn grant_gives_a_lock_with_token_and_local_deadline() {
     assert!(!lock.is_expired());
     assert!(lock.remaining() <= LEASE);
     let sent = fake.received();
-    assert!(
-        matches!(&sent[0].2, Request::Acquire { lease_s: 10, key, owner, .. }
-        if key == "seat:1" && owner == "test-owner")
-    );
-    assert_eq!(
-        lock.release(),
-        Ok(ticketing::client::ReleaseOutcome::Released)
-    );
+    assert!(matches!(&sent[0].2, Request::Acquire { lease_s: 10, key, owner, .. }
+        if key == "seat:1" && owner == "test-owner"));
+    assert_eq!(lock.release(), Ok(ticketing::client::ReleaseOutcome::Released));
 }
 
 #[test]
@@ -50,19 +43,10 @@ fn definitive_answers_are_returned_at_once_and_never_retried() {
         (Response::Busy, AcquireError::Busy),
         (Response::Timeout, AcquireError::Timeout),
         (
-            Response::Error {
-                code: ErrorCode::Invalid,
-                message: "lease".into(),
-            },
+            Response::Error { code: ErrorCode::Invalid, message: "lease".into() },
             AcquireError::Invalid("lease".into()),
         ),
-        (
-            Response::Error {
-                code: ErrorCode::Overloaded,
-                message: String::new(),
-            },
-            AcquireError::Overloaded,
-        ),
+        (Response::Error { code: ErrorCode::Overloaded, message: String::new() }, AcquireError::Overloaded),
     ];
     for (answer, expected) in answers {
         let reply = answer.clone();
@@ -74,9 +58,7 @@ fn definitive_answers_are_returned_at_once_and_never_retried() {
             }),
         );
         let client = fake.client();
-        let err = client
-            .acquire("k", LEASE, Duration::from_millis(100))
-            .unwrap_err();
+        let err = client.acquire("k", LEASE, Duration::from_millis(100)).unwrap_err();
         assert_eq!(err, expected);
         assert!(err.is_definitive());
         std::thread::sleep(Duration::from_millis(100));
@@ -94,13 +76,8 @@ fn a_written_acquire_is_never_resent_when_the_connection_drops() {
         }),
     );
     let client = fake.client();
-    let err = client
-        .acquire("k", LEASE, Duration::from_secs(2))
-        .unwrap_err();
-    assert_eq!(
-        err,
-        AcquireError::Indeterminate(IndeterminateCause::ConnectionLost)
-    );
+    let err = client.acquire("k", LEASE, Duration::from_secs(2)).unwrap_err();
+    assert_eq!(err, AcquireError::Indeterminate(IndeterminateCause::ConnectionLost));
     assert!(!err.is_definitive());
     // Give a wrong resend every chance to show up, on the other connection or a new one.
     std::thread::sleep(Duration::from_millis(700));
@@ -114,9 +91,7 @@ fn an_unwritten_acquire_is_retried_on_another_connection() {
     assert!(eventually(Duration::from_secs(5), || fake.handshakes() == 2));
     // The first write fails before its first byte, as on a socket that just broke.
     client.inject_write_failures(1);
-    let lock = client
-        .acquire("k", LEASE, Duration::from_secs(2))
-        .expect("retried on the other connection");
+    let lock = client.acquire("k", LEASE, Duration::from_secs(2)).expect("retried on the other connection");
     assert_eq!(acquires(&fake), 1);
     lock.release().unwrap();
     // The connection whose write failed was dropped and comes back.
@@ -132,14 +107,8 @@ fn unknown_is_indeterminate() {
             other => Action::Reply(default_answer(other)),
         }),
     );
-    let err = fake
-        .client()
-        .acquire("k", LEASE, Duration::ZERO)
-        .unwrap_err();
-    assert_eq!(
-        err,
-        AcquireError::Indeterminate(IndeterminateCause::ServerUnknown)
-    );
+    let err = fake.client().acquire("k", LEASE, Duration::ZERO).unwrap_err();
+    assert_eq!(err, AcquireError::Indeterminate(IndeterminateCause::ServerUnknown));
     assert_eq!(acquires(&fake), 1);
 }
 
@@ -155,18 +124,10 @@ fn no_answer_within_wait_plus_margin_is_indeterminate() {
     let client = fake.client(); // commit margin 300 ms
     client.ping().unwrap();
     let start = Instant::now();
-    let err = client
-        .acquire("k", LEASE, Duration::from_millis(200))
-        .unwrap_err();
+    let err = client.acquire("k", LEASE, Duration::from_millis(200)).unwrap_err();
     let took = start.elapsed();
-    assert_eq!(
-        err,
-        AcquireError::Indeterminate(IndeterminateCause::NoAnswer)
-    );
-    assert!(
-        took >= Duration::from_millis(500) && took < Duration::from_secs(2),
-        "{took:?}"
-    );
+    assert_eq!(err, AcquireError::Indeterminate(IndeterminateCause::NoAnswer));
+    assert!(took >= Duration::from_millis(500) && took < Duration::from_secs(2), "{took:?}");
     assert_eq!(acquires(&fake), 1);
 }
 
@@ -181,22 +142,13 @@ fn moved_is_not_leader_and_the_next_request_goes_to_the_hinted_leader() {
         b'L',
         Box::new(move |_, _, request| match request {
             Request::Ping => Action::Reply(Response::Pong),
-            _ => Action::Reply(Response::Moved {
-                leader: hint.clone(),
-            }),
+            _ => Action::Reply(Response::Moved { leader: hint.clone() }),
         }),
     );
     let client = client_for(&[stale.addr_string(), leader_addr.clone()]);
-    assert!(eventually(Duration::from_secs(5), || stale.handshakes()
-        == 1
-        && leader.handshakes() == 1));
+    assert!(eventually(Duration::from_secs(5), || stale.handshakes() == 1 && leader.handshakes() == 1));
     let err = client.acquire("k", LEASE, Duration::ZERO).unwrap_err();
-    assert_eq!(
-        err,
-        AcquireError::NotLeader {
-            leader: Some(leader_addr.clone())
-        }
-    );
+    assert_eq!(err, AcquireError::NotLeader { leader: Some(leader_addr.clone()) });
     assert!(err.is_definitive());
     assert_eq!(acquires(&stale), 1);
     assert_eq!(acquires(&leader), 0, "M must not be retried internally");
@@ -209,11 +161,7 @@ fn moved_is_not_leader_and_the_next_request_goes_to_the_hinted_leader() {
 #[test]
 fn nothing_reachable_is_unavailable_and_nothing_is_sent() {
     // A port that was just free: nothing listens there.
-    let addr = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .to_string();
+    let addr = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().to_string();
     let client = client_for(&[addr]);
     let start = Instant::now();
     let err = client.acquire("k", LEASE, Duration::ZERO).unwrap_err();
@@ -231,10 +179,7 @@ fn pipelined_acquires_each_get_their_own_token() {
         Box::new(move |_, id, request| match request {
             Request::Acquire { .. } => Action::ReplyAfter(
                 Duration::from_millis(u64::from(id % 5)),
-                Response::Granted {
-                    token: next.fetch_add(1, Ordering::SeqCst),
-                    lease_ms: 10_000,
-                },
+                Response::Granted { token: next.fetch_add(1, Ordering::SeqCst), lease_ms: 10_000 },
             ),
             other => Action::Reply(default_answer(other)),
         }),
@@ -246,9 +191,7 @@ fn pipelined_acquires_each_get_their_own_token() {
             std::thread::spawn(move || {
                 (0..20)
                     .map(|i| {
-                        let lock = client
-                            .acquire(&format!("k{t}-{i}"), LEASE, Duration::ZERO)
-                            .unwrap();
+                        let lock = client.acquire(&format!("k{t}-{i}"), LEASE, Duration::ZERO).unwrap();
                         let token = lock.token();
                         lock.release().unwrap();
                         token
@@ -257,10 +200,7 @@ fn pipelined_acquires_each_get_their_own_token() {
             })
         })
         .collect();
-    let mut tokens: Vec<u64> = threads
-        .into_iter()
-        .flat_map(|t| t.join().unwrap())
-        .collect();
+    let mut tokens: Vec<u64> = threads.into_iter().flat_map(|t| t.join().unwrap()).collect();
     tokens.sort();
     tokens.dedup();
     assert_eq!(tokens.len(), 16 * 20);
@@ -273,11 +213,7 @@ fn a_fresh_client_sends_its_first_request_to_the_leader() {
         let hint = leader.addr_string();
         let follower = FakeServer::start(
             b'F',
-            Box::new(move |_, _, _| {
-                Action::Reply(Response::Moved {
-                    leader: hint.clone(),
-                })
-            }),
+            Box::new(move |_, _, _| Action::Reply(Response::Moved { leader: hint.clone() })),
         );
         follower.set_leader(&leader.addr_string());
         // No warm-up: the first request races the connections being made.

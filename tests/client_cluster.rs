@@ -27,23 +27,15 @@ fn the_client_finds_the_leader_and_survives_its_death() {
     let client = client_for(&cluster, &order);
     let mut last = 0;
     for _ in 0..10 {
-        let lock = client
-            .acquire("seat", Duration::from_secs(30), Duration::from_secs(2))
-            .unwrap();
+        let lock = client.acquire("seat", Duration::from_secs(30), Duration::from_secs(2)).unwrap();
         assert!(lock.token() > last);
         last = lock.token();
         assert_eq!(lock.release(), Ok(ReleaseOutcome::Released));
     }
-    let kept = client
-        .acquire("kept", Duration::from_secs(120), Duration::ZERO)
-        .unwrap();
+    let kept = client.acquire("kept", Duration::from_secs(120), Duration::ZERO).unwrap();
     for i in 0..3 {
         let status = client.status_of(&cluster.addr(i).to_string()).unwrap();
-        let role = if i == leader {
-            "role=leader"
-        } else {
-            "role=follower"
-        };
+        let role = if i == leader { "role=leader" } else { "role=follower" };
         assert!(status.contains(role), "node {i}: {status}");
     }
 
@@ -63,17 +55,11 @@ fn the_client_finds_the_leader_and_survives_its_death() {
             }
         }
     };
-    assert!(
-        lock.token() > last,
-        "tokens keep growing across the failover"
-    );
+    assert!(lock.token() > last, "tokens keep growing across the failover");
     assert_eq!(lock.release(), Ok(ReleaseOutcome::Released));
     // The lock taken before the failover is still held, by us, with its token.
     let holder = client.query("kept").unwrap().expect("still held");
-    assert_eq!(
-        (holder.owner.as_str(), holder.token),
-        ("cluster-client", kept.token())
-    );
+    assert_eq!((holder.owner.as_str(), holder.token), ("cluster-client", kept.token()));
     assert_eq!(kept.release(), Ok(ReleaseOutcome::Released));
 }
 
@@ -93,10 +79,7 @@ fn cli_status_shows_one_table_of_the_cluster() {
     let lines: Vec<&str> = table.lines().collect();
     assert_eq!(lines.len(), 4, "{table}");
     assert!(lines[0].contains("commit_index") && lines[0].contains("applied_index"));
-    let leaders: Vec<&&str> = lines[1..]
-        .iter()
-        .filter(|l| l.contains(" leader "))
-        .collect();
+    let leaders: Vec<&&str> = lines[1..].iter().filter(|l| l.contains(" leader ")).collect();
     assert_eq!(leaders.len(), 1, "{table}");
     assert!(leaders[0].starts_with(&addrs[leader]), "{table}");
 }

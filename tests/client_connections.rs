@@ -17,12 +17,7 @@ fn many_threads_pipeline_on_one_client_without_mixing_answers() {
         Box::new(|_, id, request| match request {
             Request::Query { key } => Action::ReplyAfter(
                 Duration::from_millis(u64::from(id % 7)),
-                Response::Holder {
-                    token: u64::from(id),
-                    remaining_ms: 1000,
-                    waiters: 0,
-                    owner: key.clone(),
-                },
+                Response::Holder { token: u64::from(id), remaining_ms: 1000, waiters: 0, owner: key.clone() },
             ),
             other => Action::Reply(default_answer(other)),
         }),
@@ -60,8 +55,7 @@ fn a_lone_address_gets_two_connections_and_several_get_one_each() {
 
     let (a, b) = (FakeServer::granting(), FakeServer::granting());
     let _client = client_for(&[a.addr_string(), b.addr_string()]);
-    assert!(eventually(Duration::from_secs(5), || a.handshakes() == 1
-        && b.handshakes() == 1));
+    assert!(eventually(Duration::from_secs(5), || a.handshakes() == 1 && b.handshakes() == 1));
     std::thread::sleep(Duration::from_millis(200));
     assert_eq!((a.handshakes(), b.handshakes()), (1, 1));
 }
@@ -81,9 +75,7 @@ fn service_continues_while_one_connection_is_cut() {
         client.query("k").unwrap();
     }
     assert!(start.elapsed() < Duration::from_secs(3));
-    let lock = client
-        .acquire("k", Duration::from_secs(5), Duration::ZERO)
-        .unwrap();
+    let lock = client.acquire("k", Duration::from_secs(5), Duration::ZERO).unwrap();
     lock.release().unwrap();
     // And the cut connection comes back (first retry after 0.1 s).
     assert!(eventually(Duration::from_secs(5), || fake.handshakes() == 3));
@@ -94,14 +86,10 @@ fn the_client_survives_a_server_that_disappears_and_comes_back() {
     let fake = FakeServer::granting();
     let client = fake.client();
     client.ping().unwrap();
-    fake.state
-        .refuse
-        .store(true, std::sync::atomic::Ordering::SeqCst);
+    fake.state.refuse.store(true, std::sync::atomic::Ordering::SeqCst);
     fake.cut_all();
     std::thread::sleep(Duration::from_millis(500));
-    fake.state
-        .refuse
-        .store(false, std::sync::atomic::Ordering::SeqCst);
+    fake.state.refuse.store(false, std::sync::atomic::Ordering::SeqCst);
     // Pings wait for a connection (within the request budget) and succeed again.
     client.ping().unwrap();
 }
@@ -111,17 +99,9 @@ fn reconnect_attempts_back_off_from_100ms_doubling() {
     // Two addresses, so one connection per address and one backoff per fake.
     let fake = FakeServer::granting();
     let other = FakeServer::granting();
-    fake.state
-        .refuse
-        .store(true, std::sync::atomic::Ordering::SeqCst);
+    fake.state.refuse.store(true, std::sync::atomic::Ordering::SeqCst);
     let _client = client_for(&[fake.addr_string(), other.addr_string()]);
-    assert!(eventually(Duration::from_secs(6), || fake
-        .state
-        .accepts
-        .lock()
-        .unwrap()
-        .len()
-        >= 6));
+    assert!(eventually(Duration::from_secs(6), || fake.state.accepts.lock().unwrap().len() >= 6));
     let accepts = fake.state.accepts.lock().unwrap().clone();
     let gaps: Vec<Duration> = accepts.windows(2).map(|w| w[1] - w[0]).collect();
     let expected_ms = [100u64, 200, 400, 800, 1600];

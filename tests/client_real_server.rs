@@ -25,18 +25,12 @@ fn acquire_query_release_status_round_trip() {
     let status = client.status().unwrap();
     assert!(status.contains("role=standalone"), "{status}");
     assert!(status.contains("keys_held=1"), "{status}");
-    assert_eq!(
-        client.status_of(&server.addr).unwrap().lines().next(),
-        status.lines().next()
-    );
+    assert_eq!(client.status_of(&server.addr).unwrap().lines().next(), status.lines().next());
     let token = lock.token();
     assert_eq!(lock.release(), Ok(ReleaseOutcome::Released));
     assert_eq!(client.query("seat:1").unwrap(), None);
     // The same release again: no longer the holder.
-    assert_eq!(
-        client.release("seat:1", token),
-        Ok(ReleaseOutcome::NotHolder)
-    );
+    assert_eq!(client.release("seat:1", token), Ok(ReleaseOutcome::NotHolder));
 }
 
 #[test]
@@ -45,23 +39,13 @@ fn busy_timeout_and_fifo_hand_off() {
     let alice = server.client("alice");
     let bob = server.client("bob");
     let held = alice.acquire("k", LEASE, Duration::ZERO).unwrap();
-    assert_eq!(
-        bob.acquire("k", LEASE, Duration::ZERO).unwrap_err(),
-        AcquireError::Busy
-    );
+    assert_eq!(bob.acquire("k", LEASE, Duration::ZERO).unwrap_err(), AcquireError::Busy);
     let start = Instant::now();
-    assert_eq!(
-        bob.acquire("k", LEASE, Duration::from_millis(200))
-            .unwrap_err(),
-        AcquireError::Timeout
-    );
+    assert_eq!(bob.acquire("k", LEASE, Duration::from_millis(200)).unwrap_err(), AcquireError::Timeout);
     assert!(start.elapsed() >= Duration::from_millis(190));
     // Bob queues; Alice's release hands the key straight to him with a larger token.
     let waiter = std::thread::spawn(move || bob.acquire("k", LEASE, Duration::from_secs(5)));
-    assert!(eventually(Duration::from_secs(3), || alice
-        .query("k")
-        .unwrap()
-        .is_some_and(|h| h.waiters == 1)));
+    assert!(eventually(Duration::from_secs(3), || alice.query("k").unwrap().is_some_and(|h| h.waiters == 1)));
     let first = held.token();
     assert_eq!(held.release(), Ok(ReleaseOutcome::Released));
     let bobs = waiter.join().unwrap().unwrap();
@@ -76,10 +60,7 @@ fn a_dropped_lock_is_released_in_the_background() {
     let client = server.client("dropper");
     let lock = client.acquire("k", LEASE, Duration::ZERO).unwrap();
     drop(lock);
-    assert!(eventually(Duration::from_secs(3), || client
-        .query("k")
-        .unwrap()
-        .is_none()));
+    assert!(eventually(Duration::from_secs(3), || client.query("k").unwrap().is_none()));
 }
 
 #[test]
@@ -94,9 +75,7 @@ fn sixty_four_threads_share_one_client() {
                 for i in 0..20 {
                     // Four threads per key: real contention and hand-offs.
                     let key = format!("key-{}", (t + i) % 16);
-                    let lock = client
-                        .acquire(&key, LEASE, Duration::from_secs(20))
-                        .unwrap();
+                    let lock = client.acquire(&key, LEASE, Duration::from_secs(20)).unwrap();
                     tokens.push(lock.token());
                     assert_eq!(lock.release(), Ok(ReleaseOutcome::Released));
                 }
@@ -135,9 +114,7 @@ fn a_restarted_server_is_reconnected_to() {
         .spawn()
         .map(KillOnDrop)
         .unwrap();
-    let lock = client
-        .acquire("k", LEASE, Duration::from_secs(5))
-        .expect("reconnected");
+    let lock = client.acquire("k", LEASE, Duration::from_secs(5)).expect("reconnected");
     lock.release().unwrap();
 }
 

@@ -46,10 +46,7 @@ fn release_reports_released_and_not_holder() {
     let lock = client.acquire("k", LEASE, Duration::ZERO).unwrap();
     let token = lock.token();
     assert_eq!(lock.release(), Ok(ReleaseOutcome::Released));
-    assert_eq!(
-        releases(&fake),
-        vec![(token, "k".into(), "test-owner".into())]
-    );
+    assert_eq!(releases(&fake), vec![(token, "k".into(), "test-owner".into())]);
 
     let fake = fake_with_release(|| Action::Reply(Response::NotHolder));
     let client = fake.client();
@@ -65,15 +62,10 @@ fn release_retries_stop_at_the_five_second_deadline_without_success() {
     let start = Instant::now();
     assert_eq!(lock.release(), Err(ReleaseError::Unconfirmed));
     let took = start.elapsed();
-    assert!(
-        took >= Duration::from_millis(4900) && took < Duration::from_millis(6500),
-        "{took:?}"
-    );
+    assert!(took >= Duration::from_millis(4900) && took < Duration::from_millis(6500), "{took:?}");
     let sent = releases(&fake);
     assert!(sent.len() >= 5, "retried only {} times", sent.len());
-    assert!(sent
-        .iter()
-        .all(|(t, k, o)| *t == token && k == "k" && o == "test-owner"));
+    assert!(sent.iter().all(|(t, k, o)| *t == token && k == "k" && o == "test-owner"));
     // And nothing more after the deadline.
     let count = sent.len();
     std::thread::sleep(Duration::from_millis(400));
@@ -107,25 +99,16 @@ fn a_late_grant_is_released_with_its_exact_token() {
         Box::new(|_, _, request| match request {
             Request::Acquire { .. } => Action::ReplyAfter(
                 Duration::from_millis(800),
-                Response::Granted {
-                    token: 777_000_123,
-                    lease_ms: 30_000,
-                },
+                Response::Granted { token: 777_000_123, lease_ms: 30_000 },
             ),
             other => Action::Reply(default_answer(other)),
         }),
     );
     let client = fake.client();
     let err = client.acquire("seat:9", LEASE, Duration::ZERO).unwrap_err();
-    assert_eq!(
-        err,
-        AcquireError::Indeterminate(IndeterminateCause::NoAnswer)
-    );
+    assert_eq!(err, AcquireError::Indeterminate(IndeterminateCause::NoAnswer));
     assert!(eventually(Duration::from_secs(3), || !releases(&fake).is_empty()));
-    assert_eq!(
-        releases(&fake),
-        vec![(777_000_123, "seat:9".into(), "test-owner".into())]
-    );
+    assert_eq!(releases(&fake), vec![(777_000_123, "seat:9".into(), "test-owner".into())]);
 }
 
 #[test]
@@ -146,11 +129,7 @@ fn a_full_release_queue_is_an_error_not_a_block() {
     let fake = fake_with_release(|| Action::Ignore);
     let client = fake.client();
     let locks: Vec<_> = (0..ticketing::client::RELEASE_QUEUE_CAPACITY + 1)
-        .map(|i| {
-            client
-                .acquire(&format!("k{i}"), LEASE, Duration::ZERO)
-                .unwrap()
-        })
+        .map(|i| client.acquire(&format!("k{i}"), LEASE, Duration::ZERO).unwrap())
         .collect();
     let mut locks = locks.into_iter();
     let last = locks.next().unwrap();

@@ -20,8 +20,7 @@ impl Pki {
         ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
         let ca = ca_params.self_signed(&ca_key).unwrap();
         let key = KeyPair::generate().unwrap();
-        let params =
-            CertificateParams::new(vec!["localhost".to_string(), "127.0.0.1".to_string()]).unwrap();
+        let params = CertificateParams::new(vec!["localhost".to_string(), "127.0.0.1".to_string()]).unwrap();
         let cert = params.signed_by(&key, &ca, &ca_key).unwrap();
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("ca.pem"), ca.pem()).unwrap();
@@ -66,9 +65,7 @@ fn locks_over_tls_by_name_and_by_ip() {
     let port = server.addr.rsplit_once(':').unwrap().1;
     for addr in [format!("localhost:{port}"), server.addr.clone()] {
         let client = tls_client(&addr, &pki.path("ca.pem"));
-        let lock = client
-            .acquire("tls-key", Duration::from_secs(5), Duration::from_secs(2))
-            .unwrap();
+        let lock = client.acquire("tls-key", Duration::from_secs(5), Duration::from_secs(2)).unwrap();
         let holder = client.query("tls-key").unwrap().unwrap();
         assert_eq!(holder.token, lock.token());
         assert!(client.status().unwrap().contains("role=standalone"));
@@ -87,9 +84,7 @@ fn many_threads_over_one_tls_client() {
             std::thread::spawn(move || {
                 for i in 0..30 {
                     let key = format!("k{}", (t + i) % 4);
-                    let lock = client
-                        .acquire(&key, Duration::from_secs(5), Duration::from_secs(10))
-                        .unwrap();
+                    let lock = client.acquire(&key, Duration::from_secs(5), Duration::from_secs(10)).unwrap();
                     lock.release().unwrap();
                 }
             })
@@ -105,15 +100,11 @@ fn an_untrusted_server_is_never_sent_a_request() {
     let pki = Pki::new();
     let server = tls_server(&pki);
     let client = tls_client(&server.addr, &pki.path("other-ca.pem"));
-    let err = client
-        .acquire("k", Duration::from_secs(5), Duration::ZERO)
-        .unwrap_err();
+    let err = client.acquire("k", Duration::from_secs(5), Duration::ZERO).unwrap_err();
     assert_eq!(err, AcquireError::Unavailable);
     // A plain-text client cannot talk to the TLS port either.
     let plain = server.client("plain");
-    let err = plain
-        .acquire("k", Duration::from_secs(5), Duration::ZERO)
-        .unwrap_err();
+    let err = plain.acquire("k", Duration::from_secs(5), Duration::ZERO).unwrap_err();
     assert_eq!(err, AcquireError::Unavailable);
 }
 

@@ -194,8 +194,9 @@ fn error_codes_map_both_ways() {
     assert_eq!(ErrorCode::from_u8(2), ErrorCode::UnknownOp);
     assert_eq!(ErrorCode::from_u8(3), ErrorCode::Malformed);
     assert_eq!(ErrorCode::from_u8(4), ErrorCode::Overloaded);
+    assert_eq!(ErrorCode::from_u8(5), ErrorCode::Refused);
     assert_eq!(ErrorCode::from_u8(0), ErrorCode::Other(0));
-    assert_eq!(ErrorCode::from_u8(5), ErrorCode::Other(5));
+    assert_eq!(ErrorCode::from_u8(6), ErrorCode::Other(6));
 }
 
 #[test]
@@ -357,10 +358,23 @@ fn unknown_request_op_is_unknown_op() {
     }
     // Every letter that is not a request op is unknown.
     for op in 0..=255u8 {
-        if !b"ARQSP".contains(&op) {
+        if !b"ARQSPC".contains(&op) {
             assert_eq!(decode_request(&[op, 0, 0, 0, 9]), Err(DecodeError::UnknownOp(op)));
         }
     }
+}
+
+#[test]
+fn replace_round_trips_and_checks_its_fields() {
+    let request = Request::Replace { old: 3, new: 7, addr: "10.0.0.7:5225".into() };
+    let mut bytes = Vec::new();
+    encode_request(&mut bytes, 9, &request);
+    assert_eq!(&bytes[..5], &[0, 0, 0, 35, b'C']);
+    assert_eq!(decode_request(payload(&bytes)), Ok((9, request)));
+    let zero = Request::Replace { old: 0, new: 7, addr: "a:1".into() };
+    let mut bytes = Vec::new();
+    encode_request(&mut bytes, 9, &zero);
+    assert!(matches!(decode_request(payload(&bytes)), Err(DecodeError::Invalid { id: 9, .. })));
 }
 
 #[test]

@@ -27,11 +27,7 @@ pub(super) fn acquire(args: &[String]) -> i32 {
     };
     match client.acquire(key, lease, wait) {
         Ok(lock) => {
-            eprintln!(
-                "acquired {key} as owner {} for {} s",
-                lock.owner(),
-                lock.lease().as_secs()
-            );
+            eprintln!("acquired {key} as owner {} for {} s", lock.owner(), lock.lease().as_secs());
             println!("{}", lock.into_token());
             EXIT_OK
         }
@@ -116,14 +112,7 @@ pub(super) fn query(args: &[String]) -> i32 {
 }
 
 /// Columns of the multi-node status table.
-const STATUS_COLUMNS: [&str; 6] = [
-    "node_id",
-    "role",
-    "term",
-    "leader",
-    "commit_index",
-    "applied_index",
-];
+const STATUS_COLUMNS: [&str; 6] = ["node_id", "role", "term", "leader", "commit_index", "applied_index"];
 
 pub(super) fn status(args: &[String]) -> i32 {
     let opts = client_options();
@@ -166,15 +155,10 @@ pub(super) fn status(args: &[String]) -> i32 {
                 scope.spawn(move || client.status_of(addr))
             })
             .collect();
-        handles
-            .into_iter()
-            .map(|h| h.join().unwrap_or(Err(ClientError::NoAnswer)))
-            .collect()
+        handles.into_iter().map(|h| h.join().unwrap_or(Err(ClientError::NoAnswer))).collect()
     });
-    let mut rows = vec![std::iter::once("addr")
-        .chain(STATUS_COLUMNS)
-        .map(str::to_owned)
-        .collect::<Vec<String>>()];
+    let mut rows =
+        vec![std::iter::once("addr").chain(STATUS_COLUMNS).map(str::to_owned).collect::<Vec<String>>()];
     let mut reachable = 0;
     for (addr, answer) in addrs.iter().zip(&answers) {
         let mut row = vec![addr.clone()];
@@ -221,26 +205,22 @@ pub(crate) fn parse_status(text: &str) -> Vec<(String, String)> {
 fn table(rows: &[Vec<String>]) -> String {
     let columns = rows.iter().map(Vec::len).max().unwrap_or(0);
     let widths: Vec<usize> = (0..columns)
-        .map(|c| {
-            rows.iter()
-                .filter_map(|r| r.get(c))
-                .map(|v| v.chars().count())
-                .max()
-                .unwrap_or(0)
-        })
+        .map(|c| rows.iter().filter_map(|r| r.get(c)).map(|v| v.chars().count()).max().unwrap_or(0))
         .collect();
     let mut out = String::new();
     for row in rows {
         let cells: Vec<String> = row
             .iter()
             .enumerate()
-            .map(|(c, v)| {
-                if c + 1 == row.len() {
-                    v.clone()
-                } else {
-                    format!("{v:<width$}", width = widths[c])
-                }
-            })
+            .map(
+                |(c, v)| {
+                    if c + 1 == row.len() {
+                        v.clone()
+                    } else {
+                        format!("{v:<width$}", width = widths[c])
+                    }
+                },
+            )
             .collect();
         out.push_str(cells.join("  ").trim_end());
         out.push('\n');
@@ -257,10 +237,7 @@ mod tests {
         let fields = parse_status("node_id=1\nrole=leader\nleader=\n");
         assert_eq!(fields[1], ("role".into(), "leader".into()));
         assert_eq!(fields[2], ("leader".into(), "".into()));
-        let t = table(&[
-            vec!["a".into(), "bb".into()],
-            vec!["ccc".into(), "d".into()],
-        ]);
+        let t = table(&[vec!["a".into(), "bb".into()], vec!["ccc".into(), "d".into()]]);
         assert_eq!(t, "a    bb\nccc  d\n");
     }
 }

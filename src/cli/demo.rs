@@ -86,10 +86,7 @@ pub(super) fn demo(args: &[String]) -> i32 {
         }
     };
     if matches.opt_present("help") {
-        print!(
-            "{}",
-            opts.usage(&format!("Usage: ticketing demo\n\n{about}"))
-        );
+        print!("{}", opts.usage(&format!("Usage: ticketing demo\n\n{about}")));
         return EXIT_OK;
     }
     if let Some(extra) = matches.free.first() {
@@ -135,19 +132,13 @@ pub(super) fn demo(args: &[String]) -> i32 {
     for worker in workers {
         let _ = worker.join();
     }
-    let status = Client::builder()
-        .addrs([addr.clone()])
-        .auth_token(&token)
-        .build()
-        .ok()
-        .and_then(|c| c.status().ok());
+    let status =
+        Client::builder().addrs([addr.clone()]).auth_token(&token).build().ok().and_then(|c| c.status().ok());
     server.shutdown();
 
     let summary = lock(&demo.summary);
     let keys = lock(&demo.keys);
-    let increasing = keys
-        .values()
-        .all(|k| k.tokens.windows(2).all(|w| w[0] < w[1]));
+    let increasing = keys.values().all(|k| k.tokens.windows(2).all(|w| w[0] < w[1]));
     let mut all: Vec<u64> = keys.values().flat_map(|k| k.tokens.clone()).collect();
     let total = all.len();
     all.sort_unstable();
@@ -160,26 +151,16 @@ pub(super) fn demo(args: &[String]) -> i32 {
     println!("  busy or timed out:          {}", summary.busy_or_timeout);
     println!("  errors:                     {}", summary.errors);
     let (wait, who, key) = &summary.longest_wait;
-    println!(
-        "  longest wait:               {} ms (worker-{who:02} for {key})",
-        wait.as_millis()
-    );
-    if let Some(last) = status.as_deref().and_then(|s| {
-        super::commands::parse_status(s)
-            .into_iter()
-            .find(|(n, _)| n == "last_token")
-    }) {
+    println!("  longest wait:               {} ms (worker-{who:02} for {key})", wait.as_millis());
+    if let Some(last) = status
+        .as_deref()
+        .and_then(|s| super::commands::parse_status(s).into_iter().find(|(n, _)| n == "last_token"))
+    {
         println!("  server's last token:        {}", last.1);
     }
     let ok = increasing && unique && summary.errors == 0 && summary.grants > 0;
-    println!(
-        "  tokens strictly increasing: {}",
-        if increasing && unique { "yes" } else { "no" }
-    );
-    println!(
-        "  took:                       {:.1} s",
-        demo.start.elapsed().as_secs_f64()
-    );
+    println!("  tokens strictly increasing: {}", if increasing && unique { "yes" } else { "no" });
+    println!("  took:                       {:.1} s", demo.start.elapsed().as_secs_f64());
     if ok {
         EXIT_OK
     } else {
@@ -198,8 +179,7 @@ fn worker(demo: &Demo, n: usize, client: &Client) {
     std::thread::sleep(Duration::from_millis(rng.below(300)));
     while Instant::now() < end {
         let key = format!("seat:{}", 1 + rng.below(DEMO_KEYS as u64));
-        let wait = DEMO_WAIT_MAX
-            .min(end.saturating_duration_since(Instant::now()) + Duration::from_secs(1));
+        let wait = DEMO_WAIT_MAX.min(end.saturating_duration_since(Instant::now()) + Duration::from_secs(1));
         demo.say(format_args!("worker-{n:02} waits for {key}"));
         let asked = Instant::now();
         match client.acquire(&key, DEMO_LEASE, wait) {
@@ -207,10 +187,8 @@ fn worker(demo: &Demo, n: usize, client: &Client) {
                 let waited = asked.elapsed();
                 let handoff = {
                     let mut keys = lock(&demo.keys);
-                    let log = keys.entry(key.clone()).or_insert(KeyLog {
-                        tokens: Vec::new(),
-                        last_release: None,
-                    });
+                    let log =
+                        keys.entry(key.clone()).or_insert(KeyLog { tokens: Vec::new(), last_release: None });
                     log.tokens.push(held.token());
                     // A hand-off: the previous holder released while we were queued.
                     match log.last_release.take() {

@@ -79,15 +79,8 @@ Options:
 /// The `--version` line.
 pub fn version_line() -> String {
     let commit = option_env!("TICKETING_GIT_COMMIT").unwrap_or("unknown");
-    let profile = if cfg!(debug_assertions) {
-        "debug"
-    } else {
-        "release"
-    };
-    format!(
-        "ticketing {} (commit {commit}, {profile} build)",
-        env!("CARGO_PKG_VERSION")
-    )
+    let profile = if cfg!(debug_assertions) { "debug" } else { "release" };
+    format!("ticketing {} (commit {commit}, {profile} build)", env!("CARGO_PKG_VERSION"))
 }
 
 /// Runs the CLI with `args` (including the program name) and returns the exit status.
@@ -126,9 +119,7 @@ pub fn main(args: Vec<String>) -> i32 {
 
 fn init_logging() {
     let env = env_logger::Env::default().default_filter_or("warn");
-    let _ = env_logger::Builder::from_env(env)
-        .format_timestamp_millis()
-        .try_init();
+    let _ = env_logger::Builder::from_env(env).format_timestamp_millis().try_init();
 }
 
 fn server(args: &[String]) -> i32 {
@@ -161,12 +152,7 @@ fn client_options() -> Options {
 }
 
 fn owner_option(opts: &mut Options) {
-    opts.optopt(
-        "",
-        "owner",
-        "owner string (default $TICKETING_OWNER or cli-USER@HOST)",
-        "OWNER",
-    );
+    opts.optopt("", "owner", "owner string (default $TICKETING_OWNER or cli-USER@HOST)", "OWNER");
 }
 
 /// Parses `args`; on `--help` prints the usage and returns `Err(0)`, on a usage
@@ -198,39 +184,23 @@ fn cli_owner() -> String {
 /// Builds the client from the environment and the common options.
 fn build_client(matches: &Matches) -> Result<Client, i32> {
     let mut builder = ClientBuilder::from_env();
-    let addrs: Vec<String> = matches
-        .opt_strs("addr")
-        .iter()
-        .flat_map(|a| split_addrs(a))
-        .collect();
+    let addrs: Vec<String> = matches.opt_strs("addr").iter().flat_map(|a| split_addrs(a)).collect();
     if !addrs.is_empty() {
         builder = builder.replace_addrs(addrs);
     }
     let owner = matches
         .opt_str("owner")
-        .or_else(|| {
-            std::env::var("TICKETING_OWNER")
-                .ok()
-                .filter(|o| !o.is_empty())
-        })
+        .or_else(|| std::env::var("TICKETING_OWNER").ok().filter(|o| !o.is_empty()))
         .unwrap_or_else(cli_owner);
-    builder
-        .owner(owner)
-        .request_timeout(CLI_REQUEST_TIMEOUT)
-        .build()
-        .map_err(|e| {
-            eprintln!("ticketing: {e}");
-            EXIT_USAGE
-        })
+    builder.owner(owner).request_timeout(CLI_REQUEST_TIMEOUT).build().map_err(|e| {
+        eprintln!("ticketing: {e}");
+        EXIT_USAGE
+    })
 }
 
 /// The addresses a command talks to (for display).
 fn addrs_of(matches: &Matches) -> Vec<String> {
-    let given: Vec<String> = matches
-        .opt_strs("addr")
-        .iter()
-        .flat_map(|a| split_addrs(a))
-        .collect();
+    let given: Vec<String> = matches.opt_strs("addr").iter().flat_map(|a| split_addrs(a)).collect();
     if !given.is_empty() {
         return given;
     }
@@ -267,18 +237,8 @@ fn lease_wait(matches: &Matches) -> Result<(Duration, Duration), i32> {
 }
 
 fn lease_wait_options(opts: &mut Options) {
-    opts.optopt(
-        "",
-        "lease",
-        "lease in whole seconds, 1..=250 (default 30)",
-        "S",
-    );
-    opts.optopt(
-        "",
-        "wait",
-        "how long to queue, in milliseconds, 0..=300000 (default 0: one try)",
-        "MS",
-    );
+    opts.optopt("", "lease", "lease in whole seconds, 1..=250 (default 30)", "S");
+    opts.optopt("", "wait", "how long to queue, in milliseconds, 0..=300000 (default 0: one try)", "MS");
 }
 
 fn acquire_exit(e: &AcquireError) -> i32 {

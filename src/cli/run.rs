@@ -32,12 +32,7 @@ pub(super) fn run(args: &[String]) -> i32 {
                  with CMD's status (128+N if killed by signal N). If CMD still runs 1 s \
                  before the lease ends, it gets SIGTERM, then SIGKILL 1 s later, and \
                  run exits 3.";
-    let matches = match parse(
-        &opts,
-        ours,
-        "ticketing run KEY [options] -- CMD [ARGS...]",
-        about,
-    ) {
+    let matches = match parse(&opts, ours, "ticketing run KEY [options] -- CMD [ARGS...]", about) {
         Ok(m) => m,
         Err(code) => return code,
     };
@@ -77,10 +72,7 @@ pub(super) fn run(args: &[String]) -> i32 {
             return EXIT_USAGE;
         }
     };
-    let stop_at = lock
-        .deadline()
-        .checked_sub(RUN_STOP_MARGIN)
-        .unwrap_or_else(Instant::now);
+    let stop_at = lock.deadline().checked_sub(RUN_STOP_MARGIN).unwrap_or_else(Instant::now);
     let mut terminated_at: Option<Instant> = None;
     let mut killed = false;
     let status = loop {

@@ -19,9 +19,7 @@ pub struct Backoff {
 
 impl Backoff {
     pub fn new() -> Backoff {
-        Backoff {
-            next: BACKOFF_INITIAL,
-        }
+        Backoff { next: BACKOFF_INITIAL }
     }
 
     /// Starts the schedule over (after a successful handshake).

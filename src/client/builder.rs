@@ -68,16 +68,10 @@ impl ClientBuilder {
         let mut builder = ClientBuilder::new();
         let addrs = std::env::var("TICKETING_ADDRS").unwrap_or_default();
         let addrs = split_addrs(&addrs);
-        builder = if addrs.is_empty() {
-            builder.addrs([DEFAULT_ADDR])
-        } else {
-            builder.addrs(addrs)
-        };
+        builder = if addrs.is_empty() { builder.addrs([DEFAULT_ADDR]) } else { builder.addrs(addrs) };
         if let Some(token) = std::env::var_os("TICKETING_AUTH_TOKEN").filter(|t| !t.is_empty()) {
             builder = builder.auth_token(token.into_encoded_bytes());
-        } else if let Some(path) =
-            std::env::var_os("TICKETING_AUTH_TOKEN_FILE").filter(|p| !p.is_empty())
-        {
+        } else if let Some(path) = std::env::var_os("TICKETING_AUTH_TOKEN_FILE").filter(|p| !p.is_empty()) {
             builder = builder.auth_token_file(path);
         }
         if let Some(ca) = std::env::var_os("TICKETING_TLS_CA").filter(|p| !p.is_empty()) {
@@ -167,10 +161,8 @@ impl ClientBuilder {
             None => return Err(BuildError::NoAuthToken),
             Some(Secret::Bytes(bytes)) => bytes,
             Some(Secret::File(path)) => {
-                let mut bytes = std::fs::read(&path).map_err(|error| BuildError::File {
-                    path: path.clone(),
-                    error,
-                })?;
+                let mut bytes =
+                    std::fs::read(&path).map_err(|error| BuildError::File { path: path.clone(), error })?;
                 if bytes.last() == Some(&b'\n') {
                     bytes.pop();
                     if bytes.last() == Some(&b'\r') {
@@ -236,11 +228,7 @@ impl ClientBuilder {
 
 /// Splits a comma-separated address list, dropping empty parts.
 pub fn split_addrs(list: &str) -> Vec<String> {
-    list.split(',')
-        .map(str::trim)
-        .filter(|a| !a.is_empty())
-        .map(str::to_owned)
-        .collect()
+    list.split(',').map(str::trim).filter(|a| !a.is_empty()).map(str::to_owned).collect()
 }
 
 /// The host part of `host:port` or `[v6]:port`, if the address has that shape.
@@ -260,10 +248,7 @@ pub(crate) fn host_of(addr: &str) -> Option<String> {
 
 fn check_owner(owner: &str) -> Result<(), BuildError> {
     if owner.len() < OWNER_LEN_MIN || owner.len() > OWNER_LEN_MAX {
-        return Err(BuildError::BadOwner(format!(
-            "{} bytes; must be 1..=255",
-            owner.len()
-        )));
+        return Err(BuildError::BadOwner(format!("{} bytes; must be 1..=255", owner.len())));
     }
     if owner.chars().any(char::is_control) {
         return Err(BuildError::BadOwner("contains control characters".into()));
@@ -309,17 +294,11 @@ mod tests {
     fn build_validates_without_io() {
         let err = |b: ClientBuilder| b.build().err().map(|e| e.to_string()).unwrap_or_default();
         assert!(err(ClientBuilder::new().auth_token("0123456789abcdef")).contains("no server"));
-        assert!(err(ClientBuilder::new()
-            .addrs(["x"])
-            .auth_token("0123456789abcdef"))
-        .contains("host:port"));
+        assert!(err(ClientBuilder::new().addrs(["x"]).auth_token("0123456789abcdef")).contains("host:port"));
         assert!(err(ClientBuilder::new().addrs(["h:1"])).contains("no auth token"));
         assert!(err(ClientBuilder::new().addrs(["h:1"]).auth_token("short")).contains("16"));
-        assert!(err(ClientBuilder::new()
-            .addrs(["h:1"])
-            .auth_token("0123456789abcdef")
-            .owner(""))
-        .contains("owner"));
+        assert!(err(ClientBuilder::new().addrs(["h:1"]).auth_token("0123456789abcdef").owner(""))
+            .contains("owner"));
     }
 
     #[test]

@@ -82,10 +82,7 @@ struct Pending {
 /// The write side of a connection.
 enum Wire {
     Plain(TcpStream),
-    Tls {
-        sock: TcpStream,
-        conn: Arc<Mutex<ClientConnection>>,
-    },
+    Tls { sock: TcpStream, conn: Arc<Mutex<ClientConnection>> },
 }
 
 impl Wire {
@@ -185,9 +182,7 @@ impl Session {
     }
 
     fn take_fault(&self) -> bool {
-        self.faults
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1))
-            .is_ok()
+        self.faults.fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1)).is_ok()
     }
 
     /// Removes the waiter of `id` (the caller stopped waiting; a late answer is dropped).
@@ -202,10 +197,7 @@ impl Session {
         let mut pending = lock(&self.pending);
         match pending.map.get_mut(&id) {
             Some(waiter) => {
-                *waiter = Waiter::Compensate {
-                    key: key.to_owned(),
-                    owner: owner.to_owned(),
-                };
+                *waiter = Waiter::Compensate { key: key.to_owned(), owner: owner.to_owned() };
                 true
             }
             None => false,
@@ -282,28 +274,16 @@ pub(crate) struct Slot {
 
 impl Slot {
     pub(crate) fn new(addr: String, host: String) -> Slot {
-        Slot {
-            addr,
-            host,
-            session: Mutex::new(None),
-            tried: AtomicBool::new(false),
-        }
+        Slot { addr, host, session: Mutex::new(None), tried: AtomicBool::new(false) }
     }
 
     fn live(&self) -> Option<Arc<Session>> {
-        lock(&self.session)
-            .as_ref()
-            .filter(|s| !s.is_dead())
-            .cloned()
+        lock(&self.session).as_ref().filter(|s| !s.is_dead()).cloned()
     }
 
     /// Does a leader address from WELCOME or `M` name this slot?
     fn is(&self, leader: &str, session: &Session) -> bool {
-        leader == self.addr
-            || leader
-                .parse::<SocketAddr>()
-                .map(|a| a == session.peer)
-                .unwrap_or(false)
+        leader == self.addr || leader.parse::<SocketAddr>().map(|a| a == session.peer).unwrap_or(false)
     }
 }
 
@@ -390,42 +370,27 @@ impl Pool {
     /// The routing decision. With `patient`, settles for a node not known to lead
     /// only when no other configured node is still connecting for the first time.
     fn choose(&self, accept: &dyn Fn(&Slot) -> bool, patient: bool) -> Option<Arc<Session>> {
-        let accepted: Vec<&Slot> = self
-            .slots
-            .iter()
-            .map(|s| &**s)
-            .filter(|s| accept(s))
-            .collect();
-        let live: Vec<(&Slot, Arc<Session>)> = accepted
-            .iter()
-            .filter_map(|slot| slot.live().map(|s| (*slot, s)))
-            .collect();
+        let accepted: Vec<&Slot> = self.slots.iter().map(|s| &**s).filter(|s| accept(s)).collect();
+        let live: Vec<(&Slot, Arc<Session>)> =
+            accepted.iter().filter_map(|slot| slot.live().map(|s| (*slot, s))).collect();
         if live.is_empty() {
             return None;
         }
         let hint = self.leader_hint();
         let hinted: Vec<&Arc<Session>> = match &hint {
-            Some(h) => live
-                .iter()
-                .filter(|(slot, s)| slot.is(h, s))
-                .map(|(_, s)| s)
-                .collect(),
+            Some(h) => live.iter().filter(|(slot, s)| slot.is(h, s)).map(|(_, s)| s).collect(),
             None => Vec::new(),
         };
         let candidates = if !hinted.is_empty() {
             hinted
         } else {
-            let leaders: Vec<&Arc<Session>> = live
-                .iter()
-                .filter(|(_, s)| s.is_leader())
-                .map(|(_, s)| s)
-                .collect();
+            let leaders: Vec<&Arc<Session>> =
+                live.iter().filter(|(_, s)| s.is_leader()).map(|(_, s)| s).collect();
             if !leaders.is_empty() {
                 leaders
             } else {
                 let first_connect_pending = accepted.iter().any(|slot| {
-                    !slot.tried.load(Ordering::Acquire)
-                        && !live.iter().any(|(l, _)| l.addr == slot.addr)
+                    !slot.tried.load(Ordering::Acquire) && !live.iter().any(|(l, _)| l.addr == slot.addr)
                 });
                 if patient && first_connect_pending {
                     return None;
@@ -461,11 +426,8 @@ impl Pool {
                 if now >= until {
                     break;
                 }
-                generation = self
-                    .installed
-                    .wait_timeout(generation, until - now)
-                    .unwrap_or_else(|e| e.into_inner())
-                    .0;
+                generation =
+                    self.installed.wait_timeout(generation, until - now).unwrap_or_else(|e| e.into_inner()).0;
             }
         }
     }
@@ -523,11 +485,7 @@ impl Pool {
             if now >= deadline {
                 return;
             }
-            guard = self
-                .stop
-                .wait_timeout(guard, deadline - now)
-                .unwrap_or_else(|e| e.into_inner())
-                .0;
+            guard = self.stop.wait_timeout(guard, deadline - now).unwrap_or_else(|e| e.into_inner()).0;
         }
     }
 
@@ -538,11 +496,9 @@ impl Pool {
             // A follower's WELCOME names the leader: believe it unless the current
             // hint points at a connection that is up.
             let current = self.leader_hint();
-            let current_live = current.as_ref().is_some_and(|h| {
-                self.slots
-                    .iter()
-                    .any(|s| s.live().is_some_and(|live| s.is(h, &live)))
-            });
+            let current_live = current
+                .as_ref()
+                .is_some_and(|h| self.slots.iter().any(|s| s.live().is_some_and(|live| s.is(h, &live))));
             if !current_live {
                 *lock(&self.leader_hint) = Some(session.welcome.leader.clone());
             }
@@ -559,10 +515,8 @@ impl Pool {
         addr: &str,
         host: &str,
     ) -> Result<(Arc<Session>, Box<dyn Read + Send>), String> {
-        let resolved: Vec<SocketAddr> = addr
-            .to_socket_addrs()
-            .map_err(|e| format!("cannot resolve {addr}: {e}"))?
-            .collect();
+        let resolved: Vec<SocketAddr> =
+            addr.to_socket_addrs().map_err(|e| format!("cannot resolve {addr}: {e}"))?.collect();
         let mut last = format!("{addr} resolved to no address");
         let mut sock = None;
         for target in resolved {
@@ -584,13 +538,8 @@ impl Pool {
         let (welcome, wire, reader): (Welcome, Wire, Box<dyn Read + Send>) = match &self.tls {
             None => {
                 let welcome = client_handshake(&mut sock, &self.key, &CLIENT_LABELS).map_err(hs)?;
-                let reader =
-                    BufReader::with_capacity(READ_BUFFER_LEN, sock.try_clone().map_err(io)?);
-                (
-                    welcome,
-                    Wire::Plain(sock.try_clone().map_err(io)?),
-                    Box::new(reader),
-                )
+                let reader = BufReader::with_capacity(READ_BUFFER_LEN, sock.try_clone().map_err(io)?);
+                (welcome, Wire::Plain(sock.try_clone().map_err(io)?), Box::new(reader))
             }
             Some(config) => {
                 let name = ServerName::try_from(host.to_owned())
@@ -610,10 +559,7 @@ impl Pool {
                     end: 0,
                     eof: false,
                 };
-                let wire = Wire::Tls {
-                    sock: sock.try_clone().map_err(io)?,
-                    conn,
-                };
+                let wire = Wire::Tls { sock: sock.try_clone().map_err(io)?, conn };
                 (welcome, wire, Box::new(reader))
             }
         };
@@ -624,10 +570,7 @@ impl Pool {
             welcome,
             peer,
             wire: Mutex::new(wire),
-            pending: Mutex::new(Pending {
-                map: HashMap::new(),
-                closed: false,
-            }),
+            pending: Mutex::new(Pending { map: HashMap::new(), closed: false }),
             sock,
             dead: AtomicBool::new(false),
             faults: Arc::clone(&self.faults),

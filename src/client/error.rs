@@ -23,9 +23,7 @@ impl fmt::Display for IndeterminateCause {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
             IndeterminateCause::ConnectionLost => "the connection broke after the request was sent",
-            IndeterminateCause::ServerUnknown => {
-                "the server cannot tell whether the request committed (U)"
-            }
+            IndeterminateCause::ServerUnknown => "the server cannot tell whether the request committed (U)",
             IndeterminateCause::NoAnswer => "no answer within the wait plus the commit margin",
             IndeterminateCause::ProtocolViolation => "the server sent an answer of the wrong kind",
         })
@@ -200,10 +198,7 @@ pub enum BuildError {
     /// The owner is empty, longer than 255 bytes, or has control characters.
     BadOwner(String),
     /// A file (auth token or CA bundle) could not be read.
-    File {
-        path: std::path::PathBuf,
-        error: std::io::Error,
-    },
+    File { path: std::path::PathBuf, error: std::io::Error },
     /// The CA bundle has no usable certificate, or TLS could not be configured.
     Tls(String),
 }

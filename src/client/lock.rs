@@ -58,21 +58,8 @@ pub struct Lock {
 }
 
 impl Lock {
-    pub(crate) fn new(
-        client: Client,
-        key: String,
-        token: u64,
-        deadline: Instant,
-        lease: Duration,
-    ) -> Lock {
-        Lock {
-            client,
-            key,
-            token,
-            deadline,
-            lease,
-            released: false,
-        }
+    pub(crate) fn new(client: Client, key: String, token: u64, deadline: Instant, lease: Duration) -> Lock {
+        Lock { client, key, token, deadline, lease, released: false }
     }
 
     /// The locked key.

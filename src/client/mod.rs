@@ -73,8 +73,7 @@ use crossbeam_channel::{bounded, RecvTimeoutError};
 
 pub use backoff::{Backoff, BACKOFF_INITIAL, BACKOFF_MAX};
 pub use builder::{
-    split_addrs, ClientBuilder, COMMIT_MARGIN, CONNECT_WAIT_MIN, DEFAULT_ADDR,
-    REQUEST_TIMEOUT_DEFAULT,
+    split_addrs, ClientBuilder, COMMIT_MARGIN, CONNECT_WAIT_MIN, DEFAULT_ADDR, REQUEST_TIMEOUT_DEFAULT,
 };
 pub use conn::{CONNECT_TIMEOUT, WRITE_TIMEOUT};
 pub use error::{AcquireError, BuildError, ClientError, IndeterminateCause, ReleaseError};
@@ -113,10 +112,7 @@ impl Drop for Inner {
 
 impl std::fmt::Debug for Client {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Client")
-            .field("addrs", &self.inner.addrs)
-            .field("owner", &self.inner.owner)
-            .finish()
+        f.debug_struct("Client").field("addrs", &self.inner.addrs).field("owner", &self.inner.owner).finish()
     }
 }
 
@@ -150,12 +146,7 @@ impl Client {
     /// assert!(lock.remaining() <= Duration::from_secs(30));
     /// # Ok(()) }
     /// ```
-    pub fn acquire(
-        &self,
-        key: &str,
-        lease: Duration,
-        wait: Duration,
-    ) -> Result<Lock, AcquireError> {
+    pub fn acquire(&self, key: &str, lease: Duration, wait: Duration) -> Result<Lock, AcquireError> {
         let lease_s = lease_seconds(lease).map_err(AcquireError::Invalid)?;
         check_key(key).map_err(AcquireError::Invalid)?;
         if wait.as_millis() > u128::from(WAIT_MS_MAX) {
@@ -192,9 +183,7 @@ impl Client {
                 // Not one byte left this process: another connection may carry it.
                 Err(SendError::NotSent) => continue,
                 Err(SendError::Partial) => {
-                    return Err(AcquireError::Indeterminate(
-                        IndeterminateCause::ConnectionLost,
-                    ))
+                    return Err(AcquireError::Indeterminate(IndeterminateCause::ConnectionLost))
                 }
             }
         };
@@ -213,38 +202,26 @@ impl Client {
         match reply {
             Reply::Answer(Response::Granted { token, lease_ms }) => {
                 let granted = lease.min(Duration::from_millis(u64::from(lease_ms)));
-                Ok(Lock::new(
-                    self.clone(),
-                    key.to_owned(),
-                    token,
-                    sent_at + granted,
-                    granted,
-                ))
+                Ok(Lock::new(self.clone(), key.to_owned(), token, sent_at + granted, granted))
             }
             Reply::Answer(Response::Busy) => Err(AcquireError::Busy),
             Reply::Answer(Response::Timeout) => Err(AcquireError::Timeout),
-            Reply::Answer(Response::Moved { leader }) => Err(AcquireError::NotLeader {
-                leader: Some(leader).filter(|l| !l.is_empty()),
-            }),
-            Reply::Answer(Response::Unknown) => Err(AcquireError::Indeterminate(
-                IndeterminateCause::ServerUnknown,
-            )),
+            Reply::Answer(Response::Moved { leader }) => {
+                Err(AcquireError::NotLeader { leader: Some(leader).filter(|l| !l.is_empty()) })
+            }
+            Reply::Answer(Response::Unknown) => {
+                Err(AcquireError::Indeterminate(IndeterminateCause::ServerUnknown))
+            }
             Reply::Answer(Response::Error { code, message }) => Err(match code {
                 ErrorCode::Overloaded => AcquireError::Overloaded,
                 ErrorCode::Invalid => AcquireError::Invalid(message),
-                other => {
-                    AcquireError::Invalid(format!("server error {}: {message}", other.to_u8()))
-                }
+                other => AcquireError::Invalid(format!("server error {}: {message}", other.to_u8())),
             }),
             Reply::Answer(other) => {
                 log::warn!("answer {other:?} to an ACQUIRE");
-                Err(AcquireError::Indeterminate(
-                    IndeterminateCause::ProtocolViolation,
-                ))
+                Err(AcquireError::Indeterminate(IndeterminateCause::ProtocolViolation))
             }
-            Reply::Lost => Err(AcquireError::Indeterminate(
-                IndeterminateCause::ConnectionLost,
-            )),
+            Reply::Lost => Err(AcquireError::Indeterminate(IndeterminateCause::ConnectionLost)),
         }
     }
 
@@ -256,13 +233,7 @@ impl Client {
     pub fn release(&self, key: &str, token: u64) -> Result<ReleaseOutcome, ReleaseError> {
         check_key(key).map_err(ReleaseError::Invalid)?;
         let (tx, rx) = bounded(1);
-        let job = Job::new(
-            key.to_owned(),
-            self.inner.owner.clone(),
-            token,
-            Origin::Explicit,
-            Some(tx),
-        );
+        let job = Job::new(key.to_owned(), self.inner.owner.clone(), token, Origin::Explicit, Some(tx));
         let deadline = job.deadline();
         self.inner.pool.enqueue_release(job)?;
         // The worker answers by the deadline; the extra second covers its scheduling.
@@ -274,34 +245,19 @@ impl Client {
 
     /// Hands a release to the queue without waiting (what dropping a [`Lock`] does).
     pub(crate) fn release_in_background(&self, key: &str, token: u64) {
-        let job = Job::new(
-            key.to_owned(),
-            self.inner.owner.clone(),
-            token,
-            Origin::Dropped,
-            None,
-        );
+        let job = Job::new(key.to_owned(), self.inner.owner.clone(), token, Origin::Dropped, None);
         if let Err(e) = self.inner.pool.enqueue_release(job) {
-            log::warn!(
-                "dropped lock on {key:?} (token {token}) not released: {e}; its lease will end it"
-            );
+            log::warn!("dropped lock on {key:?} (token {token}) not released: {e}; its lease will end it");
         }
     }
 
     /// Who holds `key`, linearizably (answered by the leader). `None` when free.
     pub fn query(&self, key: &str) -> Result<Option<HolderInfo>, ClientError> {
         check_key(key).map_err(ClientError::Invalid)?;
-        let request = Request::Query {
-            key: key.to_owned(),
-        };
+        let request = Request::Query { key: key.to_owned() };
         match self.call(&request, |_| true)? {
             Response::Free => Ok(None),
-            Response::Holder {
-                token,
-                remaining_ms,
-                waiters,
-                owner,
-            } => Ok(Some(HolderInfo {
+            Response::Holder { token, remaining_ms, waiters, owner } => Ok(Some(HolderInfo {
                 owner,
                 token,
                 remaining: Duration::from_millis(u64::from(remaining_ms)),
@@ -348,30 +304,19 @@ impl Client {
     /// a connection that broke between two requests.
     #[doc(hidden)]
     pub fn inject_write_failures(&self, count: usize) {
-        self.inner
-            .pool
-            .faults
-            .store(count, std::sync::atomic::Ordering::Release);
+        self.inner.pool.faults.store(count, std::sync::atomic::Ordering::Release);
     }
 
     /// Sends a read-only request and waits for its answer. Read-only requests are safe
     /// to send again, so a lost connection means another try within the budget.
-    fn call(
-        &self,
-        request: &Request,
-        accept: impl Fn(&conn::Slot) -> bool,
-    ) -> Result<Response, ClientError> {
+    fn call(&self, request: &Request, accept: impl Fn(&conn::Slot) -> bool) -> Result<Response, ClientError> {
         let pool = &self.inner.pool;
         let deadline = Instant::now() + self.inner.request_timeout;
         let mut sent_once = false;
         let mut frame = Vec::with_capacity(64);
         loop {
             let Some(session) = pool.wait_among(deadline, &accept) else {
-                return Err(if sent_once {
-                    ClientError::NoAnswer
-                } else {
-                    ClientError::Unavailable
-                });
+                return Err(if sent_once { ClientError::NoAnswer } else { ClientError::Unavailable });
             };
             let id = pool.next_id();
             frame.clear();
@@ -430,21 +375,14 @@ impl Client {
 
 fn check_answer(response: Response) -> Result<Response, ClientError> {
     match response {
-        Response::Moved { leader } => Err(ClientError::NotLeader {
-            leader: Some(leader).filter(|l| !l.is_empty()),
-        }),
-        Response::Error {
-            code: ErrorCode::Overloaded,
-            ..
-        } => Err(ClientError::Overloaded),
-        Response::Error {
-            code: ErrorCode::Invalid,
-            message,
-        } => Err(ClientError::Invalid(message)),
-        Response::Error { code, message } => Err(ClientError::Protocol(format!(
-            "server error {}: {message}",
-            code.to_u8()
-        ))),
+        Response::Moved { leader } => {
+            Err(ClientError::NotLeader { leader: Some(leader).filter(|l| !l.is_empty()) })
+        }
+        Response::Error { code: ErrorCode::Overloaded, .. } => Err(ClientError::Overloaded),
+        Response::Error { code: ErrorCode::Invalid, message } => Err(ClientError::Invalid(message)),
+        Response::Error { code, message } => {
+            Err(ClientError::Protocol(format!("server error {}: {message}", code.to_u8())))
+        }
         other => Ok(other),
     }
 }
@@ -457,19 +395,14 @@ fn unexpected(response: Response) -> ClientError {
 fn lease_seconds(lease: Duration) -> Result<u8, String> {
     let secs = lease.as_secs();
     if lease.subsec_nanos() != 0 || secs < u64::from(LEASE_S_MIN) || secs > u64::from(LEASE_S_MAX) {
-        return Err(format!(
-            "lease must be whole seconds in {LEASE_S_MIN}..={LEASE_S_MAX}, not {lease:?}"
-        ));
+        return Err(format!("lease must be whole seconds in {LEASE_S_MIN}..={LEASE_S_MAX}, not {lease:?}"));
     }
     Ok(secs as u8)
 }
 
 fn check_key(key: &str) -> Result<(), String> {
     if key.len() < KEY_LEN_MIN || key.len() > KEY_LEN_MAX {
-        return Err(format!(
-            "key is {} bytes; must be {KEY_LEN_MIN}..={KEY_LEN_MAX}",
-            key.len()
-        ));
+        return Err(format!("key is {} bytes; must be {KEY_LEN_MIN}..={KEY_LEN_MAX}", key.len()));
     }
     Ok(())
 }
@@ -490,29 +423,13 @@ mod tests {
     #[test]
     fn invalid_acquires_fail_before_io() {
         // Nothing listens on port 9 of a TEST-NET address; validation answers first.
-        let client = Client::builder()
-            .addrs(["192.0.2.1:9"])
-            .auth_token("0123456789abcdef")
-            .build()
-            .unwrap();
+        let client = Client::builder().addrs(["192.0.2.1:9"]).auth_token("0123456789abcdef").build().unwrap();
         let start = Instant::now();
         let invalid = |r: Result<Lock, AcquireError>| matches!(r, Err(AcquireError::Invalid(_)));
         assert!(invalid(client.acquire("k", Duration::ZERO, Duration::ZERO)));
-        assert!(invalid(client.acquire(
-            "k",
-            Duration::from_secs(251),
-            Duration::ZERO
-        )));
-        assert!(invalid(client.acquire(
-            "",
-            Duration::from_secs(1),
-            Duration::ZERO
-        )));
-        assert!(invalid(client.acquire(
-            "k",
-            Duration::from_secs(1),
-            Duration::from_secs(301)
-        )));
+        assert!(invalid(client.acquire("k", Duration::from_secs(251), Duration::ZERO)));
+        assert!(invalid(client.acquire("", Duration::from_secs(1), Duration::ZERO)));
+        assert!(invalid(client.acquire("k", Duration::from_secs(1), Duration::from_secs(301))));
         assert!(start.elapsed() < Duration::from_millis(100));
     }
 }

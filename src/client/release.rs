@@ -58,14 +58,7 @@ impl Job {
         origin: Origin,
         reply: Option<Sender<Outcome>>,
     ) -> Job {
-        Job {
-            key,
-            owner,
-            token,
-            deadline: Instant::now() + RELEASE_DEADLINE,
-            origin,
-            reply,
-        }
+        Job { key, owner, token, deadline: Instant::now() + RELEASE_DEADLINE, origin, reply }
     }
 
     pub(crate) fn compensation(key: String, owner: String, token: u64) -> Job {
@@ -124,11 +117,7 @@ pub(crate) fn run_worker(pool: Arc<Pool>, jobs: Receiver<Msg>) {
         // Take everything else that is ready before sending, so a burst goes out at once.
         while let Ok(msg) = jobs.try_recv() {
             match msg {
-                Msg::Job(job) => items.push(Item {
-                    job,
-                    in_flight: None,
-                    next_try: now,
-                }),
+                Msg::Job(job) => items.push(Item { job, in_flight: None, next_try: now }),
                 Msg::Close => closing = true,
             }
         }
@@ -163,13 +152,7 @@ pub(crate) fn run_worker(pool: Arc<Pool>, jobs: Receiver<Msg>) {
     pool.shut_down();
 }
 
-fn attempt(
-    pool: &Pool,
-    item: &mut Item,
-    answers: &Sender<(u32, Reply)>,
-    frame: &mut Vec<u8>,
-    now: Instant,
-) {
+fn attempt(pool: &Pool, item: &mut Item, answers: &Sender<(u32, Reply)>, frame: &mut Vec<u8>, now: Instant) {
     let Some(session) = pool.pick() else {
         item.next_try = now + RELEASE_RETRY_PAUSE;
         return;
@@ -179,11 +162,7 @@ fn attempt(
     encode_request(
         frame,
         id,
-        &Request::Release {
-            token: item.job.token,
-            key: item.job.key.clone(),
-            owner: item.job.owner.clone(),
-        },
+        &Request::Release { token: item.job.token, key: item.job.key.clone(), owner: item.job.owner.clone() },
     );
     match session.send(id, Waiter::Worker(answers.clone()), frame) {
         Ok(_) => item.in_flight = Some((session, id, now + RELEASE_ATTEMPT_TIMEOUT)),
@@ -193,9 +172,8 @@ fn attempt(
 }
 
 fn on_answer(pool: &Pool, items: &mut Vec<Item>, id: u32, reply: Reply) {
-    let Some(index) = items
-        .iter()
-        .position(|item| matches!(&item.in_flight, Some((_, current, _)) if *current == id))
+    let Some(index) =
+        items.iter().position(|item| matches!(&item.in_flight, Some((_, current, _)) if *current == id))
     else {
         return; // an answer to an attempt already abandoned
     };
@@ -205,10 +183,9 @@ fn on_answer(pool: &Pool, items: &mut Vec<Item>, id: u32, reply: Reply) {
     let outcome = match reply {
         Reply::Answer(Response::Released) => Ok(ReleaseOutcome::Released),
         Reply::Answer(Response::NotHolder) => Ok(ReleaseOutcome::NotHolder),
-        Reply::Answer(Response::Error {
-            code: ErrorCode::Invalid,
-            message,
-        }) => Err(ReleaseError::Invalid(message)),
+        Reply::Answer(Response::Error { code: ErrorCode::Invalid, message }) => {
+            Err(ReleaseError::Invalid(message))
+        }
         Reply::Answer(Response::Moved { .. }) => {
             // The reader already moved the leader hint; go there now.
             item.next_try = now;
@@ -234,12 +211,7 @@ fn finish(pool: &Pool, job: Job, outcome: Outcome) {
         (Err(e), Origin::Dropped | Origin::Compensation) => {
             log::warn!("release of {:?} token {} failed: {e}", job.key, job.token)
         }
-        _ => log::debug!(
-            "release of {:?} token {} ({:?}): {outcome:?}",
-            job.key,
-            job.token,
-            job.origin
-        ),
+        _ => log::debug!("release of {:?} token {} ({:?}): {outcome:?}", job.key, job.token, job.origin),
     }
     if let Some(reply) = job.reply {
         let _ = reply.send(outcome);

@@ -178,30 +178,20 @@ pub fn default_answer(request: &Request) -> Response {
         Request::Acquire { .. } => Response::Busy,
         Request::Release { .. } => Response::Released,
         Request::Query { .. } => Response::Free,
-        Request::Status => Response::Status {
-            text: "node_id=1\nrole=standalone\n".into(),
-        },
+        Request::Status => Response::Status { text: "node_id=1\nrole=standalone\n".into() },
         Request::Ping => Response::Pong,
+        Request::Replace { .. } => Response::Status { text: "replaced\n".into() },
     }
 }
 
 fn serve(state: Arc<State>, number: usize, mut stream: TcpStream) {
     let key = auth_key(TOKEN.as_bytes());
     let leader = state.leader.lock().unwrap().clone();
-    let welcome = Welcome {
-        node_id: 7,
-        role: state.role,
-        domain: 42,
-        leader,
-    };
+    let welcome = Welcome { node_id: 7, role: state.role, domain: 42, leader };
     if server_handshake(&mut stream, &key, &CLIENT_LABELS, || welcome).is_err() {
         return;
     }
-    state
-        .open
-        .lock()
-        .unwrap()
-        .push((number, stream.try_clone().unwrap()));
+    state.open.lock().unwrap().push((number, stream.try_clone().unwrap()));
     state.handshakes.fetch_add(1, Ordering::SeqCst);
     let writer = Arc::new(Mutex::new(stream.try_clone().unwrap()));
     let mut frames = FrameReader::new(stream, REQUEST_FRAME_LEN_MAX);
@@ -209,11 +199,7 @@ fn serve(state: Arc<State>, number: usize, mut stream: TcpStream) {
         let Ok((id, request)) = decode_request(payload) else {
             return;
         };
-        state
-            .received
-            .lock()
-            .unwrap()
-            .push((number, id, request.clone()));
+        state.received.lock().unwrap().push((number, id, request.clone()));
         match (state.handler)(number, id, &request) {
             Action::Reply(response) => send(&writer, id, &response),
             Action::ReplyAfter(pause, response) => {
@@ -266,11 +252,7 @@ impl RealServer {
 
     /// Starts the server with extra environment variables.
     pub fn start_with(env: &[(&str, &str)]) -> RealServer {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
         let addr = format!("127.0.0.1:{port}");
         let child = std::process::Command::new(env!("CARGO_BIN_EXE_ticketing"))
             .arg("server")
@@ -282,25 +264,14 @@ impl RealServer {
             .stdout(std::process::Stdio::null())
             .spawn()
             .expect("start the ticketing binary");
-        let server = RealServer {
-            addr,
-            token: REAL_TOKEN.into(),
-            child,
-        };
-        let up = eventually(Duration::from_secs(10), || {
-            TcpStream::connect(&server.addr).is_ok()
-        });
+        let server = RealServer { addr, token: REAL_TOKEN.into(), child };
+        let up = eventually(Duration::from_secs(10), || TcpStream::connect(&server.addr).is_ok());
         assert!(up, "the server did not come up on {}", server.addr);
         server
     }
 
     pub fn client(&self, owner: &str) -> Client {
-        Client::builder()
-            .addrs([self.addr.clone()])
-            .auth_token(&self.token)
-            .owner(owner)
-            .build()
-            .unwrap()
+        Client::builder().addrs([self.addr.clone()]).auth_token(&self.token).owner(owner).build().unwrap()
     }
 }
 
