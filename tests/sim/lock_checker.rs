@@ -470,9 +470,11 @@ impl LockChecker {
                         "inv3: token {token} delivered in G to {other:?} and {key:?}"
                     ));
                 }
-                // Inv 2: no other client's window on this key is still open.
+                // Inv 2: no other client's window on this key is still open. (A G that
+                // arrives after the client's own deadline opens no window at all.)
+                let deadline = rec.sent_ms + *l;
                 for (t, w) in &self.windows {
-                    if w.key == *k && w.end() > now {
+                    if w.key == *k && w.end() > now && deadline > now {
                         return fail(format!(
                             "inv2: {what} got G {token} on {k:?} at {now} ms while client {} holds token {t} until {} ms",
                             w.client,
