@@ -311,19 +311,20 @@ impl LockChecker {
             })
             .collect();
         for (key, g) in grants_in(cmd) {
-            // Inv 1/3: the leader's projection must never propose a grant that apply
-            // refuses (held key or a token not above the last one).
+            // Inv 3: tokens strictly increase in commit order over all keys.
+            if g.token <= prev_last {
+                return fail(format!(
+                    "inv3: token {} granted at {index} is not above the last token {prev_last}",
+                    g.token
+                ));
+            }
+            // Inv 1: the leader's projection must never propose a grant that apply
+            // refuses (the "impossible grant" path: the key is held).
             if !granted.contains(&g.token) {
                 return fail(format!(
                     "inv1: impossible grant committed at {index}: token {} on {key:?} (last token {prev_last}, holder {:?})",
                     g.token,
                     self.states.last().unwrap().holder(key)
-                ));
-            }
-            if g.token <= prev_last {
-                return fail(format!(
-                    "inv3: token {} granted at {index} is not above the last token {prev_last}",
-                    g.token
                 ));
             }
             if self.grants.contains_key(&g.token) {
