@@ -407,6 +407,20 @@ impl World {
         if self.rng.chance(1) {
             self.crash_one();
         }
+        if self.rng.chance(2) {
+            // Leadership transfer (as an admin or a rolling replacement does).
+            if let Some(l) = self.leader() {
+                let voters: Vec<NodeId> = self.nodes[&l]
+                    .raft
+                    .membership()
+                    .voters
+                    .iter()
+                    .copied()
+                    .collect();
+                let to = voters[self.rng.below(voters.len() as u64) as usize];
+                let _ = self.nodes.get_mut(&l).unwrap().raft.transfer_leadership(to);
+            }
+        }
     }
 
     fn partition(&mut self) {
@@ -729,6 +743,7 @@ impl World {
             now
         };
         node.replica.tick(tick_now, node.unix_us(now), &mut out);
+        self.note_serving(id);
         self.submit(id, &mut out)?;
         // Deliver: one reply per request, to connections still open on this node.
         // (Sorted: the replica builds some batches from hash maps.)
@@ -876,13 +891,18 @@ impl World {
                 }
             },
         }
+        self.note_serving(id);
+        Ok(())
+    }
+
+    /// Records when a node starts serving (its lease timers restart then).
+    fn note_serving(&mut self, id: NodeId) {
         let node = self.nodes.get_mut(&id).unwrap();
         let serving = node.replica.serving();
         if serving && !node.serving {
-            self.checker.node_serving(id, now);
+            self.checker.node_serving(id, self.now);
         }
         node.serving = serving;
-        Ok(())
     }
 
     // ----- clients ---------------------------------------------------------
@@ -1087,7 +1107,7 @@ impl World {
         while self.now < deadline {
             self.step_once()?;
             if !self.clients[probe].holds.is_empty() {
-                return Ok(());
+                return self.check_all_answered();
             }
             let Some(l) = self.leader() else { continue };
             if !self.nodes[&l].replica.serving() || self.replacement.is_some() {
@@ -1116,6 +1136,27 @@ impl World {
             self.leader(),
             self.replacement
         ))
+    }
+}
+
+impl World {
+    /// Once everything is calm for longer than any wait, lease and the 5 s `U`
+    /// deadline, every request on a connection that stayed open has its one answer
+    /// (SPEC §2.3: exactly one response per request).
+    fn check_all_answered(&mut self) -> Result<(), String> {
+        let until = self.now + ticketing::replica::UNKNOWN_AFTER_MS + 4_000;
+        while self.now < until {
+            self.step_once()?;
+        }
+        for (ci, c) in self.clients.iter().enumerate() {
+            if let (Some(conn), Some((id, asked))) = (c.conn, c.outstanding.first_key_value()) {
+                return Err(format!(
+                    "no answer: client {ci} conn {conn} (node {}) request #{id} {asked:?}",
+                    c.node
+                ));
+            }
+        }
+        Ok(())
     }
 }
 
