@@ -80,9 +80,6 @@ pub struct Replica {
     role: LogRole,
     /// True once the leader applied its no-op and the table leads.
     serving: bool,
-    /// Set when the log refused an append while this node still leads (Raft refuses
-    /// proposals during a leadership transfer). See [`Replica::on_rejected`].
-    resync: bool,
     applied_index: u64,
     held_back: VecDeque<(ConnId, u32, Request)>,
     pending: HashMap<u64, Pending>,
@@ -123,7 +120,6 @@ impl Replica {
                 leader_addr: String::new(),
             },
             serving: false,
-            resync: false,
             applied_index: 0,
             held_back: VecDeque::new(),
             pending: HashMap::new(),
@@ -281,29 +277,8 @@ impl Replica {
         }
     }
 
-    /// The log refused command `seq`: it was not executed.
-    //
-    // Fix (found by tests/cluster_sim.rs): this assumed a refusal means "this node no
-    // longer leads", but Raft also refuses proposals while it still leads, during a
-    // leadership transfer (`RaftError::TransferInProgress`). The table's projection
-    // kept the refused command as if it would apply: a refused RELEASE left the key
-    // free in the projection, so the next ACQUIRE was proposed as a grant of a key
-    // still held in the applied state ("impossible grant": the client got `B`), and a
-    // refused hand-off left a projected holder that is never applied, so its lease
-    // timer never started and the key stayed busy on this leader forever. Now a
-    // refusal while leading drops the projection (queued waiters, never proposed, get
-    // `M`) and holds requests back until every command already handed to the log is
-    // resolved; then the projection restarts from the applied state, as for a new
-    // leader (see `tick`).
+    /// The log refused command `seq` (this node no longer leads): it was not executed.
     pub fn on_rejected(&mut self, seq: u64, out: &mut ReplicaOutput) {
-        if matches!(self.role, LogRole::Leader { .. }) && self.table.is_leading() {
-            let mut scratch = std::mem::take(&mut self.scratch);
-            self.table.lose_leadership("", &mut scratch);
-            out.replies.append(&mut scratch.replies);
-            self.scratch = scratch;
-            self.serving = false;
-            self.resync = true;
-        }
         if let Some(p) = self.pending.remove(&seq) {
             if !p.abandoned {
                 let leader = self.leader_addr();
@@ -415,7 +390,7 @@ impl Replica {
             ..
         } = self.role
         {
-            if !self.serving && self.applied_index >= noop_index && !self.resyncing() {
+            if !self.serving && self.applied_index >= noop_index {
                 self.serving = true;
                 self.table.become_leader(now_ms);
                 if self.table.state().domain() == 0 && new_domain != 0 {
@@ -439,12 +414,6 @@ impl Replica {
             let response = self.table.query(&key, now_ms);
             out.replies.push(Reply { conn, id, response });
         }
-    }
-
-    /// After a refused append while leading: true until every command this node
-    /// handed to the log was answered and every appended one resolved.
-    fn resyncing(&self) -> bool {
-        self.resync && !(self.by_index.is_empty() && self.pending.values().all(|p| p.at.is_some()))
     }
 
     /// The log confirmed this node led when read `ctx` was asked, at commit `index`.
@@ -489,7 +458,6 @@ impl Replica {
                     self.scratch = scratch;
                 }
                 self.serving = false;
-                self.resync = false;
                 self.unknown_deadline = None;
                 self.after_apply(now_ms, unix_us, out);
             }
@@ -503,7 +471,6 @@ impl Replica {
                 out.replies.append(&mut scratch.replies);
                 self.scratch = scratch;
                 self.serving = false;
-                self.resync = false;
                 let moved = || Response::Moved {
                     leader: leader_addr.clone(),
                 };
@@ -544,11 +511,6 @@ impl Replica {
     /// Time passes: lease and wait timers (leader), and `U` for commands still unknown
     /// 5 s after leadership was lost.
     pub fn tick(&mut self, now_ms: u64, unix_us: u64, out: &mut ReplicaOutput) {
-        if self.resync && !self.serving && !self.resyncing() {
-            // Everything handed to the log is resolved: serve again (see on_rejected).
-            self.resync = false;
-            self.after_apply(now_ms, unix_us, out);
-        }
         if self.serving {
             let mut scratch = std::mem::take(&mut self.scratch);
             self.table.tick(now_ms, unix_us, &mut scratch);
@@ -580,8 +542,6 @@ impl Replica {
     pub fn next_deadline(&self) -> Option<u64> {
         let table = if self.serving {
             self.table.next_deadline()
-        } else if self.resync && !self.resyncing() {
-            Some(0)
         } else {
             None
         };
