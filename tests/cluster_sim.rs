@@ -12,9 +12,9 @@
 //! `SIM_SEED=N` replays one seed exactly, `SIM_SEEDS=K` sets the seed count,
 //! `SIM_SEED_BASE=B` the first seed (see scripts/sim.sh).
 
-mod sim;
 #[path = "sim/lock_checker.rs"]
 mod lock_checker;
+mod sim;
 
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet, BinaryHeap, VecDeque};
@@ -29,7 +29,8 @@ use ticketing::proto::{Request, Response};
 use ticketing::raft::{EntryKind, Message, NodeId, Raft, RaftConfig, Role};
 use ticketing::replica::{LogRole, Replica, ReplicaOutput, ToLog};
 
-const SEEDS_DEFAULT: u64 = 2000;
+/// Default seed count: sized so the test takes under a minute in `--release` on 2 cores.
+const SEEDS_DEFAULT: u64 = 2500;
 const THREADS: u64 = 2;
 const HEARTBEAT_MS: u64 = 50;
 const ELECTION_MS: u64 = 500;
@@ -348,7 +349,11 @@ impl World {
             self.perturb();
         }
         self.deliver_due()?;
-        let turn = if self.chaos { self.p.turn_per_mille } else { 1000 };
+        let turn = if self.chaos {
+            self.p.turn_per_mille
+        } else {
+            1000
+        };
         for id in self.nodes.keys().copied().collect::<Vec<_>>() {
             if self.nodes[&id].paused_until > self.now {
                 continue;
@@ -792,7 +797,9 @@ impl World {
     fn submit(&mut self, id: NodeId, out: &mut ReplicaOutput) -> Result<(), String> {
         for ask in out.to_log.drain(..) {
             if let ToLog::Append { command, term, seq } = &ask {
-                trace(self.now, || format!("n{id} propose seq {seq} t{term} {command:?}"));
+                trace(self.now, || {
+                    format!("n{id} propose seq {seq} t{term} {command:?}")
+                });
                 self.checker.proposed(id, command, self.now)?;
             }
             self.nodes
@@ -809,9 +816,15 @@ impl World {
         let node = self.nodes.get_mut(&id).unwrap();
         let unix = node.unix_us(now);
         match msg {
-            LockMsg::Request { conn, id: rid, request } => {
+            LockMsg::Request {
+                conn,
+                id: rid,
+                request,
+            } => {
                 node.arrivals += 1;
-                trace(now, || format!("n{id} takes conn {conn} #{rid} (arrival {})", node.arrivals));
+                trace(now, || {
+                    format!("n{id} takes conn {conn} #{rid} (arrival {})", node.arrivals)
+                });
                 self.checker.arrived((conn, rid), id, node.arrivals);
                 node.replica.request(conn, rid, request, now, unix, out);
             }
@@ -834,7 +847,9 @@ impl World {
                             EntryKind::Noop | EntryKind::Config(_) => None,
                         };
                         if entry.index > self.checker.committed_len() {
-                            trace(now, || format!("commit {} t{} {command:?}", entry.index, entry.term));
+                            trace(now, || {
+                                format!("commit {} t{} {command:?}", entry.index, entry.term)
+                            });
                         }
                         self.checker
                             .committed(entry.index, entry.term, command.as_ref(), now)?;
@@ -871,8 +886,7 @@ impl World {
                     let state = decode_snapshot(&data)
                         .map_err(|e| format!("node {id}: snapshot at {index}: {e:?}"))?;
                     node.replica.on_snapshot(index, state, out);
-                    self.checker
-                        .node_state(id, index, node.replica.state())?;
+                    self.checker.node_state(id, index, node.replica.state())?;
                 }
                 FromLog::ReadReady { ctx, index } => {
                     node.replica.on_read_ready(ctx, index, now, unix, out)
@@ -969,7 +983,9 @@ impl World {
             },
             Asked::Query { key } => Request::Query { key: key.clone() },
         };
-        trace(self.now, || format!("c{ci} conn {conn} -> n{node} #{id} {asked:?}"));
+        trace(self.now, || {
+            format!("c{ci} conn {conn} -> n{node} #{id} {asked:?}")
+        });
         self.checker
             .sent((conn, id), ci as u64, node, asked, self.now);
         let at = self.conn_at(conn, true);
@@ -1058,18 +1074,15 @@ impl World {
         if self.clients[ci].conn != Some(conn) {
             return Ok(()); // the client closed that connection
         }
-        trace(self.now, || format!("c{ci} conn {conn} <- #{id} {response:?}"));
+        trace(self.now, || {
+            format!("c{ci} conn {conn} <- #{id} {response:?}")
+        });
         self.checker.received((conn, id), &response, self.now)?;
         let c = &mut self.clients[ci];
         let asked = c.outstanding.remove(&id);
         match &response {
             Response::Granted { token, .. } => {
-                if let Some(Asked::Acquire {
-                    key,
-                    lease_ms,
-                    ..
-                }) = asked
-                {
+                if let Some(Asked::Acquire { key, lease_ms, .. }) = asked {
                     c.holds.push((key, *token, self.now + lease_ms));
                 }
             }
@@ -1504,7 +1517,9 @@ mod bad_histories {
         // M for a request that then commits.
         let mut c = LockChecker::new();
         c.sent((1, 1), 0, 1, acquire("c0", "a", 1000, 0), 0);
-        let moved = Response::Moved { leader: "n2".into() };
+        let moved = Response::Moved {
+            leader: "n2".into(),
+        };
         c.received((1, 1), &moved, 3).unwrap();
         let cmd = Command::Grant {
             key: "a".into(),

@@ -72,7 +72,8 @@ struct Window {
 
 impl Window {
     fn end(&self) -> u64 {
-        self.release_sent.map_or(self.deadline, |r| r.min(self.deadline))
+        self.release_sent
+            .map_or(self.deadline, |r| r.min(self.deadline))
     }
 }
 
@@ -420,7 +421,10 @@ impl LockChecker {
                 Effect::Granted { .. } => {}
             }
         }
-        if matches!(cmd, Command::Release { next: Some(_), .. } | Command::Expire { next: Some(_), .. }) {
+        if matches!(
+            cmd,
+            Command::Release { next: Some(_), .. } | Command::Expire { next: Some(_), .. }
+        ) {
             self.handoffs += 1;
         }
         Ok(())
@@ -444,7 +448,9 @@ impl LockChecker {
     /// The client behind `key` received `response` at `now`.
     pub fn received(&mut self, key: ReqKey, response: &Response, now: u64) -> Result<(), String> {
         let Some(rec) = self.requests.get(&key) else {
-            return fail(format!("inv6: answer {response:?} to unknown request {key:?}"));
+            return fail(format!(
+                "inv6: answer {response:?} to unknown request {key:?}"
+            ));
         };
         if let Some((prev, at)) = &rec.answered {
             return fail(format!(
@@ -455,11 +461,23 @@ impl LockChecker {
         let committed = self.committed_answer.get(&key).cloned();
         let what = format!("request {key:?} {:?} sent at {} ms", rec.asked, rec.sent_ms);
         match (response, &rec.asked) {
-            (Response::Granted { token, lease_ms }, Asked::Acquire { key: k, lease_ms: l, .. }) => {
+            (
+                Response::Granted { token, lease_ms },
+                Asked::Acquire {
+                    key: k,
+                    lease_ms: l,
+                    ..
+                },
+            ) => {
                 // Inv 7: a G only for a grant committed in the majority history.
                 match &committed {
-                    Some((Response::Granted { token: t, lease_ms: lm }, _))
-                        if t == token && lm == lease_ms && u64::from(*lm) == *l => {}
+                    Some((
+                        Response::Granted {
+                            token: t,
+                            lease_ms: lm,
+                        },
+                        _,
+                    )) if t == token && lm == lease_ms && u64::from(*lm) == *l => {}
                     other => {
                         return fail(format!(
                             "inv7: {what} got G {token} but the committed history says {other:?}"
@@ -511,7 +529,9 @@ impl LockChecker {
                 }
                 if *response == Response::Timeout && (*wait_ms == 0 || now < rec.sent_ms + wait_ms)
                 {
-                    return fail(format!("inv6: {what} got T at {now} ms, before its wait elapsed"));
+                    return fail(format!(
+                        "inv6: {what} got T at {now} ms, before its wait elapsed"
+                    ));
                 }
                 self.not_executed.insert(key);
             }
@@ -530,7 +550,9 @@ impl LockChecker {
                 // Linearizable read: the hold was committed before the answer and not
                 // ended before the question.
                 let Some(g) = self.grants.get(token).filter(|g| g.key == *k) else {
-                    return fail(format!("inv6: {what} got H {token}, never committed on {k:?}"));
+                    return fail(format!(
+                        "inv6: {what} got H {token}, never committed on {k:?}"
+                    ));
                 };
                 let granted = self.commit_ms[&g.index];
                 let ended = g.ended_at.map(|i| self.commit_ms[&i]);
