@@ -44,7 +44,7 @@ const PROBE_KEY: &str = "probe";
 enum Bug {
     /// The leader answers G as soon as Raft appended the grant (no commit wait).
     GrantOnAppend,
-    /// The lock side's timers run 700 ms ahead of its apply clock: leases end early.
+    /// The lock side applies with a clock 700 ms behind its timers: leases end early.
     EarlyLease,
     /// The glue skips the `term` check on appends (a command planned under an old
     /// leadership may enter a newer term's log).
@@ -746,12 +746,7 @@ impl World {
             self.submit(id, &mut out)?;
         }
         let node = self.nodes.get_mut(&id).unwrap();
-        let tick_now = if self.p.bug == Some(Bug::EarlyLease) {
-            now + 700
-        } else {
-            now
-        };
-        node.replica.tick(tick_now, node.unix_us(now), &mut out);
+        node.replica.tick(now, node.unix_us(now), &mut out);
         self.note_serving(id);
         self.submit(id, &mut out)?;
         // Deliver: one reply per request, to connections still open on this node.
@@ -854,11 +849,15 @@ impl World {
                         self.checker
                             .committed(entry.index, entry.term, command.as_ref(), now)?;
                         let node = self.nodes.get_mut(&id).unwrap();
+                        let apply_ms = match self.p.bug {
+                            Some(Bug::EarlyLease) => now.saturating_sub(700),
+                            _ => now,
+                        };
                         node.replica.on_committed(
                             entry.index,
                             entry.term,
                             command.as_ref(),
-                            now,
+                            apply_ms,
                             unix,
                             out,
                         );
