@@ -1287,8 +1287,15 @@ fn checker_catches_early_lease_expiry() {
 
 #[test]
 #[ignore]
+/// Exploration: does the simulator ever need the glue's term check on appends?
+/// (So far: 3000 seeds pass without it; the check stays, as in the server.)
 fn explore_no_term_check() {
-    eprintln!("{}", caught(Bug::NoTermCheck, 3000));
+    let failed = (0..3000).find_map(|seed| {
+        let mut p = Params::from_seed(seed);
+        p.bug = Some(Bug::NoTermCheck);
+        run_seed(p).err()
+    });
+    eprintln!("without the term check: {failed:?}");
 }
 
 /// Known problem, kept visible: Raft refuses proposals during a leadership transfer
