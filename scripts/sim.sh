@@ -1,18 +1,34 @@
 #!/bin/sh
-# Runs the deterministic Raft simulator (tests/raft_sim.rs).
-#   scripts/sim.sh                 default seed count (1500)
+# Runs the deterministic simulators:
+#   tests/raft_sim.rs     Raft cores on a hostile network (Raft invariants)
+#   tests/cluster_sim.rs  Raft + lock Replicas + clients (lock invariants, SPEC §2.3/§3/§5)
+#
+#   scripts/sim.sh                 both, default seed counts (1500 raft, 2500 lock)
+#   scripts/sim.sh --only lock     just the lock-level simulator (or: --only raft)
 #   scripts/sim.sh --seeds 10000   more seeds
-#   scripts/sim.sh --seed 1234     replay exactly one seed (prints its stats)
+#   scripts/sim.sh --seed 1234     replay exactly one seed (prints its stats);
+#                                  add SIM_TRACE=1 to the environment for a lock trace
 #   scripts/sim.sh --base 5000 --seeds 1000   seeds 5000..5999
 set -eu
 cd "$(dirname "$0")/.."
+only=""
 while [ $# -gt 0 ]; do
     case "$1" in
         --seeds) export SIM_SEEDS="$2"; shift 2 ;;
         --seed) export SIM_SEED="$2"; shift 2 ;;
         --base) export SIM_SEED_BASE="$2"; shift 2 ;;
-        -h|--help) sed -n '2,6p' "$0"; exit 0 ;;
+        --only) only="$2"; shift 2 ;;
+        -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
         *) echo "unknown argument: $1" >&2; exit 2 ;;
     esac
 done
-exec cargo test --release --test raft_sim simulate_many_seeds -- --nocapture
+case "$only" in
+    ""|raft|lock) ;;
+    *) echo "--only takes raft or lock" >&2; exit 2 ;;
+esac
+if [ "$only" != lock ]; then
+    cargo test --release --test raft_sim simulate_many_seeds -- --nocapture
+fi
+if [ "$only" != raft ]; then
+    cargo test --release --test cluster_sim simulate_many_seeds -- --nocapture
+fi

@@ -670,7 +670,7 @@ impl World {
 }
 
 /// All per-step invariants for one node.
-fn check_node(c: &mut Checker, r: &Raft) -> Result<(), Violation> {
+pub fn check_node(c: &mut Checker, r: &Raft) -> Result<(), Violation> {
     let id = r.id();
     if r.role() == Role::Leader {
         if r.is_removed() {

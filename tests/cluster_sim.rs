@@ -1,0 +1,1563 @@
+//! Deterministic LOCK-LEVEL simulation: real Raft cores + real lock `Replica`s,
+//! wired exactly like the server (src/cluster/raft_thread.rs + src/server/lock_thread.rs,
+//! each node's two threads as two FIFO inboxes that may lag each other), simulated
+//! clients on simulated connections, a hostile peer network (delay, drop, duplicate,
+//! reorder, symmetric and one-way partitions), node pauses, wall-clock jumps, and
+//! crashes with replacement by a new id (learner → `replace_voter`).
+//!
+//! After every step the lock invariants of `sim/lock_checker.rs` hold (they are
+//! checked as each fact happens) and Raft's own invariants (`sim::check_node`). At the
+//! end the world heals and a fresh ACQUIRE must be granted.
+//!
+//! `SIM_SEED=N` replays one seed exactly, `SIM_SEEDS=K` sets the seed count,
+//! `SIM_SEED_BASE=B` the first seed (see scripts/sim.sh).
+
+#[path = "sim/lock_checker.rs"]
+mod lock_checker;
+mod sim;
+
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BTreeSet, BinaryHeap, VecDeque};
+use std::time::Instant;
+
+use lock_checker::{Asked, LockChecker};
+use sim::{check_node, Checker, Rng};
+use ticketing::cluster::raft_thread::FromLog;
+use ticketing::lock::codec::{decode_command, decode_snapshot, encode_command};
+use ticketing::lock::{Command, ConnId, TableConfig};
+use ticketing::proto::{Request, Response};
+use ticketing::raft::{EntryKind, Message, NodeId, Raft, RaftConfig, Role};
+use ticketing::replica::{LogRole, Replica, ReplicaOutput, ToLog};
+
+/// Default seed count: sized so the test takes under a minute in `--release` on 2 cores.
+const SEEDS_DEFAULT: u64 = 2500;
+const THREADS: u64 = 2;
+const HEARTBEAT_MS: u64 = 50;
+const ELECTION_MS: u64 = 500;
+const STEP_MS_MAX: u64 = 10;
+const KEYS: [&str; 4] = ["a", "b", "c", "d"];
+const WALL_BASE_US: i64 = 1_700_000_000_000_000;
+const PROBE_KEY: &str = "probe";
+
+/// A deliberately broken world, to prove the checker can fail.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Bug {
+    /// The leader answers G as soon as Raft appended the grant (no commit wait).
+    GrantOnAppend,
+    /// The lock side applies with a clock 700 ms behind its timers: leases end early.
+    EarlyLease,
+    /// The glue skips the `term` check on appends (a command planned under an old
+    /// leadership may enter a newer term's log).
+    NoTermCheck,
+}
+
+#[derive(Clone, Debug)]
+struct Params {
+    seed: u64,
+    nodes: usize,
+    clients: usize,
+    keys: usize,
+    chaos_ms: u64,
+    heal_ms: u64,
+    drop_per_mille: u64,
+    dup_per_mille: u64,
+    delay_max_ms: u64,
+    client_delay_max_ms: u64,
+    /// Chance per step (‰) that a node's Raft / lock thread runs its loop turn.
+    turn_per_mille: u64,
+    client_per_mille: u64,
+    waiters_max: usize,
+    snapshot_every: u64,
+    /// Drive `Raft::transfer_leadership` (the server does not use it yet).
+    transfers: bool,
+    bug: Option<Bug>,
+}
+
+impl Params {
+    fn from_seed(seed: u64) -> Params {
+        let mut r = Rng::new(seed ^ 0x10C4_5EED);
+        Params {
+            seed,
+            nodes: if seed.is_multiple_of(2) { 3 } else { 5 },
+            clients: 3 + r.below(4) as usize,
+            keys: 2 + r.below(3) as usize,
+            chaos_ms: 10_000 + r.below(20_000),
+            heal_ms: 20_000,
+            drop_per_mille: r.below(80),
+            dup_per_mille: r.below(30),
+            delay_max_ms: 2 + r.below(60),
+            client_delay_max_ms: 1 + r.below(40),
+            turn_per_mille: 500 + r.below(500),
+            client_per_mille: 30 + r.below(150),
+            waiters_max: 1 + r.below(4) as usize,
+            snapshot_every: 3 + r.below(40),
+            transfers: false,
+            bug: None,
+        }
+    }
+}
+
+fn raft_config(id: NodeId, r: &mut Rng) -> RaftConfig {
+    RaftConfig {
+        heartbeat_ms: HEARTBEAT_MS,
+        election_ms: ELECTION_MS,
+        max_append_entries: 1 + r.below(20) as usize,
+        max_append_bytes: 512,
+        max_inflight: 1 + r.below(8) as usize,
+        snapshot_chunk_bytes: 64,
+        ..RaftConfig::new(id)
+    }
+}
+
+fn addr(id: NodeId) -> String {
+    format!("n{id}")
+}
+
+fn parse_addr(a: &str) -> Option<NodeId> {
+    a.strip_prefix('n')?.parse().ok()
+}
+
+/// To a node's lock-table thread (one FIFO, like the server's crossbeam channel).
+enum LockMsg {
+    Request {
+        conn: ConnId,
+        id: u32,
+        request: Request,
+    },
+    Closed {
+        conn: ConnId,
+    },
+    Log(FromLog),
+}
+
+/// To a node's Raft thread.
+enum RaftMsg {
+    Log(ToLog),
+    Compact { index: u64, data: Vec<u8> },
+}
+
+struct Node {
+    raft: Raft,
+    replica: Replica,
+    lock_inbox: VecDeque<LockMsg>,
+    raft_inbox: VecDeque<RaftMsg>,
+    paused_until: u64,
+    /// Wall clock = base + simulated time + offset (jumps both ways).
+    wall_offset_us: i64,
+    snapshot_index: u64,
+    conns: BTreeSet<ConnId>,
+    serving: bool,
+    arrivals: u64,
+    /// Deliveries that reached this node while it was paused, in order.
+    held: VecDeque<Ev>,
+}
+
+impl Node {
+    fn new(raft: Raft, id: NodeId, waiters_max: usize) -> Node {
+        Node {
+            raft,
+            replica: Replica::new(TableConfig {
+                node: id,
+                incarnation: id * 1000 + 1,
+                waiters_per_key_max: waiters_max,
+            }),
+            lock_inbox: VecDeque::new(),
+            raft_inbox: VecDeque::new(),
+            paused_until: 0,
+            wall_offset_us: 0,
+            snapshot_index: 0,
+            conns: BTreeSet::new(),
+            serving: false,
+            arrivals: 0,
+            held: VecDeque::new(),
+        }
+    }
+
+    fn unix_us(&self, now: u64) -> u64 {
+        (WALL_BASE_US + now as i64 * 1000 + self.wall_offset_us) as u64
+    }
+}
+
+enum Ev {
+    Peer {
+        from: NodeId,
+        to: NodeId,
+        msg: Message,
+    },
+    ToNode {
+        node: NodeId,
+        msg: LockMsg,
+    },
+    ToClient {
+        client: usize,
+        conn: ConnId,
+        id: u32,
+        response: Response,
+    },
+}
+
+struct Client {
+    owner: String,
+    node: NodeId,
+    conn: Option<ConnId>,
+    next_id: u32,
+    outstanding: BTreeMap<u32, Asked>,
+    /// (key, token, deadline) of the G this client got.
+    holds: Vec<(String, u64, u64)>,
+    hint: Option<NodeId>,
+    switch: bool,
+}
+
+#[derive(Default, Debug, Clone)]
+struct Stats {
+    elections: u64,
+    committed: u64,
+    grants: u64,
+    g_received: u64,
+    handoffs: u64,
+    expiries: u64,
+    moved: u64,
+    unknown: u64,
+    busy: u64,
+    timeouts: u64,
+    released: u64,
+    not_holder: u64,
+    queries: u64,
+    snapshots: u64,
+    replacements: u64,
+    crashes: u64,
+}
+
+impl Stats {
+    fn add(&mut self, o: &Stats) {
+        self.elections += o.elections;
+        self.committed += o.committed;
+        self.grants += o.grants;
+        self.g_received += o.g_received;
+        self.handoffs += o.handoffs;
+        self.expiries += o.expiries;
+        self.moved += o.moved;
+        self.unknown += o.unknown;
+        self.busy += o.busy;
+        self.timeouts += o.timeouts;
+        self.released += o.released;
+        self.not_holder += o.not_holder;
+        self.queries += o.queries;
+        self.snapshots += o.snapshots;
+        self.replacements += o.replacements;
+        self.crashes += o.crashes;
+    }
+}
+
+struct World {
+    p: Params,
+    rng: Rng,
+    now: u64,
+    step: u64,
+    chaos: bool,
+    nodes: BTreeMap<NodeId, Node>,
+    next_id: NodeId,
+    queue: BinaryHeap<Reverse<(u64, u64)>>,
+    events: BTreeMap<u64, Ev>,
+    seq: u64,
+    /// Per (connection, direction): the last scheduled delivery (TCP keeps order).
+    conn_last: BTreeMap<(ConnId, bool), u64>,
+    blocked: BTreeSet<(NodeId, NodeId)>,
+    partition_until: u64,
+    replacement: Option<(NodeId, NodeId)>,
+    clients: Vec<Client>,
+    conn_client: BTreeMap<ConnId, usize>,
+    next_conn: ConnId,
+    raft_checker: Checker,
+    checker: LockChecker,
+    stats: Stats,
+}
+
+impl World {
+    fn new(p: Params) -> World {
+        let mut rng = Rng::new(p.seed);
+        let ids: Vec<NodeId> = (1..=p.nodes as u64).collect();
+        let mut nodes = BTreeMap::new();
+        for id in &ids {
+            let cfg = raft_config(*id, &mut rng);
+            let raft = Raft::new_bootstrap(cfg, &ids, rng.next(), 0);
+            nodes.insert(*id, Node::new(raft, *id, p.waiters_max));
+        }
+        let clients = (0..p.clients)
+            .map(|i| Client {
+                owner: format!("c{i}"),
+                node: ids[i % ids.len()],
+                conn: None,
+                next_id: 1,
+                outstanding: BTreeMap::new(),
+                holds: Vec::new(),
+                hint: None,
+                switch: false,
+            })
+            .collect();
+        World {
+            rng,
+            now: 0,
+            step: 0,
+            chaos: true,
+            nodes,
+            next_id: p.nodes as u64 + 1,
+            queue: BinaryHeap::new(),
+            events: BTreeMap::new(),
+            seq: 0,
+            conn_last: BTreeMap::new(),
+            blocked: BTreeSet::new(),
+            partition_until: 0,
+            replacement: None,
+            clients,
+            conn_client: BTreeMap::new(),
+            next_conn: 1,
+            raft_checker: Checker::default(),
+            checker: LockChecker::new(),
+            stats: Stats::default(),
+            p,
+        }
+    }
+
+    fn fail(&self, what: impl std::fmt::Display) -> String {
+        format!(
+            "seed={} step={} t={}ms: {what}",
+            self.p.seed, self.step, self.now
+        )
+    }
+
+    fn run(&mut self) -> Result<(), String> {
+        while self.now < self.p.chaos_ms {
+            self.step_once().map_err(|e| self.fail(e))?;
+        }
+        self.chaos = false;
+        self.heal();
+        self.check_liveness().map_err(|e| self.fail(e))?;
+        let c = &self.checker;
+        self.stats.grants = c.grants_committed;
+        self.stats.g_received = c.g_received;
+        self.stats.handoffs = c.handoffs;
+        self.stats.expiries = c.expiries;
+        self.stats.committed = c.committed_len();
+        Ok(())
+    }
+
+    fn step_once(&mut self) -> Result<(), String> {
+        self.step += 1;
+        self.now += self.rng.range(1, STEP_MS_MAX);
+        if self.chaos {
+            self.perturb();
+        }
+        self.deliver_due()?;
+        let turn = if self.chaos {
+            self.p.turn_per_mille
+        } else {
+            1000
+        };
+        for id in self.nodes.keys().copied().collect::<Vec<_>>() {
+            if self.nodes[&id].paused_until > self.now {
+                continue;
+            }
+            if self.rng.chance(turn) {
+                self.raft_turn(id)?;
+            }
+            if self.rng.chance(turn) {
+                self.lock_turn(id)?;
+            }
+        }
+        if self.chaos {
+            self.client_actions()?;
+        }
+        self.advance_replacement();
+        for n in self.nodes.values() {
+            check_node(&mut self.raft_checker, &n.raft).map_err(|v| format!("raft: {}", v.0))?;
+        }
+        Ok(())
+    }
+
+    fn schedule(&mut self, at: u64, ev: Ev) {
+        self.seq += 1;
+        self.queue.push(Reverse((at, self.seq)));
+        self.events.insert(self.seq, ev);
+    }
+
+    /// In-order delivery on one client connection, one direction.
+    fn conn_at(&mut self, conn: ConnId, to_node: bool) -> u64 {
+        let delay = self.rng.range(1, self.p.client_delay_max_ms);
+        let last = self.conn_last.entry((conn, to_node)).or_insert(0);
+        let at = (self.now + delay).max(*last);
+        *last = at;
+        at
+    }
+
+    // ----- faults ----------------------------------------------------------
+
+    fn perturb(&mut self) {
+        if self.now >= self.partition_until && !self.blocked.is_empty() {
+            self.blocked.clear();
+        }
+        if self.blocked.is_empty() && self.rng.chance(3) {
+            self.partition();
+        }
+        if self.rng.chance(2) {
+            let ids: Vec<NodeId> = self.nodes.keys().copied().collect();
+            let x = ids[self.rng.below(ids.len() as u64) as usize];
+            let until = self.now + self.rng.range(100, 4000);
+            self.nodes.get_mut(&x).unwrap().paused_until = until;
+        }
+        if self.rng.chance(2) {
+            // Wall clock jumps, forwards or backwards (tokens must still grow).
+            let ids: Vec<NodeId> = self.nodes.keys().copied().collect();
+            let x = ids[self.rng.below(ids.len() as u64) as usize];
+            let jump = self.rng.range(0, 6_000_000) as i64 - 3_000_000;
+            self.nodes.get_mut(&x).unwrap().wall_offset_us += jump;
+        }
+        if self.rng.chance(1) {
+            self.crash_one();
+        }
+        if self.p.transfers && self.rng.chance(2) {
+            // Leadership transfer. The server never asks for one today; see
+            // `explore_leadership_transfers` for why it is off by default.
+            if let Some(l) = self.leader() {
+                let voters: Vec<NodeId> = self.nodes[&l]
+                    .raft
+                    .membership()
+                    .voters
+                    .iter()
+                    .copied()
+                    .collect();
+                let to = voters[self.rng.below(voters.len() as u64) as usize];
+                let _ = self.nodes.get_mut(&l).unwrap().raft.transfer_leadership(to);
+            }
+        }
+    }
+
+    fn partition(&mut self) {
+        let ids: Vec<NodeId> = self.nodes.keys().copied().collect();
+        self.partition_until = self.now + self.rng.range(300, 4000);
+        match self.rng.below(3) {
+            0 => {
+                let side: BTreeSet<NodeId> = ids
+                    .iter()
+                    .copied()
+                    .filter(|_| self.rng.chance(500))
+                    .collect();
+                for a in &ids {
+                    for b in &ids {
+                        if side.contains(a) != side.contains(b) {
+                            self.blocked.insert((*a, *b));
+                        }
+                    }
+                }
+            }
+            1 => {
+                let x = ids[self.rng.below(ids.len() as u64) as usize];
+                for b in &ids {
+                    if *b != x {
+                        self.blocked.insert((x, *b));
+                        self.blocked.insert((*b, x));
+                    }
+                }
+            }
+            _ => {
+                for a in &ids {
+                    for b in &ids {
+                        if a != b && self.rng.chance(250) {
+                            self.blocked.insert((*a, *b));
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    fn leader(&self) -> Option<NodeId> {
+        self.nodes
+            .iter()
+            .filter(|(_, n)| n.raft.role() == Role::Leader)
+            .max_by_key(|(_, n)| n.raft.term())
+            .map(|(id, _)| *id)
+    }
+
+    /// Crashes a voter for good (its id never returns) and starts replacing it by a
+    /// new id, only when the whole configuration is alive (as the Raft sim does).
+    fn crash_one(&mut self) {
+        if self.replacement.is_some() {
+            return;
+        }
+        let Some(leader) = self.leader() else { return };
+        let raft = &self.nodes[&leader].raft;
+        let m = raft.committed_membership().1.clone();
+        if m.is_joint() || raft.config_change_pending() {
+            return;
+        }
+        let voters: Vec<NodeId> = m.voters.iter().copied().collect();
+        if voters.iter().any(|v| !self.nodes.contains_key(v)) {
+            return;
+        }
+        let old = voters[self.rng.below(voters.len() as u64) as usize];
+        self.nodes.remove(&old);
+        self.stats.crashes += 1;
+        // Its client connections die: whatever they had outstanding stays unknown.
+        for c in self.clients.iter_mut() {
+            if c.node == old {
+                c.conn = None;
+                c.outstanding.clear();
+            }
+        }
+        let new = self.next_id;
+        self.next_id += 1;
+        let cfg = raft_config(new, &mut self.rng);
+        let raft = Raft::new_joining(cfg, self.rng.next(), self.now);
+        self.nodes
+            .insert(new, Node::new(raft, new, self.p.waiters_max));
+        self.replacement = Some((old, new));
+    }
+
+    /// The admin's replacement: add learner → caught up → replace_voter → done.
+    fn advance_replacement(&mut self) {
+        let Some((old, new)) = self.replacement else {
+            return;
+        };
+        let Some(l) = self.leader() else { return };
+        let raft = &mut self.nodes.get_mut(&l).unwrap().raft;
+        let m = raft.membership().clone();
+        let (_, committed) = raft.committed_membership();
+        if !committed.contains(old) && committed.voters.contains(&new) && !committed.is_joint() {
+            self.replacement = None;
+            self.stats.replacements += 1;
+            return;
+        }
+        if raft.config_change_pending() || m.is_joint() {
+            return;
+        }
+        if !m.contains(new) {
+            let _ = raft.add_learner(new);
+        } else if m.learners.contains(&new) {
+            let caught_up = raft
+                .progress_of(new)
+                .is_some_and(|(matched, _)| matched >= raft.commit_index());
+            if caught_up && m.voters.contains(&old) {
+                let _ = raft.replace_voter(old, new);
+            }
+        }
+    }
+
+    fn heal(&mut self) {
+        self.blocked.clear();
+        for n in self.nodes.values_mut() {
+            n.paused_until = 0;
+        }
+    }
+
+    // ----- network ---------------------------------------------------------
+
+    fn send_peer(&mut self, from: NodeId, to: NodeId, msg: Message) {
+        if self.chaos && self.rng.chance(self.p.drop_per_mille) {
+            return;
+        }
+        let copies = if self.chaos && self.rng.chance(self.p.dup_per_mille) {
+            2
+        } else {
+            1
+        };
+        for _ in 0..copies {
+            let delay = if self.chaos {
+                self.rng.range(1, self.p.delay_max_ms)
+            } else {
+                2
+            };
+            let ev = Ev::Peer {
+                from,
+                to,
+                msg: msg.clone(),
+            };
+            self.schedule(self.now + delay, ev);
+        }
+    }
+
+    fn deliver_due(&mut self) -> Result<(), String> {
+        // What reached a paused node waits for it, in arrival order (TCP keeps the
+        // order of one connection's requests; a pause must not reorder them).
+        let resumed: Vec<NodeId> = self
+            .nodes
+            .iter()
+            .filter(|(_, n)| n.paused_until <= self.now && !n.held.is_empty())
+            .map(|(id, _)| *id)
+            .collect();
+        for id in resumed {
+            let held = std::mem::take(&mut self.nodes.get_mut(&id).unwrap().held);
+            for ev in held {
+                self.deliver(ev)?;
+            }
+        }
+        while let Some(Reverse((at, seq))) = self.queue.peek().copied() {
+            if at > self.now {
+                break;
+            }
+            self.queue.pop();
+            let Some(ev) = self.events.remove(&seq) else {
+                continue;
+            };
+            self.deliver(ev)?;
+        }
+        Ok(())
+    }
+
+    fn deliver(&mut self, ev: Ev) -> Result<(), String> {
+        match ev {
+            Ev::Peer { from, to, msg } => {
+                let Some(node) = self.nodes.get_mut(&to) else {
+                    return Ok(());
+                };
+                if node.paused_until > self.now {
+                    node.held.push_back(Ev::Peer { from, to, msg });
+                    return Ok(());
+                }
+                if self.blocked.contains(&(from, to)) {
+                    return Ok(());
+                }
+                node.raft.step(from, msg, self.now);
+                let ci = node.raft.commit_index();
+                self.checker.raft_commit(ci, self.now);
+            }
+            Ev::ToNode { node: id, msg } => {
+                let Some(node) = self.nodes.get_mut(&id) else {
+                    return Ok(());
+                };
+                if node.paused_until > self.now {
+                    node.held.push_back(Ev::ToNode { node: id, msg });
+                    return Ok(());
+                }
+                node.lock_inbox.push_back(msg);
+            }
+            Ev::ToClient {
+                client,
+                conn,
+                id,
+                response,
+            } => self.client_receives(client, conn, id, response)?,
+        }
+        Ok(())
+    }
+
+    // ----- the Raft thread (mirrors src/cluster/raft_thread.rs) ---------------
+
+    fn raft_turn(&mut self, id: NodeId) -> Result<(), String> {
+        let now = self.now;
+        let bug = self.p.bug;
+        let mut fake_g = Vec::new();
+        let node = self.nodes.get_mut(&id).unwrap();
+        while let Some(m) = node.raft_inbox.pop_front() {
+            match m {
+                RaftMsg::Log(ToLog::Append { seq, term, command }) => {
+                    let term_ok = node.raft.term() == term || bug == Some(Bug::NoTermCheck);
+                    let msg = if node.raft.is_leader() && term_ok {
+                        let mut data = Vec::with_capacity(64);
+                        encode_command(&mut data, &command);
+                        match node.raft.propose(data) {
+                            Ok(index) => {
+                                if bug == Some(Bug::GrantOnAppend) {
+                                    if let Command::Grant { grant, .. } = &command {
+                                        fake_g.push(grant.clone());
+                                    }
+                                }
+                                FromLog::Appended { seq, index, term }
+                            }
+                            Err(_) => FromLog::Rejected { seq },
+                        }
+                    } else {
+                        FromLog::Rejected { seq }
+                    };
+                    node.lock_inbox.push_back(LockMsg::Log(msg));
+                }
+                RaftMsg::Log(ToLog::ReadIndex { ctx }) => {
+                    if node.raft.read_index(ctx).is_err() {
+                        node.lock_inbox
+                            .push_back(LockMsg::Log(FromLog::ReadFailed { ctx }));
+                    }
+                }
+                RaftMsg::Compact { index, data } => {
+                    node.raft.compact(index, data);
+                }
+            }
+        }
+        node.raft.tick(now);
+        let ready = node.raft.ready();
+        let ci = node.raft.commit_index();
+        if let Some(s) = ready.snapshot {
+            node.lock_inbox.push_back(LockMsg::Log(FromLog::Snapshot {
+                index: s.meta.index,
+                data: s.data,
+            }));
+            self.stats.snapshots += 1;
+        }
+        if !ready.committed.is_empty() {
+            node.lock_inbox
+                .push_back(LockMsg::Log(FromLog::Committed(ready.committed)));
+        }
+        for (ctx, index) in ready.read_states {
+            node.lock_inbox
+                .push_back(LockMsg::Log(FromLog::ReadReady { ctx, index }));
+        }
+        if let Some(change) = ready.role_changed {
+            let leading = (change.role == Role::Leader).then(|| {
+                self.stats.elections += 1;
+                (change.term, noop_index(&node.raft, change.term))
+            });
+            let leader_addr = change.leader.map(addr).unwrap_or_default();
+            node.lock_inbox.push_back(LockMsg::Log(FromLog::Role {
+                leading,
+                leader_addr,
+            }));
+        }
+        self.checker.raft_commit(ci, now);
+        for (to, msg) in ready.messages {
+            self.send_peer(id, to, msg);
+        }
+        for g in fake_g {
+            if let Some(&client) = self.conn_client.get(&g.origin.conn) {
+                let at = self.conn_at(g.origin.conn, false);
+                let response = Response::Granted {
+                    token: g.token,
+                    lease_ms: g.lease_ms,
+                };
+                self.schedule(
+                    at,
+                    Ev::ToClient {
+                        client,
+                        conn: g.origin.conn,
+                        id: g.origin.id,
+                        response,
+                    },
+                );
+            }
+        }
+        Ok(())
+    }
+
+    // ----- the lock-table thread (mirrors src/server/lock_thread.rs) ----------
+
+    fn lock_turn(&mut self, id: NodeId) -> Result<(), String> {
+        let now = self.now;
+        let mut out = ReplicaOutput::default();
+        while let Some(msg) = self.nodes.get_mut(&id).unwrap().lock_inbox.pop_front() {
+            self.handle(id, msg, &mut out)?;
+            self.submit(id, &mut out)?;
+        }
+        let node = self.nodes.get_mut(&id).unwrap();
+        node.replica.tick(now, node.unix_us(now), &mut out);
+        self.note_serving(id);
+        self.submit(id, &mut out)?;
+        // Deliver: one reply per request, to connections still open on this node.
+        // (Sorted: the replica builds some batches from hash maps.)
+        let mut replies = std::mem::take(&mut out.replies);
+        replies.sort_by_key(|r| (r.conn, r.id));
+        for r in replies {
+            if !self.nodes[&id].conns.contains(&r.conn) {
+                continue;
+            }
+            let Some(&client) = self.conn_client.get(&r.conn) else {
+                continue;
+            };
+            let at = self.conn_at(r.conn, false);
+            self.schedule(
+                at,
+                Ev::ToClient {
+                    client,
+                    conn: r.conn,
+                    id: r.id,
+                    response: r.response,
+                },
+            );
+        }
+        // Hand Raft a snapshot now and then (small threshold: exercise compaction).
+        let every = self.p.snapshot_every;
+        let node = self.nodes.get_mut(&id).unwrap();
+        let applied = node.replica.applied_index();
+        let since = applied.saturating_sub(node.snapshot_index);
+        let keys = node.replica.state().keys_held() as u64;
+        if since >= every.max(2 * keys) {
+            node.snapshot_index = applied;
+            let data = node.replica.snapshot();
+            node.raft_inbox.push_back(RaftMsg::Compact {
+                index: applied,
+                data,
+            });
+        }
+        Ok(())
+    }
+
+    /// Passes what the replica asked of the log to the Raft thread.
+    fn submit(&mut self, id: NodeId, out: &mut ReplicaOutput) -> Result<(), String> {
+        for ask in out.to_log.drain(..) {
+            if let ToLog::Append { command, term, seq } = &ask {
+                trace(self.now, || {
+                    format!("n{id} propose seq {seq} t{term} {command:?}")
+                });
+                self.checker.proposed(id, command, self.now)?;
+            }
+            self.nodes
+                .get_mut(&id)
+                .unwrap()
+                .raft_inbox
+                .push_back(RaftMsg::Log(ask));
+        }
+        Ok(())
+    }
+
+    fn handle(&mut self, id: NodeId, msg: LockMsg, out: &mut ReplicaOutput) -> Result<(), String> {
+        let now = self.now;
+        let node = self.nodes.get_mut(&id).unwrap();
+        let unix = node.unix_us(now);
+        match msg {
+            LockMsg::Request {
+                conn,
+                id: rid,
+                request,
+            } => {
+                node.arrivals += 1;
+                trace(now, || {
+                    format!("n{id} takes conn {conn} #{rid} (arrival {})", node.arrivals)
+                });
+                self.checker.arrived((conn, rid), id, node.arrivals);
+                node.replica.request(conn, rid, request, now, unix, out);
+            }
+            LockMsg::Closed { conn } => {
+                node.conns.remove(&conn);
+                node.replica.conn_closed(conn);
+            }
+            LockMsg::Log(news) => match news {
+                FromLog::Appended { seq, index, term } => {
+                    node.replica.on_appended(seq, index, term)
+                }
+                FromLog::Rejected { seq } => node.replica.on_rejected(seq, out),
+                FromLog::Committed(entries) => {
+                    for entry in entries {
+                        let command = match &entry.kind {
+                            EntryKind::Normal(data) => Some(
+                                decode_command(data)
+                                    .map_err(|e| format!("entry {}: {e:?}", entry.index))?,
+                            ),
+                            EntryKind::Noop | EntryKind::Config(_) => None,
+                        };
+                        if entry.index > self.checker.committed_len() {
+                            trace(now, || {
+                                format!("commit {} t{} {command:?}", entry.index, entry.term)
+                            });
+                        }
+                        self.checker
+                            .committed(entry.index, entry.term, command.as_ref(), now)?;
+                        let node = self.nodes.get_mut(&id).unwrap();
+                        let apply_ms = match self.p.bug {
+                            Some(Bug::EarlyLease) => now.saturating_sub(700),
+                            _ => now,
+                        };
+                        node.replica.on_committed(
+                            entry.index,
+                            entry.term,
+                            command.as_ref(),
+                            apply_ms,
+                            unix,
+                            out,
+                        );
+                        self.checker
+                            .node_state(id, entry.index, node.replica.state())?;
+                        if let Some(cmd) = &command {
+                            let granted = match cmd {
+                                Command::Grant { key, grant } => Some((key, grant.token)),
+                                Command::Release { key, next, .. }
+                                | Command::Expire { key, next, .. } => {
+                                    next.as_ref().map(|g| (key, g.token))
+                                }
+                                Command::SetDomain { .. } => None,
+                            };
+                            if let Some((key, token)) = granted {
+                                let held = node.replica.state().holder(key).map(|h| h.token);
+                                if held == Some(token) {
+                                    self.checker.node_applied_grant(id, token, now);
+                                }
+                            }
+                        }
+                    }
+                }
+                FromLog::Snapshot { index, data } => {
+                    let state = decode_snapshot(&data)
+                        .map_err(|e| format!("node {id}: snapshot at {index}: {e:?}"))?;
+                    node.replica.on_snapshot(index, state, out);
+                    self.checker.node_state(id, index, node.replica.state())?;
+                }
+                FromLog::ReadReady { ctx, index } => {
+                    node.replica.on_read_ready(ctx, index, now, unix, out)
+                }
+                FromLog::ReadFailed { ctx } => node.replica.on_read_failed(ctx, out),
+                FromLog::Role {
+                    leading,
+                    leader_addr,
+                } => {
+                    let role = match leading {
+                        Some((term, noop_index)) => LogRole::Leader {
+                            term,
+                            noop_index,
+                            new_domain: self.rng.next() | 1,
+                        },
+                        None => LogRole::NotLeader { leader_addr },
+                    };
+                    trace(now, || format!("n{id} role {role:?}"));
+                    node.replica.on_role(role, now, unix, out);
+                }
+            },
+        }
+        self.note_serving(id);
+        Ok(())
+    }
+
+    /// Records when a node starts serving (its lease timers restart then).
+    fn note_serving(&mut self, id: NodeId) {
+        let node = self.nodes.get_mut(&id).unwrap();
+        let serving = node.replica.serving();
+        if serving && !node.serving {
+            self.checker.node_serving(id, self.now);
+        }
+        node.serving = serving;
+    }
+
+    // ----- clients ---------------------------------------------------------
+
+    fn connect(&mut self, ci: usize) {
+        let ids: Vec<NodeId> = self.nodes.keys().copied().collect();
+        let c = &self.clients[ci];
+        let node = match c.hint {
+            Some(h) if self.nodes.contains_key(&h) && !self.rng.chance(100) => h,
+            _ => ids[self.rng.below(ids.len() as u64) as usize],
+        };
+        let conn = self.next_conn;
+        self.next_conn += 1;
+        self.nodes.get_mut(&node).unwrap().conns.insert(conn);
+        self.conn_client.insert(conn, ci);
+        let c = &mut self.clients[ci];
+        c.node = node;
+        c.conn = Some(conn);
+        c.switch = false;
+    }
+
+    fn close(&mut self, ci: usize) {
+        let c = &mut self.clients[ci];
+        let Some(conn) = c.conn.take() else { return };
+        c.outstanding.clear();
+        let node = c.node;
+        let at = self.conn_at(conn, true);
+        self.schedule(
+            at,
+            Ev::ToNode {
+                node,
+                msg: LockMsg::Closed { conn },
+            },
+        );
+    }
+
+    fn client_send(&mut self, ci: usize, asked: Asked) {
+        let c = &mut self.clients[ci];
+        let conn = c.conn.expect("connected");
+        let id = c.next_id;
+        c.next_id += 1;
+        c.outstanding.insert(id, asked.clone());
+        let node = c.node;
+        let request = match &asked {
+            Asked::Acquire {
+                key,
+                owner,
+                lease_ms,
+                wait_ms,
+            } => Request::Acquire {
+                lease_s: (*lease_ms / 1000) as u8,
+                wait_ms: *wait_ms as u32,
+                key: key.clone(),
+                owner: owner.clone(),
+            },
+            Asked::Release { key, owner, token } => Request::Release {
+                token: *token,
+                key: key.clone(),
+                owner: owner.clone(),
+            },
+            Asked::Query { key } => Request::Query { key: key.clone() },
+        };
+        trace(self.now, || {
+            format!("c{ci} conn {conn} -> n{node} #{id} {asked:?}")
+        });
+        self.checker
+            .sent((conn, id), ci as u64, node, asked, self.now);
+        let at = self.conn_at(conn, true);
+        self.schedule(
+            at,
+            Ev::ToNode {
+                node,
+                msg: LockMsg::Request { conn, id, request },
+            },
+        );
+    }
+
+    fn client_actions(&mut self) -> Result<(), String> {
+        for ci in 0..self.clients.len() {
+            if !self.rng.chance(self.p.client_per_mille) {
+                continue;
+            }
+            let now = self.now;
+            let c = &self.clients[ci];
+            if c.conn.is_none() {
+                self.connect(ci);
+                continue;
+            }
+            if c.switch && (c.outstanding.is_empty() || self.rng.chance(200)) {
+                self.close(ci);
+                self.connect(ci);
+                continue;
+            }
+            let roll = self.rng.below(100);
+            let outstanding = c.outstanding.len();
+            let owner = c.owner.clone();
+            if roll < 2 {
+                self.close(ci);
+            } else if roll < 50 {
+                if outstanding >= 2 {
+                    continue;
+                }
+                let key = KEYS[self.rng.below(self.p.keys as u64) as usize].to_string();
+                let lease_ms = self.rng.range(1, 3) * 1000;
+                let wait_ms = if self.rng.chance(500) {
+                    0
+                } else {
+                    self.rng.range(1, 2000)
+                };
+                let asked = Asked::Acquire {
+                    key,
+                    owner,
+                    lease_ms,
+                    wait_ms,
+                };
+                self.client_send(ci, asked);
+            } else if roll < 80 {
+                if self.clients[ci].holds.is_empty() {
+                    continue;
+                }
+                let n = self.clients[ci].holds.len() as u64;
+                let i = self.rng.below(n) as usize;
+                let (key, token, _) = self.clients[ci].holds[i].clone();
+                let r = self.rng.below(10);
+                let (token, owner) = match r {
+                    0 => (token + 1, owner),
+                    1 => (token, format!("{owner}x")),
+                    _ => {
+                        self.clients[ci].holds.remove(i);
+                        (token, owner)
+                    }
+                };
+                self.client_send(ci, Asked::Release { key, owner, token });
+            } else if roll < 95 {
+                let key = KEYS[self.rng.below(self.p.keys as u64) as usize].to_string();
+                self.client_send(ci, Asked::Query { key });
+            }
+            // Forget holds whose lease ended long ago (a late release gets N).
+            self.clients[ci].holds.retain(|h| h.2 + 3000 > now);
+        }
+        Ok(())
+    }
+
+    fn client_receives(
+        &mut self,
+        ci: usize,
+        conn: ConnId,
+        id: u32,
+        response: Response,
+    ) -> Result<(), String> {
+        if self.clients[ci].conn != Some(conn) {
+            return Ok(()); // the client closed that connection
+        }
+        trace(self.now, || {
+            format!("c{ci} conn {conn} <- #{id} {response:?}")
+        });
+        self.checker.received((conn, id), &response, self.now)?;
+        let c = &mut self.clients[ci];
+        let asked = c.outstanding.remove(&id);
+        match &response {
+            Response::Granted { token, .. } => {
+                if let Some(Asked::Acquire { key, lease_ms, .. }) = asked {
+                    c.holds.push((key, *token, self.now + lease_ms));
+                }
+            }
+            Response::Moved { leader } => {
+                self.stats.moved += 1;
+                c.hint = parse_addr(leader);
+                if c.hint != Some(c.node) {
+                    c.switch = true;
+                }
+            }
+            Response::Unknown => self.stats.unknown += 1,
+            Response::Busy => self.stats.busy += 1,
+            Response::Timeout => self.stats.timeouts += 1,
+            Response::Released => self.stats.released += 1,
+            Response::NotHolder => self.stats.not_holder += 1,
+            Response::Holder { .. } | Response::Free => self.stats.queries += 1,
+            _ => {}
+        }
+        Ok(())
+    }
+
+    // ----- liveness --------------------------------------------------------
+
+    /// After healing, a serving leader grants a fresh ACQUIRE on a free key.
+    fn check_liveness(&mut self) -> Result<(), String> {
+        let deadline = self.now + self.p.heal_ms;
+        let probe = self.clients.len();
+        self.clients.push(Client {
+            owner: "probe".into(),
+            node: 0,
+            conn: None,
+            next_id: 1,
+            outstanding: BTreeMap::new(),
+            holds: Vec::new(),
+            hint: None,
+            switch: false,
+        });
+        let mut asked_at = 0;
+        while self.now < deadline {
+            self.step_once()?;
+            if !self.clients[probe].holds.is_empty() {
+                return self.check_all_answered();
+            }
+            let Some(l) = self.leader() else { continue };
+            if !self.nodes[&l].replica.serving() || self.replacement.is_some() {
+                continue;
+            }
+            let c = &self.clients[probe];
+            let idle = c.outstanding.is_empty() || self.now > asked_at + 3000;
+            if idle && (c.conn.is_none() || c.node != l || self.now > asked_at + 1000) {
+                self.close(probe);
+                self.clients[probe].hint = Some(l);
+                self.connect(probe);
+                self.clients[probe].node = l;
+                asked_at = self.now;
+                let asked = Asked::Acquire {
+                    key: PROBE_KEY.into(),
+                    owner: "probe".into(),
+                    lease_ms: 3000,
+                    wait_ms: 0,
+                };
+                self.client_send(probe, asked);
+            }
+        }
+        Err(format!(
+            "liveness: no G for a fresh ACQUIRE within {} ms after healing (leader {:?}, replacement {:?})",
+            self.p.heal_ms,
+            self.leader(),
+            self.replacement
+        ))
+    }
+}
+
+impl World {
+    /// Once everything is calm for longer than any wait, lease and the 5 s `U`
+    /// deadline, every request on a connection that stayed open has its one answer
+    /// (SPEC §2.3: exactly one response per request).
+    fn check_all_answered(&mut self) -> Result<(), String> {
+        let until = self.now + ticketing::replica::UNKNOWN_AFTER_MS + 4_000;
+        while self.now < until {
+            self.step_once()?;
+        }
+        for (ci, c) in self.clients.iter().enumerate() {
+            if let (Some(conn), Some((id, asked))) = (c.conn, c.outstanding.first_key_value()) {
+                return Err(format!(
+                    "no answer: client {ci} conn {conn} (node {}) request #{id} {asked:?}",
+                    c.node
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The index of the first entry of `term` in the leader's log: its no-op
+/// (as `RaftLoop::noop_index`).
+fn noop_index(raft: &Raft, term: u64) -> u64 {
+    let mut index = raft.last_index();
+    while index > raft.first_index() && raft.term_at(index - 1) == Some(term) {
+        index -= 1;
+    }
+    index
+}
+
+fn trace(now: u64, what: impl FnOnce() -> String) {
+    thread_local!(static ON: bool = std::env::var("SIM_TRACE").is_ok());
+    if ON.with(|on| *on) {
+        eprintln!("{now:>6} {}", what());
+    }
+}
+
+fn run_seed(p: Params) -> Result<Stats, String> {
+    let mut w = World::new(p);
+    w.run()?;
+    Ok(w.stats)
+}
+
+fn env_u64(name: &str) -> Option<u64> {
+    std::env::var(name).ok().map(|v| {
+        v.parse()
+            .unwrap_or_else(|_| panic!("{name} must be a number"))
+    })
+}
+
+#[test]
+fn simulate_many_seeds() {
+    if let Some(seed) = env_u64("SIM_SEED") {
+        let stats = run_seed(Params::from_seed(seed)).unwrap_or_else(|e| panic!("{e}"));
+        eprintln!("seed={seed} ok: {stats:?}");
+        return;
+    }
+    let seeds = env_u64("SIM_SEEDS").unwrap_or(SEEDS_DEFAULT);
+    let base = env_u64("SIM_SEED_BASE").unwrap_or(0);
+    let started = Instant::now();
+    let handles: Vec<_> = (0..THREADS)
+        .map(|t| {
+            std::thread::spawn(move || {
+                let mut failures = Vec::new();
+                let mut total = Stats::default();
+                for seed in (base..base + seeds).filter(|s| (s / 2) % THREADS == t) {
+                    match run_seed(Params::from_seed(seed)) {
+                        Ok(s) => total.add(&s),
+                        Err(e) => failures.push(e),
+                    }
+                }
+                (failures, total)
+            })
+        })
+        .collect();
+    let mut failures = Vec::new();
+    let mut total = Stats::default();
+    for h in handles {
+        let (f, s) = h.join().unwrap();
+        total.add(&s);
+        failures.extend(f);
+    }
+    eprintln!("totals: {total:?}");
+    eprintln!("{seeds} seeds in {:.1}s", started.elapsed().as_secs_f64());
+    for f in &failures {
+        eprintln!("FAILED {f}");
+    }
+    assert!(
+        failures.is_empty(),
+        "{} seeds failed; first: {}",
+        failures.len(),
+        failures[0]
+    );
+}
+
+#[test]
+fn same_seed_same_history() {
+    let run = |seed| {
+        let mut w = World::new(Params::from_seed(seed));
+        w.run().unwrap();
+        (w.step, w.now, format!("{:?}", w.stats))
+    };
+    assert_eq!(run(7), run(7));
+    assert_eq!(run(8), run(8));
+}
+
+/// Runs seeds with `bug` until one fails; returns its error.
+fn caught(bug: Bug, seeds: u64) -> String {
+    (0..seeds)
+        .find_map(|seed| {
+            let mut p = Params::from_seed(seed);
+            p.bug = Some(bug);
+            run_seed(p).err()
+        })
+        .unwrap_or_else(|| panic!("{bug:?} went unnoticed for {seeds} seeds"))
+}
+
+#[test]
+fn checker_catches_grant_before_commit() {
+    let err = caught(Bug::GrantOnAppend, 20);
+    assert!(err.contains("seed=") && err.contains("inv7"), "{err}");
+}
+
+#[test]
+fn checker_catches_early_lease_expiry() {
+    let err = caught(Bug::EarlyLease, 20);
+    assert!(err.contains("seed=") && err.contains("inv5"), "{err}");
+}
+
+#[test]
+#[ignore]
+/// Exploration: does the simulator ever need the glue's term check on appends?
+/// (So far: 3000 seeds pass without it; the check stays, as in the server.)
+fn explore_no_term_check() {
+    let failed = (0..3000).find_map(|seed| {
+        let mut p = Params::from_seed(seed);
+        p.bug = Some(Bug::NoTermCheck);
+        run_seed(p).err()
+    });
+    eprintln!("without the term check: {failed:?}");
+}
+
+/// Known problem, kept visible: Raft refuses proposals during a leadership transfer
+/// (`RaftError::TransferInProgress`) while it still leads the same term, but the
+/// replica treats a refused append as "no longer leading" and has already planned
+/// later commands on top of the refused one (its projection). A refused RELEASE then
+/// leads to an "impossible grant" of a key that is still held (client gets B), and a
+/// refused hand-off to a projected holder that is never applied (key stuck on that
+/// leader). The server never calls `transfer_leadership` today, so this is latent.
+/// Run with `--ignored` to see it fail.
+#[test]
+#[ignore]
+fn explore_leadership_transfers() {
+    let failed = (0..3000).find_map(|seed| {
+        let mut p = Params::from_seed(seed);
+        p.transfers = true;
+        run_seed(p).err()
+    });
+    if let Some(e) = failed {
+        panic!("{e}");
+    }
+}
+
+// ----- the checker objects to hand-built bad histories (one per invariant) -----
+
+mod bad_histories {
+    use super::lock_checker::{Asked, LockChecker};
+    use ticketing::lock::{Command, Grant, LockState, Origin};
+    use ticketing::proto::Response;
+
+    fn origin(conn: u64, id: u32) -> Origin {
+        Origin {
+            node: 1,
+            incarnation: 1001,
+            conn,
+            id,
+        }
+    }
+
+    fn grant(conn: u64, id: u32, owner: &str, token: u64, lease_ms: u32) -> Grant {
+        Grant {
+            owner: owner.into(),
+            token,
+            lease_ms,
+            origin: origin(conn, id),
+        }
+    }
+
+    fn acquire(owner: &str, key: &str, lease_ms: u64, wait_ms: u64) -> Asked {
+        Asked::Acquire {
+            key: key.into(),
+            owner: owner.into(),
+            lease_ms,
+            wait_ms,
+        }
+    }
+
+    /// Commits `cmd` at `index`, its commit seen at `t` ms.
+    fn commit(c: &mut LockChecker, index: u64, cmd: Command, t: u64) -> Result<(), String> {
+        c.raft_commit(index, t);
+        c.committed(index, 1, Some(&cmd), t)
+    }
+
+    fn g(token: u64, lease_ms: u32) -> Response {
+        Response::Granted { token, lease_ms }
+    }
+
+    fn expect(r: Result<(), String>, inv: &str) {
+        let e = r.expect_err("the checker accepted a bad history");
+        assert!(e.starts_with(inv), "{e}");
+    }
+
+    /// Client 0 (conn 1) is granted key "a" with token 10 at index 1.
+    fn granted_history() -> LockChecker {
+        let mut c = LockChecker::new();
+        c.sent((1, 1), 0, 1, acquire("c0", "a", 1000, 0), 0);
+        let cmd = Command::Grant {
+            key: "a".into(),
+            grant: grant(1, 1, "c0", 10, 1000),
+        };
+        commit(&mut c, 1, cmd, 5).unwrap();
+        c.received((1, 1), &g(10, 1000), 10).unwrap();
+        c
+    }
+
+    #[test]
+    fn inv1_divergent_state_and_impossible_grant() {
+        let mut c = granted_history();
+        expect(c.node_state(2, 1, &LockState::default()), "inv1");
+        c.node_state(2, 1, &c.state_at(1).unwrap().clone()).unwrap();
+        // A second grant of the held key.
+        let cmd = Command::Grant {
+            key: "a".into(),
+            grant: grant(2, 1, "c1", 20, 1000),
+        };
+        expect(commit(&mut c, 2, cmd, 20), "inv1");
+        // Two different entries at one index.
+        let mut c = granted_history();
+        let other = Command::SetDomain { domain: 7 };
+        expect(c.committed(1, 1, Some(&other), 30), "inv1");
+    }
+
+    #[test]
+    fn inv2_overlapping_windows() {
+        let mut c = granted_history();
+        // Somebody else's release of client 0's hold hands the key to client 1 while
+        // client 0 never released and its lease runs until 1000 ms.
+        c.sent((2, 1), 1, 1, acquire("c1", "a", 1000, 500), 0);
+        let cmd = Command::Release {
+            key: "a".into(),
+            owner: "c0".into(),
+            token: 10,
+            origin: origin(3, 1),
+            next: Some(grant(2, 1, "c1", 20, 1000)),
+        };
+        commit(&mut c, 2, cmd, 20).unwrap();
+        expect(c.received((2, 1), &g(20, 1000), 30), "inv2");
+        // Had client 0 sent its release first, fine.
+        let mut c = granted_history();
+        c.sent((2, 1), 1, 1, acquire("c1", "a", 1000, 500), 0);
+        let rel = Asked::Release {
+            key: "a".into(),
+            owner: "c0".into(),
+            token: 10,
+        };
+        c.sent((1, 2), 0, 1, rel, 15);
+        let cmd = Command::Release {
+            key: "a".into(),
+            owner: "c0".into(),
+            token: 10,
+            origin: origin(1, 2),
+            next: Some(grant(2, 1, "c1", 20, 1000)),
+        };
+        commit(&mut c, 2, cmd, 20).unwrap();
+        c.received((2, 1), &g(20, 1000), 30).unwrap();
+        c.received((1, 2), &Response::Released, 31).unwrap();
+    }
+
+    #[test]
+    fn inv3_token_going_back_or_granted_twice() {
+        let mut c = granted_history();
+        c.sent((2, 1), 1, 1, acquire("c1", "b", 1000, 0), 0);
+        let cmd = Command::Grant {
+            key: "b".into(),
+            grant: grant(2, 1, "c1", 9, 1000),
+        };
+        expect(commit(&mut c, 2, cmd, 20), "inv3");
+        // The same token delivered to two requests.
+        let mut c = granted_history();
+        c.sent((2, 1), 1, 1, acquire("c1", "b", 1000, 0), 0);
+        let cmd = Command::Grant {
+            key: "b".into(),
+            grant: grant(2, 1, "c1", 11, 1000),
+        };
+        commit(&mut c, 2, cmd, 20).unwrap();
+        expect(c.received((2, 1), &g(10, 1000), 30), "inv7");
+    }
+
+    #[test]
+    fn inv4_fifo_broken() {
+        let mut c = LockChecker::new();
+        c.sent((1, 1), 0, 1, acquire("c0", "a", 1000, 900), 0);
+        c.sent((1, 2), 0, 1, acquire("c0", "a", 1000, 900), 1);
+        c.arrived((1, 1), 1, 1);
+        c.arrived((1, 2), 1, 2);
+        let second = Command::Grant {
+            key: "a".into(),
+            grant: grant(1, 2, "c0", 10, 1000),
+        };
+        commit(&mut c, 1, second, 5).unwrap();
+        let first_after = Command::Release {
+            key: "a".into(),
+            owner: "c0".into(),
+            token: 10,
+            origin: origin(1, 3),
+            next: Some(grant(1, 1, "c0", 11, 1000)),
+        };
+        expect(commit(&mut c, 2, first_after, 6), "inv4");
+        // Arrival order on the leader, across connections.
+        let mut c = LockChecker::new();
+        c.sent((1, 1), 0, 1, acquire("c0", "a", 1000, 900), 0);
+        c.sent((2, 1), 1, 1, acquire("c1", "a", 1000, 900), 0);
+        c.arrived((1, 1), 1, 1);
+        c.arrived((2, 1), 1, 2);
+        let later = Command::Grant {
+            key: "a".into(),
+            grant: grant(2, 1, "c1", 10, 1000),
+        };
+        commit(&mut c, 1, later, 5).unwrap();
+        let earlier = Command::Expire {
+            key: "a".into(),
+            token: 10,
+            next: Some(grant(1, 1, "c0", 11, 1000)),
+        };
+        expect(commit(&mut c, 2, earlier, 2000), "inv4");
+    }
+
+    #[test]
+    fn inv5_early_expiry() {
+        // Committed before the client's deadline (sent 0 + lease 1000).
+        let mut c = granted_history();
+        let cmd = Command::Expire {
+            key: "a".into(),
+            token: 10,
+            next: None,
+        };
+        expect(commit(&mut c, 2, cmd.clone(), 600), "inv5");
+        // Proposed by a leader less than a lease after it applied the grant.
+        let mut c = granted_history();
+        c.node_applied_grant(1, 10, 5);
+        c.node_serving(1, 0);
+        expect(c.proposed(1, &cmd, 900), "inv5");
+        // ... or after it started serving (a new leader restarts every lease).
+        c.node_serving(1, 400);
+        expect(c.proposed(1, &cmd, 1300), "inv5");
+        c.proposed(1, &cmd, 1400).unwrap();
+        commit(&mut c, 2, cmd, 1500).unwrap();
+    }
+
+    #[test]
+    fn inv6_bad_answers() {
+        // Two answers to one request.
+        let mut c = granted_history();
+        expect(c.received((1, 1), &g(10, 1000), 20), "inv6");
+        // M for a request that then commits.
+        let mut c = LockChecker::new();
+        c.sent((1, 1), 0, 1, acquire("c0", "a", 1000, 0), 0);
+        let moved = Response::Moved {
+            leader: "n2".into(),
+        };
+        c.received((1, 1), &moved, 3).unwrap();
+        let cmd = Command::Grant {
+            key: "a".into(),
+            grant: grant(1, 1, "c0", 10, 1000),
+        };
+        expect(commit(&mut c, 1, cmd, 5), "inv6");
+        // U for a request never proposed; T before the wait elapsed; R not committed.
+        let mut c = LockChecker::new();
+        c.sent((1, 1), 0, 1, acquire("c0", "a", 1000, 500), 0);
+        expect(c.received((1, 1), &Response::Unknown, 3), "inv6");
+        expect(c.received((1, 1), &Response::Timeout, 300), "inv6");
+        c.received((1, 1), &Response::Timeout, 500).unwrap();
+        let rel = Asked::Release {
+            key: "a".into(),
+            owner: "c0".into(),
+            token: 1,
+        };
+        c.sent((1, 2), 0, 1, rel, 600);
+        expect(c.received((1, 2), &Response::Released, 700), "inv6");
+        // A stale read: F while a committed hold was current throughout.
+        let mut c = granted_history();
+        c.sent((2, 1), 1, 1, Asked::Query { key: "a".into() }, 20);
+        expect(c.received((2, 1), &Response::Free, 40), "inv6");
+    }
+
+    #[test]
+    fn inv7_grant_without_commit() {
+        let mut c = LockChecker::new();
+        c.sent((1, 1), 0, 1, acquire("c0", "a", 1000, 0), 0);
+        expect(c.received((1, 1), &g(10, 1000), 3), "inv7");
+        // An entry applied that no Raft committed.
+        let cmd = Command::SetDomain { domain: 3 };
+        expect(c.committed(1, 1, Some(&cmd), 4), "inv7");
+    }
+}
