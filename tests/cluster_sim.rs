@@ -119,14 +119,8 @@ fn parse_addr(a: &str) -> Option<NodeId> {
 
 /// To a node's lock-table thread (one FIFO, like the server's crossbeam channel).
 enum LockMsg {
-    Request {
-        conn: ConnId,
-        id: u32,
-        request: Request,
-    },
-    Closed {
-        conn: ConnId,
-    },
+    Request { conn: ConnId, id: u32, request: Request },
+    Closed { conn: ConnId },
     Log(FromLog),
 }
 
@@ -179,21 +173,9 @@ impl Node {
 }
 
 enum Ev {
-    Peer {
-        from: NodeId,
-        to: NodeId,
-        msg: Message,
-    },
-    ToNode {
-        node: NodeId,
-        msg: LockMsg,
-    },
-    ToClient {
-        client: usize,
-        conn: ConnId,
-        id: u32,
-        response: Response,
-    },
+    Peer { from: NodeId, to: NodeId, msg: Message },
+    ToNode { node: NodeId, msg: LockMsg },
+    ToClient { client: usize, conn: ConnId, id: u32, response: Response },
 }
 
 struct Client {
@@ -320,10 +302,7 @@ impl World {
     }
 
     fn fail(&self, what: impl std::fmt::Display) -> String {
-        format!(
-            "seed={} step={} t={}ms: {what}",
-            self.p.seed, self.step, self.now
-        )
+        format!("seed={} step={} t={}ms: {what}", self.p.seed, self.step, self.now)
     }
 
     fn run(&mut self) -> Result<(), String> {
@@ -349,11 +328,7 @@ impl World {
             self.perturb();
         }
         self.deliver_due()?;
-        let turn = if self.chaos {
-            self.p.turn_per_mille
-        } else {
-            1000
-        };
+        let turn = if self.chaos { self.p.turn_per_mille } else { 1000 };
         for id in self.nodes.keys().copied().collect::<Vec<_>>() {
             if self.nodes[&id].paused_until > self.now {
                 continue;
@@ -419,13 +394,7 @@ impl World {
             // Leadership transfer. The server never asks for one today; see
             // `explore_leadership_transfers` for why it is off by default.
             if let Some(l) = self.leader() {
-                let voters: Vec<NodeId> = self.nodes[&l]
-                    .raft
-                    .membership()
-                    .voters
-                    .iter()
-                    .copied()
-                    .collect();
+                let voters: Vec<NodeId> = self.nodes[&l].raft.membership().voters.iter().copied().collect();
                 let to = voters[self.rng.below(voters.len() as u64) as usize];
                 let _ = self.nodes.get_mut(&l).unwrap().raft.transfer_leadership(to);
             }
@@ -437,11 +406,7 @@ impl World {
         self.partition_until = self.now + self.rng.range(300, 4000);
         match self.rng.below(3) {
             0 => {
-                let side: BTreeSet<NodeId> = ids
-                    .iter()
-                    .copied()
-                    .filter(|_| self.rng.chance(500))
-                    .collect();
+                let side: BTreeSet<NodeId> = ids.iter().copied().filter(|_| self.rng.chance(500)).collect();
                 for a in &ids {
                     for b in &ids {
                         if side.contains(a) != side.contains(b) {
@@ -509,8 +474,7 @@ impl World {
         self.next_id += 1;
         let cfg = raft_config(new, &mut self.rng);
         let raft = Raft::new_joining(cfg, self.rng.next(), self.now);
-        self.nodes
-            .insert(new, Node::new(raft, new, self.p.waiters_max));
+        self.nodes.insert(new, Node::new(raft, new, self.p.waiters_max));
         self.replacement = Some((old, new));
     }
 
@@ -534,9 +498,7 @@ impl World {
         if !m.contains(new) {
             let _ = raft.add_learner(new);
         } else if m.learners.contains(&new) {
-            let caught_up = raft
-                .progress_of(new)
-                .is_some_and(|(matched, _)| matched >= raft.commit_index());
+            let caught_up = raft.progress_of(new).is_some_and(|(matched, _)| matched >= raft.commit_index());
             if caught_up && m.voters.contains(&old) {
                 let _ = raft.replace_voter(old, new);
             }
@@ -556,22 +518,10 @@ impl World {
         if self.chaos && self.rng.chance(self.p.drop_per_mille) {
             return;
         }
-        let copies = if self.chaos && self.rng.chance(self.p.dup_per_mille) {
-            2
-        } else {
-            1
-        };
+        let copies = if self.chaos && self.rng.chance(self.p.dup_per_mille) { 2 } else { 1 };
         for _ in 0..copies {
-            let delay = if self.chaos {
-                self.rng.range(1, self.p.delay_max_ms)
-            } else {
-                2
-            };
-            let ev = Ev::Peer {
-                from,
-                to,
-                msg: msg.clone(),
-            };
+            let delay = if self.chaos { self.rng.range(1, self.p.delay_max_ms) } else { 2 };
+            let ev = Ev::Peer { from, to, msg: msg.clone() };
             self.schedule(self.now + delay, ev);
         }
     }
@@ -631,12 +581,9 @@ impl World {
                 }
                 node.lock_inbox.push_back(msg);
             }
-            Ev::ToClient {
-                client,
-                conn,
-                id,
-                response,
-            } => self.client_receives(client, conn, id, response)?,
+            Ev::ToClient { client, conn, id, response } => {
+                self.client_receives(client, conn, id, response)?
+            }
         }
         Ok(())
     }
@@ -673,8 +620,7 @@ impl World {
                 }
                 RaftMsg::Log(ToLog::ReadIndex { ctx }) => {
                     if node.raft.read_index(ctx).is_err() {
-                        node.lock_inbox
-                            .push_back(LockMsg::Log(FromLog::ReadFailed { ctx }));
+                        node.lock_inbox.push_back(LockMsg::Log(FromLog::ReadFailed { ctx }));
                     }
                 }
                 RaftMsg::Compact { index, data } => {
@@ -686,19 +632,14 @@ impl World {
         let ready = node.raft.ready();
         let ci = node.raft.commit_index();
         if let Some(s) = ready.snapshot {
-            node.lock_inbox.push_back(LockMsg::Log(FromLog::Snapshot {
-                index: s.meta.index,
-                data: s.data,
-            }));
+            node.lock_inbox.push_back(LockMsg::Log(FromLog::Snapshot { index: s.meta.index, data: s.data }));
             self.stats.snapshots += 1;
         }
         if !ready.committed.is_empty() {
-            node.lock_inbox
-                .push_back(LockMsg::Log(FromLog::Committed(ready.committed)));
+            node.lock_inbox.push_back(LockMsg::Log(FromLog::Committed(ready.committed)));
         }
         for (ctx, index) in ready.read_states {
-            node.lock_inbox
-                .push_back(LockMsg::Log(FromLog::ReadReady { ctx, index }));
+            node.lock_inbox.push_back(LockMsg::Log(FromLog::ReadReady { ctx, index }));
         }
         if let Some(change) = ready.role_changed {
             let leading = (change.role == Role::Leader).then(|| {
@@ -706,10 +647,7 @@ impl World {
                 (change.term, noop_index(&node.raft, change.term))
             });
             let leader_addr = change.leader.map(addr).unwrap_or_default();
-            node.lock_inbox.push_back(LockMsg::Log(FromLog::Role {
-                leading,
-                leader_addr,
-            }));
+            node.lock_inbox.push_back(LockMsg::Log(FromLog::Role { leading, leader_addr }));
         }
         self.checker.raft_commit(ci, now);
         for (to, msg) in ready.messages {
@@ -718,19 +656,8 @@ impl World {
         for g in fake_g {
             if let Some(&client) = self.conn_client.get(&g.origin.conn) {
                 let at = self.conn_at(g.origin.conn, false);
-                let response = Response::Granted {
-                    token: g.token,
-                    lease_ms: g.lease_ms,
-                };
-                self.schedule(
-                    at,
-                    Ev::ToClient {
-                        client,
-                        conn: g.origin.conn,
-                        id: g.origin.id,
-                        response,
-                    },
-                );
+                let response = Response::Granted { token: g.token, lease_ms: g.lease_ms };
+                self.schedule(at, Ev::ToClient { client, conn: g.origin.conn, id: g.origin.id, response });
             }
         }
         Ok(())
@@ -761,15 +688,7 @@ impl World {
                 continue;
             };
             let at = self.conn_at(r.conn, false);
-            self.schedule(
-                at,
-                Ev::ToClient {
-                    client,
-                    conn: r.conn,
-                    id: r.id,
-                    response: r.response,
-                },
-            );
+            self.schedule(at, Ev::ToClient { client, conn: r.conn, id: r.id, response: r.response });
         }
         // Hand Raft a snapshot now and then (small threshold: exercise compaction).
         let every = self.p.snapshot_every;
@@ -780,10 +699,7 @@ impl World {
         if since >= every.max(2 * keys) {
             node.snapshot_index = applied;
             let data = node.replica.snapshot();
-            node.raft_inbox.push_back(RaftMsg::Compact {
-                index: applied,
-                data,
-            });
+            node.raft_inbox.push_back(RaftMsg::Compact { index: applied, data });
         }
         Ok(())
     }
@@ -792,16 +708,10 @@ impl World {
     fn submit(&mut self, id: NodeId, out: &mut ReplicaOutput) -> Result<(), String> {
         for ask in out.to_log.drain(..) {
             if let ToLog::Append { command, term, seq } = &ask {
-                trace(self.now, || {
-                    format!("n{id} propose seq {seq} t{term} {command:?}")
-                });
+                trace(self.now, || format!("n{id} propose seq {seq} t{term} {command:?}"));
                 self.checker.proposed(id, command, self.now)?;
             }
-            self.nodes
-                .get_mut(&id)
-                .unwrap()
-                .raft_inbox
-                .push_back(RaftMsg::Log(ask));
+            self.nodes.get_mut(&id).unwrap().raft_inbox.push_back(RaftMsg::Log(ask));
         }
         Ok(())
     }
@@ -811,15 +721,9 @@ impl World {
         let node = self.nodes.get_mut(&id).unwrap();
         let unix = node.unix_us(now);
         match msg {
-            LockMsg::Request {
-                conn,
-                id: rid,
-                request,
-            } => {
+            LockMsg::Request { conn, id: rid, request } => {
                 node.arrivals += 1;
-                trace(now, || {
-                    format!("n{id} takes conn {conn} #{rid} (arrival {})", node.arrivals)
-                });
+                trace(now, || format!("n{id} takes conn {conn} #{rid} (arrival {})", node.arrivals));
                 self.checker.arrived((conn, rid), id, node.arrivals);
                 node.replica.request(conn, rid, request, now, unix, out);
             }
@@ -828,26 +732,20 @@ impl World {
                 node.replica.conn_closed(conn);
             }
             LockMsg::Log(news) => match news {
-                FromLog::Appended { seq, index, term } => {
-                    node.replica.on_appended(seq, index, term)
-                }
+                FromLog::Appended { seq, index, term } => node.replica.on_appended(seq, index, term),
                 FromLog::Rejected { seq } => node.replica.on_rejected(seq, out),
                 FromLog::Committed(entries) => {
                     for entry in entries {
                         let command = match &entry.kind {
                             EntryKind::Normal(data) => Some(
-                                decode_command(data)
-                                    .map_err(|e| format!("entry {}: {e:?}", entry.index))?,
+                                decode_command(data).map_err(|e| format!("entry {}: {e:?}", entry.index))?,
                             ),
                             EntryKind::Noop | EntryKind::Config(_) => None,
                         };
                         if entry.index > self.checker.committed_len() {
-                            trace(now, || {
-                                format!("commit {} t{} {command:?}", entry.index, entry.term)
-                            });
+                            trace(now, || format!("commit {} t{} {command:?}", entry.index, entry.term));
                         }
-                        self.checker
-                            .committed(entry.index, entry.term, command.as_ref(), now)?;
+                        self.checker.committed(entry.index, entry.term, command.as_ref(), now)?;
                         let node = self.nodes.get_mut(&id).unwrap();
                         let apply_ms = match self.p.bug {
                             Some(Bug::EarlyLease) => now.saturating_sub(700),
@@ -861,16 +759,14 @@ impl World {
                             unix,
                             out,
                         );
-                        self.checker
-                            .node_state(id, entry.index, node.replica.state())?;
+                        self.checker.node_state(id, entry.index, node.replica.state())?;
                         if let Some(cmd) = &command {
                             let granted = match cmd {
                                 Command::Grant { key, grant } => Some((key, grant.token)),
-                                Command::Release { key, next, .. }
-                                | Command::Expire { key, next, .. } => {
+                                Command::Release { key, next, .. } | Command::Expire { key, next, .. } => {
                                     next.as_ref().map(|g| (key, g.token))
                                 }
-                                Command::SetDomain { .. } => None,
+                                Command::SetDomain { .. } | Command::SetAddr { .. } => None,
                             };
                             if let Some((key, token)) = granted {
                                 let held = node.replica.state().holder(key).map(|h| h.token);
@@ -887,20 +783,13 @@ impl World {
                     node.replica.on_snapshot(index, state, out);
                     self.checker.node_state(id, index, node.replica.state())?;
                 }
-                FromLog::ReadReady { ctx, index } => {
-                    node.replica.on_read_ready(ctx, index, now, unix, out)
-                }
+                FromLog::ReadReady { ctx, index } => node.replica.on_read_ready(ctx, index, now, unix, out),
                 FromLog::ReadFailed { ctx } => node.replica.on_read_failed(ctx, out),
-                FromLog::Role {
-                    leading,
-                    leader_addr,
-                } => {
+                FromLog::Role { leading, leader_addr } => {
                     let role = match leading {
-                        Some((term, noop_index)) => LogRole::Leader {
-                            term,
-                            noop_index,
-                            new_domain: self.rng.next() | 1,
-                        },
+                        Some((term, noop_index)) => {
+                            LogRole::Leader { term, noop_index, new_domain: self.rng.next() | 1 }
+                        }
                         None => LogRole::NotLeader { leader_addr },
                     };
                     trace(now, || format!("n{id} role {role:?}"));
@@ -947,13 +836,7 @@ impl World {
         c.outstanding.clear();
         let node = c.node;
         let at = self.conn_at(conn, true);
-        self.schedule(
-            at,
-            Ev::ToNode {
-                node,
-                msg: LockMsg::Closed { conn },
-            },
-        );
+        self.schedule(at, Ev::ToNode { node, msg: LockMsg::Closed { conn } });
     }
 
     fn client_send(&mut self, ci: usize, asked: Asked) {
@@ -964,37 +847,21 @@ impl World {
         c.outstanding.insert(id, asked.clone());
         let node = c.node;
         let request = match &asked {
-            Asked::Acquire {
-                key,
-                owner,
-                lease_ms,
-                wait_ms,
-            } => Request::Acquire {
+            Asked::Acquire { key, owner, lease_ms, wait_ms } => Request::Acquire {
                 lease_s: (*lease_ms / 1000) as u8,
                 wait_ms: *wait_ms as u32,
                 key: key.clone(),
                 owner: owner.clone(),
             },
-            Asked::Release { key, owner, token } => Request::Release {
-                token: *token,
-                key: key.clone(),
-                owner: owner.clone(),
-            },
+            Asked::Release { key, owner, token } => {
+                Request::Release { token: *token, key: key.clone(), owner: owner.clone() }
+            }
             Asked::Query { key } => Request::Query { key: key.clone() },
         };
-        trace(self.now, || {
-            format!("c{ci} conn {conn} -> n{node} #{id} {asked:?}")
-        });
-        self.checker
-            .sent((conn, id), ci as u64, node, asked, self.now);
+        trace(self.now, || format!("c{ci} conn {conn} -> n{node} #{id} {asked:?}"));
+        self.checker.sent((conn, id), ci as u64, node, asked, self.now);
         let at = self.conn_at(conn, true);
-        self.schedule(
-            at,
-            Ev::ToNode {
-                node,
-                msg: LockMsg::Request { conn, id, request },
-            },
-        );
+        self.schedule(at, Ev::ToNode { node, msg: LockMsg::Request { conn, id, request } });
     }
 
     fn client_actions(&mut self) -> Result<(), String> {
@@ -1024,17 +891,8 @@ impl World {
                 }
                 let key = KEYS[self.rng.below(self.p.keys as u64) as usize].to_string();
                 let lease_ms = self.rng.range(1, 3) * 1000;
-                let wait_ms = if self.rng.chance(500) {
-                    0
-                } else {
-                    self.rng.range(1, 2000)
-                };
-                let asked = Asked::Acquire {
-                    key,
-                    owner,
-                    lease_ms,
-                    wait_ms,
-                };
+                let wait_ms = if self.rng.chance(500) { 0 } else { self.rng.range(1, 2000) };
+                let asked = Asked::Acquire { key, owner, lease_ms, wait_ms };
                 self.client_send(ci, asked);
             } else if roll < 80 {
                 if self.clients[ci].holds.is_empty() {
@@ -1073,9 +931,7 @@ impl World {
         if self.clients[ci].conn != Some(conn) {
             return Ok(()); // the client closed that connection
         }
-        trace(self.now, || {
-            format!("c{ci} conn {conn} <- #{id} {response:?}")
-        });
+        trace(self.now, || format!("c{ci} conn {conn} <- #{id} {response:?}"));
         self.checker.received((conn, id), &response, self.now)?;
         let c = &mut self.clients[ci];
         let asked = c.outstanding.remove(&id);
@@ -1200,10 +1056,7 @@ fn run_seed(p: Params) -> Result<Stats, String> {
 }
 
 fn env_u64(name: &str) -> Option<u64> {
-    std::env::var(name).ok().map(|v| {
-        v.parse()
-            .unwrap_or_else(|_| panic!("{name} must be a number"))
-    })
+    std::env::var(name).ok().map(|v| v.parse().unwrap_or_else(|_| panic!("{name} must be a number")))
 }
 
 #[test]
@@ -1243,12 +1096,7 @@ fn simulate_many_seeds() {
     for f in &failures {
         eprintln!("FAILED {f}");
     }
-    assert!(
-        failures.is_empty(),
-        "{} seeds failed; first: {}",
-        failures.len(),
-        failures[0]
-    );
+    assert!(failures.is_empty(), "{} seeds failed; first: {}", failures.len(), failures[0]);
 }
 
 #[test]
@@ -1327,30 +1175,15 @@ mod bad_histories {
     use ticketing::proto::Response;
 
     fn origin(conn: u64, id: u32) -> Origin {
-        Origin {
-            node: 1,
-            incarnation: 1001,
-            conn,
-            id,
-        }
+        Origin { node: 1, incarnation: 1001, conn, id }
     }
 
     fn grant(conn: u64, id: u32, owner: &str, token: u64, lease_ms: u32) -> Grant {
-        Grant {
-            owner: owner.into(),
-            token,
-            lease_ms,
-            origin: origin(conn, id),
-        }
+        Grant { owner: owner.into(), token, lease_ms, origin: origin(conn, id) }
     }
 
     fn acquire(owner: &str, key: &str, lease_ms: u64, wait_ms: u64) -> Asked {
-        Asked::Acquire {
-            key: key.into(),
-            owner: owner.into(),
-            lease_ms,
-            wait_ms,
-        }
+        Asked::Acquire { key: key.into(), owner: owner.into(), lease_ms, wait_ms }
     }
 
     /// Commits `cmd` at `index`, its commit seen at `t` ms.
@@ -1372,10 +1205,7 @@ mod bad_histories {
     fn granted_history() -> LockChecker {
         let mut c = LockChecker::new();
         c.sent((1, 1), 0, 1, acquire("c0", "a", 1000, 0), 0);
-        let cmd = Command::Grant {
-            key: "a".into(),
-            grant: grant(1, 1, "c0", 10, 1000),
-        };
+        let cmd = Command::Grant { key: "a".into(), grant: grant(1, 1, "c0", 10, 1000) };
         commit(&mut c, 1, cmd, 5).unwrap();
         c.received((1, 1), &g(10, 1000), 10).unwrap();
         c
@@ -1387,10 +1217,7 @@ mod bad_histories {
         expect(c.node_state(2, 1, &LockState::default()), "inv1");
         c.node_state(2, 1, &c.state_at(1).unwrap().clone()).unwrap();
         // A second grant of the held key.
-        let cmd = Command::Grant {
-            key: "a".into(),
-            grant: grant(2, 1, "c1", 20, 1000),
-        };
+        let cmd = Command::Grant { key: "a".into(), grant: grant(2, 1, "c1", 20, 1000) };
         expect(commit(&mut c, 2, cmd, 20), "inv1");
         // Two different entries at one index.
         let mut c = granted_history();
@@ -1416,11 +1243,7 @@ mod bad_histories {
         // Had client 0 sent its release first, fine.
         let mut c = granted_history();
         c.sent((2, 1), 1, 1, acquire("c1", "a", 1000, 500), 0);
-        let rel = Asked::Release {
-            key: "a".into(),
-            owner: "c0".into(),
-            token: 10,
-        };
+        let rel = Asked::Release { key: "a".into(), owner: "c0".into(), token: 10 };
         c.sent((1, 2), 0, 1, rel, 15);
         let cmd = Command::Release {
             key: "a".into(),
@@ -1438,18 +1261,12 @@ mod bad_histories {
     fn inv3_token_going_back_or_granted_twice() {
         let mut c = granted_history();
         c.sent((2, 1), 1, 1, acquire("c1", "b", 1000, 0), 0);
-        let cmd = Command::Grant {
-            key: "b".into(),
-            grant: grant(2, 1, "c1", 9, 1000),
-        };
+        let cmd = Command::Grant { key: "b".into(), grant: grant(2, 1, "c1", 9, 1000) };
         expect(commit(&mut c, 2, cmd, 20), "inv3");
         // The same token delivered to two requests.
         let mut c = granted_history();
         c.sent((2, 1), 1, 1, acquire("c1", "b", 1000, 0), 0);
-        let cmd = Command::Grant {
-            key: "b".into(),
-            grant: grant(2, 1, "c1", 11, 1000),
-        };
+        let cmd = Command::Grant { key: "b".into(), grant: grant(2, 1, "c1", 11, 1000) };
         commit(&mut c, 2, cmd, 20).unwrap();
         expect(c.received((2, 1), &g(10, 1000), 30), "inv7");
     }
@@ -1461,10 +1278,7 @@ mod bad_histories {
         c.sent((1, 2), 0, 1, acquire("c0", "a", 1000, 900), 1);
         c.arrived((1, 1), 1, 1);
         c.arrived((1, 2), 1, 2);
-        let second = Command::Grant {
-            key: "a".into(),
-            grant: grant(1, 2, "c0", 10, 1000),
-        };
+        let second = Command::Grant { key: "a".into(), grant: grant(1, 2, "c0", 10, 1000) };
         commit(&mut c, 1, second, 5).unwrap();
         let first_after = Command::Release {
             key: "a".into(),
@@ -1480,16 +1294,9 @@ mod bad_histories {
         c.sent((2, 1), 1, 1, acquire("c1", "a", 1000, 900), 0);
         c.arrived((1, 1), 1, 1);
         c.arrived((2, 1), 1, 2);
-        let later = Command::Grant {
-            key: "a".into(),
-            grant: grant(2, 1, "c1", 10, 1000),
-        };
+        let later = Command::Grant { key: "a".into(), grant: grant(2, 1, "c1", 10, 1000) };
         commit(&mut c, 1, later, 5).unwrap();
-        let earlier = Command::Expire {
-            key: "a".into(),
-            token: 10,
-            next: Some(grant(1, 1, "c0", 11, 1000)),
-        };
+        let earlier = Command::Expire { key: "a".into(), token: 10, next: Some(grant(1, 1, "c0", 11, 1000)) };
         expect(commit(&mut c, 2, earlier, 2000), "inv4");
     }
 
@@ -1497,11 +1304,7 @@ mod bad_histories {
     fn inv5_early_expiry() {
         // Committed before the client's deadline (sent 0 + lease 1000).
         let mut c = granted_history();
-        let cmd = Command::Expire {
-            key: "a".into(),
-            token: 10,
-            next: None,
-        };
+        let cmd = Command::Expire { key: "a".into(), token: 10, next: None };
         expect(commit(&mut c, 2, cmd.clone(), 600), "inv5");
         // Proposed by a leader less than a lease after it applied the grant.
         let mut c = granted_history();
@@ -1523,14 +1326,9 @@ mod bad_histories {
         // M for a request that then commits.
         let mut c = LockChecker::new();
         c.sent((1, 1), 0, 1, acquire("c0", "a", 1000, 0), 0);
-        let moved = Response::Moved {
-            leader: "n2".into(),
-        };
+        let moved = Response::Moved { leader: "n2".into() };
         c.received((1, 1), &moved, 3).unwrap();
-        let cmd = Command::Grant {
-            key: "a".into(),
-            grant: grant(1, 1, "c0", 10, 1000),
-        };
+        let cmd = Command::Grant { key: "a".into(), grant: grant(1, 1, "c0", 10, 1000) };
         expect(commit(&mut c, 1, cmd, 5), "inv6");
         // U for a request never proposed; T before the wait elapsed; R not committed.
         let mut c = LockChecker::new();
@@ -1538,11 +1336,7 @@ mod bad_histories {
         expect(c.received((1, 1), &Response::Unknown, 3), "inv6");
         expect(c.received((1, 1), &Response::Timeout, 300), "inv6");
         c.received((1, 1), &Response::Timeout, 500).unwrap();
-        let rel = Asked::Release {
-            key: "a".into(),
-            owner: "c0".into(),
-            token: 1,
-        };
+        let rel = Asked::Release { key: "a".into(), owner: "c0".into(), token: 1 };
         c.sent((1, 2), 0, 1, rel, 600);
         expect(c.received((1, 2), &Response::Released, 700), "inv6");
         // A stale read: F while a committed hold was current throughout.

@@ -20,20 +20,9 @@ pub type ReqKey = (ConnId, u32);
 /// What a client asked.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Asked {
-    Acquire {
-        key: String,
-        owner: String,
-        lease_ms: u64,
-        wait_ms: u64,
-    },
-    Release {
-        key: String,
-        owner: String,
-        token: u64,
-    },
-    Query {
-        key: String,
-    },
+    Acquire { key: String, owner: String, lease_ms: u64, wait_ms: u64 },
+    Release { key: String, owner: String, token: u64 },
+    Query { key: String },
 }
 
 #[derive(Clone, Debug)]
@@ -72,8 +61,7 @@ struct Window {
 
 impl Window {
     fn end(&self) -> u64 {
-        self.release_sent
-            .map_or(self.deadline, |r| r.min(self.deadline))
+        self.release_sent.map_or(self.deadline, |r| r.min(self.deadline))
     }
 }
 
@@ -122,7 +110,7 @@ fn grants_in(command: &Command) -> Vec<(&str, &ticketing::lock::Grant)> {
         Command::Release { key, next, .. } | Command::Expire { key, next, .. } => {
             next.iter().map(|g| (key.as_str(), g)).collect()
         }
-        Command::SetDomain { .. } => vec![],
+        Command::SetDomain { .. } | Command::SetAddr { .. } => vec![],
     }
 }
 
@@ -136,10 +124,7 @@ pub fn origins_in(command: &Command) -> Vec<Origin> {
 
 impl LockChecker {
     pub fn new() -> LockChecker {
-        LockChecker {
-            states: vec![LockState::default()],
-            ..Default::default()
-        }
+        LockChecker { states: vec![LockState::default()], ..Default::default() }
     }
 
     pub fn committed_len(&self) -> u64 {
@@ -160,12 +145,7 @@ impl LockChecker {
 
     /// A client sent a request on connection `conn` attached to `node`.
     pub fn sent(&mut self, key: ReqKey, client: u64, node: u64, asked: Asked, now: u64) {
-        if let Asked::Release {
-            key: k,
-            owner,
-            token,
-        } = &asked
-        {
+        if let Asked::Release { key: k, owner, token } = &asked {
             // A real release (key, owner and token of a G this client got) ends the
             // client's window: it stops using the lock now.
             if let Some(rk) = self.g_tokens.get(token) {
@@ -183,15 +163,7 @@ impl LockChecker {
         }
         self.requests.insert(
             key,
-            ReqRec {
-                client,
-                node,
-                asked,
-                sent_ms: now,
-                answered: None,
-                proposed: false,
-                arrival: None,
-            },
+            ReqRec { client, node, asked, sent_ms: now, answered: None, proposed: false, arrival: None },
         );
     }
 
@@ -219,12 +191,8 @@ impl LockChecker {
             // Inv 5, leader side: the lease timer runs from the later of the grant's
             // apply on this node and this node's start of serving.
             if let Some(g) = self.grants.get(token) {
-                let applied = self
-                    .node_grant_applied
-                    .get(&node)
-                    .and_then(|m| m.get(token))
-                    .copied()
-                    .unwrap_or(0);
+                let applied =
+                    self.node_grant_applied.get(&node).and_then(|m| m.get(token)).copied().unwrap_or(0);
                 let serving = self.node_serving_since.get(&node).copied().unwrap_or(0);
                 let earliest = applied.max(serving) + g.lease_ms;
                 if now < earliest {
@@ -240,10 +208,7 @@ impl LockChecker {
 
     /// Node `node` applied the grant of `token` at `now`.
     pub fn node_applied_grant(&mut self, node: u64, token: u64, now: u64) {
-        self.node_grant_applied
-            .entry(node)
-            .or_default()
-            .insert(token, now);
+        self.node_grant_applied.entry(node).or_default().insert(token, now);
     }
 
     /// Node `node` started serving as leader at `now`.
@@ -271,17 +236,11 @@ impl LockChecker {
             return Ok(());
         }
         if index != len + 1 {
-            return fail(format!(
-                "inv1: index {index} applied while the committed history ends at {len}"
-            ));
+            return fail(format!("inv1: index {index} applied while the committed history ends at {len}"));
         }
         let commit_ms = match self.commit_ms.get(&index) {
             Some(ms) => *ms,
-            None => {
-                return fail(format!(
-                    "inv7: index {index} applied but no Raft ever committed it"
-                ))
-            }
+            None => return fail(format!("inv7: index {index} applied but no Raft ever committed it")),
         };
         let mut state = self.states.last().unwrap().clone();
         let mut effects = Vec::new();
@@ -354,11 +313,7 @@ impl LockChecker {
                 }
             }
             self.fifo_conn.insert(ck, g.origin.id);
-            if let Some((_, seq)) = self
-                .requests
-                .get(&(g.origin.conn, g.origin.id))
-                .and_then(|r| r.arrival)
-            {
+            if let Some((_, seq)) = self.requests.get(&(g.origin.conn, g.origin.id)).and_then(|r| r.arrival) {
                 let ak = (g.origin.node, g.origin.incarnation, key.to_owned());
                 if let Some(prev) = self.fifo_arrival.get(&ak) {
                     if *prev >= seq {
@@ -372,10 +327,7 @@ impl LockChecker {
             }
         }
         if state.last_token() < prev_last {
-            return fail(format!(
-                "inv3: last token went back from {prev_last} to {}",
-                state.last_token()
-            ));
+            return fail(format!("inv3: last token went back from {prev_last} to {}", state.last_token()));
         }
         for e in effects {
             match e {
@@ -421,10 +373,7 @@ impl LockChecker {
                 Effect::Granted { .. } => {}
             }
         }
-        if matches!(
-            cmd,
-            Command::Release { next: Some(_), .. } | Command::Expire { next: Some(_), .. }
-        ) {
+        if matches!(cmd, Command::Release { next: Some(_), .. } | Command::Expire { next: Some(_), .. }) {
             self.handoffs += 1;
         }
         Ok(())
@@ -448,9 +397,7 @@ impl LockChecker {
     /// The client behind `key` received `response` at `now`.
     pub fn received(&mut self, key: ReqKey, response: &Response, now: u64) -> Result<(), String> {
         let Some(rec) = self.requests.get(&key) else {
-            return fail(format!(
-                "inv6: answer {response:?} to unknown request {key:?}"
-            ));
+            return fail(format!("inv6: answer {response:?} to unknown request {key:?}"));
         };
         if let Some((prev, at)) = &rec.answered {
             return fail(format!(
@@ -461,23 +408,11 @@ impl LockChecker {
         let committed = self.committed_answer.get(&key).cloned();
         let what = format!("request {key:?} {:?} sent at {} ms", rec.asked, rec.sent_ms);
         match (response, &rec.asked) {
-            (
-                Response::Granted { token, lease_ms },
-                Asked::Acquire {
-                    key: k,
-                    lease_ms: l,
-                    ..
-                },
-            ) => {
+            (Response::Granted { token, lease_ms }, Asked::Acquire { key: k, lease_ms: l, .. }) => {
                 // Inv 7: a G only for a grant committed in the majority history.
                 match &committed {
-                    Some((
-                        Response::Granted {
-                            token: t,
-                            lease_ms: lm,
-                        },
-                        _,
-                    )) if t == token && lm == lease_ms && u64::from(*lm) == *l => {}
+                    Some((Response::Granted { token: t, lease_ms: lm }, _))
+                        if t == token && lm == lease_ms && u64::from(*lm) == *l => {}
                     other => {
                         return fail(format!(
                             "inv7: {what} got G {token} but the committed history says {other:?}"
@@ -485,9 +420,7 @@ impl LockChecker {
                     }
                 }
                 if let Some(other) = self.g_tokens.get(token) {
-                    return fail(format!(
-                        "inv3: token {token} delivered in G to {other:?} and {key:?}"
-                    ));
+                    return fail(format!("inv3: token {token} delivered in G to {other:?} and {key:?}"));
                 }
                 // Inv 2: no other client's window on this key is still open. (A G that
                 // arrives after the client's own deadline opens no window at all.)
@@ -523,15 +456,10 @@ impl LockChecker {
             }
             (Response::Busy | Response::Timeout, Asked::Acquire { wait_ms, .. }) => {
                 if let Some(c) = &committed {
-                    return fail(format!(
-                        "inv6: {what} got {response:?} but was committed: {c:?}"
-                    ));
+                    return fail(format!("inv6: {what} got {response:?} but was committed: {c:?}"));
                 }
-                if *response == Response::Timeout && (*wait_ms == 0 || now < rec.sent_ms + wait_ms)
-                {
-                    return fail(format!(
-                        "inv6: {what} got T at {now} ms, before its wait elapsed"
-                    ));
+                if *response == Response::Timeout && (*wait_ms == 0 || now < rec.sent_ms + wait_ms) {
+                    return fail(format!("inv6: {what} got T at {now} ms, before its wait elapsed"));
                 }
                 self.not_executed.insert(key);
             }
@@ -550,9 +478,7 @@ impl LockChecker {
                 // Linearizable read: the hold was committed before the answer and not
                 // ended before the question.
                 let Some(g) = self.grants.get(token).filter(|g| g.key == *k) else {
-                    return fail(format!(
-                        "inv6: {what} got H {token}, never committed on {k:?}"
-                    ));
+                    return fail(format!("inv6: {what} got H {token}, never committed on {k:?}"));
                 };
                 let granted = self.commit_ms[&g.index];
                 let ended = g.ended_at.map(|i| self.commit_ms[&i]);
