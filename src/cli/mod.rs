@@ -1,12 +1,14 @@
 //! The command-line interface: `ticketing server | acquire | release | query | status
-//! | run | demo`. Every subcommand takes `--help`.
+//! | run | demo | bench`. Every subcommand takes `--help`.
 //!
 //! Exit status: 0 success; 1 a definitive "no" (busy, timeout, not holder); 2 usage or
 //! configuration error; 3 outcome unknown, no server reachable, or (for `run`) the
 //! lease ran out.
 
+mod bench;
 mod commands;
 mod demo;
+pub mod histogram;
 mod run;
 
 use std::time::Duration;
@@ -63,6 +65,7 @@ Commands:
   status                       show the STATUS of the node(s)
   run KEY -- CMD [ARGS...]     run CMD while holding KEY
   demo                         run a self-contained demonstration (~10 s)
+  bench [SCENARIO]             load generator: pairs/s, latency percentiles
 
 Options:
   -h, --help                   this help (also after any command)
@@ -110,6 +113,7 @@ pub fn main(args: Vec<String>) -> i32 {
         Some("status") => commands::status(rest),
         Some("run") => run::run(rest),
         Some("demo") => demo::demo(rest),
+        Some("bench") => bench::bench(rest),
         Some(other) => {
             eprintln!("ticketing: unknown command {other:?}; see ticketing --help");
             EXIT_USAGE
