@@ -191,7 +191,9 @@ pub(super) fn bench(args: &[String]) -> i32 {
 fn number<T: std::str::FromStr>(matches: &Matches, name: &str) -> Result<Option<T>, String> {
     match matches.opt_str(name) {
         None => Ok(None),
-        Some(text) => text.parse::<T>().map(Some).map_err(|_| format!("--{name} {text:?} is not a valid number")),
+        Some(text) => {
+            text.parse::<T>().map(Some).map_err(|_| format!("--{name} {text:?} is not a valid number"))
+        }
     }
 }
 
@@ -309,7 +311,11 @@ pub fn run(settings: &Settings, clients: &[Client], quiet: bool) -> BenchResult 
         "bench-{:x}",
         SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64) & 0xff_ffff_ffff
     );
-    let cdf = Arc::new(if settings.scenario == Scenario::Mixed { zipf_cdf(settings.keys, settings.zipf) } else { Vec::new() });
+    let cdf = Arc::new(if settings.scenario == Scenario::Mixed {
+        zipf_cdf(settings.keys, settings.zipf)
+    } else {
+        Vec::new()
+    });
     let workers: Vec<_> = (0..settings.threads)
         .map(|w| {
             let client = clients[w % clients.len()].clone();
@@ -491,7 +497,8 @@ impl BenchResult {
     pub fn json(&self, s: &Settings, addrs: &[String]) -> String {
         let h = &self.latency;
         let addrs: Vec<String> = addrs.iter().map(|a| json_string(a)).collect();
-        let errors: Vec<String> = KINDS.iter().zip(self.errors).map(|(k, n)| format!("\"{k}\":{n}")).collect();
+        let errors: Vec<String> =
+            KINDS.iter().zip(self.errors).map(|(k, n)| format!("\"{k}\":{n}")).collect();
         format!(
             "{{\"scenario\":\"{}\",\"addrs\":[{}],\"connections\":{},\"threads\":{},\
              \"duration_s\":{:.3},\"warmup_s\":{:.3},\"elapsed_s\":{:.3},\"lease_s\":{},\"wait_ms\":{},\
