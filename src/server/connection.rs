@@ -7,7 +7,7 @@
 
 use std::io::{BufReader, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -97,6 +97,7 @@ pub fn serve(tcp: TcpStream, peer: SocketAddr, conn: ConnId, shared: Arc<Shared>
                 spill: Mutex::new(Vec::new()),
                 counters: counters.clone(),
                 shared: shared.clone(),
+                closed: AtomicBool::new(false),
             })
         })
     } else {
@@ -105,6 +106,7 @@ pub fn serve(tcp: TcpStream, peer: SocketAddr, conn: ConnId, shared: Arc<Shared>
     if shared.table.send(TableMsg::Open { conn, replies: tx.clone(), direct: direct.clone() }).is_err() {
         return;
     }
+    let direct_token = direct.clone();
     let writer_thread = {
         let counters = counters.clone();
         let shared = shared.clone();
@@ -124,8 +126,14 @@ pub fn serve(tcp: TcpStream, peer: SocketAddr, conn: ConnId, shared: Arc<Shared>
     drop(tx);
     let _ = writer_thread.join();
     // Requests the table never answered (it drops a closed connection's sender) are
-    // no longer pending anywhere.
-    shared.pending.fetch_sub(counters.pending.load(Ordering::SeqCst), Ordering::SeqCst);
+    // no longer pending anywhere. Under the write token, so the lock-table thread,
+    // which may still hold this connection's DirectWriter, never subtracts after us.
+    let _token = direct_token.as_ref().map(|d| {
+        let guard = d.spill.lock().unwrap_or_else(|e| e.into_inner());
+        d.closed.store(true, Ordering::SeqCst);
+        guard
+    });
+    shared.pending.fetch_sub(counters.pending.swap(0, Ordering::SeqCst), Ordering::SeqCst);
 }
 
 /// Reads frames until the connection ends; returns why it ended, for the log.
@@ -218,6 +226,8 @@ pub struct DirectWriter {
     spill: Mutex<Vec<u8>>,
     counters: Arc<ConnCounters>,
     shared: Arc<Shared>,
+    /// Set (under `spill`) once the connection has settled its pending count.
+    closed: AtomicBool,
 }
 
 impl DirectWriter {
@@ -227,6 +237,10 @@ impl DirectWriter {
         let Ok(mut spill) = self.spill.try_lock() else {
             return false;
         };
+        if self.closed.load(Ordering::SeqCst) {
+            // Its pending count is settled; answers for it are simply dropped.
+            return true;
+        }
         if self.counters.writer_done.load(Ordering::SeqCst) {
             return false;
         }
