@@ -75,3 +75,32 @@ fn bench_help_and_usage_errors() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
 }
+
+/// Regression: the lock-table thread writes answers itself; a connection that closes
+/// right after reading its answer must not have that answer subtracted twice from the
+/// node-wide pending count (which wrapped and made the node answer `E 4` to all).
+#[test]
+fn short_connections_keep_the_node_wide_pending_count() {
+    use ticketing::proto::frame::Response;
+    let server = start_server(&[]);
+    let threads: Vec<_> = (0..4)
+        .map(|t| {
+            let addr = server.addr;
+            std::thread::spawn(move || {
+                for i in 0..100 {
+                    let mut c = connect(addr);
+                    let key = format!("short-{t}-{i}");
+                    let token = granted_token(&c.call(1, &acquire(&key, "o", 5, 0)));
+                    assert_eq!(c.call(2, &release(&key, "o", token)), Response::Released);
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    let mut c = connect(server.addr);
+    let token = granted_token(&c.call(1, &acquire("after", "o", 5, 0)));
+    assert_eq!(c.call(2, &release("after", "o", token)), Response::Released);
+}

@@ -24,6 +24,8 @@ pub enum Scenario {
     Hot,
     /// Zipf-distributed keys over `--keys`; with a short wait some time out.
     Mixed,
+    /// Acquires `--keys` distinct keys and keeps them (no release): for memory figures.
+    Hold,
 }
 
 impl Scenario {
@@ -32,6 +34,7 @@ impl Scenario {
             Scenario::Uncontended => "uncontended",
             Scenario::Hot => "hot",
             Scenario::Mixed => "mixed",
+            Scenario::Hold => "hold",
         }
     }
     fn parse(text: &str) -> Option<Scenario> {
@@ -39,6 +42,7 @@ impl Scenario {
             "uncontended" => Some(Scenario::Uncontended),
             "hot" => Some(Scenario::Hot),
             "mixed" => Some(Scenario::Mixed),
+            "hold" => Some(Scenario::Hold),
             _ => None,
         }
     }
@@ -92,6 +96,7 @@ pub struct Settings {
     pub hold: Duration,
     pub keys: usize,
     pub zipf: f64,
+    pub rate: f64,
 }
 
 /// One worker's figures.
@@ -108,6 +113,7 @@ struct Live {
     pairs: AtomicU64,
     grants: AtomicU64,
     errors: AtomicU64,
+    finished: AtomicU64,
 }
 
 const ABOUT: &str = "\
@@ -120,7 +126,11 @@ Scenarios (default uncontended):
   mixed        keys drawn from a Zipf distribution (--zipf, default 1.0) over --keys
                (default 1000); held --hold ms (default 1); waits of --wait ms
                (default 5), so some time out
+  hold         acquires --keys distinct keys once and keeps them (lease --lease;
+               no release): ends when all are held, whatever --duration says.
+               For memory figures: `ticketing bench hold --keys 1000000 --lease 250`
 
+--rate R paces the workers to R pairs per second in total (a soak at a steady rate).
 The client is blocking: each worker has one request outstanding, and the workers
 that share a client (connection) are pipelined on it, so the pipeline depth per
 connection is threads / connections. --pipeline D sets threads = connections x D.
@@ -144,6 +154,7 @@ pub(super) fn bench(args: &[String]) -> i32 {
     opts.optopt("", "hold", "ms to hold each lock before releasing (default: 0, mixed 1)", "MS");
     opts.optopt("", "keys", "key space (uncontended: per worker, default 1; mixed: default 1000)", "N");
     opts.optopt("", "zipf", "Zipf exponent of the mixed scenario (default 1.0)", "S");
+    opts.optopt("", "rate", "pairs per second over all workers (default 0: as fast as possible)", "R");
     opts.optflag("", "json", "print the result as one JSON object on stdout");
     opts.optflag("q", "quiet", "no progress lines");
     opts.optflag("h", "help", "print this help");
@@ -181,7 +192,7 @@ pub(super) fn bench(args: &[String]) -> i32 {
     } else {
         print!("{}", result.text(&settings, &addrs));
     }
-    if result.pairs == 0 {
+    if result.pairs == 0 && result.grants == 0 {
         EXIT_UNKNOWN
     } else {
         EXIT_OK
@@ -233,7 +244,7 @@ fn settings(matches: &Matches) -> Result<Settings, String> {
         return Err("--lease must be 1..=250 seconds".into());
     }
     let default_wait = match scenario {
-        Scenario::Uncontended => 1000,
+        Scenario::Uncontended | Scenario::Hold => 1000,
         Scenario::Hot => 10_000,
         Scenario::Mixed => 5,
     };
@@ -250,7 +261,12 @@ fn settings(matches: &Matches) -> Result<Settings, String> {
     if !(0.0..=10.0).contains(&zipf) {
         return Err("--zipf must be 0..=10".into());
     }
+    let rate: f64 = number(matches, "rate")?.unwrap_or(0.0);
+    if !(0.0..=10_000_000.0).contains(&rate) {
+        return Err("--rate must be 0..=10000000".into());
+    }
     Ok(Settings {
+        rate,
         scenario,
         connections,
         threads,
@@ -341,7 +357,10 @@ pub fn run(settings: &Settings, clients: &[Client], quiet: bool) -> BenchResult 
             recording.store(true, Ordering::SeqCst);
             measured_from = Some(now);
         }
-        if now >= end {
+        if now >= end && settings.scenario != Scenario::Hold {
+            break;
+        }
+        if live.finished.load(Ordering::SeqCst) == settings.threads as u64 {
             break;
         }
         tick += Duration::from_secs(1);
@@ -397,12 +416,34 @@ fn worker(
         Scenario::Uncontended => (0..settings.keys).map(|k| format!("{prefix}-w{w}-{k}")).collect(),
         Scenario::Hot => vec![format!("{prefix}-hot")],
         Scenario::Mixed => (0..settings.keys).map(|k| format!("{prefix}-z{k}")).collect(),
+        Scenario::Hold => Vec::new(),
     };
     let mut round = 0usize;
+    let interval = if settings.rate > 0.0 {
+        Some(Duration::from_secs_f64(settings.threads as f64 / settings.rate))
+    } else {
+        None
+    };
+    let mut next_at = Instant::now();
+    if settings.scenario == Scenario::Hold {
+        hold(w, client, settings, prefix, stop, live, &mut tally);
+        live.finished.fetch_add(1, Ordering::SeqCst);
+        return tally;
+    }
     while !stop.load(Ordering::Relaxed) {
+        if let Some(interval) = interval {
+            next_at += interval;
+            let now = Instant::now();
+            if next_at > now {
+                std::thread::sleep(next_at - now);
+            } else if now - next_at > Duration::from_secs(1) {
+                next_at = now; // fell behind: do not burst to catch up
+            }
+        }
         let key = match settings.scenario {
             Scenario::Uncontended => &own_keys[round % own_keys.len()],
             Scenario::Hot => &own_keys[0],
+            Scenario::Hold => unreachable!("hold has its own loop"),
             Scenario::Mixed => {
                 let u = rng.unit();
                 let rank = cdf.partition_point(|&c| c < u).min(own_keys.len() - 1);
@@ -451,6 +492,38 @@ fn worker(
         }
     }
     tally
+}
+
+/// The hold scenario: worker `w` takes keys w, w + threads, … below `--keys` and
+/// keeps them; the latency recorded is the acquire's.
+fn hold(
+    w: usize,
+    client: &Client,
+    settings: &Settings,
+    prefix: &str,
+    stop: &AtomicBool,
+    live: &Live,
+    tally: &mut Tally,
+) {
+    let mut k = w;
+    while k < settings.keys && !stop.load(Ordering::Relaxed) {
+        let key = format!("{prefix}-h{k}");
+        let t0 = Instant::now();
+        match client.acquire(&key, settings.lease, settings.wait) {
+            Ok(lock) => {
+                let _ = lock.into_token();
+                tally.latency.record(t0.elapsed().as_nanos() as u64);
+                tally.grants += 1;
+                live.grants.fetch_add(1, Ordering::Relaxed);
+                k += settings.threads;
+            }
+            Err(e) => {
+                tally.errors[acquire_kind(&e)] += 1;
+                live.errors.fetch_add(1, Ordering::Relaxed);
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        }
+    }
 }
 
 fn ms(ns: u64) -> f64 {

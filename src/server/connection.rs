@@ -256,10 +256,12 @@ impl DirectWriter {
             spill.extend_from_slice(&frames[written..]);
             let _ = tx.send(WriterMsg::Flush);
         }
-        drop(spill);
+        // Still under the token: the connection's final settlement (in `serve`) must
+        // see these answers either all counted or all subtracted.
         self.counters.queued.fetch_sub(count, Ordering::SeqCst);
         self.counters.pending.fetch_sub(count, Ordering::SeqCst);
         self.shared.pending.fetch_sub(count, Ordering::SeqCst);
+        drop(spill);
         true
     }
 }
