@@ -394,7 +394,12 @@ fn median(v: &[f64]) -> f64 {
     }
     let mut s = v.to_vec();
     s.sort_by(|a, b| a.partial_cmp(b).unwrap());
-    s[s.len() / 2]
+    let n = s.len();
+    if n % 2 == 1 {
+        s[n / 2]
+    } else {
+        (s[n / 2 - 1] + s[n / 2]) / 2.0
+    }
 }
 
 fn num(line: &str, name: &str) -> f64 {
@@ -404,13 +409,13 @@ fn num(line: &str, name: &str) -> f64 {
 fn report(args: &[String]) -> Result<()> {
     let [results, svg_out] = args else { return Err("report RESULTS.jsonl SVG_OUT".into()) };
     let text = std::fs::read_to_string(results).map_err(|e| format!("{results}: {e}"))?;
-    // (scenario, workers) → system → row
-    let mut cases: BTreeMap<(String, u64), BTreeMap<String, Row>> = BTreeMap::new();
+    // (hot?, workers, scenario) → system → row: the hot-key case last
+    let mut cases: BTreeMap<(bool, u64, String), BTreeMap<String, Row>> = BTreeMap::new();
     for line in text.lines().filter(|l| l.starts_with('{')) {
         let system = json_field(line, "system").unwrap_or_default();
         let scenario = json_field(line, "scenario").unwrap_or_default();
         let workers = num(line, "workers") as u64;
-        let row = cases.entry((scenario, workers)).or_default().entry(system).or_default();
+        let row = cases.entry((scenario == "hot", workers, scenario)).or_default().entry(system).or_default();
         row.rates.push(num(line, "pairs_per_s"));
         row.p50.push(num(line, "p50_ms"));
         row.p99.push(num(line, "p99_ms"));
@@ -421,7 +426,7 @@ fn report(args: &[String]) -> Result<()> {
     println!("| case | system | pairs/s | p50 ms | p99 ms | errors | runs | load avg | ticketing ÷ this |");
     println!("|---|---|---:|---:|---:|---:|---:|---:|---:|");
     let mut bars: Vec<(String, Vec<(String, f64)>)> = Vec::new();
-    for ((scenario, workers), rows) in &cases {
+    for ((_, workers, scenario), rows) in &cases {
         let case = if scenario == "hot" {
             format!("hot key, {workers} waiters")
         } else {
@@ -437,7 +442,7 @@ fn report(args: &[String]) -> Result<()> {
                 _ => "—".into(),
             };
             println!(
-                "| {case} | {system} | {:.0} | {:.2} | {:.2} | {} | {} | {:.1} | {ratio} |",
+                "| {case} | {system} | {:.0} | {:.3} | {:.3} | {} | {} | {:.1} | {ratio} |",
                 rate,
                 median(&row.p50),
                 median(&row.p99),
