@@ -240,20 +240,6 @@ fn table(rows: &[Vec<String>]) -> String {
     out
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn status_lines_parse_and_tables_align() {
-        let fields = parse_status("node_id=1\nrole=leader\nleader=\n");
-        assert_eq!(fields[1], ("role".into(), "leader".into()));
-        assert_eq!(fields[2], ("leader".into(), "".into()));
-        let t = table(&[vec!["a".into(), "bb".into()], vec!["ccc".into(), "d".into()]]);
-        assert_eq!(t, "a    bb\nccc  d\n");
-    }
-}
-
 /// Client addresses of the voters and learners a cluster node's STATUS lists.
 fn cluster_members(status: &str) -> Vec<String> {
     let mut members = Vec::new();
@@ -269,4 +255,18 @@ fn cluster_members(status: &str) -> Vec<String> {
         }
     }
     members
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn status_lines_parse_and_tables_align() {
+        let fields = parse_status("node_id=1\nrole=leader\nleader=\n");
+        assert_eq!(fields[1], ("role".into(), "leader".into()));
+        assert_eq!(fields[2], ("leader".into(), "".into()));
+        let t = table(&[vec!["a".into(), "bb".into()], vec!["ccc".into(), "d".into()]]);
+        assert_eq!(t, "a    bb\nccc  d\n");
+    }
 }
