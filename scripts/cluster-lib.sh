@@ -39,11 +39,11 @@ rss_mib() {
     awk '/^VmRSS:/ { printf "%.1f", $2 / 1024 }' "/proc/${NODE_PIDS[$(($1 - 1))]}/status"
 }
 
-# A STATUS figure of the leader.
+# A STATUS figure of the leader (name=value lines of `ticketing status --node`).
 leader_status() {
     local addr text
     for addr in ${ADDRS//,/ }; do
-        text=$("$TICKETING" status --addr "$addr" 2>/dev/null) || continue
+        text=$("$TICKETING" status --node --addr "$addr" 2>/dev/null) || continue
         if grep -q '^role=leader$' <<<"$text"; then
             awk -F= -v k="$1" '$1 == k { print $2; exit }' <<<"$text"
             return
