@@ -15,7 +15,7 @@ start_cluster
 echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "RSS before (MiB): node1 $(rss_mib 1)  node2 $(rss_mib 2)  node3 $(rss_mib 3)"
 start=$(date +%s)
-"$TICKETING" bench hold --addr "$ADDRS" --keys "$KEYS" --lease 250 --connections "$CONNECTIONS" \
+"$TICKETING" bench hold --addr "$ADDRS" --keys "$KEYS" --lease 250 --warmup 0 --connections "$CONNECTIONS" \
     --threads "$THREADS" --quiet
 echo "acquired in $(($(date +%s) - start)) s; leader: keys_held=$(leader_status keys_held) applied_index=$(leader_status applied_index)"
 echo "RSS holding (MiB): node1 $(rss_mib 1)  node2 $(rss_mib 2)  node3 $(rss_mib 3)"

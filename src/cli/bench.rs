@@ -347,7 +347,12 @@ pub fn run(settings: &Settings, clients: &[Client], quiet: bool) -> BenchResult 
 
     let start = Instant::now();
     let measure_start = start + settings.warmup;
-    let end = measure_start + settings.duration;
+    // hold ends when every key is held, not after --duration.
+    let end = if settings.scenario == Scenario::Hold {
+        measure_start + Duration::from_secs(86_400 * 365)
+    } else {
+        measure_start + settings.duration
+    };
     let mut measured_from = if settings.warmup.is_zero() { Some(start) } else { None };
     let mut last = (Instant::now(), 0u64, 0u64);
     let mut tick = start;
@@ -357,7 +362,7 @@ pub fn run(settings: &Settings, clients: &[Client], quiet: bool) -> BenchResult 
             recording.store(true, Ordering::SeqCst);
             measured_from = Some(now);
         }
-        if now >= end && settings.scenario != Scenario::Hold {
+        if now >= end {
             break;
         }
         if live.finished.load(Ordering::SeqCst) == settings.threads as u64 {
