@@ -5,6 +5,7 @@
 //! configuration error; 3 outcome unknown, no server reachable, or (for `run`) the
 //! lease ran out.
 
+mod admin;
 mod commands;
 mod demo;
 mod run;
@@ -63,6 +64,7 @@ Commands:
   status                       show the STATUS of the node(s)
   run KEY -- CMD [ARGS...]     run CMD while holding KEY
   demo                         run a self-contained demonstration (~10 s)
+  admin replace OLD NEW@ADDR   replace cluster voter OLD by the new node NEW at ADDR
 
 Options:
   -h, --help                   this help (also after any command)
@@ -78,9 +80,16 @@ Options:
 
 /// The `--version` line.
 pub fn version_line() -> String {
+    // Both set by build.rs.
     let commit = option_env!("TICKETING_GIT_COMMIT").unwrap_or("unknown");
-    let profile = if cfg!(debug_assertions) { "debug" } else { "release" };
-    format!("ticketing {} (commit {commit}, {profile} build)", env!("CARGO_PKG_VERSION"))
+    let profile = option_env!("TICKETING_BUILD_PROFILE").unwrap_or(if cfg!(debug_assertions) {
+        "debug"
+    } else {
+        "release"
+    });
+    // A binary built with `+crt-static` (scripts/build-static.sh) says so.
+    let linkage = if cfg!(target_feature = "crt-static") { ", static" } else { "" };
+    format!("ticketing {} (commit {commit}, {profile} build{linkage})", env!("CARGO_PKG_VERSION"))
 }
 
 /// Runs the CLI with `args` (including the program name) and returns the exit status.
@@ -110,6 +119,7 @@ pub fn main(args: Vec<String>) -> i32 {
         Some("status") => commands::status(rest),
         Some("run") => run::run(rest),
         Some("demo") => demo::demo(rest),
+        Some("admin") => admin::admin(rest),
         Some(other) => {
             eprintln!("ticketing: unknown command {other:?}; see ticketing --help");
             EXIT_USAGE
@@ -183,6 +193,11 @@ fn cli_owner() -> String {
 
 /// Builds the client from the environment and the common options.
 fn build_client(matches: &Matches) -> Result<Client, i32> {
+    build_client_with_timeout(matches, CLI_REQUEST_TIMEOUT)
+}
+
+/// [`build_client`] with another request timeout.
+fn build_client_with_timeout(matches: &Matches, timeout: Duration) -> Result<Client, i32> {
     let mut builder = ClientBuilder::from_env();
     let addrs: Vec<String> = matches.opt_strs("addr").iter().flat_map(|a| split_addrs(a)).collect();
     if !addrs.is_empty() {
@@ -192,7 +207,7 @@ fn build_client(matches: &Matches) -> Result<Client, i32> {
         .opt_str("owner")
         .or_else(|| std::env::var("TICKETING_OWNER").ok().filter(|o| !o.is_empty()))
         .unwrap_or_else(cli_owner);
-    builder.owner(owner).request_timeout(CLI_REQUEST_TIMEOUT).build().map_err(|e| {
+    builder.owner(owner).request_timeout(timeout).build().map_err(|e| {
         eprintln!("ticketing: {e}");
         EXIT_USAGE
     })

@@ -299,6 +299,44 @@ impl Client {
         }
     }
 
+    /// `admin replace` (SPEC §8): asks the leader to replace voter `old` by node `new`
+    /// listening at `new_addr`. Tries each configured address on a fresh connection and
+    /// follows one `M` to the leader. The answer comes once the swap has committed (the
+    /// request timeout should allow for the new node's catch-up).
+    ///
+    /// `Ok(Ok(status))`: done, with the leader's STATUS text. `Ok(Err(reason))`: the
+    /// leader refused (`E 5`: unknown or non-voter OLD, a used NEW id, a change already
+    /// in progress, ...). A membership change is not idempotent: after
+    /// [`ClientError::NoAnswer`] look at STATUS before asking again.
+    pub fn admin_replace(
+        &self,
+        old: u64,
+        new: u64,
+        new_addr: &str,
+    ) -> Result<Result<String, String>, ClientError> {
+        let request = Request::Replace { old, new, addr: new_addr.to_owned() };
+        let mut last = ClientError::Unavailable;
+        for addr in &self.inner.addrs {
+            let mut answer = self.one_off(addr, &request);
+            if let Err(ClientError::NotLeader { leader: Some(leader) }) = &answer {
+                let leader = leader.clone();
+                answer = self.one_off(&leader, &request);
+            }
+            match answer {
+                Ok(Response::Status { text }) => return Ok(Ok(text)),
+                Ok(other) => return Err(unexpected(other)),
+                Err(ClientError::Protocol(message)) if message.starts_with("server error 5:") => {
+                    let reason = message.trim_start_matches("server error 5:").trim().to_owned();
+                    return Ok(Err(reason));
+                }
+                // Nothing was sent there: the next address may do.
+                Err(e @ (ClientError::Unavailable | ClientError::NotLeader { .. })) => last = e,
+                Err(e) => return Err(e),
+            }
+        }
+        Err(last)
+    }
+
     /// Fault injection for tests: the next `count` request writes fail before their
     /// first byte reaches the socket (the socket is shut down for writing), exactly as
     /// a connection that broke between two requests.
