@@ -89,6 +89,17 @@ fn the_kubernetes_example_never_restarts_a_node_in_place() {
     assert_eq!(pods, 3);
     assert_eq!(text.matches("\n  restartPolicy: Never").count(), pods, "every node pod: restartPolicy Never");
     assert_eq!(text.matches("metadata.labels['ticketing/node-id']").count(), pods);
+    // Well-formed YAML, where python3 with PyYAML is at hand.
+    let check = "import sys, yaml; docs = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d]; \
+                 assert [d['kind'] for d in docs].count('Pod') == 3";
+    match Command::new("python3").args(["-c", check]).arg(repo().join("deploy/kubernetes.yaml")).output() {
+        Ok(out) if out.status.success() => {}
+        Ok(out) if String::from_utf8_lossy(&out.stderr).contains("No module named 'yaml'") => {
+            eprintln!("kubernetes.yaml not parsed: PyYAML is not installed")
+        }
+        Ok(out) => panic!("kubernetes.yaml: {}", String::from_utf8_lossy(&out.stderr)),
+        Err(_) => eprintln!("kubernetes.yaml not parsed: no python3"),
+    }
 }
 
 /// Kills the replacement node the fake systemctl started.
@@ -170,6 +181,17 @@ fn replace_node_script_replaces_a_voter_of_a_running_cluster() {
         std::thread::sleep(Duration::from_millis(50));
     }
     cluster.kill(0);
+
+    // `admin replace` of a node that is not a voter is refused: exit 1 with the reason.
+    let refused = Command::new(env!("CARGO_BIN_EXE_ticketing"))
+        .args(["admin", "replace", "99", &format!("5@127.0.0.5:{}", cluster.port)])
+        .args(["--addr", &cluster.addr(1).to_string()])
+        .env("TICKETING_AUTH_TOKEN", TOKEN)
+        .output()
+        .unwrap();
+    eprintln!("admin replace 99: {} {}", refused.status, String::from_utf8_lossy(&refused.stderr));
+    assert_eq!(refused.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("refused"));
 
     // The script refuses to reuse NodeId 4.
     let again = Command::new(repo().join("scripts/replace-node.sh"))
