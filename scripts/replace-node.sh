@@ -66,7 +66,7 @@ ENV
 is_voter() {
     local addr text
     for addr in $(echo "$TICKETING_ADDRS,$NEW_ADDR" | tr ',' ' '); do
-        text=$("$TICKETING" status --addr "$addr" 2>/dev/null) || continue
+        text=$("$TICKETING" status --node --addr "$addr" 2>/dev/null) || continue
         if echo "$text" | grep -qx "role=leader"; then
             echo "$text" | sed -n 's/^voters=//p' | tr ',' '\n' | grep -qx "$NEW@$NEW_ADDR"
             return

@@ -213,3 +213,21 @@ fn a_crashed_node_restarted_under_its_old_id_exits_2() {
     let mut l = connect(cluster.addr(leader));
     granted_token(&l.call(1, &acquire("after", "o", 5, 0)));
 }
+
+#[test]
+fn cli_status_with_one_address_shows_every_node() {
+    let cluster = Cluster::start(3, &[]);
+    cluster.wait_leader(Duration::from_secs(15));
+    let out = std::process::Command::new(bin())
+        .args(["status", "--addr", &cluster.addr(0).to_string()])
+        .env("TICKETING_AUTH_TOKEN", TOKEN)
+        .output()
+        .unwrap();
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{table}");
+    for i in 0..3 {
+        assert!(table.contains(&cluster.addr(i).to_string()), "{table}");
+    }
+    let roles: Vec<&str> = table.lines().skip(1).filter_map(|l| l.split_whitespace().nth(2)).collect();
+    assert_eq!(roles.iter().filter(|r| **r == "leader").count(), 1, "{table}");
+}

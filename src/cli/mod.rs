@@ -64,7 +64,8 @@ Commands:
   status                       show the STATUS of the node(s)
   run KEY -- CMD [ARGS...]     run CMD while holding KEY
   demo                         run a self-contained demonstration (~10 s)
-  admin replace OLD NEW@ADDR   replace cluster voter OLD by the new node NEW at ADDR
+  admin replace OLD NEW@ADDR   replace voter OLD by the joined node NEW (cluster)
+  admin members                list the cluster's voters and learners
 
 Options:
   -h, --help                   this help (also after any command)
@@ -193,11 +194,6 @@ fn cli_owner() -> String {
 
 /// Builds the client from the environment and the common options.
 fn build_client(matches: &Matches) -> Result<Client, i32> {
-    build_client_with_timeout(matches, CLI_REQUEST_TIMEOUT)
-}
-
-/// [`build_client`] with another request timeout.
-fn build_client_with_timeout(matches: &Matches, timeout: Duration) -> Result<Client, i32> {
     let mut builder = ClientBuilder::from_env();
     let addrs: Vec<String> = matches.opt_strs("addr").iter().flat_map(|a| split_addrs(a)).collect();
     if !addrs.is_empty() {
@@ -207,7 +203,7 @@ fn build_client_with_timeout(matches: &Matches, timeout: Duration) -> Result<Cli
         .opt_str("owner")
         .or_else(|| std::env::var("TICKETING_OWNER").ok().filter(|o| !o.is_empty()))
         .unwrap_or_else(cli_owner);
-    builder.owner(owner).request_timeout(timeout).build().map_err(|e| {
+    builder.owner(owner).request_timeout(CLI_REQUEST_TIMEOUT).build().map_err(|e| {
         eprintln!("ticketing: {e}");
         EXIT_USAGE
     })
