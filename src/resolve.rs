@@ -108,12 +108,12 @@ pub fn hosts_lookup(text: &str, host: &str) -> Vec<IpAddr> {
 
 /// Splits `host:port` / `[v6]:port`.
 pub fn split_host_port(addr: &str) -> io::Result<(&str, u16)> {
-    let bad = || io::Error::new(io::ErrorKind::InvalidInput, format!("{addr:?} is not host:port"));
-    let (host, port) = addr.rsplit_once(':').ok_or_else(bad)?;
-    let port: u16 = port.parse().map_err(|_| bad())?;
+    let bad = |why: &str| io::Error::new(io::ErrorKind::InvalidInput, why.to_owned());
+    let (host, port) = addr.rsplit_once(':').ok_or_else(|| bad("no port"))?;
+    let port: u16 = port.parse().map_err(|_| bad("the port is not a number in 0..=65535"))?;
     let host = host.strip_prefix('[').and_then(|h| h.strip_suffix(']')).unwrap_or(host);
     if host.is_empty() || host.contains(['[', ']']) {
-        return Err(bad());
+        return Err(bad("no host"));
     }
     Ok((host, port))
 }
