@@ -1,5 +1,5 @@
 //! The deployment files in deploy/ and scripts/replace-node.sh: the systemd units pass
-//! `systemd-analyze verify` (when the tool is installed; `.ci/run` installs it), the
+//! `systemd-analyze verify` (when the tool is installed; `.ci/run` tries to install it), the
 //! Dockerfile and the Kubernetes example keep the properties docs/deploy.md promises,
 //! and replace-node.sh really replaces a node of a running 3-node cluster (with a
 //! stand-in for systemctl that starts the unit's command).
