@@ -44,6 +44,10 @@ pub fn resolve(addr: &str) -> io::Result<Vec<SocketAddr>> {
 
 /// Resolves `host` (no port, no brackets) with `port`.
 pub fn resolve_host(host: &str, port: u16) -> io::Result<Vec<SocketAddr>> {
+    // IP literals (the usual case for peers) never read the hosts file.
+    if let Ok(ip) = host.trim_start_matches('[').trim_end_matches(']').parse::<IpAddr>() {
+        return Ok(vec![SocketAddr::new(ip, port)]);
+    }
     let hosts = read_hosts_file();
     resolve_with(host, port, hosts.as_deref(), &|h, p| Ok((h, p).to_socket_addrs()?.collect()))
 }
