@@ -29,15 +29,14 @@ fn main() {
 
     // Rebuild when HEAD moves: HEAD itself (a checkout), the branch it points to (a
     // commit) and packed-refs (a gc). Paths come from git, so worktrees work too.
-    for name in ["HEAD", "packed-refs"] {
-        if let Some(path) = git(&["rev-parse", "--git-path", name]) {
-            println!("cargo:rerun-if-changed={path}");
-        }
-    }
+    // Only files that exist: cargo reruns the script on every build for a missing one.
+    let mut watch: Vec<String> =
+        ["HEAD", "packed-refs"].iter().filter_map(|n| git(&["rev-parse", "--git-path", n])).collect();
     if let Some(branch) = git(&["symbolic-ref", "-q", "HEAD"]) {
-        if let Some(path) = git(&["rev-parse", "--git-path", &branch]) {
-            println!("cargo:rerun-if-changed={path}");
-        }
+        watch.extend(git(&["rev-parse", "--git-path", &branch]));
+    }
+    for path in watch.iter().filter(|p| std::path::Path::new(p).exists()) {
+        println!("cargo:rerun-if-changed={path}");
     }
 
     // cargo's PROFILE is "release" for --release (and profiles inheriting from it),
