@@ -84,9 +84,16 @@ Options:
 
 /// The `--version` line.
 pub fn version_line() -> String {
+    // Both set by build.rs.
     let commit = option_env!("TICKETING_GIT_COMMIT").unwrap_or("unknown");
-    let profile = if cfg!(debug_assertions) { "debug" } else { "release" };
-    format!("ticketing {} (commit {commit}, {profile} build)", env!("CARGO_PKG_VERSION"))
+    let profile = option_env!("TICKETING_BUILD_PROFILE").unwrap_or(if cfg!(debug_assertions) {
+        "debug"
+    } else {
+        "release"
+    });
+    // A binary built with `+crt-static` (scripts/build-static.sh) says so.
+    let linkage = if cfg!(target_feature = "crt-static") { ", static" } else { "" };
+    format!("ticketing {} (commit {commit}, {profile} build{linkage})", env!("CARGO_PKG_VERSION"))
 }
 
 /// Runs the CLI with `args` (including the program name) and returns the exit status.
