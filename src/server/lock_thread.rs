@@ -239,12 +239,14 @@ fn run(
         }
         replica.tick(clock.now_ms(), Clock::unix_us(), &mut out);
         link.submit(&mut replica, clock, &mut out);
-        deliver(&mut conns, &mut batches, &mut out);
-        link.maybe_snapshot(&replica);
+        // Publish before answering: a client that reads its answer and then asks for
+        // STATUS must see the state that answer came from.
         publish(&replica, &counters);
         if let Some(view) = &view {
             view.set_replicated(replica.state().members());
         }
+        deliver(&mut conns, &mut batches, &mut out);
+        link.maybe_snapshot(&replica);
     }
 }
 
