@@ -174,11 +174,16 @@ pub fn run(cfg: &RunConfig) -> Outcome {
         };
         eprintln!("fault suite: {:>7.1}s inject {}: {}", t0 as f64 / 1e6, kind.name(), injected.detail);
         std::thread::sleep(hold);
+        // Evidence that the fault bit: who leads just before the heal.
+        let during = match cluster.leader() {
+            Some(l) => format!("; leader before heal: node {}", cluster.nodes[l].id),
+            None => "; no leader before heal".to_string(),
+        };
         let healed = nemesis::heal(kind, &injected, &mut cluster, net.as_ref(), &shared);
         let t1 = clock.now();
         let ok = match &healed {
             Ok(what) => {
-                eprintln!("fault suite: {:>7.1}s healed: {what}", t1 as f64 / 1e6);
+                eprintln!("fault suite: {:>7.1}s healed: {what}{during}", t1 as f64 / 1e6);
                 true
             }
             Err(e) => {
@@ -188,7 +193,7 @@ pub fn run(cfg: &RunConfig) -> Outcome {
         };
         faults.push(Event::Fault {
             kind: kind.name().to_string(),
-            detail: injected.detail.clone(),
+            detail: format!("{}{during}", injected.detail),
             start: t0,
             end: t1,
             healed: ok,
