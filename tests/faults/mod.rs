@@ -72,7 +72,7 @@ impl RunConfig {
             nodes,
             out_dir: base.join(format!("seed{seed}-n{nodes}-{}", std::process::id())),
             no_netns: var("TICKETING_FAULT_NO_NETNS").is_some_and(|v| v != "0"),
-            quiet: Duration::from_secs(8),
+            quiet: Duration::from_secs(6),
             recovery_bound: Duration::from_secs(10),
         }
     }

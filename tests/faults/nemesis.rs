@@ -283,7 +283,7 @@ pub fn heal(
 pub fn hold(kind: Kind, rng: &mut Rng) -> Duration {
     match kind {
         Kind::KillReplace => Duration::from_millis(500 + rng.below(1500)),
-        Kind::ClientPause => Duration::from_secs(5),
-        _ => Duration::from_millis(3000 + rng.below(3000)),
+        Kind::ClientPause => Duration::from_secs(4),
+        _ => Duration::from_millis(2500 + rng.below(2000)),
     }
 }
