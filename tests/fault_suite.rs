@@ -91,6 +91,8 @@ fn checker_flags_an_overlap_a_token_going_back_and_a_stale_accepted_write() {
         complete: 3 * S + 601_000,
         outcome: QueryOutcome::Holder(102),
     });
+    // A lease that ended early: a release of token 200 (deadline 7 s) answered N at 6.5 s.
+    h.push(release(1, "j", 200, 6 * S + 499_000, RelOutcome::NotHolder));
     // No recovery: a fault healed at 20 s and no grant afterwards.
     h.push(Event::Fault { kind: "isolate-leader".into(), detail: "y".into(), start: 15 * S, end: 20 * S, healed: true });
     let r = checker::check(&h, &CheckConfig { run_end: 100 * S, ..CheckConfig::default() });
@@ -100,6 +102,7 @@ fn checker_flags_an_overlap_a_token_going_back_and_a_stale_accepted_write() {
     assert_eq!(r.count(checker::STALE_WRITE), 1, "{:?}", r.violations);
     assert_eq!(r.count(checker::RELEASE_UNDONE), 1, "{:?}", r.violations);
     assert_eq!(r.count(checker::NO_RECOVERY), 1, "{:?}", r.violations);
+    assert_eq!(r.count(checker::LEASE_EARLY), 1, "{:?}", r.violations);
 }
 
 #[test]

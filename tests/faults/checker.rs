@@ -30,6 +30,7 @@ pub const STALE_WRITE: &str = "stale-write-accepted";
 pub const UNKNOWN_TOKEN_WRITE: &str = "write-with-ungranted-token";
 pub const RELEASE_UNDONE: &str = "release-undone";
 pub const NO_RECOVERY: &str = "no-recovery";
+pub const LEASE_EARLY: &str = "lease-ended-early";
 pub const NOT_HEALED: &str = "fault-not-healed";
 
 #[derive(Default, Debug)]
@@ -146,6 +147,7 @@ pub fn check(events: &[Event], cfg: &CheckConfig) -> Report {
     let mut grants: Vec<Grant> = Vec::new();
     let mut release_sent: HashMap<(String, u64), u64> = HashMap::new();
     let mut released_acks: Vec<(String, u64, u64)> = Vec::new();
+    let mut not_holder: Vec<(String, u64, u64)> = Vec::new();
     let mut writes = Vec::new();
     let mut queries = Vec::new();
     let mut faults = Vec::new();
@@ -187,7 +189,10 @@ pub fn check(events: &[Event], cfg: &CheckConfig) -> Report {
                         r.released += 1;
                         released_acks.push((key.clone(), *token, *complete));
                     }
-                    RelOutcome::NotHolder => r.release_not_holder += 1,
+                    RelOutcome::NotHolder => {
+                        r.release_not_holder += 1;
+                        not_holder.push((key.clone(), *token, *complete));
+                    }
                     RelOutcome::Failed(_) => r.release_failed += 1,
                 }
             }
@@ -378,6 +383,23 @@ pub fn check(events: &[Event], cfg: &CheckConfig) -> Report {
                         secs(*at),
                         secs(*invoke),
                         secs(*complete)
+                    ),
+                );
+            }
+        }
+    }
+
+    // 5b. A lease never ends before the holder's local deadline (guarantees.md §4): a
+    // RELEASE answered `N` before that deadline means the server ended the hold early.
+    for (key, token, at) in &not_holder {
+        if let Some(g) = seen.get(token).filter(|g| g.key == *key) {
+            if *at + cfg.overlap_tolerance_us < g.deadline {
+                r.flag(
+                    LEASE_EARLY,
+                    format!(
+                        "key {key}: release of token {token} answered N at {} s, before the holder's deadline {} s",
+                        secs(*at),
+                        secs(g.deadline)
                     ),
                 );
             }
