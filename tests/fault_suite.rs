@@ -57,7 +57,13 @@ fn clean_history() -> Vec<Event> {
             complete: 4 * S + 1000,
             outcome: QueryOutcome::Free,
         },
-        Event::Fault { kind: "pause-node".into(), detail: "x".into(), start: 5 * S, end: 6 * S, healed: true },
+        Event::Fault {
+            kind: "pause-node".into(),
+            detail: "x".into(),
+            start: 5 * S,
+            end: 6 * S,
+            healed: true,
+        },
         grant(1, "j", 200, 6 * S, 7 * S, 1),
         release(1, "j", 200, 7 * S + 100, RelOutcome::Released),
     ]
@@ -94,7 +100,13 @@ fn checker_flags_an_overlap_a_token_going_back_and_a_stale_accepted_write() {
     // A lease that ended early: a release of token 200 (deadline 7 s) answered N at 6.5 s.
     h.push(release(1, "j", 200, 6 * S + 499_000, RelOutcome::NotHolder));
     // No recovery: a fault healed at 20 s and no grant afterwards.
-    h.push(Event::Fault { kind: "isolate-leader".into(), detail: "y".into(), start: 15 * S, end: 20 * S, healed: true });
+    h.push(Event::Fault {
+        kind: "isolate-leader".into(),
+        detail: "y".into(),
+        start: 15 * S,
+        end: 20 * S,
+        healed: true,
+    });
     let r = checker::check(&h, &CheckConfig { run_end: 100 * S, ..CheckConfig::default() });
     eprintln!("{}", r.render("hand-made violations"));
     assert_eq!(r.count(checker::OVERLAP), 1, "{:?}", r.violations);
@@ -154,9 +166,9 @@ fn replay() {
     let run_end = events
         .iter()
         .map(|e| match e {
-            Event::Acquire { complete, .. } | Event::Release { complete, .. } | Event::Query { complete, .. } => {
-                *complete
-            }
+            Event::Acquire { complete, .. }
+            | Event::Release { complete, .. }
+            | Event::Query { complete, .. } => *complete,
             Event::Write { at, .. } => *at,
             Event::Fault { end, .. } => *end,
         })

@@ -56,6 +56,10 @@ pub struct Report {
     pub zombie_writes_rejected: u64,
     pub faults: BTreeMap<String, u64>,
     pub max_recovery_us: u64,
+    /// Pairs of one connection's queued ACQUIREs the FIFO check judged.
+    pub fifo_pairs: u64,
+    /// Exclusive windows compared for overlaps.
+    pub windows: u64,
     pub violations: Vec<(&'static str, String)>,
 }
 
@@ -109,7 +113,12 @@ impl Report {
             self.faults.values().sum::<u64>(),
             if faults.is_empty() { "none".into() } else { faults.join(", ") }
         ));
-        s.push_str(&format!("slowest recovery after a heal: {:.1} s\n", secs(self.max_recovery_us)));
+        s.push_str(&format!(
+            "checked: {} exclusive windows, {} FIFO pairs; slowest recovery after a heal: {:.1} s\n",
+            self.windows,
+            self.fifo_pairs,
+            secs(self.max_recovery_us)
+        ));
         if self.violations.is_empty() {
             s.push_str("violations: 0\n");
         } else {
@@ -221,7 +230,10 @@ pub fn check(events: &[Event], cfg: &CheckConfig) -> Report {
             Event::Fault { kind, detail, start, end, healed } => {
                 *r.faults.entry(kind.clone()).or_default() += 1;
                 if !healed {
-                    r.flag(NOT_HEALED, format!("{kind} ({detail}) injected at {} s was not healed", secs(*start)));
+                    r.flag(
+                        NOT_HEALED,
+                        format!("{kind} ({detail}) injected at {} s was not healed", secs(*start)),
+                    );
                 }
                 faults.push((kind.clone(), detail.clone(), *start, *end));
             }
@@ -236,6 +248,7 @@ pub fn check(events: &[Event], cfg: &CheckConfig) -> Report {
             end = end.min(*rel);
         }
         if end > g.received {
+            r.windows += 1;
             by_key.entry(&g.key).or_default().push((g.received, end, g));
         }
     }
@@ -326,7 +339,11 @@ pub fn check(events: &[Event], cfg: &CheckConfig) -> Report {
                 }
                 // 5 ms between the two writes: the writes of one connection are
                 // serialized, so the earlier `sent` reached the socket first.
-                if a.wait_ms > 0 && b.sent > a.sent + 5_000 && b.token < a.token && quiet(a.sent, a.received.max(b.received)) {
+                if a.wait_ms == 0 || b.sent <= a.sent + 5_000 || !quiet(a.sent, a.received.max(b.received)) {
+                    continue;
+                }
+                r.fifo_pairs += 1;
+                if b.token < a.token {
                     r.flag(
                         FIFO,
                         format!(
@@ -361,7 +378,10 @@ pub fn check(events: &[Event], cfg: &CheckConfig) -> Report {
                 high.insert(key, (*token, *at));
             }
             if !seen.get(token).is_some_and(|g| g.key == *key) {
-                r.flag(UNKNOWN_TOKEN_WRITE, format!("key {key}: accepted write with token {token}, never granted on it"));
+                r.flag(
+                    UNKNOWN_TOKEN_WRITE,
+                    format!("key {key}: accepted write with token {token}, never granted on it"),
+                );
             }
         }
     }

@@ -85,7 +85,8 @@ impl Cluster {
             next_id: 1,
             use_uids: net.is_some(),
         };
-        let addrs: Vec<(u64, SocketAddr)> = (0..size as u32).map(|n| (n as u64 + 1, addr_of(n, port))).collect();
+        let addrs: Vec<(u64, SocketAddr)> =
+            (0..size as u32).map(|n| (n as u64 + 1, addr_of(n, port))).collect();
         let peers: Vec<String> = addrs.iter().map(|(id, a)| format!("{id}@{a}")).collect();
         for _ in 0..size {
             let p = c.spawn("new", &peers.join(","), net)?;
@@ -217,7 +218,12 @@ impl Cluster {
         let mut out = Vec::new();
         for p in &mut self.nodes {
             if let Ok(Some(status)) = p.child.try_wait() {
-                out.push(format!("node {} ({}) exited by itself: {status}; log tail:\n{}", p.id, p.addr, tail(&p.log, 15)));
+                out.push(format!(
+                    "node {} ({}) exited by itself: {status}; log tail:\n{}",
+                    p.id,
+                    p.addr,
+                    tail(&p.log, 15)
+                ));
             }
         }
         out
@@ -248,7 +254,10 @@ pub fn call(addr: SocketAddr, request: &Request, read_timeout: Duration) -> Opti
 pub fn status(addr: SocketAddr) -> Option<HashMap<String, String>> {
     match call(addr, &Request::Status, Duration::from_secs(1))? {
         Response::Status { text } => Some(
-            text.lines().filter_map(|l| l.split_once('=')).map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+            text.lines()
+                .filter_map(|l| l.split_once('='))
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
         ),
         _ => None,
     }

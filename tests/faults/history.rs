@@ -28,7 +28,11 @@ impl Clock {
 pub enum AcqOutcome {
     /// `G`: `sent` is the instant just before the ACQUIRE was written (the client's
     /// deadline minus the lease), `deadline` the client's local deadline.
-    Granted { token: u64, sent: u64, deadline: u64 },
+    Granted {
+        token: u64,
+        sent: u64,
+        deadline: u64,
+    },
     Busy,
     Timeout,
     NotLeader,
@@ -64,13 +68,43 @@ pub enum Event {
         complete: u64,
         outcome: AcqOutcome,
     },
-    Release { client: u32, thread: u32, key: String, token: u64, invoke: u64, complete: u64, outcome: RelOutcome },
+    Release {
+        client: u32,
+        thread: u32,
+        key: String,
+        token: u64,
+        invoke: u64,
+        complete: u64,
+        outcome: RelOutcome,
+    },
     /// A write to the fenced resource; `seq` is the resource's own serial order.
-    Write { seq: u64, client: u32, thread: u32, key: String, token: u64, at: u64, accepted: bool, zombie: bool },
-    Query { client: u32, thread: u32, key: String, invoke: u64, complete: u64, outcome: QueryOutcome },
+    Write {
+        seq: u64,
+        client: u32,
+        thread: u32,
+        key: String,
+        token: u64,
+        at: u64,
+        accepted: bool,
+        zombie: bool,
+    },
+    Query {
+        client: u32,
+        thread: u32,
+        key: String,
+        invoke: u64,
+        complete: u64,
+        outcome: QueryOutcome,
+    },
     /// A fault: injected at `start`, healed at `end`. `healed` is false when the
     /// harness could not heal it (e.g. a replacement that never completed).
-    Fault { kind: String, detail: String, start: u64, end: u64, healed: bool },
+    Fault {
+        kind: String,
+        detail: String,
+        start: u64,
+        end: u64,
+        healed: bool,
+    },
 }
 
 fn esc(s: &str) -> String {
@@ -273,7 +307,8 @@ fn parse_flat(line: &str) -> Result<BTreeMap<String, J>, String> {
                         'n' => out.push('\n'),
                         't' => out.push('\t'),
                         'u' => {
-                            let hex: String = chars.get(*i..*i + 4).ok_or_else(|| err("\\u"))?.iter().collect();
+                            let hex: String =
+                                chars.get(*i..*i + 4).ok_or_else(|| err("\\u"))?.iter().collect();
                             *i += 4;
                             let v = u32::from_str_radix(&hex, 16).map_err(|_| err("\\u"))?;
                             out.push(char::from_u32(v).unwrap_or('?'));

@@ -158,7 +158,9 @@ pub fn run(cfg: &RunConfig) -> Outcome {
         let hold = nemesis::hold(kind, &mut rng);
         // Leave room for the fault, its heal (a replacement can take a while) and the
         // recovery window.
-        let budget = hold + cfg.recovery_bound + Duration::from_secs(if kind == nemesis::Kind::KillReplace { 8 } else { 1 });
+        let budget = hold
+            + cfg.recovery_bound
+            + Duration::from_secs(if kind == nemesis::Kind::KillReplace { 8 } else { 1 });
         if Instant::now() + budget > end {
             break;
         }

@@ -132,7 +132,8 @@ pub fn inject(
         _ => rng.below(n as u64) as usize,
     };
     let desc = |i: usize, c: &Cluster| format!("node {} ({})", c.nodes[i].id, c.nodes[i].addr);
-    let lead = |c: &Cluster| leader.map(|l| format!(", leader was node {}", c.nodes[l].id)).unwrap_or_default();
+    let lead =
+        |c: &Cluster| leader.map(|l| format!(", leader was node {}", c.nodes[l].id)).unwrap_or_default();
     let mut killed = None;
     let detail = match kind {
         Kind::KillReplace => {
@@ -165,7 +166,8 @@ pub fn inject(
                         side[i] = true;
                     }
                     net.set_filter(&block_rules(cluster, &both_ways(|a, b| side[a] == side[b], n), ""))?;
-                    let minority: Vec<u64> = (0..n).filter(|i| side[*i]).map(|i| cluster.nodes[i].id).collect();
+                    let minority: Vec<u64> =
+                        (0..n).filter(|i| side[*i]).map(|i| cluster.nodes[i].id).collect();
                     format!("halves: minority {minority:?} | rest{}", lead(cluster))
                 }
                 Kind::IsolateLeader => {
@@ -181,7 +183,8 @@ pub fn inject(
                     for i in (1..n).rev() {
                         order.swap(i, rng.below(i as u64 + 1) as usize);
                     }
-                    let pos: Vec<usize> = (0..n).map(|i| order.iter().position(|x| *x == i).unwrap()).collect();
+                    let pos: Vec<usize> =
+                        (0..n).map(|i| order.iter().position(|x| *x == i).unwrap()).collect();
                     let linked = |a: usize, b: usize| {
                         let d = (pos[a] + n - pos[b]) % n;
                         if n == 3 {
@@ -197,10 +200,8 @@ pub fn inject(
                 Kind::OneWay => {
                     let v = pick(rng);
                     let outbound = rng.below(2) == 0;
-                    let pairs: Vec<(usize, usize)> = (0..n)
-                        .filter(|o| *o != v)
-                        .map(|o| if outbound { (v, o) } else { (o, v) })
-                        .collect();
+                    let pairs: Vec<(usize, usize)> =
+                        (0..n).filter(|o| *o != v).map(|o| if outbound { (v, o) } else { (o, v) }).collect();
                     net.set_filter(&block_rules(cluster, &pairs, ""))?;
                     format!(
                         "{} cannot {}{}",
@@ -211,7 +212,9 @@ pub fn inject(
                 }
                 Kind::Loss => {
                     let p = [0.05, 0.1, 0.2, 0.3][rng.below(4) as usize];
-                    net.set_filter(&[format!("-A TKT -m statistic --mode random --probability {p} -j DROP")])?;
+                    net.set_filter(&[format!(
+                        "-A TKT -m statistic --mode random --probability {p} -j DROP"
+                    )])?;
                     format!("drop {:.0}% of all packets on lo", p * 100.0)
                 }
                 Kind::Delay => {
@@ -225,8 +228,19 @@ pub fn inject(
                         // This kernel has no sch_netem: slow the link with a token
                         // bucket instead (queueing delay under load, drops on bursts).
                         net.exec(&[
-                            "tc", "qdisc", "add", "dev", "lo", "root", "tbf", "rate", "2mbit", "burst", "96kb",
-                            "latency", &format!("{ms}ms"),
+                            "tc",
+                            "qdisc",
+                            "add",
+                            "dev",
+                            "lo",
+                            "root",
+                            "tbf",
+                            "rate",
+                            "2mbit",
+                            "burst",
+                            "96kb",
+                            "latency",
+                            &format!("{ms}ms"),
                         ])?;
                         format!("netem unavailable in this kernel: tbf 2mbit, {ms}ms queue on lo")
                     }

@@ -71,7 +71,8 @@ impl Netns {
 
     /// Moves the calling thread into the namespace.
     pub fn enter(&self) -> Result<(), String> {
-        let f = File::open(format!("/var/run/netns/{}", self.name)).map_err(|e| format!("open netns: {e}"))?;
+        let f =
+            File::open(format!("/var/run/netns/{}", self.name)).map_err(|e| format!("open netns: {e}"))?;
         if unsafe { setns(f.as_raw_fd(), CLONE_NEWNET) } != 0 {
             return Err(format!("setns: {}", std::io::Error::last_os_error()));
         }

@@ -172,7 +172,10 @@ fn worker(shared: &Shared, group: &Group, g: u32, t: u32, mut rng: Rng) {
         if in_time(Instant::now()) {
             shared.fence.write(g, t, &key, token, false);
         }
-        let zombie = shared.pause_budget.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |b| b.checked_sub(1)).is_ok();
+        let zombie = shared
+            .pause_budget
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |b| b.checked_sub(1))
+            .is_ok();
         if zombie {
             // The holder checked its deadline, then stalled past it (a GC pause, a
             // stopped VM) and writes anyway: only the fence can stop this write.
