@@ -211,6 +211,20 @@ fn demo_runs_on_its_own_and_checks_the_tokens() {
 }
 
 #[test]
+fn demo_cluster_survives_the_leader_stop_with_tokens_still_growing() {
+    let out = ticketing(&["demo", "--cluster"], &[]);
+    assert_eq!(code(&out), 0, "{}\n{}", stdout(&out), stderr(&out));
+    let text = stdout(&out);
+    assert!(text.contains("stopping the leader"), "{text}");
+    assert!(text.contains("leads and serves"), "{text}");
+    assert!(text.contains("strictly increasing: yes"), "{text}");
+    let line = text.lines().find(|l| l.contains("tokens across the failover")).expect("token line");
+    let numbers: Vec<u64> =
+        line.split(|c: char| !c.is_ascii_digit()).filter_map(|w| w.parse().ok()).collect();
+    assert!(numbers.len() == 2 && numbers[0] < numbers[1], "{line}");
+}
+
+#[test]
 fn the_secret_can_come_from_a_file() {
     let server = RealServer::start();
     let dir = tempfile::tempdir().unwrap();

@@ -117,3 +117,37 @@ fn replace_refusals_are_clear() {
     // Nobody listens at 127.0.0.7: unreachable after the dial deadline.
     assert!(refused(1, 7, format!("127.0.0.7:{port}")).contains("unreachable"));
 }
+
+#[test]
+fn cli_replace_while_another_node_is_paused() {
+    let mut cluster = Cluster::start(3, &[]);
+    let leader = cluster.wait_leader(Duration::from_secs(15));
+    let paused = (leader + 1) % 3;
+    let old = (leader + 2) % 3;
+    cluster.signal(paused, "-STOP");
+    let new_addr = format!("127.0.0.4:{}", cluster.port);
+    let new_node = cluster.spawn(4, &new_addr, "join", &[]);
+    let out = std::process::Command::new(bin())
+        .args(["admin", "replace", &(old + 1).to_string(), &format!("4@{new_addr}")])
+        .args(["--addr", &cluster.addr(paused).to_string(), "--addr", &cluster.addr(old).to_string()])
+        .env("TICKETING_AUTH_TOKEN", TOKEN)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout} {}", String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.contains("replaced") && stdout.contains("4@"), "{stdout}");
+    cluster.signal(paused, "-CONT");
+    let code = wait_exit(cluster.nodes[old].as_mut().unwrap(), Duration::from_secs(20));
+    assert_eq!(code, Some(0));
+    cluster.nodes[old] = None;
+    cluster.nodes.push(Some(new_node));
+    // `admin members` lists the new voter set.
+    let out = std::process::Command::new(bin())
+        .args(["admin", "members", "--addr", &new_addr])
+        .env("TICKETING_AUTH_TOKEN", TOKEN)
+        .output()
+        .unwrap();
+    let listing = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(listing.lines().filter(|l| l.starts_with("voter")).count(), 3, "{listing}");
+    assert!(listing.contains("voter    4@"), "{listing}");
+}

@@ -213,3 +213,47 @@ fn a_crashed_node_restarted_under_its_old_id_exits_2() {
     let mut l = connect(cluster.addr(leader));
     granted_token(&l.call(1, &acquire("after", "o", 5, 0)));
 }
+
+#[test]
+fn cli_status_with_one_address_shows_every_node() {
+    let cluster = Cluster::start(3, &[]);
+    cluster.wait_leader(Duration::from_secs(15));
+    let out = std::process::Command::new(bin())
+        .args(["status", "--addr", &cluster.addr(0).to_string()])
+        .env("TICKETING_AUTH_TOKEN", TOKEN)
+        .output()
+        .unwrap();
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{table}");
+    for i in 0..3 {
+        assert!(table.contains(&cluster.addr(i).to_string()), "{table}");
+    }
+    let roles: Vec<&str> = table.lines().skip(1).filter_map(|l| l.split_whitespace().nth(2)).collect();
+    assert_eq!(roles.iter().filter(|r| **r == "leader").count(), 1, "{table}");
+}
+
+#[test]
+fn a_node_with_the_wrong_peer_secret_is_kept_out() {
+    let port = free_port_pair();
+    let peers: String = (1..=3).map(|i| format!("{i}@127.0.0.{i}:{port}")).collect::<Vec<_>>().join(",");
+    let mut cluster = Cluster { port, nodes: Vec::new(), peers };
+    for i in 1..=3u64 {
+        let addr = format!("127.0.0.{i}:{port}");
+        let secret = if i == 3 { "a-different-peer-secret" } else { "the-right-peer-secret-00" };
+        let node = cluster.spawn(i, &addr, "new", &[("TICKETING_PEER_AUTH_TOKEN", secret)]);
+        cluster.nodes.push(Some(node));
+    }
+    let leader = cluster.wait_leader(Duration::from_secs(15));
+    assert_ne!(leader, 2, "the outsider cannot lead");
+    let mut l = connect(cluster.addr(leader));
+    granted_token(&l.call(1, &acquire("k", "o", 5, 0)));
+    let mut outsider = connect(cluster.addr(2));
+    let s = status_map(&mut outsider, 1);
+    assert_eq!(s["leader"], "", "the outsider never heard from the leader: {s:?}");
+    assert_eq!((s["term"].as_str(), s["domain"].as_str()), ("0", "0"), "{s:?}");
+    let mut warned = false;
+    while let Ok(line) = cluster.nodes[leader].as_ref().unwrap().log.try_recv() {
+        warned |= line.contains("peer authentication failed");
+    }
+    assert!(warned, "the leader logs the refused peer");
+}

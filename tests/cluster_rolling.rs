@@ -30,9 +30,8 @@ fn worker(n: usize, addrs: Arc<Mutex<Vec<SocketAddr>>>, stop: Arc<AtomicBool>, l
         let Some(c) = conn.as_mut() else {
             let list = addrs.lock().unwrap().clone();
             at = (at + 1) % list.len();
-            conn = connect_with(list[at], TOKEN).ok().map(|mut c| {
+            conn = connect_with(list[at], TOKEN).ok().inspect(|c| {
                 c.stream.set_read_timeout(Some(Duration::from_secs(8))).unwrap();
-                c
             });
             if conn.is_none() {
                 std::thread::sleep(Duration::from_millis(50));

@@ -272,7 +272,7 @@ impl Observer {
                     }
                     let queue = self.queues.entry(key.clone()).or_default();
                     if let Some(pos) = queue.iter().position(|id| *id == r.id) {
-                        for earlier in queue.iter().take(pos) {
+                        if let Some(earlier) = queue.iter().take(pos).next() {
                             return Err(format!(
                                 "FIFO: {} granted before earlier waiter {earlier} on {key}",
                                 r.id

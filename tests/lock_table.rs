@@ -943,7 +943,7 @@ fn waiters_counts_across_keys() {
 
 #[test]
 fn state_apply_is_deterministic_and_tracks_last_token() {
-    let cmds = vec![
+    let cmds = [
         Command::Grant {
             key: "k".into(),
             grant: Grant { owner: "a".into(), token: 10, lease_ms: 1000, origin: origin(1, 1) },

@@ -15,7 +15,7 @@ use ticketing::proto::{
 /// Bytes from hex, ignoring whitespace and `·`.
 fn h(text: &str) -> Vec<u8> {
     let digits: Vec<u8> = text.bytes().filter(|b| b.is_ascii_hexdigit()).collect();
-    assert!(digits.len() % 2 == 0, "odd number of hex digits in {text:?}");
+    assert!(digits.len().is_multiple_of(2), "odd number of hex digits in {text:?}");
     digits.chunks(2).map(|pair| u8::from_str_radix(std::str::from_utf8(pair).unwrap(), 16).unwrap()).collect()
 }
 

@@ -115,9 +115,12 @@ pub(super) fn query(args: &[String]) -> i32 {
 const STATUS_COLUMNS: [&str; 6] = ["node_id", "role", "term", "leader", "commit_index", "applied_index"];
 
 pub(super) fn status(args: &[String]) -> i32 {
-    let opts = client_options();
-    let about = "With one address, prints that node's STATUS (name=value lines). With \
-                 several, prints one table of all nodes.";
+    let mut opts = client_options();
+    opts.optflag("", "node", "print the STATUS text of the (single) given node only");
+    let about = "With one address of a standalone node, prints its STATUS (name=value \
+                 lines). With one address of a cluster node, or several addresses, prints one \
+                 table of every node (a cluster node's voters and learners are found from its \
+                 STATUS). --node prints one node's STATUS text as it is.";
     let matches = match parse(&opts, args, "ticketing status [options]", about) {
         Ok(m) => m,
         Err(code) => return code,
@@ -126,11 +129,20 @@ pub(super) fn status(args: &[String]) -> i32 {
         eprintln!("ticketing status: unexpected argument {extra:?}");
         return EXIT_USAGE;
     }
-    let addrs = addrs_of(&matches);
+    let mut addrs = addrs_of(&matches);
     let client = match build_client(&matches) {
         Ok(c) => c,
         Err(code) => return code,
     };
+    if addrs.len() == 1 && !matches.opt_present("node") {
+        // A cluster node names every member in its STATUS: show them all.
+        if let Ok(text) = client.status_of(&addrs[0]) {
+            let members = cluster_members(&text);
+            if members.len() > 1 {
+                addrs = members;
+            }
+        }
+    }
     if addrs.len() == 1 {
         return match client.status_of(&addrs[0]) {
             Ok(text) => {
@@ -226,6 +238,23 @@ fn table(rows: &[Vec<String>]) -> String {
         out.push('\n');
     }
     out
+}
+
+/// Client addresses of the voters and learners a cluster node's STATUS lists.
+fn cluster_members(status: &str) -> Vec<String> {
+    let mut members = Vec::new();
+    for (name, value) in parse_status(status) {
+        if name == "voters" || name == "learners" {
+            for member in value.split(',') {
+                if let Some((_, addr)) = member.split_once('@') {
+                    if !addr.is_empty() && !members.iter().any(|m| m == addr) {
+                        members.push(addr.to_owned());
+                    }
+                }
+            }
+        }
+    }
+    members
 }
 
 #[cfg(test)]

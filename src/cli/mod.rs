@@ -5,6 +5,7 @@
 //! configuration error; 3 outcome unknown, no server reachable, or (for `run`) the
 //! lease ran out.
 
+mod admin;
 mod commands;
 mod demo;
 mod run;
@@ -63,6 +64,8 @@ Commands:
   status                       show the STATUS of the node(s)
   run KEY -- CMD [ARGS...]     run CMD while holding KEY
   demo                         run a self-contained demonstration (~10 s)
+  admin replace OLD NEW@ADDR   replace voter OLD by the joined node NEW (cluster)
+  admin members                list the cluster's voters and learners
 
 Options:
   -h, --help                   this help (also after any command)
@@ -110,6 +113,7 @@ pub fn main(args: Vec<String>) -> i32 {
         Some("status") => commands::status(rest),
         Some("run") => run::run(rest),
         Some("demo") => demo::demo(rest),
+        Some("admin") => admin::admin(rest),
         Some(other) => {
             eprintln!("ticketing: unknown command {other:?}; see ticketing --help");
             EXIT_USAGE

@@ -152,6 +152,8 @@ pub enum ClientError {
     Overloaded,
     /// The server answered something the protocol does not allow here.
     Protocol(String),
+    /// `E 5`: a membership change was refused; the text says why.
+    Refused(String),
 }
 
 impl ClientError {
@@ -176,6 +178,7 @@ impl fmt::Display for ClientError {
             ClientError::Invalid(why) => write!(f, "invalid request: {why}"),
             ClientError::Overloaded => write!(f, "server overloaded; try again later"),
             ClientError::Protocol(why) => write!(f, "protocol error: {why}"),
+            ClientError::Refused(why) => write!(f, "refused: {why}"),
         }
     }
 }

@@ -290,6 +290,50 @@ impl Client {
         }
     }
 
+    /// `admin replace` (SPEC §8): asks the leader to swap voter `old` for the node
+    /// `new`, already started with `TICKETING_CLUSTER_STATE=join` and reachable at client
+    /// address `new_addr`. Waits up to `timeout` for the change to commit and returns the
+    /// leader's report. Follows `M` to the leader, and asks again when leadership moved
+    /// during the change.
+    pub fn replace_member(
+        &self,
+        old: u64,
+        new: u64,
+        new_addr: &str,
+        timeout: Duration,
+    ) -> Result<String, ClientError> {
+        let request = Request::Replace { old, new, addr: new_addr.to_owned() };
+        let deadline = Instant::now() + timeout;
+        let mut target: Option<String> = None;
+        let mut last = ClientError::Unavailable;
+        while Instant::now() < deadline {
+            let candidates: Vec<String> = match &target {
+                Some(leader) => vec![leader.clone()],
+                None => self.inner.addrs.clone(),
+            };
+            target = None;
+            for addr in candidates {
+                let left = deadline.saturating_duration_since(Instant::now());
+                match self.one_off_within(&addr, &request, left) {
+                    Ok(Response::Status { text }) => return Ok(text),
+                    Ok(other) => return Err(unexpected(other)),
+                    Err(ClientError::NotLeader { leader: Some(leader) }) => {
+                        target = Some(leader);
+                        break;
+                    }
+                    Err(ClientError::Refused(why)) if why.contains("stopped leading") => {
+                        last = ClientError::Refused(why);
+                        break;
+                    }
+                    Err(e @ (ClientError::Refused(_) | ClientError::Invalid(_))) => return Err(e),
+                    Err(e) => last = e,
+                }
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        Err(last)
+    }
+
     /// Round-trips a PING to one node and returns the time it took.
     pub fn ping(&self) -> Result<Duration, ClientError> {
         let start = Instant::now();
@@ -343,6 +387,16 @@ impl Client {
 
     /// One request on a fresh connection to `addr`, closed afterwards.
     fn one_off(&self, addr: &str, request: &Request) -> Result<Response, ClientError> {
+        self.one_off_within(addr, request, self.inner.request_timeout)
+    }
+
+    /// Like `one_off`, waiting up to `timeout` for the answer.
+    fn one_off_within(
+        &self,
+        addr: &str,
+        request: &Request,
+        timeout: Duration,
+    ) -> Result<Response, ClientError> {
         let host = builder::host_of(addr)
             .ok_or_else(|| ClientError::Invalid(format!("address {addr:?} is not host:port")))?;
         let pool = &self.inner.pool;
@@ -363,7 +417,7 @@ impl Client {
         let thread = std::thread::spawn(move || {
             conn::read_loop(&reader_pool, &reader_session, reader);
         });
-        let answer = rx.recv_timeout(self.inner.request_timeout);
+        let answer = rx.recv_timeout(timeout);
         session.kill();
         let _ = thread.join();
         match answer {
@@ -380,6 +434,7 @@ fn check_answer(response: Response) -> Result<Response, ClientError> {
         }
         Response::Error { code: ErrorCode::Overloaded, .. } => Err(ClientError::Overloaded),
         Response::Error { code: ErrorCode::Invalid, message } => Err(ClientError::Invalid(message)),
+        Response::Error { code: ErrorCode::Refused, message } => Err(ClientError::Refused(message)),
         Response::Error { code, message } => {
             Err(ClientError::Protocol(format!("server error {}: {message}", code.to_u8())))
         }

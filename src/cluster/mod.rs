@@ -161,7 +161,6 @@ pub fn start(s: ClusterStart<'_>) -> std::io::Result<ClusterHandles> {
     Ok(ClusterHandles { view, raft_tx: s.raft_tx, waker: s.waker, peer_addr, threads, fatal, stopping })
 }
 
-/// Keeps one outbound connection to one peer, redialing when asked.
 /// What every dialer thread needs; `spawn` starts one for a peer.
 #[derive(Clone)]
 pub struct DialerKit {
@@ -181,34 +180,17 @@ impl DialerKit {
     pub fn spawn(&self, peer: u64, addr: &str) -> std::io::Result<raft_thread::Redial> {
         let (tx, rx) = crossbeam_channel::unbounded();
         let _ = tx.send(());
-        let dialer = Dialer {
-            peer,
-            addr: addr.to_owned(),
-            hello: self.hello.clone(),
-            key: self.key.clone(),
-            tls: self.tls.clone(),
-            raft_tx: self.raft_tx.clone(),
-            waker: self.waker.clone(),
-            view: self.view.clone(),
-            fatal: self.fatal.clone(),
-            stopping: self.stopping.clone(),
-        };
+        let dialer = Dialer { peer, addr: addr.to_owned(), kit: self.clone() };
         std::thread::Builder::new().name(format!("dial-{peer}")).spawn(move || dialer.run(rx))?;
         Ok(tx)
     }
 }
 
+/// Keeps one outbound connection to one peer, redialing when asked.
 struct Dialer {
     peer: u64,
     addr: String,
-    hello: Arc<dyn Fn() -> PeerHello + Send + Sync>,
-    key: Arc<ring::hmac::Key>,
-    tls: Option<Arc<rustls::ClientConfig>>,
-    raft_tx: Sender<ToRaft>,
-    waker: Arc<mio::Waker>,
-    view: Arc<ClusterView>,
-    fatal: Arc<Mutex<Option<String>>>,
-    stopping: Arc<AtomicBool>,
+    kit: DialerKit,
 }
 
 impl Dialer {
@@ -218,22 +200,22 @@ impl Dialer {
             let mut backoff = DIAL_BACKOFF_MIN;
             loop {
                 let dropped = matches!(redial.try_recv(), Err(crossbeam_channel::TryRecvError::Disconnected));
-                if self.stopping.load(Ordering::SeqCst) || dropped {
+                if self.kit.stopping.load(Ordering::SeqCst) || dropped {
                     return;
                 }
-                match peer::dial(&self.addr, &(self.hello)(), &self.key, self.tls.as_ref()) {
+                match peer::dial(&self.addr, &(self.kit.hello)(), &self.kit.key, self.kit.tls.as_ref()) {
                     Ok(established) => {
                         let p = &established.peer;
                         if p.node_id != self.peer {
                             warn!("{}: expected node {}, found node {}", self.addr, self.peer, p.node_id);
-                        } else if !self.view.check_incarnation(p.node_id, p.incarnation) {
+                        } else if !self.kit.view.check_incarnation(p.node_id, p.incarnation) {
                             warn!(
                                 "node {} at {} is a restarted process under a used NodeId; not talking to it",
                                 p.node_id, self.addr
                             );
                         } else {
-                            let _ = self.raft_tx.send(ToRaft::Conn { established, outbound: true });
-                            let _ = self.waker.wake();
+                            let _ = self.kit.raft_tx.send(ToRaft::Conn { established, outbound: true });
+                            let _ = self.kit.waker.wake();
                             break;
                         }
                     }
@@ -243,7 +225,7 @@ impl Dialer {
                              state must be replaced under a new NodeId (TICKETING_CLUSTER_STATE=join)",
                             self.peer
                         );
-                        *self.fatal.lock().unwrap_or_else(|p| p.into_inner()) = Some(msg);
+                        *self.kit.fatal.lock().unwrap_or_else(|p| p.into_inner()) = Some(msg);
                         return;
                     }
                     Err(e) => debug!("dial node {} at {}: {e}", self.peer, self.addr),

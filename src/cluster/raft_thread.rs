@@ -46,6 +46,7 @@ pub const WAKER: Token = Token(0);
 const TICK: Duration = Duration::from_millis(10);
 
 /// To the Raft thread.
+#[allow(clippy::large_enum_variant)] // one message at a time; boxing buys nothing
 pub enum ToRaft {
     /// From the lock-table thread.
     Log(ToLog),
@@ -129,6 +130,7 @@ pub struct RaftLoop {
 }
 
 impl RaftLoop {
+    #[allow(clippy::too_many_arguments)]
     pub fn new(
         raft: Raft,
         poll: Poll,

@@ -186,8 +186,22 @@ impl Raft {
         self.maybe_leave_joint();
         let (_, committed) = self.log.committed_membership();
         if !committed.is_voter(self.cfg.id) {
-            // A leader that removed itself steps down once the change commits.
+            // A leader that removed itself steps down once the change commits. Why the
+            // TimeoutNow first: the most caught-up remaining voter campaigns at once,
+            // instead of the cluster waiting an election timeout without a leader.
+            // Safety does not depend on it: voters still check the candidate's log.
+            let committed_index = self.log.committed();
+            let successor = committed
+                .voters
+                .iter()
+                .filter_map(|n| self.progress.get(n).map(|p| (p.matched, *n)))
+                .filter(|(matched, _)| *matched >= committed_index)
+                .max();
             let still_learner = committed.contains(self.cfg.id);
+            if let Some((_, to)) = successor {
+                let term = self.term;
+                self.send(to, Message::TimeoutNow { term });
+            }
             self.become_follower(self.term, None);
             if !still_learner {
                 self.check_removed();

@@ -26,31 +26,31 @@ pub struct NodeInfo {
     pub started: Instant,
 }
 
+/// The Raft part of STATUS: fixed for a standalone node, published by the Raft thread
+/// in a cluster.
+struct RaftLines {
+    role: &'static str,
+    term: u64,
+    leader: String,
+    leader_id: String,
+    commit_index: u64,
+    voters: String,
+    learners: String,
+}
+
 /// The STATUS text of a standalone node: `name=value` lines.
 pub fn standalone_text(info: &NodeInfo, counters: &Counters) -> String {
-    let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
-    let applied = get(&counters.applied_index);
-    let mut text = String::with_capacity(512);
-    let mut line = |name: &str, value: &dyn std::fmt::Display| {
-        let _ = writeln!(text, "{name}={value}");
+    let applied = counters.applied_index.load(Ordering::Relaxed);
+    let raft = RaftLines {
+        role: "standalone",
+        term: 0,
+        leader: info.addr.clone(),
+        leader_id: info.node_id.to_string(),
+        commit_index: applied,
+        voters: format!("{}@{}", info.node_id, info.addr),
+        learners: String::new(),
     };
-    line("node_id", &info.node_id);
-    line("role", &"standalone");
-    line("term", &0);
-    line("leader", &info.addr);
-    line("leader_id", &info.node_id);
-    line("commit_index", &applied);
-    line("applied_index", &applied);
-    line("voters", &format!("{}@{}", info.node_id, info.addr));
-    line("learners", &"");
-    line("domain", &get(&counters.domain));
-    line("last_token", &get(&counters.last_token));
-    line("keys_held", &get(&counters.keys_held));
-    line("waiters", &get(&counters.waiters));
-    line("connections", &get(&counters.connections));
-    line("uptime_s", &info.started.elapsed().as_secs());
-    line("version", &env!("CARGO_PKG_VERSION"));
-    text
+    text(info, counters, &raft)
 }
 
 /// The STATUS text of a cluster node: Raft facts from the Raft thread's last publication.
@@ -59,22 +59,34 @@ pub fn cluster_text(
     counters: &Counters,
     view: &crate::cluster::view::ClusterView,
 ) -> String {
-    let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
     let facts = view.facts();
+    let raft = RaftLines {
+        role: crate::cluster::view::role_name(facts.role),
+        term: facts.term,
+        leader: facts.leader_id.map(|id| view.addr_of(id)).unwrap_or_default(),
+        leader_id: facts.leader_id.map_or(String::new(), |id| id.to_string()),
+        commit_index: facts.commit_index,
+        voters: view.members_text(&facts.voters),
+        learners: view.members_text(&facts.learners),
+    };
+    text(info, counters, &raft)
+}
+
+fn text(info: &NodeInfo, counters: &Counters, raft: &RaftLines) -> String {
+    let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
     let mut text = String::with_capacity(512);
     let mut line = |name: &str, value: &dyn std::fmt::Display| {
         let _ = writeln!(text, "{name}={value}");
     };
-    let leader = facts.leader_id.map(|id| view.addr_of(id)).unwrap_or_default();
     line("node_id", &info.node_id);
-    line("role", &crate::cluster::view::role_name(facts.role));
-    line("term", &facts.term);
-    line("leader", &leader);
-    line("leader_id", &facts.leader_id.map_or(String::new(), |id| id.to_string()));
-    line("commit_index", &facts.commit_index);
+    line("role", &raft.role);
+    line("term", &raft.term);
+    line("leader", &raft.leader);
+    line("leader_id", &raft.leader_id);
+    line("commit_index", &raft.commit_index);
     line("applied_index", &get(&counters.applied_index));
-    line("voters", &view.members_text(&facts.voters));
-    line("learners", &view.members_text(&facts.learners));
+    line("voters", &raft.voters);
+    line("learners", &raft.learners);
     line("domain", &get(&counters.domain));
     line("last_token", &get(&counters.last_token));
     line("keys_held", &get(&counters.keys_held));

@@ -47,6 +47,8 @@ pub fn start_server(extra: &[(&str, &str)]) -> ServerProcess {
     for (k, v) in extra {
         cmd.env(k, v);
     }
+    // The child is killed and waited for by `ServerProcess::drop`.
+    #[allow(clippy::zombie_processes)]
     let mut child = cmd.spawn().expect("start ticketing server");
     let stderr = child.stderr.take().unwrap();
     let (tx, rx) = mpsc::channel();

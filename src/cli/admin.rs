@@ -1,0 +1,110 @@
+//! `ticketing admin`: cluster membership (SPEC §8).
+
+use super::*;
+
+/// How long `admin replace` waits for the change to commit (the new node may have a
+/// large snapshot to receive).
+const REPLACE_TIMEOUT: Duration = Duration::from_secs(180);
+
+pub(super) fn admin(args: &[String]) -> i32 {
+    match args.first().map(String::as_str) {
+        Some("replace") => replace(&args[1..]),
+        Some("members") => members(&args[1..]),
+        Some("-h" | "--help") | None => {
+            print!(
+                "Usage: ticketing admin replace OLD_ID NEW_ID@ADDR [--addr ADDR]\n       \
+                 ticketing admin members [--addr ADDR]\n\n\
+                 replace: the leader adds NEW (started with TICKETING_CLUSTER_STATE=join and a\n\
+                 NodeId never used in the cluster) as a learner, streams it the state, then swaps\n\
+                 OLD for NEW with joint consensus. OLD stops by itself once removed.\n\
+                 members: the voters and learners, as the leader reports them.\n\n\
+                 {CLIENT_ENV}\n\n{EXIT_CODES}\n"
+            );
+            if args.is_empty() {
+                EXIT_USAGE
+            } else {
+                EXIT_OK
+            }
+        }
+        Some(other) => {
+            eprintln!("ticketing admin: unknown subcommand {other:?}; see ticketing admin --help");
+            EXIT_USAGE
+        }
+    }
+}
+
+fn replace(args: &[String]) -> i32 {
+    let opts = client_options();
+    let about = "Replaces voter OLD_ID by node NEW_ID at client address ADDR (see SPEC §8 and \
+                 docs/operations.md). Prints the new voter list.";
+    let matches = match parse(&opts, args, "ticketing admin replace OLD_ID NEW_ID@ADDR [options]", about) {
+        Ok(m) => m,
+        Err(code) => return code,
+    };
+    let [old, new] = matches.free.as_slice() else {
+        eprintln!("ticketing admin replace: expected OLD_ID NEW_ID@ADDR; see --help");
+        return EXIT_USAGE;
+    };
+    let Ok(old) = old.parse::<u64>() else {
+        eprintln!("ticketing admin replace: OLD_ID {old:?} is not a node id");
+        return EXIT_USAGE;
+    };
+    let Some((new_id, new_addr)) = new.split_once('@') else {
+        eprintln!("ticketing admin replace: {new:?} is not NEW_ID@HOST:PORT");
+        return EXIT_USAGE;
+    };
+    let Ok(new_id) = new_id.parse::<u64>() else {
+        eprintln!("ticketing admin replace: NEW_ID {new_id:?} is not a node id");
+        return EXIT_USAGE;
+    };
+    let client = match build_client(&matches) {
+        Ok(c) => c,
+        Err(code) => return code,
+    };
+    match client.replace_member(old, new_id, new_addr, REPLACE_TIMEOUT) {
+        Ok(report) => {
+            print!("{report}");
+            EXIT_OK
+        }
+        Err(e) => {
+            eprintln!("ticketing admin replace: {e}");
+            match e {
+                ClientError::Refused(_) => EXIT_NO,
+                other => client_exit(&other),
+            }
+        }
+    }
+}
+
+fn members(args: &[String]) -> i32 {
+    let opts = client_options();
+    let about = "Prints the cluster's voters and learners (id@address) and the leader.";
+    let matches = match parse(&opts, args, "ticketing admin members [options]", about) {
+        Ok(m) => m,
+        Err(code) => return code,
+    };
+    let client = match build_client(&matches) {
+        Ok(c) => c,
+        Err(code) => return code,
+    };
+    match client.status() {
+        Ok(text) => {
+            let field = |name: &str| {
+                text.lines()
+                    .find_map(|l| l.strip_prefix(name).and_then(|v| v.strip_prefix('=')))
+                    .unwrap_or("")
+            };
+            println!("leader   {} (node {})", field("leader"), field("leader_id"));
+            for (name, list) in [("voter", field("voters")), ("learner", field("learners"))] {
+                for member in list.split(',').filter(|m| !m.is_empty()) {
+                    println!("{name:<8} {member}");
+                }
+            }
+            EXIT_OK
+        }
+        Err(e) => {
+            eprintln!("ticketing admin members: {e}");
+            client_exit(&e)
+        }
+    }
+}
