@@ -97,8 +97,20 @@ fn checker_flags_an_overlap_a_token_going_back_and_a_stale_accepted_write() {
         complete: 3 * S + 601_000,
         outcome: QueryOutcome::Holder(102),
     });
-    // A lease that ended early: a release of token 200 (deadline 7 s) answered N at 6.5 s.
-    h.push(release(1, "j", 200, 6 * S + 499_000, RelOutcome::NotHolder));
+    // A lease that ended early: token 500 (deadline 53 s), released at 51 s, answered N
+    // in 1 ms. The same N after 1.5 s (a retried release) is not judged.
+    h.push(grant(9, "m", 500, 50 * S, 50 * S + 100_000, 3));
+    h.push(release(9, "m", 500, 51 * S, RelOutcome::NotHolder));
+    h.push(grant(9, "n", 501, 60 * S, 60 * S + 100_000, 3));
+    h.push(Event::Release {
+        client: 9,
+        thread: 0,
+        key: "n".into(),
+        token: 501,
+        invoke: 61 * S,
+        complete: 62 * S + 500_000,
+        outcome: RelOutcome::NotHolder,
+    });
     // No recovery: a fault healed at 20 s and no grant afterwards.
     h.push(Event::Fault {
         kind: "isolate-leader".into(),
@@ -115,6 +127,7 @@ fn checker_flags_an_overlap_a_token_going_back_and_a_stale_accepted_write() {
     assert_eq!(r.count(checker::RELEASE_UNDONE), 1, "{:?}", r.violations);
     assert_eq!(r.count(checker::NO_RECOVERY), 1, "{:?}", r.violations);
     assert_eq!(r.count(checker::LEASE_EARLY), 1, "{:?}", r.violations);
+    assert_eq!(r.early_not_holder_after_retry, 1);
 }
 
 #[test]

@@ -58,6 +58,9 @@ pub struct Report {
     pub max_recovery_us: u64,
     /// Pairs of one connection's queued ACQUIREs the FIFO check judged.
     pub fifo_pairs: u64,
+    /// `N` before the deadline after a retried release (see check 5b): the client's
+    /// own first attempt had released the key.
+    pub early_not_holder_after_retry: u64,
     /// Exclusive windows compared for overlaps.
     pub windows: u64,
     pub violations: Vec<(&'static str, String)>,
@@ -100,8 +103,8 @@ impl Report {
             s.push_str(&format!("  indeterminate by cause: {}\n", parts.join(", ")));
         }
         s.push_str(&format!(
-            "release: released {}  not-holder {}  unconfirmed {}\n",
-            self.released, self.release_not_holder, self.release_failed
+            "release: released {}  not-holder {} (of them before the deadline after a retried attempt: {})  unconfirmed {}\n",
+            self.released, self.release_not_holder, self.early_not_holder_after_retry, self.release_failed
         ));
         s.push_str(&format!(
             "fenced writes: {}  accepted {}  rejected stale {}  (zombie writes after a client pause: {}, of them rejected {})\n",
@@ -156,7 +159,7 @@ pub fn check(events: &[Event], cfg: &CheckConfig) -> Report {
     let mut grants: Vec<Grant> = Vec::new();
     let mut release_sent: HashMap<(String, u64), u64> = HashMap::new();
     let mut released_acks: Vec<(String, u64, u64)> = Vec::new();
-    let mut not_holder: Vec<(String, u64, u64)> = Vec::new();
+    let mut not_holder: Vec<(String, u64, u64, u64)> = Vec::new();
     let mut writes = Vec::new();
     let mut queries = Vec::new();
     let mut faults = Vec::new();
@@ -200,7 +203,7 @@ pub fn check(events: &[Event], cfg: &CheckConfig) -> Report {
                     }
                     RelOutcome::NotHolder => {
                         r.release_not_holder += 1;
-                        not_holder.push((key.clone(), *token, *complete));
+                        not_holder.push((key.clone(), *token, *invoke, *complete));
                     }
                     RelOutcome::Failed(_) => r.release_failed += 1,
                 }
@@ -410,10 +413,17 @@ pub fn check(events: &[Event], cfg: &CheckConfig) -> Report {
     }
 
     // 5b. A lease never ends before the holder's local deadline (guarantees.md §4): a
-    // RELEASE answered `N` before that deadline means the server ended the hold early.
-    for (key, token, at) in &not_holder {
+    // RELEASE answered `N` before that deadline means the server ended the hold early —
+    // but only if that `N` answered the release's first attempt. The client sends a
+    // release again after 1 s without an answer (or a lost connection); the retry then
+    // gets `N` when the first attempt did commit and its `R` was dropped as the answer
+    // of an abandoned attempt. So: judged only for answers within 0.95 s of the
+    // invocation, away from faults (which break connections).
+    for (key, token, invoke, at) in &not_holder {
+        let single_attempt = at.saturating_sub(*invoke) < 950_000;
+        let calm = faults.iter().all(|(_, _, s, e)| at + 1_000_000 < *s || e + 1_000_000 < *invoke);
         if let Some(g) = seen.get(token).filter(|g| g.key == *key) {
-            if *at + cfg.overlap_tolerance_us < g.deadline {
+            if *at + cfg.overlap_tolerance_us < g.deadline && single_attempt && calm {
                 r.flag(
                     LEASE_EARLY,
                     format!(
@@ -422,6 +432,8 @@ pub fn check(events: &[Event], cfg: &CheckConfig) -> Report {
                         secs(g.deadline)
                     ),
                 );
+            } else if *at + cfg.overlap_tolerance_us < g.deadline {
+                r.early_not_holder_after_retry += 1;
             }
         }
     }
