@@ -68,6 +68,11 @@ pub struct Cluster {
     next_n: u32,
     next_id: u64,
     use_uids: bool,
+    /// The binary the nodes run. With per-node uids, a copy in a world-readable
+    /// temporary directory: the build directory may not be reachable for other uids
+    /// (a checkout under /root, say).
+    bin: PathBuf,
+    _bin_dir: Option<tempfile::TempDir>,
 }
 
 fn addr_of(n: u32, port: u16) -> SocketAddr {
@@ -76,6 +81,20 @@ fn addr_of(n: u32, port: u16) -> SocketAddr {
 
 impl Cluster {
     pub fn start(size: usize, port: u16, dir: PathBuf, net: Option<&Netns>) -> Result<Cluster, String> {
+        let built = PathBuf::from(env!("CARGO_BIN_EXE_ticketing"));
+        let (bin, bin_dir) = if net.is_some() {
+            use std::os::unix::fs::PermissionsExt;
+            let dir = tempfile::Builder::new().prefix("tkt-bin-").tempdir().map_err(|e| e.to_string())?;
+            std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755))
+                .map_err(|e| e.to_string())?;
+            let copy = dir.path().join("ticketing");
+            std::fs::copy(&built, &copy).map_err(|e| format!("copy the binary: {e}"))?;
+            std::fs::set_permissions(&copy, std::fs::Permissions::from_mode(0o755))
+                .map_err(|e| e.to_string())?;
+            (copy, Some(dir))
+        } else {
+            (built, None)
+        };
         let mut c = Cluster {
             nodes: Vec::new(),
             retired: Vec::new(),
@@ -84,6 +103,8 @@ impl Cluster {
             next_n: 0,
             next_id: 1,
             use_uids: net.is_some(),
+            bin,
+            _bin_dir: bin_dir,
         };
         let addrs: Vec<(u64, SocketAddr)> =
             (0..size as u32).map(|n| (n as u64 + 1, addr_of(n, port))).collect();
@@ -104,7 +125,7 @@ impl Cluster {
         let addr = addr_of(n, self.port);
         let log = self.dir.join(format!("node-{id}.log"));
         let file = File::create(&log).map_err(|e| format!("{}: {e}", log.display()))?;
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_ticketing"));
+        let mut cmd = Command::new(&self.bin);
         cmd.arg("server")
             .env_clear()
             .env("TICKETING_LISTEN", addr.to_string())
