@@ -326,9 +326,10 @@ pub fn check(events: &[Event], cfg: &CheckConfig) -> Report {
     // 3. FIFO per key on one connection: two ACQUIREs of one client (one connection to
     // the leader) for one key, the first written before the second, both granted by one
     // leader (no fault around them): the first must get the key first.
-    let quiet = |from: u64, to: u64| {
-        faults.iter().all(|(_, _, s, e)| to + 1_000_000 < *s || *e + cfg.recovery_bound_us < from)
-    };
+    // Quiet: no fault from 1 s before to 3 s after (an election started by a fault
+    // ends within one election timeout, 2.0–2.3 s, of the heal).
+    let quiet =
+        |from: u64, to: u64| faults.iter().all(|(_, _, s, e)| to + 1_000_000 < *s || *e + 3_000_000 < from);
     let mut per_conn: HashMap<(u32, &str), Vec<&Grant>> = HashMap::new();
     for g in &grants {
         per_conn.entry((g.client, &g.key)).or_default().push(g);
