@@ -381,7 +381,7 @@ pub fn check(events: &[Event], cfg: &CheckConfig) -> Report {
             } else {
                 high.insert(key, (*token, *at));
             }
-            if !seen.get(token).is_some_and(|g| g.key == *key) {
+            if seen.get(token).is_none_or(|g| g.key != *key) {
                 r.flag(
                     UNKNOWN_TOKEN_WRITE,
                     format!("key {key}: accepted write with token {token}, never granted on it"),
