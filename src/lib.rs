@@ -7,6 +7,7 @@ pub mod lock;
 pub mod proto;
 pub mod raft;
 pub mod replica;
+pub mod resolve;
 pub mod server;
 mod sys;
 pub mod transport;

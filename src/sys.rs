@@ -6,6 +6,39 @@ use std::ffi::{c_char, c_int};
 extern "C" {
     fn kill(pid: c_int, sig: c_int) -> c_int;
     fn gethostname(name: *mut c_char, len: usize) -> c_int;
+    #[cfg(target_os = "linux")]
+    fn send(fd: c_int, buf: *const std::ffi::c_void, len: usize, flags: c_int) -> isize;
+}
+
+/// Writes what the kernel takes at once from `buf` to `sock` without blocking, even
+/// when the socket is in blocking mode (`MSG_DONTWAIT`), and without SIGPIPE. A full
+/// send buffer is `Ok(0)`.
+#[cfg(target_os = "linux")]
+pub fn send_nonblocking(sock: &std::net::TcpStream, buf: &[u8]) -> std::io::Result<usize> {
+    use std::os::fd::AsRawFd;
+    const MSG_DONTWAIT: c_int = 0x40;
+    const MSG_NOSIGNAL: c_int = 0x4000;
+    loop {
+        // SAFETY: the buffer is valid for `buf.len()` bytes and the fd is open for
+        // as long as `sock` is borrowed.
+        let rc =
+            unsafe { send(sock.as_raw_fd(), buf.as_ptr().cast(), buf.len(), MSG_DONTWAIT | MSG_NOSIGNAL) };
+        if rc >= 0 {
+            return Ok(rc as usize);
+        }
+        let e = std::io::Error::last_os_error();
+        match e.kind() {
+            std::io::ErrorKind::Interrupted => continue,
+            std::io::ErrorKind::WouldBlock => return Ok(0),
+            _ => return Err(e),
+        }
+    }
+}
+
+/// Elsewhere: never writes, so every answer takes the writer thread's path.
+#[cfg(not(target_os = "linux"))]
+pub fn send_nonblocking(_sock: &std::net::TcpStream, _buf: &[u8]) -> std::io::Result<usize> {
+    Ok(0)
 }
 
 /// Polite termination request.

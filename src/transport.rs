@@ -158,6 +158,11 @@ impl WriteHalf {
     pub fn tcp(&self) -> &TcpStream {
         &self.tcp
     }
+
+    /// True without TLS: bytes written to the socket are the frames themselves.
+    pub fn is_plain(&self) -> bool {
+        self.tls.is_none()
+    }
 }
 
 impl Write for WriteHalf {

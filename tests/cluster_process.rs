@@ -142,6 +142,9 @@ fn a_paused_leader_is_replaced_and_its_late_answers_are_safe() {
     o.stream.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
     let held = granted_token(&o.call(1, &acquire("p", "first", 60, 0)));
     cluster.signal(old, "-STOP");
+    // `kill` returns when the signal is sent, not when the process has stopped: give
+    // the kernel a moment, so the next request really sits unread in the socket.
+    std::thread::sleep(Duration::from_millis(300));
     // A request sent to the paused leader sits in its socket.
     o.send(2, &acquire("q", "stale", 60, 0));
     let mut new = None;

@@ -1,13 +1,15 @@
 //! The command-line interface: `ticketing server | acquire | release | query | status
-//! | run | demo`. Every subcommand takes `--help`.
+//! | run | demo | bench`. Every subcommand takes `--help`.
 //!
 //! Exit status: 0 success; 1 a definitive "no" (busy, timeout, not holder); 2 usage or
 //! configuration error; 3 outcome unknown, no server reachable, or (for `run`) the
 //! lease ran out.
 
 mod admin;
+mod bench;
 mod commands;
 mod demo;
+pub mod histogram;
 mod run;
 
 use std::time::Duration;
@@ -66,6 +68,7 @@ Commands:
   demo                         run a self-contained demonstration (~10 s)
   admin replace OLD NEW@ADDR   replace voter OLD by the joined node NEW (cluster)
   admin members                list the cluster's voters and learners
+  bench [SCENARIO]             load generator: pairs/s, latency percentiles
 
 Options:
   -h, --help                   this help (also after any command)
@@ -81,9 +84,16 @@ Options:
 
 /// The `--version` line.
 pub fn version_line() -> String {
+    // Both set by build.rs.
     let commit = option_env!("TICKETING_GIT_COMMIT").unwrap_or("unknown");
-    let profile = if cfg!(debug_assertions) { "debug" } else { "release" };
-    format!("ticketing {} (commit {commit}, {profile} build)", env!("CARGO_PKG_VERSION"))
+    let profile = option_env!("TICKETING_BUILD_PROFILE").unwrap_or(if cfg!(debug_assertions) {
+        "debug"
+    } else {
+        "release"
+    });
+    // A binary built with `+crt-static` (scripts/build-static.sh) says so.
+    let linkage = if cfg!(target_feature = "crt-static") { ", static" } else { "" };
+    format!("ticketing {} (commit {commit}, {profile} build{linkage})", env!("CARGO_PKG_VERSION"))
 }
 
 /// Runs the CLI with `args` (including the program name) and returns the exit status.
@@ -114,6 +124,7 @@ pub fn main(args: Vec<String>) -> i32 {
         Some("run") => run::run(rest),
         Some("demo") => demo::demo(rest),
         Some("admin") => admin::admin(rest),
+        Some("bench") => bench::bench(rest),
         Some(other) => {
             eprintln!("ticketing: unknown command {other:?}; see ticketing --help");
             EXIT_USAGE

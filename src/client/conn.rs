@@ -10,7 +10,7 @@
 
 use std::collections::HashMap;
 use std::io::{self, BufReader, Read, Write};
-use std::net::{Shutdown, SocketAddr, TcpStream, ToSocketAddrs};
+use std::net::{Shutdown, SocketAddr, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -516,7 +516,7 @@ impl Pool {
         host: &str,
     ) -> Result<(Arc<Session>, Box<dyn Read + Send>), String> {
         let resolved: Vec<SocketAddr> =
-            addr.to_socket_addrs().map_err(|e| format!("cannot resolve {addr}: {e}"))?.collect();
+            crate::resolve::resolve(addr).map_err(|e| format!("cannot resolve {addr}: {e}"))?;
         let mut last = format!("{addr} resolved to no address");
         let mut sock = None;
         for target in resolved {

@@ -79,7 +79,30 @@ pub(crate) enum Msg {
 struct Item {
     job: Job,
     in_flight: Option<(Arc<Session>, u32, Instant)>,
+    /// Attempts that ran past [`RELEASE_ATTEMPT_TIMEOUT`] and were sent again, still
+    /// registered with their session. Why keep them: on a path slower than one attempt
+    /// timeout every answer arrives after its attempt was abandoned, so a worker that
+    /// only listened to the newest attempt reported `Unconfirmed` although the server
+    /// answered `R` to each (found with the proxy in tests/client_proxy.rs). Any
+    /// attempt's `R`/`N` is the job's outcome.
+    earlier: Vec<(Arc<Session>, u32)>,
     next_try: Instant,
+}
+
+impl Item {
+    fn new(job: Job, now: Instant) -> Item {
+        Item { job, in_flight: None, earlier: Vec::new(), next_try: now }
+    }
+
+    /// Unregisters every attempt: a late answer to any of them is dropped.
+    fn forget_attempts(&mut self) {
+        if let Some((session, id, _)) = self.in_flight.take() {
+            session.forget(id);
+        }
+        for (session, id) in self.earlier.drain(..) {
+            session.forget(id);
+        }
+    }
 }
 
 /// The release worker's body. Returns when the client is closed and the queue drained.
@@ -104,7 +127,7 @@ pub(crate) fn run_worker(pool: Arc<Pool>, jobs: Receiver<Msg>) {
         let timeout = wake.saturating_duration_since(now);
         crossbeam_channel::select! {
             recv(jobs) -> msg => match msg {
-                Ok(Msg::Job(job)) => items.push(Item { job, in_flight: None, next_try: now }),
+                Ok(Msg::Job(job)) => items.push(Item::new(job, now)),
                 Ok(Msg::Close) | Err(_) => closing = true,
             },
             recv(answers) -> answer => {
@@ -117,7 +140,7 @@ pub(crate) fn run_worker(pool: Arc<Pool>, jobs: Receiver<Msg>) {
         // Take everything else that is ready before sending, so a burst goes out at once.
         while let Ok(msg) = jobs.try_recv() {
             match msg {
-                Msg::Job(job) => items.push(Item { job, in_flight: None, next_try: now }),
+                Msg::Job(job) => items.push(Item::new(job, now)),
                 Msg::Close => closing = true,
             }
         }
@@ -129,19 +152,16 @@ pub(crate) fn run_worker(pool: Arc<Pool>, jobs: Receiver<Msg>) {
         while index < items.len() {
             let item = &mut items[index];
             if now >= item.job.deadline {
-                if let Some((session, id, _)) = item.in_flight.take() {
-                    session.forget(id);
-                }
+                item.forget_attempts();
                 let item = items.swap_remove(index);
                 finish(&pool, item.job, Err(ReleaseError::Unconfirmed));
                 continue;
             }
-            if let Some((session, id, attempt_end)) = &item.in_flight {
-                if now >= *attempt_end {
-                    session.forget(*id);
-                    item.in_flight = None;
-                    item.next_try = now;
-                }
+            if item.in_flight.as_ref().is_some_and(|(_, _, attempt_end)| now >= *attempt_end) {
+                // Send again, but keep listening to this attempt (see `Item::earlier`).
+                let (session, id, _) = item.in_flight.take().expect("checked");
+                item.earlier.push((session, id));
+                item.next_try = now;
             }
             if item.in_flight.is_none() && now >= item.next_try {
                 attempt(&pool, item, &answers_tx, &mut frame, now);
@@ -172,14 +192,29 @@ fn attempt(pool: &Pool, item: &mut Item, answers: &Sender<(u32, Reply)>, frame: 
 }
 
 fn on_answer(pool: &Pool, items: &mut Vec<Item>, id: u32, reply: Reply) {
-    let Some(index) =
-        items.iter().position(|item| matches!(&item.in_flight, Some((_, current, _)) if *current == id))
-    else {
-        return; // an answer to an attempt already abandoned
+    let Some(index) = items.iter().position(|item| {
+        matches!(&item.in_flight, Some((_, current, _)) if *current == id)
+            || item.earlier.iter().any(|(_, earlier)| *earlier == id)
+    }) else {
+        return; // an answer to a job already finished
     };
     let now = Instant::now();
     let item = &mut items[index];
-    item.in_flight = None;
+    if let Some(at) = item.earlier.iter().position(|(_, earlier)| *earlier == id) {
+        // An attempt already sent again: only a definitive answer matters; anything
+        // else leaves the newer attempt in charge.
+        item.earlier.swap_remove(at);
+        if !matches!(
+            reply,
+            Reply::Answer(
+                Response::Released | Response::NotHolder | Response::Error { code: ErrorCode::Invalid, .. }
+            )
+        ) {
+            return;
+        }
+    } else {
+        item.in_flight = None;
+    }
     let outcome = match reply {
         Reply::Answer(Response::Released) => Ok(ReleaseOutcome::Released),
         Reply::Answer(Response::NotHolder) => Ok(ReleaseOutcome::NotHolder),
@@ -201,7 +236,8 @@ fn on_answer(pool: &Pool, items: &mut Vec<Item>, id: u32, reply: Reply) {
             return;
         }
     };
-    let item = items.swap_remove(index);
+    let mut item = items.swap_remove(index);
+    item.forget_attempts();
     finish(pool, item.job, outcome);
 }
 

@@ -11,7 +11,7 @@
 //! each peer for its own messages, so each direction has its own TCP stream.
 
 use std::io::{self, Read, Write};
-use std::net::{TcpStream, ToSocketAddrs};
+use std::net::TcpStream;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -169,8 +169,8 @@ pub fn dial(
     tls: Option<&Arc<rustls::ClientConfig>>,
 ) -> Result<Established, PeerError> {
     let (host, port) = peer_addr_of(client_addr).ok_or(PeerError::Malformed("bad peer address"))?;
-    let target = (host.as_str(), port)
-        .to_socket_addrs()?
+    let target = crate::resolve::resolve_host(&host, port)?
+        .into_iter()
         .next()
         .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, "address resolves to nothing"))?;
     let tcp = TcpStream::connect_timeout(&target, DIAL_CONNECT_TIMEOUT)?;

@@ -2,7 +2,7 @@
 //! start; a bad one stops the server with one line naming the variable.
 
 use std::collections::BTreeMap;
-use std::net::{SocketAddr, ToSocketAddrs};
+use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use crate::proto::limits::{AUTH_TOKEN_LEN_MIN, WAITERS_PER_KEY_MAX_DEFAULT};
@@ -204,8 +204,10 @@ impl Config {
 }
 
 fn resolve(var: &'static str, text: &str) -> Result<SocketAddr, ConfigError> {
-    match text.to_socket_addrs() {
-        Ok(mut addrs) => addrs.next().ok_or_else(|| err(var, format!("{text:?} resolves to no address"))),
+    match crate::resolve::resolve(text) {
+        Ok(addrs) => {
+            addrs.into_iter().next().ok_or_else(|| err(var, format!("{text:?} resolves to no address")))
+        }
         Err(e) => Err(err(var, format!("{text:?} is not host:port ({e})"))),
     }
 }

@@ -7,8 +7,8 @@
 
 use std::io::{BufReader, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender};
@@ -89,15 +89,30 @@ pub fn serve(tcp: TcpStream, peer: SocketAddr, conn: ConnId, shared: Arc<Shared>
 
     let (tx, rx) = crossbeam_channel::unbounded();
     let counters = Arc::new(ConnCounters::default());
-    if shared.table.send(TableMsg::Open { conn, replies: tx.clone() }).is_err() {
+    // Plain TCP: the lock-table thread may write answers itself (see DirectWriter).
+    let direct = if writer.is_plain() {
+        writer.tcp().try_clone().ok().map(|sock| {
+            Arc::new(DirectWriter {
+                sock,
+                spill: Mutex::new(Vec::new()),
+                counters: counters.clone(),
+                shared: shared.clone(),
+                closed: AtomicBool::new(false),
+            })
+        })
+    } else {
+        None
+    };
+    if shared.table.send(TableMsg::Open { conn, replies: tx.clone(), direct: direct.clone() }).is_err() {
         return;
     }
+    let direct_token = direct.clone();
     let writer_thread = {
         let counters = counters.clone();
         let shared = shared.clone();
         std::thread::Builder::new()
             .name(format!("conn-{conn}-w"))
-            .spawn(move || write_loop(writer, rx, &counters, &shared))
+            .spawn(move || write_loop(writer, rx, &counters, &shared, direct.as_deref()))
     };
     let Ok(writer_thread) = writer_thread else {
         let _ = shared.table.send(TableMsg::Closed { conn });
@@ -111,8 +126,14 @@ pub fn serve(tcp: TcpStream, peer: SocketAddr, conn: ConnId, shared: Arc<Shared>
     drop(tx);
     let _ = writer_thread.join();
     // Requests the table never answered (it drops a closed connection's sender) are
-    // no longer pending anywhere.
-    shared.pending.fetch_sub(counters.pending.load(Ordering::SeqCst), Ordering::SeqCst);
+    // no longer pending anywhere. Under the write token, so the lock-table thread,
+    // which may still hold this connection's DirectWriter, never subtracts after us.
+    let _token = direct_token.as_ref().map(|d| {
+        let guard = d.spill.lock().unwrap_or_else(|e| e.into_inner());
+        d.closed.store(true, Ordering::SeqCst);
+        guard
+    });
+    shared.pending.fetch_sub(counters.pending.swap(0, Ordering::SeqCst), Ordering::SeqCst);
 }
 
 /// Reads frames until the connection ends; returns why it ended, for the log.
@@ -190,9 +211,64 @@ fn read_loop(
     }
 }
 
+/// The lock-table thread's short cut to a plain (non-TLS) socket.
+///
+/// Profiles showed the writer threads' wake-ups as the largest cost of the server:
+/// every answer woke a writer just to make one `send`. Now the lock-table thread,
+/// after a round, encodes each connection's answers and — when no one else is writing
+/// to that socket (`spill` is free and empty) — hands them to the kernel itself with a
+/// non-blocking send. What the kernel does not take at once goes to `spill`, which
+/// the writer thread (woken by [`WriterMsg::Flush`]) writes before anything else, so
+/// frames never interleave. The writer writes only while holding `spill`; the
+/// lock-table thread only `try_lock`s it, so it never blocks on a slow client.
+pub struct DirectWriter {
+    sock: TcpStream,
+    spill: Mutex<Vec<u8>>,
+    counters: Arc<ConnCounters>,
+    shared: Arc<Shared>,
+    /// Set (under `spill`) once the connection has settled its pending count.
+    closed: AtomicBool,
+}
+
+impl DirectWriter {
+    /// Writes `frames`, which hold `count` counted answers, or leaves them to the
+    /// writer through `spill`. False: nothing was done; send them on the channel.
+    pub fn try_write(&self, frames: &[u8], count: usize, tx: &Sender<WriterMsg>) -> bool {
+        let Ok(mut spill) = self.spill.try_lock() else {
+            return false;
+        };
+        if self.closed.load(Ordering::SeqCst) {
+            // Its pending count is settled; answers for it are simply dropped.
+            return true;
+        }
+        if self.counters.writer_done.load(Ordering::SeqCst) {
+            return false;
+        }
+        let written = if spill.is_empty() {
+            match crate::sys::send_nonblocking(&self.sock, frames) {
+                Ok(n) => n,
+                Err(_) => return false,
+            }
+        } else {
+            0
+        };
+        if written < frames.len() {
+            spill.extend_from_slice(&frames[written..]);
+            let _ = tx.send(WriterMsg::Flush);
+        }
+        // Still under the token: the connection's final settlement (in `serve`) must
+        // see these answers either all counted or all subtracted.
+        self.counters.queued.fetch_sub(count, Ordering::SeqCst);
+        self.counters.pending.fetch_sub(count, Ordering::SeqCst);
+        self.shared.pending.fetch_sub(count, Ordering::SeqCst);
+        drop(spill);
+        true
+    }
+}
+
 /// Per-connection figures shared by the reader and the writer.
 #[derive(Default)]
-struct ConnCounters {
+pub struct ConnCounters {
     /// Answers owed or not yet written, of any kind.
     queued: AtomicUsize,
     /// Requests handed to the lock-table thread and not yet answered.
@@ -244,12 +320,24 @@ fn connection_error(tx: &Sender<WriterMsg>, counters: &ConnCounters, code: Error
 }
 
 /// Writes answers as they come, batching everything already queued into one write.
-fn write_loop(mut writer: WriteHalf, rx: Receiver<WriterMsg>, counters: &ConnCounters, shared: &Shared) {
-    write_replies(&mut writer, rx, counters, shared);
+fn write_loop(
+    mut writer: WriteHalf,
+    rx: Receiver<WriterMsg>,
+    counters: &ConnCounters,
+    shared: &Shared,
+    direct: Option<&DirectWriter>,
+) {
+    write_replies(&mut writer, rx, counters, shared, direct);
     counters.writer_done.store(true, Ordering::SeqCst);
 }
 
-fn write_replies(writer: &mut WriteHalf, rx: Receiver<WriterMsg>, counters: &ConnCounters, shared: &Shared) {
+fn write_replies(
+    writer: &mut WriteHalf,
+    rx: Receiver<WriterMsg>,
+    counters: &ConnCounters,
+    shared: &Shared,
+    direct: Option<&DirectWriter>,
+) {
     let mut buf = Vec::with_capacity(4096);
     let mut closing = false;
     while let Ok(first) = rx.recv() {
@@ -264,6 +352,13 @@ fn write_replies(writer: &mut WriteHalf, rx: Receiver<WriterMsg>, counters: &Con
                         shared.pending.fetch_sub(1, Ordering::SeqCst);
                     }
                 }
+                WriterMsg::Encoded { bytes, count } => {
+                    buf.extend_from_slice(&bytes);
+                    counters.queued.fetch_sub(count, Ordering::SeqCst);
+                    counters.pending.fetch_sub(count, Ordering::SeqCst);
+                    shared.pending.fetch_sub(count, Ordering::SeqCst);
+                }
+                WriterMsg::Flush => {}
                 WriterMsg::Close => closing = true,
             }
             if buf.len() >= 64 * 1024 {
@@ -271,12 +366,24 @@ fn write_replies(writer: &mut WriteHalf, rx: Receiver<WriterMsg>, counters: &Con
             }
             next = rx.try_recv().ok();
         }
+        // The write token: the lock-table thread writes only while it is free.
+        let mut spill = direct.map(|d| d.spill.lock().unwrap_or_else(|e| e.into_inner()));
+        if let Some(spill) = spill.as_mut() {
+            if !spill.is_empty() {
+                let ok = writer.write_all(spill).is_ok();
+                spill.clear();
+                if !ok {
+                    break;
+                }
+            }
+        }
         if !buf.is_empty() {
             if writer.write_all(&buf).and_then(|_| writer.flush()).is_err() {
                 break;
             }
             buf.clear();
         }
+        drop(spill);
         if closing {
             writer.close_gracefully();
             return;

@@ -13,11 +13,13 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, TryRecvError};
 
+use super::connection::DirectWriter;
 use super::status::Counters;
 use crate::cluster::raft_thread::{FromLog, ToRaft};
 use crate::cluster::view::ClusterView;
 use crate::lock::codec::{decode_command, decode_snapshot};
 use crate::lock::ConnId;
+use crate::proto::frame::encode_response;
 use crate::proto::{Request, Response};
 use crate::raft::EntryKind;
 use crate::replica::{LogRole, Replica, ReplicaOutput, ToLog};
@@ -34,7 +36,7 @@ const BATCH_MESSAGES_MAX: usize = 1024;
 /// To the lock-table thread.
 pub enum TableMsg {
     /// A connection finished its handshake; answers for it go to `replies`.
-    Open { conn: ConnId, replies: Sender<WriterMsg> },
+    Open { conn: ConnId, replies: Sender<WriterMsg>, direct: Option<Arc<DirectWriter>> },
     /// ACQUIRE, RELEASE or QUERY from `conn`.
     Request { conn: ConnId, id: u32, request: Request },
     /// The connection is gone: its waiters leave their queues.
@@ -49,6 +51,10 @@ pub enum TableMsg {
 pub enum WriterMsg {
     /// An answer; `counted` answers end a request the reader counted as pending.
     Reply { id: u32, response: Response, counted: bool },
+    /// Answers the lock-table thread encoded already (`count` counted ones).
+    Encoded { bytes: Vec<u8>, count: usize },
+    /// The lock-table thread left bytes in the connection's spill buffer: write them.
+    Flush,
     /// Write what is queued, then close the connection.
     Close,
 }
@@ -197,7 +203,8 @@ fn run(
     mut out: ReplicaOutput,
     view: Option<Arc<ClusterView>>,
 ) {
-    let mut conns: HashMap<ConnId, Sender<WriterMsg>> = HashMap::new();
+    let mut conns: HashMap<ConnId, ConnEntry> = HashMap::new();
+    let mut batches = Batches::default();
     loop {
         let first = match replica.next_deadline() {
             Some(deadline) => {
@@ -232,7 +239,7 @@ fn run(
         }
         replica.tick(clock.now_ms(), Clock::unix_us(), &mut out);
         link.submit(&mut replica, clock, &mut out);
-        deliver(&conns, &mut out);
+        deliver(&mut conns, &mut batches, &mut out);
         link.maybe_snapshot(&replica);
         publish(&replica, &counters);
         if let Some(view) = &view {
@@ -241,26 +248,68 @@ fn run(
     }
 }
 
-/// Sends every answer to its connection's writer.
-fn deliver(conns: &HashMap<ConnId, Sender<WriterMsg>>, out: &mut ReplicaOutput) {
+/// What the thread keeps of an open connection.
+pub struct ConnEntry {
+    replies: Sender<WriterMsg>,
+    direct: Option<Arc<DirectWriter>>,
+    /// This round's encoded answers (plain connections), and how many.
+    batch: Vec<u8>,
+    count: usize,
+}
+
+/// Connections with encoded answers this round.
+#[derive(Default)]
+struct Batches {
+    touched: Vec<ConnId>,
+}
+
+/// Sends every answer of the round: on a plain connection all of its answers encoded
+/// in one buffer, written by this thread when the socket takes them at once (see
+/// [`DirectWriter`]), else handed to the writer as one message; on a TLS connection
+/// one message per answer to the writer.
+fn deliver(conns: &mut HashMap<ConnId, ConnEntry>, batches: &mut Batches, out: &mut ReplicaOutput) {
     for reply in out.replies.drain(..) {
-        if let Some(tx) = conns.get(&reply.conn) {
-            let _ = tx.send(WriterMsg::Reply { id: reply.id, response: reply.response, counted: true });
+        let Some(entry) = conns.get_mut(&reply.conn) else { continue };
+        if entry.direct.is_some() {
+            if entry.count == 0 {
+                batches.touched.push(reply.conn);
+            }
+            encode_response(&mut entry.batch, reply.id, &reply.response);
+            entry.count += 1;
+        } else {
+            let _ = entry.replies.send(WriterMsg::Reply {
+                id: reply.id,
+                response: reply.response,
+                counted: true,
+            });
         }
+    }
+    for conn in batches.touched.drain(..) {
+        let Some(entry) = conns.get_mut(&conn) else { continue };
+        let direct = entry.direct.as_ref().expect("only plain connections batch");
+        if !direct.try_write(&entry.batch, entry.count, &entry.replies) {
+            let bytes = entry.batch.clone();
+            let _ = entry.replies.send(WriterMsg::Encoded { bytes, count: entry.count });
+        }
+        entry.batch.clear();
+        if entry.batch.capacity() > 64 * 1024 {
+            entry.batch = Vec::new();
+        }
+        entry.count = 0;
     }
 }
 
 /// Handles one message; false means stop.
 fn handle(
     replica: &mut Replica,
-    conns: &mut HashMap<ConnId, Sender<WriterMsg>>,
+    conns: &mut HashMap<ConnId, ConnEntry>,
     msg: TableMsg,
     clock: &Clock,
     out: &mut ReplicaOutput,
 ) -> bool {
     match msg {
-        TableMsg::Open { conn, replies } => {
-            conns.insert(conn, replies);
+        TableMsg::Open { conn, replies, direct } => {
+            conns.insert(conn, ConnEntry { replies, direct, batch: Vec::new(), count: 0 });
         }
         TableMsg::Closed { conn } => {
             conns.remove(&conn);

@@ -1,0 +1,163 @@
+#!/usr/bin/env bash
+# Ticketing vs etcd vs Redis, same machine, same workload, same concurrency.
+#
+#   scripts/compare.sh                 # DURATION=10 ROUNDS=2 by default
+#   DURATION=5 ROUNDS=1 scripts/compare.sh
+#
+# Installs Debian's etcd-server and redis-server when missing (apt-get), builds
+# Ticketing and bench/compare, then starts on loopback:
+#   - a 3-node Ticketing cluster on 127.0.0.{1,2,3}:15225 (peers on :16225),
+#   - a 3-node etcd cluster on 127.0.0.{1,2,3}:12379 (peers :12380), data in /dev/shm,
+#   - one Redis on 127.0.0.1:16379 without persistence (--save '' --appendonly no),
+# and drives each with acquire+release pairs: 1, 16 and 64 workers on their own keys,
+# and 16 workers on one hot key. Systems alternate run by run (the order rotates),
+# each case runs ROUNDS times and the table reports medians. Writes the table, the
+# machine, the commands and an SVG chart into docs/benchmarks.md (between the
+# compare markers) and docs/benchmarks.svg. Everything it starts it stops.
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+DURATION=${DURATION:-10}
+WARMUP=${WARMUP:-1}
+ROUNDS=${ROUNDS:-2}
+CONCURRENCY=${CONCURRENCY:-"1 16 64"}
+HOT_WAITERS=${HOT_WAITERS:-16}
+TPORT=15225
+EPORT=12379
+RPORT=16379
+export TICKETING_AUTH_TOKEN=${TICKETING_AUTH_TOKEN:-compare-secret-0123456789}
+
+log() { echo "compare: $*" >&2; }
+
+# --- what it needs -------------------------------------------------------------
+missing=()
+command -v etcd >/dev/null || missing+=(etcd-server)
+command -v redis-server >/dev/null || missing+=(redis-server)
+command -v curl >/dev/null || missing+=(curl)
+if [ ${#missing[@]} -gt 0 ]; then
+    log "installing ${missing[*]}"
+    SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO=sudo
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+log "building"
+cargo build --release --quiet --manifest-path "$ROOT/Cargo.toml"
+cargo build --release --quiet --manifest-path "$ROOT/bench/compare/Cargo.toml"
+TICKETING="$ROOT/target/release/ticketing"
+DRIVER="$ROOT/bench/compare/target/release/ticketing-compare"
+
+# --- start and always stop -----------------------------------------------------
+WORK=$(mktemp -d /dev/shm/ticketing-compare.XXXXXX)
+PIDS=()
+cleanup() {
+    for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
+    for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
+    rm -rf "$WORK"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+TPEERS="1@127.0.0.1:$TPORT,2@127.0.0.2:$TPORT,3@127.0.0.3:$TPORT"
+for i in 1 2 3; do
+    TICKETING_LISTEN=127.0.0.$i:$TPORT TICKETING_NODE_ID=$i TICKETING_CLUSTER_SELF=127.0.0.$i:$TPORT \
+        TICKETING_CLUSTER_PEERS=$TPEERS TICKETING_CLUSTER_STATE=new RUST_LOG=warn \
+        "$TICKETING" server 2>"$WORK/ticketing-$i.log" &
+    PIDS+=($!)
+done
+TADDRS="127.0.0.1:$TPORT,127.0.0.2:$TPORT,127.0.0.3:$TPORT"
+
+ECLUSTER="e1=http://127.0.0.1:$((EPORT + 1)),e2=http://127.0.0.2:$((EPORT + 1)),e3=http://127.0.0.3:$((EPORT + 1))"
+for i in 1 2 3; do
+    etcd --name e$i --data-dir "$WORK/etcd-$i" \
+        --listen-client-urls http://127.0.0.$i:$EPORT --advertise-client-urls http://127.0.0.$i:$EPORT \
+        --listen-peer-urls http://127.0.0.$i:$((EPORT + 1)) \
+        --initial-advertise-peer-urls http://127.0.0.$i:$((EPORT + 1)) \
+        --initial-cluster "$ECLUSTER" --initial-cluster-state new --initial-cluster-token compare \
+        --logger zap --log-outputs stderr --log-level error 2>"$WORK/etcd-$i.log" &
+    PIDS+=($!)
+done
+EADDRS="127.0.0.1:$EPORT,127.0.0.2:$EPORT,127.0.0.3:$EPORT"
+
+redis-server --bind 127.0.0.1 --port $RPORT --save '' --appendonly no --protected-mode no \
+    --daemonize no --logfile "$WORK/redis.log" &
+PIDS+=($!)
+RADDRS="127.0.0.1:$RPORT"
+
+addrs_of() { case $1 in ticketing) echo "$TADDRS" ;; etcd) echo "$EADDRS" ;; redis) echo "$RADDRS" ;; esac; }
+
+log "waiting for the three systems"
+for system in ticketing etcd redis; do
+    for _ in $(seq 1 60); do
+        if "$DRIVER" run --system $system --addrs "$(addrs_of $system)" --workers 1 --duration 0.2 --warmup 0 \
+            >/dev/null 2>&1; then
+            continue 2
+        fi
+        sleep 0.5
+    done
+    log "$system did not come up; logs in $WORK"; tail -5 "$WORK"/*.log >&2; exit 1
+done
+
+# --- the runs --------------------------------------------------------------------
+RESULTS="$WORK/results.jsonl"
+SYSTEMS=(ticketing etcd redis)
+CASES=()
+for c in $CONCURRENCY; do CASES+=("uncontended $c"); done
+CASES+=("hot $HOT_WAITERS")
+run_no=0
+for round in $(seq 1 "$ROUNDS"); do
+    for case in "${CASES[@]}"; do
+        read -r scenario workers <<<"$case"
+        for k in 0 1 2; do
+            system=${SYSTEMS[$(((k + run_no) % 3))]}
+            line=$("$DRIVER" run --system $system --addrs "$(addrs_of $system)" --workers "$workers" \
+                --scenario "$scenario" --duration "$DURATION" --warmup "$WARMUP")
+            echo "$line" >>"$RESULTS"
+            log "round $round $scenario $workers $line"
+        done
+        run_no=$((run_no + 1))
+    done
+done
+
+# --- the report ------------------------------------------------------------------
+TABLE=$("$DRIVER" report "$RESULTS" "$ROOT/docs/benchmarks.svg")
+echo "$TABLE"
+MEM=$(free -h | sed 's/^/    /')
+BLOCK="$WORK/block.md"
+{
+    echo "<!-- compare:begin (written by scripts/compare.sh; do not edit by hand) -->"
+    echo "Run of $(date -u '+%Y-%m-%d %H:%M UTC'): $ROUNDS round(s) of $DURATION s per system and case"
+    echo "(+$WARMUP s warm-up), systems alternating run by run; medians over the rounds."
+    echo
+    echo "$TABLE"
+    echo
+    echo "![pairs per second](benchmarks.svg)"
+    echo
+    echo "Machine: $(nproc) CPUs ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')),"
+    echo "kernel $(uname -r), load average at the end $(cut -d' ' -f1-3 /proc/loadavg)."
+    echo "Versions: $("$TICKETING" --version), $(etcd --version | head -1), $(redis-server --version | cut -d' ' -f1-3)."
+    echo
+    echo "    \$ free -h"
+    echo "$MEM"
+    echo
+    echo "Commands (each case, each system, \`ROUNDS\` times):"
+    echo
+    echo "    ticketing-compare run --system ticketing --addrs $TADDRS --workers N [--scenario hot] --duration $DURATION --warmup $WARMUP"
+    echo "    ticketing-compare run --system etcd --addrs $EADDRS --workers N [--scenario hot] --duration $DURATION --warmup $WARMUP"
+    echo "    ticketing-compare run --system redis --addrs $RADDRS --workers N [--scenario hot] --duration $DURATION --warmup $WARMUP"
+    echo
+    echo "Raw results:"
+    echo
+    sed 's/^/    /' "$RESULTS"
+    echo "<!-- compare:end -->"
+} >"$BLOCK"
+DOC="$ROOT/docs/benchmarks.md"
+if [ -f "$DOC" ] && grep -q '<!-- compare:begin' "$DOC"; then
+    awk -v block="$BLOCK" '
+        /<!-- compare:begin/ { while ((getline line < block) > 0) print line; skip = 1; next }
+        /<!-- compare:end -->/ { skip = 0; next }
+        !skip { print }' "$DOC" >"$WORK/doc.md"
+    cp "$WORK/doc.md" "$DOC"
+else
+    { echo "# Benchmarks"; echo; echo "## Ticketing vs etcd vs Redis"; echo; cat "$BLOCK"; } >>"$DOC"
+fi
+log "wrote docs/benchmarks.md and docs/benchmarks.svg"

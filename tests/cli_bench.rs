@@ -1,0 +1,106 @@
+//! `ticketing bench` against a real standalone server: runs, and prints the JSON
+//! shape scripts rely on. No speed threshold: this machine is shared.
+
+mod common;
+
+use std::process::Command;
+
+use common::*;
+
+fn bench_json(addr: &str, args: &[&str]) -> String {
+    let out = Command::new(bin())
+        .arg("bench")
+        .args(args)
+        .args(["--addr", addr, "--duration", "1", "--warmup", "0", "--json", "--quiet"])
+        .env("TICKETING_AUTH_TOKEN", TOKEN)
+        .output()
+        .expect("run ticketing bench");
+    assert!(out.status.success(), "bench failed: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).unwrap()
+}
+
+fn field<'a>(json: &'a str, name: &str) -> &'a str {
+    let at = json.find(&format!("\"{name}\":")).unwrap_or_else(|| panic!("no {name} in {json}"));
+    let rest = &json[at + name.len() + 3..];
+    let end = rest.find([',', '}']).unwrap();
+    &rest[..end]
+}
+
+#[test]
+fn bench_prints_json_for_each_scenario() {
+    let server = start_server(&[]);
+    let addr = server.addr.to_string();
+    for (scenario, extra) in [
+        ("uncontended", vec!["--connections", "2"]),
+        ("hot", vec!["--threads", "4"]),
+        ("mixed", vec!["--connections", "2", "--pipeline", "2"]),
+    ] {
+        let mut args = vec![scenario];
+        args.extend(extra);
+        let json = bench_json(&addr, &args);
+        assert!(json.trim_start().starts_with('{') && json.trim_end().ends_with('}'), "{json}");
+        assert_eq!(field(&json, "scenario"), format!("\"{scenario}\""));
+        for name in ["pairs", "grants", "connections", "threads", "errors_total"] {
+            field(&json, name).parse::<u64>().unwrap_or_else(|_| panic!("{name} in {json}"));
+        }
+        for name in ["pairs_per_s", "grants_per_s", "p50", "p90", "p99", "p999", "max", "elapsed_s"] {
+            field(&json, name).parse::<f64>().unwrap_or_else(|_| panic!("{name} in {json}"));
+        }
+        assert!(field(&json, "pairs").parse::<u64>().unwrap() > 0, "{json}");
+        for kind in ["busy", "timeout", "not_leader", "overloaded", "indeterminate", "not_holder"] {
+            field(&json, kind).parse::<u64>().unwrap();
+        }
+        let p50: f64 = field(&json, "p50").parse().unwrap();
+        let p99: f64 = field(&json, "p99").parse().unwrap();
+        let max: f64 = field(&json, "max").parse().unwrap();
+        assert!(p50 <= p99 && p99 <= max, "{json}");
+    }
+}
+
+#[test]
+fn bench_help_and_usage_errors() {
+    let out = Command::new(bin()).args(["bench", "--help"]).output().unwrap();
+    assert!(out.status.success());
+    let help = String::from_utf8_lossy(&out.stdout);
+    for word in ["uncontended", "hot", "mixed", "--connections", "--pipeline", "--json", "--warmup"] {
+        assert!(help.contains(word), "help lacks {word}");
+    }
+    let out =
+        Command::new(bin()).args(["bench", "sideways"]).env("TICKETING_AUTH_TOKEN", TOKEN).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let out = Command::new(bin())
+        .args(["bench", "--lease", "0"])
+        .env("TICKETING_AUTH_TOKEN", TOKEN)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+}
+
+/// Regression: the lock-table thread writes answers itself; a connection that closes
+/// right after reading its answer must not have that answer subtracted twice from the
+/// node-wide pending count (which wrapped and made the node answer `E 4` to all).
+#[test]
+fn short_connections_keep_the_node_wide_pending_count() {
+    use ticketing::proto::frame::Response;
+    let server = start_server(&[]);
+    let threads: Vec<_> = (0..4)
+        .map(|t| {
+            let addr = server.addr;
+            std::thread::spawn(move || {
+                for i in 0..100 {
+                    let mut c = connect(addr);
+                    let key = format!("short-{t}-{i}");
+                    let token = granted_token(&c.call(1, &acquire(&key, "o", 5, 0)));
+                    assert_eq!(c.call(2, &release(&key, "o", token)), Response::Released);
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    let mut c = connect(server.addr);
+    let token = granted_token(&c.call(1, &acquire("after", "o", 5, 0)));
+    assert_eq!(c.call(2, &release("after", "o", token)), Response::Released);
+}

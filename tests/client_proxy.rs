@@ -1,0 +1,456 @@
+//! The official client against the REAL server binary, through the fault-injecting
+//! proxy of `tests/proxy` (SPEC §10, issue 4). Every check of what the server did is
+//! made on a direct raw connection to the server, never through the client under test.
+
+mod common;
+mod proxy;
+
+use std::collections::HashSet;
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use common::{connect, connect_with, free_port_pair, Cluster, ServerProcess, TOKEN};
+use proxy::{Dir, Proxy};
+use ticketing::client::{
+    AcquireError, Client, IndeterminateCause, ReleaseError, ReleaseOutcome, BACKOFF_INITIAL, BACKOFF_MAX,
+    RELEASE_DEADLINE,
+};
+use ticketing::proto::frame::{Request, Response};
+
+const LEASE: Duration = Duration::from_secs(30);
+
+fn client_via(addrs: &[String], owner: &str) -> Client {
+    Client::builder()
+        .addrs(addrs.iter().cloned())
+        .auth_token(TOKEN)
+        .owner(owner)
+        .request_timeout(Duration::from_secs(5))
+        .build()
+        .expect("client")
+}
+
+/// QUERY on a fresh direct connection to the server (bypassing proxy and client).
+fn server_query(addr: SocketAddr, key: &str) -> Response {
+    connect(addr).call(1, &Request::Query { key: key.into() })
+}
+
+fn holder(addr: SocketAddr, key: &str) -> Option<(String, u64, u32)> {
+    match server_query(addr, key) {
+        Response::Free => None,
+        Response::Holder { owner, token, waiters, .. } => Some((owner, token, waiters)),
+        other => panic!("QUERY answered {other:?}"),
+    }
+}
+
+fn eventually(limit: Duration, cond: impl Fn() -> bool) -> bool {
+    let end = Instant::now() + limit;
+    while Instant::now() < end {
+        if cond() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    cond()
+}
+
+/// Bytes of one ACQUIRE frame: len u32 · op · id u32 · lease u8 · wait u32 · key str8 · owner str8.
+fn acquire_frame_len(key: &str, owner: &str) -> u64 {
+    (4 + 1 + 4 + 1 + 4 + 1 + key.len() + 1 + owner.len()) as u64
+}
+
+/// Bytes of one RELEASE frame: len u32 · op · id u32 · token u64 · key str8 · owner str8.
+fn release_frame_len(key: &str, owner: &str) -> u64 {
+    (4 + 1 + 4 + 8 + 1 + key.len() + 1 + owner.len()) as u64
+}
+
+/// Bytes of AUTH, the client's only handshake message (SPEC §2.1).
+const AUTH_LEN: u64 = 72;
+
+/// Bytes of requests (frames after the handshake) the proxy forwarded to the server:
+/// everything minus one AUTH per forwarded connection. Exact once every connection
+/// it accepted has finished its handshake.
+fn request_bytes(p: &Proxy) -> u64 {
+    p.forwarded(Dir::ToServer) - AUTH_LEN * (p.accepted() - p.refused()) as u64
+}
+
+/// A standalone server, a proxy in front of it and a client through the proxy whose
+/// two connections (one address) are both up and past the handshake.
+fn standalone_via_proxy(owner: &str) -> (ServerProcess, Proxy, Client) {
+    let server = common::start_server(&[]);
+    let proxy = Proxy::start(server.addr);
+    let client = client_via(&[proxy.addr_string()], owner);
+    assert!(eventually(Duration::from_secs(5), || proxy.live() == 2), "two connections");
+    client.ping().unwrap();
+    // Both handshakes done: HELLO (40) + WELCOME (at least 51) reached the client twice.
+    assert!(eventually(Duration::from_secs(5), || proxy.forwarded(Dir::ToClient) >= 2 * (40 + 51)));
+    std::thread::sleep(Duration::from_millis(50));
+    (server, proxy, client)
+}
+
+#[test]
+fn acquire_cut_before_its_answer_is_indeterminate_and_executed_exactly_once() {
+    let (server, proxy, client) = standalone_via_proxy("cut-answer");
+    let sent_before = request_bytes(&proxy);
+    // The ACQUIRE goes through whole; the connection is cut when its G comes back.
+    proxy.cut_after(Dir::ToClient, 0);
+    let err = client.acquire("seat:1", LEASE, Duration::from_secs(2)).unwrap_err();
+    assert_eq!(err, AcquireError::Indeterminate(IndeterminateCause::ConnectionLost));
+    assert!(!err.is_definitive());
+    assert!(!proxy.cut_pending(Dir::ToClient), "the cut fired on the answer");
+    // Exactly one ACQUIRE's bytes crossed the proxy (the cut connection's
+    // reconnect sends only its AUTH): nothing was resent.
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(request_bytes(&proxy) - sent_before, acquire_frame_len("seat:1", "cut-answer"));
+    // The server executed it once: held by this owner, nobody queued behind (a resend
+    // with wait > 0 would have queued behind its own grant).
+    let (owner, token, waiters) = holder(server.addr, "seat:1").expect("held");
+    assert_eq!((owner.as_str(), waiters), ("cut-answer", 0));
+    // Releasing that token frees the key: no duplicate grant is waiting for it.
+    assert_eq!(client.release("seat:1", token), Ok(ReleaseOutcome::Released));
+    assert_eq!(server_query(server.addr, "seat:1"), Response::Free);
+}
+
+#[test]
+fn acquire_cut_mid_request_is_indeterminate_and_never_resent() {
+    let (server, proxy, client) = standalone_via_proxy("cut-request");
+    let sent_before = request_bytes(&proxy);
+    // Five bytes of the ACQUIRE reach the server, then the connection is cut: the
+    // client wrote the request, so it may not send it again on the other connection.
+    proxy.cut_after(Dir::ToServer, 5);
+    let err = client.acquire("seat:2", LEASE, Duration::from_secs(2)).unwrap_err();
+    assert_eq!(err, AcquireError::Indeterminate(IndeterminateCause::ConnectionLost));
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(request_bytes(&proxy) - sent_before, 5, "no byte of a resend");
+    // The server saw a truncated frame and executed nothing.
+    assert_eq!(server_query(server.addr, "seat:2"), Response::Free);
+}
+
+#[test]
+fn acquire_while_refused_is_unavailable_and_nothing_executed() {
+    let server = common::start_server(&[]);
+    let proxy = Proxy::start(server.addr);
+    proxy.refuse(true);
+    let client = client_via(&[proxy.addr_string()], "refused");
+    let start = Instant::now();
+    let err = client.acquire("seat:3", LEASE, Duration::from_millis(500)).unwrap_err();
+    assert_eq!(err, AcquireError::Unavailable);
+    assert!(err.is_definitive());
+    assert!(start.elapsed() < Duration::from_secs(5), "{:?}", start.elapsed());
+    assert!(proxy.refused() >= 2);
+    assert_eq!(proxy.forwarded(Dir::ToServer), 0);
+    assert_eq!(server_query(server.addr, "seat:3"), Response::Free);
+}
+
+#[test]
+fn acquire_while_blackholed_before_the_handshake_is_unavailable_and_nothing_executed() {
+    let server = common::start_server(&[]);
+    let proxy = Proxy::start(server.addr);
+    // TCP connects, but HELLO never reaches the client: no session ever comes up.
+    proxy.blackhole(Dir::ToClient, true);
+    let client = client_via(&[proxy.addr_string()], "blackholed");
+    let err = client.acquire("seat:4", LEASE, Duration::from_millis(500)).unwrap_err();
+    assert_eq!(err, AcquireError::Unavailable);
+    assert_eq!(proxy.forwarded(Dir::ToServer), 0, "not even AUTH was sent");
+    assert_eq!(server_query(server.addr, "seat:4"), Response::Free);
+}
+
+#[test]
+fn reconnect_backoff_doubles_from_a_tenth_of_a_second_to_the_ceiling() {
+    let server = common::start_server(&[]);
+    // Two addresses, one connection each: proxy `a` sees exactly one slot's attempts.
+    let a = Proxy::start(server.addr);
+    let b = Proxy::start(server.addr);
+    a.refuse(true);
+    b.refuse(true);
+    let client = client_via(&[a.addr_string(), b.addr_string()], "backoff");
+    // Attempts at 0, .1, .3, .7, 1.5, 3.1, 6.3, 9.5 s.
+    assert!(eventually(Duration::from_secs(14), || a.accept_times().len() >= 8), "8 attempts");
+    let times = a.accept_times();
+    let expected: Vec<Duration> =
+        (0..7u32).map(|i| (BACKOFF_INITIAL * (1u32 << i)).min(BACKOFF_MAX)).collect();
+    assert_eq!(expected.last(), Some(&Duration::from_millis(3200)));
+    for (i, want) in expected.iter().enumerate() {
+        let gap = times[i + 1] - times[i];
+        let (low, high) = (want.mul_f64(0.9), want.mul_f64(1.25) + Duration::from_millis(250));
+        assert!(gap >= low && gap <= high, "gap {i}: {gap:?}, expected {want:?} (gaps {times:?})");
+    }
+    // The client object survived: once the proxies accept again, service resumes.
+    a.refuse(false);
+    b.refuse(false);
+    let lock = client.acquire("seat:5", LEASE, Duration::from_secs(5)).expect("service resumes");
+    assert_eq!(lock.release(), Ok(ReleaseOutcome::Released));
+}
+
+#[test]
+fn one_address_keeps_two_connections_and_survives_losing_one() {
+    let (server, proxy, client) = standalone_via_proxy("two-conns");
+    assert_eq!(proxy.accepted(), 2);
+    // Cut one connection and keep it from coming back: only the other can serve.
+    proxy.refuse(true);
+    assert!(proxy.cut_oldest());
+    assert_eq!(proxy.live(), 1);
+    // Let the client's reader see the EOF (a write racing it could land on the dead
+    // socket, which is a different test: the Indeterminate cases above).
+    std::thread::sleep(Duration::from_millis(200));
+    let start = Instant::now();
+    for i in 0..20 {
+        let key = format!("two:{i}");
+        let lock = client.acquire(&key, LEASE, Duration::ZERO).expect("served by the surviving connection");
+        assert_eq!(lock.release(), Ok(ReleaseOutcome::Released));
+    }
+    assert!(start.elapsed() < Duration::from_secs(2), "at once: {:?}", start.elapsed());
+    assert_eq!(proxy.live(), 1);
+    assert_eq!(server_query(server.addr, "two:0"), Response::Free);
+    // The cut connection comes back once the proxy accepts again.
+    proxy.refuse(false);
+    assert!(eventually(Duration::from_secs(5), || proxy.live() == 2), "reconnected");
+}
+
+#[test]
+fn late_grant_after_an_indeterminate_acquire_is_released_by_the_client() {
+    let server = common::start_server(&[]);
+    let proxy = Proxy::start(server.addr);
+    let client = Client::builder()
+        .addrs([proxy.addr_string()])
+        .auth_token(TOKEN)
+        .owner("late")
+        .commit_margin(Duration::from_millis(200))
+        .build()
+        .unwrap();
+    assert!(eventually(Duration::from_secs(5), || proxy.live() == 2));
+    client.ping().unwrap();
+    // Answers take 1.5 s; the client waits wait (0) + margin (0.2 s).
+    proxy.delay(Dir::ToClient, Duration::from_millis(1500));
+    let start = Instant::now();
+    let err = client.acquire("seat:6", LEASE, Duration::ZERO).unwrap_err();
+    let gave_up = start.elapsed();
+    assert_eq!(err, AcquireError::Indeterminate(IndeterminateCause::NoAnswer));
+    assert!(gave_up >= Duration::from_millis(200) && gave_up < Duration::from_millis(1500), "{gave_up:?}");
+    // The grant executed on the server, under a token the caller never saw.
+    let (owner, _token, _) = holder(server.addr, "seat:6").expect("held after the indeterminate acquire");
+    assert_eq!(owner, "late");
+    // The G arrives at ~1.5 s; the client releases exactly that (key, owner, token)
+    // in the background, long before the 30 s lease would have.
+    assert!(eventually(Duration::from_secs(6), || holder(server.addr, "seat:6").is_none()), "compensated");
+    assert!(start.elapsed() >= Duration::from_millis(1400), "freed only after the late G");
+    assert!(start.elapsed() < Duration::from_secs(8));
+}
+
+#[test]
+fn release_on_a_blackholed_path_is_unconfirmed_by_five_seconds() {
+    let (server, proxy, client) = standalone_via_proxy("bh-release");
+    let lock = client.acquire("seat:7", LEASE, Duration::ZERO).unwrap();
+    let token = lock.token();
+    proxy.blackhole(Dir::ToServer, true);
+    let start = Instant::now();
+    let outcome = lock.release();
+    let took = start.elapsed();
+    assert_eq!(outcome, Err(ReleaseError::Unconfirmed), "never success without R/N");
+    assert!(took >= RELEASE_DEADLINE - Duration::from_millis(100), "{took:?}");
+    assert!(took <= RELEASE_DEADLINE + Duration::from_millis(1500), "{took:?}");
+    // It was retried (one attempt per second), and none reached the server.
+    assert!(proxy.dropped(Dir::ToServer) >= 3 * release_frame_len("seat:7", "bh-release"));
+    assert_eq!(holder(server.addr, "seat:7"), Some(("bh-release".to_owned(), token, 0)));
+}
+
+#[test]
+fn a_release_answered_after_its_retry_is_still_reported_released() {
+    let (server, proxy, client) = standalone_via_proxy("slow-release");
+    let lock = client.acquire("seat:8", LEASE, Duration::ZERO).unwrap();
+    // Answers take 1.5 s, longer than one release attempt (1 s): the worker sends the
+    // release again, the first one commits (R), the retry finds no holder (N).
+    proxy.delay(Dir::ToClient, Duration::from_millis(1500));
+    let start = Instant::now();
+    assert_eq!(lock.release(), Ok(ReleaseOutcome::Released), "our release did it");
+    assert!(start.elapsed() < Duration::from_millis(2500), "{:?}", start.elapsed());
+    assert_eq!(server_query(server.addr, "seat:8"), Response::Free);
+}
+
+#[test]
+fn sixty_four_threads_sharing_one_client_get_their_own_answers() {
+    let (server, proxy, client) = standalone_via_proxy("shared");
+    // A small delay batches many answers into one chunk, out of request order.
+    proxy.delay(Dir::ToClient, Duration::from_millis(2));
+    let threads: Vec<_> = (0..64)
+        .map(|t| {
+            let client = client.clone();
+            std::thread::spawn(move || {
+                let key = format!("thread:{t}");
+                let mut tokens = Vec::new();
+                for _ in 0..10 {
+                    let lock = client.acquire(&key, LEASE, Duration::from_secs(5)).unwrap();
+                    assert_eq!(lock.key(), key);
+                    let held = client.query(&key).unwrap().expect("held by me");
+                    assert_eq!((held.owner.as_str(), held.token), ("shared", lock.token()), "{key}");
+                    if let Some(last) = tokens.last() {
+                        assert!(lock.token() > *last);
+                    }
+                    tokens.push(lock.token());
+                    assert_eq!(lock.release(), Ok(ReleaseOutcome::Released));
+                    assert_eq!(client.query(&key).unwrap(), None, "{key}");
+                }
+                tokens
+            })
+        })
+        .collect();
+    let mut all = HashSet::new();
+    for thread in threads {
+        for token in thread.join().unwrap() {
+            assert!(all.insert(token), "token {token} granted twice");
+        }
+    }
+    assert_eq!(all.len(), 640);
+    assert_eq!(holder(server.addr, "thread:0"), None);
+}
+
+/// A 3-node cluster whose configured (advertised) client addresses are proxies:
+/// node i listens on 127.0.0.i:Q, advertises 127.0.0.i:P where a proxy forwards to
+/// Q, and a plain relay forwards the peer port P+1000 to Q+1000. So `M` and WELCOME
+/// name the proxies, exactly as a client configured with them expects.
+struct ProxiedCluster {
+    cluster: Cluster,
+    proxies: Vec<Proxy>,
+    _peer_relays: Vec<Proxy>,
+    direct: Vec<SocketAddr>,
+}
+
+impl ProxiedCluster {
+    fn start() -> ProxiedCluster {
+        let p = free_port_pair();
+        let q = loop {
+            let q = free_port_pair();
+            if q.abs_diff(p) > 1 && q.abs_diff(p) != 1000 {
+                break q;
+            }
+        };
+        let ip = |i: usize| format!("127.0.0.{i}");
+        let sock = |i: usize, port: u16| -> SocketAddr { format!("{}:{port}", ip(i)).parse().unwrap() };
+        let proxies: Vec<Proxy> = (1..=3).map(|i| Proxy::start_at(sock(i, p), sock(i, q))).collect();
+        let relays: Vec<Proxy> =
+            (1..=3).map(|i| Proxy::start_at(sock(i, p + 1000), sock(i, q + 1000))).collect();
+        let peers = (1..=3).map(|i| format!("{i}@{}", sock(i, p))).collect::<Vec<_>>().join(",");
+        let mut cluster = Cluster { port: p, nodes: Vec::new(), peers };
+        for i in 1..=3 {
+            let listen = sock(i, q).to_string();
+            let node =
+                cluster.spawn(i as u64, &sock(i, p).to_string(), "new", &[("TICKETING_LISTEN", &listen)]);
+            cluster.nodes.push(Some(node));
+        }
+        let direct = (1..=3).map(|i| sock(i, q)).collect();
+        ProxiedCluster { cluster, proxies, _peer_relays: relays, direct }
+    }
+
+    /// Index of the serving leader, asked on direct connections (no proxy bytes).
+    fn leader(&self, timeout: Duration) -> usize {
+        let deadline = Instant::now() + timeout;
+        loop {
+            for (i, addr) in self.direct.iter().enumerate() {
+                if self.cluster.nodes[i].is_none() {
+                    continue;
+                }
+                if let Ok(mut c) = connect_with(*addr, TOKEN) {
+                    if c.welcome.role == b'L' {
+                        c.stream.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
+                        if let Response::Free | Response::Holder { .. } =
+                            c.call(1, &Request::Query { key: "probe".into() })
+                        {
+                            return i;
+                        }
+                    }
+                }
+            }
+            assert!(Instant::now() < deadline, "no leader within {timeout:?}");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+#[test]
+fn after_moved_the_next_requests_go_straight_to_the_leader() {
+    let mut pc = ProxiedCluster::start();
+    let first = pc.leader(Duration::from_secs(15));
+    let addrs: Vec<String> = pc.proxies.iter().map(|p| p.addr_string()).collect();
+    let client = client_via(&addrs, "follow-m");
+    assert!(eventually(Duration::from_secs(5), || pc.proxies.iter().all(|p| p.live() == 1)));
+    client.ping().unwrap();
+    // The leader dies. The client's connections to the other two stay up, and their
+    // WELCOMEs (from before) said follower: only an `M` can tell which one leads now.
+    pc.cluster.kill(first);
+    let leader = pc.leader(Duration::from_secs(15));
+    let follower = (0..3).find(|&i| i != first && i != leader).unwrap();
+    assert_eq!(pc.proxies[leader].accepted(), 1, "no reconnect to the new leader");
+    assert_eq!(pc.proxies[follower].accepted(), 1, "no reconnect to the follower");
+    let up = |i: usize| pc.proxies[i].forwarded(Dir::ToServer);
+    // With no leader known, round-robin between the two: one of the first two
+    // requests lands on the follower and gets M naming the leader's proxy.
+    let mut moved = 0;
+    let mut locks = Vec::new();
+    for n in 0..2 {
+        match client.acquire(&format!("m:{n}"), LEASE, Duration::ZERO) {
+            Ok(lock) => locks.push(lock),
+            Err(AcquireError::NotLeader { leader: hint }) => {
+                assert_eq!(hint.as_deref(), Some(addrs[leader].as_str()));
+                moved += 1;
+            }
+            Err(e) => panic!("{e}"),
+        }
+    }
+    assert_eq!(moved, 1, "exactly one request met the follower");
+    // From now on every request goes straight to the leader: the follower's proxy
+    // carries not one more byte, the leader's carries all of them.
+    let (follower_before, leader_before) = (up(follower), up(leader));
+    for n in 0..20 {
+        let lock = client.acquire(&format!("after:{n}"), LEASE, Duration::ZERO).expect("leader grants");
+        locks.push(lock);
+    }
+    assert_eq!(up(follower), follower_before, "nothing more sent to the follower");
+    assert!(up(leader) >= leader_before + 20 * acquire_frame_len("after:0", "follow-m"));
+    for lock in locks {
+        assert_eq!(lock.release(), Ok(ReleaseOutcome::Released));
+    }
+}
+
+/// Acquire+release pairs per second of one `Client` shared by 64 threads, each on
+/// its own key, for `secs` seconds, directly against `addrs` (no proxy).
+fn measure_throughput(addrs: &[String], secs: u64) -> (u64, f64) {
+    let client = client_via(addrs, "bench");
+    client.ping().unwrap();
+    let start = Instant::now();
+    let end = start + Duration::from_secs(secs);
+    let threads: Vec<_> = (0..64)
+        .map(|t| {
+            let client = client.clone();
+            std::thread::spawn(move || {
+                let key = format!("bench:{t}");
+                let mut n = 0u64;
+                while Instant::now() < end {
+                    let lock = client.acquire(&key, LEASE, Duration::from_secs(5)).unwrap();
+                    assert_eq!(lock.release(), Ok(ReleaseOutcome::Released));
+                    n += 1;
+                }
+                n
+            })
+        })
+        .collect();
+    let total: u64 = threads.into_iter().map(|t| t.join().unwrap()).sum();
+    (total, total as f64 / start.elapsed().as_secs_f64())
+}
+
+fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg").unwrap_or_default().trim().to_owned()
+}
+
+#[test]
+#[ignore = "measurement; run with --ignored --nocapture"]
+fn throughput_of_one_client_shared_by_64_threads() {
+    let server = common::start_server(&[]);
+    println!("load average before: {}", load_average());
+    let (n, rate) = measure_throughput(&[server.addr.to_string()], 5);
+    println!("standalone: {n} acquire+release pairs, {rate:.0}/s (load {})", load_average());
+    drop(server);
+    let cluster = Cluster::start(3, &[]);
+    cluster.wait_leader(Duration::from_secs(15));
+    let addrs: Vec<String> = (0..3).map(|i| cluster.addr(i).to_string()).collect();
+    let (n, rate) = measure_throughput(&addrs, 5);
+    println!("3-node cluster leader: {n} acquire+release pairs, {rate:.0}/s (load {})", load_average());
+}
