@@ -1,0 +1,193 @@
+//! The fault suite (issue 6, docs/safety.md): a short mixed-nemesis run of the real
+//! binary in a network namespace, and tests that prove the checker catches violations.
+//!
+//! Longer runs: `scripts/torture.sh --minutes N --seed S [--nodes 3|5]`, or
+//! `TICKETING_FAULT_SECS=… TICKETING_FAULT_SEED=… cargo test --release --test fault_suite`.
+//! Re-check a saved history: `TICKETING_FAULT_REPLAY=path/history.jsonl cargo test
+//! --release --test fault_suite replay -- --nocapture`.
+
+mod faults;
+
+use faults::checker::{self, CheckConfig};
+use faults::history::{AcqOutcome, Event, QueryOutcome, RelOutcome};
+
+const S: u64 = 1_000_000;
+
+fn grant(client: u32, key: &str, token: u64, sent: u64, received: u64, lease_s: u64) -> Event {
+    Event::Acquire {
+        client,
+        thread: 0,
+        key: key.into(),
+        lease_ms: lease_s * 1000,
+        wait_ms: 1000,
+        invoke: sent,
+        complete: received,
+        outcome: AcqOutcome::Granted { token, sent, deadline: sent + lease_s * S },
+    }
+}
+
+fn release(client: u32, key: &str, token: u64, invoke: u64, outcome: RelOutcome) -> Event {
+    Event::Release { client, thread: 0, key: key.into(), token, invoke, complete: invoke + 1000, outcome }
+}
+
+fn write(seq: u64, client: u32, key: &str, token: u64, at: u64, accepted: bool) -> Event {
+    Event::Write { seq, client, thread: 0, key: key.into(), token, at, accepted, zombie: false }
+}
+
+/// A well-behaved history: hand-off on release, a lease that ran out, a stale write
+/// rejected, a query after the release seeing the new holder.
+fn clean_history() -> Vec<Event> {
+    vec![
+        grant(1, "k", 100, 0, 10_000, 2),
+        write(1, 1, "k", 100, 20_000, true),
+        release(1, "k", 100, S, RelOutcome::Released),
+        grant(2, "k", 101, 500_000, S + 5_000, 2),
+        write(2, 2, "k", 101, S + 10_000, true),
+        // Client 2 stalls past its lease; client 3 gets the key after it ran out.
+        grant(3, "k", 102, 2 * S, 3 * S, 2),
+        write(3, 3, "k", 102, 3 * S + 1000, true),
+        write(4, 2, "k", 101, 3 * S + 2000, false),
+        release(2, "k", 101, 3 * S + 3000, RelOutcome::NotHolder),
+        release(3, "k", 102, 3 * S + 500_000, RelOutcome::Released),
+        Event::Query {
+            client: 4,
+            thread: 0,
+            key: "k".into(),
+            invoke: 4 * S,
+            complete: 4 * S + 1000,
+            outcome: QueryOutcome::Free,
+        },
+        Event::Fault {
+            kind: "pause-node".into(),
+            detail: "x".into(),
+            start: 5 * S,
+            end: 6 * S,
+            healed: true,
+        },
+        grant(1, "j", 200, 6 * S, 7 * S, 1),
+        release(1, "j", 200, 7 * S + 100, RelOutcome::Released),
+    ]
+}
+
+#[test]
+fn checker_accepts_a_clean_history() {
+    let r = checker::check(&clean_history(), &CheckConfig { run_end: 100 * S, ..CheckConfig::default() });
+    assert!(r.violations.is_empty(), "{:?}", r.violations);
+    assert_eq!((r.grants, r.writes_rejected, r.released), (4, 1, 3));
+    assert_eq!(r.faults.get("pause-node"), Some(&1));
+}
+
+#[test]
+fn checker_flags_an_overlap_a_token_going_back_and_a_stale_accepted_write() {
+    let mut h = clean_history();
+    // Overlap: client 5 is granted "k" at 3.2 s while client 3 (token 102, lease to
+    // 4 s, released at 3.5 s) still holds it.
+    h.push(grant(5, "k", 103, 3 * S + 100_000, 3 * S + 200_000, 2));
+    // Token going back: an ACQUIRE invoked at 9 s, after token 200 was received at
+    // 7 s, is granted token 150.
+    h.push(grant(6, "j", 150, 9 * S, 9 * S + 10_000, 1));
+    // A stale write accepted: token 101 accepted after token 102 had written.
+    h.push(write(5, 2, "k", 101, 3 * S + 300_000, true));
+    // An acknowledged release undone: token 102 seen holding after its R.
+    h.push(Event::Query {
+        client: 4,
+        thread: 0,
+        key: "k".into(),
+        invoke: 3 * S + 600_000,
+        complete: 3 * S + 601_000,
+        outcome: QueryOutcome::Holder(102),
+    });
+    // A lease that ended early: token 500 (deadline 53 s), released at 51 s, answered N
+    // in 1 ms. The same N after 1.5 s (a retried release) is not judged.
+    h.push(grant(9, "m", 500, 50 * S, 50 * S + 100_000, 3));
+    h.push(release(9, "m", 500, 51 * S, RelOutcome::NotHolder));
+    h.push(grant(9, "n", 501, 60 * S, 60 * S + 100_000, 3));
+    h.push(Event::Release {
+        client: 9,
+        thread: 0,
+        key: "n".into(),
+        token: 501,
+        invoke: 61 * S,
+        complete: 62 * S + 500_000,
+        outcome: RelOutcome::NotHolder,
+    });
+    // No recovery: a fault healed at 20 s and no grant afterwards.
+    h.push(Event::Fault {
+        kind: "isolate-leader".into(),
+        detail: "y".into(),
+        start: 15 * S,
+        end: 20 * S,
+        healed: true,
+    });
+    let r = checker::check(&h, &CheckConfig { run_end: 100 * S, ..CheckConfig::default() });
+    eprintln!("{}", r.render("hand-made violations"));
+    assert_eq!(r.count(checker::OVERLAP), 1, "{:?}", r.violations);
+    assert_eq!(r.count(checker::TOKEN_ORDER), 1, "{:?}", r.violations);
+    assert_eq!(r.count(checker::STALE_WRITE), 1, "{:?}", r.violations);
+    assert_eq!(r.count(checker::RELEASE_UNDONE), 1, "{:?}", r.violations);
+    assert_eq!(r.count(checker::NO_RECOVERY), 1, "{:?}", r.violations);
+    assert_eq!(r.count(checker::LEASE_EARLY), 1, "{:?}", r.violations);
+    assert_eq!(r.early_not_holder_after_retry, 1);
+}
+
+#[test]
+fn checker_flags_fifo_and_reused_tokens() {
+    let mut h = clean_history();
+    // Client 7 sends two ACQUIREs for "q" on its connection, 10 ms apart; the second
+    // is granted first.
+    h.push(grant(7, "q", 300, 30 * S, 30 * S + 500_000, 2));
+    h.push(grant(7, "q", 299, 30 * S + 10_000, 30 * S + 20_000, 2));
+    h.push(grant(8, "z", 300, 40 * S, 40 * S + 1000, 1));
+    let r = checker::check(&h, &CheckConfig { run_end: 100 * S, ..CheckConfig::default() });
+    assert!(r.count(checker::FIFO) >= 1, "{:?}", r.violations);
+    assert_eq!(r.count(checker::TOKEN_REUSED), 1, "{:?}", r.violations);
+}
+
+#[test]
+fn history_lines_round_trip() {
+    let mut h = clean_history();
+    h.push(Event::Acquire {
+        client: 1,
+        thread: 2,
+        key: "weird \"key\"\n".into(),
+        lease_ms: 1000,
+        wait_ms: 0,
+        invoke: 1,
+        complete: 2,
+        outcome: AcqOutcome::Indeterminate("NoAnswer".into()),
+    });
+    for e in &h {
+        assert_eq!(&Event::from_json(&e.to_json()).unwrap(), e);
+    }
+}
+
+/// CI's short mixed-nemesis run (about 100 s of workload by default).
+#[test]
+fn mixed_nemesis_short_run() {
+    let cfg = faults::RunConfig::from_env(100);
+    let out = faults::run(&cfg);
+    eprintln!("{}", out.text);
+    assert!(out.report.grants > 50, "the workload made too little progress:\n{}", out.text);
+    assert!(out.report.violations.is_empty(), "{}", out.text);
+}
+
+/// Re-checks a saved history (`TICKETING_FAULT_REPLAY=path`); does nothing otherwise.
+#[test]
+fn replay() {
+    let Some(path) = std::env::var_os("TICKETING_FAULT_REPLAY") else { return };
+    let events = faults::load_history(std::path::Path::new(&path)).unwrap();
+    let run_end = events
+        .iter()
+        .map(|e| match e {
+            Event::Acquire { complete, .. }
+            | Event::Release { complete, .. }
+            | Event::Query { complete, .. } => *complete,
+            Event::Write { at, .. } => *at,
+            Event::Fault { end, .. } => *end,
+        })
+        .max()
+        .unwrap_or(0);
+    let r = checker::check(&events, &CheckConfig { run_end, ..CheckConfig::default() });
+    eprintln!("{}", r.render(&format!("replay of {}", std::path::Path::new(&path).display())));
+    assert!(r.violations.is_empty());
+}

@@ -1,0 +1,285 @@
+//! Real `ticketing server` processes for the fault suite. Each process incarnation
+//! `n` gets its own address (127.0.x.y), NodeId and — inside the namespace — its own
+//! uid, whose connections iptables marks so partitions can name the dialing node.
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::net::{SocketAddr, TcpStream};
+use std::os::unix::process::CommandExt;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use ticketing::proto::frame::{decode_response, encode_request, Request, Response};
+use ticketing::proto::handshake::{self, CLIENT_LABELS};
+use ticketing::proto::io::FrameReader;
+use ticketing::proto::limits::RESPONSE_FRAME_LEN_MAX;
+
+use super::netns::Netns;
+
+pub const TOKEN: &str = "fault-suite-secret-0123456789";
+const UID_BASE: u32 = 20_000;
+
+pub struct NodeProc {
+    pub id: u64,
+    /// Incarnation number; also the connection mark of its connections.
+    pub n: u32,
+    pub addr: SocketAddr,
+    pub child: Child,
+    pub paused: bool,
+    pub log: PathBuf,
+}
+
+impl NodeProc {
+    pub fn ip(&self) -> String {
+        self.addr.ip().to_string()
+    }
+    pub fn mark(&self) -> u32 {
+        self.n + 1
+    }
+    pub fn signal(&mut self, sig: &str) {
+        let _ = Command::new("kill").args([sig, &self.child.id().to_string()]).status();
+        match sig {
+            "-STOP" => self.paused = true,
+            "-CONT" => self.paused = false,
+            _ => {}
+        }
+    }
+    pub fn kill9(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for NodeProc {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+pub struct Cluster {
+    /// The current voters, as the harness believes.
+    pub nodes: Vec<NodeProc>,
+    /// Processes killed (kept for their logs).
+    pub retired: Vec<NodeProc>,
+    pub port: u16,
+    pub dir: PathBuf,
+    next_n: u32,
+    next_id: u64,
+    use_uids: bool,
+    /// The binary the nodes run. With per-node uids, a copy in a world-readable
+    /// temporary directory: the build directory may not be reachable for other uids
+    /// (a checkout under /root, say).
+    bin: PathBuf,
+    _bin_dir: Option<tempfile::TempDir>,
+}
+
+fn addr_of(n: u32, port: u16) -> SocketAddr {
+    format!("127.0.{}.{}:{port}", n / 200, n % 200 + 1).parse().unwrap()
+}
+
+impl Cluster {
+    pub fn start(size: usize, port: u16, dir: PathBuf, net: Option<&Netns>) -> Result<Cluster, String> {
+        let built = PathBuf::from(env!("CARGO_BIN_EXE_ticketing"));
+        let (bin, bin_dir) = if net.is_some() {
+            use std::os::unix::fs::PermissionsExt;
+            let dir = tempfile::Builder::new().prefix("tkt-bin-").tempdir().map_err(|e| e.to_string())?;
+            std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755))
+                .map_err(|e| e.to_string())?;
+            let copy = dir.path().join("ticketing");
+            std::fs::copy(&built, &copy).map_err(|e| format!("copy the binary: {e}"))?;
+            std::fs::set_permissions(&copy, std::fs::Permissions::from_mode(0o755))
+                .map_err(|e| e.to_string())?;
+            (copy, Some(dir))
+        } else {
+            (built, None)
+        };
+        let mut c = Cluster {
+            nodes: Vec::new(),
+            retired: Vec::new(),
+            port,
+            dir,
+            next_n: 0,
+            next_id: 1,
+            use_uids: net.is_some(),
+            bin,
+            _bin_dir: bin_dir,
+        };
+        let addrs: Vec<(u64, SocketAddr)> =
+            (0..size as u32).map(|n| (n as u64 + 1, addr_of(n, port))).collect();
+        let peers: Vec<String> = addrs.iter().map(|(id, a)| format!("{id}@{a}")).collect();
+        for _ in 0..size {
+            let p = c.spawn("new", &peers.join(","), net)?;
+            c.nodes.push(p);
+        }
+        Ok(c)
+    }
+
+    /// Starts the next incarnation (new NodeId, new address).
+    pub fn spawn(&mut self, state: &str, peers: &str, net: Option<&Netns>) -> Result<NodeProc, String> {
+        let n = self.next_n;
+        self.next_n += 1;
+        let id = self.next_id;
+        self.next_id += 1;
+        let addr = addr_of(n, self.port);
+        let log = self.dir.join(format!("node-{id}.log"));
+        let file = File::create(&log).map_err(|e| format!("{}: {e}", log.display()))?;
+        let mut cmd = Command::new(&self.bin);
+        cmd.arg("server")
+            .env_clear()
+            .env("TICKETING_LISTEN", addr.to_string())
+            .env("TICKETING_NODE_ID", id.to_string())
+            .env("TICKETING_CLUSTER_SELF", addr.to_string())
+            .env("TICKETING_CLUSTER_PEERS", peers)
+            .env("TICKETING_CLUSTER_STATE", state)
+            .env("TICKETING_AUTH_TOKEN", TOKEN)
+            .env("RUST_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(file.try_clone().unwrap())
+            .stderr(file);
+        if self.use_uids {
+            let uid = UID_BASE + n;
+            if let Some(ns) = net {
+                ns.mark_uid(uid, n + 1)?;
+            }
+            cmd.uid(uid).gid(UID_BASE);
+        }
+        let child = cmd.spawn().map_err(|e| format!("start node {id}: {e}"))?;
+        let mut p = NodeProc { id, n, addr, child, paused: false, log };
+        let deadline = Instant::now() + Duration::from_secs(15);
+        loop {
+            let text = std::fs::read_to_string(&p.log).unwrap_or_default();
+            if text.contains(" listening on ") {
+                return Ok(p);
+            }
+            if let Ok(Some(status)) = p.child.try_wait() {
+                return Err(format!("node {id} exited at start ({status}): {}", tail(&p.log, 20)));
+            }
+            if Instant::now() > deadline {
+                p.kill9();
+                return Err(format!("node {id} did not start listening: {}", tail(&p.log, 20)));
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    pub fn client_addrs(&self) -> Vec<String> {
+        self.nodes.iter().map(|p| p.addr.to_string()).collect()
+    }
+
+    pub fn peers(&self) -> String {
+        self.nodes.iter().map(|p| format!("{}@{}", p.id, p.addr)).collect::<Vec<_>>().join(",")
+    }
+
+    /// The index of the node that leads (the highest term among those saying so).
+    pub fn leader(&self) -> Option<usize> {
+        let mut best: Option<(u64, usize)> = None;
+        for (i, p) in self.nodes.iter().enumerate() {
+            if p.paused {
+                continue;
+            }
+            if let Some(s) = status(p.addr) {
+                let term = s.get("term").and_then(|t| t.parse().ok()).unwrap_or(0);
+                if s.get("role").map(String::as_str) == Some("leader") && best.is_none_or(|(t, _)| term > t) {
+                    best = Some((term, i));
+                }
+            }
+        }
+        best.map(|(_, i)| i)
+    }
+
+    pub fn wait_leader(&self, within: Duration) -> Option<usize> {
+        let deadline = Instant::now() + within;
+        loop {
+            if let Some(l) = self.leader() {
+                return Some(l);
+            }
+            if Instant::now() > deadline {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// Sends `Replace {old, new, addr}` to the leader until it is done (or `within`
+    /// passes). True when the committed voters have `new` and not `old`.
+    pub fn replace(&self, old: u64, new: u64, addr: SocketAddr, within: Duration) -> Result<(), String> {
+        let deadline = Instant::now() + within;
+        let mut last = String::new();
+        while Instant::now() < deadline {
+            let Some(l) = self.leader() else {
+                std::thread::sleep(Duration::from_millis(200));
+                continue;
+            };
+            let left = deadline.saturating_duration_since(Instant::now()).max(Duration::from_secs(1));
+            match call(self.nodes[l].addr, &Request::Replace { old, new, addr: addr.to_string() }, left) {
+                Some(Response::Status { text }) if text.contains("replaced") => return Ok(()),
+                Some(other) => last = format!("{other:?}"),
+                None => last = "no answer".into(),
+            }
+            // A refusal because the id is "already used" may mean an earlier attempt
+            // got through: look at the voters.
+            if let Some(l) = self.leader() {
+                if let Some(s) = status(self.nodes[l].addr) {
+                    let voters = s.get("voters").cloned().unwrap_or_default();
+                    let ids: Vec<&str> = voters.split(',').filter_map(|v| v.split('@').next()).collect();
+                    if ids.contains(&new.to_string().as_str()) && !ids.contains(&old.to_string().as_str()) {
+                        return Ok(());
+                    }
+                }
+            }
+            std::thread::sleep(Duration::from_millis(300));
+        }
+        Err(format!("replace {old} by {new}: not done within {within:?} (last answer: {last})"))
+    }
+
+    /// Nodes that exited although the harness did not kill them.
+    pub fn unexpected_exits(&mut self) -> Vec<String> {
+        let mut out = Vec::new();
+        for p in &mut self.nodes {
+            if let Ok(Some(status)) = p.child.try_wait() {
+                out.push(format!(
+                    "node {} ({}) exited by itself: {status}; log tail:\n{}",
+                    p.id,
+                    p.addr,
+                    tail(&p.log, 15)
+                ));
+            }
+        }
+        out
+    }
+}
+
+pub fn tail(path: &PathBuf, lines: usize) -> String {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let all: Vec<&str> = text.lines().collect();
+    all[all.len().saturating_sub(lines)..].join("\n")
+}
+
+/// One request on a fresh raw connection with short timeouts.
+pub fn call(addr: SocketAddr, request: &Request, read_timeout: Duration) -> Option<Response> {
+    let mut stream = TcpStream::connect_timeout(&addr, Duration::from_millis(500)).ok()?;
+    stream.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
+    stream.set_write_timeout(Some(Duration::from_secs(2))).ok()?;
+    handshake::client_handshake(&mut stream, &handshake::auth_key(TOKEN.as_bytes()), &CLIENT_LABELS).ok()?;
+    stream.set_read_timeout(Some(read_timeout)).ok()?;
+    let mut buf = Vec::new();
+    encode_request(&mut buf, 1, request);
+    std::io::Write::write_all(&mut stream, &buf).ok()?;
+    let mut frames = FrameReader::new(stream, RESPONSE_FRAME_LEN_MAX);
+    let payload = frames.read_payload().ok()?;
+    decode_response(payload).ok().map(|(_, r)| r)
+}
+
+pub fn status(addr: SocketAddr) -> Option<HashMap<String, String>> {
+    match call(addr, &Request::Status, Duration::from_secs(1))? {
+        Response::Status { text } => Some(
+            text.lines()
+                .filter_map(|l| l.split_once('='))
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        ),
+        _ => None,
+    }
+}

@@ -1,0 +1,289 @@
+//! Jepsen-style fault suite on real processes: a cluster of the real binary inside a
+//! network namespace of its own, a workload through the official client, nemeses
+//! chosen from a seed, and a checker over the recorded history. See docs/safety.md.
+#![allow(dead_code)]
+
+pub mod checker;
+pub mod cluster;
+pub mod history;
+pub mod nemesis;
+pub mod netns;
+pub mod workload;
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use checker::{CheckConfig, Report};
+use history::{Clock, Event};
+use workload::{Fence, Shared, Topology};
+
+/// splitmix64.
+#[derive(Clone)]
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Rng {
+        Rng(seed ^ 0x5DEE_CE66_D1CE_4E5B)
+    }
+    pub fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next() % n.max(1)
+    }
+}
+
+pub struct RunConfig {
+    pub seed: u64,
+    /// How long the workload runs.
+    pub duration: Duration,
+    pub nodes: usize,
+    pub out_dir: PathBuf,
+    /// Skip the namespace even when it is available (process-level nemeses only).
+    pub no_netns: bool,
+    /// Quiet time after each heal (the recovery bound is judged inside it).
+    pub quiet: Duration,
+    pub recovery_bound: Duration,
+}
+
+impl RunConfig {
+    /// From the environment: TICKETING_FAULT_SECS (default `default_secs`),
+    /// TICKETING_FAULT_SEED (default 6), TICKETING_FAULT_NODES (3 or 5, default 3),
+    /// TICKETING_FAULT_OUT (default target/faults), TICKETING_FAULT_NO_NETNS=1.
+    pub fn from_env(default_secs: u64) -> RunConfig {
+        let var = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+        let secs = var("TICKETING_FAULT_SECS").and_then(|v| v.parse().ok()).unwrap_or(default_secs);
+        let seed = var("TICKETING_FAULT_SEED").and_then(|v| v.parse().ok()).unwrap_or(6);
+        let nodes = var("TICKETING_FAULT_NODES").and_then(|v| v.parse().ok()).unwrap_or(3);
+        assert!(nodes == 3 || nodes == 5, "TICKETING_FAULT_NODES must be 3 or 5");
+        let base = var("TICKETING_FAULT_OUT")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target").join("faults"));
+        RunConfig {
+            seed,
+            duration: Duration::from_secs(secs),
+            nodes,
+            out_dir: base.join(format!("seed{seed}-n{nodes}-{}", std::process::id())),
+            no_netns: var("TICKETING_FAULT_NO_NETNS").is_some_and(|v| v != "0"),
+            quiet: Duration::from_secs(6),
+            recovery_bound: Duration::from_secs(10),
+        }
+    }
+}
+
+pub struct Outcome {
+    pub report: Report,
+    pub text: String,
+    pub history: PathBuf,
+    pub events: Vec<Event>,
+}
+
+/// Stops the workload threads even when the run panics.
+struct StopOnDrop(Arc<Shared>);
+impl Drop for StopOnDrop {
+    fn drop(&mut self) {
+        self.0.stop.store(true, Ordering::SeqCst);
+        self.0.pause_budget.store(0, Ordering::SeqCst);
+    }
+}
+
+pub fn run(cfg: &RunConfig) -> Outcome {
+    std::fs::create_dir_all(&cfg.out_dir).expect("output directory");
+    let mut rng = Rng::new(cfg.seed);
+    let mut notes = Vec::new();
+
+    // The namespace (dropped last: declared first).
+    let net = if cfg.no_netns {
+        notes.push("namespace: disabled by TICKETING_FAULT_NO_NETNS; process-level nemeses only".to_string());
+        None
+    } else {
+        match netns::Netns::create().and_then(|ns| ns.enter().map(|_| ns)) {
+            Ok(ns) => {
+                notes.push(format!(
+                    "namespace: {} (nodes, client workload and iptables/tc rules inside it; netem {})",
+                    ns.name,
+                    if ns.netem { "available" } else { "NOT available in this kernel: delay uses tbf" }
+                ));
+                Some(ns)
+            }
+            Err(why) => {
+                notes.push(format!(
+                    "namespace: UNAVAILABLE ({why}); running the process-level nemeses only (kill9+replace, pause-node, client-pause)"
+                ));
+                None
+            }
+        }
+    };
+    for n in &notes {
+        eprintln!("fault suite: {n}");
+    }
+    let port = if net.is_some() { 7225 } else { free_port_pair() };
+    let mut cluster =
+        cluster::Cluster::start(cfg.nodes, port, cfg.out_dir.clone(), net.as_ref()).expect("cluster start");
+    assert!(
+        cluster.wait_leader(Duration::from_secs(30)).is_some(),
+        "no leader within 30 s; logs in {}",
+        cfg.out_dir.display()
+    );
+
+    let clock = Clock::new();
+    let sink: workload::Sink = Arc::new(Mutex::new(Vec::new()));
+    let shared = Arc::new(Shared {
+        clock,
+        sink: sink.clone(),
+        fence: Fence::new(clock, sink.clone()),
+        topology: Topology { gen: AtomicU64::new(0), addrs: Mutex::new(cluster.client_addrs()) },
+        stop: AtomicBool::new(false),
+        pause_budget: AtomicU32::new(0),
+    });
+    let guard = StopOnDrop(shared.clone());
+    let workers = workload::start(shared.clone(), 4, 2, cfg.seed);
+
+    let kinds = nemesis::available(net.as_ref());
+    let plan = nemesis::schedule(&mut rng, &kinds, 10_000);
+    let start = Instant::now();
+    let end = start + cfg.duration;
+    let mut faults: Vec<Event> = Vec::new();
+    let mut harness_errors: Vec<String> = Vec::new();
+    // Warm up before the first fault.
+    std::thread::sleep(Duration::from_secs(3).min(cfg.duration / 4));
+    for kind in plan {
+        let hold = nemesis::hold(kind, &mut rng);
+        // Leave room for the fault, its heal (a replacement can take a while) and the
+        // recovery window.
+        let budget = hold
+            + cfg.recovery_bound
+            + Duration::from_secs(if kind == nemesis::Kind::KillReplace { 8 } else { 1 });
+        if Instant::now() + budget > end {
+            break;
+        }
+        let t0 = clock.now();
+        let injected = match nemesis::inject(kind, &mut rng, &mut cluster, net.as_ref(), &shared) {
+            Ok(i) => i,
+            Err(e) => {
+                eprintln!("fault suite: could not inject {}: {e}", kind.name());
+                harness_errors.push(format!("inject {}: {e}", kind.name()));
+                std::thread::sleep(Duration::from_secs(1));
+                continue;
+            }
+        };
+        eprintln!("fault suite: {:>7.1}s inject {}: {}", t0 as f64 / 1e6, kind.name(), injected.detail);
+        std::thread::sleep(hold);
+        // Evidence that the fault bit: who leads just before the heal.
+        let during = match cluster.leader() {
+            Some(l) => format!("; leader before heal: node {}", cluster.nodes[l].id),
+            None => "; no leader before heal".to_string(),
+        };
+        let healed = nemesis::heal(kind, &injected, &mut cluster, net.as_ref(), &shared);
+        let t1 = clock.now();
+        let ok = match &healed {
+            Ok(what) => {
+                eprintln!("fault suite: {:>7.1}s healed: {what}{during}", t1 as f64 / 1e6);
+                true
+            }
+            Err(e) => {
+                eprintln!("fault suite: {:>7.1}s HEAL FAILED: {e}", t1 as f64 / 1e6);
+                false
+            }
+        };
+        faults.push(Event::Fault {
+            kind: kind.name().to_string(),
+            detail: format!("{}{during}", injected.detail),
+            start: t0,
+            end: t1,
+            healed: ok,
+        });
+        for exit in cluster.unexpected_exits() {
+            eprintln!("fault suite: {exit}");
+            harness_errors.push(exit);
+        }
+        if !ok {
+            break;
+        }
+        let quiet_end = Instant::now() + cfg.quiet;
+        while Instant::now() < quiet_end.min(end) {
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+    // Let the workload run on a healthy cluster until the end (at least the recovery
+    // bound after the last heal).
+    while Instant::now() < end {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let run_end = clock.now();
+    shared.stop.store(true, Ordering::SeqCst);
+    for w in workers {
+        let _ = w.join();
+    }
+    drop(guard);
+    for exit in cluster.unexpected_exits() {
+        harness_errors.push(exit);
+    }
+    let final_leader = cluster.leader().map(|l| cluster.nodes[l].id);
+    drop(cluster);
+    drop(net);
+
+    let mut events = std::mem::take(&mut *sink.lock().unwrap());
+    events.extend(faults);
+    let check_cfg = CheckConfig {
+        recovery_bound_us: cfg.recovery_bound.as_micros() as u64,
+        run_end,
+        ..CheckConfig::default()
+    };
+    let mut report = checker::check(&events, &check_cfg);
+    for e in &harness_errors {
+        report.violations.push(("harness", e.clone()));
+    }
+    let history = cfg.out_dir.join("history.jsonl");
+    let mut f = std::io::BufWriter::new(std::fs::File::create(&history).expect("history file"));
+    for e in &events {
+        writeln!(f, "{}", e.to_json()).unwrap();
+    }
+    f.flush().unwrap();
+    let title = format!(
+        "fault suite: seed {} · {} nodes · {:.0} s · {}",
+        cfg.seed,
+        cfg.nodes,
+        run_end as f64 / 1e6,
+        if notes[0].contains("UNAVAILABLE") || notes[0].contains("disabled") {
+            "process-level nemeses only"
+        } else {
+            "in a network namespace"
+        }
+    );
+    let mut text = report.render(&title);
+    for n in &notes {
+        text.push_str(&format!("{n}\n"));
+    }
+    text.push_str(&format!(
+        "final leader: {}\nhistory: {}\n",
+        final_leader.map(|l| format!("node {l}")).unwrap_or("none".into()),
+        history.display()
+    ));
+    std::fs::write(cfg.out_dir.join("report.txt"), &text).unwrap();
+    Outcome { report, text, history, events }
+}
+
+/// A free port `p` with `p + 1000` free too, on the host's loopback.
+fn free_port_pair() -> u16 {
+    loop {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = l.local_addr().unwrap().port();
+        if port < 64000 && std::net::TcpListener::bind(("127.0.0.1", port + 1000)).is_ok() {
+            return port;
+        }
+    }
+}
+
+/// Reads a history written by `run`.
+pub fn load_history(path: &std::path::Path) -> Result<Vec<Event>, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    text.lines().filter(|l| !l.trim().is_empty()).map(Event::from_json).collect()
+}
