@@ -11,12 +11,16 @@ use std::time::{Duration, Instant};
 use common::*;
 use ticketing::proto::frame::{Request, Response};
 
-/// One exclusive window seen by a client: [grant received, release sent] (or the
-/// lease end counted from the ACQUIRE's send time when the release was not confirmed).
+/// One exclusive window seen by a client: [grant received, min(release sent, ACQUIRE
+/// sent + lease)] — the definition the fault suite uses too.
 #[derive(Clone, Debug)]
+#[allow(dead_code)] // owner, confirmed and sent are printed when the check fails
 struct Window {
     key: String,
     token: u64,
+    owner: String,
+    confirmed: bool,
+    sent: Instant,
     start: Instant,
     end: Instant,
 }
@@ -58,8 +62,20 @@ fn worker(n: usize, addrs: Arc<Mutex<Vec<SocketAddr>>>, stop: Arc<AtomicBool>, l
                     c.frames.read_payload().map(|p| ticketing::proto::frame::decode_response(p).unwrap().1),
                     Ok(Response::Released)
                 );
-                let end = if ok { released_at } else { sent + Duration::from_secs(3) };
-                log.lock().unwrap().push(Window { key, token, start, end });
+                // The holder leaves its critical section when it sends the release,
+                // confirmed or not (a release may commit and hand the key on even if
+                // its answer is lost with a replaced node): the window ends there, or
+                // at the lease's end counted from the ACQUIRE's send, whichever is first.
+                let end = released_at.min(sent + Duration::from_secs(3));
+                log.lock().unwrap().push(Window {
+                    key,
+                    token,
+                    owner: owner.clone(),
+                    confirmed: ok,
+                    sent,
+                    start,
+                    end,
+                });
                 if !ok {
                     conn = None;
                 }
@@ -87,7 +103,7 @@ fn check_windows(windows: &[Window]) {
         for b in &windows[i + 1..] {
             if a.key == b.key {
                 let overlap = a.start < b.end && b.start < a.end;
-                assert!(!overlap, "two holders of {} at once: tokens {} and {}", a.key, a.token, b.token);
+                assert!(!overlap, "two holders of {} at once:\n{a:?}\n{b:?}", a.key);
             }
         }
     }
