@@ -21,7 +21,7 @@ use std::collections::{BTreeMap, BTreeSet, BinaryHeap, VecDeque};
 use std::time::Instant;
 
 use lock_checker::{Asked, LockChecker};
-use sim::{check_node, Checker, Rng};
+use sim::{check_node, env_u64, Checker, Rng};
 use ticketing::cluster::raft_thread::FromLog;
 use ticketing::lock::codec::{decode_command, decode_snapshot, encode_command};
 use ticketing::lock::{Command, ConnId, TableConfig};
@@ -404,36 +404,7 @@ impl World {
     fn partition(&mut self) {
         let ids: Vec<NodeId> = self.nodes.keys().copied().collect();
         self.partition_until = self.now + self.rng.range(300, 4000);
-        match self.rng.below(3) {
-            0 => {
-                let side: BTreeSet<NodeId> = ids.iter().copied().filter(|_| self.rng.chance(500)).collect();
-                for a in &ids {
-                    for b in &ids {
-                        if side.contains(a) != side.contains(b) {
-                            self.blocked.insert((*a, *b));
-                        }
-                    }
-                }
-            }
-            1 => {
-                let x = ids[self.rng.below(ids.len() as u64) as usize];
-                for b in &ids {
-                    if *b != x {
-                        self.blocked.insert((x, *b));
-                        self.blocked.insert((*b, x));
-                    }
-                }
-            }
-            _ => {
-                for a in &ids {
-                    for b in &ids {
-                        if a != b && self.rng.chance(250) {
-                            self.blocked.insert((*a, *b));
-                        }
-                    }
-                }
-            }
-        }
+        self.blocked.extend(sim::random_partition(&mut self.rng, &ids));
     }
 
     fn leader(&self) -> Option<NodeId> {
@@ -1053,10 +1024,6 @@ fn run_seed(p: Params) -> Result<Stats, String> {
     let mut w = World::new(p);
     w.run()?;
     Ok(w.stats)
-}
-
-fn env_u64(name: &str) -> Option<u64> {
-    std::env::var(name).ok().map(|v| v.parse().unwrap_or_else(|_| panic!("{name} must be a number")))
 }
 
 #[test]

@@ -7,17 +7,13 @@ mod sim;
 
 use std::time::Instant;
 
-use sim::{run_seed, Bug, Checker, SimParams, World};
+use sim::{env_u64, run_seed, Bug, Checker, SimParams, World};
 use ticketing::raft::Membership;
 
 /// Default seed count: sized so this test takes well under a minute in
 /// `--release` on 2 cores.
 const SEEDS_DEFAULT: u64 = 1500;
 const THREADS: u64 = 2;
-
-fn env_u64(name: &str) -> Option<u64> {
-    std::env::var(name).ok().map(|v| v.parse().unwrap_or_else(|_| panic!("{name} must be a number")))
-}
 
 #[test]
 fn simulate_many_seeds() {

@@ -319,39 +319,7 @@ impl World {
     fn partition(&mut self) {
         let ids = self.live_ids();
         self.partition_until = self.now + self.rng.range(300, 4000);
-        match self.rng.below(3) {
-            0 => {
-                // Symmetric split into two random sides.
-                let side: BTreeSet<NodeId> = ids.iter().copied().filter(|_| self.rng.chance(500)).collect();
-                for a in &ids {
-                    for b in &ids {
-                        if side.contains(a) != side.contains(b) {
-                            self.blocked.insert((*a, *b));
-                        }
-                    }
-                }
-            }
-            1 => {
-                // Isolate one node.
-                let x = ids[self.rng.below(ids.len() as u64) as usize];
-                for b in &ids {
-                    if *b != x {
-                        self.blocked.insert((x, *b));
-                        self.blocked.insert((*b, x));
-                    }
-                }
-            }
-            _ => {
-                // One-way: some links drop in one direction only.
-                for a in &ids {
-                    for b in &ids {
-                        if a != b && self.rng.chance(250) {
-                            self.blocked.insert((*a, *b));
-                        }
-                    }
-                }
-            }
-        }
+        self.blocked.extend(random_partition(&mut self.rng, &ids));
     }
 
     fn pause_one(&mut self) {
@@ -724,4 +692,47 @@ pub fn run_seed(p: SimParams) -> Result<Stats, String> {
     let mut w = World::new(p);
     w.run()?;
     Ok(w.stats)
+}
+
+/// Links (from, to) a random partition cuts, drawn from `rng`: a symmetric split into
+/// two random sides, one isolated node, or some links dropped in one direction only.
+/// Shared by the Raft-level and the lock-level simulators.
+pub fn random_partition(rng: &mut Rng, ids: &[NodeId]) -> Vec<(NodeId, NodeId)> {
+    let mut cut = Vec::new();
+    match rng.below(3) {
+        0 => {
+            let side: BTreeSet<NodeId> = ids.iter().copied().filter(|_| rng.chance(500)).collect();
+            for a in ids {
+                for b in ids {
+                    if side.contains(a) != side.contains(b) {
+                        cut.push((*a, *b));
+                    }
+                }
+            }
+        }
+        1 => {
+            let x = ids[rng.below(ids.len() as u64) as usize];
+            for b in ids {
+                if *b != x {
+                    cut.push((x, *b));
+                    cut.push((*b, x));
+                }
+            }
+        }
+        _ => {
+            for a in ids {
+                for b in ids {
+                    if a != b && rng.chance(250) {
+                        cut.push((*a, *b));
+                    }
+                }
+            }
+        }
+    }
+    cut
+}
+
+/// A number from the environment (SIM_SEED, SIM_SEEDS, ...), if set.
+pub fn env_u64(name: &str) -> Option<u64> {
+    std::env::var(name).ok().map(|v| v.parse().unwrap_or_else(|_| panic!("{name} must be a number")))
 }
