@@ -3,6 +3,8 @@
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 TICKETING="$ROOT/target/release/ticketing"
 export TICKETING_AUTH_TOKEN=${TICKETING_AUTH_TOKEN:-bench-secret-0123456789}
+# The peer secret must differ from the client secret (docs/security.md).
+export TICKETING_PEER_AUTH_TOKEN=${TICKETING_PEER_AUTH_TOKEN:-bench-peer-secret-0123456789}
 WORK=$(mktemp -d /dev/shm/ticketing-bench.XXXXXX)
 PIDS=()
 NODE_PIDS=()

@@ -18,8 +18,10 @@
 #
 # Environment: CONF_DIR (/etc/ticketing), TICKETING (ticketing binary, from PATH),
 # SYSTEMCTL (systemctl). The members to talk to come from TICKETING_CLUSTER_PEERS in
-# $CONF_DIR/cluster.env unless TICKETING_ADDRS is set; the secret from
-# $CONF_DIR/auth-token unless TICKETING_AUTH_TOKEN(_FILE) is set.
+# $CONF_DIR/cluster.env unless TICKETING_ADDRS is set; the client secret from
+# $CONF_DIR/auth-token unless TICKETING_AUTH_TOKEN(_FILE) is set, and the operator (peer)
+# secret, which `ticketing admin` needs, from $CONF_DIR/peer-token unless
+# TICKETING_PEER_AUTH_TOKEN(_FILE) is set.
 set -euo pipefail
 
 CONF_DIR=${CONF_DIR:-/etc/ticketing}
@@ -48,6 +50,9 @@ fi
 export TICKETING_ADDRS
 if [ -z "${TICKETING_AUTH_TOKEN:-}" ] && [ -z "${TICKETING_AUTH_TOKEN_FILE:-}" ]; then
     export TICKETING_AUTH_TOKEN_FILE="$CONF_DIR/auth-token"
+fi
+if [ -z "${TICKETING_PEER_AUTH_TOKEN:-}" ] && [ -z "${TICKETING_PEER_AUTH_TOKEN_FILE:-}" ]; then
+    export TICKETING_PEER_AUTH_TOKEN_FILE="$CONF_DIR/peer-token"
 fi
 
 echo "replace-node: starting node $NEW at $NEW_ADDR (join) to replace node $OLD"

@@ -4,6 +4,7 @@ pub mod cli;
 pub mod client;
 pub mod cluster;
 pub mod lock;
+pub mod lograte;
 pub mod proto;
 pub mod raft;
 pub mod replica;

@@ -52,7 +52,8 @@ fn measure_replacement() {
         let new_addr = format!("127.0.0.4:{}", cluster.port);
         let mut all = addrs.clone();
         all.push(new_addr.clone());
-        let client = ticketing::client::Client::builder().addrs(all).auth_token(TOKEN).build().unwrap();
+        let client = ticketing::client::Client::builder().addrs(all.clone()).auth_token(TOKEN).build().unwrap();
+        let admin = ticketing::client::Client::builder().addrs(all).auth_token(PEER_TOKEN).build().unwrap();
         let stop = Arc::new(AtomicBool::new(false));
         let gaps = Arc::new(Mutex::new(Duration::ZERO));
         let worker = {
@@ -76,7 +77,7 @@ fn measure_replacement() {
         let old = if replace_leader { leader } else { (leader + 1) % 3 };
         let _new = cluster.spawn(4, &new_addr, "join", &[]);
         let started = Instant::now();
-        let report = client.replace_member(old as u64 + 1, 4, &new_addr, Duration::from_secs(60)).unwrap();
+        let report = admin.replace_member(old as u64 + 1, 4, &new_addr, Duration::from_secs(60)).unwrap();
         let took = started.elapsed();
         std::thread::sleep(Duration::from_secs(4));
         stop.store(true, Ordering::SeqCst);

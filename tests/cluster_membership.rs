@@ -7,14 +7,19 @@ use std::time::{Duration, Instant};
 use common::*;
 use ticketing::proto::frame::{ErrorCode, Request, Response};
 
+/// An operator connection: the client port with the operator (peer) secret.
+fn operator(addr: std::net::SocketAddr) -> Raw {
+    connect_with(addr, PEER_TOKEN).expect("operator handshake")
+}
+
 /// Sends `admin replace` to `at` (following one `M`), waits for the answer.
 fn replace(cluster: &Cluster, at: usize, old: u64, new: u64, addr: &str) -> Response {
-    let mut c = connect(cluster.addr(at));
+    let mut c = operator(cluster.addr(at));
     c.stream.set_read_timeout(Some(Duration::from_secs(90))).unwrap();
     let req = Request::Replace { old, new, addr: addr.into() };
     match c.call(1, &req) {
         Response::Moved { leader } if !leader.is_empty() => {
-            let mut l = connect(leader.parse().unwrap());
+            let mut l = operator(leader.parse().unwrap());
             l.stream.set_read_timeout(Some(Duration::from_secs(90))).unwrap();
             l.call(1, &req)
         }
@@ -131,6 +136,7 @@ fn cli_replace_while_another_node_is_paused() {
         .args(["admin", "replace", &(old + 1).to_string(), &format!("4@{new_addr}")])
         .args(["--addr", &cluster.addr(paused).to_string(), "--addr", &cluster.addr(old).to_string()])
         .env("TICKETING_AUTH_TOKEN", TOKEN)
+        .env("TICKETING_PEER_AUTH_TOKEN", PEER_TOKEN)
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -145,6 +151,7 @@ fn cli_replace_while_another_node_is_paused() {
     let out = std::process::Command::new(bin())
         .args(["admin", "members", "--addr", &new_addr])
         .env("TICKETING_AUTH_TOKEN", TOKEN)
+        .env("TICKETING_PEER_AUTH_TOKEN", PEER_TOKEN)
         .output()
         .unwrap();
     let listing = String::from_utf8_lossy(&out.stdout);

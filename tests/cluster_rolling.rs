@@ -134,7 +134,7 @@ fn rolling(n: usize) {
         let started = Instant::now();
         let answer = loop {
             let leader = cluster.wait_leader(Duration::from_secs(20));
-            let mut c = connect(cluster.addr(leader));
+            let mut c = connect_with(cluster.addr(leader), PEER_TOKEN).expect("operator handshake");
             c.stream.set_read_timeout(Some(Duration::from_secs(90))).unwrap();
             let r = c.call(1, &Request::Replace { old: old as u64 + 1, new: new_id, addr: new_addr.clone() });
             // A leader change mid-way is answered with a refusal or M: ask again.

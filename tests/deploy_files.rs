@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::{connect, status_map, Cluster, TOKEN};
+use common::{connect, status_map, Cluster, PEER_TOKEN, TOKEN};
 
 fn repo() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -124,6 +124,7 @@ case $cmd in
 start)
     ( set -a; . "$CONF_DIR/cluster.env"; . "$CONF_DIR/node-$id.env"
       TICKETING_NODE_ID=$id; TICKETING_AUTH_TOKEN_FILE=$CONF_DIR/auth-token
+      TICKETING_PEER_AUTH_TOKEN_FILE=$CONF_DIR/peer-token
       exec "$TICKETING" server ) >"$CONF_DIR/node-$id.log" 2>&1 &
     echo $! > "$pid" ;;
 stop) kill "$(cat "$pid")" ;;
@@ -141,6 +142,7 @@ fn replace_node_script_replaces_a_voter_of_a_running_cluster() {
     std::fs::write(conf.path().join("cluster.env"), format!("TICKETING_CLUSTER_PEERS={}\n", cluster.peers))
         .unwrap();
     std::fs::write(conf.path().join("auth-token"), TOKEN).unwrap();
+    std::fs::write(conf.path().join("peer-token"), PEER_TOKEN).unwrap();
     let fake = conf.path().join("systemctl");
     std::fs::write(&fake, FAKE_SYSTEMCTL).unwrap();
     std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
@@ -154,6 +156,7 @@ fn replace_node_script_replaces_a_voter_of_a_running_cluster() {
         .env("SYSTEMCTL", &fake)
         .env_remove("TICKETING_ADDRS")
         .env_remove("TICKETING_AUTH_TOKEN")
+        .env_remove("TICKETING_PEER_AUTH_TOKEN")
         .output()
         .unwrap();
     let log = std::fs::read_to_string(conf.path().join("node-4.log")).unwrap_or_default();
@@ -194,6 +197,7 @@ fn replace_node_script_replaces_a_voter_of_a_running_cluster() {
         .args(["admin", "replace", "99", &format!("5@127.0.0.5:{}", cluster.port)])
         .args(["--addr", &cluster.addr(1).to_string()])
         .env("TICKETING_AUTH_TOKEN", TOKEN)
+        .env("TICKETING_PEER_AUTH_TOKEN", PEER_TOKEN)
         .output()
         .unwrap();
     eprintln!("admin replace 99: {} {}", refused.status, String::from_utf8_lossy(&refused.stderr));

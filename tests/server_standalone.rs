@@ -375,6 +375,22 @@ fn sigterm_stops_gracefully_with_status_0() {
     }
 }
 
+/// A valid cluster node's environment (node 1 of three) with `extra` added or replacing.
+fn cluster_env(extra: &[(&'static str, &'static str)]) -> Vec<(&'static str, &'static str)> {
+    let mut env = vec![
+        ("TICKETING_AUTH_TOKEN", TOKEN),
+        ("TICKETING_LISTEN", "127.0.0.1:5225"),
+        ("TICKETING_NODE_ID", "1"),
+        ("TICKETING_CLUSTER_SELF", "127.0.0.1:5225"),
+        ("TICKETING_CLUSTER_PEERS", "1@127.0.0.1:5225,2@127.0.0.2:5225,3@127.0.0.3:5225"),
+    ];
+    for (k, v) in extra {
+        env.retain(|(name, _)| name != k);
+        env.push((k, v));
+    }
+    env
+}
+
 #[test]
 fn bad_configuration_exits_2_naming_the_variable() {
     for (env, var) in [
@@ -391,6 +407,27 @@ fn bad_configuration_exits_2_naming_the_variable() {
             "TICKETING_CLUSTER_PEERS",
         ),
         (vec![], "TICKETING_AUTH_TOKEN"),
+        // A cluster node without a peer secret, or with the client secret as its peer
+        // secret: any lock client could act as a node.
+        (cluster_env(&[]), "TICKETING_PEER_AUTH_TOKEN"),
+        (cluster_env(&[("TICKETING_PEER_AUTH_TOKEN", TOKEN)]), "TICKETING_PEER_AUTH_TOKEN"),
+        // `join` with nothing to join would found a fencing domain of its own.
+        (vec![("TICKETING_AUTH_TOKEN", TOKEN), ("TICKETING_CLUSTER_STATE", "join")], "TICKETING_CLUSTER_PEERS"),
+        // A CA alone would leave TLS off.
+        (vec![("TICKETING_AUTH_TOKEN", TOKEN), ("TICKETING_TLS_CA", "/etc/hostname")], "TICKETING_TLS_CA"),
+        // The peer port would be above 65535.
+        (
+            cluster_env(&[
+                ("TICKETING_PEER_AUTH_TOKEN", PEER_TOKEN),
+                ("TICKETING_LISTEN", "127.0.0.1:65000"),
+            ]),
+            "TICKETING_LISTEN",
+        ),
+        // Peers dial SELF's port + 1000, the node listens on LISTEN's.
+        (
+            cluster_env(&[("TICKETING_PEER_AUTH_TOKEN", PEER_TOKEN), ("TICKETING_LISTEN", "127.0.0.1:5300")]),
+            "TICKETING_CLUSTER_SELF",
+        ),
     ] {
         let out =
             std::process::Command::new(bin()).arg("server").env_clear().envs(env.clone()).output().unwrap();
@@ -399,4 +436,27 @@ fn bad_configuration_exits_2_naming_the_variable() {
         assert_eq!(stderr.lines().count(), 1, "one line: {stderr}");
         assert!(stderr.contains(var), "{stderr} should name {var}");
     }
+}
+
+#[test]
+fn admin_ops_need_the_operator_secret_and_refusal_keeps_the_connection() {
+    let server = start_server(&[("TICKETING_PEER_AUTH_TOKEN", PEER_TOKEN)]);
+    let replace = Request::Replace { old: 1, new: 2, addr: "127.0.0.9:5225".into() };
+    // The client secret: refused with E 5, and the connection goes on.
+    let mut client = connect(server.addr);
+    match client.call(1, &replace) {
+        Response::Error { code: ErrorCode::Refused, message } => assert!(message.contains("operator"), "{message}"),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(client.call(2, &Request::Ping), Response::Pong);
+    // The operator secret on the client port: WELCOME's proof is made with it, and the
+    // admin op is carried out (a standalone node has no members to change: E 1).
+    let mut operator = connect_with(server.addr, PEER_TOKEN).expect("the operator secret is accepted");
+    match operator.call(1, &replace) {
+        Response::Error { code: ErrorCode::Invalid, message } => assert!(message.contains("standalone"), "{message}"),
+        other => panic!("{other:?}"),
+    }
+    granted_token(&operator.call(2, &acquire("k", "o", 5, 0)));
+    // Any other secret is refused at the handshake.
+    assert!(connect_with(server.addr, "neither-of-the-two-secrets").is_err());
 }

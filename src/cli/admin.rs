@@ -18,6 +18,8 @@ pub(super) fn admin(args: &[String]) -> i32 {
                  NodeId never used in the cluster) as a learner, streams it the state, then swaps\n\
                  OLD for NEW with joint consensus. OLD stops by itself once removed.\n\
                  members: the voters and learners, as the leader reports them.\n\n\
+                 Both authenticate with the operator secret: TICKETING_PEER_AUTH_TOKEN or\n\
+                 TICKETING_PEER_AUTH_TOKEN_FILE (the cluster's peer secret).\n\n\
                  {CLIENT_ENV}\n\n{EXIT_CODES}\n"
             );
             if args.is_empty() {
@@ -57,7 +59,7 @@ fn replace(args: &[String]) -> i32 {
         eprintln!("ticketing admin replace: NEW_ID {new_id:?} is not a node id");
         return EXIT_USAGE;
     };
-    let client = match build_client(&matches) {
+    let client = match build_admin_client(&matches) {
         Ok(c) => c,
         Err(code) => return code,
     };
@@ -83,7 +85,7 @@ fn members(args: &[String]) -> i32 {
         Ok(m) => m,
         Err(code) => return code,
     };
-    let client = match build_client(&matches) {
+    let client = match build_admin_client(&matches) {
         Ok(c) => c,
         Err(code) => return code,
     };

@@ -255,16 +255,15 @@ fn start_cluster(token: &[u8]) -> std::io::Result<(Vec<Option<Server>>, Vec<Stri
     let addrs: Vec<String> = (1..=3).map(|i| format!("127.0.0.{i}:{port}")).collect();
     let peers: Vec<Peer> =
         addrs.iter().enumerate().map(|(i, a)| Peer { id: i as u64 + 1, addr: a.clone() }).collect();
+    // The peer secret must differ from the client secret; the demo's nodes share one.
+    let mut peer_token = token.to_vec();
+    peer_token.extend_from_slice(b"-peers");
     let mut servers = Vec::new();
     for (i, addr) in addrs.iter().enumerate() {
         let mut config = Config::standalone(addr.parse().expect("a literal address"), token.to_vec());
         config.node_id = i as u64 + 1;
-        config.cluster = Some(ClusterConfig {
-            self_addr: addr.clone(),
-            peers: peers.clone(),
-            state: ClusterState::New,
-            peer_auth_token: token.to_vec(),
-        });
+        config.peer_auth_token = Some(peer_token.clone());
+        config.cluster = Some(ClusterConfig { self_addr: addr.clone(), peers: peers.clone(), state: ClusterState::New });
         servers.push(Some(Server::start(config)?));
     }
     Ok((servers, addrs))

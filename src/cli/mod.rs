@@ -198,7 +198,29 @@ fn cli_owner() -> String {
 
 /// Builds the client from the environment and the common options.
 fn build_client(matches: &Matches) -> Result<Client, i32> {
-    let mut builder = ClientBuilder::from_env();
+    client_builder(matches, ClientBuilder::from_env())
+}
+
+/// Builds the client of `ticketing admin`: it authenticates with the operator (peer)
+/// secret, `TICKETING_PEER_AUTH_TOKEN` or `TICKETING_PEER_AUTH_TOKEN_FILE`, because
+/// the servers refuse admin requests on connections that proved only the client secret.
+fn build_admin_client(matches: &Matches) -> Result<Client, i32> {
+    let builder = ClientBuilder::from_env();
+    let builder = if let Some(token) = std::env::var_os("TICKETING_PEER_AUTH_TOKEN").filter(|t| !t.is_empty()) {
+        builder.auth_token(token.into_encoded_bytes())
+    } else if let Some(path) = std::env::var_os("TICKETING_PEER_AUTH_TOKEN_FILE").filter(|p| !p.is_empty()) {
+        builder.auth_token_file(path)
+    } else {
+        eprintln!(
+            "ticketing admin: TICKETING_PEER_AUTH_TOKEN (or TICKETING_PEER_AUTH_TOKEN_FILE) is required: \
+             admin operations need the cluster's peer (operator) secret"
+        );
+        return Err(EXIT_USAGE);
+    };
+    client_builder(matches, builder)
+}
+
+fn client_builder(matches: &Matches, mut builder: ClientBuilder) -> Result<Client, i32> {
     let addrs: Vec<String> = matches.opt_strs("addr").iter().flat_map(|a| split_addrs(a)).collect();
     if !addrs.is_empty() {
         builder = builder.replace_addrs(addrs);

@@ -98,7 +98,10 @@ pub fn start(s: ClusterStart<'_>) -> std::io::Result<ClusterHandles> {
     view.learn_addr(me, &cluster.self_addr);
     let fatal = Arc::new(Mutex::new(None));
     let stopping = Arc::new(AtomicBool::new(false));
-    let peer_key = Arc::new(crate::proto::handshake::auth_key(&cluster.peer_auth_token));
+    let peer_token = config.peer_auth_token.as_deref().ok_or_else(|| {
+        std::io::Error::new(std::io::ErrorKind::InvalidInput, "cluster mode needs the peer secret")
+    })?;
+    let peer_key = Arc::new(crate::proto::handshake::auth_key(peer_token));
 
     let mut raft_config = RaftConfig::new(me);
     raft_config.heartbeat_ms = config.heartbeat_ms;
@@ -237,6 +240,9 @@ impl Dialer {
     }
 }
 
+/// Failed peer authentications, logged at most once a second.
+static PEER_AUTH_FAILED_LOG: crate::lograte::RateLimit = crate::lograte::RateLimit::new();
+
 /// Accepts peer connections and runs their handshakes on short-lived threads.
 struct Acceptor {
     me: u64,
@@ -300,7 +306,7 @@ impl Acceptor {
                 let _ = self.waker.wake();
             }
             Err(PeerError::Handshake(crate::proto::handshake::HandshakeError::AuthFailed)) => {
-                warn!("{from}: peer authentication failed");
+                crate::warn_limited!(PEER_AUTH_FAILED_LOG, "{from}: peer authentication failed");
             }
             Err(e) => debug!("{from}: peer handshake: {e}"),
         }

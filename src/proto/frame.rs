@@ -28,6 +28,13 @@ pub enum Request {
     Replace { old: u64, new: u64, addr: String },
 }
 
+impl Request {
+    /// Admin ops need a connection that proved the operator secret (docs/security.md).
+    pub fn is_admin(&self) -> bool {
+        matches!(self, Request::Replace { .. })
+    }
+}
+
 /// Error codes of an `E` response (SPEC §2.4).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ErrorCode {

@@ -285,6 +285,19 @@ pub fn server_handshake<S: Read + Write>(
     labels: &Labels,
     welcome: impl FnOnce() -> Welcome,
 ) -> Result<Nonce, HandshakeError> {
+    server_handshake_any(stream, &[key], labels, welcome).map(|(nonce, _)| nonce)
+}
+
+/// Like [`server_handshake`], but the AUTH may be made with any of `keys`; the proof is
+/// made with the key that verified, whose index is returned with the client nonce.
+/// (The client port accepts the client secret and the operator secret this way.)
+/// Every key is tried, so the time taken does not tell which one matched.
+pub fn server_handshake_any<S: Read + Write>(
+    stream: &mut S,
+    keys: &[&hmac::Key],
+    labels: &Labels,
+    welcome: impl FnOnce() -> Welcome,
+) -> Result<(Nonce, usize), HandshakeError> {
     let server = fresh_nonce();
     stream.write_all(&encode_hello(labels, &server))?;
     stream.flush()?;
@@ -302,13 +315,19 @@ pub fn server_handshake<S: Read + Write>(
             return Err(e);
         }
     };
-    if !verify_mac(key, labels.client, &server, &client, &mac) {
+    let mut matched = None;
+    for (index, key) in keys.iter().enumerate() {
+        if verify_mac(key, labels.client, &server, &client, &mac) && matched.is_none() {
+            matched = Some(index);
+        }
+    }
+    let Some(index) = matched else {
         let _ = stream.write_all(&encode_reject("authentication failed"));
         let _ = stream.flush();
         return Err(HandshakeError::AuthFailed);
-    }
-    let proof = server_proof(key, labels, &client, &server);
+    };
+    let proof = server_proof(keys[index], labels, &client, &server);
     stream.write_all(&encode_welcome(&proof, &welcome()))?;
     stream.flush()?;
-    Ok(client)
+    Ok((client, index))
 }

@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
+use crate::cluster::peer::PEER_PORT_OFFSET;
 use crate::proto::limits::{AUTH_TOKEN_LEN_MIN, WAITERS_PER_KEY_MAX_DEFAULT};
 
 /// Shown by `ticketing server --help`.
@@ -13,7 +14,8 @@ Environment variables (SPEC §9):
   TICKETING_LISTEN                client listen address            default 0.0.0.0:5225
   TICKETING_AUTH_TOKEN            client auth secret, >= 16 bytes  required (or _FILE)
   TICKETING_AUTH_TOKEN_FILE       file holding the client secret
-  TICKETING_PEER_AUTH_TOKEN       peer auth secret (or _FILE)      default: the client secret
+  TICKETING_PEER_AUTH_TOKEN       peer and operator secret, >= 16 bytes, not the client
+                                  secret (or _FILE)                required in a cluster
   TICKETING_PEER_AUTH_TOKEN_FILE  file holding the peer secret
   TICKETING_NODE_ID               u64 node id, never reused        required in a cluster; 1 standalone
   TICKETING_CLUSTER_SELF          own client address as peers dial it (cluster)
@@ -22,7 +24,7 @@ Environment variables (SPEC §9):
   TICKETING_CLUSTER_STATE         new | join                       default new
   TICKETING_TLS_CERT              PEM certificate chain; with _KEY enables TLS on both ports
   TICKETING_TLS_KEY               PEM private key
-  TICKETING_TLS_CA                PEM CA bundle to verify peers
+  TICKETING_TLS_CA                PEM CA bundle to verify peers (needs _CERT and _KEY)
   TICKETING_HEARTBEAT_MS          Raft heartbeat                   default 200
   TICKETING_ELECTION_MS           Raft election timeout (lower bound) default 2000
   TICKETING_MAX_WAITERS           waiters queued per key           default 4096
@@ -103,20 +105,45 @@ pub struct ClusterConfig {
     pub self_addr: String,
     pub peers: Vec<Peer>,
     pub state: ClusterState,
-    pub peer_auth_token: Vec<u8>,
 }
 
-/// Everything a node needs to start.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// Everything a node needs to start. Its `Debug` shows the secrets' lengths only.
+#[derive(Clone, PartialEq, Eq)]
 pub struct Config {
     pub listen: SocketAddr,
+    /// The client secret.
     pub auth_token: Vec<u8>,
+    /// The peer and operator secret: required in a cluster (the peer port accepts only
+    /// it) and different from the client secret; on the client port it grants admin
+    /// rights (docs/security.md).
+    pub peer_auth_token: Option<Vec<u8>>,
     pub node_id: u64,
     pub tls: Option<TlsFiles>,
     pub heartbeat_ms: u64,
     pub election_ms: u64,
     pub max_waiters: usize,
     pub cluster: Option<ClusterConfig>,
+    /// Things worth a warning at start that are not errors (a secret file others may
+    /// read); logged by `run_from_env`.
+    pub warnings: Vec<String>,
+}
+
+impl std::fmt::Debug for Config {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let redacted = |s: &[u8]| format!("<{} bytes>", s.len());
+        f.debug_struct("Config")
+            .field("listen", &self.listen)
+            .field("auth_token", &redacted(&self.auth_token))
+            .field("peer_auth_token", &self.peer_auth_token.as_deref().map(redacted))
+            .field("node_id", &self.node_id)
+            .field("tls", &self.tls)
+            .field("heartbeat_ms", &self.heartbeat_ms)
+            .field("election_ms", &self.election_ms)
+            .field("max_waiters", &self.max_waiters)
+            .field("cluster", &self.cluster)
+            .field("warnings", &self.warnings)
+            .finish()
+    }
 }
 
 impl Config {
@@ -125,13 +152,27 @@ impl Config {
         Config {
             listen,
             auth_token,
+            peer_auth_token: None,
             node_id: 1,
             tls: None,
             heartbeat_ms: 200,
             election_ms: 2000,
             max_waiters: WAITERS_PER_KEY_MAX_DEFAULT,
             cluster: None,
+            warnings: Vec::new(),
         }
+    }
+
+    /// Why this configuration cannot run, for configurations built in code (the
+    /// environment path checks the same while reading).
+    pub fn check(&self) -> Result<(), ConfigError> {
+        if let Some(cluster) = &self.cluster {
+            check_peer_secret(self.peer_auth_token.as_deref(), &self.auth_token)?;
+            check_cluster_listen(self.listen, &cluster.self_addr)?;
+        } else if let Some(peer) = &self.peer_auth_token {
+            check_peer_secret(Some(peer), &self.auth_token)?;
+        }
+        Ok(())
     }
 
     /// Reads the process environment.
@@ -157,10 +198,14 @@ impl Config {
     pub fn from_vars(get: &dyn Fn(&str) -> Option<String>) -> Result<Config, ConfigError> {
         let listen_text = get("TICKETING_LISTEN").unwrap_or_else(|| DEFAULT_LISTEN.to_owned());
         let listen = resolve("TICKETING_LISTEN", &listen_text)?;
-        let auth_token = secret(get, "TICKETING_AUTH_TOKEN", "TICKETING_AUTH_TOKEN_FILE")?
+        let mut warnings = Vec::new();
+        let auth_token = secret(get, "TICKETING_AUTH_TOKEN", "TICKETING_AUTH_TOKEN_FILE", &mut warnings)?
             .ok_or_else(|| err("TICKETING_AUTH_TOKEN", "required (or TICKETING_AUTH_TOKEN_FILE)"))?;
-        let peer_auth_token = secret(get, "TICKETING_PEER_AUTH_TOKEN", "TICKETING_PEER_AUTH_TOKEN_FILE")?
-            .unwrap_or_else(|| auth_token.clone());
+        let peer_auth_token =
+            secret(get, "TICKETING_PEER_AUTH_TOKEN", "TICKETING_PEER_AUTH_TOKEN_FILE", &mut warnings)?;
+        if peer_auth_token.is_some() {
+            check_peer_secret(peer_auth_token.as_deref(), &auth_token)?;
+        }
         let tls = tls_files(get)?;
         let heartbeat_ms = number(get, "TICKETING_HEARTBEAT_MS", 200, 10, 60_000)?;
         let election_ms = number(get, "TICKETING_ELECTION_MS", 2000, 50, 600_000)?;
@@ -186,19 +231,25 @@ impl Config {
                 Ok(id) => Some(id),
             },
         };
-        let cluster = cluster_config(get, node_id, peer_auth_token)?;
-        if cluster.is_some() && node_id.is_none() {
-            return Err(err("TICKETING_NODE_ID", "required in cluster mode"));
+        let cluster = cluster_config(get, node_id)?;
+        if let Some(cluster) = &cluster {
+            if node_id.is_none() {
+                return Err(err("TICKETING_NODE_ID", "required in cluster mode"));
+            }
+            check_peer_secret(peer_auth_token.as_deref(), &auth_token)?;
+            check_cluster_listen(listen, &cluster.self_addr)?;
         }
         Ok(Config {
             listen,
             auth_token,
+            peer_auth_token,
             node_id: node_id.unwrap_or(1),
             tls,
             heartbeat_ms,
             election_ms,
             max_waiters,
             cluster,
+            warnings,
         })
     }
 }
@@ -228,11 +279,60 @@ fn number(
     }
 }
 
-/// A secret given inline or as a file (one trailing newline is not part of it).
+/// The peer secret must exist in a cluster and must not be the client secret: every
+/// lock client holds the client secret, and the peer secret is what makes a node a
+/// node (and an operator an operator).
+fn check_peer_secret(peer: Option<&[u8]>, client: &[u8]) -> Result<(), ConfigError> {
+    const VAR: &str = "TICKETING_PEER_AUTH_TOKEN";
+    match peer {
+        None => Err(err(
+            VAR,
+            "required in cluster mode (or TICKETING_PEER_AUTH_TOKEN_FILE): the peer and operator \
+             secret, different from the client secret",
+        )),
+        // Equality of two secrets of our own: no timing to protect here.
+        Some(peer) if peer == client => Err(err(
+            VAR,
+            "must differ from TICKETING_AUTH_TOKEN: every lock client holds the client secret, \
+             and the peer secret lets its holder act as a node or an operator",
+        )),
+        Some(_) => Ok(()),
+    }
+}
+
+/// A cluster node's peer port is its client port + 1000 on both sides: peers dial
+/// SELF's port + 1000, the node listens on LISTEN's port + 1000, so they must agree and
+/// leave room for the addition.
+fn check_cluster_listen(listen: SocketAddr, self_addr: &str) -> Result<(), ConfigError> {
+    if listen.port() == 0 || listen.port() > u16::MAX - PEER_PORT_OFFSET {
+        return Err(err(
+            "TICKETING_LISTEN",
+            format!(
+                "port {} cannot be used in cluster mode: it must be 1..=64535 (peer port = port + 1000)",
+                listen.port()
+            ),
+        ));
+    }
+    let self_port = self_addr.rsplit_once(':').and_then(|(_, p)| p.parse::<u16>().ok());
+    if self_port != Some(listen.port()) {
+        return Err(err(
+            "TICKETING_CLUSTER_SELF",
+            format!(
+                "{self_addr:?} has another port than TICKETING_LISTEN ({listen}): peers dial SELF's port + \
+                 1000, and this node listens on LISTEN's port + 1000"
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// A secret given inline or as a file (one trailing newline is not part of it). A file
+/// that other users may read earns a warning.
 fn secret(
     get: &dyn Fn(&str) -> Option<String>,
     var: &'static str,
     file_var: &'static str,
+    warnings: &mut Vec<String>,
 ) -> Result<Option<Vec<u8>>, ConfigError> {
     let value = match (get(var), get(file_var)) {
         (Some(_), Some(_)) => return Err(err(var, format!("set either {var} or {file_var}, not both"))),
@@ -240,6 +340,9 @@ fn secret(
         (None, Some(path)) => {
             let mut bytes =
                 std::fs::read(&path).map_err(|e| err(file_var, format!("cannot read {path:?}: {e}")))?;
+            if let Some(warning) = world_readable(file_var, &path) {
+                warnings.push(warning);
+            }
             if bytes.ends_with(b"\n") {
                 bytes.pop();
                 if bytes.ends_with(b"\r") {
@@ -260,11 +363,27 @@ fn secret(
     Ok(Some(bytes))
 }
 
+/// A warning when `path` may be read by users other than its owner and group.
+fn world_readable(var: &str, path: &str) -> Option<String> {
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(path).ok()?.permissions().mode();
+    (mode & 0o004 != 0).then(|| {
+        format!("{var}: {path:?} is readable by every user of this host (mode {:o}); chmod o-r it", mode & 0o777)
+    })
+}
+
 fn tls_files(get: &dyn Fn(&str) -> Option<String>) -> Result<Option<TlsFiles>, ConfigError> {
     let cert = get("TICKETING_TLS_CERT");
     let key = get("TICKETING_TLS_KEY");
     let ca = get("TICKETING_TLS_CA").map(PathBuf::from);
     let files = match (cert, key) {
+        (None, None) if ca.is_some() => {
+            return Err(err(
+                "TICKETING_TLS_CA",
+                "needs TICKETING_TLS_CERT and TICKETING_TLS_KEY: a server with a CA but no certificate \
+                 would run without TLS",
+            ))
+        }
         (None, None) => return Ok(None),
         (Some(_), None) => return Err(err("TICKETING_TLS_KEY", "required when TICKETING_TLS_CERT is set")),
         (None, Some(_)) => return Err(err("TICKETING_TLS_CERT", "required when TICKETING_TLS_KEY is set")),
@@ -286,7 +405,6 @@ fn tls_files(get: &dyn Fn(&str) -> Option<String>) -> Result<Option<TlsFiles>, C
 fn cluster_config(
     get: &dyn Fn(&str) -> Option<String>,
     node_id: Option<u64>,
-    peer_auth_token: Vec<u8>,
 ) -> Result<Option<ClusterConfig>, ConfigError> {
     let state = match get("TICKETING_CLUSTER_STATE").as_deref().map(str::trim) {
         None | Some("new") => ClusterState::New,
@@ -296,6 +414,14 @@ fn cluster_config(
     let Some(peers_text) = get("TICKETING_CLUSTER_PEERS") else {
         if get("TICKETING_CLUSTER_SELF").is_some() {
             return Err(err("TICKETING_CLUSTER_PEERS", "required when TICKETING_CLUSTER_SELF is set"));
+        }
+        // Why an error and not standalone: a standalone node founds a fencing domain of
+        // its own, so a node meant to join would hand out a second grant of every key.
+        if state == ClusterState::Join {
+            return Err(err(
+                "TICKETING_CLUSTER_PEERS",
+                "required with TICKETING_CLUSTER_STATE=join (the members to join, id@host:port,...)",
+            ));
         }
         return Ok(None);
     };
@@ -335,7 +461,7 @@ fn cluster_config(
     } else if peers.is_empty() {
         return Err(err("TICKETING_CLUSTER_PEERS", "a joining node needs at least one existing member"));
     }
-    Ok(Some(ClusterConfig { self_addr, peers, state, peer_auth_token }))
+    Ok(Some(ClusterConfig { self_addr, peers, state }))
 }
 
 fn parse_peer(item: &str) -> Result<Peer, String> {
@@ -408,6 +534,9 @@ mod tests {
             (&[TOKEN, ("TICKETING_CLUSTER_STATE", "old")], "TICKETING_CLUSTER_STATE"),
             (&[TOKEN, ("TICKETING_AUTH_TOKEN_FILE", "/nonexistent")], "TICKETING_AUTH_TOKEN"),
             (&[TOKEN, ("TICKETING_PEER_AUTH_TOKEN", "short")], "TICKETING_PEER_AUTH_TOKEN"),
+            (&[TOKEN, ("TICKETING_PEER_AUTH_TOKEN", TOKEN.1)], "TICKETING_PEER_AUTH_TOKEN"),
+            (&[TOKEN, ("TICKETING_CLUSTER_STATE", "join")], "TICKETING_CLUSTER_PEERS"),
+            (&[TOKEN, ("TICKETING_TLS_CA", "/etc/hostname")], "TICKETING_TLS_CA"),
         ];
         for (pairs, var) in cases {
             let e = config(pairs).unwrap_err();
@@ -415,9 +544,77 @@ mod tests {
         }
     }
 
+    const PEER_TOKEN: (&str, &str) = ("TICKETING_PEER_AUTH_TOKEN", "fedcba9876543210");
+
+    fn cluster_node(extra: &[(&'static str, &'static str)]) -> Result<Config, ConfigError> {
+        let mut pairs = vec![
+            TOKEN,
+            PEER_TOKEN,
+            ("TICKETING_LISTEN", "127.0.0.1:5225"),
+            ("TICKETING_NODE_ID", "1"),
+            ("TICKETING_CLUSTER_SELF", "127.0.0.1:5225"),
+            ("TICKETING_CLUSTER_PEERS", "1@127.0.0.1:5225,2@127.0.0.2:5225,3@127.0.0.3:5225"),
+        ];
+        for (k, v) in extra {
+            pairs.retain(|(name, _)| name != k);
+            pairs.push((k, v));
+        }
+        config(&pairs)
+    }
+
+    #[test]
+    fn a_cluster_node_needs_a_peer_secret_of_its_own() {
+        assert!(cluster_node(&[]).is_ok());
+        let mut pairs: Vec<(&str, &str)> = vec![
+            TOKEN,
+            ("TICKETING_NODE_ID", "1"),
+            ("TICKETING_CLUSTER_SELF", "127.0.0.1:5225"),
+            ("TICKETING_CLUSTER_PEERS", "1@127.0.0.1:5225,2@127.0.0.2:5225,3@127.0.0.3:5225"),
+        ];
+        assert_eq!(config(&pairs).unwrap_err().var, "TICKETING_PEER_AUTH_TOKEN");
+        pairs.push(("TICKETING_PEER_AUTH_TOKEN", TOKEN.1));
+        let e = config(&pairs).unwrap_err();
+        assert_eq!(e.var, "TICKETING_PEER_AUTH_TOKEN");
+        assert!(e.message.contains("must differ"), "{e}");
+    }
+
+    #[test]
+    fn a_cluster_node_listens_on_its_own_port_with_room_for_the_peer_port() {
+        let e = cluster_node(&[("TICKETING_LISTEN", "0.0.0.0:5300")]).unwrap_err();
+        assert_eq!(e.var, "TICKETING_CLUSTER_SELF", "{e}");
+        let e = cluster_node(&[("TICKETING_LISTEN", "127.0.0.1:65000")]).unwrap_err();
+        assert_eq!(e.var, "TICKETING_LISTEN", "{e}");
+        let e = cluster_node(&[("TICKETING_LISTEN", "127.0.0.1:0")]).unwrap_err();
+        assert_eq!(e.var, "TICKETING_LISTEN", "{e}");
+        assert!(cluster_node(&[("TICKETING_LISTEN", "0.0.0.0:5225")]).is_ok());
+    }
+
+    #[test]
+    fn debug_output_never_shows_a_secret() {
+        let c = cluster_node(&[]).unwrap();
+        let text = format!("{c:?}");
+        assert!(!text.contains(TOKEN.1) && !text.contains(PEER_TOKEN.1), "{text}");
+        assert!(text.contains("<16 bytes>"), "{text}");
+    }
+
+    #[test]
+    fn a_secret_file_others_can_read_is_warned_about() {
+        use std::os::unix::fs::PermissionsExt;
+        let mut file = tempfile::NamedTempFile::new().unwrap();
+        std::io::Write::write_all(&mut file, b"0123456789abcdef").unwrap();
+        let path = file.path().to_str().unwrap().to_owned();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+        assert!(config(&[("TICKETING_AUTH_TOKEN_FILE", &path)]).unwrap().warnings.is_empty());
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let warnings = config(&[("TICKETING_AUTH_TOKEN_FILE", &path)]).unwrap().warnings;
+        assert_eq!(warnings.len(), 1);
+        assert!(warnings[0].starts_with("TICKETING_AUTH_TOKEN_FILE") && warnings[0].contains("chmod"));
+    }
+
     #[test]
     fn cluster_needs_three_or_five_voters() {
-        let base = [TOKEN, ("TICKETING_NODE_ID", "1"), ("TICKETING_CLUSTER_SELF", "127.0.0.1:5225")];
+        let base =
+            [TOKEN, PEER_TOKEN, ("TICKETING_NODE_ID", "1"), ("TICKETING_CLUSTER_SELF", "127.0.0.1:5225")];
         for (peers, ok) in [
             ("1@127.0.0.1:5225", false),
             ("1@127.0.0.1:5225,2@127.0.0.2:5225", false),

@@ -14,6 +14,8 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{Receiver, Sender};
 use log::{debug, warn};
 
+use crate::warn_limited;
+
 use super::lock_thread::{TableMsg, WriterMsg};
 use super::Shared;
 use crate::cluster::raft_thread::ToRaft;
@@ -37,6 +39,18 @@ const QUEUED_PER_CONN_MAX: usize = 2 * PENDING_PER_CONN_MAX;
 const WRITE_TIMEOUT: Duration = Duration::from_secs(30);
 /// Bytes of socket reads buffered on the reader side.
 const READ_BUFFER_BYTES: usize = 16 * 1024;
+
+/// What a connection may do, by the secret it proved in the handshake.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Rights {
+    /// The client secret: lock requests, QUERY, STATUS, PING.
+    Client,
+    /// The operator (peer) secret: all of those and the admin ops.
+    Operator,
+}
+
+/// Failed client authentications, logged at most once a second.
+static AUTH_FAILED_LOG: crate::lograte::RateLimit = crate::lograte::RateLimit::new();
 
 /// Serves one accepted connection until it closes.
 pub fn serve(tcp: TcpStream, peer: SocketAddr, conn: ConnId, shared: Arc<Shared>) {
@@ -65,23 +79,28 @@ pub fn serve(tcp: TcpStream, peer: SocketAddr, conn: ConnId, shared: Arc<Shared>
         return;
     }
     let welcome = || shared.welcome();
-    let result = handshake::server_handshake(
+    // The operator secret is accepted too; only a connection that proved it may use
+    // the admin ops.
+    let mut keys = vec![&shared.auth_key];
+    keys.extend(shared.operator_key.as_ref());
+    let result = handshake::server_handshake_any(
         &mut Duplex { reader: &mut reader, writer: &mut writer },
-        &shared.auth_key,
+        &keys,
         &CLIENT_LABELS,
         welcome,
     );
-    match result {
-        Ok(_) => {}
+    let rights = match result {
+        Ok((_, 0)) => Rights::Client,
+        Ok(_) => Rights::Operator,
         Err(HandshakeError::AuthFailed) => {
-            warn!("{peer}: authentication failed");
+            warn_limited!(AUTH_FAILED_LOG, "{peer}: authentication failed");
             return;
         }
         Err(e) => {
             debug!("{peer}: handshake failed: {e}");
             return;
         }
-    }
+    };
     if reader.set_deadline(None).is_err() || writer.tcp().set_write_timeout(Some(WRITE_TIMEOUT)).is_err() {
         return;
     }
@@ -119,7 +138,7 @@ pub fn serve(tcp: TcpStream, peer: SocketAddr, conn: ConnId, shared: Arc<Shared>
         return;
     };
     let frames = FrameReader::new(BufReader::with_capacity(READ_BUFFER_BYTES, reader), REQUEST_FRAME_LEN_MAX);
-    let why = read_loop(frames, conn, &tx, &counters, &shared);
+    let why = read_loop(frames, conn, rights, &tx, &counters, &shared);
     debug!("{peer}: connection {conn} closed ({why})");
     let _ = shared.table.send(TableMsg::Closed { conn });
     let _ = tx.send(WriterMsg::Close);
@@ -140,6 +159,7 @@ pub fn serve(tcp: TcpStream, peer: SocketAddr, conn: ConnId, shared: Arc<Shared>
 fn read_loop(
     mut frames: FrameReader<BufReader<transport::ReadHalf>>,
     conn: ConnId,
+    rights: Rights,
     tx: &Sender<WriterMsg>,
     counters: &ConnCounters,
     shared: &Shared,
@@ -178,6 +198,13 @@ fn read_loop(
                 return e.to_string();
             }
         };
+        if request.is_admin() && rights != Rights::Operator {
+            let message = "admin operations need the operator secret (TICKETING_PEER_AUTH_TOKEN); this \
+                           connection authenticated with the client secret"
+                .into();
+            local_reply(tx, counters, id, Response::Error { code: ErrorCode::Refused, message });
+            continue;
+        }
         let request = match request {
             Request::Replace { old, new, addr } => {
                 admin_replace(tx, counters, shared, id, old, new, addr);

@@ -36,6 +36,8 @@ pub(crate) struct Shared {
     info: NodeInfo,
     counters: Arc<Counters>,
     auth_key: ring::hmac::Key,
+    /// The operator (peer) secret's key: a client that proves it may use admin ops.
+    operator_key: Option<ring::hmac::Key>,
     tls: Option<Arc<rustls::ServerConfig>>,
     table: Sender<TableMsg>,
     /// The cluster as the Raft thread last published it; `None` standalone.
@@ -94,6 +96,7 @@ impl Server {
     /// Binds the client port (and the peer port in a cluster), starts the threads and
     /// returns at once.
     pub fn start(config: Config) -> std::io::Result<Server> {
+        config.check().map_err(|e| invalid_input(e.to_string()))?;
         let tls = match &config.tls {
             Some(files) => Some(tls::server_config(files).map_err(|e| invalid_input(e.to_string()))?),
             None => None,
@@ -161,6 +164,7 @@ impl Server {
             info,
             counters,
             auth_key: crate::proto::handshake::auth_key(&config.auth_token),
+            operator_key: config.peer_auth_token.as_deref().map(crate::proto::handshake::auth_key),
             tls,
             table: table_tx,
             cluster: cluster.as_ref().map(|c| c.view.clone()),
@@ -316,6 +320,9 @@ pub fn run_from_env() -> i32 {
             return 2;
         }
     };
+    for warning in &config.warnings {
+        warn!("{warning}");
+    }
     if let Some(files) = &config.tls {
         let checked = tls::server_config(files).and_then(|_| match &config.cluster {
             Some(_) => tls::client_config(files).map(|_| ()),

@@ -14,6 +14,8 @@ use ticketing::proto::io::FrameReader;
 use ticketing::proto::limits::RESPONSE_FRAME_LEN_MAX;
 
 pub const TOKEN: &str = "test-secret-0123456789";
+/// The peer and operator secret of test clusters (it must differ from `TOKEN`).
+pub const PEER_TOKEN: &str = "test-peer-secret-0123456789";
 
 /// A `ticketing server` process; killed when dropped.
 pub struct ServerProcess {
@@ -186,6 +188,7 @@ impl Cluster {
             ("TICKETING_CLUSTER_SELF".into(), addr.into()),
             ("TICKETING_CLUSTER_PEERS".into(), self.peers.clone()),
             ("TICKETING_CLUSTER_STATE".into(), state.into()),
+            ("TICKETING_PEER_AUTH_TOKEN".into(), PEER_TOKEN.into()),
         ];
         for (k, v) in extra {
             env.push((k.to_string(), v.to_string()));

@@ -18,6 +18,8 @@ use ticketing::proto::limits::RESPONSE_FRAME_LEN_MAX;
 use super::netns::Netns;
 
 pub const TOKEN: &str = "fault-suite-secret-0123456789";
+/// The peer secret (it must differ from the client secret).
+pub const PEER_TOKEN: &str = "fault-suite-peer-secret-0123456789";
 const UID_BASE: u32 = 20_000;
 
 pub struct NodeProc {
@@ -134,6 +136,7 @@ impl Cluster {
             .env("TICKETING_CLUSTER_PEERS", peers)
             .env("TICKETING_CLUSTER_STATE", state)
             .env("TICKETING_AUTH_TOKEN", TOKEN)
+            .env("TICKETING_PEER_AUTH_TOKEN", PEER_TOKEN)
             .env("RUST_LOG", "info")
             .stdin(Stdio::null())
             .stdout(file.try_clone().unwrap())
@@ -262,7 +265,9 @@ pub fn call(addr: SocketAddr, request: &Request, read_timeout: Duration) -> Opti
     let mut stream = TcpStream::connect_timeout(&addr, Duration::from_millis(500)).ok()?;
     stream.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
     stream.set_write_timeout(Some(Duration::from_secs(2))).ok()?;
-    handshake::client_handshake(&mut stream, &handshake::auth_key(TOKEN.as_bytes()), &CLIENT_LABELS).ok()?;
+    // Admin ops need the operator (peer) secret; it is accepted on the client port too.
+    let token = if request.is_admin() { PEER_TOKEN } else { TOKEN };
+    handshake::client_handshake(&mut stream, &handshake::auth_key(token.as_bytes()), &CLIENT_LABELS).ok()?;
     stream.set_read_timeout(Some(read_timeout)).ok()?;
     let mut buf = Vec::new();
     encode_request(&mut buf, 1, request);
