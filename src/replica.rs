@@ -198,7 +198,7 @@ impl Replica {
                 self.reads_waiting.insert(ctx, (conn, id, key));
                 out.to_log.push(ToLog::ReadIndex { ctx });
             }
-            Request::Status | Request::Ping | Request::Replace { .. } => {
+            Request::Status | Request::Ping | Request::Replace { .. } | Request::Members => {
                 // Answered by connection threads or the Raft thread; never silently
                 // dropped here.
                 scratch.replies.push(Reply {
@@ -498,7 +498,7 @@ fn owed_by(command: &Command, node: u64) -> Vec<(ConnId, u32)> {
                 add(&g.origin);
             }
         }
-        Command::SetDomain { .. } | Command::SetAddr { .. } => {}
+        Command::SetDomain { .. } | Command::SetMember { .. } => {}
         Command::Expire { next, .. } => {
             if let Some(g) = next {
                 add(&g.origin);

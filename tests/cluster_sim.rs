@@ -737,7 +737,7 @@ impl World {
                                 Command::Release { key, next, .. } | Command::Expire { key, next, .. } => {
                                     next.as_ref().map(|g| (key, g.token))
                                 }
-                                Command::SetDomain { .. } | Command::SetAddr { .. } => None,
+                                Command::SetDomain { .. } | Command::SetMember { .. } => None,
                             };
                             if let Some((key, token)) = granted {
                                 let held = node.replica.state().holder(key).map(|h| h.token);

@@ -1011,7 +1011,7 @@ fn origins_of(command: &Command) -> Vec<(ConnId, u32)> {
                 add(&g.origin);
             }
         }
-        Command::SetDomain { .. } | Command::SetAddr { .. } => {}
+        Command::SetDomain { .. } | Command::SetMember { .. } => {}
     }
     v
 }

@@ -80,7 +80,8 @@ fn replace(args: &[String]) -> i32 {
 
 fn members(args: &[String]) -> i32 {
     let opts = client_options();
-    let about = "Prints the cluster's voters and learners (id@address) and the leader.";
+    let about = "Prints the cluster's voters and learners (id@address, with the process incarnation the \
+                 log recorded for each) and the leader, as the leader sees them.";
     let matches = match parse(&opts, args, "ticketing admin members [options]", about) {
         Ok(m) => m,
         Err(code) => return code,
@@ -89,18 +90,24 @@ fn members(args: &[String]) -> i32 {
         Ok(c) => c,
         Err(code) => return code,
     };
-    match client.status() {
+    match client.members() {
         Ok(text) => {
             let field = |name: &str| {
                 text.lines()
                     .find_map(|l| l.strip_prefix(name).and_then(|v| v.strip_prefix('=')))
                     .unwrap_or("")
             };
-            println!("leader   {} (node {})", field("leader"), field("leader_id"));
-            for (name, list) in [("voter", field("voters")), ("learner", field("learners"))] {
-                for member in list.split(',').filter(|m| !m.is_empty()) {
-                    println!("{name:<8} {member}");
+            println!("leader   {} (node {}, term {})", field("leader"), field("leader_id"), field("term"));
+            // member=ID ROLE ADDR incarnation=X
+            for line in text.lines().filter_map(|l| l.strip_prefix("member=")) {
+                let parts: Vec<&str> = line.split(' ').collect();
+                if let [id, role, addr, incarnation] = parts.as_slice() {
+                    println!("{role:<8} {id}@{addr}  {}", incarnation.replace('=', " "));
                 }
+            }
+            let retired = field("retired");
+            if !retired.is_empty() {
+                println!("retired  {retired}");
             }
             EXIT_OK
         }

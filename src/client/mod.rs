@@ -334,6 +334,16 @@ impl Client {
         Err(last)
     }
 
+    /// The admin op MEMBERS: the membership as a node sees it (the leader's connection
+    /// first), as `name=value` lines (docs/protocol.md). Needs a client built with the
+    /// operator secret; others get [`ClientError::Refused`].
+    pub fn members(&self) -> Result<String, ClientError> {
+        match self.call(&Request::Members, |_| true)? {
+            Response::Status { text } => Ok(text),
+            other => Err(unexpected(other)),
+        }
+    }
+
     /// Round-trips a PING to one node and returns the time it took.
     pub fn ping(&self) -> Result<Duration, ClientError> {
         let start = Instant::now();

@@ -9,13 +9,13 @@ pub mod view;
 
 use std::collections::HashMap;
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
 use crossbeam_channel::{Receiver, Sender};
-use log::{debug, info, warn};
+use log::{debug, info};
 
 use crate::proto::handshake::Welcome;
 use crate::raft::{Raft, RaftConfig};
@@ -23,7 +23,7 @@ use crate::server::config::{ClusterConfig, ClusterState, Config};
 use crate::server::lock_thread::{Clock, TableMsg};
 use peer::{refusal, PeerError, PeerHello};
 use raft_thread::{RaftLoop, ToRaft};
-use view::ClusterView;
+use view::{ClusterView, NotAdmitted};
 
 /// Dial retries back off from this delay…
 const DIAL_BACKOFF_MIN: Duration = Duration::from_millis(100);
@@ -127,6 +127,8 @@ pub fn start(s: ClusterStart<'_>) -> std::io::Result<ClusterHandles> {
     };
 
     let mut threads = Vec::new();
+    let first_contact =
+        Arc::new(FirstContact { founding: cluster.state == ClusterState::New, made: AtomicBool::new(false) });
     let kit = DialerKit {
         hello: Arc::new(hello.clone()),
         key: peer_key.clone(),
@@ -136,6 +138,7 @@ pub fn start(s: ClusterStart<'_>) -> std::io::Result<ClusterHandles> {
         view: view.clone(),
         fatal: fatal.clone(),
         stopping: stopping.clone(),
+        first_contact: first_contact.clone(),
     };
     let mut redial = HashMap::new();
     for p in cluster.peers.iter().filter(|p| p.id != me) {
@@ -156,6 +159,9 @@ pub fn start(s: ClusterStart<'_>) -> std::io::Result<ClusterHandles> {
         counters: s.counters.clone(),
         hello: Arc::new(hello),
         stopping: stopping.clone(),
+        first_contact,
+        fatal: fatal.clone(),
+        handshakes: AtomicUsize::new(0),
     };
     threads.push(
         std::thread::Builder::new().name("peer-accept".into()).spawn(move || acceptor.run(peer_listener))?,
@@ -163,6 +169,48 @@ pub fn start(s: ClusterStart<'_>) -> std::io::Result<ClusterHandles> {
     info!("node {me} peer port {peer_addr}; members {:?}", cluster.peers);
     Ok(ClusterHandles { view, raft_tx: s.raft_tx, waker: s.waker, peer_addr, threads, fatal, stopping })
 }
+
+/// A `new` node may found a domain only with peers that have none yet. The first
+/// peer it completes a handshake with (either direction) decides: a peer that reports
+/// a fencing domain means the cluster already exists, and this process, started to
+/// found it, has either started after the cluster formed or restarted after a crash
+/// under a NodeId that already ran. Either way it must not take part: it stops with
+/// exit status 2 and says how to replace it.
+struct FirstContact {
+    /// Started with `TICKETING_CLUSTER_STATE=new`.
+    founding: bool,
+    /// Set once a handshake with a peer without a domain (or any, once we have one)
+    /// succeeded: from then on this node is part of the domain being founded.
+    made: AtomicBool,
+}
+
+impl FirstContact {
+    /// Judges a peer's domain at a successful handshake; `Err` is the fatal message.
+    fn judge(&self, ours: u64, peer: &PeerHello, peer_addr: &str) -> Result<(), String> {
+        if !self.founding || self.made.load(Ordering::SeqCst) {
+            return Ok(());
+        }
+        if ours == 0 && peer.domain != 0 {
+            return Err(format!(
+                "TICKETING_CLUSTER_STATE: node {} at {peer_addr} reports fencing domain {}: the cluster \
+                 already exists, so this node, started with TICKETING_CLUSTER_STATE=new, cannot found it \
+                 (it started after the cluster formed, or it ran before and lost its state). Start a \
+                 replacement under a new NodeId with TICKETING_CLUSTER_STATE=join and run `ticketing admin \
+                 replace` (docs/operations.md)",
+                peer.node_id, peer.domain
+            ));
+        }
+        self.made.store(true, Ordering::SeqCst);
+        Ok(())
+    }
+}
+
+/// Concurrent peer handshakes at most; more connections are closed at once. Members
+/// are few (3 or 5, plus a learner) and dial one connection each at a time.
+pub const PEER_HANDSHAKES_MAX: usize = 32;
+
+/// Refused PEER HELLOs, logged at most once a second per reason.
+static PEER_REFUSED_LOG: [crate::lograte::RateLimit; 7] = [const { crate::lograte::RateLimit::new() }; 7];
 
 /// What every dialer thread needs; `spawn` starts one for a peer.
 #[derive(Clone)]
@@ -175,6 +223,7 @@ pub struct DialerKit {
     view: Arc<ClusterView>,
     fatal: Arc<Mutex<Option<String>>>,
     stopping: Arc<AtomicBool>,
+    first_contact: Arc<FirstContact>,
 }
 
 impl DialerKit {
@@ -187,6 +236,15 @@ impl DialerKit {
         std::thread::Builder::new().name(format!("dial-{peer}")).spawn(move || dialer.run(rx))?;
         Ok(tx)
     }
+
+    /// This process's incarnation (a random number chosen at start).
+    pub fn incarnation(&self) -> u64 {
+        (self.hello)().incarnation
+    }
+
+    fn set_fatal(&self, msg: String) {
+        *self.fatal.lock().unwrap_or_else(|p| p.into_inner()) = Some(msg);
+    }
 }
 
 /// Keeps one outbound connection to one peer, redialing when asked.
@@ -194,6 +252,16 @@ struct Dialer {
     peer: u64,
     addr: String,
     kit: DialerKit,
+}
+
+/// What a dial attempt came to.
+enum DialOutcome {
+    /// Handed to the Raft thread.
+    Connected,
+    /// Try again after the backoff.
+    Retry,
+    /// Stop dialing (this node must stop, or was removed).
+    Stop,
 }
 
 impl Dialer {
@@ -206,42 +274,93 @@ impl Dialer {
                 if self.kit.stopping.load(Ordering::SeqCst) || dropped {
                     return;
                 }
-                match peer::dial(&self.addr, &(self.kit.hello)(), &self.kit.key, self.kit.tls.as_ref()) {
-                    Ok(established) => {
-                        let p = &established.peer;
-                        if p.node_id != self.peer {
-                            warn!("{}: expected node {}, found node {}", self.addr, self.peer, p.node_id);
-                        } else if !self.kit.view.check_incarnation(p.node_id, p.incarnation) {
-                            warn!(
-                                "node {} at {} is a restarted process under a used NodeId; not talking to it",
-                                p.node_id, self.addr
-                            );
-                        } else {
-                            let _ = self.kit.raft_tx.send(ToRaft::Conn { established, outbound: true });
-                            let _ = self.kit.waker.wake();
-                            break;
-                        }
-                    }
-                    Err(PeerError::Refused { code: refusal::NODE_ID_REUSED, reason }) => {
-                        let msg = format!(
-                            "TICKETING_NODE_ID: node {} refused this node: {reason}. A node that lost its \
-                             state must be replaced under a new NodeId (TICKETING_CLUSTER_STATE=join)",
-                            self.peer
-                        );
-                        *self.kit.fatal.lock().unwrap_or_else(|p| p.into_inner()) = Some(msg);
-                        return;
-                    }
-                    Err(e) => debug!("dial node {} at {}: {e}", self.peer, self.addr),
+                match self.attempt() {
+                    DialOutcome::Connected => break,
+                    DialOutcome::Stop => return,
+                    DialOutcome::Retry => {}
                 }
                 std::thread::sleep(backoff);
                 backoff = (backoff * 2).min(DIAL_BACKOFF_MAX);
             }
         }
     }
-}
 
-/// Failed peer authentications, logged at most once a second.
-static PEER_AUTH_FAILED_LOG: crate::lograte::RateLimit = crate::lograte::RateLimit::new();
+    fn attempt(&self) -> DialOutcome {
+        let kit = &self.kit;
+        let hello = (kit.hello)();
+        let established = match peer::dial(&self.addr, &hello, &kit.key, kit.tls.as_ref()) {
+            Ok(established) => established,
+            Err(PeerError::Refused { code, reason, leader }) => return self.refused(code, &reason, &leader),
+            Err(e) => {
+                debug!("dial node {} at {}: {e}", self.peer, self.addr);
+                return DialOutcome::Retry;
+            }
+        };
+        let p = &established.peer;
+        let refused = |why: String| {
+            crate::warn_limited!(PEER_REFUSED_LOG[0], "{}: {why}; not talking to it", self.addr);
+            DialOutcome::Retry
+        };
+        if p.node_id != self.peer {
+            return refused(format!("expected node {}, found node {}", self.peer, p.node_id));
+        }
+        if hello.domain != 0 && p.domain != 0 && hello.domain != p.domain {
+            return refused(format!(
+                "node {} belongs to fencing domain {}, this node to {}",
+                p.node_id, p.domain, hello.domain
+            ));
+        }
+        if !kit.view.check_incarnation(p.node_id, p.incarnation) {
+            return refused(format!("node {} is a restarted process under a used NodeId", p.node_id));
+        }
+        if let Err(msg) = kit.first_contact.judge(hello.domain, p, &self.addr) {
+            kit.set_fatal(msg);
+            return DialOutcome::Stop;
+        }
+        // A configured peer tells a joining node where the leader is: that leader will
+        // dial us to add us, and is admitted because this peer named it.
+        kit.view.vouch_for_leader(&established.welcome_leader);
+        let _ = kit.raft_tx.send(ToRaft::Conn { established, outbound: true });
+        let _ = kit.waker.wake();
+        DialOutcome::Connected
+    }
+
+    fn refused(&self, code: u8, reason: &str, leader: &str) -> DialOutcome {
+        let kit = &self.kit;
+        match code {
+            refusal::NODE_ID_REUSED => {
+                kit.set_fatal(format!(
+                    "TICKETING_NODE_ID: node {} refused this node: {reason}. A node that lost its state must \
+                     be replaced under a new NodeId (TICKETING_CLUSTER_STATE=join)",
+                    self.peer
+                ));
+                DialOutcome::Stop
+            }
+            refusal::REMOVED => {
+                info!("node {} says this node was removed from the cluster: {reason}", self.peer);
+                let _ = kit.raft_tx.send(ToRaft::RemovedBy { peer: self.peer });
+                let _ = kit.waker.wake();
+                DialOutcome::Retry
+            }
+            refusal::NOT_MEMBER => {
+                // Expected while a joining node waits for `admin replace`; the peer still
+                // said where the leader is.
+                kit.view.vouch_for_leader(leader);
+                debug!("node {} at {}: {reason}", self.peer, self.addr);
+                DialOutcome::Retry
+            }
+            _ => {
+                crate::warn_limited!(
+                    PEER_REFUSED_LOG[usize::from(code).min(6)],
+                    "node {} at {} refused this node: {reason}",
+                    self.peer,
+                    self.addr
+                );
+                DialOutcome::Retry
+            }
+        }
+    }
+}
 
 /// Accepts peer connections and runs their handshakes on short-lived threads.
 struct Acceptor {
@@ -254,6 +373,10 @@ struct Acceptor {
     counters: Arc<crate::server::status::Counters>,
     hello: Arc<dyn Fn() -> PeerHello + Send + Sync>,
     stopping: Arc<AtomicBool>,
+    first_contact: Arc<FirstContact>,
+    fatal: Arc<Mutex<Option<String>>>,
+    /// Handshakes running now.
+    handshakes: AtomicUsize,
 }
 
 impl Acceptor {
@@ -267,11 +390,64 @@ impl Acceptor {
                 std::thread::sleep(Duration::from_millis(50));
                 continue;
             };
+            if this.handshakes.fetch_add(1, Ordering::SeqCst) >= PEER_HANDSHAKES_MAX {
+                this.handshakes.fetch_sub(1, Ordering::SeqCst);
+                let from = tcp.peer_addr().map(|a| a.to_string()).unwrap_or_default();
+                crate::warn_limited!(
+                    PEER_BUSY_LOG,
+                    "{from}: peer connection closed: {PEER_HANDSHAKES_MAX} peer handshakes already running"
+                );
+                continue;
+            }
             let worker = this.clone();
-            let _ = std::thread::Builder::new()
-                .name("peer-handshake".into())
-                .spawn(move || worker.handshake(tcp));
+            let spawned = std::thread::Builder::new().name("peer-handshake".into()).spawn(move || {
+                worker.handshake(tcp);
+                worker.handshakes.fetch_sub(1, Ordering::SeqCst);
+            });
+            if spawned.is_err() {
+                this.handshakes.fetch_sub(1, Ordering::SeqCst);
+            }
         }
+    }
+
+    /// Decides whether the dialer of `hello` may speak Raft to this node.
+    fn judge(&self, hello: &PeerHello) -> Result<(), (u8, String)> {
+        if hello.node_id == self.me {
+            return Err((refusal::SAME_NODE, format!("{} is my own node id", self.me)));
+        }
+        match self.view.admits(hello.node_id, &hello.addr) {
+            Ok(()) => {}
+            Err(NotAdmitted::NotMember) => {
+                return Err((
+                    refusal::NOT_MEMBER,
+                    format!("node {} is not a member of this cluster's configuration", hello.node_id),
+                ))
+            }
+            Err(NotAdmitted::Removed) => {
+                return Err((
+                    refusal::REMOVED,
+                    format!(
+                        "node {} was removed from the cluster by a committed configuration",
+                        hello.node_id
+                    ),
+                ))
+            }
+        }
+        let ours = self.counters.domain.load(Ordering::SeqCst);
+        if ours != 0 && hello.domain != 0 && ours != hello.domain {
+            return Err((refusal::OTHER_DOMAIN, format!("I belong to domain {ours}, not {}", hello.domain)));
+        }
+        if !self.view.check_incarnation(hello.node_id, hello.incarnation) {
+            return Err((
+                refusal::NODE_ID_REUSED,
+                format!("node id {} already ran in domain {ours} as another process", hello.node_id),
+            ));
+        }
+        if let Err(msg) = self.first_contact.judge(ours, hello, &hello.addr) {
+            *self.fatal.lock().unwrap_or_else(|p| p.into_inner()) = Some(msg);
+            return Err((refusal::OTHER_DOMAIN, "this node cannot join an existing domain as new".into()));
+        }
+        Ok(())
     }
 
     fn handshake(&self, tcp: TcpStream) {
@@ -280,26 +456,7 @@ impl Acceptor {
             let (role, leader) = self.view.welcome_role();
             Welcome { node_id: self.me, role, domain: self.counters.domain.load(Ordering::SeqCst), leader }
         };
-        let judge = |hello: &PeerHello| -> Result<(), (u8, String)> {
-            if hello.node_id == self.me {
-                return Err((refusal::SAME_NODE, format!("{} is my own node id", self.me)));
-            }
-            let ours = self.counters.domain.load(Ordering::SeqCst);
-            if ours != 0 && hello.domain != 0 && ours != hello.domain {
-                return Err((
-                    refusal::OTHER_DOMAIN,
-                    format!("I belong to domain {ours}, not {}", hello.domain),
-                ));
-            }
-            if !self.view.check_incarnation(hello.node_id, hello.incarnation) {
-                return Err((
-                    refusal::NODE_ID_REUSED,
-                    format!("node id {} already ran in domain {ours} as another process", hello.node_id),
-                ));
-            }
-            Ok(())
-        };
-        match peer::accept(tcp, &self.key, self.tls.as_ref(), welcome, || (self.hello)(), judge) {
+        match peer::accept(tcp, &self.key, self.tls.as_ref(), welcome, || (self.hello)(), |h| self.judge(h)) {
             Ok(established) => {
                 debug!("peer {} connected from {from}", established.peer.node_id);
                 let _ = self.raft_tx.send(ToRaft::Conn { established, outbound: false });
@@ -308,7 +465,24 @@ impl Acceptor {
             Err(PeerError::Handshake(crate::proto::handshake::HandshakeError::AuthFailed)) => {
                 crate::warn_limited!(PEER_AUTH_FAILED_LOG, "{from}: peer authentication failed");
             }
+            Err(PeerError::Refused { code, reason, .. }) => {
+                crate::warn_limited!(
+                    PEER_REFUSED_LOG[usize::from(code).min(6)],
+                    "{from}: peer refused: {reason}"
+                );
+            }
+            Err(PeerError::Malformed(why)) => {
+                crate::warn_limited!(
+                    PEER_REFUSED_LOG[refusal::BAD_HELLO as usize],
+                    "{from}: peer refused: {why}"
+                );
+            }
             Err(e) => debug!("{from}: peer handshake: {e}"),
         }
     }
 }
+
+/// Failed peer authentications, logged at most once a second.
+static PEER_AUTH_FAILED_LOG: crate::lograte::RateLimit = crate::lograte::RateLimit::new();
+/// Peer connections closed for too many handshakes, logged at most once a second.
+static PEER_BUSY_LOG: crate::lograte::RateLimit = crate::lograte::RateLimit::new();

@@ -20,8 +20,7 @@ use byteorder::{BigEndian, ByteOrder};
 use crate::proto::handshake::{self, Welcome, PEER_LABELS};
 use crate::transport::{self, Duplex};
 
-/// Peer port = client port + this (SPEC §6).
-pub const PEER_PORT_OFFSET: u16 = 1000;
+pub use crate::proto::addr::PEER_PORT_OFFSET;
 /// A peer handshake not finished within this long is abandoned.
 pub const PEER_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long a dial may take to connect.
@@ -38,6 +37,13 @@ pub mod refusal {
     pub const OTHER_DOMAIN: u8 = 2;
     /// The dialer used the listener's own node id.
     pub const SAME_NODE: u8 = 3;
+    /// The dialer is not a member of the listener's configuration (nor, before the
+    /// listener knows one, a configured peer or a leader a configured peer named).
+    pub const NOT_MEMBER: u8 = 4;
+    /// The PEER HELLO was malformed (its address is not UTF-8 `host:port`, say).
+    pub const BAD_HELLO: u8 = 5;
+    /// The dialer was a member and a committed configuration removed it: it stops.
+    pub const REMOVED: u8 = 6;
 }
 
 /// What a node says about itself when connecting.
@@ -55,10 +61,12 @@ pub struct PeerHello {
 pub enum PeerError {
     Io(io::Error),
     Handshake(handshake::HandshakeError),
-    /// The listener refused us with this code and reason.
+    /// The listener refused us with this code and reason; `leader` is the leader
+    /// address its WELCOME named (empty when unknown).
     Refused {
         code: u8,
         reason: String,
+        leader: String,
     },
     Malformed(&'static str),
 }
@@ -68,7 +76,7 @@ impl std::fmt::Display for PeerError {
         match self {
             PeerError::Io(e) => write!(f, "{e}"),
             PeerError::Handshake(e) => write!(f, "{e}"),
-            PeerError::Refused { code, reason } => write!(f, "refused (code {code}): {reason}"),
+            PeerError::Refused { code, reason, .. } => write!(f, "refused (code {code}): {reason}"),
             PeerError::Malformed(why) => write!(f, "malformed peer hello: {why}"),
         }
     }
@@ -125,11 +133,17 @@ fn read_hello<R: Read>(stream: &mut R) -> Result<PeerHello, PeerError> {
             if len < 26 || len != 26 + body[25] as usize {
                 return Err(PeerError::Malformed("bad HELLO size"));
             }
+            // Strict: an address that is not UTF-8 `host:port` is refused, never
+            // stored or turned into something else.
+            let addr = std::str::from_utf8(&body[26..])
+                .map_err(|_| PeerError::Malformed("HELLO address is not UTF-8"))?;
+            crate::proto::addr::check_client_addr(addr)
+                .map_err(|_| PeerError::Malformed("HELLO address is not host:port"))?;
             Ok(PeerHello {
                 node_id: BigEndian::read_u64(&body[1..9]),
                 incarnation: BigEndian::read_u64(&body[9..17]),
                 domain: BigEndian::read_u64(&body[17..25]),
-                addr: String::from_utf8_lossy(&body[26..]).into_owned(),
+                addr: addr.to_owned(),
             })
         }
         b'X' => {
@@ -139,6 +153,7 @@ fn read_hello<R: Read>(stream: &mut R) -> Result<PeerHello, PeerError> {
             Err(PeerError::Refused {
                 code: body[1],
                 reason: String::from_utf8_lossy(&body[3..]).into_owned(),
+                leader: String::new(),
             })
         }
         _ => Err(PeerError::Malformed("neither H nor X")),
@@ -152,6 +167,8 @@ pub struct Established {
     /// Ciphertext already read past the handshake.
     pub leftover: Vec<u8>,
     pub peer: PeerHello,
+    /// The leader address the listener's WELCOME named (dialer side; empty otherwise).
+    pub welcome_leader: String,
 }
 
 /// The peer address for a client address: same host, port + 1000.
@@ -188,17 +205,23 @@ pub fn dial(
     let (mut reader, mut writer) = transport::split(tcp, tls)?;
     reader.set_deadline(Some(Instant::now() + PEER_HANDSHAKE_TIMEOUT))?;
     writer.tcp().set_write_timeout(Some(PEER_HANDSHAKE_TIMEOUT))?;
-    let peer = {
+    let (peer, welcome) = {
         let mut duplex = Duplex { reader: &mut reader, writer: &mut writer };
-        handshake::client_handshake(&mut duplex, key, &PEER_LABELS)?;
+        let welcome = handshake::client_handshake(&mut duplex, key, &PEER_LABELS)?;
         duplex.write_all(&encode_hello(me))?;
         duplex.flush()?;
-        read_hello(&mut duplex)?
+        match read_hello(&mut duplex) {
+            Ok(peer) => (peer, welcome),
+            Err(PeerError::Refused { code, reason, .. }) => {
+                return Err(PeerError::Refused { code, reason, leader: welcome.leader })
+            }
+            Err(e) => return Err(e),
+        }
     };
     reader.set_deadline(None)?;
     writer.tcp().set_write_timeout(None)?;
     let (tcp, tls, leftover) = transport::unsplit(reader, writer)?;
-    Ok(Established { tcp, tls, leftover, peer })
+    Ok(Established { tcp, tls, leftover, peer, welcome_leader: welcome.leader })
 }
 
 /// Runs the listener's side on an accepted peer connection. `judge` decides whether
@@ -225,11 +248,19 @@ pub fn accept(
     let peer = {
         let mut duplex = Duplex { reader: &mut reader, writer: &mut writer };
         handshake::server_handshake(&mut duplex, key, &PEER_LABELS, welcome)?;
-        let peer = read_hello(&mut duplex)?;
+        let peer = match read_hello(&mut duplex) {
+            Ok(peer) => peer,
+            Err(PeerError::Malformed(why)) => {
+                let _ = duplex.write_all(&encode_refusal(refusal::BAD_HELLO, why));
+                let _ = duplex.flush();
+                return Err(PeerError::Malformed(why));
+            }
+            Err(e) => return Err(e),
+        };
         if let Err((code, reason)) = judge(&peer) {
             let _ = duplex.write_all(&encode_refusal(code, &reason));
             let _ = duplex.flush();
-            return Err(PeerError::Refused { code, reason });
+            return Err(PeerError::Refused { code, reason, leader: String::new() });
         }
         duplex.write_all(&encode_hello(&me()))?;
         duplex.flush()?;
@@ -238,7 +269,7 @@ pub fn accept(
     reader.set_deadline(None)?;
     writer.tcp().set_write_timeout(None)?;
     let (tcp, tls, leftover) = transport::unsplit(reader, writer)?;
-    Ok(Established { tcp, tls, leftover, peer })
+    Ok(Established { tcp, tls, leftover, peer, welcome_leader: String::new() })
 }
 
 #[cfg(test)]
@@ -252,11 +283,25 @@ mod tests {
         assert_eq!(read_hello(&mut &bytes[..]).unwrap(), hello);
         let bytes = encode_refusal(refusal::NODE_ID_REUSED, "replace me");
         match read_hello(&mut &bytes[..]) {
-            Err(PeerError::Refused { code: 1, reason }) => assert_eq!(reason, "replace me"),
+            Err(PeerError::Refused { code: 1, reason, .. }) => assert_eq!(reason, "replace me"),
             other => panic!("{other:?}"),
         }
         for cut in 0..bytes.len() {
             assert!(read_hello(&mut &bytes[..cut]).is_err());
+        }
+    }
+
+    #[test]
+    fn a_hello_address_that_is_not_utf8_host_port_is_refused() {
+        for addr in [&b"\xff\xff:5225"[..], b"no-port", b"a b:5225", &[0xffu8; 255][..]] {
+            let mut bytes =
+                encode_hello(&PeerHello { node_id: 7, incarnation: 9, domain: 0, addr: "x:1".into() });
+            bytes.truncate(4 + 25);
+            bytes.push(addr.len() as u8);
+            bytes.extend_from_slice(addr);
+            let len = (bytes.len() - 4) as u32;
+            bytes[..4].copy_from_slice(&len.to_be_bytes());
+            assert!(matches!(read_hello(&mut &bytes[..]), Err(PeerError::Malformed(_))), "{addr:?}");
         }
     }
 

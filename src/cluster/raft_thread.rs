@@ -7,7 +7,7 @@
 //! to the lock-table thread. Everything proposed during a turn leaves in one
 //! AppendEntries per follower (group commit).
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
@@ -29,8 +29,8 @@ use crate::server::lock_thread::{Clock, TableMsg, WriterMsg};
 
 /// How often membership bookkeeping runs (dialers, replicated addresses).
 const HOUSEKEEPING_MS: u64 = 200;
-/// A SetAddr not yet applied is proposed again after this long.
-const ADDR_REPROPOSE_MS: u64 = 2_000;
+/// A member record not yet applied is proposed again after this long.
+const RECORD_REPROPOSE_MS: u64 = 2_000;
 /// `admin replace`: how long the new node may take to accept our connection…
 const ADMIN_DIAL_MS: u64 = 5_000;
 /// …to catch up as a learner…
@@ -60,6 +60,10 @@ pub enum ToRaft {
     Conn {
         established: Established,
         outbound: bool,
+    },
+    /// A peer refused our connection because a committed configuration removed us.
+    RemovedBy {
+        peer: u64,
     },
     /// `admin replace`: swap voter `old` for node `new` at client address `addr`; the
     /// answer goes to `reply` with request id `id`.
@@ -119,9 +123,16 @@ pub struct RaftLoop {
     kit: DialerKit,
     admin: Option<AdminJob>,
     /// Node ids that were members and left: never accepted as new members again.
-    retired: std::collections::BTreeSet<u64>,
-    /// When SetAddr was last proposed for a member (ms), so it is not repeated each turn.
-    addr_proposed: HashMap<u64, u64>,
+    retired: BTreeSet<u64>,
+    /// Every node of every committed configuration seen: those no longer in any
+    /// configuration are refused with a removal notice.
+    ever_committed: BTreeSet<u64>,
+    /// Nodes admitted before this node knew a configuration because a configured peer
+    /// named them as the leader (a joining node's first contact with its leader).
+    vouched_ids: BTreeSet<u64>,
+    /// When a member record was last proposed for a node (ms), so it is not repeated
+    /// each turn.
+    record_proposed: HashMap<u64, u64>,
     last_housekeeping_ms: u64,
     /// False until a peer accepted our own connection. Why: a process restarted under
     /// a used NodeId has lost its vote; peers refuse its connections, and until one
@@ -155,7 +166,9 @@ impl RaftLoop {
             kit,
             admin: None,
             retired: Default::default(),
-            addr_proposed: HashMap::new(),
+            ever_committed: Default::default(),
+            vouched_ids: Default::default(),
+            record_proposed: HashMap::new(),
             last_housekeeping_ms: 0,
             admitted: false,
         }
@@ -199,20 +212,25 @@ impl RaftLoop {
     }
 
     fn on_readable(&mut self, token: Token, now: u64) {
+        let Some(peer) = self.conns.get(&token).map(|c| c.peer) else {
+            return;
+        };
+        // Only members speak Raft: a node that is not (or no longer) one may have a
+        // connection still open, but nothing it sends is stepped.
+        let may_step = self.admitted && self.may_speak(peer);
         let Some(conn) = self.conns.get_mut(&token) else {
             return;
         };
         let open = match conn.read_available() {
             Ok(open) => open,
             Err(e) => {
-                debug!("peer {}: read: {e}", conn.peer);
+                debug!("peer {peer}: read: {e}");
                 false
             }
         };
-        let peer = conn.peer;
         loop {
             match conn.next_message() {
-                Ok(Some(msg)) if self.admitted => self.raft.step(peer, msg, now),
+                Ok(Some(msg)) if may_step => self.raft.step(peer, msg, now),
                 Ok(Some(_)) => {}
                 Ok(None) => break,
                 Err(e) => {
@@ -277,6 +295,12 @@ impl RaftLoop {
                     self.raft.compact(index, data);
                 }
                 Ok(ToRaft::Conn { established, outbound }) => self.register(established, outbound, now),
+                Ok(ToRaft::RemovedBy { peer }) => {
+                    // Definitive: a committed configuration without us (NodeIds are never
+                    // reused, so we cannot be added back).
+                    let term = self.raft.term();
+                    self.raft.step(peer, crate::raft::Message::Removed { term, config_index: u64::MAX }, now);
+                }
                 Ok(ToRaft::Admin { id, old, new, addr, reply }) => {
                     self.start_admin(AdminJob::new(id, old, new, addr, reply), now)
                 }
@@ -287,7 +311,7 @@ impl RaftLoop {
     }
 
     fn register(&mut self, established: Established, outbound: bool, _now: u64) {
-        let Established { tcp, tls, leftover, peer } = established;
+        let Established { tcp, tls, leftover, peer, .. } = established;
         if tcp.set_nonblocking(true).is_err() {
             return;
         }
@@ -299,7 +323,14 @@ impl RaftLoop {
             warn!("peer {}: cannot watch the connection: {e}", peer.node_id);
             return;
         }
-        self.view.learn_addr(peer.node_id, &peer.addr);
+        // Addresses are never learned from a PEER HELLO, except the one a configured
+        // peer named as the leader: that binds the vouched address to its node id, so a
+        // joining node can answer the leader that adds it.
+        let config_known = !self.raft.membership().all_nodes().is_empty();
+        if !outbound && !config_known && self.view.is_vouched(&peer.addr) {
+            self.vouched_ids.insert(peer.node_id);
+            self.view.learn_addr(peer.node_id, &peer.addr);
+        }
         if outbound {
             self.admitted = true;
             if let Some(old) = self.outbound.insert(peer.node_id, token) {
@@ -371,8 +402,26 @@ impl RaftLoop {
         index
     }
 
-    fn publish(&self) {
+    fn publish(&mut self) {
         self.view.publish(&self.raft);
+        let (_, committed) = self.raft.committed_membership();
+        self.ever_committed.extend(committed.all_nodes());
+        let mut members = self.raft.membership().all_nodes();
+        members.extend(committed.all_nodes());
+        members.extend(self.admin.as_ref().map(|job| job.new));
+        let retired: BTreeSet<u64> = self.ever_committed.difference(&members).copied().collect();
+        let config_known = !members.is_empty();
+        self.view.set_admission(members, retired, config_known);
+    }
+
+    /// May `peer`'s messages be stepped? Members of the active or committed
+    /// configuration and the learner being added may speak; before this node knows any
+    /// configuration, its configured peers and the leader they named.
+    fn may_speak(&self, peer: u64) -> bool {
+        let admission = self.view.admission();
+        admission.members.contains(&peer)
+            || (!admission.config_known
+                && (admission.configured.contains(&peer) || self.vouched_ids.contains(&peer)))
     }
 }
 
@@ -449,6 +498,13 @@ impl RaftLoop {
         // A joining node that has not received a configuration yet keeps the dialers
         // of its configured peers: they are how it finds the cluster.
         let joining = self.raft.membership().voters.is_empty();
+        // Connections from nodes that may no longer speak (removed, or never members)
+        // are closed; they are refused at their next handshake.
+        let silenced: Vec<Token> =
+            self.conns.iter().filter(|(_, c)| !self.may_speak(c.peer)).map(|(t, _)| *t).collect();
+        for token in silenced {
+            self.close_quietly(token);
+        }
         let pending_new = self.admin.as_ref().map(|job| job.new);
         let gone: Vec<u64> = self
             .redial
@@ -468,18 +524,29 @@ impl RaftLoop {
         }
         if self.raft.is_leader() && self.raft.commit_index() >= self.noop_index(self.raft.term()) {
             for id in members.iter().copied().chain(std::iter::once(me)) {
-                if self.view.is_replicated(id) {
-                    continue;
-                }
-                let addr = self.view.addr_of(id);
-                let recent = self.addr_proposed.get(&id).is_some_and(|t| now < t + ADDR_REPROPOSE_MS);
-                if addr.is_empty() || recent {
-                    continue;
-                }
-                self.addr_proposed.insert(id, now);
-                self.propose_command(&Command::SetAddr { node: id, addr });
+                self.record_member(id, now);
             }
         }
+    }
+
+    /// Leader: records member `id` (its process incarnation and address) in the log
+    /// when the log has no full record of it yet. Every member then refuses that NodeId
+    /// from any other process, including members that join later.
+    fn record_member(&mut self, id: u64, now: u64) {
+        let incarnation =
+            if id == self.raft.id() { Some(self.kit.incarnation()) } else { self.view.seen_incarnation(id) };
+        let recorded = self.view.record_of(id);
+        let complete = recorded.as_ref().is_some_and(|r| r.incarnation != 0 || incarnation.is_none());
+        let recent = self.record_proposed.get(&id).is_some_and(|t| now < t + RECORD_REPROPOSE_MS);
+        if complete || recent {
+            return;
+        }
+        let addr = self.view.addr_of(id);
+        if crate::proto::addr::check_client_addr(&addr).is_err() {
+            return;
+        }
+        self.record_proposed.insert(id, now);
+        self.propose_command(&Command::SetMember { node: id, incarnation: incarnation.unwrap_or(0), addr });
     }
 
     fn propose_command(&mut self, command: &Command) {
@@ -587,7 +654,9 @@ impl RaftLoop {
                 if !self.outbound.contains_key(&job.new) {
                     return Some(job);
                 }
-                self.propose_command(&Command::SetAddr { node: job.new, addr: job.addr.clone() });
+                let incarnation = self.view.seen_incarnation(job.new).unwrap_or(0);
+                let record = Command::SetMember { node: job.new, incarnation, addr: job.addr.clone() };
+                self.propose_command(&record);
                 if let Err(e) = self.raft.add_learner(job.new) {
                     job.refuse(format!("cannot add the learner: {e}"));
                     return None;

@@ -1,10 +1,12 @@
 //! What the Raft thread publishes about the cluster for the other threads: WELCOME
-//! and STATUS are answered from here, without asking the Raft thread.
+//! and STATUS are answered from here, without asking the Raft thread, and the peer
+//! acceptor judges PEER HELLOs against it (who may speak Raft to this node).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::atomic::AtomicBool;
 use std::sync::Mutex;
 
+use crate::lock::MemberRecord;
 use crate::proto::handshake::role;
 use crate::raft::{Raft, Role};
 
@@ -19,23 +21,105 @@ pub struct RaftFacts {
     pub learners: Vec<u64>,
 }
 
+/// Who may speak Raft to this node: published by the Raft thread, read by the peer
+/// acceptor (at PEER HELLO) and by the Raft thread itself (before stepping a message).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Admission {
+    /// Nodes of the active or the committed configuration, and the learner an admin
+    /// replace on this leader is adding.
+    pub members: BTreeSet<u64>,
+    /// Nodes that were in a committed configuration and are in none now: refused with
+    /// a removal notice, so a removed node that missed its removal learns of it.
+    pub retired: BTreeSet<u64>,
+    /// False until this node knows a configuration (a joining node before its first
+    /// snapshot or entries).
+    pub config_known: bool,
+    /// The configured peers (`TICKETING_CLUSTER_PEERS`), admitted before any
+    /// configuration is known.
+    pub configured: BTreeSet<u64>,
+}
+
+/// Why a peer may not speak Raft to this node.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum NotAdmitted {
+    /// Never a member here.
+    NotMember,
+    /// Was a member; a committed configuration removed it.
+    Removed,
+}
+
 #[derive(Debug, Default)]
 pub struct ClusterView {
     facts: Mutex<RaftFacts>,
-    /// Client addresses of members: from the configuration and from peer hellos.
+    /// Client addresses known locally: from the configuration, from `admin replace`,
+    /// and the leader address that configured peers named (see `vouched`). Never from
+    /// a PEER HELLO alone: a dialer's claim about itself is not evidence.
     addrs: Mutex<BTreeMap<u64, String>>,
-    /// Member addresses recorded in the replicated lock state (they win).
-    replicated: Mutex<BTreeMap<u64, String>>,
-    /// Incarnations seen per node id: a different one under the same id is a
-    /// restarted process, refused (SPEC §6).
+    /// Member records of the applied lock state (their addresses win).
+    replicated: Mutex<BTreeMap<u64, MemberRecord>>,
+    /// Incarnations seen in handshakes per node id, for ids the log has no record of
+    /// yet: a different one under the same id is a restarted process, refused.
     incarnations: Mutex<HashMap<u64, u64>>,
+    admission: Mutex<Admission>,
+    /// Leader addresses that configured peers reported in their WELCOME while this
+    /// node knew no configuration: the leader that adds a joining node dials it from
+    /// one of these, and is admitted because a configured peer vouched for it.
+    vouched: Mutex<BTreeSet<String>>,
     /// Set once this node learned it was removed from the cluster.
     pub removed: AtomicBool,
 }
 
 impl ClusterView {
     pub fn new(addrs: impl IntoIterator<Item = (u64, String)>) -> ClusterView {
-        ClusterView { addrs: Mutex::new(addrs.into_iter().collect()), ..Default::default() }
+        let addrs: BTreeMap<u64, String> = addrs.into_iter().collect();
+        let admission = Admission { configured: addrs.keys().copied().collect(), ..Default::default() };
+        ClusterView { addrs: Mutex::new(addrs), admission: Mutex::new(admission), ..Default::default() }
+    }
+
+    /// Replaces who may speak Raft to this node (the configured peers stay as given).
+    pub fn set_admission(&self, members: BTreeSet<u64>, retired: BTreeSet<u64>, config_known: bool) {
+        let mut admission = lock(&self.admission);
+        admission.members = members;
+        admission.retired = retired;
+        admission.config_known = config_known;
+    }
+
+    pub fn admission(&self) -> Admission {
+        lock(&self.admission).clone()
+    }
+
+    /// May node `id`, which says its client address is `addr`, speak Raft to us?
+    pub fn admits(&self, id: u64, addr: &str) -> Result<(), NotAdmitted> {
+        let admission = lock(&self.admission);
+        if admission.members.contains(&id) {
+            return Ok(());
+        }
+        if !admission.config_known
+            && (admission.configured.contains(&id) || lock(&self.vouched).contains(addr))
+        {
+            return Ok(());
+        }
+        if admission.retired.contains(&id) {
+            return Err(NotAdmitted::Removed);
+        }
+        Err(NotAdmitted::NotMember)
+    }
+
+    /// Records the leader address a configured peer named (only while no configuration
+    /// is known: afterwards membership decides).
+    pub fn vouch_for_leader(&self, addr: &str) {
+        if !addr.is_empty() && !lock(&self.admission).config_known {
+            let mut vouched = lock(&self.vouched);
+            // Bounded: configured peers name one leader each at a time.
+            if vouched.len() < 16 {
+                vouched.insert(addr.to_owned());
+            }
+        }
+    }
+
+    /// True if `addr` was named as the leader by a configured peer.
+    pub fn is_vouched(&self, addr: &str) -> bool {
+        lock(&self.vouched).contains(addr)
     }
 
     pub fn publish(&self, raft: &Raft) {
@@ -55,44 +139,58 @@ impl ClusterView {
             voters,
             learners: membership.learners.iter().copied().collect(),
         };
-        *self.facts.lock().unwrap_or_else(|p| p.into_inner()) = facts;
+        *lock(&self.facts) = facts;
     }
 
     pub fn facts(&self) -> RaftFacts {
-        self.facts.lock().unwrap_or_else(|p| p.into_inner()).clone()
+        lock(&self.facts).clone()
     }
 
+    /// Records a client address for `id` (configuration, `admin replace`, or a vouched
+    /// leader). Callers validate it first.
     pub fn learn_addr(&self, id: u64, addr: &str) {
         if !addr.is_empty() {
-            self.addrs.lock().unwrap_or_else(|p| p.into_inner()).insert(id, addr.to_owned());
+            lock(&self.addrs).insert(id, addr.to_owned());
         }
     }
 
     /// A member's client address; empty when unknown.
     pub fn addr_of(&self, id: u64) -> String {
-        if let Some(addr) = self.replicated.lock().unwrap_or_else(|p| p.into_inner()).get(&id) {
-            return addr.clone();
+        if let Some(record) = lock(&self.replicated).get(&id) {
+            if !record.addr.is_empty() {
+                return record.addr.clone();
+            }
         }
-        self.addrs.lock().unwrap_or_else(|p| p.into_inner()).get(&id).cloned().unwrap_or_default()
+        lock(&self.addrs).get(&id).cloned().unwrap_or_default()
     }
 
-    /// Publishes the member addresses of the applied lock state, if they changed.
-    pub fn set_replicated(&self, members: &BTreeMap<u64, String>) {
-        let mut replicated = self.replicated.lock().unwrap_or_else(|p| p.into_inner());
+    /// Publishes the member records of the applied lock state, if they changed.
+    pub fn set_replicated(&self, members: &BTreeMap<u64, MemberRecord>) {
+        let mut replicated = lock(&self.replicated);
         if *replicated != *members {
             *replicated = members.clone();
         }
     }
 
-    /// True if `id`'s address is in the replicated lock state.
-    pub fn is_replicated(&self, id: u64) -> bool {
-        self.replicated.lock().unwrap_or_else(|p| p.into_inner()).contains_key(&id)
+    /// The log's record of `id`, if any.
+    pub fn record_of(&self, id: u64) -> Option<MemberRecord> {
+        lock(&self.replicated).get(&id).cloned()
     }
 
-    /// Records `incarnation` for `id`; false if `id` was seen with another one.
+    /// Is process `incarnation` the one that runs node `id`? The log's record decides
+    /// when it has one; otherwise the first incarnation seen here, which is recorded.
     pub fn check_incarnation(&self, id: u64, incarnation: u64) -> bool {
-        let mut seen = self.incarnations.lock().unwrap_or_else(|p| p.into_inner());
-        *seen.entry(id).or_insert(incarnation) == incarnation
+        if let Some(record) = lock(&self.replicated).get(&id) {
+            if record.incarnation != 0 {
+                return record.incarnation == incarnation;
+            }
+        }
+        *lock(&self.incarnations).entry(id).or_insert(incarnation) == incarnation
+    }
+
+    /// The incarnation seen for `id` in a handshake, if any.
+    pub fn seen_incarnation(&self, id: u64) -> Option<u64> {
+        lock(&self.incarnations).get(&id).copied()
     }
 
     /// The WELCOME role letter and leader address.
@@ -112,6 +210,10 @@ impl ClusterView {
     pub fn members_text(&self, ids: &[u64]) -> String {
         ids.iter().map(|id| format!("{id}@{}", self.addr_of(*id))).collect::<Vec<_>>().join(",")
     }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// STATUS's name for a role.

@@ -11,17 +11,21 @@
 //!         | 'R' · key str8 · owner str8 · token u64 · origin · next
 //!         | 'E' · key str8 · token u64 · next
 //!         | 'D' · domain u64
-//!         | 'A' · node u64 · addr str8
-//! snapshot = version u8 (1) · domain u64 · last_token u64 · count u32 · count × (key str8 · owner str8 · token u64 · lease_ms u32)
-//!            · members u16 · members × (node u64 · addr str8)
+//!         | 'M' · node u64 · incarnation u64 · addr str8
+//!         | 'A' · node u64 · addr str8          (older versions; read as 'M' with incarnation 0)
+//! snapshot = version u8 (2) · domain u64 · last_token u64 · count u32 · count × (key str8 · owner str8 · token u64 · lease_ms u32)
+//!            · members u16 · members × (node u64 · incarnation u64 · addr str8)
+//!            (version 1, still read: members × (node u64 · addr str8))
 //! ```
 
 use byteorder::{BigEndian, ByteOrder};
 
 use super::command::{Command, Grant, Origin};
-use super::state::{Holder, LockState};
+use super::state::{Holder, LockState, MemberRecord};
 
-const SNAPSHOT_VERSION: u8 = 1;
+const SNAPSHOT_VERSION: u8 = 2;
+/// Snapshots of older versions, without member incarnations; still read.
+const SNAPSHOT_VERSION_NO_INCARNATIONS: u8 = 1;
 
 /// Why bytes could not be decoded.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -56,9 +60,10 @@ pub fn encode_command(out: &mut Vec<u8>, command: &Command) {
             out.extend_from_slice(&token.to_be_bytes());
             put_next(out, next);
         }
-        Command::SetAddr { node, addr } => {
-            out.push(b'A');
+        Command::SetMember { node, incarnation, addr } => {
+            out.push(b'M');
             out.extend_from_slice(&node.to_be_bytes());
+            out.extend_from_slice(&incarnation.to_be_bytes());
             put_str8(out, addr);
         }
         Command::SetDomain { domain } => {
@@ -81,7 +86,8 @@ pub fn decode_command(bytes: &[u8]) -> Result<Command, CodecError> {
         },
         b'E' => Command::Expire { key: r.string()?, token: r.u64()?, next: r.next()? },
         b'D' => Command::SetDomain { domain: r.u64()? },
-        b'A' => Command::SetAddr { node: r.u64()?, addr: r.string()? },
+        b'M' => Command::SetMember { node: r.u64()?, incarnation: r.u64()?, addr: r.string()? },
+        b'A' => Command::SetMember { node: r.u64()?, incarnation: 0, addr: r.string()? },
         _ => return Err(CodecError("unknown command tag")),
     };
     r.finish()?;
@@ -104,16 +110,18 @@ pub fn encode_snapshot(state: &LockState) -> Vec<u8> {
         out.extend_from_slice(&holder.lease_ms.to_be_bytes());
     }
     out.extend_from_slice(&(state.members().len() as u16).to_be_bytes());
-    for (node, addr) in state.members() {
+    for (node, member) in state.members() {
         out.extend_from_slice(&node.to_be_bytes());
-        put_str8(&mut out, addr);
+        out.extend_from_slice(&member.incarnation.to_be_bytes());
+        put_str8(&mut out, &member.addr);
     }
     out
 }
 
 pub fn decode_snapshot(bytes: &[u8]) -> Result<LockState, CodecError> {
     let mut r = Reader { buf: bytes };
-    if r.u8()? != SNAPSHOT_VERSION {
+    let version = r.u8()?;
+    if version != SNAPSHOT_VERSION && version != SNAPSHOT_VERSION_NO_INCARNATIONS {
         return Err(CodecError("unknown snapshot version"));
     }
     let domain = r.u64()?;
@@ -137,7 +145,8 @@ pub fn decode_snapshot(bytes: &[u8]) -> Result<LockState, CodecError> {
     let mut members = std::collections::BTreeMap::new();
     for _ in 0..member_count {
         let node = r.u64()?;
-        members.insert(node, r.string()?);
+        let incarnation = if version == SNAPSHOT_VERSION { r.u64()? } else { 0 };
+        members.insert(node, MemberRecord { addr: r.string()?, incarnation });
     }
     r.finish()?;
     let state =
@@ -258,6 +267,11 @@ mod tests {
             ),
             (name(), any::<u64>(), proptest::option::of(grant()))
                 .prop_map(|(key, token, next)| Command::Expire { key, token, next }),
+            (any::<u64>(), any::<u64>(), name()).prop_map(|(node, incarnation, addr)| Command::SetMember {
+                node,
+                incarnation,
+                addr
+            }),
         ]
     }
 
@@ -288,6 +302,10 @@ mod tests {
             let grant = Grant { owner: format!("o{i}"), token: 10 + i as u64, lease_ms: 1000, origin };
             state.apply(&Command::Grant { key: key.to_string(), grant }, &mut effects);
         }
+        let member =
+            |node, incarnation, addr: &str| Command::SetMember { node, incarnation, addr: addr.into() };
+        state.apply(&member(1, 77, "10.0.0.1:5225"), &mut effects);
+        state.apply(&member(2, 0, "10.0.0.2:5225"), &mut effects);
         let bytes = encode_snapshot(&state);
         let back = decode_snapshot(&bytes).unwrap();
         assert_eq!(back, state);
@@ -295,5 +313,28 @@ mod tests {
         for cut in 0..bytes.len() {
             assert!(decode_snapshot(&bytes[..cut]).is_err());
         }
+    }
+
+    #[test]
+    fn an_old_member_record_and_an_old_snapshot_are_still_read() {
+        let mut bytes = vec![b'A'];
+        bytes.extend_from_slice(&7u64.to_be_bytes());
+        bytes.push(4);
+        bytes.extend_from_slice(b"h:10");
+        assert_eq!(
+            decode_command(&bytes).unwrap(),
+            Command::SetMember { node: 7, incarnation: 0, addr: "h:10".into() }
+        );
+        let mut v1 = vec![1u8];
+        v1.extend_from_slice(&5u64.to_be_bytes()); // domain
+        v1.extend_from_slice(&0u64.to_be_bytes()); // last token
+        v1.extend_from_slice(&0u32.to_be_bytes()); // holders
+        v1.extend_from_slice(&1u16.to_be_bytes()); // members
+        v1.extend_from_slice(&7u64.to_be_bytes());
+        v1.push(4);
+        v1.extend_from_slice(b"h:10");
+        let state = decode_snapshot(&v1).unwrap();
+        assert_eq!(state.domain(), 5);
+        assert_eq!(state.members()[&7], MemberRecord { addr: "h:10".into(), incarnation: 0 });
     }
 }

@@ -31,8 +31,13 @@ pub enum Command {
     Grant { key: String, grant: Grant },
     /// Release `key` if (owner, token) holds it, then hand it to `next`.
     Release { key: String, owner: String, token: u64, origin: Origin, next: Option<Grant> },
-    /// Record the client address of cluster member `node`.
-    SetAddr { node: u64, addr: String },
+    /// Record cluster member `node`: the process (`incarnation`, a random number each
+    /// process start) that runs it, and its client address. The first incarnation
+    /// recorded for a node id stays: every member then refuses that id from any other
+    /// process (a node that lost its state must never come back under its id).
+    /// Incarnation 0 means "not known" (records from older versions): it changes only
+    /// the address.
+    SetMember { node: u64, incarnation: u64, addr: String },
     /// Record the fencing domain chosen by the first leader (ignored once one is set).
     SetDomain { domain: u64 },
     /// End the hold `token` on `key` because its lease ran out, then hand it to `next`.

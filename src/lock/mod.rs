@@ -20,7 +20,7 @@ pub mod state;
 pub mod table;
 
 pub use command::{Command, Grant, Origin};
-pub use state::{Effect, Holder, LockState};
+pub use state::{Effect, Holder, LockState, MemberRecord};
 pub use table::{LockTable, Output, Reply, TableConfig};
 
 /// Identifies one client connection on one node.

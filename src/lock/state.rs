@@ -24,6 +24,15 @@ pub enum Effect {
     Ended { key: String, token: u64 },
 }
 
+/// A cluster member as the log records it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct MemberRecord {
+    /// Its client address.
+    pub addr: String,
+    /// The process that runs this node id; 0 while not known.
+    pub incarnation: u64,
+}
+
 /// Holders of all held keys and the highest token ever granted. Every node holds the
 /// same `LockState` after applying the same commands.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -32,9 +41,9 @@ pub struct LockState {
     last_token: u64,
     /// The fencing domain; 0 until the first leader recorded one.
     domain: u64,
-    /// Client addresses of cluster members, replicated so that every node (and every
-    /// future leader) can reach every member.
-    members: BTreeMap<u64, String>,
+    /// Cluster members (address and incarnation), replicated so that every node (and
+    /// every future leader) can reach every member and knows which process runs it.
+    members: BTreeMap<u64, MemberRecord>,
 }
 
 impl LockState {
@@ -50,14 +59,14 @@ impl LockState {
         })
     }
 
-    /// The same state with these member addresses (a decoded snapshot).
-    pub fn with_members(mut self, members: BTreeMap<u64, String>) -> LockState {
+    /// The same state with these member records (a decoded snapshot).
+    pub fn with_members(mut self, members: BTreeMap<u64, MemberRecord>) -> LockState {
         self.members = members;
         self
     }
 
-    /// Client addresses of cluster members, by node id.
-    pub fn members(&self) -> &BTreeMap<u64, String> {
+    /// Recorded cluster members, by node id.
+    pub fn members(&self) -> &BTreeMap<u64, MemberRecord> {
         &self.members
     }
 
@@ -92,8 +101,17 @@ impl LockState {
     pub fn apply(&mut self, command: &Command, effects: &mut Vec<Effect>) {
         match command {
             Command::Grant { key, grant } => self.grant_if_free(key, grant, effects),
-            Command::SetAddr { node, addr } => {
-                self.members.insert(*node, addr.clone());
+            Command::SetMember { node, incarnation, addr } => {
+                let record = self.members.entry(*node).or_default();
+                // A node id belongs to the first process recorded for it; a record for
+                // another process changes nothing.
+                if *incarnation != 0 && record.incarnation != 0 && record.incarnation != *incarnation {
+                    return;
+                }
+                if record.incarnation == 0 {
+                    record.incarnation = *incarnation;
+                }
+                record.addr.clone_from(addr);
             }
             Command::SetDomain { domain } => {
                 // The first recorded domain stays: a domain is never replaced.
@@ -143,5 +161,33 @@ impl LockState {
             grant.origin,
             Response::Granted { token: grant.token, lease_ms: grant.lease_ms },
         ));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn member(node: u64, incarnation: u64, addr: &str) -> Command {
+        Command::SetMember { node, incarnation, addr: addr.into() }
+    }
+
+    #[test]
+    fn a_node_id_belongs_to_the_first_process_recorded_for_it() {
+        let mut state = LockState::default();
+        let mut effects = Vec::new();
+        // An address without an incarnation (an older version's record), then the
+        // process, then a move of that process to another address.
+        state.apply(&member(3, 0, "a:1"), &mut effects);
+        state.apply(&member(3, 42, "a:1"), &mut effects);
+        state.apply(&member(3, 42, "b:1"), &mut effects);
+        assert_eq!(state.members()[&3], MemberRecord { addr: "b:1".into(), incarnation: 42 });
+        // Another process under the same id changes nothing, not even the address.
+        state.apply(&member(3, 43, "evil:1"), &mut effects);
+        assert_eq!(state.members()[&3], MemberRecord { addr: "b:1".into(), incarnation: 42 });
+        // An incarnation-less record still moves the address of the recorded process.
+        state.apply(&member(3, 0, "c:1"), &mut effects);
+        assert_eq!(state.members()[&3], MemberRecord { addr: "c:1".into(), incarnation: 42 });
+        assert!(effects.is_empty());
     }
 }

@@ -26,12 +26,15 @@ pub enum Request {
     /// voter `old` by node `new` reachable at client address `addr`. Answered with
     /// `S` (the outcome as text), `M` (not the leader) or `E` (refused, with why).
     Replace { old: u64, new: u64, addr: String },
+    /// `L`: list the members as this node sees them (cluster administration): voters,
+    /// learners, each one's address and recorded process incarnation. Answered with `S`.
+    Members,
 }
 
 impl Request {
     /// Admin ops need a connection that proved the operator secret (docs/security.md).
     pub fn is_admin(&self) -> bool {
-        matches!(self, Request::Replace { .. })
+        matches!(self, Request::Replace { .. } | Request::Members)
     }
 }
 
@@ -240,11 +243,18 @@ pub fn decode_request(payload: &[u8]) -> Result<(u32, Request), DecodeError> {
             if old == 0 || new == 0 {
                 return Err(DecodeError::Invalid { id, reason: "node ids must be non-zero" });
             }
-            if addr.is_empty() {
-                return Err(DecodeError::Invalid { id, reason: "address must be 1..=255 bytes" });
-            }
             let addr = utf8_field(id, addr, "address is not valid UTF-8")?;
+            if crate::proto::addr::check_client_addr(&addr).is_err() {
+                return Err(DecodeError::Invalid {
+                    id,
+                    reason: "address must be host:port (a name or IP, port 1..=64535)",
+                });
+            }
             Request::Replace { old, new, addr }
+        }
+        b'L' => {
+            cur.finish()?;
+            Request::Members
         }
         other => return Err(DecodeError::UnknownOp(other)),
     };
@@ -348,6 +358,10 @@ pub fn encode_request(out: &mut Vec<u8>, id: u32, request: &Request) {
             put_u64(out, *old);
             put_u64(out, *new);
             put_str8(out, addr.as_bytes());
+        }
+        Request::Members => {
+            out.push(b'L');
+            put_u32(out, id);
         }
     }
     end_frame(out, start);

@@ -2,6 +2,7 @@
 //! read and write them. Everything here is pure encoding and decoding except `io`,
 //! which moves whole frames over any `Read`/`Write`.
 
+pub mod addr;
 pub mod frame;
 pub mod handshake;
 pub mod io;

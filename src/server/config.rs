@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
-use crate::cluster::peer::PEER_PORT_OFFSET;
+use crate::proto::addr::PEER_PORT_OFFSET;
 use crate::proto::limits::{AUTH_TOKEN_LEN_MIN, WAITERS_PER_KEY_MAX_DEFAULT};
 
 /// Shown by `ticketing server --help`.
@@ -55,8 +55,6 @@ const KNOWN_VARS: &[&str] = &[
 pub const DEFAULT_LISTEN: &str = "0.0.0.0:5225";
 /// Largest accepted `TICKETING_MAX_WAITERS`.
 pub const MAX_WAITERS_LIMIT: usize = 1_000_000;
-/// Longest accepted client address string (it travels as a `str8`).
-const ADDR_LEN_MAX: usize = 255;
 
 /// A configuration error: which variable, and what is wrong with it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -368,7 +366,10 @@ fn world_readable(var: &str, path: &str) -> Option<String> {
     use std::os::unix::fs::PermissionsExt;
     let mode = std::fs::metadata(path).ok()?.permissions().mode();
     (mode & 0o004 != 0).then(|| {
-        format!("{var}: {path:?} is readable by every user of this host (mode {:o}); chmod o-r it", mode & 0o777)
+        format!(
+            "{var}: {path:?} is readable by every user of this host (mode {:o}); chmod o-r it",
+            mode & 0o777
+        )
     })
 }
 
@@ -475,22 +476,9 @@ fn parse_peer(item: &str) -> Result<Peer, String> {
 }
 
 /// A client address: `host:port`, short enough for a `str8`, with a port that leaves
-/// room for the peer port (+1000).
+/// room for the peer port (+1000); the same check as every address a node stores.
 fn check_addr(var: &'static str, addr: &str) -> Result<(), ConfigError> {
-    if addr.is_empty() || addr.len() > ADDR_LEN_MAX {
-        return Err(err(var, format!("{addr:?} must be 1..=255 bytes")));
-    }
-    let Some((host, port)) = addr.rsplit_once(':') else {
-        return Err(err(var, format!("{addr:?} is not host:port")));
-    };
-    match port.parse::<u16>() {
-        Ok(p) if p > 0 && p <= u16::MAX - 1000 => {}
-        _ => return Err(err(var, format!("port in {addr:?} must be 1..=64535 (peer port = port + 1000)"))),
-    }
-    if host.is_empty() {
-        return Err(err(var, format!("{addr:?} has no host")));
-    }
-    Ok(())
+    crate::proto::addr::check_client_addr(addr).map_err(|e| err(var, e.0))
 }
 
 #[cfg(test)]

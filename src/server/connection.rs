@@ -215,6 +215,7 @@ fn read_loop(
         let local = match request {
             Request::Ping => Some(Response::Pong),
             Request::Status => Some(Response::Status { text: shared.status_text() }),
+            Request::Members => Some(shared.members_answer()),
             _ => None,
         };
         if let Some(response) = local {

@@ -59,6 +59,17 @@ impl Shared {
         }
     }
 
+    /// The answer to the admin op MEMBERS: this node's view of the membership.
+    fn members_answer(&self) -> crate::proto::Response {
+        match &self.cluster {
+            None => crate::proto::Response::Error {
+                code: crate::proto::ErrorCode::Invalid,
+                message: "membership needs a cluster; this node is standalone".into(),
+            },
+            Some(view) => crate::proto::Response::Status { text: status::members_text(&self.info, view) },
+        }
+    }
+
     fn welcome(&self) -> Welcome {
         let (role, leader) = match &self.cluster {
             None => (role::STANDALONE, self.info.addr.clone()),

@@ -72,6 +72,39 @@ pub fn cluster_text(
     text(info, counters, &raft)
 }
 
+/// The answer to the admin op MEMBERS (docs/protocol.md): this node's view of the
+/// configuration, with each member's address and recorded process incarnation.
+///
+/// ```text
+/// node_id=2            role=follower        term=7
+/// leader_id=1          leader=10.0.0.1:5225 commit_index=812
+/// member=ID ROLE ADDR incarnation=HEX|unrecorded     one line per voter, then learner
+/// retired=ID,...       nodes removed by a committed configuration
+/// ```
+pub fn members_text(info: &NodeInfo, view: &crate::cluster::view::ClusterView) -> String {
+    let facts = view.facts();
+    let mut text = String::with_capacity(256);
+    let _ = writeln!(text, "node_id={}", info.node_id);
+    let _ = writeln!(text, "role={}", crate::cluster::view::role_name(facts.role));
+    let _ = writeln!(text, "term={}", facts.term);
+    let _ = writeln!(text, "leader_id={}", facts.leader_id.map_or(String::new(), |id| id.to_string()));
+    let _ = writeln!(text, "leader={}", facts.leader_id.map(|id| view.addr_of(id)).unwrap_or_default());
+    let _ = writeln!(text, "commit_index={}", facts.commit_index);
+    for (role, ids) in [("voter", &facts.voters), ("learner", &facts.learners)] {
+        for id in ids {
+            let incarnation = match view.record_of(*id) {
+                Some(r) if r.incarnation != 0 => format!("{:016x}", r.incarnation),
+                _ => "unrecorded".into(),
+            };
+            let addr = view.addr_of(*id);
+            let _ = writeln!(text, "member={id} {role} {addr} incarnation={incarnation}");
+        }
+    }
+    let retired: Vec<String> = view.admission().retired.iter().map(u64::to_string).collect();
+    let _ = writeln!(text, "retired={}", retired.join(","));
+    text
+}
+
 fn text(info: &NodeInfo, counters: &Counters, raft: &RaftLines) -> String {
     let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
     let mut text = String::with_capacity(512);

@@ -181,6 +181,7 @@ pub fn default_answer(request: &Request) -> Response {
         Request::Status => Response::Status { text: "node_id=1\nrole=standalone\n".into() },
         Request::Ping => Response::Pong,
         Request::Replace { .. } => Response::Status { text: "replaced\n".into() },
+        Request::Members => Response::Status { text: "voter=1@127.0.0.1:5225\n".into() },
     }
 }
 

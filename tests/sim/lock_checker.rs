@@ -110,7 +110,7 @@ fn grants_in(command: &Command) -> Vec<(&str, &ticketing::lock::Grant)> {
         Command::Release { key, next, .. } | Command::Expire { key, next, .. } => {
             next.iter().map(|g| (key.as_str(), g)).collect()
         }
-        Command::SetDomain { .. } | Command::SetAddr { .. } => vec![],
+        Command::SetDomain { .. } | Command::SetMember { .. } => vec![],
     }
 }
 
