@@ -217,6 +217,42 @@ fn a_crashed_node_restarted_under_its_old_id_exits_2() {
     granted_token(&l.call(1, &acquire("after", "o", 5, 0)));
 }
 
+/// A node started with `new` after its cluster formed cannot tell whether it ran before
+/// (and lost its vote and log) or not: it must not take part, and says how to replace it.
+#[test]
+fn a_founding_node_that_finds_the_domain_formed_exits_2() {
+    let port = free_port_pair();
+    let peers: String = (1..=3).map(|i| format!("{i}@127.0.0.{i}:{port}")).collect::<Vec<_>>().join(",");
+    let mut cluster = Cluster { port, nodes: Vec::new(), peers };
+    for i in 1..=2u64 {
+        let node = cluster.spawn(i, &format!("127.0.0.{i}:{port}"), "new", &[]);
+        cluster.nodes.push(Some(node));
+    }
+    let leader = cluster.wait_leader(Duration::from_secs(15));
+    let mut l = connect(cluster.addr(leader));
+    granted_token(&l.call(1, &acquire("before", "o", 60, 0)));
+    let mut late = cluster.spawn(3, &format!("127.0.0.3:{port}"), "new", &[]);
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let status = loop {
+        if let Some(status) = late.child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(Instant::now() < deadline, "the late founding node kept running");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(status.code(), Some(2));
+    let log: Vec<String> = late.log.try_iter().collect();
+    assert!(
+        log.iter().any(|l| l.contains("TICKETING_CLUSTER_STATE") && l.contains("already exists")),
+        "the exit message names the variable and the cause: {log:?}"
+    );
+    // The two founders go on serving, the lock intact.
+    match l.call(2, &Request::Query { key: "before".into() }) {
+        Response::Holder { owner, .. } => assert_eq!(owner, "o"),
+        other => panic!("{other:?}"),
+    }
+}
+
 #[test]
 fn cli_status_with_one_address_shows_every_node() {
     let cluster = Cluster::start(3, &[]);

@@ -1,0 +1,259 @@
+//! The trust boundary between lock clients and cluster nodes, tried from outside
+//! against real processes (docs/security.md): with the client secret only, or with the
+//! peer secret but not a member's identity, nothing changes the cluster's term, leader,
+//! membership or lock state.
+
+mod common;
+
+use std::collections::HashMap;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::time::{Duration, Instant};
+
+use common::*;
+use ticketing::cluster::peer::{self, refusal, PeerError, PeerHello};
+use ticketing::proto::frame::{ErrorCode, Request, Response};
+use ticketing::proto::handshake::{self, auth_key, HandshakeError, PEER_LABELS};
+
+fn peer_port(client: SocketAddr) -> SocketAddr {
+    SocketAddr::new(client.ip(), client.port() + 1000)
+}
+
+/// (term, leader_id, voters) of every live node, from STATUS.
+fn cluster_facts(cluster: &Cluster) -> Vec<(String, String, String)> {
+    (0..cluster.nodes.len())
+        .filter(|i| cluster.nodes[*i].is_some())
+        .map(|i| {
+            let s = status_map(&mut connect(cluster.addr(i)), 1);
+            (s["term"].clone(), s["leader_id"].clone(), s["voters"].clone())
+        })
+        .collect()
+}
+
+/// MEMBERS through an operator connection, as a map from node id to its line.
+fn members(addr: SocketAddr) -> HashMap<u64, String> {
+    let mut c = connect_with(addr, PEER_TOKEN).expect("operator handshake");
+    match c.call(1, &Request::Members) {
+        Response::Status { text } => text
+            .lines()
+            .filter_map(|l| l.strip_prefix("member="))
+            .map(|l| (l.split(' ').next().unwrap().parse().unwrap(), l.to_string()))
+            .collect(),
+        other => panic!("{other:?}"),
+    }
+}
+
+/// Waits until the leader has recorded every member's process in the log.
+fn wait_records(addr: SocketAddr, count: usize) {
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let m = members(addr);
+        if m.len() == count && m.values().all(|l| !l.ends_with("incarnation=unrecorded")) {
+            return;
+        }
+        assert!(Instant::now() < deadline, "members never all recorded: {m:?}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Dials `node`'s peer port as a node claiming `hello`, with `secret`.
+fn rogue_dial(node: SocketAddr, secret: &str, hello: &PeerHello) -> Result<peer::Established, PeerError> {
+    peer::dial(&node.to_string(), hello, &auth_key(secret.as_bytes()), None)
+}
+
+fn refusal_code(result: Result<peer::Established, PeerError>) -> u8 {
+    match result {
+        Err(PeerError::Refused { code, .. }) => code,
+        Err(e) => panic!("expected a refusal, got {e}"),
+        Ok(e) => panic!("admitted as node {}", e.peer.node_id),
+    }
+}
+
+#[test]
+fn the_client_secret_opens_nothing_on_the_peer_port_nor_admin_on_the_client_port() {
+    let cluster = Cluster::start(3, &[]);
+    let leader = cluster.wait_leader(Duration::from_secs(15));
+    let before = cluster_facts(&cluster);
+    for i in 0..3 {
+        let hello = PeerHello { node_id: 1, incarnation: 7, domain: 0, addr: "127.0.0.9:5225".into() };
+        match rogue_dial(cluster.addr(i), TOKEN, &hello) {
+            Err(PeerError::Handshake(HandshakeError::Rejected(_) | HandshakeError::BadProof)) => {}
+            Err(e) => panic!("node {i}: expected an authentication failure, got {e}"),
+            Ok(_) => panic!("node {i}: the client secret passed the peer handshake"),
+        }
+    }
+    // Admin ops on the client port need the operator secret: E 5, and the connection
+    // goes on serving locks.
+    let mut c = connect(cluster.addr(leader));
+    let replace = Request::Replace { old: 2, new: 9, addr: format!("127.0.0.9:{}", cluster.port) };
+    for (id, request) in [(1, replace), (2, Request::Members)] {
+        match c.call(id, &request) {
+            Response::Error { code: ErrorCode::Refused, .. } => {}
+            other => panic!("{request:?}: {other:?}"),
+        }
+    }
+    granted_token(&c.call(3, &acquire("k", "o", 5, 0)));
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(cluster_facts(&cluster), before, "term, leader and voters unchanged");
+}
+
+#[test]
+fn a_non_member_with_the_peer_secret_is_refused_and_changes_nothing() {
+    let cluster = Cluster::start(3, &[]);
+    let leader = cluster.wait_leader(Duration::from_secs(15));
+    let mut c = connect(cluster.addr(leader));
+    let token = granted_token(&c.call(1, &acquire("held", "o", 60, 0)));
+    let before = cluster_facts(&cluster);
+    let domain = status_map(&mut c, 2)["domain"].parse::<u64>().unwrap();
+    for i in 0..3 {
+        // A node id that is no member, with the right domain, and then with none.
+        for d in [domain, 0] {
+            let hello =
+                PeerHello { node_id: 99, incarnation: 1, domain: d, addr: cluster.addr(i).to_string() };
+            assert_eq!(refusal_code(rogue_dial(cluster.addr(i), PEER_TOKEN, &hello)), refusal::NOT_MEMBER);
+        }
+    }
+    // The refused dialer cannot slip Raft frames in either: a Vote with the transfer
+    // flag for a much higher term, written straight after a refused handshake.
+    let mut raw = TcpStream::connect(peer_port(cluster.addr(leader))).unwrap();
+    raw.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    handshake::client_handshake(&mut raw, &auth_key(PEER_TOKEN.as_bytes()), &PEER_LABELS).unwrap();
+    let hello = PeerHello { node_id: 99, incarnation: 1, domain, addr: "127.0.0.9:5225".into() };
+    let mut bytes = peer::encode_hello(&hello);
+    let vote =
+        ticketing::raft::Message::Vote { term: 1000, last_index: 1 << 40, last_term: 999, transfer: true };
+    ticketing::raft::wire::encode(&vote, &mut bytes).unwrap();
+    let _ = raw.write_all(&bytes);
+    let mut answer = Vec::new();
+    let _ = raw.read_to_end(&mut answer);
+    assert_eq!(answer.get(4), Some(&b'X'), "a refusal: {answer:?}");
+    std::thread::sleep(Duration::from_secs(1));
+    assert_eq!(cluster_facts(&cluster), before, "term, leader and voters unchanged");
+    match c.call(3, &Request::Query { key: "held".into() }) {
+        Response::Holder { token: t, .. } => assert_eq!(t, token),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn a_member_id_from_another_process_is_refused_by_every_member_including_one_that_joined_later() {
+    let mut cluster = Cluster::start(3, &[]);
+    let leader = cluster.wait_leader(Duration::from_secs(15));
+    wait_records(cluster.addr(leader), 3);
+    let domain = status_map(&mut connect(cluster.addr(leader)), 1)["domain"].parse::<u64>().unwrap();
+    // `paused` stays a member but is frozen while node 4 joins, so node 4 never
+    // completes a handshake with it: only the log tells node 4 which process runs it.
+    let paused = (leader + 1) % 3;
+    let old = (leader + 2) % 3;
+    cluster.signal(paused, "-STOP");
+    let new_addr = format!("127.0.0.4:{}", cluster.port);
+    let new_node = cluster.spawn(4, &new_addr, "join", &[]);
+    let mut op = connect_with(cluster.addr(leader), PEER_TOKEN).unwrap();
+    op.stream.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+    let replace = Request::Replace { old: old as u64 + 1, new: 4, addr: new_addr.clone() };
+    match op.call(1, &replace) {
+        Response::Status { text } => assert!(text.contains("replaced"), "{text}"),
+        other => panic!("{other:?}"),
+    }
+    cluster.nodes.push(Some(new_node));
+    let node4: SocketAddr = new_addr.parse().unwrap();
+    wait_records(node4, 3);
+    // Another process claims the paused member's NodeId.
+    let claimed = paused as u64 + 1;
+    for target in [cluster.addr(leader), node4] {
+        let hello = PeerHello {
+            node_id: claimed,
+            incarnation: 12345,
+            domain,
+            addr: cluster.addr(paused).to_string(),
+        };
+        assert_eq!(
+            refusal_code(rogue_dial(target, PEER_TOKEN, &hello)),
+            refusal::NODE_ID_REUSED,
+            "{target} admitted a second process as node {claimed}"
+        );
+    }
+    cluster.signal(paused, "-CONT");
+    // The real node is still welcome: it catches up and the cluster has three voters.
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let s = status_map(&mut connect(cluster.addr(paused)), 1);
+        if s["voters"].split(',').count() == 3 && s["voters"].contains(&format!("4@{new_addr}")) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the paused node never caught up: {s:?}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn garbage_hello_addresses_are_refused_never_stored_and_the_node_keeps_serving() {
+    let cluster = Cluster::start(3, &[]);
+    let leader = cluster.wait_leader(Duration::from_secs(15));
+    let before = members(cluster.addr(leader));
+    for addr in [vec![0xffu8; 255], b"no-port-here".to_vec(), b"a b:5225".to_vec()] {
+        let mut raw = TcpStream::connect(peer_port(cluster.addr(leader))).unwrap();
+        raw.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        handshake::client_handshake(&mut raw, &auth_key(PEER_TOKEN.as_bytes()), &PEER_LABELS).unwrap();
+        // PEER HELLO by hand: len · 'H' · node_id · incarnation · domain · addr str8.
+        let mut hello = Vec::new();
+        hello.extend_from_slice(&((26 + addr.len()) as u32).to_be_bytes());
+        hello.push(b'H');
+        hello.extend_from_slice(&2u64.to_be_bytes());
+        hello.extend_from_slice(&1u64.to_be_bytes());
+        hello.extend_from_slice(&0u64.to_be_bytes());
+        hello.push(addr.len() as u8);
+        hello.extend_from_slice(&addr);
+        raw.write_all(&hello).unwrap();
+        let mut answer = Vec::new();
+        let _ = raw.read_to_end(&mut answer);
+        assert_eq!(answer.get(4..6), Some(&[b'X', refusal::BAD_HELLO][..]), "{addr:?}: {answer:?}");
+    }
+    let mut c = connect(cluster.addr(leader));
+    granted_token(&c.call(1, &acquire("k", "o", 5, 0)));
+    assert_eq!(members(cluster.addr(leader)), before, "no address was stored");
+}
+
+#[test]
+fn a_removed_node_that_was_frozen_during_its_removal_learns_it_and_stops() {
+    let mut cluster = Cluster::start(3, &[]);
+    let leader = cluster.wait_leader(Duration::from_secs(15));
+    let old = (leader + 1) % 3;
+    cluster.signal(old, "-STOP");
+    let new_addr = format!("127.0.0.4:{}", cluster.port);
+    let new_node = cluster.spawn(4, &new_addr, "join", &[]);
+    let mut op = connect_with(cluster.addr(leader), PEER_TOKEN).unwrap();
+    op.stream.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+    match op.call(1, &Request::Replace { old: old as u64 + 1, new: 4, addr: new_addr }) {
+        Response::Status { text } => assert!(text.contains("replaced"), "{text}"),
+        other => panic!("{other:?}"),
+    }
+    cluster.nodes.push(Some(new_node));
+    // Every member now refuses that NodeId at the handshake with a removal notice
+    // (the node, when it dials, takes the notice as definitive and stops).
+    let domain = status_map(&mut connect(cluster.addr(leader)), 2)["domain"].parse::<u64>().unwrap();
+    for target in [cluster.addr(leader), format!("127.0.0.4:{}", cluster.port).parse().unwrap()] {
+        let hello = PeerHello {
+            node_id: old as u64 + 1,
+            incarnation: 1,
+            domain,
+            addr: cluster.addr(old).to_string(),
+        };
+        assert_eq!(refusal_code(rogue_dial(target, PEER_TOKEN, &hello)), refusal::REMOVED, "{target}");
+    }
+    cluster.signal(old, "-CONT");
+    // It stops with status 0, without disturbing the others.
+    let node = cluster.nodes[old].as_mut().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let status = loop {
+        if let Some(status) = node.child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(Instant::now() < deadline, "the removed node kept running");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(status.code(), Some(0));
+    cluster.nodes[old] = None;
+    let leader_now = cluster.wait_leader(Duration::from_secs(10));
+    granted_token(&connect(cluster.addr(leader_now)).call(1, &acquire("after", "o", 5, 0)));
+}
