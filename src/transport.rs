@@ -63,6 +63,14 @@ impl ReadHalf {
         Ok(())
     }
 
+    /// The certificate the other side presented in the TLS handshake (its end-entity
+    /// certificate), if any.
+    pub fn peer_certificate(&self) -> Option<rustls::pki_types::CertificateDer<'static>> {
+        let tls = self.tls.as_ref()?;
+        let conn = lock(tls);
+        conn.peer_certificates()?.first().map(|c| c.clone().into_owned())
+    }
+
     fn arm_deadline(&self) -> io::Result<()> {
         if let Some(deadline) = self.deadline {
             let left = deadline.saturating_duration_since(Instant::now());

@@ -67,3 +67,107 @@ fn a_tls_cluster_elects_replicates_and_serves_verified_clients() {
         }
     }
 }
+
+/// A CA and a certificate it signed for `names`, as PEM files in `dir`; returns the
+/// paths of (cert, key, ca) and the rcgen objects for further signing.
+struct Pki {
+    ca: rcgen::Certificate,
+    ca_key: KeyPair,
+}
+
+impl Pki {
+    fn new() -> Pki {
+        let ca_key = KeyPair::generate().unwrap();
+        let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
+        ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        let ca = ca_params.self_signed(&ca_key).unwrap();
+        Pki { ca, ca_key }
+    }
+
+    fn leaf(&self, names: &[&str]) -> (rcgen::Certificate, KeyPair) {
+        let key = KeyPair::generate().unwrap();
+        let names: Vec<String> = names.iter().map(|s| s.to_string()).collect();
+        let cert = CertificateParams::new(names).unwrap().signed_by(&key, &self.ca, &self.ca_key).unwrap();
+        (cert, key)
+    }
+}
+
+/// A dialing configuration that trusts `pki`'s CA and presents `identity`, if any.
+fn dialer_tls(
+    trust: &Pki,
+    identity: Option<&(rcgen::Certificate, KeyPair)>,
+) -> std::sync::Arc<rustls::ClientConfig> {
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add(trust.ca.der().clone()).unwrap();
+    let builder = rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_root_certificates(roots);
+    let config = match identity {
+        None => builder.with_no_client_auth(),
+        Some((cert, key)) => builder
+            .with_client_auth_cert(
+                vec![cert.der().clone()],
+                rustls::pki_types::PrivateKeyDer::try_from(key.serialize_der()).unwrap(),
+            )
+            .unwrap(),
+    };
+    std::sync::Arc::new(config)
+}
+
+#[test]
+fn the_peer_port_requires_a_certificate_from_the_ca_valid_for_the_node_it_claims() {
+    use ticketing::cluster::peer::{self, refusal, PeerError, PeerHello};
+    let pki = Pki::new();
+    let node_identity = pki.leaf(&["127.0.0.1", "127.0.0.2", "127.0.0.3"]);
+    let dir = tempfile::tempdir().unwrap();
+    let path = |name: &str| dir.path().join(name).to_str().unwrap().to_owned();
+    std::fs::write(path("cert.pem"), node_identity.0.pem()).unwrap();
+    std::fs::write(path("key.pem"), node_identity.1.serialize_pem()).unwrap();
+    std::fs::write(path("ca.pem"), pki.ca.pem()).unwrap();
+    let (cert_path, key_path, ca_path) = (path("cert.pem"), path("key.pem"), path("ca.pem"));
+    let tls = [
+        ("TICKETING_TLS_CERT", cert_path.as_str()),
+        ("TICKETING_TLS_KEY", key_path.as_str()),
+        ("TICKETING_TLS_CA", ca_path.as_str()),
+    ];
+    let cluster = Cluster::start(3, &tls);
+    // Wait for a leader through a verified client.
+    let addrs: Vec<String> = (0..3).map(|i| cluster.addr(i).to_string()).collect();
+    let client = Client::builder().addrs(addrs).auth_token(TOKEN).tls_ca_file(&ca_path).build().unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while client.acquire("k", Duration::from_secs(5), Duration::from_secs(1)).is_err() {
+        assert!(std::time::Instant::now() < deadline, "no leader over TLS");
+    }
+    let target = cluster.addr(0).to_string();
+    let key = ticketing::proto::handshake::auth_key(PEER_TOKEN.as_bytes());
+    let hello = PeerHello { node_id: 2, incarnation: 5, domain: 0, addr: cluster.addr(1).to_string() };
+    // No certificate, and one from another CA: the TLS handshake itself fails.
+    let stranger = Pki::new();
+    let foreign_identity = stranger.leaf(&["127.0.0.2"]);
+    let foreign = {
+        // Trusts our CA (to get as far as the server's certificate) but presents a
+        // certificate signed by another one.
+        dialer_tls(&pki, Some(&foreign_identity))
+    };
+    for (what, config) in [("no certificate", dialer_tls(&pki, None)), ("another CA", foreign)] {
+        match peer::dial(&target, &hello, &key, Some(&config)) {
+            Err(PeerError::Refused { .. }) | Ok(_) => panic!("{what}: admitted to the TLS handshake"),
+            Err(_) => {}
+        }
+    }
+    // A certificate of the right CA, for another host than node 2's: refused.
+    let other_host = pki.leaf(&["127.0.0.9"]);
+    match peer::dial(&target, &hello, &key, Some(&dialer_tls(&pki, Some(&other_host)))) {
+        Err(PeerError::Refused { code, .. }) => assert_eq!(code, refusal::CERT_MISMATCH),
+        Err(e) => panic!("expected a refusal, got {e}"),
+        Ok(_) => panic!("a certificate for 127.0.0.9 spoke as node 2"),
+    }
+    // The node logged the failed handshakes at warn, and still serves.
+    let log: Vec<String> = cluster.nodes[0].as_ref().unwrap().log.try_iter().collect();
+    assert!(log.iter().any(|l| l.contains("WARN") && l.contains("peer TLS handshake failed")), "{log:?}");
+    let lock = client.acquire("after", Duration::from_secs(5), Duration::from_secs(2)).unwrap();
+    drop(lock);
+}

@@ -410,10 +410,30 @@ impl Acceptor {
         }
     }
 
-    /// Decides whether the dialer of `hello` may speak Raft to this node.
-    fn judge(&self, hello: &PeerHello) -> Result<(), (u8, String)> {
+    /// Decides whether the dialer of `hello` (which presented `cert`, with TLS) may
+    /// speak Raft to this node.
+    fn judge(
+        &self,
+        hello: &PeerHello,
+        cert: Option<&rustls::pki_types::CertificateDer<'static>>,
+    ) -> Result<(), (u8, String)> {
         if hello.node_id == self.me {
             return Err((refusal::SAME_NODE, format!("{} is my own node id", self.me)));
+        }
+        if let Some(cert) = cert {
+            // Mutual TLS proved the certificate is the CA's; it must also be the
+            // certificate of the host this node id is known at.
+            let known = self.view.addr_of(hello.node_id);
+            let addr = if known.is_empty() { hello.addr.as_str() } else { known.as_str() };
+            if !crate::server::tls::cert_fits_addr(cert, addr) {
+                return Err((
+                    refusal::CERT_MISMATCH,
+                    format!(
+                        "the certificate presented is not valid for {addr}, the address of node {}",
+                        hello.node_id
+                    ),
+                ));
+            }
         }
         match self.view.admits(hello.node_id, &hello.addr) {
             Ok(()) => {}
@@ -456,7 +476,14 @@ impl Acceptor {
             let (role, leader) = self.view.welcome_role();
             Welcome { node_id: self.me, role, domain: self.counters.domain.load(Ordering::SeqCst), leader }
         };
-        match peer::accept(tcp, &self.key, self.tls.as_ref(), welcome, || (self.hello)(), |h| self.judge(h)) {
+        match peer::accept(
+            tcp,
+            &self.key,
+            self.tls.as_ref(),
+            welcome,
+            || (self.hello)(),
+            |h, c| self.judge(h, c),
+        ) {
             Ok(established) => {
                 debug!("peer {} connected from {from}", established.peer.node_id);
                 let _ = self.raft_tx.send(ToRaft::Conn { established, outbound: false });
@@ -477,10 +504,20 @@ impl Acceptor {
                     "{from}: peer refused: {why}"
                 );
             }
+            Err(PeerError::Handshake(crate::proto::handshake::HandshakeError::Io(e)))
+                if e.kind() == std::io::ErrorKind::InvalidData =>
+            {
+                // TLS failures (no certificate, one the CA did not sign, bad protocol)
+                // surface as InvalidData.
+                crate::warn_limited!(PEER_TLS_FAILED_LOG, "{from}: peer TLS handshake failed: {e}");
+            }
             Err(e) => debug!("{from}: peer handshake: {e}"),
         }
     }
 }
+
+/// Failed peer TLS handshakes, logged at most once a second.
+static PEER_TLS_FAILED_LOG: crate::lograte::RateLimit = crate::lograte::RateLimit::new();
 
 /// Failed peer authentications, logged at most once a second.
 static PEER_AUTH_FAILED_LOG: crate::lograte::RateLimit = crate::lograte::RateLimit::new();

@@ -44,6 +44,9 @@ pub mod refusal {
     pub const BAD_HELLO: u8 = 5;
     /// The dialer was a member and a committed configuration removed it: it stops.
     pub const REMOVED: u8 = 6;
+    /// With TLS: the dialer's certificate is not valid for the host its node id is
+    /// known at.
+    pub const CERT_MISMATCH: u8 = 7;
 }
 
 /// What a node says about itself when connecting.
@@ -225,15 +228,19 @@ pub fn dial(
 }
 
 /// Runs the listener's side on an accepted peer connection. `judge` decides whether
-/// the dialer may connect (returning a refusal code and reason if not); `welcome`
-/// gives the WELCOME fields and `me` this node's own PEER HELLO.
+/// the dialer may connect (returning a refusal code and reason if not), given its HELLO
+/// and, with TLS, the certificate it presented; `welcome` gives the WELCOME fields and
+/// `me` this node's own PEER HELLO.
 pub fn accept(
     tcp: TcpStream,
     key: &ring::hmac::Key,
     tls: Option<&Arc<rustls::ServerConfig>>,
     welcome: impl FnOnce() -> Welcome,
     me: impl FnOnce() -> PeerHello,
-    judge: impl FnOnce(&PeerHello) -> Result<(), (u8, String)>,
+    judge: impl FnOnce(
+        &PeerHello,
+        Option<&rustls::pki_types::CertificateDer<'static>>,
+    ) -> Result<(), (u8, String)>,
 ) -> Result<Established, PeerError> {
     tcp.set_nodelay(true)?;
     let tls = match tls {
@@ -257,7 +264,8 @@ pub fn accept(
             }
             Err(e) => return Err(e),
         };
-        if let Err((code, reason)) = judge(&peer) {
+        let cert = duplex.reader.peer_certificate();
+        if let Err((code, reason)) = judge(&peer, cert.as_ref()) {
             let _ = duplex.write_all(&encode_refusal(code, &reason));
             let _ = duplex.flush();
             return Err(PeerError::Refused { code, reason, leader: String::new() });

@@ -136,9 +136,12 @@ impl Server {
                 let poll = mio::Poll::new()?;
                 let waker = cluster::raft_thread::waker(&poll)?;
                 let (raft_tx, raft_rx) = crossbeam_channel::unbounded();
-                let tls_client = match &config.tls {
-                    Some(files) => Some(tls::client_config(files).map_err(|e| invalid_input(e.to_string()))?),
-                    None => None,
+                let (tls_client, tls_peer_server) = match &config.tls {
+                    Some(files) => (
+                        Some(tls::client_config(files).map_err(|e| invalid_input(e.to_string()))?),
+                        Some(tls::peer_server_config(files).map_err(|e| invalid_input(e.to_string()))?),
+                    ),
+                    None => (None, None),
                 };
                 let view =
                     Arc::new(ClusterView::new(cluster_config.peers.iter().map(|p| (p.id, p.addr.clone()))));
@@ -163,7 +166,7 @@ impl Server {
                     poll,
                     waker,
                     clock: clock.clone(),
-                    tls_server: tls.clone(),
+                    tls_server: tls_peer_server,
                     tls_client,
                     seed: random_u64(),
                 })?;
@@ -336,7 +339,7 @@ pub fn run_from_env() -> i32 {
     }
     if let Some(files) = &config.tls {
         let checked = tls::server_config(files).and_then(|_| match &config.cluster {
-            Some(_) => tls::client_config(files).map(|_| ()),
+            Some(_) => tls::client_config(files).and_then(|_| tls::peer_server_config(files)).map(|_| ()),
             None => Ok(()),
         });
         if let Err(e) = checked {

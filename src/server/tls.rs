@@ -12,9 +12,9 @@ pub fn provider() -> Arc<rustls::crypto::CryptoProvider> {
     Arc::new(rustls::crypto::ring::default_provider())
 }
 
-/// Loads the certificate chain and key named by `files` into a server configuration.
-/// Errors name the variable whose file is at fault.
-pub fn server_config(files: &TlsFiles) -> Result<Arc<rustls::ServerConfig>, ConfigError> {
+/// The node's certificate chain and key from `files`; errors name the variable whose
+/// file is at fault.
+fn identity(files: &TlsFiles) -> Result<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>), ConfigError> {
     let certs: Vec<CertificateDer<'static>> =
         CertificateDer::pem_file_iter(&files.cert).and_then(|iter| iter.collect()).map_err(|e| {
             ConfigError { var: "TICKETING_TLS_CERT", message: format!("{}: {e}", files.cert.display()) }
@@ -29,21 +29,62 @@ pub fn server_config(files: &TlsFiles) -> Result<Arc<rustls::ServerConfig>, Conf
         var: "TICKETING_TLS_KEY",
         message: format!("{}: {e}", files.key.display()),
     })?;
+    Ok((certs, key))
+}
+
+fn key_mismatch(e: rustls::Error) -> ConfigError {
+    ConfigError { var: "TICKETING_TLS_KEY", message: format!("does not fit the certificate: {e}") }
+}
+
+/// The client port's configuration: the node's certificate; clients authenticate with
+/// the secret, not with certificates.
+pub fn server_config(files: &TlsFiles) -> Result<Arc<rustls::ServerConfig>, ConfigError> {
+    let (certs, key) = identity(files)?;
     let config = rustls::ServerConfig::builder_with_provider(provider())
         .with_safe_default_protocol_versions()
         .expect("the ring provider supports the default protocol versions")
         .with_no_client_auth()
         .with_single_cert(certs, key)
-        .map_err(|e| ConfigError {
-            var: "TICKETING_TLS_KEY",
-            message: format!("does not fit the certificate: {e}"),
-        })?;
+        .map_err(key_mismatch)?;
+    Ok(Arc::new(config))
+}
+
+/// The peer port's listening configuration: mutual TLS. A dialing node must present a
+/// certificate that `TICKETING_TLS_CA` signed (the peer secret is checked after that).
+pub fn peer_server_config(files: &TlsFiles) -> Result<Arc<rustls::ServerConfig>, ConfigError> {
+    let (certs, key) = identity(files)?;
+    let verifier =
+        rustls::server::WebPkiClientVerifier::builder_with_provider(Arc::new(roots(files)?), provider())
+            .build()
+            .map_err(|e| ConfigError {
+                var: "TICKETING_TLS_CA",
+                message: format!("cannot verify peers: {e}"),
+            })?;
+    let config = rustls::ServerConfig::builder_with_provider(provider())
+        .with_safe_default_protocol_versions()
+        .expect("the ring provider supports the default protocol versions")
+        .with_client_cert_verifier(verifier)
+        .with_single_cert(certs, key)
+        .map_err(key_mismatch)?;
     Ok(Arc::new(config))
 }
 
 /// The dialing side's configuration for the peer port: peers' certificates are
-/// verified against `TICKETING_TLS_CA`, which is therefore required in a cluster.
+/// verified against `TICKETING_TLS_CA` (required in a cluster), and the node presents
+/// its own certificate (mutual TLS).
 pub fn client_config(files: &TlsFiles) -> Result<Arc<rustls::ClientConfig>, ConfigError> {
+    let (certs, key) = identity(files)?;
+    let config = rustls::ClientConfig::builder_with_provider(provider())
+        .with_safe_default_protocol_versions()
+        .expect("the ring provider supports the default protocol versions")
+        .with_root_certificates(roots(files)?)
+        .with_client_auth_cert(certs, key)
+        .map_err(key_mismatch)?;
+    Ok(Arc::new(config))
+}
+
+/// The CA bundle of `TICKETING_TLS_CA`, required in a cluster with TLS.
+fn roots(files: &TlsFiles) -> Result<rustls::RootCertStore, ConfigError> {
     let Some(ca) = &files.ca else {
         return Err(ConfigError {
             var: "TICKETING_TLS_CA",
@@ -66,10 +107,22 @@ pub fn client_config(files: &TlsFiles) -> Result<Arc<rustls::ClientConfig>, Conf
             message: format!("{} holds no PEM certificate", ca.display()),
         });
     }
-    let config = rustls::ClientConfig::builder_with_provider(provider())
-        .with_safe_default_protocol_versions()
-        .expect("the ring provider supports the default protocol versions")
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    Ok(Arc::new(config))
+    Ok(roots)
+}
+
+/// True if `cert` is valid for the host of client address `addr` (a DNS name or an IP
+/// literal among its subject alternative names). With TLS, a peer's certificate must be
+/// valid for the host its node id is known at, so a node cannot speak for another one.
+pub fn cert_fits_addr(cert: &CertificateDer<'_>, addr: &str) -> bool {
+    let Some((host, _)) = addr.rsplit_once(':') else {
+        return false;
+    };
+    let host = host.trim_matches(['[', ']']);
+    let Ok(name) = rustls::pki_types::ServerName::try_from(host.to_owned()) else {
+        return false;
+    };
+    match rustls::server::ParsedCertificate::try_from(cert) {
+        Ok(parsed) => rustls::client::verify_server_name(&parsed, &name).is_ok(),
+        Err(_) => false,
+    }
 }
