@@ -6,6 +6,8 @@ use std::ffi::{c_char, c_int};
 extern "C" {
     fn kill(pid: c_int, sig: c_int) -> c_int;
     fn gethostname(name: *mut c_char, len: usize) -> c_int;
+    fn getrlimit(resource: c_int, rlim: *mut RLimit) -> c_int;
+    fn setrlimit(resource: c_int, rlim: *const RLimit) -> c_int;
     #[cfg(target_os = "linux")]
     fn send(fd: c_int, buf: *const std::ffi::c_void, len: usize, flags: c_int) -> isize;
 }
@@ -55,6 +57,36 @@ pub fn send_signal(pid: u32, signal: i32) -> std::io::Result<()> {
     } else {
         Err(std::io::Error::last_os_error())
     }
+}
+
+#[repr(C)]
+struct RLimit {
+    cur: u64,
+    max: u64,
+}
+
+#[cfg(target_os = "linux")]
+const RLIMIT_NOFILE: c_int = 7;
+#[cfg(not(target_os = "linux"))]
+const RLIMIT_NOFILE: c_int = 8;
+
+/// Raises the soft limit on open files to the hard limit (as servers do: the soft
+/// limit's usual 1024 is a default for interactive programs, not a policy) and returns
+/// the soft limit in force afterwards.
+pub fn raise_open_files_limit() -> u64 {
+    let mut limit = RLimit { cur: 0, max: 0 };
+    // SAFETY: `limit` is a valid, writable rlimit struct.
+    if unsafe { getrlimit(RLIMIT_NOFILE, &mut limit) } != 0 {
+        return 1024;
+    }
+    if limit.cur < limit.max {
+        let raised = RLimit { cur: limit.max, max: limit.max };
+        // SAFETY: `raised` is a valid rlimit struct; failure leaves the limit as it was.
+        if unsafe { setrlimit(RLIMIT_NOFILE, &raised) } == 0 {
+            return raised.cur;
+        }
+    }
+    limit.cur
 }
 
 /// This machine's host name, if it has a readable one.

@@ -1,5 +1,6 @@
 //! A TCP stream, with or without TLS, split into a read half and a write half that two
-//! threads can use at once.
+//! threads can use at once. Both halves share one socket (one file descriptor): a
+//! connection costs one descriptor however many threads use it.
 //!
 //! rustls has no full-duplex split, so with TLS both halves share the connection state
 //! behind a mutex. Why this is safe from deadlock: the mutex is never held across a
@@ -18,11 +19,14 @@ const NET_READ_BYTES: usize = 16 * 1024;
 type Tls = Arc<Mutex<rustls::Connection>>;
 
 /// Splits `tcp` (and its TLS state, if any) into halves.
-pub fn split(tcp: TcpStream, tls: Option<rustls::Connection>) -> io::Result<(ReadHalf, WriteHalf)> {
+pub fn split(
+    tcp: impl Into<Arc<TcpStream>>,
+    tls: Option<rustls::Connection>,
+) -> io::Result<(ReadHalf, WriteHalf)> {
     let tls: Option<Tls> = tls.map(|c| Arc::new(Mutex::new(c)));
-    let reader =
-        ReadHalf { tcp: tcp.try_clone()?, tls: tls.clone(), deadline: None, net: Vec::new(), net_pos: 0 };
-    let writer = WriteHalf { tcp, tls };
+    let tcp = tcp.into();
+    let reader = ReadHalf { tcp: tcp.clone(), tls: tls.clone(), deadline: None, net: Vec::new(), net_pos: 0 };
+    let writer = WriteHalf { tcp, tls, deadline: None };
     Ok((reader, writer))
 }
 
@@ -36,16 +40,41 @@ fn tls_error(e: rustls::Error) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidData, e)
 }
 
-fn flush_tls(conn: &mut rustls::Connection, mut tcp: &TcpStream) -> io::Result<()> {
+impl crate::proto::io::ReadDeadline for ReadHalf {
+    fn set_read_deadline(&mut self, deadline: Option<Instant>) -> io::Result<()> {
+        self.set_deadline(deadline)
+    }
+}
+
+/// Writes what TLS has queued; with a deadline, every blocking write is bounded by the
+/// time left, so the whole flush ends by the deadline.
+fn flush_tls(
+    conn: &mut rustls::Connection,
+    mut tcp: &TcpStream,
+    deadline: Option<Instant>,
+) -> io::Result<()> {
     while conn.wants_write() {
+        arm_write_deadline(tcp, deadline)?;
         conn.write_tls(&mut tcp)?;
+    }
+    Ok(())
+}
+
+/// Sets the socket's send timeout to the time left until `deadline` (none: blocking).
+fn arm_write_deadline(tcp: &TcpStream, deadline: Option<Instant>) -> io::Result<()> {
+    if let Some(deadline) = deadline {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(io::ErrorKind::TimedOut.into());
+        }
+        tcp.set_write_timeout(Some(left))?;
     }
     Ok(())
 }
 
 /// The reading side.
 pub struct ReadHalf {
-    tcp: TcpStream,
+    tcp: Arc<TcpStream>,
     tls: Option<Tls>,
     deadline: Option<Instant>,
     /// Ciphertext read from the socket but not yet taken by rustls.
@@ -100,15 +129,15 @@ impl ReadHalf {
                     conn.read_tls(&mut pending)?;
                     self.net_pos += before - pending.len();
                     conn.process_new_packets().map_err(tls_error)?;
-                    flush_tls(&mut conn, &self.tcp)?;
+                    flush_tls(&mut conn, &self.tcp, None)?;
                     continue;
                 }
-                flush_tls(&mut conn, &self.tcp)?;
+                flush_tls(&mut conn, &self.tcp, None)?;
             }
             self.arm_deadline()?;
             self.net.resize(NET_READ_BYTES, 0);
             self.net_pos = 0;
-            let n = match (&self.tcp).read(&mut self.net) {
+            let n = match (&*self.tcp).read(&mut self.net) {
                 Ok(n) => n,
                 Err(e) => {
                     self.net.clear();
@@ -128,7 +157,7 @@ impl Read for ReadHalf {
         match self.tls.clone() {
             None => {
                 self.arm_deadline()?;
-                (&self.tcp).read(out)
+                (&*self.tcp).read(out)
             }
             Some(tls) => self.read_tls(&tls, out),
         }
@@ -137,11 +166,28 @@ impl Read for ReadHalf {
 
 /// The writing side.
 pub struct WriteHalf {
-    tcp: TcpStream,
+    tcp: Arc<TcpStream>,
     tls: Option<Tls>,
+    /// Writes fail with `TimedOut` once this has passed (`None`: no deadline).
+    deadline: Option<Instant>,
 }
 
 impl WriteHalf {
+    /// Bounds every following write and flush by `deadline` as a whole, not per
+    /// system call: a peer that takes one byte a minute cannot hold a writer forever.
+    pub fn set_write_deadline(&mut self, deadline: Option<Instant>) -> io::Result<()> {
+        self.deadline = deadline;
+        if deadline.is_none() {
+            self.tcp.set_write_timeout(None)?;
+        }
+        Ok(())
+    }
+
+    /// The socket both halves share (for a short cut that writes without the halves).
+    pub fn socket(&self) -> Arc<TcpStream> {
+        self.tcp.clone()
+    }
+
     /// Closes both directions: the read half's blocked read returns at once.
     pub fn shutdown(&self) {
         let _ = self.tcp.shutdown(Shutdown::Both);
@@ -155,7 +201,7 @@ impl WriteHalf {
         let _ = self.tcp.set_read_timeout(Some(std::time::Duration::from_millis(200)));
         let mut sink = [0u8; 4096];
         for _ in 0..16 {
-            match (&self.tcp).read(&mut sink) {
+            match (&*self.tcp).read(&mut sink) {
                 Ok(n) if n > 0 => {}
                 _ => break,
             }
@@ -176,11 +222,14 @@ impl WriteHalf {
 impl Write for WriteHalf {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
         match &self.tls {
-            None => (&self.tcp).write(buf),
+            None => {
+                arm_write_deadline(&self.tcp, self.deadline)?;
+                (&*self.tcp).write(buf)
+            }
             Some(tls) => {
                 let mut conn = lock(tls);
                 let n = conn.writer().write(buf)?;
-                flush_tls(&mut conn, &self.tcp)?;
+                flush_tls(&mut conn, &self.tcp, self.deadline)?;
                 Ok(n)
             }
         }
@@ -189,7 +238,7 @@ impl Write for WriteHalf {
     fn flush(&mut self) -> io::Result<()> {
         match &self.tls {
             None => Ok(()),
-            Some(tls) => flush_tls(&mut lock(tls), &self.tcp),
+            Some(tls) => flush_tls(&mut lock(tls), &self.tcp, self.deadline),
         }
     }
 }
@@ -202,9 +251,11 @@ pub fn unsplit(
     writer: WriteHalf,
 ) -> io::Result<(TcpStream, Option<rustls::Connection>, Vec<u8>)> {
     let leftover = reader.net[reader.net_pos.min(reader.net.len())..].to_vec();
-    let ReadHalf { tls: read_tls, .. } = reader;
-    let WriteHalf { tcp, tls: write_tls } = writer;
+    let ReadHalf { tls: read_tls, tcp: read_tcp, .. } = reader;
+    let WriteHalf { tcp, tls: write_tls, .. } = writer;
     drop(write_tls);
+    drop(read_tcp);
+    let tcp = Arc::try_unwrap(tcp).map_err(|_| io::Error::other("socket still shared"))?;
     let tls = match read_tls {
         None => None,
         Some(shared) => {

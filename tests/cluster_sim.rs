@@ -154,6 +154,7 @@ impl Node {
                 node: id,
                 incarnation: id * 1000 + 1,
                 waiters_per_key_max: waiters_max,
+                keys_max: usize::MAX,
             }),
             lock_inbox: VecDeque::new(),
             raft_inbox: VecDeque::new(),

@@ -26,8 +26,12 @@ struct Driver {
 
 impl Driver {
     fn new() -> Self {
-        let mut table =
-            LockTable::new(TableConfig { node: 1, incarnation: 1, waiters_per_key_max: MAX_WAITERS });
+        let mut table = LockTable::new(TableConfig {
+            node: 1,
+            incarnation: 1,
+            waiters_per_key_max: MAX_WAITERS,
+            keys_max: usize::MAX,
+        });
         table.become_leader(0);
         Driver { table, now_ms: 0, unix_us: UNIX0 }
     }

@@ -4,7 +4,7 @@
 //! `Driver` is the standalone node: a one-node log that commits on append.
 
 use ticketing::lock::{Command, Grant, LockState, LockTable, Origin, Output, Reply, TableConfig};
-use ticketing::proto::Response;
+use ticketing::proto::{ErrorCode, Response};
 
 const NODE: u64 = 1;
 const INCARNATION: u64 = 7;
@@ -12,7 +12,7 @@ const INCARNATION: u64 = 7;
 const UNIX0: u64 = 1_700_000_000_000_000;
 
 fn config(waiters_per_key_max: usize) -> TableConfig {
-    TableConfig { node: NODE, incarnation: INCARNATION, waiters_per_key_max }
+    TableConfig { node: NODE, incarnation: INCARNATION, waiters_per_key_max, keys_max: usize::MAX }
 }
 
 struct Driver {
@@ -214,6 +214,35 @@ fn queue_full_is_busy() {
     let r = d.release(1, 9, t, "k", "alice");
     assert_eq!(r[0], reply(1, 9, Response::Released));
     token_of(&r[1], 3, 3);
+}
+
+#[test]
+fn the_node_key_limit_answers_overloaded_and_changes_nothing() {
+    let mut table = LockTable::new(TableConfig {
+        node: NODE,
+        incarnation: INCARNATION,
+        waiters_per_key_max: 4,
+        keys_max: 2,
+    });
+    table.become_leader(0);
+    let mut d = Driver { table, now_ms: 0, unix_us: UNIX0, log: Vec::new() };
+    let a = d.hold(1, 1, 10, "a", "alice");
+    let b = d.hold(1, 2, 10, "b", "bob");
+    let log_len = d.log.len();
+    match &d.acquire(2, 3, 10, 0, "c", "carol")[..] {
+        [Reply { response: Response::Error { code: ErrorCode::Overloaded, message }, .. }] => {
+            assert!(message.contains("limit of 2"), "{message}")
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(d.log.len(), log_len, "nothing was proposed");
+    // Keys already held or queued for are not new keys: waiting on one still works.
+    assert!(d.acquire(2, 4, 10, 5000, "a", "carol").is_empty());
+    // A released key makes room.
+    let r = d.release(1, 5, a, "a", "alice");
+    token_of(&r[1], 2, 4);
+    d.release(1, 6, b, "b", "bob");
+    token_of(&d.acquire(2, 7, 10, 0, "c", "carol")[0], 2, 7);
 }
 
 #[test]
@@ -838,7 +867,12 @@ fn become_leader_restarts_every_lease_full_length() {
 #[test]
 fn follower_applies_the_log_but_answers_only_its_own_requests() {
     let mut leader = Driver::new();
-    let mut follower = LockTable::new(TableConfig { node: 2, incarnation: 1, waiters_per_key_max: 16 });
+    let mut follower = LockTable::new(TableConfig {
+        node: 2,
+        incarnation: 1,
+        waiters_per_key_max: 16,
+        keys_max: usize::MAX,
+    });
     let t = leader.hold(1, 1, 2, "k", "alice");
     assert!(leader.acquire(2, 2, 2, 10_000, "k", "bob").is_empty());
     leader.release(1, 3, t, "k", "alice");

@@ -4,7 +4,7 @@
 use std::io::{self, Read};
 
 use proptest::prelude::*;
-use ticketing::proto::frame::check_frame_len;
+use ticketing::proto::frame::{check_frame_len, encoded_response_len};
 use ticketing::proto::io::{FrameReader, ReadError};
 use ticketing::proto::limits::*;
 use ticketing::proto::{
@@ -358,7 +358,7 @@ fn unknown_request_op_is_unknown_op() {
     }
     // Every letter that is not a request op is unknown.
     for op in 0..=255u8 {
-        if !b"ARQSPC".contains(&op) {
+        if !b"ARQSPCL".contains(&op) {
             assert_eq!(decode_request(&[op, 0, 0, 0, 9]), Err(DecodeError::UnknownOp(op)));
         }
     }
@@ -375,6 +375,36 @@ fn replace_round_trips_and_checks_its_fields() {
     let mut bytes = Vec::new();
     encode_request(&mut bytes, 9, &zero);
     assert!(matches!(decode_request(payload(&bytes)), Err(DecodeError::Invalid { id: 9, .. })));
+    // An address that is not host:port is invalid (answerable, the connection stays).
+    for addr in ["no-port", "a b:5225", "h:65000", "h:0"] {
+        let bad = Request::Replace { old: 3, new: 7, addr: addr.into() };
+        let mut bytes = Vec::new();
+        encode_request(&mut bytes, 9, &bad);
+        assert!(matches!(decode_request(payload(&bytes)), Err(DecodeError::Invalid { id: 9, .. })), "{addr}");
+    }
+}
+
+#[test]
+fn members_is_an_empty_admin_request() {
+    let mut bytes = Vec::new();
+    encode_request(&mut bytes, 4, &Request::Members);
+    assert_eq!(bytes, [0, 0, 0, 5, b'L', 0, 0, 0, 4]);
+    assert_eq!(decode_request(payload(&bytes)), Ok((4, Request::Members)));
+    assert!(Request::Members.is_admin() && !Request::Status.is_admin());
+    assert_eq!(decode_request(&[b'L', 0, 0, 0, 4, 0]), Err(DecodeError::Malformed("trailing bytes")));
+}
+
+proptest! {
+    /// The server's byte accounting relies on this being exact.
+    #[test]
+    fn encoded_response_len_is_exact(response in valid_response(), long in text(600), id in any::<u32>()) {
+        // Also with text longer than its length prefix says (encoding cuts it).
+        for r in [response, Response::Moved { leader: long.clone() }, Response::Error { code: ErrorCode::Refused, message: long }] {
+            let mut bytes = Vec::new();
+            encode_response(&mut bytes, id, &r);
+            prop_assert_eq!(encoded_response_len(&r), bytes.len());
+        }
+    }
 }
 
 #[test]

@@ -46,7 +46,12 @@ impl H {
 
     fn with_max(waiters_per_key_max: usize) -> H {
         H {
-            r: Replica::new(TableConfig { node: NODE, incarnation: INCARNATION, waiters_per_key_max }),
+            r: Replica::new(TableConfig {
+                node: NODE,
+                incarnation: INCARNATION,
+                waiters_per_key_max,
+                keys_max: usize::MAX,
+            }),
             now: 0,
             replies: Vec::new(),
             answered: HashMap::new(),
@@ -723,7 +728,12 @@ fn query_is_answered_moved_when_the_read_fails_or_leadership_is_lost() {
 #[test]
 fn follower_applies_the_leaders_commands_silently_and_its_state_matches() {
     // The leader: node 2, standalone-like (every append commits at once).
-    let mut leader = Replica::new(TableConfig { node: OTHER, incarnation: 1, waiters_per_key_max: 16 });
+    let mut leader = Replica::new(TableConfig {
+        node: OTHER,
+        incarnation: 1,
+        waiters_per_key_max: 16,
+        keys_max: usize::MAX,
+    });
     let mut follower = H::new();
     follower.follower(OTHER_ADDR);
     let mut out = ReplicaOutput::default();
@@ -1019,7 +1029,12 @@ fn origins_of(command: &Command) -> Vec<(ConnId, u32)> {
 impl Sim {
     fn new() -> Sim {
         Sim {
-            r: Replica::new(TableConfig { node: NODE, incarnation: INCARNATION, waiters_per_key_max: 2 }),
+            r: Replica::new(TableConfig {
+                node: NODE,
+                incarnation: INCARNATION,
+                waiters_per_key_max: 2,
+                keys_max: usize::MAX,
+            }),
             now: 0,
             term: 0,
             leading: false,

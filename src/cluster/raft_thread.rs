@@ -452,7 +452,8 @@ impl AdminJob {
     }
 
     fn answer(&self, response: Response) {
-        let _ = self.reply.send(WriterMsg::Reply { id: self.id, response, counted: false });
+        // The reader counted the request as pending.
+        let _ = self.reply.send(WriterMsg::Reply { id: self.id, response, counted: true });
     }
 
     fn refuse(&self, why: String) {

@@ -5,7 +5,7 @@ use std::collections::{BTreeSet, HashMap, VecDeque};
 use super::command::{Command, Grant, Origin};
 use super::state::{Effect, LockState};
 use super::ConnId;
-use crate::proto::Response;
+use crate::proto::{ErrorCode, Response};
 
 /// Settings of one table.
 #[derive(Clone, Debug)]
@@ -16,6 +16,9 @@ pub struct TableConfig {
     pub incarnation: u64,
     /// Waiters queued on one key at most; one more gets `B`.
     pub waiters_per_key_max: usize,
+    /// Keys held or queued for at most, node-wide; an ACQUIRE of one more key gets
+    /// `E 4`. It bounds the lock state's memory and the snapshot's size.
+    pub keys_max: usize,
 }
 
 /// An answer for one request of one connection of this node.
@@ -151,7 +154,18 @@ impl LockTable {
             return self.not_leader(conn, id, out);
         }
         let lease_ms = u32::from(lease_s) * 1000;
-        let free = self.keys.get(key).is_none_or(|v| v.holder.is_none());
+        let view = self.keys.get(key);
+        if view.is_none() && self.keys.len() >= self.config.keys_max {
+            let message =
+                format!("the node's limit of {} held or queued keys is reached", self.config.keys_max);
+            out.replies.push(Reply {
+                conn,
+                id,
+                response: Response::Error { code: ErrorCode::Overloaded, message },
+            });
+            return;
+        }
+        let free = view.is_none_or(|v| v.holder.is_none());
         if free {
             let token = self.next_token(unix_us);
             let origin = self.origin(conn, id);

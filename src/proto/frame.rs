@@ -406,6 +406,25 @@ pub fn encode_response(out: &mut Vec<u8>, id: u32, response: &Response) {
     end_frame(out, start);
 }
 
+/// The number of bytes [`encode_response`] appends for `response` (len field included).
+pub fn encoded_response_len(response: &Response) -> usize {
+    let body = match response {
+        Response::Granted { .. } => 12,
+        Response::Busy
+        | Response::Timeout
+        | Response::Released
+        | Response::NotHolder
+        | Response::Unknown
+        | Response::Free
+        | Response::Pong => 0,
+        Response::Moved { leader } => 1 + truncate(leader, 255).len(),
+        Response::Holder { owner, .. } => 16 + 1 + truncate(owner, 255).len(),
+        Response::Status { text } => 2 + truncate(text, STATUS_TEXT_LEN_MAX).len(),
+        Response::Error { message, .. } => 1 + 1 + truncate(message, 255).len(),
+    };
+    4 + 1 + 4 + body
+}
+
 /// The op letter of a response and its name, for logs and docs.
 pub fn response_op(response: &Response) -> (u8, &'static str) {
     match response {

@@ -1,6 +1,7 @@
 //! Moving whole frames over blocking streams.
 
-use std::io::{self, Read};
+use std::io::{self, BufReader, Read};
+use std::time::{Duration, Instant};
 
 use super::frame::{check_frame_len, DecodeError};
 
@@ -22,6 +23,18 @@ impl std::fmt::Display for ReadError {
             ReadError::Io(e) => write!(f, "{e}"),
             ReadError::BadLength(e) => write!(f, "{e}"),
         }
+    }
+}
+
+/// A stream whose blocking reads can be bounded by a deadline.
+pub trait ReadDeadline {
+    /// Reads fail with `TimedOut` once `deadline` has passed (`None`: no deadline).
+    fn set_read_deadline(&mut self, deadline: Option<Instant>) -> io::Result<()>;
+}
+
+impl<R: ReadDeadline> ReadDeadline for BufReader<R> {
+    fn set_read_deadline(&mut self, deadline: Option<Instant>) -> io::Result<()> {
+        self.get_mut().set_read_deadline(deadline)
     }
 }
 
@@ -55,6 +68,43 @@ impl<R: Read> FrameReader<R> {
         self.payload.resize(len, 0);
         self.inner.read_exact(&mut self.payload).map_err(ReadError::Io)?;
         Ok(&self.payload)
+    }
+}
+
+impl<R: Read + ReadDeadline> FrameReader<R> {
+    /// Like [`FrameReader::read_payload`], but once the first byte of a frame has
+    /// arrived the rest must arrive within `limit`: waiting between frames is free,
+    /// dripping a frame is not.
+    pub fn read_payload_within(&mut self, limit: Duration) -> Result<&[u8], ReadError> {
+        let mut len = [0u8; 4];
+        let first = loop {
+            match self.inner.read(&mut len[..1]) {
+                Ok(n) => break n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(ReadError::Io(e)),
+            }
+        };
+        if first == 0 {
+            return Err(ReadError::Closed);
+        }
+        self.inner.set_read_deadline(Some(Instant::now() + limit)).map_err(ReadError::Io)?;
+        let rest = self.read_rest(&mut len);
+        let cleared = self.inner.set_read_deadline(None);
+        rest?;
+        cleared.map_err(ReadError::Io)?;
+        Ok(&self.payload)
+    }
+
+    /// The rest of a frame whose first byte is in `len[0]`.
+    fn read_rest(&mut self, len: &mut [u8; 4]) -> Result<(), ReadError> {
+        match read_full(&mut self.inner, &mut len[1..]) {
+            Ok(3) => {}
+            Ok(_) => return Err(ReadError::Io(io::ErrorKind::UnexpectedEof.into())),
+            Err(e) => return Err(ReadError::Io(e)),
+        }
+        let len = check_frame_len(u32::from_be_bytes(*len), self.max_len).map_err(ReadError::BadLength)?;
+        self.payload.resize(len, 0);
+        self.inner.read_exact(&mut self.payload).map_err(ReadError::Io)
     }
 }
 

@@ -28,6 +28,7 @@ Environment variables (SPEC §9):
   TICKETING_HEARTBEAT_MS          Raft heartbeat                   default 200
   TICKETING_ELECTION_MS           Raft election timeout (lower bound) default 2000
   TICKETING_MAX_WAITERS           waiters queued per key           default 4096
+  TICKETING_MAX_KEYS              keys held or queued, node-wide   default 1000000
   RUST_LOG                        log filter (env_logger)          default info
 A bad value stops the server at start with exit status 2 and one line naming the variable.
 ";
@@ -49,12 +50,25 @@ const KNOWN_VARS: &[&str] = &[
     "TICKETING_HEARTBEAT_MS",
     "TICKETING_ELECTION_MS",
     "TICKETING_MAX_WAITERS",
+    "TICKETING_MAX_KEYS",
 ];
 
 /// Default client port.
 pub const DEFAULT_LISTEN: &str = "0.0.0.0:5225";
 /// Largest accepted `TICKETING_MAX_WAITERS`.
 pub const MAX_WAITERS_LIMIT: usize = 1_000_000;
+/// Default `TICKETING_MAX_KEYS`: keys held or queued for, node-wide.
+pub const MAX_KEYS_DEFAULT: usize = 1_000_000;
+/// Largest accepted `TICKETING_MAX_KEYS`: a snapshot of that many keys with the longest
+/// keys and owners (524 bytes each) stays below the largest snapshot a follower
+/// accepts (1 GiB), so a full node can always bring a new member up to date.
+pub const MAX_KEYS_LIMIT: usize = 2_000_000;
+/// A held key's largest size in a snapshot: key str8, owner str8, token, lease.
+const SNAPSHOT_KEY_BYTES_MAX: usize = 1 + 255 + 1 + 255 + 8 + 4;
+const _: () = assert!(
+    MAX_KEYS_LIMIT * SNAPSHOT_KEY_BYTES_MAX + (1 << 20) < crate::raft::wire::SNAPSHOT_MAX_BYTES,
+    "a node at its key limit must produce snapshots its followers accept"
+);
 
 /// A configuration error: which variable, and what is wrong with it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -120,6 +134,8 @@ pub struct Config {
     pub heartbeat_ms: u64,
     pub election_ms: u64,
     pub max_waiters: usize,
+    /// Keys held or queued for, node-wide (`TICKETING_MAX_KEYS`).
+    pub max_keys: usize,
     pub cluster: Option<ClusterConfig>,
     /// Things worth a warning at start that are not errors (a secret file others may
     /// read); logged by `run_from_env`.
@@ -138,6 +154,7 @@ impl std::fmt::Debug for Config {
             .field("heartbeat_ms", &self.heartbeat_ms)
             .field("election_ms", &self.election_ms)
             .field("max_waiters", &self.max_waiters)
+            .field("max_keys", &self.max_keys)
             .field("cluster", &self.cluster)
             .field("warnings", &self.warnings)
             .finish()
@@ -156,6 +173,7 @@ impl Config {
             heartbeat_ms: 200,
             election_ms: 2000,
             max_waiters: WAITERS_PER_KEY_MAX_DEFAULT,
+            max_keys: MAX_KEYS_DEFAULT,
             cluster: None,
             warnings: Vec::new(),
         }
@@ -220,6 +238,8 @@ impl Config {
             1,
             MAX_WAITERS_LIMIT as u64,
         )? as usize;
+        let max_keys =
+            number(get, "TICKETING_MAX_KEYS", MAX_KEYS_DEFAULT as u64, 1, MAX_KEYS_LIMIT as u64)? as usize;
         let node_id = match get("TICKETING_NODE_ID") {
             None => None,
             Some(text) => match text.trim().parse::<u64>() {
@@ -246,6 +266,7 @@ impl Config {
             heartbeat_ms,
             election_ms,
             max_waiters,
+            max_keys,
             cluster,
             warnings,
         })
@@ -511,6 +532,8 @@ mod tests {
             (&[TOKEN, ("TICKETING_LISTEN", "nonsense")], "TICKETING_LISTEN"),
             (&[TOKEN, ("TICKETING_MAX_WAITERS", "0")], "TICKETING_MAX_WAITERS"),
             (&[TOKEN, ("TICKETING_MAX_WAITERS", "x")], "TICKETING_MAX_WAITERS"),
+            (&[TOKEN, ("TICKETING_MAX_KEYS", "0")], "TICKETING_MAX_KEYS"),
+            (&[TOKEN, ("TICKETING_MAX_KEYS", "2000001")], "TICKETING_MAX_KEYS"),
             (&[TOKEN, ("TICKETING_HEARTBEAT_MS", "-1")], "TICKETING_HEARTBEAT_MS"),
             (&[TOKEN, ("TICKETING_ELECTION_MS", "300")], "TICKETING_ELECTION_MS"),
             (&[TOKEN, ("TICKETING_NODE_ID", "0")], "TICKETING_NODE_ID"),

@@ -9,6 +9,7 @@ use std::io::{BufReader, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
+use std::thread::Thread;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender};
@@ -20,7 +21,9 @@ use super::lock_thread::{TableMsg, WriterMsg};
 use super::Shared;
 use crate::cluster::raft_thread::ToRaft;
 use crate::lock::ConnId;
-use crate::proto::frame::{decode_request, encode_response, DecodeError, ErrorCode, Request, Response};
+use crate::proto::frame::{
+    decode_request, encode_response, encoded_response_len, DecodeError, ErrorCode, Request, Response,
+};
 use crate::proto::handshake::{self, HandshakeError, CLIENT_LABELS};
 use crate::proto::io::{FrameReader, ReadError};
 use crate::proto::limits::{HANDSHAKE_TIMEOUT_MS, REQUEST_FRAME_LEN_MAX};
@@ -31,14 +34,26 @@ use crate::transport::{self, Duplex, WriteHalf};
 pub const PENDING_PER_CONN_MAX: usize = 4096;
 /// Requests all connections of the node may have pending at once.
 pub const PENDING_PER_NODE_MAX: usize = 1 << 20;
-/// Answers one connection may have queued (owed or unwritten) before its reader stops
-/// reading: twice the pending limit, so `E 4` answers themselves stay bounded.
-const QUEUED_PER_CONN_MAX: usize = 2 * PENDING_PER_CONN_MAX;
-/// A write that cannot progress for this long closes the connection: the client has
-/// stopped reading.
-const WRITE_TIMEOUT: Duration = Duration::from_secs(30);
+/// Bytes of answers one connection may have owed or unwritten before its reader stops
+/// reading (a client that sends without reading is not read any more).
+pub const CONN_QUEUE_BYTES_MAX: usize = 2 << 20;
+/// Bytes of answers all connections together may have owed or unwritten: beyond it,
+/// every connection with more than its fair share queued stops being read.
+pub const NODE_QUEUE_BYTES_MAX: usize = 256 << 20;
+/// A connection with at most this much queued is read even when the node is over its
+/// budget: clients that read their answers are never held up by ones that do not.
+pub const CONN_FAIR_SHARE_BYTES: usize = 64 << 10;
+/// What an answer from the lock-table or Raft thread is reckoned at in the byte budget
+/// (the largest lock answer, `H` with a 255-byte owner, is 281 bytes).
+pub const LOCK_ANSWER_BYTES: usize = 320;
+/// A batch of answers not written within this long closes the connection: the client
+/// has stopped reading. The deadline covers the whole batch, not each system call.
+pub const WRITE_DEADLINE: Duration = Duration::from_secs(30);
+/// A frame whose first byte arrived must be complete within this long (a client that
+/// drips a frame a byte at a time is closed).
+pub const FRAME_DEADLINE: Duration = Duration::from_secs(10);
 /// Bytes of socket reads buffered on the reader side.
-const READ_BUFFER_BYTES: usize = 16 * 1024;
+const READ_BUFFER_BYTES: usize = 8 * 1024;
 
 /// What a connection may do, by the secret it proved in the handshake.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -52,8 +67,15 @@ enum Rights {
 /// Failed client authentications, logged at most once a second.
 static AUTH_FAILED_LOG: crate::lograte::RateLimit = crate::lograte::RateLimit::new();
 
-/// Serves one accepted connection until it closes.
-pub fn serve(tcp: TcpStream, peer: SocketAddr, conn: ConnId, shared: Arc<Shared>) {
+/// Serves one accepted connection until it closes. `handshaking` is given back when
+/// the handshake ends, whatever its outcome (the accept loop caps handshakes).
+pub fn serve(
+    tcp: Arc<TcpStream>,
+    peer: SocketAddr,
+    conn: ConnId,
+    shared: Arc<Shared>,
+    handshaking: HandshakeSlot,
+) {
     let _ = tcp.set_nodelay(true);
     let tls = match &shared.tls {
         Some(config) => match rustls::ServerConnection::new(config.clone()) {
@@ -73,9 +95,7 @@ pub fn serve(tcp: TcpStream, peer: SocketAddr, conn: ConnId, shared: Arc<Shared>
         }
     };
     let deadline = Instant::now() + Duration::from_millis(HANDSHAKE_TIMEOUT_MS);
-    if reader.set_deadline(Some(deadline)).is_err()
-        || writer.tcp().set_write_timeout(Some(Duration::from_millis(HANDSHAKE_TIMEOUT_MS))).is_err()
-    {
+    if reader.set_deadline(Some(deadline)).is_err() || writer.set_write_deadline(Some(deadline)).is_err() {
         return;
     }
     let welcome = || shared.welcome();
@@ -89,6 +109,7 @@ pub fn serve(tcp: TcpStream, peer: SocketAddr, conn: ConnId, shared: Arc<Shared>
         &CLIENT_LABELS,
         welcome,
     );
+    drop(handshaking);
     let rights = match result {
         Ok((_, 0)) => Rights::Client,
         Ok(_) => Rights::Operator,
@@ -101,27 +122,23 @@ pub fn serve(tcp: TcpStream, peer: SocketAddr, conn: ConnId, shared: Arc<Shared>
             return;
         }
     };
-    if reader.set_deadline(None).is_err() || writer.tcp().set_write_timeout(Some(WRITE_TIMEOUT)).is_err() {
+    if reader.set_deadline(None).is_err() || writer.set_write_deadline(None).is_err() {
         return;
     }
     debug!("{peer}: connection {conn} open");
 
     let (tx, rx) = crossbeam_channel::unbounded();
-    let counters = Arc::new(ConnCounters::default());
+    let counters = Arc::new(ConnCounters { reader: Some(std::thread::current()), ..ConnCounters::default() });
     // Plain TCP: the lock-table thread may write answers itself (see DirectWriter).
-    let direct = if writer.is_plain() {
-        writer.tcp().try_clone().ok().map(|sock| {
-            Arc::new(DirectWriter {
-                sock,
-                spill: Mutex::new(Vec::new()),
-                counters: counters.clone(),
-                shared: shared.clone(),
-                closed: AtomicBool::new(false),
-            })
+    let direct = writer.is_plain().then(|| {
+        Arc::new(DirectWriter {
+            sock: writer.socket(),
+            spill: Mutex::new(Vec::new()),
+            counters: counters.clone(),
+            shared: shared.clone(),
+            closed: AtomicBool::new(false),
         })
-    } else {
-        None
-    };
+    });
     if shared.table.send(TableMsg::Open { conn, replies: tx.clone(), direct: direct.clone() }).is_err() {
         return;
     }
@@ -131,6 +148,7 @@ pub fn serve(tcp: TcpStream, peer: SocketAddr, conn: ConnId, shared: Arc<Shared>
         let shared = shared.clone();
         std::thread::Builder::new()
             .name(format!("conn-{conn}-w"))
+            .stack_size(super::CONNECTION_STACK_BYTES)
             .spawn(move || write_loop(writer, rx, &counters, &shared, direct.as_deref()))
     };
     let Ok(writer_thread) = writer_thread else {
@@ -153,6 +171,40 @@ pub fn serve(tcp: TcpStream, peer: SocketAddr, conn: ConnId, shared: Arc<Shared>
         guard
     });
     shared.pending.fetch_sub(counters.pending.swap(0, Ordering::SeqCst), Ordering::SeqCst);
+    shared.queued_bytes.fetch_sub(counters.queued_bytes.swap(0, Ordering::SeqCst), Ordering::SeqCst);
+}
+
+/// A place among the connections still in their handshake; given back when dropped.
+pub struct HandshakeSlot {
+    shared: Arc<Shared>,
+    ip: std::net::IpAddr,
+}
+
+impl HandshakeSlot {
+    /// Takes a place for a handshake from `ip`, unless the node (or that address) has
+    /// too many handshakes running already.
+    pub fn take(shared: &Arc<Shared>, ip: std::net::IpAddr) -> Option<HandshakeSlot> {
+        let mut per_ip = shared.handshakes.lock().unwrap_or_else(|p| p.into_inner());
+        let total: usize = per_ip.values().sum();
+        let mine = per_ip.get(&ip).copied().unwrap_or(0);
+        if total >= shared.limits.handshakes_max || mine >= shared.limits.handshakes_per_ip_max {
+            return None;
+        }
+        *per_ip.entry(ip).or_insert(0) += 1;
+        Some(HandshakeSlot { shared: shared.clone(), ip })
+    }
+}
+
+impl Drop for HandshakeSlot {
+    fn drop(&mut self) {
+        let mut per_ip = self.shared.handshakes.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(n) = per_ip.get_mut(&self.ip) {
+            *n -= 1;
+            if *n == 0 {
+                per_ip.remove(&self.ip);
+            }
+        }
+    }
 }
 
 /// Reads frames until the connection ends; returns why it ended, for the log.
@@ -165,20 +217,17 @@ fn read_loop(
     shared: &Shared,
 ) -> String {
     loop {
-        // Back-pressure: a client that sends without reading stops being read until
-        // it reads its answers, so its queue of answers stays bounded.
-        while counters.queued.load(Ordering::SeqCst) >= QUEUED_PER_CONN_MAX {
-            if counters.writer_done.load(Ordering::SeqCst) {
-                return "writer stopped".into();
-            }
-            std::thread::sleep(Duration::from_millis(1));
+        // Back-pressure: a client that sends without reading stops being read until it
+        // reads its answers, so what it has queued stays bounded in bytes.
+        if let Some(why) = wait_for_room(counters, shared) {
+            return why;
         }
-        let payload = match frames.read_payload() {
+        let payload = match frames.read_payload_within(FRAME_DEADLINE) {
             Ok(payload) => payload,
             Err(ReadError::Closed) => return "closed by client".into(),
             Err(ReadError::Io(e)) => return format!("read: {e}"),
             Err(ReadError::BadLength(e)) => {
-                connection_error(tx, counters, ErrorCode::Malformed, &e);
+                connection_error(tx, counters, shared, ErrorCode::Malformed, &e);
                 return e.to_string();
             }
         };
@@ -186,15 +235,15 @@ fn read_loop(
             Ok(decoded) => decoded,
             Err(DecodeError::Invalid { id, reason }) => {
                 let response = Response::Error { code: ErrorCode::Invalid, message: reason.into() };
-                local_reply(tx, counters, id, response);
+                local_reply(tx, counters, shared, id, response);
                 continue;
             }
             Err(e @ DecodeError::Malformed(_)) => {
-                connection_error(tx, counters, ErrorCode::Malformed, &e);
+                connection_error(tx, counters, shared, ErrorCode::Malformed, &e);
                 return e.to_string();
             }
             Err(e @ DecodeError::UnknownOp(_)) => {
-                connection_error(tx, counters, ErrorCode::UnknownOp, &e);
+                connection_error(tx, counters, shared, ErrorCode::UnknownOp, &e);
                 return e.to_string();
             }
         };
@@ -202,16 +251,9 @@ fn read_loop(
             let message = "admin operations need the operator secret (TICKETING_PEER_AUTH_TOKEN); this \
                            connection authenticated with the client secret"
                 .into();
-            local_reply(tx, counters, id, Response::Error { code: ErrorCode::Refused, message });
+            local_reply(tx, counters, shared, id, Response::Error { code: ErrorCode::Refused, message });
             continue;
         }
-        let request = match request {
-            Request::Replace { old, new, addr } => {
-                admin_replace(tx, counters, shared, id, old, new, addr);
-                continue;
-            }
-            other => other,
-        };
         let local = match request {
             Request::Ping => Some(Response::Pong),
             Request::Status => Some(Response::Status { text: shared.status_text() }),
@@ -219,7 +261,7 @@ fn read_loop(
             _ => None,
         };
         if let Some(response) = local {
-            local_reply(tx, counters, id, response);
+            local_reply(tx, counters, shared, id, response);
             continue;
         }
         if counters.pending.load(Ordering::SeqCst) >= PENDING_PER_CONN_MAX
@@ -227,15 +269,54 @@ fn read_loop(
         {
             let response =
                 Response::Error { code: ErrorCode::Overloaded, message: "too many pending requests".into() };
-            local_reply(tx, counters, id, response);
+            local_reply(tx, counters, shared, id, response);
             continue;
         }
-        counters.queued.fetch_add(1, Ordering::SeqCst);
+        // A request for the lock-table or Raft thread: pending until answered, its
+        // answer reckoned at LOCK_ANSWER_BYTES.
+        counters.queued_bytes.fetch_add(LOCK_ANSWER_BYTES, Ordering::SeqCst);
+        shared.queued_bytes.fetch_add(LOCK_ANSWER_BYTES, Ordering::SeqCst);
         counters.pending.fetch_add(1, Ordering::SeqCst);
         shared.pending.fetch_add(1, Ordering::SeqCst);
+        if let Request::Replace { old, new, addr } = request {
+            admin_replace(tx, shared, id, old, new, addr);
+            continue;
+        }
         if shared.table.send(TableMsg::Request { conn, id, request }).is_err() {
             return "server stopping".into();
         }
+    }
+}
+
+/// Blocks while this connection may not be read (its answers, or the node's, are over
+/// their byte budget). It is woken by its writer as answers go out; the node-wide
+/// condition, which other connections' writers relieve, is looked at again every
+/// `NODE_BUDGET_RECHECK`. `Some(why)` when the connection must close instead.
+fn wait_for_room(counters: &ConnCounters, shared: &Shared) -> Option<String> {
+    const NODE_BUDGET_RECHECK: Duration = Duration::from_millis(20);
+    loop {
+        let mine = counters.queued_bytes.load(Ordering::SeqCst);
+        let node = shared.queued_bytes.load(Ordering::SeqCst);
+        let over_node = node >= NODE_QUEUE_BYTES_MAX && mine > CONN_FAIR_SHARE_BYTES;
+        if mine < CONN_QUEUE_BYTES_MAX && !over_node {
+            return None;
+        }
+        if counters.writer_done.load(Ordering::SeqCst) {
+            return Some("writer stopped".into());
+        }
+        counters.reader_waiting.store(true, Ordering::SeqCst);
+        // Looked at again after announcing the wait: a writer that drained in between
+        // has seen the flag and unparked us, or we see its progress here.
+        if counters.queued_bytes.load(Ordering::SeqCst) < mine {
+            counters.reader_waiting.store(false, Ordering::SeqCst);
+            continue;
+        }
+        if over_node {
+            std::thread::park_timeout(NODE_BUDGET_RECHECK);
+        } else {
+            std::thread::park_timeout(WRITE_DEADLINE);
+        }
+        counters.reader_waiting.store(false, Ordering::SeqCst);
     }
 }
 
@@ -250,7 +331,7 @@ fn read_loop(
 /// frames never interleave. The writer writes only while holding `spill`; the
 /// lock-table thread only `try_lock`s it, so it never blocks on a slow client.
 pub struct DirectWriter {
-    sock: TcpStream,
+    sock: Arc<TcpStream>,
     spill: Mutex<Vec<u8>>,
     counters: Arc<ConnCounters>,
     shared: Arc<Shared>,
@@ -286,9 +367,7 @@ impl DirectWriter {
         }
         // Still under the token: the connection's final settlement (in `serve`) must
         // see these answers either all counted or all subtracted.
-        self.counters.queued.fetch_sub(count, Ordering::SeqCst);
-        self.counters.pending.fetch_sub(count, Ordering::SeqCst);
-        self.shared.pending.fetch_sub(count, Ordering::SeqCst);
+        self.counters.answered(&self.shared, count, count * LOCK_ANSWER_BYTES);
         drop(spill);
         true
     }
@@ -297,54 +376,79 @@ impl DirectWriter {
 /// Per-connection figures shared by the reader and the writer.
 #[derive(Default)]
 pub struct ConnCounters {
-    /// Answers owed or not yet written, of any kind.
-    queued: AtomicUsize,
-    /// Requests handed to the lock-table thread and not yet answered.
+    /// Bytes of answers owed or not yet written, of any kind (LOCK_ANSWER_BYTES for
+    /// each answer the lock-table or Raft thread owes, the encoded size of the rest).
+    queued_bytes: AtomicUsize,
+    /// Requests handed to the lock-table or Raft thread and not yet answered.
     pending: AtomicUsize,
     /// Set when the writer has stopped.
-    writer_done: std::sync::atomic::AtomicBool,
+    writer_done: AtomicBool,
+    /// Set while the reader waits for room (`wait_for_room`).
+    reader_waiting: AtomicBool,
+    /// The reader thread, woken when answers go out.
+    reader: Option<Thread>,
+}
+
+impl ConnCounters {
+    /// `count` pending requests were answered and `bytes` of queued answers went out
+    /// (or were dropped): settles the figures and wakes a waiting reader.
+    fn answered(&self, shared: &Shared, count: usize, bytes: usize) {
+        if count > 0 {
+            self.pending.fetch_sub(count, Ordering::SeqCst);
+            shared.pending.fetch_sub(count, Ordering::SeqCst);
+        }
+        self.queued_bytes.fetch_sub(bytes, Ordering::SeqCst);
+        shared.queued_bytes.fetch_sub(bytes, Ordering::SeqCst);
+        if self.reader_waiting.load(Ordering::SeqCst) {
+            if let Some(reader) = &self.reader {
+                reader.unpark();
+            }
+        }
+    }
 }
 
 /// `admin replace`: handed to the Raft thread, which answers on the writer's channel
-/// when the change is done or refused (it may take a while: the reader goes on).
-fn admin_replace(
-    tx: &Sender<WriterMsg>,
-    counters: &ConnCounters,
-    shared: &Shared,
-    id: u32,
-    old: u64,
-    new: u64,
-    addr: String,
-) {
-    let Some((raft, waker)) = &shared.raft else {
-        let message = "membership changes need a cluster; this node is standalone".into();
-        local_reply(tx, counters, id, Response::Error { code: ErrorCode::Invalid, message });
-        return;
+/// when the change is done or refused (it may take a while: the reader goes on). The
+/// caller counted it as pending.
+fn admin_replace(tx: &Sender<WriterMsg>, shared: &Shared, id: u32, old: u64, new: u64, addr: String) {
+    let refuse = |code, message: &str| {
+        let response = Response::Error { code, message: message.into() };
+        let _ = tx.send(WriterMsg::Reply { id, response, counted: true });
     };
-    counters.queued.fetch_add(1, Ordering::SeqCst);
+    let Some((raft, waker)) = &shared.raft else {
+        return refuse(ErrorCode::Invalid, "membership changes need a cluster; this node is standalone");
+    };
     let admin = ToRaft::Admin { id, old, new, addr, reply: tx.clone() };
     if raft.send(admin).is_err() {
-        let message = "the node is stopping".into();
-        let _ = tx.send(WriterMsg::Reply {
-            id,
-            response: Response::Error { code: ErrorCode::Refused, message },
-            counted: false,
-        });
-        return;
+        return refuse(ErrorCode::Refused, "the node is stopping");
     }
     let _ = waker.wake();
 }
 
 /// Queues an answer the reader made itself.
-fn local_reply(tx: &Sender<WriterMsg>, counters: &ConnCounters, id: u32, response: Response) {
-    counters.queued.fetch_add(1, Ordering::SeqCst);
+fn local_reply(
+    tx: &Sender<WriterMsg>,
+    counters: &ConnCounters,
+    shared: &Shared,
+    id: u32,
+    response: Response,
+) {
+    let bytes = encoded_response_len(&response);
+    counters.queued_bytes.fetch_add(bytes, Ordering::SeqCst);
+    shared.queued_bytes.fetch_add(bytes, Ordering::SeqCst);
     let _ = tx.send(WriterMsg::Reply { id, response, counted: false });
 }
 
 /// Sends a connection-level error (id 0); the caller then closes the connection.
-fn connection_error(tx: &Sender<WriterMsg>, counters: &ConnCounters, code: ErrorCode, error: &DecodeError) {
+fn connection_error(
+    tx: &Sender<WriterMsg>,
+    counters: &ConnCounters,
+    shared: &Shared,
+    code: ErrorCode,
+    error: &DecodeError,
+) {
     let response = Response::Error { code, message: error.to_string() };
-    local_reply(tx, counters, 0, response);
+    local_reply(tx, counters, shared, 0, response);
 }
 
 /// Writes answers as they come, batching everything already queued into one write.
@@ -357,6 +461,9 @@ fn write_loop(
 ) {
     write_replies(&mut writer, rx, counters, shared, direct);
     counters.writer_done.store(true, Ordering::SeqCst);
+    if let Some(reader) = &counters.reader {
+        reader.unpark();
+    }
 }
 
 fn write_replies(
@@ -370,21 +477,24 @@ fn write_replies(
     let mut closing = false;
     while let Ok(first) = rx.recv() {
         let mut next = Some(first);
+        // Answers in `buf`, settled once they are written.
+        let (mut count, mut bytes) = (0, 0);
         while let Some(msg) = next.take() {
             match msg {
                 WriterMsg::Reply { id, response, counted } => {
+                    let before = buf.len();
                     encode_response(&mut buf, id, &response);
-                    counters.queued.fetch_sub(1, Ordering::SeqCst);
                     if counted {
-                        counters.pending.fetch_sub(1, Ordering::SeqCst);
-                        shared.pending.fetch_sub(1, Ordering::SeqCst);
+                        count += 1;
+                        bytes += LOCK_ANSWER_BYTES;
+                    } else {
+                        bytes += buf.len() - before;
                     }
                 }
-                WriterMsg::Encoded { bytes, count } => {
-                    buf.extend_from_slice(&bytes);
-                    counters.queued.fetch_sub(count, Ordering::SeqCst);
-                    counters.pending.fetch_sub(count, Ordering::SeqCst);
-                    shared.pending.fetch_sub(count, Ordering::SeqCst);
+                WriterMsg::Encoded { bytes: encoded, count: n } => {
+                    buf.extend_from_slice(&encoded);
+                    count += n;
+                    bytes += n * LOCK_ANSWER_BYTES;
                 }
                 WriterMsg::Flush => {}
                 WriterMsg::Close => closing = true,
@@ -394,6 +504,10 @@ fn write_replies(
             }
             next = rx.try_recv().ok();
         }
+        // One deadline for the whole batch (and the spill before it).
+        if writer.set_write_deadline(Some(Instant::now() + WRITE_DEADLINE)).is_err() {
+            break;
+        }
         // The write token: the lock-table thread writes only while it is free.
         let mut spill = direct.map(|d| d.spill.lock().unwrap_or_else(|e| e.into_inner()));
         if let Some(spill) = spill.as_mut() {
@@ -401,17 +515,21 @@ fn write_replies(
                 let ok = writer.write_all(spill).is_ok();
                 spill.clear();
                 if !ok {
+                    counters.answered(shared, count, bytes);
                     break;
                 }
             }
         }
-        if !buf.is_empty() {
-            if writer.write_all(&buf).and_then(|_| writer.flush()).is_err() {
-                break;
-            }
-            buf.clear();
+        let ok = buf.is_empty() || writer.write_all(&buf).and_then(|_| writer.flush()).is_ok();
+        buf.clear();
+        if buf.capacity() > 256 * 1024 {
+            buf = Vec::with_capacity(4096);
         }
+        counters.answered(shared, count, bytes);
         drop(spill);
+        if !ok {
+            break;
+        }
         if closing {
             writer.close_gracefully();
             return;

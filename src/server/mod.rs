@@ -16,7 +16,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::Sender;
-use log::{error, info, warn};
+use log::{info, warn};
 use ring::rand::{SecureRandom, SystemRandom};
 
 pub use config::{Config, ConfigError};
@@ -28,8 +28,47 @@ use crate::replica::Replica;
 use lock_thread::{Clock, LogLink, TableMsg};
 use status::{Counters, NodeInfo};
 
-/// Client connections served at once; more are closed at accept.
+/// Client connections served at once at most; more are closed at accept. Fewer when
+/// the open-files limit is low (see [`Limits`]).
 pub const CONNECTIONS_MAX: usize = 10_000;
+/// Client connections still in their handshake at once, at most.
+pub const HANDSHAKES_MAX: usize = 1024;
+/// Client connections in their handshake from one IP address at once, at most.
+pub const HANDSHAKES_PER_IP_MAX: usize = 32;
+/// File descriptors kept for everything but client connections: the listeners, peer
+/// links and their handshakes, dialers, logs.
+pub const RESERVED_FDS: u64 = 256;
+/// Stack of each connection thread (reader and writer). They parse small frames and run
+/// TLS; the default 2 MiB of address space per thread is far more than they use.
+pub const CONNECTION_STACK_BYTES: usize = 256 * 1024;
+
+/// The connection caps in force, from the open-files limit: every connection costs
+/// one descriptor, and `RESERVED_FDS` stay free for the cluster's own links.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Limits {
+    /// Authenticated connections, all sources.
+    pub connections_max: usize,
+    /// Open connections from one IP address (half the total: no single host can take
+    /// every place).
+    pub connections_per_ip_max: usize,
+    pub handshakes_max: usize,
+    pub handshakes_per_ip_max: usize,
+}
+
+impl Limits {
+    /// The caps for an open-files limit of `open_files`.
+    pub fn for_open_files(open_files: u64) -> Limits {
+        let budget = open_files.saturating_sub(RESERVED_FDS).max(64) as usize;
+        let handshakes_max = (budget / 8).clamp(16, HANDSHAKES_MAX);
+        let connections_max = (budget - handshakes_max).clamp(16, CONNECTIONS_MAX);
+        Limits {
+            connections_max,
+            connections_per_ip_max: (connections_max / 2).max(1),
+            handshakes_max,
+            handshakes_per_ip_max: HANDSHAKES_PER_IP_MAX.min(handshakes_max),
+        }
+    }
+}
 
 /// State shared by the accept loop and every connection thread.
 pub(crate) struct Shared {
@@ -46,9 +85,17 @@ pub(crate) struct Shared {
     raft: Option<(Sender<cluster::raft_thread::ToRaft>, Arc<mio::Waker>)>,
     /// Requests pending in the lock-table thread, all connections together.
     pending: AtomicUsize,
+    /// Bytes of answers owed or unwritten, all connections together.
+    queued_bytes: AtomicUsize,
+    limits: Limits,
+    /// Connections in their handshake, per source address.
+    handshakes: Mutex<std::collections::HashMap<std::net::IpAddr, usize>>,
+    /// Open connections (in the handshake or after it), per source address.
+    per_ip: Mutex<std::collections::HashMap<std::net::IpAddr, usize>>,
     stopping: AtomicBool,
-    /// Sockets of open connections, so a shutdown can close them all.
-    sockets: Mutex<std::collections::HashMap<ConnId, TcpStream>>,
+    /// Sockets of open connections (shared with the connection: no descriptor of
+    /// their own), so a shutdown can close them all.
+    sockets: Mutex<std::collections::HashMap<ConnId, Arc<TcpStream>>>,
 }
 
 impl Shared {
@@ -120,6 +167,7 @@ impl Server {
             node: config.node_id,
             incarnation,
             waiters_per_key_max: config.max_waiters,
+            keys_max: config.max_keys,
         });
         let (table_tx, table_rx) = crossbeam_channel::unbounded();
         let clock = Arc::new(Clock::new());
@@ -184,6 +232,10 @@ impl Server {
             cluster: cluster.as_ref().map(|c| c.view.clone()),
             raft: cluster.as_ref().map(|c| (c.raft_tx.clone(), c.waker.clone())),
             pending: AtomicUsize::new(0),
+            queued_bytes: AtomicUsize::new(0),
+            limits: Limits::for_open_files(crate::sys::raise_open_files_limit()),
+            handshakes: Mutex::new(Default::default()),
+            per_ip: Mutex::new(Default::default()),
             stopping: AtomicBool::new(false),
             sockets: Mutex::new(Default::default()),
         });
@@ -199,6 +251,11 @@ impl Server {
             let shared = shared.clone();
             std::thread::Builder::new().name("accept".into()).spawn(move || accept_loop(listener, shared))?
         };
+        let l = shared.limits;
+        info!(
+            "at most {} client connections ({} per address), {} in their handshake ({} per address)",
+            l.connections_max, l.connections_per_ip_max, l.handshakes_max, l.handshakes_per_ip_max
+        );
         let mode = if config.cluster.is_some() { "cluster" } else { "standalone" };
         info!(
             "{mode} node {} listening on {local_addr}{}",
@@ -281,8 +338,12 @@ fn wake_addr(bound: SocketAddr) -> SocketAddr {
     addr
 }
 
+/// Connections refused at accept, logged at most once a second.
+static ACCEPT_REFUSED_LOG: crate::lograte::RateLimit = crate::lograte::RateLimit::new();
+
 fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
     let next_conn = AtomicU64::new(1);
+    let limits = shared.limits;
     loop {
         let (tcp, peer) = match listener.accept() {
             Ok(accepted) => accepted,
@@ -291,7 +352,7 @@ fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
                     return;
                 }
                 // Out of file descriptors and the like: back off instead of spinning.
-                warn!("accept failed: {e}");
+                crate::warn_limited!(ACCEPT_REFUSED_LOG, "accept failed: {e}");
                 std::thread::sleep(Duration::from_millis(50));
                 continue;
             }
@@ -299,26 +360,96 @@ fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
         if shared.stopping.load(Ordering::SeqCst) {
             return;
         }
-        if shared.counters.connections.load(Ordering::SeqCst) as usize >= CONNECTIONS_MAX {
-            warn!("{peer}: refused, {CONNECTIONS_MAX} connections already open");
+        // Closing at once (the socket is dropped) costs a refused client nothing but a
+        // reconnect, and costs the node no thread.
+        if shared.counters.connections.load(Ordering::SeqCst) as usize >= limits.connections_max {
+            crate::warn_limited!(
+                ACCEPT_REFUSED_LOG,
+                "{peer}: refused, {} connections open",
+                limits.connections_max
+            );
             continue;
         }
+        let Some(slot) = IpSlot::take(&shared, peer.ip()) else {
+            crate::warn_limited!(
+                ACCEPT_REFUSED_LOG,
+                "{peer}: refused, {} connections open from {}",
+                limits.connections_per_ip_max,
+                peer.ip()
+            );
+            continue;
+        };
+        let Some(handshaking) = connection::HandshakeSlot::take(&shared, peer.ip()) else {
+            crate::warn_limited!(
+                ACCEPT_REFUSED_LOG,
+                "{peer}: refused, too many handshakes running ({} in all, {} per address at most)",
+                limits.handshakes_max,
+                limits.handshakes_per_ip_max
+            );
+            continue;
+        };
         let conn = next_conn.fetch_add(1, Ordering::Relaxed);
-        if let Ok(clone) = tcp.try_clone() {
-            shared.sockets.lock().unwrap_or_else(|p| p.into_inner()).insert(conn, clone);
-        }
+        let tcp = Arc::new(tcp);
+        shared.sockets.lock().unwrap_or_else(|p| p.into_inner()).insert(conn, tcp.clone());
         shared.counters.connections.fetch_add(1, Ordering::SeqCst);
-        let worker = shared.clone();
-        let spawned = std::thread::Builder::new().name(format!("conn-{conn}")).spawn(move || {
-            connection::serve(tcp, peer, conn, worker.clone());
-            worker.sockets.lock().unwrap_or_else(|p| p.into_inner()).remove(&conn);
-            worker.counters.connections.fetch_sub(1, Ordering::SeqCst);
-        });
+        let guard = ConnGuard { shared: shared.clone(), conn, _ip: slot };
+        let spawned = std::thread::Builder::new()
+            .name(format!("conn-{conn}"))
+            .stack_size(CONNECTION_STACK_BYTES)
+            .spawn(move || {
+                // The guard gives the connection's places back however this ends,
+                // a panic included.
+                let guard = guard;
+                connection::serve(tcp, peer, conn, guard.shared.clone(), handshaking);
+            });
         if let Err(e) = spawned {
-            error!("{peer}: cannot start a connection thread: {e}");
-            shared.sockets.lock().unwrap_or_else(|p| p.into_inner()).remove(&conn);
-            shared.counters.connections.fetch_sub(1, Ordering::SeqCst);
+            crate::warn_limited!(ACCEPT_REFUSED_LOG, "{peer}: cannot start a connection thread: {e}");
         }
+    }
+}
+
+/// An open connection's place among those of its source address.
+struct IpSlot {
+    shared: Arc<Shared>,
+    ip: std::net::IpAddr,
+}
+
+impl IpSlot {
+    fn take(shared: &Arc<Shared>, ip: std::net::IpAddr) -> Option<IpSlot> {
+        let mut per_ip = shared.per_ip.lock().unwrap_or_else(|p| p.into_inner());
+        let n = per_ip.entry(ip).or_insert(0);
+        if *n >= shared.limits.connections_per_ip_max {
+            return None;
+        }
+        *n += 1;
+        Some(IpSlot { shared: shared.clone(), ip })
+    }
+}
+
+impl Drop for IpSlot {
+    fn drop(&mut self) {
+        let mut per_ip = self.shared.per_ip.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(n) = per_ip.get_mut(&self.ip) {
+            *n -= 1;
+            if *n == 0 {
+                per_ip.remove(&self.ip);
+            }
+        }
+    }
+}
+
+/// Gives back an open connection's places (the count, the socket entry, its address's
+/// slot) when its thread ends, normally or by a panic.
+struct ConnGuard {
+    shared: Arc<Shared>,
+    conn: ConnId,
+    _ip: IpSlot,
+}
+
+impl Drop for ConnGuard {
+    fn drop(&mut self) {
+        self.shared.sockets.lock().unwrap_or_else(|p| p.into_inner()).remove(&self.conn);
+        self.shared.counters.connections.fetch_sub(1, Ordering::SeqCst);
     }
 }
 
