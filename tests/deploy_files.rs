@@ -58,6 +58,20 @@ fn units_are_hardened_and_cluster_nodes_never_restart_in_place() {
             assert!(text.lines().any(|l| l == line), "{unit} lacks {line}");
         }
     }
+    // The descriptor and task limits fit the server's caps.
+    for unit in ["deploy/ticketing.service", "deploy/ticketing@.service"] {
+        let text = read(unit);
+        let value = |name: &str| -> u64 {
+            let prefix = format!("{name}=");
+            let line = text.lines().find_map(|l| l.strip_prefix(prefix.as_str()));
+            line.unwrap_or_else(|| panic!("{unit} lacks {name}")).parse().unwrap()
+        };
+        let limits = ticketing::server::Limits::for_open_files(value("LimitNOFILE"));
+        assert_eq!(limits.connections_max, ticketing::server::CONNECTIONS_MAX, "{unit}: LimitNOFILE too low");
+        let threads =
+            2 * limits.connections_max + limits.handshakes_max + ticketing::cluster::PEER_HANDSHAKES_MAX + 64;
+        assert!(value("TasksMax") as usize >= threads, "{unit}: TasksMax below {threads}");
+    }
     let node = read("deploy/ticketing@.service");
     assert!(node.lines().any(|l| l == "Restart=no"));
     assert!(node.contains("Environment=TICKETING_NODE_ID=%i"));

@@ -391,7 +391,10 @@ fn members_is_an_empty_admin_request() {
     assert_eq!(bytes, [0, 0, 0, 5, b'L', 0, 0, 0, 4]);
     assert_eq!(decode_request(payload(&bytes)), Ok((4, Request::Members)));
     assert!(Request::Members.is_admin() && !Request::Status.is_admin());
-    assert_eq!(decode_request(&[b'L', 0, 0, 0, 4, 0]), Err(DecodeError::Malformed("body longer than its op needs")));
+    assert_eq!(
+        decode_request(&[b'L', 0, 0, 0, 4, 0]),
+        Err(DecodeError::Malformed("body longer than its op needs"))
+    );
 }
 
 proptest! {

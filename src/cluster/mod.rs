@@ -9,7 +9,7 @@ pub mod view;
 
 use std::collections::HashMap;
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -161,7 +161,7 @@ pub fn start(s: ClusterStart<'_>) -> std::io::Result<ClusterHandles> {
         stopping: stopping.clone(),
         first_contact,
         fatal: fatal.clone(),
-        handshakes: AtomicUsize::new(0),
+        handshakes: Mutex::new(HashMap::new()),
     };
     threads.push(
         std::thread::Builder::new().name("peer-accept".into()).spawn(move || acceptor.run(peer_listener))?,
@@ -207,7 +207,10 @@ impl FirstContact {
 
 /// Concurrent peer handshakes at most; more connections are closed at once. Members
 /// are few (3 or 5, plus a learner) and dial one connection each at a time.
-pub const PEER_HANDSHAKES_MAX: usize = 32;
+pub const PEER_HANDSHAKES_MAX: usize = 128;
+/// Concurrent peer handshakes from one IP address at most: a member needs one, so
+/// silent connections from a few addresses cannot take every place.
+pub const PEER_HANDSHAKES_PER_IP_MAX: usize = 8;
 
 /// Refused PEER HELLOs, logged at most once a second per reason.
 static PEER_REFUSED_LOG: [crate::lograte::RateLimit; 7] = [const { crate::lograte::RateLimit::new() }; 7];
@@ -375,8 +378,8 @@ struct Acceptor {
     stopping: Arc<AtomicBool>,
     first_contact: Arc<FirstContact>,
     fatal: Arc<Mutex<Option<String>>>,
-    /// Handshakes running now.
-    handshakes: AtomicUsize,
+    /// Handshakes running now, per source address.
+    handshakes: Mutex<HashMap<std::net::IpAddr, usize>>,
 }
 
 impl Acceptor {
@@ -390,22 +393,46 @@ impl Acceptor {
                 std::thread::sleep(Duration::from_millis(50));
                 continue;
             };
-            if this.handshakes.fetch_add(1, Ordering::SeqCst) >= PEER_HANDSHAKES_MAX {
-                this.handshakes.fetch_sub(1, Ordering::SeqCst);
-                let from = tcp.peer_addr().map(|a| a.to_string()).unwrap_or_default();
+            let Ok(from) = tcp.peer_addr() else { continue };
+            if !this.take_handshake(from.ip()) {
                 crate::warn_limited!(
                     PEER_BUSY_LOG,
-                    "{from}: peer connection closed: {PEER_HANDSHAKES_MAX} peer handshakes already running"
+                    "{from}: peer connection closed: too many peer handshakes running ({PEER_HANDSHAKES_MAX} \
+                     in all, {PEER_HANDSHAKES_PER_IP_MAX} per address at most)"
                 );
                 continue;
             }
             let worker = this.clone();
-            let spawned = std::thread::Builder::new().name("peer-handshake".into()).spawn(move || {
-                worker.handshake(tcp);
-                worker.handshakes.fetch_sub(1, Ordering::SeqCst);
-            });
+            let spawned = std::thread::Builder::new()
+                .name("peer-handshake".into())
+                .stack_size(crate::server::CONNECTION_STACK_BYTES)
+                .spawn(move || {
+                    worker.handshake(tcp);
+                    worker.give_handshake(from.ip());
+                });
             if spawned.is_err() {
-                this.handshakes.fetch_sub(1, Ordering::SeqCst);
+                this.give_handshake(from.ip());
+            }
+        }
+    }
+
+    fn take_handshake(&self, ip: std::net::IpAddr) -> bool {
+        let mut running = self.handshakes.lock().unwrap_or_else(|p| p.into_inner());
+        let total: usize = running.values().sum();
+        let mine = running.get(&ip).copied().unwrap_or(0);
+        if total >= PEER_HANDSHAKES_MAX || mine >= PEER_HANDSHAKES_PER_IP_MAX {
+            return false;
+        }
+        running.insert(ip, mine + 1);
+        true
+    }
+
+    fn give_handshake(&self, ip: std::net::IpAddr) {
+        let mut running = self.handshakes.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(n) = running.get_mut(&ip) {
+            *n -= 1;
+            if *n == 0 {
+                running.remove(&ip);
             }
         }
     }

@@ -34,7 +34,7 @@ pub const CONNECTIONS_MAX: usize = 10_000;
 /// Client connections still in their handshake at once, at most.
 pub const HANDSHAKES_MAX: usize = 1024;
 /// Client connections in their handshake from one IP address at once, at most.
-pub const HANDSHAKES_PER_IP_MAX: usize = 32;
+pub const HANDSHAKES_PER_IP_MAX: usize = 64;
 /// File descriptors kept for everything but client connections: the listeners, peer
 /// links and their handshakes, dialers, logs.
 pub const RESERVED_FDS: u64 = 256;
@@ -417,11 +417,11 @@ struct IpSlot {
 impl IpSlot {
     fn take(shared: &Arc<Shared>, ip: std::net::IpAddr) -> Option<IpSlot> {
         let mut per_ip = shared.per_ip.lock().unwrap_or_else(|p| p.into_inner());
-        let n = per_ip.entry(ip).or_insert(0);
-        if *n >= shared.limits.connections_per_ip_max {
+        let n = per_ip.get(&ip).copied().unwrap_or(0);
+        if n >= shared.limits.connections_per_ip_max {
             return None;
         }
-        *n += 1;
+        per_ip.insert(ip, n + 1);
         Some(IpSlot { shared: shared.clone(), ip })
     }
 }

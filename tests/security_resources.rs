@@ -1,0 +1,205 @@
+//! Resource bounds a hostile or broken client cannot get around (docs/security.md),
+//! tried against a real 3-node cluster: thousands of silent connections on both ports,
+//! thousands of authenticated idle ones, a frame dripped a byte at a time, and clients
+//! that pipeline without reading — while a legitimate client keeps getting grants
+//! within a second and the cluster keeps its leader.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::{IpAddr, SocketAddr, TcpStream};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use common::*;
+use ticketing::client::Client;
+use ticketing::proto::frame::{encode_request, Request};
+use ticketing::proto::handshake::{auth_key, client_handshake, CLIENT_LABELS};
+
+/// The leader's resident memory may not exceed this during the attack (docs/security.md).
+const LEADER_RSS_BOUND_MIB: u64 = 256;
+/// The longest a legitimate acquire may take during the attack.
+const GRANT_WITHIN: Duration = Duration::from_secs(1);
+
+/// Connects to `to` from the loopback address `from`.
+fn connect_from(from: IpAddr, to: SocketAddr) -> std::io::Result<TcpStream> {
+    let socket = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None)?;
+    socket.bind(&SocketAddr::new(from, 0).into())?;
+    socket.connect_timeout(&to.into(), Duration::from_secs(2))?;
+    Ok(socket.into())
+}
+
+fn rss_mib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next()?.parse::<u64>().ok())
+        .map_or(0, |kib| kib / 1024)
+}
+
+/// This process's open-files limit (the attack is scaled to it).
+fn open_files_limit() -> u64 {
+    let limits = std::fs::read_to_string("/proc/self/limits").unwrap_or_default();
+    limits
+        .lines()
+        .find(|l| l.starts_with("Max open files"))
+        .and_then(|l| l.split_whitespace().nth(3)?.parse().ok())
+        .unwrap_or(1024)
+}
+
+#[test]
+fn a_legitimate_client_is_served_through_a_connection_flood() {
+    let cluster = Cluster::start(3, &[]);
+    let leader = cluster.wait_leader(Duration::from_secs(15));
+    let target = cluster.addr(leader);
+    let term_before = status_map(&mut connect(target), 1)["term"].clone();
+    let rss_before = rss_mib(cluster.nodes[leader].as_ref().unwrap().child.id());
+    let budget = open_files_limit().saturating_sub(400) as usize;
+    // Silent client-port connections from 8 addresses, silent peer-port connections
+    // from 8 more, authenticated idle ones from one: as many as this process may open.
+    let silent = (budget / 3).min(2000);
+    let silent_peer = (budget / 6).min(1000);
+    let idle = (budget / 3).min(1500);
+    assert!(silent >= 200 && idle >= 200, "this process may open too few files ({budget})");
+
+    // The legitimate client, on its own address (127.0.0.1), all through the attack.
+    let stop = Arc::new(AtomicBool::new(false));
+    let worst_us = Arc::new(AtomicU64::new(0));
+    let grants = Arc::new(AtomicU64::new(0));
+    let legit = {
+        let addrs: Vec<String> = (0..3).map(|i| cluster.addr(i).to_string()).collect();
+        let client = Client::builder().addrs(addrs).auth_token(TOKEN).owner("legit").build().unwrap();
+        let (stop, worst_us, grants) = (stop.clone(), worst_us.clone(), grants.clone());
+        std::thread::spawn(move || {
+            let mut n = 0u64;
+            while !stop.load(Ordering::SeqCst) {
+                n += 1;
+                let started = Instant::now();
+                let lock =
+                    client.acquire(&format!("legit-{}", n % 16), Duration::from_secs(10), GRANT_WITHIN);
+                let took = started.elapsed().as_micros() as u64;
+                worst_us.fetch_max(took, Ordering::SeqCst);
+                if let Ok(lock) = lock {
+                    grants.fetch_add(1, Ordering::SeqCst);
+                    let _ = lock.release();
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        })
+    };
+    std::thread::sleep(Duration::from_millis(500));
+
+    let mut held: Vec<TcpStream> = Vec::new();
+    // 1. Silent connections on the client port: no HELLO answered, ever.
+    for i in 0..silent {
+        let from: IpAddr = format!("127.0.0.{}", 50 + i % 8).parse().unwrap();
+        if let Ok(s) = connect_from(from, target) {
+            held.push(s);
+        }
+    }
+    // 2. Silent connections on the peer port.
+    let peer_port = SocketAddr::new(target.ip(), target.port() + 1000);
+    for i in 0..silent_peer {
+        let from: IpAddr = format!("127.0.0.{}", 70 + i % 8).parse().unwrap();
+        if let Ok(s) = connect_from(from, peer_port) {
+            held.push(s);
+        }
+    }
+    // 3. Authenticated connections that then say nothing.
+    let key = auth_key(TOKEN.as_bytes());
+    let mut idle_open = 0;
+    for _ in 0..idle {
+        let Ok(mut s) = connect_from("127.0.0.60".parse().unwrap(), target) else { continue };
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        if client_handshake(&mut s, &key, &CLIENT_LABELS).is_ok() {
+            idle_open += 1;
+            held.push(s);
+        }
+    }
+    assert!(idle_open >= idle * 9 / 10, "only {idle_open} of {idle} idle connections were admitted");
+    // 4. Clients that pipeline STATUS requests without ever reading an answer.
+    let pipeliners: Vec<_> = (0..4)
+        .map(|i| {
+            let from: IpAddr = format!("127.0.0.{}", 61 + i).parse().unwrap();
+            let mut s = connect_from(from, target).unwrap();
+            s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+            client_handshake(&mut s, &key, &CLIENT_LABELS).unwrap();
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                s.set_write_timeout(Some(Duration::from_millis(200))).unwrap();
+                let mut frames = Vec::new();
+                for id in 1..=64 {
+                    encode_request(&mut frames, id, &Request::Status);
+                }
+                let mut sent = 0usize;
+                while !stop.load(Ordering::SeqCst) {
+                    match s.write(&frames) {
+                        Ok(n) => sent += n,
+                        Err(_) => std::thread::sleep(Duration::from_millis(50)),
+                    }
+                }
+                sent
+            })
+        })
+        .collect();
+    // 5. A frame dripped a byte at a time: closed FRAME_DEADLINE after its first byte.
+    let mut drip = connect_from("127.0.0.62".parse().unwrap(), target).unwrap();
+    drip.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    client_handshake(&mut drip, &key, &CLIENT_LABELS).unwrap();
+    let mut frame = Vec::new();
+    encode_request(&mut frame, 1, &Request::Ping);
+    let first_byte = Instant::now();
+    let mut closed_after = None;
+    // One byte every 1.5 s (the whole 9-byte frame would take 13.5 s), watching for
+    // the server to close the connection.
+    let mut bytes = frame[..frame.len() - 1].iter();
+    while first_byte.elapsed() < Duration::from_secs(20) {
+        if let Some(byte) = bytes.next() {
+            if drip.write_all(&[*byte]).is_err() {
+                closed_after = Some(first_byte.elapsed());
+                break;
+            }
+        }
+        drip.set_read_timeout(Some(Duration::from_millis(1500))).unwrap();
+        let mut buf = [0u8; 64];
+        match drip.read(&mut buf) {
+            Ok(_) => {
+                // EOF (nothing is ever sent on this connection otherwise).
+                closed_after = Some(first_byte.elapsed());
+                break;
+            }
+            Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {}
+            Err(_) => {
+                closed_after = Some(first_byte.elapsed());
+                break;
+            }
+        }
+    }
+    let closed_after = closed_after.expect("the dripping connection was never closed");
+    assert!(
+        closed_after >= Duration::from_secs(9) && closed_after <= Duration::from_secs(16),
+        "a dripped frame is closed 10 s after its first byte, not after {closed_after:?}"
+    );
+
+    let leader_pid = cluster.nodes[leader].as_ref().unwrap().child.id();
+    let rss = rss_mib(leader_pid);
+    stop.store(true, Ordering::SeqCst);
+    legit.join().unwrap();
+    let pipelined: usize = pipeliners.into_iter().map(|p| p.join().unwrap()).sum();
+    let worst = Duration::from_micros(worst_us.load(Ordering::SeqCst));
+    let term_after = status_map(&mut connect(target), 2)["term"].clone();
+    println!(
+        "held {} connections ({silent} silent, {silent_peer} silent on the peer port, {idle_open} idle); \
+         {pipelined} bytes pipelined unread; legit client: {} grants, slowest acquire {worst:?}; \
+         leader RSS {rss} MiB ({rss_before} MiB before)",
+        held.len(),
+        grants.load(Ordering::SeqCst)
+    );
+    assert!(grants.load(Ordering::SeqCst) >= 50, "the legitimate client was starved");
+    assert!(worst < GRANT_WITHIN, "a legitimate acquire took {worst:?}");
+    assert_eq!(term_after, term_before, "the cluster kept its leader (no election)");
+    assert!(rss <= LEADER_RSS_BOUND_MIB, "leader RSS {rss} MiB above {LEADER_RSS_BOUND_MIB}");
+    drop(held);
+}
