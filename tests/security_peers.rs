@@ -105,6 +105,15 @@ fn a_non_member_with_the_peer_secret_is_refused_and_changes_nothing() {
     let token = granted_token(&c.call(1, &acquire("held", "o", 60, 0)));
     let before = cluster_facts(&cluster);
     let domain = status_map(&mut c, 2)["domain"].parse::<u64>().unwrap();
+    // A member's id from another fencing domain is refused before anything else.
+    let other = (leader + 1) % 3;
+    let hello = PeerHello {
+        node_id: other as u64 + 1,
+        incarnation: 1,
+        domain: domain ^ 1,
+        addr: cluster.addr(other).to_string(),
+    };
+    assert_eq!(refusal_code(rogue_dial(cluster.addr(leader), PEER_TOKEN, &hello)), refusal::OTHER_DOMAIN);
     for i in 0..3 {
         // A node id that is no member, with the right domain, and then with none.
         for d in [domain, 0] {
@@ -233,6 +242,22 @@ fn a_removed_node_that_was_frozen_during_its_removal_learns_it_and_stops() {
     // (the node, when it dials, takes the notice as definitive and stops).
     let domain = status_map(&mut connect(cluster.addr(leader)), 2)["domain"].parse::<u64>().unwrap();
     for target in [cluster.addr(leader), format!("127.0.0.4:{}", cluster.port).parse().unwrap()] {
+        // Once that node has applied the committed change (the leader answered when it
+        // had; node 4 may learn the commit a heartbeat later).
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let mut c = connect_with(target, PEER_TOKEN).unwrap();
+            let text = match c.call(1, &Request::Members) {
+                Response::Status { text } => text,
+                other => panic!("{other:?}"),
+            };
+            let retired = text.lines().find_map(|l| l.strip_prefix("retired=")).unwrap_or("").to_string();
+            if retired.split(',').any(|id| id == (old + 1).to_string()) {
+                break;
+            }
+            assert!(Instant::now() < deadline, "{target} never retired node {}: {text}", old + 1);
+            std::thread::sleep(Duration::from_millis(50));
+        }
         let hello = PeerHello {
             node_id: old as u64 + 1,
             incarnation: 1,

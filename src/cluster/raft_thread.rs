@@ -404,8 +404,12 @@ impl RaftLoop {
 
     fn publish(&mut self) {
         self.view.publish(&self.raft);
+        // Every configuration committed in the log this node holds (a node that caught up
+        // in one batch never saw the earlier ones as "the" committed configuration).
+        for config in self.raft.committed_configs() {
+            self.ever_committed.extend(config.all_nodes());
+        }
         let (_, committed) = self.raft.committed_membership();
-        self.ever_committed.extend(committed.all_nodes());
         let mut members = self.raft.membership().all_nodes();
         members.extend(committed.all_nodes());
         members.extend(self.admin.as_ref().map(|job| job.new));

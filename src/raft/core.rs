@@ -192,6 +192,10 @@ impl Raft {
     pub fn committed_membership(&self) -> (u64, &Membership) {
         self.log.committed_membership()
     }
+    /// Every committed configuration the log still holds, oldest first.
+    pub fn committed_configs(&self) -> impl Iterator<Item = &Membership> {
+        self.log.committed_configs()
+    }
     /// A configuration change is appended but not committed yet.
     pub fn config_change_pending(&self) -> bool {
         self.log.active_config_index() > self.log.committed()

@@ -160,6 +160,14 @@ impl RaftLog {
             .map_or((self.snapshot.meta.index, &self.snapshot.meta.membership), |(i, m)| (*i, m))
     }
 
+    /// Every committed configuration this log still knows: the snapshot's, then each
+    /// config entry up to the commit index.
+    pub fn committed_configs(&self) -> impl Iterator<Item = &Membership> {
+        let committed = self.committed;
+        std::iter::once(&self.snapshot.meta.membership)
+            .chain(self.configs.iter().filter(move |(i, _)| *i <= committed).map(|(_, m)| m))
+    }
+
     /// Whether a log ending at (`last_index`, `last_term`) is at least as up
     /// to date as ours (Raft §5.4.1).
     pub fn is_up_to_date(&self, last_index: u64, last_term: u64) -> bool {
