@@ -10,5 +10,6 @@ pub mod raft;
 pub mod replica;
 pub mod resolve;
 pub mod server;
+pub mod slots;
 mod sys;
 pub mod transport;

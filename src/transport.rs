@@ -13,6 +13,10 @@ use std::net::{Shutdown, TcpStream};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
 
+/// The reader's own TLS writes (handshake messages, alerts, key updates) are done under
+/// the TLS lock; a peer that does not read them may hold it no longer than this.
+const TLS_FLUSH_DEADLINE: std::time::Duration = std::time::Duration::from_secs(30);
+
 /// Size of one socket read, in bytes.
 const NET_READ_BYTES: usize = 16 * 1024;
 
@@ -129,10 +133,10 @@ impl ReadHalf {
                     conn.read_tls(&mut pending)?;
                     self.net_pos += before - pending.len();
                     conn.process_new_packets().map_err(tls_error)?;
-                    flush_tls(&mut conn, &self.tcp, None)?;
+                    flush_tls(&mut conn, &self.tcp, Some(Instant::now() + TLS_FLUSH_DEADLINE))?;
                     continue;
                 }
-                flush_tls(&mut conn, &self.tcp, None)?;
+                flush_tls(&mut conn, &self.tcp, Some(Instant::now() + TLS_FLUSH_DEADLINE))?;
             }
             self.arm_deadline()?;
             self.net.resize(NET_READ_BYTES, 0);

@@ -282,3 +282,40 @@ fn a_removed_node_that_was_frozen_during_its_removal_learns_it_and_stops() {
     let leader_now = cluster.wait_leader(Duration::from_secs(10));
     granted_token(&connect(cluster.addr(leader_now)).call(1, &acquire("after", "o", 5, 0)));
 }
+
+/// A joining node knows no configuration yet: it admits only its configured peers and
+/// the leader (that node id at that address) a configured peer named — not anyone who
+/// claims the leader's address.
+#[test]
+fn a_joining_node_admits_only_the_leader_its_configured_peer_named() {
+    let mut cluster = Cluster::start(3, &[]);
+    let leader = cluster.wait_leader(Duration::from_secs(15));
+    wait_records(cluster.addr(leader), 3);
+    let follower = (leader + 1) % 3;
+    let old = (leader + 2) % 3;
+    let new_addr = format!("127.0.0.4:{}", cluster.port);
+    // Its only configured peer is a follower: that follower names the leader.
+    let only_follower = format!("{}@{}", follower + 1, cluster.addr(follower));
+    let new_node = cluster.spawn(4, &new_addr, "join", &[("TICKETING_CLUSTER_PEERS", &only_follower)]);
+    let node4: SocketAddr = new_addr.parse().unwrap();
+    // Give it time to dial the follower and be refused (which names the leader).
+    std::thread::sleep(Duration::from_millis(1500));
+    let leader_addr = cluster.addr(leader).to_string();
+    for (who, id, addr) in [
+        ("a non-member claiming the leader's address", 99, leader_addr.clone()),
+        ("the leader's id at another address", leader as u64 + 1, "127.0.0.9:5225".to_string()),
+        ("a voter that is not the leader", old as u64 + 1, cluster.addr(old).to_string()),
+    ] {
+        let hello = PeerHello { node_id: id, incarnation: 77, domain: 0, addr };
+        assert_eq!(refusal_code(rogue_dial(node4, PEER_TOKEN, &hello)), refusal::NOT_MEMBER, "{who}");
+    }
+    // The real leader is admitted: the replacement goes through.
+    let mut op = connect_with(cluster.addr(leader), PEER_TOKEN).unwrap();
+    op.stream.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+    match op.call(1, &Request::Replace { old: old as u64 + 1, new: 4, addr: new_addr.clone() }) {
+        Response::Status { text } => assert!(text.contains("replaced"), "{text}"),
+        other => panic!("{other:?}"),
+    }
+    cluster.nodes.push(Some(new_node));
+    wait_records(node4, 3);
+}

@@ -92,21 +92,35 @@ fn a_legitimate_client_is_served_through_a_connection_flood() {
     std::thread::sleep(Duration::from_millis(500));
 
     let mut held: Vec<TcpStream> = Vec::new();
-    // 1. Silent connections on the client port: no HELLO answered, ever.
-    for i in 0..silent {
-        let from: IpAddr = format!("127.0.0.{}", 50 + i % 8).parse().unwrap();
-        if let Ok(s) = connect_from(from, target) {
-            held.push(s);
-        }
-    }
-    // 2. Silent connections on the peer port.
+    // 1 and 2. Silent connections — no AUTH, ever — on the client port from 24
+    // addresses (more than enough to fill every handshake place: 24 × 64 > 1 024) and
+    // on the peer port from 24 more, renewed all the time so that they never age out.
     let peer_port = SocketAddr::new(target.ip(), target.port() + 1000);
-    for i in 0..silent_peer {
-        let from: IpAddr = format!("127.0.0.{}", 70 + i % 8).parse().unwrap();
-        if let Ok(s) = connect_from(from, peer_port) {
-            held.push(s);
-        }
-    }
+    let flooders: Vec<_> = [(target, 100, silent), (peer_port, 140, silent_peer)]
+        .into_iter()
+        .map(|(to, base, keep)| {
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                let mut open = std::collections::VecDeque::new();
+                let mut made = 0usize;
+                while !stop.load(Ordering::SeqCst) {
+                    let from: IpAddr = format!("127.0.0.{}", base + made % 24).parse().unwrap();
+                    if let Ok(s) = connect_from(from, to) {
+                        open.push_back(s);
+                        made += 1;
+                    }
+                    if open.len() > keep {
+                        open.pop_front();
+                    }
+                    if made % 64 == 0 {
+                        std::thread::sleep(Duration::from_millis(5));
+                    }
+                }
+                made
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_secs(2));
     // 3. Authenticated connections that then say nothing.
     let key = auth_key(TOKEN.as_bytes());
     let mut idle_open = 0;
@@ -119,7 +133,23 @@ fn a_legitimate_client_is_served_through_a_connection_flood() {
         }
     }
     assert!(idle_open >= idle * 9 / 10, "only {idle_open} of {idle} idle connections were admitted");
-    // 4. Clients that pipeline STATUS requests without ever reading an answer.
+    // New legitimate connections still get through the flood of silent ones.
+    for n in 0..10 {
+        let started = Instant::now();
+        let mut c = connect_with(target, TOKEN).expect("a new connection is admitted during the flood");
+        granted_token(&c.call(
+            1,
+            &ticketing::proto::frame::Request::Acquire {
+                lease_s: 5,
+                wait_ms: 0,
+                key: format!("fresh-{n}"),
+                owner: "fresh".into(),
+            },
+        ));
+        assert!(started.elapsed() < GRANT_WITHIN, "a new connection took {:?}", started.elapsed());
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    // 4. Clients that pipeline STATUS or PING requests without ever reading an answer.
     let pipeliners: Vec<_> = (0..4)
         .map(|i| {
             let from: IpAddr = format!("127.0.0.{}", 61 + i).parse().unwrap();
@@ -129,9 +159,11 @@ fn a_legitimate_client_is_served_through_a_connection_flood() {
             let stop = stop.clone();
             std::thread::spawn(move || {
                 s.set_write_timeout(Some(Duration::from_millis(200))).unwrap();
+                // Large answers (STATUS) on two, the smallest (PONG) on the other two.
+                let request = if i % 2 == 0 { Request::Status } else { Request::Ping };
                 let mut frames = Vec::new();
                 for id in 1..=64 {
-                    encode_request(&mut frames, id, &Request::Status);
+                    encode_request(&mut frames, id, &request);
                 }
                 let mut sent = 0usize;
                 while !stop.load(Ordering::SeqCst) {
@@ -188,12 +220,16 @@ fn a_legitimate_client_is_served_through_a_connection_flood() {
     stop.store(true, Ordering::SeqCst);
     legit.join().unwrap();
     let pipelined: usize = pipeliners.into_iter().map(|p| p.join().unwrap()).sum();
+    let flood: Vec<usize> = flooders.into_iter().map(|f| f.join().unwrap()).collect();
     let worst = Duration::from_micros(worst_us.load(Ordering::SeqCst));
     let term_after = status_map(&mut connect(target), 2)["term"].clone();
     println!(
-        "held {} connections ({silent} silent, {silent_peer} silent on the peer port, {idle_open} idle); \
+        "{} silent connections made on the client port and {} on the peer port, {silent} and {silent_peer} \
+         kept open at a time; {} others held ({idle_open} idle); \
          {pipelined} bytes pipelined unread; legit client: {} grants, slowest acquire {worst:?}; \
          leader RSS {rss} MiB ({rss_before} MiB before)",
+        flood[0],
+        flood[1],
         held.len(),
         grants.load(Ordering::SeqCst)
     );

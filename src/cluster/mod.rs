@@ -161,7 +161,7 @@ pub fn start(s: ClusterStart<'_>) -> std::io::Result<ClusterHandles> {
         stopping: stopping.clone(),
         first_contact,
         fatal: fatal.clone(),
-        handshakes: Mutex::new(HashMap::new()),
+        handshakes: crate::slots::HandshakeTable::new(PEER_HANDSHAKES_MAX, PEER_HANDSHAKES_PER_IP_MAX),
     };
     threads.push(
         std::thread::Builder::new().name("peer-accept".into()).spawn(move || acceptor.run(peer_listener))?,
@@ -293,7 +293,9 @@ impl Dialer {
         let hello = (kit.hello)();
         let established = match peer::dial(&self.addr, &hello, &kit.key, kit.tls.as_ref()) {
             Ok(established) => established,
-            Err(PeerError::Refused { code, reason, leader }) => return self.refused(code, &reason, &leader),
+            Err(PeerError::Refused { code, reason, leader, leader_id }) => {
+                return self.refused(code, &reason, leader_id, &leader)
+            }
             Err(e) => {
                 debug!("dial node {} at {}: {e}", self.peer, self.addr);
                 return DialOutcome::Retry;
@@ -320,15 +322,12 @@ impl Dialer {
             kit.set_fatal(msg);
             return DialOutcome::Stop;
         }
-        // A configured peer tells a joining node where the leader is: that leader will
-        // dial us to add us, and is admitted because this peer named it.
-        kit.view.vouch_for_leader(&established.welcome_leader);
         let _ = kit.raft_tx.send(ToRaft::Conn { established, outbound: true });
         let _ = kit.waker.wake();
         DialOutcome::Connected
     }
 
-    fn refused(&self, code: u8, reason: &str, leader: &str) -> DialOutcome {
+    fn refused(&self, code: u8, reason: &str, leader_id: u64, leader: &str) -> DialOutcome {
         let kit = &self.kit;
         match code {
             refusal::NODE_ID_REUSED => {
@@ -347,8 +346,9 @@ impl Dialer {
             }
             refusal::NOT_MEMBER => {
                 // Expected while a joining node waits for `admin replace`; the peer still
-                // said where the leader is.
-                kit.view.vouch_for_leader(leader);
+                // said which node leads and where: that leader will dial us to add us, and
+                // is admitted because this configured peer vouched for it.
+                kit.view.vouch_for_leader(leader_id, leader);
                 debug!("node {} at {}: {reason}", self.peer, self.addr);
                 DialOutcome::Retry
             }
@@ -378,8 +378,8 @@ struct Acceptor {
     stopping: Arc<AtomicBool>,
     first_contact: Arc<FirstContact>,
     fatal: Arc<Mutex<Option<String>>>,
-    /// Handshakes running now, per source address.
-    handshakes: Mutex<HashMap<std::net::IpAddr, usize>>,
+    /// Handshakes running now.
+    handshakes: Arc<crate::slots::HandshakeTable>,
 }
 
 impl Acceptor {
@@ -394,52 +394,43 @@ impl Acceptor {
                 continue;
             };
             let Ok(from) = tcp.peer_addr() else { continue };
-            if !this.take_handshake(from.ip()) {
+            let Ok(socket) = tcp.try_clone() else { continue };
+            let Ok(ticket) = this.handshakes.take(from.ip(), Arc::new(socket)) else {
                 crate::warn_limited!(
                     PEER_BUSY_LOG,
-                    "{from}: peer connection closed: too many peer handshakes running ({PEER_HANDSHAKES_MAX} \
-                     in all, {PEER_HANDSHAKES_PER_IP_MAX} per address at most)"
+                    "{from}: peer connection closed: {PEER_HANDSHAKES_PER_IP_MAX} peer handshakes running from \
+                     its address"
                 );
                 continue;
-            }
+            };
             let worker = this.clone();
-            let spawned = std::thread::Builder::new()
+            let _ = std::thread::Builder::new()
                 .name("peer-handshake".into())
                 .stack_size(crate::server::CONNECTION_STACK_BYTES)
                 .spawn(move || {
+                    // The ticket gives the place back however the handshake ends.
+                    let _ticket = ticket;
                     worker.handshake(tcp);
-                    worker.give_handshake(from.ip());
                 });
-            if spawned.is_err() {
-                this.give_handshake(from.ip());
-            }
-        }
-    }
-
-    fn take_handshake(&self, ip: std::net::IpAddr) -> bool {
-        let mut running = self.handshakes.lock().unwrap_or_else(|p| p.into_inner());
-        let total: usize = running.values().sum();
-        let mine = running.get(&ip).copied().unwrap_or(0);
-        if total >= PEER_HANDSHAKES_MAX || mine >= PEER_HANDSHAKES_PER_IP_MAX {
-            return false;
-        }
-        running.insert(ip, mine + 1);
-        true
-    }
-
-    fn give_handshake(&self, ip: std::net::IpAddr) {
-        let mut running = self.handshakes.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(n) = running.get_mut(&ip) {
-            *n -= 1;
-            if *n == 0 {
-                running.remove(&ip);
-            }
         }
     }
 
     /// Decides whether the dialer of `hello` (which presented `cert`, with TLS) may
-    /// speak Raft to this node.
+    /// speak Raft to this node. A refusal names the leader this node knows, which
+    /// vouches for it to a joining node that is not a member yet.
     fn judge(
+        &self,
+        hello: &PeerHello,
+        cert: Option<&rustls::pki_types::CertificateDer<'static>>,
+    ) -> Result<(), peer::Refusal> {
+        self.judge_hello(hello, cert).map_err(|(code, reason)| peer::Refusal {
+            code,
+            reason,
+            leader_id: self.view.facts().leader_id.unwrap_or(0),
+        })
+    }
+
+    fn judge_hello(
         &self,
         hello: &PeerHello,
         cert: Option<&rustls::pki_types::CertificateDer<'static>>,

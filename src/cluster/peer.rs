@@ -27,6 +27,7 @@ pub const PEER_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
 pub const DIAL_CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
 /// Largest PEER HELLO / REFUSAL frame `len`.
 const HELLO_LEN_MAX: usize = 1 + 8 + 8 + 8 + 1 + 255;
+const _: () = assert!(1 + 1 + 1 + 255 + 8 <= HELLO_LEN_MAX, "a REFUSAL fits too");
 
 /// Refusal codes.
 pub mod refusal {
@@ -49,6 +50,14 @@ pub mod refusal {
     pub const CERT_MISMATCH: u8 = 7;
 }
 
+/// Why a listener refuses a PEER HELLO, and the leader it knows (0: none).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Refusal {
+    pub code: u8,
+    pub reason: String,
+    pub leader_id: u64,
+}
+
 /// What a node says about itself when connecting.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PeerHello {
@@ -64,12 +73,14 @@ pub struct PeerHello {
 pub enum PeerError {
     Io(io::Error),
     Handshake(handshake::HandshakeError),
-    /// The listener refused us with this code and reason; `leader` is the leader
-    /// address its WELCOME named (empty when unknown).
+    /// The listener refused us with this code and reason; `leader_id` and `leader` are
+    /// the leader it knows (0 and empty when none): the id from the refusal, the client
+    /// address from its WELCOME.
     Refused {
         code: u8,
         reason: String,
         leader: String,
+        leader_id: u64,
     },
     Malformed(&'static str),
 }
@@ -110,14 +121,17 @@ pub fn encode_hello(hello: &PeerHello) -> Vec<u8> {
     out
 }
 
-pub fn encode_refusal(code: u8, reason: &str) -> Vec<u8> {
+/// REFUSAL bytes; `leader_id` is the leader the refusing node knows (0: none), which
+/// vouches for it to a joining node (docs/protocol-cluster.md §2).
+pub fn encode_refusal(code: u8, reason: &str, leader_id: u64) -> Vec<u8> {
     let reason = &reason.as_bytes()[..reason.len().min(255)];
-    let mut out = Vec::with_capacity(7 + reason.len());
-    out.extend_from_slice(&((1 + 1 + 1 + reason.len()) as u32).to_be_bytes());
+    let mut out = Vec::with_capacity(15 + reason.len());
+    out.extend_from_slice(&((1 + 1 + 1 + reason.len() + 8) as u32).to_be_bytes());
     out.push(b'X');
     out.push(code);
     out.push(reason.len() as u8);
     out.extend_from_slice(reason);
+    out.extend_from_slice(&leader_id.to_be_bytes());
     out
 }
 
@@ -150,13 +164,15 @@ fn read_hello<R: Read>(stream: &mut R) -> Result<PeerHello, PeerError> {
             })
         }
         b'X' => {
-            if len != 3 + body[2] as usize {
+            let reason_len = body[2] as usize;
+            if len != 3 + reason_len + 8 {
                 return Err(PeerError::Malformed("bad REFUSAL size"));
             }
             Err(PeerError::Refused {
                 code: body[1],
-                reason: String::from_utf8_lossy(&body[3..]).into_owned(),
+                reason: String::from_utf8_lossy(&body[3..3 + reason_len]).into_owned(),
                 leader: String::new(),
+                leader_id: BigEndian::read_u64(&body[3 + reason_len..]),
             })
         }
         _ => Err(PeerError::Malformed("neither H nor X")),
@@ -215,8 +231,8 @@ pub fn dial(
         duplex.flush()?;
         match read_hello(&mut duplex) {
             Ok(peer) => (peer, welcome),
-            Err(PeerError::Refused { code, reason, .. }) => {
-                return Err(PeerError::Refused { code, reason, leader: welcome.leader })
+            Err(PeerError::Refused { code, reason, leader_id, .. }) => {
+                return Err(PeerError::Refused { code, reason, leader: welcome.leader, leader_id })
             }
             Err(e) => return Err(e),
         }
@@ -237,10 +253,7 @@ pub fn accept(
     tls: Option<&Arc<rustls::ServerConfig>>,
     welcome: impl FnOnce() -> Welcome,
     me: impl FnOnce() -> PeerHello,
-    judge: impl FnOnce(
-        &PeerHello,
-        Option<&rustls::pki_types::CertificateDer<'static>>,
-    ) -> Result<(), (u8, String)>,
+    judge: impl FnOnce(&PeerHello, Option<&rustls::pki_types::CertificateDer<'static>>) -> Result<(), Refusal>,
 ) -> Result<Established, PeerError> {
     tcp.set_nodelay(true)?;
     let tls = match tls {
@@ -258,17 +271,17 @@ pub fn accept(
         let peer = match read_hello(&mut duplex) {
             Ok(peer) => peer,
             Err(PeerError::Malformed(why)) => {
-                let _ = duplex.write_all(&encode_refusal(refusal::BAD_HELLO, why));
+                let _ = duplex.write_all(&encode_refusal(refusal::BAD_HELLO, why, 0));
                 let _ = duplex.flush();
                 return Err(PeerError::Malformed(why));
             }
             Err(e) => return Err(e),
         };
         let cert = duplex.reader.peer_certificate();
-        if let Err((code, reason)) = judge(&peer, cert.as_ref()) {
-            let _ = duplex.write_all(&encode_refusal(code, &reason));
+        if let Err(Refusal { code, reason, leader_id }) = judge(&peer, cert.as_ref()) {
+            let _ = duplex.write_all(&encode_refusal(code, &reason, leader_id));
             let _ = duplex.flush();
-            return Err(PeerError::Refused { code, reason, leader: String::new() });
+            return Err(PeerError::Refused { code, reason, leader: String::new(), leader_id });
         }
         duplex.write_all(&encode_hello(&me()))?;
         duplex.flush()?;
@@ -289,9 +302,9 @@ mod tests {
         let hello = PeerHello { node_id: 7, incarnation: 9, domain: 11, addr: "127.0.0.1:5225".into() };
         let bytes = encode_hello(&hello);
         assert_eq!(read_hello(&mut &bytes[..]).unwrap(), hello);
-        let bytes = encode_refusal(refusal::NODE_ID_REUSED, "replace me");
+        let bytes = encode_refusal(refusal::NODE_ID_REUSED, "replace me", 3);
         match read_hello(&mut &bytes[..]) {
-            Err(PeerError::Refused { code: 1, reason, .. }) => assert_eq!(reason, "replace me"),
+            Err(PeerError::Refused { code: 1, reason, leader_id: 3, .. }) => assert_eq!(reason, "replace me"),
             other => panic!("{other:?}"),
         }
         for cut in 0..bytes.len() {

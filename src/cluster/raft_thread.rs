@@ -327,7 +327,7 @@ impl RaftLoop {
         // peer named as the leader: that binds the vouched address to its node id, so a
         // joining node can answer the leader that adds it.
         let config_known = !self.raft.membership().all_nodes().is_empty();
-        if !outbound && !config_known && self.view.is_vouched(&peer.addr) {
+        if !outbound && !config_known && self.view.is_vouched(peer.node_id, &peer.addr) {
             self.vouched_ids.insert(peer.node_id);
             self.view.learn_addr(peer.node_id, &peer.addr);
         }

@@ -61,10 +61,10 @@ pub struct ClusterView {
     /// yet: a different one under the same id is a restarted process, refused.
     incarnations: Mutex<HashMap<u64, u64>>,
     admission: Mutex<Admission>,
-    /// Leader addresses that configured peers reported in their WELCOME while this
-    /// node knew no configuration: the leader that adds a joining node dials it from
-    /// one of these, and is admitted because a configured peer vouched for it.
-    vouched: Mutex<BTreeSet<String>>,
+    /// Leaders (node id and client address) that configured peers named while this node
+    /// knew no configuration: the leader that adds a joining node dials it as one of
+    /// these, and is admitted because a configured peer vouched for the pair.
+    vouched: Mutex<BTreeMap<u64, String>>,
     /// Set once this node learned it was removed from the cluster.
     pub removed: AtomicBool,
 }
@@ -94,9 +94,7 @@ impl ClusterView {
         if admission.members.contains(&id) {
             return Ok(());
         }
-        if !admission.config_known
-            && (admission.configured.contains(&id) || lock(&self.vouched).contains(addr))
-        {
+        if !admission.config_known && (admission.configured.contains(&id) || self.is_vouched(id, addr)) {
             return Ok(());
         }
         if admission.retired.contains(&id) {
@@ -105,21 +103,25 @@ impl ClusterView {
         Err(NotAdmitted::NotMember)
     }
 
-    /// Records the leader address a configured peer named (only while no configuration
-    /// is known: afterwards membership decides).
-    pub fn vouch_for_leader(&self, addr: &str) {
-        if !addr.is_empty() && !lock(&self.admission).config_known {
-            let mut vouched = lock(&self.vouched);
-            // Bounded: configured peers name one leader each at a time.
-            if vouched.len() < 16 {
-                vouched.insert(addr.to_owned());
-            }
+    /// Records the leader (`id` at client address `addr`) a configured peer named (only
+    /// while no configuration is known: afterwards membership decides).
+    pub fn vouch_for_leader(&self, id: u64, addr: &str) {
+        if id == 0
+            || crate::proto::addr::check_client_addr(addr).is_err()
+            || lock(&self.admission).config_known
+        {
+            return;
+        }
+        let mut vouched = lock(&self.vouched);
+        // Bounded: configured peers name one leader each at a time.
+        if vouched.len() < 16 || vouched.contains_key(&id) {
+            vouched.insert(id, addr.to_owned());
         }
     }
 
-    /// True if `addr` was named as the leader by a configured peer.
-    pub fn is_vouched(&self, addr: &str) -> bool {
-        lock(&self.vouched).contains(addr)
+    /// True if a configured peer named node `id` at `addr` as the leader.
+    pub fn is_vouched(&self, id: u64, addr: &str) -> bool {
+        lock(&self.vouched).get(&id).is_some_and(|a| a == addr)
     }
 
     pub fn publish(&self, raft: &Raft) {

@@ -43,15 +43,26 @@ pub const NODE_QUEUE_BYTES_MAX: usize = 256 << 20;
 /// A connection with at most this much queued is read even when the node is over its
 /// budget: clients that read their answers are never held up by ones that do not.
 pub const CONN_FAIR_SHARE_BYTES: usize = 64 << 10;
-/// What an answer from the lock-table or Raft thread is reckoned at in the byte budget
-/// (the largest lock answer, `H` with a 255-byte owner, is 281 bytes).
-pub const LOCK_ANSWER_BYTES: usize = 320;
+/// What an answer from the lock-table or Raft thread is reckoned at in the byte budget:
+/// the largest lock answer (`H` with a 255-byte owner, 281 bytes) with room for the
+/// message that carries it.
+pub const LOCK_ANSWER_BYTES: usize = 384;
 /// A batch of answers not written within this long closes the connection: the client
 /// has stopped reading. The deadline covers the whole batch, not each system call.
 pub const WRITE_DEADLINE: Duration = Duration::from_secs(30);
 /// A frame whose first byte arrived must be complete within this long (a client that
 /// drips a frame a byte at a time is closed).
 pub const FRAME_DEADLINE: Duration = Duration::from_secs(10);
+/// What a queued answer costs besides its encoded bytes: the channel message that
+/// carries it and its slot (a 9-byte PONG occupies far more memory than 9 bytes while
+/// it waits, so the budget counts this too).
+pub const QUEUED_ANSWER_OVERHEAD_BYTES: usize = std::mem::size_of::<WriterMsg>() + 16;
+
+/// The budget charge of an answer the reader queues itself.
+fn local_answer_bytes(response: &Response) -> usize {
+    QUEUED_ANSWER_OVERHEAD_BYTES + encoded_response_len(response)
+}
+
 /// Bytes of socket reads buffered on the reader side.
 const READ_BUFFER_BYTES: usize = 8 * 1024;
 
@@ -74,7 +85,7 @@ pub fn serve(
     peer: SocketAddr,
     conn: ConnId,
     shared: Arc<Shared>,
-    handshaking: HandshakeSlot,
+    handshaking: crate::slots::HandshakeTicket,
 ) {
     let _ = tcp.set_nodelay(true);
     let tls = match &shared.tls {
@@ -172,39 +183,6 @@ pub fn serve(
     });
     shared.pending.fetch_sub(counters.pending.swap(0, Ordering::SeqCst), Ordering::SeqCst);
     shared.queued_bytes.fetch_sub(counters.queued_bytes.swap(0, Ordering::SeqCst), Ordering::SeqCst);
-}
-
-/// A place among the connections still in their handshake; given back when dropped.
-pub struct HandshakeSlot {
-    shared: Arc<Shared>,
-    ip: std::net::IpAddr,
-}
-
-impl HandshakeSlot {
-    /// Takes a place for a handshake from `ip`, unless the node (or that address) has
-    /// too many handshakes running already.
-    pub fn take(shared: &Arc<Shared>, ip: std::net::IpAddr) -> Option<HandshakeSlot> {
-        let mut per_ip = shared.handshakes.lock().unwrap_or_else(|p| p.into_inner());
-        let total: usize = per_ip.values().sum();
-        let mine = per_ip.get(&ip).copied().unwrap_or(0);
-        if total >= shared.limits.handshakes_max || mine >= shared.limits.handshakes_per_ip_max {
-            return None;
-        }
-        *per_ip.entry(ip).or_insert(0) += 1;
-        Some(HandshakeSlot { shared: shared.clone(), ip })
-    }
-}
-
-impl Drop for HandshakeSlot {
-    fn drop(&mut self) {
-        let mut per_ip = self.shared.handshakes.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(n) = per_ip.get_mut(&self.ip) {
-            *n -= 1;
-            if *n == 0 {
-                per_ip.remove(&self.ip);
-            }
-        }
-    }
 }
 
 /// Reads frames until the connection ends; returns why it ended, for the log.
@@ -433,7 +411,7 @@ fn local_reply(
     id: u32,
     response: Response,
 ) {
-    let bytes = encoded_response_len(&response);
+    let bytes = local_answer_bytes(&response);
     counters.queued_bytes.fetch_add(bytes, Ordering::SeqCst);
     shared.queued_bytes.fetch_add(bytes, Ordering::SeqCst);
     let _ = tx.send(WriterMsg::Reply { id, response, counted: false });
@@ -482,14 +460,13 @@ fn write_replies(
         while let Some(msg) = next.take() {
             match msg {
                 WriterMsg::Reply { id, response, counted } => {
-                    let before = buf.len();
-                    encode_response(&mut buf, id, &response);
                     if counted {
                         count += 1;
                         bytes += LOCK_ANSWER_BYTES;
                     } else {
-                        bytes += buf.len() - before;
+                        bytes += local_answer_bytes(&response);
                     }
+                    encode_response(&mut buf, id, &response);
                 }
                 WriterMsg::Encoded { bytes: encoded, count: n } => {
                     buf.extend_from_slice(&encoded);

@@ -88,10 +88,10 @@ pub(crate) struct Shared {
     /// Bytes of answers owed or unwritten, all connections together.
     queued_bytes: AtomicUsize,
     limits: Limits,
-    /// Connections in their handshake, per source address.
-    handshakes: Mutex<std::collections::HashMap<std::net::IpAddr, usize>>,
-    /// Open connections (in the handshake or after it), per source address.
-    per_ip: Mutex<std::collections::HashMap<std::net::IpAddr, usize>>,
+    /// Connections in their handshake.
+    handshakes: Arc<crate::slots::HandshakeTable>,
+    /// Open connections (in the handshake or after it), per source address group.
+    per_ip: Arc<crate::slots::GroupCounter>,
     stopping: AtomicBool,
     /// Sockets of open connections (shared with the connection: no descriptor of
     /// their own), so a shutdown can close them all.
@@ -222,6 +222,7 @@ impl Server {
             }
         };
         let info = NodeInfo { node_id: config.node_id, addr: advertised, started: Instant::now() };
+        let limits = Limits::for_open_files(crate::sys::raise_open_files_limit());
         let shared = Arc::new(Shared {
             info,
             counters,
@@ -233,9 +234,12 @@ impl Server {
             raft: cluster.as_ref().map(|c| (c.raft_tx.clone(), c.waker.clone())),
             pending: AtomicUsize::new(0),
             queued_bytes: AtomicUsize::new(0),
-            limits: Limits::for_open_files(crate::sys::raise_open_files_limit()),
-            handshakes: Mutex::new(Default::default()),
-            per_ip: Mutex::new(Default::default()),
+            limits,
+            handshakes: crate::slots::HandshakeTable::new(
+                limits.handshakes_max,
+                limits.handshakes_per_ip_max,
+            ),
+            per_ip: crate::slots::GroupCounter::new(limits.connections_per_ip_max),
             stopping: AtomicBool::new(false),
             sockets: Mutex::new(Default::default()),
         });
@@ -370,7 +374,7 @@ fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
             );
             continue;
         }
-        let Some(slot) = IpSlot::take(&shared, peer.ip()) else {
+        let Some(slot) = shared.per_ip.take(peer.ip()) else {
             crate::warn_limited!(
                 ACCEPT_REFUSED_LOG,
                 "{peer}: refused, {} connections open from {}",
@@ -379,17 +383,16 @@ fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
             );
             continue;
         };
-        let Some(handshaking) = connection::HandshakeSlot::take(&shared, peer.ip()) else {
+        let tcp = Arc::new(tcp);
+        let Ok(handshaking) = shared.handshakes.take(peer.ip(), tcp.clone()) else {
             crate::warn_limited!(
                 ACCEPT_REFUSED_LOG,
-                "{peer}: refused, too many handshakes running ({} in all, {} per address at most)",
-                limits.handshakes_max,
+                "{peer}: refused, {} handshakes running from its address",
                 limits.handshakes_per_ip_max
             );
             continue;
         };
         let conn = next_conn.fetch_add(1, Ordering::Relaxed);
-        let tcp = Arc::new(tcp);
         shared.sockets.lock().unwrap_or_else(|p| p.into_inner()).insert(conn, tcp.clone());
         shared.counters.connections.fetch_add(1, Ordering::SeqCst);
         let guard = ConnGuard { shared: shared.clone(), conn, _ip: slot };
@@ -408,46 +411,27 @@ fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
     }
 }
 
-/// An open connection's place among those of its source address.
-struct IpSlot {
-    shared: Arc<Shared>,
-    ip: std::net::IpAddr,
-}
-
-impl IpSlot {
-    fn take(shared: &Arc<Shared>, ip: std::net::IpAddr) -> Option<IpSlot> {
-        let mut per_ip = shared.per_ip.lock().unwrap_or_else(|p| p.into_inner());
-        let n = per_ip.get(&ip).copied().unwrap_or(0);
-        if n >= shared.limits.connections_per_ip_max {
-            return None;
-        }
-        per_ip.insert(ip, n + 1);
-        Some(IpSlot { shared: shared.clone(), ip })
-    }
-}
-
-impl Drop for IpSlot {
-    fn drop(&mut self) {
-        let mut per_ip = self.shared.per_ip.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(n) = per_ip.get_mut(&self.ip) {
-            *n -= 1;
-            if *n == 0 {
-                per_ip.remove(&self.ip);
-            }
-        }
-    }
-}
-
 /// Gives back an open connection's places (the count, the socket entry, its address's
 /// slot) when its thread ends, normally or by a panic.
 struct ConnGuard {
     shared: Arc<Shared>,
     conn: ConnId,
-    _ip: IpSlot,
+    _ip: crate::slots::GroupPlace,
 }
 
 impl Drop for ConnGuard {
     fn drop(&mut self) {
+        if std::thread::panicking() {
+            // The connection's own clean-up did not run: close the socket (its writer
+            // thread then ends) and let the lock table forget the connection (it drops
+            // the reply channel; its waiters leave their queues).
+            if let Some(socket) =
+                self.shared.sockets.lock().unwrap_or_else(|p| p.into_inner()).get(&self.conn)
+            {
+                let _ = socket.shutdown(std::net::Shutdown::Both);
+            }
+            let _ = self.shared.table.send(TableMsg::Closed { conn: self.conn });
+        }
         self.shared.sockets.lock().unwrap_or_else(|p| p.into_inner()).remove(&self.conn);
         self.shared.counters.connections.fetch_sub(1, Ordering::SeqCst);
     }
