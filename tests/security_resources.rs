@@ -112,7 +112,7 @@ fn a_legitimate_client_is_served_through_a_connection_flood() {
                     if open.len() > keep {
                         open.pop_front();
                     }
-                    if made % 64 == 0 {
+                    if made.is_multiple_of(64) {
                         std::thread::sleep(Duration::from_millis(5));
                     }
                 }
