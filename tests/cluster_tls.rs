@@ -171,3 +171,79 @@ fn the_peer_port_requires_a_certificate_from_the_ca_valid_for_the_node_it_claims
     let lock = client.acquire("after", Duration::from_secs(5), Duration::from_secs(2)).unwrap();
     drop(lock);
 }
+
+/// Runs `ticketing server` as cluster node 1 of three with `cert` (PEM) and its key,
+/// and returns (exit status, stderr) — for certificates that must stop it at start.
+fn start_with_certificate(pki: &Pki, cert: &rcgen::Certificate, key: &KeyPair) -> (Option<i32>, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = |name: &str| dir.path().join(name).to_str().unwrap().to_owned();
+    std::fs::write(path("cert.pem"), cert.pem()).unwrap();
+    std::fs::write(path("key.pem"), key.serialize_pem()).unwrap();
+    std::fs::write(path("ca.pem"), pki.ca.pem()).unwrap();
+    let port = free_port_pair();
+    let peers: String = (1..=3).map(|i| format!("{i}@127.0.0.{i}:{port}")).collect::<Vec<_>>().join(",");
+    let out = std::process::Command::new(bin())
+        .arg("server")
+        .env_clear()
+        .env("TICKETING_AUTH_TOKEN", TOKEN)
+        .env("TICKETING_PEER_AUTH_TOKEN", PEER_TOKEN)
+        .env("TICKETING_LISTEN", format!("127.0.0.1:{port}"))
+        .env("TICKETING_NODE_ID", "1")
+        .env("TICKETING_CLUSTER_SELF", format!("127.0.0.1:{port}"))
+        .env("TICKETING_CLUSTER_PEERS", peers)
+        .env("TICKETING_TLS_CERT", path("cert.pem"))
+        .env("TICKETING_TLS_KEY", path("key.pem"))
+        .env("TICKETING_TLS_CA", path("ca.pem"))
+        .output()
+        .unwrap();
+    (out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+#[test]
+fn a_certificate_peers_would_refuse_stops_the_node_at_start_naming_the_variable() {
+    let pki = Pki::new();
+    // No subjectAltName for the host peers dial (TICKETING_CLUSTER_SELF's).
+    let (cert, key) = pki.leaf(&["127.0.0.9"]);
+    let (code, stderr) = start_with_certificate(&pki, &cert, &key);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.starts_with("ticketing: TICKETING_TLS_CERT:") && stderr.contains("127.0.0.1"), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    // Extended key usage serverAuth only: peers require a client certificate.
+    let key = KeyPair::generate().unwrap();
+    let mut params = CertificateParams::new(vec!["127.0.0.1".to_string()]).unwrap();
+    params.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ServerAuth];
+    let cert = params.signed_by(&key, &pki.ca, &pki.ca_key).unwrap();
+    let (code, stderr) = start_with_certificate(&pki, &cert, &key);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(
+        stderr.starts_with("ticketing: TICKETING_TLS_CERT:") && stderr.contains("clientAuth"),
+        "{stderr}"
+    );
+    // Both usages, and a name for each node: the cluster starts.
+    let key = KeyPair::generate().unwrap();
+    let names: Vec<String> = (1..=3).map(|i| format!("127.0.0.{i}")).collect();
+    let mut params = CertificateParams::new(names).unwrap();
+    params.extended_key_usages =
+        vec![rcgen::ExtendedKeyUsagePurpose::ServerAuth, rcgen::ExtendedKeyUsagePurpose::ClientAuth];
+    let cert = params.signed_by(&key, &pki.ca, &pki.ca_key).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let path = |name: &str| dir.path().join(name).to_str().unwrap().to_owned();
+    std::fs::write(path("cert.pem"), cert.pem()).unwrap();
+    std::fs::write(path("key.pem"), key.serialize_pem()).unwrap();
+    std::fs::write(path("ca.pem"), pki.ca.pem()).unwrap();
+    let (cert_path, key_path, ca_path) = (path("cert.pem"), path("key.pem"), path("ca.pem"));
+    let cluster = Cluster::start(
+        3,
+        &[
+            ("TICKETING_TLS_CERT", cert_path.as_str()),
+            ("TICKETING_TLS_KEY", key_path.as_str()),
+            ("TICKETING_TLS_CA", ca_path.as_str()),
+        ],
+    );
+    let addrs: Vec<String> = (0..3).map(|i| cluster.addr(i).to_string()).collect();
+    let client = Client::builder().addrs(addrs).auth_token(TOKEN).tls_ca_file(&ca_path).build().unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while client.acquire("k", Duration::from_secs(5), Duration::from_secs(1)).is_err() {
+        assert!(std::time::Instant::now() < deadline, "no leader over TLS with both usages");
+    }
+}

@@ -103,3 +103,73 @@ fn a_key_that_is_not_pem_exits_2_naming_the_variable() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("TICKETING_TLS_KEY"));
 }
+
+/// An X.509 version 1 certificate (what `openssl x509 -req` makes without extensions)
+/// is blamed on TICKETING_TLS_CERT with what to do, not on the key.
+#[test]
+fn a_version_1_certificate_is_blamed_on_the_certificate() {
+    if std::process::Command::new("openssl").arg("version").output().is_err() {
+        eprintln!("SKIPPED: no openssl command to make a version 1 certificate");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let run = |args: &[&str]| {
+        let out = std::process::Command::new("openssl").args(args).current_dir(dir.path()).output().unwrap();
+        assert!(out.status.success(), "openssl {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    };
+    run(&[
+        "req",
+        "-x509",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-keyout",
+        "ca.key",
+        "-out",
+        "ca.pem",
+        "-days",
+        "2",
+        "-subj",
+        "/CN=test-ca",
+    ]);
+    run(&[
+        "req",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-keyout",
+        "key.pem",
+        "-out",
+        "req.csr",
+        "-subj",
+        "/CN=127.0.0.1",
+    ]);
+    run(&[
+        "x509",
+        "-req",
+        "-in",
+        "req.csr",
+        "-CA",
+        "ca.pem",
+        "-CAkey",
+        "ca.key",
+        "-CAcreateserial",
+        "-out",
+        "cert.pem",
+        "-days",
+        "2",
+    ]);
+    let path = |name: &str| dir.path().join(name).to_str().unwrap().to_owned();
+    let out = std::process::Command::new(bin())
+        .arg("server")
+        .env_clear()
+        .env("TICKETING_AUTH_TOKEN", TOKEN)
+        .env("TICKETING_LISTEN", "127.0.0.1:0")
+        .env("TICKETING_TLS_CERT", path("cert.pem"))
+        .env("TICKETING_TLS_KEY", path("key.pem"))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.starts_with("ticketing: TICKETING_TLS_CERT:") && stderr.contains("version 1"), "{stderr}");
+}

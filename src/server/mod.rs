@@ -453,10 +453,13 @@ pub fn run_from_env() -> i32 {
         warn!("{warning}");
     }
     if let Some(files) = &config.tls {
-        let checked = tls::server_config(files).and_then(|_| match &config.cluster {
-            Some(_) => tls::client_config(files).and_then(|_| tls::peer_server_config(files)).map(|_| ()),
-            None => Ok(()),
-        });
+        let self_addr = config.cluster.as_ref().map(|c| c.self_addr.as_str());
+        let checked = tls::check_own_certificate(files, self_addr)
+            .and_then(|_| tls::server_config(files))
+            .and_then(|_| match &config.cluster {
+                Some(_) => tls::client_config(files).and_then(|_| tls::peer_server_config(files)).map(|_| ()),
+                None => Ok(()),
+            });
         if let Err(e) = checked {
             eprintln!("ticketing: {e}");
             return 2;

@@ -2,6 +2,7 @@
 
 use std::sync::Arc;
 
+use rustls::client::danger::ServerCertVerifier;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 
@@ -30,6 +31,59 @@ fn identity(files: &TlsFiles) -> Result<(Vec<CertificateDer<'static>>, PrivateKe
         message: format!("{}: {e}", files.key.display()),
     })?;
     Ok((certs, key))
+}
+
+/// Checks the node's own certificate before anything listens, so that a certificate
+/// peers or clients would refuse stops the node at start with the variable to fix,
+/// instead of every handshake failing later:
+/// - it must parse as an X.509 v3 end-entity certificate;
+/// - in a cluster (`self_addr` given) it must be valid, against `TICKETING_TLS_CA`, both
+///   as a server certificate for the host of `TICKETING_CLUSTER_SELF` (peers dial that
+///   name) and as a client certificate (peers require one: mutual TLS, which needs the
+///   clientAuth extended key usage when the certificate lists usages).
+pub fn check_own_certificate(files: &TlsFiles, self_addr: Option<&str>) -> Result<(), ConfigError> {
+    let (certs, _) = identity(files)?;
+    let cert_error = |message: String| ConfigError { var: "TICKETING_TLS_CERT", message };
+    let path = files.cert.display();
+    if let Err(e) = rustls::server::ParsedCertificate::try_from(&certs[0]) {
+        let hint = match e {
+            rustls::Error::InvalidCertificate(rustls::CertificateError::Other(ref other))
+                if other.to_string().contains("UnsupportedCertVersion") =>
+            {
+                ": it is an X.509 version 1 certificate; make a version 3 one with a subjectAltName \
+                 (docs/tls.md)"
+            }
+            _ => "",
+        };
+        return Err(cert_error(format!("{path}: the certificate cannot be used: {e}{hint}")));
+    }
+    let Some(self_addr) = self_addr else { return Ok(()) };
+    let roots = Arc::new(roots(files)?);
+    let now = rustls::pki_types::UnixTime::now();
+    let (end_entity, intermediates) = (&certs[0], &certs[1..]);
+    let host = self_addr.rsplit_once(':').map_or(self_addr, |(h, _)| h).trim_matches(['[', ']']);
+    let name = rustls::pki_types::ServerName::try_from(host.to_owned())
+        .map_err(|e| ConfigError { var: "TICKETING_CLUSTER_SELF", message: format!("{host:?}: {e}") })?;
+    let server = rustls::client::WebPkiServerVerifier::builder_with_provider(roots.clone(), provider())
+        .build()
+        .map_err(|e| ConfigError { var: "TICKETING_TLS_CA", message: format!("cannot verify peers: {e}") })?;
+    if let Err(e) = server.verify_server_cert(end_entity, intermediates, &name, &[], now) {
+        return Err(cert_error(format!(
+            "{path}: peers dial this node as {host} (TICKETING_CLUSTER_SELF) and would refuse this \
+             certificate: {e}; it needs a subjectAltName for {host}, signed by TICKETING_TLS_CA (docs/tls.md)"
+        )));
+    }
+    let client = rustls::server::WebPkiClientVerifier::builder_with_provider(roots, provider())
+        .build()
+        .map_err(|e| ConfigError { var: "TICKETING_TLS_CA", message: format!("cannot verify peers: {e}") })?;
+    if let Err(e) = client.verify_client_cert(end_entity, intermediates, now) {
+        return Err(cert_error(format!(
+            "{path}: peers require this node's certificate when it dials them (mutual TLS) and would \
+             refuse it: {e}; if it lists extended key usages, it needs clientAuth as well as serverAuth \
+             (docs/tls.md)"
+        )));
+    }
+    Ok(())
 }
 
 fn key_mismatch(e: rustls::Error) -> ConfigError {
