@@ -187,9 +187,20 @@ struct FirstContact {
 impl FirstContact {
     /// Judges a peer's domain at a successful handshake; `Err` is the fatal message.
     fn judge(&self, ours: u64, peer: &PeerHello, peer_addr: &str) -> Result<(), String> {
+        self.domain_exists(ours, peer.node_id, peer.domain, peer_addr)?;
+        if self.founding {
+            self.made.store(true, Ordering::SeqCst);
+        }
+        Ok(())
+    }
+
+    /// A peer answered (a handshake, or a refusal after its WELCOME) that fencing domain
+    /// `theirs` exists: fatal for a founding node that is not part of a domain yet.
+    fn domain_exists(&self, ours: u64, peer_id: u64, theirs: u64, peer_addr: &str) -> Result<(), String> {
         if !self.founding || self.made.load(Ordering::SeqCst) {
             return Ok(());
         }
+        let peer = PeerHello { node_id: peer_id, incarnation: 0, domain: theirs, addr: String::new() };
         if ours == 0 && peer.domain != 0 {
             return Err(format!(
                 "TICKETING_CLUSTER_STATE: node {} at {peer_addr} reports fencing domain {}: the cluster \
@@ -200,7 +211,6 @@ impl FirstContact {
                 peer.node_id, peer.domain
             ));
         }
-        self.made.store(true, Ordering::SeqCst);
         Ok(())
     }
 }
@@ -293,8 +303,12 @@ impl Dialer {
         let hello = (kit.hello)();
         let established = match peer::dial(&self.addr, &hello, &kit.key, kit.tls.as_ref()) {
             Ok(established) => established,
-            Err(PeerError::Refused { code, reason, leader, leader_id }) => {
-                return self.refused(code, &reason, leader_id, &leader)
+            Err(PeerError::Refused { code, reason, leader, leader_id, domain }) => {
+                if let Err(msg) = kit.first_contact.domain_exists(hello.domain, self.peer, domain, &self.addr) {
+                    kit.set_fatal(msg);
+                    return DialOutcome::Stop;
+                }
+                return self.refused(code, &reason, leader_id, &leader);
             }
             Err(e) => {
                 debug!("dial node {} at {}: {e}", self.peer, self.addr);

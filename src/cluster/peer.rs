@@ -75,12 +75,13 @@ pub enum PeerError {
     Handshake(handshake::HandshakeError),
     /// The listener refused us with this code and reason; `leader_id` and `leader` are
     /// the leader it knows (0 and empty when none): the id from the refusal, the client
-    /// address from its WELCOME.
+    /// address from its WELCOME; `domain` is the fencing domain its WELCOME reported.
     Refused {
         code: u8,
         reason: String,
         leader: String,
         leader_id: u64,
+        domain: u64,
     },
     Malformed(&'static str),
 }
@@ -173,6 +174,7 @@ fn read_hello<R: Read>(stream: &mut R) -> Result<PeerHello, PeerError> {
                 reason: String::from_utf8_lossy(&body[3..3 + reason_len]).into_owned(),
                 leader: String::new(),
                 leader_id: BigEndian::read_u64(&body[3 + reason_len..]),
+                domain: 0,
             })
         }
         _ => Err(PeerError::Malformed("neither H nor X")),
@@ -232,7 +234,7 @@ pub fn dial(
         match read_hello(&mut duplex) {
             Ok(peer) => (peer, welcome),
             Err(PeerError::Refused { code, reason, leader_id, .. }) => {
-                return Err(PeerError::Refused { code, reason, leader: welcome.leader, leader_id })
+                return Err(PeerError::Refused { code, reason, leader: welcome.leader, leader_id, domain: welcome.domain })
             }
             Err(e) => return Err(e),
         }
@@ -281,7 +283,7 @@ pub fn accept(
         if let Err(Refusal { code, reason, leader_id }) = judge(&peer, cert.as_ref()) {
             let _ = duplex.write_all(&encode_refusal(code, &reason, leader_id));
             let _ = duplex.flush();
-            return Err(PeerError::Refused { code, reason, leader: String::new(), leader_id });
+            return Err(PeerError::Refused { code, reason, leader: String::new(), leader_id, domain: 0 });
         }
         duplex.write_all(&encode_hello(&me()))?;
         duplex.flush()?;

@@ -67,6 +67,8 @@ pub struct ClusterView {
     vouched: Mutex<BTreeMap<u64, String>>,
     /// Set once this node learned it was removed from the cluster.
     pub removed: AtomicBool,
+    /// Why this node cannot go on (it stops with exit status 1), if it cannot.
+    broken: Mutex<Option<String>>,
 }
 
 impl ClusterView {
@@ -82,6 +84,15 @@ impl ClusterView {
         admission.members = members;
         admission.retired = retired;
         admission.config_known = config_known;
+    }
+
+    /// Marks this node as unable to go on; the main thread stops it.
+    pub fn set_broken(&self, why: String) {
+        lock(&self.broken).get_or_insert(why);
+    }
+
+    pub fn broken(&self) -> Option<String> {
+        lock(&self.broken).clone()
     }
 
     pub fn admission(&self) -> Admission {

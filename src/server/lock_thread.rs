@@ -223,7 +223,7 @@ fn run(
         let mut next = first;
         let mut handled = 0;
         while let Some(msg) = next.take() {
-            if !handle(&mut replica, &mut conns, msg, clock, &mut out) {
+            if !handle(&mut replica, &mut conns, msg, clock, &mut out, view.as_deref()) {
                 return;
             }
             link.submit(&mut replica, clock, &mut out);
@@ -308,6 +308,7 @@ fn handle(
     msg: TableMsg,
     clock: &Clock,
     out: &mut ReplicaOutput,
+    view: Option<&ClusterView>,
 ) -> bool {
     match msg {
         TableMsg::Open { conn, replies, direct } => {
@@ -320,14 +321,25 @@ fn handle(
         TableMsg::Request { conn, id, request } => {
             replica.request(conn, id, request, clock.now_ms(), Clock::unix_us(), out);
         }
-        TableMsg::Log(news) => on_log(replica, news, clock, out),
+        TableMsg::Log(news) => {
+            if let Err(why) = on_log(replica, news, clock, out) {
+                // Going on would serve a lock state the log no longer backs.
+                log::error!("{why}");
+                if let Some(view) = view {
+                    view.set_broken(why);
+                }
+                return false;
+            }
+        }
         TableMsg::Stop => return false,
     }
     true
 }
 
 /// Applies news from the Raft thread to the replica.
-fn on_log(replica: &mut Replica, news: FromLog, clock: &Clock, out: &mut ReplicaOutput) {
+/// `Err` when this node cannot go on: a snapshot it cannot decode (Raft has already
+/// dropped the log the snapshot replaces).
+fn on_log(replica: &mut Replica, news: FromLog, clock: &Clock, out: &mut ReplicaOutput) -> Result<(), String> {
     let now = clock.apply_ms();
     match news {
         FromLog::Appended { seq, index, term } => replica.on_appended(seq, index, term),
@@ -351,7 +363,12 @@ fn on_log(replica: &mut Replica, news: FromLog, clock: &Clock, out: &mut Replica
         }
         FromLog::Snapshot { index, data } => match decode_snapshot(&data) {
             Ok(state) => replica.on_snapshot(index, state, out),
-            Err(e) => log::error!("snapshot at {index} cannot be decoded ({e}); ignored"),
+            Err(e) => {
+                return Err(format!(
+                    "the snapshot at index {index} cannot be decoded ({e}): this node cannot hold the \
+                     cluster's state (a newer version's snapshot?) and stops"
+                ))
+            }
         },
         FromLog::ReadReady { ctx, index } => replica.on_read_ready(ctx, index, now, Clock::unix_us(), out),
         FromLog::ReadFailed { ctx } => replica.on_read_failed(ctx, out),
@@ -363,6 +380,7 @@ fn on_log(replica: &mut Replica, news: FromLog, clock: &Clock, out: &mut Replica
             replica.on_role(role, now, Clock::unix_us(), out);
         }
     }
+    Ok(())
 }
 
 /// A fresh random non-zero fencing domain (SPEC §5).
@@ -386,4 +404,21 @@ fn publish(replica: &Replica, counters: &Counters) {
     counters.waiters.store(replica.waiters() as u64, Ordering::Relaxed);
     counters.last_token.store(replica.state().last_token(), Ordering::Relaxed);
     counters.domain.store(replica.state().domain(), Ordering::Relaxed);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::lock::TableConfig;
+
+    #[test]
+    fn a_snapshot_that_cannot_be_decoded_stops_the_node_instead_of_being_skipped() {
+        let mut replica =
+            Replica::new(TableConfig { node: 1, incarnation: 1, waiters_per_key_max: 4, keys_max: 16 });
+        let mut out = ReplicaOutput::default();
+        let clock = Clock::new();
+        let bad = FromLog::Snapshot { index: 42, data: vec![99, 1, 2, 3] };
+        let why = on_log(&mut replica, bad, &clock, &mut out).unwrap_err();
+        assert!(why.contains("index 42") && why.contains("stops"), "{why}");
+    }
 }

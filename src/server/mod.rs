@@ -292,6 +292,11 @@ impl Server {
         fatal.clone()
     }
 
+    /// Why this node cannot go on, if it cannot (it stops with exit status 1).
+    pub fn broken(&self) -> Option<String> {
+        self.shared.cluster.as_ref().and_then(|view| view.broken())
+    }
+
     /// Stops accepting, closes every connection, stops the lock-table thread (and the
     /// cluster threads) and waits for the threads to end (connections: at most about
     /// two seconds).
@@ -479,6 +484,11 @@ pub fn run_from_env() -> i32 {
         if let Some(why) = server.fatal() {
             eprintln!("ticketing: {why}");
             status = 2;
+            break;
+        }
+        if let Some(why) = server.broken() {
+            eprintln!("ticketing: {why}");
+            status = 1;
             break;
         }
         if server.removed() {
