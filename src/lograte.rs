@@ -16,11 +16,19 @@ pub struct RateLimit {
     /// (0 = never).
     last_ms: AtomicU64,
     suppressed: AtomicU64,
+    interval_ms: u64,
 }
 
 impl RateLimit {
+    /// One line per second at most.
     pub const fn new() -> RateLimit {
-        RateLimit { last_ms: AtomicU64::new(0), suppressed: AtomicU64::new(0) }
+        RateLimit::every(LOG_INTERVAL_MS)
+    }
+
+    /// One line per `interval_ms` at most (for a condition that can last for hours,
+    /// such as a peer that is down: the first line says so, later ones remind).
+    pub const fn every(interval_ms: u64) -> RateLimit {
+        RateLimit { last_ms: AtomicU64::new(0), suppressed: AtomicU64::new(0), interval_ms }
     }
 
     /// `Some(n)` when a line may be logged now, `n` being how many were suppressed
@@ -33,7 +41,7 @@ impl RateLimit {
     pub fn allow_at(&self, now_ms: u64) -> Option<u64> {
         let stamp = now_ms + 1;
         let last = self.last_ms.load(Ordering::Relaxed);
-        if last != 0 && stamp < last + LOG_INTERVAL_MS {
+        if last != 0 && stamp < last + self.interval_ms {
             self.suppressed.fetch_add(1, Ordering::Relaxed);
             return None;
         }

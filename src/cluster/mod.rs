@@ -25,6 +25,8 @@ use peer::{refusal, PeerError, PeerHello};
 use raft_thread::{RaftLoop, ToRaft};
 use view::{ClusterView, NotAdmitted};
 
+/// A peer that stays unreachable is logged once, then once per this many milliseconds.
+const DIAL_FAILURE_LOG_MS: u64 = 60_000;
 /// Dial retries back off from this delay…
 const DIAL_BACKOFF_MIN: Duration = Duration::from_millis(100);
 /// …doubling up to this one.
@@ -245,7 +247,12 @@ impl DialerKit {
     pub fn spawn(&self, peer: u64, addr: &str) -> std::io::Result<raft_thread::Redial> {
         let (tx, rx) = crossbeam_channel::unbounded();
         let _ = tx.send(());
-        let dialer = Dialer { peer, addr: addr.to_owned(), kit: self.clone() };
+        let dialer = Dialer {
+            peer,
+            addr: addr.to_owned(),
+            kit: self.clone(),
+            failures_log: crate::lograte::RateLimit::every(DIAL_FAILURE_LOG_MS),
+        };
         std::thread::Builder::new().name(format!("dial-{peer}")).spawn(move || dialer.run(rx))?;
         Ok(tx)
     }
@@ -265,6 +272,9 @@ struct Dialer {
     peer: u64,
     addr: String,
     kit: DialerKit,
+    /// Failed dials: the first is logged at once, then one line a minute while the
+    /// peer stays unreachable.
+    failures_log: crate::lograte::RateLimit,
 }
 
 /// What a dial attempt came to.
@@ -311,7 +321,13 @@ impl Dialer {
                 return self.refused(code, &reason, leader_id, &leader);
             }
             Err(e) => {
-                debug!("dial node {} at {}: {e}", self.peer, self.addr);
+                crate::warn_limited!(
+                    self.failures_log,
+                    "cannot reach node {} at {} (peer port {}): {e}",
+                    self.peer,
+                    self.addr,
+                    peer::peer_addr_of(&self.addr).map_or(0, |(_, port)| port)
+                );
                 return DialOutcome::Retry;
             }
         };
