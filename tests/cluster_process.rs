@@ -254,8 +254,12 @@ fn a_founding_node_that_finds_the_domain_formed_exits_2() {
     // A `new` node that is no member of that cluster but lists its nodes as peers is
     // refused by them; their answer still says a domain exists, so it exits 2 too.
     let stranger_peers = format!("1@127.0.0.1:{port},2@127.0.0.2:{port},9@127.0.0.9:{port}");
-    let mut stranger =
-        cluster.spawn(9, &format!("127.0.0.9:{port}"), "new", &[("TICKETING_CLUSTER_PEERS", &stranger_peers)]);
+    let mut stranger = cluster.spawn(
+        9,
+        &format!("127.0.0.9:{port}"),
+        "new",
+        &[("TICKETING_CLUSTER_PEERS", &stranger_peers)],
+    );
     let deadline = Instant::now() + Duration::from_secs(15);
     let status = loop {
         if let Some(status) = stranger.child.try_wait().unwrap() {

@@ -114,6 +114,35 @@ fn the_kubernetes_example_never_restarts_a_node_in_place() {
         Ok(out) => panic!("kubernetes.yaml: {}", String::from_utf8_lossy(&out.stderr)),
         Err(_) => eprintln!("kubernetes.yaml not parsed: no python3"),
     }
+    // The replacement pod is the same pod with a placeholder NodeId, in join mode.
+    let replacement = read("deploy/kubernetes-replacement.yaml");
+    assert!(replacement.contains("ticketing/cluster-state: \"join\"") && replacement.contains("NEW_ID"));
+    assert!(replacement.contains("\n  restartPolicy: Never"));
+}
+
+/// Both Kubernetes files validate against the Kubernetes schemas (kubernetes-validate,
+/// offline; `.ci/run` installs it): the example as it is, the replacement template once
+/// its placeholder is filled in as the docs say.
+#[test]
+fn the_kubernetes_files_validate_against_the_schemas() {
+    let Ok(probe) = Command::new("kubernetes-validate").arg("--version").output() else {
+        assert!(
+            std::env::var_os("TICKETING_REQUIRE_K8S_VALIDATE").is_none(),
+            "kubernetes-validate is required here but not installed"
+        );
+        eprintln!("SKIPPED: kubernetes-validate is not installed (pip install kubernetes-validate)");
+        return;
+    };
+    assert!(probe.status.success());
+    let dir = tempfile::tempdir().unwrap();
+    let filled = dir.path().join("replacement-4.yaml");
+    std::fs::write(&filled, read("deploy/kubernetes-replacement.yaml").replace("NEW_ID", "4")).unwrap();
+    for file in [repo().join("deploy/kubernetes.yaml"), filled] {
+        let out = Command::new("kubernetes-validate").arg("--strict").arg(&file).output().unwrap();
+        let text =
+            format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        assert!(out.status.success() && !text.contains("ERROR"), "{}: {text}", file.display());
+    }
 }
 
 /// Kills the replacement node the fake systemctl started.
@@ -228,4 +257,36 @@ fn replace_node_script_replaces_a_voter_of_a_running_cluster() {
         .unwrap();
     assert_eq!(again.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&again.stderr).contains("has been used"));
+}
+
+/// Every `docs/FILE.md ("Section")` a deployment file points to exists, and so does the
+/// section.
+#[test]
+fn deployment_files_point_at_sections_that_exist() {
+    let mut checked = 0;
+    for file in [
+        "deploy/Dockerfile",
+        "deploy/kubernetes.yaml",
+        "deploy/kubernetes-replacement.yaml",
+        "deploy/ticketing.service",
+        "deploy/ticketing@.service",
+    ] {
+        let text = read(file);
+        for (at, _) in text.match_indices("docs/") {
+            let rest = &text[at..];
+            let Some(end) = rest.find(".md") else { continue };
+            let doc = &rest[..end + 3];
+            let body = std::fs::read_to_string(repo().join(doc))
+                .unwrap_or_else(|_| panic!("{file}: {doc} does not exist"));
+            // A section named right after it: docs/x.md ("Name") or docs/x.md, "Name".
+            let after = rest[end + 3..].trim_start_matches([' ', '(', ',']);
+            if let Some(quoted) = after.strip_prefix('"') {
+                let name = &quoted[..quoted.find('"').unwrap()];
+                let headings: Vec<&str> = body.lines().filter(|l| l.starts_with('#')).collect();
+                assert!(headings.iter().any(|h| h.contains(name)), "{file}: {doc} has no section {name:?}");
+                checked += 1;
+            }
+        }
+    }
+    assert!(checked >= 3, "only {checked} section references found");
 }

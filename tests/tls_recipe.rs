@@ -40,7 +40,10 @@ fn the_tls_recipe_in_the_docs_starts_a_cluster_the_cli_can_use() {
     assert!(out.status.success(), "the recipe failed: {}", String::from_utf8_lossy(&out.stderr));
     let path = |name: &str| dir.path().join(name).to_str().unwrap().to_owned();
     for node in ["node1", "node2", "node3"] {
-        assert!(dir.path().join(format!("{node}.pem")).is_file() && dir.path().join(format!("{node}.key")).is_file());
+        assert!(
+            dir.path().join(format!("{node}.pem")).is_file()
+                && dir.path().join(format!("{node}.key")).is_file()
+        );
     }
     // The checks the doc suggests pass on what it made.
     let checks = shell_blocks(&doc, "Check a certificate before you deploy it:");

@@ -314,7 +314,8 @@ impl Dialer {
         let established = match peer::dial(&self.addr, &hello, &kit.key, kit.tls.as_ref()) {
             Ok(established) => established,
             Err(PeerError::Refused { code, reason, leader, leader_id, domain }) => {
-                if let Err(msg) = kit.first_contact.domain_exists(hello.domain, self.peer, domain, &self.addr) {
+                if let Err(msg) = kit.first_contact.domain_exists(hello.domain, self.peer, domain, &self.addr)
+                {
                     kit.set_fatal(msg);
                     return DialOutcome::Stop;
                 }

@@ -234,7 +234,13 @@ pub fn dial(
         match read_hello(&mut duplex) {
             Ok(peer) => (peer, welcome),
             Err(PeerError::Refused { code, reason, leader_id, .. }) => {
-                return Err(PeerError::Refused { code, reason, leader: welcome.leader, leader_id, domain: welcome.domain })
+                return Err(PeerError::Refused {
+                    code,
+                    reason,
+                    leader: welcome.leader,
+                    leader_id,
+                    domain: welcome.domain,
+                })
             }
             Err(e) => return Err(e),
         }

@@ -339,7 +339,12 @@ fn handle(
 /// Applies news from the Raft thread to the replica.
 /// `Err` when this node cannot go on: a snapshot it cannot decode (Raft has already
 /// dropped the log the snapshot replaces).
-fn on_log(replica: &mut Replica, news: FromLog, clock: &Clock, out: &mut ReplicaOutput) -> Result<(), String> {
+fn on_log(
+    replica: &mut Replica,
+    news: FromLog,
+    clock: &Clock,
+    out: &mut ReplicaOutput,
+) -> Result<(), String> {
     let now = clock.apply_ms();
     match news {
         FromLog::Appended { seq, index, term } => replica.on_appended(seq, index, term),
