@@ -47,7 +47,6 @@ pub struct Raft {
 
     pub(super) election_deadline_ms: u64,
     pub(super) heartbeat_deadline_ms: u64,
-    pub(super) quorum_deadline_ms: u64,
     /// When we last heard from the leader of our term (lease rule).
     pub(super) leader_contact_ms: u64,
 
@@ -113,7 +112,6 @@ impl Raft {
             log: RaftLog::new(Membership::default()),
             election_deadline_ms: 0,
             heartbeat_deadline_ms: 0,
-            quorum_deadline_ms: 0,
             leader_contact_ms: 0,
             votes: BTreeMap::new(),
             progress: BTreeMap::new(),
@@ -238,6 +236,9 @@ impl Raft {
         if self.removed || from == self.cfg.id {
             return;
         }
+        if self.answer_non_member(from, &msg) {
+            return;
+        }
         let term = msg.term();
         if term > self.term && !self.on_higher_term(from, &msg) {
             return;
@@ -296,13 +297,14 @@ impl Raft {
             // Why: a pre-vote is a question about the future; answering it
             // must not change our term (that is the point of pre-vote).
             Message::PreVote { .. } => true,
-            // A grant echoes the term we asked about: not a newer term. A
+            // A grant echoes the term we asked about: not a newer term. Why
+            // drop a grant we no longer wait for: adopting its term would
+            // make a node that went back to following a live leader depose
+            // it with its next answer (etcd ignores such grants too). A
             // rejection carries the voter's real term, which we adopt (else a
             // node stuck in an older term could never win nor learn better).
-            Message::PreVoteResp { term, granted: true }
-                if self.role == Role::PreCandidate && *term == self.term + 1 =>
-            {
-                true
+            Message::PreVoteResp { term, granted: true } => {
+                self.role == Role::PreCandidate && *term == self.term + 1
             }
             Message::Vote { transfer, .. } if !*transfer && self.in_lease() => false,
             // Why: a removal notice from a node that moved on must not drag
@@ -527,7 +529,8 @@ impl Raft {
         }
         let next = self.log.last_index() + 1;
         for id in wanted {
-            self.progress.entry(id).or_insert_with(|| Progress::new(next));
+            let now = self.now_ms;
+            self.progress.entry(id).or_insert_with(|| Progress::new(next, now));
         }
     }
 

@@ -125,10 +125,11 @@ impl Raft {
             Some(t) => self.log.last_index_of_term(t).map_or(hint_index, |i| i + 1),
             None => hint_index,
         };
+        let now = self.now_ms;
         let Some(pr) = self.progress.get_mut(&from) else {
             return;
         };
-        pr.recent_active = true;
+        pr.last_heard_ms = now;
         if !success {
             pr.on_reject(index, retry);
             return;
@@ -146,14 +147,19 @@ impl Raft {
         if self.role != Role::Leader {
             return;
         }
+        let now = self.now_ms;
+        let resend_after = snapshot_resend_ms(self.cfg.election_ms);
         let Some(pr) = self.progress.get_mut(&from) else {
             return;
         };
-        pr.recent_active = true;
+        pr.last_heard_ms = now;
         pr.read_ack = pr.read_ack.max(read_seq.min(self.read_seq));
         pr.on_heartbeat_resp();
-        if pr.state == ProgressState::Snapshot {
-            // Retransmit the current chunk: it or its answer may be lost.
+        if pr.state == ProgressState::Snapshot && now >= pr.snap_sent_ms.saturating_add(resend_after) {
+            // The peer is alive but the chunk has gone unanswered for long:
+            // it or its answer was lost. Why not resend on every heartbeat
+            // answer: a large chunk on a slow link is still on its way, and
+            // each copy would only queue behind it.
             pr.snap_chunk_sent = false;
         }
         self.resolve_reads();
@@ -307,6 +313,12 @@ impl Raft {
         pr.sent_commit = pr.sent_commit.max(commit);
         self.send(id, Message::Heartbeat { term, commit, read_seq });
     }
+}
+
+/// How long a snapshot chunk may go unanswered before a heartbeat answer
+/// (proof that the peer is alive) has it sent again: half an election timeout.
+pub(super) fn snapshot_resend_ms(election_ms: u64) -> u64 {
+    election_ms / 2
 }
 
 /// Entries must follow `prev_index` one by one, with non-decreasing terms no
