@@ -396,7 +396,7 @@ impl World {
             if let Some(l) = self.leader() {
                 let voters: Vec<NodeId> = self.nodes[&l].raft.membership().voters.iter().copied().collect();
                 let to = voters[self.rng.below(voters.len() as u64) as usize];
-                let _ = self.nodes.get_mut(&l).unwrap().raft.transfer_leadership(to);
+                let _ = self.nodes.get_mut(&l).unwrap().raft.transfer_leader(Some(to));
             }
         }
     }

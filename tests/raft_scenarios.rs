@@ -20,6 +20,8 @@ struct Net {
     snapshots: BTreeMap<NodeId, Vec<Snapshot>>,
     reads: BTreeMap<NodeId, Vec<(u64, u64)>>,
     removed: BTreeSet<NodeId>,
+    /// Every `Ready::handover` each node reported, in order.
+    handovers: BTreeMap<NodeId, Vec<bool>>,
     /// Every message ever sent: (from, to, msg).
     sent: Vec<(NodeId, NodeId, Message)>,
     /// Rewrites (or drops, with None) messages in flight.
@@ -49,6 +51,7 @@ impl Net {
             snapshots: BTreeMap::new(),
             reads: BTreeMap::new(),
             removed: BTreeSet::new(),
+            handovers: BTreeMap::new(),
             sent: Vec::new(),
             mangle: None,
         }
@@ -82,6 +85,9 @@ impl Net {
             self.reads.entry(id).or_default().extend(rd.read_states);
             if rd.removed {
                 self.removed.insert(id);
+            }
+            if let Some(h) = rd.handover {
+                self.handovers.entry(id).or_default().push(h);
             }
         }
     }
@@ -496,18 +502,21 @@ fn leader_that_removes_itself_steps_down_after_commit() {
 }
 
 #[test]
-fn leadership_transfer_via_timeout_now() {
+fn leadership_transfer_via_timeout_now_refuses_proposals_meanwhile() {
     let mut net = Net::new(&[1, 2, 3]);
     net.elect(1);
     net.node_mut(1).propose(b"a".to_vec()).unwrap();
-    net.node_mut(1).transfer_leadership(3).unwrap();
-    assert_eq!(net.node_mut(1).propose(b"b".to_vec()), Err(RaftError::TransferInProgress));
+    assert_eq!(net.node_mut(1).transfer_leader(Some(3)), Ok(3));
+    assert!(net.node(1).handing_over());
+    assert_eq!(net.node_mut(1).propose(b"b".to_vec()), Err(RaftError::HandingOver));
     net.deliver_all();
     assert_eq!(net.node(3).role(), Role::Leader);
     assert_eq!(net.node(1).leader_id(), Some(3));
     assert_eq!(net.leaders(), vec![3]);
+    // The start was reported; losing leadership is reported by role_changed alone.
+    assert_eq!(net.handovers[&1], vec![true]);
+    assert_eq!(net.node(1).handed_to(), None, "the new leader is known: no hint needed");
 }
-
 #[test]
 fn read_index_answered_only_after_quorum_round() {
     let mut net = Net::new(&[1, 2, 3]);
@@ -919,4 +928,156 @@ fn lagging_voter_votes_for_a_new_voter_it_has_not_heard_of() {
     assert!(!net.node(4).is_removed());
     net.advance(1000);
     assert!(net.node(g).membership().contains(4), "the new leader caught g up");
+}
+
+// ----- planned hand-over ------------------------------------------------------------
+
+/// Three voters; the leader replaces follower `old` by node 4 and the change commits.
+/// Returns (net, leader).
+fn with_new_voter_4() -> (Net, NodeId, NodeId) {
+    let mut net = Net::new(&[1, 2, 3]);
+    let l = net.wait_leader();
+    let old = net.followers_of(l)[0];
+    net.add_joining(4);
+    net.node_mut(l).add_learner(4).unwrap();
+    net.advance(500);
+    net.node_mut(l).replace_voter(old, 4).unwrap();
+    net.advance(1000);
+    let m = net.node(l).committed_membership().1.clone();
+    assert!(!m.is_joint() && m.voters.contains(&4) && !m.contains(old));
+    (net, l, old)
+}
+
+/// With no target named, the leader hands over to a caught-up voter, preferring one
+/// of long standing to the newcomer (old code: `max((match, id))`, so ties went to the
+/// highest id — the newcomer).
+#[test]
+fn transfer_without_target_prefers_a_voter_of_long_standing_to_the_newcomer() {
+    let (mut net, l, _) = with_new_voter_4();
+    let veteran = *net.node(l).committed_membership().1.voters.iter().find(|v| **v != l && **v != 4).unwrap();
+    assert_eq!(net.node(l).progress_of(4).unwrap().0, net.node(l).last_index());
+    assert_eq!(net.node(l).successor(), Some(veteran));
+    assert_eq!(net.node_mut(l).transfer_leader(None), Ok(veteran));
+    let took = net.advance_until(1000, |n| n.leaders() == vec![veteran]);
+    assert!(took.is_some(), "the veteran did not take over");
+}
+
+/// A target that lags is caught up first; TimeoutNow goes out only when its match
+/// index is the leader's last index, and then it takes over at once.
+#[test]
+fn transfer_catches_the_target_up_before_timeout_now() {
+    let mut net = Net::new(&[1, 2, 3]);
+    let l = net.wait_leader();
+    let t = net.followers_of(l)[0];
+    net.cut_link(l, t);
+    for i in 0..10u8 {
+        net.node_mut(l).propose(vec![i]).unwrap();
+    }
+    net.advance(300);
+    assert!(net.node(l).progress_of(t).unwrap().0 < net.node(l).last_index());
+    net.sent.clear();
+    assert_eq!(net.node_mut(l).transfer_leader(Some(t)), Ok(t));
+    net.advance(STEP_MS);
+    assert_eq!(net.count_sent(l, t, |m| matches!(m, Message::TimeoutNow { .. })), 0);
+    assert_eq!(net.node(l).transfer().unwrap().timeout_now_ms, None);
+    net.heal();
+    let took = net.advance_until(1000, |n| n.leaders() == vec![t]);
+    assert!(took.is_some(), "the lagging target never took over");
+    assert_eq!(net.node(t).last_index(), net.node(t).commit_index());
+}
+
+/// A transfer whose target cannot take over is abandoned after one election timeout:
+/// the leader reports the end of the hand-over and accepts proposals again.
+#[test]
+fn transfer_is_abandoned_after_an_election_timeout_and_proposals_resume() {
+    let mut net = Net::new(&[1, 2, 3, 4, 5]);
+    let l = net.wait_leader();
+    let t = net.followers_of(l)[0];
+    net.isolate(t);
+    net.node_mut(l).transfer_leader(Some(t)).unwrap();
+    let started = net.node(l).transfer().unwrap().started_ms;
+    net.advance(1000);
+    assert_eq!(net.node_mut(l).propose(b"x".to_vec()), Err(RaftError::HandingOver));
+    let took = net.advance_until(3000, |n| n.node(l).transfer().is_none()).unwrap();
+    assert!(net.now - started <= 2000 + STEP_MS, "abandoned after {took} ms more");
+    assert_eq!(net.leaders(), vec![l]);
+    assert_eq!(net.handovers[&l], vec![true, false]);
+    assert!(net.node_mut(l).propose(b"y".to_vec()).is_ok());
+}
+
+/// A lost TimeoutNow is sent again while the target keeps answering in the old term.
+#[test]
+fn lost_timeout_now_is_sent_again() {
+    let mut net = Net::new(&[1, 2, 3]);
+    let l = net.wait_leader();
+    let t = net.followers_of(l)[0];
+    let lost = Rc::new(Cell::new(false));
+    let flag = lost.clone();
+    net.mangle = Some(Box::new(move |_, _, m| {
+        if matches!(m, Message::TimeoutNow { .. }) && !flag.get() {
+            flag.set(true);
+            return None;
+        }
+        Some(m)
+    }));
+    net.node_mut(l).transfer_leader(Some(t)).unwrap();
+    let took = net.advance_until(2000, |n| n.leaders() == vec![t]);
+    assert!(lost.get());
+    assert!(took.is_some_and(|ms| ms <= 2 * HEARTBEAT_MS), "took {took:?}");
+}
+
+/// From the moment it appends a configuration without itself, a leader refuses
+/// proposals (they would end Indeterminate when it leaves); it reports the hand-over.
+#[test]
+fn leader_refuses_proposals_once_it_appended_a_configuration_without_itself() {
+    let mut net = Net::new(&[1, 2, 3]);
+    let l = net.wait_leader();
+    net.add_joining(4);
+    net.node_mut(l).add_learner(4).unwrap();
+    net.advance(500);
+    // The final configuration (without l) never leaves l: it cannot commit.
+    net.mangle = Some(Box::new(move |from, _, m| match &m {
+        Message::Append { entries, .. } if from == l => {
+            let leaves = entries
+                .iter()
+                .any(|e| matches!(&e.kind, EntryKind::Config(c) if !c.is_joint() && !c.contains(l)));
+            (!leaves).then_some(m)
+        }
+        _ => Some(m),
+    }));
+    net.node_mut(l).replace_voter(l, 4).unwrap();
+    assert!(net.node_mut(l).propose(b"during joint".to_vec()).is_ok(), "still a voter while joint");
+    net.advance(500);
+    assert!(!net.node(l).membership().is_voter(l));
+    assert_eq!(net.leaders(), vec![l]);
+    assert!(net.node(l).handing_over());
+    assert_eq!(net.node_mut(l).propose(b"after".to_vec()), Err(RaftError::HandingOver));
+    assert_eq!(net.node_mut(l).transfer_leader(None), Err(RaftError::HandingOver));
+    assert_eq!(net.handovers[&l], vec![true]);
+}
+
+/// A leader that removes itself hands over with TimeoutNow to a caught-up voter of
+/// long standing (not the newcomer), which leads without waiting for an election
+/// timeout; the old leader keeps that node as its hint for clients.
+#[test]
+fn leader_that_removes_itself_hands_over_to_a_voter_of_long_standing() {
+    let mut net = Net::new(&[1, 2, 3]);
+    let l = net.wait_leader();
+    net.add_joining(4);
+    net.node_mut(l).add_learner(4).unwrap();
+    net.advance(500);
+    net.node_mut(l).replace_voter(l, 4).unwrap();
+    let took = net.advance_until(2000, |n| n.leaders().iter().any(|x| *x != l)).unwrap();
+    let new = net.leaders()[0];
+    assert_ne!(new, 4, "leadership went to the newcomer");
+    assert!(took <= 2 * HEARTBEAT_MS, "no leader for {took} ms");
+    assert!(net.node(l).is_removed());
+    assert_eq!(net.node(l).handed_to(), Some(new));
+    let timeout_nows: Vec<NodeId> = net
+        .sent
+        .iter()
+        .filter(|(f, _, m)| *f == l && matches!(m, Message::TimeoutNow { .. }))
+        .map(|(_, to, _)| *to)
+        .collect();
+    assert_eq!(timeout_nows, vec![new]);
 }

@@ -24,12 +24,19 @@ pub(super) struct PendingRead {
     pub seq: u64,
 }
 
-/// A leadership transfer under way.
-#[derive(Debug, Clone)]
-pub(super) struct Transfer {
+/// A leadership transfer under way on a leader (see [`Raft::transfer_leader`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Transfer {
+    /// The voter that is to take over.
     pub to: NodeId,
+    /// When the transfer started, in the core's milliseconds.
+    pub started_ms: u64,
+    /// When it is abandoned if `to` has not taken over: one election timeout
+    /// after the start.
     pub deadline_ms: u64,
-    pub timeout_now_sent: bool,
+    /// When `TimeoutNow` was last sent to `to`; `None` while `to` is still
+    /// catching up.
+    pub timeout_now_ms: Option<u64>,
 }
 
 /// One Raft node. See the module docs of `raft` for the model.
@@ -56,6 +63,14 @@ pub struct Raft {
     /// Leader only: one entry per other node in the active or committed config.
     pub(super) progress: BTreeMap<NodeId, Progress>,
     pub(super) transfer: Option<Transfer>,
+    /// The node this (former) leader last sent `TimeoutNow` to, until a
+    /// leader is known again: where its clients should look next.
+    pub(super) handed_to: Option<NodeId>,
+    /// Counts hand-overs begun, so `ready()` reports one that began and
+    /// ended between two calls.
+    pub(super) handover_epoch: u64,
+    /// (handing over, epoch) as last reported by `ready()`.
+    reported_handover: (bool, u64),
     /// ReadIndex round counter (monotonic for the node's lifetime).
     pub(super) read_seq: u64,
     pub(super) pending_reads: Vec<PendingRead>,
@@ -116,6 +131,9 @@ impl Raft {
             votes: BTreeMap::new(),
             progress: BTreeMap::new(),
             transfer: None,
+            handed_to: None,
+            handover_epoch: 0,
+            reported_handover: (false, 0),
             read_seq: 0,
             pending_reads: Vec::new(),
             waiting_reads: Vec::new(),
@@ -207,9 +225,26 @@ impl Raft {
     pub fn progress_of(&self, id: NodeId) -> Option<(u64, u64)> {
         self.progress.get(&id).map(|p| (p.matched, p.next))
     }
+    /// Leader only: the leadership transfer under way, if any.
+    pub fn transfer(&self) -> Option<Transfer> {
+        self.transfer
+    }
     /// Leader only: the peer a leadership transfer is heading to.
     pub fn transfer_target(&self) -> Option<NodeId> {
         self.transfer.as_ref().map(|t| t.to)
+    }
+    /// True while this leader hands leadership over — a transfer is under
+    /// way, or it appended a configuration in which it is no voter — and
+    /// therefore refuses proposals with [`RaftError::HandingOver`].
+    pub fn handing_over(&self) -> bool {
+        self.role == Role::Leader
+            && (self.transfer.is_some() || !self.log.active_membership().is_voter(self.cfg.id))
+    }
+    /// After this node stopped leading by handing over, the node it sent
+    /// `TimeoutNow` to, until it learns who leads: a hint for redirecting
+    /// clients (it is not known to lead yet).
+    pub fn handed_to(&self) -> Option<NodeId> {
+        self.handed_to
     }
 
     // ----- inputs ----------------------------------------------------------
@@ -357,6 +392,11 @@ impl Raft {
             self.term = term;
             self.voted_for = None;
         }
+        // Why keep the target only while no leader is known: it is a hint for
+        // the moment between our stepping down and the new leader's first
+        // message.
+        let handed = self.transfer.filter(|t| t.timeout_now_ms.is_some()).map(|t| t.to);
+        self.handed_to = if leader.is_some() { None } else { handed.or(self.handed_to) };
         self.role = Role::Follower;
         self.leader_id = leader;
         if leader.is_some() {
@@ -465,8 +505,21 @@ impl Raft {
             committed,
             read_states: std::mem::take(&mut self.read_states),
             role_changed: self.role_change(),
+            handover: self.handover_change(),
             removed: self.removed,
         }
+    }
+
+    /// `Some(now)` when the hand-over state of this leader changed since the
+    /// last call (or a hand-over began and ended in between: `Some(false)`).
+    /// A node that stopped leading reports nothing: `role_changed` says it.
+    fn handover_change(&mut self) -> Option<bool> {
+        let now = (self.handing_over(), self.handover_epoch);
+        let last = std::mem::replace(&mut self.reported_handover, now);
+        if self.role != Role::Leader || now == last {
+            return None;
+        }
+        Some(now.0)
     }
 
     fn role_change(&mut self) -> Option<RoleChange> {
@@ -494,8 +547,8 @@ impl Raft {
         if self.role != Role::Leader {
             return Err(RaftError::NotLeader { leader: self.leader_id });
         }
-        if self.transfer.is_some() {
-            return Err(RaftError::TransferInProgress);
+        if self.handing_over() {
+            return Err(RaftError::HandingOver);
         }
         Ok(())
     }
@@ -505,9 +558,13 @@ impl Raft {
         debug_assert_eq!(self.role, Role::Leader);
         let index = self.log.last_index() + 1;
         let is_config = matches!(kind, EntryKind::Config(_));
+        let was_handing_over = self.handing_over();
         self.log.append(Entry { term: self.term, index, kind });
         if is_config {
             self.sync_progress();
+            if self.handing_over() && !was_handing_over {
+                self.handover_epoch += 1;
+            }
         }
         index
     }

@@ -237,6 +237,8 @@ impl Raft {
             return;
         }
         if self.transfer.as_ref().is_some_and(|t| self.now_ms >= t.deadline_ms) {
+            // Abandoned: the target did not take over within an election
+            // timeout. We lead on; `ready()` reports the end of the hand-over.
             self.transfer = None;
         }
     }

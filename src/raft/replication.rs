@@ -139,8 +139,8 @@ impl Raft {
                 pr.become_replicate();
             }
             self.maybe_commit();
-            self.maybe_send_timeout_now(from);
         }
+        self.maybe_send_timeout_now(from);
     }
 
     pub(super) fn handle_heartbeat_resp(&mut self, from: NodeId, read_seq: u64) {
@@ -162,6 +162,7 @@ impl Raft {
             // each copy would only queue behind it.
             pr.snap_chunk_sent = false;
         }
+        self.maybe_send_timeout_now(from);
         self.resolve_reads();
     }
 
@@ -193,22 +194,19 @@ impl Raft {
         let (_, committed) = self.log.committed_membership();
         if !committed.is_voter(self.cfg.id) {
             // A leader that removed itself steps down once the change commits. Why the
-            // TimeoutNow first: the most caught-up remaining voter campaigns at once,
-            // instead of the cluster waiting an election timeout without a leader.
-            // Safety does not depend on it: voters still check the candidate's log.
-            let committed_index = self.log.committed();
-            let successor = committed
-                .voters
-                .iter()
-                .filter_map(|n| self.progress.get(n).map(|p| (p.matched, *n)))
-                .filter(|(matched, _)| *matched >= committed_index)
-                .max();
+            // TimeoutNow first: a caught-up remaining voter (one of long standing if
+            // possible, see `successor`) campaigns at once, instead of the cluster
+            // waiting an election timeout without a leader. It must hold the whole log
+            // now: we stop leading at once. Safety does not depend on it: voters still
+            // check the candidate's log.
+            let successor = self.best_successor(true);
             let still_learner = committed.contains(self.cfg.id);
-            if let Some((_, to)) = successor {
+            if let Some(to) = successor {
                 let term = self.term;
                 self.send(to, Message::TimeoutNow { term });
             }
             self.become_follower(self.term, None);
+            self.handed_to = successor;
             if !still_learner {
                 self.check_removed();
             }

@@ -73,6 +73,7 @@ impl Raft {
                 pr.become_probe();
             }
             self.maybe_commit();
+            self.maybe_send_timeout_now(from);
             return;
         }
         let current = pr.snap.as_ref().map(|s| s.meta.index);

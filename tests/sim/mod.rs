@@ -522,7 +522,7 @@ impl World {
             if self.rng.chance(2) {
                 let peers: Vec<NodeId> = self.nodes[&l].raft.membership().voters.iter().copied().collect();
                 let to = peers[self.rng.below(peers.len() as u64) as usize];
-                let _ = self.nodes.get_mut(&l).unwrap().raft.transfer_leadership(to);
+                let _ = self.nodes.get_mut(&l).unwrap().raft.transfer_leader(Some(to));
             }
             let _ = self.process_ready(l);
         }
