@@ -1081,3 +1081,106 @@ fn leader_that_removes_itself_hands_over_to_a_voter_of_long_standing() {
         .collect();
     assert_eq!(timeout_nows, vec![new]);
 }
+
+// ----- elections after a heal ----------------------------------------------------
+
+/// The leader lease does not hold against the leader itself: a leader that stepped
+/// down (here CheckQuorum, its followers' answers lost) and asks for votes is answered
+/// even by a follower whose lease a late heartbeat of that leader just renewed.
+#[test]
+fn follower_answers_the_pre_vote_of_its_former_leader_inside_the_lease() {
+    let mut net = Net::new(&[1, 2, 3]);
+    let l = net.wait_leader();
+    let f = net.followers_of(l)[0];
+    let term = net.node(l).term();
+    for other in net.followers_of(l) {
+        net.cut.insert((other, l));
+    }
+    net.advance_until(3 * ELECTION_MAX_MS, |n| n.node(l).role() != Role::Leader).unwrap();
+    net.heal();
+    // A heartbeat the leader sent before stepping down arrives late.
+    let now = net.now;
+    net.node_mut(f).step(l, Message::Heartbeat { term, commit: 0, read_seq: 0 }, now);
+    assert_eq!(net.node(f).leader_id(), Some(l));
+    let (last_index, last_term) = (net.node(l).last_index(), net.node(l).last_term());
+    net.node_mut(f).step(l, Message::PreVote { term: term + 1, last_index, last_term }, now);
+    let rd = net.node_mut(f).ready();
+    let answers: Vec<&Message> = rd
+        .messages
+        .iter()
+        .filter(|(to, m)| *to == l && matches!(m, Message::PreVoteResp { .. }))
+        .map(|(_, m)| m)
+        .collect();
+    assert_eq!(answers, vec![&Message::PreVoteResp { term: term + 1, granted: true }]);
+}
+
+/// Two pre-candidates that grant each other must not both campaign in the same term
+/// (a split vote costs an election timeout, and can repeat): the one whose log ranks
+/// lower (or, equal logs, whose id is higher) stands back when it hears the other.
+#[test]
+fn pre_candidates_that_grant_each_other_do_not_split_the_vote() {
+    let mut net = Net::new(&[1, 2, 3]);
+    let l = net.wait_leader();
+    let term = net.node(l).term();
+    net.nodes.remove(&l);
+    // Hold the two survivors' messages until both have timed out: they pre-campaign
+    // at the same moment, as nodes whose timers were reset by the same heartbeat do.
+    let held: Rc<RefCell<Vec<(NodeId, NodeId, Message)>>> = Rc::default();
+    let h = held.clone();
+    net.mangle = Some(Box::new(move |from, to, m| {
+        h.borrow_mut().push((from, to, m));
+        None
+    }));
+    let both = |n: &Net| n.nodes.values().all(|r| r.role() == Role::PreCandidate);
+    net.advance_until(3 * ELECTION_MAX_MS, both).unwrap();
+    net.mangle = None;
+    let now = net.now;
+    for (from, to, m) in held.borrow_mut().drain(..) {
+        if let Some(n) = net.nodes.get_mut(&to) {
+            n.step(from, m, now);
+        }
+    }
+    net.deliver_all();
+    assert_eq!(
+        net.leaders().len(),
+        1,
+        "split vote: {:?}",
+        net.nodes.values().map(|n| n.role()).collect::<Vec<_>>()
+    );
+    assert_eq!(net.node(net.leaders()[0]).term(), term + 1);
+}
+
+/// A pre-candidate whose log is the best but whose term is behind (the other voter
+/// already voted in that term) learns the term from the rejection and asks again at
+/// once instead of leaving the cluster leaderless for one more election timeout.
+#[test]
+fn pre_candidate_that_learns_a_higher_term_asks_again_at_once() {
+    let mut net = Net::new(&[1, 2, 3]);
+    let l = net.wait_leader();
+    let fs = net.followers_of(l);
+    let (a, b) = (fs[0], fs[1]);
+    // a gets more of the log than b; then the leader, before it crashes, wins b's
+    // vote in a later term that a never hears of.
+    net.cut.insert((l, b));
+    net.node_mut(l).propose(b"x".to_vec()).unwrap();
+    net.advance(100);
+    net.advance(ELECTION_MAX_MS); // b's lease runs out
+    let term = net.node(a).term();
+    let (li, lt) = (net.node(l).last_index(), net.node(l).last_term());
+    net.nodes.remove(&l);
+    let now = net.now;
+    net.node_mut(b).step(
+        l,
+        Message::Vote { term: term + 1, last_index: li, last_term: lt, transfer: false },
+        now,
+    );
+    assert_eq!((net.node(b).term(), net.node(b).voted_for()), (term + 1, Some(l)));
+    assert!(net.node(a).last_index() > net.node(b).last_index());
+    net.sent.clear();
+    let asked = net.advance_until(3 * ELECTION_MAX_MS, |n| {
+        n.sent.iter().any(|(f, _, m)| *f == a && matches!(m, Message::PreVote { .. }))
+    });
+    assert!(asked.is_some());
+    let took = net.advance_until(3 * ELECTION_MAX_MS, |n| n.leaders() == vec![a]).unwrap();
+    assert!(took <= 2 * STEP_MS, "a led {took} ms after its first pre-vote was refused");
+}

@@ -341,7 +341,20 @@ impl Raft {
             Message::PreVoteResp { term, granted: true } => {
                 self.role == Role::PreCandidate && *term == self.term + 1
             }
-            Message::Vote { transfer, .. } if !*transfer && self.in_lease() => false,
+            // A rejection from a voter in a later term: adopt its term and ask
+            // again at once, for the term after it. Why not wait for the next
+            // timeout: our log may well be the best (the voter refused only
+            // because it already voted in its term), and waiting would leave
+            // the cluster leaderless for one more election timeout. Bounded:
+            // each retry needs a strictly higher term.
+            Message::PreVoteResp { term, granted: false } if self.role == Role::PreCandidate => {
+                self.become_follower(*term, None);
+                if self.can_campaign() {
+                    self.campaign_pre();
+                }
+                false
+            }
+            Message::Vote { transfer, .. } if !*transfer && self.in_lease_against(from) => false,
             // Why: a removal notice from a node that moved on must not drag
             // us into its term; it is judged by its config index alone.
             Message::Removed { .. } => true,
@@ -465,6 +478,15 @@ impl Raft {
         let base = self.cfg.election_ms;
         let timeout = self.rng.range(base, base * 3 / 20);
         self.election_deadline_ms = self.now_ms.saturating_add(timeout);
+    }
+
+    /// The lease holds against a vote request from `from`. Why not against
+    /// our own leader: a leader never asks for votes, so its request proves it
+    /// stepped down (e.g. CheckQuorum), and the lease — which its own late or
+    /// queued heartbeats may have just renewed — would only keep the cluster
+    /// leaderless for another election timeout.
+    pub(super) fn in_lease_against(&self, from: NodeId) -> bool {
+        self.in_lease() && self.leader_id != Some(from)
     }
 
     /// Followers that heard from a live leader within the election timeout

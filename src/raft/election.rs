@@ -38,7 +38,7 @@ impl Raft {
     }
 
     /// Pre-candidate: ask for votes in `term + 1` without changing our term.
-    fn campaign_pre(&mut self) {
+    pub(super) fn campaign_pre(&mut self) {
         self.role = Role::PreCandidate;
         self.leader_id = None;
         self.start_tally();
@@ -119,13 +119,24 @@ impl Raft {
         pre: bool,
         transfer: bool,
     ) {
-        if !transfer && self.in_lease() {
+        if !transfer && self.in_lease_against(from) {
             // Why silence: the candidate is the one out of touch; a reply
             // would only invite it to try again sooner. (A removed candidate
             // was told so before we got here: `answer_non_member`.)
             return;
         }
         let grant = self.may_vote_for(from, term, pre) && self.log.is_up_to_date(last_index, last_term);
+        if pre && grant && self.role == Role::PreCandidate && self.outranked_by(from, last_index, last_term) {
+            // Why yield: two pre-candidates that grant each other both go on to
+            // campaign in the same term and split the vote, and with timeouts
+            // spread over only 15 % of the election timeout they can do so
+            // round after round (the simulator found clusters leaderless for
+            // more than two election timeouts after a heal). The better-placed
+            // one goes on; we stand back, without touching term or vote, so
+            // its real vote request finds us free. Pre-vote decides nothing,
+            // so this only changes who campaigns, never what is safe.
+            self.become_follower(self.term, None);
+        }
         if grant && !pre {
             self.voted_for = Some(from);
             self.reset_election_timer();
@@ -138,6 +149,14 @@ impl Raft {
             Message::VoteResp { term: reply_term, granted: grant }
         };
         self.send(from, msg);
+    }
+
+    /// A fellow pre-candidate ranks above us: a voter of our configuration
+    /// whose log is more up to date, or as up to date and its id lower.
+    fn outranked_by(&self, from: NodeId, last_index: u64, last_term: u64) -> bool {
+        let theirs = (last_term, last_index, std::cmp::Reverse(from));
+        let ours = (self.log.last_term(), self.log.last_index(), std::cmp::Reverse(self.cfg.id));
+        self.log.active_membership().is_voter(from) && theirs > ours
     }
 
     /// Why no "am I a voter?" check: a new voter whose log still says
