@@ -33,13 +33,17 @@
 //!
 //! # Features
 //!
-//! PreVote, CheckQuorum with the leader-lease vote rule, AppendEntries with
+//! PreVote (a pre-candidate stands back for a better-ranked one), CheckQuorum
+//! by time of last answer with the leader-lease vote rule, AppendEntries with
 //! conflict-term back-tracking, pipelined replication with a per-follower
-//! in-flight window and probe mode, a no-op per term, commit of current-term
-//! entries only, heartbeats carrying the commit index, snapshots with log
-//! compaction and chunked InstallSnapshot, learners, joint consensus (enter
-//! with `propose_membership`, leave automatically once committed), removal
-//! detection, leadership transfer (`TimeoutNow`) and ReadIndex.
+//! in-flight window (a real bound) and probe mode, a no-op per term, commit of
+//! current-term entries only, heartbeats carrying the commit index, snapshots
+//! with log compaction and chunked InstallSnapshot, learners, joint consensus
+//! (enter with `propose_membership`, leave automatically once committed),
+//! removal notices (the leader answers every message of a non-member),
+//! planned hand-over (`transfer_leader`, `successor`, `Ready::handover`; a
+//! leader that removes itself hands over too) and ReadIndex. See
+//! docs/raft.md.
 
 mod core;
 mod election;

@@ -412,6 +412,15 @@ impl World {
         self.crashed.insert(id);
     }
 
+    /// Runs calm steps for `ms`.
+    pub fn run_for(&mut self, ms: u64) -> Result<(), String> {
+        let end = self.now + ms;
+        while self.now < end {
+            self.calm_step()?;
+        }
+        Ok(())
+    }
+
     pub fn raft(&self, id: NodeId) -> &Raft {
         &self.nodes[&id].raft
     }
