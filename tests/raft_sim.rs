@@ -176,20 +176,12 @@ fn leaderless_ms_after_handing_over_to_a_new_voter(transport: TransportModel) ->
     let voters: Vec<u64> = w.raft(l).membership().voters.iter().copied().collect();
     let old = *voters.iter().find(|v| **v != l).unwrap();
     let others: Vec<u64> = voters.iter().copied().filter(|v| *v != l && *v != old).collect();
-    let new = w.add_joining(&voters);
-    w.net.dial(l, new, w.now);
-    w.run_until(1_000, |w| w.net.is_up(l, new)).unwrap();
-    w.run_until(1_000, |w| others.iter().all(|o| w.net.next_housekeeping(*o) >= w.now + 200)).unwrap();
-    let started = w.now;
-    w.with_raft(l, |r| r.add_learner(new)).unwrap();
-    w.run_until(200, |w| w.raft(l).progress_of(new).is_some_and(|(m, _)| m >= w.raft(l).commit_index()))
-        .unwrap();
-    w.with_raft(l, |r| r.replace_voter(old, new)).unwrap();
-    w.run_until(200, |w| {
-        let m = w.raft(l).committed_membership().1;
-        !m.is_joint() && m.voters.contains(&new)
-    })
-    .unwrap();
+    let mut started = 0;
+    let quiet = |w: &mut World| {
+        w.run_until(1_000, |w| others.iter().all(|o| w.net.next_housekeeping(*o) >= w.now + 200)).unwrap();
+        started = w.now;
+    };
+    let new = w.admin_replace(l, old, 200, quiet).unwrap();
     assert_eq!(w.with_raft(l, |r| r.transfer_leader(Some(new))), Ok(new));
     assert!(w.now < started + 200, "the change outlasted the quiet window");
     w.run_until(200, |w| w.leader() != Some(l)).unwrap();
@@ -225,24 +217,8 @@ fn newcomer_wins_after_the_leader_crashes(transport: TransportModel) -> Option<N
     let voters: Vec<NodeId> = w.raft(l).membership().voters.iter().copied().collect();
     let others: Vec<NodeId> = voters.iter().copied().filter(|v| *v != l).collect();
     let (old, g) = (others[0], others[1]);
-    for v in &voters {
-        if *v != g {
-            w.net.blocked.insert((g, *v));
-            w.net.blocked.insert((*v, g));
-        }
-    }
-    let new = w.add_joining(&voters);
-    w.net.dial(l, new, w.now);
-    w.run_until(1_000, |w| w.net.is_up(l, new)).unwrap();
-    w.with_raft(l, |r| r.add_learner(new)).unwrap();
-    w.run_until(1_000, |w| w.raft(l).progress_of(new).is_some_and(|(m, _)| m >= w.raft(l).commit_index()))
-        .unwrap();
-    w.with_raft(l, |r| r.replace_voter(old, new)).unwrap();
-    w.run_until(1_000, |w| {
-        let m = w.raft(l).committed_membership().1;
-        !m.is_joint() && m.voters.contains(&new)
-    })
-    .unwrap();
+    w.isolate(g);
+    let new = w.admin_replace(l, old, 1_000, |_| {}).unwrap();
     assert!(!w.raft(g).membership().contains(new));
     w.crash(l);
     w.crash(old);
@@ -271,18 +247,8 @@ fn removed_voter_learns_it_after_the_heal(transport: TransportModel) -> bool {
     let l = w.leader().unwrap();
     let voters: Vec<NodeId> = w.raft(l).membership().voters.iter().copied().collect();
     let f = *voters.iter().find(|v| **v != l).unwrap();
-    for v in &voters {
-        w.net.blocked.insert((f, *v));
-        w.net.blocked.insert((*v, f));
-    }
-    let new = w.add_joining(&voters);
-    w.net.dial(l, new, w.now);
-    w.run_until(1_000, |w| w.net.is_up(l, new)).unwrap();
-    w.with_raft(l, |r| r.add_learner(new)).unwrap();
-    w.run_until(1_000, |w| w.raft(l).progress_of(new).is_some_and(|(m, _)| m >= w.raft(l).commit_index()))
-        .unwrap();
-    w.with_raft(l, |r| r.replace_voter(f, new)).unwrap();
-    w.run_until(1_000, |w| !w.raft(l).committed_membership().1.contains(f)).unwrap();
+    w.isolate(f);
+    w.admin_replace(l, f, 1_000, |_| {}).unwrap();
     w.run_for(3_000).unwrap(); // f pre-campaigns, unheard, for a while
     let term = w.raft(l).term();
     w.net.blocked.clear();

@@ -405,6 +405,42 @@ impl World {
         Ok(self.now - start)
     }
 
+    /// Cuts `id` off from every other live node, both ways.
+    pub fn isolate(&mut self, id: NodeId) {
+        for other in self.live_ids().into_iter().filter(|o| *o != id) {
+            self.net.blocked.insert((id, other));
+            self.net.blocked.insert((other, id));
+        }
+    }
+
+    /// The admin's `replace old new` on leader `l`, as the real admin job does it:
+    /// start a node, dial it, add it as a learner once connected (`before_add` runs
+    /// just before), wait until it caught up, swap it in, and wait (each step at most
+    /// `step_ms`) until the final configuration commits. Returns the new node.
+    pub fn admin_replace(
+        &mut self,
+        l: NodeId,
+        old: NodeId,
+        step_ms: u64,
+        before_add: impl FnOnce(&mut World),
+    ) -> Result<NodeId, String> {
+        let voters: Vec<NodeId> = self.raft(l).membership().voters.iter().copied().collect();
+        let new = self.add_joining(&voters);
+        self.net.dial(l, new, self.now);
+        self.run_until(step_ms, |w| w.net.is_up(l, new))?;
+        before_add(self);
+        self.with_raft(l, |r| r.add_learner(new)).map_err(|e| e.to_string())?;
+        self.run_until(step_ms, |w| {
+            w.raft(l).progress_of(new).is_some_and(|(m, _)| m >= w.raft(l).commit_index())
+        })?;
+        self.with_raft(l, |r| r.replace_voter(old, new)).map_err(|e| e.to_string())?;
+        self.run_until(step_ms, |w| {
+            let m = w.raft(l).committed_membership().1;
+            !m.is_joint() && m.voters.contains(&new) && !m.contains(old)
+        })?;
+        Ok(new)
+    }
+
     /// Node `id` stops for good.
     pub fn crash(&mut self, id: NodeId) {
         self.nodes.remove(&id);
