@@ -1,14 +1,17 @@
 #!/bin/sh
-# Runs the deterministic simulators:
+# Runs the deterministic simulators (over simulated peer connections, see docs/raft.md):
 #   tests/raft_sim.rs     Raft cores on a hostile network (Raft invariants)
 #   tests/cluster_sim.rs  Raft + lock Replicas + clients (lock invariants, SPEC §2.3/§3/§5)
 #
-#   scripts/sim.sh                 both, default seed counts (1500 raft, 2500 lock)
+#   scripts/sim.sh                 both, default seed counts (3000 raft, 4000 lock)
 #   scripts/sim.sh --only lock     just the lock-level simulator (or: --only raft)
 #   scripts/sim.sh --seeds 10000   more seeds
 #   scripts/sim.sh --seed 1234     replay exactly one seed (prints its stats);
-#                                  add SIM_TRACE=1 to the environment for a lock trace
+#                                  add SIM_TRACE=1 to the environment for a trace,
+#                                  SIM_DEBUG=1 for nodes and links at a liveness failure
 #   scripts/sim.sh --base 5000 --seeds 1000   seeds 5000..5999
+#   scripts/sim.sh --transport improved       every seed over one transport model
+#                                  (today|improved; default: half the seeds each)
 set -eu
 cd "$(dirname "$0")/.."
 only=""
@@ -18,7 +21,8 @@ while [ $# -gt 0 ]; do
         --seed) export SIM_SEED="$2"; shift 2 ;;
         --base) export SIM_SEED_BASE="$2"; shift 2 ;;
         --only) only="$2"; shift 2 ;;
-        -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
+        --transport) export SIM_TRANSPORT="$2"; shift 2 ;;
+        -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
         *) echo "unknown argument: $1" >&2; exit 2 ;;
     esac
 done

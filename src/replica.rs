@@ -18,6 +18,12 @@
 //!   leadership was lost is answered `U`, and a later commit of it stays silent.
 //! - QUERY is linearizable: it is answered only after the log confirmed leadership
 //!   (ReadIndex) and this node applied everything committed before the read.
+//! - While the leader hands leadership over (a transfer, or its own removal), requests
+//!   wait and commands the log did not take are held, never failed for the hand-over's
+//!   sake: when it ends with this node still leading they are proposed in the order
+//!   they were planned; when another node leads they are answered `M` (never
+//!   appended). See [`Replica::on_handover`], [`Replica::on_deferred`] and, for the
+//!   log's side, [`AppendGate`].
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 
@@ -40,6 +46,51 @@ pub enum ToLog {
     /// Confirm leadership for a read; answer with `on_read_ready(ctx, index)` or
     /// `on_read_failed(ctx)`.
     ReadIndex { ctx: u64 },
+}
+
+/// The log's half of deferral (it lives with the Raft core, e.g. on the Raft thread):
+/// keeps a leader's appends in the order the replica planned them across a hand-over.
+///
+/// A leader that hands leadership over refuses proposals (`RaftError::HandingOver`);
+/// the log then answers the replica [`Replica::on_deferred`] and the replica proposes
+/// the command again later. Commands the replica sent before it heard of the hand-over
+/// are still on their way; were one of them taken while an earlier one is deferred, the
+/// log would hold them out of order (a later token before an earlier one). So while any
+/// deferred command has not come back and been appended, every later one is deferred
+/// too — `admit` says no.
+///
+/// Use, for each `ToLog::Append { seq, term, command }` on a leader of `term`:
+/// `if !gate.admit(seq)` → `gate.deferred(seq)`, deferred; else propose: `Ok` →
+/// `gate.appended(seq)`, `Err(HandingOver)` → `gate.deferred(seq)`, deferred; a refusal
+/// for any other reason → rejected. `reset` when leadership is lost or a new term
+/// begins (the replica answers what it held).
+#[derive(Debug, Default, Clone)]
+pub struct AppendGate {
+    /// Commands deferred and not appended since. Bounded by the replica's outstanding
+    /// commands: each comes back once the hand-over ends.
+    waiting: BTreeSet<u64>,
+}
+
+impl AppendGate {
+    /// May command `seq` be proposed now? Not while an earlier command waits.
+    pub fn admit(&self, seq: u64) -> bool {
+        self.waiting.first().is_none_or(|w| seq <= *w)
+    }
+
+    /// Command `seq` was deferred.
+    pub fn deferred(&mut self, seq: u64) {
+        self.waiting.insert(seq);
+    }
+
+    /// Command `seq` was appended.
+    pub fn appended(&mut self, seq: u64) {
+        self.waiting.remove(&seq);
+    }
+
+    /// Leadership ended or a new term began: nothing waits any more.
+    pub fn reset(&mut self) {
+        self.waiting.clear();
+    }
 }
 
 /// The node's role as the replica needs to know it.
@@ -74,6 +125,11 @@ pub struct Replica {
     serving: bool,
     applied_index: u64,
     held_back: VecDeque<(ConnId, u32, Request)>,
+    /// The leader is handing leadership over: requests are held, commands too.
+    handing_over: bool,
+    /// Commands the log did not take (deferred) or that were planned after one it did
+    /// not take, by seq: proposed again, in order, once no hand-over is under way.
+    deferred: BTreeMap<u64, (u64, Command)>,
     pending: HashMap<u64, Pending>,
     /// (index, seq) of each pending command the log appended.
     //
@@ -112,6 +168,8 @@ impl Replica {
             serving: false,
             applied_index: 0,
             held_back: VecDeque::new(),
+            handing_over: false,
+            deferred: BTreeMap::new(),
             pending: HashMap::new(),
             by_index: BTreeSet::new(),
             unknown_deadline: None,
@@ -144,6 +202,11 @@ impl Replica {
         self.serving
     }
 
+    /// True while this leader hands leadership over and holds requests.
+    pub fn handing_over(&self) -> bool {
+        self.handing_over
+    }
+
     /// The applied state as snapshot bytes, at [`Replica::applied_index`].
     pub fn snapshot(&self) -> Vec<u8> {
         encode_snapshot(self.table.state())
@@ -164,7 +227,7 @@ impl Replica {
                 let leader = leader_addr.clone();
                 out.replies.push(Reply { conn, id, response: Response::Moved { leader } });
             }
-            LogRole::Leader { .. } if !self.serving => {
+            LogRole::Leader { .. } if !self.serving || self.handing_over => {
                 if self.held_back.len() >= HELD_BACK_MAX {
                     out.replies.push(Reply { conn, id, response: overloaded() });
                 } else {
@@ -227,7 +290,67 @@ impl Replica {
             self.next_seq += 1;
             let owed = owed_by(&command, self.node);
             self.pending.insert(seq, Pending { owed, at: None, abandoned: false });
+            // Why behind the deferred ones: the log must take commands in the order the
+            // table planned them (tokens grow, hand-offs follow releases).
+            if self.handing_over || !self.deferred.is_empty() {
+                self.deferred.insert(seq, (term, command));
+            } else {
+                out.to_log.push(ToLog::Append { seq, term, command });
+            }
+        }
+    }
+
+    /// The log did not append command `seq` (planned under `term`, handed back here)
+    /// because the leader is handing leadership over. It is not refused: it is proposed
+    /// again, before anything planned after it, once no hand-over is under way (at once
+    /// if this replica has not heard of one, or heard it end), or answered `M` if
+    /// another node comes to lead.
+    pub fn on_deferred(&mut self, seq: u64, term: u64, command: Command, out: &mut ReplicaOutput) {
+        if !self.pending.contains_key(&seq) {
+            return;
+        }
+        self.deferred.insert(seq, (term, command));
+        self.propose_deferred(out);
+    }
+
+    /// The leader began (`true`) or ended (`false`, still leading) a hand-over. While it
+    /// lasts, requests are held and new commands wait; when it ends, the commands are
+    /// proposed in planning order and the held requests run in arrival order. Losing
+    /// leadership instead comes as [`Replica::on_role`], which answers all of them `M`.
+    pub fn on_handover(&mut self, active: bool, now_ms: u64, unix_us: u64, out: &mut ReplicaOutput) {
+        if !matches!(self.role, LogRole::Leader { .. }) {
+            return;
+        }
+        self.handing_over = active;
+        if !active {
+            self.propose_deferred(out);
+            self.after_apply(now_ms, unix_us, out);
+        }
+    }
+
+    /// Proposes the deferred commands again, in order, unless a hand-over is under way.
+    fn propose_deferred(&mut self, out: &mut ReplicaOutput) {
+        if self.handing_over {
+            return;
+        }
+        let LogRole::Leader { term: leading, .. } = self.role else {
+            return;
+        };
+        for (seq, (term, command)) in std::mem::take(&mut self.deferred) {
+            // Planned under another leadership: never proposed in this one. (on_role
+            // answers those; this only guards the invariant.)
+            if term != leading {
+                self.on_rejected(seq, out);
+                continue;
+            }
             out.to_log.push(ToLog::Append { seq, term, command });
+        }
+    }
+
+    /// Answers `M` for every deferred command: it was never appended.
+    fn drop_deferred(&mut self, out: &mut ReplicaOutput) {
+        for seq in std::mem::take(&mut self.deferred).into_keys() {
+            self.on_rejected(seq, out);
         }
     }
 
@@ -348,9 +471,13 @@ impl Replica {
                     self.flush(&mut scratch, out);
                     self.scratch = scratch;
                 }
-                while let Some((conn, id, request)) = self.held_back.pop_front() {
-                    self.execute(conn, id, request, now_ms, unix_us, out);
-                }
+            }
+            // Why not while handing over: the requests wait for its end (or for `M`).
+            while self.serving && !self.handing_over {
+                let Some((conn, id, request)) = self.held_back.pop_front() else {
+                    break;
+                };
+                self.execute(conn, id, request, now_ms, unix_us, out);
             }
         }
         while let Some((&(index, ctx), _)) = self.reads_ready.first_key_value() {
@@ -390,8 +517,11 @@ impl Replica {
     pub fn on_role(&mut self, role: LogRole, now_ms: u64, unix_us: u64, out: &mut ReplicaOutput) {
         let was_leader = matches!(self.role, LogRole::Leader { .. });
         self.role = role;
+        self.handing_over = false;
         match self.role.clone() {
             LogRole::Leader { .. } => {
+                // Commands deferred under an earlier leadership were never appended.
+                self.drop_deferred(out);
                 if self.table.is_leading() {
                     // A new term of leadership: the old one's waiters were never
                     // proposed and are told so.
@@ -414,6 +544,7 @@ impl Replica {
                 out.replies.append(&mut scratch.replies);
                 self.scratch = scratch;
                 self.serving = false;
+                self.drop_deferred(out);
                 let moved = || Response::Moved { leader: leader_addr.clone() };
                 for (conn, id, _) in self.held_back.drain(..) {
                     out.replies.push(Reply { conn, id, response: moved() });

@@ -20,6 +20,8 @@ struct Net {
     snapshots: BTreeMap<NodeId, Vec<Snapshot>>,
     reads: BTreeMap<NodeId, Vec<(u64, u64)>>,
     removed: BTreeSet<NodeId>,
+    /// Every `Ready::handover` each node reported, in order.
+    handovers: BTreeMap<NodeId, Vec<bool>>,
     /// Every message ever sent: (from, to, msg).
     sent: Vec<(NodeId, NodeId, Message)>,
     /// Rewrites (or drops, with None) messages in flight.
@@ -49,6 +51,7 @@ impl Net {
             snapshots: BTreeMap::new(),
             reads: BTreeMap::new(),
             removed: BTreeSet::new(),
+            handovers: BTreeMap::new(),
             sent: Vec::new(),
             mangle: None,
         }
@@ -82,6 +85,9 @@ impl Net {
             self.reads.entry(id).or_default().extend(rd.read_states);
             if rd.removed {
                 self.removed.insert(id);
+            }
+            if let Some(h) = rd.handover {
+                self.handovers.entry(id).or_default().push(h);
             }
         }
     }
@@ -347,17 +353,6 @@ fn follower_in_lease_ignores_vote_requests() {
 }
 
 #[test]
-fn leader_without_quorum_steps_down() {
-    let mut net = Net::new(&[1, 2, 3]);
-    net.elect(1);
-    net.isolate(1);
-    net.ticking = [1].into();
-    net.advance(4500);
-    assert_ne!(net.node(1).role(), Role::Leader);
-    assert!(net.node_mut(1).propose(b"late".to_vec()).is_err());
-}
-
-#[test]
 fn follower_log_conflict_resolved_by_conflict_term() {
     let mut net = Net::new(&[1, 2, 3]);
     net.elect(1);
@@ -489,24 +484,6 @@ fn joint_consensus_replaces_a_voter_and_removed_node_reports_removed() {
 }
 
 #[test]
-fn removed_voter_that_missed_the_change_is_told_when_it_campaigns() {
-    let mut net = Net::new(&[1, 2, 3]);
-    net.elect(1);
-    net.add_joining(4);
-    net.node_mut(1).add_learner(4).unwrap();
-    net.advance(500);
-    net.isolate(3);
-    net.node_mut(1).replace_voter(3, 4).unwrap();
-    net.advance(1000);
-    assert!(!net.node(1).committed_membership().1.is_joint());
-    assert!(!net.node(3).is_removed());
-    net.heal();
-    net.ticking = [3].into();
-    net.advance(5000);
-    assert!(net.node(3).is_removed());
-}
-
-#[test]
 fn leader_that_removes_itself_steps_down_after_commit() {
     let mut net = Net::new(&[1, 2, 3]);
     net.elect(1);
@@ -525,18 +502,21 @@ fn leader_that_removes_itself_steps_down_after_commit() {
 }
 
 #[test]
-fn leadership_transfer_via_timeout_now() {
+fn leadership_transfer_via_timeout_now_refuses_proposals_meanwhile() {
     let mut net = Net::new(&[1, 2, 3]);
     net.elect(1);
     net.node_mut(1).propose(b"a".to_vec()).unwrap();
-    net.node_mut(1).transfer_leadership(3).unwrap();
-    assert_eq!(net.node_mut(1).propose(b"b".to_vec()), Err(RaftError::TransferInProgress));
+    assert_eq!(net.node_mut(1).transfer_leader(Some(3)), Ok(3));
+    assert!(net.node(1).handing_over());
+    assert_eq!(net.node_mut(1).propose(b"b".to_vec()), Err(RaftError::HandingOver));
     net.deliver_all();
     assert_eq!(net.node(3).role(), Role::Leader);
     assert_eq!(net.node(1).leader_id(), Some(3));
     assert_eq!(net.leaders(), vec![3]);
+    // The start was reported; losing leadership is reported by role_changed alone.
+    assert_eq!(net.handovers[&1], vec![true]);
+    assert_eq!(net.node(1).handed_to(), None, "the new leader is known: no hint needed");
 }
-
 #[test]
 fn read_index_answered_only_after_quorum_round() {
     let mut net = Net::new(&[1, 2, 3]);
@@ -638,4 +618,569 @@ fn nonsense_messages_do_not_panic() {
     let idx = net.node_mut(1).propose(b"still fine".to_vec()).unwrap();
     net.advance(500);
     assert!(net.node(2).commit_index() >= idx);
+}
+
+// ----- liveness fixes: every node ticks in these scenarios --------------------------
+
+use std::cell::{Cell, RefCell};
+use std::rc::Rc;
+
+const ELECTION_MAX_MS: u64 = 2300;
+const HEARTBEAT_MS: u64 = 200;
+
+impl Net {
+    /// Lets every node tick until one leads (at most 10 s); returns it.
+    fn wait_leader(&mut self) -> NodeId {
+        for _ in 0..1000 {
+            if let [l] = self.leaders()[..] {
+                return l;
+            }
+            self.advance(STEP_MS);
+        }
+        panic!("no leader within 10 s");
+    }
+
+    /// Advances in steps until `done` holds; returns the time it took (None: not
+    /// within `max_ms`).
+    fn advance_until(&mut self, max_ms: u64, done: impl Fn(&Net) -> bool) -> Option<u64> {
+        let start = self.now;
+        while self.now < start + max_ms {
+            if done(self) {
+                return Some(self.now - start);
+            }
+            self.advance(STEP_MS);
+        }
+        done(self).then(|| self.now - start)
+    }
+
+    fn followers_of(&self, l: NodeId) -> Vec<NodeId> {
+        self.nodes.keys().copied().filter(|id| *id != l).collect()
+    }
+
+    /// Loses every message `from` sends that `lost` picks.
+    fn lose_from(&mut self, from: NodeId, lost: fn(&Message) -> bool) {
+        self.mangle = Some(Box::new(move |f, _, m| (f != from || !lost(&m)).then_some(m)));
+    }
+
+    /// Messages sent from `from` to `to` (since `sent` was last cleared) that `pick` picks.
+    fn count_sent(&self, from: NodeId, to: NodeId, pick: fn(&Message) -> bool) -> usize {
+        self.sent.iter().filter(|(f, t, m)| *f == from && *t == to && pick(m)).count()
+    }
+}
+
+/// Three voters; the leader l replaces follower f (cut off all along) by node 4 and
+/// the change commits without f; f has pre-campaigned meanwhile. Returns (net, l, f,
+/// the other follower g).
+fn replace_a_cut_off_voter() -> (Net, NodeId, NodeId, NodeId) {
+    let mut net = Net::new(&[1, 2, 3]);
+    let l = net.wait_leader();
+    let fs = net.followers_of(l);
+    let (f, g) = (fs[0], fs[1]);
+    net.add_joining(4);
+    net.node_mut(l).add_learner(4).unwrap();
+    net.advance(500);
+    net.isolate(f);
+    net.node_mut(l).replace_voter(f, 4).unwrap();
+    net.advance(5000); // long enough for f to time out and pre-campaign
+    (net, l, f, g)
+}
+
+/// A voter that was cut off while it was removed keeps pre-campaigning
+/// with its old configuration. The leader (in its lease) must still answer it `Removed`
+/// — the removal check comes before the lease check — so it stops within two election
+/// timeouts of the partition healing, and the leader keeps its term.
+#[test]
+fn removed_voter_partitioned_during_its_removal_stops_after_the_heal() {
+    let (mut net, l, f, _) = replace_a_cut_off_voter();
+    let m = net.node(l).committed_membership().1.clone();
+    assert!(!m.is_joint() && !m.contains(f));
+    assert!(!net.node(f).is_removed());
+    let term = net.node(l).term();
+    net.heal();
+    let took = net.advance_until(2 * ELECTION_MAX_MS, |n| n.node(f).is_removed());
+    assert!(took.is_some(), "node {f} still believes it is a member after two election timeouts");
+    assert_eq!(net.leaders(), vec![l]);
+    assert_eq!(net.node(l).term(), term, "the removed node disturbed the leader");
+    net.sent.clear();
+    net.advance(10_000);
+    assert!(!net
+        .sent
+        .iter()
+        .any(|(from, _, m)| *from == f && matches!(m, Message::PreVote { .. } | Message::Vote { .. })));
+}
+
+/// `Removed` is not a one-shot notice. The first one after the heal is
+/// lost (and the node cannot reach the other member): the leader answers the next
+/// pre-vote again.
+#[test]
+fn leader_answers_every_message_of_a_removed_node_with_removed() {
+    let (mut net, l, f, g) = replace_a_cut_off_voter();
+    let term = net.node(l).term();
+    net.heal();
+    net.cut_link(f, g);
+    let dropped = Rc::new(Cell::new(0));
+    let d = dropped.clone();
+    net.mangle = Some(Box::new(move |_, to, m| {
+        if to == f && matches!(m, Message::Removed { .. }) && d.get() == 0 {
+            d.set(1);
+            return None;
+        }
+        Some(m)
+    }));
+    let took = net.advance_until(3 * ELECTION_MAX_MS, |n| n.node(f).is_removed());
+    assert_eq!(dropped.get(), 1, "the first notice was not even sent");
+    assert!(took.is_some(), "a lost Removed was never repeated");
+    assert_eq!(net.leaders(), vec![l]);
+    assert_eq!(net.node(l).term(), term);
+}
+
+/// A pre-vote grant that arrives after the node went back to following
+/// a live leader must not raise its term (which would depose that leader through the
+/// next answer it sends). etcd ignores such grants too.
+#[test]
+fn late_prevote_grant_does_not_raise_the_term_of_a_follower() {
+    let mut net = Net::new(&[1, 2, 3, 4, 5]);
+    let l = net.wait_leader();
+    let fs = net.followers_of(l);
+    let (a, b) = (fs[0], fs[1]);
+    let term = net.node(l).term();
+    // a hears nobody and says nothing, except that it grants b's pre-vote (stashed);
+    // b stops hearing the leader and pre-campaigns. The leader keeps a quorum.
+    let stash: Rc<RefCell<Vec<Message>>> = Rc::default();
+    let s = stash.clone();
+    net.mangle = Some(Box::new(move |from, to, m| {
+        if from != a {
+            return Some(m);
+        }
+        if to == b && matches!(m, Message::PreVoteResp { granted: true, .. }) && s.borrow().is_empty() {
+            s.borrow_mut().push(m);
+        }
+        None
+    }));
+    net.cut.insert((l, a));
+    net.cut.insert((l, b));
+    let took = net.advance_until(3 * ELECTION_MAX_MS, |_| !stash.borrow().is_empty());
+    assert!(took.is_some(), "a never granted b's pre-vote");
+    assert_eq!(net.node(b).role(), Role::PreCandidate);
+    // b hears the leader again and follows it; then the stale grant arrives.
+    net.cut.remove(&(l, b));
+    net.advance(HEARTBEAT_MS + STEP_MS);
+    assert_eq!(net.node(b).role(), Role::Follower);
+    assert_eq!(net.node(b).leader_id(), Some(l));
+    let grant = stash.borrow_mut().pop().unwrap();
+    let now = net.now;
+    net.node_mut(b).step(a, grant, now);
+    net.advance(2000);
+    assert_eq!(net.node(b).term(), term, "the late grant raised b's term");
+    assert_eq!(net.leaders(), vec![l]);
+    assert_eq!(net.node(l).term(), term, "the leader was deposed");
+}
+
+/// CheckQuorum counts only answers heard within the last election
+/// timeout. Whenever the partition starts relative to the leader's timers, a leader
+/// left in a minority steps down within an election timeout plus one heartbeat.
+#[test]
+fn minority_leader_steps_down_within_election_timeout_plus_one_heartbeat() {
+    let mut worst = 0;
+    for offset in (0..ELECTION_MAX_MS).step_by(100) {
+        let mut net = Net::new(&[1, 2, 3, 4, 5]);
+        let l = net.wait_leader();
+        net.advance(3000 + offset);
+        assert_eq!(net.leaders(), vec![l]);
+        let fs = net.followers_of(l);
+        let minority = [l, fs[0]];
+        for a in net.nodes.keys().copied().collect::<Vec<_>>() {
+            for b in net.nodes.keys().copied().collect::<Vec<_>>() {
+                if minority.contains(&a) != minority.contains(&b) {
+                    net.cut.insert((a, b));
+                }
+            }
+        }
+        let took = net.advance_until(3 * ELECTION_MAX_MS, |n| n.node(l).role() != Role::Leader).unwrap();
+        worst = worst.max(took);
+        assert!(
+            took <= 2000 + HEARTBEAT_MS + STEP_MS,
+            "offset {offset}: the minority leader led {took} ms after losing its quorum"
+        );
+    }
+    eprintln!("slowest step-down: {worst} ms");
+}
+
+/// The in-flight window is a real bound. A follower whose append
+/// answers are all lost (its heartbeat answers arrive) gets at most `max_inflight`
+/// appends with entries; heartbeat answers only trigger empty probes.
+#[test]
+fn inflight_window_is_a_bound_heartbeat_answers_do_not_free_slots() {
+    let cfg = |id| RaftConfig { max_inflight: 2, ..config(id) };
+    let mut net = Net::with_config(&[1, 2, 3], cfg);
+    let l = net.wait_leader();
+    let f = net.followers_of(l)[0];
+    net.node_mut(l).propose(b"warm".to_vec()).unwrap();
+    net.advance(500);
+    let last = net.node(l).last_index();
+    assert_eq!(net.node(l).progress_of(f).unwrap().0, last, "follower in sync before the test");
+    net.lose_from(f, |m| matches!(m, Message::AppendResp { .. }));
+    net.sent.clear();
+    for i in 0..20u8 {
+        net.node_mut(l).propose(vec![i]).unwrap();
+        net.advance(100);
+    }
+    let appends =
+        net.count_sent(l, f, |m| matches!(m, Message::Append { entries, .. } if !entries.is_empty()));
+    assert!(appends <= 2, "{appends} appends in flight with a window of 2");
+    // Once answers flow again the follower catches up.
+    net.mangle = None;
+    net.advance(1000);
+    assert_eq!(net.node(f).last_index(), net.node(l).last_index());
+}
+
+/// A snapshot chunk whose answer has not come is not sent again on
+/// every heartbeat answer (it is resent only after half an election timeout).
+#[test]
+fn snapshot_chunk_in_flight_is_not_resent_on_every_heartbeat_answer() {
+    let cfg = |id| RaftConfig { snapshot_chunk_bytes: 100, ..config(id) };
+    let mut net = Net::with_config(&[1, 2, 3], cfg);
+    let l = net.wait_leader();
+    let f = net.followers_of(l)[0];
+    net.isolate(f);
+    for i in 0..20u8 {
+        net.node_mut(l).propose(vec![i]).unwrap();
+    }
+    net.advance(300);
+    let applied = net.node(l).applied_index();
+    assert!(net.node_mut(l).compact(applied, vec![7u8; 1000]));
+    // The follower's snapshot answers are lost; its heartbeat answers are not.
+    net.lose_from(f, |m| matches!(m, Message::InstallSnapshotResp { .. }));
+    net.heal();
+    net.sent.clear();
+    net.advance(1000);
+    let chunks = net.count_sent(l, f, |m| matches!(m, Message::InstallSnapshot { .. }));
+    assert!(chunks <= 2, "{chunks} copies of one chunk in one second (heartbeat every 200 ms)");
+    net.mangle = None;
+    net.advance(3000);
+    assert_eq!(net.node(f).snapshot_meta().index, applied, "the snapshot still gets through");
+}
+
+/// A late duplicate of the first chunk does not throw away what the
+/// follower has assembled since.
+#[test]
+fn late_duplicate_first_chunk_does_not_reset_snapshot_assembly() {
+    let mut net = Net::new(&[1, 2, 3]);
+    let l = net.wait_leader();
+    let f = net.followers_of(l)[0];
+    let term = net.node(l).term();
+    let meta = ticketing::raft::SnapshotMeta {
+        index: 100,
+        term,
+        membership: ticketing::raft::Membership::with_voters(&[1, 2, 3]),
+    };
+    let data: Vec<u8> = (0..300).map(|i| i as u8).collect();
+    let chunk = |k: usize, done| Message::InstallSnapshot {
+        term,
+        meta: meta.clone(),
+        offset: (k * 100) as u64,
+        data: data[k * 100..(k + 1) * 100].to_vec(),
+        done,
+    };
+    let now = net.now;
+    for m in [chunk(0, false), chunk(1, false), chunk(0, false)] {
+        net.node_mut(f).step(l, m, now);
+    }
+    let rd = net.node_mut(f).ready();
+    let wants: Vec<u64> = rd
+        .messages
+        .iter()
+        .filter_map(|(_, m)| match m {
+            Message::InstallSnapshotResp { next_offset, .. } => Some(*next_offset),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(wants, vec![100, 200, 200], "the duplicate first chunk reset the buffer");
+    net.node_mut(f).step(l, chunk(2, true), now);
+    let rd = net.node_mut(f).ready();
+    assert_eq!(rd.snapshot.map(|s| s.data), Some(data));
+}
+
+/// A voter that was cut off while the configuration changed does not know a new voter
+/// when it asks for votes. It tells the candidate `Removed` (which the candidate
+/// ignores: its configuration is newer) but still votes: refusing would leave the two
+/// surviving voters of {L, g, 4} without a leader forever once L is gone.
+#[test]
+fn lagging_voter_votes_for_a_new_voter_it_has_not_heard_of() {
+    let mut net = Net::new(&[1, 2, 3]);
+    let l = net.wait_leader();
+    let fs = net.followers_of(l);
+    let (g, h) = (fs[0], fs[1]);
+    net.isolate(g);
+    net.add_joining(4);
+    net.node_mut(l).add_learner(4).unwrap();
+    net.advance(500);
+    net.node_mut(l).replace_voter(h, 4).unwrap();
+    net.advance(1000);
+    let m = net.node(l).committed_membership().1.clone();
+    assert_eq!(m.voters, [l, g, 4].into());
+    assert!(!net.node(g).membership().contains(4), "g must not know node 4");
+    net.nodes.remove(&l);
+    net.heal();
+    let took = net.advance_until(10_000, |n| !n.leaders().is_empty());
+    assert!(took.is_some(), "g and 4 never elected a leader");
+    assert_eq!(net.leaders(), vec![4]);
+    assert!(!net.node(4).is_removed());
+    net.advance(1000);
+    assert!(net.node(g).membership().contains(4), "the new leader caught g up");
+}
+
+// ----- planned hand-over ------------------------------------------------------------
+
+/// Three voters; the leader replaces follower `old` by node 4 and the change commits.
+/// Returns (net, leader).
+fn with_new_voter_4() -> (Net, NodeId, NodeId) {
+    let mut net = Net::new(&[1, 2, 3]);
+    let l = net.wait_leader();
+    let old = net.followers_of(l)[0];
+    net.add_joining(4);
+    net.node_mut(l).add_learner(4).unwrap();
+    net.advance(500);
+    net.node_mut(l).replace_voter(old, 4).unwrap();
+    net.advance(1000);
+    let m = net.node(l).committed_membership().1.clone();
+    assert!(!m.is_joint() && m.voters.contains(&4) && !m.contains(old));
+    (net, l, old)
+}
+
+/// With no target named, the leader hands over to a caught-up voter, preferring one
+/// of long standing to the newcomer (old code: `max((match, id))`, so ties went to the
+/// highest id — the newcomer).
+#[test]
+fn transfer_without_target_prefers_a_voter_of_long_standing_to_the_newcomer() {
+    let (mut net, l, _) = with_new_voter_4();
+    let veteran = *net.node(l).committed_membership().1.voters.iter().find(|v| **v != l && **v != 4).unwrap();
+    assert_eq!(net.node(l).progress_of(4).unwrap().0, net.node(l).last_index());
+    assert_eq!(net.node(l).successor(), Some(veteran));
+    assert_eq!(net.node_mut(l).transfer_leader(None), Ok(veteran));
+    let took = net.advance_until(1000, |n| n.leaders() == vec![veteran]);
+    assert!(took.is_some(), "the veteran did not take over");
+}
+
+/// A target that lags is caught up first; TimeoutNow goes out only when its match
+/// index is the leader's last index, and then it takes over at once.
+#[test]
+fn transfer_catches_the_target_up_before_timeout_now() {
+    let mut net = Net::new(&[1, 2, 3]);
+    let l = net.wait_leader();
+    let t = net.followers_of(l)[0];
+    net.cut_link(l, t);
+    for i in 0..10u8 {
+        net.node_mut(l).propose(vec![i]).unwrap();
+    }
+    net.advance(300);
+    assert!(net.node(l).progress_of(t).unwrap().0 < net.node(l).last_index());
+    net.sent.clear();
+    assert_eq!(net.node_mut(l).transfer_leader(Some(t)), Ok(t));
+    net.advance(STEP_MS);
+    assert_eq!(net.count_sent(l, t, |m| matches!(m, Message::TimeoutNow { .. })), 0);
+    assert_eq!(net.node(l).transfer().unwrap().timeout_now_ms, None);
+    net.heal();
+    let took = net.advance_until(1000, |n| n.leaders() == vec![t]);
+    assert!(took.is_some(), "the lagging target never took over");
+    assert_eq!(net.node(t).last_index(), net.node(t).commit_index());
+}
+
+/// A transfer whose target cannot take over is abandoned after one election timeout:
+/// the leader reports the end of the hand-over and accepts proposals again.
+#[test]
+fn transfer_is_abandoned_after_an_election_timeout_and_proposals_resume() {
+    let mut net = Net::new(&[1, 2, 3, 4, 5]);
+    let l = net.wait_leader();
+    let t = net.followers_of(l)[0];
+    net.isolate(t);
+    net.node_mut(l).transfer_leader(Some(t)).unwrap();
+    let started = net.node(l).transfer().unwrap().started_ms;
+    net.advance(1000);
+    assert_eq!(net.node_mut(l).propose(b"x".to_vec()), Err(RaftError::HandingOver));
+    let took = net.advance_until(3000, |n| n.node(l).transfer().is_none()).unwrap();
+    assert!(net.now - started <= 2000 + STEP_MS, "abandoned after {took} ms more");
+    assert_eq!(net.leaders(), vec![l]);
+    assert_eq!(net.handovers[&l], vec![true, false]);
+    assert!(net.node_mut(l).propose(b"y".to_vec()).is_ok());
+}
+
+/// A lost TimeoutNow is sent again while the target keeps answering in the old term.
+#[test]
+fn lost_timeout_now_is_sent_again() {
+    let mut net = Net::new(&[1, 2, 3]);
+    let l = net.wait_leader();
+    let t = net.followers_of(l)[0];
+    let lost = Rc::new(Cell::new(false));
+    let flag = lost.clone();
+    net.mangle = Some(Box::new(move |_, _, m| {
+        if matches!(m, Message::TimeoutNow { .. }) && !flag.get() {
+            flag.set(true);
+            return None;
+        }
+        Some(m)
+    }));
+    net.node_mut(l).transfer_leader(Some(t)).unwrap();
+    let took = net.advance_until(2000, |n| n.leaders() == vec![t]);
+    assert!(lost.get());
+    assert!(took.is_some_and(|ms| ms <= 2 * HEARTBEAT_MS), "took {took:?}");
+}
+
+/// From the moment it appends a configuration without itself, a leader refuses
+/// proposals (they would end Indeterminate when it leaves); it reports the hand-over.
+#[test]
+fn leader_refuses_proposals_once_it_appended_a_configuration_without_itself() {
+    let mut net = Net::new(&[1, 2, 3]);
+    let l = net.wait_leader();
+    net.add_joining(4);
+    net.node_mut(l).add_learner(4).unwrap();
+    net.advance(500);
+    // The final configuration (without l) never leaves l: it cannot commit.
+    net.mangle = Some(Box::new(move |from, _, m| match &m {
+        Message::Append { entries, .. } if from == l => {
+            let leaves = entries
+                .iter()
+                .any(|e| matches!(&e.kind, EntryKind::Config(c) if !c.is_joint() && !c.contains(l)));
+            (!leaves).then_some(m)
+        }
+        _ => Some(m),
+    }));
+    net.node_mut(l).replace_voter(l, 4).unwrap();
+    assert!(net.node_mut(l).propose(b"during joint".to_vec()).is_ok(), "still a voter while joint");
+    net.advance(500);
+    assert!(!net.node(l).membership().is_voter(l));
+    assert_eq!(net.leaders(), vec![l]);
+    assert!(net.node(l).handing_over());
+    assert_eq!(net.node_mut(l).propose(b"after".to_vec()), Err(RaftError::HandingOver));
+    assert_eq!(net.node_mut(l).transfer_leader(None), Err(RaftError::HandingOver));
+    assert_eq!(net.handovers[&l], vec![true]);
+}
+
+/// A leader that removes itself hands over with TimeoutNow to a caught-up voter of
+/// long standing (not the newcomer), which leads without waiting for an election
+/// timeout; the old leader keeps that node as its hint for clients.
+#[test]
+fn leader_that_removes_itself_hands_over_to_a_voter_of_long_standing() {
+    let mut net = Net::new(&[1, 2, 3]);
+    let l = net.wait_leader();
+    net.add_joining(4);
+    net.node_mut(l).add_learner(4).unwrap();
+    net.advance(500);
+    net.node_mut(l).replace_voter(l, 4).unwrap();
+    let took = net.advance_until(2000, |n| n.leaders().iter().any(|x| *x != l)).unwrap();
+    let new = net.leaders()[0];
+    assert_ne!(new, 4, "leadership went to the newcomer");
+    assert!(took <= 2 * HEARTBEAT_MS, "no leader for {took} ms");
+    assert!(net.node(l).is_removed());
+    assert_eq!(net.node(l).handed_to(), Some(new));
+    let timeout_nows: Vec<NodeId> = net
+        .sent
+        .iter()
+        .filter(|(f, _, m)| *f == l && matches!(m, Message::TimeoutNow { .. }))
+        .map(|(_, to, _)| *to)
+        .collect();
+    assert_eq!(timeout_nows, vec![new]);
+}
+
+// ----- elections after a heal ----------------------------------------------------
+
+/// The leader lease does not hold against the leader itself: a leader that stepped
+/// down (here CheckQuorum, its followers' answers lost) and asks for votes is answered
+/// even by a follower whose lease a late heartbeat of that leader just renewed.
+#[test]
+fn follower_answers_the_pre_vote_of_its_former_leader_inside_the_lease() {
+    let mut net = Net::new(&[1, 2, 3]);
+    let l = net.wait_leader();
+    let f = net.followers_of(l)[0];
+    let term = net.node(l).term();
+    for other in net.followers_of(l) {
+        net.cut.insert((other, l));
+    }
+    net.advance_until(3 * ELECTION_MAX_MS, |n| n.node(l).role() != Role::Leader).unwrap();
+    net.heal();
+    // A heartbeat the leader sent before stepping down arrives late.
+    let now = net.now;
+    net.node_mut(f).step(l, Message::Heartbeat { term, commit: 0, read_seq: 0 }, now);
+    assert_eq!(net.node(f).leader_id(), Some(l));
+    let (last_index, last_term) = (net.node(l).last_index(), net.node(l).last_term());
+    net.node_mut(f).step(l, Message::PreVote { term: term + 1, last_index, last_term }, now);
+    let rd = net.node_mut(f).ready();
+    let answers: Vec<&Message> = rd
+        .messages
+        .iter()
+        .filter(|(to, m)| *to == l && matches!(m, Message::PreVoteResp { .. }))
+        .map(|(_, m)| m)
+        .collect();
+    assert_eq!(answers, vec![&Message::PreVoteResp { term: term + 1, granted: true }]);
+}
+
+/// Two pre-candidates that grant each other must not both campaign in the same term
+/// (a split vote costs an election timeout, and can repeat): the one whose log ranks
+/// lower (or, equal logs, whose id is higher) stands back when it hears the other.
+#[test]
+fn pre_candidates_that_grant_each_other_do_not_split_the_vote() {
+    let mut net = Net::new(&[1, 2, 3]);
+    let l = net.wait_leader();
+    let term = net.node(l).term();
+    net.nodes.remove(&l);
+    // Hold the two survivors' messages until both have timed out: they pre-campaign
+    // at the same moment, as nodes whose timers were reset by the same heartbeat do.
+    let held: Rc<RefCell<Vec<(NodeId, NodeId, Message)>>> = Rc::default();
+    let h = held.clone();
+    net.mangle = Some(Box::new(move |from, to, m| {
+        h.borrow_mut().push((from, to, m));
+        None
+    }));
+    let both = |n: &Net| n.nodes.values().all(|r| r.role() == Role::PreCandidate);
+    net.advance_until(3 * ELECTION_MAX_MS, both).unwrap();
+    net.mangle = None;
+    let now = net.now;
+    for (from, to, m) in held.borrow_mut().drain(..) {
+        if let Some(n) = net.nodes.get_mut(&to) {
+            n.step(from, m, now);
+        }
+    }
+    net.deliver_all();
+    assert_eq!(
+        net.leaders().len(),
+        1,
+        "split vote: {:?}",
+        net.nodes.values().map(|n| n.role()).collect::<Vec<_>>()
+    );
+    assert_eq!(net.node(net.leaders()[0]).term(), term + 1);
+}
+
+/// A pre-candidate whose log is the best but whose term is behind (the other voter
+/// already voted in that term) learns the term from the rejection and asks again at
+/// once instead of leaving the cluster leaderless for one more election timeout.
+#[test]
+fn pre_candidate_that_learns_a_higher_term_asks_again_at_once() {
+    let mut net = Net::new(&[1, 2, 3]);
+    let l = net.wait_leader();
+    let fs = net.followers_of(l);
+    let (a, b) = (fs[0], fs[1]);
+    // a gets more of the log than b; then the leader, before it crashes, wins b's
+    // vote in a later term that a never hears of.
+    net.cut.insert((l, b));
+    net.node_mut(l).propose(b"x".to_vec()).unwrap();
+    net.advance(100);
+    net.advance(ELECTION_MAX_MS); // b's lease runs out
+    let term = net.node(a).term();
+    let (li, lt) = (net.node(l).last_index(), net.node(l).last_term());
+    net.nodes.remove(&l);
+    let now = net.now;
+    net.node_mut(b).step(
+        l,
+        Message::Vote { term: term + 1, last_index: li, last_term: lt, transfer: false },
+        now,
+    );
+    assert_eq!((net.node(b).term(), net.node(b).voted_for()), (term + 1, Some(l)));
+    assert!(net.node(a).last_index() > net.node(b).last_index());
+    net.sent.clear();
+    let asked = net.advance_until(3 * ELECTION_MAX_MS, |n| {
+        n.sent.iter().any(|(f, _, m)| *f == a && matches!(m, Message::PreVote { .. }))
+    });
+    assert!(asked.is_some());
+    let took = net.advance_until(3 * ELECTION_MAX_MS, |n| n.leaders() == vec![a]).unwrap();
+    assert!(took <= 2 * STEP_MS, "a led {took} ms after its first pre-vote was refused");
 }

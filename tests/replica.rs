@@ -14,7 +14,7 @@ use proptest::prelude::*;
 use proptest::test_runner::RngSeed;
 use ticketing::lock::{Command, ConnId, Grant, Holder, LockState, Origin, Reply, TableConfig};
 use ticketing::proto::{Request, Response};
-use ticketing::replica::{LogRole, Replica, ReplicaOutput, ToLog, UNKNOWN_AFTER_MS};
+use ticketing::replica::{AppendGate, LogRole, Replica, ReplicaOutput, ToLog, UNKNOWN_AFTER_MS};
 
 const NODE: u64 = 1;
 const INCARNATION: u64 = 1;
@@ -116,6 +116,19 @@ impl H {
         self.absorb(out)
     }
 
+    fn handover(&mut self, active: bool) -> Vec<Reply> {
+        let mut out = ReplicaOutput::default();
+        self.r.on_handover(active, self.now, self.unix(), &mut out);
+        self.absorb(out)
+    }
+
+    /// The log defers command `seq` (planned in `term`), handing it back.
+    fn deferred(&mut self, seq: u64, term: u64, command: Command) -> Vec<Reply> {
+        let mut out = ReplicaOutput::default();
+        self.r.on_deferred(seq, term, command, &mut out);
+        self.absorb(out)
+    }
+
     fn read_ready(&mut self, ctx: u64, index: u64) -> Vec<Reply> {
         let mut out = ReplicaOutput::default();
         self.r.on_read_ready(ctx, index, self.now, self.unix(), &mut out);
@@ -183,8 +196,15 @@ impl H {
     /// Appends every pending Append ask at the end of the log with `term` and tells the
     /// replica; returns (seq, index, command).
     fn append_all(&mut self, term: u64) -> Vec<(u64, u64, Command)> {
+        let appends = self.take_appends();
+        self.append(term, appends)
+    }
+
+    /// Appends these (seq, command) at the end of the log with `term` and tells the
+    /// replica; returns (seq, index, command).
+    fn append(&mut self, term: u64, appends: Vec<(u64, Command)>) -> Vec<(u64, u64, Command)> {
         let mut done = Vec::new();
-        for (seq, command) in self.take_appends() {
+        for (seq, command) in appends {
             let index = self.last_index() + 1;
             self.put(index, term, Some(command.clone()));
             self.r.on_appended(seq, index, term);
@@ -420,6 +440,152 @@ fn command_rejected_by_the_log_is_answered_moved_and_never_executed() {
     assert!(h.tick_at(UNKNOWN_AFTER_MS + 1000).is_empty());
     assert!(h.rejected(appends[0].0).is_empty());
     h.assert_exactly_once(&[(1, 1), (2, 1)]);
+}
+
+// ---------------------------------------------------------------------------------
+// A leader handing leadership over (a transfer, or its own removal).
+
+/// Keys of the Grant commands among `appends`, in order.
+fn granted_keys(appends: &[(u64, Command)]) -> Vec<String> {
+    appends
+        .iter()
+        .map(|(_, c)| match c {
+            Command::Grant { key, .. } => key.clone(),
+            other => panic!("{other:?}"),
+        })
+        .collect()
+}
+
+#[test]
+fn requests_during_a_handover_wait_and_run_in_arrival_order_when_it_ends_still_leading() {
+    let mut h = H::serving_leader();
+    assert!(h.handover(true).is_empty());
+    assert!(h.r.handing_over());
+    assert!(h.req(1, 1, acq("a", "x", 5, 0)).is_empty());
+    assert!(h.req(2, 1, acq("b", "y", 5, 0)).is_empty());
+    assert!(h.req(1, 2, query("a")).is_empty());
+    assert!(h.asks.is_empty(), "nothing goes to the log during a hand-over: {:?}", h.asks);
+    // The transfer was abandoned: this node still leads.
+    assert!(h.handover(false).is_empty());
+    let appends = h.take_appends();
+    assert_eq!(granted_keys(&appends), vec!["a", "b"]);
+    assert_eq!(h.take_reads().len(), 1);
+    h.append(1, appends);
+    let replies = h.commit_to(3);
+    assert_eq!(replies.len(), 2);
+    h.assert_exactly_once(&[(1, 1), (2, 1)]);
+}
+
+#[test]
+fn requests_during_a_handover_are_answered_moved_when_another_node_leads() {
+    let mut h = H::serving_leader();
+    h.handover(true);
+    assert!(h.req(1, 1, acq("a", "x", 5, 0)).is_empty());
+    assert!(h.req(1, 2, rel(7, "a", "x")).is_empty());
+    let replies = h.follower(OTHER_ADDR);
+    assert_eq!(replies.len(), 2);
+    assert!(replies.iter().all(|r| r.response == moved(OTHER_ADDR)));
+    assert!(h.asks.is_empty());
+    assert!(!h.r.handing_over());
+    assert!(h.tick_at(UNKNOWN_AFTER_MS + 1000).is_empty(), "no U: nothing was appended");
+    h.assert_exactly_once(&[(1, 1), (1, 2)]);
+}
+
+/// The race: commands were on their way to the log when the hand-over began. The log
+/// defers them (and, through its gate, everything after the first deferred one); the
+/// replica proposes them again in planning order when the hand-over ends — once each.
+#[test]
+fn deferred_commands_are_proposed_again_in_planning_order_when_the_handover_ends() {
+    let mut h = H::serving_leader();
+    for (conn, key) in [(1, "a"), (2, "b"), (3, "c")] {
+        assert!(h.req(conn, 1, acq(key, "x", 5, 0)).is_empty());
+    }
+    let appends = h.take_appends();
+    assert_eq!(granted_keys(&appends), vec!["a", "b", "c"]);
+    // The log appends "a", then the hand-over begins: "b" and "c" are deferred.
+    let (seq_a, cmd_a) = appends[0].clone();
+    h.put(2, 1, Some(cmd_a));
+    h.r.on_appended(seq_a, 2, 1);
+    h.handover(true);
+    for (seq, command) in appends[1..].iter().cloned() {
+        assert!(h.deferred(seq, 1, command).is_empty());
+    }
+    // Planned during the hand-over: waits behind them.
+    assert!(h.req(4, 1, acq("d", "x", 5, 0)).is_empty());
+    assert!(h.asks.is_empty());
+    assert!(h.handover(false).is_empty());
+    let again = h.take_appends();
+    assert_eq!(granted_keys(&again), vec!["b", "c", "d"]);
+    assert_eq!(again[0].0, appends[1].0, "same seq: the same command, not a new one");
+    h.append(1, again);
+    h.commit_to(h.last_index());
+    h.assert_exactly_once(&[(1, 1), (2, 1), (3, 1), (4, 1)]);
+}
+
+/// A deferral that reaches the replica before the notice of the hand-over (or after
+/// its end) is proposed again at once; one that comes during the hand-over waits.
+#[test]
+fn deferred_command_without_a_known_handover_is_proposed_again_at_once() {
+    let mut h = H::serving_leader();
+    assert!(h.req(1, 1, acq("a", "x", 5, 0)).is_empty());
+    let (seq, command) = h.take_appends().remove(0);
+    assert!(h.deferred(seq, 1, command.clone()).is_empty());
+    assert_eq!(h.take_appends(), vec![(seq, command.clone())]);
+    h.handover(true);
+    assert!(h.deferred(seq, 1, command.clone()).is_empty());
+    assert!(h.take_appends().is_empty());
+    h.handover(false);
+    assert_eq!(h.take_appends(), vec![(seq, command)]);
+}
+
+#[test]
+fn deferred_commands_are_answered_moved_when_another_node_leads_and_never_proposed_again() {
+    let mut h = H::serving_leader();
+    assert!(h.req(1, 1, acq("a", "x", 5, 0)).is_empty());
+    let (seq, command) = h.take_appends().remove(0);
+    h.handover(true);
+    assert!(h.deferred(seq, 1, command.clone()).is_empty());
+    assert_eq!(only_reply(&h.follower(OTHER_ADDR)), (1, 1, moved(OTHER_ADDR)));
+    // A late deferral or rejection of it changes nothing.
+    assert!(h.deferred(seq, 1, command).is_empty());
+    assert!(h.rejected(seq).is_empty());
+    assert!(h.asks.is_empty());
+    // Leading again in a later term does not resurrect it.
+    h.leader(2, 3);
+    assert!(h.asks.is_empty());
+    h.assert_exactly_once(&[(1, 1)]);
+}
+
+#[test]
+fn new_leader_that_hands_over_before_its_noop_applies_keeps_holding_requests() {
+    let mut h = H::new();
+    h.leader(2, 1);
+    assert!(h.req(1, 1, acq("a", "x", 5, 0)).is_empty());
+    h.handover(true);
+    h.put(1, 2, None);
+    assert!(h.commit_to(1).is_empty());
+    assert!(h.r.serving());
+    assert!(h.asks.is_empty(), "held: the hand-over is still under way");
+    h.handover(false);
+    assert_eq!(granted_keys(&h.take_appends()), vec!["a"]);
+}
+
+#[test]
+fn append_gate_defers_everything_after_the_first_deferred_command_until_it_is_appended() {
+    let mut g = AppendGate::default();
+    assert!(g.admit(1));
+    g.appended(1);
+    g.deferred(2);
+    assert!(g.admit(2), "the deferred command itself may come back");
+    assert!(!g.admit(3) && !g.admit(9), "later ones wait behind it");
+    g.deferred(3);
+    g.appended(2);
+    assert!(g.admit(3) && !g.admit(4), "3 was deferred too: 4 waits for it");
+    g.appended(3);
+    assert!(g.admit(4));
+    g.deferred(5);
+    g.reset();
+    assert!(g.admit(6));
 }
 
 // ---------------------------------------------------------------------------------
@@ -936,6 +1102,11 @@ enum Op {
     /// This node leads a new term; its no-op goes at the end of its log.
     BecomeLeader,
     Advance(u16),
+    /// The leader begins or ends a hand-over: it defers appends meanwhile; the
+    /// replica hears of it later (`Notify`).
+    Handover(bool),
+    /// The oldest hand-over notice reaches the replica.
+    Notify,
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -953,6 +1124,8 @@ fn op() -> impl Strategy<Value = Op> {
         1 => (any::<u8>(), 1..3u8).prop_map(|(cut, noops)| Op::OtherLeader { cut, noops }),
         3 => Just(Op::BecomeLeader),
         3 => (0..3000u16).prop_map(Op::Advance),
+        2 => any::<bool>().prop_map(Op::Handover),
+        3 => Just(Op::Notify),
     ]
 }
 
@@ -974,6 +1147,7 @@ enum Call {
     Tick,
     Role,
     Rejected,
+    Handover,
 }
 
 struct Sim {
@@ -999,6 +1173,11 @@ struct Sim {
     grants: Vec<(u64, String, String)>,
     acquires: HashMap<(ConnId, u32), (String, String)>,
     last_g: u64,
+    /// The log's side of a hand-over: deferring appends, its gate, and the notices the
+    /// replica has not received yet.
+    handing_over: bool,
+    gate: AppendGate,
+    notices: std::collections::VecDeque<bool>,
 }
 
 fn origins_of(command: &Command) -> Vec<(ConnId, u32)> {
@@ -1050,6 +1229,9 @@ impl Sim {
             grants: Vec::new(),
             acquires: HashMap::new(),
             last_g: 0,
+            handing_over: false,
+            gate: AppendGate::default(),
+            notices: Default::default(),
         }
     }
 
@@ -1065,8 +1247,10 @@ impl Sim {
     fn absorb(&mut self, call: Call, out: ReplicaOutput) -> Result<(), String> {
         for ask in out.to_log {
             if let ToLog::Append { seq, command, .. } = &ask {
+                // The same seq again is a deferred command proposed again; a new seq
+                // for a request already proposed would execute it twice.
                 for o in origins_of(command) {
-                    if self.seq_of.insert(o, *seq).is_some() {
+                    if self.seq_of.insert(o, *seq).is_some_and(|before| before != *seq) {
                         return Err(format!("{o:?} proposed twice"));
                     }
                 }
@@ -1156,8 +1340,13 @@ impl Sim {
         let mut out = ReplicaOutput::default();
         let current = self.leading && epoch == self.epoch && !fail;
         match ask {
-            ToLog::Append { seq, command, .. } => {
-                if current {
+            ToLog::Append { seq, command, term } => {
+                if current && (self.handing_over || !self.gate.admit(seq)) {
+                    self.gate.deferred(seq);
+                    self.r.on_deferred(seq, term, command, &mut out);
+                    self.absorb(Call::Rejected, out)
+                } else if current {
+                    self.gate.appended(seq);
                     self.log.push(Entry { term: self.term, command: Some(command), seq: Some(seq) });
                     let index = self.log.len() as u64;
                     self.appended_at.insert(seq, (index, self.term));
@@ -1205,10 +1394,26 @@ impl Sim {
     }
 
     fn role(&mut self, role: LogRole) -> Result<(), String> {
+        // Notices sent before the role change arrive before it; the log's hand-over
+        // ends with its leadership.
+        while self.notices.front().is_some() {
+            self.notify()?;
+        }
+        self.handing_over = false;
+        self.gate.reset();
         self.epoch += 1;
         let mut out = ReplicaOutput::default();
         self.r.on_role(role, self.now, self.unix(), &mut out);
         self.absorb(Call::Role, out)
+    }
+
+    fn notify(&mut self) -> Result<(), String> {
+        let Some(active) = self.notices.pop_front() else {
+            return Ok(());
+        };
+        let mut out = ReplicaOutput::default();
+        self.r.on_handover(active, self.now, self.unix(), &mut out);
+        self.absorb(Call::Handover, out)
     }
 
     fn tick(&mut self) -> Result<(), String> {
@@ -1285,12 +1490,24 @@ impl Sim {
                 self.now += u64::from(ms);
                 self.tick()
             }
+            Op::Handover(active) => {
+                if self.leading && self.handing_over != active {
+                    self.handing_over = active;
+                    self.notices.push_back(active);
+                }
+                Ok(())
+            }
+            Op::Notify => self.notify(),
         }
     }
 
     /// The scenario ends: the log handles every ask, this node steps down, everything
     /// is committed and applied, and more than 5 s pass.
     fn finish(&mut self) -> Result<(), String> {
+        self.step(&Op::Handover(false))?;
+        while self.notices.front().is_some() {
+            self.notify()?;
+        }
         for round in 0..2 {
             while let Some(ask) = self.asks.pop_front() {
                 self.handle_ask(ask, false)?;

@@ -24,12 +24,19 @@ pub(super) struct PendingRead {
     pub seq: u64,
 }
 
-/// A leadership transfer under way.
-#[derive(Debug, Clone)]
-pub(super) struct Transfer {
+/// A leadership transfer under way on a leader (see [`Raft::transfer_leader`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Transfer {
+    /// The voter that is to take over.
     pub to: NodeId,
+    /// When the transfer started, in the core's milliseconds.
+    pub started_ms: u64,
+    /// When it is abandoned if `to` has not taken over: one election timeout
+    /// after the start.
     pub deadline_ms: u64,
-    pub timeout_now_sent: bool,
+    /// When `TimeoutNow` was last sent to `to`; `None` while `to` is still
+    /// catching up.
+    pub timeout_now_ms: Option<u64>,
 }
 
 /// One Raft node. See the module docs of `raft` for the model.
@@ -47,7 +54,6 @@ pub struct Raft {
 
     pub(super) election_deadline_ms: u64,
     pub(super) heartbeat_deadline_ms: u64,
-    pub(super) quorum_deadline_ms: u64,
     /// When we last heard from the leader of our term (lease rule).
     pub(super) leader_contact_ms: u64,
 
@@ -57,6 +63,14 @@ pub struct Raft {
     /// Leader only: one entry per other node in the active or committed config.
     pub(super) progress: BTreeMap<NodeId, Progress>,
     pub(super) transfer: Option<Transfer>,
+    /// The node this (former) leader last sent `TimeoutNow` to, until a
+    /// leader is known again: where its clients should look next.
+    pub(super) handed_to: Option<NodeId>,
+    /// Counts hand-overs begun, so `ready()` reports one that began and
+    /// ended between two calls.
+    pub(super) handover_epoch: u64,
+    /// (handing over, epoch) as last reported by `ready()`.
+    reported_handover: (bool, u64),
     /// ReadIndex round counter (monotonic for the node's lifetime).
     pub(super) read_seq: u64,
     pub(super) pending_reads: Vec<PendingRead>,
@@ -113,11 +127,13 @@ impl Raft {
             log: RaftLog::new(Membership::default()),
             election_deadline_ms: 0,
             heartbeat_deadline_ms: 0,
-            quorum_deadline_ms: 0,
             leader_contact_ms: 0,
             votes: BTreeMap::new(),
             progress: BTreeMap::new(),
             transfer: None,
+            handed_to: None,
+            handover_epoch: 0,
+            reported_handover: (false, 0),
             read_seq: 0,
             pending_reads: Vec::new(),
             waiting_reads: Vec::new(),
@@ -213,9 +229,26 @@ impl Raft {
     pub fn progress_of(&self, id: NodeId) -> Option<(u64, u64)> {
         self.progress.get(&id).map(|p| (p.matched, p.next))
     }
+    /// Leader only: the leadership transfer under way, if any.
+    pub fn transfer(&self) -> Option<Transfer> {
+        self.transfer
+    }
     /// Leader only: the peer a leadership transfer is heading to.
     pub fn transfer_target(&self) -> Option<NodeId> {
         self.transfer.as_ref().map(|t| t.to)
+    }
+    /// True while this leader hands leadership over — a transfer is under
+    /// way, or it appended a configuration in which it is no voter — and
+    /// therefore refuses proposals with [`RaftError::HandingOver`].
+    pub fn handing_over(&self) -> bool {
+        self.role == Role::Leader
+            && (self.transfer.is_some() || !self.log.active_membership().is_voter(self.cfg.id))
+    }
+    /// After this node stopped leading by handing over, the node it sent
+    /// `TimeoutNow` to, until it learns who leads: a hint for redirecting
+    /// clients (it is not known to lead yet).
+    pub fn handed_to(&self) -> Option<NodeId> {
+        self.handed_to
     }
 
     // ----- inputs ----------------------------------------------------------
@@ -240,6 +273,9 @@ impl Raft {
     pub fn step(&mut self, from: NodeId, msg: Message, now_ms: u64) {
         self.advance_clock(now_ms);
         if self.removed || from == self.cfg.id {
+            return;
+        }
+        if self.answer_non_member(from, &msg) {
             return;
         }
         let term = msg.term();
@@ -300,15 +336,29 @@ impl Raft {
             // Why: a pre-vote is a question about the future; answering it
             // must not change our term (that is the point of pre-vote).
             Message::PreVote { .. } => true,
-            // A grant echoes the term we asked about: not a newer term. A
+            // A grant echoes the term we asked about: not a newer term. Why
+            // drop a grant we no longer wait for: adopting its term would
+            // make a node that went back to following a live leader depose
+            // it with its next answer (etcd ignores such grants too). A
             // rejection carries the voter's real term, which we adopt (else a
             // node stuck in an older term could never win nor learn better).
-            Message::PreVoteResp { term, granted: true }
-                if self.role == Role::PreCandidate && *term == self.term + 1 =>
-            {
-                true
+            Message::PreVoteResp { term, granted: true } => {
+                self.role == Role::PreCandidate && *term == self.term + 1
             }
-            Message::Vote { transfer, .. } if !*transfer && self.in_lease() => false,
+            // A rejection from a voter in a later term: adopt its term and ask
+            // again at once, for the term after it. Why not wait for the next
+            // timeout: our log may well be the best (the voter refused only
+            // because it already voted in its term), and waiting would leave
+            // the cluster leaderless for one more election timeout. Bounded:
+            // each retry needs a strictly higher term.
+            Message::PreVoteResp { term, granted: false } if self.role == Role::PreCandidate => {
+                self.become_follower(*term, None);
+                if self.can_campaign() {
+                    self.campaign_pre();
+                }
+                false
+            }
+            Message::Vote { transfer, .. } if !*transfer && self.in_lease_against(from) => false,
             // Why: a removal notice from a node that moved on must not drag
             // us into its term; it is judged by its config index alone.
             Message::Removed { .. } => true,
@@ -359,6 +409,11 @@ impl Raft {
             self.term = term;
             self.voted_for = None;
         }
+        // Why keep the target only while no leader is known: it is a hint for
+        // the moment between our stepping down and the new leader's first
+        // message.
+        let handed = self.transfer.filter(|t| t.timeout_now_ms.is_some()).map(|t| t.to);
+        self.handed_to = if leader.is_some() { None } else { handed.or(self.handed_to) };
         self.role = Role::Follower;
         self.leader_id = leader;
         if leader.is_some() {
@@ -429,6 +484,15 @@ impl Raft {
         self.election_deadline_ms = self.now_ms.saturating_add(timeout);
     }
 
+    /// The lease holds against a vote request from `from`. Why not against
+    /// our own leader: a leader never asks for votes, so its request proves it
+    /// stepped down (e.g. CheckQuorum), and the lease — which its own late or
+    /// queued heartbeats may have just renewed — would only keep the cluster
+    /// leaderless for another election timeout.
+    pub(super) fn in_lease_against(&self, from: NodeId) -> bool {
+        self.in_lease() && self.leader_id != Some(from)
+    }
+
     /// Followers that heard from a live leader within the election timeout
     /// ignore vote requests, so a node rejoining after a partition cannot
     /// unseat a healthy leader (etcd's "leader lease" with CheckQuorum).
@@ -467,8 +531,21 @@ impl Raft {
             committed,
             read_states: std::mem::take(&mut self.read_states),
             role_changed: self.role_change(),
+            handover: self.handover_change(),
             removed: self.removed,
         }
+    }
+
+    /// `Some(now)` when the hand-over state of this leader changed since the
+    /// last call (or a hand-over began and ended in between: `Some(false)`).
+    /// A node that stopped leading reports nothing: `role_changed` says it.
+    fn handover_change(&mut self) -> Option<bool> {
+        let now = (self.handing_over(), self.handover_epoch);
+        let last = std::mem::replace(&mut self.reported_handover, now);
+        if self.role != Role::Leader || now == last {
+            return None;
+        }
+        Some(now.0)
     }
 
     fn role_change(&mut self) -> Option<RoleChange> {
@@ -496,8 +573,8 @@ impl Raft {
         if self.role != Role::Leader {
             return Err(RaftError::NotLeader { leader: self.leader_id });
         }
-        if self.transfer.is_some() {
-            return Err(RaftError::TransferInProgress);
+        if self.handing_over() {
+            return Err(RaftError::HandingOver);
         }
         Ok(())
     }
@@ -507,9 +584,13 @@ impl Raft {
         debug_assert_eq!(self.role, Role::Leader);
         let index = self.log.last_index() + 1;
         let is_config = matches!(kind, EntryKind::Config(_));
+        let was_handing_over = self.handing_over();
         self.log.append(Entry { term: self.term, index, kind });
         if is_config {
             self.sync_progress();
+            if self.handing_over() && !was_handing_over {
+                self.handover_epoch += 1;
+            }
         }
         index
     }
@@ -531,7 +612,8 @@ impl Raft {
         }
         let next = self.log.last_index() + 1;
         for id in wanted {
-            self.progress.entry(id).or_insert_with(|| Progress::new(next));
+            let now = self.now_ms;
+            self.progress.entry(id).or_insert_with(|| Progress::new(next, now));
         }
     }
 

@@ -38,7 +38,7 @@ impl Raft {
     }
 
     /// Pre-candidate: ask for votes in `term + 1` without changing our term.
-    fn campaign_pre(&mut self) {
+    pub(super) fn campaign_pre(&mut self) {
         self.role = Role::PreCandidate;
         self.leader_id = None;
         self.start_tally();
@@ -119,15 +119,24 @@ impl Raft {
         pre: bool,
         transfer: bool,
     ) {
-        if !transfer && self.in_lease() {
+        if !transfer && self.in_lease_against(from) {
             // Why silence: the candidate is the one out of touch; a reply
-            // would only invite it to try again sooner.
-            return;
-        }
-        if self.notify_if_removed(from) {
+            // would only invite it to try again sooner. (A removed candidate
+            // was told so before we got here: `answer_non_member`.)
             return;
         }
         let grant = self.may_vote_for(from, term, pre) && self.log.is_up_to_date(last_index, last_term);
+        if pre && grant && self.role == Role::PreCandidate && self.outranked_by(from, last_index, last_term) {
+            // Why yield: two pre-candidates that grant each other both go on to
+            // campaign in the same term and split the vote, and with timeouts
+            // spread over only 15 % of the election timeout they can do so
+            // round after round (the simulator found clusters leaderless for
+            // more than two election timeouts after a heal). The better-placed
+            // one goes on; we stand back, without touching term or vote, so
+            // its real vote request finds us free. Pre-vote decides nothing,
+            // so this only changes who campaigns, never what is safe.
+            self.become_follower(self.term, None);
+        }
         if grant && !pre {
             self.voted_for = Some(from);
             self.reset_election_timer();
@@ -140,6 +149,14 @@ impl Raft {
             Message::VoteResp { term: reply_term, granted: grant }
         };
         self.send(from, msg);
+    }
+
+    /// A fellow pre-candidate ranks above us: a voter of our configuration
+    /// whose log is more up to date, or as up to date and its id lower.
+    fn outranked_by(&self, from: NodeId, last_index: u64, last_term: u64) -> bool {
+        let theirs = (last_term, last_index, std::cmp::Reverse(from));
+        let ours = (self.log.last_term(), self.log.last_index(), std::cmp::Reverse(self.cfg.id));
+        self.log.active_membership().is_voter(from) && theirs > ours
     }
 
     /// Why no "am I a voter?" check: a new voter whose log still says
@@ -156,10 +173,31 @@ impl Raft {
         self.voted_for == Some(from) || free || (pre && term > self.term)
     }
 
-    /// A vote request from a node that our committed configuration (which
-    /// is not older than anything it could know of) no longer contains:
-    /// tell it it was removed. Returns true if it was notified.
-    fn notify_if_removed(&mut self, from: NodeId) -> bool {
+    /// Answers `Removed` to a node that neither our committed nor our active
+    /// configuration contains, and returns true if the message must then be
+    /// dropped. Runs before anything else looks at the message — terms, the
+    /// leader lease — because a removed voter that missed its removal keeps
+    /// pre-campaigning with its old configuration, and the lease would
+    /// otherwise silence every answer it could get.
+    ///
+    /// - A leader answers every message of such a node, each time (a notice
+    ///   may be lost), and drops it. Why this is safe: the leader's log holds
+    ///   every committed configuration, so a node missing from both of its
+    ///   configurations is leaving or gone, never one whose vote or answer
+    ///   the leader needs.
+    /// - Other nodes answer vote requests only, and then handle them as usual.
+    ///   Why not drop them: our log may lag, and the candidate may be a new
+    ///   voter we have not heard of yet; it needs our vote (the candidate
+    ///   counts only votes of its own configuration, and ignores a notice
+    ///   whose configuration is older than its own).
+    pub(super) fn answer_non_member(&mut self, from: NodeId, msg: &Message) -> bool {
+        if matches!(msg, Message::Removed { .. }) {
+            return false;
+        }
+        let leader = self.role == Role::Leader;
+        if !leader && !matches!(msg, Message::PreVote { .. } | Message::Vote { .. }) {
+            return false;
+        }
         let (config_index, committed) = self.log.committed_membership();
         let known = committed.contains(from) || self.log.active_membership().contains(from);
         if known || config_index == 0 {
@@ -167,7 +205,7 @@ impl Raft {
         }
         let term = self.term;
         self.send(from, Message::Removed { term, config_index });
-        true
+        leader
     }
 
     pub(super) fn handle_removed(&mut self, config_index: u64) {
@@ -192,11 +230,11 @@ impl Raft {
         self.progress.clear();
         self.sync_progress();
         let next = self.log.last_index() + 1;
+        let now = self.now_ms;
         for p in self.progress.values_mut() {
-            *p = Progress::new(next);
+            *p = Progress::new(next, now);
         }
         self.heartbeat_deadline_ms = self.now_ms + self.cfg.heartbeat_ms;
-        self.quorum_deadline_ms = self.now_ms + self.cfg.election_ms;
         // Why a no-op: a leader may only commit entries of its own term
         // (Raft §5.4.2); the no-op lets it commit (and learn the commit
         // index) without waiting for a client.
@@ -209,25 +247,28 @@ impl Raft {
             self.heartbeat_deadline_ms = self.now_ms + self.cfg.heartbeat_ms;
             self.broadcast_heartbeat();
         }
-        if self.now_ms >= self.quorum_deadline_ms {
-            self.quorum_deadline_ms = self.now_ms + self.cfg.election_ms;
-            if self.cfg.check_quorum && !self.quorum_recently_active() {
-                self.become_follower(self.term, None);
-                return;
-            }
-            for p in self.progress.values_mut() {
-                p.recent_active = false;
-            }
+        // Why on every tick and by time of last answer (not a flag reset once
+        // per election timeout): answers from before a partition must not
+        // count at the next check, or a minority leader would lead for up to
+        // two election timeouts, appending requests that can never commit.
+        if self.cfg.check_quorum && !self.quorum_recently_active() {
+            self.become_follower(self.term, None);
+            return;
         }
         if self.transfer.as_ref().is_some_and(|t| self.now_ms >= t.deadline_ms) {
+            // Abandoned: the target did not take over within an election
+            // timeout. We lead on; `ready()` reports the end of the hand-over.
             self.transfer = None;
         }
     }
 
+    /// A quorum of the active configuration answered within the last
+    /// election timeout (we count ourselves).
     fn quorum_recently_active(&self) -> bool {
         let id = self.cfg.id;
+        let since = self.now_ms.saturating_sub(self.cfg.election_ms);
         self.log
             .active_membership()
-            .has_quorum(|n| n == id || self.progress.get(&n).is_some_and(|p| p.recent_active))
+            .has_quorum(|n| n == id || self.progress.get(&n).is_some_and(|p| p.last_heard_ms > since))
     }
 }

@@ -168,6 +168,13 @@ impl RaftLog {
             .chain(self.configs.iter().filter(move |(i, _)| *i <= committed).map(|(_, m)| m))
     }
 
+    /// Whether `id` is a voter in every configuration this log still knows
+    /// (the snapshot's and every config entry's): a voter of long standing,
+    /// not one added by a change the log still holds.
+    pub fn voter_throughout(&self, id: u64) -> bool {
+        self.snapshot.meta.membership.is_voter(id) && self.configs.iter().all(|(_, m)| m.is_voter(id))
+    }
+
     /// Whether a log ending at (`last_index`, `last_term`) is at least as up
     /// to date as ours (Raft §5.4.1).
     pub fn is_up_to_date(&self, last_index: u64, last_term: u64) -> bool {

@@ -33,13 +33,17 @@
 //!
 //! # Features
 //!
-//! PreVote, CheckQuorum with the leader-lease vote rule, AppendEntries with
+//! PreVote (a pre-candidate stands back for a better-ranked one), CheckQuorum
+//! by time of last answer with the leader-lease vote rule, AppendEntries with
 //! conflict-term back-tracking, pipelined replication with a per-follower
-//! in-flight window and probe mode, a no-op per term, commit of current-term
-//! entries only, heartbeats carrying the commit index, snapshots with log
-//! compaction and chunked InstallSnapshot, learners, joint consensus (enter
-//! with `propose_membership`, leave automatically once committed), removal
-//! detection, leadership transfer (`TimeoutNow`) and ReadIndex.
+//! in-flight window (a real bound) and probe mode, a no-op per term, commit of
+//! current-term entries only, heartbeats carrying the commit index, snapshots
+//! with log compaction and chunked InstallSnapshot, learners, joint consensus
+//! (enter with `propose_membership`, leave automatically once committed),
+//! removal notices (the leader answers every message of a non-member),
+//! planned hand-over (`transfer_leader`, `successor`, `Ready::handover`; a
+//! leader that removes itself hands over too) and ReadIndex. See
+//! docs/raft.md.
 
 mod core;
 mod election;
@@ -53,7 +57,7 @@ pub mod rng;
 mod snapshot;
 pub mod wire;
 
-pub use self::core::Raft;
+pub use self::core::{Raft, Transfer};
 pub use self::membership::Membership;
 pub use self::message::{Entry, EntryKind, Message, Snapshot, SnapshotMeta};
 
@@ -132,8 +136,12 @@ pub enum Role {
 pub enum RaftError {
     /// Only the leader accepts this; `leader` is the last known leader.
     NotLeader { leader: Option<NodeId> },
-    /// A leadership transfer is under way; retry on the new leader.
-    TransferInProgress,
+    /// This leader is handing leadership over: a transfer is under way, or it
+    /// appended a configuration in which it is no voter. Nothing was failed:
+    /// hold the request and propose it again here when `Ready::handover`
+    /// reports the end (`Some(false)`, still leading), or redirect it once
+    /// `role_changed` says another node leads.
+    HandingOver,
     /// A configuration change is appended but not yet committed.
     ConfigChangePending,
     /// The requested configuration makes no sense (reason given).
@@ -147,7 +155,7 @@ impl std::fmt::Display for RaftError {
         match self {
             RaftError::NotLeader { leader: Some(l) } => write!(f, "not the leader (leader is {l})"),
             RaftError::NotLeader { leader: None } => write!(f, "not the leader (leader unknown)"),
-            RaftError::TransferInProgress => write!(f, "leadership transfer in progress"),
+            RaftError::HandingOver => write!(f, "leadership is being handed over"),
             RaftError::ConfigChangePending => write!(f, "a configuration change is in flight"),
             RaftError::InvalidConfig(why) => write!(f, "invalid configuration: {why}"),
             RaftError::EntryTooLarge => write!(f, "entry too large"),
@@ -172,6 +180,12 @@ pub struct Ready {
     pub read_states: Vec<(u64, u64)>,
     /// Set when (role, term, leader) changed since the last `ready()`.
     pub role_changed: Option<RoleChange>,
+    /// Leader only: `Some(true)` when it began handing leadership over since
+    /// the last `ready()` (proposals are refused with
+    /// `RaftError::HandingOver` from then on), `Some(false)` when that ended
+    /// and it still leads (propose what was held). Losing leadership is
+    /// reported by `role_changed` alone.
+    pub handover: Option<bool>,
     /// True from the moment this node learned it is not in the committed
     /// configuration any more (level, not edge: stays true).
     pub removed: bool,
@@ -193,5 +207,6 @@ impl Ready {
             && self.committed.is_empty()
             && self.read_states.is_empty()
             && self.role_changed.is_none()
+            && self.handover.is_none()
     }
 }

@@ -34,8 +34,10 @@ pub struct Progress {
     pub probe_sent: bool,
     /// Replicate: last index of every unacknowledged append, ascending.
     inflight: VecDeque<u64>,
-    /// Heard from since the last check-quorum round.
-    pub recent_active: bool,
+    /// When the leader last heard from the peer (any answer), in the core's
+    /// milliseconds. CheckQuorum counts the peer while this is within the
+    /// last election timeout.
+    pub last_heard_ms: u64,
     /// Highest read-index round the peer has confirmed in this term.
     pub read_ack: u64,
     /// Replicate: send an empty append at `next - 1` even with a full window,
@@ -49,24 +51,30 @@ pub struct Progress {
     pub snap: Option<Arc<Snapshot>>,
     pub snap_offset: u64,
     pub snap_chunk_sent: bool,
+    /// When the chunk in flight was sent (a lost one is resent after a while,
+    /// not on every heartbeat answer).
+    pub snap_sent_ms: u64,
 }
 
 impl Progress {
     /// A peer we know nothing about: probe from just after our last entry.
-    pub fn new(next: u64) -> Progress {
+    /// `now_ms` counts as having heard from it (a new leader gives every peer
+    /// one election timeout to answer before CheckQuorum counts it absent).
+    pub fn new(next: u64, now_ms: u64) -> Progress {
         Progress {
             matched: 0,
             next,
             state: ProgressState::Probe,
             probe_sent: false,
             inflight: VecDeque::new(),
-            recent_active: false,
+            last_heard_ms: now_ms,
             read_ack: 0,
             sent_commit: 0,
             probe_tail: false,
             snap: None,
             snap_offset: 0,
             snap_chunk_sent: false,
+            snap_sent_ms: 0,
         }
     }
 
@@ -147,12 +155,14 @@ impl Progress {
     }
 
     /// Heartbeat answered: the peer is alive, so an append lost in probe mode
-    /// may be retried, and one inflight slot is freed to unstick a full
-    /// window whose answers were lost.
+    /// may be retried. In replicate mode no slot is freed — the window stays a
+    /// bound — but the next flush may send an empty append at the window's tail:
+    /// its answer drains the window if the appends arrived (only their answers
+    /// were lost), and its rejection sends the peer back to probe mode if they
+    /// did not.
     pub fn on_heartbeat_resp(&mut self) {
         self.probe_sent = false;
         if self.state == ProgressState::Replicate {
-            self.inflight.pop_front();
             self.probe_tail = true;
         }
     }
@@ -168,7 +178,7 @@ mod tests {
 
     #[test]
     fn replicate_window_fills_and_drains() {
-        let mut p = Progress::new(1);
+        let mut p = Progress::new(1, 0);
         p.become_replicate();
         for last in [10, 20, 30] {
             assert!(p.can_send(3));
@@ -183,7 +193,7 @@ mod tests {
 
     #[test]
     fn stale_rejection_is_ignored() {
-        let mut p = Progress::new(1);
+        let mut p = Progress::new(1, 0);
         p.on_success(5);
         p.become_replicate();
         assert!(!p.on_reject(4, 1));
@@ -194,11 +204,25 @@ mod tests {
 
     #[test]
     fn probe_sends_one_at_a_time() {
-        let mut p = Progress::new(5);
+        let mut p = Progress::new(5, 0);
         assert!(p.can_send(8));
         p.on_sent(4, 0);
         assert!(!p.can_send(8));
         p.on_heartbeat_resp();
         assert!(p.can_send(8));
+    }
+
+    #[test]
+    fn heartbeat_answer_frees_no_slot_of_a_full_window() {
+        let mut p = Progress::new(1, 0);
+        p.become_replicate();
+        p.on_sent(10, 10);
+        p.on_sent(20, 10);
+        assert!(!p.can_send(2));
+        p.on_heartbeat_resp();
+        assert!(!p.can_send(2), "a heartbeat answer acknowledges no append");
+        assert!(p.probe_tail);
+        assert!(p.on_success(20));
+        assert!(p.can_send(2));
     }
 }

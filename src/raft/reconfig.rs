@@ -111,37 +111,112 @@ impl Raft {
 
     // ----- leadership transfer ---------------------------------------------
 
-    /// Hands leadership to voter `to`: replicate until it is caught up, then
-    /// send it `TimeoutNow` so it campaigns at once (bypassing pre-vote and
-    /// leases). Proposals are refused meanwhile. Gives up after one election
-    /// timeout.
-    pub fn transfer_leadership(&mut self, to: NodeId) -> Result<(), RaftError> {
+    /// Hands leadership to voter `target`, or (`None`) to [`Raft::successor`]:
+    /// replicates until the target holds the whole log, then sends it
+    /// `TimeoutNow` so it campaigns at once (bypassing pre-vote and leases).
+    /// Returns the target. Meanwhile proposals are refused with
+    /// [`RaftError::HandingOver`] (why: a log that keeps growing could keep
+    /// the target from ever catching up). The transfer is abandoned one
+    /// election timeout after it started if the target has not taken over;
+    /// `Ready::handover` reports the start and that end.
+    ///
+    /// A transfer to the same target while one is under way changes nothing;
+    /// one to another target replaces it (with a new deadline). `Some(own
+    /// id)` is a no-op. Errors: `NotLeader`; `HandingOver` when this leader
+    /// is leaving the configuration (it hands over by itself when that
+    /// commits); `InvalidConfig` when `target` may not lead or (for `None`)
+    /// no voter could.
+    pub fn transfer_leader(&mut self, target: Option<NodeId>) -> Result<NodeId, RaftError> {
         if self.role != Role::Leader {
             return Err(RaftError::NotLeader { leader: self.leader_id });
         }
-        if to == self.cfg.id {
-            return Ok(());
+        if !self.log.active_membership().is_voter(self.cfg.id) {
+            return Err(RaftError::HandingOver);
         }
-        if !self.log.active_membership().is_voter(to) || !self.progress.contains_key(&to) {
+        let to = match target {
+            Some(to) => to,
+            None => self.successor().ok_or(RaftError::InvalidConfig("no other voter to hand over to"))?,
+        };
+        if to == self.cfg.id {
+            return Ok(to);
+        }
+        if !self.may_succeed(to) {
             return Err(RaftError::InvalidConfig("transfer target is not a voter"));
         }
-        self.transfer =
-            Some(Transfer { to, deadline_ms: self.now_ms + self.cfg.election_ms, timeout_now_sent: false });
+        if self.transfer.is_some_and(|t| t.to == to) {
+            return Ok(to);
+        }
+        let now = self.now_ms;
+        self.transfer = Some(Transfer {
+            to,
+            started_ms: now,
+            deadline_ms: now + self.cfg.election_ms,
+            timeout_now_ms: None,
+        });
+        self.handover_epoch += 1;
         self.maybe_send_timeout_now(to);
-        Ok(())
+        Ok(to)
     }
 
+    /// The voter this leader would hand leadership to now, if any: one that
+    /// may lead (a voter of the active configuration's incoming set and of the
+    /// committed one), ranked by
+    /// 1. answered within the last election timeout (it is reachable);
+    /// 2. holds the whole log (match == last index: it can win at once);
+    /// 3. a voter in every configuration the log knows (why: a newcomer just
+    ///    promoted is the node most likely to lack links to the others);
+    /// 4. the highest match index, then the lowest id.
+    pub fn successor(&self) -> Option<NodeId> {
+        self.best_successor(false)
+    }
+
+    /// Leader: `successor`, limited to voters holding the whole log when
+    /// `caught_up_only`.
+    pub(super) fn best_successor(&self, caught_up_only: bool) -> Option<NodeId> {
+        if self.role != Role::Leader {
+            return None;
+        }
+        let last = self.log.last_index();
+        let since = self.now_ms.saturating_sub(self.cfg.election_ms);
+        self.progress
+            .iter()
+            .filter(|(id, p)| self.may_succeed(**id) && (!caught_up_only || p.matched == last))
+            .max_by_key(|(id, p)| {
+                let caught_up = p.matched == last;
+                let veteran = self.log.voter_throughout(**id);
+                (p.last_heard_ms > since, caught_up, veteran, p.matched, std::cmp::Reverse(**id))
+            })
+            .map(|(id, _)| *id)
+    }
+
+    /// Whether `id` could campaign after a hand-over: a voter that stays (the
+    /// incoming half while joint) in the active configuration, and a voter of
+    /// the committed one.
+    fn may_succeed(&self, id: NodeId) -> bool {
+        id != self.cfg.id
+            && self.log.active_membership().voters.contains(&id)
+            && self.log.committed_membership().1.is_voter(id)
+            && self.progress.contains_key(&id)
+    }
+
+    /// Sends `TimeoutNow` to `peer` if it is the transfer's target and holds
+    /// the whole log. Sent again (at most once per heartbeat interval) while
+    /// the target keeps answering in our term. Why: a lost `TimeoutNow` would
+    /// cost a whole election timeout, and a duplicate is harmless — the
+    /// target has left our term by the time a second one could matter, so it
+    /// ignores it.
     pub(super) fn maybe_send_timeout_now(&mut self, peer: NodeId) {
         let last = self.log.last_index();
         let caught_up = self.progress.get(&peer).is_some_and(|p| p.matched == last);
-        let term = self.term;
+        let (now, term, heartbeat) = (self.now_ms, self.term, self.cfg.heartbeat_ms);
         let Some(t) = self.transfer.as_mut() else {
             return;
         };
-        if t.to != peer || t.timeout_now_sent || !caught_up {
+        let recent = t.timeout_now_ms.is_some_and(|at| now < at.saturating_add(heartbeat));
+        if t.to != peer || !caught_up || recent {
             return;
         }
-        t.timeout_now_sent = true;
+        t.timeout_now_ms = Some(now);
         self.send(peer, Message::TimeoutNow { term });
     }
 

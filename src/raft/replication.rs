@@ -125,10 +125,11 @@ impl Raft {
             Some(t) => self.log.last_index_of_term(t).map_or(hint_index, |i| i + 1),
             None => hint_index,
         };
+        let now = self.now_ms;
         let Some(pr) = self.progress.get_mut(&from) else {
             return;
         };
-        pr.recent_active = true;
+        pr.last_heard_ms = now;
         if !success {
             pr.on_reject(index, retry);
             return;
@@ -138,24 +139,30 @@ impl Raft {
                 pr.become_replicate();
             }
             self.maybe_commit();
-            self.maybe_send_timeout_now(from);
         }
+        self.maybe_send_timeout_now(from);
     }
 
     pub(super) fn handle_heartbeat_resp(&mut self, from: NodeId, read_seq: u64) {
         if self.role != Role::Leader {
             return;
         }
+        let now = self.now_ms;
+        let resend_after = snapshot_resend_ms(self.cfg.election_ms);
         let Some(pr) = self.progress.get_mut(&from) else {
             return;
         };
-        pr.recent_active = true;
+        pr.last_heard_ms = now;
         pr.read_ack = pr.read_ack.max(read_seq.min(self.read_seq));
         pr.on_heartbeat_resp();
-        if pr.state == ProgressState::Snapshot {
-            // Retransmit the current chunk: it or its answer may be lost.
+        if pr.state == ProgressState::Snapshot && now >= pr.snap_sent_ms.saturating_add(resend_after) {
+            // The peer is alive but the chunk has gone unanswered for long:
+            // it or its answer was lost. Why not resend on every heartbeat
+            // answer: a large chunk on a slow link is still on its way, and
+            // each copy would only queue behind it.
             pr.snap_chunk_sent = false;
         }
+        self.maybe_send_timeout_now(from);
         self.resolve_reads();
     }
 
@@ -187,22 +194,19 @@ impl Raft {
         let (_, committed) = self.log.committed_membership();
         if !committed.is_voter(self.cfg.id) {
             // A leader that removed itself steps down once the change commits. Why the
-            // TimeoutNow first: the most caught-up remaining voter campaigns at once,
-            // instead of the cluster waiting an election timeout without a leader.
-            // Safety does not depend on it: voters still check the candidate's log.
-            let committed_index = self.log.committed();
-            let successor = committed
-                .voters
-                .iter()
-                .filter_map(|n| self.progress.get(n).map(|p| (p.matched, *n)))
-                .filter(|(matched, _)| *matched >= committed_index)
-                .max();
+            // TimeoutNow first: a caught-up remaining voter (one of long standing if
+            // possible, see `successor`) campaigns at once, instead of the cluster
+            // waiting an election timeout without a leader. It must hold the whole log
+            // now: we stop leading at once. Safety does not depend on it: voters still
+            // check the candidate's log.
+            let successor = self.best_successor(true);
             let still_learner = committed.contains(self.cfg.id);
-            if let Some((_, to)) = successor {
+            if let Some(to) = successor {
                 let term = self.term;
                 self.send(to, Message::TimeoutNow { term });
             }
             self.become_follower(self.term, None);
+            self.handed_to = successor;
             if !still_learner {
                 self.check_removed();
             }
@@ -307,6 +311,12 @@ impl Raft {
         pr.sent_commit = pr.sent_commit.max(commit);
         self.send(id, Message::Heartbeat { term, commit, read_seq });
     }
+}
+
+/// How long a snapshot chunk may go unanswered before a heartbeat answer
+/// (proof that the peer is alive) has it sent again: half an election timeout.
+pub(super) fn snapshot_resend_ms(election_ms: u64) -> u64 {
+    election_ms / 2
 }
 
 /// Entries must follow `prev_index` one by one, with non-decreasing terms no

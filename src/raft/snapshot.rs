@@ -4,8 +4,8 @@
 //! the latest one and streams it to peers whose next entry was compacted
 //! away, `snapshot_chunk_bytes` at a time, one chunk in flight (stop and
 //! wait: the follower answers with the offset it wants next, so a lost or
-//! duplicated chunk costs one retransmission, sent on the next heartbeat
-//! answer). The follower assembles chunks of one snapshot (same meta) in
+//! duplicated chunk costs one retransmission, sent on the first heartbeat
+//! answer after the chunk went unanswered for half an election timeout). The follower assembles chunks of one snapshot (same meta) in
 //! order and installs it when `done` arrives.
 
 use super::core::Raft;
@@ -28,6 +28,7 @@ impl Raft {
     pub(super) fn send_snapshot_chunk(&mut self, id: NodeId) -> bool {
         let chunk_max = self.cfg.snapshot_chunk_bytes.max(1);
         let term = self.term;
+        let now = self.now_ms;
         let Some(pr) = self.progress.get_mut(&id) else {
             return false;
         };
@@ -41,6 +42,7 @@ impl Raft {
         let offset = (pr.snap_offset as usize).min(len);
         let end = offset + chunk_max.min(len - offset);
         pr.snap_chunk_sent = true;
+        pr.snap_sent_ms = now;
         self.send(
             id,
             Message::InstallSnapshot {
@@ -58,10 +60,11 @@ impl Raft {
         if self.role != Role::Leader || index > self.log.last_index() {
             return;
         }
+        let now = self.now_ms;
         let Some(pr) = self.progress.get_mut(&from) else {
             return;
         };
-        pr.recent_active = true;
+        pr.last_heard_ms = now;
         if done {
             // The peer holds everything up to `index`: resume with entries.
             pr.on_success(index);
@@ -70,6 +73,7 @@ impl Raft {
                 pr.become_probe();
             }
             self.maybe_commit();
+            self.maybe_send_timeout_now(from);
             return;
         }
         let current = pr.snap.as_ref().map(|s| s.meta.index);
@@ -108,7 +112,10 @@ impl Raft {
     /// Adds a chunk to the snapshot being received: Ok(bytes held now), or
     /// Err(offset we want instead) for a chunk we cannot use.
     fn accept_chunk(&mut self, meta: SnapshotMeta, offset: u64, data: Vec<u8>) -> Result<u64, u64> {
-        if offset == 0 {
+        // Why only for another snapshot: a late duplicate of the first chunk of
+        // the snapshot being assembled must not throw away what came since.
+        let assembling = matches!(&self.incoming_snapshot, Some((m, _)) if *m == meta);
+        if offset == 0 && !assembling {
             self.incoming_snapshot = Some((meta.clone(), Vec::new()));
         }
         let Some((have_meta, buf)) = self.incoming_snapshot.as_mut() else {
