@@ -104,6 +104,16 @@ pub enum FromLog {
         leading: Option<(u64, u64)>,
         leader_addr: String,
     },
+    /// The log did not take `command` (planned under `term`) because the leader is
+    /// handing leadership over: the replica proposes it again when the hand-over ends
+    /// (or answers `M` if leadership moved). Never failed for the hand-over's sake.
+    Deferred {
+        seq: u64,
+        term: u64,
+        command: Command,
+    },
+    /// A planned hand-over of leadership started (`true`) or ended (`false`).
+    Handover(bool),
 }
 
 /// Asks the dialer of a peer to (re)connect.
@@ -133,6 +143,8 @@ pub struct RaftLoop {
     /// When a member record was last proposed for a node (ms), so it is not repeated
     /// each turn.
     record_proposed: HashMap<u64, u64>,
+    /// Keeps appends in the lock side's order across a hand-over (see `AppendGate`).
+    gate: crate::replica::AppendGate,
     last_housekeeping_ms: u64,
     /// False until a peer accepted our own connection. Why: a process restarted under
     /// a used NodeId has lost its vote; peers refuse its connections, and until one
@@ -169,6 +181,7 @@ impl RaftLoop {
             ever_committed: Default::default(),
             vouched_ids: Default::default(),
             record_proposed: HashMap::new(),
+            gate: Default::default(),
             last_housekeeping_ms: 0,
             admitted: false,
         }
@@ -274,15 +287,27 @@ impl RaftLoop {
         loop {
             match self.rx.try_recv() {
                 Ok(ToRaft::Log(ToLog::Append { seq, term, command })) => {
-                    let msg = if self.raft.is_leader() && self.raft.term() == term {
+                    let msg = if !self.raft.is_leader() || self.raft.term() != term {
+                        FromLog::Rejected { seq }
+                    } else if !self.gate.admit(seq) {
+                        // An earlier command is deferred: this one waits too, so the log
+                        // takes them in the order the lock side planned them.
+                        self.gate.deferred(seq);
+                        FromLog::Deferred { seq, term, command }
+                    } else {
                         let mut data = Vec::with_capacity(64);
                         encode_command(&mut data, &command);
                         match self.raft.propose(data) {
-                            Ok(index) => FromLog::Appended { seq, index, term },
+                            Ok(index) => {
+                                self.gate.appended(seq);
+                                FromLog::Appended { seq, index, term }
+                            }
+                            Err(crate::raft::RaftError::HandingOver) => {
+                                self.gate.deferred(seq);
+                                FromLog::Deferred { seq, term, command }
+                            }
                             Err(_) => FromLog::Rejected { seq },
                         }
-                    } else {
-                        FromLog::Rejected { seq }
                     };
                     let _ = self.to_table.send(TableMsg::Log(msg));
                 }
@@ -378,7 +403,9 @@ impl RaftLoop {
         }
         if let Some(change) = ready.role_changed {
             let leading = (change.role == Role::Leader).then(|| (change.term, self.noop_index(change.term)));
-            let leader_addr = change.leader.map(|id| self.view.addr_of(id)).unwrap_or_default();
+            // Until a leader is known, the node a hand-over went to is the best hint.
+            let leader_addr =
+                change.leader.or(self.raft.handed_to()).map(|id| self.view.addr_of(id)).unwrap_or_default();
             info!(
                 "role {:?} in term {} (leader {})",
                 change.role,
@@ -386,6 +413,11 @@ impl RaftLoop {
                 change.leader.map_or("unknown".to_string(), |l| l.to_string())
             );
             let _ = self.to_table.send(TableMsg::Log(FromLog::Role { leading, leader_addr }));
+            self.gate.reset();
+        }
+        if let Some(active) = ready.handover {
+            info!("hand-over of leadership {}", if active { "started" } else { "ended" });
+            let _ = self.to_table.send(TableMsg::Log(FromLog::Handover(active)));
         }
         if ready.removed && !self.view.removed.swap(true, Ordering::SeqCst) {
             warn!("this node is no longer a member of the cluster");

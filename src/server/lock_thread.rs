@@ -377,6 +377,8 @@ fn on_log(
         },
         FromLog::ReadReady { ctx, index } => replica.on_read_ready(ctx, index, now, Clock::unix_us(), out),
         FromLog::ReadFailed { ctx } => replica.on_read_failed(ctx, out),
+        FromLog::Deferred { seq, term, command } => replica.on_deferred(seq, term, command, out),
+        FromLog::Handover(active) => replica.on_handover(active, now, Clock::unix_us(), out),
         FromLog::Role { leading, leader_addr } => {
             let role = match leading {
                 Some((term, noop_index)) => LogRole::Leader { term, noop_index, new_domain: random_domain() },
