@@ -52,7 +52,8 @@ fn measure_replacement() {
         let new_addr = format!("127.0.0.4:{}", cluster.port);
         let mut all = addrs.clone();
         all.push(new_addr.clone());
-        let client = ticketing::client::Client::builder().addrs(all.clone()).auth_token(TOKEN).build().unwrap();
+        let client =
+            ticketing::client::Client::builder().addrs(all.clone()).auth_token(TOKEN).build().unwrap();
         let admin = ticketing::client::Client::builder().addrs(all).auth_token(PEER_TOKEN).build().unwrap();
         let stop = Arc::new(AtomicBool::new(false));
         let gaps = Arc::new(Mutex::new(Duration::ZERO));

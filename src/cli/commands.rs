@@ -67,6 +67,11 @@ pub(super) fn release(args: &[String]) -> i32 {
             println!("not holder");
             EXIT_NO
         }
+        Ok(other) => {
+            // An earlier attempt may have released it: the key is free of this token.
+            println!("{other}");
+            EXIT_OK
+        }
         Err(e) => {
             eprintln!("ticketing release: {e}");
             release_exit(&e)

@@ -263,7 +263,8 @@ fn start_cluster(token: &[u8]) -> std::io::Result<(Vec<Option<Server>>, Vec<Stri
         let mut config = Config::standalone(addr.parse().expect("a literal address"), token.to_vec());
         config.node_id = i as u64 + 1;
         config.peer_auth_token = Some(peer_token.clone());
-        config.cluster = Some(ClusterConfig { self_addr: addr.clone(), peers: peers.clone(), state: ClusterState::New });
+        config.cluster =
+            Some(ClusterConfig { self_addr: addr.clone(), peers: peers.clone(), state: ClusterState::New });
         servers.push(Some(Server::start(config)?));
     }
     Ok((servers, addrs))

@@ -206,7 +206,8 @@ fn build_client(matches: &Matches) -> Result<Client, i32> {
 /// the servers refuse admin requests on connections that proved only the client secret.
 fn build_admin_client(matches: &Matches) -> Result<Client, i32> {
     let builder = ClientBuilder::from_env();
-    let builder = if let Some(token) = std::env::var_os("TICKETING_PEER_AUTH_TOKEN").filter(|t| !t.is_empty()) {
+    let builder = if let Some(token) = std::env::var_os("TICKETING_PEER_AUTH_TOKEN").filter(|t| !t.is_empty())
+    {
         builder.auth_token(token.into_encoded_bytes())
     } else if let Some(path) = std::env::var_os("TICKETING_PEER_AUTH_TOKEN_FILE").filter(|p| !p.is_empty()) {
         builder.auth_token_file(path)

@@ -126,6 +126,7 @@ fn report_release(key: &str, outcome: Result<crate::client::ReleaseOutcome, Rele
         Ok(crate::client::ReleaseOutcome::NotHolder) => {
             eprintln!("ticketing run: {key} was no longer held at release (lease ended)")
         }
+        Ok(other) => eprintln!("ticketing run: {key}: {other}"),
         Err(e) => eprintln!("ticketing run: releasing {key}: {e}"),
     }
 }

@@ -1,18 +1,19 @@
-//! The managed connections of one client (SPEC §10).
+//! One authenticated connection of the client: a [`Session`] (SPEC §10).
 //!
-//! Each configured address has a [`Slot`] served by one background thread that
-//! connects, handshakes, installs a [`Session`] and then *is* the session's reader:
-//! it decodes responses and hands each to the waiter registered under its id. When the
-//! session ends it reconnects forever with [`Backoff`]. Writers are the calling
-//! threads themselves: a request is registered in the session's pending map, then
-//! written under the session's write lock, and the write reports whether any byte
-//! reached the socket — the fact that decides whether an ACQUIRE may be retried.
+//! A session is made by [`connect`] (TCP, TLS if configured, the challenge-response
+//! handshake with the server's proof checked) and then read by its slot's thread in
+//! [`read_loop`], which hands every response to the waiter registered under its id.
+//! Writers are the calling threads themselves: a request is registered in the
+//! session's pending map, then written under the session's write lock, and the write
+//! reports whether any byte reached the socket — the fact that decides whether an
+//! ACQUIRE may be sent again elsewhere. Every frame received stamps the session, which
+//! is how the supervisor (`supervisor.rs`) finds a session that stopped answering.
 
 use std::collections::HashMap;
 use std::io::{self, BufReader, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpStream};
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::Sender;
@@ -20,8 +21,8 @@ use ring::hmac;
 use rustls::pki_types::ServerName;
 use rustls::{ClientConfig, ClientConnection};
 
-use super::backoff::Backoff;
-use super::release::{Job, Msg};
+use super::pool::Pool;
+use super::release::Job;
 use crate::proto::frame::{decode_response, Response};
 use crate::proto::handshake::{client_handshake, role, Welcome, CLIENT_LABELS};
 use crate::proto::io::FrameReader;
@@ -33,13 +34,10 @@ pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
 pub const WRITE_TIMEOUT: Duration = Duration::from_secs(5);
 /// Longest wait for the server's side of the handshake.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_millis(HANDSHAKE_TIMEOUT_MS);
-/// How long a request waits for a better connection (the leader's) while some
-/// configured address is still connecting for the first time, before it settles for
-/// any connected node. Why: right after `build`, the first node to answer is often a
-/// follower, and sending there would only earn an `M`.
-pub const LEADER_WAIT: Duration = Duration::from_secs(1);
 /// Bytes read from the socket at once.
 const READ_BUFFER_LEN: usize = 16 * 1024;
+/// Where the request id sits in an encoded frame: after `len u32 · op u8`.
+const FRAME_ID_AT: std::ops::Range<usize> = 5..9;
 
 /// Locks a mutex, ignoring poisoning: every critical section here leaves its data
 /// consistent at each step, so a panic elsewhere is no reason to stop the client.
@@ -59,10 +57,13 @@ pub(crate) enum Reply {
 pub(crate) enum Waiter {
     /// A calling thread blocked on its own channel.
     Caller(Sender<Reply>),
-    /// The release worker, which multiplexes its requests on one channel.
+    /// A background thread (release worker, supervisor) that multiplexes its requests
+    /// on one channel.
     Worker(Sender<(u32, Reply)>),
     /// The caller of an ACQUIRE stopped waiting: a `G` that still arrives is released.
     Compensate { key: String, owner: String },
+    /// A PING of the supervisor: only the arrival of a frame matters.
+    Probe,
 }
 
 /// Why a request was not (completely) written.
@@ -126,15 +127,33 @@ fn write_counting(sock: &mut TcpStream, mut frame: &[u8]) -> Result<(), bool> {
     Ok(())
 }
 
+/// Microseconds since `epoch`, never 0 (0 means "none" in the session's stamps).
+/// Why not milliseconds: an answer and the next write often fall in one millisecond,
+/// and "nothing received since the write" must not be confused by that.
+pub(crate) fn us_since(epoch: Instant, at: Instant) -> u64 {
+    at.saturating_duration_since(epoch).as_micros() as u64 + 1
+}
+
 /// One established, authenticated connection.
 pub(crate) struct Session {
     pub(crate) welcome: Welcome,
     pub(crate) peer: SocketAddr,
+    /// The address its slot dials (as configured or as the cluster names it).
+    pub(crate) addr: String,
     wire: Mutex<Wire>,
     pending: Mutex<Pending>,
     sock: TcpStream,
     dead: AtomicBool,
-    /// Fault injection for tests: writes that still have to fail (see [`Pool::faults`]).
+    /// True while this node is believed to lead: from WELCOME (`L`/`S`), set by a
+    /// `G`/`R` answer, cleared by an `M`.
+    leads: AtomicBool,
+    /// The pool's clock origin, for the stamps below.
+    epoch: Instant,
+    /// When the last frame arrived ([`us_since`] the epoch); the install time at first.
+    last_rx_us: AtomicU64,
+    /// When the supervisor's outstanding PING was written; 0 when none is outstanding.
+    ping_at_us: AtomicU64,
+    /// Fault injection for tests: writes that still have to fail (see `Pool::faults`).
     faults: Arc<AtomicUsize>,
 }
 
@@ -143,34 +162,127 @@ impl Session {
         self.dead.load(Ordering::Acquire)
     }
 
-    /// True when the node said in WELCOME that it leads (or runs standalone).
-    pub(crate) fn is_leader(&self) -> bool {
-        matches!(self.welcome.role, role::LEADER | role::STANDALONE)
+    /// True while this node is believed to lead (see the field).
+    pub(crate) fn leads(&self) -> bool {
+        self.leads.load(Ordering::Acquire)
     }
 
-    /// Registers `waiter` under `id` and writes `frame`. Returns the instant taken
-    /// just before the first byte was written.
-    pub(crate) fn send(&self, id: u32, waiter: Waiter, frame: &[u8]) -> Result<Instant, SendError> {
-        {
+    /// Records what an answer said about leadership; true when it changed.
+    pub(crate) fn set_leads(&self, leads: bool) -> bool {
+        self.leads.swap(leads, Ordering::AcqRel) != leads
+    }
+
+    /// True when the node runs standalone (no membership to discover).
+    pub(crate) fn is_standalone(&self) -> bool {
+        self.welcome.role == role::STANDALONE
+    }
+
+    /// True when no frame arrived since `since`, and `since` is at least
+    /// [`PING_ANSWER_TIMEOUT`](super::PING_ANSWER_TIMEOUT) ago: the rule that finds a
+    /// dead session from an unanswered request. Why the floor: a request with a short
+    /// budget proves nothing about a path that is merely slow; 1.5 s of silence is
+    /// what a PING is allowed too.
+    pub(crate) fn silent_since(&self, since: Instant) -> bool {
+        since.elapsed() >= super::PING_ANSWER_TIMEOUT
+            && self.last_rx_us.load(Ordering::Acquire) < us_since(self.epoch, since)
+    }
+
+    pub(crate) fn last_rx_us(&self) -> u64 {
+        self.last_rx_us.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn ping_at_us(&self) -> u64 {
+        self.ping_at_us.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn clear_ping(&self) {
+        self.ping_at_us.store(0, Ordering::Release);
+    }
+
+    /// Requests still waiting for an answer.
+    pub(crate) fn pending_len(&self) -> usize {
+        lock(&self.pending).map.len()
+    }
+
+    /// Registers `waiter` under a fresh request id, puts the id into `frame` (encoded
+    /// with any id) and writes it. Returns the id and the instant taken just before the
+    /// first byte was written.
+    pub(crate) fn send(
+        &self,
+        ids: &AtomicU32,
+        waiter: Waiter,
+        frame: &mut [u8],
+    ) -> Result<(u32, Instant), SendError> {
+        self.send_inner(ids, waiter, frame, true).map(|sent| sent.expect("a blocking send always writes"))
+    }
+
+    /// Like [`Session::send`], but gives up (`Ok(None)`, nothing registered) when
+    /// another thread is writing: the supervisor never waits behind a stuck write.
+    pub(crate) fn try_send(
+        &self,
+        ids: &AtomicU32,
+        waiter: Waiter,
+        frame: &mut [u8],
+    ) -> Result<Option<(u32, Instant)>, SendError> {
+        self.send_inner(ids, waiter, frame, false)
+    }
+
+    fn send_inner(
+        &self,
+        ids: &AtomicU32,
+        waiter: Waiter,
+        frame: &mut [u8],
+        block: bool,
+    ) -> Result<Option<(u32, Instant)>, SendError> {
+        let id = {
             let mut pending = lock(&self.pending);
             if pending.closed {
                 return Err(SendError::NotSent);
             }
+            // Why look: after 2^32 requests the counter wraps, and an id still pending
+            // (a long queued ACQUIRE) must never get a second waiter.
+            let id = loop {
+                let id = next_id(ids);
+                if !pending.map.contains_key(&id) {
+                    break id;
+                }
+            };
             pending.map.insert(id, waiter);
+            id
+        };
+        frame[FRAME_ID_AT].copy_from_slice(&id.to_be_bytes());
+        let mut wire = if block {
+            lock(&self.wire)
+        } else {
+            match self.wire.try_lock() {
+                Ok(wire) => wire,
+                Err(std::sync::TryLockError::Poisoned(e)) => e.into_inner(),
+                Err(std::sync::TryLockError::WouldBlock) => {
+                    lock(&self.pending).map.remove(&id);
+                    return Ok(None);
+                }
+            }
+        };
+        if self.is_dead() {
+            // Killed while we waited for the write lock: the stream may end inside
+            // someone else's frame, so nothing more goes on it.
+            drop(wire);
+            lock(&self.pending).map.remove(&id);
+            return Err(SendError::NotSent);
         }
-        let mut wire = lock(&self.wire);
         if self.take_fault() {
             // A real zero-byte failure: the socket refuses the write (EPIPE).
             let _ = self.sock.shutdown(Shutdown::Write);
         }
         let before = Instant::now();
         match wire.write_frame(frame) {
-            Ok(()) => Ok(before),
+            Ok(()) => Ok(Some((id, before))),
             Err(wrote_any) => {
-                drop(wire);
-                // Why kill the session: after a failed write the byte stream is in an
-                // unknown state, so no later frame on it could be trusted.
+                // Why kill while still holding the write lock: after a failed write the
+                // byte stream may end inside this frame; another writer waiting for the
+                // lock must find the session dead instead of appending to it.
                 self.kill();
+                drop(wire);
                 lock(&self.pending).map.remove(&id);
                 if wrote_any {
                     Err(SendError::Partial)
@@ -181,13 +293,23 @@ impl Session {
         }
     }
 
+    /// Sends the supervisor's PING unless another write is in progress.
+    pub(crate) fn ping(&self, ids: &AtomicU32) {
+        let mut frame = Vec::with_capacity(9);
+        crate::proto::frame::encode_request(&mut frame, 1, &crate::proto::frame::Request::Ping);
+        if let Ok(Some((_, at))) = self.try_send(ids, Waiter::Probe, &mut frame) {
+            self.ping_at_us.store(us_since(self.epoch, at), Ordering::Release);
+        }
+    }
+
     fn take_fault(&self) -> bool {
         self.faults.fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1)).is_ok()
     }
 
-    /// Removes the waiter of `id` (the caller stopped waiting; a late answer is dropped).
-    pub(crate) fn forget(&self, id: u32) {
-        lock(&self.pending).map.remove(&id);
+    /// Removes the waiter of `id` (the caller stopped waiting; a late answer is
+    /// dropped). True when it was still registered.
+    pub(crate) fn forget(&self, id: u32) -> bool {
+        lock(&self.pending).map.remove(&id).is_some()
     }
 
     /// Turns the waiter of an ACQUIRE into a compensation: a `G` that still arrives is
@@ -211,7 +333,7 @@ impl Session {
     }
 
     /// Called by the reader when the session ends: every waiter learns it is lost.
-    fn close(&self, pool: &Pool) {
+    pub(crate) fn close(&self) {
         self.kill();
         let waiters: Vec<(u32, Waiter)> = {
             let mut pending = lock(&self.pending);
@@ -229,15 +351,17 @@ impl Session {
                 Waiter::Compensate { key, .. } => {
                     log::debug!("connection lost before a late answer for {key:?} (id {id})");
                 }
+                Waiter::Probe => {}
             }
         }
-        let _ = pool;
     }
 
     /// Hands one response to its waiter.
-    fn deliver(&self, pool: &Pool, id: u32, response: Response) {
-        if let Response::Moved { leader } = &response {
-            pool.note_moved(leader);
+    fn deliver(&self, pool: &Arc<Pool>, id: u32, response: Response) {
+        match &response {
+            Response::Moved { leader } => pool.on_moved(self, leader),
+            Response::Granted { .. } | Response::Released => pool.on_leads(self),
+            _ => {}
         }
         let waiter = lock(&self.pending).map.remove(&id);
         match waiter {
@@ -257,375 +381,109 @@ impl Session {
                     }
                 }
             }
+            Some(Waiter::Probe) => {}
             None => log::debug!("answer to id {id} that nobody waits for"),
         }
     }
 }
 
-/// One configured address and its current session, if any.
-pub(crate) struct Slot {
-    pub(crate) addr: String,
-    host: String,
-    session: Mutex<Option<Arc<Session>>>,
-    /// False until the first connection attempt ended: a slot still connecting for
-    /// the first time may be the leader's, worth a short wait (see [`LEADER_WAIT`]).
-    tried: AtomicBool,
-}
-
-impl Slot {
-    pub(crate) fn new(addr: String, host: String) -> Slot {
-        Slot { addr, host, session: Mutex::new(None), tried: AtomicBool::new(false) }
-    }
-
-    fn live(&self) -> Option<Arc<Session>> {
-        lock(&self.session).as_ref().filter(|s| !s.is_dead()).cloned()
-    }
-
-    /// Does a leader address from WELCOME or `M` name this slot?
-    fn is(&self, leader: &str, session: &Session) -> bool {
-        leader == self.addr || leader.parse::<SocketAddr>().map(|a| a == session.peer).unwrap_or(false)
+/// A fresh request id; 0 is reserved by the protocol and skipped.
+pub(crate) fn next_id(ids: &AtomicU32) -> u32 {
+    loop {
+        let id = ids.fetch_add(1, Ordering::Relaxed);
+        if id != 0 {
+            return id;
+        }
     }
 }
 
-/// Everything the client's threads share.
-pub(crate) struct Pool {
-    pub(crate) slots: Vec<Arc<Slot>>,
-    key: hmac::Key,
-    tls: Option<Arc<ClientConfig>>,
-    next_id: AtomicU32,
-    round_robin: AtomicUsize,
-    /// The leader named by the last `M` (or WELCOME): requests go there first.
-    leader_hint: Mutex<Option<String>>,
-    /// Bumped whenever a session is installed; waiters for a connection sleep on it.
-    generation: Mutex<u64>,
-    installed: Condvar,
-    shutdown: AtomicBool,
-    stop_lock: Mutex<()>,
-    stop: Condvar,
-    release_tx: Sender<Msg>,
-    /// Release jobs enqueued and not yet finished (the queue's bound applies to this).
-    pub(crate) release_outstanding: AtomicUsize,
-    /// Fault injection for tests: the next this-many frame writes fail before their
-    /// first byte, as if the socket had broken.
-    pub(crate) faults: Arc<AtomicUsize>,
+/// What [`connect`] needs from the pool.
+pub(crate) struct Dialer<'a> {
+    pub(crate) key: &'a hmac::Key,
+    pub(crate) tls: Option<&'a Arc<ClientConfig>>,
+    pub(crate) epoch: Instant,
+    pub(crate) faults: &'a Arc<AtomicUsize>,
 }
 
-impl Pool {
-    pub(crate) fn new(
-        slots: Vec<Arc<Slot>>,
-        key: hmac::Key,
-        tls: Option<Arc<ClientConfig>>,
-        release_tx: Sender<Msg>,
-    ) -> Pool {
-        Pool {
-            slots,
-            key,
-            tls,
-            next_id: AtomicU32::new(1),
-            round_robin: AtomicUsize::new(0),
-            leader_hint: Mutex::new(None),
-            generation: Mutex::new(0),
-            installed: Condvar::new(),
-            shutdown: AtomicBool::new(false),
-            stop_lock: Mutex::new(()),
-            stop: Condvar::new(),
-            release_tx,
-            release_outstanding: AtomicUsize::new(0),
-            faults: Arc::new(AtomicUsize::new(0)),
-        }
-    }
-
-    /// A fresh request id; 0 is reserved by the protocol and skipped.
-    pub(crate) fn next_id(&self) -> u32 {
-        loop {
-            let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-            if id != 0 {
-                return id;
+/// Connects and authenticates to `addr` (TLS server name `host`); returns the
+/// session and its read side.
+pub(crate) fn connect(
+    dialer: &Dialer<'_>,
+    addr: &str,
+    host: &str,
+) -> Result<(Arc<Session>, Box<dyn Read + Send>), String> {
+    let resolved: Vec<SocketAddr> =
+        crate::resolve::resolve(addr).map_err(|e| format!("cannot resolve {addr}: {e}"))?;
+    let mut last = format!("{addr} resolved to no address");
+    let mut sock = None;
+    for target in resolved {
+        match TcpStream::connect_timeout(&target, CONNECT_TIMEOUT) {
+            Ok(s) => {
+                sock = Some(s);
+                break;
             }
+            Err(e) => last = format!("connect {target}: {e}"),
         }
     }
-
-    pub(crate) fn leader_hint(&self) -> Option<String> {
-        lock(&self.leader_hint).clone()
-    }
-
-    fn note_moved(&self, leader: &str) {
-        if !leader.is_empty() {
-            log::debug!("MOVED: leader is {leader}");
-            *lock(&self.leader_hint) = Some(leader.to_owned());
+    let mut sock = sock.ok_or(last)?;
+    let peer = sock.peer_addr().map_err(|e| e.to_string())?;
+    let io = |e: io::Error| format!("{addr}: {e}");
+    sock.set_nodelay(true).map_err(io)?;
+    sock.set_read_timeout(Some(HANDSHAKE_TIMEOUT)).map_err(io)?;
+    sock.set_write_timeout(Some(WRITE_TIMEOUT)).map_err(io)?;
+    let hs = |e| format!("{addr}: {e}");
+    let (welcome, wire, reader): (Welcome, Wire, Box<dyn Read + Send>) = match dialer.tls {
+        None => {
+            let welcome = client_handshake(&mut sock, dialer.key, &CLIENT_LABELS).map_err(hs)?;
+            let reader = BufReader::with_capacity(READ_BUFFER_LEN, sock.try_clone().map_err(io)?);
+            (welcome, Wire::Plain(sock.try_clone().map_err(io)?), Box::new(reader))
         }
-    }
-
-    /// The session a request should go to now: the hinted leader's, else one whose
-    /// node said it leads, else any, round-robin among equals.
-    pub(crate) fn pick(&self) -> Option<Arc<Session>> {
-        self.pick_among(|_| true)
-    }
-
-    /// Like [`Pool::pick`], restricted to the slots `accept` allows.
-    pub(crate) fn pick_among(&self, accept: impl Fn(&Slot) -> bool) -> Option<Arc<Session>> {
-        self.choose(&accept, false)
-    }
-
-    /// The routing decision. With `patient`, settles for a node not known to lead
-    /// only when no other configured node is still connecting for the first time.
-    fn choose(&self, accept: &dyn Fn(&Slot) -> bool, patient: bool) -> Option<Arc<Session>> {
-        let accepted: Vec<&Slot> = self.slots.iter().map(|s| &**s).filter(|s| accept(s)).collect();
-        let live: Vec<(&Slot, Arc<Session>)> =
-            accepted.iter().filter_map(|slot| slot.live().map(|s| (*slot, s))).collect();
-        if live.is_empty() {
-            return None;
+        Some(config) => {
+            let name = ServerName::try_from(host.to_owned())
+                .map_err(|e| format!("{addr}: bad TLS server name {host:?}: {e}"))?;
+            let mut conn =
+                ClientConnection::new(Arc::clone(config), name).map_err(|e| format!("{addr}: TLS: {e}"))?;
+            let welcome = {
+                let mut stream = rustls::Stream::new(&mut conn, &mut sock);
+                client_handshake(&mut stream, dialer.key, &CLIENT_LABELS).map_err(hs)?
+            };
+            let conn = Arc::new(Mutex::new(conn));
+            let reader = TlsReader {
+                sock: sock.try_clone().map_err(io)?,
+                conn: Arc::clone(&conn),
+                raw: vec![0; READ_BUFFER_LEN],
+                start: 0,
+                end: 0,
+                eof: false,
+            };
+            let wire = Wire::Tls { sock: sock.try_clone().map_err(io)?, conn };
+            (welcome, wire, Box::new(reader))
         }
-        let hint = self.leader_hint();
-        let hinted: Vec<&Arc<Session>> = match &hint {
-            Some(h) => live.iter().filter(|(slot, s)| slot.is(h, s)).map(|(_, s)| s).collect(),
-            None => Vec::new(),
-        };
-        let candidates = if !hinted.is_empty() {
-            hinted
-        } else {
-            let leaders: Vec<&Arc<Session>> =
-                live.iter().filter(|(_, s)| s.is_leader()).map(|(_, s)| s).collect();
-            if !leaders.is_empty() {
-                leaders
-            } else {
-                let first_connect_pending = accepted.iter().any(|slot| {
-                    !slot.tried.load(Ordering::Acquire) && !live.iter().any(|(l, _)| l.addr == slot.addr)
-                });
-                if patient && first_connect_pending {
-                    return None;
-                }
-                live.iter().map(|(_, s)| s).collect()
-            }
-        };
-        let turn = self.round_robin.fetch_add(1, Ordering::Relaxed);
-        Some(Arc::clone(candidates[turn % candidates.len()]))
-    }
-
-    /// Waits until [`Pool::pick_among`] finds a session, or `deadline` passes. For
-    /// up to [`LEADER_WAIT`] it holds out for a leader's connection (see there).
-    pub(crate) fn wait_among(
-        &self,
-        deadline: Instant,
-        accept: impl Fn(&Slot) -> bool,
-    ) -> Option<Arc<Session>> {
-        let patient_until = deadline.min(Instant::now() + LEADER_WAIT);
-        loop {
-            let seen = *lock(&self.generation);
-            let patient = Instant::now() < patient_until;
-            if let Some(session) = self.choose(&accept, patient) {
-                return Some(session);
-            }
-            let until = if patient { patient_until } else { deadline };
-            let mut generation = lock(&self.generation);
-            while *generation == seen {
-                let now = Instant::now();
-                if self.is_shut_down() || (now >= deadline && !patient) {
-                    return None;
-                }
-                if now >= until {
-                    break;
-                }
-                generation =
-                    self.installed.wait_timeout(generation, until - now).unwrap_or_else(|e| e.into_inner()).0;
-            }
-        }
-    }
-
-    pub(crate) fn wait_for_session(&self, deadline: Instant) -> Option<Arc<Session>> {
-        self.wait_among(deadline, |_| true)
-    }
-
-    pub(crate) fn enqueue_release(&self, job: Job) -> Result<(), super::ReleaseError> {
-        let before = self.release_outstanding.fetch_add(1, Ordering::AcqRel);
-        if before >= super::release::RELEASE_QUEUE_CAPACITY {
-            self.release_outstanding.fetch_sub(1, Ordering::AcqRel);
-            return Err(super::ReleaseError::QueueFull);
-        }
-        if self.release_tx.send(Msg::Job(job)).is_err() {
-            // The worker is gone (client shut down); nothing will send it.
-            self.release_outstanding.fetch_sub(1, Ordering::AcqRel);
-            return Err(super::ReleaseError::Unconfirmed);
-        }
-        Ok(())
-    }
-
-    pub(crate) fn close_release_queue(&self) {
-        let _ = self.release_tx.send(Msg::Close);
-    }
-
-    pub(crate) fn is_shut_down(&self) -> bool {
-        self.shutdown.load(Ordering::Acquire)
-    }
-
-    /// Stops every connection thread (after the release worker drained its queue).
-    pub(crate) fn shut_down(&self) {
-        self.shutdown.store(true, Ordering::Release);
-        {
-            let _guard = lock(&self.stop_lock);
-            self.stop.notify_all();
-        }
-        {
-            let _generation = lock(&self.generation);
-            self.installed.notify_all();
-        }
-        for slot in &self.slots {
-            if let Some(session) = lock(&slot.session).as_ref() {
-                session.kill();
-            }
-        }
-    }
-
-    /// Sleeps for `pause` unless the pool shuts down first.
-    fn sleep(&self, pause: Duration) {
-        let deadline = Instant::now() + pause;
-        let mut guard = lock(&self.stop_lock);
-        while !self.is_shut_down() {
-            let now = Instant::now();
-            if now >= deadline {
-                return;
-            }
-            guard = self.stop.wait_timeout(guard, deadline - now).unwrap_or_else(|e| e.into_inner()).0;
-        }
-    }
-
-    fn install(&self, slot: &Slot, session: &Arc<Session>) {
-        if session.is_leader() {
-            *lock(&self.leader_hint) = Some(slot.addr.clone());
-        } else if !session.welcome.leader.is_empty() {
-            // A follower's WELCOME names the leader: believe it unless the current
-            // hint points at a connection that is up.
-            let current = self.leader_hint();
-            let current_live = current
-                .as_ref()
-                .is_some_and(|h| self.slots.iter().any(|s| s.live().is_some_and(|live| s.is(h, &live))));
-            if !current_live {
-                *lock(&self.leader_hint) = Some(session.welcome.leader.clone());
-            }
-        }
-        *lock(&slot.session) = Some(Arc::clone(session));
-        let mut generation = lock(&self.generation);
-        *generation += 1;
-        self.installed.notify_all();
-    }
-
-    /// Connects and authenticates to `addr`; returns the session and its read side.
-    pub(crate) fn connect(
-        &self,
-        addr: &str,
-        host: &str,
-    ) -> Result<(Arc<Session>, Box<dyn Read + Send>), String> {
-        let resolved: Vec<SocketAddr> =
-            crate::resolve::resolve(addr).map_err(|e| format!("cannot resolve {addr}: {e}"))?;
-        let mut last = format!("{addr} resolved to no address");
-        let mut sock = None;
-        for target in resolved {
-            match TcpStream::connect_timeout(&target, CONNECT_TIMEOUT) {
-                Ok(s) => {
-                    sock = Some(s);
-                    break;
-                }
-                Err(e) => last = format!("connect {target}: {e}"),
-            }
-        }
-        let mut sock = sock.ok_or(last)?;
-        let peer = sock.peer_addr().map_err(|e| e.to_string())?;
-        let io = |e: io::Error| format!("{addr}: {e}");
-        sock.set_nodelay(true).map_err(io)?;
-        sock.set_read_timeout(Some(HANDSHAKE_TIMEOUT)).map_err(io)?;
-        sock.set_write_timeout(Some(WRITE_TIMEOUT)).map_err(io)?;
-        let hs = |e| format!("{addr}: {e}");
-        let (welcome, wire, reader): (Welcome, Wire, Box<dyn Read + Send>) = match &self.tls {
-            None => {
-                let welcome = client_handshake(&mut sock, &self.key, &CLIENT_LABELS).map_err(hs)?;
-                let reader = BufReader::with_capacity(READ_BUFFER_LEN, sock.try_clone().map_err(io)?);
-                (welcome, Wire::Plain(sock.try_clone().map_err(io)?), Box::new(reader))
-            }
-            Some(config) => {
-                let name = ServerName::try_from(host.to_owned())
-                    .map_err(|e| format!("{addr}: bad TLS server name {host:?}: {e}"))?;
-                let mut conn = ClientConnection::new(Arc::clone(config), name)
-                    .map_err(|e| format!("{addr}: TLS: {e}"))?;
-                let welcome = {
-                    let mut stream = rustls::Stream::new(&mut conn, &mut sock);
-                    client_handshake(&mut stream, &self.key, &CLIENT_LABELS).map_err(hs)?
-                };
-                let conn = Arc::new(Mutex::new(conn));
-                let reader = TlsReader {
-                    sock: sock.try_clone().map_err(io)?,
-                    conn: Arc::clone(&conn),
-                    raw: vec![0; READ_BUFFER_LEN],
-                    start: 0,
-                    end: 0,
-                    eof: false,
-                };
-                let wire = Wire::Tls { sock: sock.try_clone().map_err(io)?, conn };
-                (welcome, wire, Box::new(reader))
-            }
-        };
-        // Why no read timeout from here on: answers to queued ACQUIREs may take up to
-        // the longest wait; callers time out on their own, and `kill` wakes the reader.
-        sock.set_read_timeout(None).map_err(io)?;
-        let session = Arc::new(Session {
-            welcome,
-            peer,
-            wire: Mutex::new(wire),
-            pending: Mutex::new(Pending { map: HashMap::new(), closed: false }),
-            sock,
-            dead: AtomicBool::new(false),
-            faults: Arc::clone(&self.faults),
-        });
-        Ok((session, reader))
-    }
-}
-
-/// The body of a slot's thread: connect, serve, reconnect with backoff, forever
-/// (until the client shuts down).
-pub(crate) fn run_slot(pool: Arc<Pool>, slot: Arc<Slot>) {
-    let mut backoff = Backoff::new();
-    while !pool.is_shut_down() {
-        match pool.connect(&slot.addr, &slot.host) {
-            Ok((session, reader)) => {
-                backoff.reset();
-                log::debug!(
-                    "connected to {} (node {}, role {})",
-                    slot.addr,
-                    session.welcome.node_id,
-                    session.welcome.role as char
-                );
-                slot.tried.store(true, Ordering::Release);
-                pool.install(&slot, &session);
-                if pool.is_shut_down() {
-                    session.kill();
-                }
-                read_loop(&pool, &session, reader);
-                session.close(&pool);
-                let mut current = lock(&slot.session);
-                if current.as_ref().is_some_and(|s| Arc::ptr_eq(s, &session)) {
-                    *current = None;
-                }
-                drop(current);
-                log::debug!("connection to {} ended", slot.addr);
-            }
-            Err(e) => {
-                log::debug!("connection to {} failed: {e}", slot.addr);
-                if !slot.tried.swap(true, Ordering::AcqRel) {
-                    // Wake requests holding out for this slot: it is not coming soon.
-                    let mut generation = lock(&pool.generation);
-                    *generation += 1;
-                    pool.installed.notify_all();
-                }
-            }
-        }
-        if pool.is_shut_down() {
-            break;
-        }
-        pool.sleep(backoff.next().expect("backoff is endless"));
-    }
+    };
+    // Why no read timeout from here on: answers to queued ACQUIREs may take up to
+    // the longest wait; callers time out on their own, the supervisor PINGs a silent
+    // session, and `kill` wakes the reader.
+    sock.set_read_timeout(None).map_err(io)?;
+    let leads = matches!(welcome.role, role::LEADER | role::STANDALONE);
+    let session = Arc::new(Session {
+        welcome,
+        peer,
+        addr: addr.to_owned(),
+        wire: Mutex::new(wire),
+        pending: Mutex::new(Pending { map: HashMap::new(), closed: false }),
+        sock,
+        dead: AtomicBool::new(false),
+        leads: AtomicBool::new(leads),
+        epoch: dialer.epoch,
+        last_rx_us: AtomicU64::new(us_since(dialer.epoch, Instant::now())),
+        ping_at_us: AtomicU64::new(0),
+        faults: Arc::clone(dialer.faults),
+    });
+    Ok((session, reader))
 }
 
 /// Reads responses until the connection ends or breaks the protocol.
-pub(crate) fn read_loop(pool: &Pool, session: &Session, reader: Box<dyn Read + Send>) {
+pub(crate) fn read_loop(pool: &Arc<Pool>, session: &Session, reader: Box<dyn Read + Send>) {
     let mut frames = FrameReader::new(reader, RESPONSE_FRAME_LEN_MAX);
     loop {
         let payload = match frames.read_payload() {
@@ -637,6 +495,7 @@ pub(crate) fn read_loop(pool: &Pool, session: &Session, reader: Box<dyn Read + S
                 return;
             }
         };
+        session.last_rx_us.store(us_since(session.epoch, Instant::now()), Ordering::Release);
         match decode_response(payload) {
             Ok((0, response)) => {
                 log::warn!("{} closed the connection: {response:?}", session.peer);

@@ -17,6 +17,9 @@ pub enum IndeterminateCause {
     NoAnswer,
     /// The server broke the protocol (an answer of the wrong kind).
     ProtocolViolation,
+    /// The `G` arrived after the lock's local deadline had passed: the lease may have
+    /// ended already. The client releases that grant in the background.
+    ExpiredOnArrival,
 }
 
 impl fmt::Display for IndeterminateCause {
@@ -26,6 +29,9 @@ impl fmt::Display for IndeterminateCause {
             IndeterminateCause::ServerUnknown => "the server cannot tell whether the request committed (U)",
             IndeterminateCause::NoAnswer => "no answer within the wait plus the commit margin",
             IndeterminateCause::ProtocolViolation => "the server sent an answer of the wrong kind",
+            IndeterminateCause::ExpiredOnArrival => {
+                "the grant arrived after its lease had run out locally; it is being released"
+            }
         })
     }
 }
@@ -57,7 +63,11 @@ pub enum AcquireError {
     /// `E 4`: the server has too many requests pending; try again later.
     Overloaded,
     /// No connection could take the request within the wait budget: nothing was sent.
-    Unavailable,
+    Unavailable {
+        /// Why the last connection attempt failed, when one did (refused, TLS, the
+        /// server rejected the auth token, ...).
+        last_error: Option<String>,
+    },
     /// The request was (at least partly) sent and its outcome is unknown.
     Indeterminate(IndeterminateCause),
 }
@@ -88,14 +98,19 @@ impl fmt::Display for AcquireError {
             }
             AcquireError::Invalid(why) => write!(f, "invalid request: {why}"),
             AcquireError::Overloaded => write!(f, "server overloaded; try again later"),
-            AcquireError::Unavailable => write!(
-                f,
-                "no server reachable within the wait; nothing was sent (check the addresses, the auth token and that a server runs)"
-            ),
-            AcquireError::Indeterminate(cause) => write!(
-                f,
-                "indeterminate: {cause}; the lock may be held, do not enter the critical section"
-            ),
+            AcquireError::Unavailable { last_error } => {
+                write!(
+                    f,
+                    "no server reachable within the wait; nothing was sent (check the addresses, the auth token and that a server runs)"
+                )?;
+                match last_error {
+                    Some(e) => write!(f, "; last connection error: {e}"),
+                    None => Ok(()),
+                }
+            }
+            AcquireError::Indeterminate(cause) => {
+                write!(f, "indeterminate: {cause}; the lock may be held, do not enter the critical section")
+            }
         }
     }
 }
@@ -204,6 +219,8 @@ pub enum BuildError {
     File { path: std::path::PathBuf, error: std::io::Error },
     /// The CA bundle has no usable certificate, or TLS could not be configured.
     Tls(String),
+    /// A background thread could not be started (the process is out of threads).
+    Thread(std::io::Error),
 }
 
 impl fmt::Display for BuildError {
@@ -220,6 +237,7 @@ impl fmt::Display for BuildError {
                 write!(f, "cannot read {}: {error}", path.display())
             }
             BuildError::Tls(why) => write!(f, "TLS configuration: {why}"),
+            BuildError::Thread(error) => write!(f, "cannot start a client thread: {error}"),
         }
     }
 }
@@ -227,7 +245,7 @@ impl fmt::Display for BuildError {
 impl std::error::Error for BuildError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
-            BuildError::File { error, .. } => Some(error),
+            BuildError::File { error, .. } | BuildError::Thread(error) => Some(error),
             _ => None,
         }
     }

@@ -5,14 +5,20 @@ use std::time::{Duration, Instant};
 
 use super::{Client, ReleaseError};
 
-/// What the server answered to a release. Both are definitive.
+/// What the server answered to a release. All are definitive about the present: the
+/// key is no longer held under this token.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum ReleaseOutcome {
     /// `R`: the release was committed; the key went to the next waiter or became free.
     Released,
     /// `N`: (key, owner, token) was not the holder: already released, expired, or
     /// never granted. Nothing changed.
     NotHolder,
+    /// `N`, but an earlier attempt of this same release was written and its answer
+    /// lost: that attempt may have released the key, or the lease had ended. Either
+    /// way the key is no longer held under this token.
+    ReleasedOrExpired,
 }
 
 impl fmt::Display for ReleaseOutcome {
@@ -20,6 +26,9 @@ impl fmt::Display for ReleaseOutcome {
         f.write_str(match self {
             ReleaseOutcome::Released => "released",
             ReleaseOutcome::NotHolder => "not holder (already released or expired)",
+            ReleaseOutcome::ReleasedOrExpired => {
+                "no longer held (released by an earlier attempt, or expired)"
+            }
         })
     }
 }

@@ -63,7 +63,9 @@ mod builder;
 mod conn;
 mod error;
 mod lock;
+mod pool;
 mod release;
+mod supervisor;
 mod tls;
 
 use std::sync::Arc;
@@ -78,10 +80,16 @@ pub use builder::{
 pub use conn::{CONNECT_TIMEOUT, WRITE_TIMEOUT};
 pub use error::{AcquireError, BuildError, ClientError, IndeterminateCause, ReleaseError};
 pub use lock::{HolderInfo, Lock, ReleaseOutcome};
+pub use pool::{LEADER_WAIT, LEARNED_ADDRS_MAX, RETIRE_GRACE, SEED_FALLBACK_AFTER};
 pub use release::{RELEASE_DEADLINE, RELEASE_QUEUE_CAPACITY};
+pub use supervisor::{IDLE_PING_DEFAULT, MEMBERSHIP_REFRESH, PING_ANSWER_TIMEOUT};
 
-use conn::{Pool, Reply, SendError, Session, Waiter};
+use conn::{Reply, SendError, Session, Waiter};
+use pool::Pool;
 use release::{Job, Origin};
+
+/// Pause before asking again after an `M` that named no leader (an election runs).
+const MOVED_PAUSE: Duration = Duration::from_millis(100);
 
 use crate::proto::frame::{encode_request, ErrorCode, Request, Response};
 use crate::proto::limits::{KEY_LEN_MAX, KEY_LEN_MIN, LEASE_S_MAX, LEASE_S_MIN, WAIT_MS_MAX};
@@ -162,14 +170,13 @@ impl Client {
         let mut frame = Vec::with_capacity(32 + key.len() + self.inner.owner.len());
         let (session, id, rx, sent_at, wait_sent) = loop {
             let Some(session) = pool.wait_for_session(send_end) else {
-                return Err(AcquireError::Unavailable);
+                return Err(AcquireError::Unavailable { last_error: pool.last_error() });
             };
             let wait_left = wait_end.saturating_duration_since(Instant::now());
-            let id = pool.next_id();
             frame.clear();
             encode_request(
                 &mut frame,
-                id,
+                0,
                 &Request::Acquire {
                     lease_s,
                     wait_ms: wait_left.as_millis() as u32,
@@ -178,8 +185,8 @@ impl Client {
                 },
             );
             let (tx, rx) = bounded(1);
-            match session.send(id, Waiter::Caller(tx), &frame) {
-                Ok(sent_at) => break (session, id, rx, sent_at, wait_left),
+            match session.send(&pool.ids, Waiter::Caller(tx), &mut frame) {
+                Ok((id, sent_at)) => break (session, id, rx, sent_at, wait_left),
                 // Not one byte left this process: another connection may carry it.
                 Err(SendError::NotSent) => continue,
                 Err(SendError::Partial) => {
@@ -192,6 +199,15 @@ impl Client {
             Ok(reply) => reply,
             Err(RecvTimeoutError::Timeout) => {
                 if session.compensate(id, key, &self.inner.owner) {
+                    if session.silent_since(sent_at) {
+                        // Nothing at all came back since the request was written: the node
+                        // or the path is dead, not just slow. Redial it.
+                        log::warn!(
+                            "{} answered nothing within the request's budget; reconnecting",
+                            session.peer
+                        );
+                        session.kill();
+                    }
                     return Err(AcquireError::Indeterminate(IndeterminateCause::NoAnswer));
                 }
                 // The reader took the answer just now; it is on its way.
@@ -202,7 +218,21 @@ impl Client {
         match reply {
             Reply::Answer(Response::Granted { token, lease_ms }) => {
                 let granted = lease.min(Duration::from_millis(u64::from(lease_ms)));
-                Ok(Lock::new(self.clone(), key.to_owned(), token, sent_at + granted, granted))
+                let deadline = sent_at + granted;
+                if Instant::now() >= deadline {
+                    // The lease may already have ended on the server: such a lock is of no
+                    // use, and returning it would invite a write after the expiry.
+                    log::warn!("grant of {key:?} (token {token}) arrived after its lease; releasing it");
+                    if let Err(e) = pool.enqueue_release(Job::compensation(
+                        key.to_owned(),
+                        self.inner.owner.clone(),
+                        token,
+                    )) {
+                        log::warn!("cannot release the expired grant: {e}; its lease ends it");
+                    }
+                    return Err(AcquireError::Indeterminate(IndeterminateCause::ExpiredOnArrival));
+                }
+                Ok(Lock::new(self.clone(), key.to_owned(), token, deadline, granted))
             }
             Reply::Answer(Response::Busy) => Err(AcquireError::Busy),
             Reply::Answer(Response::Timeout) => Err(AcquireError::Timeout),
@@ -279,7 +309,8 @@ impl Client {
     /// The STATUS text of the node at `addr`. A configured address uses its managed
     /// connection; any other gets a one-off connection.
     pub fn status_of(&self, addr: &str) -> Result<String, ClientError> {
-        let response = if self.inner.addrs.iter().any(|a| a == addr) {
+        let dialed = self.inner.pool.route().slots.iter().any(|slot| slot.addr == addr);
+        let response = if dialed {
             self.call(&Request::Status, |slot| slot.addr == addr)?
         } else {
             self.one_off(addr, &Request::Status)?
@@ -309,7 +340,7 @@ impl Client {
         while Instant::now() < deadline {
             let candidates: Vec<String> = match &target {
                 Some(leader) => vec![leader.clone()],
-                None => self.inner.addrs.clone(),
+                None => self.known_addrs(),
             };
             target = None;
             for addr in candidates {
@@ -351,34 +382,70 @@ impl Client {
         self.inner.pool.faults.store(count, std::sync::atomic::Ordering::Release);
     }
 
+    /// Every address the client knows: the leader's first, then the dialed ones, then
+    /// the seeds.
+    fn known_addrs(&self) -> Vec<String> {
+        let route = self.inner.pool.route();
+        let mut addrs: Vec<String> = route.hint.iter().cloned().collect();
+        for addr in route.slots.iter().map(|s| &s.addr).chain(self.inner.addrs.iter()) {
+            if !addrs.contains(addr) {
+                addrs.push(addr.clone());
+            }
+        }
+        addrs
+    }
+
     /// Sends a read-only request and waits for its answer. Read-only requests are safe
-    /// to send again, so a lost connection means another try within the budget.
-    fn call(&self, request: &Request, accept: impl Fn(&conn::Slot) -> bool) -> Result<Response, ClientError> {
+    /// to send again, so a lost connection or an `M` means another try within the
+    /// budget (after an `M`, at the leader it named).
+    fn call(&self, request: &Request, accept: impl Fn(&pool::Slot) -> bool) -> Result<Response, ClientError> {
         let pool = &self.inner.pool;
         let deadline = Instant::now() + self.inner.request_timeout;
         let mut sent_once = false;
+        let mut moved: Option<ClientError> = None;
         let mut frame = Vec::with_capacity(64);
         loop {
             let Some(session) = pool.wait_among(deadline, &accept) else {
-                return Err(if sent_once { ClientError::NoAnswer } else { ClientError::Unavailable });
+                return Err(match moved {
+                    Some(e) => e,
+                    None if sent_once => ClientError::NoAnswer,
+                    None => ClientError::Unavailable,
+                });
             };
-            let id = pool.next_id();
             frame.clear();
-            encode_request(&mut frame, id, request);
+            encode_request(&mut frame, 0, request);
             let (tx, rx) = bounded(1);
-            match session.send(id, Waiter::Caller(tx), &frame) {
-                Ok(_) => sent_once = true,
+            let (id, sent_at) = match session.send(&pool.ids, Waiter::Caller(tx), &mut frame) {
+                Ok(sent) => sent,
                 Err(SendError::NotSent) => continue,
                 Err(SendError::Partial) => {
                     sent_once = true;
                     continue;
                 }
-            }
+            };
+            sent_once = true;
             match rx.recv_deadline(deadline) {
-                Ok(Reply::Answer(response)) => return check_answer(response),
+                Ok(Reply::Answer(response)) => match check_answer(response) {
+                    Err(e @ ClientError::NotLeader { .. }) => {
+                        // Not executed: ask again where the `M` pointed (the reader moved
+                        // the hint). With no leader named, pause: an election is running.
+                        if matches!(e, ClientError::NotLeader { leader: None }) {
+                            pool.sleep(MOVED_PAUSE.min(deadline.saturating_duration_since(Instant::now())));
+                        }
+                        moved = Some(e);
+                    }
+                    other => return other,
+                },
                 Ok(Reply::Lost) | Err(RecvTimeoutError::Disconnected) => continue,
                 Err(RecvTimeoutError::Timeout) => {
                     session.forget(id);
+                    if session.silent_since(sent_at) {
+                        log::warn!(
+                            "{} answered nothing within the request's budget; reconnecting",
+                            session.peer
+                        );
+                        session.kill();
+                    }
                     return Err(ClientError::NoAnswer);
                 }
             }
@@ -405,11 +472,10 @@ impl Client {
             ClientError::Unavailable
         })?;
         let session: Arc<Session> = session;
-        let id = pool.next_id();
         let mut frame = Vec::new();
-        encode_request(&mut frame, id, request);
+        encode_request(&mut frame, 0, request);
         let (tx, rx) = bounded(1);
-        if session.send(id, Waiter::Caller(tx), &frame).is_err() {
+        if session.send(&pool.ids, Waiter::Caller(tx), &mut frame).is_err() {
             return Err(ClientError::Unavailable);
         }
         let reader_session = Arc::clone(&session);

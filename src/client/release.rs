@@ -17,7 +17,8 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{unbounded, Receiver, Sender};
 
-use super::conn::{Pool, Reply, SendError, Session, Waiter};
+use super::conn::{Reply, SendError, Session, Waiter};
+use super::pool::Pool;
 use super::{ReleaseError, ReleaseOutcome};
 use crate::proto::frame::{encode_request, ErrorCode, Request, Response};
 
@@ -27,8 +28,13 @@ pub const RELEASE_QUEUE_CAPACITY: usize = 1024;
 pub const RELEASE_DEADLINE: Duration = Duration::from_secs(5);
 /// An attempt without an answer for this long is sent again, on any connection.
 const RELEASE_ATTEMPT_TIMEOUT: Duration = Duration::from_secs(1);
-/// Pause before the next attempt when no connection is up or the server said `U`/`E 4`.
+/// Pause before the next attempt when no connection is up or the server said `U`/`E 4`;
+/// also the first pause after an `M` that leaves no other connection to try.
 const RELEASE_RETRY_PAUSE: Duration = Duration::from_millis(100);
+/// How often a release waiting for the leader's first connection looks again.
+const RELEASE_LEADER_POLL: Duration = Duration::from_millis(20);
+/// Longest pause between attempts of one release after repeated `M`s.
+const RELEASE_MOVED_PAUSE_MAX: Duration = Duration::from_secs(1);
 
 pub(crate) type Outcome = Result<ReleaseOutcome, ReleaseError>;
 
@@ -87,11 +93,40 @@ struct Item {
     /// attempt's `R`/`N` is the job's outcome.
     earlier: Vec<(Arc<Session>, u32)>,
     next_try: Instant,
+    /// Some attempt was written and then lost, unanswered or answered `U`: it may have
+    /// executed, so a later `N` cannot tell whether this release did it.
+    maybe_executed: bool,
+    /// The newest attempt got `N` while earlier attempts were still out: wait for
+    /// them (an `R` of theirs is the outcome), sending nothing more.
+    not_holder: bool,
+    /// The pause after the next `M` with nowhere else to go (doubles each time, and
+    /// starts over when an `M` brings news: a leader hint other than the last one).
+    moved_pause: Duration,
+    /// The leader hint when the last `M` arrived.
+    moved_hint: Option<String>,
 }
 
 impl Item {
     fn new(job: Job, now: Instant) -> Item {
-        Item { job, in_flight: None, earlier: Vec::new(), next_try: now }
+        Item {
+            job,
+            in_flight: None,
+            earlier: Vec::new(),
+            next_try: now,
+            maybe_executed: false,
+            not_holder: false,
+            moved_pause: RELEASE_RETRY_PAUSE,
+            moved_hint: None,
+        }
+    }
+
+    /// What an `N` means for this job, once no earlier attempt can still answer.
+    fn not_holder_outcome(&self) -> ReleaseOutcome {
+        if self.maybe_executed {
+            ReleaseOutcome::ReleasedOrExpired
+        } else {
+            ReleaseOutcome::NotHolder
+        }
     }
 
     /// Unregisters every attempt: a late answer to any of them is dropped.
@@ -154,13 +189,30 @@ pub(crate) fn run_worker(pool: Arc<Pool>, jobs: Receiver<Msg>) {
             if now >= item.job.deadline {
                 item.forget_attempts();
                 let item = items.swap_remove(index);
-                finish(&pool, item.job, Err(ReleaseError::Unconfirmed));
+                // After an `N`, the key is certainly no longer held under this token; only
+                // who ended the hold is unknown.
+                let outcome = if item.not_holder {
+                    Ok(ReleaseOutcome::ReleasedOrExpired)
+                } else {
+                    Err(ReleaseError::Unconfirmed)
+                };
+                finish(&pool, item.job, outcome);
+                continue;
+            }
+            if item.not_holder {
+                index += 1;
                 continue;
             }
             if item.in_flight.as_ref().is_some_and(|(_, _, attempt_end)| now >= *attempt_end) {
                 // Send again, but keep listening to this attempt (see `Item::earlier`).
                 let (session, id, _) = item.in_flight.take().expect("checked");
+                log::debug!(
+                    "release of {:?}: no answer from {} within {RELEASE_ATTEMPT_TIMEOUT:?}",
+                    item.job.key,
+                    session.addr
+                );
                 item.earlier.push((session, id));
+                item.maybe_executed = true;
                 item.next_try = now;
             }
             if item.in_flight.is_none() && now >= item.next_try {
@@ -173,21 +225,30 @@ pub(crate) fn run_worker(pool: Arc<Pool>, jobs: Receiver<Msg>) {
 }
 
 fn attempt(pool: &Pool, item: &mut Item, answers: &Sender<(u32, Reply)>, frame: &mut Vec<u8>, now: Instant) {
+    if pool.leader_connecting() {
+        // The leader an `M` named is being dialed; sending elsewhere would earn an `M`.
+        item.next_try = now + RELEASE_LEADER_POLL;
+        return;
+    }
     let Some(session) = pool.pick() else {
+        log::debug!("release of {:?}: no connection up", item.job.key);
         item.next_try = now + RELEASE_RETRY_PAUSE;
         return;
     };
-    let id = pool.next_id();
     frame.clear();
     encode_request(
         frame,
-        id,
+        0,
         &Request::Release { token: item.job.token, key: item.job.key.clone(), owner: item.job.owner.clone() },
     );
-    match session.send(id, Waiter::Worker(answers.clone()), frame) {
-        Ok(_) => item.in_flight = Some((session, id, now + RELEASE_ATTEMPT_TIMEOUT)),
+    match session.send(&pool.ids, Waiter::Worker(answers.clone()), frame) {
+        Ok((id, _)) => item.in_flight = Some((session, id, now + RELEASE_ATTEMPT_TIMEOUT)),
         // Why retry at once: the failed session is now dead, so the next pick is another.
-        Err(SendError::NotSent) | Err(SendError::Partial) => item.next_try = now,
+        Err(SendError::NotSent) => item.next_try = now,
+        Err(SendError::Partial) => {
+            item.maybe_executed = true;
+            item.next_try = now;
+        }
     }
 }
 
@@ -200,41 +261,94 @@ fn on_answer(pool: &Pool, items: &mut Vec<Item>, id: u32, reply: Reply) {
     };
     let now = Instant::now();
     let item = &mut items[index];
+    let definitive = matches!(
+        reply,
+        Reply::Answer(
+            Response::Released | Response::NotHolder | Response::Error { code: ErrorCode::Invalid, .. }
+        )
+    );
     if let Some(at) = item.earlier.iter().position(|(_, earlier)| *earlier == id) {
         // An attempt already sent again: only a definitive answer matters; anything
         // else leaves the newer attempt in charge.
         item.earlier.swap_remove(at);
-        if !matches!(
-            reply,
-            Reply::Answer(
-                Response::Released | Response::NotHolder | Response::Error { code: ErrorCode::Invalid, .. }
-            )
-        ) {
+        if !definitive {
+            if matches!(reply, Reply::Lost | Reply::Answer(Response::Unknown)) {
+                item.maybe_executed = true;
+            }
+            if item.not_holder && item.earlier.is_empty() {
+                let outcome = Ok(item.not_holder_outcome());
+                let mut item = items.swap_remove(index);
+                item.forget_attempts();
+                finish(pool, item.job, outcome);
+            }
+            return;
+        }
+        if matches!(reply, Reply::Answer(Response::NotHolder)) {
+            // This earlier attempt found no holder either; wait for the others.
+            item.not_holder = true;
+            if !item.earlier.is_empty() || item.in_flight.is_some() {
+                return;
+            }
+            let outcome = Ok(item.not_holder_outcome());
+            let mut item = items.swap_remove(index);
+            item.forget_attempts();
+            finish(pool, item.job, outcome);
             return;
         }
     } else {
-        item.in_flight = None;
+        let (session, _, _) = item.in_flight.take().expect("matched the attempt in flight");
+        match &reply {
+            Reply::Answer(Response::Moved { .. }) => {
+                // The reader already moved the leader hint. Go again at once only when it
+                // now points at another live connection; otherwise (the leader is not
+                // reachable, or unknown) back off, so queued releases do not bounce off
+                // the followers at round-trip speed.
+                let elsewhere = pool.pick_other(&session).is_some_and(|s| s.leads() || pool.is_hinted(&s));
+                log::debug!(
+                    "release of {:?}: M from {} (another leader up: {elsewhere})",
+                    item.job.key,
+                    session.addr
+                );
+                let hint = pool.hint();
+                if hint.is_some() && hint != item.moved_hint {
+                    item.moved_pause = RELEASE_RETRY_PAUSE;
+                }
+                item.moved_hint = hint;
+                if elsewhere {
+                    item.next_try = now;
+                } else {
+                    item.next_try = now + item.moved_pause;
+                    item.moved_pause = (item.moved_pause * 2).min(RELEASE_MOVED_PAUSE_MAX);
+                }
+                return;
+            }
+            Reply::Lost => {
+                log::debug!("release of {:?}: connection to {} lost", item.job.key, session.addr);
+                item.maybe_executed = true;
+                item.next_try = now;
+                return;
+            }
+            Reply::Answer(Response::NotHolder) if !item.earlier.is_empty() => {
+                // An earlier attempt may still answer R: that, not this N, is the outcome.
+                item.not_holder = true;
+                return;
+            }
+            Reply::Answer(Response::Unknown) => item.maybe_executed = true,
+            _ => {}
+        }
     }
     let outcome = match reply {
         Reply::Answer(Response::Released) => Ok(ReleaseOutcome::Released),
-        Reply::Answer(Response::NotHolder) => Ok(ReleaseOutcome::NotHolder),
+        Reply::Answer(Response::NotHolder) => Ok(item.not_holder_outcome()),
         Reply::Answer(Response::Error { code: ErrorCode::Invalid, message }) => {
             Err(ReleaseError::Invalid(message))
-        }
-        Reply::Answer(Response::Moved { .. }) => {
-            // The reader already moved the leader hint; go there now.
-            item.next_try = now;
-            return;
-        }
-        Reply::Lost => {
-            item.next_try = now;
-            return;
         }
         Reply::Answer(other) => {
             log::debug!("release of {:?} answered {other:?}; retrying", item.job.key);
             item.next_try = now + RELEASE_RETRY_PAUSE;
             return;
         }
+        Reply::Lost => unreachable!("handled above"),
     };
     let mut item = items.swap_remove(index);
     item.forget_attempts();
