@@ -227,3 +227,93 @@ fn a_fresh_client_sends_its_first_request_to_the_leader() {
         assert_eq!(acquires(&follower), 0);
     }
 }
+
+#[test]
+fn a_grant_arriving_after_its_lease_ran_out_is_released_not_returned() {
+    // Lease 1 s; the G comes 1.3 s after the ACQUIRE (within wait + margin).
+    let fake = FakeServer::start(
+        b'S',
+        Box::new(|_, _, request| match request {
+            Request::Acquire { .. } => Action::ReplyAfter(
+                Duration::from_millis(1300),
+                Response::Granted { token: 4242, lease_ms: 1000 },
+            ),
+            other => Action::Reply(default_answer(other)),
+        }),
+    );
+    let client = fake.client();
+    let err = client.acquire("k", Duration::from_secs(1), Duration::from_secs(2)).unwrap_err();
+    assert_eq!(err, AcquireError::Indeterminate(IndeterminateCause::ExpiredOnArrival));
+    assert!(!err.is_definitive());
+    let released = || {
+        fake.received()
+            .iter()
+            .any(|(_, _, r)| matches!(r, Request::Release { token: 4242, key, .. } if key == "k"))
+    };
+    assert!(eventually(Duration::from_secs(3), released), "the expired grant was released");
+}
+
+#[test]
+fn query_follows_m_to_the_leader_it_names() {
+    let leader = FakeServer::start(
+        b'F',
+        Box::new(|_, _, request| match request {
+            Request::Query { .. } => {
+                Action::Reply(Response::Holder { token: 9, remaining_ms: 500, waiters: 0, owner: "x".into() })
+            }
+            other => Action::Reply(default_answer(other)),
+        }),
+    );
+    let hint = leader.addr_string();
+    // The stale node says it leads in WELCOME and answers QUERY with M.
+    let stale = FakeServer::start(
+        b'L',
+        Box::new(move |_, _, request| match request {
+            Request::Query { .. } => Action::Reply(Response::Moved { leader: hint.clone() }),
+            other => Action::Reply(default_answer(other)),
+        }),
+    );
+    let client = client_for(&[stale.addr_string(), leader.addr_string()]);
+    assert!(eventually(Duration::from_secs(5), || stale.handshakes() == 1 && leader.handshakes() == 1));
+    let holder = client.query("k").expect("answered by the leader after the M").expect("held");
+    assert_eq!(holder.token, 9);
+    let queries = |f: &FakeServer| f.count(|r| matches!(r, Request::Query { .. }));
+    assert_eq!((queries(&stale), queries(&leader)), (1, 1));
+}
+
+#[test]
+fn request_ids_never_reuse_one_still_pending() {
+    // An ACQUIRE stays unanswered (queued) while the id counter comes round to its id.
+    let fake = FakeServer::start(
+        b'S',
+        Box::new(|_, _, request| match request {
+            Request::Acquire { .. } => Action::Ignore,
+            other => Action::Reply(default_answer(other)),
+        }),
+    );
+    let client = fake.client();
+    client.ping().unwrap();
+    let waiting = {
+        let client = client.clone();
+        std::thread::spawn(move || client.acquire("k", LEASE, Duration::from_secs(2)))
+    };
+    assert!(eventually(Duration::from_secs(3), || acquires(&fake) == 1));
+    let (conn, pending_id, _) =
+        fake.received().into_iter().find(|(_, _, r)| matches!(r, Request::Acquire { .. })).unwrap();
+    // Queries alternate between the two connections; each starts from the pending id.
+    for _ in 0..4 {
+        client.set_next_request_id(pending_id);
+        assert_eq!(client.query("q").unwrap(), None);
+    }
+    let reused: Vec<u32> = fake
+        .received()
+        .iter()
+        .filter(|(c, id, r)| *c == conn && *id == pending_id && !matches!(r, Request::Acquire { .. }))
+        .map(|(_, id, _)| *id)
+        .collect();
+    assert!(reused.is_empty(), "id {pending_id} sent again while pending: {reused:?}");
+    let on_that_conn =
+        fake.received().iter().filter(|(c, _, r)| *c == conn && matches!(r, Request::Query { .. })).count();
+    assert!(on_that_conn >= 1, "no query shared the pending ACQUIRE's connection");
+    assert!(!waiting.join().unwrap().unwrap_err().is_definitive());
+}

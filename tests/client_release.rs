@@ -157,3 +157,47 @@ fn releases_survive_a_broken_connection() {
     assert_eq!(lock.release(), Ok(ReleaseOutcome::Released));
     assert_eq!(attempts.load(Ordering::SeqCst), 2);
 }
+
+#[test]
+fn an_n_after_a_lost_attempt_is_released_or_expired_not_not_holder() {
+    // The first attempt is written and its connection breaks before any answer: it may
+    // have executed. The retry finds no holder. Whether our release or the lease ended
+    // the hold is unknown, so the outcome is not "the lease had ended".
+    let attempts = Arc::new(AtomicU64::new(0));
+    let seen = Arc::clone(&attempts);
+    let fake = fake_with_release(move || {
+        if seen.fetch_add(1, Ordering::SeqCst) == 0 {
+            Action::Close
+        } else {
+            Action::Reply(Response::NotHolder)
+        }
+    });
+    let client = fake.client();
+    let lock = client.acquire("k", LEASE, Duration::ZERO).unwrap();
+    assert_eq!(lock.release(), Ok(ReleaseOutcome::ReleasedOrExpired));
+    assert_eq!(attempts.load(Ordering::SeqCst), 2);
+    // Without a lost attempt, N is NotHolder as before.
+    assert_eq!(client.release("other", 1), Ok(ReleaseOutcome::NotHolder));
+}
+
+#[test]
+fn an_n_to_a_retry_waits_for_the_earlier_attempt_and_never_says_not_holder() {
+    // The first attempt is never answered (sent again after 1 s); the retry gets N.
+    // The first one is still out and may have released the key: the worker waits for
+    // it until the 5 s deadline, then reports ReleasedOrExpired.
+    let attempts = Arc::new(AtomicU64::new(0));
+    let seen = Arc::clone(&attempts);
+    let fake = fake_with_release(move || {
+        if seen.fetch_add(1, Ordering::SeqCst) == 0 {
+            Action::Ignore
+        } else {
+            Action::Reply(Response::NotHolder)
+        }
+    });
+    let client = fake.client();
+    let lock = client.acquire("k", LEASE, Duration::ZERO).unwrap();
+    let start = Instant::now();
+    assert_eq!(lock.release(), Ok(ReleaseOutcome::ReleasedOrExpired));
+    assert!(start.elapsed() >= Duration::from_millis(4900), "{:?}", start.elapsed());
+    assert_eq!(attempts.load(Ordering::SeqCst), 2, "nothing more is sent after the N");
+}

@@ -395,6 +395,13 @@ impl Client {
         addrs
     }
 
+    /// For tests: the next request id the client will try (ids still pending on a
+    /// connection are skipped).
+    #[doc(hidden)]
+    pub fn set_next_request_id(&self, id: u32) {
+        self.inner.pool.ids.store(id, std::sync::atomic::Ordering::Release);
+    }
+
     /// Sends a read-only request and waits for its answer. Read-only requests are safe
     /// to send again, so a lost connection or an `M` means another try within the
     /// budget (after an `M`, at the leader it named).
