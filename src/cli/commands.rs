@@ -25,7 +25,7 @@ pub(super) fn acquire(args: &[String]) -> i32 {
         Ok(c) => c,
         Err(code) => return code,
     };
-    match client.acquire(key, lease, wait) {
+    match acquire_following(&client, key, lease, wait) {
         Ok(lock) => {
             eprintln!("acquired {key} as owner {} for {} s", lock.owner(), lock.lease().as_secs());
             println!("{}", lock.into_token());

@@ -52,7 +52,7 @@ pub(super) fn run(args: &[String]) -> i32 {
         Ok(c) => c,
         Err(code) => return code,
     };
-    let lock = match client.acquire(key, lease, wait) {
+    let lock = match acquire_following(&client, key, lease, wait) {
         Ok(lock) => lock,
         Err(e) => {
             eprintln!("ticketing run: {e}");

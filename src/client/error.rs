@@ -83,6 +83,16 @@ impl AcquireError {
     pub fn is_contended(&self) -> bool {
         matches!(self, AcquireError::Busy | AcquireError::Timeout)
     }
+
+    /// True when the request was certainly not executed and trying again soon may
+    /// succeed: `NotLeader` (the client now routes to the leader it named),
+    /// `Overloaded`, `Unavailable`.
+    pub fn is_retryable(&self) -> bool {
+        matches!(
+            self,
+            AcquireError::NotLeader { .. } | AcquireError::Overloaded | AcquireError::Unavailable { .. }
+        )
+    }
 }
 
 impl fmt::Display for AcquireError {
@@ -175,6 +185,12 @@ impl ClientError {
     /// True when waiting longer might have helped (`Unavailable`, `NoAnswer`).
     pub fn is_timeout(&self) -> bool {
         matches!(self, ClientError::Unavailable | ClientError::NoAnswer)
+    }
+
+    /// True when the request was certainly not executed and trying again soon may
+    /// succeed: `NotLeader`, `Overloaded`, `Unavailable`.
+    pub fn is_retryable(&self) -> bool {
+        matches!(self, ClientError::NotLeader { .. } | ClientError::Overloaded | ClientError::Unavailable)
     }
 }
 
