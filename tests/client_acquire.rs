@@ -77,7 +77,7 @@ fn a_written_acquire_is_never_resent_when_the_connection_drops() {
     );
     let client = fake.client();
     let err = client.acquire("k", LEASE, Duration::from_secs(2)).unwrap_err();
-    assert_eq!(err, AcquireError::Indeterminate(IndeterminateCause::ConnectionLost));
+    assert_eq!(err.indeterminate_cause(), Some(IndeterminateCause::ConnectionLost));
     assert!(!err.is_definitive());
     // Give a wrong resend every chance to show up, on the other connection or a new one.
     std::thread::sleep(Duration::from_millis(700));
@@ -108,7 +108,7 @@ fn unknown_is_indeterminate() {
         }),
     );
     let err = fake.client().acquire("k", LEASE, Duration::ZERO).unwrap_err();
-    assert_eq!(err, AcquireError::Indeterminate(IndeterminateCause::ServerUnknown));
+    assert_eq!(err.indeterminate_cause(), Some(IndeterminateCause::ServerUnknown));
     assert_eq!(acquires(&fake), 1);
 }
 
@@ -126,7 +126,7 @@ fn no_answer_within_wait_plus_margin_is_indeterminate() {
     let start = Instant::now();
     let err = client.acquire("k", LEASE, Duration::from_millis(200)).unwrap_err();
     let took = start.elapsed();
-    assert_eq!(err, AcquireError::Indeterminate(IndeterminateCause::NoAnswer));
+    assert_eq!(err.indeterminate_cause(), Some(IndeterminateCause::NoAnswer));
     assert!(took >= Duration::from_millis(500) && took < Duration::from_secs(2), "{took:?}");
     assert_eq!(acquires(&fake), 1);
 }
@@ -243,7 +243,7 @@ fn a_grant_arriving_after_its_lease_ran_out_is_released_not_returned() {
     );
     let client = fake.client();
     let err = client.acquire("k", Duration::from_secs(1), Duration::from_secs(2)).unwrap_err();
-    assert_eq!(err, AcquireError::Indeterminate(IndeterminateCause::ExpiredOnArrival));
+    assert_eq!(err.indeterminate_cause(), Some(IndeterminateCause::ExpiredOnArrival));
     assert!(!err.is_definitive());
     let released = || {
         fake.received()
@@ -316,4 +316,27 @@ fn request_ids_never_reuse_one_still_pending() {
         fake.received().iter().filter(|(c, _, r)| *c == conn && matches!(r, Request::Query { .. })).count();
     assert!(on_that_conn >= 1, "no query shared the pending ACQUIRE's connection");
     assert!(!waiting.join().unwrap().unwrap_err().is_definitive());
+}
+
+#[test]
+fn owner_views_and_lock_parts_round_trip() {
+    let fake = FakeServer::granting();
+    let client = fake.client();
+    let caller = client.with_owner("test-owner-7").unwrap();
+    assert!(client.with_owner("").is_err(), "owners are checked like the builder's");
+    let lock = caller.acquire("k", LEASE, Duration::ZERO).unwrap();
+    assert_eq!(lock.owner(), "test-owner-7");
+    let (token, deadline) = (lock.token(), lock.deadline());
+    let parts = lock.into_parts();
+    assert_eq!((parts.token, parts.deadline, parts.owner.as_str()), (token, deadline, "test-owner-7"));
+    std::thread::sleep(Duration::from_millis(100));
+    assert_eq!(fake.count(|r| matches!(r, Request::Release { .. })), 0, "into_parts does not release");
+    // Any handle of the client adopts it; the release keeps the lock's owner.
+    let lock = client.adopt(parts);
+    assert_eq!(lock.release(), Ok(ticketing::client::ReleaseOutcome::Released));
+    let released = fake.received().into_iter().find_map(|(_, _, r)| match r {
+        Request::Release { token, owner, .. } => Some((token, owner)),
+        _ => None,
+    });
+    assert_eq!(released, Some((token, "test-owner-7".to_owned())));
 }

@@ -7,7 +7,7 @@ use std::time::Duration;
 use super::pool::Pool;
 use super::release::run_worker;
 use super::supervisor::{run_supervisor, IDLE_PING_DEFAULT};
-use super::{tls, BuildError, Client, Inner};
+use super::{tls, BuildError, Client, Closer, Inner};
 use crate::proto::handshake::auth_key;
 use crate::proto::limits::{AUTH_TOKEN_LEN_MIN, OWNER_LEN_MAX, OWNER_LEN_MIN};
 
@@ -217,6 +217,7 @@ impl ClientBuilder {
                 addrs: addrs.into_iter().map(|(a, _)| a).collect(),
                 request_timeout: self.request_timeout,
                 commit_margin: self.commit_margin,
+                _closer: Arc::new(Closer(Arc::clone(&pool))),
             }),
         };
         // From here on, dropping `client` stops every thread started so far.
@@ -249,7 +250,7 @@ pub(crate) fn host_of(addr: &str) -> Option<String> {
     Some(host.to_owned())
 }
 
-fn check_owner(owner: &str) -> Result<(), BuildError> {
+pub(crate) fn check_owner(owner: &str) -> Result<(), BuildError> {
     if owner.len() < OWNER_LEN_MIN || owner.len() > OWNER_LEN_MAX {
         return Err(BuildError::BadOwner(format!("{} bytes; must be 1..=255", owner.len())));
     }

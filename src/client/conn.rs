@@ -60,10 +60,41 @@ pub(crate) enum Waiter {
     /// A background thread (release worker, supervisor) that multiplexes its requests
     /// on one channel.
     Worker(Sender<(u32, Reply)>),
-    /// The caller of an ACQUIRE stopped waiting: a `G` that still arrives is released.
-    Compensate { key: String, owner: String },
+    /// The caller of an ACQUIRE stopped waiting: a `G` that still arrives is released
+    /// (unless `Client::resolve` disarmed `state` to adopt it).
+    Compensate { key: String, owner: String, state: Arc<LateGrant> },
     /// A PING of the supervisor: only the arrival of a frame matters.
     Probe,
+}
+
+/// What became of a late grant of an ACQUIRE whose caller gave up.
+#[derive(Debug)]
+pub(crate) struct LateGrant(std::sync::atomic::AtomicU8);
+
+impl LateGrant {
+    const ARMED: u8 = 0;
+    const FIRED: u8 = 1;
+    const DISARMED: u8 = 2;
+
+    pub(crate) fn armed() -> Arc<LateGrant> {
+        Arc::new(LateGrant(std::sync::atomic::AtomicU8::new(Self::ARMED)))
+    }
+
+    /// A grant known to be released already (it arrived after its lease).
+    pub(crate) fn fired() -> Arc<LateGrant> {
+        Arc::new(LateGrant(std::sync::atomic::AtomicU8::new(Self::FIRED)))
+    }
+
+    /// The late `G` arrived: true when it is to be released (not disarmed).
+    fn fire(&self) -> bool {
+        self.0.compare_exchange(Self::ARMED, Self::FIRED, Ordering::AcqRel, Ordering::Acquire).is_ok()
+    }
+
+    /// Stops a `G` still to come from being released. False when one already was.
+    pub(crate) fn disarm(&self) -> bool {
+        self.0.compare_exchange(Self::ARMED, Self::DISARMED, Ordering::AcqRel, Ordering::Acquire).is_ok()
+            || self.0.load(Ordering::Acquire) == Self::DISARMED
+    }
 }
 
 /// Why a request was not (completely) written.
@@ -313,16 +344,21 @@ impl Session {
     }
 
     /// Turns the waiter of an ACQUIRE into a compensation: a `G` that still arrives is
-    /// released through the release queue. Returns false when the answer was already
+    /// released through the release queue. Returns None when the answer was already
     /// taken by the reader (it is then in, or about to be in, the caller's channel).
-    pub(crate) fn compensate(&self, id: u32, key: &str, owner: &str) -> bool {
+    pub(crate) fn compensate(&self, id: u32, key: &str, owner: &str) -> Option<Arc<LateGrant>> {
         let mut pending = lock(&self.pending);
         match pending.map.get_mut(&id) {
             Some(waiter) => {
-                *waiter = Waiter::Compensate { key: key.to_owned(), owner: owner.to_owned() };
-                true
+                let state = LateGrant::armed();
+                *waiter = Waiter::Compensate {
+                    key: key.to_owned(),
+                    owner: owner.to_owned(),
+                    state: Arc::clone(&state),
+                };
+                Some(state)
             }
-            None => false,
+            None => None,
         }
     }
 
@@ -371,8 +407,14 @@ impl Session {
             Some(Waiter::Worker(tx)) => {
                 let _ = tx.send((id, Reply::Answer(response)));
             }
-            Some(Waiter::Compensate { key, owner }) => {
+            Some(Waiter::Compensate { key, owner, state }) => {
                 if let Response::Granted { token, .. } = response {
+                    if !state.fire() {
+                        log::info!(
+                            "late grant of {key:?} (token {token}) left to the caller that resolved it"
+                        );
+                        return;
+                    }
                     log::warn!(
                         "late grant of {key:?} (token {token}) after the caller gave up; releasing it"
                     );

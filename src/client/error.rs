@@ -4,6 +4,10 @@
 //! [`AcquireError::Indeterminate`] (it may be held; do not enter the critical section).
 
 use std::fmt;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::conn::LateGrant;
 
 /// Why an ACQUIRE got no definitive answer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -33,6 +37,66 @@ impl fmt::Display for IndeterminateCause {
                 "the grant arrived after its lease had run out locally; it is being released"
             }
         })
+    }
+}
+
+/// An ACQUIRE whose outcome is unknown: why, and what
+/// [`Client::resolve`](super::Client::resolve) needs to find out later without sending
+/// it again.
+#[derive(Clone, Debug)]
+pub struct Indeterminate {
+    pub(crate) cause: IndeterminateCause,
+    pub(crate) key: String,
+    pub(crate) owner: String,
+    pub(crate) lease: Duration,
+    pub(crate) wait: Duration,
+    pub(crate) sent_at: Instant,
+    /// The pending entry that releases a late `G` (for `NoAnswer`), or the record
+    /// that a late grant is already being released (`ExpiredOnArrival`).
+    pub(crate) late_grant: Option<Arc<LateGrant>>,
+}
+
+impl Indeterminate {
+    /// Why no definitive answer came.
+    pub fn cause(&self) -> IndeterminateCause {
+        self.cause
+    }
+    /// The key the ACQUIRE asked for.
+    pub fn key(&self) -> &str {
+        &self.key
+    }
+    /// The owner it was sent with.
+    pub fn owner(&self) -> &str {
+        &self.owner
+    }
+    /// The lease it asked for.
+    pub fn lease(&self) -> Duration {
+        self.lease
+    }
+    /// The wait it was sent with.
+    pub fn wait(&self) -> Duration {
+        self.wait
+    }
+    /// The instant taken just before its first byte was written.
+    pub fn sent_at(&self) -> Instant {
+        self.sent_at
+    }
+}
+
+/// Equal when cause, key, owner, lease and wait are (the instants and the
+/// late-grant record are not compared).
+impl PartialEq for Indeterminate {
+    fn eq(&self, other: &Self) -> bool {
+        (self.cause, &self.key, &self.owner, self.lease, self.wait)
+            == (other.cause, &other.key, &other.owner, other.lease, other.wait)
+    }
+}
+
+impl Eq for Indeterminate {}
+
+impl fmt::Display for Indeterminate {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.cause)
     }
 }
 
@@ -69,7 +133,8 @@ pub enum AcquireError {
         last_error: Option<String>,
     },
     /// The request was (at least partly) sent and its outcome is unknown.
-    Indeterminate(IndeterminateCause),
+    /// [`Client::resolve`](super::Client::resolve) can find out later.
+    Indeterminate(Indeterminate),
 }
 
 impl AcquireError {
@@ -82,6 +147,14 @@ impl AcquireError {
     /// True for `Busy` and `Timeout`: the key is held by someone else.
     pub fn is_contended(&self) -> bool {
         matches!(self, AcquireError::Busy | AcquireError::Timeout)
+    }
+
+    /// The cause, for an [`AcquireError::Indeterminate`].
+    pub fn indeterminate_cause(&self) -> Option<IndeterminateCause> {
+        match self {
+            AcquireError::Indeterminate(i) => Some(i.cause),
+            _ => None,
+        }
     }
 
     /// True when the request was certainly not executed and trying again soon may

@@ -60,15 +60,54 @@ pub struct HolderInfo {
 pub struct Lock {
     client: Client,
     key: String,
+    owner: String,
     token: u64,
     deadline: Instant,
     lease: Duration,
     released: bool,
 }
 
+/// The plain data of a [`Lock`], from [`Lock::into_parts`]; [`Client::adopt`] makes it
+/// a lock again. Only this crate makes one, so a lock is never forged from guesses.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct LockParts {
+    pub key: String,
+    pub owner: String,
+    pub token: u64,
+    /// The local deadline (see [`Lock::deadline`]).
+    pub deadline: Instant,
+    pub lease: Duration,
+}
+
 impl Lock {
-    pub(crate) fn new(client: Client, key: String, token: u64, deadline: Instant, lease: Duration) -> Lock {
-        Lock { client, key, token, deadline, lease, released: false }
+    pub(crate) fn new(
+        client: Client,
+        key: String,
+        owner: String,
+        token: u64,
+        deadline: Instant,
+        lease: Duration,
+    ) -> Lock {
+        Lock { client, key, owner, token, deadline, lease, released: false }
+    }
+
+    pub(crate) fn from_parts(client: Client, parts: LockParts) -> Lock {
+        Lock::new(client, parts.key, parts.owner, parts.token, parts.deadline, parts.lease)
+    }
+
+    /// Gives up the handle without releasing and returns its data; the key stays held
+    /// until released (by [`Client::adopt`]'s lock, or [`Client::release`] with the
+    /// same owner) or its lease ends.
+    pub fn into_parts(mut self) -> LockParts {
+        self.released = true;
+        LockParts {
+            key: std::mem::take(&mut self.key),
+            owner: std::mem::take(&mut self.owner),
+            token: self.token,
+            deadline: self.deadline,
+            lease: self.lease,
+        }
     }
 
     /// The locked key.
@@ -76,9 +115,9 @@ impl Lock {
         &self.key
     }
 
-    /// The owner the lock was granted to (the client's owner).
+    /// The owner the lock was granted to.
     pub fn owner(&self) -> &str {
-        self.client.owner()
+        &self.owner
     }
 
     /// The fencing token: strictly greater than every earlier grant's in the domain.
@@ -115,7 +154,7 @@ impl Lock {
     /// the release is not confirmed and the key may stay held until its lease ends.
     pub fn release(mut self) -> Result<ReleaseOutcome, ReleaseError> {
         self.released = true;
-        self.client.release(&self.key, self.token)
+        self.client.release_as(&self.owner, &self.key, self.token)
     }
 }
 
@@ -143,7 +182,7 @@ impl fmt::Debug for Lock {
 impl Drop for Lock {
     fn drop(&mut self) {
         if !self.released {
-            self.client.release_in_background(&self.key, self.token);
+            self.client.release_in_background(&self.owner, &self.key, self.token);
         }
     }
 }

@@ -78,8 +78,8 @@ pub use builder::{
     split_addrs, ClientBuilder, COMMIT_MARGIN, CONNECT_WAIT_MIN, DEFAULT_ADDR, REQUEST_TIMEOUT_DEFAULT,
 };
 pub use conn::{CONNECT_TIMEOUT, WRITE_TIMEOUT};
-pub use error::{AcquireError, BuildError, ClientError, IndeterminateCause, ReleaseError};
-pub use lock::{HolderInfo, Lock, ReleaseOutcome};
+pub use error::{AcquireError, BuildError, ClientError, Indeterminate, IndeterminateCause, ReleaseError};
+pub use lock::{HolderInfo, Lock, LockParts, ReleaseOutcome};
 pub use pool::{LEADER_WAIT, LEARNED_ADDRS_MAX, RETIRE_GRACE, SEED_FALLBACK_AFTER};
 pub use release::{RELEASE_DEADLINE, RELEASE_QUEUE_CAPACITY};
 pub use supervisor::{IDLE_PING_DEFAULT, MEMBERSHIP_REFRESH, PING_ANSWER_TIMEOUT};
@@ -102,20 +102,42 @@ pub struct Client {
     inner: Arc<Inner>,
 }
 
+#[derive(Clone)]
 struct Inner {
     pool: Arc<Pool>,
     owner: String,
     addrs: Vec<String>,
     request_timeout: Duration,
     commit_margin: Duration,
+    /// Shared by every owner view of one client: the last one gone closes the pool.
+    _closer: Arc<Closer>,
 }
 
-impl Drop for Inner {
+/// Closes the release queue when the last handle on a pool is gone.
+struct Closer(Arc<Pool>);
+
+impl Drop for Closer {
     fn drop(&mut self) {
         // Never blocks: the release worker finishes what is queued, then stops the
         // connection threads.
-        self.pool.close_release_queue();
+        self.0.close_release_queue();
     }
+}
+
+/// What [`Client::resolve`] found out about an indeterminate ACQUIRE.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum Resolution {
+    /// The key is held by the acquire's owner: the grant did happen. The lock is
+    /// adopted; its deadline is the instant before the QUERY was sent plus the lease
+    /// the leader reported left, so never later than the server's expiry.
+    Held(Lock),
+    /// The key is not held by that owner (free, or someone else's), or the client is
+    /// already releasing the late grant. Nothing to do.
+    NotHeld,
+    /// Could not be told within the timeout (no leader answered, or the window in which
+    /// the grant could still happen did not pass in time).
+    Unknown,
 }
 
 impl std::fmt::Debug for Client {
@@ -135,9 +157,28 @@ impl Client {
         &self.inner.owner
     }
 
-    /// The configured addresses.
+    /// The configured addresses (the seeds).
     pub fn addrs(&self) -> &[String] {
         &self.inner.addrs
+    }
+
+    /// The same client (connections, release queue) acquiring and releasing as
+    /// `owner`. Cheap. Use one owner per logical caller — for example the client's
+    /// owner plus a per-acquire suffix — when [`Client::resolve`] is to tell an
+    /// indeterminate acquire's grant from another grant to the same owner.
+    pub fn with_owner(&self, owner: impl Into<String>) -> Result<Client, BuildError> {
+        let owner = owner.into();
+        builder::check_owner(&owner)?;
+        let mut inner = (*self.inner).clone();
+        inner.owner = owner;
+        Ok(Client { inner: Arc::new(inner) })
+    }
+
+    /// Turns the parts of a lock (from [`Lock::into_parts`]) back into a [`Lock`] of
+    /// this client: for a lock handed between threads or kept across a restart of the
+    /// component that took it (not of the process: the deadline is an `Instant`).
+    pub fn adopt(&self, parts: LockParts) -> Lock {
+        Lock::from_parts(self.clone(), parts)
     }
 
     /// Acquires `key` for `lease` (whole seconds, 1..=250), queueing at most `wait`
@@ -167,6 +208,17 @@ impl Client {
         let start = Instant::now();
         let wait_end = start + wait;
         let send_end = start + wait.max(CONNECT_WAIT_MIN);
+        let indeterminate = |cause, sent_at, wait, late_grant| {
+            AcquireError::Indeterminate(Indeterminate {
+                cause,
+                key: key.to_owned(),
+                owner: self.inner.owner.clone(),
+                lease,
+                wait,
+                sent_at,
+                late_grant,
+            })
+        };
         let mut frame = Vec::with_capacity(32 + key.len() + self.inner.owner.len());
         let (session, id, rx, sent_at, wait_sent) = loop {
             let Some(session) = pool.wait_for_session(send_end) else {
@@ -190,7 +242,12 @@ impl Client {
                 // Not one byte left this process: another connection may carry it.
                 Err(SendError::NotSent) => continue,
                 Err(SendError::Partial) => {
-                    return Err(AcquireError::Indeterminate(IndeterminateCause::ConnectionLost))
+                    return Err(indeterminate(
+                        IndeterminateCause::ConnectionLost,
+                        Instant::now(),
+                        wait_left,
+                        None,
+                    ))
                 }
             }
         };
@@ -198,7 +255,7 @@ impl Client {
         let reply = match rx.recv_deadline(answer_deadline) {
             Ok(reply) => reply,
             Err(RecvTimeoutError::Timeout) => {
-                if session.compensate(id, key, &self.inner.owner) {
+                if let Some(late_grant) = session.compensate(id, key, &self.inner.owner) {
                     if session.silent_since(sent_at) {
                         // Nothing at all came back since the request was written: the node
                         // or the path is dead, not just slow. Redial it.
@@ -208,7 +265,12 @@ impl Client {
                         );
                         session.kill();
                     }
-                    return Err(AcquireError::Indeterminate(IndeterminateCause::NoAnswer));
+                    return Err(indeterminate(
+                        IndeterminateCause::NoAnswer,
+                        sent_at,
+                        wait_sent,
+                        Some(late_grant),
+                    ));
                 }
                 // The reader took the answer just now; it is on its way.
                 rx.recv().unwrap_or(Reply::Lost)
@@ -230,9 +292,22 @@ impl Client {
                     )) {
                         log::warn!("cannot release the expired grant: {e}; its lease ends it");
                     }
-                    return Err(AcquireError::Indeterminate(IndeterminateCause::ExpiredOnArrival));
+                    let fired = Some(conn::LateGrant::fired());
+                    return Err(indeterminate(
+                        IndeterminateCause::ExpiredOnArrival,
+                        sent_at,
+                        wait_sent,
+                        fired,
+                    ));
                 }
-                Ok(Lock::new(self.clone(), key.to_owned(), token, deadline, granted))
+                Ok(Lock::new(
+                    self.clone(),
+                    key.to_owned(),
+                    self.inner.owner.clone(),
+                    token,
+                    deadline,
+                    granted,
+                ))
             }
             Reply::Answer(Response::Busy) => Err(AcquireError::Busy),
             Reply::Answer(Response::Timeout) => Err(AcquireError::Timeout),
@@ -240,7 +315,7 @@ impl Client {
                 Err(AcquireError::NotLeader { leader: Some(leader).filter(|l| !l.is_empty()) })
             }
             Reply::Answer(Response::Unknown) => {
-                Err(AcquireError::Indeterminate(IndeterminateCause::ServerUnknown))
+                Err(indeterminate(IndeterminateCause::ServerUnknown, sent_at, wait_sent, None))
             }
             Reply::Answer(Response::Error { code, message }) => Err(match code {
                 ErrorCode::Overloaded => AcquireError::Overloaded,
@@ -249,21 +324,83 @@ impl Client {
             }),
             Reply::Answer(other) => {
                 log::warn!("answer {other:?} to an ACQUIRE");
-                Err(AcquireError::Indeterminate(IndeterminateCause::ProtocolViolation))
+                Err(indeterminate(IndeterminateCause::ProtocolViolation, sent_at, wait_sent, None))
             }
-            Reply::Lost => Err(AcquireError::Indeterminate(IndeterminateCause::ConnectionLost)),
+            Reply::Lost => Err(indeterminate(IndeterminateCause::ConnectionLost, sent_at, wait_sent, None)),
+        }
+    }
+
+    /// Finds out, without sending the ACQUIRE again, whether an indeterminate
+    /// acquire (`err`) holds its key after all.
+    ///
+    /// It first stops the client from releasing a grant of that acquire that still
+    /// arrives, then waits until the window in which such a grant could still happen
+    /// has passed — the acquire's send instant plus its wait plus the commit margin
+    /// (a proposal a deposed leader made is settled by then: the server answers `U`
+    /// 5 s after losing leadership, and a new leader commits or drops it before it
+    /// serves) — and then QUERYs the leader (linearizable; `M` is followed).
+    ///
+    /// Returns [`Resolution::Held`] when the key's holder is the acquire's owner,
+    /// [`Resolution::NotHeld`] otherwise, [`Resolution::Unknown`] when the window does
+    /// not end within `timeout` or no leader answers. Blocks at most `timeout`.
+    ///
+    /// Safe only when the owner was not used for another acquire of the same key
+    /// meanwhile (a holder with that owner could be that other grant): give each
+    /// logical caller its own owner, e.g. [`Client::with_owner`] with a per-acquire
+    /// suffix. Any other error than `Indeterminate` is definitive: `NotHeld`.
+    pub fn resolve(&self, err: &AcquireError, timeout: Duration) -> Resolution {
+        let AcquireError::Indeterminate(attempt) = err else {
+            return Resolution::NotHeld;
+        };
+        let start = Instant::now();
+        let end = start + timeout;
+        if let Some(late_grant) = &attempt.late_grant {
+            if !late_grant.disarm() {
+                // The late G came and is being released: it is not the caller's.
+                return Resolution::NotHeld;
+            }
+        }
+        let settled = attempt.sent_at + attempt.wait + self.inner.commit_margin;
+        if settled > end {
+            return Resolution::Unknown;
+        }
+        self.inner.pool.sleep(settled.saturating_duration_since(Instant::now()));
+        let asked = Instant::now();
+        match self.query_until(&attempt.key, end) {
+            Ok(Some(holder)) if holder.owner == attempt.owner => {
+                let parts = LockParts {
+                    key: attempt.key.clone(),
+                    owner: attempt.owner.clone(),
+                    token: holder.token,
+                    deadline: asked + holder.remaining,
+                    lease: attempt.lease,
+                };
+                Resolution::Held(self.adopt(parts))
+            }
+            Ok(_) => Resolution::NotHeld,
+            Err(_) => Resolution::Unknown,
         }
     }
 
     /// Releases `key` held by this client's owner under `token`, through the release
-    /// queue, and waits for the outcome (at most [`RELEASE_DEADLINE`]).
+    /// queue, and waits for the outcome (at most [`RELEASE_DEADLINE`] plus 1 s).
     ///
     /// Use [`Lock::release`] when you have the handle; this is for a token kept
     /// elsewhere (the CLI's `release` command).
     pub fn release(&self, key: &str, token: u64) -> Result<ReleaseOutcome, ReleaseError> {
+        self.release_as(&self.inner.owner, key, token)
+    }
+
+    /// [`Client::release`] under `owner` (a lock keeps the owner it was granted to).
+    pub(crate) fn release_as(
+        &self,
+        owner: &str,
+        key: &str,
+        token: u64,
+    ) -> Result<ReleaseOutcome, ReleaseError> {
         check_key(key).map_err(ReleaseError::Invalid)?;
         let (tx, rx) = bounded(1);
-        let job = Job::new(key.to_owned(), self.inner.owner.clone(), token, Origin::Explicit, Some(tx));
+        let job = Job::new(key.to_owned(), owner.to_owned(), token, Origin::Explicit, Some(tx));
         let deadline = job.deadline();
         self.inner.pool.enqueue_release(job)?;
         // The worker answers by the deadline; the extra second covers its scheduling.
@@ -274,18 +411,23 @@ impl Client {
     }
 
     /// Hands a release to the queue without waiting (what dropping a [`Lock`] does).
-    pub(crate) fn release_in_background(&self, key: &str, token: u64) {
-        let job = Job::new(key.to_owned(), self.inner.owner.clone(), token, Origin::Dropped, None);
+    pub(crate) fn release_in_background(&self, owner: &str, key: &str, token: u64) {
+        let job = Job::new(key.to_owned(), owner.to_owned(), token, Origin::Dropped, None);
         if let Err(e) = self.inner.pool.enqueue_release(job) {
             log::warn!("dropped lock on {key:?} (token {token}) not released: {e}; its lease will end it");
         }
     }
 
     /// Who holds `key`, linearizably (answered by the leader). `None` when free.
+    /// Blocks at most the request timeout (default 10 s).
     pub fn query(&self, key: &str) -> Result<Option<HolderInfo>, ClientError> {
+        self.query_until(key, Instant::now() + self.inner.request_timeout)
+    }
+
+    fn query_until(&self, key: &str, deadline: Instant) -> Result<Option<HolderInfo>, ClientError> {
         check_key(key).map_err(ClientError::Invalid)?;
         let request = Request::Query { key: key.to_owned() };
-        match self.call(&request, |_| true)? {
+        match self.call_until(&request, |_| true, deadline)? {
             Response::Free => Ok(None),
             Response::Holder { token, remaining_ms, waiters, owner } => Ok(Some(HolderInfo {
                 owner,
@@ -406,8 +548,16 @@ impl Client {
     /// to send again, so a lost connection or an `M` means another try within the
     /// budget (after an `M`, at the leader it named).
     fn call(&self, request: &Request, accept: impl Fn(&pool::Slot) -> bool) -> Result<Response, ClientError> {
+        self.call_until(request, accept, Instant::now() + self.inner.request_timeout)
+    }
+
+    fn call_until(
+        &self,
+        request: &Request,
+        accept: impl Fn(&pool::Slot) -> bool,
+        deadline: Instant,
+    ) -> Result<Response, ClientError> {
         let pool = &self.inner.pool;
-        let deadline = Instant::now() + self.inner.request_timeout;
         let mut sent_once = false;
         let mut moved: Option<ClientError> = None;
         let mut frame = Vec::with_capacity(64);

@@ -151,7 +151,7 @@ fn worker(shared: &Shared, group: &Group, g: u32, t: u32, mut rng: Rng) {
                     AcquireError::Unavailable { .. } => AcqOutcome::Unavailable,
                     AcquireError::Overloaded => AcqOutcome::Overloaded,
                     AcquireError::Invalid(w) => AcqOutcome::Invalid(w),
-                    AcquireError::Indeterminate(cause) => AcqOutcome::Indeterminate(format!("{cause:?}")),
+                    AcquireError::Indeterminate(i) => AcqOutcome::Indeterminate(format!("{:?}", i.cause())),
                     other => AcqOutcome::Invalid(format!("{other:?}")),
                 };
                 let contended = matches!(outcome, AcqOutcome::Busy | AcqOutcome::Timeout);
