@@ -53,10 +53,90 @@ pub(crate) enum Reply {
     Lost,
 }
 
+/// Which request a reply belongs to: the session (by address) and the request id.
+pub(crate) type ReplyKey = (usize, u32);
+
+/// Where a calling thread waits for its answers: one per thread, reused by every
+/// request the thread makes (no allocation, no channel per request), woken by
+/// `unpark`. Only replies to the keys the thread currently expects are kept, so a
+/// late answer to a request it gave up on is dropped.
+pub(crate) struct ReplyCell {
+    state: Mutex<CellState>,
+    thread: std::thread::Thread,
+}
+
+struct CellState {
+    expect: Vec<ReplyKey>,
+    replies: Vec<(ReplyKey, Reply)>,
+}
+
+thread_local! {
+    static REPLY_CELL: Arc<ReplyCell> = Arc::new(ReplyCell {
+        state: Mutex::new(CellState { expect: Vec::new(), replies: Vec::new() }),
+        thread: std::thread::current(),
+    });
+}
+
+impl ReplyCell {
+    /// The calling thread's cell, emptied: nothing is expected any more.
+    pub(crate) fn fresh() -> Arc<ReplyCell> {
+        let cell = REPLY_CELL.with(Arc::clone);
+        let mut state = lock(&cell.state);
+        state.expect.clear();
+        state.replies.clear();
+        drop(state);
+        cell
+    }
+
+    fn expect(&self, key: ReplyKey) {
+        lock(&self.state).expect.push(key);
+    }
+
+    /// Stops expecting `key` (its request was not written).
+    fn unexpect(&self, key: ReplyKey) {
+        let mut state = lock(&self.state);
+        state.expect.retain(|k| *k != key);
+        state.replies.retain(|(k, _)| *k != key);
+    }
+
+    fn put(&self, key: ReplyKey, reply: Reply) {
+        let mut state = lock(&self.state);
+        if state.expect.contains(&key) {
+            state.expect.retain(|k| *k != key);
+            state.replies.push((key, reply));
+            drop(state);
+            self.thread.unpark();
+        }
+    }
+
+    /// The next reply, waiting until `deadline` (None: forever). Only the owning
+    /// thread calls this.
+    pub(crate) fn wait(&self, deadline: Option<Instant>) -> Option<(ReplyKey, Reply)> {
+        loop {
+            {
+                let mut state = lock(&self.state);
+                if !state.replies.is_empty() {
+                    return Some(state.replies.remove(0));
+                }
+            }
+            match deadline {
+                None => std::thread::park(),
+                Some(deadline) => {
+                    let now = Instant::now();
+                    if now >= deadline {
+                        return None;
+                    }
+                    std::thread::park_timeout(deadline - now);
+                }
+            }
+        }
+    }
+}
+
 /// Who is waiting for the answer to a request id.
 pub(crate) enum Waiter {
-    /// A calling thread blocked on its own channel.
-    Caller(Sender<Reply>),
+    /// A calling thread, parked on its [`ReplyCell`].
+    Caller(Arc<ReplyCell>),
     /// A background thread (release worker, supervisor) that multiplexes its requests
     /// on one channel.
     Worker(Sender<(u32, Reply)>),
@@ -278,6 +358,10 @@ impl Session {
                     break id;
                 }
             };
+            if let Waiter::Caller(cell) = &waiter {
+                // Before the write: the answer may arrive before `send` returns.
+                cell.expect(self.reply_key(id));
+            }
             pending.map.insert(id, waiter);
             id
         };
@@ -289,7 +373,7 @@ impl Session {
                 Ok(wire) => wire,
                 Err(std::sync::TryLockError::Poisoned(e)) => e.into_inner(),
                 Err(std::sync::TryLockError::WouldBlock) => {
-                    lock(&self.pending).map.remove(&id);
+                    self.unregister(id);
                     return Ok(None);
                 }
             }
@@ -298,7 +382,7 @@ impl Session {
             // Killed while we waited for the write lock: the stream may end inside
             // someone else's frame, so nothing more goes on it.
             drop(wire);
-            lock(&self.pending).map.remove(&id);
+            self.unregister(id);
             return Err(SendError::NotSent);
         }
         if self.take_fault() {
@@ -314,13 +398,25 @@ impl Session {
                 // lock must find the session dead instead of appending to it.
                 self.kill();
                 drop(wire);
-                lock(&self.pending).map.remove(&id);
+                self.unregister(id);
                 if wrote_any {
                     Err(SendError::Partial)
                 } else {
                     Err(SendError::NotSent)
                 }
             }
+        }
+    }
+
+    /// Which reply key an answer to `id` on this session has.
+    pub(crate) fn reply_key(&self, id: u32) -> ReplyKey {
+        (self as *const Session as usize, id)
+    }
+
+    /// Removes the waiter of a request that was not written.
+    fn unregister(&self, id: u32) {
+        if let Some(Waiter::Caller(cell)) = lock(&self.pending).map.remove(&id) {
+            cell.unexpect(self.reply_key(id));
         }
     }
 
@@ -378,9 +474,7 @@ impl Session {
         };
         for (id, waiter) in waiters {
             match waiter {
-                Waiter::Caller(tx) => {
-                    let _ = tx.send(Reply::Lost);
-                }
+                Waiter::Caller(cell) => cell.put(self.reply_key(id), Reply::Lost),
                 Waiter::Worker(tx) => {
                     let _ = tx.send((id, Reply::Lost));
                 }
@@ -401,9 +495,7 @@ impl Session {
         }
         let waiter = lock(&self.pending).map.remove(&id);
         match waiter {
-            Some(Waiter::Caller(tx)) => {
-                let _ = tx.send(Reply::Answer(response));
-            }
+            Some(Waiter::Caller(cell)) => cell.put(self.reply_key(id), Reply::Answer(response)),
             Some(Waiter::Worker(tx)) => {
                 let _ = tx.send((id, Reply::Answer(response)));
             }

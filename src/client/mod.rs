@@ -71,8 +71,6 @@ mod tls;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{bounded, RecvTimeoutError};
-
 pub use backoff::{Backoff, BACKOFF_INITIAL, BACKOFF_MAX};
 pub use builder::{
     split_addrs, ClientBuilder, COMMIT_MARGIN, CONNECT_WAIT_MIN, DEFAULT_ADDR, REQUEST_TIMEOUT_DEFAULT,
@@ -84,14 +82,14 @@ pub use pool::{LEADER_WAIT, LEARNED_ADDRS_MAX, RETIRE_GRACE, SEED_FALLBACK_AFTER
 pub use release::{RELEASE_DEADLINE, RELEASE_QUEUE_CAPACITY};
 pub use supervisor::{IDLE_PING_DEFAULT, MEMBERSHIP_REFRESH, PING_ANSWER_TIMEOUT};
 
-use conn::{Reply, SendError, Session, Waiter};
+use conn::{Reply, ReplyCell, SendError, Session, Waiter};
 use pool::Pool;
 use release::{Job, Origin};
 
 /// Pause before asking again after an `M` that named no leader (an election runs).
 const MOVED_PAUSE: Duration = Duration::from_millis(100);
 
-use crate::proto::frame::{encode_request, ErrorCode, Request, Response};
+use crate::proto::frame::{encode_acquire, encode_request, ErrorCode, Request, Response};
 use crate::proto::limits::{KEY_LEN_MAX, KEY_LEN_MIN, LEASE_S_MAX, LEASE_S_MIN, WAIT_MS_MAX};
 
 /// A handle on the lock service. Cheap to clone; all clones share the connections.
@@ -220,25 +218,16 @@ impl Client {
             })
         };
         let mut frame = Vec::with_capacity(32 + key.len() + self.inner.owner.len());
-        let (session, id, rx, sent_at, wait_sent) = loop {
+        let (session, id, cell, sent_at, wait_sent) = loop {
             let Some(session) = pool.wait_for_session(send_end) else {
                 return Err(AcquireError::Unavailable { last_error: pool.last_error() });
             };
             let wait_left = wait_end.saturating_duration_since(Instant::now());
             frame.clear();
-            encode_request(
-                &mut frame,
-                0,
-                &Request::Acquire {
-                    lease_s,
-                    wait_ms: wait_left.as_millis() as u32,
-                    key: key.to_owned(),
-                    owner: self.inner.owner.clone(),
-                },
-            );
-            let (tx, rx) = bounded(1);
-            match session.send(&pool.ids, Waiter::Caller(tx), &mut frame) {
-                Ok((id, sent_at)) => break (session, id, rx, sent_at, wait_left),
+            encode_acquire(&mut frame, 0, lease_s, wait_left.as_millis() as u32, key, &self.inner.owner);
+            let cell = ReplyCell::fresh();
+            match session.send(&pool.ids, Waiter::Caller(Arc::clone(&cell)), &mut frame) {
+                Ok((id, sent_at)) => break (session, id, cell, sent_at, wait_left),
                 // Not one byte left this process: another connection may carry it.
                 Err(SendError::NotSent) => continue,
                 Err(SendError::Partial) => {
@@ -252,9 +241,9 @@ impl Client {
             }
         };
         let answer_deadline = sent_at + wait_sent + self.inner.commit_margin;
-        let reply = match rx.recv_deadline(answer_deadline) {
-            Ok(reply) => reply,
-            Err(RecvTimeoutError::Timeout) => {
+        let reply = match cell.wait(Some(answer_deadline)) {
+            Some((_, reply)) => reply,
+            None => {
                 if let Some(late_grant) = session.compensate(id, key, &self.inner.owner) {
                     if session.silent_since(sent_at) {
                         // Nothing at all came back since the request was written: the node
@@ -273,9 +262,8 @@ impl Client {
                     ));
                 }
                 // The reader took the answer just now; it is on its way.
-                rx.recv().unwrap_or(Reply::Lost)
+                cell.wait(None).map_or(Reply::Lost, |(_, reply)| reply)
             }
-            Err(RecvTimeoutError::Disconnected) => Reply::Lost,
         };
         match reply {
             Reply::Answer(Response::Granted { token, lease_ms }) => {
@@ -383,7 +371,9 @@ impl Client {
     }
 
     /// Releases `key` held by this client's owner under `token`, through the release
-    /// queue, and waits for the outcome (at most [`RELEASE_DEADLINE`] plus 1 s).
+    /// queue's bound, and waits for the outcome: the calling thread sends the RELEASE
+    /// itself and retries it like the release worker does. Blocks at most
+    /// [`RELEASE_DEADLINE`] (5 s).
     ///
     /// Use [`Lock::release`] when you have the handle; this is for a token kept
     /// elsewhere (the CLI's `release` command).
@@ -399,15 +389,7 @@ impl Client {
         token: u64,
     ) -> Result<ReleaseOutcome, ReleaseError> {
         check_key(key).map_err(ReleaseError::Invalid)?;
-        let (tx, rx) = bounded(1);
-        let job = Job::new(key.to_owned(), owner.to_owned(), token, Origin::Explicit, Some(tx));
-        let deadline = job.deadline();
-        self.inner.pool.enqueue_release(job)?;
-        // The worker answers by the deadline; the extra second covers its scheduling.
-        match rx.recv_deadline(deadline + Duration::from_secs(1)) {
-            Ok(outcome) => outcome,
-            Err(_) => Err(ReleaseError::Unconfirmed),
-        }
+        release::release_now(&self.inner.pool, key, owner, token)
     }
 
     /// Hands a release to the queue without waiting (what dropping a [`Lock`] does).
@@ -571,8 +553,8 @@ impl Client {
             };
             frame.clear();
             encode_request(&mut frame, 0, request);
-            let (tx, rx) = bounded(1);
-            let (id, sent_at) = match session.send(&pool.ids, Waiter::Caller(tx), &mut frame) {
+            let cell = ReplyCell::fresh();
+            let (id, sent_at) = match session.send(&pool.ids, Waiter::Caller(Arc::clone(&cell)), &mut frame) {
                 Ok(sent) => sent,
                 Err(SendError::NotSent) => continue,
                 Err(SendError::Partial) => {
@@ -581,8 +563,8 @@ impl Client {
                 }
             };
             sent_once = true;
-            match rx.recv_deadline(deadline) {
-                Ok(Reply::Answer(response)) => match check_answer(response) {
+            match cell.wait(Some(deadline)) {
+                Some((_, Reply::Answer(response))) => match check_answer(response) {
                     Err(e @ ClientError::NotLeader { .. }) => {
                         // Not executed: ask again where the `M` pointed (the reader moved
                         // the hint). With no leader named, pause: an election is running.
@@ -593,8 +575,8 @@ impl Client {
                     }
                     other => return other,
                 },
-                Ok(Reply::Lost) | Err(RecvTimeoutError::Disconnected) => continue,
-                Err(RecvTimeoutError::Timeout) => {
+                Some((_, Reply::Lost)) => continue,
+                None => {
                     session.forget(id);
                     if session.silent_since(sent_at) {
                         log::warn!(
@@ -631,8 +613,8 @@ impl Client {
         let session: Arc<Session> = session;
         let mut frame = Vec::new();
         encode_request(&mut frame, 0, request);
-        let (tx, rx) = bounded(1);
-        if session.send(&pool.ids, Waiter::Caller(tx), &mut frame).is_err() {
+        let cell = ReplyCell::fresh();
+        if session.send(&pool.ids, Waiter::Caller(Arc::clone(&cell)), &mut frame).is_err() {
             return Err(ClientError::Unavailable);
         }
         let reader_session = Arc::clone(&session);
@@ -640,11 +622,11 @@ impl Client {
         let thread = std::thread::spawn(move || {
             conn::read_loop(&reader_pool, &reader_session, reader);
         });
-        let answer = rx.recv_timeout(timeout);
+        let answer = cell.wait(Some(Instant::now() + timeout));
         session.kill();
         let _ = thread.join();
         match answer {
-            Ok(Reply::Answer(response)) => check_answer(response),
+            Some((_, Reply::Answer(response))) => check_answer(response),
             _ => Err(ClientError::NoAnswer),
         }
     }

@@ -478,11 +478,7 @@ impl Pool {
     }
 
     pub(crate) fn enqueue_release(&self, job: Job) -> Result<(), super::ReleaseError> {
-        let before = self.release_outstanding.fetch_add(1, Ordering::AcqRel);
-        if before >= super::release::RELEASE_QUEUE_CAPACITY {
-            self.release_outstanding.fetch_sub(1, Ordering::AcqRel);
-            return Err(super::ReleaseError::QueueFull);
-        }
+        super::release::admit(self)?;
         if self.release_tx.send(Msg::Job(job)).is_err() {
             // The worker is gone (client shut down); nothing will send it.
             self.release_outstanding.fetch_sub(1, Ordering::AcqRel);
