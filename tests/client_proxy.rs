@@ -388,3 +388,53 @@ fn throughput_of_one_client_shared_by_64_threads() {
     let (n, rate) = measure_throughput(&addrs, 5);
     println!("3-node cluster leader: {n} acquire+release pairs, {rate:.0}/s (load {})", load_average());
 }
+
+#[test]
+fn combined_writes_resend_only_the_acquires_not_a_byte_of_which_went_out() {
+    let (server, proxy, client) = standalone_via_proxy("combined");
+    const N: usize = 16;
+    let keys: Vec<String> = (0..N).map(|i| format!("wc:{i:02}")).collect();
+    let frame = acquire_frame_len(&keys[0], "combined");
+    let sent_before = request_bytes(&proxy);
+    // The stream is cut in the middle of the second ACQUIRE frame on the wire, whatever
+    // frames the client happened to write together.
+    let cut = frame + frame / 2;
+    proxy.cut_after(Dir::ToServer, cut);
+    let barrier = std::sync::Barrier::new(N);
+    let results: Vec<Result<u64, AcquireError>> = std::thread::scope(|s| {
+        let handles: Vec<_> = keys
+            .iter()
+            .map(|key| {
+                let (client, barrier) = (&client, &barrier);
+                s.spawn(move || {
+                    barrier.wait();
+                    client.acquire(key, LEASE, Duration::from_secs(2)).map(|lock| lock.into_token())
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    let sent = request_bytes(&proxy) - sent_before;
+    let mut held = 0u64;
+    for (key, result) in keys.iter().zip(&results) {
+        match holder(server.addr, key) {
+            Some((owner, token, waiters)) => {
+                held += 1;
+                assert_eq!((owner.as_str(), waiters), ("combined", 0), "{key}: an ACQUIRE executed twice");
+                if let Ok(t) = result {
+                    assert_eq!(*t, token, "{key}");
+                }
+            }
+            None => assert!(result.is_err(), "{key}: granted but not held"),
+        }
+        if let Err(e) = result {
+            assert_eq!(e.indeterminate_cause(), Some(IndeterminateCause::ConnectionLost), "{key}: {e}");
+        }
+    }
+    // Every frame that reached the server whole was executed once; the one cut in the
+    // middle was never sent again; the frames not a byte of which went out were sent
+    // again on the other connection and count among the whole ones.
+    assert_eq!(sent, held * frame + cut % frame, "{results:?}");
+    assert!(results.iter().any(|r| r.is_err()), "the cut frame is indeterminate");
+}

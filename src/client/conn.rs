@@ -49,8 +49,12 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 #[derive(Debug)]
 pub(crate) enum Reply {
     Answer(Response),
-    /// The connection ended before an answer came.
+    /// The connection ended before an answer came, after some byte of the request
+    /// may have been written.
     Lost,
+    /// The connection ended before any byte of the request was written: it may be
+    /// sent elsewhere.
+    Unsent,
 }
 
 /// Which request a reply belongs to: the session (by address) and the request id.
@@ -180,14 +184,27 @@ impl LateGrant {
 /// Why a request was not (completely) written.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum SendError {
-    /// Not a single byte reached the socket: the request may be sent elsewhere.
+    /// Not a single byte reached the socket: the request may be sent elsewhere. (A
+    /// frame that fails later is reported to its waiter, see [`Session::send`].)
     NotSent,
-    /// Some bytes were written before the socket failed: the server may have it.
-    Partial,
 }
 
 struct Pending {
-    map: HashMap<u32, Waiter>,
+    /// Waiter and the frame's sequence number on this session (see `Outbox`).
+    map: HashMap<u32, (Waiter, u64)>,
+    closed: bool,
+}
+
+/// Frames waiting to be written, and who writes them. Write combining: a sender
+/// appends its frame; if no flush is running it becomes the flusher and writes every
+/// queued frame in one write, again until nothing is queued; otherwise it returns at
+/// once and the running flusher writes its frame too.
+struct Outbox {
+    buf: Vec<u8>,
+    /// (sequence number, end offset in `buf`) of each queued frame.
+    frames: Vec<(u64, usize)>,
+    next_seq: u64,
+    flushing: bool,
     closed: bool,
 }
 
@@ -197,23 +214,39 @@ enum Wire {
     Tls { sock: TcpStream, conn: Arc<Mutex<ClientConnection>> },
 }
 
+/// How far a failed write got.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum WriteFailure {
+    /// This many plaintext bytes reached the socket (plain TCP: exact).
+    After(usize),
+    /// Some ciphertext reached the socket: which frames it carried is unknown.
+    SomeTls,
+}
+
 impl Wire {
-    /// Writes one whole frame. On failure, tells whether any byte reached the socket.
-    fn write_frame(&mut self, frame: &[u8]) -> Result<(), bool> {
+    /// Writes `bytes` whole; on failure says how far it got.
+    fn write_all(&mut self, bytes: &[u8]) -> Result<(), WriteFailure> {
         match self {
-            Wire::Plain(sock) => write_counting(sock, frame),
+            Wire::Plain(sock) => write_counting(sock, bytes).map_err(WriteFailure::After),
             Wire::Tls { sock, conn } => {
                 let mut conn = lock(conn);
-                if conn.writer().write_all(frame).is_err() {
-                    return Err(false);
+                if conn.writer().write_all(bytes).is_err() {
+                    return Err(WriteFailure::After(0));
                 }
                 let mut wrote = 0usize;
                 while conn.wants_write() {
-                    match conn.write_tls(sock) {
-                        Ok(0) => return Err(wrote > 0),
-                        Ok(n) => wrote += n,
-                        Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                        Err(_) => return Err(wrote > 0),
+                    let failed = match conn.write_tls(sock) {
+                        Ok(0) => true,
+                        Ok(n) => {
+                            wrote += n;
+                            false
+                        }
+                        Err(e) if e.kind() == io::ErrorKind::Interrupted => false,
+                        Err(_) => true,
+                    };
+                    if failed {
+                        // TLS records do not map to frames: any byte out counts for all.
+                        return Err(if wrote > 0 { WriteFailure::SomeTls } else { WriteFailure::After(0) });
                     }
                 }
                 Ok(())
@@ -222,17 +255,18 @@ impl Wire {
     }
 }
 
-fn write_counting(sock: &mut TcpStream, mut frame: &[u8]) -> Result<(), bool> {
+/// Writes `bytes` whole; on failure returns how many went out.
+fn write_counting(sock: &mut TcpStream, mut bytes: &[u8]) -> Result<(), usize> {
     let mut wrote = 0usize;
-    while !frame.is_empty() {
-        match sock.write(frame) {
-            Ok(0) => return Err(wrote > 0),
+    while !bytes.is_empty() {
+        match sock.write(bytes) {
+            Ok(0) => return Err(wrote),
             Ok(n) => {
                 wrote += n;
-                frame = &frame[n..];
+                bytes = &bytes[n..];
             }
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(_) => return Err(wrote > 0),
+            Err(_) => return Err(wrote),
         }
     }
     Ok(())
@@ -251,7 +285,13 @@ pub(crate) struct Session {
     pub(crate) peer: SocketAddr,
     /// The address its slot dials (as configured or as the cluster names it).
     pub(crate) addr: String,
+    /// Locked only by the flusher of the moment (see `Outbox`).
     wire: Mutex<Wire>,
+    outbox: Mutex<Outbox>,
+    /// The highest sequence number of a frame some byte of which may have reached the
+    /// socket. Set *before* each write, so a session closed meanwhile counts the
+    /// frames being written as sent; frames above it were never written.
+    maybe_written: AtomicU64,
     pending: Mutex<Pending>,
     sock: TcpStream,
     dead: AtomicBool,
@@ -316,95 +356,144 @@ impl Session {
     }
 
     /// Registers `waiter` under a fresh request id, puts the id into `frame` (encoded
-    /// with any id) and writes it. Returns the id and the instant taken just before the
-    /// first byte was written.
+    /// with any id) and queues it for writing (write combining, see `Outbox`): if no
+    /// other thread is writing on this session, this one writes every queued frame
+    /// before returning. Returns the id and an instant taken before any byte of the
+    /// frame was written.
+    ///
+    /// `Err(NotSent)`: not a byte went out (the session was closed). A frame that
+    /// fails later is reported to its waiter: [`Reply::Unsent`] when no byte of it
+    /// was written, [`Reply::Lost`] otherwise.
     pub(crate) fn send(
         &self,
         ids: &AtomicU32,
         waiter: Waiter,
         frame: &mut [u8],
     ) -> Result<(u32, Instant), SendError> {
-        self.send_inner(ids, waiter, frame, true).map(|sent| sent.expect("a blocking send always writes"))
+        let id = self.register(ids, waiter)?;
+        frame[FRAME_ID_AT].copy_from_slice(&id.to_be_bytes());
+        let before = Instant::now();
+        let mut outbox = lock(&self.outbox);
+        if outbox.closed || self.is_dead() {
+            drop(outbox);
+            self.unregister(id);
+            return Err(SendError::NotSent);
+        }
+        let seq = outbox.next_seq;
+        outbox.next_seq += 1;
+        outbox.buf.extend_from_slice(frame);
+        let end = outbox.buf.len();
+        outbox.frames.push((seq, end));
+        lock(&self.pending).map.entry(id).and_modify(|entry| entry.1 = seq);
+        if outbox.flushing {
+            return Ok((id, before));
+        }
+        outbox.flushing = true;
+        drop(outbox);
+        self.flush();
+        Ok((id, before))
     }
 
-    /// Like [`Session::send`], but gives up (`Ok(None)`, nothing registered) when
-    /// another thread is writing: the supervisor never waits behind a stuck write.
+    /// Like [`Session::send`]; kept for the supervisor, which must never wait behind
+    /// a write (with write combining no sender does: a running flush takes the frame).
     pub(crate) fn try_send(
         &self,
         ids: &AtomicU32,
         waiter: Waiter,
         frame: &mut [u8],
-    ) -> Result<Option<(u32, Instant)>, SendError> {
-        self.send_inner(ids, waiter, frame, false)
+    ) -> Result<(u32, Instant), SendError> {
+        self.send(ids, waiter, frame)
     }
 
-    fn send_inner(
-        &self,
-        ids: &AtomicU32,
-        waiter: Waiter,
-        frame: &mut [u8],
-        block: bool,
-    ) -> Result<Option<(u32, Instant)>, SendError> {
-        let id = {
-            let mut pending = lock(&self.pending);
-            if pending.closed {
-                return Err(SendError::NotSent);
-            }
-            // Why look: after 2^32 requests the counter wraps, and an id still pending
-            // (a long queued ACQUIRE) must never get a second waiter.
-            let id = loop {
-                let id = next_id(ids);
-                if !pending.map.contains_key(&id) {
-                    break id;
-                }
-            };
-            if let Waiter::Caller(cell) = &waiter {
-                // Before the write: the answer may arrive before `send` returns.
-                cell.expect(self.reply_key(id));
-            }
-            pending.map.insert(id, waiter);
-            id
-        };
-        frame[FRAME_ID_AT].copy_from_slice(&id.to_be_bytes());
-        let mut wire = if block {
-            lock(&self.wire)
-        } else {
-            match self.wire.try_lock() {
-                Ok(wire) => wire,
-                Err(std::sync::TryLockError::Poisoned(e)) => e.into_inner(),
-                Err(std::sync::TryLockError::WouldBlock) => {
-                    self.unregister(id);
-                    return Ok(None);
-                }
-            }
-        };
-        if self.is_dead() {
-            // Killed while we waited for the write lock: the stream may end inside
-            // someone else's frame, so nothing more goes on it.
-            drop(wire);
-            self.unregister(id);
+    /// Registers `waiter` under a fresh id (never one still pending).
+    fn register(&self, ids: &AtomicU32, waiter: Waiter) -> Result<u32, SendError> {
+        let mut pending = lock(&self.pending);
+        if pending.closed {
             return Err(SendError::NotSent);
         }
-        if self.take_fault() {
-            // A real zero-byte failure: the socket refuses the write (EPIPE).
-            let _ = self.sock.shutdown(Shutdown::Write);
-        }
-        let before = Instant::now();
-        match wire.write_frame(frame) {
-            Ok(()) => Ok(Some((id, before))),
-            Err(wrote_any) => {
-                // Why kill while still holding the write lock: after a failed write the
-                // byte stream may end inside this frame; another writer waiting for the
-                // lock must find the session dead instead of appending to it.
-                self.kill();
-                drop(wire);
-                self.unregister(id);
-                if wrote_any {
-                    Err(SendError::Partial)
-                } else {
-                    Err(SendError::NotSent)
-                }
+        // Why look: after 2^32 requests the counter wraps, and an id still pending
+        // (a long queued ACQUIRE) must never get a second waiter.
+        let id = loop {
+            let id = next_id(ids);
+            if !pending.map.contains_key(&id) {
+                break id;
             }
+        };
+        if let Waiter::Caller(cell) = &waiter {
+            // Before the write: the answer may arrive before `send` returns.
+            cell.expect(self.reply_key(id));
+        }
+        // Sequence u64::MAX until queued: a close before that counts it as unsent.
+        pending.map.insert(id, (waiter, u64::MAX));
+        Ok(id)
+    }
+
+    /// Writes queued frames until none is left (the caller set `flushing`).
+    fn flush(&self) {
+        let mut batch: Vec<u8> = Vec::new();
+        let mut frames: Vec<(u64, usize)> = Vec::new();
+        loop {
+            {
+                let mut outbox = lock(&self.outbox);
+                if outbox.buf.is_empty() || outbox.closed {
+                    outbox.flushing = false;
+                    return;
+                }
+                std::mem::swap(&mut outbox.buf, &mut batch);
+                std::mem::swap(&mut outbox.frames, &mut frames);
+            }
+            let last = frames.last().map_or(0, |f| f.0);
+            self.maybe_written.fetch_max(last, Ordering::AcqRel);
+            let mut wire = lock(&self.wire);
+            if self.take_fault() {
+                // A real zero-byte failure: the socket refuses the write (EPIPE).
+                let _ = self.sock.shutdown(Shutdown::Write);
+            }
+            let result = wire.write_all(&batch);
+            drop(wire);
+            if let Err(failure) = result {
+                self.write_failed(&frames, failure);
+                return;
+            }
+            batch.clear();
+            frames.clear();
+        }
+    }
+
+    /// A write failed: frames of the batch not a byte of which went out are handed
+    /// back to their waiters as [`Reply::Unsent`]; the rest are lost with the session.
+    fn write_failed(&self, frames: &[(u64, usize)], failure: WriteFailure) {
+        let mut start = 0;
+        let mut last_out = 0;
+        let mut unsent = Vec::new();
+        for &(seq, end) in frames {
+            let any_byte = match failure {
+                WriteFailure::SomeTls => true,
+                WriteFailure::After(n) => start < n,
+            };
+            if any_byte {
+                last_out = seq;
+            } else {
+                unsent.push(seq);
+            }
+            start = end;
+        }
+        // Why under the outbox lock: after a failed write the byte stream may end
+        // inside a frame; nothing may be appended after it. The session dies first.
+        let mut outbox = lock(&self.outbox);
+        outbox.closed = true;
+        outbox.flushing = false;
+        self.maybe_written.store(last_out, Ordering::Release);
+        self.kill();
+        drop(outbox);
+        let mut pending = lock(&self.pending);
+        let ids: Vec<u32> =
+            pending.map.iter().filter(|(_, (_, seq))| unsent.contains(seq)).map(|(id, _)| *id).collect();
+        let waiters: Vec<(u32, Waiter)> =
+            ids.into_iter().filter_map(|id| pending.map.remove(&id).map(|(w, _)| (id, w))).collect();
+        drop(pending);
+        for (id, waiter) in waiters {
+            self.notify(id, waiter, Reply::Unsent);
         }
     }
 
@@ -415,8 +504,22 @@ impl Session {
 
     /// Removes the waiter of a request that was not written.
     fn unregister(&self, id: u32) {
-        if let Some(Waiter::Caller(cell)) = lock(&self.pending).map.remove(&id) {
+        if let Some((Waiter::Caller(cell), _)) = lock(&self.pending).map.remove(&id) {
             cell.unexpect(self.reply_key(id));
+        }
+    }
+
+    /// Hands `reply` to `waiter`.
+    fn notify(&self, id: u32, waiter: Waiter, reply: Reply) {
+        match waiter {
+            Waiter::Caller(cell) => cell.put(self.reply_key(id), reply),
+            Waiter::Worker(tx) => {
+                let _ = tx.send((id, reply));
+            }
+            Waiter::Compensate { key, .. } => {
+                log::debug!("connection lost before a late answer for {key:?} (id {id})");
+            }
+            Waiter::Probe => {}
         }
     }
 
@@ -424,7 +527,7 @@ impl Session {
     pub(crate) fn ping(&self, ids: &AtomicU32) {
         let mut frame = Vec::with_capacity(9);
         crate::proto::frame::encode_request(&mut frame, 1, &crate::proto::frame::Request::Ping);
-        if let Ok(Some((_, at))) = self.try_send(ids, Waiter::Probe, &mut frame) {
+        if let Ok((_, at)) = self.try_send(ids, Waiter::Probe, &mut frame) {
             self.ping_at_us.store(us_since(self.epoch, at), Ordering::Release);
         }
     }
@@ -445,7 +548,7 @@ impl Session {
     pub(crate) fn compensate(&self, id: u32, key: &str, owner: &str) -> Option<Arc<LateGrant>> {
         let mut pending = lock(&self.pending);
         match pending.map.get_mut(&id) {
-            Some(waiter) => {
+            Some((waiter, _)) => {
                 let state = LateGrant::armed();
                 *waiter = Waiter::Compensate {
                     key: key.to_owned(),
@@ -464,25 +567,23 @@ impl Session {
         let _ = self.sock.shutdown(Shutdown::Both);
     }
 
-    /// Called by the reader when the session ends: every waiter learns it is lost.
+    /// Called by the reader when the session ends: every waiter learns it is lost,
+    /// or, for a frame not a byte of which was written, that it was not sent.
     pub(crate) fn close(&self) {
-        self.kill();
-        let waiters: Vec<(u32, Waiter)> = {
+        {
+            let mut outbox = lock(&self.outbox);
+            outbox.closed = true;
+            self.kill();
+        }
+        let written = self.maybe_written.load(Ordering::Acquire);
+        let waiters: Vec<(u32, Waiter, u64)> = {
             let mut pending = lock(&self.pending);
             pending.closed = true;
-            pending.map.drain().collect()
+            pending.map.drain().map(|(id, (w, seq))| (id, w, seq)).collect()
         };
-        for (id, waiter) in waiters {
-            match waiter {
-                Waiter::Caller(cell) => cell.put(self.reply_key(id), Reply::Lost),
-                Waiter::Worker(tx) => {
-                    let _ = tx.send((id, Reply::Lost));
-                }
-                Waiter::Compensate { key, .. } => {
-                    log::debug!("connection lost before a late answer for {key:?} (id {id})");
-                }
-                Waiter::Probe => {}
-            }
+        for (id, waiter, seq) in waiters {
+            let reply = if seq > written { Reply::Unsent } else { Reply::Lost };
+            self.notify(id, waiter, reply);
         }
     }
 
@@ -493,7 +594,7 @@ impl Session {
             Response::Granted { .. } | Response::Released => pool.on_leads(self),
             _ => {}
         }
-        let waiter = lock(&self.pending).map.remove(&id);
+        let waiter = lock(&self.pending).map.remove(&id).map(|(w, _)| w);
         match waiter {
             Some(Waiter::Caller(cell)) => cell.put(self.reply_key(id), Reply::Answer(response)),
             Some(Waiter::Worker(tx)) => {
@@ -604,6 +705,14 @@ pub(crate) fn connect(
         peer,
         addr: addr.to_owned(),
         wire: Mutex::new(wire),
+        outbox: Mutex::new(Outbox {
+            buf: Vec::with_capacity(4096),
+            frames: Vec::new(),
+            next_seq: 1,
+            flushing: false,
+            closed: false,
+        }),
+        maybe_written: AtomicU64::new(0),
         pending: Mutex::new(Pending { map: HashMap::new(), closed: false }),
         sock,
         dead: AtomicBool::new(false),

@@ -218,7 +218,7 @@ impl Client {
             })
         };
         let mut frame = Vec::with_capacity(32 + key.len() + self.inner.owner.len());
-        let (session, id, cell, sent_at, wait_sent) = loop {
+        let (reply, sent_at, wait_sent) = loop {
             let Some(session) = pool.wait_for_session(send_end) else {
                 return Err(AcquireError::Unavailable { last_error: pool.last_error() });
             };
@@ -226,44 +226,41 @@ impl Client {
             frame.clear();
             encode_acquire(&mut frame, 0, lease_s, wait_left.as_millis() as u32, key, &self.inner.owner);
             let cell = ReplyCell::fresh();
-            match session.send(&pool.ids, Waiter::Caller(Arc::clone(&cell)), &mut frame) {
-                Ok((id, sent_at)) => break (session, id, cell, sent_at, wait_left),
+            let (id, sent_at) = match session.send(&pool.ids, Waiter::Caller(Arc::clone(&cell)), &mut frame) {
+                Ok(sent) => sent,
                 // Not one byte left this process: another connection may carry it.
-                Err(SendError::NotSent) => continue,
-                Err(SendError::Partial) => {
-                    return Err(indeterminate(
-                        IndeterminateCause::ConnectionLost,
-                        Instant::now(),
-                        wait_left,
-                        None,
-                    ))
-                }
-            }
-        };
-        let answer_deadline = sent_at + wait_sent + self.inner.commit_margin;
-        let reply = match cell.wait(Some(answer_deadline)) {
-            Some((_, reply)) => reply,
-            None => {
-                if let Some(late_grant) = session.compensate(id, key, &self.inner.owner) {
-                    if session.silent_since(sent_at) {
-                        // Nothing at all came back since the request was written: the node
-                        // or the path is dead, not just slow. Redial it.
-                        log::warn!(
-                            "{} answered nothing within the request's budget; reconnecting",
-                            session.peer
-                        );
-                        session.kill();
+                Err(_) => continue,
+            };
+            let answer_deadline = sent_at + wait_left + self.inner.commit_margin;
+            let reply = match cell.wait(Some(answer_deadline)) {
+                Some((_, reply)) => reply,
+                None => {
+                    if let Some(late_grant) = session.compensate(id, key, &self.inner.owner) {
+                        if session.silent_since(sent_at) {
+                            // Nothing at all came back since the request was written: the
+                            // node or the path is dead, not just slow. Redial it.
+                            log::warn!(
+                                "{} answered nothing within the request's budget; reconnecting",
+                                session.peer
+                            );
+                            session.kill();
+                        }
+                        return Err(indeterminate(
+                            IndeterminateCause::NoAnswer,
+                            sent_at,
+                            wait_left,
+                            Some(late_grant),
+                        ));
                     }
-                    return Err(indeterminate(
-                        IndeterminateCause::NoAnswer,
-                        sent_at,
-                        wait_sent,
-                        Some(late_grant),
-                    ));
+                    // The reader took the answer just now; it is on its way.
+                    cell.wait(None).map_or(Reply::Lost, |(_, reply)| reply)
                 }
-                // The reader took the answer just now; it is on its way.
-                cell.wait(None).map_or(Reply::Lost, |(_, reply)| reply)
+            };
+            if matches!(reply, Reply::Unsent) && Instant::now() < send_end {
+                // The connection broke before a byte of it was written: another may carry it.
+                continue;
             }
+            break (reply, sent_at, wait_left);
         };
         match reply {
             Reply::Answer(Response::Granted { token, lease_ms }) => {
@@ -315,6 +312,7 @@ impl Client {
                 Err(indeterminate(IndeterminateCause::ProtocolViolation, sent_at, wait_sent, None))
             }
             Reply::Lost => Err(indeterminate(IndeterminateCause::ConnectionLost, sent_at, wait_sent, None)),
+            Reply::Unsent => Err(AcquireError::Unavailable { last_error: pool.last_error() }),
         }
     }
 
@@ -557,10 +555,6 @@ impl Client {
             let (id, sent_at) = match session.send(&pool.ids, Waiter::Caller(Arc::clone(&cell)), &mut frame) {
                 Ok(sent) => sent,
                 Err(SendError::NotSent) => continue,
-                Err(SendError::Partial) => {
-                    sent_once = true;
-                    continue;
-                }
             };
             sent_once = true;
             match cell.wait(Some(deadline)) {
@@ -575,7 +569,7 @@ impl Client {
                     }
                     other => return other,
                 },
-                Some((_, Reply::Lost)) => continue,
+                Some((_, Reply::Lost | Reply::Unsent)) => continue,
                 None => {
                     session.forget(id);
                     if session.silent_since(sent_at) {

@@ -316,10 +316,6 @@ fn attempt(pool: &Pool, item: &mut Item, waiting: Waiting<'_>, frame: &mut Vec<u
         Ok((id, _)) => item.in_flight = Some((session, id, now + RELEASE_ATTEMPT_TIMEOUT)),
         // Why retry at once: the failed session is now dead, so the next pick is another.
         Err(SendError::NotSent) => item.next_try = now,
-        Err(SendError::Partial) => {
-            item.maybe_executed = true;
-            item.next_try = now;
-        }
     }
 }
 
@@ -393,6 +389,11 @@ fn on_answer(pool: &Pool, items: &mut Vec<Item>, id: u32, reply: Reply, done: &m
                 }
                 return;
             }
+            Reply::Unsent => {
+                // Not a byte went out: simply send it again, elsewhere.
+                item.next_try = now;
+                return;
+            }
             Reply::Lost => {
                 log::debug!("release of {:?}: connection to {} lost", item.job.key, session.addr);
                 item.maybe_executed = true;
@@ -419,7 +420,7 @@ fn on_answer(pool: &Pool, items: &mut Vec<Item>, id: u32, reply: Reply, done: &m
             item.next_try = now + RELEASE_RETRY_PAUSE;
             return;
         }
-        Reply::Lost => unreachable!("handled above"),
+        Reply::Lost | Reply::Unsent => unreachable!("handled above"),
     };
     let mut item = items.swap_remove(index);
     item.forget_attempts();

@@ -95,7 +95,7 @@ pub(crate) fn run_supervisor(pool: Arc<Pool>) {
                     encode_request(&mut frame, 1, &Request::Status);
                     pool.refresh_due.store(false, Ordering::Release);
                     last_sent = Some(now);
-                    if let Ok(Some((id, _))) =
+                    if let Ok((id, _)) =
                         session.try_send(&pool.ids, Waiter::Worker(answers_tx.clone()), &mut frame)
                     {
                         in_flight = Some((session, id, now));
