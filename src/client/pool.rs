@@ -97,23 +97,60 @@ impl Slot {
     }
 }
 
-/// What routing reads: swapped whole on every change.
+/// What routing reads: swapped whole on every change (a slot added or retired, a
+/// session up or down, a new leader hint), never locked per request.
 pub(crate) struct Route {
     pub(crate) slots: Vec<Arc<Slot>>,
     /// The leader's address, from the last `M`, WELCOME, STATUS or `G`/`R`.
     pub(crate) hint: Option<String>,
+    /// The sessions up when the route was made, and whether the hint names each.
+    entries: Vec<Entry>,
+}
+
+struct Entry {
+    slot: Arc<Slot>,
+    session: Arc<Session>,
+    hinted: bool,
+}
+
+impl Route {
+    fn new(slots: Vec<Arc<Slot>>, hint: Option<String>) -> Route {
+        let entries = slots
+            .iter()
+            .filter_map(|slot| {
+                let session = slot.live()?;
+                let hinted = hint.as_ref().is_some_and(|h| slot.is(h, &session));
+                Some(Entry { slot: Arc::clone(slot), session, hinted })
+            })
+            .collect();
+        Route { slots, hint, entries }
+    }
+}
+
+/// Distinguishes pools in the per-thread route caches.
+static POOL_IDS: AtomicU64 = AtomicU64::new(1);
+/// Routes a thread keeps at most (one per client it uses, the oldest dropped first).
+const ROUTE_CACHE_LEN: usize = 4;
+
+thread_local! {
+    /// (pool id, route generation, route): what this thread last read of each pool.
+    static ROUTES: std::cell::RefCell<Vec<(u64, u64, Arc<Route>)>> = const { std::cell::RefCell::new(Vec::new()) };
+    /// This thread's round-robin position.
+    static TURN: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
 }
 
 /// Everything the client's threads share.
 pub(crate) struct Pool {
+    id: u64,
     route: RwLock<Arc<Route>>,
+    /// Bumped after every change of `route`: a thread re-reads it only then.
+    route_gen: AtomicU64,
     /// Serialises changes of `route` (reads never wait for it).
     route_change: Mutex<()>,
     seeds: Vec<(String, String)>,
     key: hmac::Key,
     tls: Option<Arc<ClientConfig>>,
     pub(crate) ids: AtomicU32,
-    round_robin: AtomicUsize,
     /// Bumped whenever a session is installed or routing changes; waiters sleep on it.
     generation: Mutex<u64>,
     installed: Condvar,
@@ -149,13 +186,14 @@ impl Pool {
         idle_ping: Duration,
     ) -> Pool {
         Pool {
-            route: RwLock::new(Arc::new(Route { slots: Vec::new(), hint: None })),
+            id: POOL_IDS.fetch_add(1, Ordering::Relaxed),
+            route: RwLock::new(Arc::new(Route::new(Vec::new(), None))),
+            route_gen: AtomicU64::new(0),
             route_change: Mutex::new(()),
             seeds,
             key,
             tls,
             ids: AtomicU32::new(1),
-            round_robin: AtomicUsize::new(0),
             generation: Mutex::new(0),
             installed: Condvar::new(),
             shutdown: AtomicBool::new(false),
@@ -191,11 +229,47 @@ impl Pool {
         Arc::clone(&self.route.read().unwrap_or_else(|e| e.into_inner()))
     }
 
-    fn change_route(&self, change: impl FnOnce(&Route) -> Route) {
+    fn change_route(&self, change: impl FnOnce(&Route) -> (Vec<Arc<Slot>>, Option<String>)) {
         let _serial = lock(&self.route_change);
-        let new = Arc::new(change(&self.route()));
+        let (slots, hint) = change(&self.route());
+        let new = Arc::new(Route::new(slots, hint));
         *self.route.write().unwrap_or_else(|e| e.into_inner()) = new;
+        self.route_gen.fetch_add(1, Ordering::AcqRel);
         self.wake();
+    }
+
+    /// Rebuilds the route after a session came up or went down.
+    fn refresh_route(&self) {
+        self.change_route(|route| (route.slots.clone(), route.hint.clone()));
+    }
+
+    /// Runs `f` on the current route, read from this thread's cache unless the route
+    /// changed since: no lock and no shared write on the request path.
+    fn with_route<R>(&self, f: impl FnOnce(&Route) -> R) -> R {
+        let generation = self.route_gen.load(Ordering::Acquire);
+        let cached = ROUTES.with(|cache| {
+            let mut cache = cache.try_borrow_mut().ok()?;
+            let at = match cache.iter().position(|entry| entry.0 == self.id) {
+                Some(at) => at,
+                None => {
+                    if cache.len() >= ROUTE_CACHE_LEN {
+                        cache.remove(0);
+                    }
+                    cache.push((self.id, u64::MAX, Arc::clone(&self.route())));
+                    cache.len() - 1
+                }
+            };
+            let entry = &mut cache[at];
+            if entry.1 != generation {
+                entry.2 = self.route();
+                entry.1 = generation;
+            }
+            Some(Arc::clone(&entry.2))
+        });
+        match cached {
+            Some(route) => f(&route),
+            None => f(&self.route()),
+        }
     }
 
     fn wake(&self) {
@@ -214,7 +288,7 @@ impl Pool {
         self.change_route(|route| {
             let mut slots = route.slots.clone();
             slots.push(slot);
-            Route { slots, hint: route.hint.clone() }
+            (slots, route.hint.clone())
         });
         Ok(())
     }
@@ -259,7 +333,7 @@ impl Pool {
             return;
         }
         log::debug!("leader is now {}", addr.unwrap_or("unknown"));
-        self.change_route(|route| Route { slots: route.slots.clone(), hint: addr.map(str::to_owned) });
+        self.change_route(|route| (route.slots.clone(), addr.map(str::to_owned)));
         self.refresh_due.store(true, Ordering::Release);
         if let Some(addr) = addr {
             self.learn(addr);
@@ -312,24 +386,28 @@ impl Pool {
     /// The routing decision. With `patient`, settles for a node not known to lead
     /// only when no slot is still connecting for the first time.
     fn choose(&self, accept: &dyn Fn(&Slot) -> bool, patient: bool) -> Option<Arc<Session>> {
-        let route = self.route();
-        let live: Vec<(&Slot, Arc<Session>)> = route
-            .slots
-            .iter()
-            .filter(|slot| !slot.is_retired() && accept(slot))
-            .filter_map(|slot| slot.live().map(|s| (&**slot, s)))
-            .collect();
-        if live.is_empty() {
-            return None;
-        }
-        let mut candidates: Vec<&Arc<Session>> = match &route.hint {
-            Some(h) => live.iter().filter(|(slot, s)| slot.is(h, s)).map(|(_, s)| s).collect(),
-            None => Vec::new(),
-        };
-        if candidates.is_empty() {
-            candidates = live.iter().filter(|(_, s)| s.leads()).map(|(_, s)| s).collect();
-        }
-        if candidates.is_empty() {
+        self.with_route(|route| {
+            let usable = |e: &&Entry| !e.session.is_dead() && !e.slot.is_retired() && accept(&e.slot);
+            let pick = |class: &dyn Fn(&Entry) -> bool| -> Option<Arc<Session>> {
+                let count = route.entries.iter().filter(usable).filter(|e| class(e)).count();
+                if count == 0 {
+                    return None;
+                }
+                let turn = TURN.with(|t| {
+                    t.set(t.get().wrapping_add(1));
+                    t.get()
+                });
+                route
+                    .entries
+                    .iter()
+                    .filter(usable)
+                    .filter(|e| class(e))
+                    .nth(turn % count)
+                    .map(|e| Arc::clone(&e.session))
+            };
+            if let Some(session) = pick(&|e| e.hinted).or_else(|| pick(&|e| e.session.leads())) {
+                return Some(session);
+            }
             let first_connect_pending = route.slots.iter().any(|slot| {
                 !slot.is_retired()
                     && accept(slot)
@@ -339,10 +417,8 @@ impl Pool {
             if patient && first_connect_pending {
                 return None;
             }
-            candidates = live.iter().map(|(_, s)| s).collect();
-        }
-        let turn = self.round_robin.fetch_add(1, Ordering::Relaxed);
-        Some(Arc::clone(candidates[turn % candidates.len()]))
+            pick(&|_| true)
+        })
     }
 
     /// Waits until a session is found for `accept`, or `deadline` passes. For up to
@@ -448,9 +524,8 @@ impl Pool {
             }
         }
         if !retire.is_empty() {
-            self.change_route(|route| Route {
-                slots: route.slots.iter().filter(|s| !s.is_retired()).cloned().collect(),
-                hint: route.hint.clone(),
+            self.change_route(|route| {
+                (route.slots.iter().filter(|s| !s.is_retired()).cloned().collect(), route.hint.clone())
             });
         }
         for (v, (_, addr)) in voters.iter().enumerate() {
@@ -531,6 +606,7 @@ impl Pool {
     fn install(self: &Arc<Self>, slot: &Slot, session: &Arc<Session>) {
         slot.node.store(session.welcome.node_id, Ordering::Release);
         *lock(&slot.session) = Some(Arc::clone(session));
+        self.refresh_route();
         self.note_live();
         if session.leads() {
             self.set_hint(Some(&slot.addr));
@@ -592,6 +668,7 @@ pub(crate) fn run_slot(pool: Arc<Pool>, slot: Arc<Slot>) {
                     *current = None;
                 }
                 drop(current);
+                pool.refresh_route();
                 log::debug!("connection to {} ended", slot.addr);
                 // The node may have left the cluster, or the leader may be gone: read
                 // the membership and the leader again.
