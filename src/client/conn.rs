@@ -10,6 +10,7 @@
 //! is how the supervisor (`supervisor.rs`) finds a session that stopped answering.
 
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::io::{self, BufReader, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
@@ -191,8 +192,27 @@ pub(crate) enum SendError {
 
 struct Pending {
     /// Waiter and the frame's sequence number on this session (see `Outbox`).
-    map: HashMap<u32, (Waiter, u64)>,
+    map: HashMap<u32, (Waiter, u64), BuildHasherDefault<IdHasher>>,
     closed: bool,
+}
+
+/// Request ids are handed out in sequence by the client itself, so they are their own
+/// hash: no SipHash per request (nothing here is keyed by what a server sends).
+#[derive(Default)]
+struct IdHasher(u64);
+
+impl Hasher for IdHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.0 = (self.0 << 8) | u64::from(*b);
+        }
+    }
+    fn write_u32(&mut self, id: u32) {
+        self.0 = u64::from(id);
+    }
 }
 
 /// Frames waiting to be written, and who writes them. Write combining: a sender
@@ -713,7 +733,7 @@ pub(crate) fn connect(
             closed: false,
         }),
         maybe_written: AtomicU64::new(0),
-        pending: Mutex::new(Pending { map: HashMap::new(), closed: false }),
+        pending: Mutex::new(Pending { map: HashMap::default(), closed: false }),
         sock,
         dead: AtomicBool::new(false),
         leads: AtomicBool::new(leads),
