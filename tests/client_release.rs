@@ -201,3 +201,27 @@ fn an_n_to_a_retry_waits_for_the_earlier_attempt_and_never_says_not_holder() {
     assert!(start.elapsed() >= Duration::from_millis(4900), "{:?}", start.elapsed());
     assert_eq!(attempts.load(Ordering::SeqCst), 2, "nothing more is sent after the N");
 }
+
+#[test]
+fn close_waits_for_the_releases_of_dropped_locks() {
+    let fake = fake_with_release(|| Action::ReplyAfter(Duration::from_millis(300), Response::Released));
+    let client = fake.client();
+    let locks: Vec<_> =
+        (0..5).map(|i| client.acquire(&format!("c{i}"), LEASE, Duration::ZERO).unwrap()).collect();
+    drop(locks);
+    let start = Instant::now();
+    assert!(client.clone().close(Duration::from_secs(3)), "all five released");
+    assert!(
+        start.elapsed() >= Duration::from_millis(250),
+        "it waited for the answers: {:?}",
+        start.elapsed()
+    );
+    assert_eq!(releases(&fake).len(), 5);
+    // Unanswered releases: close gives up at its timeout and says so.
+    let fake = fake_with_release(|| Action::Ignore);
+    let client = fake.client();
+    drop(client.acquire("k", LEASE, Duration::ZERO).unwrap());
+    let start = Instant::now();
+    assert!(!client.close(Duration::from_millis(300)));
+    assert!(start.elapsed() < Duration::from_secs(1));
+}

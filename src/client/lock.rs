@@ -35,6 +35,7 @@ impl fmt::Display for ReleaseOutcome {
 
 /// The answer to [`Client::query`] for a held key.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct HolderInfo {
     /// The holder's owner string.
     pub owner: String,

@@ -1,4 +1,4 @@
-//! The official blocking client (SPEC §10).
+//! The official blocking client (docs/client.md).
 //!
 //! ```no_run
 //! use std::time::Duration;
@@ -45,18 +45,27 @@
 //!
 //! # Connections
 //!
-//! The client keeps one connection per address (two when there is a single address)
-//! in background threads, reconnecting forever with a backoff from 0.1 s doubling to
-//! 3.2 s. Any number of threads share one [`Client`] (it is `Clone + Send + Sync`);
-//! their requests are pipelined and answers matched by request id.
+//! The configured addresses are seeds: one live member is enough. The client dials the
+//! leader that WELCOME, STATUS or an `M` names, follows the leader's voter set (one
+//! connection per member, two when there is one), PINGs a connection that received
+//! nothing for a second and closes it when nothing comes back within 1.5 s, and
+//! reconnects forever with a backoff from 0.1 s doubling to 3.2 s. Any number of
+//! threads share one [`Client`] (it is `Clone + Send + Sync`); their requests are
+//! pipelined, written together when they meet, and answers matched by request id.
 //!
 //! # Releases
 //!
-//! [`Lock::release`], [`Client::release`], dropped locks and late grants all go through
-//! one bounded release queue ([`RELEASE_QUEUE_CAPACITY`]) served by a background
-//! thread, which retries each release until the server answers `R` or `N`, for at most
-//! [`RELEASE_DEADLINE`] from enqueue. A release is never reported successful without
-//! `R`/`N`.
+//! [`Lock::release`] and [`Client::release`] send the RELEASE from the calling thread;
+//! dropped locks and late grants go to a background worker. All count against one
+//! bound ([`RELEASE_QUEUE_CAPACITY`]) and are retried until the server answers `R` or
+//! `N`, for at most [`RELEASE_DEADLINE`]. A release is never reported successful
+//! without `R`/`N`.
+//!
+//! # Resolving
+//!
+//! [`Client::resolve`] finds out whether an indeterminate acquire holds its key after
+//! all, with a QUERY once the grant can no longer happen, never by sending it again.
+//! docs/client.md says when that is safe and how long every call can block.
 
 mod backoff;
 mod builder;
@@ -86,6 +95,8 @@ use conn::{Reply, ReplyCell, SendError, Session, Waiter};
 use pool::Pool;
 use release::{Job, Origin};
 
+/// How often `Client::close` looks whether the releases are done.
+const CLOSE_POLL: Duration = Duration::from_millis(10);
 /// Pause before asking again after an `M` that named no leader (an election runs).
 const MOVED_PAUSE: Duration = Duration::from_millis(100);
 
@@ -172,6 +183,26 @@ impl Client {
         Ok(Client { inner: Arc::new(inner) })
     }
 
+    /// Waits until every release this client still has to make (dropped locks, late
+    /// grants, releases in progress) is finished — confirmed or given up at its 5 s
+    /// deadline — or `timeout` passes, then drops this handle. True when none was
+    /// left. The connections close once the last handle is gone. Blocks at most
+    /// `timeout`.
+    pub fn close(self, timeout: Duration) -> bool {
+        let end = Instant::now() + timeout;
+        let pool = &self.inner.pool;
+        loop {
+            if pool.release_outstanding.load(std::sync::atomic::Ordering::Acquire) == 0 {
+                return true;
+            }
+            let now = Instant::now();
+            if now >= end {
+                return false;
+            }
+            std::thread::sleep(CLOSE_POLL.min(end - now));
+        }
+    }
+
     /// Turns the parts of a lock (from [`Lock::into_parts`]) back into a [`Lock`] of
     /// this client: for a lock handed between threads or kept across a restart of the
     /// component that took it (not of the process: the deadline is an `Instant`).
@@ -182,8 +213,9 @@ impl Client {
     /// Acquires `key` for `lease` (whole seconds, 1..=250), queueing at most `wait`
     /// (0..=300 s; zero means one immediate try).
     ///
-    /// Blocks until the server answers, at most `wait` plus the commit margin
-    /// (plus up to [`CONNECT_WAIT_MIN`] to reach a server at all). See the
+    /// Blocks until the server answers: at most `max(wait, CONNECT_WAIT_MIN)` to put
+    /// the request on a connection (3 s at least, so a fresh client can connect), then
+    /// what was left of `wait` plus the commit margin for the answer. See the
     /// [module docs](self) for what each outcome means.
     ///
     /// ```no_run
@@ -419,8 +451,9 @@ impl Client {
         }
     }
 
-    /// The STATUS text (`name=value` lines, SPEC §2.5) of one node: the leader's
-    /// when known, else any connected node's.
+    /// The STATUS text (`name=value` lines, docs/protocol.md) of one node: the
+    /// leader's when known, else any connected node's. Blocks at most the request
+    /// timeout.
     pub fn status(&self) -> Result<String, ClientError> {
         match self.call(&Request::Status, |_| true)? {
             Response::Status { text } => Ok(text),
@@ -428,8 +461,10 @@ impl Client {
         }
     }
 
-    /// The STATUS text of the node at `addr`. A configured address uses its managed
-    /// connection; any other gets a one-off connection.
+    /// The STATUS text of the node at `addr`. An address the client dials uses its
+    /// connection; any other gets a one-off connection. Blocks at most the request
+    /// timeout (plus, for a one-off, 3 s per resolved address to connect and 5 s for
+    /// the handshake).
     pub fn status_of(&self, addr: &str) -> Result<String, ClientError> {
         let dialed = self.inner.pool.route().slots.iter().any(|slot| slot.addr == addr);
         let response = if dialed {
@@ -447,7 +482,8 @@ impl Client {
     /// `new`, already started with `TICKETING_CLUSTER_STATE=join` and reachable at client
     /// address `new_addr`. Waits up to `timeout` for the change to commit and returns the
     /// leader's report. Follows `M` to the leader, and asks again when leadership moved
-    /// during the change.
+    /// during the change. Blocks at most `timeout` plus one connection's connect and
+    /// handshake (8 s).
     pub fn replace_member(
         &self,
         old: u64,
@@ -487,7 +523,8 @@ impl Client {
         Err(last)
     }
 
-    /// Round-trips a PING to one node and returns the time it took.
+    /// Round-trips a PING to one node and returns the time it took. Blocks at most the
+    /// request timeout.
     pub fn ping(&self) -> Result<Duration, ClientError> {
         let start = Instant::now();
         match self.call(&Request::Ping, |_| true)? {
