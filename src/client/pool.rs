@@ -252,6 +252,9 @@ impl Pool {
             let at = match cache.iter().position(|entry| entry.0 == self.id) {
                 Some(at) => at,
                 None => {
+                    // Drop the routes of clients that are gone (every session dead), so a
+                    // thread does not keep their sockets open.
+                    cache.retain(|entry| entry.2.entries.iter().any(|e| !e.session.is_dead()));
                     if cache.len() >= ROUTE_CACHE_LEN {
                         cache.remove(0);
                     }
