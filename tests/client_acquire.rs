@@ -340,3 +340,40 @@ fn owner_views_and_lock_parts_round_trip() {
     });
     assert_eq!(released, Some((token, "test-owner-7".to_owned())));
 }
+
+#[test]
+fn a_failed_write_after_an_acquire_went_out_never_sends_that_acquire_again() {
+    // The first ACQUIRE is written and left unanswered; later writes on its connection
+    // fail before their first byte. The ACQUIRE was sent: it must end Indeterminate,
+    // never be sent again on the other connection.
+    let seen = Arc::new(AtomicU64::new(0));
+    let count = Arc::clone(&seen);
+    let fake = FakeServer::start(
+        b'S',
+        Box::new(move |_, _, request| match request {
+            Request::Acquire { .. } if count.fetch_add(1, Ordering::SeqCst) == 0 => Action::Ignore,
+            Request::Acquire { lease_s, .. } => {
+                Action::Reply(Response::Granted { token: 5, lease_ms: u32::from(*lease_s) * 1000 })
+            }
+            other => Action::Reply(default_answer(other)),
+        }),
+    );
+    let client = fake.client();
+    assert!(eventually(Duration::from_secs(5), || fake.handshakes() == 2));
+    let waiting = {
+        let client = client.clone();
+        std::thread::spawn(move || client.acquire("k", LEASE, Duration::from_secs(3)))
+    };
+    assert!(eventually(Duration::from_secs(3), || acquires(&fake) == 1));
+    // Zero-byte write failures until one lands on the ACQUIRE's connection.
+    let end = Instant::now() + Duration::from_secs(5);
+    while !waiting.is_finished() && Instant::now() < end {
+        client.inject_write_failures(1);
+        let _ = client.query("q");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let err = waiting.join().unwrap().unwrap_err();
+    assert_eq!(err.indeterminate_cause(), Some(IndeterminateCause::ConnectionLost), "{err}");
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(acquires(&fake), 1, "the written ACQUIRE was sent again");
+}

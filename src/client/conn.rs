@@ -484,7 +484,8 @@ impl Session {
     /// back to their waiters as [`Reply::Unsent`]; the rest are lost with the session.
     fn write_failed(&self, frames: &[(u64, usize)], failure: WriteFailure) {
         let mut start = 0;
-        let mut last_out = 0;
+        // Every frame before this batch was written whole by an earlier flush.
+        let mut last_out = frames.first().map_or(0, |f| f.0.saturating_sub(1));
         let mut unsent = Vec::new();
         for &(seq, end) in frames {
             let any_byte = match failure {
