@@ -463,7 +463,9 @@ impl Session {
                 std::mem::swap(&mut outbox.frames, &mut frames);
             }
             let last = frames.last().map_or(0, |f| f.0);
-            self.maybe_written.fetch_max(last, Ordering::AcqRel);
+            // SeqCst with the load in `close`: either close sees this batch as possibly
+            // written, or the write below starts after close shut the socket down.
+            self.maybe_written.fetch_max(last, Ordering::SeqCst);
             let mut wire = lock(&self.wire);
             if self.take_fault() {
                 // A real zero-byte failure: the socket refuses the write (EPIPE).
@@ -596,7 +598,7 @@ impl Session {
             outbox.closed = true;
             self.kill();
         }
-        let written = self.maybe_written.load(Ordering::Acquire);
+        let written = self.maybe_written.load(Ordering::SeqCst);
         let waiters: Vec<(u32, Waiter, u64)> = {
             let mut pending = lock(&self.pending);
             pending.closed = true;
