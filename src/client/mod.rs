@@ -18,6 +18,7 @@
 //!         match lock.release()? {
 //!             ReleaseOutcome::Released => {}
 //!             ReleaseOutcome::NotHolder => eprintln!("the lease had already ended"),
+//!             other => eprintln!("{other}"),
 //!         }
 //!     }
 //!     Err(e) if e.is_definitive() => eprintln!("not acquired: {e}"),
