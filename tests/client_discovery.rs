@@ -26,6 +26,14 @@ fn client(addrs: &[String], owner: &str) -> Client {
     Client::builder().addrs(addrs.iter().cloned()).auth_token(TOKEN).owner(owner).build().expect("client")
 }
 
+/// Waits until both connections of a one-address client through `proxy` are past the
+/// handshake: HELLO (40 bytes) and WELCOME (at least 51) reached the client twice.
+fn both_sessions_up(proxy: &Proxy) {
+    assert!(eventually(Duration::from_secs(5), || proxy.live() == 2));
+    assert!(eventually(Duration::from_secs(5), || proxy.forwarded(Dir::ToClient) >= 2 * (40 + 51)));
+    std::thread::sleep(Duration::from_millis(50));
+}
+
 /// A raw connection to `addr` that answers within `timeout`, if the node is up.
 fn raw(addr: std::net::SocketAddr, timeout: Duration) -> Option<Raw> {
     let stream = std::net::TcpStream::connect_timeout(&addr, timeout).ok()?;
@@ -350,7 +358,7 @@ fn a_connection_that_answers_nothing_is_found_out_by_ping_and_redialed() {
     let proxy = Proxy::start(server.addr);
     let client = client(&[proxy.addr_string()], "pinged");
     client.ping().unwrap();
-    assert!(eventually(Duration::from_secs(5), || proxy.live() == 2));
+    both_sessions_up(&proxy);
     // Answers stop coming; the sockets stay open (no EOF ever reaches the client).
     proxy.blackhole(Dir::ToClient, true);
     let cut = Instant::now();
@@ -383,7 +391,7 @@ fn a_request_unanswered_past_its_budget_on_a_silent_connection_closes_it() {
         .build()
         .unwrap();
     client.ping().unwrap();
-    assert!(eventually(Duration::from_secs(5), || proxy.live() == 2));
+    both_sessions_up(&proxy);
     proxy.blackhole(Dir::ToClient, true);
     let err = client.acquire("k", LEASE, Duration::ZERO).unwrap_err();
     eprintln!("err {err:?} accepted {}", proxy.accepted());

@@ -27,6 +27,8 @@ fn setup(owner: &str, margin: Duration) -> (ServerProcess, Proxy, Client) {
         .unwrap();
     assert!(eventually(Duration::from_secs(5), || proxy.live() == 2));
     client.ping().unwrap();
+    // Both handshakes done: HELLO (40) + WELCOME (at least 51) reached the client twice.
+    assert!(eventually(Duration::from_secs(5), || proxy.forwarded(Dir::ToClient) >= 2 * (40 + 51)));
     std::thread::sleep(Duration::from_millis(100));
     (server, proxy, client)
 }
