@@ -412,10 +412,7 @@ fn bad_configuration_exits_2_naming_the_variable() {
         (cluster_env(&[]), "TICKETING_PEER_AUTH_TOKEN"),
         (cluster_env(&[("TICKETING_PEER_AUTH_TOKEN", TOKEN)]), "TICKETING_PEER_AUTH_TOKEN"),
         // `join` with nothing to join would found a fencing domain of its own.
-        (
-            vec![("TICKETING_AUTH_TOKEN", TOKEN), ("TICKETING_CLUSTER_STATE", "join")],
-            "TICKETING_CLUSTER_PEERS",
-        ),
+        (vec![("TICKETING_AUTH_TOKEN", TOKEN), ("TICKETING_CLUSTER_STATE", "join")], "TICKETING_CLUSTER_PEERS"),
         // A CA alone would leave TLS off.
         (vec![("TICKETING_AUTH_TOKEN", TOKEN), ("TICKETING_TLS_CA", "/etc/hostname")], "TICKETING_TLS_CA"),
         // The peer port would be above 65535.
@@ -448,9 +445,7 @@ fn admin_ops_need_the_operator_secret_and_refusal_keeps_the_connection() {
     // The client secret: refused with E 5, and the connection goes on.
     let mut client = connect(server.addr);
     match client.call(1, &replace) {
-        Response::Error { code: ErrorCode::Refused, message } => {
-            assert!(message.contains("operator"), "{message}")
-        }
+        Response::Error { code: ErrorCode::Refused, message } => assert!(message.contains("operator"), "{message}"),
         other => panic!("{other:?}"),
     }
     assert_eq!(client.call(2, &Request::Ping), Response::Pong);
@@ -458,9 +453,7 @@ fn admin_ops_need_the_operator_secret_and_refusal_keeps_the_connection() {
     // admin op is carried out (a standalone node has no members to change: E 1).
     let mut operator = connect_with(server.addr, PEER_TOKEN).expect("the operator secret is accepted");
     match operator.call(1, &replace) {
-        Response::Error { code: ErrorCode::Invalid, message } => {
-            assert!(message.contains("standalone"), "{message}")
-        }
+        Response::Error { code: ErrorCode::Invalid, message } => assert!(message.contains("standalone"), "{message}"),
         other => panic!("{other:?}"),
     }
     granted_token(&operator.call(2, &acquire("k", "o", 5, 0)));

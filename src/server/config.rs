@@ -368,10 +368,7 @@ fn world_readable(var: &str, path: &str) -> Option<String> {
     use std::os::unix::fs::PermissionsExt;
     let mode = std::fs::metadata(path).ok()?.permissions().mode();
     (mode & 0o004 != 0).then(|| {
-        format!(
-            "{var}: {path:?} is readable by every user of this host (mode {:o}); chmod o-r it",
-            mode & 0o777
-        )
+        format!("{var}: {path:?} is readable by every user of this host (mode {:o}); chmod o-r it", mode & 0o777)
     })
 }
 
