@@ -90,9 +90,11 @@ fn a_frozen_leader_stalls_callers_no_longer_than_the_failover_plus_two_seconds()
         let lock = client.acquire(&format!("warm:{n}"), LEASE, Duration::from_secs(2)).unwrap();
         lock.release().unwrap();
     }
-    // SIGSTOP: the process keeps its sockets open and answers nothing (no EOF).
+    // SIGSTOP: the process keeps its sockets open and answers nothing (no EOF). The
+    // freeze counts from the signal; requests start once it has surely taken effect.
     cluster.signal(leader, "-STOP");
     let frozen = Instant::now();
+    std::thread::sleep(Duration::from_millis(100));
     // Watch, on fresh connections to the other two nodes only, when a new leader serves.
     let others: Vec<std::net::SocketAddr> =
         (0..3).filter(|&i| i != leader).map(|i| cluster.addr(i)).collect();
@@ -110,8 +112,12 @@ fn a_frozen_leader_stalls_callers_no_longer_than_the_failover_plus_two_seconds()
         })
     };
     let mut errors = Vec::new();
+    let mut attempt = 0;
     let granted_at = loop {
-        match client.acquire("after-freeze", LEASE, Duration::from_secs(1)) {
+        // A key per attempt: an attempt that ends Indeterminate may still be granted
+        // (its lease would hold a shared key), and that must not hide later grants.
+        attempt += 1;
+        match client.acquire(&format!("after-freeze:{attempt}"), LEASE, Duration::from_secs(1)) {
             Ok(lock) => {
                 let at = Instant::now();
                 lock.release().unwrap();
