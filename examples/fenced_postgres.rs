@@ -375,6 +375,7 @@ pub fn run_scenario(setup: &Setup, variant: Variant, stall: Stall, seat: i32) ->
         match lock.release()? {
             ReleaseOutcome::Released => stage.say("A  release: released"),
             ReleaseOutcome::NotHolder => stage.say("A  release: not holder (its lease had ended)"),
+            other => stage.say(format!("A  release: {other}")),
         }
         Ok((token, sale))
     };

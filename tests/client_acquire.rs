@@ -77,7 +77,7 @@ fn a_written_acquire_is_never_resent_when_the_connection_drops() {
     );
     let client = fake.client();
     let err = client.acquire("k", LEASE, Duration::from_secs(2)).unwrap_err();
-    assert_eq!(err, AcquireError::Indeterminate(IndeterminateCause::ConnectionLost));
+    assert_eq!(err.indeterminate_cause(), Some(IndeterminateCause::ConnectionLost));
     assert!(!err.is_definitive());
     // Give a wrong resend every chance to show up, on the other connection or a new one.
     std::thread::sleep(Duration::from_millis(700));
@@ -108,7 +108,7 @@ fn unknown_is_indeterminate() {
         }),
     );
     let err = fake.client().acquire("k", LEASE, Duration::ZERO).unwrap_err();
-    assert_eq!(err, AcquireError::Indeterminate(IndeterminateCause::ServerUnknown));
+    assert_eq!(err.indeterminate_cause(), Some(IndeterminateCause::ServerUnknown));
     assert_eq!(acquires(&fake), 1);
 }
 
@@ -126,7 +126,7 @@ fn no_answer_within_wait_plus_margin_is_indeterminate() {
     let start = Instant::now();
     let err = client.acquire("k", LEASE, Duration::from_millis(200)).unwrap_err();
     let took = start.elapsed();
-    assert_eq!(err, AcquireError::Indeterminate(IndeterminateCause::NoAnswer));
+    assert_eq!(err.indeterminate_cause(), Some(IndeterminateCause::NoAnswer));
     assert!(took >= Duration::from_millis(500) && took < Duration::from_secs(2), "{took:?}");
     assert_eq!(acquires(&fake), 1);
 }
@@ -141,8 +141,10 @@ fn moved_is_not_leader_and_the_next_request_goes_to_the_hinted_leader() {
     let stale = FakeServer::start(
         b'L',
         Box::new(move |_, _, request| match request {
-            Request::Ping => Action::Reply(Response::Pong),
-            _ => Action::Reply(Response::Moved { leader: hint.clone() }),
+            Request::Acquire { .. } => Action::Reply(Response::Moved { leader: hint.clone() }),
+            // STATUS and PING as any node answers them (the client asks STATUS to learn
+            // the membership; that must not be what moves it here).
+            other => Action::Reply(default_answer(other)),
         }),
     );
     let client = client_for(&[stale.addr_string(), leader_addr.clone()]);
@@ -165,7 +167,7 @@ fn nothing_reachable_is_unavailable_and_nothing_is_sent() {
     let client = client_for(&[addr]);
     let start = Instant::now();
     let err = client.acquire("k", LEASE, Duration::ZERO).unwrap_err();
-    assert_eq!(err, AcquireError::Unavailable);
+    assert!(matches!(err, AcquireError::Unavailable { .. }), "{err:?}");
     assert!(err.is_definitive());
     let took = start.elapsed();
     assert!(took >= ticketing::client::CONNECT_WAIT_MIN && took < Duration::from_secs(5));
@@ -224,4 +226,154 @@ fn a_fresh_client_sends_its_first_request_to_the_leader() {
         lock.release().unwrap();
         assert_eq!(acquires(&follower), 0);
     }
+}
+
+#[test]
+fn a_grant_arriving_after_its_lease_ran_out_is_released_not_returned() {
+    // Lease 1 s; the G comes 1.3 s after the ACQUIRE (within wait + margin).
+    let fake = FakeServer::start(
+        b'S',
+        Box::new(|_, _, request| match request {
+            Request::Acquire { .. } => Action::ReplyAfter(
+                Duration::from_millis(1300),
+                Response::Granted { token: 4242, lease_ms: 1000 },
+            ),
+            other => Action::Reply(default_answer(other)),
+        }),
+    );
+    let client = fake.client();
+    let err = client.acquire("k", Duration::from_secs(1), Duration::from_secs(2)).unwrap_err();
+    assert_eq!(err.indeterminate_cause(), Some(IndeterminateCause::ExpiredOnArrival));
+    assert!(!err.is_definitive());
+    let released = || {
+        fake.received()
+            .iter()
+            .any(|(_, _, r)| matches!(r, Request::Release { token: 4242, key, .. } if key == "k"))
+    };
+    assert!(eventually(Duration::from_secs(3), released), "the expired grant was released");
+}
+
+#[test]
+fn query_follows_m_to_the_leader_it_names() {
+    let leader = FakeServer::start(
+        b'F',
+        Box::new(|_, _, request| match request {
+            Request::Query { .. } => {
+                Action::Reply(Response::Holder { token: 9, remaining_ms: 500, waiters: 0, owner: "x".into() })
+            }
+            other => Action::Reply(default_answer(other)),
+        }),
+    );
+    let hint = leader.addr_string();
+    // The stale node says it leads in WELCOME and answers QUERY with M.
+    let stale = FakeServer::start(
+        b'L',
+        Box::new(move |_, _, request| match request {
+            Request::Query { .. } => Action::Reply(Response::Moved { leader: hint.clone() }),
+            other => Action::Reply(default_answer(other)),
+        }),
+    );
+    let client = client_for(&[stale.addr_string(), leader.addr_string()]);
+    assert!(eventually(Duration::from_secs(5), || stale.handshakes() == 1 && leader.handshakes() == 1));
+    let holder = client.query("k").expect("answered by the leader after the M").expect("held");
+    assert_eq!(holder.token, 9);
+    let queries = |f: &FakeServer| f.count(|r| matches!(r, Request::Query { .. }));
+    assert_eq!((queries(&stale), queries(&leader)), (1, 1));
+}
+
+#[test]
+fn request_ids_never_reuse_one_still_pending() {
+    // An ACQUIRE stays unanswered (queued) while the id counter comes round to its id.
+    let fake = FakeServer::start(
+        b'S',
+        Box::new(|_, _, request| match request {
+            Request::Acquire { .. } => Action::Ignore,
+            other => Action::Reply(default_answer(other)),
+        }),
+    );
+    let client = fake.client();
+    client.ping().unwrap();
+    let waiting = {
+        let client = client.clone();
+        std::thread::spawn(move || client.acquire("k", LEASE, Duration::from_secs(2)))
+    };
+    assert!(eventually(Duration::from_secs(3), || acquires(&fake) == 1));
+    let (conn, pending_id, _) =
+        fake.received().into_iter().find(|(_, _, r)| matches!(r, Request::Acquire { .. })).unwrap();
+    // Queries alternate between the two connections; each starts from the pending id.
+    for _ in 0..4 {
+        client.set_next_request_id(pending_id);
+        assert_eq!(client.query("q").unwrap(), None);
+    }
+    let reused: Vec<u32> = fake
+        .received()
+        .iter()
+        .filter(|(c, id, r)| *c == conn && *id == pending_id && !matches!(r, Request::Acquire { .. }))
+        .map(|(_, id, _)| *id)
+        .collect();
+    assert!(reused.is_empty(), "id {pending_id} sent again while pending: {reused:?}");
+    let on_that_conn =
+        fake.received().iter().filter(|(c, _, r)| *c == conn && matches!(r, Request::Query { .. })).count();
+    assert!(on_that_conn >= 1, "no query shared the pending ACQUIRE's connection");
+    assert!(!waiting.join().unwrap().unwrap_err().is_definitive());
+}
+
+#[test]
+fn owner_views_and_lock_parts_round_trip() {
+    let fake = FakeServer::granting();
+    let client = fake.client();
+    let caller = client.with_owner("test-owner-7").unwrap();
+    assert!(client.with_owner("").is_err(), "owners are checked like the builder's");
+    let lock = caller.acquire("k", LEASE, Duration::ZERO).unwrap();
+    assert_eq!(lock.owner(), "test-owner-7");
+    let (token, deadline) = (lock.token(), lock.deadline());
+    let parts = lock.into_parts();
+    assert_eq!((parts.token, parts.deadline, parts.owner.as_str()), (token, deadline, "test-owner-7"));
+    std::thread::sleep(Duration::from_millis(100));
+    assert_eq!(fake.count(|r| matches!(r, Request::Release { .. })), 0, "into_parts does not release");
+    // Any handle of the client adopts it; the release keeps the lock's owner.
+    let lock = client.adopt(parts);
+    assert_eq!(lock.release(), Ok(ticketing::client::ReleaseOutcome::Released));
+    let released = fake.received().into_iter().find_map(|(_, _, r)| match r {
+        Request::Release { token, owner, .. } => Some((token, owner)),
+        _ => None,
+    });
+    assert_eq!(released, Some((token, "test-owner-7".to_owned())));
+}
+
+#[test]
+fn a_failed_write_after_an_acquire_went_out_never_sends_that_acquire_again() {
+    // The first ACQUIRE is written and left unanswered; later writes on its connection
+    // fail before their first byte. The ACQUIRE was sent: it must end Indeterminate,
+    // never be sent again on the other connection.
+    let seen = Arc::new(AtomicU64::new(0));
+    let count = Arc::clone(&seen);
+    let fake = FakeServer::start(
+        b'S',
+        Box::new(move |_, _, request| match request {
+            Request::Acquire { .. } if count.fetch_add(1, Ordering::SeqCst) == 0 => Action::Ignore,
+            Request::Acquire { lease_s, .. } => {
+                Action::Reply(Response::Granted { token: 5, lease_ms: u32::from(*lease_s) * 1000 })
+            }
+            other => Action::Reply(default_answer(other)),
+        }),
+    );
+    let client = fake.client();
+    assert!(eventually(Duration::from_secs(5), || fake.handshakes() == 2));
+    let waiting = {
+        let client = client.clone();
+        std::thread::spawn(move || client.acquire("k", LEASE, Duration::from_secs(3)))
+    };
+    assert!(eventually(Duration::from_secs(3), || acquires(&fake) == 1));
+    // Zero-byte write failures until one lands on the ACQUIRE's connection.
+    let end = Instant::now() + Duration::from_secs(5);
+    while !waiting.is_finished() && Instant::now() < end {
+        client.inject_write_failures(1);
+        let _ = client.query("q");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let err = waiting.join().unwrap().unwrap_err();
+    assert_eq!(err.indeterminate_cause(), Some(IndeterminateCause::ConnectionLost), "{err}");
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(acquires(&fake), 1, "the written ACQUIRE was sent again");
 }

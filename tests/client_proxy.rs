@@ -5,12 +5,14 @@
 mod common;
 mod proxy;
 
+use proxy::cluster::ProxiedCluster;
+
 use std::collections::HashSet;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use common::{connect, connect_with, free_port_pair, Cluster, ServerProcess, TOKEN};
-use proxy::{Dir, Proxy};
+use common::{connect, Cluster, ServerProcess, TOKEN};
+use proxy::{eventually, Dir, Proxy};
 use ticketing::client::{
     AcquireError, Client, IndeterminateCause, ReleaseError, ReleaseOutcome, BACKOFF_INITIAL, BACKOFF_MAX,
     RELEASE_DEADLINE,
@@ -19,12 +21,15 @@ use ticketing::proto::frame::{Request, Response};
 
 const LEASE: Duration = Duration::from_secs(30);
 
+/// A client through the proxies. Its idle PINGs are off (one an hour): these tests
+/// count the bytes that cross the proxy exactly; the PINGs have tests of their own.
 fn client_via(addrs: &[String], owner: &str) -> Client {
     Client::builder()
         .addrs(addrs.iter().cloned())
         .auth_token(TOKEN)
         .owner(owner)
         .request_timeout(Duration::from_secs(5))
+        .idle_ping(Duration::from_secs(3600))
         .build()
         .expect("client")
 }
@@ -40,17 +45,6 @@ fn holder(addr: SocketAddr, key: &str) -> Option<(String, u64, u32)> {
         Response::Holder { owner, token, waiters, .. } => Some((owner, token, waiters)),
         other => panic!("QUERY answered {other:?}"),
     }
-}
-
-fn eventually(limit: Duration, cond: impl Fn() -> bool) -> bool {
-    let end = Instant::now() + limit;
-    while Instant::now() < end {
-        if cond() {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    cond()
 }
 
 /// Bytes of one ACQUIRE frame: len u32 · op · id u32 · lease u8 · wait u32 · key str8 · owner str8.
@@ -94,7 +88,7 @@ fn acquire_cut_before_its_answer_is_indeterminate_and_executed_exactly_once() {
     // The ACQUIRE goes through whole; the connection is cut when its G comes back.
     proxy.cut_after(Dir::ToClient, 0);
     let err = client.acquire("seat:1", LEASE, Duration::from_secs(2)).unwrap_err();
-    assert_eq!(err, AcquireError::Indeterminate(IndeterminateCause::ConnectionLost));
+    assert_eq!(err.indeterminate_cause(), Some(IndeterminateCause::ConnectionLost));
     assert!(!err.is_definitive());
     assert!(!proxy.cut_pending(Dir::ToClient), "the cut fired on the answer");
     // Exactly one ACQUIRE's bytes crossed the proxy (the cut connection's
@@ -118,7 +112,7 @@ fn acquire_cut_mid_request_is_indeterminate_and_never_resent() {
     // client wrote the request, so it may not send it again on the other connection.
     proxy.cut_after(Dir::ToServer, 5);
     let err = client.acquire("seat:2", LEASE, Duration::from_secs(2)).unwrap_err();
-    assert_eq!(err, AcquireError::Indeterminate(IndeterminateCause::ConnectionLost));
+    assert_eq!(err.indeterminate_cause(), Some(IndeterminateCause::ConnectionLost));
     std::thread::sleep(Duration::from_millis(300));
     assert_eq!(request_bytes(&proxy) - sent_before, 5, "no byte of a resend");
     // The server saw a truncated frame and executed nothing.
@@ -133,7 +127,7 @@ fn acquire_while_refused_is_unavailable_and_nothing_executed() {
     let client = client_via(&[proxy.addr_string()], "refused");
     let start = Instant::now();
     let err = client.acquire("seat:3", LEASE, Duration::from_millis(500)).unwrap_err();
-    assert_eq!(err, AcquireError::Unavailable);
+    assert!(matches!(err, AcquireError::Unavailable { .. }), "{err:?}");
     assert!(err.is_definitive());
     assert!(start.elapsed() < Duration::from_secs(5), "{:?}", start.elapsed());
     assert!(proxy.refused() >= 2);
@@ -149,7 +143,7 @@ fn acquire_while_blackholed_before_the_handshake_is_unavailable_and_nothing_exec
     proxy.blackhole(Dir::ToClient, true);
     let client = client_via(&[proxy.addr_string()], "blackholed");
     let err = client.acquire("seat:4", LEASE, Duration::from_millis(500)).unwrap_err();
-    assert_eq!(err, AcquireError::Unavailable);
+    assert!(matches!(err, AcquireError::Unavailable { .. }), "{err:?}");
     assert_eq!(proxy.forwarded(Dir::ToServer), 0, "not even AUTH was sent");
     assert_eq!(server_query(server.addr, "seat:4"), Response::Free);
 }
@@ -215,6 +209,7 @@ fn late_grant_after_an_indeterminate_acquire_is_released_by_the_client() {
         .auth_token(TOKEN)
         .owner("late")
         .commit_margin(Duration::from_millis(200))
+        .idle_ping(Duration::from_secs(3600))
         .build()
         .unwrap();
     assert!(eventually(Duration::from_secs(5), || proxy.live() == 2));
@@ -224,7 +219,7 @@ fn late_grant_after_an_indeterminate_acquire_is_released_by_the_client() {
     let start = Instant::now();
     let err = client.acquire("seat:6", LEASE, Duration::ZERO).unwrap_err();
     let gave_up = start.elapsed();
-    assert_eq!(err, AcquireError::Indeterminate(IndeterminateCause::NoAnswer));
+    assert_eq!(err.indeterminate_cause(), Some(IndeterminateCause::NoAnswer));
     assert!(gave_up >= Duration::from_millis(200) && gave_up < Duration::from_millis(1500), "{gave_up:?}");
     // The grant executed on the server, under a token the caller never saw.
     let (owner, _token, _) = holder(server.addr, "seat:6").expect("held after the indeterminate acquire");
@@ -303,68 +298,6 @@ fn sixty_four_threads_sharing_one_client_get_their_own_answers() {
     assert_eq!(holder(server.addr, "thread:0"), None);
 }
 
-/// A 3-node cluster whose configured (advertised) client addresses are proxies:
-/// node i listens on 127.0.0.i:Q, advertises 127.0.0.i:P where a proxy forwards to
-/// Q, and a plain relay forwards the peer port P+1000 to Q+1000. So `M` and WELCOME
-/// name the proxies, exactly as a client configured with them expects.
-struct ProxiedCluster {
-    cluster: Cluster,
-    proxies: Vec<Proxy>,
-    _peer_relays: Vec<Proxy>,
-    direct: Vec<SocketAddr>,
-}
-
-impl ProxiedCluster {
-    fn start() -> ProxiedCluster {
-        let p = free_port_pair();
-        let q = loop {
-            let q = free_port_pair();
-            if q.abs_diff(p) > 1 && q.abs_diff(p) != 1000 {
-                break q;
-            }
-        };
-        let ip = |i: usize| format!("127.0.0.{i}");
-        let sock = |i: usize, port: u16| -> SocketAddr { format!("{}:{port}", ip(i)).parse().unwrap() };
-        let proxies: Vec<Proxy> = (1..=3).map(|i| Proxy::start_at(sock(i, p), sock(i, q))).collect();
-        let relays: Vec<Proxy> =
-            (1..=3).map(|i| Proxy::start_at(sock(i, p + 1000), sock(i, q + 1000))).collect();
-        let peers = (1..=3).map(|i| format!("{i}@{}", sock(i, p))).collect::<Vec<_>>().join(",");
-        let mut cluster = Cluster { port: p, nodes: Vec::new(), peers };
-        for i in 1..=3 {
-            let listen = sock(i, q).to_string();
-            let node =
-                cluster.spawn(i as u64, &sock(i, p).to_string(), "new", &[("TICKETING_LISTEN", &listen)]);
-            cluster.nodes.push(Some(node));
-        }
-        let direct = (1..=3).map(|i| sock(i, q)).collect();
-        ProxiedCluster { cluster, proxies, _peer_relays: relays, direct }
-    }
-
-    /// Index of the serving leader, asked on direct connections (no proxy bytes).
-    fn leader(&self, timeout: Duration) -> usize {
-        let deadline = Instant::now() + timeout;
-        loop {
-            for (i, addr) in self.direct.iter().enumerate() {
-                if self.cluster.nodes[i].is_none() {
-                    continue;
-                }
-                if let Ok(mut c) = connect_with(*addr, TOKEN) {
-                    if c.welcome.role == b'L' {
-                        c.stream.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
-                        if let Response::Free | Response::Holder { .. } =
-                            c.call(1, &Request::Query { key: "probe".into() })
-                        {
-                            return i;
-                        }
-                    }
-                }
-            }
-            assert!(Instant::now() < deadline, "no leader within {timeout:?}");
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-}
-
 #[test]
 fn after_moved_the_next_requests_go_straight_to_the_leader() {
     let mut pc = ProxiedCluster::start();
@@ -381,8 +314,9 @@ fn after_moved_the_next_requests_go_straight_to_the_leader() {
     assert_eq!(pc.proxies[leader].accepted(), 1, "no reconnect to the new leader");
     assert_eq!(pc.proxies[follower].accepted(), 1, "no reconnect to the follower");
     let up = |i: usize| pc.proxies[i].forwarded(Dir::ToServer);
-    // With no leader known, round-robin between the two: one of the first two
-    // requests lands on the follower and gets M naming the leader's proxy.
+    // The client learns the new leader from the STATUS it asks after losing the old
+    // one, or, if a request is faster, from the M a follower answers: at most one of
+    // the first two requests meets the follower, and its M names the leader's proxy.
     let mut moved = 0;
     let mut locks = Vec::new();
     for n in 0..2 {
@@ -395,7 +329,7 @@ fn after_moved_the_next_requests_go_straight_to_the_leader() {
             Err(e) => panic!("{e}"),
         }
     }
-    assert_eq!(moved, 1, "exactly one request met the follower");
+    assert!(moved <= 1, "{moved} requests met the follower");
     // From now on every request goes straight to the leader: the follower's proxy
     // carries not one more byte, the leader's carries all of them.
     let (follower_before, leader_before) = (up(follower), up(leader));
@@ -453,4 +387,54 @@ fn throughput_of_one_client_shared_by_64_threads() {
     let addrs: Vec<String> = (0..3).map(|i| cluster.addr(i).to_string()).collect();
     let (n, rate) = measure_throughput(&addrs, 5);
     println!("3-node cluster leader: {n} acquire+release pairs, {rate:.0}/s (load {})", load_average());
+}
+
+#[test]
+fn combined_writes_resend_only_the_acquires_not_a_byte_of_which_went_out() {
+    let (server, proxy, client) = standalone_via_proxy("combined");
+    const N: usize = 16;
+    let keys: Vec<String> = (0..N).map(|i| format!("wc:{i:02}")).collect();
+    let frame = acquire_frame_len(&keys[0], "combined");
+    let sent_before = request_bytes(&proxy);
+    // The stream is cut in the middle of the second ACQUIRE frame on the wire, whatever
+    // frames the client happened to write together.
+    let cut = frame + frame / 2;
+    proxy.cut_after(Dir::ToServer, cut);
+    let barrier = std::sync::Barrier::new(N);
+    let results: Vec<Result<u64, AcquireError>> = std::thread::scope(|s| {
+        let handles: Vec<_> = keys
+            .iter()
+            .map(|key| {
+                let (client, barrier) = (&client, &barrier);
+                s.spawn(move || {
+                    barrier.wait();
+                    client.acquire(key, LEASE, Duration::from_secs(2)).map(|lock| lock.into_token())
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    let sent = request_bytes(&proxy) - sent_before;
+    let mut held = 0u64;
+    for (key, result) in keys.iter().zip(&results) {
+        match holder(server.addr, key) {
+            Some((owner, token, waiters)) => {
+                held += 1;
+                assert_eq!((owner.as_str(), waiters), ("combined", 0), "{key}: an ACQUIRE executed twice");
+                if let Ok(t) = result {
+                    assert_eq!(*t, token, "{key}");
+                }
+            }
+            None => assert!(result.is_err(), "{key}: granted but not held"),
+        }
+        if let Err(e) = result {
+            assert_eq!(e.indeterminate_cause(), Some(IndeterminateCause::ConnectionLost), "{key}: {e}");
+        }
+    }
+    // Every frame that reached the server whole was executed once; the one cut in the
+    // middle was never sent again; the frames not a byte of which went out were sent
+    // again on the other connection and count among the whole ones.
+    assert_eq!(sent, held * frame + cut % frame, "{results:?}");
+    assert!(results.iter().any(|r| r.is_err()), "the cut frame is indeterminate");
 }

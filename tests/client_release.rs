@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use client_support::*;
-use ticketing::client::{AcquireError, IndeterminateCause, ReleaseError, ReleaseOutcome};
+use ticketing::client::{IndeterminateCause, ReleaseError, ReleaseOutcome};
 use ticketing::proto::frame::{Request, Response};
 
 const LEASE: Duration = Duration::from_secs(30);
@@ -106,7 +106,7 @@ fn a_late_grant_is_released_with_its_exact_token() {
     );
     let client = fake.client();
     let err = client.acquire("seat:9", LEASE, Duration::ZERO).unwrap_err();
-    assert_eq!(err, AcquireError::Indeterminate(IndeterminateCause::NoAnswer));
+    assert_eq!(err.indeterminate_cause(), Some(IndeterminateCause::NoAnswer));
     assert!(eventually(Duration::from_secs(3), || !releases(&fake).is_empty()));
     assert_eq!(releases(&fake), vec![(777_000_123, "seat:9".into(), "test-owner".into())]);
 }
@@ -156,4 +156,72 @@ fn releases_survive_a_broken_connection() {
     let lock = client.acquire("k", LEASE, Duration::ZERO).unwrap();
     assert_eq!(lock.release(), Ok(ReleaseOutcome::Released));
     assert_eq!(attempts.load(Ordering::SeqCst), 2);
+}
+
+#[test]
+fn an_n_after_a_lost_attempt_is_released_or_expired_not_not_holder() {
+    // The first attempt is written and its connection breaks before any answer: it may
+    // have executed. The retry finds no holder. Whether our release or the lease ended
+    // the hold is unknown, so the outcome is not "the lease had ended".
+    let attempts = Arc::new(AtomicU64::new(0));
+    let seen = Arc::clone(&attempts);
+    let fake = fake_with_release(move || {
+        if seen.fetch_add(1, Ordering::SeqCst) == 0 {
+            Action::Close
+        } else {
+            Action::Reply(Response::NotHolder)
+        }
+    });
+    let client = fake.client();
+    let lock = client.acquire("k", LEASE, Duration::ZERO).unwrap();
+    assert_eq!(lock.release(), Ok(ReleaseOutcome::ReleasedOrExpired));
+    assert_eq!(attempts.load(Ordering::SeqCst), 2);
+    // Without a lost attempt, N is NotHolder as before.
+    assert_eq!(client.release("other", 1), Ok(ReleaseOutcome::NotHolder));
+}
+
+#[test]
+fn an_n_to_a_retry_waits_for_the_earlier_attempt_and_never_says_not_holder() {
+    // The first attempt is never answered (sent again after 1 s); the retry gets N.
+    // The first one is still out and may have released the key: the worker waits for
+    // it until the 5 s deadline, then reports ReleasedOrExpired.
+    let attempts = Arc::new(AtomicU64::new(0));
+    let seen = Arc::clone(&attempts);
+    let fake = fake_with_release(move || {
+        if seen.fetch_add(1, Ordering::SeqCst) == 0 {
+            Action::Ignore
+        } else {
+            Action::Reply(Response::NotHolder)
+        }
+    });
+    let client = fake.client();
+    let lock = client.acquire("k", LEASE, Duration::ZERO).unwrap();
+    let start = Instant::now();
+    assert_eq!(lock.release(), Ok(ReleaseOutcome::ReleasedOrExpired));
+    assert!(start.elapsed() >= Duration::from_millis(4900), "{:?}", start.elapsed());
+    assert_eq!(attempts.load(Ordering::SeqCst), 2, "nothing more is sent after the N");
+}
+
+#[test]
+fn close_waits_for_the_releases_of_dropped_locks() {
+    let fake = fake_with_release(|| Action::ReplyAfter(Duration::from_millis(300), Response::Released));
+    let client = fake.client();
+    let locks: Vec<_> =
+        (0..5).map(|i| client.acquire(&format!("c{i}"), LEASE, Duration::ZERO).unwrap()).collect();
+    drop(locks);
+    let start = Instant::now();
+    assert!(client.clone().close(Duration::from_secs(3)), "all five released");
+    assert!(
+        start.elapsed() >= Duration::from_millis(250),
+        "it waited for the answers: {:?}",
+        start.elapsed()
+    );
+    assert_eq!(releases(&fake).len(), 5);
+    // Unanswered releases: close gives up at its timeout and says so.
+    let fake = fake_with_release(|| Action::Ignore);
+    let client = fake.client();
+    drop(client.acquire("k", LEASE, Duration::ZERO).unwrap());
+    let start = Instant::now();
+    assert!(!client.close(Duration::from_millis(300)));
+    assert!(start.elapsed() < Duration::from_secs(1));
 }

@@ -129,23 +129,9 @@ fn parse_addr(a: &str) -> Option<NodeId> {
 
 /// To a node's lock-table thread (one FIFO, like the server's crossbeam channel).
 enum LockMsg {
-    Request {
-        conn: ConnId,
-        id: u32,
-        request: Request,
-    },
-    Closed {
-        conn: ConnId,
-    },
+    Request { conn: ConnId, id: u32, request: Request },
+    Closed { conn: ConnId },
     Log(FromLog),
-    /// The log did not take this command: the leader is handing over.
-    Deferred {
-        seq: u64,
-        term: u64,
-        command: Command,
-    },
-    /// `Ready::handover`.
-    Handover(bool),
 }
 
 /// To a node's Raft thread.
@@ -754,7 +740,7 @@ impl World {
                         LockMsg::Log(FromLog::Rejected { seq })
                     } else if !node.gate.admit(seq) && bug != Some(Bug::RejectDuringHandover) {
                         node.gate.deferred(seq);
-                        LockMsg::Deferred { seq, term, command }
+                        LockMsg::Log(FromLog::Deferred { seq, term, command })
                     } else {
                         let mut data = Vec::with_capacity(64);
                         encode_command(&mut data, &command);
@@ -770,7 +756,7 @@ impl World {
                             }
                             Err(RaftError::HandingOver) if bug != Some(Bug::RejectDuringHandover) => {
                                 node.gate.deferred(seq);
-                                LockMsg::Deferred { seq, term, command }
+                                LockMsg::Log(FromLog::Deferred { seq, term, command })
                             }
                             Err(_) => LockMsg::Log(FromLog::Rejected { seq }),
                         }
@@ -812,7 +798,7 @@ impl World {
         }
         if let Some(active) = ready.handover {
             self.stats.handovers += u64::from(active);
-            node.lock_inbox.push_back(LockMsg::Handover(active));
+            node.lock_inbox.push_back(LockMsg::Log(FromLog::Handover(active)));
         }
         self.checker.raft_commit(ci, now);
         if self.net.model.dial_on_append {
@@ -901,12 +887,12 @@ impl World {
                 node.conns.remove(&conn);
                 node.replica.conn_closed(conn);
             }
-            LockMsg::Deferred { seq, term, command } => {
-                self.stats.deferred += 1;
-                node.replica.on_deferred(seq, term, command, out)
-            }
-            LockMsg::Handover(active) => node.replica.on_handover(active, now, unix, out),
             LockMsg::Log(news) => match news {
+                FromLog::Deferred { seq, term, command } => {
+                    self.stats.deferred += 1;
+                    node.replica.on_deferred(seq, term, command, out)
+                }
+                FromLog::Handover(active) => node.replica.on_handover(active, now, unix, out),
                 FromLog::Appended { seq, index, term } => node.replica.on_appended(seq, index, term),
                 FromLog::Rejected { seq } => node.replica.on_rejected(seq, out),
                 FromLog::Committed(entries) => {

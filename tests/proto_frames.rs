@@ -841,3 +841,20 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn borrowed_encoders_write_the_same_bytes_as_encode_request() {
+    use ticketing::proto::frame::{encode_acquire, encode_release};
+    let (mut a, mut b) = (vec![7u8], vec![7u8]);
+    encode_request(
+        &mut a,
+        9,
+        &Request::Acquire { lease_s: 30, wait_ms: 5000, key: "seat:1".into(), owner: "o".into() },
+    );
+    encode_acquire(&mut b, 9, 30, 5000, "seat:1", "o");
+    assert_eq!(a, b);
+    let (mut a, mut b) = (Vec::new(), Vec::new());
+    encode_request(&mut a, 3, &Request::Release { token: u64::MAX - 1, key: "k".into(), owner: "ow".into() });
+    encode_release(&mut b, 3, u64::MAX - 1, "k", "ow");
+    assert_eq!(a, b);
+}

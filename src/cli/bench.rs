@@ -70,7 +70,7 @@ fn acquire_kind(e: &AcquireError) -> usize {
         AcquireError::NotLeader { .. } => 2,
         AcquireError::Invalid(_) => 3,
         AcquireError::Overloaded => 4,
-        AcquireError::Unavailable => 5,
+        AcquireError::Unavailable { .. } => 5,
         AcquireError::Indeterminate(_) => 6,
     }
 }
@@ -476,7 +476,7 @@ fn worker(
                             tally.latency.record(t0.elapsed().as_nanos() as u64);
                         }
                     }
-                    Ok(ReleaseOutcome::NotHolder) => error = Some(7),
+                    Ok(_) => error = Some(7),
                     Err(e) => error = Some(release_kind(&e)),
                 }
             }

@@ -25,7 +25,7 @@ pub(super) fn acquire(args: &[String]) -> i32 {
         Ok(c) => c,
         Err(code) => return code,
     };
-    match client.acquire(key, lease, wait) {
+    match acquire_following(&client, key, lease, wait) {
         Ok(lock) => {
             eprintln!("acquired {key} as owner {} for {} s", lock.owner(), lock.lease().as_secs());
             println!("{}", lock.into_token());
@@ -66,6 +66,11 @@ pub(super) fn release(args: &[String]) -> i32 {
         Ok(ReleaseOutcome::NotHolder) => {
             println!("not holder");
             EXIT_NO
+        }
+        Ok(other) => {
+            // An earlier attempt may have released it: the key is free of this token.
+            println!("{other}");
+            EXIT_OK
         }
         Err(e) => {
             eprintln!("ticketing release: {e}");

@@ -12,12 +12,12 @@ mod demo;
 pub mod histogram;
 mod run;
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use getopts::{Matches, Options};
 
 use crate::client::{
-    split_addrs, AcquireError, Client, ClientBuilder, ClientError, ReleaseError, DEFAULT_ADDR,
+    split_addrs, AcquireError, Client, ClientBuilder, ClientError, Lock, ReleaseError, DEFAULT_ADDR,
 };
 
 /// Success.
@@ -277,6 +277,38 @@ fn lease_wait(matches: &Matches) -> Result<(Duration, Duration), i32> {
 fn lease_wait_options(opts: &mut Options) {
     opts.optopt("", "lease", "lease in whole seconds, 1..=250 (default 30)", "S");
     opts.optopt("", "wait", "how long to queue, in milliseconds, 0..=300000 (default 0: one try)", "MS");
+}
+
+/// Pause before trying again after an outcome that executed nothing (no leader known,
+/// overloaded, unreachable); after an `M` naming the leader the next try is at once.
+const CLI_RETRY_PAUSE: Duration = Duration::from_millis(100);
+
+/// `acquire` as the CLI does it: outcomes that say the request was not executed (an
+/// `M`, `E 4`, no server reachable) are tried again, at the leader an `M` named, until
+/// `max(wait, CLI_REQUEST_TIMEOUT)` has passed, so a follower's address or a failover
+/// in progress does not end the command. The wait sent with each try is what is left
+/// of `wait`, so `--wait 0` never queues. Worst case: that budget plus one try's
+/// connection budget (3 s) and commit margin (5 s).
+fn acquire_following(
+    client: &Client,
+    key: &str,
+    lease: Duration,
+    wait: Duration,
+) -> Result<Lock, AcquireError> {
+    let start = Instant::now();
+    let (wait_end, end) = (start + wait, start + wait.max(CLI_REQUEST_TIMEOUT));
+    loop {
+        let left = wait_end.saturating_duration_since(Instant::now());
+        match client.acquire(key, lease, left) {
+            Err(e) if e.is_retryable() && Instant::now() < end => {
+                log::debug!("not executed ({e}); trying again");
+                if !matches!(e, AcquireError::NotLeader { leader: Some(_) }) {
+                    std::thread::sleep(CLI_RETRY_PAUSE.min(end.saturating_duration_since(Instant::now())));
+                }
+            }
+            other => return other,
+        }
+    }
 }
 
 fn acquire_exit(e: &AcquireError) -> i32 {

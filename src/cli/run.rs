@@ -52,7 +52,7 @@ pub(super) fn run(args: &[String]) -> i32 {
         Ok(c) => c,
         Err(code) => return code,
     };
-    let lock = match client.acquire(key, lease, wait) {
+    let lock = match acquire_following(&client, key, lease, wait) {
         Ok(lock) => lock,
         Err(e) => {
             eprintln!("ticketing run: {e}");
@@ -126,6 +126,7 @@ fn report_release(key: &str, outcome: Result<crate::client::ReleaseOutcome, Rele
         Ok(crate::client::ReleaseOutcome::NotHolder) => {
             eprintln!("ticketing run: {key} was no longer held at release (lease ended)")
         }
+        Ok(other) => eprintln!("ticketing run: {key}: {other}"),
         Err(e) => eprintln!("ticketing run: releasing {key}: {e}"),
     }
 }

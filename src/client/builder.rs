@@ -4,9 +4,10 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::conn::{run_slot, Pool, Slot};
+use super::pool::Pool;
 use super::release::run_worker;
-use super::{tls, BuildError, Client, Inner};
+use super::supervisor::{run_supervisor, IDLE_PING_DEFAULT};
+use super::{tls, BuildError, Client, Closer, Inner};
 use crate::proto::handshake::auth_key;
 use crate::proto::limits::{AUTH_TOKEN_LEN_MIN, OWNER_LEN_MAX, OWNER_LEN_MIN};
 
@@ -40,6 +41,7 @@ pub struct ClientBuilder {
     ca: Option<PathBuf>,
     request_timeout: Duration,
     commit_margin: Duration,
+    idle_ping: Duration,
 }
 
 impl Default for ClientBuilder {
@@ -57,6 +59,7 @@ impl ClientBuilder {
             ca: None,
             request_timeout: REQUEST_TIMEOUT_DEFAULT,
             commit_margin: COMMIT_MARGIN,
+            idle_ping: IDLE_PING_DEFAULT,
         }
     }
 
@@ -143,6 +146,15 @@ impl ClientBuilder {
         self
     }
 
+    /// How long a connection may receive nothing before the client PINGs it (default
+    /// [`IDLE_PING_DEFAULT`], 1 s). A connection that then receives nothing for
+    /// [`PING_ANSWER_TIMEOUT`](super::PING_ANSWER_TIMEOUT) (1.5 s) is closed and
+    /// redialed: that is how a frozen or cut-off node is found out.
+    pub fn idle_ping(mut self, interval: Duration) -> Self {
+        self.idle_ping = interval;
+        self
+    }
+
     /// Validates the configuration and starts the client's background threads.
     pub fn build(self) -> Result<Client, BuildError> {
         let mut addrs = Vec::new();
@@ -189,40 +201,32 @@ impl ClientBuilder {
             }
             None => None,
         };
-        // Why two connections to a lone address: one broken socket must not stop
-        // service while it reconnects (SPEC §10).
-        let per_addr = if addrs.len() == 1 { 2 } else { 1 };
-        let slots: Vec<Arc<Slot>> = addrs
-            .iter()
-            .flat_map(|(addr, host)| {
-                (0..per_addr).map(move |_| Arc::new(Slot::new(addr.clone(), host.clone())))
-            })
-            .collect();
         let (release_tx, release_rx) = crossbeam_channel::unbounded();
-        let pool = Arc::new(Pool::new(slots, auth_key(&secret), tls, release_tx));
-        for (index, slot) in pool.slots.iter().enumerate() {
-            let (pool, slot) = (Arc::clone(&pool), Arc::clone(slot));
-            std::thread::Builder::new()
-                .name(format!("ticketing-conn-{index}"))
-                .spawn(move || run_slot(pool, slot))
-                .expect("spawn a connection thread");
-        }
+        let pool = Arc::new(Pool::new(addrs.clone(), auth_key(&secret), tls, release_tx, self.idle_ping));
+        let spawn = |name: &str, body: Box<dyn FnOnce() + Send>| {
+            std::thread::Builder::new().name(name.into()).spawn(body).map(|_| ()).map_err(BuildError::Thread)
+        };
         {
             let pool = Arc::clone(&pool);
-            std::thread::Builder::new()
-                .name("ticketing-release".into())
-                .spawn(move || run_worker(pool, release_rx))
-                .expect("spawn the release thread");
+            spawn("ticketing-release", Box::new(move || run_worker(pool, release_rx)))?;
         }
-        Ok(Client {
+        let client = Client {
             inner: Arc::new(Inner {
-                pool,
+                pool: Arc::clone(&pool),
                 owner,
                 addrs: addrs.into_iter().map(|(a, _)| a).collect(),
                 request_timeout: self.request_timeout,
                 commit_margin: self.commit_margin,
+                _closer: Arc::new(Closer(Arc::clone(&pool))),
             }),
-        })
+        };
+        // From here on, dropping `client` stops every thread started so far.
+        {
+            let pool = Arc::clone(&pool);
+            spawn("ticketing-watch", Box::new(move || run_supervisor(pool)))?;
+        }
+        pool.start().map_err(BuildError::Thread)?;
+        Ok(client)
     }
 }
 
@@ -246,7 +250,7 @@ pub(crate) fn host_of(addr: &str) -> Option<String> {
     Some(host.to_owned())
 }
 
-fn check_owner(owner: &str) -> Result<(), BuildError> {
+pub(crate) fn check_owner(owner: &str) -> Result<(), BuildError> {
     if owner.len() < OWNER_LEN_MIN || owner.len() > OWNER_LEN_MAX {
         return Err(BuildError::BadOwner(format!("{} bytes; must be 1..=255", owner.len())));
     }

@@ -1,18 +1,20 @@
-//! The managed connections of one client (SPEC §10).
+//! One authenticated connection of the client: a [`Session`] (SPEC §10).
 //!
-//! Each configured address has a [`Slot`] served by one background thread that
-//! connects, handshakes, installs a [`Session`] and then *is* the session's reader:
-//! it decodes responses and hands each to the waiter registered under its id. When the
-//! session ends it reconnects forever with [`Backoff`]. Writers are the calling
-//! threads themselves: a request is registered in the session's pending map, then
-//! written under the session's write lock, and the write reports whether any byte
-//! reached the socket — the fact that decides whether an ACQUIRE may be retried.
+//! A session is made by [`connect`] (TCP, TLS if configured, the challenge-response
+//! handshake with the server's proof checked) and then read by its slot's thread in
+//! [`read_loop`], which hands every response to the waiter registered under its id.
+//! Writers are the calling threads themselves: a request is registered in the
+//! session's pending map, then written under the session's write lock, and the write
+//! reports whether any byte reached the socket — the fact that decides whether an
+//! ACQUIRE may be sent again elsewhere. Every frame received stamps the session, which
+//! is how the supervisor (`supervisor.rs`) finds a session that stopped answering.
 
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::io::{self, BufReader, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpStream};
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::Sender;
@@ -20,8 +22,8 @@ use ring::hmac;
 use rustls::pki_types::ServerName;
 use rustls::{ClientConfig, ClientConnection};
 
-use super::backoff::Backoff;
-use super::release::{Job, Msg};
+use super::pool::Pool;
+use super::release::Job;
 use crate::proto::frame::{decode_response, Response};
 use crate::proto::handshake::{client_handshake, role, Welcome, CLIENT_LABELS};
 use crate::proto::io::FrameReader;
@@ -33,13 +35,10 @@ pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
 pub const WRITE_TIMEOUT: Duration = Duration::from_secs(5);
 /// Longest wait for the server's side of the handshake.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_millis(HANDSHAKE_TIMEOUT_MS);
-/// How long a request waits for a better connection (the leader's) while some
-/// configured address is still connecting for the first time, before it settles for
-/// any connected node. Why: right after `build`, the first node to answer is often a
-/// follower, and sending there would only earn an `M`.
-pub const LEADER_WAIT: Duration = Duration::from_secs(1);
 /// Bytes read from the socket at once.
 const READ_BUFFER_LEN: usize = 16 * 1024;
+/// Where the request id sits in an encoded frame: after `len u32 · op u8`.
+const FRAME_ID_AT: std::ops::Range<usize> = 5..9;
 
 /// Locks a mutex, ignoring poisoning: every critical section here leaves its data
 /// consistent at each step, so a panic elsewhere is no reason to stop the client.
@@ -51,31 +50,181 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 #[derive(Debug)]
 pub(crate) enum Reply {
     Answer(Response),
-    /// The connection ended before an answer came.
+    /// The connection ended before an answer came, after some byte of the request
+    /// may have been written.
     Lost,
+    /// The connection ended before any byte of the request was written: it may be
+    /// sent elsewhere.
+    Unsent,
+}
+
+/// Which request a reply belongs to: the session (by address) and the request id.
+pub(crate) type ReplyKey = (usize, u32);
+
+/// Where a calling thread waits for its answers: one per thread, reused by every
+/// request the thread makes (no allocation, no channel per request), woken by
+/// `unpark`. Only replies to the keys the thread currently expects are kept, so a
+/// late answer to a request it gave up on is dropped.
+pub(crate) struct ReplyCell {
+    state: Mutex<CellState>,
+    thread: std::thread::Thread,
+}
+
+struct CellState {
+    expect: Vec<ReplyKey>,
+    replies: Vec<(ReplyKey, Reply)>,
+}
+
+thread_local! {
+    static REPLY_CELL: Arc<ReplyCell> = Arc::new(ReplyCell {
+        state: Mutex::new(CellState { expect: Vec::new(), replies: Vec::new() }),
+        thread: std::thread::current(),
+    });
+}
+
+impl ReplyCell {
+    /// The calling thread's cell, emptied: nothing is expected any more.
+    pub(crate) fn fresh() -> Arc<ReplyCell> {
+        let cell = REPLY_CELL.with(Arc::clone);
+        let mut state = lock(&cell.state);
+        state.expect.clear();
+        state.replies.clear();
+        drop(state);
+        cell
+    }
+
+    fn expect(&self, key: ReplyKey) {
+        lock(&self.state).expect.push(key);
+    }
+
+    /// Stops expecting `key` (its request was not written).
+    fn unexpect(&self, key: ReplyKey) {
+        let mut state = lock(&self.state);
+        state.expect.retain(|k| *k != key);
+        state.replies.retain(|(k, _)| *k != key);
+    }
+
+    fn put(&self, key: ReplyKey, reply: Reply) {
+        let mut state = lock(&self.state);
+        if state.expect.contains(&key) {
+            state.expect.retain(|k| *k != key);
+            state.replies.push((key, reply));
+            drop(state);
+            self.thread.unpark();
+        }
+    }
+
+    /// The next reply, waiting until `deadline` (None: forever). Only the owning
+    /// thread calls this.
+    pub(crate) fn wait(&self, deadline: Option<Instant>) -> Option<(ReplyKey, Reply)> {
+        loop {
+            {
+                let mut state = lock(&self.state);
+                if !state.replies.is_empty() {
+                    return Some(state.replies.remove(0));
+                }
+            }
+            match deadline {
+                None => std::thread::park(),
+                Some(deadline) => {
+                    let now = Instant::now();
+                    if now >= deadline {
+                        return None;
+                    }
+                    std::thread::park_timeout(deadline - now);
+                }
+            }
+        }
+    }
 }
 
 /// Who is waiting for the answer to a request id.
 pub(crate) enum Waiter {
-    /// A calling thread blocked on its own channel.
-    Caller(Sender<Reply>),
-    /// The release worker, which multiplexes its requests on one channel.
+    /// A calling thread, parked on its [`ReplyCell`].
+    Caller(Arc<ReplyCell>),
+    /// A background thread (release worker, supervisor) that multiplexes its requests
+    /// on one channel.
     Worker(Sender<(u32, Reply)>),
-    /// The caller of an ACQUIRE stopped waiting: a `G` that still arrives is released.
-    Compensate { key: String, owner: String },
+    /// The caller of an ACQUIRE stopped waiting: a `G` that still arrives is released
+    /// (unless `Client::resolve` disarmed `state` to adopt it).
+    Compensate { key: String, owner: String, state: Arc<LateGrant> },
+    /// A PING of the supervisor: only the arrival of a frame matters.
+    Probe,
+}
+
+/// What became of a late grant of an ACQUIRE whose caller gave up.
+#[derive(Debug)]
+pub(crate) struct LateGrant(std::sync::atomic::AtomicU8);
+
+impl LateGrant {
+    const ARMED: u8 = 0;
+    const FIRED: u8 = 1;
+    const DISARMED: u8 = 2;
+
+    pub(crate) fn armed() -> Arc<LateGrant> {
+        Arc::new(LateGrant(std::sync::atomic::AtomicU8::new(Self::ARMED)))
+    }
+
+    /// A grant known to be released already (it arrived after its lease).
+    pub(crate) fn fired() -> Arc<LateGrant> {
+        Arc::new(LateGrant(std::sync::atomic::AtomicU8::new(Self::FIRED)))
+    }
+
+    /// The late `G` arrived: true when it is to be released (not disarmed).
+    fn fire(&self) -> bool {
+        self.0.compare_exchange(Self::ARMED, Self::FIRED, Ordering::AcqRel, Ordering::Acquire).is_ok()
+    }
+
+    /// Stops a `G` still to come from being released. False when one already was.
+    pub(crate) fn disarm(&self) -> bool {
+        self.0.compare_exchange(Self::ARMED, Self::DISARMED, Ordering::AcqRel, Ordering::Acquire).is_ok()
+            || self.0.load(Ordering::Acquire) == Self::DISARMED
+    }
 }
 
 /// Why a request was not (completely) written.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum SendError {
-    /// Not a single byte reached the socket: the request may be sent elsewhere.
+    /// Not a single byte reached the socket: the request may be sent elsewhere. (A
+    /// frame that fails later is reported to its waiter, see [`Session::send`].)
     NotSent,
-    /// Some bytes were written before the socket failed: the server may have it.
-    Partial,
 }
 
 struct Pending {
-    map: HashMap<u32, Waiter>,
+    /// Waiter and the frame's sequence number on this session (see `Outbox`).
+    map: HashMap<u32, (Waiter, u64), BuildHasherDefault<IdHasher>>,
+    closed: bool,
+}
+
+/// Request ids are handed out in sequence by the client itself, so they are their own
+/// hash: no SipHash per request (nothing here is keyed by what a server sends).
+#[derive(Default)]
+struct IdHasher(u64);
+
+impl Hasher for IdHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.0 = (self.0 << 8) | u64::from(*b);
+        }
+    }
+    fn write_u32(&mut self, id: u32) {
+        self.0 = u64::from(id);
+    }
+}
+
+/// Frames waiting to be written, and who writes them. Write combining: a sender
+/// appends its frame; if no flush is running it becomes the flusher and writes every
+/// queued frame in one write, again until nothing is queued; otherwise it returns at
+/// once and the running flusher writes its frame too.
+struct Outbox {
+    buf: Vec<u8>,
+    /// (sequence number, end offset in `buf`) of each queued frame.
+    frames: Vec<(u64, usize)>,
+    next_seq: u64,
+    flushing: bool,
     closed: bool,
 }
 
@@ -85,23 +234,39 @@ enum Wire {
     Tls { sock: TcpStream, conn: Arc<Mutex<ClientConnection>> },
 }
 
+/// How far a failed write got.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum WriteFailure {
+    /// This many plaintext bytes reached the socket (plain TCP: exact).
+    After(usize),
+    /// Some ciphertext reached the socket: which frames it carried is unknown.
+    SomeTls,
+}
+
 impl Wire {
-    /// Writes one whole frame. On failure, tells whether any byte reached the socket.
-    fn write_frame(&mut self, frame: &[u8]) -> Result<(), bool> {
+    /// Writes `bytes` whole; on failure says how far it got.
+    fn write_all(&mut self, bytes: &[u8]) -> Result<(), WriteFailure> {
         match self {
-            Wire::Plain(sock) => write_counting(sock, frame),
+            Wire::Plain(sock) => write_counting(sock, bytes).map_err(WriteFailure::After),
             Wire::Tls { sock, conn } => {
                 let mut conn = lock(conn);
-                if conn.writer().write_all(frame).is_err() {
-                    return Err(false);
+                if conn.writer().write_all(bytes).is_err() {
+                    return Err(WriteFailure::After(0));
                 }
                 let mut wrote = 0usize;
                 while conn.wants_write() {
-                    match conn.write_tls(sock) {
-                        Ok(0) => return Err(wrote > 0),
-                        Ok(n) => wrote += n,
-                        Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                        Err(_) => return Err(wrote > 0),
+                    let failed = match conn.write_tls(sock) {
+                        Ok(0) => true,
+                        Ok(n) => {
+                            wrote += n;
+                            false
+                        }
+                        Err(e) if e.kind() == io::ErrorKind::Interrupted => false,
+                        Err(_) => true,
+                    };
+                    if failed {
+                        // TLS records do not map to frames: any byte out counts for all.
+                        return Err(if wrote > 0 { WriteFailure::SomeTls } else { WriteFailure::After(0) });
                     }
                 }
                 Ok(())
@@ -110,31 +275,56 @@ impl Wire {
     }
 }
 
-fn write_counting(sock: &mut TcpStream, mut frame: &[u8]) -> Result<(), bool> {
+/// Writes `bytes` whole; on failure returns how many went out.
+fn write_counting(sock: &mut TcpStream, mut bytes: &[u8]) -> Result<(), usize> {
     let mut wrote = 0usize;
-    while !frame.is_empty() {
-        match sock.write(frame) {
-            Ok(0) => return Err(wrote > 0),
+    while !bytes.is_empty() {
+        match sock.write(bytes) {
+            Ok(0) => return Err(wrote),
             Ok(n) => {
                 wrote += n;
-                frame = &frame[n..];
+                bytes = &bytes[n..];
             }
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(_) => return Err(wrote > 0),
+            Err(_) => return Err(wrote),
         }
     }
     Ok(())
+}
+
+/// Microseconds since `epoch`, never 0 (0 means "none" in the session's stamps).
+/// Why not milliseconds: an answer and the next write often fall in one millisecond,
+/// and "nothing received since the write" must not be confused by that.
+pub(crate) fn us_since(epoch: Instant, at: Instant) -> u64 {
+    at.saturating_duration_since(epoch).as_micros() as u64 + 1
 }
 
 /// One established, authenticated connection.
 pub(crate) struct Session {
     pub(crate) welcome: Welcome,
     pub(crate) peer: SocketAddr,
+    /// The address its slot dials (as configured or as the cluster names it).
+    pub(crate) addr: String,
+    /// Locked only by the flusher of the moment (see `Outbox`).
     wire: Mutex<Wire>,
+    outbox: Mutex<Outbox>,
+    /// The highest sequence number of a frame some byte of which may have reached the
+    /// socket. Set *before* each write, so a session closed meanwhile counts the
+    /// frames being written as sent; frames above it were never written.
+    maybe_written: AtomicU64,
     pending: Mutex<Pending>,
     sock: TcpStream,
     dead: AtomicBool,
-    /// Fault injection for tests: writes that still have to fail (see [`Pool::faults`]).
+    /// True while this node is believed to lead: from WELCOME (`L`/`S`), set by a
+    /// `G`/`R` answer, cleared by an `M`.
+    leads: AtomicBool,
+    /// The pool's clock origin, for the stamps below.
+    epoch: Instant,
+    /// When the last frame arrived ([`us_since`] the epoch); the install time at first.
+    last_rx_us: AtomicU64,
+    /// When the supervisor's outstanding PING was written; 0 when none is outstanding.
+    ping_at_us: AtomicU64,
+    /// Fault injection for tests: writes that still have to fail (see `Pool::faults`).
     faults: Arc<AtomicUsize>,
 }
 
@@ -143,41 +333,225 @@ impl Session {
         self.dead.load(Ordering::Acquire)
     }
 
-    /// True when the node said in WELCOME that it leads (or runs standalone).
-    pub(crate) fn is_leader(&self) -> bool {
-        matches!(self.welcome.role, role::LEADER | role::STANDALONE)
+    /// True while this node is believed to lead (see the field).
+    pub(crate) fn leads(&self) -> bool {
+        self.leads.load(Ordering::Acquire)
     }
 
-    /// Registers `waiter` under `id` and writes `frame`. Returns the instant taken
-    /// just before the first byte was written.
-    pub(crate) fn send(&self, id: u32, waiter: Waiter, frame: &[u8]) -> Result<Instant, SendError> {
-        {
-            let mut pending = lock(&self.pending);
-            if pending.closed {
-                return Err(SendError::NotSent);
-            }
-            pending.map.insert(id, waiter);
-        }
-        let mut wire = lock(&self.wire);
-        if self.take_fault() {
-            // A real zero-byte failure: the socket refuses the write (EPIPE).
-            let _ = self.sock.shutdown(Shutdown::Write);
-        }
+    /// Records what an answer said about leadership; true when it changed.
+    pub(crate) fn set_leads(&self, leads: bool) -> bool {
+        self.leads.swap(leads, Ordering::AcqRel) != leads
+    }
+
+    /// True when the node runs standalone (no membership to discover).
+    pub(crate) fn is_standalone(&self) -> bool {
+        self.welcome.role == role::STANDALONE
+    }
+
+    /// True when no frame arrived since `since`, and `since` is at least
+    /// [`PING_ANSWER_TIMEOUT`](super::PING_ANSWER_TIMEOUT) ago: the rule that finds a
+    /// dead session from an unanswered request. Why the floor: a request with a short
+    /// budget proves nothing about a path that is merely slow; 1.5 s of silence is
+    /// what a PING is allowed too.
+    pub(crate) fn silent_since(&self, since: Instant) -> bool {
+        since.elapsed() >= super::PING_ANSWER_TIMEOUT
+            && self.last_rx_us.load(Ordering::Acquire) < us_since(self.epoch, since)
+    }
+
+    pub(crate) fn last_rx_us(&self) -> u64 {
+        self.last_rx_us.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn ping_at_us(&self) -> u64 {
+        self.ping_at_us.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn clear_ping(&self) {
+        self.ping_at_us.store(0, Ordering::Release);
+    }
+
+    /// Requests still waiting for an answer.
+    pub(crate) fn pending_len(&self) -> usize {
+        lock(&self.pending).map.len()
+    }
+
+    /// Registers `waiter` under a fresh request id, puts the id into `frame` (encoded
+    /// with any id) and queues it for writing (write combining, see `Outbox`): if no
+    /// other thread is writing on this session, this one writes every queued frame
+    /// before returning. Returns the id and an instant taken before any byte of the
+    /// frame was written.
+    ///
+    /// `Err(NotSent)`: not a byte went out (the session was closed). A frame that
+    /// fails later is reported to its waiter: [`Reply::Unsent`] when no byte of it
+    /// was written, [`Reply::Lost`] otherwise.
+    pub(crate) fn send(
+        &self,
+        ids: &AtomicU32,
+        waiter: Waiter,
+        frame: &mut [u8],
+    ) -> Result<(u32, Instant), SendError> {
+        let id = self.register(ids, waiter)?;
+        frame[FRAME_ID_AT].copy_from_slice(&id.to_be_bytes());
         let before = Instant::now();
-        match wire.write_frame(frame) {
-            Ok(()) => Ok(before),
-            Err(wrote_any) => {
-                drop(wire);
-                // Why kill the session: after a failed write the byte stream is in an
-                // unknown state, so no later frame on it could be trusted.
-                self.kill();
-                lock(&self.pending).map.remove(&id);
-                if wrote_any {
-                    Err(SendError::Partial)
-                } else {
-                    Err(SendError::NotSent)
-                }
+        let mut outbox = lock(&self.outbox);
+        if outbox.closed || self.is_dead() {
+            drop(outbox);
+            self.unregister(id);
+            return Err(SendError::NotSent);
+        }
+        let seq = outbox.next_seq;
+        outbox.next_seq += 1;
+        outbox.buf.extend_from_slice(frame);
+        let end = outbox.buf.len();
+        outbox.frames.push((seq, end));
+        lock(&self.pending).map.entry(id).and_modify(|entry| entry.1 = seq);
+        if outbox.flushing {
+            return Ok((id, before));
+        }
+        outbox.flushing = true;
+        drop(outbox);
+        self.flush();
+        Ok((id, before))
+    }
+
+    /// Like [`Session::send`]; kept for the supervisor, which must never wait behind
+    /// a write (with write combining no sender does: a running flush takes the frame).
+    pub(crate) fn try_send(
+        &self,
+        ids: &AtomicU32,
+        waiter: Waiter,
+        frame: &mut [u8],
+    ) -> Result<(u32, Instant), SendError> {
+        self.send(ids, waiter, frame)
+    }
+
+    /// Registers `waiter` under a fresh id (never one still pending).
+    fn register(&self, ids: &AtomicU32, waiter: Waiter) -> Result<u32, SendError> {
+        let mut pending = lock(&self.pending);
+        if pending.closed {
+            return Err(SendError::NotSent);
+        }
+        // Why look: after 2^32 requests the counter wraps, and an id still pending
+        // (a long queued ACQUIRE) must never get a second waiter.
+        let id = loop {
+            let id = next_id(ids);
+            if !pending.map.contains_key(&id) {
+                break id;
             }
+        };
+        if let Waiter::Caller(cell) = &waiter {
+            // Before the write: the answer may arrive before `send` returns.
+            cell.expect(self.reply_key(id));
+        }
+        // Sequence u64::MAX until queued: a close before that counts it as unsent.
+        pending.map.insert(id, (waiter, u64::MAX));
+        Ok(id)
+    }
+
+    /// Writes queued frames until none is left (the caller set `flushing`).
+    fn flush(&self) {
+        let mut batch: Vec<u8> = Vec::new();
+        let mut frames: Vec<(u64, usize)> = Vec::new();
+        loop {
+            {
+                let mut outbox = lock(&self.outbox);
+                if outbox.buf.is_empty() || outbox.closed {
+                    outbox.flushing = false;
+                    return;
+                }
+                std::mem::swap(&mut outbox.buf, &mut batch);
+                std::mem::swap(&mut outbox.frames, &mut frames);
+            }
+            let last = frames.last().map_or(0, |f| f.0);
+            // SeqCst with the load in `close`: either close sees this batch as possibly
+            // written, or the write below starts after close shut the socket down.
+            self.maybe_written.fetch_max(last, Ordering::SeqCst);
+            let mut wire = lock(&self.wire);
+            if self.take_fault() {
+                // A real zero-byte failure: the socket refuses the write (EPIPE).
+                let _ = self.sock.shutdown(Shutdown::Write);
+            }
+            let result = wire.write_all(&batch);
+            drop(wire);
+            if let Err(failure) = result {
+                self.write_failed(&frames, failure);
+                return;
+            }
+            batch.clear();
+            frames.clear();
+        }
+    }
+
+    /// A write failed: frames of the batch not a byte of which went out are handed
+    /// back to their waiters as [`Reply::Unsent`]; the rest are lost with the session.
+    fn write_failed(&self, frames: &[(u64, usize)], failure: WriteFailure) {
+        let mut start = 0;
+        // Every frame before this batch was written whole by an earlier flush.
+        let mut last_out = frames.first().map_or(0, |f| f.0.saturating_sub(1));
+        let mut unsent = Vec::new();
+        for &(seq, end) in frames {
+            let any_byte = match failure {
+                WriteFailure::SomeTls => true,
+                WriteFailure::After(n) => start < n,
+            };
+            if any_byte {
+                last_out = seq;
+            } else {
+                unsent.push(seq);
+            }
+            start = end;
+        }
+        // Why under the outbox lock: after a failed write the byte stream may end
+        // inside a frame; nothing may be appended after it. The session dies first.
+        let mut outbox = lock(&self.outbox);
+        outbox.closed = true;
+        outbox.flushing = false;
+        self.maybe_written.store(last_out, Ordering::Release);
+        self.kill();
+        drop(outbox);
+        let mut pending = lock(&self.pending);
+        let ids: Vec<u32> =
+            pending.map.iter().filter(|(_, (_, seq))| unsent.contains(seq)).map(|(id, _)| *id).collect();
+        let waiters: Vec<(u32, Waiter)> =
+            ids.into_iter().filter_map(|id| pending.map.remove(&id).map(|(w, _)| (id, w))).collect();
+        drop(pending);
+        for (id, waiter) in waiters {
+            self.notify(id, waiter, Reply::Unsent);
+        }
+    }
+
+    /// Which reply key an answer to `id` on this session has.
+    pub(crate) fn reply_key(&self, id: u32) -> ReplyKey {
+        (self as *const Session as usize, id)
+    }
+
+    /// Removes the waiter of a request that was not written.
+    fn unregister(&self, id: u32) {
+        if let Some((Waiter::Caller(cell), _)) = lock(&self.pending).map.remove(&id) {
+            cell.unexpect(self.reply_key(id));
+        }
+    }
+
+    /// Hands `reply` to `waiter`.
+    fn notify(&self, id: u32, waiter: Waiter, reply: Reply) {
+        match waiter {
+            Waiter::Caller(cell) => cell.put(self.reply_key(id), reply),
+            Waiter::Worker(tx) => {
+                let _ = tx.send((id, reply));
+            }
+            Waiter::Compensate { key, .. } => {
+                log::debug!("connection lost before a late answer for {key:?} (id {id})");
+            }
+            Waiter::Probe => {}
+        }
+    }
+
+    /// Sends the supervisor's PING unless another write is in progress.
+    pub(crate) fn ping(&self, ids: &AtomicU32) {
+        let mut frame = Vec::with_capacity(9);
+        crate::proto::frame::encode_request(&mut frame, 1, &crate::proto::frame::Request::Ping);
+        if let Ok((_, at)) = self.try_send(ids, Waiter::Probe, &mut frame) {
+            self.ping_at_us.store(us_since(self.epoch, at), Ordering::Release);
         }
     }
 
@@ -185,22 +559,28 @@ impl Session {
         self.faults.fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1)).is_ok()
     }
 
-    /// Removes the waiter of `id` (the caller stopped waiting; a late answer is dropped).
-    pub(crate) fn forget(&self, id: u32) {
-        lock(&self.pending).map.remove(&id);
+    /// Removes the waiter of `id` (the caller stopped waiting; a late answer is
+    /// dropped). True when it was still registered.
+    pub(crate) fn forget(&self, id: u32) -> bool {
+        lock(&self.pending).map.remove(&id).is_some()
     }
 
     /// Turns the waiter of an ACQUIRE into a compensation: a `G` that still arrives is
-    /// released through the release queue. Returns false when the answer was already
+    /// released through the release queue. Returns None when the answer was already
     /// taken by the reader (it is then in, or about to be in, the caller's channel).
-    pub(crate) fn compensate(&self, id: u32, key: &str, owner: &str) -> bool {
+    pub(crate) fn compensate(&self, id: u32, key: &str, owner: &str) -> Option<Arc<LateGrant>> {
         let mut pending = lock(&self.pending);
         match pending.map.get_mut(&id) {
-            Some(waiter) => {
-                *waiter = Waiter::Compensate { key: key.to_owned(), owner: owner.to_owned() };
-                true
+            Some((waiter, _)) => {
+                let state = LateGrant::armed();
+                *waiter = Waiter::Compensate {
+                    key: key.to_owned(),
+                    owner: owner.to_owned(),
+                    state: Arc::clone(&state),
+                };
+                Some(state)
             }
-            None => false,
+            None => None,
         }
     }
 
@@ -210,45 +590,47 @@ impl Session {
         let _ = self.sock.shutdown(Shutdown::Both);
     }
 
-    /// Called by the reader when the session ends: every waiter learns it is lost.
-    fn close(&self, pool: &Pool) {
-        self.kill();
-        let waiters: Vec<(u32, Waiter)> = {
+    /// Called by the reader when the session ends: every waiter learns it is lost,
+    /// or, for a frame not a byte of which was written, that it was not sent.
+    pub(crate) fn close(&self) {
+        {
+            let mut outbox = lock(&self.outbox);
+            outbox.closed = true;
+            self.kill();
+        }
+        let written = self.maybe_written.load(Ordering::SeqCst);
+        let waiters: Vec<(u32, Waiter, u64)> = {
             let mut pending = lock(&self.pending);
             pending.closed = true;
-            pending.map.drain().collect()
+            pending.map.drain().map(|(id, (w, seq))| (id, w, seq)).collect()
         };
-        for (id, waiter) in waiters {
-            match waiter {
-                Waiter::Caller(tx) => {
-                    let _ = tx.send(Reply::Lost);
-                }
-                Waiter::Worker(tx) => {
-                    let _ = tx.send((id, Reply::Lost));
-                }
-                Waiter::Compensate { key, .. } => {
-                    log::debug!("connection lost before a late answer for {key:?} (id {id})");
-                }
-            }
+        for (id, waiter, seq) in waiters {
+            let reply = if seq > written { Reply::Unsent } else { Reply::Lost };
+            self.notify(id, waiter, reply);
         }
-        let _ = pool;
     }
 
     /// Hands one response to its waiter.
-    fn deliver(&self, pool: &Pool, id: u32, response: Response) {
-        if let Response::Moved { leader } = &response {
-            pool.note_moved(leader);
+    fn deliver(&self, pool: &Arc<Pool>, id: u32, response: Response) {
+        match &response {
+            Response::Moved { leader } => pool.on_moved(self, leader),
+            Response::Granted { .. } | Response::Released => pool.on_leads(self),
+            _ => {}
         }
-        let waiter = lock(&self.pending).map.remove(&id);
+        let waiter = lock(&self.pending).map.remove(&id).map(|(w, _)| w);
         match waiter {
-            Some(Waiter::Caller(tx)) => {
-                let _ = tx.send(Reply::Answer(response));
-            }
+            Some(Waiter::Caller(cell)) => cell.put(self.reply_key(id), Reply::Answer(response)),
             Some(Waiter::Worker(tx)) => {
                 let _ = tx.send((id, Reply::Answer(response)));
             }
-            Some(Waiter::Compensate { key, owner }) => {
+            Some(Waiter::Compensate { key, owner, state }) => {
                 if let Response::Granted { token, .. } = response {
+                    if !state.fire() {
+                        log::info!(
+                            "late grant of {key:?} (token {token}) left to the caller that resolved it"
+                        );
+                        return;
+                    }
                     log::warn!(
                         "late grant of {key:?} (token {token}) after the caller gave up; releasing it"
                     );
@@ -257,375 +639,117 @@ impl Session {
                     }
                 }
             }
+            Some(Waiter::Probe) => {}
             None => log::debug!("answer to id {id} that nobody waits for"),
         }
     }
 }
 
-/// One configured address and its current session, if any.
-pub(crate) struct Slot {
-    pub(crate) addr: String,
-    host: String,
-    session: Mutex<Option<Arc<Session>>>,
-    /// False until the first connection attempt ended: a slot still connecting for
-    /// the first time may be the leader's, worth a short wait (see [`LEADER_WAIT`]).
-    tried: AtomicBool,
-}
-
-impl Slot {
-    pub(crate) fn new(addr: String, host: String) -> Slot {
-        Slot { addr, host, session: Mutex::new(None), tried: AtomicBool::new(false) }
-    }
-
-    fn live(&self) -> Option<Arc<Session>> {
-        lock(&self.session).as_ref().filter(|s| !s.is_dead()).cloned()
-    }
-
-    /// Does a leader address from WELCOME or `M` name this slot?
-    fn is(&self, leader: &str, session: &Session) -> bool {
-        leader == self.addr || leader.parse::<SocketAddr>().map(|a| a == session.peer).unwrap_or(false)
+/// A fresh request id; 0 is reserved by the protocol and skipped.
+pub(crate) fn next_id(ids: &AtomicU32) -> u32 {
+    loop {
+        let id = ids.fetch_add(1, Ordering::Relaxed);
+        if id != 0 {
+            return id;
+        }
     }
 }
 
-/// Everything the client's threads share.
-pub(crate) struct Pool {
-    pub(crate) slots: Vec<Arc<Slot>>,
-    key: hmac::Key,
-    tls: Option<Arc<ClientConfig>>,
-    next_id: AtomicU32,
-    round_robin: AtomicUsize,
-    /// The leader named by the last `M` (or WELCOME): requests go there first.
-    leader_hint: Mutex<Option<String>>,
-    /// Bumped whenever a session is installed; waiters for a connection sleep on it.
-    generation: Mutex<u64>,
-    installed: Condvar,
-    shutdown: AtomicBool,
-    stop_lock: Mutex<()>,
-    stop: Condvar,
-    release_tx: Sender<Msg>,
-    /// Release jobs enqueued and not yet finished (the queue's bound applies to this).
-    pub(crate) release_outstanding: AtomicUsize,
-    /// Fault injection for tests: the next this-many frame writes fail before their
-    /// first byte, as if the socket had broken.
-    pub(crate) faults: Arc<AtomicUsize>,
+/// What [`connect`] needs from the pool.
+pub(crate) struct Dialer<'a> {
+    pub(crate) key: &'a hmac::Key,
+    pub(crate) tls: Option<&'a Arc<ClientConfig>>,
+    pub(crate) epoch: Instant,
+    pub(crate) faults: &'a Arc<AtomicUsize>,
 }
 
-impl Pool {
-    pub(crate) fn new(
-        slots: Vec<Arc<Slot>>,
-        key: hmac::Key,
-        tls: Option<Arc<ClientConfig>>,
-        release_tx: Sender<Msg>,
-    ) -> Pool {
-        Pool {
-            slots,
-            key,
-            tls,
-            next_id: AtomicU32::new(1),
-            round_robin: AtomicUsize::new(0),
-            leader_hint: Mutex::new(None),
-            generation: Mutex::new(0),
-            installed: Condvar::new(),
-            shutdown: AtomicBool::new(false),
-            stop_lock: Mutex::new(()),
-            stop: Condvar::new(),
-            release_tx,
-            release_outstanding: AtomicUsize::new(0),
-            faults: Arc::new(AtomicUsize::new(0)),
-        }
-    }
-
-    /// A fresh request id; 0 is reserved by the protocol and skipped.
-    pub(crate) fn next_id(&self) -> u32 {
-        loop {
-            let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-            if id != 0 {
-                return id;
+/// Connects and authenticates to `addr` (TLS server name `host`); returns the
+/// session and its read side.
+pub(crate) fn connect(
+    dialer: &Dialer<'_>,
+    addr: &str,
+    host: &str,
+) -> Result<(Arc<Session>, Box<dyn Read + Send>), String> {
+    let resolved: Vec<SocketAddr> =
+        crate::resolve::resolve(addr).map_err(|e| format!("cannot resolve {addr}: {e}"))?;
+    let mut last = format!("{addr} resolved to no address");
+    let mut sock = None;
+    for target in resolved {
+        match TcpStream::connect_timeout(&target, CONNECT_TIMEOUT) {
+            Ok(s) => {
+                sock = Some(s);
+                break;
             }
+            Err(e) => last = format!("connect {target}: {e}"),
         }
     }
-
-    pub(crate) fn leader_hint(&self) -> Option<String> {
-        lock(&self.leader_hint).clone()
-    }
-
-    fn note_moved(&self, leader: &str) {
-        if !leader.is_empty() {
-            log::debug!("MOVED: leader is {leader}");
-            *lock(&self.leader_hint) = Some(leader.to_owned());
+    let mut sock = sock.ok_or(last)?;
+    let peer = sock.peer_addr().map_err(|e| e.to_string())?;
+    let io = |e: io::Error| format!("{addr}: {e}");
+    sock.set_nodelay(true).map_err(io)?;
+    sock.set_read_timeout(Some(HANDSHAKE_TIMEOUT)).map_err(io)?;
+    sock.set_write_timeout(Some(WRITE_TIMEOUT)).map_err(io)?;
+    let hs = |e| format!("{addr}: {e}");
+    let (welcome, wire, reader): (Welcome, Wire, Box<dyn Read + Send>) = match dialer.tls {
+        None => {
+            let welcome = client_handshake(&mut sock, dialer.key, &CLIENT_LABELS).map_err(hs)?;
+            let reader = BufReader::with_capacity(READ_BUFFER_LEN, sock.try_clone().map_err(io)?);
+            (welcome, Wire::Plain(sock.try_clone().map_err(io)?), Box::new(reader))
         }
-    }
-
-    /// The session a request should go to now: the hinted leader's, else one whose
-    /// node said it leads, else any, round-robin among equals.
-    pub(crate) fn pick(&self) -> Option<Arc<Session>> {
-        self.pick_among(|_| true)
-    }
-
-    /// Like [`Pool::pick`], restricted to the slots `accept` allows.
-    pub(crate) fn pick_among(&self, accept: impl Fn(&Slot) -> bool) -> Option<Arc<Session>> {
-        self.choose(&accept, false)
-    }
-
-    /// The routing decision. With `patient`, settles for a node not known to lead
-    /// only when no other configured node is still connecting for the first time.
-    fn choose(&self, accept: &dyn Fn(&Slot) -> bool, patient: bool) -> Option<Arc<Session>> {
-        let accepted: Vec<&Slot> = self.slots.iter().map(|s| &**s).filter(|s| accept(s)).collect();
-        let live: Vec<(&Slot, Arc<Session>)> =
-            accepted.iter().filter_map(|slot| slot.live().map(|s| (*slot, s))).collect();
-        if live.is_empty() {
-            return None;
+        Some(config) => {
+            let name = ServerName::try_from(host.to_owned())
+                .map_err(|e| format!("{addr}: bad TLS server name {host:?}: {e}"))?;
+            let mut conn =
+                ClientConnection::new(Arc::clone(config), name).map_err(|e| format!("{addr}: TLS: {e}"))?;
+            let welcome = {
+                let mut stream = rustls::Stream::new(&mut conn, &mut sock);
+                client_handshake(&mut stream, dialer.key, &CLIENT_LABELS).map_err(hs)?
+            };
+            let conn = Arc::new(Mutex::new(conn));
+            let reader = TlsReader {
+                sock: sock.try_clone().map_err(io)?,
+                conn: Arc::clone(&conn),
+                raw: vec![0; READ_BUFFER_LEN],
+                start: 0,
+                end: 0,
+                eof: false,
+            };
+            let wire = Wire::Tls { sock: sock.try_clone().map_err(io)?, conn };
+            (welcome, wire, Box::new(reader))
         }
-        let hint = self.leader_hint();
-        let hinted: Vec<&Arc<Session>> = match &hint {
-            Some(h) => live.iter().filter(|(slot, s)| slot.is(h, s)).map(|(_, s)| s).collect(),
-            None => Vec::new(),
-        };
-        let candidates = if !hinted.is_empty() {
-            hinted
-        } else {
-            let leaders: Vec<&Arc<Session>> =
-                live.iter().filter(|(_, s)| s.is_leader()).map(|(_, s)| s).collect();
-            if !leaders.is_empty() {
-                leaders
-            } else {
-                let first_connect_pending = accepted.iter().any(|slot| {
-                    !slot.tried.load(Ordering::Acquire) && !live.iter().any(|(l, _)| l.addr == slot.addr)
-                });
-                if patient && first_connect_pending {
-                    return None;
-                }
-                live.iter().map(|(_, s)| s).collect()
-            }
-        };
-        let turn = self.round_robin.fetch_add(1, Ordering::Relaxed);
-        Some(Arc::clone(candidates[turn % candidates.len()]))
-    }
-
-    /// Waits until [`Pool::pick_among`] finds a session, or `deadline` passes. For
-    /// up to [`LEADER_WAIT`] it holds out for a leader's connection (see there).
-    pub(crate) fn wait_among(
-        &self,
-        deadline: Instant,
-        accept: impl Fn(&Slot) -> bool,
-    ) -> Option<Arc<Session>> {
-        let patient_until = deadline.min(Instant::now() + LEADER_WAIT);
-        loop {
-            let seen = *lock(&self.generation);
-            let patient = Instant::now() < patient_until;
-            if let Some(session) = self.choose(&accept, patient) {
-                return Some(session);
-            }
-            let until = if patient { patient_until } else { deadline };
-            let mut generation = lock(&self.generation);
-            while *generation == seen {
-                let now = Instant::now();
-                if self.is_shut_down() || (now >= deadline && !patient) {
-                    return None;
-                }
-                if now >= until {
-                    break;
-                }
-                generation =
-                    self.installed.wait_timeout(generation, until - now).unwrap_or_else(|e| e.into_inner()).0;
-            }
-        }
-    }
-
-    pub(crate) fn wait_for_session(&self, deadline: Instant) -> Option<Arc<Session>> {
-        self.wait_among(deadline, |_| true)
-    }
-
-    pub(crate) fn enqueue_release(&self, job: Job) -> Result<(), super::ReleaseError> {
-        let before = self.release_outstanding.fetch_add(1, Ordering::AcqRel);
-        if before >= super::release::RELEASE_QUEUE_CAPACITY {
-            self.release_outstanding.fetch_sub(1, Ordering::AcqRel);
-            return Err(super::ReleaseError::QueueFull);
-        }
-        if self.release_tx.send(Msg::Job(job)).is_err() {
-            // The worker is gone (client shut down); nothing will send it.
-            self.release_outstanding.fetch_sub(1, Ordering::AcqRel);
-            return Err(super::ReleaseError::Unconfirmed);
-        }
-        Ok(())
-    }
-
-    pub(crate) fn close_release_queue(&self) {
-        let _ = self.release_tx.send(Msg::Close);
-    }
-
-    pub(crate) fn is_shut_down(&self) -> bool {
-        self.shutdown.load(Ordering::Acquire)
-    }
-
-    /// Stops every connection thread (after the release worker drained its queue).
-    pub(crate) fn shut_down(&self) {
-        self.shutdown.store(true, Ordering::Release);
-        {
-            let _guard = lock(&self.stop_lock);
-            self.stop.notify_all();
-        }
-        {
-            let _generation = lock(&self.generation);
-            self.installed.notify_all();
-        }
-        for slot in &self.slots {
-            if let Some(session) = lock(&slot.session).as_ref() {
-                session.kill();
-            }
-        }
-    }
-
-    /// Sleeps for `pause` unless the pool shuts down first.
-    fn sleep(&self, pause: Duration) {
-        let deadline = Instant::now() + pause;
-        let mut guard = lock(&self.stop_lock);
-        while !self.is_shut_down() {
-            let now = Instant::now();
-            if now >= deadline {
-                return;
-            }
-            guard = self.stop.wait_timeout(guard, deadline - now).unwrap_or_else(|e| e.into_inner()).0;
-        }
-    }
-
-    fn install(&self, slot: &Slot, session: &Arc<Session>) {
-        if session.is_leader() {
-            *lock(&self.leader_hint) = Some(slot.addr.clone());
-        } else if !session.welcome.leader.is_empty() {
-            // A follower's WELCOME names the leader: believe it unless the current
-            // hint points at a connection that is up.
-            let current = self.leader_hint();
-            let current_live = current
-                .as_ref()
-                .is_some_and(|h| self.slots.iter().any(|s| s.live().is_some_and(|live| s.is(h, &live))));
-            if !current_live {
-                *lock(&self.leader_hint) = Some(session.welcome.leader.clone());
-            }
-        }
-        *lock(&slot.session) = Some(Arc::clone(session));
-        let mut generation = lock(&self.generation);
-        *generation += 1;
-        self.installed.notify_all();
-    }
-
-    /// Connects and authenticates to `addr`; returns the session and its read side.
-    pub(crate) fn connect(
-        &self,
-        addr: &str,
-        host: &str,
-    ) -> Result<(Arc<Session>, Box<dyn Read + Send>), String> {
-        let resolved: Vec<SocketAddr> =
-            crate::resolve::resolve(addr).map_err(|e| format!("cannot resolve {addr}: {e}"))?;
-        let mut last = format!("{addr} resolved to no address");
-        let mut sock = None;
-        for target in resolved {
-            match TcpStream::connect_timeout(&target, CONNECT_TIMEOUT) {
-                Ok(s) => {
-                    sock = Some(s);
-                    break;
-                }
-                Err(e) => last = format!("connect {target}: {e}"),
-            }
-        }
-        let mut sock = sock.ok_or(last)?;
-        let peer = sock.peer_addr().map_err(|e| e.to_string())?;
-        let io = |e: io::Error| format!("{addr}: {e}");
-        sock.set_nodelay(true).map_err(io)?;
-        sock.set_read_timeout(Some(HANDSHAKE_TIMEOUT)).map_err(io)?;
-        sock.set_write_timeout(Some(WRITE_TIMEOUT)).map_err(io)?;
-        let hs = |e| format!("{addr}: {e}");
-        let (welcome, wire, reader): (Welcome, Wire, Box<dyn Read + Send>) = match &self.tls {
-            None => {
-                let welcome = client_handshake(&mut sock, &self.key, &CLIENT_LABELS).map_err(hs)?;
-                let reader = BufReader::with_capacity(READ_BUFFER_LEN, sock.try_clone().map_err(io)?);
-                (welcome, Wire::Plain(sock.try_clone().map_err(io)?), Box::new(reader))
-            }
-            Some(config) => {
-                let name = ServerName::try_from(host.to_owned())
-                    .map_err(|e| format!("{addr}: bad TLS server name {host:?}: {e}"))?;
-                let mut conn = ClientConnection::new(Arc::clone(config), name)
-                    .map_err(|e| format!("{addr}: TLS: {e}"))?;
-                let welcome = {
-                    let mut stream = rustls::Stream::new(&mut conn, &mut sock);
-                    client_handshake(&mut stream, &self.key, &CLIENT_LABELS).map_err(hs)?
-                };
-                let conn = Arc::new(Mutex::new(conn));
-                let reader = TlsReader {
-                    sock: sock.try_clone().map_err(io)?,
-                    conn: Arc::clone(&conn),
-                    raw: vec![0; READ_BUFFER_LEN],
-                    start: 0,
-                    end: 0,
-                    eof: false,
-                };
-                let wire = Wire::Tls { sock: sock.try_clone().map_err(io)?, conn };
-                (welcome, wire, Box::new(reader))
-            }
-        };
-        // Why no read timeout from here on: answers to queued ACQUIREs may take up to
-        // the longest wait; callers time out on their own, and `kill` wakes the reader.
-        sock.set_read_timeout(None).map_err(io)?;
-        let session = Arc::new(Session {
-            welcome,
-            peer,
-            wire: Mutex::new(wire),
-            pending: Mutex::new(Pending { map: HashMap::new(), closed: false }),
-            sock,
-            dead: AtomicBool::new(false),
-            faults: Arc::clone(&self.faults),
-        });
-        Ok((session, reader))
-    }
-}
-
-/// The body of a slot's thread: connect, serve, reconnect with backoff, forever
-/// (until the client shuts down).
-pub(crate) fn run_slot(pool: Arc<Pool>, slot: Arc<Slot>) {
-    let mut backoff = Backoff::new();
-    while !pool.is_shut_down() {
-        match pool.connect(&slot.addr, &slot.host) {
-            Ok((session, reader)) => {
-                backoff.reset();
-                log::debug!(
-                    "connected to {} (node {}, role {})",
-                    slot.addr,
-                    session.welcome.node_id,
-                    session.welcome.role as char
-                );
-                slot.tried.store(true, Ordering::Release);
-                pool.install(&slot, &session);
-                if pool.is_shut_down() {
-                    session.kill();
-                }
-                read_loop(&pool, &session, reader);
-                session.close(&pool);
-                let mut current = lock(&slot.session);
-                if current.as_ref().is_some_and(|s| Arc::ptr_eq(s, &session)) {
-                    *current = None;
-                }
-                drop(current);
-                log::debug!("connection to {} ended", slot.addr);
-            }
-            Err(e) => {
-                log::debug!("connection to {} failed: {e}", slot.addr);
-                if !slot.tried.swap(true, Ordering::AcqRel) {
-                    // Wake requests holding out for this slot: it is not coming soon.
-                    let mut generation = lock(&pool.generation);
-                    *generation += 1;
-                    pool.installed.notify_all();
-                }
-            }
-        }
-        if pool.is_shut_down() {
-            break;
-        }
-        pool.sleep(backoff.next().expect("backoff is endless"));
-    }
+    };
+    // Why no read timeout from here on: answers to queued ACQUIREs may take up to
+    // the longest wait; callers time out on their own, the supervisor PINGs a silent
+    // session, and `kill` wakes the reader.
+    sock.set_read_timeout(None).map_err(io)?;
+    let leads = matches!(welcome.role, role::LEADER | role::STANDALONE);
+    let session = Arc::new(Session {
+        welcome,
+        peer,
+        addr: addr.to_owned(),
+        wire: Mutex::new(wire),
+        outbox: Mutex::new(Outbox {
+            buf: Vec::with_capacity(4096),
+            frames: Vec::new(),
+            next_seq: 1,
+            flushing: false,
+            closed: false,
+        }),
+        maybe_written: AtomicU64::new(0),
+        pending: Mutex::new(Pending { map: HashMap::default(), closed: false }),
+        sock,
+        dead: AtomicBool::new(false),
+        leads: AtomicBool::new(leads),
+        epoch: dialer.epoch,
+        last_rx_us: AtomicU64::new(us_since(dialer.epoch, Instant::now())),
+        ping_at_us: AtomicU64::new(0),
+        faults: Arc::clone(dialer.faults),
+    });
+    Ok((session, reader))
 }
 
 /// Reads responses until the connection ends or breaks the protocol.
-pub(crate) fn read_loop(pool: &Pool, session: &Session, reader: Box<dyn Read + Send>) {
+pub(crate) fn read_loop(pool: &Arc<Pool>, session: &Session, reader: Box<dyn Read + Send>) {
     let mut frames = FrameReader::new(reader, RESPONSE_FRAME_LEN_MAX);
     loop {
         let payload = match frames.read_payload() {
@@ -637,6 +761,7 @@ pub(crate) fn read_loop(pool: &Pool, session: &Session, reader: Box<dyn Read + S
                 return;
             }
         };
+        session.last_rx_us.store(us_since(session.epoch, Instant::now()), Ordering::Release);
         match decode_response(payload) {
             Ok((0, response)) => {
                 log::warn!("{} closed the connection: {response:?}", session.peer);

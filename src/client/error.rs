@@ -4,6 +4,10 @@
 //! [`AcquireError::Indeterminate`] (it may be held; do not enter the critical section).
 
 use std::fmt;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::conn::LateGrant;
 
 /// Why an ACQUIRE got no definitive answer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -17,6 +21,9 @@ pub enum IndeterminateCause {
     NoAnswer,
     /// The server broke the protocol (an answer of the wrong kind).
     ProtocolViolation,
+    /// The `G` arrived after the lock's local deadline had passed: the lease may have
+    /// ended already. The client releases that grant in the background.
+    ExpiredOnArrival,
 }
 
 impl fmt::Display for IndeterminateCause {
@@ -26,7 +33,70 @@ impl fmt::Display for IndeterminateCause {
             IndeterminateCause::ServerUnknown => "the server cannot tell whether the request committed (U)",
             IndeterminateCause::NoAnswer => "no answer within the wait plus the commit margin",
             IndeterminateCause::ProtocolViolation => "the server sent an answer of the wrong kind",
+            IndeterminateCause::ExpiredOnArrival => {
+                "the grant arrived after its lease had run out locally; it is being released"
+            }
         })
+    }
+}
+
+/// An ACQUIRE whose outcome is unknown: why, and what
+/// [`Client::resolve`](super::Client::resolve) needs to find out later without sending
+/// it again.
+#[derive(Clone, Debug)]
+pub struct Indeterminate {
+    pub(crate) cause: IndeterminateCause,
+    pub(crate) key: String,
+    pub(crate) owner: String,
+    pub(crate) lease: Duration,
+    pub(crate) wait: Duration,
+    pub(crate) sent_at: Instant,
+    /// The pending entry that releases a late `G` (for `NoAnswer`), or the record
+    /// that a late grant is already being released (`ExpiredOnArrival`).
+    pub(crate) late_grant: Option<Arc<LateGrant>>,
+}
+
+impl Indeterminate {
+    /// Why no definitive answer came.
+    pub fn cause(&self) -> IndeterminateCause {
+        self.cause
+    }
+    /// The key the ACQUIRE asked for.
+    pub fn key(&self) -> &str {
+        &self.key
+    }
+    /// The owner it was sent with.
+    pub fn owner(&self) -> &str {
+        &self.owner
+    }
+    /// The lease it asked for.
+    pub fn lease(&self) -> Duration {
+        self.lease
+    }
+    /// The wait it was sent with.
+    pub fn wait(&self) -> Duration {
+        self.wait
+    }
+    /// The instant taken just before its first byte was written.
+    pub fn sent_at(&self) -> Instant {
+        self.sent_at
+    }
+}
+
+/// Equal when cause, key, owner, lease and wait are (the instants and the
+/// late-grant record are not compared).
+impl PartialEq for Indeterminate {
+    fn eq(&self, other: &Self) -> bool {
+        (self.cause, &self.key, &self.owner, self.lease, self.wait)
+            == (other.cause, &other.key, &other.owner, other.lease, other.wait)
+    }
+}
+
+impl Eq for Indeterminate {}
+
+impl fmt::Display for Indeterminate {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.cause)
     }
 }
 
@@ -57,9 +127,14 @@ pub enum AcquireError {
     /// `E 4`: the server has too many requests pending; try again later.
     Overloaded,
     /// No connection could take the request within the wait budget: nothing was sent.
-    Unavailable,
+    Unavailable {
+        /// Why the last connection attempt failed, when one did (refused, TLS, the
+        /// server rejected the auth token, ...).
+        last_error: Option<String>,
+    },
     /// The request was (at least partly) sent and its outcome is unknown.
-    Indeterminate(IndeterminateCause),
+    /// [`Client::resolve`](super::Client::resolve) can find out later.
+    Indeterminate(Indeterminate),
 }
 
 impl AcquireError {
@@ -72,6 +147,24 @@ impl AcquireError {
     /// True for `Busy` and `Timeout`: the key is held by someone else.
     pub fn is_contended(&self) -> bool {
         matches!(self, AcquireError::Busy | AcquireError::Timeout)
+    }
+
+    /// The cause, for an [`AcquireError::Indeterminate`].
+    pub fn indeterminate_cause(&self) -> Option<IndeterminateCause> {
+        match self {
+            AcquireError::Indeterminate(i) => Some(i.cause),
+            _ => None,
+        }
+    }
+
+    /// True when the request was certainly not executed and trying again soon may
+    /// succeed: `NotLeader` (the client now routes to the leader it named),
+    /// `Overloaded`, `Unavailable`.
+    pub fn is_retryable(&self) -> bool {
+        matches!(
+            self,
+            AcquireError::NotLeader { .. } | AcquireError::Overloaded | AcquireError::Unavailable { .. }
+        )
     }
 }
 
@@ -88,14 +181,19 @@ impl fmt::Display for AcquireError {
             }
             AcquireError::Invalid(why) => write!(f, "invalid request: {why}"),
             AcquireError::Overloaded => write!(f, "server overloaded; try again later"),
-            AcquireError::Unavailable => write!(
-                f,
-                "no server reachable within the wait; nothing was sent (check the addresses, the auth token and that a server runs)"
-            ),
-            AcquireError::Indeterminate(cause) => write!(
-                f,
-                "indeterminate: {cause}; the lock may be held, do not enter the critical section"
-            ),
+            AcquireError::Unavailable { last_error } => {
+                write!(
+                    f,
+                    "no server reachable within the wait; nothing was sent (check the addresses, the auth token and that a server runs)"
+                )?;
+                match last_error {
+                    Some(e) => write!(f, "; last connection error: {e}"),
+                    None => Ok(()),
+                }
+            }
+            AcquireError::Indeterminate(cause) => {
+                write!(f, "indeterminate: {cause}; the lock may be held, do not enter the critical section")
+            }
         }
     }
 }
@@ -161,6 +259,12 @@ impl ClientError {
     pub fn is_timeout(&self) -> bool {
         matches!(self, ClientError::Unavailable | ClientError::NoAnswer)
     }
+
+    /// True when the request was certainly not executed and trying again soon may
+    /// succeed: `NotLeader`, `Overloaded`, `Unavailable`.
+    pub fn is_retryable(&self) -> bool {
+        matches!(self, ClientError::NotLeader { .. } | ClientError::Overloaded | ClientError::Unavailable)
+    }
 }
 
 impl fmt::Display for ClientError {
@@ -204,6 +308,8 @@ pub enum BuildError {
     File { path: std::path::PathBuf, error: std::io::Error },
     /// The CA bundle has no usable certificate, or TLS could not be configured.
     Tls(String),
+    /// A background thread could not be started (the process is out of threads).
+    Thread(std::io::Error),
 }
 
 impl fmt::Display for BuildError {
@@ -220,6 +326,7 @@ impl fmt::Display for BuildError {
                 write!(f, "cannot read {}: {error}", path.display())
             }
             BuildError::Tls(why) => write!(f, "TLS configuration: {why}"),
+            BuildError::Thread(error) => write!(f, "cannot start a client thread: {error}"),
         }
     }
 }
@@ -227,7 +334,7 @@ impl fmt::Display for BuildError {
 impl std::error::Error for BuildError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
-            BuildError::File { error, .. } => Some(error),
+            BuildError::File { error, .. } | BuildError::Thread(error) => Some(error),
             _ => None,
         }
     }

@@ -5,14 +5,20 @@ use std::time::{Duration, Instant};
 
 use super::{Client, ReleaseError};
 
-/// What the server answered to a release. Both are definitive.
+/// What the server answered to a release. All are definitive about the present: the
+/// key is no longer held under this token.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum ReleaseOutcome {
     /// `R`: the release was committed; the key went to the next waiter or became free.
     Released,
     /// `N`: (key, owner, token) was not the holder: already released, expired, or
     /// never granted. Nothing changed.
     NotHolder,
+    /// `N`, but an earlier attempt of this same release was written and its answer
+    /// lost: that attempt may have released the key, or the lease had ended. Either
+    /// way the key is no longer held under this token.
+    ReleasedOrExpired,
 }
 
 impl fmt::Display for ReleaseOutcome {
@@ -20,12 +26,16 @@ impl fmt::Display for ReleaseOutcome {
         f.write_str(match self {
             ReleaseOutcome::Released => "released",
             ReleaseOutcome::NotHolder => "not holder (already released or expired)",
+            ReleaseOutcome::ReleasedOrExpired => {
+                "no longer held (released by an earlier attempt, or expired)"
+            }
         })
     }
 }
 
 /// The answer to [`Client::query`] for a held key.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct HolderInfo {
     /// The holder's owner string.
     pub owner: String,
@@ -51,15 +61,54 @@ pub struct HolderInfo {
 pub struct Lock {
     client: Client,
     key: String,
+    owner: String,
     token: u64,
     deadline: Instant,
     lease: Duration,
     released: bool,
 }
 
+/// The plain data of a [`Lock`], from [`Lock::into_parts`]; [`Client::adopt`] makes it
+/// a lock again. Only this crate makes one, so a lock is never forged from guesses.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct LockParts {
+    pub key: String,
+    pub owner: String,
+    pub token: u64,
+    /// The local deadline (see [`Lock::deadline`]).
+    pub deadline: Instant,
+    pub lease: Duration,
+}
+
 impl Lock {
-    pub(crate) fn new(client: Client, key: String, token: u64, deadline: Instant, lease: Duration) -> Lock {
-        Lock { client, key, token, deadline, lease, released: false }
+    pub(crate) fn new(
+        client: Client,
+        key: String,
+        owner: String,
+        token: u64,
+        deadline: Instant,
+        lease: Duration,
+    ) -> Lock {
+        Lock { client, key, owner, token, deadline, lease, released: false }
+    }
+
+    pub(crate) fn from_parts(client: Client, parts: LockParts) -> Lock {
+        Lock::new(client, parts.key, parts.owner, parts.token, parts.deadline, parts.lease)
+    }
+
+    /// Gives up the handle without releasing and returns its data; the key stays held
+    /// until released (by [`Client::adopt`]'s lock, or [`Client::release`] with the
+    /// same owner) or its lease ends.
+    pub fn into_parts(mut self) -> LockParts {
+        self.released = true;
+        LockParts {
+            key: std::mem::take(&mut self.key),
+            owner: std::mem::take(&mut self.owner),
+            token: self.token,
+            deadline: self.deadline,
+            lease: self.lease,
+        }
     }
 
     /// The locked key.
@@ -67,9 +116,9 @@ impl Lock {
         &self.key
     }
 
-    /// The owner the lock was granted to (the client's owner).
+    /// The owner the lock was granted to.
     pub fn owner(&self) -> &str {
-        self.client.owner()
+        &self.owner
     }
 
     /// The fencing token: strictly greater than every earlier grant's in the domain.
@@ -106,7 +155,7 @@ impl Lock {
     /// the release is not confirmed and the key may stay held until its lease ends.
     pub fn release(mut self) -> Result<ReleaseOutcome, ReleaseError> {
         self.released = true;
-        self.client.release(&self.key, self.token)
+        self.client.release_as(&self.owner, &self.key, self.token)
     }
 }
 
@@ -134,7 +183,7 @@ impl fmt::Debug for Lock {
 impl Drop for Lock {
     fn drop(&mut self) {
         if !self.released {
-            self.client.release_in_background(&self.key, self.token);
+            self.client.release_in_background(&self.owner, &self.key, self.token);
         }
     }
 }

@@ -1,4 +1,4 @@
-//! The official blocking client (SPEC §10).
+//! The official blocking client (docs/client.md).
 //!
 //! ```no_run
 //! use std::time::Duration;
@@ -18,6 +18,7 @@
 //!         match lock.release()? {
 //!             ReleaseOutcome::Released => {}
 //!             ReleaseOutcome::NotHolder => eprintln!("the lease had already ended"),
+//!             other => eprintln!("{other}"),
 //!         }
 //!     }
 //!     Err(e) if e.is_definitive() => eprintln!("not acquired: {e}"),
@@ -45,45 +46,62 @@
 //!
 //! # Connections
 //!
-//! The client keeps one connection per address (two when there is a single address)
-//! in background threads, reconnecting forever with a backoff from 0.1 s doubling to
-//! 3.2 s. Any number of threads share one [`Client`] (it is `Clone + Send + Sync`);
-//! their requests are pipelined and answers matched by request id.
+//! The configured addresses are seeds: one live member is enough. The client dials the
+//! leader that WELCOME, STATUS or an `M` names, follows the leader's voter set (one
+//! connection per member, two when there is one), PINGs a connection that received
+//! nothing for a second and closes it when nothing comes back within 1.5 s, and
+//! reconnects forever with a backoff from 0.1 s doubling to 3.2 s. Any number of
+//! threads share one [`Client`] (it is `Clone + Send + Sync`); their requests are
+//! pipelined, written together when they meet, and answers matched by request id.
 //!
 //! # Releases
 //!
-//! [`Lock::release`], [`Client::release`], dropped locks and late grants all go through
-//! one bounded release queue ([`RELEASE_QUEUE_CAPACITY`]) served by a background
-//! thread, which retries each release until the server answers `R` or `N`, for at most
-//! [`RELEASE_DEADLINE`] from enqueue. A release is never reported successful without
-//! `R`/`N`.
+//! [`Lock::release`] and [`Client::release`] send the RELEASE from the calling thread;
+//! dropped locks and late grants go to a background worker. All count against one
+//! bound ([`RELEASE_QUEUE_CAPACITY`]) and are retried until the server answers `R` or
+//! `N`, for at most [`RELEASE_DEADLINE`]. A release is never reported successful
+//! without `R`/`N`.
+//!
+//! # Resolving
+//!
+//! [`Client::resolve`] finds out whether an indeterminate acquire holds its key after
+//! all, with a QUERY once the grant can no longer happen, never by sending it again.
+//! docs/client.md says when that is safe and how long every call can block.
 
 mod backoff;
 mod builder;
 mod conn;
 mod error;
 mod lock;
+mod pool;
 mod release;
+mod supervisor;
 mod tls;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-use crossbeam_channel::{bounded, RecvTimeoutError};
 
 pub use backoff::{Backoff, BACKOFF_INITIAL, BACKOFF_MAX};
 pub use builder::{
     split_addrs, ClientBuilder, COMMIT_MARGIN, CONNECT_WAIT_MIN, DEFAULT_ADDR, REQUEST_TIMEOUT_DEFAULT,
 };
 pub use conn::{CONNECT_TIMEOUT, WRITE_TIMEOUT};
-pub use error::{AcquireError, BuildError, ClientError, IndeterminateCause, ReleaseError};
-pub use lock::{HolderInfo, Lock, ReleaseOutcome};
+pub use error::{AcquireError, BuildError, ClientError, Indeterminate, IndeterminateCause, ReleaseError};
+pub use lock::{HolderInfo, Lock, LockParts, ReleaseOutcome};
+pub use pool::{LEADER_WAIT, LEARNED_ADDRS_MAX, RETIRE_GRACE, SEED_FALLBACK_AFTER};
 pub use release::{RELEASE_DEADLINE, RELEASE_QUEUE_CAPACITY};
+pub use supervisor::{IDLE_PING_DEFAULT, MEMBERSHIP_REFRESH, PING_ANSWER_TIMEOUT};
 
-use conn::{Pool, Reply, SendError, Session, Waiter};
+use conn::{Reply, ReplyCell, SendError, Session, Waiter};
+use pool::Pool;
 use release::{Job, Origin};
 
-use crate::proto::frame::{encode_request, ErrorCode, Request, Response};
+/// How often `Client::close` looks whether the releases are done.
+const CLOSE_POLL: Duration = Duration::from_millis(10);
+/// Pause before asking again after an `M` that named no leader (an election runs).
+const MOVED_PAUSE: Duration = Duration::from_millis(100);
+
+use crate::proto::frame::{encode_acquire, encode_request, ErrorCode, Request, Response};
 use crate::proto::limits::{KEY_LEN_MAX, KEY_LEN_MIN, LEASE_S_MAX, LEASE_S_MIN, WAIT_MS_MAX};
 
 /// A handle on the lock service. Cheap to clone; all clones share the connections.
@@ -94,20 +112,42 @@ pub struct Client {
     inner: Arc<Inner>,
 }
 
+#[derive(Clone)]
 struct Inner {
     pool: Arc<Pool>,
     owner: String,
     addrs: Vec<String>,
     request_timeout: Duration,
     commit_margin: Duration,
+    /// Shared by every owner view of one client: the last one gone closes the pool.
+    _closer: Arc<Closer>,
 }
 
-impl Drop for Inner {
+/// Closes the release queue when the last handle on a pool is gone.
+struct Closer(Arc<Pool>);
+
+impl Drop for Closer {
     fn drop(&mut self) {
         // Never blocks: the release worker finishes what is queued, then stops the
         // connection threads.
-        self.pool.close_release_queue();
+        self.0.close_release_queue();
     }
+}
+
+/// What [`Client::resolve`] found out about an indeterminate ACQUIRE.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum Resolution {
+    /// The key is held by the acquire's owner: the grant did happen. The lock is
+    /// adopted; its deadline is the instant before the QUERY was sent plus the lease
+    /// the leader reported left, so never later than the server's expiry.
+    Held(Lock),
+    /// The key is not held by that owner (free, or someone else's), or the client is
+    /// already releasing the late grant. Nothing to do.
+    NotHeld,
+    /// Could not be told within the timeout (no leader answered, or the window in which
+    /// the grant could still happen did not pass in time).
+    Unknown,
 }
 
 impl std::fmt::Debug for Client {
@@ -127,16 +167,56 @@ impl Client {
         &self.inner.owner
     }
 
-    /// The configured addresses.
+    /// The configured addresses (the seeds).
     pub fn addrs(&self) -> &[String] {
         &self.inner.addrs
+    }
+
+    /// The same client (connections, release queue) acquiring and releasing as
+    /// `owner`. Cheap. Use one owner per logical caller — for example the client's
+    /// owner plus a per-acquire suffix — when [`Client::resolve`] is to tell an
+    /// indeterminate acquire's grant from another grant to the same owner.
+    pub fn with_owner(&self, owner: impl Into<String>) -> Result<Client, BuildError> {
+        let owner = owner.into();
+        builder::check_owner(&owner)?;
+        let mut inner = (*self.inner).clone();
+        inner.owner = owner;
+        Ok(Client { inner: Arc::new(inner) })
+    }
+
+    /// Waits until every release this client still has to make (dropped locks, late
+    /// grants, releases in progress) is finished — confirmed or given up at its 5 s
+    /// deadline — or `timeout` passes, then drops this handle. True when none was
+    /// left. The connections close once the last handle is gone. Blocks at most
+    /// `timeout`.
+    pub fn close(self, timeout: Duration) -> bool {
+        let end = Instant::now() + timeout;
+        let pool = &self.inner.pool;
+        loop {
+            if pool.release_outstanding.load(std::sync::atomic::Ordering::Acquire) == 0 {
+                return true;
+            }
+            let now = Instant::now();
+            if now >= end {
+                return false;
+            }
+            std::thread::sleep(CLOSE_POLL.min(end - now));
+        }
+    }
+
+    /// Turns the parts of a lock (from [`Lock::into_parts`]) back into a [`Lock`] of
+    /// this client: for a lock handed between threads or kept across a restart of the
+    /// component that took it (not of the process: the deadline is an `Instant`).
+    pub fn adopt(&self, parts: LockParts) -> Lock {
+        Lock::from_parts(self.clone(), parts)
     }
 
     /// Acquires `key` for `lease` (whole seconds, 1..=250), queueing at most `wait`
     /// (0..=300 s; zero means one immediate try).
     ///
-    /// Blocks until the server answers, at most `wait` plus the commit margin
-    /// (plus up to [`CONNECT_WAIT_MIN`] to reach a server at all). See the
+    /// Blocks until the server answers: at most `max(wait, CONNECT_WAIT_MIN)` to put
+    /// the request on a connection (3 s at least, so a fresh client can connect), then
+    /// what was left of `wait` plus the commit margin for the answer. See the
     /// [module docs](self) for what each outcome means.
     ///
     /// ```no_run
@@ -159,50 +239,93 @@ impl Client {
         let start = Instant::now();
         let wait_end = start + wait;
         let send_end = start + wait.max(CONNECT_WAIT_MIN);
+        let indeterminate = |cause, sent_at, wait, late_grant| {
+            AcquireError::Indeterminate(Indeterminate {
+                cause,
+                key: key.to_owned(),
+                owner: self.inner.owner.clone(),
+                lease,
+                wait,
+                sent_at,
+                late_grant,
+            })
+        };
         let mut frame = Vec::with_capacity(32 + key.len() + self.inner.owner.len());
-        let (session, id, rx, sent_at, wait_sent) = loop {
+        let (reply, sent_at, wait_sent) = loop {
             let Some(session) = pool.wait_for_session(send_end) else {
-                return Err(AcquireError::Unavailable);
+                return Err(AcquireError::Unavailable { last_error: pool.last_error() });
             };
             let wait_left = wait_end.saturating_duration_since(Instant::now());
-            let id = pool.next_id();
             frame.clear();
-            encode_request(
-                &mut frame,
-                id,
-                &Request::Acquire {
-                    lease_s,
-                    wait_ms: wait_left.as_millis() as u32,
-                    key: key.to_owned(),
-                    owner: self.inner.owner.clone(),
-                },
-            );
-            let (tx, rx) = bounded(1);
-            match session.send(id, Waiter::Caller(tx), &frame) {
-                Ok(sent_at) => break (session, id, rx, sent_at, wait_left),
+            encode_acquire(&mut frame, 0, lease_s, wait_left.as_millis() as u32, key, &self.inner.owner);
+            let cell = ReplyCell::fresh();
+            let (id, sent_at) = match session.send(&pool.ids, Waiter::Caller(Arc::clone(&cell)), &mut frame) {
+                Ok(sent) => sent,
                 // Not one byte left this process: another connection may carry it.
-                Err(SendError::NotSent) => continue,
-                Err(SendError::Partial) => {
-                    return Err(AcquireError::Indeterminate(IndeterminateCause::ConnectionLost))
+                Err(_) => continue,
+            };
+            let answer_deadline = sent_at + wait_left + self.inner.commit_margin;
+            let reply = match cell.wait(Some(answer_deadline)) {
+                Some((_, reply)) => reply,
+                None => {
+                    if let Some(late_grant) = session.compensate(id, key, &self.inner.owner) {
+                        if session.silent_since(sent_at) {
+                            // Nothing at all came back since the request was written: the
+                            // node or the path is dead, not just slow. Redial it.
+                            log::warn!(
+                                "{} answered nothing within the request's budget; reconnecting",
+                                session.peer
+                            );
+                            session.kill();
+                        }
+                        return Err(indeterminate(
+                            IndeterminateCause::NoAnswer,
+                            sent_at,
+                            wait_left,
+                            Some(late_grant),
+                        ));
+                    }
+                    // The reader took the answer just now; it is on its way.
+                    cell.wait(None).map_or(Reply::Lost, |(_, reply)| reply)
                 }
+            };
+            if matches!(reply, Reply::Unsent) && Instant::now() < send_end {
+                // The connection broke before a byte of it was written: another may carry it.
+                continue;
             }
-        };
-        let answer_deadline = sent_at + wait_sent + self.inner.commit_margin;
-        let reply = match rx.recv_deadline(answer_deadline) {
-            Ok(reply) => reply,
-            Err(RecvTimeoutError::Timeout) => {
-                if session.compensate(id, key, &self.inner.owner) {
-                    return Err(AcquireError::Indeterminate(IndeterminateCause::NoAnswer));
-                }
-                // The reader took the answer just now; it is on its way.
-                rx.recv().unwrap_or(Reply::Lost)
-            }
-            Err(RecvTimeoutError::Disconnected) => Reply::Lost,
+            break (reply, sent_at, wait_left);
         };
         match reply {
             Reply::Answer(Response::Granted { token, lease_ms }) => {
                 let granted = lease.min(Duration::from_millis(u64::from(lease_ms)));
-                Ok(Lock::new(self.clone(), key.to_owned(), token, sent_at + granted, granted))
+                let deadline = sent_at + granted;
+                if Instant::now() >= deadline {
+                    // The lease may already have ended on the server: such a lock is of no
+                    // use, and returning it would invite a write after the expiry.
+                    log::warn!("grant of {key:?} (token {token}) arrived after its lease; releasing it");
+                    if let Err(e) = pool.enqueue_release(Job::compensation(
+                        key.to_owned(),
+                        self.inner.owner.clone(),
+                        token,
+                    )) {
+                        log::warn!("cannot release the expired grant: {e}; its lease ends it");
+                    }
+                    let fired = Some(conn::LateGrant::fired());
+                    return Err(indeterminate(
+                        IndeterminateCause::ExpiredOnArrival,
+                        sent_at,
+                        wait_sent,
+                        fired,
+                    ));
+                }
+                Ok(Lock::new(
+                    self.clone(),
+                    key.to_owned(),
+                    self.inner.owner.clone(),
+                    token,
+                    deadline,
+                    granted,
+                ))
             }
             Reply::Answer(Response::Busy) => Err(AcquireError::Busy),
             Reply::Answer(Response::Timeout) => Err(AcquireError::Timeout),
@@ -210,7 +333,7 @@ impl Client {
                 Err(AcquireError::NotLeader { leader: Some(leader).filter(|l| !l.is_empty()) })
             }
             Reply::Answer(Response::Unknown) => {
-                Err(AcquireError::Indeterminate(IndeterminateCause::ServerUnknown))
+                Err(indeterminate(IndeterminateCause::ServerUnknown, sent_at, wait_sent, None))
             }
             Reply::Answer(Response::Error { code, message }) => Err(match code {
                 ErrorCode::Overloaded => AcquireError::Overloaded,
@@ -219,43 +342,105 @@ impl Client {
             }),
             Reply::Answer(other) => {
                 log::warn!("answer {other:?} to an ACQUIRE");
-                Err(AcquireError::Indeterminate(IndeterminateCause::ProtocolViolation))
+                Err(indeterminate(IndeterminateCause::ProtocolViolation, sent_at, wait_sent, None))
             }
-            Reply::Lost => Err(AcquireError::Indeterminate(IndeterminateCause::ConnectionLost)),
+            Reply::Lost => Err(indeterminate(IndeterminateCause::ConnectionLost, sent_at, wait_sent, None)),
+            Reply::Unsent => Err(AcquireError::Unavailable { last_error: pool.last_error() }),
+        }
+    }
+
+    /// Finds out, without sending the ACQUIRE again, whether an indeterminate
+    /// acquire (`err`) holds its key after all.
+    ///
+    /// It first stops the client from releasing a grant of that acquire that still
+    /// arrives, then waits until the window in which such a grant could still happen
+    /// has passed — the acquire's send instant plus its wait plus the commit margin
+    /// (a proposal a deposed leader made is settled by then: the server answers `U`
+    /// 5 s after losing leadership, and a new leader commits or drops it before it
+    /// serves) — and then QUERYs the leader (linearizable; `M` is followed).
+    ///
+    /// Returns [`Resolution::Held`] when the key's holder is the acquire's owner,
+    /// [`Resolution::NotHeld`] otherwise, [`Resolution::Unknown`] when the window does
+    /// not end within `timeout` or no leader answers. Blocks at most `timeout`.
+    ///
+    /// Safe only when the owner was not used for another acquire of the same key
+    /// meanwhile (a holder with that owner could be that other grant): give each
+    /// logical caller its own owner, e.g. [`Client::with_owner`] with a per-acquire
+    /// suffix. Any other error than `Indeterminate` is definitive: `NotHeld`.
+    pub fn resolve(&self, err: &AcquireError, timeout: Duration) -> Resolution {
+        let AcquireError::Indeterminate(attempt) = err else {
+            return Resolution::NotHeld;
+        };
+        let start = Instant::now();
+        let end = start + timeout;
+        if let Some(late_grant) = &attempt.late_grant {
+            if !late_grant.disarm() {
+                // The late G came and is being released: it is not the caller's.
+                return Resolution::NotHeld;
+            }
+        }
+        let settled = attempt.sent_at + attempt.wait + self.inner.commit_margin;
+        if settled > end {
+            return Resolution::Unknown;
+        }
+        self.inner.pool.sleep(settled.saturating_duration_since(Instant::now()));
+        let asked = Instant::now();
+        match self.query_until(&attempt.key, end) {
+            Ok(Some(holder)) if holder.owner == attempt.owner => {
+                let parts = LockParts {
+                    key: attempt.key.clone(),
+                    owner: attempt.owner.clone(),
+                    token: holder.token,
+                    deadline: asked + holder.remaining,
+                    lease: attempt.lease,
+                };
+                Resolution::Held(self.adopt(parts))
+            }
+            Ok(_) => Resolution::NotHeld,
+            Err(_) => Resolution::Unknown,
         }
     }
 
     /// Releases `key` held by this client's owner under `token`, through the release
-    /// queue, and waits for the outcome (at most [`RELEASE_DEADLINE`]).
+    /// queue's bound, and waits for the outcome: the calling thread sends the RELEASE
+    /// itself and retries it like the release worker does. Blocks at most
+    /// [`RELEASE_DEADLINE`] (5 s).
     ///
     /// Use [`Lock::release`] when you have the handle; this is for a token kept
     /// elsewhere (the CLI's `release` command).
     pub fn release(&self, key: &str, token: u64) -> Result<ReleaseOutcome, ReleaseError> {
+        self.release_as(&self.inner.owner, key, token)
+    }
+
+    /// [`Client::release`] under `owner` (a lock keeps the owner it was granted to).
+    pub(crate) fn release_as(
+        &self,
+        owner: &str,
+        key: &str,
+        token: u64,
+    ) -> Result<ReleaseOutcome, ReleaseError> {
         check_key(key).map_err(ReleaseError::Invalid)?;
-        let (tx, rx) = bounded(1);
-        let job = Job::new(key.to_owned(), self.inner.owner.clone(), token, Origin::Explicit, Some(tx));
-        let deadline = job.deadline();
-        self.inner.pool.enqueue_release(job)?;
-        // The worker answers by the deadline; the extra second covers its scheduling.
-        match rx.recv_deadline(deadline + Duration::from_secs(1)) {
-            Ok(outcome) => outcome,
-            Err(_) => Err(ReleaseError::Unconfirmed),
-        }
+        release::release_now(&self.inner.pool, key, owner, token)
     }
 
     /// Hands a release to the queue without waiting (what dropping a [`Lock`] does).
-    pub(crate) fn release_in_background(&self, key: &str, token: u64) {
-        let job = Job::new(key.to_owned(), self.inner.owner.clone(), token, Origin::Dropped, None);
+    pub(crate) fn release_in_background(&self, owner: &str, key: &str, token: u64) {
+        let job = Job::new(key.to_owned(), owner.to_owned(), token, Origin::Dropped, None);
         if let Err(e) = self.inner.pool.enqueue_release(job) {
             log::warn!("dropped lock on {key:?} (token {token}) not released: {e}; its lease will end it");
         }
     }
 
     /// Who holds `key`, linearizably (answered by the leader). `None` when free.
+    /// Blocks at most the request timeout (default 10 s).
     pub fn query(&self, key: &str) -> Result<Option<HolderInfo>, ClientError> {
+        self.query_until(key, Instant::now() + self.inner.request_timeout)
+    }
+
+    fn query_until(&self, key: &str, deadline: Instant) -> Result<Option<HolderInfo>, ClientError> {
         check_key(key).map_err(ClientError::Invalid)?;
         let request = Request::Query { key: key.to_owned() };
-        match self.call(&request, |_| true)? {
+        match self.call_until(&request, |_| true, deadline)? {
             Response::Free => Ok(None),
             Response::Holder { token, remaining_ms, waiters, owner } => Ok(Some(HolderInfo {
                 owner,
@@ -267,8 +452,9 @@ impl Client {
         }
     }
 
-    /// The STATUS text (`name=value` lines, SPEC §2.5) of one node: the leader's
-    /// when known, else any connected node's.
+    /// The STATUS text (`name=value` lines, docs/protocol.md) of one node: the
+    /// leader's when known, else any connected node's. Blocks at most the request
+    /// timeout.
     pub fn status(&self) -> Result<String, ClientError> {
         match self.call(&Request::Status, |_| true)? {
             Response::Status { text } => Ok(text),
@@ -276,10 +462,13 @@ impl Client {
         }
     }
 
-    /// The STATUS text of the node at `addr`. A configured address uses its managed
-    /// connection; any other gets a one-off connection.
+    /// The STATUS text of the node at `addr`. An address the client dials uses its
+    /// connection; any other gets a one-off connection. Blocks at most the request
+    /// timeout (plus, for a one-off, 3 s per resolved address to connect and 5 s for
+    /// the handshake).
     pub fn status_of(&self, addr: &str) -> Result<String, ClientError> {
-        let response = if self.inner.addrs.iter().any(|a| a == addr) {
+        let dialed = self.inner.pool.route().slots.iter().any(|slot| slot.addr == addr);
+        let response = if dialed {
             self.call(&Request::Status, |slot| slot.addr == addr)?
         } else {
             self.one_off(addr, &Request::Status)?
@@ -294,7 +483,8 @@ impl Client {
     /// `new`, already started with `TICKETING_CLUSTER_STATE=join` and reachable at client
     /// address `new_addr`. Waits up to `timeout` for the change to commit and returns the
     /// leader's report. Follows `M` to the leader, and asks again when leadership moved
-    /// during the change.
+    /// during the change. Blocks at most `timeout` plus one connection's connect and
+    /// handshake (8 s).
     pub fn replace_member(
         &self,
         old: u64,
@@ -309,7 +499,7 @@ impl Client {
         while Instant::now() < deadline {
             let candidates: Vec<String> = match &target {
                 Some(leader) => vec![leader.clone()],
-                None => self.inner.addrs.clone(),
+                None => self.known_addrs(),
             };
             target = None;
             for addr in candidates {
@@ -336,7 +526,8 @@ impl Client {
 
     /// The admin op MEMBERS: the membership as a node sees it (the leader's connection
     /// first), as `name=value` lines (docs/protocol.md). Needs a client built with the
-    /// operator secret; others get [`ClientError::Refused`].
+    /// operator secret; others get [`ClientError::Refused`]. Blocks at most the request
+    /// timeout.
     pub fn members(&self) -> Result<String, ClientError> {
         match self.call(&Request::Members, |_| true)? {
             Response::Status { text } => Ok(text),
@@ -344,7 +535,8 @@ impl Client {
         }
     }
 
-    /// Round-trips a PING to one node and returns the time it took.
+    /// Round-trips a PING to one node and returns the time it took. Blocks at most the
+    /// request timeout.
     pub fn ping(&self) -> Result<Duration, ClientError> {
         let start = Instant::now();
         match self.call(&Request::Ping, |_| true)? {
@@ -361,34 +553,81 @@ impl Client {
         self.inner.pool.faults.store(count, std::sync::atomic::Ordering::Release);
     }
 
+    /// Every address the client knows: the leader's first, then the dialed ones, then
+    /// the seeds.
+    fn known_addrs(&self) -> Vec<String> {
+        let route = self.inner.pool.route();
+        let mut addrs: Vec<String> = route.hint.iter().cloned().collect();
+        for addr in route.slots.iter().map(|s| &s.addr).chain(self.inner.addrs.iter()) {
+            if !addrs.contains(addr) {
+                addrs.push(addr.clone());
+            }
+        }
+        addrs
+    }
+
+    /// For tests: the next request id the client will try (ids still pending on a
+    /// connection are skipped).
+    #[doc(hidden)]
+    pub fn set_next_request_id(&self, id: u32) {
+        self.inner.pool.ids.store(id, std::sync::atomic::Ordering::Release);
+    }
+
     /// Sends a read-only request and waits for its answer. Read-only requests are safe
-    /// to send again, so a lost connection means another try within the budget.
-    fn call(&self, request: &Request, accept: impl Fn(&conn::Slot) -> bool) -> Result<Response, ClientError> {
+    /// to send again, so a lost connection or an `M` means another try within the
+    /// budget (after an `M`, at the leader it named).
+    fn call(&self, request: &Request, accept: impl Fn(&pool::Slot) -> bool) -> Result<Response, ClientError> {
+        self.call_until(request, accept, Instant::now() + self.inner.request_timeout)
+    }
+
+    fn call_until(
+        &self,
+        request: &Request,
+        accept: impl Fn(&pool::Slot) -> bool,
+        deadline: Instant,
+    ) -> Result<Response, ClientError> {
         let pool = &self.inner.pool;
-        let deadline = Instant::now() + self.inner.request_timeout;
         let mut sent_once = false;
+        let mut moved: Option<ClientError> = None;
         let mut frame = Vec::with_capacity(64);
         loop {
             let Some(session) = pool.wait_among(deadline, &accept) else {
-                return Err(if sent_once { ClientError::NoAnswer } else { ClientError::Unavailable });
+                return Err(match moved {
+                    Some(e) => e,
+                    None if sent_once => ClientError::NoAnswer,
+                    None => ClientError::Unavailable,
+                });
             };
-            let id = pool.next_id();
             frame.clear();
-            encode_request(&mut frame, id, request);
-            let (tx, rx) = bounded(1);
-            match session.send(id, Waiter::Caller(tx), &frame) {
-                Ok(_) => sent_once = true,
+            encode_request(&mut frame, 0, request);
+            let cell = ReplyCell::fresh();
+            let (id, sent_at) = match session.send(&pool.ids, Waiter::Caller(Arc::clone(&cell)), &mut frame) {
+                Ok(sent) => sent,
                 Err(SendError::NotSent) => continue,
-                Err(SendError::Partial) => {
-                    sent_once = true;
-                    continue;
-                }
-            }
-            match rx.recv_deadline(deadline) {
-                Ok(Reply::Answer(response)) => return check_answer(response),
-                Ok(Reply::Lost) | Err(RecvTimeoutError::Disconnected) => continue,
-                Err(RecvTimeoutError::Timeout) => {
+            };
+            sent_once = true;
+            match cell.wait(Some(deadline)) {
+                Some((_, Reply::Answer(response))) => match check_answer(response) {
+                    Err(e @ ClientError::NotLeader { .. }) => {
+                        // Not executed: ask again where the `M` pointed (the reader moved
+                        // the hint). With no leader named, pause: an election is running.
+                        if matches!(e, ClientError::NotLeader { leader: None }) {
+                            pool.sleep(MOVED_PAUSE.min(deadline.saturating_duration_since(Instant::now())));
+                        }
+                        moved = Some(e);
+                    }
+                    other => return other,
+                },
+                Some((_, Reply::Lost | Reply::Unsent)) => continue,
+                None => {
                     session.forget(id);
+                    if session.silent_since(sent_at) {
+                        log::warn!(
+                            "{} answered nothing within the request's budget; reconnecting",
+                            session.peer
+                        );
+                        session.kill();
+                    }
                     return Err(ClientError::NoAnswer);
                 }
             }
@@ -415,11 +654,10 @@ impl Client {
             ClientError::Unavailable
         })?;
         let session: Arc<Session> = session;
-        let id = pool.next_id();
         let mut frame = Vec::new();
-        encode_request(&mut frame, id, request);
-        let (tx, rx) = bounded(1);
-        if session.send(id, Waiter::Caller(tx), &frame).is_err() {
+        encode_request(&mut frame, 0, request);
+        let cell = ReplyCell::fresh();
+        if session.send(&pool.ids, Waiter::Caller(Arc::clone(&cell)), &mut frame).is_err() {
             return Err(ClientError::Unavailable);
         }
         let reader_session = Arc::clone(&session);
@@ -427,11 +665,11 @@ impl Client {
         let thread = std::thread::spawn(move || {
             conn::read_loop(&reader_pool, &reader_session, reader);
         });
-        let answer = rx.recv_timeout(timeout);
+        let answer = cell.wait(Some(Instant::now() + timeout));
         session.kill();
         let _ = thread.join();
         match answer {
-            Ok(Reply::Answer(response)) => check_answer(response),
+            Some((_, Reply::Answer(response))) => check_answer(response),
             _ => Err(ClientError::NoAnswer),
         }
     }

@@ -325,19 +325,12 @@ pub fn encode_request(out: &mut Vec<u8>, id: u32, request: &Request) {
     let start = begin_frame(out);
     match request {
         Request::Acquire { lease_s, wait_ms, key, owner } => {
-            out.push(b'A');
-            put_u32(out, id);
-            out.push(*lease_s);
-            put_u32(out, *wait_ms);
-            put_str8(out, key.as_bytes());
-            put_str8(out, owner.as_bytes());
+            out.truncate(start);
+            return encode_acquire(out, id, *lease_s, *wait_ms, key, owner);
         }
         Request::Release { token, key, owner } => {
-            out.push(b'R');
-            put_u32(out, id);
-            put_u64(out, *token);
-            put_str8(out, key.as_bytes());
-            put_str8(out, owner.as_bytes());
+            out.truncate(start);
+            return encode_release(out, id, *token, key, owner);
         }
         Request::Query { key } => {
             out.push(b'Q');
@@ -364,6 +357,31 @@ pub fn encode_request(out: &mut Vec<u8>, id: u32, request: &Request) {
             put_u32(out, id);
         }
     }
+    end_frame(out, start);
+}
+
+/// Appends one ACQUIRE frame (len included) to `out`, from borrowed strings: the same
+/// bytes as [`encode_request`] with [`Request::Acquire`], without building one.
+pub fn encode_acquire(out: &mut Vec<u8>, id: u32, lease_s: u8, wait_ms: u32, key: &str, owner: &str) {
+    let start = begin_frame(out);
+    out.push(b'A');
+    put_u32(out, id);
+    out.push(lease_s);
+    put_u32(out, wait_ms);
+    put_str8(out, key.as_bytes());
+    put_str8(out, owner.as_bytes());
+    end_frame(out, start);
+}
+
+/// Appends one RELEASE frame (len included) to `out`, from borrowed strings: the same
+/// bytes as [`encode_request`] with [`Request::Release`].
+pub fn encode_release(out: &mut Vec<u8>, id: u32, token: u64, key: &str, owner: &str) {
+    let start = begin_frame(out);
+    out.push(b'R');
+    put_u32(out, id);
+    put_u64(out, token);
+    put_str8(out, key.as_bytes());
+    put_str8(out, owner.as_bytes());
     end_frame(out, start);
 }
 

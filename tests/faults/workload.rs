@@ -148,10 +148,10 @@ fn worker(shared: &Shared, group: &Group, g: u32, t: u32, mut rng: Rng) {
                     AcquireError::Busy => AcqOutcome::Busy,
                     AcquireError::Timeout => AcqOutcome::Timeout,
                     AcquireError::NotLeader { .. } => AcqOutcome::NotLeader,
-                    AcquireError::Unavailable => AcqOutcome::Unavailable,
+                    AcquireError::Unavailable { .. } => AcqOutcome::Unavailable,
                     AcquireError::Overloaded => AcqOutcome::Overloaded,
                     AcquireError::Invalid(w) => AcqOutcome::Invalid(w),
-                    AcquireError::Indeterminate(cause) => AcqOutcome::Indeterminate(format!("{cause:?}")),
+                    AcquireError::Indeterminate(i) => AcqOutcome::Indeterminate(format!("{:?}", i.cause())),
                     other => AcqOutcome::Invalid(format!("{other:?}")),
                 };
                 let contended = matches!(outcome, AcqOutcome::Busy | AcqOutcome::Timeout);
@@ -194,6 +194,9 @@ fn worker(shared: &Shared, group: &Group, g: u32, t: u32, mut rng: Rng) {
         let outcome = match lock.release() {
             Ok(ReleaseOutcome::Released) => RelOutcome::Released,
             Ok(ReleaseOutcome::NotHolder) => RelOutcome::NotHolder,
+            // Whether this release or the lease ended the hold is unknown: judged as a
+            // release without an outcome.
+            Ok(other) => RelOutcome::Failed(format!("{other:?}")),
             Err(e) => RelOutcome::Failed(format!("{e:?}")),
         };
         push(Event::Release { client: g, thread: t, key, token, invoke, complete: clock.now(), outcome });

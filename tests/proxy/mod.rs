@@ -18,6 +18,8 @@
 //! handle closes every socket and joins every thread.
 #![allow(dead_code)]
 
+pub mod cluster;
+
 use std::io::{ErrorKind, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -84,6 +86,18 @@ struct Shared {
     dropped: [AtomicU64; 2],
     accepted: AtomicUsize,
     refused: AtomicUsize,
+}
+
+/// Polls `cond` every 10 ms until it holds or `limit` passes.
+pub fn eventually(limit: Duration, cond: impl Fn() -> bool) -> bool {
+    let end = Instant::now() + limit;
+    while Instant::now() < end {
+        if cond() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    cond()
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {

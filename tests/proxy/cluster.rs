@@ -1,0 +1,70 @@
+//! A real 3-node cluster whose advertised client addresses are fault proxies.
+//!
+//! Node i listens on 127.0.0.(10+i):P and advertises 127.0.0.i:P, where a [`Proxy`]
+//! forwards to it; a plain relay forwards the peer port P+1000 the same way. So `M`,
+//! WELCOME and STATUS name the proxies, and every client byte crosses one.
+
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use super::Proxy;
+use crate::common::{connect_with, free_port_pair, Cluster, TOKEN};
+use ticketing::proto::frame::{Request, Response};
+
+pub struct ProxiedCluster {
+    pub cluster: Cluster,
+    /// Client-port proxies, one per node: the addresses the cluster advertises.
+    pub proxies: Vec<Proxy>,
+    _peer_relays: Vec<Proxy>,
+    /// Where the nodes really listen (for checks that must not cross a proxy).
+    pub direct: Vec<SocketAddr>,
+}
+
+impl ProxiedCluster {
+    pub fn start() -> ProxiedCluster {
+        let p = free_port_pair();
+        let sock = |ip: usize, port: u16| -> SocketAddr { format!("127.0.0.{ip}:{port}").parse().unwrap() };
+        let proxies: Vec<Proxy> = (1..=3).map(|i| Proxy::start_at(sock(i, p), sock(10 + i, p))).collect();
+        let relays: Vec<Proxy> =
+            (1..=3).map(|i| Proxy::start_at(sock(i, p + 1000), sock(10 + i, p + 1000))).collect();
+        let peers = (1..=3).map(|i| format!("{i}@{}", sock(i, p))).collect::<Vec<_>>().join(",");
+        let mut cluster = Cluster { port: p, nodes: Vec::new(), peers };
+        for i in 1..=3 {
+            let listen = sock(10 + i, p).to_string();
+            let node =
+                cluster.spawn(i as u64, &sock(i, p).to_string(), "new", &[("TICKETING_LISTEN", &listen)]);
+            cluster.nodes.push(Some(node));
+        }
+        let direct = (1..=3).map(|i| sock(10 + i, p)).collect();
+        ProxiedCluster { cluster, proxies, _peer_relays: relays, direct }
+    }
+
+    /// The advertised (proxy) addresses.
+    pub fn addrs(&self) -> Vec<String> {
+        self.proxies.iter().map(|p| p.addr_string()).collect()
+    }
+
+    /// Index of the serving leader, asked on direct connections (no proxy bytes).
+    pub fn leader(&self, timeout: Duration) -> usize {
+        let deadline = Instant::now() + timeout;
+        loop {
+            for (i, addr) in self.direct.iter().enumerate() {
+                if self.cluster.nodes[i].is_none() {
+                    continue;
+                }
+                if let Ok(mut c) = connect_with(*addr, TOKEN) {
+                    if c.welcome.role == b'L' {
+                        c.stream.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
+                        if let Response::Free | Response::Holder { .. } =
+                            c.call(1, &Request::Query { key: "probe".into() })
+                        {
+                            return i;
+                        }
+                    }
+                }
+            }
+            assert!(Instant::now() < deadline, "no leader within {timeout:?}");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
