@@ -10,7 +10,7 @@
 #             port; once the swap has committed OLD's address is free again.
 #   LISTEN    its listen address (default 0.0.0.0:PORT of NEW_ADDR)
 #
-# Steps (SPEC §8): write $CONF_DIR/node-NEW_ID.env (join mode), start ticketing@NEW_ID,
+# Steps (docs/operations.md): write $CONF_DIR/node-NEW_ID.env (join mode), start ticketing@NEW_ID,
 # run `ticketing admin replace OLD_ID NEW_ID@NEW_ADDR` against the current members (the
 # leader adds NEW as a learner, streams it the state, swaps it in by joint consensus),
 # wait until STATUS lists NEW as a voter, then stop ticketing@OLD_ID if it runs here

@@ -1,7 +1,7 @@
 #!/bin/sh
 # Runs the deterministic simulators (over simulated peer connections, see docs/raft.md):
 #   tests/raft_sim.rs     Raft cores on a hostile network (Raft invariants)
-#   tests/cluster_sim.rs  Raft + lock Replicas + clients (lock invariants, SPEC §2.3/§3/§5)
+#   tests/cluster_sim.rs  Raft + lock Replicas + clients (lock invariants, docs/guarantees.md)
 #
 #   scripts/sim.sh                 both, default seed counts (3000 raft, 4000 lock)
 #   scripts/sim.sh --only lock     just the lock-level simulator (or: --only raft)

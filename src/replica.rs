@@ -5,7 +5,7 @@
 //! [`Replica::on_appended`], [`Replica::on_rejected`], [`Replica::on_committed`],
 //! read confirmations and role changes. In a cluster the log is Raft (on its own
 //! thread); standalone it is a log that commits on append. Either way the answers to
-//! clients come from here, by these rules (SPEC §2.3, §3):
+//! clients come from here, by these rules (docs/protocol.md §8, docs/guarantees.md §3):
 //!
 //! - Only a leader whose term's no-op has been applied executes requests; until then
 //!   they are held back, and a non-leader answers `M` with the leader's address.
@@ -31,7 +31,7 @@ use crate::lock::codec::encode_snapshot;
 use crate::lock::{Command, ConnId, LockState, LockTable, Output, Reply, TableConfig};
 use crate::proto::{Request, Response};
 
-/// How long after losing leadership an unresolved request is answered `U` (SPEC §2.3).
+/// How long after losing leadership an unresolved request is answered `U` (docs/protocol.md §8).
 pub const UNKNOWN_AFTER_MS: u64 = 5_000;
 /// Requests held back while a new leader applies its no-op; more are answered `E 4`.
 pub const HELD_BACK_MAX: usize = 65_536;

@@ -1,5 +1,5 @@
 //! The official client against the REAL server binary, through the fault-injecting
-//! proxy of `tests/proxy` (SPEC §10, issue 4). Every check of what the server did is
+//! proxy of `tests/proxy` (docs/client.md). Every check of what the server did is
 //! made on a direct raw connection to the server, never through the client under test.
 
 mod common;
@@ -57,7 +57,7 @@ fn release_frame_len(key: &str, owner: &str) -> u64 {
     (4 + 1 + 4 + 8 + 1 + key.len() + 1 + owner.len()) as u64
 }
 
-/// Bytes of AUTH, the client's only handshake message (SPEC §2.1).
+/// Bytes of AUTH, the client's only handshake message (docs/protocol.md §3).
 const AUTH_LEN: u64 = 72;
 
 /// Bytes of requests (frames after the handshake) the proxy forwarded to the server:

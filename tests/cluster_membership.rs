@@ -1,4 +1,4 @@
-//! Replacing nodes of a live cluster (SPEC §8) with real processes.
+//! Replacing nodes of a live cluster (docs/operations.md) with real processes.
 
 mod common;
 

@@ -1,4 +1,4 @@
-//! Real `ticketing` processes as a 3- and 5-node cluster on 127.0.0.x (SPEC §1, §6).
+//! Real `ticketing` processes as a 3- and 5-node cluster on 127.0.0.x (docs/operations.md, docs/raft.md).
 
 mod common;
 

@@ -1,4 +1,4 @@
-//! The rolling replacement of every node of a live cluster (SPEC §8) while clients
+//! The rolling replacement of every node of a live cluster (docs/operations.md) while clients
 //! lock continuously: nothing lost, mutual exclusion intact, tokens never go back.
 
 mod common;

@@ -1230,7 +1230,7 @@ impl World {
 impl World {
     /// Once everything is calm for longer than any wait, lease and the 5 s `U`
     /// deadline, every request on a connection that stayed open has its one answer
-    /// (SPEC §2.3: exactly one response per request).
+    /// (docs/protocol.md §8: exactly one response per request).
     fn check_all_answered(&mut self) -> Result<(), String> {
         let until = self.now + ticketing::replica::UNKNOWN_AFTER_MS + 4_000;
         while self.now < until {

@@ -1,4 +1,4 @@
-//! The fault suite (issue 6, docs/safety.md): a short mixed-nemesis run of the real
+//! The fault suite (docs/safety.md): a short mixed-nemesis run of the real
 //! binary in a network namespace, and tests that prove the checker catches violations.
 //!
 //! Longer runs: `scripts/torture.sh --minutes N --seed S [--nodes 3|5]`, or

@@ -1,4 +1,4 @@
-//! The pure lock table against SPEC §3 (request × key state), §5 (fencing tokens) and
+//! The pure lock table against docs/guarantees.md §3 (request × key state), §5 (fencing tokens) and
 //! its leader/follower life cycle. One test per cell of §3's table, named after it.
 //!
 //! `Driver` is the standalone node: a one-node log that commits on append.
@@ -602,7 +602,7 @@ fn wait_elapses_gives_timeout_and_leaves_queue() {
 
 #[test]
 fn lease_and_wait_ending_together_give_the_key_to_the_waiter() {
-    // SPEC-compatible tie rule of `tick`: leases go first.
+    // documented tie rule of `tick`: leases go first.
     let mut d = Driver::new();
     d.hold(1, 1, 1, "k", "alice");
     assert!(d.acquire(2, 2, 1, 1_000, "k", "bob").is_empty());
@@ -708,7 +708,7 @@ fn holder_connection_close_without_waiters_keeps_hold_until_release() {
 }
 
 // =================================================================================
-// Fencing tokens (SPEC §5)
+// Fencing tokens (docs/fencing.md)
 
 #[test]
 fn token_is_unix_time_in_microseconds() {

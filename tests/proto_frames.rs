@@ -1,4 +1,4 @@
-//! Frames of the client protocol (SPEC §2.2, §2.4, §4): exact bytes both ways, every
+//! Frames of the client protocol (docs/protocol.md §4–§9): exact bytes both ways, every
 //! malformed and invalid form, the valid boundaries, `FrameReader`, and property tests.
 
 use std::io::{self, Read};

@@ -1,4 +1,4 @@
-//! The challenge-response handshake (SPEC §2.1): exact byte layouts, the mac and proof
+//! The challenge-response handshake (docs/protocol.md §3): exact byte layouts, the mac and proof
 //! computed by hand, and full handshakes over a socket pair, including every refusal.
 
 use std::io::{Read, Write};

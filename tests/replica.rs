@@ -1,4 +1,4 @@
-//! `Replica` (the lock table connected to a log) against SPEC §2.3 (response matching:
+//! `Replica` (the lock table connected to a log) against docs/protocol.md §8 (response matching:
 //! `M` / `U`) and §3 (request × key state, linearizable QUERY, releases through the log).
 //!
 //! The log is faked here and fully scripted: each test decides which asks are appended
@@ -589,7 +589,7 @@ fn append_gate_defers_everything_after_the_first_deferred_command_until_it_is_ap
 }
 
 // ---------------------------------------------------------------------------------
-// After losing leadership: the log resolves what was appended (SPEC §2.3).
+// After losing leadership: the log resolves what was appended (docs/protocol.md §8).
 
 #[test]
 fn deposed_leader_gives_the_real_answer_when_its_entry_commits_with_the_same_term() {

@@ -1,5 +1,5 @@
 //! Bad input never crashes the server, never disturbs other connections and never
-//! changes lock state (SPEC §2.4).
+//! changes lock state (docs/protocol.md §7).
 
 mod common;
 

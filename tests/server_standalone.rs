@@ -1,4 +1,4 @@
-//! The real binary in standalone mode, spoken to byte by byte (SPEC §2–§5).
+//! The real binary in standalone mode, spoken to byte by byte (docs/protocol.md, docs/guarantees.md).
 
 mod common;
 

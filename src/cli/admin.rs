@@ -1,4 +1,4 @@
-//! `ticketing admin`: cluster membership (SPEC §8).
+//! `ticketing admin`: cluster membership (docs/operations.md).
 
 use super::*;
 
@@ -37,7 +37,7 @@ pub(super) fn admin(args: &[String]) -> i32 {
 
 fn replace(args: &[String]) -> i32 {
     let opts = client_options();
-    let about = "Replaces voter OLD_ID by node NEW_ID at client address ADDR (see SPEC §8 and \
+    let about = "Replaces voter OLD_ID by node NEW_ID at client address ADDR (see docs/operations.md and \
                  docs/operations.md). Prints the new voter list.";
     let matches = match parse(&opts, args, "ticketing admin replace OLD_ID NEW_ID@ADDR [options]", about) {
         Ok(m) => m,

@@ -134,7 +134,7 @@ Scenarios (default uncontended):
 The client is blocking: each worker has one request outstanding, and the workers
 that share a client (connection) are pipelined on it, so the pipeline depth per
 connection is threads / connections. --pipeline D sets threads = connections x D.
-With a single address each client keeps two sockets to it (SPEC 10).";
+With a single address each client keeps two sockets to it (docs/client.md).";
 
 pub(super) fn bench(args: &[String]) -> i32 {
     let mut opts = Options::new();

@@ -1,4 +1,4 @@
-//! The reconnect schedule of a connection (SPEC §10): 0.1 s, doubling, to a 3.2 s
+//! The reconnect schedule of a connection (docs/client.md): 0.1 s, doubling, to a 3.2 s
 //! ceiling, back to 0.1 s after a successful handshake.
 
 use std::time::Duration;
@@ -10,7 +10,7 @@ pub const BACKOFF_MAX: Duration = Duration::from_millis(3_200);
 
 /// An endless iterator of pauses between reconnect attempts.
 ///
-/// No jitter: the schedule is exactly the one SPEC §10 names, and there are only a
+/// No jitter: the schedule is exactly the one docs/client.md names, and there are only a
 /// handful of connections per client, so synchronised retries are not a concern.
 #[derive(Clone, Debug)]
 pub struct Backoff {

@@ -63,7 +63,7 @@ impl ClientBuilder {
         }
     }
 
-    /// A builder preset from the environment (SPEC §9, client side):
+    /// A builder preset from the environment (docs/configuration.md, client side):
     /// `TICKETING_ADDRS` (comma-separated; default `127.0.0.1:5225`),
     /// `TICKETING_AUTH_TOKEN` or `TICKETING_AUTH_TOKEN_FILE`, `TICKETING_TLS_CA`,
     /// `TICKETING_OWNER`. Later calls override what it set.

@@ -1,4 +1,4 @@
-//! One authenticated connection of the client: a [`Session`] (SPEC §10).
+//! One authenticated connection of the client: a [`Session`] (docs/client.md).
 //!
 //! A session is made by [`connect`] (TCP, TLS if configured, the challenge-response
 //! handshake with the server's proof checked) and then read by its slot's thread in

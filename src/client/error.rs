@@ -121,7 +121,7 @@ pub enum AcquireError {
         /// The leader's client address, when the node knew it.
         leader: Option<String>,
     },
-    /// A field is outside SPEC §4's limits (checked before any I/O), or the server
+    /// A field is outside the limits of docs/protocol.md §9 (checked before any I/O), or the server
     /// answered `E 1`.
     Invalid(String),
     /// `E 4`: the server has too many requests pending; try again later.
@@ -212,7 +212,7 @@ pub enum ReleaseError {
     QueueFull,
     /// No `R` or `N` within the release deadline (5 s from enqueue).
     Unconfirmed,
-    /// The server answered `E 1`: the key or owner is outside SPEC §4's limits.
+    /// The server answered `E 1`: the key or owner is outside the limits of docs/protocol.md §9.
     Invalid(String),
 }
 
@@ -244,7 +244,7 @@ pub enum ClientError {
     NoAnswer,
     /// `M`: the node is not the leader and did not execute the request.
     NotLeader { leader: Option<String> },
-    /// A field is outside SPEC §4's limits, or the server answered `E 1`.
+    /// A field is outside the limits of docs/protocol.md §9, or the server answered `E 1`.
     Invalid(String),
     /// `E 4`: the server has too many requests pending.
     Overloaded,

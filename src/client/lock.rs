@@ -51,7 +51,7 @@ pub struct HolderInfo {
 /// [`token`](Lock::token), valid at most until [`deadline`](Lock::deadline).
 ///
 /// Pass the token to every store the critical section writes to, which must refuse
-/// writes carrying a token lower than one it has seen (SPEC §5): a lease can end while
+/// writes carrying a token lower than one it has seen (docs/fencing.md): a lease can end while
 /// a process is paused, and only the token protects the data then.
 ///
 /// Call [`release`](Lock::release) to give the key back and learn the outcome.

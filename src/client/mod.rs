@@ -479,7 +479,7 @@ impl Client {
         }
     }
 
-    /// `admin replace` (SPEC §8): asks the leader to swap voter `old` for the node
+    /// `admin replace` (docs/operations.md): asks the leader to swap voter `old` for the node
     /// `new`, already started with `TICKETING_CLUSTER_STATE=join` and reachable at client
     /// address `new_addr`. Waits up to `timeout` for the change to commit and returns the
     /// leader's report. Follows `M` to the leader, and asks again when leadership moved
@@ -694,7 +694,7 @@ fn unexpected(response: Response) -> ClientError {
     ClientError::Protocol(format!("unexpected answer {response:?}"))
 }
 
-/// The lease in whole seconds within SPEC §4, or why not.
+/// The lease in whole seconds within docs/protocol.md §9, or why not.
 fn lease_seconds(lease: Duration) -> Result<u8, String> {
     let secs = lease.as_secs();
     if lease.subsec_nanos() != 0 || secs < u64::from(LEASE_S_MIN) || secs > u64::from(LEASE_S_MAX) {

@@ -1,4 +1,4 @@
-//! The client's connections and where requests go (SPEC §10, docs/client.md).
+//! The client's connections and where requests go (docs/client.md).
 //!
 //! The configured addresses are *seeds*. Each address the client dials has a [`Slot`]
 //! served by one background thread that connects, installs a [`Session`], reads it

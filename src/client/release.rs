@@ -1,4 +1,4 @@
-//! Releases (SPEC §10). An explicit release ([`Lock::release`](super::Lock::release),
+//! Releases (docs/client.md). An explicit release ([`Lock::release`](super::Lock::release),
 //! [`Client::release`](super::Client::release)) is carried out by the calling thread
 //! itself ([`release_now`]); the background release worker sends the others — dropped
 //! [`Lock`](super::Lock)s and the compensation of grants that arrived after their

@@ -1,5 +1,5 @@
 //! The supervisor thread (`ticketing-watch`): finds sessions that stopped answering
-//! and keeps the slots in line with the cluster's membership (SPEC §10, docs/client.md).
+//! and keeps the slots in line with the cluster's membership (docs/client.md).
 //!
 //! Every [`SUPERVISE_TICK`]:
 //! - a session that received nothing for the idle-PING interval (default

@@ -1,4 +1,4 @@
-//! The peer port's handshake: SPEC §2.1 with the peer labels, then one PEER HELLO
+//! The peer port's handshake: docs/protocol.md §3 with the peer labels, then one PEER HELLO
 //! each way (docs/protocol-cluster.md §2). Blocking, done on short-lived threads; the
 //! established connection is then handed to the event loop.
 //!
@@ -32,7 +32,7 @@ const _: () = assert!(1 + 1 + 1 + 255 + 8 <= HELLO_LEN_MAX, "a REFUSAL fits too"
 /// Refusal codes.
 pub mod refusal {
     /// This node id was already used by another process in this domain: a restarted
-    /// node must be replaced under a new NodeId (SPEC §6).
+    /// node must be replaced under a new NodeId (docs/operations.md).
     pub const NODE_ID_REUSED: u8 = 1;
     /// The two nodes belong to different fencing domains.
     pub const OTHER_DOMAIN: u8 = 2;

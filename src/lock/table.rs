@@ -124,7 +124,7 @@ impl LockTable {
         Origin { node: self.config.node, incarnation: self.config.incarnation, conn, id }
     }
 
-    /// The next fencing token: `max(last + 1, now in Unix µs)` (SPEC §5).
+    /// The next fencing token: `max(last + 1, now in Unix µs)` (docs/fencing.md).
     fn next_token(&mut self, unix_us: u64) -> u64 {
         let token = (self.last_token_proposed + 1).max(unix_us);
         self.last_token_proposed = token;

@@ -1,7 +1,7 @@
-//! Frames of the client protocol (SPEC §2.2): `len u32 · op u8 · id u32 · body`.
+//! Frames of the client protocol (docs/protocol.md §4): `len u32 · op u8 · id u32 · body`.
 //!
 //! Decoding is strict and never panics: the body must have exactly the length its op
-//! needs (short, long or trailing bytes are `malformed`), and field limits (SPEC §4) are
+//! needs (short, long or trailing bytes are `malformed`), and field limits (docs/protocol.md §9) are
 //! checked after the structure, so an out-of-range field is `invalid` and answerable
 //! with the request's id while the connection stays open.
 
@@ -9,7 +9,7 @@ use byteorder::{BigEndian, ByteOrder};
 
 use super::limits::*;
 
-/// A request, client → server. Keys and owners are validated UTF-8 within SPEC §4.
+/// A request, client → server. Keys and owners are validated UTF-8 within docs/protocol.md §9.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Request {
     /// `A`: take `key` for `lease_s` seconds, queueing up to `wait_ms`.
@@ -22,7 +22,7 @@ pub enum Request {
     Status,
     /// `P`: liveness check.
     Ping,
-    /// `C`: membership change (cluster administration, not in SPEC §2.2): replace
+    /// `C`: membership change (cluster administration, docs/protocol.md §5.5): replace
     /// voter `old` by node `new` reachable at client address `addr`. Answered with
     /// `S` (the outcome as text), `M` (not the leader) or `E` (refused, with why).
     Replace { old: u64, new: u64, addr: String },
@@ -38,10 +38,10 @@ impl Request {
     }
 }
 
-/// Error codes of an `E` response (SPEC §2.4).
+/// Error codes of an `E` response (docs/protocol.md §7).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ErrorCode {
-    /// 1: a field outside SPEC §4's limits; the connection stays open.
+    /// 1: a field outside the limits of docs/protocol.md §9; the connection stays open.
     Invalid,
     /// 2: unknown request letter; sent with id 0, then the connection is closed.
     UnknownOp,

@@ -1,4 +1,4 @@
-//! The challenge-response handshake (SPEC §2.1): HELLO → AUTH → WELCOME or `X`.
+//! The challenge-response handshake (docs/protocol.md §3): HELLO → AUTH → WELCOME or `X`.
 //!
 //! The auth token is the HMAC key and never crosses the wire. The server's fresh nonce
 //! makes a recorded AUTH useless on a new connection; the server's proof lets the

@@ -1,4 +1,4 @@
-//! Field and frame limits of the client protocol (SPEC §4). Every limit is a named
+//! Field and frame limits of the client protocol (docs/protocol.md §9). Every limit is a named
 //! constant with its unit in the name, checked before anything is allocated.
 
 /// Shortest key, in bytes.

@@ -1,4 +1,4 @@
-//! The client protocol (SPEC §2): the handshake, the frames, and blocking helpers that
+//! The client protocol (docs/protocol.md): the handshake, the frames, and blocking helpers that
 //! read and write them. Everything here is pure encoding and decoding except `io`,
 //! which moves whole frames over any `Read`/`Write`.
 

@@ -15,7 +15,7 @@ use super::{NodeId, Role};
 
 impl Raft {
     /// May this node start an election? Only a voter of both its active and
-    /// its committed configuration (SPEC §8: a joining node never campaigns
+    /// its committed configuration (docs/operations.md: a joining node never campaigns
     /// until it is a voter in a committed configuration).
     pub(super) fn can_campaign(&self) -> bool {
         let id = self.cfg.id;

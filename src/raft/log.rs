@@ -11,7 +11,7 @@ use std::sync::Arc;
 use super::membership::Membership;
 use super::message::{Entry, EntryKind, Snapshot, SnapshotMeta};
 
-/// The log of one node. Volatile by design (SPEC §6).
+/// The log of one node. Volatile by design (docs/operations.md).
 #[derive(Debug, Clone)]
 pub struct RaftLog {
     /// Shared so a leader can keep streaming it while compacting further.

@@ -17,7 +17,7 @@
 //! - Randomness (election timeouts) comes from a SplitMix64 seeded by the
 //!   caller, so a run is replayable from (seed, inputs).
 //! - Log and vote are volatile by design: a restarted process must come back
-//!   under a new `NodeId` (SPEC §6), so there is no persistence step.
+//!   under a new `NodeId` (docs/operations.md), so there is no persistence step.
 //! - Group commit: `propose` only appends to the leader's log. AppendEntries
 //!   are built when the application calls `ready()`, so everything proposed
 //!   between two `ready()` calls travels in one message per follower (up to
@@ -61,10 +61,10 @@ pub use self::core::{Raft, Transfer};
 pub use self::membership::Membership;
 pub use self::message::{Entry, EntryKind, Message, Snapshot, SnapshotMeta};
 
-/// A node's identity. Never reused within a fencing domain (SPEC §6).
+/// A node's identity. Never reused within a fencing domain (docs/operations.md).
 pub type NodeId = u64;
 
-/// Tunables. `RaftConfig::new(id)` gives the SPEC defaults.
+/// Tunables. `RaftConfig::new(id)` gives the documented defaults (docs/configuration.md).
 #[derive(Debug, Clone)]
 pub struct RaftConfig {
     pub id: NodeId,
@@ -89,9 +89,9 @@ pub struct RaftConfig {
     pub check_quorum: bool,
 }
 
-/// Default heartbeat period (SPEC §6).
+/// Default heartbeat period (docs/configuration.md).
 pub const HEARTBEAT_MS_DEFAULT: u64 = 200;
-/// Default base election timeout (SPEC §6).
+/// Default base election timeout (docs/configuration.md).
 pub const ELECTION_MS_DEFAULT: u64 = 2000;
 /// Default cap on entries per AppendEntries.
 pub const APPEND_ENTRIES_MAX_DEFAULT: usize = 512;
@@ -103,7 +103,7 @@ pub const INFLIGHT_MAX_DEFAULT: usize = 64;
 pub const SNAPSHOT_CHUNK_BYTES_DEFAULT: usize = 256 << 10;
 
 impl RaftConfig {
-    /// SPEC defaults for node `id`.
+    /// documented defaults (docs/configuration.md) for node `id`.
     pub fn new(id: NodeId) -> RaftConfig {
         RaftConfig {
             id,

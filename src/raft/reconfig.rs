@@ -53,7 +53,7 @@ impl Raft {
         Ok(self.append_as_leader(EntryKind::Config(joint)))
     }
 
-    /// Convenience for SPEC §8 `admin replace`: swap voter `old` for `new`
+    /// Convenience for `admin replace` (docs/operations.md): swap voter `old` for `new`
     /// (normally a caught-up learner) through joint consensus.
     pub fn replace_voter(&mut self, old: NodeId, new: NodeId) -> Result<u64, RaftError> {
         let current = self.config_change_base()?;

@@ -1,4 +1,4 @@
-//! Server configuration from the environment (SPEC §9). Every value is checked at
+//! Server configuration from the environment (docs/configuration.md). Every value is checked at
 //! start; a bad one stops the server with one line naming the variable.
 
 use std::collections::BTreeMap;
@@ -10,7 +10,7 @@ use crate::proto::limits::{AUTH_TOKEN_LEN_MIN, WAITERS_PER_KEY_MAX_DEFAULT};
 
 /// Shown by `ticketing server --help`.
 pub const HELP: &str = "\
-Environment variables (SPEC §9):
+Environment variables (docs/configuration.md):
   TICKETING_LISTEN                client listen address            default 0.0.0.0:5225
   TICKETING_AUTH_TOKEN            client auth secret, >= 16 bytes  required (or _FILE)
   TICKETING_AUTH_TOKEN_FILE       file holding the client secret

@@ -390,7 +390,7 @@ fn on_log(
     Ok(())
 }
 
-/// A fresh random non-zero fencing domain (SPEC §5).
+/// A fresh random non-zero fencing domain (docs/fencing.md).
 pub fn random_domain() -> u64 {
     use ring::rand::SecureRandom;
     loop {

@@ -1,4 +1,4 @@
-//! What STATUS reports (SPEC §2.5). The lock-table thread publishes its figures in
+//! What STATUS reports (docs/protocol.md §6.1). The lock-table thread publishes its figures in
 //! atomics after every batch, so connection threads answer STATUS without asking it.
 
 use std::fmt::Write as _;

@@ -20,7 +20,7 @@ pub const KEYS: usize = 3;
 pub type Sink = Arc<Mutex<Vec<Event>>>;
 
 /// The protected store: a per-key high-water token, compared and advanced atomically
-/// with the write (SPEC §5). `token >= high` is accepted: tokens are never reused, so
+/// with the write (docs/fencing.md). `token >= high` is accepted: tokens are never reused, so
 /// an equal token is the same grant writing again.
 pub struct Fence {
     state: Mutex<(u64, HashMap<String, u64>)>,

@@ -225,7 +225,7 @@ struct Node {
     peers: Vec<NodeId>,
 }
 
-/// An admin replacing a crashed voter with a fresh id (SPEC §8).
+/// An admin replacing a crashed voter with a fresh id (docs/operations.md).
 #[derive(Clone, Copy, Debug)]
 struct Replacement {
     old: NodeId,
