@@ -544,7 +544,7 @@ fn main() -> Result<(), BoxError> {
         }
         Err(_) => {
             let token = ticketing::proto::handshake::fresh_nonce().to_vec();
-            let config = ticketing::server::config::Config::standalone("127.0.0.1:0".parse()?, token.clone());
+            let config = ticketing::config::Config::standalone("127.0.0.1:0".parse()?, token.clone());
             let node = ticketing::server::Server::start(config)?;
             let addr = node.local_addr().to_string();
             println!("in-process Ticketing node on {addr}");

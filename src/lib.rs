@@ -3,8 +3,10 @@
 pub mod cli;
 pub mod client;
 pub mod cluster;
+pub mod config;
 pub mod lock;
 pub mod lograte;
+pub mod messages;
 pub mod proto;
 pub mod raft;
 pub mod replica;
@@ -12,4 +14,5 @@ pub mod resolve;
 pub mod server;
 pub mod slots;
 mod sys;
+pub mod tls;
 pub mod transport;

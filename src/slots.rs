@@ -17,6 +17,11 @@ use std::net::{IpAddr, TcpStream};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
 
+/// Stack of each connection thread (reader, writer) and handshake thread. They parse
+/// small frames and run TLS; the default 2 MiB of address space per thread is far more
+/// than they use.
+pub const CONNECTION_STACK_BYTES: usize = 256 * 1024;
+
 /// The group an address counts in.
 pub fn ip_group(ip: IpAddr) -> IpAddr {
     match ip {

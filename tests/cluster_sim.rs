@@ -22,9 +22,9 @@ use std::time::Instant;
 
 use lock_checker::{Asked, LockChecker};
 use sim::{check_node, env_u64, Checker, Conditions, Net, Rng, TransportModel};
-use ticketing::cluster::raft_thread::FromLog;
 use ticketing::lock::codec::{decode_command, decode_snapshot, encode_command};
 use ticketing::lock::{Command, ConnId, TableConfig};
+use ticketing::messages::FromLog;
 use ticketing::proto::{Request, Response};
 use ticketing::raft::{EntryKind, Message, NodeId, Raft, RaftConfig, RaftError, Role};
 use ticketing::replica::{AppendGate, LogRole, Replica, ReplicaOutput, ToLog};

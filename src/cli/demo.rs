@@ -250,7 +250,7 @@ fn start_standalone(token: &[u8]) -> std::io::Result<(Vec<Option<Server>>, Vec<S
 
 /// Three cluster nodes on 127.0.0.1-3 sharing one free port (peer port = port + 1000).
 fn start_cluster(token: &[u8]) -> std::io::Result<(Vec<Option<Server>>, Vec<String>)> {
-    use crate::server::config::{ClusterConfig, ClusterState, Peer};
+    use crate::config::{ClusterConfig, ClusterState, Peer};
     let port = free_port_pair()?;
     let addrs: Vec<String> = (1..=3).map(|i| format!("127.0.0.{i}:{port}")).collect();
     let peers: Vec<Peer> =

@@ -141,7 +141,7 @@ fn server(args: &[String]) -> i32 {
     if args.iter().any(|a| a == "-h" || a == "--help") {
         print!(
             "Usage: ticketing server\n\nRuns one node until SIGTERM or SIGINT.\n\n{}",
-            crate::server::config::HELP
+            crate::config::HELP
         );
         return EXIT_OK;
     }

@@ -17,12 +17,12 @@ use std::time::Duration;
 use crossbeam_channel::{Receiver, Sender};
 use log::{debug, info};
 
+use crate::config::{ClusterConfig, ClusterState, Config};
+use crate::messages::{Clock, DomainSource, FromLogSink, ToRaft};
 use crate::proto::handshake::Welcome;
 use crate::raft::{Raft, RaftConfig};
-use crate::server::config::{ClusterConfig, ClusterState, Config};
-use crate::server::lock_thread::{Clock, TableMsg};
 use peer::{refusal, PeerError, PeerHello};
-use raft_thread::{RaftLoop, ToRaft};
+use raft_thread::RaftLoop;
 use view::{ClusterView, NotAdmitted};
 
 /// A peer that stays unreachable is logged once, then once per this many milliseconds.
@@ -72,8 +72,9 @@ pub struct ClusterStart<'a> {
     pub config: &'a Config,
     pub cluster: &'a ClusterConfig,
     pub incarnation: u64,
-    pub counters: Arc<crate::server::status::Counters>,
-    pub to_table: Sender<TableMsg>,
+    /// The fencing domain as the lock side last published it.
+    pub domain: DomainSource,
+    pub to_table: FromLogSink,
     pub raft_tx: Sender<ToRaft>,
     pub raft_rx: Receiver<ToRaft>,
     pub poll: mio::Poll,
@@ -117,15 +118,10 @@ pub fn start(s: ClusterStart<'_>) -> std::io::Result<ClusterHandles> {
         ClusterState::Join => Raft::new_joining(raft_config, s.seed, now),
     };
     let hello = {
-        let counters = s.counters.clone();
+        let domain = s.domain.clone();
         let addr = cluster.self_addr.clone();
         let incarnation = s.incarnation;
-        move || PeerHello {
-            node_id: me,
-            incarnation,
-            domain: counters.domain.load(Ordering::SeqCst),
-            addr: addr.clone(),
-        }
+        move || PeerHello { node_id: me, incarnation, domain: domain(), addr: addr.clone() }
     };
 
     let mut threads = Vec::new();
@@ -158,7 +154,7 @@ pub fn start(s: ClusterStart<'_>) -> std::io::Result<ClusterHandles> {
         raft_tx: s.raft_tx.clone(),
         waker: s.waker.clone(),
         view: view.clone(),
-        counters: s.counters.clone(),
+        domain: s.domain.clone(),
         hello: Arc::new(hello),
         stopping: stopping.clone(),
         first_contact,
@@ -404,7 +400,7 @@ struct Acceptor {
     raft_tx: Sender<ToRaft>,
     waker: Arc<mio::Waker>,
     view: Arc<ClusterView>,
-    counters: Arc<crate::server::status::Counters>,
+    domain: DomainSource,
     hello: Arc<dyn Fn() -> PeerHello + Send + Sync>,
     stopping: Arc<AtomicBool>,
     first_contact: Arc<FirstContact>,
@@ -437,7 +433,7 @@ impl Acceptor {
             let worker = this.clone();
             let _ = std::thread::Builder::new()
                 .name("peer-handshake".into())
-                .stack_size(crate::server::CONNECTION_STACK_BYTES)
+                .stack_size(crate::slots::CONNECTION_STACK_BYTES)
                 .spawn(move || {
                     // The ticket gives the place back however the handshake ends.
                     let _ticket = ticket;
@@ -474,7 +470,7 @@ impl Acceptor {
             // certificate of the host this node id is known at.
             let known = self.view.addr_of(hello.node_id);
             let addr = if known.is_empty() { hello.addr.as_str() } else { known.as_str() };
-            if !crate::server::tls::cert_fits_addr(cert, addr) {
+            if !crate::tls::cert_fits_addr(cert, addr) {
                 return Err((
                     refusal::CERT_MISMATCH,
                     format!(
@@ -502,7 +498,7 @@ impl Acceptor {
                 ))
             }
         }
-        let ours = self.counters.domain.load(Ordering::SeqCst);
+        let ours = (self.domain)();
         if ours != 0 && hello.domain != 0 && ours != hello.domain {
             return Err((refusal::OTHER_DOMAIN, format!("I belong to domain {ours}, not {}", hello.domain)));
         }
@@ -523,7 +519,7 @@ impl Acceptor {
         let from = tcp.peer_addr().map(|a| a.to_string()).unwrap_or_default();
         let welcome = || {
             let (role, leader) = self.view.welcome_role();
-            Welcome { node_id: self.me, role, domain: self.counters.domain.load(Ordering::SeqCst), leader }
+            Welcome { node_id: self.me, role, domain: (self.domain)(), leader }
         };
         match peer::accept(
             tcp,

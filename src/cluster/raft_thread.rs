@@ -22,10 +22,10 @@ use super::view::ClusterView;
 use super::DialerKit;
 use crate::lock::codec::encode_command;
 use crate::lock::Command;
+use crate::messages::{Clock, FromLog, FromLogSink, ToRaft, WriterMsg};
 use crate::proto::{ErrorCode, Response};
-use crate::raft::{Entry, Raft, Role};
+use crate::raft::{Raft, Role};
 use crate::replica::ToLog;
-use crate::server::lock_thread::{Clock, TableMsg, WriterMsg};
 
 /// How often membership bookkeeping runs (dialers, replicated addresses).
 const HOUSEKEEPING_MS: u64 = 200;
@@ -45,77 +45,6 @@ pub const WAKER: Token = Token(0);
 /// Longest sleep of the loop: Raft's timers are checked at least this often.
 const TICK: Duration = Duration::from_millis(10);
 
-/// To the Raft thread.
-#[allow(clippy::large_enum_variant)] // one message at a time; boxing buys nothing
-pub enum ToRaft {
-    /// From the lock-table thread.
-    Log(ToLog),
-    /// The lock-table thread's snapshot at `index`: Raft may drop the log up to it.
-    Compact {
-        index: u64,
-        data: Vec<u8>,
-    },
-    /// A peer connection whose handshake is done. Outbound ones carry our messages to
-    /// `peer`; inbound ones carry its messages to us.
-    Conn {
-        established: Established,
-        outbound: bool,
-    },
-    /// A peer refused our connection because a committed configuration removed us.
-    RemovedBy {
-        peer: u64,
-    },
-    /// `admin replace`: swap voter `old` for node `new` at client address `addr`; the
-    /// answer goes to `reply` with request id `id`.
-    Admin {
-        id: u32,
-        old: u64,
-        new: u64,
-        addr: String,
-        reply: Sender<WriterMsg>,
-    },
-    Stop,
-}
-
-/// From the Raft thread to the lock-table thread.
-pub enum FromLog {
-    Appended {
-        seq: u64,
-        index: u64,
-        term: u64,
-    },
-    Rejected {
-        seq: u64,
-    },
-    Committed(Vec<Entry>),
-    Snapshot {
-        index: u64,
-        data: Vec<u8>,
-    },
-    ReadReady {
-        ctx: u64,
-        index: u64,
-    },
-    ReadFailed {
-        ctx: u64,
-    },
-    /// Leading (term, index of the term's no-op), or following `leader_addr`.
-    Role {
-        leading: Option<(u64, u64)>,
-        leader_addr: String,
-    },
-    /// The log did not take `command` (planned under `term`) because the leader is
-    /// handing leadership over: the replica proposes it again when the hand-over ends
-    /// (or answers `M` if leadership moved). Never failed for the hand-over's sake.
-    Deferred {
-        seq: u64,
-        term: u64,
-        command: Command,
-    },
-    /// A planned hand-over of leadership started (`true`) or ended (`false`).
-    Handover(bool),
-}
-
 /// Asks the dialer of a peer to (re)connect.
 pub type Redial = Sender<()>;
 
@@ -123,7 +52,7 @@ pub struct RaftLoop {
     pub raft: Raft,
     pub poll: Poll,
     pub rx: Receiver<ToRaft>,
-    pub to_table: Sender<TableMsg>,
+    pub to_table: FromLogSink,
     pub view: Arc<ClusterView>,
     pub redial: HashMap<u64, Redial>,
     pub clock: Arc<Clock>,
@@ -158,7 +87,7 @@ impl RaftLoop {
         raft: Raft,
         poll: Poll,
         rx: Receiver<ToRaft>,
-        to_table: Sender<TableMsg>,
+        to_table: FromLogSink,
         view: Arc<ClusterView>,
         redial: HashMap<u64, Redial>,
         clock: Arc<Clock>,
@@ -309,11 +238,11 @@ impl RaftLoop {
                             Err(_) => FromLog::Rejected { seq },
                         }
                     };
-                    let _ = self.to_table.send(TableMsg::Log(msg));
+                    (self.to_table)(msg);
                 }
                 Ok(ToRaft::Log(ToLog::ReadIndex { ctx })) => {
                     if self.raft.read_index(ctx).is_err() {
-                        let _ = self.to_table.send(TableMsg::Log(FromLog::ReadFailed { ctx }));
+                        (self.to_table)(FromLog::ReadFailed { ctx });
                     }
                 }
                 Ok(ToRaft::Compact { index, data }) => {
@@ -393,13 +322,13 @@ impl RaftLoop {
         }
         if let Some(snapshot) = ready.snapshot {
             let msg = FromLog::Snapshot { index: snapshot.meta.index, data: snapshot.data };
-            let _ = self.to_table.send(TableMsg::Log(msg));
+            (self.to_table)(msg);
         }
         if !ready.committed.is_empty() {
-            let _ = self.to_table.send(TableMsg::Log(FromLog::Committed(ready.committed)));
+            (self.to_table)(FromLog::Committed(ready.committed));
         }
         for (ctx, index) in ready.read_states {
-            let _ = self.to_table.send(TableMsg::Log(FromLog::ReadReady { ctx, index }));
+            (self.to_table)(FromLog::ReadReady { ctx, index });
         }
         if let Some(change) = ready.role_changed {
             let leading = (change.role == Role::Leader).then(|| (change.term, self.noop_index(change.term)));
@@ -412,12 +341,12 @@ impl RaftLoop {
                 change.term,
                 change.leader.map_or("unknown".to_string(), |l| l.to_string())
             );
-            let _ = self.to_table.send(TableMsg::Log(FromLog::Role { leading, leader_addr }));
+            (self.to_table)(FromLog::Role { leading, leader_addr });
             self.gate.reset();
         }
         if let Some(active) = ready.handover {
             info!("hand-over of leadership {}", if active { "started" } else { "ended" });
-            let _ = self.to_table.send(TableMsg::Log(FromLog::Handover(active)));
+            (self.to_table)(FromLog::Handover(active));
         }
         if ready.removed && !self.view.removed.swap(true, Ordering::SeqCst) {
             warn!("this node is no longer a member of the cluster");

@@ -17,10 +17,11 @@ use log::{debug, warn};
 
 use crate::warn_limited;
 
-use super::lock_thread::{TableMsg, WriterMsg};
+use super::lock_thread::TableMsg;
 use super::Shared;
-use crate::cluster::raft_thread::ToRaft;
 use crate::lock::ConnId;
+use crate::messages::ToRaft;
+use crate::messages::WriterMsg;
 use crate::proto::frame::{
     decode_request, encode_response, encoded_response_len, DecodeError, ErrorCode, Request, Response,
 };
@@ -159,7 +160,7 @@ pub fn serve(
         let shared = shared.clone();
         std::thread::Builder::new()
             .name(format!("conn-{conn}-w"))
-            .stack_size(super::CONNECTION_STACK_BYTES)
+            .stack_size(crate::slots::CONNECTION_STACK_BYTES)
             .spawn(move || write_loop(writer, rx, &counters, &shared, direct.as_deref()))
     };
     let Ok(writer_thread) = writer_thread else {

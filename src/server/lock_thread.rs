@@ -9,18 +9,18 @@
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, TryRecvError};
 
 use super::connection::DirectWriter;
 use super::status::Counters;
-use crate::cluster::raft_thread::{FromLog, ToRaft};
 use crate::cluster::view::ClusterView;
 use crate::lock::codec::{decode_command, decode_snapshot};
 use crate::lock::ConnId;
+use crate::messages::{Clock, FromLog, ToRaft, WriterMsg};
 use crate::proto::frame::encode_response;
-use crate::proto::{Request, Response};
+use crate::proto::Request;
 use crate::raft::EntryKind;
 use crate::replica::{LogRole, Replica, ReplicaOutput, ToLog};
 
@@ -45,48 +45,6 @@ pub enum TableMsg {
     Log(FromLog),
     /// Stop the thread.
     Stop,
-}
-
-/// To a connection's writer.
-pub enum WriterMsg {
-    /// An answer; `counted` answers end a request the reader counted as pending.
-    Reply { id: u32, response: Response, counted: bool },
-    /// Answers the lock-table thread encoded already (`count` counted ones).
-    Encoded { bytes: Vec<u8>, count: usize },
-    /// The lock-table thread left bytes in the connection's spill buffer: write them.
-    Flush,
-    /// Write what is queued, then close the connection.
-    Close,
-}
-
-/// Milliseconds on the monotonic clock since the thread started, and Unix µs.
-pub struct Clock {
-    start: Instant,
-}
-
-impl Clock {
-    pub fn new() -> Clock {
-        Clock { start: Instant::now() }
-    }
-    pub fn now_ms(&self) -> u64 {
-        self.start.elapsed().as_millis() as u64
-    }
-    /// The time to use when applying commands: rounded UP. Why: a lease timer starts
-    /// when its grant is applied and fires when `now_ms()` (rounded down) reaches its
-    /// end, so starting it from the rounded-up time keeps the server's expiry never
-    /// earlier than the client's local deadline (send time + lease).
-    pub fn apply_ms(&self) -> u64 {
-        (self.start.elapsed().as_micros() as u64).div_ceil(1000)
-    }
-    pub fn unix_us() -> u64 {
-        SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_micros() as u64)
-    }
-}
-
-impl Default for Clock {
-    fn default() -> Self {
-        Clock::new()
-    }
 }
 
 /// The standalone log: one node, so an entry is committed as soon as it is appended.

@@ -2,12 +2,10 @@
 //! thread that owns all lock state; in a cluster also the Raft thread and the peer
 //! port (see docs/architecture.md).
 
-pub mod config;
 mod connection;
 pub mod lock_thread;
 pub mod signals;
 pub mod status;
-pub mod tls;
 
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -19,13 +17,15 @@ use crossbeam_channel::Sender;
 use log::{info, warn};
 use ring::rand::{SecureRandom, SystemRandom};
 
-pub use config::{Config, ConfigError};
+pub use crate::config::{Config, ConfigError};
 
 use crate::cluster::{self, view::ClusterView, ClusterHandles, ClusterStart};
 use crate::lock::{ConnId, TableConfig};
+use crate::messages::Clock;
 use crate::proto::handshake::{role, Welcome};
 use crate::replica::Replica;
-use lock_thread::{Clock, LogLink, TableMsg};
+use crate::tls;
+use lock_thread::{LogLink, TableMsg};
 use status::{Counters, NodeInfo};
 
 /// Client connections served at once at most; more are closed at accept. Fewer when
@@ -38,9 +38,7 @@ pub const HANDSHAKES_PER_IP_MAX: usize = 64;
 /// File descriptors kept for everything but client connections: the listeners, peer
 /// links and their handshakes, dialers, logs.
 pub const RESERVED_FDS: u64 = 256;
-/// Stack of each connection thread (reader and writer). They parse small frames and run
-/// TLS; the default 2 MiB of address space per thread is far more than they use.
-pub const CONNECTION_STACK_BYTES: usize = 256 * 1024;
+pub use crate::slots::CONNECTION_STACK_BYTES;
 
 /// The connection caps in force, from the open-files limit: every connection costs
 /// one descriptor, and `RESERVED_FDS` stay free for the cluster's own links.
@@ -82,7 +80,7 @@ pub(crate) struct Shared {
     /// The cluster as the Raft thread last published it; `None` standalone.
     cluster: Option<Arc<ClusterView>>,
     /// The Raft thread's inbox (for `admin replace`); `None` standalone.
-    raft: Option<(Sender<cluster::raft_thread::ToRaft>, Arc<mio::Waker>)>,
+    raft: Option<(Sender<crate::messages::ToRaft>, Arc<mio::Waker>)>,
     /// Requests pending in the lock-table thread, all connections together.
     pending: AtomicUsize,
     /// Bytes of answers owed or unwritten, all connections together.
@@ -207,8 +205,16 @@ impl Server {
                     config: &config,
                     cluster: cluster_config,
                     incarnation,
-                    counters: counters.clone(),
-                    to_table: table_tx.clone(),
+                    to_table: {
+                        let table = table_tx.clone();
+                        Box::new(move |news| {
+                            let _ = table.send(TableMsg::Log(news));
+                        })
+                    },
+                    domain: {
+                        let counters = counters.clone();
+                        Arc::new(move || counters.domain.load(Ordering::SeqCst))
+                    },
                     raft_tx,
                     raft_rx,
                     poll,
