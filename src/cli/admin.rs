@@ -20,7 +20,7 @@ pub(super) fn admin(args: &[String]) -> i32 {
                  members: the voters and learners, as the leader reports them.\n\n\
                  Both authenticate with the operator secret: TICKETING_PEER_AUTH_TOKEN or\n\
                  TICKETING_PEER_AUTH_TOKEN_FILE (the cluster's peer secret).\n\n\
-                 {CLIENT_ENV}\n\n{EXIT_CODES}\n"
+                 {ADMIN_ENV}\n\n{EXIT_CODES}\n"
             );
             if args.is_empty() {
                 EXIT_USAGE
@@ -37,9 +37,14 @@ pub(super) fn admin(args: &[String]) -> i32 {
 
 fn replace(args: &[String]) -> i32 {
     let opts = client_options();
-    let about = "Replaces voter OLD_ID by node NEW_ID at client address ADDR (see docs/operations.md and \
-                 docs/operations.md). Prints the new voter list.";
-    let matches = match parse(&opts, args, "ticketing admin replace OLD_ID NEW_ID@ADDR [options]", about) {
+    let about = "Replaces voter OLD_ID by node NEW_ID at client address ADDR (see docs/operations.md). Prints the new voter list.";
+    let matches = match parse_with_env(
+        &opts,
+        args,
+        "ticketing admin replace OLD_ID NEW_ID@ADDR [options]",
+        about,
+        ADMIN_ENV,
+    ) {
         Ok(m) => m,
         Err(code) => return code,
     };
@@ -69,7 +74,7 @@ fn replace(args: &[String]) -> i32 {
             EXIT_OK
         }
         Err(e) => {
-            eprintln!("ticketing admin replace: {e}");
+            report_failure(&client, "admin replace", &e, !matches!(e, ClientError::Refused(_)));
             match e {
                 ClientError::Refused(_) => EXIT_NO,
                 other => client_exit(&other),
@@ -82,7 +87,7 @@ fn members(args: &[String]) -> i32 {
     let opts = client_options();
     let about = "Prints the cluster's voters and learners (id@address, with the process incarnation the \
                  log recorded for each) and the leader, as the leader sees them.";
-    let matches = match parse(&opts, args, "ticketing admin members [options]", about) {
+    let matches = match parse_with_env(&opts, args, "ticketing admin members [options]", about, ADMIN_ENV) {
         Ok(m) => m,
         Err(code) => return code,
     };
@@ -112,7 +117,7 @@ fn members(args: &[String]) -> i32 {
             EXIT_OK
         }
         Err(e) => {
-            eprintln!("ticketing admin members: {e}");
+            report_failure(&client, "admin members", &e, false);
             client_exit(&e)
         }
     }

@@ -158,7 +158,7 @@ pub(super) fn bench(args: &[String]) -> i32 {
     opts.optflag("", "json", "print the result as one JSON object on stdout");
     opts.optflag("q", "quiet", "no progress lines");
     opts.optflag("h", "help", "print this help");
-    let usage = "ticketing bench [uncontended|hot|mixed] [options]";
+    let usage = "ticketing bench [uncontended|hot|mixed|hold] [options]";
     let matches = match parse(&opts, args, usage, ABOUT) {
         Ok(m) => m,
         Err(code) => return code,

@@ -4,7 +4,7 @@ use super::*;
 use crate::client::ReleaseOutcome;
 
 pub(super) fn acquire(args: &[String]) -> i32 {
-    let mut opts = client_options();
+    let mut opts = lock_options();
     lease_wait_options(&mut opts);
     let about = "Takes KEY and prints its fencing token on stdout. The key stays held \
                  after the command exits, until `ticketing release KEY TOKEN` (same owner) \
@@ -32,14 +32,16 @@ pub(super) fn acquire(args: &[String]) -> i32 {
             EXIT_OK
         }
         Err(e) => {
-            eprintln!("ticketing acquire: {e}");
+            let no_leader =
+                matches!(e, AcquireError::NotLeader { leader: None } | AcquireError::Unavailable { .. });
+            report_failure(&client, "acquire", &e, no_leader);
             acquire_exit(&e)
         }
     }
 }
 
 pub(super) fn release(args: &[String]) -> i32 {
-    let opts = client_options();
+    let opts = lock_options();
     let about = "Releases KEY held by this owner under TOKEN. Prints `released`, or \
                  `not holder` (already released, expired, or never granted; exit 1).";
     let matches = match parse(&opts, args, "ticketing release KEY TOKEN [options]", about) {
@@ -73,7 +75,7 @@ pub(super) fn release(args: &[String]) -> i32 {
             EXIT_OK
         }
         Err(e) => {
-            eprintln!("ticketing release: {e}");
+            report_failure(&client, "release", &e, true);
             release_exit(&e)
         }
     }
@@ -110,7 +112,11 @@ pub(super) fn query(args: &[String]) -> i32 {
             EXIT_OK
         }
         Err(e) => {
-            eprintln!("ticketing query: {e}");
+            let no_leader = matches!(
+                e,
+                ClientError::NotLeader { leader: None } | ClientError::Unavailable | ClientError::NoAnswer
+            );
+            report_failure(&client, "query", &e, no_leader);
             client_exit(&e)
         }
     }

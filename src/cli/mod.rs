@@ -42,6 +42,15 @@ Exit status:
   2  usage or configuration error
   3  outcome unknown, no server reachable, or the lease ran out (run)";
 
+/// The environment of `ticketing admin`: the operator secret instead of the client's.
+const ADMIN_ENV: &str = "\
+Environment:
+  TICKETING_ADDRS                 comma-separated server addresses (default 127.0.0.1:5225)
+  TICKETING_PEER_AUTH_TOKEN       the operator (peer) secret, >= 16 bytes (or _FILE)
+  TICKETING_PEER_AUTH_TOKEN_FILE  file holding it
+  TICKETING_TLS_CA                PEM CA bundle; turns TLS on
+  RUST_LOG                        log filter (default warn)";
+
 const CLIENT_ENV: &str = "\
 Environment:
   TICKETING_ADDRS             comma-separated server addresses (default 127.0.0.1:5225)
@@ -152,7 +161,8 @@ fn server(args: &[String]) -> i32 {
     crate::server::run_from_env()
 }
 
-/// Options every client command shares.
+/// Options every client command shares: `--addr` and `--help`. Commands that take or
+/// give back locks add `--owner` ([`owner_option`]).
 fn client_options() -> Options {
     let mut opts = Options::new();
     opts.optmulti(
@@ -161,8 +171,14 @@ fn client_options() -> Options {
         "server address host:port (repeatable or comma-separated; default $TICKETING_ADDRS or 127.0.0.1:5225)",
         "ADDR",
     );
-    owner_option(&mut opts);
     opts.optflag("h", "help", "print this help");
+    opts
+}
+
+/// [`client_options`] with `--owner`: for the commands that take or give back locks.
+fn lock_options() -> Options {
+    let mut opts = client_options();
+    owner_option(&mut opts);
     opts
 }
 
@@ -173,6 +189,17 @@ fn owner_option(opts: &mut Options) {
 /// Parses `args`; on `--help` prints the usage and returns `Err(0)`, on a usage
 /// error prints it and returns `Err(2)`.
 fn parse(opts: &Options, args: &[String], usage: &str, about: &str) -> Result<Matches, i32> {
+    parse_with_env(opts, args, usage, about, CLIENT_ENV)
+}
+
+/// [`parse`], with `env` as the help's list of environment variables.
+fn parse_with_env(
+    opts: &Options,
+    args: &[String],
+    usage: &str,
+    about: &str,
+    env: &str,
+) -> Result<Matches, i32> {
     let matches = match opts.parse(args) {
         Ok(m) => m,
         Err(e) => {
@@ -182,7 +209,7 @@ fn parse(opts: &Options, args: &[String], usage: &str, about: &str) -> Result<Ma
     };
     if matches.opt_present("help") {
         let brief = format!("Usage: {usage}\n\n{about}");
-        print!("{}\n{CLIENT_ENV}\n\n{EXIT_CODES}\n", opts.usage(&brief));
+        print!("{}\n{env}\n\n{EXIT_CODES}\n", opts.usage(&brief));
         return Err(EXIT_OK);
     }
     Ok(matches)
@@ -226,8 +253,10 @@ fn client_builder(matches: &Matches, mut builder: ClientBuilder) -> Result<Clien
     if !addrs.is_empty() {
         builder = builder.replace_addrs(addrs);
     }
-    let owner = matches
-        .opt_str("owner")
+    // `opts_present` first: commands without `--owner` have no such option (and
+    // getopts panics when asked for an option it does not know).
+    let given = matches.opts_present(&["owner".to_owned()]).then(|| matches.opt_str("owner")).flatten();
+    let owner = given
         .or_else(|| std::env::var("TICKETING_OWNER").ok().filter(|o| !o.is_empty()))
         .unwrap_or_else(cli_owner);
     builder.owner(owner).request_timeout(CLI_REQUEST_TIMEOUT).build().map_err(|e| {
@@ -309,6 +338,60 @@ fn acquire_following(
             other => return other,
         }
     }
+}
+
+/// Prints the final message of a failed command: what failed, then, for each address
+/// the client could not connect to, why (refused, the auth token, TLS, ...), and when
+/// the nodes it reached know no leader, that the cluster has no quorum.
+fn report_failure(client: &Client, command: &str, error: &dyn std::fmt::Display, no_leader: bool) {
+    eprintln!("ticketing {command}: {error}");
+    for (_, why) in client.connection_errors() {
+        eprintln!("  {why}");
+    }
+    // Only when some node answers: with none reachable there is nobody to ask.
+    if no_leader && client.is_connected() {
+        if let Some(text) = no_quorum(client) {
+            eprintln!("  {text}");
+        }
+    }
+}
+
+/// "No quorum", when the reachable nodes confirm it: none of them knows a leader. Says
+/// how many of the voters this host reaches.
+fn no_quorum(client: &Client) -> Option<String> {
+    let status = client.status().ok()?;
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name).and_then(|v| v.strip_prefix('=')))
+            .unwrap_or("")
+            .to_owned()
+    };
+    if !field("leader").is_empty() || field("role") == "standalone" {
+        return None;
+    }
+    let voters: Vec<String> = field("voters")
+        .split(',')
+        .filter_map(|v| v.split_once('@').map(|(_, addr)| addr.to_owned()))
+        .collect();
+    let mut reached = 0;
+    let mut with_leader = 0;
+    for addr in &voters {
+        if let Ok(text) = client.status_of(addr) {
+            reached += 1;
+            if text.lines().any(|l| l.strip_prefix("leader=").is_some_and(|v| !v.is_empty())) {
+                with_leader += 1;
+            }
+        }
+    }
+    if with_leader > 0 {
+        return None;
+    }
+    Some(format!(
+        "no quorum: the cluster has no leader; {reached} of its {} voters answer from here and none knows a \
+         leader (a majority must be up and reach each other; docs/operations.md, \"Losing a majority\")",
+        voters.len()
+    ))
 }
 
 fn acquire_exit(e: &AcquireError) -> i32 {

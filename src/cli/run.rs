@@ -25,7 +25,7 @@ pub(super) fn run(args: &[String]) -> i32 {
         Some(at) => (&args[..at], &args[at + 1..]),
         None => (args, &[][..]),
     };
-    let mut opts = client_options();
+    let mut opts = lock_options();
     lease_wait_options(&mut opts);
     let about = "Acquires KEY, runs CMD with TICKETING_FENCE (the fencing token) and \
                  TICKETING_KEY in its environment, releases KEY when CMD ends and exits \
@@ -55,7 +55,9 @@ pub(super) fn run(args: &[String]) -> i32 {
     let lock = match acquire_following(&client, key, lease, wait) {
         Ok(lock) => lock,
         Err(e) => {
-            eprintln!("ticketing run: {e}");
+            let no_leader =
+                matches!(e, AcquireError::NotLeader { leader: None } | AcquireError::Unavailable { .. });
+            report_failure(&client, "run", &e, no_leader);
             return acquire_exit(&e);
         }
     };

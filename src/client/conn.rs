@@ -25,7 +25,7 @@ use rustls::{ClientConfig, ClientConnection};
 use super::pool::Pool;
 use super::release::Job;
 use crate::proto::frame::{decode_response, Response};
-use crate::proto::handshake::{client_handshake, role, Welcome, CLIENT_LABELS};
+use crate::proto::handshake::{client_handshake, role, HandshakeError, Welcome, CLIENT_LABELS};
 use crate::proto::io::FrameReader;
 use crate::proto::limits::{HANDSHAKE_TIMEOUT_MS, RESPONSE_FRAME_LEN_MAX};
 
@@ -680,7 +680,7 @@ pub(crate) fn connect(
                 sock = Some(s);
                 break;
             }
-            Err(e) => last = format!("connect {target}: {e}"),
+            Err(e) => last = explain_connect_error(&target.to_string(), &e),
         }
     }
     let mut sock = sock.ok_or(last)?;
@@ -689,7 +689,8 @@ pub(crate) fn connect(
     sock.set_nodelay(true).map_err(io)?;
     sock.set_read_timeout(Some(HANDSHAKE_TIMEOUT)).map_err(io)?;
     sock.set_write_timeout(Some(WRITE_TIMEOUT)).map_err(io)?;
-    let hs = |e| format!("{addr}: {e}");
+    let tls = dialer.tls.is_some();
+    let hs = |e: HandshakeError| explain_handshake_error(addr, host, tls, &e);
     let (welcome, wire, reader): (Welcome, Wire, Box<dyn Read + Send>) = match dialer.tls {
         None => {
             let welcome = client_handshake(&mut sock, dialer.key, &CLIENT_LABELS).map_err(hs)?;
@@ -746,6 +747,74 @@ pub(crate) fn connect(
         faults: Arc::clone(dialer.faults),
     });
     Ok((session, reader))
+}
+
+/// A failed TCP connect, said so that the operator knows what to check.
+fn explain_connect_error(target: &str, e: &io::Error) -> String {
+    match e.kind() {
+        io::ErrorKind::ConnectionRefused => format!("{target}: connection refused: no server listens there"),
+        io::ErrorKind::TimedOut | io::ErrorKind::WouldBlock => {
+            format!(
+                "{target}: no answer to the connection within {CONNECT_TIMEOUT:?} (host down, or a firewall)"
+            )
+        }
+        _ => format!("{target}: cannot connect: {e}"),
+    }
+}
+
+/// A failed handshake, said by its cause: the auth token, TLS, or the wrong kind of
+/// server. Each names what to check.
+pub(crate) fn explain_handshake_error(addr: &str, host: &str, tls: bool, e: &HandshakeError) -> String {
+    match e {
+        HandshakeError::Rejected(why) if why.contains("authentication") => format!(
+            "{addr}: the server refused our auth token (TICKETING_AUTH_TOKEN is not the server's client secret)"
+        ),
+        HandshakeError::BadProof => format!(
+            "{addr}: the server's proof does not match our auth token: it holds another secret, or it is not \
+             a Ticketing server"
+        ),
+        HandshakeError::WrongPortKind(b'P') => {
+            format!("{addr}: this is a node's peer port, not its client port (the client port is 1000 lower)")
+        }
+        HandshakeError::BadMagic | HandshakeError::WrongPortKind(_) => {
+            format!("{addr}: not a Ticketing client port (another service listens there)")
+        }
+        HandshakeError::Io(io) => explain_handshake_io(addr, host, tls, io),
+        other => format!("{addr}: {other}"),
+    }
+}
+
+fn explain_handshake_io(addr: &str, host: &str, tls: bool, io: &io::Error) -> String {
+    let timed_out = matches!(io.kind(), io::ErrorKind::TimedOut | io::ErrorKind::WouldBlock);
+    if timed_out && !tls {
+        return format!(
+            "{addr}: no greeting from the server within {HANDSHAKE_TIMEOUT:?}: does it use TLS? (then set \
+             TICKETING_TLS_CA)"
+        );
+    }
+    if !tls || io.kind() != io::ErrorKind::InvalidData {
+        return format!("{addr}: {io}");
+    }
+    use rustls::CertificateError as C;
+    let Some(tls_error) = io.get_ref().and_then(|e| e.downcast_ref::<rustls::Error>()) else {
+        return format!("{addr}: TLS: {io}");
+    };
+    match tls_error {
+        rustls::Error::InvalidCertificate(C::NotValidForName | C::NotValidForNameContext { .. }) => format!(
+            "{addr}: TLS: the server's certificate is not valid for {host:?}: it must list that host as a \
+             subjectAltName (docs/tls.md)"
+        ),
+        rustls::Error::InvalidCertificate(C::UnknownIssuer | C::BadSignature) => {
+            format!("{addr}: TLS: the server's certificate is not signed by the CA in TICKETING_TLS_CA")
+        }
+        rustls::Error::InvalidCertificate(C::Expired | C::ExpiredContext { .. }) => {
+            format!("{addr}: TLS: the server's certificate has expired")
+        }
+        rustls::Error::InvalidMessage(_) | rustls::Error::InappropriateMessage { .. } => {
+            format!("{addr}: TLS: the server does not speak TLS (a plain server: unset TICKETING_TLS_CA)")
+        }
+        other => format!("{addr}: TLS: {other}"),
+    }
 }
 
 /// Reads responses until the connection ends or breaks the protocol.

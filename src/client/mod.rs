@@ -524,6 +524,18 @@ impl Client {
         Err(last)
     }
 
+    /// The addresses this client cannot connect to right now, each with why its last
+    /// attempt failed (connection refused, the auth token, TLS, ...), for messages that
+    /// name the cause. Empty when every address it tried is connected.
+    pub fn connection_errors(&self) -> Vec<(String, String)> {
+        self.inner.pool.connection_errors()
+    }
+
+    /// True while at least one connection to a node is up.
+    pub fn is_connected(&self) -> bool {
+        self.inner.pool.any_live()
+    }
+
     /// The admin op MEMBERS: the membership as a node sees it (the leader's connection
     /// first), as `name=value` lines (docs/protocol.md). Needs a client built with the
     /// operator secret; others get [`ClientError::Refused`]. Blocks at most the request

@@ -54,6 +54,10 @@ pub(crate) struct Slot {
     /// Set when the node left the membership: no new requests, no reconnect.
     retired: AtomicBool,
     retired_at: Mutex<Option<Instant>>,
+    /// Why the last connection attempt of this slot failed (cleared when one works).
+    last_error: Mutex<Option<String>>,
+    /// An attempt is running (set before it starts, cleared when it ends).
+    attempting: AtomicBool,
 }
 
 impl Slot {
@@ -67,6 +71,8 @@ impl Slot {
             node: AtomicU64::new(0),
             retired: AtomicBool::new(false),
             retired_at: Mutex::new(None),
+            last_error: Mutex::new(None),
+            attempting: AtomicBool::new(false),
         }
     }
 
@@ -463,6 +469,37 @@ impl Pool {
         lock(&self.last_error).clone()
     }
 
+    /// Each address this client tried and could not connect to, with why (the last
+    /// failure of a slot that has no live session now), for error messages.
+    pub(crate) fn connection_errors(&self) -> Vec<(String, String)> {
+        let mut out: Vec<(String, String)> = Vec::new();
+        for slot in self.route().slots.iter() {
+            if slot.live().is_some() || out.iter().any(|(a, _)| *a == slot.addr) {
+                continue;
+            }
+            if let Some(e) = lock(&slot.last_error).clone() {
+                out.push((slot.addr.clone(), e));
+            } else if slot.attempting.load(Ordering::Acquire) {
+                // The TCP connect (at most CONNECT_TIMEOUT) is long over by the time a
+                // caller asks: the server took the connection and has not greeted us.
+                out.push((
+                    slot.addr.clone(),
+                    format!(
+                        "{}: connected, but the server has not sent its greeting yet (a TLS server \
+                         waits for TLS: set TICKETING_TLS_CA)",
+                        slot.addr
+                    ),
+                ));
+            }
+        }
+        out
+    }
+
+    /// True while some slot has a live session.
+    pub(crate) fn any_live(&self) -> bool {
+        self.route().slots.iter().any(|slot| slot.live().is_some())
+    }
+
     /// Every live session, with its slot (for the supervisor).
     pub(crate) fn sessions(&self) -> Vec<(Arc<Slot>, Arc<Session>)> {
         self.route().slots.iter().filter_map(|slot| slot.live().map(|s| (Arc::clone(slot), s))).collect()
@@ -650,9 +687,13 @@ impl Pool {
 pub(crate) fn run_slot(pool: Arc<Pool>, slot: Arc<Slot>) {
     let mut backoff = Backoff::new();
     while !pool.is_shut_down() && !slot.is_retired() {
-        match pool.connect(&slot.addr, &slot.host) {
+        slot.attempting.store(true, Ordering::Release);
+        let attempt = pool.connect(&slot.addr, &slot.host);
+        slot.attempting.store(false, Ordering::Release);
+        match attempt {
             Ok((session, reader)) => {
                 backoff.reset();
+                *lock(&slot.last_error) = None;
                 log::debug!(
                     "connected to {} (node {}, role {})",
                     slot.addr,
@@ -679,6 +720,7 @@ pub(crate) fn run_slot(pool: Arc<Pool>, slot: Arc<Slot>) {
             }
             Err(e) => {
                 log::debug!("connection to {} failed: {e}", slot.addr);
+                *lock(&slot.last_error) = Some(e.clone());
                 *lock(&pool.last_error) = Some(e);
                 if !slot.tried.swap(true, Ordering::AcqRel) {
                     // Wake requests holding out for this slot: it is not coming soon.
