@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::{connect, status_map, Cluster, PEER_TOKEN, TOKEN};
+use common::{Cluster, PEER_TOKEN, TOKEN};
 
 fn repo() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -176,87 +176,104 @@ is-active) [ -e "$pid" ] && kill -0 "$(cat "$pid")" 2>/dev/null ;;
 esac
 "#;
 
-#[test]
-fn replace_node_script_replaces_a_voter_of_a_running_cluster() {
-    use std::os::unix::fs::PermissionsExt;
-    let mut cluster = Cluster::start(3, &[]);
-    cluster.wait_leader(Duration::from_secs(20));
-    let conf = tempfile::tempdir().unwrap();
-    std::fs::write(conf.path().join("cluster.env"), format!("TICKETING_CLUSTER_PEERS={}\n", cluster.peers))
-        .unwrap();
-    std::fs::write(conf.path().join("auth-token"), TOKEN).unwrap();
-    std::fs::write(conf.path().join("peer-token"), PEER_TOKEN).unwrap();
-    let fake = conf.path().join("systemctl");
-    std::fs::write(&fake, FAKE_SYSTEMCTL).unwrap();
-    std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let _node4 = PidFile(conf.path().join("node-4.pid"));
-
-    let new_addr = format!("127.0.0.4:{}", cluster.port);
+/// Runs scripts/replace-node.sh OLD NEW NEW_ADDR with the fake systemctl; returns
+/// (exit status, stderr, how long it took).
+fn replace_node(
+    conf: &std::path::Path,
+    fake: &std::path::Path,
+    old: u64,
+    new: u64,
+    addr: &str,
+) -> (Option<i32>, String, Duration) {
+    let started = Instant::now();
     let out = Command::new(repo().join("scripts/replace-node.sh"))
-        .args(["1", "4", &new_addr, &new_addr])
-        .env("CONF_DIR", conf.path())
+        .args([old.to_string(), new.to_string(), addr.to_string(), addr.to_string()])
+        .env("CONF_DIR", conf)
         .env("TICKETING", env!("CARGO_BIN_EXE_ticketing"))
-        .env("SYSTEMCTL", &fake)
+        .env("SYSTEMCTL", fake)
         .env_remove("TICKETING_ADDRS")
         .env_remove("TICKETING_AUTH_TOKEN")
         .env_remove("TICKETING_PEER_AUTH_TOKEN")
         .output()
         .unwrap();
-    let log = std::fs::read_to_string(conf.path().join("node-4.log")).unwrap_or_default();
-    eprintln!(
-        "replace-node.sh: {}\nstdout:\n{}\nstderr:\n{}\nnode 4 log:\n{log}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(out.status.success());
-    let env = std::fs::read_to_string(conf.path().join("node-4.env")).unwrap();
-    assert!(env.contains("TICKETING_CLUSTER_STATE=join"));
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    eprintln!("replace-node.sh {old} {new} {addr}: {}\n{stderr}", out.status);
+    (out.status.code(), stderr, started.elapsed())
+}
 
-    // The configuration is 2, 3 and 4, as node 2 sees it (the leader may well be the new
-    // node 4, which this test's cluster helper does not know about).
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let voters = status_map(&mut connect(cluster.addr(1)), 1)["voters"].clone();
-        let mut ids: Vec<&str> = voters.split(',').map(|v| v.split('@').next().unwrap()).collect();
-        ids.sort();
-        if ids == ["2", "3", "4"] {
-            break;
+/// The voter ids TICKETING_CLUSTER_PEERS lists in cluster.env.
+fn env_voters(conf: &std::path::Path) -> Vec<String> {
+    let text = std::fs::read_to_string(conf.join("cluster.env")).unwrap();
+    let peers = text.lines().find_map(|l| l.strip_prefix("TICKETING_CLUSTER_PEERS=")).unwrap().to_string();
+    let mut ids: Vec<String> = peers.split(',').map(|p| p.split('@').next().unwrap().to_string()).collect();
+    ids.sort();
+    ids
+}
+
+/// The documented rolling restart (docs/operations.md), done with the script three
+/// times, once from a cluster.env that still lists a node that left; and the mistakes:
+/// an OLD id that is no voter, a NEW id that was used.
+#[test]
+fn replace_node_script_does_a_rolling_restart_and_refuses_mistakes_quickly() {
+    use std::os::unix::fs::PermissionsExt;
+    let mut cluster = Cluster::start(3, &[]);
+    cluster.wait_leader(Duration::from_secs(20));
+    let conf = tempfile::tempdir().unwrap();
+    let original = format!("TICKETING_CLUSTER_PEERS={}\n", cluster.peers);
+    std::fs::write(conf.path().join("cluster.env"), &original).unwrap();
+    std::fs::write(conf.path().join("auth-token"), TOKEN).unwrap();
+    std::fs::write(conf.path().join("peer-token"), PEER_TOKEN).unwrap();
+    let fake = conf.path().join("systemctl");
+    std::fs::write(&fake, FAKE_SYSTEMCTL).unwrap();
+    std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let _started: Vec<PidFile> =
+        (4..=7).map(|id| PidFile(conf.path().join(format!("node-{id}.pid")))).collect();
+    let port = cluster.port;
+    let addr = |id: u64| format!("127.0.0.{id}:{port}");
+
+    // A wrong OLD id: refused within 10 s with exit 1; nothing started, nothing written.
+    let (code, err, took) = replace_node(conf.path(), &fake, 99, 7, &addr(7));
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("node 99 is not a voter"), "{err}");
+    assert!(took < Duration::from_secs(10), "{took:?}");
+    assert!(!conf.path().join("node-7.env").exists() && !conf.path().join("node-7.pid").exists());
+    assert_eq!(std::fs::read_to_string(conf.path().join("cluster.env")).unwrap(), original);
+
+    // The rolling restart: 1 → 4, 2 → 5 (from the stale cluster.env), 3 → 6.
+    for (old, new) in [(1u64, 4u64), (2, 5), (3, 6)] {
+        if old == 2 {
+            std::fs::write(conf.path().join("cluster.env"), &original).unwrap();
         }
-        assert!(Instant::now() < deadline, "voters are still {voters}");
-        std::thread::sleep(Duration::from_millis(100));
+        let (code, err, took) = replace_node(conf.path(), &fake, old, new, &addr(new));
+        assert_eq!(code, Some(0), "{err}");
+        assert!(took < Duration::from_secs(60), "replacing {old} took {took:?}");
+        let env = std::fs::read_to_string(conf.path().join(format!("node-{new}.env"))).unwrap();
+        assert!(env.contains("TICKETING_CLUSTER_STATE=join"));
+        // cluster.env now lists exactly the voters.
+        let mut expected: Vec<String> = [1u64, 2, 3, 4, 5, 6]
+            .into_iter()
+            .filter(|id| (*id > 3 && *id <= new) || (*id <= 3 && *id > old))
+            .map(|id| id.to_string())
+            .collect();
+        expected.sort();
+        assert_eq!(env_voters(conf.path()), expected, "after replacing {old}");
+        // The removed node stops by itself.
+        let node = cluster.nodes[old as usize - 1].as_mut().unwrap();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while node.child.try_wait().unwrap().is_none() {
+            assert!(Instant::now() < deadline, "node {old} did not stop after its removal");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        cluster.kill(old as usize - 1);
     }
-    // Node 1 was removed and stops by itself.
-    let node1 = cluster.nodes[0].as_mut().unwrap();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while node1.child.try_wait().unwrap().is_none() {
-        assert!(Instant::now() < deadline, "node 1 did not stop after its removal");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    cluster.kill(0);
 
-    // `admin replace` of a node that is not a voter is refused: exit 1 with the reason.
-    let refused = Command::new(env!("CARGO_BIN_EXE_ticketing"))
-        .args(["admin", "replace", "99", &format!("5@127.0.0.5:{}", cluster.port)])
-        .args(["--addr", &cluster.addr(1).to_string()])
-        .env("TICKETING_AUTH_TOKEN", TOKEN)
-        .env("TICKETING_PEER_AUTH_TOKEN", PEER_TOKEN)
-        .output()
-        .unwrap();
-    eprintln!("admin replace 99: {} {}", refused.status, String::from_utf8_lossy(&refused.stderr));
-    assert_eq!(refused.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&refused.stderr).contains("refused"));
-
-    // The script refuses to reuse NodeId 4.
-    let again = Command::new(repo().join("scripts/replace-node.sh"))
-        .args(["2", "4", &new_addr])
-        .env("CONF_DIR", conf.path())
-        .env("TICKETING", env!("CARGO_BIN_EXE_ticketing"))
-        .env("SYSTEMCTL", &fake)
-        .output()
-        .unwrap();
-    assert_eq!(again.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&again.stderr).contains("has been used"));
+    // NEW ids that were used: refused at once, nothing started.
+    let (code, err, _) = replace_node(conf.path(), &fake, 4, 5, &addr(7));
+    assert_eq!(code, Some(1), "{err}");
+    let (code, err, took) = replace_node(conf.path(), &fake, 4, 2, &addr(7));
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("was a member before"), "{err}");
+    assert!(took < Duration::from_secs(10), "{took:?}");
 }
 
 /// Every `docs/FILE.md ("Section")` a deployment file points to exists, and so does the

@@ -36,7 +36,13 @@ pub(super) fn admin(args: &[String]) -> i32 {
 }
 
 fn replace(args: &[String]) -> i32 {
-    let opts = client_options();
+    let mut opts = client_options();
+    opts.optopt(
+        "",
+        "timeout",
+        "seconds to wait for the change to commit (default 180; the new node may have a large snapshot to receive)",
+        "S",
+    );
     let about = "Replaces voter OLD_ID by node NEW_ID at client address ADDR (see docs/operations.md). Prints the new voter list.";
     let matches = match parse_with_env(
         &opts,
@@ -68,7 +74,17 @@ fn replace(args: &[String]) -> i32 {
         Ok(c) => c,
         Err(code) => return code,
     };
-    match client.replace_member(old, new_id, new_addr, REPLACE_TIMEOUT) {
+    let timeout = match matches.opt_str("timeout") {
+        None => REPLACE_TIMEOUT,
+        Some(text) => match text.parse::<u64>() {
+            Ok(s) if s > 0 => Duration::from_secs(s),
+            _ => {
+                eprintln!("ticketing admin replace: --timeout {text:?}: must be whole seconds, at least 1");
+                return EXIT_USAGE;
+            }
+        },
+    };
+    match client.replace_member(old, new_id, new_addr, timeout) {
         Ok(report) => {
             print!("{report}");
             EXIT_OK
