@@ -1,0 +1,231 @@
+//! Every shell block of README.md and docs/*.md either runs here, as written up to the
+//! substitutions each runner names (a free port for 5225 — and `TICKETING_ADDRS` set to
+//! it, for commands that use the default address —, 127.0.0.N for the example hosts
+//! 10.0.0.N, a temporary directory for /etc/ticketing), or names the test that runs it
+//! or why it cannot run on one machine. A new block fails this test until it is
+//! one or the other.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+use common::{bin, free_port_pair, PEER_TOKEN, TOKEN};
+
+/// A ```sh block: the file it is in, its first line, its text.
+struct Block {
+    file: String,
+    first: String,
+    text: String,
+}
+
+fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn blocks() -> Vec<Block> {
+    let mut files = vec![repo().join("README.md")];
+    let mut docs: Vec<PathBuf> = std::fs::read_dir(repo().join("docs"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "md"))
+        .collect();
+    docs.sort();
+    files.extend(docs);
+    let mut out = Vec::new();
+    for path in files {
+        let text = std::fs::read_to_string(&path).unwrap();
+        let mut rest = text.as_str();
+        while let Some(open) = rest.find("```sh\n") {
+            let body = &rest[open + 6..];
+            let close = body.find("```").expect("a closed block");
+            let block = body[..close].to_string();
+            out.push(Block {
+                file: path.strip_prefix(repo()).unwrap().display().to_string(),
+                first: block.lines().next().unwrap_or("").trim().to_string(),
+                text: block,
+            });
+            rest = &body[close + 3..];
+        }
+    }
+    out
+}
+
+/// What this test does with a block.
+enum How {
+    /// Runs here (the runner's name, for the report).
+    Run(&'static str),
+    /// Run by another test, or not runnable on one machine: why.
+    Elsewhere(&'static str),
+}
+
+fn how(block: &Block) -> How {
+    let f = block.file.as_str();
+    let first = block.first.as_str();
+    match (f, first) {
+        ("README.md", l) if l.starts_with("cargo run --release -- demo") => How::Elsewhere(
+            "`ticketing demo` is run by tests/cli_commands.rs (demo_shows_a_timeline_and_checks_tokens); \
+             `cargo test --release` is the test run itself",
+        ),
+        ("README.md", l) if l.starts_with("export TICKETING_AUTH_TOKEN=") => How::Run("readme_cli"),
+        ("docs/cli.md", l) if l.starts_with("ticketing bench") => How::Run("operations_cluster"),
+        ("docs/operations.md", l) if l.starts_with("export TICKETING_AUTH_TOKEN_FILE=") => {
+            How::Run("operations_cluster")
+        }
+        ("docs/operations.md", l) if l.starts_with("TICKETING_NODE_ID=4") => How::Run("operations_cluster"),
+        ("docs/configuration.md", "ticketing server") => {
+            How::Elsewhere("every real-process test starts `ticketing server` this way (tests/common/mod.rs)")
+        }
+        ("docs/deploy.md", "scripts/build-static.sh") => {
+            How::Elsewhere("tests/static_binary.rs runs the static binary that .ci/run builds with it; docker needs an engine")
+        }
+        ("docs/deploy.md", l) if l.starts_with("install -m 0755") => {
+            How::Elsewhere("installs into /usr/local and /etc and starts systemd units; the units pass systemd-analyze verify (tests/deploy_files.rs)")
+        }
+        ("docs/deploy.md", l) if l.starts_with("# /etc/ticketing/cluster.env") => {
+            How::Elsewhere("file contents, not commands; the same files are written by tests/deploy_files.rs")
+        }
+        ("docs/deploy.md", l) if l.starts_with("head -c 32 /dev/urandom") => {
+            How::Elsewhere("writes /etc/ticketing; the secrets' rules are tested in src/config.rs")
+        }
+        ("docs/deploy.md", l) if l.starts_with("# node 2 died") => How::Elsewhere(
+            "scripts/replace-node.sh is run by replace_node_script_does_a_rolling_restart_and_refuses_mistakes_quickly",
+        ),
+        ("docs/fencing.md", l) if l.starts_with("cargo run --release --example fenced_postgres") => {
+            How::Elsewhere("tests/fencing_postgres.rs runs the example's scenarios against a real PostgreSQL")
+        }
+        ("docs/tls.md", _) => How::Elsewhere("tests/tls_recipe.rs runs the recipe, its checks and the CLI line"),
+        _ => panic!("{}: a shell block nobody runs: {:?}", block.file, block.first),
+    }
+}
+
+/// Runs `script` with bash, the `ticketing` binary first in PATH, in `dir`, with
+/// `addrs` as the CLI's default addresses. Whatever it started in the background is
+/// killed when it ends, however it ends (else its pipes would keep us waiting).
+fn bash(script: &str, dir: &Path, addrs: &str) -> Output {
+    let bin_dir = Path::new(bin()).parent().unwrap();
+    let path = format!("{}:{}", bin_dir.display(), std::env::var("PATH").unwrap_or_default());
+    let script = format!("trap 'kill $(jobs -p) 2>/dev/null || true' EXIT\n{script}");
+    let mut cmd = Command::new("timeout");
+    cmd.args(["120", "bash", "-eu", "-o", "pipefail", "-c", &script])
+        .current_dir(dir)
+        .env("PATH", path)
+        .env("TICKETING_ADDRS", addrs)
+        .env_remove("TICKETING_AUTH_TOKEN")
+        .env_remove("TICKETING_AUTH_TOKEN_FILE")
+        .env_remove("TICKETING_PEER_AUTH_TOKEN")
+        .env_remove("TICKETING_PEER_AUTH_TOKEN_FILE");
+    cmd.output().unwrap()
+}
+
+fn ok(out: &Output, what: &str) {
+    assert!(
+        out.status.success(),
+        "{what}: {}\nstdout:\n{}\nstderr:\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// README's CLI tour against a standalone node it starts itself.
+fn readme_cli(block: &Block) {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("sell-seat.sh"),
+        "#!/bin/sh\n[ -n \"$TICKETING_FENCE\" ] && echo \"sold with token $TICKETING_FENCE\"\n",
+    )
+    .unwrap();
+    let port = free_port_pair();
+    let script = block.text.replace("5225", &port.to_string());
+    let out = bash(&format!("chmod +x sell-seat.sh\n{script}"), dir.path(), &format!("127.0.0.1:{port}"));
+    ok(&out, "README's CLI block");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("held owner=") && stdout.contains("released") && stdout.contains("sold with token")
+    );
+    assert!(stdout.contains("role=standalone"), "{stdout}");
+}
+
+/// docs/operations.md's cluster start and replacement, with docs/cli.md's bench lines
+/// against that cluster.
+fn operations_cluster(blocks: &[&Block]) {
+    let dir = tempfile::tempdir().unwrap();
+    let etc = dir.path().join("etc");
+    std::fs::create_dir(&etc).unwrap();
+    std::fs::write(etc.join("auth-token"), TOKEN).unwrap();
+    std::fs::write(etc.join("peer-token"), PEER_TOKEN).unwrap();
+    for secret in ["auth-token", "peer-token"] {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(etc.join(secret), std::fs::Permissions::from_mode(0o600)).unwrap();
+    }
+    let port = free_port_pair();
+    let subst = |text: &str| {
+        text.replace("/etc/ticketing", &etc.display().to_string())
+            .replace("10.0.0.", "127.0.0.")
+            .replace("5225", &port.to_string())
+    };
+    let find = |file: &str, start: &str| -> &Block {
+        blocks.iter().find(|b| b.file == file && b.first.starts_with(start)).copied().unwrap()
+    };
+    let start = subst(&find("docs/operations.md", "export TICKETING_AUTH_TOKEN_FILE=").text);
+    let join = subst(&find("docs/operations.md", "TICKETING_NODE_ID=4").text);
+    let bench = subst(&find("docs/cli.md", "ticketing bench").text).replace("--duration 10", "--duration 1");
+    // On one host every node needs its own listen address (on separate hosts the
+    // default 0.0.0.0 does), and a server line runs in the background.
+    let background = |script: &str| -> String {
+        script
+            .replace("\\\n", " ")
+            .lines()
+            .map(|l| match l.find("TICKETING_CLUSTER_SELF=127.0.0.") {
+                Some(at) if l.contains("ticketing server") => {
+                    let addr: String = l[at + 23..].split_whitespace().next().unwrap().to_string();
+                    let line = l.split('#').next().unwrap().trim_end();
+                    format!("TICKETING_LISTEN={addr} {line} 2>>servers.log &")
+                }
+                _ => l.to_string(),
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    let admin = format!(
+        "ticketing admin replace 1 4@127.0.0.4:{port} --addr 127.0.0.2:{port}\nticketing admin members --addr 127.0.0.2:{port}"
+    );
+    let script = format!(
+        "{}\nfor i in $(seq 60); do ticketing query probe --addr 127.0.0.1:{port} >/dev/null 2>&1 && break; sleep 0.5; done\n\
+         {bench}\n{}\n{admin}\n",
+        background(&start),
+        background(&join.replace("   ", ""))
+    );
+    let started = Instant::now();
+    let out = bash(&script, dir.path(), &format!("127.0.0.1:{port}"));
+    let log = std::fs::read_to_string(dir.path().join("servers.log")).unwrap_or_default();
+    assert!(
+        out.status.success(),
+        "operations.md's cluster: {}\n{}\nservers:\n{log}",
+        String::from_utf8_lossy(&out.stderr),
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("replaced 1 by 4"), "{stdout}");
+    assert!(stdout.contains("voter    4@127.0.0.4"), "{stdout}");
+    assert!(started.elapsed() < Duration::from_secs(120));
+}
+
+#[test]
+fn every_shell_block_in_the_docs_runs_here_or_names_what_runs_it() {
+    let all = blocks();
+    assert!(all.len() >= 15, "found {} blocks", all.len());
+    let mut cluster_blocks = Vec::new();
+    for block in &all {
+        match how(block) {
+            How::Run("readme_cli") => readme_cli(block),
+            How::Run("operations_cluster") => cluster_blocks.push(block),
+            How::Run(other) => panic!("no runner {other}"),
+            How::Elsewhere(why) => assert!(!why.is_empty()),
+        }
+    }
+    assert_eq!(cluster_blocks.len(), 3, "the cluster start, the join and the bench lines");
+    operations_cluster(&cluster_blocks);
+}
