@@ -515,3 +515,26 @@ pub fn init_logging() {
     let env = env_logger::Env::default().default_filter_or("info");
     let _ = env_logger::Builder::from_env(env).format_timestamp_millis().try_init();
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_wildcard_bind_is_advertised_as_unknown_and_a_real_one_as_itself() {
+        assert_eq!(advertised_addr("0.0.0.0:5225".parse().unwrap()), "");
+        assert_eq!(advertised_addr("[::]:5225".parse().unwrap()), "");
+        assert_eq!(advertised_addr("10.0.0.1:5225".parse().unwrap()), "10.0.0.1:5225");
+    }
+
+    #[test]
+    fn the_caps_follow_the_open_files_limit() {
+        let full = Limits::for_open_files(16_384);
+        assert_eq!((full.connections_max, full.handshakes_max), (CONNECTIONS_MAX, HANDSHAKES_MAX));
+        assert_eq!(full.connections_per_ip_max, CONNECTIONS_MAX / 2);
+        // The common soft limit of 1024: descriptors stay for the reserve.
+        let low = Limits::for_open_files(1024);
+        assert!(low.connections_max + low.handshakes_max + RESERVED_FDS as usize <= 1024, "{low:?}");
+        assert!(low.connections_max >= 16 && low.handshakes_max >= 16);
+    }
+}
