@@ -197,15 +197,7 @@ fn a_crashed_node_restarted_under_its_old_id_exits_2() {
     cluster.kill(victim);
     let addr = cluster.addr(victim).to_string();
     let mut again = cluster.spawn(victim as u64 + 1, &addr, "new", &[]);
-    let deadline = Instant::now() + Duration::from_secs(15);
-    let status = loop {
-        if let Some(status) = again.child.try_wait().unwrap() {
-            break status;
-        }
-        assert!(Instant::now() < deadline, "the restarted node kept running");
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    assert_eq!(status.code(), Some(2));
+    assert_eq!(again.exit_code_within(Duration::from_secs(15), "the restarted node"), Some(2));
     let mut saw_message = false;
     while let Ok(line) = again.log.try_recv() {
         saw_message |= line.contains("new NodeId");
@@ -232,15 +224,7 @@ fn a_founding_node_that_finds_the_domain_formed_exits_2() {
     let mut l = connect(cluster.addr(leader));
     granted_token(&l.call(1, &acquire("before", "o", 60, 0)));
     let mut late = cluster.spawn(3, &format!("127.0.0.3:{port}"), "new", &[]);
-    let deadline = Instant::now() + Duration::from_secs(15);
-    let status = loop {
-        if let Some(status) = late.child.try_wait().unwrap() {
-            break status;
-        }
-        assert!(Instant::now() < deadline, "the late founding node kept running");
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    assert_eq!(status.code(), Some(2));
+    assert_eq!(late.exit_code_within(Duration::from_secs(15), "the late founding node"), Some(2));
     let log: Vec<String> = late.log.try_iter().collect();
     assert!(
         log.iter().any(|l| l.contains("TICKETING_CLUSTER_STATE") && l.contains("already exists")),
@@ -260,15 +244,7 @@ fn a_founding_node_that_finds_the_domain_formed_exits_2() {
         "new",
         &[("TICKETING_CLUSTER_PEERS", &stranger_peers)],
     );
-    let deadline = Instant::now() + Duration::from_secs(15);
-    let status = loop {
-        if let Some(status) = stranger.child.try_wait().unwrap() {
-            break status;
-        }
-        assert!(Instant::now() < deadline, "the stranger kept running");
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    assert_eq!(status.code(), Some(2));
+    assert_eq!(stranger.exit_code_within(Duration::from_secs(15), "the stranger"), Some(2));
     let log: Vec<String> = stranger.log.try_iter().collect();
     assert!(log.iter().any(|l| l.contains("already exists")), "{log:?}");
 }

@@ -269,15 +269,7 @@ fn a_removed_node_that_was_frozen_during_its_removal_learns_it_and_stops() {
     cluster.signal(old, "-CONT");
     // It stops with status 0, without disturbing the others.
     let node = cluster.nodes[old].as_mut().unwrap();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let status = loop {
-        if let Some(status) = node.child.try_wait().unwrap() {
-            break status;
-        }
-        assert!(Instant::now() < deadline, "the removed node kept running");
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    assert_eq!(status.code(), Some(0));
+    assert_eq!(node.exit_code_within(Duration::from_secs(10), "the removed node"), Some(0));
     cluster.nodes[old] = None;
     let leader_now = cluster.wait_leader(Duration::from_secs(10));
     granted_token(&connect(cluster.addr(leader_now)).call(1, &acquire("after", "o", 5, 0)));

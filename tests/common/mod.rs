@@ -24,6 +24,21 @@ pub struct ServerProcess {
     pub log: mpsc::Receiver<String>,
 }
 
+impl ServerProcess {
+    /// The exit code once the process has exited by itself, waiting up to `within`;
+    /// panics (naming `what`) if it is still running then.
+    pub fn exit_code_within(&mut self, within: Duration, what: &str) -> Option<i32> {
+        let deadline = std::time::Instant::now() + within;
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status.code();
+            }
+            assert!(std::time::Instant::now() < deadline, "{what} kept running");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
 impl Drop for ServerProcess {
     fn drop(&mut self) {
         let _ = self.child.kill();
