@@ -29,6 +29,7 @@ Environment variables (docs/configuration.md):
   TICKETING_ELECTION_MS           Raft election timeout (lower bound) default 2000
   TICKETING_MAX_WAITERS           waiters queued per key           default 4096
   TICKETING_MAX_KEYS              keys held or queued, node-wide   default 1000000
+  TICKETING_METRICS_LISTEN        HTTP /metrics /healthz /readyz   default off (e.g. 0.0.0.0:9225)
   RUST_LOG                        log filter (env_logger)          default info
 A bad value stops the server at start with exit status 2 and one line naming the variable.
 ";
@@ -51,6 +52,7 @@ const KNOWN_VARS: &[&str] = &[
     "TICKETING_ELECTION_MS",
     "TICKETING_MAX_WAITERS",
     "TICKETING_MAX_KEYS",
+    "TICKETING_METRICS_LISTEN",
 ];
 
 /// Default client port.
@@ -136,6 +138,9 @@ pub struct Config {
     pub max_waiters: usize,
     /// Keys held or queued for, node-wide (`TICKETING_MAX_KEYS`).
     pub max_keys: usize,
+    /// Where to serve `/metrics`, `/healthz` and `/readyz` (`TICKETING_METRICS_LISTEN`);
+    /// `None`: off.
+    pub metrics_listen: Option<SocketAddr>,
     pub cluster: Option<ClusterConfig>,
     /// Things worth a warning at start that are not errors (a secret file others may
     /// read); logged by `run_from_env`.
@@ -155,6 +160,7 @@ impl std::fmt::Debug for Config {
             .field("election_ms", &self.election_ms)
             .field("max_waiters", &self.max_waiters)
             .field("max_keys", &self.max_keys)
+            .field("metrics_listen", &self.metrics_listen)
             .field("cluster", &self.cluster)
             .field("warnings", &self.warnings)
             .finish()
@@ -174,6 +180,7 @@ impl Config {
             election_ms: 2000,
             max_waiters: WAITERS_PER_KEY_MAX_DEFAULT,
             max_keys: MAX_KEYS_DEFAULT,
+            metrics_listen: None,
             cluster: None,
             warnings: Vec::new(),
         }
@@ -240,6 +247,25 @@ impl Config {
         )? as usize;
         let max_keys =
             number(get, "TICKETING_MAX_KEYS", MAX_KEYS_DEFAULT as u64, 1, MAX_KEYS_LIMIT as u64)? as usize;
+        let metrics_listen = match get("TICKETING_METRICS_LISTEN") {
+            None => None,
+            Some(text) => {
+                let addr = resolve("TICKETING_METRICS_LISTEN", &text)?;
+                if addr.port() == listen.port()
+                    && (addr.ip() == listen.ip()
+                        || addr.ip().is_unspecified()
+                        || listen.ip().is_unspecified())
+                {
+                    return Err(err(
+                        "TICKETING_METRICS_LISTEN",
+                        format!(
+                            "{text:?} is the client port (TICKETING_LISTEN); give the metrics their own port"
+                        ),
+                    ));
+                }
+                Some(addr)
+            }
+        };
         let node_id = match get("TICKETING_NODE_ID") {
             None => None,
             Some(text) => match text.trim().parse::<u64>() {
@@ -267,6 +293,7 @@ impl Config {
             election_ms,
             max_waiters,
             max_keys,
+            metrics_listen,
             cluster,
             warnings,
         })
@@ -534,6 +561,8 @@ mod tests {
             (&[TOKEN, ("TICKETING_MAX_WAITERS", "x")], "TICKETING_MAX_WAITERS"),
             (&[TOKEN, ("TICKETING_MAX_KEYS", "0")], "TICKETING_MAX_KEYS"),
             (&[TOKEN, ("TICKETING_MAX_KEYS", "2000001")], "TICKETING_MAX_KEYS"),
+            (&[TOKEN, ("TICKETING_METRICS_LISTEN", "nonsense")], "TICKETING_METRICS_LISTEN"),
+            (&[TOKEN, ("TICKETING_METRICS_LISTEN", "127.0.0.1:5225")], "TICKETING_METRICS_LISTEN"),
             (&[TOKEN, ("TICKETING_HEARTBEAT_MS", "-1")], "TICKETING_HEARTBEAT_MS"),
             (&[TOKEN, ("TICKETING_ELECTION_MS", "300")], "TICKETING_ELECTION_MS"),
             (&[TOKEN, ("TICKETING_NODE_ID", "0")], "TICKETING_NODE_ID"),

@@ -7,6 +7,7 @@ pub mod config;
 pub mod lock;
 pub mod lograte;
 pub mod messages;
+pub mod metrics;
 pub mod proto;
 pub mod raft;
 pub mod replica;

@@ -7,6 +7,7 @@ extern "C" {
     fn kill(pid: c_int, sig: c_int) -> c_int;
     fn gethostname(name: *mut c_char, len: usize) -> c_int;
     fn getrlimit(resource: c_int, rlim: *mut RLimit) -> c_int;
+    fn sysconf(name: c_int) -> std::ffi::c_long;
     fn setrlimit(resource: c_int, rlim: *const RLimit) -> c_int;
     #[cfg(target_os = "linux")]
     fn send(fd: c_int, buf: *const std::ffi::c_void, len: usize, flags: c_int) -> isize;
@@ -87,6 +88,21 @@ pub fn raise_open_files_limit() -> u64 {
         }
     }
     limit.cur
+}
+
+/// Clock ticks per second (`sysconf(_SC_CLK_TCK)`), the unit of /proc's CPU times.
+pub fn clock_ticks_per_second() -> u64 {
+    #[cfg(target_os = "linux")]
+    const SC_CLK_TCK: c_int = 2;
+    #[cfg(not(target_os = "linux"))]
+    const SC_CLK_TCK: c_int = 3;
+    // SAFETY: sysconf reads a system constant and has no preconditions.
+    let ticks = unsafe { sysconf(SC_CLK_TCK) };
+    if ticks > 0 {
+        ticks as u64
+    } else {
+        100
+    }
 }
 
 /// This machine's host name, if it has a readable one.

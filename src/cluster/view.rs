@@ -69,6 +69,16 @@ pub struct ClusterView {
     pub removed: AtomicBool,
     /// Why this node cannot go on (it stops with exit status 1), if it cannot.
     broken: Mutex<Option<String>>,
+    /// When the Raft thread last published, in ms of [`loop_clock_ms`] (+1; 0 = never):
+    /// it publishes every loop turn (at least every 10 ms), so an old stamp means a
+    /// stuck Raft thread.
+    published_ms: std::sync::atomic::AtomicU64,
+}
+
+/// Milliseconds since the first call, on the monotonic clock (for loop stamps).
+pub fn loop_clock_ms() -> u64 {
+    static EPOCH: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+    EPOCH.get_or_init(std::time::Instant::now).elapsed().as_millis() as u64
 }
 
 impl ClusterView {
@@ -135,7 +145,16 @@ impl ClusterView {
         lock(&self.vouched).get(&id).is_some_and(|a| a == addr)
     }
 
+    /// How long ago the Raft thread last published; `None` before it ever did.
+    pub fn since_published_ms(&self) -> Option<u64> {
+        match self.published_ms.load(std::sync::atomic::Ordering::Relaxed) {
+            0 => None,
+            stamp => Some(loop_clock_ms().saturating_sub(stamp - 1)),
+        }
+    }
+
     pub fn publish(&self, raft: &Raft) {
+        self.published_ms.store(loop_clock_ms() + 1, std::sync::atomic::Ordering::Relaxed);
         let membership = raft.membership();
         let mut voters: Vec<u64> = membership.voters.iter().copied().collect();
         for id in &membership.outgoing {

@@ -136,6 +136,7 @@ pub struct Server {
     accept_thread: Option<JoinHandle<()>>,
     table_thread: Option<JoinHandle<()>>,
     cluster: Option<ClusterHandles>,
+    metrics_server: Option<crate::metrics::http::MetricsServer>,
 }
 
 fn random_u64() -> u64 {
@@ -169,13 +170,19 @@ impl Server {
         });
         let (table_tx, table_rx) = crossbeam_channel::unbounded();
         let clock = Arc::new(Clock::new());
+        let metrics = Arc::new(crate::metrics::Metrics::default());
+        metrics.cluster.store(config.cluster.is_some(), Ordering::Relaxed);
+        // Set false when the lock-table thread ends, however it ends (for /healthz).
+        let table_alive = Arc::new(AtomicBool::new(true));
         let (advertised, table_thread, cluster) = match &config.cluster {
             None => {
                 let counters = counters.clone();
                 let domain = lock_thread::random_domain();
-                let thread = std::thread::Builder::new()
-                    .name("lock-table".into())
-                    .spawn(move || lock_thread::run_standalone(replica, domain, table_rx, counters))?;
+                let alive = AliveFlag(table_alive.clone());
+                let thread = std::thread::Builder::new().name("lock-table".into()).spawn(move || {
+                    let _alive = alive;
+                    lock_thread::run_standalone(replica, domain, table_rx, counters)
+                })?;
                 (advertised_addr(local_addr), thread, None)
             }
             Some(cluster_config) => {
@@ -196,7 +203,9 @@ impl Server {
                     let view = view.clone();
                     let counters = counters.clone();
                     let clock = clock.clone();
+                    let alive = AliveFlag(table_alive.clone());
                     std::thread::Builder::new().name("lock-table".into()).spawn(move || {
+                        let _alive = alive;
                         lock_thread::run_cluster(replica, link, table_rx, counters, &clock, view)
                     })?
                 };
@@ -272,12 +281,26 @@ impl Server {
             config.node_id,
             if config.tls.is_some() { " with TLS" } else { "" }
         );
+        let metrics_server = match config.metrics_listen {
+            None => None,
+            Some(listen) => {
+                let endpoints = crate::metrics::http::Endpoints {
+                    metrics,
+                    health: health_check(table_alive, shared.cluster.clone()),
+                    ready: ready_check(shared.cluster.clone()),
+                };
+                let server = crate::metrics::http::MetricsServer::start(listen, endpoints)?;
+                info!("metrics on http://{}/metrics", server.local_addr());
+                Some(server)
+            }
+        };
         Ok(Server {
             shared,
             local_addr,
             accept_thread: Some(accept_thread),
             table_thread: Some(table_thread),
             cluster,
+            metrics_server,
         })
     }
 
@@ -306,8 +329,16 @@ impl Server {
     /// Stops accepting, closes every connection, stops the lock-table thread (and the
     /// cluster threads) and waits for the threads to end (connections: at most about
     /// two seconds).
+    /// Where the metrics listener is bound, if it runs.
+    pub fn metrics_addr(&self) -> Option<SocketAddr> {
+        self.metrics_server.as_ref().map(|m| m.local_addr())
+    }
+
     pub fn shutdown(mut self) {
         self.shared.stopping.store(true, Ordering::SeqCst);
+        if let Some(m) = self.metrics_server.take() {
+            m.stop();
+        }
         // Wake the blocking accept with a connection of our own.
         let _ = TcpStream::connect_timeout(&wake_addr(self.local_addr), Duration::from_secs(1));
         if let Some(t) = self.accept_thread.take() {
@@ -329,6 +360,59 @@ impl Server {
         }
         info!("stopped");
     }
+}
+
+/// Clears its flag when dropped: when the thread that holds it ends, a panic included.
+struct AliveFlag(Arc<AtomicBool>);
+
+impl Drop for AliveFlag {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::SeqCst);
+    }
+}
+
+/// A Raft thread that has not published for this long is stuck (it publishes every
+/// loop turn, at least every 10 ms).
+const RAFT_STUCK_MS: u64 = 2_000;
+
+/// `/healthz`: the lock-table thread runs and, in a cluster, the Raft thread turns.
+fn health_check(table_alive: Arc<AtomicBool>, view: Option<Arc<ClusterView>>) -> crate::metrics::http::Check {
+    Arc::new(move || {
+        if !table_alive.load(Ordering::SeqCst) {
+            return Err("the lock-table thread has stopped".into());
+        }
+        if let Some(view) = &view {
+            if let Some(why) = view.broken() {
+                return Err(why);
+            }
+            match view.since_published_ms() {
+                Some(ms) if ms <= RAFT_STUCK_MS => {}
+                Some(ms) => return Err(format!("the Raft thread has not turned for {ms} ms")),
+                None => return Err("the Raft thread has not started".into()),
+            }
+        }
+        Ok(())
+    })
+}
+
+/// `/readyz`: the node can serve or redirect: standalone always; in a cluster, the
+/// leader, or a node that knows a leader.
+fn ready_check(view: Option<Arc<ClusterView>>) -> crate::metrics::http::Check {
+    Arc::new(move || {
+        let Some(view) = &view else { return Ok(()) };
+        if view.removed.load(Ordering::SeqCst) {
+            return Err("this node was removed from the cluster".into());
+        }
+        let facts = view.facts();
+        match facts.leader_id {
+            Some(_) => Ok(()),
+            None => Err(format!(
+                "no leader known (role {}, term {}): this node can neither serve nor redirect",
+                crate::cluster::view::role_name(facts.role),
+                facts.term
+            )),
+        }
+    })
 }
 
 /// The standalone node's own address as WELCOME and STATUS report it: the bound
