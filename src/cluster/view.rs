@@ -4,7 +4,9 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::atomic::AtomicBool;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
+
+use crate::metrics::{Metrics, PeerFigures};
 
 use crate::lock::MemberRecord;
 use crate::proto::handshake::role;
@@ -73,6 +75,12 @@ pub struct ClusterView {
     /// it publishes every loop turn (at least every 10 ms), so an old stamp means a
     /// stuck Raft thread.
     published_ms: std::sync::atomic::AtomicU64,
+    /// Where `publish` also writes the Raft figures for a scrape (when metrics run).
+    metrics: std::sync::OnceLock<Arc<Metrics>>,
+    /// The last leader this node knew (0 = none yet), for counting leader changes.
+    last_leader: std::sync::atomic::AtomicU64,
+    /// Peers this node has an established outbound link to (set by the transport).
+    links_up: Mutex<BTreeSet<u64>>,
 }
 
 /// Milliseconds since the first call, on the monotonic clock (for loop stamps).
@@ -153,8 +161,16 @@ impl ClusterView {
         }
     }
 
+    /// Makes `publish` write the Raft figures into `metrics` too.
+    pub fn attach_metrics(&self, metrics: Arc<Metrics>) {
+        let _ = self.metrics.set(metrics);
+    }
+
     pub fn publish(&self, raft: &Raft) {
         self.published_ms.store(loop_clock_ms() + 1, std::sync::atomic::Ordering::Relaxed);
+        if let Some(metrics) = self.metrics.get() {
+            self.publish_metrics(raft, metrics);
+        }
         let membership = raft.membership();
         let mut voters: Vec<u64> = membership.voters.iter().copied().collect();
         for id in &membership.outgoing {
@@ -172,6 +188,60 @@ impl ClusterView {
             learners: membership.learners.iter().copied().collect(),
         };
         *lock(&self.facts) = facts;
+    }
+
+    /// The Raft figures of docs/metrics.md §3. Called at least every loop turn and after
+    /// every step's output, so an election (a term this node moved to by voting for
+    /// itself) or a new leader is seen even if it lasted one turn.
+    fn publish_metrics(&self, raft: &Raft, metrics: &Metrics) {
+        use std::sync::atomic::Ordering::Relaxed;
+        let r = &metrics.raft;
+        if raft.term() > r.term.get() && raft.voted_for() == Some(raft.id()) {
+            r.elections_started.inc();
+        }
+        r.term.set(raft.term());
+        r.role.set(match raft.role() {
+            Role::Leader => 0,
+            Role::Follower => 1,
+            Role::PreCandidate | Role::Candidate => 2,
+            Role::Learner => 3,
+        });
+        let leader = raft.leader_id().unwrap_or(0);
+        r.leader_id.set(leader);
+        if leader != 0 && self.last_leader.swap(leader, Relaxed) != leader {
+            r.leader_changes.inc();
+        }
+        r.commit_index.set(raft.commit_index());
+        let leading = raft.is_leader();
+        r.proposals_pending.set(if leading {
+            raft.last_index().saturating_sub(raft.commit_index())
+        } else {
+            0
+        });
+        let mut others = raft.membership().all_nodes();
+        others.remove(&raft.id());
+        let links_up = lock(&self.links_up);
+        let mut peers = r.peers.lock().unwrap_or_else(|p| p.into_inner());
+        if peers.len() != others.len() || peers.iter().zip(&others).any(|(p, id)| p.node != *id) {
+            *peers = others.iter().map(|&node| PeerFigures { node, ..Default::default() }).collect();
+        }
+        for p in peers.iter_mut() {
+            p.link_up = links_up.contains(&p.node);
+            p.match_lag = match raft.progress_of(p.node) {
+                Some((matched, _)) if leading => Some(raft.last_index().saturating_sub(matched)),
+                _ => None,
+            };
+        }
+    }
+
+    /// Records whether an outbound link to peer `node` is established (the transport).
+    pub fn set_link_up(&self, node: u64, up: bool) {
+        let mut links = lock(&self.links_up);
+        if up {
+            links.insert(node);
+        } else {
+            links.remove(&node);
+        }
     }
 
     pub fn facts(&self) -> RaftFacts {

@@ -122,7 +122,13 @@ fn serve(mut stream: TcpStream, endpoints: &Endpoints) {
     let path = path.split('?').next().unwrap_or("");
     let _ = match path {
         "/metrics" => {
-            let body = endpoints.metrics.render(&ProcessFigures::read());
+            let mut body = endpoints.metrics.render(&ProcessFigures::read());
+            // What /readyz says, as a gauge an alert can use.
+            let ready = u64::from((endpoints.ready)().is_ok());
+            body.push_str(&format!(
+                "# HELP ticketing_ready 1 while the node can serve or redirect (as /readyz says).\n\
+                 # TYPE ticketing_ready gauge\nticketing_ready {ready}\n"
+            ));
             respond(&mut stream, 200, "text/plain; version=0.0.4; charset=utf-8", &body, head)
         }
         "/healthz" => match (endpoints.health)() {
@@ -205,7 +211,7 @@ mod tests {
         let addr = server.local_addr();
         let m = get(addr, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n");
         assert!(m.starts_with("HTTP/1.1 200 OK\r\n") && m.contains("version=0.0.4"), "{m}");
-        assert!(m.contains("\nticketing_busy_total 3\n"), "{m}");
+        assert!(m.contains("\nticketing_busy_total 3\n") && m.contains("\nticketing_ready 0\n"), "{m}");
         assert!(get(addr, "GET /healthz HTTP/1.0\r\n\r\n").starts_with("HTTP/1.1 200"));
         let r = get(addr, "GET /readyz HTTP/1.1\r\n\r\n");
         assert!(r.starts_with("HTTP/1.1 503") && r.ends_with("no leader known\n"), "{r}");

@@ -198,6 +198,7 @@ impl Server {
                 };
                 let view =
                     Arc::new(ClusterView::new(cluster_config.peers.iter().map(|p| (p.id, p.addr.clone()))));
+                view.attach_metrics(metrics.clone());
                 let link = LogLink::Raft { tx: raft_tx.clone(), waker: waker.clone(), snapshot_index: 0 };
                 let thread = {
                     let view = view.clone();

@@ -1,0 +1,244 @@
+//! The metrics listener and the monitoring files (docs/metrics.md), against real
+//! processes and, where installed, a real Prometheus and its promtool (`.ci/run`
+//! installs Debian's `prometheus`; set TICKETING_REQUIRE_PROMETHEUS=1 to fail without).
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::*;
+
+fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// (status code, body) of `GET path` on `addr`.
+fn http_get(addr: SocketAddr, path: &str) -> (u16, String) {
+    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(2)).expect("metrics port");
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    write!(s, "GET {path} HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n").unwrap();
+    let mut text = String::new();
+    s.read_to_string(&mut text).unwrap();
+    let code = text.split_whitespace().nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
+    let body = text.split_once("\r\n\r\n").map_or("", |(_, b)| b).to_string();
+    (code, body)
+}
+
+/// A 3-node cluster whose nodes serve metrics on 127.0.0.N:(port + 2000).
+fn cluster_with_metrics() -> (Cluster, Vec<SocketAddr>) {
+    let port = free_port_pair();
+    let metrics_port = port + 2000;
+    let peers: String = (1..=3).map(|i| format!("{i}@127.0.0.{i}:{port}")).collect::<Vec<_>>().join(",");
+    let mut cluster = Cluster { port, nodes: Vec::new(), peers };
+    let mut metrics = Vec::new();
+    for i in 1..=3u64 {
+        let m = format!("127.0.0.{i}:{metrics_port}");
+        let node =
+            cluster.spawn(i, &format!("127.0.0.{i}:{port}"), "new", &[("TICKETING_METRICS_LISTEN", &m)]);
+        cluster.nodes.push(Some(node));
+        metrics.push(m.parse().unwrap());
+    }
+    (cluster, metrics)
+}
+
+/// The metric names an exposition declares (`# TYPE name kind`).
+fn exposed(text: &str) -> BTreeSet<String> {
+    text.lines()
+        .filter_map(|l| l.strip_prefix("# TYPE ")?.split_whitespace().next().map(str::to_owned))
+        .collect()
+}
+
+/// The value of the sample `name` (with exactly these labels, as written) in `text`.
+fn sample(text: &str, name: &str) -> Option<f64> {
+    text.lines().find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
+}
+
+fn have(tool: &str) -> bool {
+    let found =
+        Command::new(tool).arg("--version").stdout(Stdio::null()).stderr(Stdio::null()).status().is_ok();
+    if !found {
+        assert!(
+            std::env::var_os("TICKETING_REQUIRE_PROMETHEUS").is_none(),
+            "{tool} is required here but not installed"
+        );
+        eprintln!("SKIPPED: {tool} is not installed (Debian package prometheus)");
+    }
+    found
+}
+
+#[test]
+fn every_metric_is_documented_and_every_documented_metric_exists() {
+    let (cluster, metrics) = cluster_with_metrics();
+    let leader = cluster.wait_leader(Duration::from_secs(15));
+    let (code, text) = http_get(metrics[leader], "/metrics");
+    assert_eq!(code, 200, "{text}");
+    let names = exposed(&text);
+    let doc = std::fs::read_to_string(repo().join("docs/metrics.md")).unwrap();
+    let documented: BTreeSet<String> = doc
+        .split('`')
+        .filter(|w| w.starts_with("ticketing_") && w.len() > "ticketing_".len())
+        .map(|w| w.split('{').next().unwrap().to_string())
+        .collect();
+    for name in &names {
+        assert!(documented.contains(name), "{name} is exposed but not in docs/metrics.md");
+    }
+    for name in &documented {
+        assert!(names.contains(name), "docs/metrics.md lists {name}, which the leader does not expose");
+    }
+    // The Raft figures say what STATUS says.
+    let status = status_map(&mut connect(cluster.addr(leader)), 1);
+    assert_eq!(sample(&text, "ticketing_raft_term"), status["term"].parse().ok());
+    assert_eq!(sample(&text, "ticketing_raft_role{role=\"leader\"}"), Some(1.0));
+    assert_eq!(sample(&text, "ticketing_raft_leader_id"), status["leader_id"].parse().ok());
+    assert_eq!(sample(&text, "ticketing_ready"), Some(1.0));
+    assert!(sample(&text, "ticketing_process_resident_memory_bytes").unwrap() > 1e6);
+    if have("promtool") {
+        let mut child = Command::new("promtool")
+            .args(["check", "metrics"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        child.stdin.take().unwrap().write_all(text.as_bytes()).unwrap();
+        let out = child.wait_with_output().unwrap();
+        assert!(out.status.success(), "promtool check metrics: {}", String::from_utf8_lossy(&out.stderr));
+    }
+    let (code, _) = http_get(metrics[leader], "/healthz");
+    assert_eq!(code, 200);
+}
+
+#[test]
+fn the_monitoring_files_validate_and_the_alerts_behave() {
+    let dir = repo().join("deploy/monitoring");
+    // The dashboard is JSON, and every metric its queries use is one the nodes expose.
+    let dashboard = std::fs::read_to_string(dir.join("grafana-dashboard.json")).unwrap();
+    let py = "import json,sys; d=json.load(open(sys.argv[1])); assert d['panels'] and all(p['targets'] for p in d['panels'])";
+    match Command::new("python3").args(["-c", py]).arg(dir.join("grafana-dashboard.json")).output() {
+        Ok(out) => assert!(out.status.success(), "dashboard: {}", String::from_utf8_lossy(&out.stderr)),
+        Err(_) => eprintln!("dashboard JSON not parsed: no python3"),
+    }
+    let doc = std::fs::read_to_string(repo().join("docs/metrics.md")).unwrap();
+    for (at, _) in dashboard.match_indices("ticketing_") {
+        let name: String =
+            dashboard[at..].chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '_').collect();
+        let base =
+            ["_bucket", "_sum", "_count"].iter().fold(name.clone(), |n, s| n.trim_end_matches(s).to_string());
+        assert!(
+            doc.contains(&format!("`{base}")),
+            "the dashboard uses {name}, which docs/metrics.md does not list"
+        );
+    }
+    if !have("promtool") {
+        return;
+    }
+    let run = |args: &[&str], cwd: &Path| {
+        let out = Command::new("promtool").args(args).current_dir(cwd).output().unwrap();
+        assert!(
+            out.status.success(),
+            "promtool {args:?}: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    run(&["check", "rules", "ticketing-alerts.yml"], &dir);
+    run(&["check", "config", "prometheus.yml"], &dir);
+    run(&["test", "rules", "ticketing-alerts.test.yml"], &dir);
+}
+
+/// A node cut off from the majority turns not-ready within about an election timeout,
+/// and ready again after the heal.
+#[test]
+fn readyz_follows_the_quorum() {
+    let (mut cluster, metrics) = cluster_with_metrics();
+    let leader = cluster.wait_leader(Duration::from_secs(15));
+    let lone = (leader + 1) % 3;
+    for i in 0..3 {
+        assert_eq!(http_get(metrics[i], "/readyz").0, 200, "node {} before", i + 1);
+    }
+    let others: Vec<usize> = (0..3).filter(|i| *i != lone).collect();
+    for &i in &others {
+        cluster.signal(i, "-STOP");
+    }
+    let stopped = Instant::now();
+    let not_ready_after = loop {
+        let (code, body) = http_get(metrics[lone], "/readyz");
+        if code == 503 {
+            assert!(body.contains("no leader known"), "{body}");
+            break stopped.elapsed();
+        }
+        assert!(
+            stopped.elapsed() < Duration::from_secs(6),
+            "still ready {:?} after the majority froze",
+            stopped.elapsed()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    // /healthz is another matter: the node's own loops still run.
+    assert_eq!(http_get(metrics[lone], "/healthz").0, 200);
+    for &i in &others {
+        cluster.signal(i, "-CONT");
+    }
+    let healed = Instant::now();
+    while http_get(metrics[lone], "/readyz").0 != 200 {
+        assert!(healed.elapsed() < Duration::from_secs(15), "not ready again after the heal");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    println!("not ready {not_ready_after:?} after the freeze, ready {:?} after the heal", healed.elapsed());
+    // An election timeout (2.0–2.3 s) and a heartbeat, with room for a busy machine.
+    assert!(not_ready_after <= Duration::from_millis(3500), "{not_ready_after:?}");
+    cluster.kill(0);
+}
+
+/// A real Prometheus scrapes a real cluster: one leader in the data it stores.
+#[test]
+fn a_real_prometheus_scrapes_the_cluster() {
+    if !have("prometheus") {
+        return;
+    }
+    let (cluster, metrics) = cluster_with_metrics();
+    cluster.wait_leader(Duration::from_secs(15));
+    let dir = tempfile::tempdir().unwrap();
+    let targets: Vec<String> = metrics.iter().map(|m| format!("\"{m}\"")).collect();
+    std::fs::write(
+        dir.path().join("prometheus.yml"),
+        format!(
+            "global:\n  scrape_interval: 1s\nscrape_configs:\n  - job_name: ticketing\n    static_configs:\n      - targets: [{}]\n",
+            targets.join(", ")
+        ),
+    )
+    .unwrap();
+    let web = format!("127.0.0.1:{}", free_port_pair());
+    let mut prometheus = Command::new("prometheus")
+        .arg(format!("--config.file={}", dir.path().join("prometheus.yml").display()))
+        .arg(format!("--storage.tsdb.path={}", dir.path().join("data").display()))
+        .arg(format!("--web.listen-address={web}"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let web: SocketAddr = web.parse().unwrap();
+    let query = "/api/v1/query?query=sum(ticketing_raft_role%7Brole%3D%22leader%22%7D)";
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let answer = loop {
+        if let Ok(mut s) = TcpStream::connect_timeout(&web, Duration::from_millis(200)) {
+            let _ = s.set_read_timeout(Some(Duration::from_secs(5)));
+            let _ = write!(s, "GET {query} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+            let mut text = String::new();
+            let _ = s.read_to_string(&mut text);
+            if text.contains("\"result\":[{") {
+                break text;
+            }
+        }
+        assert!(Instant::now() < deadline, "Prometheus stored no sample of the cluster");
+        std::thread::sleep(Duration::from_millis(500));
+    };
+    let _ = prometheus.kill();
+    let _ = prometheus.wait();
+    assert!(answer.contains("\"1\"]"), "one leader: {answer}");
+}
