@@ -1,5 +1,6 @@
-# Sourced by memory.sh and soak.sh: start a 3-node Ticketing cluster on
-# 127.0.0.{1,2,3}:$PORT (peers on $PORT+1000) and stop it on exit.
+# Sourced by memory.sh, soak.sh, client-ab.sh and scrape-cost.sh: start a 3-node
+# Ticketing cluster on 127.0.0.{1,2,3}:$PORT (peers on $PORT+1000; with METRICS_PORT
+# set, metrics on 127.0.0.{1,2,3}:$METRICS_PORT) and stop it on exit.
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 TICKETING="$ROOT/target/release/ticketing"
 export TICKETING_AUTH_TOKEN=${TICKETING_AUTH_TOKEN:-bench-secret-0123456789}
@@ -11,7 +12,7 @@ NODE_PIDS=()
 cleanup() {
     for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
     for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
-    rm -rf "$WORK"
+    [ -n "${KEEP_WORK:-}" ] && echo "logs kept in $WORK" >&2 || rm -rf "$WORK"
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
@@ -20,6 +21,7 @@ start_cluster() {
     cargo build --release --quiet --manifest-path "$ROOT/Cargo.toml"
     local peers="1@127.0.0.1:$PORT,2@127.0.0.2:$PORT,3@127.0.0.3:$PORT"
     for i in 1 2 3; do
+        env ${METRICS_PORT:+TICKETING_METRICS_LISTEN=127.0.0.$i:$METRICS_PORT} \
         TICKETING_LISTEN=127.0.0.$i:$PORT TICKETING_NODE_ID=$i TICKETING_CLUSTER_SELF=127.0.0.$i:$PORT \
             TICKETING_CLUSTER_PEERS=$peers TICKETING_CLUSTER_STATE=new RUST_LOG=warn \
             "$TICKETING" server 2>"$WORK/node-$i.log" &
