@@ -212,6 +212,15 @@ impl Replica {
         encode_snapshot(self.table.state())
     }
 
+    /// The answer to TOP KEYS: the leader's queues (monitoring, not a linearizable
+    /// read: the queues live on the leader only), or `M` on a follower.
+    pub fn top_keys(&self, n: u8, now_ms: u64) -> Response {
+        match &self.role {
+            LogRole::NotLeader { leader_addr } => Response::Moved { leader: leader_addr.clone() },
+            LogRole::Leader { .. } => Response::TopKeys { keys: self.table.top_keys(usize::from(n), now_ms) },
+        }
+    }
+
     /// A client request for the lock table (ACQUIRE, RELEASE or QUERY).
     pub fn request(
         &mut self,
@@ -261,7 +270,11 @@ impl Replica {
                 self.reads_waiting.insert(ctx, (conn, id, key));
                 out.to_log.push(ToLog::ReadIndex { ctx });
             }
-            Request::Status | Request::Ping | Request::Replace { .. } | Request::Members => {
+            Request::Status
+            | Request::Ping
+            | Request::Replace { .. }
+            | Request::Members
+            | Request::TopKeys { .. } => {
                 // Answered by connection threads or the Raft thread; never silently
                 // dropped here.
                 scratch.replies.push(Reply {

@@ -9,7 +9,7 @@ use ticketing::proto::io::{FrameReader, ReadError};
 use ticketing::proto::limits::*;
 use ticketing::proto::{
     decode_request, decode_response, encode_request, encode_response, DecodeError, ErrorCode, Request,
-    Response,
+    Response, TopKey,
 };
 
 /// Bytes from hex, ignoring whitespace and `·`.
@@ -358,7 +358,7 @@ fn unknown_request_op_is_unknown_op() {
     }
     // Every letter that is not a request op is unknown.
     for op in 0..=255u8 {
-        if !b"ARQSPCL".contains(&op) {
+        if !b"ARQSPCLK".contains(&op) {
             assert_eq!(decode_request(&[op, 0, 0, 0, 9]), Err(DecodeError::UnknownOp(op)));
         }
     }
@@ -397,6 +397,68 @@ fn members_is_an_empty_admin_request() {
     );
 }
 
+#[test]
+fn top_keys_round_trips_and_checks_n() {
+    // The bytes of docs/protocol.md §5.6.
+    let request = enc_req(6, &Request::TopKeys { n: 10 });
+    assert_eq!(request, h("00 00 00 06 4b 00 00 00 06 0a"));
+    assert_eq!(decode_request(payload(&request)), Ok((6, Request::TopKeys { n: 10 })));
+    assert!(!Request::TopKeys { n: 1 }.is_admin(), "any client may ask");
+    for n in [0u8, 101, 255] {
+        assert_eq!(
+            decode_request(&[b'K', 0, 0, 0, 6, n]),
+            Err(DecodeError::Invalid { id: 6, reason: "n must be 1..=100" }),
+            "n {n}"
+        );
+    }
+    assert_eq!(
+        decode_request(&[b'K', 0, 0, 0, 6]),
+        Err(DecodeError::Malformed("body shorter than its op needs"))
+    );
+    let one = Response::TopKeys {
+        keys: vec![TopKey {
+            key: "seat:42".into(),
+            waiters: 3,
+            oldest_wait_ms: 1500,
+            token: 9,
+            owner: "svc-7".into(),
+            remaining_ms: 28_000,
+        }],
+    };
+    let bytes = enc_resp(6, &one);
+    assert_eq!(
+        bytes,
+        h("00 00 00 28 4b 00 00 00 06 01
+           00 00 00 03 00 00 05 dc 00 00 00 00 00 00 00 09 00 00 6d 60
+           07 73 65 61 74 3a 34 32 05 73 76 63 2d 37")
+    );
+    assert_eq!(decode_response(payload(&bytes)), Ok((6, one)));
+    let none = enc_resp(6, &Response::TopKeys { keys: vec![] });
+    assert_eq!(none, h("00 00 00 06 4b 00 00 00 06 00"));
+    // A count above 100 is malformed, whatever follows.
+    assert!(matches!(decode_response(&[b'K', 0, 0, 0, 6, 101]), Err(DecodeError::Malformed(_))));
+    // The largest answer (100 keys and owners of 255 bytes) fits a response frame.
+    let key = "k".repeat(255);
+    let big = Response::TopKeys {
+        keys: (0..150)
+            .map(|i| TopKey {
+                key: key.clone(),
+                waiters: i,
+                oldest_wait_ms: 0,
+                token: 1,
+                owner: key.clone(),
+                remaining_ms: 0,
+            })
+            .collect(),
+    };
+    let bytes = enc_resp(7, &big);
+    assert!(bytes.len() - 4 <= RESPONSE_FRAME_LEN_MAX as usize, "{}", bytes.len());
+    match decode_response(payload(&bytes)) {
+        Ok((7, Response::TopKeys { keys })) => assert_eq!(keys.len(), 100, "cut to 100 keys"),
+        other => panic!("{other:?}"),
+    }
+}
+
 proptest! {
     /// The server's byte accounting relies on this being exact.
     #[test]
@@ -413,7 +475,7 @@ proptest! {
 #[test]
 fn unknown_response_op_is_unknown_op() {
     for op in 0..=255u8 {
-        if !b"GBTRNMUHFSPE".contains(&op) {
+        if !b"GBTRNMUHFSPEK".contains(&op) {
             assert_eq!(decode_response(&[op, 0, 0, 0, 9]), Err(DecodeError::UnknownOp(op)), "op {op:#x}");
         }
     }
@@ -737,6 +799,7 @@ fn valid_request() -> impl Strategy<Value = Request> {
         field().prop_map(|key| Request::Query { key }),
         Just(Request::Status),
         Just(Request::Ping),
+        (1u8..=100).prop_map(|n| Request::TopKeys { n }),
     ]
 }
 
@@ -757,6 +820,23 @@ fn valid_response() -> impl Strategy<Value = Response> {
         Just(Response::Pong),
         (any::<u8>(), text(255))
             .prop_map(|(code, message)| Response::Error { code: ErrorCode::from_u8(code), message }),
+        proptest::collection::vec(
+            (text(255), text(255), any::<u64>(), any::<u32>(), any::<u32>(), any::<u32>()),
+            0..=100
+        )
+        .prop_map(|entries| Response::TopKeys {
+            keys: entries
+                .into_iter()
+                .map(|(key, owner, token, waiters, oldest_wait_ms, remaining_ms)| TopKey {
+                    key,
+                    waiters,
+                    oldest_wait_ms,
+                    token,
+                    owner,
+                    remaining_ms
+                })
+                .collect()
+        }),
     ]
 }
 
@@ -770,7 +850,7 @@ proptest! {
 
     #[test]
     fn decode_request_never_panics_on_plausible_frames(
-        op in prop_oneof![Just(b'A'), Just(b'R'), Just(b'Q'), Just(b'S'), Just(b'P')],
+        op in prop_oneof![Just(b'A'), Just(b'R'), Just(b'Q'), Just(b'S'), Just(b'P'), Just(b'K')],
         id in any::<u32>(),
         body in proptest::collection::vec(any::<u8>(), 0..600),
     ) {
@@ -792,7 +872,7 @@ proptest! {
 
     #[test]
     fn decode_response_never_panics_on_plausible_frames(
-        op in proptest::sample::select(b"GBTRNMUHFSPE".to_vec()),
+        op in proptest::sample::select(b"GBTRNMUHFSPEK".to_vec()),
         body in proptest::collection::vec(any::<u8>(), 0..300),
     ) {
         let mut p = vec![op, 0, 0, 0, 1];

@@ -225,7 +225,7 @@ pub(crate) fn parse_status(text: &str) -> Vec<(String, String)> {
 }
 
 /// Left-aligned columns separated by two spaces; the last column is not padded.
-fn table(rows: &[Vec<String>]) -> String {
+pub(super) fn table(rows: &[Vec<String>]) -> String {
     let columns = rows.iter().map(Vec::len).max().unwrap_or(0);
     let widths: Vec<usize> = (0..columns)
         .map(|c| rows.iter().filter_map(|r| r.get(c)).map(|v| v.chars().count()).max().unwrap_or(0))
@@ -252,7 +252,7 @@ fn table(rows: &[Vec<String>]) -> String {
 }
 
 /// Client addresses of the voters and learners a cluster node's STATUS lists.
-fn cluster_members(status: &str) -> Vec<String> {
+pub(super) fn cluster_members(status: &str) -> Vec<String> {
     let mut members = Vec::new();
     for (name, value) in parse_status(status) {
         if name == "voters" || name == "learners" {

@@ -1,5 +1,5 @@
 //! The command-line interface: `ticketing server | acquire | release | query | status
-//! | run | demo | bench`. Every subcommand takes `--help`.
+//! | top | run | demo | admin | bench`. Every subcommand takes `--help`.
 //!
 //! Exit status: 0 success; 1 a definitive "no" (busy, timeout, not holder); 2 usage or
 //! configuration error; 3 outcome unknown, no server reachable, or (for `run`) the
@@ -11,6 +11,7 @@ mod commands;
 mod demo;
 pub mod histogram;
 mod run;
+mod top;
 
 use std::time::{Duration, Instant};
 
@@ -73,6 +74,7 @@ Commands:
   release KEY TOKEN            give KEY back
   query KEY                    show who holds KEY
   status                       show the STATUS of the node(s)
+  top                          live view: nodes, lock rates, longest queues
   run KEY -- CMD [ARGS...]     run CMD while holding KEY
   demo                         run a self-contained demonstration (~10 s)
   admin replace OLD NEW@ADDR   replace voter OLD by the joined node NEW (cluster)
@@ -133,6 +135,7 @@ pub fn main(args: Vec<String>) -> i32 {
         Some("run") => run::run(rest),
         Some("demo") => demo::demo(rest),
         Some("admin") => admin::admin(rest),
+        Some("top") => top::top(rest),
         Some("bench") => bench::bench(rest),
         Some(other) => {
             eprintln!("ticketing: unknown command {other:?}; see ticketing --help");

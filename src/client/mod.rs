@@ -81,6 +81,7 @@ mod tls;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+pub use crate::proto::frame::{TopKey, TOP_KEYS_MAX};
 pub use backoff::{Backoff, BACKOFF_INITIAL, BACKOFF_MAX};
 pub use builder::{
     split_addrs, ClientBuilder, COMMIT_MARGIN, CONNECT_WAIT_MIN, DEFAULT_ADDR, REQUEST_TIMEOUT_DEFAULT,
@@ -543,6 +544,19 @@ impl Client {
     pub fn members(&self) -> Result<String, ClientError> {
         match self.call(&Request::Members, |_| true)? {
             Response::Status { text } => Ok(text),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    /// TOP KEYS: the `n` keys (1..=100) with the longest queues, longest first, as the
+    /// leader sees them (followers redirect; waiters live on the leader). Any client may
+    /// ask. Blocks at most the request timeout.
+    pub fn top_keys(&self, n: u8) -> Result<Vec<TopKey>, ClientError> {
+        if n == 0 || n > TOP_KEYS_MAX {
+            return Err(ClientError::Invalid(format!("n must be 1..={TOP_KEYS_MAX}, not {n}")));
+        }
+        match self.call(&Request::TopKeys { n }, |_| true)? {
+            Response::TopKeys { keys } => Ok(keys),
             other => Err(unexpected(other)),
         }
     }

@@ -5,7 +5,7 @@ use std::collections::{BTreeSet, HashMap, VecDeque};
 use super::command::{Command, Grant, Origin};
 use super::state::{Effect, LockState};
 use super::ConnId;
-use crate::proto::{ErrorCode, Response};
+use crate::proto::{ErrorCode, Response, TopKey};
 
 /// Settings of one table.
 #[derive(Clone, Debug)]
@@ -46,6 +46,8 @@ struct Waiter {
     owner: String,
     lease_ms: u32,
     deadline_ms: u64,
+    /// When it joined the queue (for TOP KEYS' oldest wait).
+    since_ms: u64,
 }
 
 /// The leader's view of one key: the projected holder (granted, perhaps not applied
@@ -184,7 +186,15 @@ impl LockTable {
         let seq = self.next_seq;
         self.next_seq += 1;
         let deadline_ms = now_ms + u64::from(wait_ms);
-        view.queue.push_back(Waiter { seq, conn, id, owner: owner.to_owned(), lease_ms, deadline_ms });
+        view.queue.push_back(Waiter {
+            seq,
+            conn,
+            id,
+            owner: owner.to_owned(),
+            lease_ms,
+            deadline_ms,
+            since_ms: now_ms,
+        });
         self.wait_timers.insert((deadline_ms, seq, key.to_owned()));
         self.conn_waiters.entry(conn).or_default().push((seq, key.to_owned()));
         self.waiters_total += 1;
@@ -279,6 +289,39 @@ impl LockTable {
             waiters: view.map_or(0, |v| v.queue.len()) as u32,
             owner: holder.owner.clone(),
         }
+    }
+
+    /// The `n` keys with the most waiters (ties: the longer oldest wait, then the key),
+    /// with their holder as the applied state has it. O(keys with waiters).
+    pub fn top_keys(&self, n: usize, now_ms: u64) -> Vec<TopKey> {
+        let mut queued: Vec<(&String, &KeyView)> =
+            self.keys.iter().filter(|(_, v)| !v.queue.is_empty()).collect();
+        let oldest = |v: &KeyView| v.queue.front().map_or(0, |w| now_ms.saturating_sub(w.since_ms));
+        let order = |a: &(&String, &KeyView), b: &(&String, &KeyView)| {
+            b.1.queue.len().cmp(&a.1.queue.len()).then(oldest(b.1).cmp(&oldest(a.1))).then(a.0.cmp(b.0))
+        };
+        if queued.len() > n {
+            queued.select_nth_unstable_by(n, order);
+            queued.truncate(n);
+        }
+        queued.sort_unstable_by(order);
+        queued
+            .into_iter()
+            .map(|(key, view)| {
+                let (token, owner, remaining_ms) = match self.query(key, now_ms) {
+                    Response::Holder { token, owner, remaining_ms, .. } => (token, owner, remaining_ms),
+                    _ => (0, String::new(), 0),
+                };
+                TopKey {
+                    key: key.clone(),
+                    waiters: view.queue.len().min(u32::MAX as usize) as u32,
+                    oldest_wait_ms: oldest(view).min(u64::from(u32::MAX)) as u32,
+                    token,
+                    owner,
+                    remaining_ms,
+                }
+            })
+            .collect()
     }
 
     /// Time passes: waits that elapsed answer `T`; leases that ran out are expired

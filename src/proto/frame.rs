@@ -29,6 +29,28 @@ pub enum Request {
     /// `L`: list the members as this node sees them (cluster administration): voters,
     /// learners, each one's address and recorded process incarnation. Answered with `S`.
     Members,
+    /// `K`: the `n` keys (1..=100) with the longest queues, as the lock table that
+    /// queues them (a leader, or a standalone node) sees them. Answered with `K`, or
+    /// `M` by a follower.
+    TopKeys { n: u8 },
+}
+
+/// Most keys one TOP KEYS answer lists.
+pub const TOP_KEYS_MAX: u8 = 100;
+
+/// One key of a TOP KEYS answer.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TopKey {
+    pub key: String,
+    /// ACQUIREs queued on the key.
+    pub waiters: u32,
+    /// How long the first of them has waited, in ms.
+    pub oldest_wait_ms: u32,
+    /// The holder (token 0 and an empty owner when none, for a moment between holders).
+    pub token: u64,
+    pub owner: String,
+    /// Lease time the holder has left, in ms.
+    pub remaining_ms: u32,
 }
 
 impl Request {
@@ -106,6 +128,8 @@ pub enum Response {
     Pong,
     /// `E`: see [`ErrorCode`].
     Error { code: ErrorCode, message: String },
+    /// `K`: answer to TOP KEYS, longest queue first (at most [`TOP_KEYS_MAX`]).
+    TopKeys { keys: Vec<TopKey> },
 }
 
 /// Why a frame could not be decoded, and so what the server must do about it.
@@ -256,6 +280,14 @@ pub fn decode_request(payload: &[u8]) -> Result<(u32, Request), DecodeError> {
             cur.finish()?;
             Request::Members
         }
+        b'K' => {
+            let n = cur.u8()?;
+            cur.finish()?;
+            if n == 0 || n > TOP_KEYS_MAX {
+                return Err(DecodeError::Invalid { id, reason: "n must be 1..=100" });
+            }
+            Request::TopKeys { n }
+        }
         other => return Err(DecodeError::UnknownOp(other)),
     };
     Ok((id, request))
@@ -311,6 +343,23 @@ pub fn decode_response(payload: &[u8]) -> Result<(u32, Response), DecodeError> {
             let code = ErrorCode::from_u8(cur.u8()?);
             Response::Error { code, message: lossy(cur.str8()?) }
         }
+        b'K' => {
+            let count = cur.u8()?;
+            if count > TOP_KEYS_MAX {
+                return Err(DecodeError::Malformed("more than 100 keys in a TOP KEYS answer"));
+            }
+            let mut keys = Vec::with_capacity(count as usize);
+            for _ in 0..count {
+                let waiters = cur.u32()?;
+                let oldest_wait_ms = cur.u32()?;
+                let token = cur.u64()?;
+                let remaining_ms = cur.u32()?;
+                let key = lossy(cur.str8()?);
+                let owner = lossy(cur.str8()?);
+                keys.push(TopKey { key, waiters, oldest_wait_ms, token, owner, remaining_ms });
+            }
+            Response::TopKeys { keys }
+        }
         other => return Err(DecodeError::UnknownOp(other)),
     };
     cur.finish()?;
@@ -355,6 +404,11 @@ pub fn encode_request(out: &mut Vec<u8>, id: u32, request: &Request) {
         Request::Members => {
             out.push(b'L');
             put_u32(out, id);
+        }
+        Request::TopKeys { n } => {
+            out.push(b'K');
+            put_u32(out, id);
+            out.push(*n);
         }
     }
     end_frame(out, start);
@@ -420,6 +474,18 @@ pub fn encode_response(out: &mut Vec<u8>, id: u32, response: &Response) {
             out.push(code.to_u8());
             put_str8(out, truncate(message, 255));
         }
+        Response::TopKeys { keys } => {
+            let keys = &keys[..keys.len().min(TOP_KEYS_MAX as usize)];
+            out.push(keys.len() as u8);
+            for k in keys {
+                put_u32(out, k.waiters);
+                put_u32(out, k.oldest_wait_ms);
+                put_u64(out, k.token);
+                put_u32(out, k.remaining_ms);
+                put_str8(out, truncate(&k.key, 255));
+                put_str8(out, truncate(&k.owner, 255));
+            }
+        }
     }
     end_frame(out, start);
 }
@@ -439,6 +505,13 @@ pub fn encoded_response_len(response: &Response) -> usize {
         Response::Holder { owner, .. } => 16 + 1 + truncate(owner, 255).len(),
         Response::Status { text } => 2 + truncate(text, STATUS_TEXT_LEN_MAX).len(),
         Response::Error { message, .. } => 1 + 1 + truncate(message, 255).len(),
+        Response::TopKeys { keys } => {
+            1 + keys
+                .iter()
+                .take(TOP_KEYS_MAX as usize)
+                .map(|k| 20 + 2 + truncate(&k.key, 255).len() + truncate(&k.owner, 255).len())
+                .sum::<usize>()
+        }
     };
     4 + 1 + 4 + body
 }
@@ -458,6 +531,7 @@ pub fn response_op(response: &Response) -> (u8, &'static str) {
         Response::Status { .. } => (b'S', "STATUS"),
         Response::Pong => (b'P', "PONG"),
         Response::Error { .. } => (b'E', "ERROR"),
+        Response::TopKeys { .. } => (b'K', "TOP_KEYS"),
     }
 }
 

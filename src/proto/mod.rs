@@ -10,5 +10,5 @@ pub mod limits;
 
 pub use frame::{
     decode_request, decode_response, encode_request, encode_response, DecodeError, ErrorCode, Request,
-    Response,
+    Response, TopKey, TOP_KEYS_MAX,
 };

@@ -237,6 +237,7 @@ fn read_loop(
             Request::Ping => Some(Response::Pong),
             Request::Status => Some(Response::Status { text: shared.status_text() }),
             Request::Members => Some(shared.members_answer()),
+            Request::TopKeys { n } => Some(shared.top_keys(n)),
             _ => None,
         };
         if let Some(response) = local {

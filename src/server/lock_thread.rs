@@ -20,7 +20,7 @@ use crate::lock::codec::{decode_command, decode_snapshot};
 use crate::lock::ConnId;
 use crate::messages::{Clock, FromLog, ToRaft, WriterMsg};
 use crate::proto::frame::encode_response;
-use crate::proto::Request;
+use crate::proto::{Request, Response};
 use crate::raft::EntryKind;
 use crate::replica::{LogRole, Replica, ReplicaOutput, ToLog};
 
@@ -39,6 +39,10 @@ pub enum TableMsg {
     Open { conn: ConnId, replies: Sender<WriterMsg>, direct: Option<Arc<DirectWriter>> },
     /// ACQUIRE, RELEASE or QUERY from `conn`.
     Request { conn: ConnId, id: u32, request: Request },
+    /// TOP KEYS: answered at once on `reply` (the connection's reader waits for it and
+    /// charges its real size to the connection, so a big answer cannot hide behind
+    /// the fixed reckoning of lock answers).
+    TopKeys { n: u8, reply: Sender<Response> },
     /// The connection is gone: its waiters leave their queues.
     Closed { conn: ConnId },
     /// News from the log (cluster mode).
@@ -288,6 +292,9 @@ fn handle(
                 }
                 return false;
             }
+        }
+        TableMsg::TopKeys { n, reply } => {
+            let _ = reply.send(replica.top_keys(n, clock.now_ms()));
         }
         TableMsg::Stop => return false,
     }

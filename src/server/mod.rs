@@ -38,6 +38,9 @@ pub const HANDSHAKES_PER_IP_MAX: usize = 64;
 /// File descriptors kept for everything but client connections: the listeners, peer
 /// links and their handshakes, dialers, logs.
 pub const RESERVED_FDS: u64 = 256;
+/// How long a connection waits for the lock-table thread's TOP KEYS answer before
+/// answering `E 4`.
+pub const TOP_KEYS_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 pub use crate::slots::CONNECTION_STACK_BYTES;
 
 /// The connection caps in force, from the open-files limit: every connection costs
@@ -72,6 +75,8 @@ impl Limits {
 pub(crate) struct Shared {
     info: NodeInfo,
     counters: Arc<Counters>,
+    /// What the node counts (docs/metrics.md); STATUS shows the lock counters too.
+    metrics: Arc<crate::metrics::Metrics>,
     auth_key: ring::hmac::Key,
     /// The operator (peer) secret's key: a client that proves it may use admin ops.
     operator_key: Option<ring::hmac::Key>,
@@ -97,10 +102,24 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
+    /// Asks the lock-table thread for TOP KEYS and waits for its answer (it answers at
+    /// once, between batches).
+    fn top_keys(&self, n: u8) -> crate::proto::Response {
+        let (reply, answer) = crossbeam_channel::bounded(1);
+        let busy = || crate::proto::Response::Error {
+            code: crate::proto::ErrorCode::Overloaded,
+            message: "the lock table did not answer TOP KEYS in time".into(),
+        };
+        if self.table.send(lock_thread::TableMsg::TopKeys { n, reply }).is_err() {
+            return busy();
+        }
+        answer.recv_timeout(TOP_KEYS_WAIT).unwrap_or_else(|_| busy())
+    }
+
     fn status_text(&self) -> String {
         match &self.cluster {
-            None => status::standalone_text(&self.info, &self.counters),
-            Some(view) => status::cluster_text(&self.info, &self.counters, view),
+            None => status::standalone_text(&self.info, &self.counters, &self.metrics),
+            Some(view) => status::cluster_text(&self.info, &self.counters, &self.metrics, view),
         }
     }
 
@@ -242,6 +261,7 @@ impl Server {
         let shared = Arc::new(Shared {
             info,
             counters,
+            metrics: metrics.clone(),
             auth_key: crate::proto::handshake::auth_key(&config.auth_token),
             operator_key: config.peer_auth_token.as_deref().map(crate::proto::handshake::auth_key),
             tls,

@@ -1,6 +1,7 @@
 //! What STATUS reports (docs/protocol.md §6.1). The lock-table thread publishes its figures in
 //! atomics after every batch, so connection threads answer STATUS without asking it.
 
+use crate::metrics::Metrics;
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
@@ -39,7 +40,7 @@ struct RaftLines {
 }
 
 /// The STATUS text of a standalone node: `name=value` lines.
-pub fn standalone_text(info: &NodeInfo, counters: &Counters) -> String {
+pub fn standalone_text(info: &NodeInfo, counters: &Counters, metrics: &Metrics) -> String {
     let applied = counters.applied_index.load(Ordering::Relaxed);
     let raft = RaftLines {
         role: "standalone",
@@ -50,13 +51,14 @@ pub fn standalone_text(info: &NodeInfo, counters: &Counters) -> String {
         voters: format!("{}@{}", info.node_id, info.addr),
         learners: String::new(),
     };
-    text(info, counters, &raft)
+    text(info, counters, metrics, &raft)
 }
 
 /// The STATUS text of a cluster node: Raft facts from the Raft thread's last publication.
 pub fn cluster_text(
     info: &NodeInfo,
     counters: &Counters,
+    metrics: &Metrics,
     view: &crate::cluster::view::ClusterView,
 ) -> String {
     let facts = view.facts();
@@ -69,7 +71,7 @@ pub fn cluster_text(
         voters: view.members_text(&facts.voters),
         learners: view.members_text(&facts.learners),
     };
-    text(info, counters, &raft)
+    text(info, counters, metrics, &raft)
 }
 
 /// The answer to the admin op MEMBERS (docs/protocol.md): this node's view of the
@@ -105,7 +107,7 @@ pub fn members_text(info: &NodeInfo, view: &crate::cluster::view::ClusterView) -
     text
 }
 
-fn text(info: &NodeInfo, counters: &Counters, raft: &RaftLines) -> String {
+fn text(info: &NodeInfo, counters: &Counters, metrics: &Metrics, raft: &RaftLines) -> String {
     let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
     let mut text = String::with_capacity(512);
     let mut line = |name: &str, value: &dyn std::fmt::Display| {
@@ -127,5 +129,11 @@ fn text(info: &NodeInfo, counters: &Counters, raft: &RaftLines) -> String {
     line("connections", &get(&counters.connections));
     line("uptime_s", &info.started.elapsed().as_secs());
     line("version", &env!("CARGO_PKG_VERSION"));
+    // Counted by this node while it leads (docs/metrics.md): summed over the nodes, the
+    // cluster's figures. `ticketing top` turns them into rates.
+    let lock = &metrics.lock;
+    line("grants_total", &(lock.grants.immediate.get() + lock.grants.handoff.get()));
+    line("handoffs_total", &lock.grants.handoff.get());
+    line("lease_expiries_total", &lock.lease_expiries.get());
     text
 }

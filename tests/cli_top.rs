@@ -1,0 +1,119 @@
+//! `ticketing top` (docs/cli.md) and the TOP KEYS request behind it (docs/protocol.md
+//! §5.6), against real processes.
+
+mod common;
+
+use std::process::Command;
+use std::time::Duration;
+
+use common::*;
+use ticketing::proto::{Request, Response, TopKey};
+
+fn top_once(addr: &str) -> (Option<i32>, String, String) {
+    let out = Command::new(bin())
+        .args(["top", "--once", "--interval", "0.5", "--addr", addr])
+        .env_remove("TICKETING_ADDRS")
+        .env_remove("TICKETING_TLS_CA")
+        .env("TICKETING_AUTH_TOKEN", TOKEN)
+        .output()
+        .unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// Queues `waiters` ACQUIREs behind a holder of `key` on the leader; returns the
+/// connections (the waiters stay queued while they are open).
+fn queue_on(addr: std::net::SocketAddr, key: &str, waiters: usize) -> Vec<Raw> {
+    let mut holder = connect(addr);
+    assert!(granted_token(&holder.call(1, &acquire(key, "holder", 60, 0))) > 0);
+    let mut conns = vec![holder];
+    let mut queue = connect(addr);
+    for i in 0..waiters {
+        queue.send(i as u32 + 1, &acquire(key, &format!("waiter-{i}"), 10, 120_000));
+    }
+    conns.push(queue);
+    conns
+}
+
+/// The KEY table of a `top` view: (key, waiters) rows in order.
+fn key_rows(view: &str) -> Vec<(String, u32)> {
+    view.lines()
+        .skip_while(|l| !l.starts_with("KEY "))
+        .skip(1)
+        .filter_map(|l| {
+            let mut cells = l.split_whitespace();
+            Some((cells.next()?.to_owned(), cells.next()?.parse().ok()?))
+        })
+        .collect()
+}
+
+#[test]
+fn top_once_against_a_cluster_names_the_hot_key_first() {
+    let cluster = Cluster::start(3, &[]);
+    let leader = cluster.wait_leader(Duration::from_secs(15));
+    let follower = (leader + 1) % 3;
+    let _warm = queue_on(cluster.addr(leader), "warm", 2);
+    let _hot = queue_on(cluster.addr(leader), "hot", 5);
+    let mut c = connect(cluster.addr(leader));
+    assert!(granted_token(&c.call(1, &acquire("cold", "o", 60, 0))) > 0);
+    // The queues are the leader's: wait until it has seen all seven ACQUIREs.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while status_map(&mut c, 2)["waiters"] != "7" {
+        assert!(std::time::Instant::now() < deadline, "the waiters never queued");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+
+    // One follower's address is enough: top finds the others and the leader.
+    let (code, view, err) = top_once(&cluster.addr(follower).to_string());
+    assert_eq!(code, Some(0), "{view}\n{err}");
+    assert!(view.contains("3 nodes, 3 answering, leader"), "{view}");
+    assert_eq!(
+        key_rows(&view),
+        vec![("hot".to_owned(), 5), ("warm".to_owned(), 2)],
+        "the hot key first, keys without waiters not at all:\n{view}"
+    );
+    let hot = view.lines().find(|l| l.starts_with("hot ")).unwrap();
+    assert!(hot.contains(" holder "), "the holder is named: {hot}");
+    for title in ["grants/s", "hand-offs/s", "lease expiries/s"] {
+        assert!(view.contains(title), "{title} missing:\n{view}");
+    }
+    let rows: Vec<&str> = view.lines().filter(|l| l.contains(":") && l.contains("127.0.0.")).collect();
+    assert_eq!(rows.len(), 3, "a row per node:\n{view}");
+
+    // The request itself: a follower redirects, the leader answers with the order.
+    let mut f = connect(cluster.addr(follower));
+    match f.call(3, &Request::TopKeys { n: 10 }) {
+        Response::Moved { leader: addr } => assert_eq!(addr, cluster.addr(leader).to_string()),
+        other => panic!("a follower answered {other:?}"),
+    }
+    match c.call(4, &Request::TopKeys { n: 1 }) {
+        Response::TopKeys { keys } => match keys.as_slice() {
+            [TopKey { key, waiters: 5, owner, token, remaining_ms, .. }] => {
+                assert_eq!((key.as_str(), owner.as_str()), ("hot", "holder"));
+                assert!(*token > 0 && *remaining_ms > 50_000 && *remaining_ms <= 60_000, "{keys:?}");
+            }
+            other => panic!("{other:?}"),
+        },
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn top_once_against_a_standalone_node_and_a_dead_one() {
+    let server = start_server(&[]);
+    let _queued = queue_on(server.addr, "only", 1);
+    let (code, view, err) = top_once(&server.addr.to_string());
+    assert_eq!(code, Some(0), "{view}\n{err}");
+    assert!(view.contains("1 node, 1 answering"), "{view}");
+    assert!(view.lines().any(|l| l.contains("standalone")), "{view}");
+    assert_eq!(key_rows(&view), vec![("only".to_owned(), 1)], "{view}");
+    drop(server);
+
+    let port = free_port_pair();
+    let (code, view, _) = top_once(&format!("127.0.0.1:{port}"));
+    assert_eq!(code, Some(3), "nothing answers: {view}");
+    assert!(view.contains("unreachable"), "{view}");
+}
