@@ -158,8 +158,8 @@ fn readyz_follows_the_quorum() {
     let (mut cluster, metrics) = cluster_with_metrics();
     let leader = cluster.wait_leader(Duration::from_secs(15));
     let lone = (leader + 1) % 3;
-    for i in 0..3 {
-        assert_eq!(http_get(metrics[i], "/readyz").0, 200, "node {} before", i + 1);
+    for (i, addr) in metrics.iter().enumerate() {
+        assert_eq!(http_get(*addr, "/readyz").0, 200, "node {} before", i + 1);
     }
     let others: Vec<usize> = (0..3).filter(|i| *i != lone).collect();
     for &i in &others {
