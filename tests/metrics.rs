@@ -214,7 +214,7 @@ fn a_real_prometheus_scrapes_the_cluster() {
     )
     .unwrap();
     let web = format!("127.0.0.1:{}", free_port_pair());
-    let mut prometheus = Command::new("prometheus")
+    let prometheus = Command::new("prometheus")
         .arg(format!("--config.file={}", dir.path().join("prometheus.yml").display()))
         .arg(format!("--storage.tsdb.path={}", dir.path().join("data").display()))
         .arg(format!("--web.listen-address={web}"))
@@ -222,23 +222,36 @@ fn a_real_prometheus_scrapes_the_cluster() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
+    // Stopped however the test ends.
+    let _prometheus = KillOnDrop(prometheus);
     let web: SocketAddr = web.parse().unwrap();
     let query = "/api/v1/query?query=sum(ticketing_raft_role%7Brole%3D%22leader%22%7D)";
     let deadline = Instant::now() + Duration::from_secs(30);
+    let mut last = String::new();
     let answer = loop {
         if let Ok(mut s) = TcpStream::connect_timeout(&web, Duration::from_millis(200)) {
             let _ = s.set_read_timeout(Some(Duration::from_secs(5)));
             let _ = write!(s, "GET {query} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
             let mut text = String::new();
             let _ = s.read_to_string(&mut text);
-            if text.contains("\"result\":[{") {
+            // Scrapes of the three nodes land at different moments: wait for one
+            // evaluation that has all of them.
+            if text.contains("\"result\":[{") && text.contains("\"1\"]") {
                 break text;
             }
+            last = text;
         }
-        assert!(Instant::now() < deadline, "Prometheus stored no sample of the cluster");
+        assert!(Instant::now() < deadline, "Prometheus never saw exactly one leader: {last}");
         std::thread::sleep(Duration::from_millis(500));
     };
-    let _ = prometheus.kill();
-    let _ = prometheus.wait();
     assert!(answer.contains("\"1\"]"), "one leader: {answer}");
+}
+
+struct KillOnDrop(std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
 }

@@ -35,6 +35,10 @@ pub type Check = Arc<dyn Fn() -> Result<(), String> + Send + Sync>;
 #[derive(Clone)]
 pub struct Endpoints {
     pub metrics: Arc<Metrics>,
+    /// Copies figures the node keeps elsewhere (its STATUS counters, the connection
+    /// table) into `metrics` just before a scrape renders them: they cost the paths
+    /// that keep them nothing more.
+    pub refresh: Arc<dyn Fn(&Metrics) + Send + Sync>,
     /// `/healthz`: the node's loops run.
     pub health: Check,
     /// `/readyz`: the node can serve or redirect requests.
@@ -122,6 +126,7 @@ fn serve(mut stream: TcpStream, endpoints: &Endpoints) {
     let path = path.split('?').next().unwrap_or("");
     let _ = match path {
         "/metrics" => {
+            (endpoints.refresh)(&endpoints.metrics);
             let mut body = endpoints.metrics.render(&ProcessFigures::read());
             // What /readyz says, as a gauge an alert can use.
             let ready = u64::from((endpoints.ready)().is_ok());
@@ -205,9 +210,11 @@ mod tests {
         metrics.lock.busy.add(3);
         let ready: Check = Arc::new(|| Err("no leader known".into()));
         let health: Check = Arc::new(|| Ok(()));
-        let server =
-            MetricsServer::start("127.0.0.1:0".parse().unwrap(), Endpoints { metrics, health, ready })
-                .unwrap();
+        let server = MetricsServer::start(
+            "127.0.0.1:0".parse().unwrap(),
+            Endpoints { metrics, refresh: Arc::new(|_| {}), health, ready },
+        )
+        .unwrap();
         let addr = server.local_addr();
         let m = get(addr, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n");
         assert!(m.starts_with("HTTP/1.1 200 OK\r\n") && m.contains("version=0.0.4"), "{m}");

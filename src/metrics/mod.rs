@@ -169,7 +169,8 @@ pub struct PeerFigures {
 }
 
 /// Why a client handshake failed (the `reason` label).
-pub const HANDSHAKE_FAILURES: [&str; 4] = ["auth", "timeout", "tls", "protocol"];
+/// `closed`: the client went away mid-handshake (a port probe, a client that gave up).
+pub const HANDSHAKE_FAILURES: [&str; 5] = ["auth", "timeout", "tls", "protocol", "closed"];
 
 /// The client port (counted by the accept loop and the connection threads).
 #[derive(Debug, Default)]
@@ -177,7 +178,7 @@ pub struct ServerMetrics {
     pub connections_handshake: Gauge,
     pub connections_authenticated: Gauge,
     /// By [`HANDSHAKE_FAILURES`].
-    pub handshake_failures: [Counter; 4],
+    pub handshake_failures: [Counter; 5],
     pub requests_pending: Gauge,
     /// Requests answered `E 4` for too many pending, or connections refused at accept.
     pub overloaded: Counter,

@@ -79,6 +79,23 @@ enum Rights {
 /// Failed client authentications, logged at most once a second.
 static AUTH_FAILED_LOG: crate::lograte::RateLimit = crate::lograte::RateLimit::new();
 
+/// The index in [`crate::metrics::HANDSHAKE_FAILURES`] of why a handshake failed.
+fn handshake_failure_reason(e: &HandshakeError) -> usize {
+    match e {
+        HandshakeError::AuthFailed => 0,
+        HandshakeError::Io(io) => match io.kind() {
+            std::io::ErrorKind::TimedOut | std::io::ErrorKind::WouldBlock => 1,
+            _ if io.get_ref().is_some_and(|inner| inner.is::<rustls::Error>()) => 2,
+            std::io::ErrorKind::UnexpectedEof
+            | std::io::ErrorKind::ConnectionReset
+            | std::io::ErrorKind::ConnectionAborted
+            | std::io::ErrorKind::BrokenPipe => 4,
+            _ => 3,
+        },
+        _ => 3,
+    }
+}
+
 /// Serves one accepted connection until it closes. `handshaking` is given back when
 /// the handshake ends, whatever its outcome (the accept loop caps handshakes).
 pub fn serve(
@@ -125,12 +142,13 @@ pub fn serve(
     let rights = match result {
         Ok((_, 0)) => Rights::Client,
         Ok(_) => Rights::Operator,
-        Err(HandshakeError::AuthFailed) => {
-            warn_limited!(AUTH_FAILED_LOG, "{peer}: authentication failed");
-            return;
-        }
         Err(e) => {
-            debug!("{peer}: handshake failed: {e}");
+            shared.metrics.server.handshake_failures[handshake_failure_reason(&e)].inc();
+            if let HandshakeError::AuthFailed = e {
+                warn_limited!(AUTH_FAILED_LOG, "{peer}: authentication failed");
+            } else {
+                debug!("{peer}: handshake failed: {e}");
+            }
             return;
         }
     };

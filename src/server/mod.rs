@@ -102,6 +102,21 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
+    /// The figures a scrape reads from where the node keeps them anyway.
+    fn refresh_metrics(&self, m: &crate::metrics::Metrics) {
+        let c = &self.counters;
+        m.lock.keys_held.set(c.keys_held.load(Ordering::Relaxed));
+        m.lock.waiters.set(c.waiters.load(Ordering::Relaxed));
+        m.lock.keys_with_waiters.set(c.keys_with_waiters.load(Ordering::Relaxed));
+        m.raft.applied_index.set(c.applied_index.load(Ordering::Relaxed));
+        let handshaking = self.handshakes.running() as u64;
+        m.server.connections_handshake.set(handshaking);
+        m.server
+            .connections_authenticated
+            .set(c.connections.load(Ordering::Relaxed).saturating_sub(handshaking));
+        m.server.requests_pending.set(self.pending.load(Ordering::Relaxed) as u64);
+    }
+
     /// Asks the lock-table thread for TOP KEYS and waits for its answer (it answers at
     /// once, between batches).
     fn top_keys(&self, n: u8) -> crate::proto::Response {
@@ -305,8 +320,10 @@ impl Server {
         let metrics_server = match config.metrics_listen {
             None => None,
             Some(listen) => {
+                let figures = shared.clone();
                 let endpoints = crate::metrics::http::Endpoints {
                     metrics,
+                    refresh: Arc::new(move |m| figures.refresh_metrics(m)),
                     health: health_check(table_alive, shared.cluster.clone()),
                     ready: ready_check(shared.cluster.clone()),
                 };
@@ -483,6 +500,7 @@ fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
         // Closing at once (the socket is dropped) costs a refused client nothing but a
         // reconnect, and costs the node no thread.
         if shared.counters.connections.load(Ordering::SeqCst) as usize >= limits.connections_max {
+            shared.metrics.server.connections_refused.inc();
             crate::warn_limited!(
                 ACCEPT_REFUSED_LOG,
                 "{peer}: refused, {} connections open",
@@ -491,6 +509,7 @@ fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
             continue;
         }
         let Some(slot) = shared.per_ip.take(peer.ip()) else {
+            shared.metrics.server.connections_refused.inc();
             crate::warn_limited!(
                 ACCEPT_REFUSED_LOG,
                 "{peer}: refused, {} connections open from {}",
@@ -501,6 +520,7 @@ fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
         };
         let tcp = Arc::new(tcp);
         let Ok(handshaking) = shared.handshakes.take(peer.ip(), tcp.clone()) else {
+            shared.metrics.server.connections_refused.inc();
             crate::warn_limited!(
                 ACCEPT_REFUSED_LOG,
                 "{peer}: refused, {} handshakes running from its address",

@@ -12,6 +12,8 @@ pub struct Counters {
     pub applied_index: AtomicU64,
     pub keys_held: AtomicU64,
     pub waiters: AtomicU64,
+    /// Keys with at least one waiter (the leader's queues; 0 on a follower).
+    pub keys_with_waiters: AtomicU64,
     pub last_token: AtomicU64,
     /// The fencing domain, 0 until recorded.
     pub domain: AtomicU64,
