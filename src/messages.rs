@@ -43,6 +43,13 @@ pub enum ToRaft {
         addr: String,
         reply: Sender<WriterMsg>,
     },
+    /// Hand leadership over to `target` (or the voter the core chooses). `reply`:
+    /// `admin transfer-leader`'s request id and connection, answered when another node
+    /// leads or the hand-over failed; `None` for the node's own stop (SIGTERM).
+    Transfer {
+        target: Option<u64>,
+        reply: Option<(u32, Sender<WriterMsg>)>,
+    },
     Stop,
 }
 

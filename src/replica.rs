@@ -261,7 +261,11 @@ impl Replica {
                 self.reads_waiting.insert(ctx, (conn, id, key));
                 out.to_log.push(ToLog::ReadIndex { ctx });
             }
-            Request::Status | Request::Ping | Request::Replace { .. } | Request::Members => {
+            Request::Status
+            | Request::Ping
+            | Request::Replace { .. }
+            | Request::Members
+            | Request::TransferLeader { .. } => {
                 // Answered by connection threads or the Raft thread; never silently
                 // dropped here.
                 scratch.replies.push(Reply {

@@ -86,7 +86,8 @@ fn the_client_secret_opens_nothing_on_the_peer_port_nor_admin_on_the_client_port
     // goes on serving locks.
     let mut c = connect(cluster.addr(leader));
     let replace = Request::Replace { old: 2, new: 9, addr: format!("127.0.0.9:{}", cluster.port) };
-    for (id, request) in [(1, replace), (2, Request::Members)] {
+    let transfer = Request::TransferLeader { target: None };
+    for (id, request) in [(1, replace), (2, Request::Members), (4, transfer)] {
         match c.call(id, &request) {
             Response::Error { code: ErrorCode::Refused, .. } => {}
             other => panic!("{request:?}: {other:?}"),

@@ -40,6 +40,9 @@ const ADMIN_COMMIT_MS: u64 = 15_000;
 /// A learner is caught up when it is at most this many entries behind the commit index.
 const CATCH_UP_LAG_MAX: u64 = 64;
 
+/// `admin transfer-leader` requests waiting for their answer at most; more are refused.
+const TRANSFER_WAITERS_MAX: usize = 64;
+
 /// The waker's token; connections use the tokens above it.
 pub const WAKER: Token = Token(0);
 /// Longest sleep of the loop: Raft's timers are checked at least this often.
@@ -61,6 +64,8 @@ pub struct RaftLoop {
     next_token: usize,
     kit: DialerKit,
     admin: Option<AdminJob>,
+    /// `admin transfer-leader` requests waiting for the hand-over to end.
+    transfers: Vec<TransferWait>,
     /// Node ids that were members and left: never accepted as new members again.
     retired: BTreeSet<u64>,
     /// Every node of every committed configuration seen: those no longer in any
@@ -106,6 +111,7 @@ impl RaftLoop {
             next_token: 1,
             kit,
             admin: None,
+            transfers: Vec::new(),
             retired: Default::default(),
             ever_committed: Default::default(),
             vouched_ids: Default::default(),
@@ -150,6 +156,7 @@ impl RaftLoop {
                 self.housekeeping(now);
             }
             self.step_admin(now);
+            self.step_transfers(now);
         }
     }
 
@@ -258,6 +265,7 @@ impl RaftLoop {
                 Ok(ToRaft::Admin { id, old, new, addr, reply }) => {
                     self.start_admin(AdminJob::new(id, old, new, addr, reply), now)
                 }
+                Ok(ToRaft::Transfer { target, reply }) => self.start_transfer(target, reply, now),
                 Ok(ToRaft::Stop) | Err(TryRecvError::Disconnected) => return false,
                 Err(TryRecvError::Empty) => return true,
             }
@@ -388,6 +396,107 @@ impl RaftLoop {
             || (!admission.config_known
                 && (admission.configured.contains(&peer) || self.vouched_ids.contains(&peer)))
     }
+}
+
+/// An `admin transfer-leader` waiting for another node to lead.
+struct TransferWait {
+    id: u32,
+    reply: Sender<WriterMsg>,
+    /// The voter leadership is being handed to.
+    to: u64,
+    /// Answered by then whatever happened (the core abandons a hand-over after an
+    /// election timeout; this leaves the target one more to win its election).
+    deadline_ms: u64,
+}
+
+impl TransferWait {
+    fn answer(&self, response: Response) {
+        // The reader counted the request as pending.
+        let _ = self.reply.send(WriterMsg::Reply { id: self.id, response, counted: true });
+    }
+}
+
+fn refused(message: String) -> Response {
+    Response::Error { code: ErrorCode::Refused, message }
+}
+
+impl RaftLoop {
+    /// `admin transfer-leader` (with `reply`) or this node's own stop (without): asks
+    /// the core to hand leadership over. Requests meanwhile wait on the lock side
+    /// (`FromLog::Handover`), and are answered or redirected when the hand-over ends.
+    fn start_transfer(&mut self, target: Option<u64>, reply: Option<(u32, Sender<WriterMsg>)>, now: u64) {
+        let answer = |response: Response| {
+            if let Some((id, reply)) = &reply {
+                let _ = reply.send(WriterMsg::Reply { id: *id, response, counted: true });
+            }
+        };
+        let me = self.raft.id();
+        let to = match self.raft.transfer_leader(target) {
+            Ok(to) => to,
+            Err(crate::raft::RaftError::NotLeader { .. }) => {
+                return answer(Response::Moved { leader: self.leader_addr() });
+            }
+            Err(crate::raft::RaftError::HandingOver) => {
+                return answer(refused(format!(
+                    "node {me} is leaving the configuration and hands leadership over by itself when \
+                     that change commits"
+                )));
+            }
+            Err(e) => {
+                let why = match target {
+                    Some(id) => format!("cannot hand leadership to node {id}: {e}"),
+                    None => format!("cannot hand leadership over: {e}"),
+                };
+                return answer(refused(why));
+            }
+        };
+        info!(
+            "handing leadership over to node {to}{}",
+            if reply.is_none() { " before stopping" } else { "" }
+        );
+        let Some((id, reply)) = reply else { return };
+        if to == me {
+            let leader = self.view.members_text(&[me]);
+            let _ = reply.send(WriterMsg::Reply { id, response: leader_text(&leader), counted: true });
+            return;
+        }
+        if self.transfers.len() >= TRANSFER_WAITERS_MAX {
+            let response = refused("too many leadership transfers waiting".into());
+            let _ = reply.send(WriterMsg::Reply { id, response, counted: true });
+            return;
+        }
+        let deadline_ms = now + 2 * self.raft.config().election_ms;
+        self.transfers.push(TransferWait { id, reply, to, deadline_ms });
+    }
+
+    /// Answers the `admin transfer-leader` requests whose hand-over ended.
+    fn step_transfers(&mut self, now: u64) {
+        if self.transfers.is_empty() {
+            return;
+        }
+        let me = self.raft.id();
+        let response = match self.raft.leader_id() {
+            Some(leader) if leader != me => leader_text(&self.view.members_text(&[leader])),
+            Some(_) if !self.raft.handing_over() => {
+                let to = self.transfers[0].to;
+                refused(format!(
+                    "node {to} did not take over within an election timeout; node {me} still leads"
+                ))
+            }
+            _ if self.transfers.iter().any(|t| now > t.deadline_ms) => {
+                refused(format!("node {me} stopped leading and no new leader is known yet"))
+            }
+            _ => return,
+        };
+        for wait in self.transfers.drain(..) {
+            wait.answer(response.clone());
+        }
+    }
+}
+
+/// The answer to a completed `admin transfer-leader`: the leader as `ID@ADDR`.
+fn leader_text(leader: &str) -> Response {
+    Response::Status { text: format!("leader={leader}\n") }
 }
 
 /// An `admin replace` in progress on this leader (one at a time).

@@ -29,12 +29,17 @@ pub enum Request {
     /// `L`: list the members as this node sees them (cluster administration): voters,
     /// learners, each one's address and recorded process incarnation. Answered with `S`.
     Members,
+    /// `T`: hand leadership over (cluster administration, docs/protocol.md §5.5): to
+    /// voter `target`, or (`None`, sent as 0) to the voter the leader chooses. Answered
+    /// with `S` (`leader=ID@ADDR`) once another node leads, `M` (not the leader) or `E`
+    /// (refused, or not completed within an election timeout).
+    TransferLeader { target: Option<u64> },
 }
 
 impl Request {
     /// Admin ops need a connection that proved the operator secret (docs/security.md).
     pub fn is_admin(&self) -> bool {
-        matches!(self, Request::Replace { .. } | Request::Members)
+        matches!(self, Request::Replace { .. } | Request::Members | Request::TransferLeader { .. })
     }
 }
 
@@ -256,6 +261,11 @@ pub fn decode_request(payload: &[u8]) -> Result<(u32, Request), DecodeError> {
             cur.finish()?;
             Request::Members
         }
+        b'T' => {
+            let target = cur.u64()?;
+            cur.finish()?;
+            Request::TransferLeader { target: (target != 0).then_some(target) }
+        }
         other => return Err(DecodeError::UnknownOp(other)),
     };
     Ok((id, request))
@@ -355,6 +365,11 @@ pub fn encode_request(out: &mut Vec<u8>, id: u32, request: &Request) {
         Request::Members => {
             out.push(b'L');
             put_u32(out, id);
+        }
+        Request::TransferLeader { target } => {
+            out.push(b'T');
+            put_u32(out, id);
+            put_u64(out, target.unwrap_or(0));
         }
     }
     end_frame(out, start);
