@@ -30,6 +30,12 @@ pub enum ToRaft {
         established: Established,
         outbound: bool,
     },
+    /// A dialer began an attempt to connect to `peer` (`started`), or one failed: the
+    /// messages waiting for that link are dropped then (see `raft_thread::DialQueue`).
+    Dial {
+        peer: u64,
+        started: bool,
+    },
     /// A peer refused our connection because a committed configuration removed us.
     RemovedBy {
         peer: u64,

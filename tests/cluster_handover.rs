@@ -254,3 +254,56 @@ fn sigterm_to_the_leader_hands_leadership_over_before_it_stops() {
     assert!(seen.other.is_empty(), "{seen:?}");
     assert!(seen.longest_gap < Duration::from_millis(1000), "{seen:?}");
 }
+
+/// Sends `admin replace` to the leader at `at` and waits for the answer.
+fn replace(cluster: &Cluster, at: usize, old: u64, new: u64, addr: &str) -> Response {
+    let c = operator(cluster.addr(at));
+    c.stream.set_read_timeout(Some(Duration::from_secs(90))).unwrap();
+    let mut c = c;
+    c.call(1, &Request::Replace { old, new, addr: addr.into() })
+}
+
+#[test]
+fn replacing_the_leader_under_load_leaves_no_gap_of_a_second() {
+    let mut cluster = Cluster::start(3, &[]);
+    let leader = cluster.wait_leader(Duration::from_secs(15));
+    let new_addr = format!("127.0.0.4:{}", cluster.port);
+    let mut all = addrs(&cluster);
+    all.push(new_addr.clone());
+    let load = Load::start(all, 4);
+    load.wait_flowing(Duration::from_secs(10));
+    let new_node = cluster.spawn(4, &new_addr, "join", &[]);
+    let from = Instant::now();
+    let answer = replace(&cluster, leader, leader as u64 + 1, 4, &new_addr);
+    assert!(matches!(answer, Response::Status { .. }), "{answer:?}");
+    cluster.nodes.push(Some(new_node));
+    let next = cluster.wait_leader(Duration::from_secs(5));
+    assert_ne!(next, leader);
+    std::thread::sleep(Duration::from_millis(700));
+    let seen = load.seen(from, Instant::now());
+    println!("replace the leader: {seen:?}");
+    load.stop();
+    assert!(seen.grants > 0, "{seen:?}");
+    assert_eq!(seen.indeterminate, 0, "{seen:?}");
+    assert!(seen.other.is_empty(), "{seen:?}");
+    assert!(seen.longest_gap < Duration::from_millis(1000), "{seen:?}");
+}
+
+#[test]
+fn messages_for_a_peer_without_a_link_are_dropped_and_logged() {
+    let mut cluster = Cluster::start(3, &[]);
+    let leader = cluster.wait_leader(Duration::from_secs(15));
+    let follower = (leader + 1) % 3;
+    cluster.kill(follower);
+    let node = cluster.nodes[leader].as_ref().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let wanted = format!("to node {} dropped", follower + 1);
+    loop {
+        let line = node.log.recv_timeout(deadline.saturating_duration_since(Instant::now()));
+        match line {
+            Ok(line) if line.contains(&wanted) => break,
+            Ok(_) => {}
+            Err(_) => panic!("the leader did not log dropped messages for the dead node"),
+        }
+    }
+}

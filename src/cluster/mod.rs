@@ -355,15 +355,26 @@ impl Dialer {
                 if self.kit.stopping.load(Ordering::SeqCst) || dropped {
                     return;
                 }
+                self.report(true);
                 match self.attempt() {
                     DialOutcome::Connected => break,
-                    DialOutcome::Stop => return,
-                    DialOutcome::Retry => {}
+                    DialOutcome::Stop => {
+                        self.report(false);
+                        return;
+                    }
+                    DialOutcome::Retry => self.report(false),
                 }
                 std::thread::sleep(backoff);
                 backoff = (backoff * 2).min(DIAL_BACKOFF_MAX);
             }
         }
+    }
+
+    /// Tells the Raft thread an attempt started or failed: messages for this peer wait
+    /// for the attempt under way, and only for it.
+    fn report(&self, started: bool) {
+        let _ = self.kit.raft_tx.send(ToRaft::Dial { peer: self.peer, started });
+        let _ = self.kit.waker.wake();
     }
 
     fn attempt(&self) -> DialOutcome {
