@@ -5,6 +5,7 @@
 pub mod net;
 pub mod peer;
 pub mod raft_thread;
+pub mod stranger;
 pub mod view;
 
 use std::collections::HashMap;
@@ -554,7 +555,15 @@ impl Acceptor {
             }
         }
         match self.view.admits(hello.node_id, &hello.addr) {
-            Ok(()) => {}
+            Ok(view::Admitted::Member) => {}
+            Ok(view::Admitted::Stranger) => {
+                crate::warn_limited!(
+                    PEER_STRANGER_LOG,
+                    "node {} (not in this node's configuration) connected while no leader is heard here; \
+                     only its vote requests are heard",
+                    hello.node_id
+                );
+            }
             Err(NotAdmitted::NotMember) => {
                 return Err((
                     refusal::NOT_MEMBER,
@@ -633,6 +642,9 @@ impl Acceptor {
         }
     }
 }
+
+/// Strangers admitted to ask for votes, logged at most once a second.
+static PEER_STRANGER_LOG: crate::lograte::RateLimit = crate::lograte::RateLimit::new();
 
 /// Failed peer TLS handshakes, logged at most once a second.
 static PEER_TLS_FAILED_LOG: crate::lograte::RateLimit = crate::lograte::RateLimit::new();

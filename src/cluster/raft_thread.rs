@@ -207,34 +207,69 @@ impl RaftLoop {
         let Some(peer) = self.conns.get(&token).map(|c| c.peer) else {
             return;
         };
-        // Only members speak Raft: a node that is not (or no longer) one may have a
-        // connection still open, but nothing it sends is stepped.
-        let may_step = self.admitted && self.may_speak(peer);
         let Some(conn) = self.conns.get_mut(&token) else {
             return;
         };
-        let open = match conn.read_available() {
+        let mut open = match conn.read_available() {
             Ok(open) => open,
             Err(e) => {
                 debug!("peer {peer}: read: {e}");
                 false
             }
         };
+        let mut msgs = Vec::new();
         loop {
             match conn.next_message() {
-                Ok(Some(msg)) if may_step => self.raft.step(peer, msg, now),
-                Ok(Some(_)) => {}
+                Ok(Some(msg)) => msgs.push(msg),
                 Ok(None) => break,
                 Err(e) => {
                     warn!("peer {peer}: bad frame ({e}); closing the connection");
-                    self.close(token);
-                    return;
+                    open = false;
+                    break;
                 }
+            }
+        }
+        // Judged message by message: a vote may make the next message of a stranger
+        // acceptable, a leader heard may make it not.
+        for msg in msgs {
+            if self.may_step(peer, token, &msg) {
+                self.raft.step(peer, msg, now);
             }
         }
         if !open {
             self.close(token);
         }
+    }
+
+    /// Only members speak Raft: a node that is not (or no longer) one may have a
+    /// connection still open, but nothing it sends is stepped — except what a stranger
+    /// may say (`super::stranger`), on the connection it opened. Nothing at all before
+    /// a peer accepted one of our connections.
+    fn may_step(&self, peer: u64, token: Token, msg: &crate::raft::Message) -> bool {
+        if !self.admitted {
+            return false;
+        }
+        if self.may_speak(peer) {
+            return true;
+        }
+        let inbound = self.outbound.get(&peer) != Some(&token);
+        inbound && self.is_stranger(peer) && super::stranger::stranger_may_step(&self.raft, peer, msg)
+    }
+
+    /// A node no configuration of ours names or ever named (see `super::stranger`).
+    fn is_stranger(&self, peer: u64) -> bool {
+        !self.ever_committed.contains(&peer)
+            && super::stranger::is_stranger(&self.raft, peer, |id| self.may_speak(id))
+    }
+
+    /// The newest connection `peer` opened to us, if any: answers to a stranger go
+    /// back on it.
+    fn inbound_of(&self, peer: u64) -> Option<Token> {
+        self.conns
+            .iter()
+            .filter(|(t, c)| c.peer == peer && self.outbound.get(&peer) != Some(*t))
+            .map(|(t, _)| *t)
+            .max()
     }
 
     fn close(&mut self, token: Token) {
@@ -430,6 +465,14 @@ impl RaftLoop {
             return None;
         }
         if !self.redial.contains_key(&to) && !self.dial(to) {
+            // A stranger asking for our vote: answer on the connection it opened
+            // (never dial an address it claims).
+            if let Some(token) = self.inbound_of(to) {
+                let conn = self.conns.get_mut(&token)?;
+                if conn.queue(msg) {
+                    return Some(token);
+                }
+            }
             self.dropped(to, 1, "no link and no known address");
             return None;
         }
@@ -729,10 +772,17 @@ impl RaftLoop {
         // Connections from nodes that may no longer speak (removed, or never members)
         // are closed; they are refused at their next handshake. Our own links to them
         // linger (below).
+        // A stranger's connection stays while it may still be heard: this node has no
+        // live leader, or follows it.
+        let stranger_heard = |peer: u64| {
+            self.is_stranger(peer) && (!self.raft.has_live_leader() || self.raft.leader_id() == Some(peer))
+        };
         let silenced: Vec<Token> = self
             .conns
             .iter()
-            .filter(|(t, c)| self.outbound.get(&c.peer) != Some(*t) && !self.may_speak(c.peer))
+            .filter(|(t, c)| {
+                self.outbound.get(&c.peer) != Some(*t) && !self.may_speak(c.peer) && !stranger_heard(c.peer)
+            })
             .map(|(t, _)| *t)
             .collect();
         for token in silenced {
