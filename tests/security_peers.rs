@@ -366,7 +366,7 @@ fn send_messages(est: &mut peer::Established, msgs: &[ticketing::raft::Message])
 /// flag, answers go back on the connection it opened, and the address in its HELLO is
 /// never dialed (docs/protocol-cluster.md §2).
 #[test]
-fn a_stranger_may_only_ask_a_node_without_a_live_leader_for_its_vote() {
+fn a_stranger_is_heard_only_by_a_node_without_a_live_leader() {
     use ticketing::raft::Message;
     let mut cluster = Cluster::start(3, &[]);
     let leader = cluster.wait_leader(Duration::from_secs(15));
@@ -394,12 +394,11 @@ fn a_stranger_may_only_ask_a_node_without_a_live_leader_for_its_vote() {
     let mut c = connect(cluster.addr(lone));
     let (term, _, voters) = facts(&mut c);
     let mut est = rogue_dial(cluster.addr(lone), PEER_TOKEN, &hello).expect("a stranger is heard now");
-    // What it may not do: a transfer-flagged vote, a leader's messages, TimeoutNow.
+    // What it may not do: a transfer-flagged vote, TimeoutNow.
     send_messages(
         &mut est,
         &[
             Message::Vote { term: term + 100, last_index: 1 << 40, last_term: 1 << 30, transfer: true },
-            Message::Heartbeat { term: term + 100, commit: 1 << 40, read_seq: 1 },
             Message::TimeoutNow { term: term + 100 },
         ],
     );
@@ -424,5 +423,11 @@ fn a_stranger_may_only_ask_a_node_without_a_live_leader_for_its_vote() {
     // (STATUS is published right after the answer leaves.)
     std::thread::sleep(Duration::from_millis(100));
     assert_eq!(facts(&mut c).0, term + 1, "{got:?}");
+    // And, claiming to lead that term, have the node follow it.
+    send_messages(&mut est, &[Message::Heartbeat { term: term + 1, commit: 0, read_seq: 1 }]);
+    let got = read_messages(&mut est, Duration::from_secs(3), |m| matches!(m, Message::HeartbeatResp { .. }));
+    assert!(got.iter().any(|m| matches!(m, Message::HeartbeatResp { .. })), "{got:?}");
+    std::thread::sleep(Duration::from_millis(100));
+    assert_eq!(facts(&mut c), (term + 1, "99".to_string(), voters), "it follows the stranger");
     assert!(trap.accept().is_err(), "the node dialed the address a stranger claimed");
 }

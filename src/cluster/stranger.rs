@@ -3,19 +3,21 @@
 //! named (a removed node is no stranger: it is refused), and that is not the learner
 //! an `admin replace` on this leader is adding.
 //!
-//! Why strangers are heard at all: a voter whose log lags behind a configuration change
-//! does not know a new voter, yet that voter may need its vote — after the leader that
-//! added it died, the cluster can otherwise stay leaderless for good. The rule below
-//! lets exactly that through, and nothing that could disturb a cluster with a live
-//! leader (docs/protocol-cluster.md §2, docs/security.md §3):
+//! Why strangers are heard at all: a node whose log lags behind a configuration change
+//! does not know the voters it added. One of them may need its vote — after the leader
+//! that added it died, the cluster can otherwise stay leaderless for good — and one of
+//! them may lead, and the lagging node can only catch up from it. The rule below lets
+//! exactly that through, and nothing that could disturb a node with a live leader
+//! (docs/protocol-cluster.md §2, docs/security.md §3):
 //!
-//! - only while this node does not lead and has heard from no leader within an election
-//!   timeout ([`Raft::has_live_leader`]);
-//! - only vote requests: PreVote, and Vote without the transfer flag (a stranger cannot
-//!   have been sent `TimeoutNow` by a leader this node follows);
-//! - and, once this node voted for the stranger in its current term, that node's
-//!   messages as leader of that term (not `TimeoutNow`) — how the lagging voter catches
-//!   up from the leader it elected, and learns the configuration that names it.
+//! - never by a leader, and only while this node has heard from no leader within an
+//!   election timeout ([`Raft::has_live_leader`]): vote requests — PreVote, and Vote
+//!   without the transfer flag (a stranger cannot have been sent `TimeoutNow` by a
+//!   leader this node follows) — and a leader's messages for our term or a later one
+//!   (Append, Heartbeat, InstallSnapshot; never `TimeoutNow`);
+//! - and, once this node follows the stranger as its leader, that leader's messages:
+//!   how the lagging node catches up, and learns the configuration that names the
+//!   stranger — from then on it is a member like any other.
 //!
 //! Answers to a stranger go back on the connection it opened: its address is never
 //! taken from its PEER HELLO, so a node is never made to dial an address a stranger
@@ -43,7 +45,9 @@ pub fn stranger_may_step(raft: &Raft, from: NodeId, msg: &Message) -> bool {
     match msg {
         Message::PreVote { .. } | Message::Vote { transfer: false, .. } => !raft.has_live_leader(),
         Message::TimeoutNow { .. } => false,
-        m if m.is_from_leader() => raft.voted_for() == Some(from) && m.term() == raft.term(),
+        m if m.is_from_leader() => {
+            m.term() >= raft.term() && (!raft.has_live_leader() || raft.leader_id() == Some(from))
+        }
         _ => false,
     }
 }
