@@ -797,6 +797,10 @@ impl RaftLoop {
             .copied()
             .filter(|id| !joining && !wanted.contains(id) && Some(*id) != pending_new && !in_use(id))
             .collect();
+        // Bounded: only peers with a dialer, or talked to lately (strangers answered on
+        // their own connections have no dialer).
+        let redial = &self.redial;
+        self.last_used.retain(|id, t| redial.contains_key(id) || now < *t + linger_ms);
         for id in gone {
             // Dropping the sender ends the dialer; the connection goes too.
             self.redial.remove(&id);
