@@ -10,8 +10,8 @@
 #                                  add SIM_TRACE=1 to the environment for a trace,
 #                                  SIM_DEBUG=1 for nodes and links at a liveness failure
 #   scripts/sim.sh --base 5000 --seeds 1000   seeds 5000..5999
-#   scripts/sim.sh --transport improved       every seed over one transport model
-#                                  (today|improved; default: half the seeds each)
+#   scripts/sim.sh --transport real           every seed over one transport model
+#                                  (real|legacy; default: half the seeds each)
 set -eu
 cd "$(dirname "$0")/.."
 only=""

@@ -30,6 +30,12 @@ pub enum ToRaft {
         established: Established,
         outbound: bool,
     },
+    /// A dialer began an attempt to connect to `peer` (`started`), or one failed: the
+    /// messages waiting for that link are dropped then (see `raft_thread::DialQueue`).
+    Dial {
+        peer: u64,
+        started: bool,
+    },
     /// A peer refused our connection because a committed configuration removed us.
     RemovedBy {
         peer: u64,
@@ -42,6 +48,13 @@ pub enum ToRaft {
         new: u64,
         addr: String,
         reply: Sender<WriterMsg>,
+    },
+    /// Hand leadership over to `target` (or the voter the core chooses). `reply`:
+    /// `admin transfer-leader`'s request id and connection, answered when another node
+    /// leads or the hand-over failed; `None` for the node's own stop (SIGTERM).
+    Transfer {
+        target: Option<u64>,
+        reply: Option<(u32, Sender<WriterMsg>)>,
     },
     Stop,
 }

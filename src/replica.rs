@@ -274,7 +274,8 @@ impl Replica {
             | Request::Ping
             | Request::Replace { .. }
             | Request::Members
-            | Request::TopKeys { .. } => {
+            | Request::TopKeys { .. }
+            | Request::TransferLeader { .. } => {
                 // Answered by connection threads or the Raft thread; never silently
                 // dropped here.
                 scratch.replies.push(Reply {

@@ -63,7 +63,7 @@ struct Params {
     chaos_ms: u64,
     heal_ms: u64,
     /// The peer transport and network (see `sim/net.rs`), as in the Raft-level
-    /// simulator: today's transport on half the seeds, the improved one on the rest.
+    /// simulator: the real transport on half the seeds, the legacy one on the rest.
     transport: TransportModel,
     cond: Conditions,
     /// Chance per step (‰) of a link break, and of a one-way dial outage.
@@ -150,6 +150,8 @@ struct Node {
     paused_until: u64,
     /// The peers it was started with (dialed until it knows a configuration).
     peers: Vec<NodeId>,
+    /// Who its transport hears.
+    admission: sim::Admission,
     /// Wall clock = base + simulated time + offset (jumps both ways).
     wall_offset_us: i64,
     snapshot_index: u64,
@@ -175,6 +177,7 @@ impl Node {
             gate: AppendGate::default(),
             paused_until: 0,
             peers,
+            admission: sim::Admission::default(),
             wall_offset_us: 0,
             snapshot_index: 0,
             conns: BTreeSet::new(),
@@ -668,16 +671,29 @@ impl World {
     }
 
     fn deliver_due(&mut self) -> Result<(), String> {
-        while let Some((from, to, msg)) = self.net.pop_due(self.now) {
+        while let Some((from, to, msg, inbound)) = self.net.pop_due(self.now) {
             trace(self.now, || {
                 let mut t = format!("n{from}->n{to} {msg:?}");
                 t.truncate(200);
                 t
             });
+            let adding = self.replacement.map(|(_, new)| new);
             let Some(node) = self.nodes.get_mut(&to) else { continue };
-            node.raft.step(from, msg, self.now);
-            let ci = node.raft.commit_index();
-            self.checker.raft_commit(ci, self.now);
+            match node.admission.judge(&self.net.model, &node.raft, adding, from, &msg, inbound) {
+                sim::Verdict::Step => node.raft.step(from, msg, self.now),
+                sim::Verdict::Drop => self.net.stats.unheard += 1,
+                sim::Verdict::Removed => {
+                    let now = self.now;
+                    if let Some(sender) = self.nodes.get_mut(&from).filter(|n| n.paused_until <= now) {
+                        let term = sender.raft.term();
+                        sender.raft.step(to, Message::Removed { term, config_index: u64::MAX }, now);
+                    }
+                }
+            }
+            if let Some(node) = self.nodes.get(&to) {
+                let ci = node.raft.commit_index();
+                self.checker.raft_commit(ci, self.now);
+            }
         }
         // What reached a paused node waits for it, in arrival order (TCP keeps the
         // order of one connection's requests; a pause must not reorder them).
@@ -806,8 +822,11 @@ impl World {
             let wanted = self.wanted(id);
             self.net.sync_dialers(id, &wanted, false, now);
         }
+        let adding = self.replacement.map(|(_, new)| new);
         for (to, msg) in ready.messages {
-            self.net.send(id, to, msg, now);
+            let node = self.nodes.get_mut(&id).unwrap();
+            let known = node.admission.knows_addr(&node.raft, &node.peers, adding, to);
+            self.net.send(id, to, msg, now, known);
         }
         for g in fake_g {
             if let Some(&client) = self.conn_client.get(&g.origin.conn) {

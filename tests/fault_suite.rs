@@ -171,6 +171,25 @@ fn mixed_nemesis_short_run() {
     assert!(out.report.violations.is_empty(), "{}", out.text);
 }
 
+/// CI's run over shaped peer links (about 60 s of workload by default): every message
+/// between two nodes crosses a delay proxy, 20 ms ± 10 ms one way, and 200 ms ± 10 ms
+/// toward the first node (a slow node); the mixed nemeses run as usual.
+/// `TICKETING_FAULT_LINKS=LAT,JITTER[,SLOW]` changes the shapes.
+#[test]
+fn delayed_links_short_run() {
+    let mut cfg = faults::RunConfig::from_env(60);
+    if cfg.links.is_none() {
+        cfg.links = Some(faults::parse_links("20,10,200").unwrap());
+        cfg.out_dir = cfg
+            .out_dir
+            .with_file_name(format!("{}-links", cfg.out_dir.file_name().unwrap().to_string_lossy()));
+    }
+    let out = faults::run(&cfg);
+    eprintln!("{}", out.text);
+    assert!(out.report.grants > 30, "the workload made too little progress:\n{}", out.text);
+    assert!(out.report.violations.is_empty(), "{}", out.text);
+}
+
 /// Re-checks a saved history (`TICKETING_FAULT_REPLAY=path`); does nothing otherwise.
 #[test]
 fn replay() {
@@ -190,4 +209,74 @@ fn replay() {
     let r = checker::check(&events, &CheckConfig { run_end, ..CheckConfig::default() });
     eprintln!("{}", r.render(&format!("replay of {}", std::path::Path::new(&path).display())));
     assert!(r.violations.is_empty());
+}
+
+/// The delay line itself: latency and jitter within bounds, order kept, bandwidth
+/// limited, and a "lost" chunk held one retransmission timeout.
+#[test]
+fn delay_proxy_delays_in_order_limits_bandwidth_and_turns_loss_into_delay() {
+    use faults::delay::{DelayProxy, Shape, RTO_MS};
+    use std::io::{Read, Write};
+    use std::net::{TcpListener, TcpStream};
+    use std::time::{Duration, Instant};
+
+    let sink = TcpListener::bind("127.0.0.1:0").unwrap();
+    let target = sink.local_addr().unwrap();
+    let listen = {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap()
+    };
+    let shape = Shape::latency(40, 10);
+    let proxy = DelayProxy::start(listen, target, shape, Shape::default(), 1).unwrap();
+    let mut out = TcpStream::connect(listen).unwrap();
+    out.set_nodelay(true).unwrap();
+    let (mut inp, _) = sink.accept().unwrap();
+    inp.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    // 30 one-byte messages 5 ms apart: each arrives 30..=50 ms after it left (plus
+    // scheduling), never before one sent earlier.
+    let reader = {
+        let mut inp = inp.try_clone().unwrap();
+        std::thread::spawn(move || {
+            let mut got = Vec::new();
+            while got.len() < 30 {
+                let mut b = [0u8; 64];
+                let n = inp.read(&mut b).unwrap();
+                let at = Instant::now();
+                for x in &b[..n] {
+                    got.push((*x, at));
+                }
+            }
+            got
+        })
+    };
+    let mut sent = Vec::new();
+    for i in 0..30u8 {
+        sent.push(Instant::now());
+        out.write_all(&[i]).unwrap();
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let got = reader.join().unwrap();
+    for (i, (x, at)) in got.iter().enumerate() {
+        assert_eq!(*x as usize, i, "order kept");
+        let took = *at - sent[i];
+        assert!(took >= Duration::from_millis(30), "message {i} took {took:?}");
+        // Order may hold a message behind an earlier one's jitter: at most 2 × jitter more.
+        assert!(took <= Duration::from_millis(90), "message {i} took {took:?}");
+    }
+    // Bandwidth: 64 KiB at 256 KiB/s take at least a quarter second.
+    proxy.set_shape(Shape { bytes_per_s: 256 * 1024, ..Shape::default() }, Shape::default());
+    let started = Instant::now();
+    out.write_all(&vec![7u8; 64 * 1024]).unwrap();
+    let mut left = 64 * 1024;
+    let mut b = vec![0u8; 16 * 1024];
+    while left > 0 {
+        left -= inp.read(&mut b).unwrap();
+    }
+    assert!(started.elapsed() >= Duration::from_millis(240), "{:?}", started.elapsed());
+    // Loss: every chunk "lost" once costs one retransmission timeout.
+    proxy.set_shape(Shape { loss_per_mille: 1000, ..Shape::default() }, Shape::default());
+    let started = Instant::now();
+    out.write_all(&[1]).unwrap();
+    inp.read_exact(&mut [0u8; 1]).unwrap();
+    assert!(started.elapsed() >= Duration::from_millis(RTO_MS), "{:?}", started.elapsed());
 }

@@ -358,7 +358,7 @@ fn unknown_request_op_is_unknown_op() {
     }
     // Every letter that is not a request op is unknown.
     for op in 0..=255u8 {
-        if !b"ARQSPCLK".contains(&op) {
+        if !b"ARQSPCLKT".contains(&op) {
             assert_eq!(decode_request(&[op, 0, 0, 0, 9]), Err(DecodeError::UnknownOp(op)));
         }
     }
@@ -457,6 +457,23 @@ fn top_keys_round_trips_and_checks_n() {
         Ok((7, Response::TopKeys { keys })) => assert_eq!(keys.len(), 100, "cut to 100 keys"),
         other => panic!("{other:?}"),
     }
+}
+
+#[test]
+fn transfer_leader_carries_its_target_and_0_means_any_voter() {
+    let mut bytes = Vec::new();
+    encode_request(&mut bytes, 6, &Request::TransferLeader { target: Some(3) });
+    assert_eq!(bytes, [0, 0, 0, 13, b'T', 0, 0, 0, 6, 0, 0, 0, 0, 0, 0, 0, 3]);
+    assert_eq!(decode_request(payload(&bytes)), Ok((6, Request::TransferLeader { target: Some(3) })));
+    let mut any = Vec::new();
+    encode_request(&mut any, 6, &Request::TransferLeader { target: None });
+    assert_eq!(any, [0, 0, 0, 13, b'T', 0, 0, 0, 6, 0, 0, 0, 0, 0, 0, 0, 0]);
+    assert_eq!(decode_request(payload(&any)), Ok((6, Request::TransferLeader { target: None })));
+    assert!(Request::TransferLeader { target: None }.is_admin());
+    assert_eq!(
+        decode_request(&[b'T', 0, 0, 0, 6, 0, 0, 0]),
+        Err(DecodeError::Malformed("body shorter than its op needs"))
+    );
 }
 
 proptest! {
@@ -850,7 +867,7 @@ proptest! {
 
     #[test]
     fn decode_request_never_panics_on_plausible_frames(
-        op in prop_oneof![Just(b'A'), Just(b'R'), Just(b'Q'), Just(b'S'), Just(b'P'), Just(b'K')],
+        op in prop_oneof![Just(b'A'), Just(b'R'), Just(b'Q'), Just(b'S'), Just(b'P'), Just(b'K'), Just(b'T')],
         id in any::<u32>(),
         body in proptest::collection::vec(any::<u8>(), 0..600),
     ) {

@@ -1,6 +1,6 @@
 //! Deterministic simulation of Raft clusters (3 and 5 nodes) over simulated
-//! peer connections (today's transport on half the seeds, the improved one on
-//! the other half; see `sim/net.rs`), with partitions, link breaks, one-way
+//! peer connections (the real transport of `src/cluster/` on half the seeds, the
+//! legacy one it replaced on the other half; see `sim/net.rs`), with partitions, link breaks, one-way
 //! link outages, pauses and crash-replacements; safety checked after every
 //! step; after the last fault heals a leader must serve within two election
 //! timeouts. `SIM_SEED=N` replays one seed exactly, `SIM_SEEDS=K` sets how
@@ -191,17 +191,18 @@ fn leaderless_ms_after_handing_over_to_a_new_voter(transport: TransportModel) ->
 }
 
 /// The transport Raft relies on, compared: a leadership transfer to a new voter.
-/// Today the other voters dial the newcomer only at their next housekeeping, so their
-/// votes for it are dropped and the cluster waits an election timeout; when a new
-/// member is dialed as soon as the configuration naming it is appended (and messages
-/// wait for a link being dialed), the newcomer takes over within a few round trips.
+/// The legacy transport dialed the newcomer only at the next housekeeping, so the
+/// votes for it were dropped and the cluster waited an election timeout; the real one
+/// dials a new member as soon as the configuration naming it is appended (and
+/// messages wait for a link being dialed): the newcomer takes over within a few round
+/// trips.
 #[test]
-fn transfer_to_a_new_voter_is_lost_into_undialed_links_today_and_not_with_the_improved_transport() {
-    let (gap, leader, new) = leaderless_ms_after_handing_over_to_a_new_voter(TransportModel::today(500));
-    assert!(gap >= 500, "today: {gap} ms without a leader; expected an election timeout");
-    assert_ne!(leader, new, "today: the newcomer cannot win without its links");
-    let (gap, leader, new) = leaderless_ms_after_handing_over_to_a_new_voter(TransportModel::improved(500));
-    assert!(gap <= 50, "improved: {gap} ms without a leader");
+fn transfer_to_a_new_voter_is_lost_into_undialed_links_with_the_legacy_transport_not_the_real_one() {
+    let (gap, leader, new) = leaderless_ms_after_handing_over_to_a_new_voter(TransportModel::legacy(500));
+    assert!(gap >= 500, "legacy: {gap} ms without a leader; expected an election timeout");
+    assert_ne!(leader, new, "legacy: the newcomer cannot win without its links");
+    let (gap, leader, new) = leaderless_ms_after_handing_over_to_a_new_voter(TransportModel::real(500));
+    assert!(gap <= 50, "real: {gap} ms without a leader");
     assert_eq!(leader, new);
 }
 
@@ -227,14 +228,15 @@ fn newcomer_wins_after_the_leader_crashes(transport: TransportModel) -> Option<N
     w.followed_leader()
 }
 
-/// Today a voter dials only the members its log names (and its leader): a candidate
-/// its log does not list never gets its answers, and a cluster that needs that vote
-/// stays leaderless for good. With the improved transport it dials a node it must
-/// answer on demand, and the newcomer leads.
+/// A voter hears only the members its log names: under the legacy transport a
+/// candidate its log does not list is not heard, and a cluster that needs that vote
+/// stays leaderless for good. The real transport hears such a stranger's vote
+/// requests while no leader is heard (`src/cluster/stranger.rs`) and answers on the
+/// link the stranger dialed (its address is unknown): the newcomer leads.
 #[test]
-fn voter_answers_a_candidate_its_log_does_not_name_only_with_the_improved_transport() {
-    assert_eq!(newcomer_wins_after_the_leader_crashes(TransportModel::today(500)), None);
-    let leader = newcomer_wins_after_the_leader_crashes(TransportModel::improved(500));
+fn voter_answers_a_candidate_its_log_does_not_name_only_with_the_real_transport() {
+    assert_eq!(newcomer_wins_after_the_leader_crashes(TransportModel::legacy(500)), None);
+    let leader = newcomer_wins_after_the_leader_crashes(TransportModel::real(500));
     assert!(leader.is_some_and(|l| l > 3), "{leader:?}");
 }
 
@@ -261,12 +263,11 @@ fn removed_voter_learns_it_after_the_heal(transport: TransportModel) -> bool {
     told
 }
 
-/// The core answers a removed voter's every message with `Removed`; the transport
-/// must let that answer out. Today the leader closed its link to the node at the
-/// housekeeping after the change, so the node is never told and pre-campaigns forever;
-/// with the improved transport the leader dials it on demand.
+/// A removed voter's messages are not heard by the members (it is no member of
+/// theirs): each refuses it with a removal notice (the real node refuses its next
+/// handshake with code 6), with either transport. The leader keeps its term.
 #[test]
-fn removed_voter_is_told_after_the_heal_only_with_the_improved_transport() {
-    assert!(!removed_voter_learns_it_after_the_heal(TransportModel::today(500)));
-    assert!(removed_voter_learns_it_after_the_heal(TransportModel::improved(500)));
+fn removed_voter_is_told_after_the_heal_with_either_transport() {
+    assert!(removed_voter_learns_it_after_the_heal(TransportModel::legacy(500)));
+    assert!(removed_voter_learns_it_after_the_heal(TransportModel::real(500)));
 }

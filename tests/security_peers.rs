@@ -86,7 +86,8 @@ fn the_client_secret_opens_nothing_on_the_peer_port_nor_admin_on_the_client_port
     // goes on serving locks.
     let mut c = connect(cluster.addr(leader));
     let replace = Request::Replace { old: 2, new: 9, addr: format!("127.0.0.9:{}", cluster.port) };
-    for (id, request) in [(1, replace), (2, Request::Members)] {
+    let transfer = Request::TransferLeader { target: None };
+    for (id, request) in [(1, replace), (2, Request::Members), (4, transfer)] {
         match c.call(id, &request) {
             Response::Error { code: ErrorCode::Refused, .. } => {}
             other => panic!("{request:?}: {other:?}"),
@@ -310,4 +311,115 @@ fn a_joining_node_admits_only_the_leader_its_configured_peer_named() {
     }
     cluster.nodes.push(Some(new_node));
     wait_records(node4, 3);
+}
+
+/// Reads Raft frames from a rogue's established connection until `want` matches one
+/// (or `within` passes); returns the messages read.
+fn read_messages(
+    est: &mut peer::Established,
+    within: Duration,
+    want: impl Fn(&ticketing::raft::Message) -> bool,
+) -> Vec<ticketing::raft::Message> {
+    let mut buf = std::mem::take(&mut est.leftover);
+    let mut got = Vec::new();
+    let deadline = Instant::now() + within;
+    est.tcp.set_read_timeout(Some(Duration::from_millis(100))).unwrap();
+    loop {
+        while let Ok(Some((msg, used))) = ticketing::raft::wire::decode(&buf) {
+            buf.drain(..used);
+            let done = want(&msg);
+            got.push(msg);
+            if done {
+                return got;
+            }
+        }
+        if Instant::now() > deadline {
+            return got;
+        }
+        let mut chunk = [0u8; 4096];
+        match est.tcp.read(&mut chunk) {
+            Ok(0) => return got,
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            Err(_) => {}
+        }
+    }
+}
+
+fn send_messages(est: &mut peer::Established, msgs: &[ticketing::raft::Message]) {
+    let mut bytes = Vec::new();
+    for m in msgs {
+        ticketing::raft::wire::encode(m, &mut bytes).unwrap();
+    }
+    est.tcp.write_all(&bytes).unwrap();
+}
+
+/// A stranger (a NodeId no configuration names) is heard only by a node that has had
+/// no leader for an election timeout, only its vote requests without the transfer
+/// flag, answers go back on the connection it opened, and the address in its HELLO is
+/// never dialed (docs/protocol-cluster.md §2).
+#[test]
+fn a_stranger_is_heard_only_by_a_node_without_a_live_leader() {
+    use ticketing::raft::Message;
+    let mut cluster = Cluster::start(3, &[]);
+    let leader = cluster.wait_leader(Duration::from_secs(15));
+    let lone = (leader + 1) % 3;
+    // The address the stranger claims: a listener of ours on its peer port, which must
+    // never see a connection.
+    let claimed_port = free_port_pair();
+    let trap = std::net::TcpListener::bind(("127.0.0.9", claimed_port + 1000)).unwrap();
+    trap.set_nonblocking(true).unwrap();
+    let hello =
+        PeerHello { node_id: 99, incarnation: 7, domain: 0, addr: format!("127.0.0.9:{claimed_port}") };
+    // With a live leader, every node refuses it.
+    for i in 0..3 {
+        assert_eq!(refusal_code(rogue_dial(cluster.addr(i), PEER_TOKEN, &hello)), refusal::NOT_MEMBER);
+    }
+    // `lone` loses its leader and the other voter: after an election timeout it hears
+    // no leader.
+    cluster.kill(leader);
+    cluster.kill((leader + 2) % 3);
+    std::thread::sleep(Duration::from_millis(2600));
+    let facts = |c: &mut Raw| {
+        let s = status_map(c, 1);
+        (s["term"].parse::<u64>().unwrap(), s["leader_id"].clone(), s["voters"].clone())
+    };
+    let mut c = connect(cluster.addr(lone));
+    let (term, _, voters) = facts(&mut c);
+    let mut est = rogue_dial(cluster.addr(lone), PEER_TOKEN, &hello).expect("a stranger is heard now");
+    // What it may not do: a transfer-flagged vote, TimeoutNow.
+    send_messages(
+        &mut est,
+        &[
+            Message::Vote { term: term + 100, last_index: 1 << 40, last_term: 1 << 30, transfer: true },
+            Message::TimeoutNow { term: term + 100 },
+        ],
+    );
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(facts(&mut c), (term, String::new(), voters.clone()), "nothing changed");
+    // What it may: ask for a pre-vote; the answer comes back on its own connection.
+    send_messages(&mut est, &[Message::PreVote { term: term + 1, last_index: 1 << 40, last_term: 1 << 30 }]);
+    let got = read_messages(&mut est, Duration::from_secs(3), |m| matches!(m, Message::PreVoteResp { .. }));
+    assert!(
+        got.iter().any(|m| matches!(m, Message::PreVoteResp { granted: true, .. })),
+        "no pre-vote granted on the stranger's connection: {got:?}"
+    );
+    assert_eq!(facts(&mut c).0, term, "a pre-vote changes no term");
+    // And a vote: it takes the node's vote for its term (the power a stranger has over
+    // a node without a live leader, documented in docs/security.md §3).
+    send_messages(
+        &mut est,
+        &[Message::Vote { term: term + 1, last_index: 1 << 40, last_term: 1 << 30, transfer: false }],
+    );
+    let got = read_messages(&mut est, Duration::from_secs(3), |m| matches!(m, Message::VoteResp { .. }));
+    assert!(got.iter().any(|m| matches!(m, Message::VoteResp { granted: true, .. })), "{got:?}");
+    // (STATUS is published right after the answer leaves.)
+    std::thread::sleep(Duration::from_millis(100));
+    assert_eq!(facts(&mut c).0, term + 1, "{got:?}");
+    // And, claiming to lead that term, have the node follow it.
+    send_messages(&mut est, &[Message::Heartbeat { term: term + 1, commit: 0, read_seq: 1 }]);
+    let got = read_messages(&mut est, Duration::from_secs(3), |m| matches!(m, Message::HeartbeatResp { .. }));
+    assert!(got.iter().any(|m| matches!(m, Message::HeartbeatResp { .. })), "{got:?}");
+    std::thread::sleep(Duration::from_millis(100));
+    assert_eq!(facts(&mut c), (term + 1, "99".to_string(), voters), "it follows the stranger");
+    assert!(trap.accept().is_err(), "the node dialed the address a stranger claimed");
 }

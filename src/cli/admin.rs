@@ -10,15 +10,19 @@ pub(super) fn admin(args: &[String]) -> i32 {
     match args.first().map(String::as_str) {
         Some("replace") => replace(&args[1..]),
         Some("members") => members(&args[1..]),
+        Some("transfer-leader") => transfer_leader(&args[1..]),
         Some("-h" | "--help") | None => {
             print!(
                 "Usage: ticketing admin replace OLD_ID NEW_ID@ADDR [--addr ADDR]\n       \
-                 ticketing admin members [--addr ADDR]\n\n\
+                 ticketing admin members [--addr ADDR]\n       \
+                 ticketing admin transfer-leader [ID] [--addr ADDR]\n\n\
                  replace: the leader adds NEW (started with TICKETING_CLUSTER_STATE=join and a\n\
                  NodeId never used in the cluster) as a learner, streams it the state, then swaps\n\
                  OLD for NEW with joint consensus. OLD stops by itself once removed.\n\
-                 members: the voters and learners, as the leader reports them.\n\n\
-                 Both authenticate with the operator secret: TICKETING_PEER_AUTH_TOKEN or\n\
+                 members: the voters and learners, as the leader reports them.\n\
+                 transfer-leader: the leader hands leadership to voter ID (without ID: the\n\
+                 caught-up voter it chooses) and the command waits until that node leads.\n\n\
+                 All three authenticate with the operator secret: TICKETING_PEER_AUTH_TOKEN or\n\
                  TICKETING_PEER_AUTH_TOKEN_FILE (the cluster's peer secret).\n\n\
                  {ADMIN_ENV}\n\n{EXIT_CODES}\n"
             );
@@ -91,6 +95,52 @@ fn replace(args: &[String]) -> i32 {
         }
         Err(e) => {
             report_failure(&client, "admin replace", &e, !matches!(e, ClientError::Refused(_)));
+            match e {
+                ClientError::Refused(_) => EXIT_NO,
+                other => client_exit(&other),
+            }
+        }
+    }
+}
+
+/// How long `admin transfer-leader` waits: a hand-over ends within about an election
+/// timeout (2 s by default); this leaves room for slower timing settings.
+const TRANSFER_TIMEOUT: Duration = Duration::from_secs(30);
+
+fn transfer_leader(args: &[String]) -> i32 {
+    let opts = client_options();
+    let about = "Hands leadership to voter ID (without ID: the caught-up voter the leader chooses) and \
+                 waits until it leads; requests meanwhile wait and are answered or redirected. Prints \
+                 the new leader as ID@ADDR (see docs/operations.md).";
+    let matches = match parse(&opts, args, "ticketing admin transfer-leader [ID] [options]", about) {
+        Ok(m) => m,
+        Err(code) => return code,
+    };
+    let target = match matches.free.as_slice() {
+        [] => None,
+        [id] => match id.parse::<u64>() {
+            Ok(id) if id != 0 => Some(id),
+            _ => {
+                eprintln!("ticketing admin transfer-leader: ID {id:?} is not a node id");
+                return EXIT_USAGE;
+            }
+        },
+        _ => {
+            eprintln!("ticketing admin transfer-leader: expected at most one ID; see --help");
+            return EXIT_USAGE;
+        }
+    };
+    let client = match build_admin_client(&matches) {
+        Ok(c) => c,
+        Err(code) => return code,
+    };
+    match client.transfer_leader(target, TRANSFER_TIMEOUT) {
+        Ok(leader) => {
+            println!("leader {leader}");
+            EXIT_OK
+        }
+        Err(e) => {
+            eprintln!("ticketing admin transfer-leader: {e}");
             match e {
                 ClientError::Refused(_) => EXIT_NO,
                 other => client_exit(&other),

@@ -537,6 +537,43 @@ impl Client {
         self.inner.pool.any_live()
     }
 
+    /// `admin transfer-leader` (docs/operations.md): asks the leader to hand leadership
+    /// to voter `target`, or (`None`) to the voter it chooses, and waits until another
+    /// node leads. Returns the new leader as `ID@ADDR`. Follows `M` to the leader. Blocks
+    /// at most `timeout` plus one connection's connect and handshake (8 s).
+    pub fn transfer_leader(&self, target: Option<u64>, timeout: Duration) -> Result<String, ClientError> {
+        let request = Request::TransferLeader { target };
+        let deadline = Instant::now() + timeout;
+        let mut at: Option<String> = None;
+        let mut last = ClientError::Unavailable;
+        while Instant::now() < deadline {
+            let candidates: Vec<String> = match at.take() {
+                Some(leader) => vec![leader],
+                None => self.known_addrs(),
+            };
+            for addr in candidates {
+                let left = deadline.saturating_duration_since(Instant::now());
+                match self.one_off_within(&addr, &request, left) {
+                    Ok(Response::Status { text }) => {
+                        let leader = text.lines().find_map(|l| l.strip_prefix("leader=")).unwrap_or("");
+                        return Ok(leader.to_owned());
+                    }
+                    Ok(other) => return Err(unexpected(other)),
+                    Err(ClientError::NotLeader { leader: Some(leader) }) => {
+                        at = Some(leader);
+                        break;
+                    }
+                    Err(e @ (ClientError::Refused(_) | ClientError::Invalid(_))) => return Err(e),
+                    Err(e) => last = e,
+                }
+            }
+            if at.is_none() {
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        }
+        Err(last)
+    }
+
     /// The admin op MEMBERS: the membership as a node sees it (the leader's connection
     /// first), as `name=value` lines (docs/protocol.md). Needs a client built with the
     /// operator secret; others get [`ClientError::Refused`]. Blocks at most the request

@@ -5,6 +5,7 @@
 pub mod net;
 pub mod peer;
 pub mod raft_thread;
+pub mod stranger;
 pub mod view;
 
 use std::collections::HashMap;
@@ -42,9 +43,61 @@ pub struct ClusterHandles {
     /// Set when this node must not run (e.g. its NodeId was already used).
     pub fatal: Arc<Mutex<Option<String>>>,
     stopping: Arc<AtomicBool>,
+    /// Raft timing in force (ms): bounds the hand-over before a stop.
+    election_ms: u64,
+    heartbeat_ms: u64,
 }
 
+/// After leadership moved on a stop, the node lingers this long as a follower so that
+/// the answers of what it committed leave and its clients are redirected (`M`) rather
+/// than cut off.
+const STOP_LINGER: Duration = Duration::from_millis(200);
+
 impl ClusterHandles {
+    /// On a stop (SIGTERM): if this node leads, hands leadership to a caught-up voter
+    /// first and waits until another node leads, bounded by an election timeout and two
+    /// heartbeats (the core abandons a hand-over after an election timeout). Requests
+    /// arriving meanwhile wait on the lock side and are then redirected; none is failed
+    /// for the stop's sake. Returns true if leadership moved.
+    pub fn hand_over_before_stop(&self) -> bool {
+        let me_leads = |facts: &view::RaftFacts| facts.role == Some(crate::raft::Role::Leader);
+        if !me_leads(&self.view.facts()) {
+            return false;
+        }
+        let started = std::time::Instant::now();
+        if self.raft_tx.send(ToRaft::Transfer { target: None, reply: None }).is_err() {
+            return false;
+        }
+        let _ = self.waker.wake();
+        let within = Duration::from_millis(self.election_ms + 2 * self.heartbeat_ms);
+        let moved = loop {
+            let facts = self.view.facts();
+            // Another node leads, or at least this one stopped leading (the target
+            // campaigns: a new leader is a round trip away).
+            if !me_leads(&facts) {
+                break true;
+            }
+            if started.elapsed() >= within {
+                break false;
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        };
+        if moved {
+            let until = std::time::Instant::now() + Duration::from_millis(self.election_ms);
+            while self.view.facts().leader_id.is_none() && std::time::Instant::now() < until {
+                std::thread::sleep(Duration::from_millis(2));
+            }
+            std::thread::sleep(STOP_LINGER);
+        }
+        info!(
+            "leadership {} in {} ms before stopping",
+            if moved { "handed over" } else { "not handed over" },
+            started.elapsed().as_millis()
+        );
+        moved
+    }
+
+    /// Stops the Raft thread, the peer listener and the dialers, and waits for them.
     /// Stops the Raft thread, the peer listener and the dialers, and waits for them.
     pub fn stop(self) {
         self.stopping.store(true, Ordering::SeqCst);
@@ -165,7 +218,17 @@ pub fn start(s: ClusterStart<'_>) -> std::io::Result<ClusterHandles> {
         std::thread::Builder::new().name("peer-accept".into()).spawn(move || acceptor.run(peer_listener))?,
     );
     info!("node {me} peer port {peer_addr}; members {:?}", cluster.peers);
-    Ok(ClusterHandles { view, raft_tx: s.raft_tx, waker: s.waker, peer_addr, threads, fatal, stopping })
+    Ok(ClusterHandles {
+        view,
+        raft_tx: s.raft_tx,
+        waker: s.waker,
+        peer_addr,
+        threads,
+        fatal,
+        stopping,
+        election_ms: config.election_ms,
+        heartbeat_ms: config.heartbeat_ms,
+    })
 }
 
 /// A `new` node may found a domain only with peers that have none yet. The first
@@ -293,15 +356,26 @@ impl Dialer {
                 if self.kit.stopping.load(Ordering::SeqCst) || dropped {
                     return;
                 }
+                self.report(true);
                 match self.attempt() {
                     DialOutcome::Connected => break,
-                    DialOutcome::Stop => return,
-                    DialOutcome::Retry => {}
+                    DialOutcome::Stop => {
+                        self.report(false);
+                        return;
+                    }
+                    DialOutcome::Retry => self.report(false),
                 }
                 std::thread::sleep(backoff);
                 backoff = (backoff * 2).min(DIAL_BACKOFF_MAX);
             }
         }
+    }
+
+    /// Tells the Raft thread an attempt started or failed: messages for this peer wait
+    /// for the attempt under way, and only for it.
+    fn report(&self, started: bool) {
+        let _ = self.kit.raft_tx.send(ToRaft::Dial { peer: self.peer, started });
+        let _ = self.kit.waker.wake();
     }
 
     fn attempt(&self) -> DialOutcome {
@@ -481,7 +555,15 @@ impl Acceptor {
             }
         }
         match self.view.admits(hello.node_id, &hello.addr) {
-            Ok(()) => {}
+            Ok(view::Admitted::Member) => {}
+            Ok(view::Admitted::Stranger) => {
+                crate::warn_limited!(
+                    PEER_STRANGER_LOG,
+                    "node {} (not in this node's configuration) connected while no leader is heard here; \
+                     only its vote requests are heard",
+                    hello.node_id
+                );
+            }
             Err(NotAdmitted::NotMember) => {
                 return Err((
                     refusal::NOT_MEMBER,
@@ -560,6 +642,9 @@ impl Acceptor {
         }
     }
 }
+
+/// Strangers admitted to ask for votes, logged at most once a second.
+static PEER_STRANGER_LOG: crate::lograte::RateLimit = crate::lograte::RateLimit::new();
 
 /// Failed peer TLS handshakes, logged at most once a second.
 static PEER_TLS_FAILED_LOG: crate::lograte::RateLimit = crate::lograte::RateLimit::new();

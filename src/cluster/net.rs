@@ -104,6 +104,16 @@ impl PeerConn {
         wire::encode(msg, &mut self.outbuf).is_ok()
     }
 
+    /// Queues frames encoded already (messages that waited for this link); false if
+    /// the queue is full and they were dropped.
+    pub fn queue_encoded(&mut self, frames: &[u8]) -> bool {
+        if self.outbuf.len() >= SEND_QUEUE_MAX_BYTES {
+            return false;
+        }
+        self.outbuf.extend_from_slice(frames);
+        true
+    }
+
     /// Writes as much as the socket takes. `Ok(true)`: everything went out.
     pub fn flush(&mut self) -> io::Result<bool> {
         match &mut self.tls {

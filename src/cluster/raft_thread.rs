@@ -40,6 +40,24 @@ const ADMIN_COMMIT_MS: u64 = 15_000;
 /// A learner is caught up when it is at most this many entries behind the commit index.
 const CATCH_UP_LAG_MAX: u64 = 64;
 
+/// Messages waiting for a link being dialed, per peer, at most…
+pub const DIAL_QUEUE_MESSAGES_MAX: usize = 256;
+/// …and bytes (one frame of the largest size fits).
+pub const DIAL_QUEUE_BYTES_MAX: usize = crate::raft::wire::FRAME_LEN_MAX_BYTES;
+/// A link to a node that is no longer wanted is kept until unused for this many
+/// election timeouts (so a removed node can still be told).
+const LINGER_ELECTION_TIMEOUTS: u64 = 2;
+/// Messages dropped for want of a link: logged at most once per this many ms, with
+/// the count of the others.
+const DROP_LOG_MS: u64 = 10_000;
+
+/// Messages dropped for want of a link (no link, no dial under way, or the dial
+/// failed), and for a full send queue.
+static DROPPED_LOG: crate::lograte::RateLimit = crate::lograte::RateLimit::every(DROP_LOG_MS);
+
+/// `admin transfer-leader` requests waiting for their answer at most; more are refused.
+const TRANSFER_WAITERS_MAX: usize = 64;
+
 /// The waker's token; connections use the tokens above it.
 pub const WAKER: Token = Token(0);
 /// Longest sleep of the loop: Raft's timers are checked at least this often.
@@ -47,6 +65,18 @@ const TICK: Duration = Duration::from_millis(10);
 
 /// Asks the dialer of a peer to (re)connect.
 pub type Redial = Sender<()>;
+
+/// Messages for a peer whose link is being dialed, encoded, in order. Bounded in
+/// count, bytes and time: they wait for the dial attempt under way only (dropped
+/// when it fails, or once the oldest waited half an election timeout). Why not
+/// longer: replaying a backoff's worth of stale heartbeats would renew the leases of
+/// a leader long gone; Raft resends what matters.
+#[derive(Default)]
+struct DialQueue {
+    frames: Vec<u8>,
+    count: usize,
+    since_ms: u64,
+}
 
 pub struct RaftLoop {
     pub raft: Raft,
@@ -61,6 +91,18 @@ pub struct RaftLoop {
     next_token: usize,
     kit: DialerKit,
     admin: Option<AdminJob>,
+    /// `admin transfer-leader` requests waiting for the hand-over to end.
+    transfers: Vec<TransferWait>,
+    /// Peers a dial attempt is under way to (no link yet).
+    dialing: BTreeSet<u64>,
+    /// Messages waiting for those attempts.
+    waiting: HashMap<u64, DialQueue>,
+    /// When a message was last sent to each peer: a link to a node that left is kept
+    /// until unused for `LINGER_ELECTION_TIMEOUTS`.
+    last_used: HashMap<u64, u64>,
+    /// The nodes of the configuration the dialers were last set up for: a change
+    /// (an appended configuration naming a new member) dials at once.
+    dialed_for: BTreeSet<u64>,
     /// Node ids that were members and left: never accepted as new members again.
     retired: BTreeSet<u64>,
     /// Every node of every committed configuration seen: those no longer in any
@@ -106,6 +148,11 @@ impl RaftLoop {
             next_token: 1,
             kit,
             admin: None,
+            transfers: Vec::new(),
+            dialing: BTreeSet::new(),
+            waiting: HashMap::new(),
+            last_used: HashMap::new(),
+            dialed_for: BTreeSet::new(),
             retired: Default::default(),
             ever_committed: Default::default(),
             vouched_ids: Default::default(),
@@ -119,6 +166,8 @@ impl RaftLoop {
     /// Runs until `Stop` arrives or the lock-table side is gone.
     pub fn run(mut self) {
         let mut events = Events::with_capacity(256);
+        // The configured peers' dialers were started with their first attempt.
+        self.dialing = self.redial.keys().copied().collect();
         self.publish();
         loop {
             if let Err(e) = self.poll.poll(&mut events, Some(TICK)) {
@@ -150,6 +199,7 @@ impl RaftLoop {
                 self.housekeeping(now);
             }
             self.step_admin(now);
+            self.step_transfers(now);
         }
     }
 
@@ -157,34 +207,69 @@ impl RaftLoop {
         let Some(peer) = self.conns.get(&token).map(|c| c.peer) else {
             return;
         };
-        // Only members speak Raft: a node that is not (or no longer) one may have a
-        // connection still open, but nothing it sends is stepped.
-        let may_step = self.admitted && self.may_speak(peer);
         let Some(conn) = self.conns.get_mut(&token) else {
             return;
         };
-        let open = match conn.read_available() {
+        let mut open = match conn.read_available() {
             Ok(open) => open,
             Err(e) => {
                 debug!("peer {peer}: read: {e}");
                 false
             }
         };
+        let mut msgs = Vec::new();
         loop {
             match conn.next_message() {
-                Ok(Some(msg)) if may_step => self.raft.step(peer, msg, now),
-                Ok(Some(_)) => {}
+                Ok(Some(msg)) => msgs.push(msg),
                 Ok(None) => break,
                 Err(e) => {
                     warn!("peer {peer}: bad frame ({e}); closing the connection");
-                    self.close(token);
-                    return;
+                    open = false;
+                    break;
                 }
+            }
+        }
+        // Judged message by message: a vote may make the next message of a stranger
+        // acceptable, a leader heard may make it not.
+        for msg in msgs {
+            if self.may_step(peer, token, &msg) {
+                self.raft.step(peer, msg, now);
             }
         }
         if !open {
             self.close(token);
         }
+    }
+
+    /// Only members speak Raft: a node that is not (or no longer) one may have a
+    /// connection still open, but nothing it sends is stepped — except what a stranger
+    /// may say (`super::stranger`), on the connection it opened. Nothing at all before
+    /// a peer accepted one of our connections.
+    fn may_step(&self, peer: u64, token: Token, msg: &crate::raft::Message) -> bool {
+        if !self.admitted {
+            return false;
+        }
+        if self.may_speak(peer) {
+            return true;
+        }
+        let inbound = self.outbound.get(&peer) != Some(&token);
+        inbound && self.is_stranger(peer) && super::stranger::stranger_may_step(&self.raft, peer, msg)
+    }
+
+    /// A node no configuration of ours names or ever named (see `super::stranger`).
+    fn is_stranger(&self, peer: u64) -> bool {
+        !self.ever_committed.contains(&peer)
+            && super::stranger::is_stranger(&self.raft, peer, |id| self.may_speak(id))
+    }
+
+    /// The newest connection `peer` opened to us, if any: answers to a stranger go
+    /// back on it.
+    fn inbound_of(&self, peer: u64) -> Option<Token> {
+        self.conns
+            .iter()
+            .filter(|(t, c)| c.peer == peer && self.outbound.get(&peer) != Some(*t))
+            .map(|(t, _)| *t)
+            .max()
     }
 
     fn close(&mut self, token: Token) {
@@ -194,9 +279,12 @@ impl RaftLoop {
         let _ = self.poll.registry().deregister(conn.stream_mut());
         if self.outbound.get(&conn.peer) == Some(&token) {
             self.outbound.remove(&conn.peer);
+            self.view.set_link_up(conn.peer, false);
             debug!("peer {}: outbound connection closed", conn.peer);
             if let Some(tx) = self.redial.get(&conn.peer) {
-                let _ = tx.send(());
+                if tx.send(()).is_ok() {
+                    self.dialing.insert(conn.peer);
+                }
             }
         }
     }
@@ -258,6 +346,8 @@ impl RaftLoop {
                 Ok(ToRaft::Admin { id, old, new, addr, reply }) => {
                     self.start_admin(AdminJob::new(id, old, new, addr, reply), now)
                 }
+                Ok(ToRaft::Transfer { target, reply }) => self.start_transfer(target, reply, now),
+                Ok(ToRaft::Dial { peer, started }) => self.on_dial(peer, started),
                 Ok(ToRaft::Stop) | Err(TryRecvError::Disconnected) => return false,
                 Err(TryRecvError::Empty) => return true,
             }
@@ -290,6 +380,13 @@ impl RaftLoop {
             if let Some(old) = self.outbound.insert(peer.node_id, token) {
                 self.close_quietly(old);
             }
+            self.dialing.remove(&peer.node_id);
+            if let Some(queue) = self.waiting.remove(&peer.node_id) {
+                if !conn.queue_encoded(&queue.frames) {
+                    self.dropped(peer.node_id, queue.count, "its send queue is full");
+                }
+            }
+            self.view.set_link_up(peer.node_id, true);
             info!("peer {}: connected to {}", peer.node_id, peer.addr);
         }
         self.conns.insert(token, conn);
@@ -305,14 +402,15 @@ impl RaftLoop {
 
     fn handle_ready(&mut self) {
         let ready = self.raft.ready();
+        let now = self.clock.now_ms();
+        // Dial on append: a configuration naming a new member was appended (or
+        // received): dial it now, so the messages below wait for that link instead of
+        // being lost until the next housekeeping.
+        self.dial_members_if_changed();
         let mut touched = Vec::new();
         for (to, msg) in &ready.messages {
-            if let Some(&token) = self.outbound.get(to) {
-                if let Some(conn) = self.conns.get_mut(&token) {
-                    if conn.queue(msg) {
-                        touched.push(token);
-                    }
-                }
+            if let Some(token) = self.route(*to, msg, now) {
+                touched.push(token);
             }
         }
         touched.sort_unstable();
@@ -320,6 +418,7 @@ impl RaftLoop {
         for token in touched {
             self.flush(token);
         }
+        self.expire_waiting(now);
         if let Some(snapshot) = ready.snapshot {
             let msg = FromLog::Snapshot { index: snapshot.meta.index, data: snapshot.data };
             (self.to_table)(msg);
@@ -352,6 +451,125 @@ impl RaftLoop {
             warn!("this node is no longer a member of the cluster");
         }
         self.publish();
+    }
+
+    /// Sends `msg` to `to`: on our link to it, or into the queue of the dial under way
+    /// (starting one if we know its address and no dialer runs), or drops it and says
+    /// so (rate-limited). Returns the link's token when something was queued on it.
+    fn route(&mut self, to: u64, msg: &crate::raft::Message, now: u64) -> Option<Token> {
+        self.last_used.insert(to, now);
+        if let Some(&token) = self.outbound.get(&to) {
+            let conn = self.conns.get_mut(&token)?;
+            if conn.queue(msg) {
+                return Some(token);
+            }
+            self.dropped(to, 1, "its send queue is full");
+            return None;
+        }
+        if !self.redial.contains_key(&to) && !self.dial(to) {
+            // A stranger asking for our vote: answer on the connection it opened
+            // (never dial an address it claims).
+            if let Some(token) = self.inbound_of(to) {
+                let conn = self.conns.get_mut(&token)?;
+                if conn.queue(msg) {
+                    return Some(token);
+                }
+            }
+            self.dropped(to, 1, "no link and no known address");
+            return None;
+        }
+        if !self.dialing.contains(&to) {
+            self.dropped(to, 1, "no link (the dialer is backing off)");
+            return None;
+        }
+        let queue =
+            self.waiting.entry(to).or_insert_with(|| DialQueue { since_ms: now, ..Default::default() });
+        let before = queue.frames.len();
+        let fits = queue.count < DIAL_QUEUE_MESSAGES_MAX
+            && crate::raft::wire::encode(msg, &mut queue.frames).is_ok()
+            && queue.frames.len() <= DIAL_QUEUE_BYTES_MAX;
+        if fits {
+            queue.count += 1;
+        } else {
+            queue.frames.truncate(before);
+            self.dropped(to, 1, "the queue for its link being dialed is full");
+        }
+        None
+    }
+
+    /// Starts a dialer for `id` if its address is known (configuration, member
+    /// records, `admin replace`; never a PEER HELLO). True if one runs now.
+    fn dial(&mut self, id: u64) -> bool {
+        if id == self.raft.id() {
+            return false;
+        }
+        if self.redial.contains_key(&id) {
+            return true;
+        }
+        let addr = self.view.addr_of(id);
+        if addr.is_empty() {
+            return false;
+        }
+        match self.kit.spawn(id, &addr) {
+            Ok(tx) => {
+                self.redial.insert(id, tx);
+                self.dialing.insert(id);
+                true
+            }
+            Err(e) => {
+                warn!("cannot start a dialer for node {id}: {e}");
+                false
+            }
+        }
+    }
+
+    /// A dialer's attempt started or failed. A failed attempt drops what waited for it.
+    fn on_dial(&mut self, peer: u64, started: bool) {
+        if started {
+            if !self.outbound.contains_key(&peer) && self.redial.contains_key(&peer) {
+                self.dialing.insert(peer);
+            }
+            return;
+        }
+        self.dialing.remove(&peer);
+        if let Some(queue) = self.waiting.remove(&peer) {
+            self.dropped(peer, queue.count, "the dial failed");
+        }
+    }
+
+    /// Drops queues whose oldest message waited half an election timeout.
+    fn expire_waiting(&mut self, now: u64) {
+        if self.waiting.is_empty() {
+            return;
+        }
+        let age_max = self.raft.config().election_ms / 2;
+        let expired: Vec<u64> =
+            self.waiting.iter().filter(|(_, q)| now >= q.since_ms + age_max).map(|(id, _)| *id).collect();
+        for id in expired {
+            if let Some(queue) = self.waiting.remove(&id) {
+                self.dropped(id, queue.count, "its link took too long to dial");
+            }
+        }
+    }
+
+    fn dropped(&self, to: u64, count: usize, why: &str) {
+        if count > 0 {
+            crate::warn_limited!(DROPPED_LOG, "{count} message(s) to node {to} dropped: {why}");
+        }
+    }
+
+    /// Dials the members of the active and committed configurations that have no
+    /// dialer yet, if those changed since the last call.
+    fn dial_members_if_changed(&mut self) {
+        let mut members = self.members();
+        members.extend(self.raft.committed_membership().1.all_nodes());
+        if members == self.dialed_for {
+            return;
+        }
+        for &id in &members {
+            self.dial(id);
+        }
+        self.dialed_for = members;
     }
 
     /// The index of the first entry of `term` in the leader's log: its no-op.
@@ -388,6 +606,107 @@ impl RaftLoop {
             || (!admission.config_known
                 && (admission.configured.contains(&peer) || self.vouched_ids.contains(&peer)))
     }
+}
+
+/// An `admin transfer-leader` waiting for another node to lead.
+struct TransferWait {
+    id: u32,
+    reply: Sender<WriterMsg>,
+    /// The voter leadership is being handed to.
+    to: u64,
+    /// Answered by then whatever happened (the core abandons a hand-over after an
+    /// election timeout; this leaves the target one more to win its election).
+    deadline_ms: u64,
+}
+
+impl TransferWait {
+    fn answer(&self, response: Response) {
+        // The reader counted the request as pending.
+        let _ = self.reply.send(WriterMsg::Reply { id: self.id, response, counted: true });
+    }
+}
+
+fn refused(message: String) -> Response {
+    Response::Error { code: ErrorCode::Refused, message }
+}
+
+impl RaftLoop {
+    /// `admin transfer-leader` (with `reply`) or this node's own stop (without): asks
+    /// the core to hand leadership over. Requests meanwhile wait on the lock side
+    /// (`FromLog::Handover`), and are answered or redirected when the hand-over ends.
+    fn start_transfer(&mut self, target: Option<u64>, reply: Option<(u32, Sender<WriterMsg>)>, now: u64) {
+        let answer = |response: Response| {
+            if let Some((id, reply)) = &reply {
+                let _ = reply.send(WriterMsg::Reply { id: *id, response, counted: true });
+            }
+        };
+        let me = self.raft.id();
+        let to = match self.raft.transfer_leader(target) {
+            Ok(to) => to,
+            Err(crate::raft::RaftError::NotLeader { .. }) => {
+                return answer(Response::Moved { leader: self.leader_addr() });
+            }
+            Err(crate::raft::RaftError::HandingOver) => {
+                return answer(refused(format!(
+                    "node {me} is leaving the configuration and hands leadership over by itself when \
+                     that change commits"
+                )));
+            }
+            Err(e) => {
+                let why = match target {
+                    Some(id) => format!("cannot hand leadership to node {id}: {e}"),
+                    None => format!("cannot hand leadership over: {e}"),
+                };
+                return answer(refused(why));
+            }
+        };
+        info!(
+            "handing leadership over to node {to}{}",
+            if reply.is_none() { " before stopping" } else { "" }
+        );
+        let Some((id, reply)) = reply else { return };
+        if to == me {
+            let leader = self.view.members_text(&[me]);
+            let _ = reply.send(WriterMsg::Reply { id, response: leader_text(&leader), counted: true });
+            return;
+        }
+        if self.transfers.len() >= TRANSFER_WAITERS_MAX {
+            let response = refused("too many leadership transfers waiting".into());
+            let _ = reply.send(WriterMsg::Reply { id, response, counted: true });
+            return;
+        }
+        let deadline_ms = now + 2 * self.raft.config().election_ms;
+        self.transfers.push(TransferWait { id, reply, to, deadline_ms });
+    }
+
+    /// Answers the `admin transfer-leader` requests whose hand-over ended.
+    fn step_transfers(&mut self, now: u64) {
+        if self.transfers.is_empty() {
+            return;
+        }
+        let me = self.raft.id();
+        let response = match self.raft.leader_id() {
+            Some(leader) if leader != me => leader_text(&self.view.members_text(&[leader])),
+            Some(_) if !self.raft.handing_over() => {
+                let to = self.transfers[0].to;
+                refused(format!(
+                    "node {to} did not take over within an election timeout; node {me} still leads"
+                ))
+            }
+            _ if self.transfers.iter().any(|t| now > t.deadline_ms) => {
+                refused(format!("node {me} stopped leading and no new leader is known yet"))
+            }
+            _ => return,
+        };
+        for wait in self.transfers.drain(..) {
+            wait.answer(response.clone());
+        }
+    }
+}
+
+/// The answer to a completed `admin transfer-leader`: the leader as `ID@ADDR`.
+fn leader_text(leader: &str) -> Response {
+    Response::Status { text: format!("leader={leader}\n") }
 }
 
 /// An `admin replace` in progress on this leader (one at a time).
@@ -447,43 +766,55 @@ impl RaftLoop {
         let mut wanted = members.clone();
         wanted.extend(self.raft.leader_id());
         for &id in wanted.iter().filter(|id| **id != me) {
-            if self.redial.contains_key(&id) {
-                continue;
-            }
-            let addr = self.view.addr_of(id);
-            if addr.is_empty() {
-                continue;
-            }
-            match self.kit.spawn(id, &addr) {
-                Ok(tx) => {
-                    self.redial.insert(id, tx);
-                }
-                Err(e) => warn!("cannot start a dialer for node {id}: {e}"),
-            }
+            self.dial(id);
         }
         // A joining node that has not received a configuration yet keeps the dialers
         // of its configured peers: they are how it finds the cluster.
         let joining = self.raft.membership().voters.is_empty();
         // Connections from nodes that may no longer speak (removed, or never members)
-        // are closed; they are refused at their next handshake.
-        let silenced: Vec<Token> =
-            self.conns.iter().filter(|(_, c)| !self.may_speak(c.peer)).map(|(t, _)| *t).collect();
+        // are closed; they are refused at their next handshake. Our own links to them
+        // linger (below).
+        // A stranger's connection stays while it may still be heard: this node has no
+        // live leader, or follows it.
+        let stranger_heard = |peer: u64| {
+            self.is_stranger(peer) && (!self.raft.has_live_leader() || self.raft.leader_id() == Some(peer))
+        };
+        let silenced: Vec<Token> = self
+            .conns
+            .iter()
+            .filter(|(t, c)| {
+                self.outbound.get(&c.peer) != Some(*t) && !self.may_speak(c.peer) && !stranger_heard(c.peer)
+            })
+            .map(|(t, _)| *t)
+            .collect();
         for token in silenced {
             self.close_quietly(token);
         }
         let pending_new = self.admin.as_ref().map(|job| job.new);
+        let linger_ms = LINGER_ELECTION_TIMEOUTS * self.raft.config().election_ms;
+        let in_use = |id: &u64| self.last_used.get(id).is_some_and(|t| now < t + linger_ms);
         let gone: Vec<u64> = self
             .redial
             .keys()
             .copied()
-            .filter(|id| !joining && !wanted.contains(id) && Some(*id) != pending_new)
+            .filter(|id| !joining && !wanted.contains(id) && Some(*id) != pending_new && !in_use(id))
             .collect();
+        // Bounded: only peers with a dialer, or talked to lately (strangers answered on
+        // their own connections have no dialer).
+        let redial = &self.redial;
+        self.last_used.retain(|id, t| redial.contains_key(id) || now < *t + linger_ms);
         for id in gone {
             // Dropping the sender ends the dialer; the connection goes too.
             self.redial.remove(&id);
+            self.dialing.remove(&id);
+            self.last_used.remove(&id);
+            if let Some(queue) = self.waiting.remove(&id) {
+                self.dropped(id, queue.count, "the node left the cluster");
+            }
             if let Some(token) = self.outbound.remove(&id) {
                 self.close_quietly(token);
             }
+            self.view.set_link_up(id, false);
             if self.retired.insert(id) {
                 info!("node {id} left the cluster");
             }
@@ -536,6 +867,7 @@ impl RaftLoop {
         match self.kit.spawn(job.new, &job.addr) {
             Ok(tx) => {
                 self.redial.insert(job.new, tx);
+                self.dialing.insert(job.new);
             }
             Err(e) => {
                 job.refuse(format!("cannot start a dialer: {e}"));
@@ -557,7 +889,8 @@ impl RaftLoop {
         }
         // A joining node has connected already (that is how it catches up); what makes an
         // id "used" is membership, now or before.
-        if self.members().contains(&job.new) || self.retired.contains(&job.new) {
+        let used = |id: &u64| self.retired.contains(id) || self.ever_committed.contains(id);
+        if self.members().contains(&job.new) || used(&job.new) {
             return Err(format!("node id {} was already used in this cluster; pick a new one", job.new));
         }
         // The joint configuration needs a majority of the old voters and of the new

@@ -21,6 +21,8 @@ pub struct RaftFacts {
     pub commit_index: u64,
     pub voters: Vec<u64>,
     pub learners: Vec<u64>,
+    /// This node leads, or heard from its leader within an election timeout.
+    pub live_leader: bool,
 }
 
 /// Who may speak Raft to this node: published by the Raft thread, read by the peer
@@ -39,6 +41,18 @@ pub struct Admission {
     /// The configured peers (`TICKETING_CLUSTER_PEERS`), admitted before any
     /// configuration is known.
     pub configured: BTreeSet<u64>,
+}
+
+/// Why a peer may speak Raft to this node.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Admitted {
+    /// A member (or a configured peer, or the vouched leader, before any configuration
+    /// is known).
+    Member,
+    /// A stranger (no configuration of this node names it, none ever did), admitted
+    /// only because this node has no live leader: it may ask for votes
+    /// (`super::stranger`).
+    Stranger,
 }
 
 /// Why a peer may not speak Raft to this node.
@@ -118,16 +132,19 @@ impl ClusterView {
     }
 
     /// May node `id`, which says its client address is `addr`, speak Raft to us?
-    pub fn admits(&self, id: u64, addr: &str) -> Result<(), NotAdmitted> {
+    pub fn admits(&self, id: u64, addr: &str) -> Result<Admitted, NotAdmitted> {
         let admission = lock(&self.admission);
         if admission.members.contains(&id) {
-            return Ok(());
+            return Ok(Admitted::Member);
         }
         if !admission.config_known && (admission.configured.contains(&id) || self.is_vouched(id, addr)) {
-            return Ok(());
+            return Ok(Admitted::Member);
         }
         if admission.retired.contains(&id) {
             return Err(NotAdmitted::Removed);
+        }
+        if admission.config_known && !lock(&self.facts).live_leader {
+            return Ok(Admitted::Stranger);
         }
         Err(NotAdmitted::NotMember)
     }
@@ -186,6 +203,7 @@ impl ClusterView {
             commit_index: raft.commit_index(),
             voters,
             learners: membership.learners.iter().copied().collect(),
+            live_leader: raft.has_live_leader(),
         };
         *lock(&self.facts) = facts;
     }

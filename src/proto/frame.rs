@@ -33,6 +33,11 @@ pub enum Request {
     /// queues them (a leader, or a standalone node) sees them. Answered with `K`, or
     /// `M` by a follower.
     TopKeys { n: u8 },
+    /// `T`: hand leadership over (cluster administration, docs/protocol.md §5.5): to
+    /// voter `target`, or (`None`, sent as 0) to the voter the leader chooses. Answered
+    /// with `S` (`leader=ID@ADDR`) once another node leads, `M` (not the leader) or `E`
+    /// (refused, or not completed within an election timeout).
+    TransferLeader { target: Option<u64> },
 }
 
 /// Most keys one TOP KEYS answer lists.
@@ -56,7 +61,7 @@ pub struct TopKey {
 impl Request {
     /// Admin ops need a connection that proved the operator secret (docs/security.md).
     pub fn is_admin(&self) -> bool {
-        matches!(self, Request::Replace { .. } | Request::Members)
+        matches!(self, Request::Replace { .. } | Request::Members | Request::TransferLeader { .. })
     }
 }
 
@@ -288,6 +293,11 @@ pub fn decode_request(payload: &[u8]) -> Result<(u32, Request), DecodeError> {
             }
             Request::TopKeys { n }
         }
+        b'T' => {
+            let target = cur.u64()?;
+            cur.finish()?;
+            Request::TransferLeader { target: (target != 0).then_some(target) }
+        }
         other => return Err(DecodeError::UnknownOp(other)),
     };
     Ok((id, request))
@@ -409,6 +419,11 @@ pub fn encode_request(out: &mut Vec<u8>, id: u32, request: &Request) {
             out.push(b'K');
             put_u32(out, id);
             out.push(*n);
+        }
+        Request::TransferLeader { target } => {
+            out.push(b'T');
+            put_u32(out, id);
+            put_u64(out, target.unwrap_or(0));
         }
     }
     end_frame(out, start);

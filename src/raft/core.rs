@@ -244,6 +244,19 @@ impl Raft {
         self.role == Role::Leader
             && (self.transfer.is_some() || !self.log.active_membership().is_voter(self.cfg.id))
     }
+    /// True if this node leads, or heard from the leader of its term within
+    /// the last election timeout (as of the latest `tick`/`step`). The
+    /// transport lets a node its configuration does not name ask for votes
+    /// only while this is false (docs/protocol-cluster.md §2).
+    pub fn has_live_leader(&self) -> bool {
+        match self.role {
+            Role::Leader => true,
+            _ => {
+                self.leader_id.is_some()
+                    && self.now_ms < self.leader_contact_ms.saturating_add(self.cfg.election_ms)
+            }
+        }
+    }
     /// After this node stopped leading by handing over, the node it sent
     /// `TimeoutNow` to, until it learns who leads: a hint for redirecting
     /// clients (it is not known to lead yet).

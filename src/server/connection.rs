@@ -277,7 +277,11 @@ fn read_loop(
         counters.pending.fetch_add(1, Ordering::SeqCst);
         shared.pending.fetch_add(1, Ordering::SeqCst);
         if let Request::Replace { old, new, addr } = request {
-            admin_replace(tx, shared, id, old, new, addr);
+            admin_to_raft(tx, shared, id, ToRaft::Admin { id, old, new, addr, reply: tx.clone() });
+            continue;
+        }
+        if let Request::TransferLeader { target } = request {
+            admin_to_raft(tx, shared, id, ToRaft::Transfer { target, reply: Some((id, tx.clone())) });
             continue;
         }
         if shared.table.send(TableMsg::Request { conn, id, request }).is_err() {
@@ -405,18 +409,17 @@ impl ConnCounters {
     }
 }
 
-/// `admin replace`: handed to the Raft thread, which answers on the writer's channel
-/// when the change is done or refused (it may take a while: the reader goes on). The
-/// caller counted it as pending.
-fn admin_replace(tx: &Sender<WriterMsg>, shared: &Shared, id: u32, old: u64, new: u64, addr: String) {
+/// `admin replace` and `admin transfer-leader`: handed to the Raft thread, which
+/// answers on the writer's channel when the change is done or refused (it may take a
+/// while: the reader goes on). The caller counted it as pending.
+fn admin_to_raft(tx: &Sender<WriterMsg>, shared: &Shared, id: u32, admin: ToRaft) {
     let refuse = |code, message: &str| {
         let response = Response::Error { code, message: message.into() };
         let _ = tx.send(WriterMsg::Reply { id, response, counted: true });
     };
     let Some((raft, waker)) = &shared.raft else {
-        return refuse(ErrorCode::Invalid, "membership changes need a cluster; this node is standalone");
+        return refuse(ErrorCode::Invalid, "cluster administration needs a cluster; this node is standalone");
     };
-    let admin = ToRaft::Admin { id, old, new, addr, reply: tx.clone() };
     if raft.send(admin).is_err() {
         return refuse(ErrorCode::Refused, "the node is stopping");
     }

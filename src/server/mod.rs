@@ -364,6 +364,12 @@ impl Server {
         self.shared.cluster.as_ref().and_then(|view| view.broken())
     }
 
+    /// Before a stop: a leader hands leadership over first (see
+    /// `ClusterHandles::hand_over_before_stop`). True if leadership moved.
+    pub fn hand_over_before_stop(&self) -> bool {
+        self.cluster.as_ref().is_some_and(|c| c.hand_over_before_stop())
+    }
+
     /// Stops accepting, closes every connection, stops the lock-table thread (and the
     /// cluster threads) and waits for the threads to end (connections: at most about
     /// two seconds).
@@ -629,6 +635,10 @@ pub fn run_from_env() -> i32 {
             break;
         }
         std::thread::sleep(Duration::from_millis(50));
+    }
+    if status == 0 && !server.removed() {
+        // SIGTERM to a leader: hand leadership over first, so clients lose no time.
+        server.hand_over_before_stop();
     }
     info!("stopping");
     server.shutdown();

@@ -183,6 +183,7 @@ pub fn default_answer(request: &Request) -> Response {
         Request::Replace { .. } => Response::Status { text: "replaced\n".into() },
         Request::Members => Response::Status { text: "voter=1@127.0.0.1:5225\n".into() },
         Request::TopKeys { .. } => Response::TopKeys { keys: Vec::new() },
+        Request::TransferLeader { .. } => Response::Status { text: "leader=1@127.0.0.1:5225\n".into() },
     }
 }
 

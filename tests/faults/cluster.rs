@@ -15,7 +15,19 @@ use ticketing::proto::handshake::{self, CLIENT_LABELS};
 use ticketing::proto::io::FrameReader;
 use ticketing::proto::limits::RESPONSE_FRAME_LEN_MAX;
 
+use super::delay::{DelayProxy, Shape};
 use super::netns::Netns;
+
+/// Peer links shaped by delay proxies (`delay.rs`): every node's peer port sits behind
+/// one, so every message between two nodes crosses one proxy (the one in front of the
+/// node it goes to).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Links {
+    /// Toward every node, and back.
+    pub shape: Shape,
+    /// The first founding node's shape instead (a slow node), if any.
+    pub slow: Option<Shape>,
+}
 
 pub const TOKEN: &str = "fault-suite-secret-0123456789";
 /// The peer secret (it must differ from the client secret).
@@ -30,6 +42,8 @@ pub struct NodeProc {
     pub child: Child,
     pub paused: bool,
     pub log: PathBuf,
+    /// With shaped links: the proxies in front of its client and peer ports.
+    pub proxies: Vec<DelayProxy>,
 }
 
 impl NodeProc {
@@ -75,14 +89,35 @@ pub struct Cluster {
     /// (a checkout under /root, say).
     bin: PathBuf,
     _bin_dir: Option<tempfile::TempDir>,
+    pub links: Option<Links>,
 }
 
 fn addr_of(n: u32, port: u16) -> SocketAddr {
     format!("127.0.{}.{}:{port}", n / 200, n % 200 + 1).parse().unwrap()
 }
 
+/// With shaped links, where the node really listens (its proxies take `addr_of`).
+fn behind_proxy(n: u32, port: u16) -> SocketAddr {
+    format!("127.1.{}.{}:{port}", n / 200, n % 200 + 1).parse().unwrap()
+}
+
+fn with_port(addr: SocketAddr, port: u16) -> SocketAddr {
+    SocketAddr::new(addr.ip(), port)
+}
+
 impl Cluster {
     pub fn start(size: usize, port: u16, dir: PathBuf, net: Option<&Netns>) -> Result<Cluster, String> {
+        Cluster::start_with(size, port, dir, net, None)
+    }
+
+    /// `start`, with peer links shaped by delay proxies when `links` is set.
+    pub fn start_with(
+        size: usize,
+        port: u16,
+        dir: PathBuf,
+        net: Option<&Netns>,
+        links: Option<Links>,
+    ) -> Result<Cluster, String> {
         let built = PathBuf::from(env!("CARGO_BIN_EXE_ticketing"));
         let (bin, bin_dir) = if net.is_some() {
             use std::os::unix::fs::PermissionsExt;
@@ -107,6 +142,7 @@ impl Cluster {
             use_uids: net.is_some(),
             bin,
             _bin_dir: bin_dir,
+            links,
         };
         let addrs: Vec<(u64, SocketAddr)> =
             (0..size as u32).map(|n| (n as u64 + 1, addr_of(n, port))).collect();
@@ -127,10 +163,27 @@ impl Cluster {
         let addr = addr_of(n, self.port);
         let log = self.dir.join(format!("node-{id}.log"));
         let file = File::create(&log).map_err(|e| format!("{}: {e}", log.display()))?;
+        // With shaped links the node listens behind its proxies: peers dial its
+        // configured address (TICKETING_CLUSTER_SELF), the peer proxy's.
+        let (listen, proxies) = match self.links {
+            None => (addr, Vec::new()),
+            Some(links) => {
+                let real = behind_proxy(n, self.port);
+                let shape = if n == 0 { links.slow.unwrap_or(links.shape) } else { links.shape };
+                let peer = self.port + 1000;
+                let start = |listen, target, to, from| {
+                    DelayProxy::start(listen, target, to, from, u64::from(n) * 7919 + u64::from(self.port))
+                        .map_err(|e| format!("delay proxy on {listen}: {e}"))
+                };
+                let client = start(addr, real, Shape::default(), Shape::default())?;
+                let peers = start(with_port(addr, peer), with_port(real, peer), shape, shape)?;
+                (real, vec![client, peers])
+            }
+        };
         let mut cmd = Command::new(&self.bin);
         cmd.arg("server")
             .env_clear()
-            .env("TICKETING_LISTEN", addr.to_string())
+            .env("TICKETING_LISTEN", listen.to_string())
             .env("TICKETING_NODE_ID", id.to_string())
             .env("TICKETING_CLUSTER_SELF", addr.to_string())
             .env("TICKETING_CLUSTER_PEERS", peers)
@@ -149,7 +202,7 @@ impl Cluster {
             cmd.uid(uid).gid(UID_BASE);
         }
         let child = cmd.spawn().map_err(|e| format!("start node {id}: {e}"))?;
-        let mut p = NodeProc { id, n, addr, child, paused: false, log };
+        let mut p = NodeProc { id, n, addr, child, paused: false, log, proxies };
         let deadline = Instant::now() + Duration::from_secs(15);
         loop {
             let text = std::fs::read_to_string(&p.log).unwrap_or_default();

@@ -5,6 +5,7 @@
 
 pub mod checker;
 pub mod cluster;
+pub mod delay;
 pub mod history;
 pub mod nemesis;
 pub mod netns;
@@ -51,12 +52,37 @@ pub struct RunConfig {
     /// Quiet time after each heal (the recovery bound is judged inside it).
     pub quiet: Duration,
     pub recovery_bound: Duration,
+    /// Peer links shaped by delay proxies (`delay.rs`), if set.
+    pub links: Option<cluster::Links>,
+}
+
+/// Parses `LAT,JITTER[,SLOW]` (milliseconds): every peer link `LAT ± JITTER` one way,
+/// and, with SLOW, the first node's `SLOW ± JITTER`.
+pub fn parse_links(text: &str) -> Result<cluster::Links, String> {
+    let nums: Vec<u64> = text
+        .split(',')
+        .map(|p| {
+            p.trim()
+                .parse::<u64>()
+                .map_err(|_| format!("TICKETING_FAULT_LINKS: {text:?} is not LAT,JITTER[,SLOW]"))
+        })
+        .collect::<Result<_, _>>()?;
+    let (lat, jitter, slow) = match nums.as_slice() {
+        [lat, jitter] => (*lat, *jitter, None),
+        [lat, jitter, slow] => (*lat, *jitter, Some(*slow)),
+        _ => return Err(format!("TICKETING_FAULT_LINKS: {text:?} is not LAT,JITTER[,SLOW]")),
+    };
+    Ok(cluster::Links {
+        shape: delay::Shape::latency(lat, jitter),
+        slow: slow.map(|s| delay::Shape::latency(s, jitter)),
+    })
 }
 
 impl RunConfig {
     /// From the environment: TICKETING_FAULT_SECS (default `default_secs`),
     /// TICKETING_FAULT_SEED (default 6), TICKETING_FAULT_NODES (3 or 5, default 3),
-    /// TICKETING_FAULT_OUT (default target/faults), TICKETING_FAULT_NO_NETNS=1.
+    /// TICKETING_FAULT_OUT (default target/faults), TICKETING_FAULT_NO_NETNS=1,
+    /// TICKETING_FAULT_LINKS=LAT,JITTER[,SLOW] (shaped peer links, `parse_links`).
     pub fn from_env(default_secs: u64) -> RunConfig {
         let var = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
         let secs = var("TICKETING_FAULT_SECS").and_then(|v| v.parse().ok()).unwrap_or(default_secs);
@@ -66,11 +92,17 @@ impl RunConfig {
         let base = var("TICKETING_FAULT_OUT")
             .map(PathBuf::from)
             .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target").join("faults"));
+        let links = var("TICKETING_FAULT_LINKS").map(|v| parse_links(&v).unwrap_or_else(|e| panic!("{e}")));
         RunConfig {
             seed,
             duration: Duration::from_secs(secs),
             nodes,
-            out_dir: base.join(format!("seed{seed}-n{nodes}-{}", std::process::id())),
+            out_dir: base.join(format!(
+                "seed{seed}-n{nodes}{}-{}",
+                if links.is_some() { "-links" } else { "" },
+                std::process::id()
+            )),
+            links,
             no_netns: var("TICKETING_FAULT_NO_NETNS").is_some_and(|v| v != "0"),
             quiet: Duration::from_secs(6),
             recovery_bound: Duration::from_secs(10),
@@ -125,8 +157,20 @@ pub fn run(cfg: &RunConfig) -> Outcome {
         eprintln!("fault suite: {n}");
     }
     let port = if net.is_some() { 7225 } else { free_port_pair() };
+    if let Some(links) = cfg.links {
+        let s = links.shape;
+        let slow = links
+            .slow
+            .map_or(String::new(), |w| format!("; node 1: {} ms ± {} ms", w.latency_ms, w.jitter_ms));
+        notes.push(format!(
+            "peer links: {} ms ± {} ms one way toward every node, through delay proxies{slow}",
+            s.latency_ms, s.jitter_ms
+        ));
+        eprintln!("fault suite: {}", notes.last().unwrap());
+    }
     let mut cluster =
-        cluster::Cluster::start(cfg.nodes, port, cfg.out_dir.clone(), net.as_ref()).expect("cluster start");
+        cluster::Cluster::start_with(cfg.nodes, port, cfg.out_dir.clone(), net.as_ref(), cfg.links)
+            .expect("cluster start");
     assert!(
         cluster.wait_leader(Duration::from_secs(30)).is_some(),
         "no leader within 30 s; logs in {}",

@@ -78,7 +78,7 @@ pub fn schedule(rng: &mut Rng, kinds: &[Kind], count: usize) -> Vec<Kind> {
 /// Directed (from, to) node pairs whose traffic is dropped → iptables rules. A
 /// connection is identified by the mark of the node that dialed it and its original
 /// destination address (the acceptor).
-fn block_rules(cluster: &Cluster, pairs: &[(usize, usize)], extra: &str) -> Vec<String> {
+pub fn block_rules(cluster: &Cluster, pairs: &[(usize, usize)], extra: &str) -> Vec<String> {
     let mut rules = Vec::new();
     for &(a, b) in pairs {
         let (na, nb) = (&cluster.nodes[a], &cluster.nodes[b]);

@@ -39,7 +39,9 @@ pub fn remove_stale() {
     let Ok(list) = run(Command::new("ip").args(["netns", "list"])) else { return };
     for line in list.lines() {
         let name = line.split_whitespace().next().unwrap_or("");
-        if let Some(pid) = name.strip_prefix("tkt-").and_then(|p| p.parse::<u32>().ok()) {
+        let pid =
+            name.strip_prefix("tkt-").and_then(|p| p.split('-').next()).and_then(|p| p.parse::<u32>().ok());
+        if let Some(pid) = pid {
             if !std::path::Path::new(&format!("/proc/{pid}")).exists() {
                 let _ = run(Command::new("ip").args(["netns", "del", name]));
             }
@@ -55,7 +57,14 @@ impl Netns {
         }
         run(Command::new("ip").arg("-V")).map_err(|e| format!("`ip` (iproute2) is not usable: {e}"))?;
         remove_stale();
-        let name = format!("tkt-{}", std::process::id());
+        // One per call: tests of one process may each have their own.
+        static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let name = if n == 0 {
+            format!("tkt-{}", std::process::id())
+        } else {
+            format!("tkt-{}-{n}", std::process::id())
+        };
         let _ = run(Command::new("ip").args(["netns", "del", &name]));
         run(Command::new("ip").args(["netns", "add", &name]))?;
         let mut ns = Netns { name, netem: false };

@@ -113,17 +113,17 @@ impl SimParams {
 
 /// The transport model and network conditions of a seed: half the seeds (by
 /// `seed / 4`, so both cluster sizes and both test threads get both) run
-/// today's transport, half the improved one (`SIM_TRANSPORT=today|improved`
-/// runs every seed over one of them); half have TCP-like links, the others also lose, duplicate and
+/// the real transport (what `src/cluster/` does), half the legacy one it replaced
+/// (`SIM_TRANSPORT=real|legacy` runs every seed over one of them); half have TCP-like links, the others also lose, duplicate and
 /// reorder; a fifth have one slow node. Latencies are the real ones scaled to
 /// the simulator's election timeout (real: 2000 ms).
 pub fn network_from(r: &mut Rng, seed: u64, nodes: u64, election_ms: u64) -> (TransportModel, Conditions) {
     let transport = match std::env::var("SIM_TRANSPORT").as_deref() {
-        Ok("today") => TransportModel::today(election_ms),
-        Ok("improved") => TransportModel::improved(election_ms),
-        Ok(other) => panic!("SIM_TRANSPORT must be today or improved, not {other}"),
-        Err(_) if (seed / 4).is_multiple_of(2) => TransportModel::today(election_ms),
-        Err(_) => TransportModel::improved(election_ms),
+        Ok("legacy") => TransportModel::legacy(election_ms),
+        Ok("real") => TransportModel::real(election_ms),
+        Ok(other) => panic!("SIM_TRANSPORT must be real or legacy, not {other}"),
+        Err(_) if (seed / 4).is_multiple_of(2) => TransportModel::legacy(election_ms),
+        Err(_) => TransportModel::real(election_ms),
     };
     let latency_ms = 1 + r.below(8);
     let fifo = r.chance(500);
@@ -223,6 +223,7 @@ struct Node {
     paused_until: u64,
     /// The peers it was started with (dialed until it knows a configuration).
     peers: Vec<NodeId>,
+    admission: Admission,
 }
 
 /// An admin replacing a crashed voter with a fresh id (docs/operations.md).
@@ -299,7 +300,17 @@ impl World {
                 let cfg = raft_config(*id, &mut rng);
                 let raft = Raft::new_bootstrap(cfg, &ids, rng.next(), 0);
                 net.add_node(*id, &ids, 0);
-                (*id, Node { raft, app: App::default(), paused_until: 0, peers: ids.clone() })
+                let peers = ids.clone();
+                (
+                    *id,
+                    Node {
+                        raft,
+                        app: App::default(),
+                        paused_until: 0,
+                        peers,
+                        admission: Admission::default(),
+                    },
+                )
             })
             .collect();
         World {
@@ -475,7 +486,14 @@ impl World {
         let cfg = raft_config(id, &mut self.rng);
         let raft = Raft::new_joining(cfg, self.rng.next(), self.now);
         self.net.add_node(id, peers, self.now);
-        self.nodes.insert(id, Node { raft, app: App::default(), paused_until: 0, peers: peers.to_vec() });
+        let node = Node {
+            raft,
+            app: App::default(),
+            paused_until: 0,
+            peers: peers.to_vec(),
+            admission: Admission::default(),
+        };
+        self.nodes.insert(id, node);
         id
     }
 
@@ -562,7 +580,8 @@ impl World {
         // Started with the surviving voters as its configured peers.
         let peers: Vec<NodeId> = voters.iter().copied().filter(|v| *v != old).collect();
         self.net.add_node(new, &peers, self.now);
-        self.nodes.insert(new, Node { raft, app: App::default(), paused_until: 0, peers });
+        let admission = Admission::default();
+        self.nodes.insert(new, Node { raft, app: App::default(), paused_until: 0, peers, admission });
         self.replacement = Some(Replacement { old, new });
     }
 
@@ -576,7 +595,7 @@ impl World {
     // ----- network ---------------------------------------------------------
 
     fn deliver_due(&mut self) -> Result<(), String> {
-        while let Some((from, to, msg)) = self.net.pop_due(self.now) {
+        while let Some((from, to, msg, inbound)) = self.net.pop_due(self.now) {
             if !self.nodes.contains_key(&to) {
                 continue;
             }
@@ -587,8 +606,22 @@ impl World {
                 t.truncate(300);
                 eprintln!("{t}");
             }
-            self.nodes.get_mut(&to).unwrap().raft.step(from, msg, now);
-            self.process_ready(to)?;
+            let adding = self.replacement.map(|r| r.new);
+            let node = self.nodes.get_mut(&to).unwrap();
+            match node.admission.judge(&self.net.model, &node.raft, adding, from, &msg, inbound) {
+                Verdict::Step => {
+                    node.raft.step(from, msg, now);
+                    self.process_ready(to)?;
+                }
+                Verdict::Drop => self.net.stats.unheard += 1,
+                Verdict::Removed => {
+                    if let Some(sender) = self.nodes.get_mut(&from).filter(|n| n.paused_until <= now) {
+                        let term = sender.raft.term();
+                        sender.raft.step(to, Message::Removed { term, config_index: u64::MAX }, now);
+                        self.process_ready(from)?;
+                    }
+                }
+            }
         }
         Ok(())
     }
@@ -645,8 +678,11 @@ impl World {
             let wanted = self.wanted(id);
             self.net.sync_dialers(id, &wanted, false, self.now);
         }
+        let adding = self.replacement.map(|r| r.new);
         for (to, msg) in rd.messages {
-            self.net.send(id, to, msg, self.now);
+            let node = self.nodes.get_mut(&id).unwrap();
+            let known = node.admission.knows_addr(&node.raft, &node.peers, adding, to);
+            self.net.send(id, to, msg, self.now, known);
         }
         if let Some(s) = rd.snapshot {
             let app = App::restore(&s.data).map_err(|e| self.fail(format!("node {id}: {e}")))?;
@@ -982,6 +1018,85 @@ pub fn wanted_peers(r: &Raft, configured: &[NodeId], adding: Option<NodeId>) -> 
     }
     wanted.remove(&r.id());
     wanted
+}
+
+/// What a node's transport does with a Raft message that arrived.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    Step,
+    /// Not heard (a non-member that is no stranger it may hear now).
+    Drop,
+    /// The sender was removed: the real node refuses its next handshake with a removal
+    /// notice (code 6), which the sender takes as `Removed`.
+    Removed,
+}
+
+/// Who a node hears, as the real node judges it (`src/cluster/raft_thread.rs`,
+/// `may_step`, and the PEER HELLO rules of docs/protocol-cluster.md §2).
+#[derive(Clone, Debug, Default)]
+pub struct Admission {
+    /// Every node of every committed configuration seen (a removed node is refused).
+    ever_committed: BTreeSet<NodeId>,
+}
+
+impl Admission {
+    fn remember(&mut self, r: &Raft) {
+        for c in r.committed_configs() {
+            self.ever_committed.extend(c.all_nodes());
+        }
+    }
+
+    /// The nodes `r`'s transport admits as members: its active and committed
+    /// configurations, and (on the leader running it) the node an admin replace adds.
+    fn members(r: &Raft, adding: Option<NodeId>) -> BTreeSet<NodeId> {
+        let mut m = r.membership().all_nodes();
+        m.extend(r.committed_membership().1.all_nodes());
+        if r.is_leader() {
+            m.extend(adding);
+        }
+        m
+    }
+
+    /// Judges message `msg` from `from` arriving at `r` (`inbound`: on a link `from`
+    /// dialed). Before `r` knows a configuration everyone is heard (the real node hears
+    /// its configured peers and the leader they name).
+    pub fn judge(
+        &mut self,
+        model: &TransportModel,
+        r: &Raft,
+        adding: Option<NodeId>,
+        from: NodeId,
+        msg: &Message,
+        inbound: bool,
+    ) -> Verdict {
+        self.remember(r);
+        if Self::members(r, adding).contains(&from) || r.membership().all_nodes().is_empty() {
+            return Verdict::Step;
+        }
+        if self.ever_committed.contains(&from) {
+            return Verdict::Removed;
+        }
+        if model.strangers && inbound && ticketing::cluster::stranger::stranger_may_step(r, from, msg) {
+            return Verdict::Step;
+        }
+        Verdict::Drop
+    }
+
+    /// Whether `r`'s node knows `to`'s address (configuration, member records, admin
+    /// replace): only those are dialed on demand.
+    pub fn knows_addr(
+        &mut self,
+        r: &Raft,
+        configured: &[NodeId],
+        adding: Option<NodeId>,
+        to: NodeId,
+    ) -> bool {
+        self.remember(r);
+        configured.contains(&to)
+            || Self::members(r, adding).contains(&to)
+            || self.ever_committed.contains(&to)
+            || r.committed_configs().any(|c| c.contains(to))
+    }
 }
 
 /// Links (from, to) a random partition cuts, drawn from `rng`: a symmetric split into

@@ -7,16 +7,24 @@
 //!   and fails when the other end is gone, paused, or cut off in either direction;
 //!   a failed dial is retried after a backoff that doubles from a minimum to a maximum
 //!   (real: 100 ms → 1 s). A link that breaks is dialed again at once.
-//! - **A message for a peer without a link is dropped** (today), or — in the improved
-//!   model — waits in a short bounded queue while the link is being dialed.
+//! - **A message for a peer without a link** waits in a short bounded queue while the
+//!   link is being dialed (`real`), or is dropped (`legacy`).
 //! - **Who dials whom**: every node dials the members of its active configuration and
 //!   its leader (a joining node that knows no configuration yet: its configured
-//!   peers). Today that set is looked at by housekeeping every 200 ms (real), so a new
-//!   member is dialed up to one period after the configuration naming it was appended,
-//!   and a node that left is forgotten at the next period (its link closed). The
-//!   improved model dials a new member as soon as the configuration naming it is
-//!   appended, keeps a link to a node that left while it is still being talked to, and
-//!   dials a known node on demand when there is something to tell it.
+//!   peers). The `real` model (what `src/cluster/` does) dials a new member as soon as
+//!   the configuration naming it is appended, keeps a link to a node that left while it
+//!   is still being talked to, and dials a node whose address it knows on demand when
+//!   there is something to tell it. The `legacy` model (the transport before) looked
+//!   at that set only at housekeeping, every 200 ms (real), so a new member was dialed
+//!   up to one period after the configuration naming it was appended, and a node that
+//!   left was forgotten at the next period (its link closed).
+//! - **Who is heard** (`Admission`, after `src/cluster/raft_thread.rs`): members of the
+//!   receiver's configurations; before it knows one, anyone (the real node admits its
+//!   configured peers and the leader they name). A node its committed configurations
+//!   once named and no longer do is refused with a removal notice (the real node
+//!   refuses its next handshake with code 6). A stranger is heard as
+//!   `src/cluster/stranger.rs` says (`real` only), and answered on the link it dialed
+//!   (`via` the reverse direction), since its address is unknown.
 //! - A link carries messages in order (TCP) in "fifo" conditions; otherwise the
 //!   simulator also reorders, drops and duplicates, to keep the core honest.
 //! - Latency per message: a base, jitter, and optionally one slow node (to and from).
@@ -66,18 +74,23 @@ pub struct TransportModel {
     /// A link to a node that is no longer wanted is kept until it has been unused
     /// this long (0: closed at the next housekeeping).
     pub linger_ms: u64,
-    /// A message for a node we have no link to starts a dial (and waits for it).
+    /// A message for a node we have no link to starts a dial (and waits for it), if
+    /// its address is known to the sender.
     pub dial_on_demand: bool,
+    /// A stranger's vote requests are heard by a node without a live leader, and
+    /// answered on the link the stranger dialed (`src/cluster/stranger.rs`).
+    pub strangers: bool,
 }
 
 impl TransportModel {
-    /// The transport as it is today (`src/cluster/mod.rs`, `raft_thread.rs`): dial
-    /// backoff 100 ms → 1 s, housekeeping every 200 ms, messages without a link
-    /// dropped, links to nodes that left closed at the next housekeeping.
-    pub fn today(election_ms: u64) -> TransportModel {
+    /// The transport before it dialed on append (kept to show what that changed):
+    /// dial backoff 100 ms → 1 s, housekeeping every 200 ms, messages without a link
+    /// dropped, links to nodes that left closed at the next housekeeping, strangers
+    /// never heard.
+    pub fn legacy(election_ms: u64) -> TransportModel {
         let scale = |real_ms: u64| (real_ms * election_ms / REAL_ELECTION_MS).max(1);
         TransportModel {
-            name: "today",
+            name: "legacy",
             liveness_bound: false,
             dial_extra_ms: 1,
             backoff_min_ms: scale(100),
@@ -87,24 +100,28 @@ impl TransportModel {
             queue_max: 0,
             linger_ms: 0,
             dial_on_demand: false,
+            strangers: false,
         }
     }
 
-    /// The transport Raft can rely on: a new member is dialed when the configuration
-    /// naming it is appended; messages wait (at most 256 per peer) while their link is
-    /// being dialed; a link to a node that left lingers for two election timeouts
-    /// after its last use, and a node we must answer is dialed on demand — so a
-    /// removed node can be told, and a voter can answer a candidate its log does not
-    /// list yet.
-    pub fn improved(election_ms: u64) -> TransportModel {
+    /// The transport of `src/cluster/` (docs/protocol-cluster.md §1): a new member is
+    /// dialed when the configuration naming it is appended; messages wait (at most 256
+    /// per peer, `DIAL_QUEUE_MESSAGES_MAX`) while their link is being dialed; a link to
+    /// a node that left lingers for two election timeouts after its last use; a node
+    /// whose address is known is dialed on demand; a stranger is heard while no
+    /// leader is, and answered on its own link — so a voter can answer a candidate its
+    /// log does not list yet. (The real queue also gives up after half an election
+    /// timeout; a simulated dial never lasts that long.)
+    pub fn real(election_ms: u64) -> TransportModel {
         TransportModel {
-            name: "improved",
+            name: "real",
             liveness_bound: true,
             dial_on_append: true,
             queue_max: 256,
             linger_ms: 2 * election_ms,
             dial_on_demand: true,
-            ..TransportModel::today(election_ms)
+            strangers: true,
+            ..TransportModel::legacy(election_ms)
         }
     }
 }
@@ -153,6 +170,8 @@ struct Link<M> {
 struct InFlight<M> {
     from: NodeId,
     to: NodeId,
+    /// The link it travels on: (from, to), or (to, from) for an answer to a stranger.
+    via: (NodeId, NodeId),
     epoch: u64,
     msg: M,
 }
@@ -165,6 +184,10 @@ pub struct NetStats {
     /// Messages dropped because their link did not exist (or its queue was full).
     pub dropped_no_link: u64,
     pub queued: u64,
+    /// Answers to strangers, sent on the link the stranger dialed.
+    pub answered_inbound: u64,
+    /// Messages their receiver did not hear (the sender is no member it admits).
+    pub unheard: u64,
     pub dials: u64,
     pub dial_failures: u64,
     pub breaks: u64,
@@ -178,6 +201,8 @@ impl NetStats {
         self.queued += o.queued;
         self.dials += o.dials;
         self.dial_failures += o.dial_failures;
+        self.answered_inbound += o.answered_inbound;
+        self.unheard += o.unheard;
         self.breaks += o.breaks;
     }
 }
@@ -437,7 +462,7 @@ impl<M: Clone> Net<M> {
                         link.state = State::Up;
                         let queued: Vec<M> = link.queue.drain(..).collect();
                         for msg in queued {
-                            self.transmit(a, b, msg, now);
+                            self.transmit(a, b, (a, b), msg, now);
                         }
                     } else {
                         self.stats.dial_failures += 1;
@@ -463,25 +488,33 @@ impl<M: Clone> Net<M> {
 
     /// `from` sends `msg` to `to`: on its link if up; else queued while dialing, or
     /// dropped, as the model says.
-    pub fn send(&mut self, from: NodeId, to: NodeId, msg: M, now: u64) {
+    /// `known`: `from` knows `to`'s address (it may dial it on demand); otherwise,
+    /// with no link of its own, it answers on the link `to` dialed, if the model hears
+    /// strangers and that link is up.
+    pub fn send(&mut self, from: NodeId, to: NodeId, msg: M, now: u64, known: bool) {
         self.stats.sent += 1;
         let model = self.model.clone();
-        if self.link(from, to).state == State::Idle && model.dial_on_demand {
+        if self.link(from, to).state == State::Idle && model.dial_on_demand && known {
             self.dial(from, to, now);
         }
+        let reverse_up = self.is_up(to, from);
         let link = self.link(from, to);
         link.last_used_ms = now;
         match link.state {
-            State::Up => self.transmit(from, to, msg, now),
+            State::Up => self.transmit(from, to, (from, to), msg, now),
             State::Dialing { .. } if link.queue.len() < model.queue_max => {
                 link.queue.push_back(msg);
                 self.stats.queued += 1;
+            }
+            State::Idle if model.strangers && !known && reverse_up => {
+                self.stats.answered_inbound += 1;
+                self.transmit(from, to, (to, from), msg, now)
             }
             _ => self.stats.dropped_no_link += 1,
         }
     }
 
-    fn transmit(&mut self, from: NodeId, to: NodeId, msg: M, now: u64) {
+    fn transmit(&mut self, from: NodeId, to: NodeId, via: (NodeId, NodeId), msg: M, now: u64) {
         let hostile = self.chaos && !self.cond.fifo;
         if hostile && self.rng.chance(self.cond.drop_per_mille) {
             return;
@@ -490,7 +523,7 @@ impl<M: Clone> Net<M> {
         for _ in 0..copies {
             let delay = self.base_latency(from, to) + self.rng.range(0, self.cond.jitter_ms);
             let fifo = self.cond.fifo || !self.chaos;
-            let link = self.link(from, to);
+            let link = self.link(via.0, via.1);
             let mut at = now + delay.max(1);
             if fifo {
                 at = at.max(link.last_at);
@@ -499,22 +532,22 @@ impl<M: Clone> Net<M> {
             let epoch = link.epoch;
             self.seq += 1;
             self.queue.push(Reverse((at, self.seq)));
-            self.inflight.insert(self.seq, InFlight { from, to, epoch, msg: msg.clone() });
+            self.inflight.insert(self.seq, InFlight { from, to, via, epoch, msg: msg.clone() });
         }
     }
 
-    /// The next message due at `now` that arrives: (from, to, msg). Messages on a link
+    /// The next message due at `now` that arrives: (from, to, msg, inbound) — inbound
+    /// when it came on a link `from` dialed (not an answer to a stranger). Messages on a link
     /// that closed meanwhile, to a node that is gone, or across a partition are lost;
     /// those for a paused node wait for it.
-    pub fn pop_due(&mut self, now: u64) -> Option<(NodeId, NodeId, M)> {
+    pub fn pop_due(&mut self, now: u64) -> Option<(NodeId, NodeId, M, bool)> {
         while let Some(Reverse((at, seq))) = self.queue.peek().copied() {
             if at > now {
                 return None;
             }
             self.queue.pop();
             let Some(m) = self.inflight.remove(&seq) else { continue };
-            let link_ok =
-                self.links.get(&(m.from, m.to)).is_some_and(|l| l.epoch == m.epoch && l.state == State::Up);
+            let link_ok = self.links.get(&m.via).is_some_and(|l| l.epoch == m.epoch && l.state == State::Up);
             if !link_ok || !self.alive.contains(&m.to) || self.blocked.contains(&(m.from, m.to)) {
                 continue;
             }
@@ -525,7 +558,8 @@ impl<M: Clone> Net<M> {
                 continue;
             }
             self.stats.delivered += 1;
-            return Some((m.from, m.to, m.msg));
+            let inbound = m.via == (m.from, m.to);
+            return Some((m.from, m.to, m.msg, inbound));
         }
         None
     }

@@ -1,0 +1,197 @@
+//! Partitions on real processes (default timing: heartbeat 200 ms, election timeout
+//! 2000–2300 ms), in a network namespace of the test's own with iptables rules, as
+//! the fault suite makes them (`tests/faults/`). They need root (CI runs as root);
+//! elsewhere each test says so and passes without running.
+
+mod faults;
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use faults::cluster::{status, Cluster};
+use faults::netns::Netns;
+
+const ELECTION_MS: u64 = 2000;
+const HEARTBEAT_MS: u64 = 200;
+/// The election timer's spread: uniform in [2000, 2300) ms.
+const ELECTION_MAX_MS: u64 = 2300;
+
+/// The namespace, entered by this test's thread (the nodes it starts inherit it), or
+/// why not.
+fn namespace(test: &str) -> Option<Netns> {
+    match Netns::create().and_then(|ns| ns.enter().map(|_| ns)) {
+        Ok(ns) => Some(ns),
+        Err(why) => {
+            eprintln!("{test}: SKIPPED, no network namespace: {why}");
+            None
+        }
+    }
+}
+
+fn start(net: &Netns, size: usize) -> (Cluster, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let cluster = Cluster::start(size, 7225, dir.path().to_path_buf(), Some(net)).expect("cluster start");
+    (cluster, dir)
+}
+
+/// Cuts node `i` off from every other node, both ways.
+fn isolate(net: &Netns, cluster: &Cluster, i: usize) {
+    let n = cluster.nodes.len();
+    let pairs: Vec<(usize, usize)> = (0..n).filter(|j| *j != i).flat_map(|j| [(i, j), (j, i)]).collect();
+    net.set_filter(&faults::nemesis::block_rules(cluster, &pairs, "")).expect("iptables");
+}
+
+fn facts(cluster: &Cluster, i: usize) -> Option<HashMap<String, String>> {
+    status(cluster.nodes[i].addr)
+}
+
+fn role(cluster: &Cluster, i: usize) -> String {
+    facts(cluster, i).and_then(|s| s.get("role").cloned()).unwrap_or_default()
+}
+
+fn term(cluster: &Cluster, i: usize) -> u64 {
+    facts(cluster, i).and_then(|s| s.get("term").and_then(|t| t.parse().ok())).unwrap_or(0)
+}
+
+fn wait_exit(cluster: &mut Cluster, i: usize, within: Duration) -> Option<i32> {
+    let deadline = Instant::now() + within;
+    loop {
+        if let Ok(Some(status)) = cluster.nodes[i].child.try_wait() {
+            return status.code();
+        }
+        if Instant::now() > deadline {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn logs(cluster: &Cluster) -> String {
+    cluster
+        .nodes
+        .iter()
+        .map(|p| format!("--- node {}:\n{}", p.id, faults::cluster::tail(&p.log, 30)))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[test]
+fn a_minority_leader_steps_down_within_an_election_timeout_and_a_heartbeat() {
+    let Some(net) = namespace("a_minority_leader_steps_down") else { return };
+    let (cluster, _dir) = start(&net, 3);
+    let leader = cluster.wait_leader(Duration::from_secs(30)).expect("a leader");
+    std::thread::sleep(Duration::from_millis(1000));
+    isolate(&net, &cluster, leader);
+    let cut = Instant::now();
+    while role(&cluster, leader) == "leader" {
+        assert!(
+            cut.elapsed() < Duration::from_secs(10),
+            "the cut-off leader still leads\n{}",
+            logs(&cluster)
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let took = cut.elapsed();
+    eprintln!("minority leader stepped down {} ms after the cut", took.as_millis());
+    // The bound, plus what polling STATUS adds (a connection and a handshake).
+    let bound = Duration::from_millis(ELECTION_MS + HEARTBEAT_MS + 100);
+    assert!(took <= bound, "stepped down after {took:?}, bound {bound:?}");
+}
+
+#[test]
+fn a_removed_voter_partitioned_during_its_removal_stops_within_two_election_timeouts_of_the_heal() {
+    let Some(net) = namespace("a_removed_voter_partitioned_during_its_removal") else { return };
+    let (mut cluster, _dir) = start(&net, 3);
+    let leader = cluster.wait_leader(Duration::from_secs(30)).expect("a leader");
+    let cut_off = (leader + 1) % 3;
+    isolate(&net, &cluster, cut_off);
+    let peers = cluster.peers();
+    let new = cluster.spawn("join", &peers, Some(&net)).expect("new node");
+    let (old_id, new_id, new_addr) = (cluster.nodes[cut_off].id, new.id, new.addr);
+    cluster.nodes.push(new);
+    isolate(&net, &cluster, cut_off);
+    cluster.replace(old_id, new_id, new_addr, Duration::from_secs(30)).expect("replace");
+    // The removed node pre-campaigns, unheard, for a while.
+    std::thread::sleep(Duration::from_millis(3000));
+    let leader_term = term(&cluster, leader);
+    net.heal().unwrap();
+    let healed = Instant::now();
+    let code = wait_exit(&mut cluster, cut_off, Duration::from_millis(2 * ELECTION_MAX_MS));
+    let took = healed.elapsed();
+    assert_eq!(
+        code,
+        Some(0),
+        "the removed node did not stop within two election timeouts\n{}",
+        logs(&cluster)
+    );
+    eprintln!("removed node stopped {} ms after the heal", took.as_millis());
+    assert_eq!(role(&cluster, leader), "leader", "the rest keep their leader");
+    assert_eq!(term(&cluster, leader), leader_term, "and its term");
+}
+
+/// Three voters; `lagging` is cut off while the leader replaces another voter by node 4,
+/// so its log never names node 4. Then the leader dies and the partition heals: of the
+/// configuration {leader, lagging, 4}, node 4 needs `lagging`'s vote, and `lagging`
+/// must hear a node its configuration does not name (docs/protocol-cluster.md §2).
+#[test]
+fn a_lagging_voter_elects_a_new_voter_its_log_does_not_name() {
+    let Some(net) = namespace("a_lagging_voter_elects_a_new_voter") else { return };
+    let (mut cluster, _dir) = start(&net, 3);
+    let leader = cluster.wait_leader(Duration::from_secs(30)).expect("a leader");
+    let lagging = (leader + 1) % 3;
+    let replaced = (leader + 2) % 3;
+    isolate(&net, &cluster, lagging);
+    let peers = cluster.peers();
+    let new = cluster.spawn("join", &peers, Some(&net)).expect("new node");
+    let (old_id, new_id, new_addr) = (cluster.nodes[replaced].id, new.id, new.addr);
+    cluster.nodes.push(new);
+    // The newcomer is cut off from the lagging voter too.
+    isolate(&net, &cluster, lagging);
+    cluster.replace(old_id, new_id, new_addr, Duration::from_secs(30)).expect("replace");
+    let voters = facts(&cluster, lagging).unwrap()["voters"].clone();
+    assert!(!voters.contains(&format!("{new_id}@")), "the lagging voter knows node {new_id}: {voters}");
+    assert_eq!(
+        wait_exit(&mut cluster, replaced, Duration::from_secs(10)),
+        Some(0),
+        "the replaced node stops"
+    );
+    cluster.nodes[leader].kill9();
+    // Heal, except between the dead leader and the lagging voter: the dead process's
+    // kernel would still deliver the appends it had queued (a closed socket's data is
+    // sent on), and the lagging voter would learn the configuration from them.
+    let dead_link = [(leader, lagging), (lagging, leader)];
+    net.set_filter(&faults::nemesis::block_rules(&cluster, &dead_link, "")).unwrap();
+    let healed = Instant::now();
+    let new_index = cluster.nodes.len() - 1;
+    // Either may lead (the lagging voter, once it caught up from the newcomer it voted
+    // for, may win the next term); what matters is that one does, with both following.
+    let deadline = healed + Duration::from_millis(4 * ELECTION_MAX_MS);
+    let leads = |i: usize| role(&cluster, i) == "leader";
+    while !leads(new_index) && !leads(lagging) {
+        assert!(Instant::now() < deadline, "no leader within four election timeouts\n{}", logs(&cluster));
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    eprintln!("a leader serves {} ms after the heal", healed.elapsed().as_millis());
+    // The lagging voter caught up: its log names node 4, and both follow one leader.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let a = facts(&cluster, lagging).unwrap_or_default();
+        let b = facts(&cluster, new_index).unwrap_or_default();
+        let names_new =
+            |s: &HashMap<String, String>| s.get("voters").is_some_and(|v| v.contains(&format!("{new_id}@")));
+        if names_new(&a)
+            && names_new(&b)
+            && a.get("leader_id") == b.get("leader_id")
+            && a.get("term") == b.get("term")
+        {
+            eprintln!("lagging voter: {a:?}\nnew voter: {b:?}");
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the lagging voter did not catch up: {a:?} {b:?}\n{}",
+            logs(&cluster)
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
