@@ -22,12 +22,17 @@ use crate::messages::{Clock, FromLog, ToRaft, WriterMsg};
 use crate::proto::frame::encode_response;
 use crate::proto::Request;
 use crate::raft::EntryKind;
-use crate::replica::{LogRole, Replica, ReplicaOutput, ToLog};
+use crate::replica::{LogRole, Replica, ReplicaOutput, ToLog, SNAPSHOT_SLICE_SLOTS};
 
 /// A snapshot is handed to Raft (so it can drop its log) after at least this many
-/// applied entries, and at least twice as many entries as keys held, so the cost of
-/// snapshots stays proportional to the work done.
+/// applied entries, and then when either the entries since the last one are twice the
+/// keys held (so the cost of snapshots stays proportional to the work done) or their
+/// commands add up to `SNAPSHOT_LOG_BYTES` (so the log's memory stays bounded while
+/// many keys are held: a million held keys would otherwise keep two million entries).
 const SNAPSHOT_ENTRIES_MIN: u64 = 10_000;
+/// Command bytes applied since the last snapshot that start a new one (about 100,000
+/// ACQUIREs, some 25 MiB of log in memory).
+const SNAPSHOT_LOG_BYTES: u64 = 8 << 20;
 
 /// Messages this thread takes at most between two timer checks, so timers and answers
 /// are never starved by a flood of requests.
@@ -80,8 +85,9 @@ impl LoopbackLog {
 pub enum LogLink {
     /// Standalone: a log that commits on append.
     Loopback(LoopbackLog),
-    /// Cluster: the Raft thread.
-    Raft { tx: Sender<ToRaft>, waker: Arc<mio::Waker>, snapshot_index: u64 },
+    /// Cluster: the Raft thread. `log_bytes`: command bytes applied since the last
+    /// snapshot began.
+    Raft { tx: Sender<ToRaft>, waker: Arc<mio::Waker>, snapshot_index: u64, log_bytes: u64 },
 }
 
 impl LogLink {
@@ -107,17 +113,34 @@ impl LogLink {
         }
     }
 
-    /// Hands Raft a snapshot when enough has been applied since the last one.
-    fn maybe_snapshot(&mut self, replica: &Replica) {
-        if let LogLink::Raft { tx, waker, snapshot_index } = self {
+    /// Command bytes of committed entries about to be applied.
+    fn note_applied(&mut self, bytes: u64) {
+        if let LogLink::Raft { log_bytes, .. } = self {
+            *log_bytes += bytes;
+        }
+    }
+
+    /// Starts a snapshot when enough has been applied since the last one, and goes on
+    /// encoding the one under way: one slice of `SNAPSHOT_SLICE_SLOTS` key slots per
+    /// round, so the thread never stops for long (docs/security.md §4). When done,
+    /// Raft gets it and may drop its log up to the index it was begun at.
+    fn maybe_snapshot(&mut self, replica: &mut Replica) {
+        let LogLink::Raft { tx, waker, snapshot_index, log_bytes } = self else {
+            return;
+        };
+        if !replica.snapshot_in_progress() {
             let since = replica.applied_index().saturating_sub(*snapshot_index);
             let keys = replica.state().keys_held() as u64;
-            if since >= SNAPSHOT_ENTRIES_MIN.max(2 * keys) {
-                *snapshot_index = replica.applied_index();
-                let data = replica.snapshot();
-                let _ = tx.send(ToRaft::Compact { index: *snapshot_index, data });
-                let _ = waker.wake();
+            if since < SNAPSHOT_ENTRIES_MIN || (since < 2 * keys && *log_bytes < SNAPSHOT_LOG_BYTES) {
+                return;
             }
+            *snapshot_index = replica.applied_index();
+            *log_bytes = 0;
+            replica.begin_snapshot();
+        }
+        if let Some((index, data)) = replica.snapshot_step(SNAPSHOT_SLICE_SLOTS) {
+            let _ = tx.send(ToRaft::Compact { index, data });
+            let _ = waker.wake();
         }
     }
 }
@@ -165,6 +188,12 @@ fn run(
     let mut batches = Batches::default();
     loop {
         let first = match replica.next_deadline() {
+            // A snapshot under way goes on between messages: no waiting.
+            _ if replica.snapshot_in_progress() => match rx.try_recv() {
+                Ok(msg) => Some(msg),
+                Err(TryRecvError::Empty) => None,
+                Err(TryRecvError::Disconnected) => return,
+            },
             Some(deadline) => {
                 let wait = Duration::from_millis(deadline.saturating_sub(clock.now_ms()));
                 match rx.recv_timeout(wait) {
@@ -181,6 +210,9 @@ fn run(
         let mut next = first;
         let mut handled = 0;
         while let Some(msg) = next.take() {
+            if let TableMsg::Log(FromLog::Committed(entries)) = &msg {
+                link.note_applied(entries.iter().map(|e| e.payload_bytes() as u64).sum());
+            }
             if !handle(&mut replica, &mut conns, msg, clock, &mut out, view.as_deref()) {
                 return;
             }
@@ -204,7 +236,7 @@ fn run(
             view.set_replicated(replica.state().members());
         }
         deliver(&mut conns, &mut batches, &mut out);
-        link.maybe_snapshot(&replica);
+        link.maybe_snapshot(&mut replica);
     }
 }
 

@@ -191,7 +191,12 @@ impl Server {
                 };
                 let view =
                     Arc::new(ClusterView::new(cluster_config.peers.iter().map(|p| (p.id, p.addr.clone()))));
-                let link = LogLink::Raft { tx: raft_tx.clone(), waker: waker.clone(), snapshot_index: 0 };
+                let link = LogLink::Raft {
+                    tx: raft_tx.clone(),
+                    waker: waker.clone(),
+                    snapshot_index: 0,
+                    log_bytes: 0,
+                };
                 let thread = {
                     let view = view.clone();
                     let counters = counters.clone();
