@@ -204,6 +204,11 @@ impl Replica {
         self.applied_index
     }
 
+    /// True while the log says this node leads (serving or not yet).
+    pub fn is_leader(&self) -> bool {
+        matches!(self.role, LogRole::Leader { .. })
+    }
+
     /// True while this node leads and serves requests.
     pub fn serving(&self) -> bool {
         self.serving
