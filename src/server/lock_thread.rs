@@ -12,7 +12,7 @@ use std::sync::{Arc, OnceLock};
 use std::thread::Thread;
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{Receiver, SendError, Sender, TryRecvError};
+use crossbeam_channel::{Receiver, Sender, TryRecvError};
 
 use super::connection::DirectWriter;
 use super::status::Counters;
@@ -83,14 +83,14 @@ pub fn inbox() -> (TableSender, TableInbox) {
 }
 
 impl TableSender {
-    /// Queues `msg` and wakes the thread if it sleeps.
-    pub fn send(&self, msg: TableMsg) -> Result<(), SendError<TableMsg>> {
+    /// Queues `msg` and wakes the thread if it sleeps; `Err` when the thread is gone.
+    pub fn send(&self, msg: TableMsg) -> Result<(), TableGone> {
         // Why `Appended` does not wake the thread: it only records where a command
         // went in the log; nothing is answered until its `Committed` (or a role
         // change) comes, which wakes it and finds the `Appended` ahead of it in the
         // queue. At one command per round trip that is one wake-up fewer per command.
         let wake = !matches!(msg, TableMsg::Log(FromLog::Appended { .. }));
-        self.tx.send(msg)?;
+        self.tx.send(msg).map_err(|_| TableGone)?;
         if !wake {
             return Ok(());
         }
@@ -104,6 +104,10 @@ impl TableSender {
         Ok(())
     }
 }
+
+/// The lock-table thread has stopped (its inbox is gone).
+#[derive(Debug)]
+pub struct TableGone;
 
 /// Why the inbox gave no message.
 enum Empty {
