@@ -5,7 +5,8 @@ TICKETING="$ROOT/target/release/ticketing"
 export TICKETING_AUTH_TOKEN=${TICKETING_AUTH_TOKEN:-bench-secret-0123456789}
 # The peer secret must differ from the client secret (docs/security.md).
 export TICKETING_PEER_AUTH_TOKEN=${TICKETING_PEER_AUTH_TOKEN:-bench-peer-secret-0123456789}
-WORK=$(mktemp -d /dev/shm/ticketing-bench.XXXXXX)
+# BENCH_TMP: where the run keeps its logs (default /dev/shm).
+WORK=$(mktemp -d "${BENCH_TMP:-/dev/shm}/ticketing-bench.XXXXXX")
 PIDS=()
 NODE_PIDS=()
 cleanup() {
