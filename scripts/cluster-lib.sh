@@ -6,7 +6,8 @@ TICKETING="$ROOT/target/release/ticketing"
 export TICKETING_AUTH_TOKEN=${TICKETING_AUTH_TOKEN:-bench-secret-0123456789}
 # The peer secret must differ from the client secret (docs/security.md).
 export TICKETING_PEER_AUTH_TOKEN=${TICKETING_PEER_AUTH_TOKEN:-bench-peer-secret-0123456789}
-WORK=$(mktemp -d /dev/shm/ticketing-bench.XXXXXX)
+# BENCH_TMP: where the run keeps its logs (default /dev/shm).
+WORK=$(mktemp -d "${BENCH_TMP:-/dev/shm}/ticketing-bench.XXXXXX")
 PIDS=()
 NODE_PIDS=()
 cleanup() {
@@ -19,18 +20,24 @@ trap 'exit 130' INT TERM
 
 start_cluster() {
     cargo build --release --quiet --manifest-path "$ROOT/Cargo.toml"
+    start_cluster_with "$TICKETING"
+}
+
+# Starts the cluster from binary $1 (no build).
+start_cluster_with() {
+    local bin=$1
     local peers="1@127.0.0.1:$PORT,2@127.0.0.2:$PORT,3@127.0.0.3:$PORT"
     for i in 1 2 3; do
         env ${METRICS_PORT:+TICKETING_METRICS_LISTEN=127.0.0.$i:$METRICS_PORT} \
         TICKETING_LISTEN=127.0.0.$i:$PORT TICKETING_NODE_ID=$i TICKETING_CLUSTER_SELF=127.0.0.$i:$PORT \
             TICKETING_CLUSTER_PEERS=$peers TICKETING_CLUSTER_STATE=new RUST_LOG=warn \
-            "$TICKETING" server 2>"$WORK/node-$i.log" &
+            "$bin" server 2>"$WORK/node-$i.log" &
         PIDS+=($!)
         NODE_PIDS+=($!)
     done
     ADDRS="127.0.0.1:$PORT,127.0.0.2:$PORT,127.0.0.3:$PORT"
     for _ in $(seq 1 60); do
-        if "$TICKETING" query probe --addr "$ADDRS" >/dev/null 2>&1; then return 0; fi
+        if "$bin" query probe --addr "$ADDRS" >/dev/null 2>&1; then return 0; fi
         sleep 0.5
     done
     echo "the cluster did not elect a leader; logs in $WORK" >&2

@@ -48,7 +48,7 @@ TICKETING="$ROOT/target/release/ticketing"
 DRIVER="$ROOT/bench/compare/target/release/ticketing-compare"
 
 # --- start and always stop -----------------------------------------------------
-WORK=$(mktemp -d /dev/shm/ticketing-compare.XXXXXX)
+WORK=$(mktemp -d "${BENCH_TMP:-/dev/shm}/ticketing-compare.XXXXXX")
 PIDS=()
 cleanup() {
     for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done

@@ -122,6 +122,10 @@ impl Clock {
     pub fn now_ms(&self) -> u64 {
         self.start.elapsed().as_millis() as u64
     }
+    /// The instant at which `now_ms()` reaches `ms`.
+    pub fn instant_of(&self, ms: u64) -> Instant {
+        self.start + std::time::Duration::from_millis(ms)
+    }
     /// The time to use when applying commands: rounded UP. Why: a lease timer starts
     /// when its grant is applied and fires when `now_ms()` (rounded down) reaches its
     /// end, so starting it from the rounded-up time keeps the server's expiry never

@@ -35,6 +35,10 @@ use crate::proto::{Request, Response};
 pub const UNKNOWN_AFTER_MS: u64 = 5_000;
 /// Requests held back while a new leader applies its no-op; more are answered `E 4`.
 pub const HELD_BACK_MAX: usize = 65_536;
+/// Key slots a snapshot encodes per step ([`Replica::snapshot_step`]): about 1 ms of
+/// the lock-table thread's time, so encoding a million keys never holds requests up
+/// for longer than that at a time.
+pub const SNAPSHOT_SLICE_SLOTS: usize = 4096;
 
 /// What the replica asks of the log.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -150,6 +154,8 @@ pub struct Replica {
     next_seq: u64,
     next_ctx: u64,
     scratch: Output,
+    /// The applied index of the snapshot being encoded, if one is.
+    snapshot_index: Option<u64>,
 }
 
 /// What one call produced: answers for this node's connections, requests to the log.
@@ -178,6 +184,7 @@ impl Replica {
             next_seq: 1,
             next_ctx: 1,
             scratch: Output::default(),
+            snapshot_index: None,
         }
     }
 
@@ -197,6 +204,11 @@ impl Replica {
         self.applied_index
     }
 
+    /// True while the log says this node leads (serving or not yet).
+    pub fn is_leader(&self) -> bool {
+        matches!(self.role, LogRole::Leader { .. })
+    }
+
     /// True while this node leads and serves requests.
     pub fn serving(&self) -> bool {
         self.serving
@@ -207,7 +219,9 @@ impl Replica {
         self.handing_over
     }
 
-    /// The applied state as snapshot bytes, at [`Replica::applied_index`].
+    /// The applied state as snapshot bytes, at [`Replica::applied_index`], in one go.
+    /// The lock-table thread uses [`Replica::begin_snapshot`] instead, which never
+    /// stops it for long.
     pub fn snapshot(&self) -> Vec<u8> {
         encode_snapshot(self.table.state())
     }
@@ -219,6 +233,28 @@ impl Replica {
             LogRole::NotLeader { leader_addr } => Response::Moved { leader: leader_addr.clone() },
             LogRole::Leader { .. } => Response::TopKeys { keys: self.table.top_keys(usize::from(n), now_ms) },
         }
+    }
+
+    /// Starts encoding a snapshot of the applied state at [`Replica::applied_index`];
+    /// [`Replica::snapshot_step`] goes on with it while commands keep being applied.
+    pub fn begin_snapshot(&mut self) {
+        self.table.begin_snapshot();
+        self.snapshot_index = Some(self.applied_index);
+    }
+
+    /// True while a snapshot is being encoded.
+    pub fn snapshot_in_progress(&self) -> bool {
+        self.snapshot_index.is_some()
+    }
+
+    /// Encodes up to `slots_max` more key slots of the snapshot under way; once done,
+    /// its index and bytes. `None` also when none is under way (an installed snapshot
+    /// cancels one).
+    pub fn snapshot_step(&mut self, slots_max: usize) -> Option<(u64, Vec<u8>)> {
+        let index = self.snapshot_index?;
+        let data = self.table.snapshot_step(slots_max)?;
+        self.snapshot_index = None;
+        Some((index, data))
     }
 
     /// A client request for the lock table (ACQUIRE, RELEASE or QUERY).
@@ -455,6 +491,18 @@ impl Replica {
     /// A follower installed a snapshot taken at `index`: the state is replaced.
     /// Commands of ours at or below it can no longer be learned: they become `U`.
     pub fn on_snapshot(&mut self, index: u64, state: LockState, out: &mut ReplicaOutput) {
+        // A snapshot of ours under way describes a state this one replaces.
+        self.snapshot_index = None;
+        if self.table.is_leading() {
+            // Only another leader sends snapshots: this node has been deposed and
+            // hears of its new role next. Its projection refers to the slots and
+            // owners of the state being replaced, so it goes now (waiters get `M`,
+            // leader not known yet), not with the role change.
+            let mut scratch = std::mem::take(&mut self.scratch);
+            self.table.lose_leadership("", &mut scratch);
+            out.replies.append(&mut scratch.replies);
+            self.scratch = scratch;
+        }
         self.table.restore(state);
         self.applied_index = index;
         while let Some(&(at, seq)) = self.by_index.first() {

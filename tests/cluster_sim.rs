@@ -27,7 +27,7 @@ use ticketing::lock::{Command, ConnId, TableConfig};
 use ticketing::messages::FromLog;
 use ticketing::proto::{Request, Response};
 use ticketing::raft::{EntryKind, Message, NodeId, Raft, RaftConfig, RaftError, Role};
-use ticketing::replica::{AppendGate, LogRole, Replica, ReplicaOutput, ToLog};
+use ticketing::replica::{AppendGate, LogRole, Replica, ReplicaOutput, ToLog, SNAPSHOT_SLICE_SLOTS};
 
 /// Default seed count: sized so the test takes under a minute in `--release` on 2 cores.
 const SEEDS_DEFAULT: u64 = 4000;
@@ -865,16 +865,31 @@ impl World {
             let at = self.conn_at(r.conn, false);
             self.schedule(at, Ev::ToClient { client, conn: r.conn, id: r.id, response: r.response });
         }
-        // Hand Raft a snapshot now and then (small threshold: exercise compaction).
+        node_invariants(&self.nodes[&id].replica).map_err(|e| format!("n{id}: {e}"))?;
+        // Hand Raft a snapshot now and then (small threshold: exercise compaction),
+        // encoded like the lock-table thread does: one slice per turn. (The states
+        // here are small enough for one slice; tests/lock_storage.rs encodes in
+        // slices of one or two slots while commands are applied in between.)
         let every = self.p.snapshot_every;
+        let slice = SNAPSHOT_SLICE_SLOTS;
         let node = self.nodes.get_mut(&id).unwrap();
         let applied = node.replica.applied_index();
         let since = applied.saturating_sub(node.snapshot_index);
         let keys = node.replica.state().keys_held() as u64;
-        if since >= every.max(2 * keys) {
+        if !node.replica.snapshot_in_progress() && since >= every.max(2 * keys) {
             node.snapshot_index = applied;
-            let data = node.replica.snapshot();
-            node.raft_inbox.push_back(RaftMsg::Compact { index: applied, data });
+            node.replica.begin_snapshot();
+        }
+        if let Some((index, data)) = node.replica.snapshot_step(slice) {
+            // Whatever was applied while it was encoded, the bytes are the state at
+            // `index` as the checker replayed it.
+            let decoded = decode_snapshot(&data).map_err(|e| format!("n{id}: own snapshot: {e}"))?;
+            if let Some(want) = self.checker.state_at(index) {
+                if &decoded != want {
+                    return Err(format!("n{id}: snapshot at {index} is {decoded:?}, the state was {want:?}"));
+                }
+            }
+            node.raft_inbox.push_back(RaftMsg::Compact { index, data });
         }
         Ok(())
     }
@@ -1587,4 +1602,10 @@ mod bad_histories {
         let cmd = Command::SetDomain { domain: 3 };
         expect(c.committed(1, 1, Some(&cmd), 4), "inv7");
     }
+}
+
+/// The lock table's own bookkeeping (owner references, pins, timers, counts).
+fn node_invariants(replica: &Replica) -> Result<(), String> {
+    replica.table().check_invariants()?;
+    decode_snapshot(&replica.snapshot()).map(|_| ()).map_err(|e| format!("one-shot snapshot: {e}"))
 }

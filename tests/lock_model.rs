@@ -528,6 +528,8 @@ fn run(ops: &[Op]) -> Result<(), String> {
         if d.table.state().last_token() != m.last_token {
             return Err(format!("step {step}: last_token differs"));
         }
+        // The compact storage's bookkeeping (owner references, pins, timers) holds.
+        d.table.check_invariants().map_err(|e| format!("step {step} {op:?}: {e}"))?;
     }
 
     // After the final long advance every request on an open connection was answered
@@ -537,6 +539,14 @@ fn run(ops: &[Op]) -> Result<(), String> {
         if !obs.closed_conns.contains(conn) && !answered {
             return Err(format!("request {id} on open conn {conn} never answered"));
         }
+    }
+    // Nothing held, queued or pinned: no key or owner string is kept.
+    if d.table.overrides() != 0 || !d.table.state().owners().is_empty() {
+        return Err(format!(
+            "storage left after everything expired: {} overrides, {} owners",
+            d.table.overrides(),
+            d.table.state().owners().len()
+        ));
     }
     if d.table.waiters() != 0 || d.table.state().keys_held() != 0 {
         return Err(format!(

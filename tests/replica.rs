@@ -638,7 +638,7 @@ fn deposed_leader_answers_moved_when_its_entry_is_overwritten_by_another_term() 
     assert_eq!(only_reply(&h.commit_to(3)), (2, 1, moved(OTHER_ADDR)));
     assert_eq!(only_reply(&h.commit_to(4)), (3, 1, moved(OTHER_ADDR)));
     // The replacing entry was applied: k3 is z's, not c's.
-    assert_eq!(h.r.state().holder("k3").map(|x| x.owner.as_str()), Some("z"));
+    assert_eq!(h.r.state().holder_ref("k3").map(|x| x.owner), Some("z"));
     assert!(h.tick_at(UNKNOWN_AFTER_MS + 1).is_empty());
     h.assert_exactly_once(&[(1, 1), (2, 1), (3, 1)]);
 }
@@ -708,8 +708,8 @@ fn unresolved_command_is_answered_unknown_once_5s_after_losing_leadership_and_la
     h.put(5, 2, None);
     // Committed as appended (applied, silent) and overwritten (silent).
     assert!(h.commit_to(5).is_empty());
-    assert_eq!(h.r.state().holder("k1").map(|x| x.owner.as_str()), Some("a"));
-    assert_eq!(h.r.state().holder("k2").map(|x| x.owner.as_str()), Some("b"));
+    assert_eq!(h.r.state().holder_ref("k1").map(|x| x.owner), Some("a"));
+    assert_eq!(h.r.state().holder_ref("k2").map(|x| x.owner), Some("b"));
     assert!(h.r.state().holder("k3").is_none());
     assert!(h.r.state().holder("k4").is_none());
     assert!(h.rejected(late_seq).is_empty());
@@ -769,7 +769,7 @@ fn handoff_release_with_a_waiter_is_one_append_answering_r_and_g() {
     let t2 = token_of(h.answer(2, 1));
     assert!(t2 > t1);
     assert_eq!(h.answer(2, 1), &Response::Granted { token: t2, lease_ms: 7000 });
-    assert_eq!(h.r.state().holder("k"), Some(&Holder { owner: "b".into(), token: t2, lease_ms: 7000 }));
+    assert_eq!(h.r.state().holder("k"), Some(Holder { owner: "b".into(), token: t2, lease_ms: 7000 }));
     h.assert_exactly_once(&[(1, 1), (2, 1), (1, 2)]);
 }
 

@@ -14,6 +14,7 @@
 //!         | 'M' · node u64 · incarnation u64 · addr str8
 //!         | 'A' · node u64 · addr str8          (older versions; read as 'M' with incarnation 0)
 //! snapshot = version u8 (2) · domain u64 · last_token u64 · count u32 · count × (key str8 · owner str8 · token u64 · lease_ms u32)
+//!            (holders in the state's slot order)
 //!            · members u16 · members × (node u64 · incarnation u64 · addr str8)
 //!            (version 1, still read: members × (node u64 · addr str8))
 //! ```
@@ -21,7 +22,9 @@
 use byteorder::{BigEndian, ByteOrder};
 
 use super::command::{Command, Grant, Origin};
-use super::state::{Holder, LockState, MemberRecord};
+use std::collections::BTreeMap;
+
+use super::state::{LockState, MemberRecord};
 
 const SNAPSHOT_VERSION: u8 = 2;
 /// Snapshots of older versions, without member incarnations; still read.
@@ -94,28 +97,40 @@ pub fn decode_command(bytes: &[u8]) -> Result<Command, CodecError> {
     Ok(command)
 }
 
-/// The applied state as bytes; keys are sorted so equal states give equal bytes.
+/// The applied state as bytes, holders in slot order (a decoded snapshot gives its
+/// keys the same slots, so decoding and encoding again gives the same bytes). The
+/// lock-table thread encodes in slices instead: [`LockState::begin_snapshot`].
 pub fn encode_snapshot(state: &LockState) -> Vec<u8> {
-    let mut holders: Vec<(&String, &Holder)> = state.holders().collect();
-    holders.sort_by(|a, b| a.0.cmp(b.0));
-    let mut out = Vec::with_capacity(13 + holders.len() * 64);
-    out.push(SNAPSHOT_VERSION);
-    out.extend_from_slice(&state.domain().to_be_bytes());
-    out.extend_from_slice(&state.last_token().to_be_bytes());
-    out.extend_from_slice(&(holders.len() as u32).to_be_bytes());
-    for (key, holder) in holders {
-        put_str8(&mut out, key);
-        put_str8(&mut out, &holder.owner);
-        out.extend_from_slice(&holder.token.to_be_bytes());
-        out.extend_from_slice(&holder.lease_ms.to_be_bytes());
+    let mut out = Vec::new();
+    put_snapshot_header(&mut out, state.domain(), state.last_token(), state.keys_held() as u32);
+    for (key, holder) in state.holders() {
+        put_snapshot_holder(&mut out, key, holder.owner, holder.token, holder.lease_ms);
     }
-    out.extend_from_slice(&(state.members().len() as u16).to_be_bytes());
-    for (node, member) in state.members() {
+    put_snapshot_members(&mut out, state.members());
+    out
+}
+
+pub(super) fn put_snapshot_header(out: &mut Vec<u8>, domain: u64, last_token: u64, count: u32) {
+    out.push(SNAPSHOT_VERSION);
+    out.extend_from_slice(&domain.to_be_bytes());
+    out.extend_from_slice(&last_token.to_be_bytes());
+    out.extend_from_slice(&count.to_be_bytes());
+}
+
+pub(super) fn put_snapshot_holder(out: &mut Vec<u8>, key: &str, owner: &str, token: u64, lease_ms: u32) {
+    put_str8(out, key);
+    put_str8(out, owner);
+    out.extend_from_slice(&token.to_be_bytes());
+    out.extend_from_slice(&lease_ms.to_be_bytes());
+}
+
+pub(super) fn put_snapshot_members(out: &mut Vec<u8>, members: &BTreeMap<u64, MemberRecord>) {
+    out.extend_from_slice(&(members.len() as u16).to_be_bytes());
+    for (node, member) in members {
         out.extend_from_slice(&node.to_be_bytes());
         out.extend_from_slice(&member.incarnation.to_be_bytes());
-        put_str8(&mut out, &member.addr);
+        put_str8(out, &member.addr);
     }
-    out
 }
 
 pub fn decode_snapshot(bytes: &[u8]) -> Result<LockState, CodecError> {
@@ -128,29 +143,33 @@ pub fn decode_snapshot(bytes: &[u8]) -> Result<LockState, CodecError> {
     let last_token = r.u64()?;
     let count = r.u32()? as usize;
     // Each holder takes at least 14 bytes: refuse counts the input cannot hold
-    // before reserving anything for them.
+    // before building anything for them.
     if count > r.buf.len() / 14 {
         return Err(CodecError("holder count larger than the snapshot"));
     }
-    let mut holders = Vec::with_capacity(count);
+    let mut state = LockState::from_parts(Vec::new(), last_token, domain).expect("no holders");
     for _ in 0..count {
-        let key = r.string()?;
-        let holder = Holder { owner: r.string()?, token: r.u64()?, lease_ms: r.u32()? };
-        if holder.token > last_token {
+        let key = r.str()?;
+        let owner = r.str()?;
+        let (token, lease_ms) = (r.u64()?, r.u32()?);
+        if token > last_token {
             return Err(CodecError("holder token above last_token"));
         }
-        holders.push((key, holder));
+        if token == 0 {
+            return Err(CodecError("holder token 0"));
+        }
+        if !state.restore_holder(key, owner, token, lease_ms) {
+            return Err(CodecError("a key appears twice"));
+        }
     }
     let member_count = r.u16()? as usize;
-    let mut members = std::collections::BTreeMap::new();
+    let mut members = BTreeMap::new();
     for _ in 0..member_count {
         let node = r.u64()?;
         let incarnation = if version == SNAPSHOT_VERSION { r.u64()? } else { 0 };
         members.insert(node, MemberRecord { addr: r.string()?, incarnation });
     }
     r.finish()?;
-    let state =
-        LockState::from_parts(holders, last_token, domain).ok_or(CodecError("a key appears twice"))?;
     Ok(state.with_members(members))
 }
 
@@ -210,12 +229,15 @@ impl<'a> Reader<'a> {
         Ok(BigEndian::read_u64(self.take(8)?))
     }
     fn string(&mut self) -> Result<String, CodecError> {
+        self.str().map(str::to_owned)
+    }
+    fn str(&mut self) -> Result<&'a str, CodecError> {
         let len = self.u8()? as usize;
         let raw = self.take(len)?;
         if raw.is_empty() {
             return Err(CodecError("empty key or owner"));
         }
-        String::from_utf8(raw.to_vec()).map_err(|_| CodecError("key or owner is not UTF-8"))
+        std::str::from_utf8(raw).map_err(|_| CodecError("key or owner is not UTF-8"))
     }
     fn origin(&mut self) -> Result<Origin, CodecError> {
         Ok(Origin { node: self.u64()?, incarnation: self.u64()?, conn: self.u64()?, id: self.u32()? })

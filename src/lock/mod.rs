@@ -17,10 +17,13 @@
 pub mod codec;
 pub mod command;
 pub mod state;
+pub mod store;
 pub mod table;
+pub mod timers;
 
 pub use command::{Command, Grant, Origin};
-pub use state::{Effect, Holder, LockState, MemberRecord};
+pub use state::{Effect, Holder, HolderRef, LockState, MemberRecord};
+pub use store::{OwnerId, SlotId};
 pub use table::{LockTable, Output, Reply, TableConfig};
 
 /// Identifies one client connection on one node.

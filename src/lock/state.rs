@@ -1,8 +1,20 @@
 //! The applied lock state and its pure `apply`.
+//!
+//! Storage (src/lock/store.rs): each key once, in a stable slot with its holder
+//! (32 bytes plus the key's bytes), owners interned. The leader's projection
+//! (`table.rs`) refers to keys by slot and may *pin* a slot it needs while its key is
+//! not held; pins never change what this state says (holders, equality, snapshots).
+//!
+//! Snapshots are encoded in slices (`begin_snapshot`, `snapshot_step`): the slots are
+//! walked in order, a few thousand per call, and before a slot that has not been
+//! emitted yet changes, its pre-image is kept (copy on write), so the bytes are those
+//! of the state at `begin_snapshot` however many commands were applied in between.
 
 use std::collections::{BTreeMap, HashMap};
 
+use super::codec;
 use super::command::{Command, Grant, Origin};
+use super::store::{OwnerId, Owners, SlotId, Slots};
 use crate::proto::Response;
 
 /// The current holder of a key.
@@ -13,15 +25,32 @@ pub struct Holder {
     pub lease_ms: u32,
 }
 
+/// The current holder of a key, borrowed from the state.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HolderRef<'a> {
+    pub owner: &'a str,
+    pub owner_id: OwnerId,
+    pub token: u64,
+    pub lease_ms: u32,
+}
+
+impl HolderRef<'_> {
+    pub fn to_holder(&self) -> Holder {
+        Holder { owner: self.owner.to_owned(), token: self.token, lease_ms: self.lease_ms }
+    }
+}
+
 /// What applying a command did, for the node that drives the table.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Effect {
     /// Answer the request behind `origin` (on the node it came from).
     Reply(Origin, Response),
-    /// `key` now has a holder with this token and lease (start its lease timer).
-    Granted { key: String, token: u64, lease_ms: u32 },
-    /// `key`'s hold `token` ended (released or expired).
-    Ended { key: String, token: u64 },
+    /// The key in `slot` now has a holder with this token and lease (start its lease
+    /// timer).
+    Granted { slot: SlotId, token: u64, lease_ms: u32 },
+    /// The hold `token` on the key in `slot` ended (released or expired). The slot may
+    /// be free by the time the effect is read.
+    Ended { slot: SlotId, token: u64 },
 }
 
 /// A cluster member as the log records it.
@@ -35,28 +64,76 @@ pub struct MemberRecord {
 
 /// Holders of all held keys and the highest token ever granted. Every node holds the
 /// same `LockState` after applying the same commands.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Default)]
 pub struct LockState {
-    holders: HashMap<String, Holder>,
+    slots: Slots,
+    owners: Owners,
+    /// Keys held.
+    held: usize,
     last_token: u64,
     /// The fencing domain; 0 until the first leader recorded one.
     domain: u64,
     /// Cluster members (address and incarnation), replicated so that every node (and
     /// every future leader) can reach every member and knows which process runs it.
     members: BTreeMap<u64, MemberRecord>,
+    /// A snapshot being encoded in slices.
+    snapshot: Option<Box<SnapshotCursor>>,
+}
+
+impl PartialEq for LockState {
+    /// Equal holders, tokens, domain and members; slot numbers and pins do not count.
+    fn eq(&self, other: &LockState) -> bool {
+        self.held == other.held
+            && self.last_token == other.last_token
+            && self.domain == other.domain
+            && self.members == other.members
+            && self.holders().all(|(key, h)| {
+                other
+                    .holder_ref(key)
+                    .is_some_and(|o| (o.owner, o.token, o.lease_ms) == (h.owner, h.token, h.lease_ms))
+            })
+    }
+}
+
+impl Eq for LockState {}
+
+impl std::fmt::Debug for LockState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let holders: BTreeMap<&str, (&str, u64, u32)> =
+            self.holders().map(|(k, h)| (k, (h.owner, h.token, h.lease_ms))).collect();
+        f.debug_struct("LockState")
+            .field("holders", &holders)
+            .field("last_token", &self.last_token)
+            .field("domain", &self.domain)
+            .field("members", &self.members)
+            .finish()
+    }
 }
 
 impl LockState {
     /// A state from its parts (a decoded snapshot); `None` if a key appears twice.
+    /// Keys get slots in the order given.
     pub fn from_parts(holders: Vec<(String, Holder)>, last_token: u64, domain: u64) -> Option<LockState> {
-        let count = holders.len();
-        let holders: HashMap<String, Holder> = holders.into_iter().collect();
-        (holders.len() == count).then_some(LockState {
-            holders,
-            last_token,
-            domain,
-            members: BTreeMap::new(),
-        })
+        let mut state = LockState { last_token, domain, ..LockState::default() };
+        for (key, holder) in holders {
+            if !state.restore_holder(&key, &holder.owner, holder.token, holder.lease_ms) {
+                return None;
+            }
+        }
+        Some(state)
+    }
+
+    /// Adds a decoded holder; false if `key` is held already.
+    pub(super) fn restore_holder(&mut self, key: &str, owner: &str, token: u64, lease_ms: u32) -> bool {
+        let slot = self.slots.find_or_add(key);
+        if self.slots.slots[slot.index()].is_held() || token == 0 {
+            return false;
+        }
+        let owner = self.owners.intern(owner);
+        let s = &mut self.slots.slots[slot.index()];
+        (s.owner, s.token, s.lease_ms) = (owner, token, lease_ms);
+        self.held += 1;
+        true
     }
 
     /// The same state with these member records (a decoded snapshot).
@@ -75,16 +152,104 @@ impl LockState {
         self.domain
     }
 
-    pub fn holder(&self, key: &str) -> Option<&Holder> {
-        self.holders.get(key)
+    /// The holder of `key`, copied out.
+    pub fn holder(&self, key: &str) -> Option<Holder> {
+        self.holder_ref(key).map(|h| h.to_holder())
     }
 
-    pub fn holders(&self) -> impl Iterator<Item = (&String, &Holder)> {
-        self.holders.iter()
+    /// The holder of `key`.
+    pub fn holder_ref(&self, key: &str) -> Option<HolderRef<'_>> {
+        self.holder_at(self.slots.find(key)?)
+    }
+
+    /// The holder of the key in `slot`.
+    pub fn holder_at(&self, slot: SlotId) -> Option<HolderRef<'_>> {
+        let s = self.slots.slots.get(slot.index())?;
+        s.is_held().then(|| HolderRef {
+            owner: self.owners.name(s.owner),
+            owner_id: s.owner,
+            token: s.token,
+            lease_ms: s.lease_ms,
+        })
+    }
+
+    /// Every held key with its holder, in slot order.
+    pub fn holders(&self) -> impl Iterator<Item = (&str, HolderRef<'_>)> {
+        self.slots.slots.iter().filter(|s| s.is_held()).map(|s| {
+            let holder = HolderRef {
+                owner: self.owners.name(s.owner),
+                owner_id: s.owner,
+                token: s.token,
+                lease_ms: s.lease_ms,
+            };
+            (&*s.key, holder)
+        })
+    }
+
+    /// Held slots with token and lease, in slot order (the leader's lease timers).
+    pub(super) fn held_slots(&self) -> impl Iterator<Item = (SlotId, u64, u32)> + '_ {
+        self.slots
+            .slots
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| s.is_held())
+            .map(|(i, s)| (SlotId(i as u32), s.token, s.lease_ms))
+    }
+
+    /// The slot of `key`, if it is held or pinned.
+    pub fn slot_of(&self, key: &str) -> Option<SlotId> {
+        self.slots.find(key)
+    }
+
+    /// The key in `slot` (empty for a free slot).
+    pub fn key(&self, slot: SlotId) -> &str {
+        &self.slots.slots[slot.index()].key
     }
 
     pub fn keys_held(&self) -> usize {
-        self.holders.len()
+        self.held
+    }
+
+    /// Interned owners (of holders, and of the leader's waiters and projected holders).
+    pub fn owners(&self) -> &Owners {
+        &self.owners
+    }
+
+    pub(super) fn owners_mut(&mut self) -> &mut Owners {
+        &mut self.owners
+    }
+
+    /// The slot of `key`, kept for the leader's projection until `unpin` even while
+    /// nobody holds the key.
+    pub(super) fn pin(&mut self, key: &str) -> SlotId {
+        let slot = self.slots.find_or_add(key);
+        self.slots.set_pinned(slot, true);
+        slot
+    }
+
+    /// Pins a slot in use (see `pin`).
+    pub(super) fn pin_slot(&mut self, slot: SlotId) {
+        self.slots.set_pinned(slot, true);
+    }
+
+    pub(super) fn is_pinned(&self, slot: SlotId) -> bool {
+        self.slots.is_pinned(slot)
+    }
+
+    /// Slots pinned by the leader's projection.
+    pub(super) fn pinned_count(&self) -> usize {
+        self.slots.pinned_count()
+    }
+
+    /// The projection no longer refers to `slot`.
+    pub(super) fn unpin(&mut self, slot: SlotId) {
+        self.slots.set_pinned(slot, false);
+        self.slots.free_if_unused(slot);
+    }
+
+    /// Key slots in use or free (slot numbers are below this).
+    pub fn slot_count(&self) -> usize {
+        self.slots.len()
     }
 
     /// The highest token ever granted in this domain (0 before the first grant).
@@ -100,7 +265,11 @@ impl LockState {
     /// (the waiter is told `B`) rather than breaking mutual exclusion or monotonicity.
     pub fn apply(&mut self, command: &Command, effects: &mut Vec<Effect>) {
         match command {
-            Command::Grant { key, grant } => self.grant_if_free(key, grant, effects),
+            Command::Grant { key, grant } => {
+                if let Some(slot) = self.grant_if_free(key, grant, effects) {
+                    self.slots.free_if_unused(slot);
+                }
+            }
             Command::SetMember { node, incarnation, addr } => {
                 let record = self.members.entry(*node).or_default();
                 // A node id belongs to the first process recorded for it; a record for
@@ -120,47 +289,199 @@ impl LockState {
                 }
             }
             Command::Release { key, owner, token, origin, next } => {
-                let matches =
-                    matches!(self.holders.get(key), Some(h) if h.owner == *owner && h.token == *token);
-                if matches {
-                    self.holders.remove(key);
-                    effects.push(Effect::Ended { key: key.clone(), token: *token });
-                    effects.push(Effect::Reply(*origin, Response::Released));
-                } else {
-                    effects.push(Effect::Reply(*origin, Response::NotHolder));
+                let slot = self.slots.find(key);
+                let matches = slot
+                    .and_then(|s| self.holder_at(s))
+                    .is_some_and(|h| h.owner == owner.as_str() && h.token == *token);
+                match slot {
+                    Some(slot) if matches => {
+                        self.end_hold(slot);
+                        effects.push(Effect::Ended { slot, token: *token });
+                        effects.push(Effect::Reply(*origin, Response::Released));
+                    }
+                    _ => effects.push(Effect::Reply(*origin, Response::NotHolder)),
                 }
-                if let Some(next) = next {
-                    self.grant_if_free(key, next, effects);
-                }
+                self.hand_over(key, slot, next, effects);
             }
             Command::Expire { key, token, next } => {
-                if matches!(self.holders.get(key), Some(h) if h.token == *token) {
-                    self.holders.remove(key);
-                    effects.push(Effect::Ended { key: key.clone(), token: *token });
+                let slot = self.slots.find(key);
+                if let Some(slot) = slot.filter(|&s| self.holder_at(s).is_some_and(|h| h.token == *token)) {
+                    self.end_hold(slot);
+                    effects.push(Effect::Ended { slot, token: *token });
                 }
-                if let Some(next) = next {
-                    self.grant_if_free(key, next, effects);
-                }
+                self.hand_over(key, slot, next, effects);
             }
         }
     }
 
-    fn grant_if_free(&mut self, key: &str, grant: &Grant, effects: &mut Vec<Effect>) {
-        if self.holders.contains_key(key) || grant.token <= self.last_token {
+    /// Grants `next` (if any), then frees the key's slot if nothing uses it any more.
+    fn hand_over(
+        &mut self,
+        key: &str,
+        slot: Option<SlotId>,
+        next: &Option<Grant>,
+        effects: &mut Vec<Effect>,
+    ) {
+        let granted = next.as_ref().and_then(|next| self.grant_if_free(key, next, effects));
+        if let Some(slot) = slot.or(granted) {
+            self.slots.free_if_unused(slot);
+        }
+    }
+
+    fn end_hold(&mut self, slot: SlotId) {
+        self.before_change(slot);
+        let s = &mut self.slots.slots[slot.index()];
+        let owner = s.owner;
+        s.token = 0;
+        self.owners.release(owner);
+        self.held -= 1;
+    }
+
+    /// Grants `key` if free; returns its slot when granted.
+    fn grant_if_free(&mut self, key: &str, grant: &Grant, effects: &mut Vec<Effect>) -> Option<SlotId> {
+        let held = self.slots.find(key).is_some_and(|s| self.slots.slots[s.index()].is_held());
+        if held || grant.token <= self.last_token {
             debug_assert!(false, "projection proposed an impossible grant on {key:?}");
             effects.push(Effect::Reply(grant.origin, Response::Busy));
-            return;
+            return None;
         }
         self.last_token = grant.token;
-        self.holders.insert(
-            key.to_owned(),
-            Holder { owner: grant.owner.clone(), token: grant.token, lease_ms: grant.lease_ms },
-        );
-        effects.push(Effect::Granted { key: key.to_owned(), token: grant.token, lease_ms: grant.lease_ms });
+        let slot = self.slots.find_or_add(key);
+        self.before_change(slot);
+        let owner = self.owners.intern(&grant.owner);
+        let s = &mut self.slots.slots[slot.index()];
+        (s.owner, s.token, s.lease_ms) = (owner, grant.token, grant.lease_ms);
+        self.held += 1;
+        effects.push(Effect::Granted { slot, token: grant.token, lease_ms: grant.lease_ms });
         effects.push(Effect::Reply(
             grant.origin,
             Response::Granted { token: grant.token, lease_ms: grant.lease_ms },
         ));
+        Some(slot)
+    }
+
+    /// Called before the holder of `slot` changes: a snapshot being encoded that has
+    /// not reached the slot yet keeps its pre-image.
+    fn before_change(&mut self, slot: SlotId) {
+        if let Some(snapshot) = &mut self.snapshot {
+            snapshot.keep_pre_image(slot, &self.slots, &self.owners);
+        }
+    }
+
+    /// Starts encoding a snapshot of this state as it is now; continue with
+    /// [`LockState::snapshot_step`]. A snapshot already under way is dropped.
+    pub fn begin_snapshot(&mut self) {
+        let mut out = Vec::with_capacity(self.snapshot_size_estimate());
+        codec::put_snapshot_header(&mut out, self.domain, self.last_token, self.held as u32);
+        let mut trailer = Vec::new();
+        codec::put_snapshot_members(&mut trailer, &self.members);
+        self.snapshot = Some(Box::new(SnapshotCursor {
+            out,
+            next: 0,
+            end: self.slots.len() as u32,
+            left: self.held,
+            pre_images: HashMap::new(),
+            trailer,
+        }));
+    }
+
+    /// True while a snapshot is being encoded.
+    pub fn snapshot_in_progress(&self) -> bool {
+        self.snapshot.is_some()
+    }
+
+    /// Encodes up to `slots_max` more slots of the snapshot under way; returns its
+    /// bytes once every slot is done.
+    pub fn snapshot_step(&mut self, slots_max: usize) -> Option<Vec<u8>> {
+        let snapshot = self.snapshot.as_mut()?;
+        let stop = snapshot.end.min(snapshot.next.saturating_add(slots_max.min(u32::MAX as usize) as u32));
+        for s in snapshot.next..stop {
+            match snapshot.pre_images.remove(&s) {
+                Some(Some(pre)) => {
+                    codec::put_snapshot_holder(
+                        &mut snapshot.out,
+                        &pre.key,
+                        &pre.owner,
+                        pre.token,
+                        pre.lease_ms,
+                    );
+                    snapshot.left -= 1;
+                }
+                Some(None) => {}
+                None => {
+                    let slot = &self.slots.slots[s as usize];
+                    if slot.is_held() {
+                        let owner = self.owners.name(slot.owner);
+                        codec::put_snapshot_holder(
+                            &mut snapshot.out,
+                            &slot.key,
+                            owner,
+                            slot.token,
+                            slot.lease_ms,
+                        );
+                        snapshot.left -= 1;
+                    }
+                }
+            }
+        }
+        snapshot.next = stop;
+        if stop < snapshot.end {
+            return None;
+        }
+        let mut snapshot = self.snapshot.take().expect("under way");
+        assert_eq!(snapshot.left, 0, "a snapshot emits exactly the holders it counted");
+        let trailer = std::mem::take(&mut snapshot.trailer);
+        snapshot.out.extend_from_slice(&trailer);
+        Some(std::mem::take(&mut snapshot.out))
+    }
+
+    /// About how many bytes the snapshot of this state takes (to reserve them once).
+    fn snapshot_size_estimate(&self) -> usize {
+        let owner_bytes: usize =
+            self.holders().take(64).map(|(_, h)| h.owner.len()).sum::<usize>() / self.held.clamp(1, 64);
+        32 + self.slots.key_bytes + self.held * (1 + 1 + owner_bytes + 12) + self.members.len() * 280
+    }
+}
+
+/// A snapshot being encoded in slices (see the module docs).
+#[derive(Clone)]
+struct SnapshotCursor {
+    /// Header and the holders emitted so far.
+    out: Vec<u8>,
+    /// The next slot to emit.
+    next: u32,
+    /// Slots at `begin_snapshot`; later ones were free then.
+    end: u32,
+    /// Holders still to emit.
+    left: usize,
+    /// Slots in `next..end` that changed since `begin_snapshot`: their holder then
+    /// (`None`: not held).
+    pre_images: HashMap<u32, Option<PreImage>>,
+    /// The member records at `begin_snapshot`, encoded (later changes are not in it).
+    trailer: Vec<u8>,
+}
+
+#[derive(Clone)]
+struct PreImage {
+    key: Box<str>,
+    owner: Box<str>,
+    token: u64,
+    lease_ms: u32,
+}
+
+impl SnapshotCursor {
+    fn keep_pre_image(&mut self, slot: SlotId, slots: &Slots, owners: &Owners) {
+        if slot.0 < self.next || slot.0 >= self.end || self.pre_images.contains_key(&slot.0) {
+            return;
+        }
+        let s = &slots.slots[slot.index()];
+        let pre = s.is_held().then(|| PreImage {
+            key: s.key.clone(),
+            owner: owners.name(s.owner).into(),
+            token: s.token,
+            lease_ms: s.lease_ms,
+        });
+        self.pre_images.insert(slot.0, pre);
     }
 }
 
@@ -189,5 +510,76 @@ mod tests {
         state.apply(&member(3, 0, "c:1"), &mut effects);
         assert_eq!(state.members()[&3], MemberRecord { addr: "c:1".into(), incarnation: 42 });
         assert!(effects.is_empty());
+    }
+}
+
+#[cfg(test)]
+mod snapshot_tests {
+    use super::*;
+    use crate::lock::codec::{decode_snapshot, encode_snapshot};
+    use proptest::prelude::*;
+
+    const KEYS: [&str; 6] = ["a", "b", "c", "d", "e", "f"];
+    const OWNERS: [&str; 3] = ["x", "y", "z"];
+
+    fn origin() -> Origin {
+        Origin { node: 1, incarnation: 1, conn: 1, id: 1 }
+    }
+
+    /// A command that changes something in `state` most of the time.
+    fn command(state: &LockState, key: usize, owner: usize, kind: u8, token: &mut u64) -> Command {
+        let key = KEYS[key].to_string();
+        let next = |token: &mut u64| {
+            *token += 1;
+            Some(Grant { owner: OWNERS[owner].into(), token: *token, lease_ms: 1000, origin: origin() })
+        };
+        match (state.holder(&key), kind % 3) {
+            (None, _) => {
+                *token += 1;
+                let grant =
+                    Grant { owner: OWNERS[owner].into(), token: *token, lease_ms: 1000, origin: origin() };
+                Command::Grant { key, grant }
+            }
+            (Some(h), 0) => {
+                Command::Release { key, owner: h.owner, token: h.token, origin: origin(), next: None }
+            }
+            (Some(h), 1) => {
+                Command::Release { key, owner: h.owner, token: h.token, origin: origin(), next: next(token) }
+            }
+            (Some(h), _) => Command::Expire { key, token: h.token, next: next(token) },
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn a_snapshot_encoded_in_slices_is_the_state_it_began_with(
+            before in proptest::collection::vec((0..6usize, 0..3usize, any::<u8>()), 0..30),
+            during in proptest::collection::vec((0..6usize, 0..3usize, any::<u8>(), 0..3usize), 0..60),
+        ) {
+            let mut state = LockState::default();
+            let mut effects = Vec::new();
+            let mut token = 0;
+            for (k, o, kind) in before {
+                let c = command(&state, k, o, kind, &mut token);
+                state.apply(&c, &mut effects);
+            }
+            let expected = encode_snapshot(&state);
+            let at_begin = state.clone();
+            state.begin_snapshot();
+            let mut bytes = None;
+            for (k, o, kind, slice) in during {
+                let c = command(&state, k, o, kind, &mut token);
+                state.apply(&c, &mut effects);
+                if bytes.is_none() {
+                    bytes = state.snapshot_step(slice);
+                }
+            }
+            let bytes = match bytes {
+                Some(b) => b,
+                None => state.snapshot_step(usize::MAX).expect("done"),
+            };
+            prop_assert_eq!(decode_snapshot(&bytes).unwrap(), at_begin);
+            prop_assert_eq!(bytes.len(), expected.len());
+        }
     }
 }

@@ -1,9 +1,19 @@
 //! The leader's lock table: applied state + wait queues + lease timers + projection.
+//!
+//! Storage: the applied state stores each key once, in a slot (`store.rs`). The
+//! projection keeps an *override* only for a key whose projected holder differs from
+//! the applied one (a command about it is proposed and not applied yet) or that has
+//! waiters; every other key's projected holder is its applied holder. Overrides,
+//! waiters and timers refer to keys by slot and to owners by interned id. A key held
+//! by a million idle clients costs the leader one lease timer (24 bytes) beyond the
+//! applied state.
 
-use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 
 use super::command::{Command, Grant, Origin};
 use super::state::{Effect, LockState};
+use super::store::{OwnerId, SlotId};
+use super::timers::{Timer, TimerQueue};
 use super::ConnId;
 use crate::proto::{ErrorCode, Response, TopKey};
 
@@ -40,30 +50,36 @@ pub struct Output {
 /// A queued ACQUIRE.
 #[derive(Clone, Debug)]
 struct Waiter {
-    seq: u64,
     conn: ConnId,
     id: u32,
-    owner: String,
+    /// Holds one reference to the interned owner.
+    owner: OwnerId,
     lease_ms: u32,
-    deadline_ms: u64,
+    slot: SlotId,
     /// When it joined the queue (for TOP KEYS' oldest wait).
     since_ms: u64,
 }
 
-/// The leader's view of one key: the projected holder (granted, perhaps not applied
-/// yet) and the FIFO queue behind it.
-#[derive(Debug, Default)]
-struct KeyView {
-    holder: Option<ProjectedHolder>,
-    queue: VecDeque<Waiter>,
+/// The projected holder of a key with an override.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Projected {
+    Free,
+    /// Holds one reference to the interned owner.
+    Held {
+        owner: OwnerId,
+        token: u64,
+    },
 }
 
+/// What the leader knows of a key beyond its applied state. Pins the key's slot.
 #[derive(Debug)]
-struct ProjectedHolder {
-    owner: String,
-    token: u64,
-    /// Set when the grant is applied: lease timers run from that moment.
-    deadline_ms: Option<u64>,
+struct Override {
+    holder: Projected,
+    /// Commands proposed about this key that change its holder and are not applied
+    /// yet. At 0, the projected holder is the applied one.
+    in_flight: u32,
+    /// Waiters, FIFO (indexes into `LockTable::waiters`).
+    queue: VecDeque<u32>,
 }
 
 /// The lock table of one node. See the module docs of [`crate::lock`].
@@ -75,16 +91,23 @@ pub struct LockTable {
     leading: bool,
     /// Where clients should go while this node does not lead; empty when unknown.
     leader_hint: String,
-    /// Projection of the leader: keys with a holder or waiters. Empty on followers.
-    keys: HashMap<String, KeyView>,
+    /// Keys whose projection differs from the applied state or that have waiters.
+    /// Ordered, so that leaving leadership answers waiters in the same order on every
+    /// run. Empty on followers.
+    overrides: BTreeMap<SlotId, Override>,
+    /// Keys the projection holds (held or queued for: a key with waiters is held).
+    projected_held: usize,
     /// Highest token proposed (≥ the applied `last_token`).
     last_token_proposed: u64,
-    /// Wait deadlines: (deadline, waiter seq) → key.
-    wait_timers: BTreeSet<(u64, u64, String)>,
-    /// Lease deadlines of applied holds: (deadline, token, key).
-    lease_timers: BTreeSet<(u64, u64, String)>,
-    /// Waiters of each connection: (seq, key), so a closed connection leaves its queues.
-    conn_waiters: HashMap<ConnId, Vec<(u64, String)>>,
+    /// Lease deadlines of applied holds that are still the projected ones, by slot;
+    /// `order` is the token.
+    leases: TimerQueue,
+    /// Wait deadlines, by waiter index; `order` is the waiter's sequence number.
+    waits: TimerQueue,
+    waiters: Vec<Option<Waiter>>,
+    free_waiters: Vec<u32>,
+    /// Waiters of each connection, so a closed connection leaves its queues.
+    conn_waiters: HashMap<ConnId, Vec<u32>>,
     waiters_total: usize,
     next_seq: u64,
     effects: Vec<Effect>,
@@ -98,10 +121,13 @@ impl LockTable {
             state: LockState::default(),
             leading: false,
             leader_hint: String::new(),
-            keys: HashMap::new(),
+            overrides: BTreeMap::new(),
+            projected_held: 0,
             last_token_proposed: 0,
-            wait_timers: BTreeSet::new(),
-            lease_timers: BTreeSet::new(),
+            leases: TimerQueue::default(),
+            waits: TimerQueue::default(),
+            waiters: Vec::new(),
+            free_waiters: Vec::new(),
             conn_waiters: HashMap::new(),
             waiters_total: 0,
             next_seq: 1,
@@ -122,6 +148,11 @@ impl LockTable {
         self.waiters_total
     }
 
+    /// Keys with an override in the projection (waiters, or commands in flight).
+    pub fn overrides(&self) -> usize {
+        self.overrides.len()
+    }
+
     fn origin(&self, conn: ConnId, id: u32) -> Origin {
         Origin { node: self.config.node, incarnation: self.config.incarnation, conn, id }
     }
@@ -136,6 +167,52 @@ impl LockTable {
     fn not_leader(&self, conn: ConnId, id: u32, out: &mut Output) {
         let leader = self.leader_hint.clone();
         out.replies.push(Reply { conn, id, response: Response::Moved { leader } });
+    }
+
+    /// The projected holder (owner, token) of the key in `slot`.
+    fn projected(&self, slot: SlotId) -> Option<(OwnerId, u64)> {
+        match self.overrides.get(&slot) {
+            Some(ov) => match ov.holder {
+                Projected::Held { owner, token } => Some((owner, token)),
+                Projected::Free => None,
+            },
+            None => self.state.holder_at(slot).map(|h| (h.owner_id, h.token)),
+        }
+    }
+
+    /// The override of `slot`, made from the applied holder if there is none.
+    fn override_mut(&mut self, slot: SlotId) -> &mut Override {
+        if !self.overrides.contains_key(&slot) {
+            let applied = self.state.holder_at(slot).map(|h| (h.owner_id, h.token));
+            let holder = match applied {
+                Some((owner, token)) => {
+                    self.state.owners_mut().retain(owner);
+                    Projected::Held { owner, token }
+                }
+                None => Projected::Free,
+            };
+            self.state.pin_slot(slot);
+            self.overrides.insert(slot, Override { holder, in_flight: 0, queue: VecDeque::new() });
+        }
+        self.overrides.get_mut(&slot).expect("just made")
+    }
+
+    /// Drops the override of `slot` once it says nothing the applied state does not.
+    fn settle(&mut self, slot: SlotId) {
+        let done = self.overrides.get(&slot).is_some_and(|ov| ov.in_flight == 0 && ov.queue.is_empty());
+        if !done {
+            return;
+        }
+        let ov = self.overrides.remove(&slot).expect("present");
+        if let Projected::Held { owner, token } = ov.holder {
+            debug_assert_eq!(
+                self.state.holder_at(slot).map(|h| h.token),
+                Some(token),
+                "projection = applied"
+            );
+            self.state.owners_mut().release(owner);
+        }
+        self.state.unpin(slot);
     }
 
     /// ACQUIRE: grant a free key, answer `B`, or queue behind the holder.
@@ -156,47 +233,54 @@ impl LockTable {
             return self.not_leader(conn, id, out);
         }
         let lease_ms = u32::from(lease_s) * 1000;
-        let view = self.keys.get(key);
-        if view.is_none() && self.keys.len() >= self.config.keys_max {
-            let message =
-                format!("the node's limit of {} held or queued keys is reached", self.config.keys_max);
-            out.replies.push(Reply {
-                conn,
-                id,
-                response: Response::Error { code: ErrorCode::Overloaded, message },
-            });
-            return;
-        }
-        let free = view.is_none_or(|v| v.holder.is_none());
-        if free {
+        let held = self.state.slot_of(key).filter(|&s| self.projected(s).is_some());
+        let Some(slot) = held else {
+            if self.projected_held >= self.config.keys_max {
+                let message =
+                    format!("the node's limit of {} held or queued keys is reached", self.config.keys_max);
+                out.replies.push(Reply {
+                    conn,
+                    id,
+                    response: Response::Error { code: ErrorCode::Overloaded, message },
+                });
+                return;
+            }
             let token = self.next_token(unix_us);
             let origin = self.origin(conn, id);
-            let view = self.keys.entry(key.to_owned()).or_default();
-            debug_assert!(view.queue.is_empty(), "a free key has no waiters");
-            view.holder = Some(ProjectedHolder { owner: owner.to_owned(), token, deadline_ms: None });
+            let slot = self.state.pin(key);
+            let owner_id = self.state.owners_mut().intern(owner);
+            let ov = self.override_mut(slot);
+            debug_assert!(ov.queue.is_empty(), "a free key has no waiters");
+            debug_assert_eq!(ov.holder, Projected::Free);
+            ov.holder = Projected::Held { owner: owner_id, token };
+            ov.in_flight += 1;
+            self.projected_held += 1;
             let grant = Grant { owner: owner.to_owned(), token, lease_ms, origin };
             out.proposals.push_back(Command::Grant { key: key.to_owned(), grant });
             return;
-        }
-        let view = self.keys.get_mut(key).expect("a held key has a view");
-        if wait_ms == 0 || view.queue.len() >= self.config.waiters_per_key_max {
+        };
+        let queued = self.overrides.get(&slot).map_or(0, |ov| ov.queue.len());
+        if wait_ms == 0 || queued >= self.config.waiters_per_key_max {
             out.replies.push(Reply { conn, id, response: Response::Busy });
             return;
         }
         let seq = self.next_seq;
         self.next_seq += 1;
-        let deadline_ms = now_ms + u64::from(wait_ms);
-        view.queue.push_back(Waiter {
-            seq,
-            conn,
-            id,
-            owner: owner.to_owned(),
-            lease_ms,
-            deadline_ms,
-            since_ms: now_ms,
-        });
-        self.wait_timers.insert((deadline_ms, seq, key.to_owned()));
-        self.conn_waiters.entry(conn).or_default().push((seq, key.to_owned()));
+        let owner = self.state.owners_mut().intern(owner);
+        let waiter = Waiter { conn, id, owner, lease_ms, slot, since_ms: now_ms };
+        let w = match self.free_waiters.pop() {
+            Some(w) => {
+                self.waiters[w as usize] = Some(waiter);
+                w
+            }
+            None => {
+                self.waiters.push(Some(waiter));
+                (self.waiters.len() - 1) as u32
+            }
+        };
+        self.override_mut(slot).queue.push_back(w);
+        self.waits.insert(Timer { deadline_ms: now_ms + u64::from(wait_ms), order: seq, id: w });
+        self.conn_waiters.entry(conn).or_default().push(w);
         self.waiters_total += 1;
     }
 
@@ -218,11 +302,14 @@ impl LockTable {
             return self.not_leader(conn, id, out);
         }
         let origin = self.origin(conn, id);
-        let matches = matches!(
-            self.keys.get(key).and_then(|v| v.holder.as_ref()),
-            Some(h) if h.owner == owner && h.token == token
-        );
-        let next = if matches { self.end_hold(key, unix_us) } else { None };
+        let slot = self.state.slot_of(key);
+        let matches = slot
+            .and_then(|s| self.projected(s))
+            .is_some_and(|(o, t)| t == token && self.state.owners().name(o) == owner);
+        let next = match slot {
+            Some(slot) if matches => self.end_hold(slot, unix_us),
+            _ => None,
+        };
         out.proposals.push_back(Command::Release {
             key: key.to_owned(),
             owner: owner.to_owned(),
@@ -232,72 +319,110 @@ impl LockTable {
         });
     }
 
-    /// Ends the projected hold on `key`: stops its lease timer and moves the queue head
-    /// (if any) into the holder's place with a fresh token; returns that grant.
-    fn end_hold(&mut self, key: &str, unix_us: u64) -> Option<Grant> {
-        let view = self.keys.get_mut(key)?;
-        let old = view.holder.take()?;
-        if let Some(deadline) = old.deadline_ms {
-            self.lease_timers.remove(&(deadline, old.token, key.to_owned()));
-        }
-        let Some(waiter) = view.queue.pop_front() else {
-            self.keys.remove(key);
+    /// Ends the projected hold on the key in `slot` (the caller checked there is one)
+    /// for a command about to be proposed: stops its lease timer and moves the queue
+    /// head (if any) into the holder's place with a fresh token; returns that grant.
+    fn end_hold(&mut self, slot: SlotId, unix_us: u64) -> Option<Grant> {
+        let ov = self.override_mut(slot);
+        let Projected::Held { owner: old_owner, token: old_token } = ov.holder else {
+            debug_assert!(false, "end_hold without a projected holder");
             return None;
         };
+        ov.in_flight += 1;
+        let head = ov.queue.pop_front();
+        if self.leases.get(slot.0).is_some_and(|t| t.order == old_token) {
+            self.leases.remove(slot.0);
+        }
+        self.state.owners_mut().release(old_owner);
+        let Some(w) = head else {
+            self.override_mut(slot).holder = Projected::Free;
+            self.projected_held -= 1;
+            return None;
+        };
+        let waiter = self.forget_waiter(w);
         let token = self.next_token(unix_us);
-        let view = self.keys.get_mut(key).expect("still present");
-        view.holder = Some(ProjectedHolder { owner: waiter.owner.clone(), token, deadline_ms: None });
-        self.forget_waiter(&waiter, key);
+        // The waiter's reference to its owner passes to the projected holder.
+        self.override_mut(slot).holder = Projected::Held { owner: waiter.owner, token };
         Some(Grant {
-            owner: waiter.owner,
+            owner: self.state.owners().name(waiter.owner).to_owned(),
             token,
             lease_ms: waiter.lease_ms,
             origin: self.origin(waiter.conn, waiter.id),
         })
     }
 
-    /// Drops a waiter that has left its queue from the timer and connection indexes.
-    fn forget_waiter(&mut self, waiter: &Waiter, key: &str) {
-        self.wait_timers.remove(&(waiter.deadline_ms, waiter.seq, key.to_owned()));
+    /// Takes waiter `w` out of the waiter list, its timer and its connection's list
+    /// (not out of its key's queue: the caller does that). Its owner reference goes to
+    /// the caller.
+    fn forget_waiter(&mut self, w: u32) -> Waiter {
+        let waiter = self.waiters[w as usize].take().expect("a live waiter");
+        self.free_waiters.push(w);
+        self.waits.remove(w);
         if let Some(list) = self.conn_waiters.get_mut(&waiter.conn) {
-            list.retain(|(seq, _)| *seq != waiter.seq);
+            list.retain(|&x| x != w);
             if list.is_empty() {
                 self.conn_waiters.remove(&waiter.conn);
             }
         }
         self.waiters_total -= 1;
+        waiter
+    }
+
+    /// Takes waiter `w` out of its key's queue and forgets it.
+    fn drop_waiter(&mut self, w: u32) -> Waiter {
+        let slot = self.waiters[w as usize].as_ref().expect("a live waiter").slot;
+        if let Some(ov) = self.overrides.get_mut(&slot) {
+            if let Some(pos) = ov.queue.iter().position(|&x| x == w) {
+                ov.queue.remove(pos);
+            }
+        }
+        let waiter = self.forget_waiter(w);
+        self.state.owners_mut().release(waiter.owner);
+        self.settle(slot);
+        waiter
     }
 
     /// QUERY, answered from the applied state. (In a cluster the caller first makes
     /// sure this node still leads and has applied everything committed before the read.)
     pub fn query(&self, key: &str, now_ms: u64) -> Response {
-        let Some(holder) = self.state.holder(key) else {
+        let Some((slot, holder)) = self.state.slot_of(key).and_then(|s| Some((s, self.state.holder_at(s)?)))
+        else {
             return Response::Free;
         };
-        let view = self.keys.get(key);
-        let remaining_ms = match view.and_then(|v| v.holder.as_ref()) {
-            Some(p) if p.token == holder.token => match p.deadline_ms {
-                Some(deadline) => deadline.saturating_sub(now_ms),
+        let current = self.leading && self.projected(slot).is_some_and(|(_, t)| t == holder.token);
+        let remaining_ms = if current {
+            match self.leases.get(slot.0).filter(|t| t.order == holder.token) {
+                Some(timer) => timer.deadline_ms.saturating_sub(now_ms),
                 None => u64::from(holder.lease_ms),
-            },
+            }
+        } else {
             // A release or expiry of this hold is proposed: it is as good as gone.
-            _ => 0,
+            0
         };
         Response::Holder {
             token: holder.token,
             remaining_ms: remaining_ms.min(u64::from(u32::MAX)) as u32,
-            waiters: view.map_or(0, |v| v.queue.len()) as u32,
-            owner: holder.owner.clone(),
+            waiters: self.overrides.get(&slot).map_or(0, |ov| ov.queue.len()) as u32,
+            owner: holder.owner.to_owned(),
         }
     }
 
     /// The `n` keys with the most waiters (ties: the longer oldest wait, then the key),
     /// with their holder as the applied state has it. O(keys with waiters).
     pub fn top_keys(&self, n: usize, now_ms: u64) -> Vec<TopKey> {
-        let mut queued: Vec<(&String, &KeyView)> =
-            self.keys.iter().filter(|(_, v)| !v.queue.is_empty()).collect();
-        let oldest = |v: &KeyView| v.queue.front().map_or(0, |w| now_ms.saturating_sub(w.since_ms));
-        let order = |a: &(&String, &KeyView), b: &(&String, &KeyView)| {
+        let oldest = |ov: &Override| {
+            ov.queue
+                .front()
+                .and_then(|w| self.waiters[*w as usize].as_ref())
+                .map_or(0, |w| now_ms.saturating_sub(w.since_ms))
+        };
+        let mut queued: Vec<(&str, &Override)> = self
+            .overrides
+            .iter()
+            .filter(|(_, ov)| !ov.queue.is_empty())
+            .map(|(slot, ov)| (self.state.key(*slot), ov))
+            .collect();
+        let order = |a: &(&str, &Override), b: &(&str, &Override)| {
             b.1.queue.len().cmp(&a.1.queue.len()).then(oldest(b.1).cmp(&oldest(a.1))).then(a.0.cmp(b.0))
         };
         if queued.len() > n {
@@ -307,15 +432,15 @@ impl LockTable {
         queued.sort_unstable_by(order);
         queued
             .into_iter()
-            .map(|(key, view)| {
+            .map(|(key, ov)| {
                 let (token, owner, remaining_ms) = match self.query(key, now_ms) {
                     Response::Holder { token, owner, remaining_ms, .. } => (token, owner, remaining_ms),
                     _ => (0, String::new(), 0),
                 };
                 TopKey {
-                    key: key.clone(),
-                    waiters: view.queue.len().min(u32::MAX as usize) as u32,
-                    oldest_wait_ms: oldest(view).min(u64::from(u32::MAX)) as u32,
+                    key: key.to_owned(),
+                    waiters: ov.queue.len().min(u32::MAX as usize) as u32,
+                    oldest_wait_ms: oldest(ov).min(u64::from(u32::MAX)) as u32,
                     token,
                     owner,
                     remaining_ms,
@@ -337,8 +462,8 @@ impl LockTable {
             return;
         }
         loop {
-            let lease = self.lease_timers.first().map(|t| t.0).filter(|&d| d <= now_ms);
-            let wait = self.wait_timers.first().map(|t| t.0).filter(|&d| d <= now_ms);
+            let lease = self.leases.first().map(|t| t.deadline_ms).filter(|&d| d <= now_ms);
+            let wait = self.waits.first().map(|t| t.deadline_ms).filter(|&d| d <= now_ms);
             match (lease, wait) {
                 (None, None) => break,
                 (Some(l), Some(w)) if w < l => self.tick_wait(out),
@@ -350,42 +475,30 @@ impl LockTable {
 
     /// Handles the earliest lease timer (the caller checked it is due).
     fn tick_lease(&mut self, unix_us: u64, out: &mut Output) {
-        let Some((_, token, key)) = self.lease_timers.pop_first() else {
+        let Some(timer) = self.leases.pop() else {
             return;
         };
-        let current = matches!(
-            self.keys.get(&key).and_then(|v| v.holder.as_ref()),
-            Some(h) if h.token == token
-        );
-        if current {
-            let next = self.end_hold(&key, unix_us);
+        let (slot, token) = (SlotId(timer.id), timer.order);
+        if self.projected(slot).is_some_and(|(_, t)| t == token) {
+            let next = self.end_hold(slot, unix_us);
+            let key = self.state.key(slot).to_owned();
             out.proposals.push_back(Command::Expire { key, token, next });
         }
     }
 
     /// Handles the earliest wait timer (the caller checked it is due).
     fn tick_wait(&mut self, out: &mut Output) {
-        let Some((_, seq, key)) = self.wait_timers.first().cloned() else {
+        let Some(timer) = self.waits.first().copied() else {
             return;
         };
-        let Some(view) = self.keys.get_mut(&key) else {
-            self.wait_timers.pop_first();
-            return;
-        };
-        let Some(pos) = view.queue.iter().position(|w| w.seq == seq) else {
-            self.wait_timers.pop_first();
-            return;
-        };
-        let waiter = view.queue.remove(pos).expect("position is valid");
-        // Removes the timer, too.
-        self.forget_waiter(&waiter, &key);
+        let waiter = self.drop_waiter(timer.id);
         out.replies.push(Reply { conn: waiter.conn, id: waiter.id, response: Response::Timeout });
     }
 
     /// The earliest moment `tick` has work to do, if any.
     pub fn next_deadline(&self) -> Option<u64> {
-        let wait = self.wait_timers.first().map(|t| t.0);
-        let lease = self.lease_timers.first().map(|t| t.0);
+        let wait = self.waits.first().map(|t| t.deadline_ms);
+        let lease = self.leases.first().map(|t| t.deadline_ms);
         match (wait, lease) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
@@ -395,18 +508,11 @@ impl LockTable {
     /// A connection closed: its waiters leave their queues silently. Its holds stay:
     /// only a release or the lease ends a hold.
     pub fn conn_closed(&mut self, conn: ConnId) {
-        let Some(list) = self.conn_waiters.remove(&conn) else {
+        let Some(list) = self.conn_waiters.get(&conn).cloned() else {
             return;
         };
-        for (seq, key) in list {
-            let Some(view) = self.keys.get_mut(&key) else {
-                continue;
-            };
-            if let Some(pos) = view.queue.iter().position(|w| w.seq == seq) {
-                let waiter = view.queue.remove(pos).expect("position is valid");
-                self.wait_timers.remove(&(waiter.deadline_ms, waiter.seq, key.clone()));
-                self.waiters_total -= 1;
-            }
+        for w in list {
+            self.drop_waiter(w);
         }
     }
 
@@ -415,6 +521,7 @@ impl LockTable {
     pub fn apply(&mut self, command: &Command, now_ms: u64, out: &mut Output) {
         let mut effects = std::mem::take(&mut self.effects);
         self.state.apply(command, &mut effects);
+        let mut changed = None;
         for effect in effects.drain(..) {
             match effect {
                 Effect::Reply(origin, response) => {
@@ -422,22 +529,26 @@ impl LockTable {
                         out.replies.push(Reply { conn: origin.conn, id: origin.id, response });
                     }
                 }
-                Effect::Granted { key, token, lease_ms } => {
-                    if !self.leading {
-                        continue;
-                    }
-                    if let Some(holder) = self.keys.get_mut(&key).and_then(|v| v.holder.as_mut()) {
-                        if holder.token == token {
-                            let deadline = now_ms + u64::from(lease_ms);
-                            holder.deadline_ms = Some(deadline);
-                            self.lease_timers.insert((deadline, token, key));
-                        }
+                Effect::Granted { slot, token, lease_ms } => {
+                    changed = Some(slot);
+                    if self.leading && self.projected(slot).is_some_and(|(_, t)| t == token) {
+                        let deadline_ms = now_ms + u64::from(lease_ms);
+                        self.leases.insert(Timer { deadline_ms, order: token, id: slot.0 });
                     }
                 }
-                Effect::Ended { .. } => {}
+                Effect::Ended { slot, .. } => changed = Some(slot),
             }
         }
         self.effects = effects;
+        // One command changes one key's holder at most; while leading it is one this
+        // table proposed and counted in the key's override.
+        if let Some(slot) = changed.filter(|_| self.leading) {
+            if let Some(ov) = self.overrides.get_mut(&slot) {
+                debug_assert!(ov.in_flight > 0, "an applied change this leader did not propose");
+                ov.in_flight = ov.in_flight.saturating_sub(1);
+                self.settle(slot);
+            }
+        }
     }
 
     /// This node now leads, with everything committed so far applied: the projection
@@ -445,30 +556,21 @@ impl LockTable {
     /// (never shorter than a client could have assumed).
     pub fn become_leader(&mut self, now_ms: u64) {
         debug_assert!(!self.leading, "call lose_leadership before leading again");
+        debug_assert!(self.overrides.is_empty() && self.waiters_total == 0);
         self.leading = true;
-        // Waiters belong to one leadership; none may survive into the next.
-        self.wait_timers.clear();
-        self.conn_waiters.clear();
-        self.waiters_total = 0;
         self.leader_hint.clear();
-        self.keys.clear();
-        self.lease_timers.clear();
         self.last_token_proposed = self.state.last_token();
-        for (key, holder) in self.state.holders() {
-            let deadline = now_ms + u64::from(holder.lease_ms);
-            self.keys.insert(
-                key.clone(),
-                KeyView {
-                    holder: Some(ProjectedHolder {
-                        owner: holder.owner.clone(),
-                        token: holder.token,
-                        deadline_ms: Some(deadline),
-                    }),
-                    queue: VecDeque::new(),
-                },
-            );
-            self.lease_timers.insert((deadline, holder.token, key.clone()));
-        }
+        self.projected_held = self.state.keys_held();
+        let timers = self
+            .state
+            .held_slots()
+            .map(|(slot, token, lease_ms)| Timer {
+                deadline_ms: now_ms + u64::from(lease_ms),
+                order: token,
+                id: slot.0,
+            })
+            .collect();
+        self.leases.rebuild(timers);
     }
 
     /// This node no longer leads: waiters that were never proposed get `M` with the new
@@ -476,19 +578,28 @@ impl LockTable {
     pub fn lose_leadership(&mut self, leader_hint: &str, out: &mut Output) {
         self.leading = false;
         self.leader_hint = leader_hint.to_owned();
-        for (_, view) in self.keys.drain() {
-            for waiter in view.queue {
+        for (slot, ov) in std::mem::take(&mut self.overrides) {
+            for w in ov.queue {
+                let waiter = self.waiters[w as usize].take().expect("a live waiter");
+                self.state.owners_mut().release(waiter.owner);
                 out.replies.push(Reply {
                     conn: waiter.conn,
                     id: waiter.id,
                     response: Response::Moved { leader: leader_hint.to_owned() },
                 });
             }
+            if let Projected::Held { owner, .. } = ov.holder {
+                self.state.owners_mut().release(owner);
+            }
+            self.state.unpin(slot);
         }
-        self.lease_timers.clear();
-        self.wait_timers.clear();
+        self.waiters.clear();
+        self.free_waiters.clear();
+        self.leases.clear();
+        self.waits.clear();
         self.conn_waiters.clear();
         self.waiters_total = 0;
+        self.projected_held = 0;
     }
 
     /// Replaces the applied state (a follower installed a snapshot). Only a node that
@@ -501,5 +612,99 @@ impl LockTable {
     /// Records where the leader is while this node follows.
     pub fn set_leader_hint(&mut self, leader_hint: &str) {
         self.leader_hint = leader_hint.to_owned();
+    }
+
+    /// Starts encoding a snapshot of the applied state (see [`LockState::begin_snapshot`]).
+    pub fn begin_snapshot(&mut self) {
+        self.state.begin_snapshot();
+    }
+
+    /// Encodes up to `slots_max` more key slots; the snapshot's bytes once done.
+    pub fn snapshot_step(&mut self, slots_max: usize) -> Option<Vec<u8>> {
+        self.state.snapshot_step(slots_max)
+    }
+
+    /// Checks the table's bookkeeping against itself (tests): every owner reference
+    /// accounted for, every override pinning its slot, timers only where they belong,
+    /// the counts right. O(keys); `Err` names the first thing wrong.
+    pub fn check_invariants(&self) -> Result<(), String> {
+        let mut refs: HashMap<OwnerId, u32> = HashMap::new();
+        for (_, h) in self.state.holders() {
+            *refs.entry(h.owner_id).or_default() += 1;
+        }
+        let mut queued = 0;
+        let mut projected_held = self.state.keys_held();
+        for (slot, ov) in &self.overrides {
+            if !self.state.is_pinned(*slot) {
+                return Err(format!("override of slot {slot:?} does not pin it"));
+            }
+            let applied = self.state.holder_at(*slot).is_some();
+            match ov.holder {
+                Projected::Held { owner, .. } => {
+                    *refs.entry(owner).or_default() += 1;
+                    projected_held += usize::from(!applied);
+                }
+                Projected::Free => {
+                    projected_held -= usize::from(applied);
+                    if !ov.queue.is_empty() {
+                        return Err(format!("slot {slot:?} has waiters but no projected holder"));
+                    }
+                }
+            }
+            if ov.in_flight == 0 && ov.queue.is_empty() {
+                return Err(format!("slot {slot:?} has an override that says nothing"));
+            }
+            for &w in &ov.queue {
+                let Some(waiter) = self.waiters.get(w as usize).and_then(|w| w.as_ref()) else {
+                    return Err(format!("slot {slot:?} queues a dead waiter {w}"));
+                };
+                if waiter.slot != *slot || self.waits.get(w).is_none() {
+                    return Err(format!("waiter {w} is not where it should be"));
+                }
+                *refs.entry(waiter.owner).or_default() += 1;
+                queued += 1;
+            }
+        }
+        if self.leading && projected_held != self.projected_held {
+            return Err(format!("projected_held {} but counted {projected_held}", self.projected_held));
+        }
+        if queued != self.waiters_total || self.waits.len() != queued {
+            return Err(format!(
+                "{queued} queued, {} counted, {} timers",
+                self.waiters_total,
+                self.waits.len()
+            ));
+        }
+        for (owner, n) in &refs {
+            if self.state.owners().refs(*owner) != *n {
+                return Err(format!(
+                    "owner {:?} has {} references, {n} found",
+                    self.state.owners().name(*owner),
+                    self.state.owners().refs(*owner)
+                ));
+            }
+        }
+        if refs.len() != self.state.owners().len() {
+            return Err(format!("{} owners interned, {} in use", self.state.owners().len(), refs.len()));
+        }
+        if self.leading {
+            for (slot, token, _) in self.state.held_slots() {
+                let current = self.projected(slot).is_some_and(|(_, t)| t == token);
+                let timer = self.leases.get(slot.0).is_some_and(|t| t.order == token);
+                if current != timer {
+                    return Err(format!("slot {slot:?}: projected current {current}, lease timer {timer}"));
+                }
+            }
+        } else if !self.leases.is_empty() || !self.overrides.is_empty() {
+            return Err("a follower keeps leases or overrides".into());
+        }
+        if self.state.pinned_count() != self.overrides.len() {
+            return Err(format!(
+                "{} slots pinned, {} overrides",
+                self.state.pinned_count(),
+                self.overrides.len()
+            ));
+        }
+        Ok(())
     }
 }

@@ -78,8 +78,8 @@ pub struct Raft {
     pub(super) waiting_reads: Vec<u64>,
     pub(super) heartbeat_requested: bool,
 
-    /// Follower: snapshot being received (meta, bytes so far).
-    pub(super) incoming_snapshot: Option<(SnapshotMeta, Vec<u8>)>,
+    /// Follower: snapshot being received (meta, the node sending it, bytes so far).
+    pub(super) incoming_snapshot: Option<(SnapshotMeta, NodeId, Vec<u8>)>,
 
     pub(super) msgs: Vec<(NodeId, Message)>,
     pub(super) read_states: Vec<(u64, u64)>,

@@ -99,7 +99,7 @@ impl Raft {
             self.reply_snapshot(from, index, 0, true);
             return;
         }
-        match self.accept_chunk(meta, offset, data) {
+        match self.accept_chunk(from, meta, offset, data) {
             Err(want) => self.reply_snapshot(from, index, want, false),
             Ok(_) if done => {
                 self.install_incoming();
@@ -111,17 +111,29 @@ impl Raft {
 
     /// Adds a chunk to the snapshot being received: Ok(bytes held now), or
     /// Err(offset we want instead) for a chunk we cannot use.
-    fn accept_chunk(&mut self, meta: SnapshotMeta, offset: u64, data: Vec<u8>) -> Result<u64, u64> {
+    ///
+    /// A snapshot is the one being assembled only if it has the same meta AND comes
+    /// from the same node. Why the node: two nodes' snapshots at the same index
+    /// describe the same state but need not be the same bytes (the lock table encodes
+    /// its keys in the order of its own storage), so the chunks of a new leader's
+    /// snapshot must never continue an old leader's.
+    fn accept_chunk(
+        &mut self,
+        from: NodeId,
+        meta: SnapshotMeta,
+        offset: u64,
+        data: Vec<u8>,
+    ) -> Result<u64, u64> {
         // Why only for another snapshot: a late duplicate of the first chunk of
         // the snapshot being assembled must not throw away what came since.
-        let assembling = matches!(&self.incoming_snapshot, Some((m, _)) if *m == meta);
+        let assembling = matches!(&self.incoming_snapshot, Some((m, f, _)) if *m == meta && *f == from);
         if offset == 0 && !assembling {
-            self.incoming_snapshot = Some((meta.clone(), Vec::new()));
+            self.incoming_snapshot = Some((meta.clone(), from, Vec::new()));
         }
-        let Some((have_meta, buf)) = self.incoming_snapshot.as_mut() else {
+        let Some((have_meta, have_from, buf)) = self.incoming_snapshot.as_mut() else {
             return Err(0);
         };
-        if *have_meta != meta {
+        if *have_meta != meta || *have_from != from {
             // A different snapshot than the one we were assembling.
             self.incoming_snapshot = None;
             return Err(0);
@@ -139,7 +151,7 @@ impl Raft {
     }
 
     fn install_incoming(&mut self) {
-        let Some((meta, data)) = self.incoming_snapshot.take() else {
+        let Some((meta, _, data)) = self.incoming_snapshot.take() else {
             return;
         };
         let snapshot = Snapshot { meta, data };

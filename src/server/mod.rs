@@ -81,7 +81,7 @@ pub(crate) struct Shared {
     /// The operator (peer) secret's key: a client that proves it may use admin ops.
     operator_key: Option<ring::hmac::Key>,
     tls: Option<Arc<rustls::ServerConfig>>,
-    table: Sender<TableMsg>,
+    table: lock_thread::TableSender,
     /// The cluster as the Raft thread last published it; `None` standalone.
     cluster: Option<Arc<ClusterView>>,
     /// The Raft thread's inbox (for `admin replace`); `None` standalone.
@@ -202,7 +202,7 @@ impl Server {
             waiters_per_key_max: config.max_waiters,
             keys_max: config.max_keys,
         });
-        let (table_tx, table_rx) = crossbeam_channel::unbounded();
+        let (table_tx, table_rx) = lock_thread::inbox();
         let clock = Arc::new(Clock::new());
         let metrics = Arc::new(crate::metrics::Metrics::default());
         metrics.cluster.store(config.cluster.is_some(), Ordering::Relaxed);
@@ -233,7 +233,13 @@ impl Server {
                 let view =
                     Arc::new(ClusterView::new(cluster_config.peers.iter().map(|p| (p.id, p.addr.clone()))));
                 view.attach_metrics(metrics.clone());
-                let link = LogLink::Raft { tx: raft_tx.clone(), waker: waker.clone(), snapshot_index: 0 };
+                let link = LogLink::Raft {
+                    tx: raft_tx.clone(),
+                    waker: waker.clone(),
+                    snapshot_index: 0,
+                    log_bytes: 0,
+                    wake_due: false,
+                };
                 let thread = {
                     let view = view.clone();
                     let counters = counters.clone();

@@ -346,7 +346,8 @@ impl LockChecker {
                     }
                     self.committed_answer.insert(k, (response.clone(), index));
                 }
-                Effect::Ended { key, token } => {
+                Effect::Ended { token, .. } => {
+                    let key = self.grants.get(token).map(|g| g.key.clone()).unwrap_or_default();
                     if let Some(g) = self.grants.get_mut(token) {
                         g.ended_at = Some(index);
                     }

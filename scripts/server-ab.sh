@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# Before/after of the servers (docs/performance.md §6): a 3-node cluster on
+# 127.0.0.{1,2,3}:$PORT started from one binary, driven by `ticketing bench` (always
+# the current build, so the client is the same), stopped; then the same with the other
+# binary. The binaries alternate run by run and the order flips every round.
+#
+#   scripts/server-ab.sh                          # BEFORE_REV=e1427e8 ROUNDS=3 DURATION=10
+#   BEFORE=/path/to/old/ticketing CASES="rate1000" scripts/server-ab.sh
+#
+# Cases: "rate1000" is a steady 1,000 pairs/s (8 threads sharing one Client, each on
+# its own keys); "t64" is 64 threads sharing one Client, as fast as they go. Per run
+# one line: binary, case, pairs/s, p50 of a pair, the three servers' CPU (utime +
+# stime from /proc/PID/stat) per pair, and the 1-minute load average at the end; then
+# the medians. Everything it starts it stops.
+set -euo pipefail
+PORT=${PORT:-17225}
+ROUNDS=${ROUNDS:-3}
+DURATION=${DURATION:-10}
+CASES=${CASES:-"rate1000 t64"}
+BEFORE_REV=${BEFORE_REV:-e1427e8}
+source "$(dirname "$0")/cluster-lib.sh"
+
+AFTER="$ROOT/target/release/ticketing"
+cargo build --release --quiet --manifest-path "$ROOT/Cargo.toml"
+if [ -z "${BEFORE:-}" ]; then
+    src="$ROOT/target/ab-before-src"
+    rm -rf "$src" && mkdir -p "$src"
+    git -C "$ROOT" archive "$BEFORE_REV" | tar -x -C "$src"
+    TICKETING_GIT_COMMIT="$BEFORE_REV" cargo build --release --quiet --bin ticketing \
+        --manifest-path "$src/Cargo.toml" --target-dir "$ROOT/target/ab-before"
+    BEFORE="$ROOT/target/ab-before/release/ticketing"
+fi
+TCK=$(getconf CLK_TCK)
+
+servers_ticks() {
+    local total=0 p
+    for p in "${NODE_PIDS[@]}"; do
+        total=$((total + $(awk '{ print $14 + $15 }' "/proc/$p/stat")))
+    done
+    echo "$total"
+}
+
+stop_cluster() {
+    for p in "${NODE_PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
+    for p in "${NODE_PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
+    NODE_PIDS=()
+    PIDS=()
+}
+
+# One run: prints "name case pairs_per_s p50_ms server_us load".
+run() {
+    local name=$1 bin=$2 case=$3 s0 s1 out args
+    start_cluster_with "$bin"
+    case $case in
+        rate1000) args=(--threads 8 --rate 1000) ;;
+        t64) args=(--threads 64) ;;
+    esac
+    # Let the cluster settle (elections, first connections) before counting.
+    "$AFTER" bench --addr "$ADDRS" --connections 1 --threads 4 --duration 1 --warmup 0 --quiet >/dev/null
+    s0=$(servers_ticks)
+    out=$("$AFTER" bench --addr "$ADDRS" --connections 1 "${args[@]}" --duration "$DURATION" --warmup 0 --json --quiet)
+    s1=$(servers_ticks)
+    stop_cluster
+    python3 - "$name" "$case" "$out" "$((s1 - s0))" "$TCK" <<'PY'
+import json, sys
+name, case, out, server_ticks, tck = sys.argv[1:]
+r = json.loads(out)
+pairs = max(r["pairs"], 1)
+load = open("/proc/loadavg").read().split()[0]
+print(f'{name} {case} {r["pairs_per_s"]:.0f} {r["latency_ms"]["p50"]:.3f} '
+      f'{int(server_ticks) / int(tck) / pairs * 1e6:.1f} {load}')
+PY
+}
+
+echo "binary case pairs/s p50_ms servers_cpu_us/pair load1" | tee "$WORK/runs"
+for round in $(seq 1 "$ROUNDS"); do
+    order=("before $BEFORE" "after $AFTER")
+    [ $((round % 2)) -eq 0 ] && order=("after $AFTER" "before $BEFORE")
+    for case in $CASES; do
+        for entry in "${order[@]}"; do
+            run ${entry% *} ${entry#* } "$case" | tee -a "$WORK/runs"
+        done
+    done
+done
+echo "medians:"
+python3 - "$WORK/runs" <<'PY'
+import statistics, sys
+rows = [l.split() for l in open(sys.argv[1]).read().splitlines()[1:]]
+for case in dict.fromkeys(r[1] for r in rows):
+    for name in ("before", "after"):
+        sel = [r for r in rows if r[0] == name and r[1] == case]
+        med = lambda i: statistics.median(float(r[i]) for r in sel)
+        loads = sorted(float(r[5]) for r in sel)
+        print(f"{name:6} {case:>8}: {med(2):.0f} pairs/s, p50 {med(3):.3f} ms, "
+              f"servers {med(4):.1f} µs/pair (load {loads[0]}–{loads[-1]}, {len(sel)} runs)")
+PY
