@@ -196,6 +196,11 @@ impl Replica {
         self.table.state()
     }
 
+    /// What the lock table counted (monitoring; see [`LockTable::stats_mut`]).
+    pub fn table_stats(&mut self) -> &mut crate::lock::table::TableStats {
+        self.table.stats_mut()
+    }
+
     pub fn table(&self) -> &LockTable {
         &self.table
     }
@@ -298,7 +303,7 @@ impl Replica {
                 self.table.acquire(conn, id, lease_s, wait_ms, &key, &owner, now_ms, unix_us, &mut scratch)
             }
             Request::Release { token, key, owner } => {
-                self.table.release(conn, id, token, &key, &owner, unix_us, &mut scratch)
+                self.table.release(conn, id, token, &key, &owner, now_ms, unix_us, &mut scratch)
             }
             Request::Query { key } => {
                 let ctx = self.next_ctx;

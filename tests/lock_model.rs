@@ -443,7 +443,7 @@ fn run(ops: &[Op]) -> Result<(), String> {
                 obs.sent
                     .insert(next_id, (conn, Sent::Release { key: key.into(), owner: owner.clone(), token }));
                 let mut out = Output::default();
-                d.table.release(conn, next_id, token, key, &owner, d.unix_us, &mut out);
+                d.table.release(conn, next_id, token, key, &owner, d.now_ms, d.unix_us, &mut out);
                 let got = d.run(out);
                 let want = m.release(conn, next_id, token, key, &owner, d.now_ms, d.unix_us);
                 if got.iter().all(|r| r.id != next_id) {

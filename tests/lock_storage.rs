@@ -113,7 +113,7 @@ impl Leader {
                     return Ok(());
                 }
                 let (key, owner, token) = self.grants[pick % self.grants.len()].clone();
-                self.table.release(*conn, self.next_id, token, &key, &owner, unix_us, &mut out);
+                self.table.release(*conn, self.next_id, token, &key, &owner, self.now_ms, unix_us, &mut out);
             }
             Op::Apply(n) => self.apply(*n),
             Op::Advance(ms) => {

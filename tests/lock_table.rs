@@ -59,7 +59,7 @@ impl Driver {
 
     fn release(&mut self, conn: u64, id: u32, token: u64, key: &str, owner: &str) -> Vec<Reply> {
         let mut out = Output::default();
-        self.table.release(conn, id, token, key, owner, self.unix_us, &mut out);
+        self.table.release(conn, id, token, key, owner, self.now_ms, self.unix_us, &mut out);
         self.run(out)
     }
 
@@ -535,9 +535,9 @@ fn pending_release_frees_the_key_for_the_next_acquire() {
     let grant = out.proposals.pop_front().unwrap();
     table.apply(&grant, 0, &mut out);
     let t = token_of(&out.replies.pop().unwrap(), 1, 1);
-    table.release(1, 2, t, "k", "alice", UNIX0, &mut out);
+    table.release(1, 2, t, "k", "alice", 0, UNIX0, &mut out);
     // A client retrying the same release while the first is in flight gets N.
-    table.release(1, 3, t, "k", "alice", UNIX0, &mut out);
+    table.release(1, 3, t, "k", "alice", 0, UNIX0, &mut out);
     table.acquire(2, 4, 5, 0, "k", "bob", 0, UNIX0, &mut out);
     assert_eq!(out.proposals.len(), 3);
     assert!(out.replies.is_empty());
@@ -785,7 +785,7 @@ fn not_leading_answers_moved() {
     assert!(!table.is_leading());
     let mut out = Output::default();
     table.acquire(1, 1, 1, 0, "k", "o", 0, UNIX0, &mut out);
-    table.release(1, 2, 5, "k", "o", UNIX0, &mut out);
+    table.release(1, 2, 5, "k", "o", 0, UNIX0, &mut out);
     assert!(out.proposals.is_empty(), "a non-leader proposes nothing");
     assert_eq!(
         out.replies,
@@ -1039,4 +1039,40 @@ fn state_refuses_a_grant_that_would_break_exclusion_or_monotonicity() {
     s.apply(&grant(10, 4), &mut effects);
     assert_eq!(effects, vec![Effect::Reply(origin(1, 4), Response::Busy)]);
     assert_eq!(s.keys_held(), 0);
+}
+
+/// What the table counts for the metrics: grants by kind, expiries, waits and holds,
+/// and the keys with waiters; a follower counts nothing.
+#[test]
+fn stats_count_grants_by_kind_expiries_waits_and_holds() {
+    let mut d = Driver::new();
+    let t1 = d.hold(1, 1, 10, "k", "alice");
+    assert!(d.acquire(2, 2, 1, 60_000, "k", "bob").is_empty());
+    assert!(d.acquire(3, 3, 1, 500, "k", "carol").is_empty());
+    assert!(d.acquire(4, 4, 1, 60_000, "other", "dave").len() == 1);
+    assert_eq!(d.table.keys_with_waiters(), 1);
+    d.advance(200);
+    assert_eq!(d.release(1, 5, t1, "k", "alice")[1].conn, 2, "bob is handed the key");
+    assert_eq!(d.table.keys_with_waiters(), 1, "carol still waits");
+    assert_eq!(d.advance(300), vec![reply(3, 3, Response::Timeout)]);
+    assert_eq!(d.table.keys_with_waiters(), 0);
+    // At 1200 ms bob's lease (granted at 200) runs out, and dave's (granted at 0, due
+    // at 1000) is found run out.
+    d.advance(700);
+    d.table.check_invariants().unwrap();
+    let stats = std::mem::take(d.table.stats_mut());
+    assert_eq!((stats.grants_immediate, stats.grants_handoff, stats.lease_expiries), (2, 1, 2));
+    assert_eq!(stats.waits_ms, vec![200, 500], "bob waited 200 ms, carol's 500 ms ran out");
+    let mut holds = stats.holds_us.clone();
+    holds.sort_unstable();
+    // Dave's token is the clock + 1 µs (alice's took the same microsecond).
+    assert_eq!(holds, vec![200_000, 1_000_000, 1_199_999], "alice 0.2 s, bob 1 s, dave 1.2 s");
+    assert_eq!(*d.table.stats_mut(), Default::default(), "taken");
+    // A follower applies the same commands and counts nothing.
+    let mut follower = LockTable::new(config(16));
+    let mut out = Output::default();
+    for cmd in &d.log {
+        follower.apply(cmd, 0, &mut out);
+    }
+    assert_eq!(*follower.stats_mut(), Default::default());
 }

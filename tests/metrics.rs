@@ -12,6 +12,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::*;
+use ticketing::proto::Response;
 
 fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -253,5 +254,94 @@ impl Drop for KillOnDrop {
     fn drop(&mut self) {
         let _ = self.0.kill();
         let _ = self.0.wait();
+    }
+}
+
+/// Every kind of answer a client gets shows in the leader's figures, once each; the
+/// histograms and the commit latency fill; a leader change shows on the survivors.
+#[test]
+fn the_figures_count_what_clients_are_answered() {
+    let (mut cluster, metrics) = cluster_with_metrics();
+    let leader = cluster.wait_leader(Duration::from_secs(15));
+    let follower = (0..3).find(|&i| i != leader).unwrap();
+    let mut a = connect(cluster.addr(leader));
+    let mut b = connect(cluster.addr(leader));
+    let t1 = granted_token(&a.call(1, &acquire("m:1", "alice", 30, 0)));
+    assert_eq!(b.call(2, &acquire("m:1", "bob", 30, 0)), Response::Busy);
+    assert_eq!(b.call(3, &acquire("m:1", "bob", 30, 100)), Response::Timeout);
+    b.send(4, &acquire("m:1", "bob", 1, 10_000));
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(a.call(5, &release("m:1", "alice", t1)), Response::Released);
+    let (id, granted) = b.recv();
+    assert_eq!(id, 4);
+    granted_token(&granted);
+    assert_eq!(a.call(6, &release("m:1", "alice", t1)), Response::NotHolder);
+    assert!(matches!(a.call(7, &acquire("m:2", "alice", 0, 0)), Response::Error { .. }), "lease 0");
+    assert!(matches!(
+        connect(cluster.addr(follower)).call(8, &acquire("m:3", "c", 5, 0)),
+        Response::Moved { .. }
+    ));
+    // Bob's lease (1 s) runs out.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let text = loop {
+        let (_, text) = http_get(metrics[leader], "/metrics");
+        if sample(&text, "ticketing_lease_expiries_total") == Some(1.0) {
+            break text;
+        }
+        assert!(Instant::now() < deadline, "no lease expiry counted:\n{text}");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    for (name, want) in [
+        ("ticketing_grants_total{kind=\"immediate\"}", 1.0),
+        ("ticketing_grants_total{kind=\"handoff\"}", 1.0),
+        ("ticketing_busy_total", 1.0),
+        ("ticketing_wait_timeouts_total", 1.0),
+        ("ticketing_releases_total", 1.0),
+        ("ticketing_not_holder_total", 1.0),
+        ("ticketing_errors_total{code=\"1\"}", 1.0),
+        ("ticketing_moved_total", 0.0),
+        // Bob waited twice: the timeout and the hand-off; alice's hold was released,
+        // bob's expired.
+        ("ticketing_wait_seconds_count", 2.0),
+        ("ticketing_hold_seconds_count", 2.0),
+        ("ticketing_keys_held", 0.0),
+        ("ticketing_waiters", 0.0),
+    ] {
+        assert_eq!(sample(&text, name), Some(want), "{name}:\n{text}");
+    }
+    // Waits of ≥ 0.1 s and ≥ 0.3 s; holds of ≥ 0.3 s and ≥ 1 s.
+    assert!(sample(&text, "ticketing_wait_seconds_sum").unwrap() >= 0.39, "{text}");
+    assert!(sample(&text, "ticketing_hold_seconds_sum").unwrap() >= 1.29, "{text}");
+    assert!(sample(&text, "ticketing_raft_commit_seconds_count").unwrap() >= 4.0, "{text}");
+    let statuses = status_map(&mut connect(cluster.addr(leader)), 9);
+    assert_eq!(statuses["grants_total"], "2");
+    assert_eq!(statuses["handoffs_total"], "1");
+    assert_eq!(statuses["lease_expiries_total"], "1");
+    let (_, on_follower) = http_get(metrics[follower], "/metrics");
+    assert_eq!(sample(&on_follower, "ticketing_moved_total"), Some(1.0), "{on_follower}");
+    assert_eq!(
+        sample(&on_follower, "ticketing_grants_total{kind=\"immediate\"}"),
+        Some(0.0),
+        "followers count no grant"
+    );
+    for peer in (1..=3).filter(|&p| p != leader + 1) {
+        let up = format!("ticketing_raft_peer_link_up{{peer=\"{peer}\"}}");
+        assert_eq!(sample(&text, &up), Some(1.0), "{up}:\n{text}");
+    }
+    // The leader dies: a survivor counts a second leader, and its link to the dead
+    // node goes down.
+    cluster.kill(leader);
+    let next = cluster.wait_leader(Duration::from_secs(15));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let (_, text) = http_get(metrics[next], "/metrics");
+        let changes = sample(&text, "ticketing_raft_leader_changes_total").unwrap_or(0.0);
+        let down = format!("ticketing_raft_peer_link_up{{peer=\"{}\"}}", leader + 1);
+        let elections = sample(&text, "ticketing_raft_elections_started_total").unwrap_or(0.0);
+        if changes >= 2.0 && sample(&text, &down) == Some(0.0) && elections >= 1.0 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "after the leader died:\n{text}");
+        std::thread::sleep(Duration::from_millis(100));
     }
 }

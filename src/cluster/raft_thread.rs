@@ -121,7 +121,13 @@ pub struct RaftLoop {
     /// a used NodeId has lost its vote; peers refuse its connections, and until one
     /// accepts, it must not step any message (it could vote twice in a term).
     admitted: bool,
+    /// Entries this leader proposed and has not seen committed, with when (for the
+    /// commit latency histogram; empty without metrics).
+    proposed: std::collections::VecDeque<(u64, std::time::Instant)>,
 }
+
+/// Most proposals whose commit latency is being timed at once.
+const TIMED_PROPOSALS_MAX: usize = 1 << 16;
 
 impl RaftLoop {
     #[allow(clippy::too_many_arguments)]
@@ -158,6 +164,7 @@ impl RaftLoop {
             vouched_ids: Default::default(),
             record_proposed: HashMap::new(),
             gate: Default::default(),
+            proposed: Default::default(),
             last_housekeeping_ms: 0,
             admitted: false,
         }
@@ -317,6 +324,10 @@ impl RaftLoop {
                         match self.raft.propose(data) {
                             Ok(index) => {
                                 self.gate.appended(seq);
+                                if self.view.metrics().is_some() && self.proposed.len() < TIMED_PROPOSALS_MAX
+                                {
+                                    self.proposed.push_back((index, std::time::Instant::now()));
+                                }
                                 FromLog::Appended { seq, index, term }
                             }
                             Err(crate::raft::RaftError::HandingOver) => {
@@ -394,6 +405,25 @@ impl RaftLoop {
         self.on_readable(token, self.clock.now_ms());
     }
 
+    /// Observes the commit latency of proposals that committed; forgets them all when
+    /// this node no longer leads (their entries may never commit).
+    fn time_commits(&mut self) {
+        if !self.raft.is_leader() {
+            self.proposed.clear();
+            return;
+        }
+        let commit = self.raft.commit_index();
+        while let Some(&(index, since)) = self.proposed.front() {
+            if index > commit {
+                break;
+            }
+            self.proposed.pop_front();
+            if let Some(m) = self.view.metrics() {
+                m.raft.commit_seconds.observe_us(since.elapsed().as_micros() as u64);
+            }
+        }
+    }
+
     fn close_quietly(&mut self, token: Token) {
         if let Some(mut conn) = self.conns.remove(&token) {
             let _ = self.poll.registry().deregister(conn.stream_mut());
@@ -411,6 +441,14 @@ impl RaftLoop {
         for (to, msg) in &ready.messages {
             if let Some(token) = self.route(*to, msg, now) {
                 touched.push(token);
+                if let (crate::raft::Message::InstallSnapshot { offset, data, .. }, Some(m)) =
+                    (msg, self.view.metrics())
+                {
+                    if *offset == 0 {
+                        m.raft.snapshots_sent.inc();
+                    }
+                    m.raft.snapshot_bytes_sent.add(data.len() as u64);
+                }
             }
         }
         touched.sort_unstable();
@@ -419,7 +457,12 @@ impl RaftLoop {
             self.flush(token);
         }
         self.expire_waiting(now);
+        self.time_commits();
         if let Some(snapshot) = ready.snapshot {
+            if let Some(m) = self.view.metrics() {
+                m.raft.snapshots_installed.inc();
+                m.raft.snapshot_bytes_installed.add(snapshot.data.len() as u64);
+            }
             let msg = FromLog::Snapshot { index: snapshot.meta.index, data: snapshot.data };
             (self.to_table)(msg);
         }

@@ -183,6 +183,11 @@ impl ClusterView {
         let _ = self.metrics.set(metrics);
     }
 
+    /// The metrics `publish` writes to, if any.
+    pub fn metrics(&self) -> Option<&Arc<Metrics>> {
+        self.metrics.get()
+    }
+
     pub fn publish(&self, raft: &Raft) {
         self.published_ms.store(loop_clock_ms() + 1, std::sync::atomic::Ordering::Relaxed);
         if let Some(metrics) = self.metrics.get() {

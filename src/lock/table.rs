@@ -47,6 +47,48 @@ pub struct Output {
     pub proposals: VecDeque<Command>,
 }
 
+/// What the table counted since the caller last cleared it ([`LockTable::stats_mut`]), for monitoring
+/// (docs/metrics.md). Only a leading table counts: followers apply the same commands
+/// and would count every grant once per node.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct TableStats {
+    /// Grants of a free key, applied.
+    pub grants_immediate: u64,
+    /// Grants to the head of a queue by a release or an expiry, applied.
+    pub grants_handoff: u64,
+    /// Holds ended by their lease running out, applied.
+    pub lease_expiries: u64,
+    /// How long each waiter that left its queue (handed the key, or its wait ran out)
+    /// had waited, in ms.
+    pub waits_ms: Vec<u64>,
+    /// How long each hold that ended (released or expired) had lasted, in µs, from the
+    /// grant's token: tokens are microsecond timestamps at least (docs/protocol.md), so
+    /// this never overstates a hold, and it counts a hold granted by an earlier leader
+    /// from its grant.
+    pub holds_us: Vec<u64>,
+}
+
+impl TableStats {
+    pub fn clear(&mut self) {
+        self.grants_immediate = 0;
+        self.grants_handoff = 0;
+        self.lease_expiries = 0;
+        self.waits_ms.clear();
+        self.holds_us.clear();
+    }
+}
+
+/// Most observations [`TableStats`] keeps of each kind between two clears
+/// ([`LockTable::stats_mut`]): a driver that never takes them (a test, a simulator) does
+/// not make it grow without bound.
+pub const STATS_OBSERVATIONS_MAX: usize = 1 << 16;
+
+fn push_capped(list: &mut Vec<u64>, value: u64) {
+    if list.len() < STATS_OBSERVATIONS_MAX {
+        list.push(value);
+    }
+}
+
 /// A queued ACQUIRE.
 #[derive(Clone, Debug)]
 struct Waiter {
@@ -109,8 +151,11 @@ pub struct LockTable {
     /// Waiters of each connection, so a closed connection leaves its queues.
     conn_waiters: HashMap<ConnId, Vec<u32>>,
     waiters_total: usize,
+    /// Keys with at least one waiter.
+    queued_keys: usize,
     next_seq: u64,
     effects: Vec<Effect>,
+    stats: TableStats,
 }
 
 impl LockTable {
@@ -130,8 +175,10 @@ impl LockTable {
             free_waiters: Vec::new(),
             conn_waiters: HashMap::new(),
             waiters_total: 0,
+            queued_keys: 0,
             next_seq: 1,
             effects: Vec::new(),
+            stats: TableStats::default(),
         }
     }
 
@@ -149,6 +196,17 @@ impl LockTable {
     }
 
     /// Keys with an override in the projection (waiters, or commands in flight).
+    pub fn keys_with_waiters(&self) -> usize {
+        self.queued_keys
+    }
+
+    /// What was counted since the caller last cleared it (see [`TableStats`]). The
+    /// caller reads it and calls [`TableStats::clear`], which keeps the buffers: counting
+    /// allocates nothing in a steady state.
+    pub fn stats_mut(&mut self) -> &mut TableStats {
+        &mut self.stats
+    }
+
     pub fn overrides(&self) -> usize {
         self.overrides.len()
     }
@@ -278,7 +336,11 @@ impl LockTable {
                 (self.waiters.len() - 1) as u32
             }
         };
-        self.override_mut(slot).queue.push_back(w);
+        let queue = &mut self.override_mut(slot).queue;
+        queue.push_back(w);
+        if queue.len() == 1 {
+            self.queued_keys += 1;
+        }
         self.waits.insert(Timer { deadline_ms: now_ms + u64::from(wait_ms), order: seq, id: w });
         self.conn_waiters.entry(conn).or_default().push(w);
         self.waiters_total += 1;
@@ -295,6 +357,7 @@ impl LockTable {
         token: u64,
         key: &str,
         owner: &str,
+        now_ms: u64,
         unix_us: u64,
         out: &mut Output,
     ) {
@@ -307,7 +370,7 @@ impl LockTable {
             .and_then(|s| self.projected(s))
             .is_some_and(|(o, t)| t == token && self.state.owners().name(o) == owner);
         let next = match slot {
-            Some(slot) if matches => self.end_hold(slot, unix_us),
+            Some(slot) if matches => self.end_hold(slot, now_ms, unix_us),
             _ => None,
         };
         out.proposals.push_back(Command::Release {
@@ -322,7 +385,7 @@ impl LockTable {
     /// Ends the projected hold on the key in `slot` (the caller checked there is one)
     /// for a command about to be proposed: stops its lease timer and moves the queue
     /// head (if any) into the holder's place with a fresh token; returns that grant.
-    fn end_hold(&mut self, slot: SlotId, unix_us: u64) -> Option<Grant> {
+    fn end_hold(&mut self, slot: SlotId, now_ms: u64, unix_us: u64) -> Option<Grant> {
         let ov = self.override_mut(slot);
         let Projected::Held { owner: old_owner, token: old_token } = ov.holder else {
             debug_assert!(false, "end_hold without a projected holder");
@@ -330,6 +393,10 @@ impl LockTable {
         };
         ov.in_flight += 1;
         let head = ov.queue.pop_front();
+        if head.is_some() && ov.queue.is_empty() {
+            self.queued_keys -= 1;
+        }
+        push_capped(&mut self.stats.holds_us, unix_us.saturating_sub(old_token));
         if self.leases.get(slot.0).is_some_and(|t| t.order == old_token) {
             self.leases.remove(slot.0);
         }
@@ -340,6 +407,7 @@ impl LockTable {
             return None;
         };
         let waiter = self.forget_waiter(w);
+        push_capped(&mut self.stats.waits_ms, now_ms.saturating_sub(waiter.since_ms));
         let token = self.next_token(unix_us);
         // The waiter's reference to its owner passes to the projected holder.
         self.override_mut(slot).holder = Projected::Held { owner: waiter.owner, token };
@@ -374,6 +442,9 @@ impl LockTable {
         if let Some(ov) = self.overrides.get_mut(&slot) {
             if let Some(pos) = ov.queue.iter().position(|&x| x == w) {
                 ov.queue.remove(pos);
+                if ov.queue.is_empty() {
+                    self.queued_keys -= 1;
+                }
             }
         }
         let waiter = self.forget_waiter(w);
@@ -466,32 +537,33 @@ impl LockTable {
             let wait = self.waits.first().map(|t| t.deadline_ms).filter(|&d| d <= now_ms);
             match (lease, wait) {
                 (None, None) => break,
-                (Some(l), Some(w)) if w < l => self.tick_wait(out),
-                (Some(_), _) => self.tick_lease(unix_us, out),
-                (None, Some(_)) => self.tick_wait(out),
+                (Some(l), Some(w)) if w < l => self.tick_wait(now_ms, out),
+                (Some(_), _) => self.tick_lease(now_ms, unix_us, out),
+                (None, Some(_)) => self.tick_wait(now_ms, out),
             }
         }
     }
 
     /// Handles the earliest lease timer (the caller checked it is due).
-    fn tick_lease(&mut self, unix_us: u64, out: &mut Output) {
+    fn tick_lease(&mut self, now_ms: u64, unix_us: u64, out: &mut Output) {
         let Some(timer) = self.leases.pop() else {
             return;
         };
         let (slot, token) = (SlotId(timer.id), timer.order);
         if self.projected(slot).is_some_and(|(_, t)| t == token) {
-            let next = self.end_hold(slot, unix_us);
+            let next = self.end_hold(slot, now_ms, unix_us);
             let key = self.state.key(slot).to_owned();
             out.proposals.push_back(Command::Expire { key, token, next });
         }
     }
 
     /// Handles the earliest wait timer (the caller checked it is due).
-    fn tick_wait(&mut self, out: &mut Output) {
+    fn tick_wait(&mut self, now_ms: u64, out: &mut Output) {
         let Some(timer) = self.waits.first().copied() else {
             return;
         };
         let waiter = self.drop_waiter(timer.id);
+        push_capped(&mut self.stats.waits_ms, now_ms.saturating_sub(waiter.since_ms));
         out.replies.push(Reply { conn: waiter.conn, id: waiter.id, response: Response::Timeout });
     }
 
@@ -531,12 +603,23 @@ impl LockTable {
                 }
                 Effect::Granted { slot, token, lease_ms } => {
                     changed = Some(slot);
+                    if self.leading {
+                        match command {
+                            Command::Grant { .. } => self.stats.grants_immediate += 1,
+                            _ => self.stats.grants_handoff += 1,
+                        }
+                    }
                     if self.leading && self.projected(slot).is_some_and(|(_, t)| t == token) {
                         let deadline_ms = now_ms + u64::from(lease_ms);
                         self.leases.insert(Timer { deadline_ms, order: token, id: slot.0 });
                     }
                 }
-                Effect::Ended { slot, .. } => changed = Some(slot),
+                Effect::Ended { slot, .. } => {
+                    changed = Some(slot);
+                    if self.leading && matches!(command, Command::Expire { .. }) {
+                        self.stats.lease_expiries += 1;
+                    }
+                }
             }
         }
         self.effects = effects;
@@ -599,6 +682,7 @@ impl LockTable {
         self.waits.clear();
         self.conn_waiters.clear();
         self.waiters_total = 0;
+        self.queued_keys = 0;
         self.projected_held = 0;
     }
 
@@ -633,6 +717,7 @@ impl LockTable {
             *refs.entry(h.owner_id).or_default() += 1;
         }
         let mut queued = 0;
+        let mut queued_keys = 0;
         let mut projected_held = self.state.keys_held();
         for (slot, ov) in &self.overrides {
             if !self.state.is_pinned(*slot) {
@@ -654,6 +739,7 @@ impl LockTable {
             if ov.in_flight == 0 && ov.queue.is_empty() {
                 return Err(format!("slot {slot:?} has an override that says nothing"));
             }
+            queued_keys += usize::from(!ov.queue.is_empty());
             for &w in &ov.queue {
                 let Some(waiter) = self.waiters.get(w as usize).and_then(|w| w.as_ref()) else {
                     return Err(format!("slot {slot:?} queues a dead waiter {w}"));
@@ -674,6 +760,9 @@ impl LockTable {
                 self.waiters_total,
                 self.waits.len()
             ));
+        }
+        if queued_keys != self.queued_keys {
+            return Err(format!("{queued_keys} keys with waiters, {} counted", self.queued_keys));
         }
         for (owner, n) in &refs {
             if self.state.owners().refs(*owner) != *n {

@@ -132,6 +132,27 @@ pub struct LockMetrics {
     pub hold_seconds: Histogram,
 }
 
+impl LockMetrics {
+    /// Counts one answer to a client by what it says (grants and expiries are counted
+    /// from the lock table, which knows how they came).
+    pub fn count_answer(&self, response: &crate::proto::Response) {
+        use crate::proto::Response;
+        match response {
+            Response::Busy => self.busy.inc(),
+            Response::Timeout => self.wait_timeouts.inc(),
+            Response::Released => self.releases.inc(),
+            Response::NotHolder => self.not_holder.inc(),
+            Response::Moved { .. } => self.moved.inc(),
+            Response::Unknown => self.unknown.inc(),
+            Response::Error { code, .. } => {
+                let code = usize::from(code.to_u8());
+                self.errors[if code < self.errors.len() { code } else { 0 }].inc();
+            }
+            _ => {}
+        }
+    }
+}
+
 /// Roles, as the `role` label says them.
 pub const ROLES: [&str; 5] = ["leader", "follower", "candidate", "learner", "standalone"];
 

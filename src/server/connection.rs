@@ -434,6 +434,10 @@ fn local_reply(
     id: u32,
     response: Response,
 ) {
+    shared.metrics.lock.count_answer(&response);
+    if matches!(response, Response::Error { code: ErrorCode::Overloaded, .. }) {
+        shared.metrics.server.overloaded.inc();
+    }
     let bytes = local_answer_bytes(&response);
     counters.queued_bytes.fetch_add(bytes, Ordering::SeqCst);
     shared.queued_bytes.fetch_add(bytes, Ordering::SeqCst);

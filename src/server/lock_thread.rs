@@ -18,8 +18,10 @@ use super::connection::DirectWriter;
 use super::status::Counters;
 use crate::cluster::view::ClusterView;
 use crate::lock::codec::{decode_command, decode_snapshot};
+use crate::lock::table::TableStats;
 use crate::lock::ConnId;
 use crate::messages::{Clock, FromLog, ToRaft, WriterMsg};
+use crate::metrics::{LockMetrics, Metrics};
 use crate::proto::frame::encode_response;
 use crate::proto::{Request, Response};
 use crate::raft::EntryKind;
@@ -282,7 +284,13 @@ impl LogLink {
 }
 
 /// Runs a standalone node's lock table until `Stop` arrives or every sender is gone.
-pub fn run_standalone(mut replica: Replica, new_domain: u64, rx: TableInbox, counters: Arc<Counters>) {
+pub fn run_standalone(
+    mut replica: Replica,
+    new_domain: u64,
+    rx: TableInbox,
+    counters: Arc<Counters>,
+    metrics: Arc<Metrics>,
+) {
     let clock = Clock::new();
     let mut link = LogLink::loopback();
     let mut out = ReplicaOutput::default();
@@ -290,7 +298,7 @@ pub fn run_standalone(mut replica: Replica, new_domain: u64, rx: TableInbox, cou
     replica.on_role(leader, clock.apply_ms(), Clock::unix_us(), &mut out);
     link.submit(&mut replica, &clock, &mut out);
     publish(&replica, &counters);
-    run(replica, link, rx, counters, &clock, out, None);
+    run(replica, link, rx, counters, metrics, &clock, out, None);
 }
 
 /// Runs a cluster node's lock table: roles, commits and reads come from the Raft
@@ -300,17 +308,20 @@ pub fn run_cluster(
     link: LogLink,
     rx: TableInbox,
     counters: Arc<Counters>,
+    metrics: Arc<Metrics>,
     clock: &Clock,
     view: Arc<ClusterView>,
 ) {
-    run(replica, link, rx, counters, clock, ReplicaOutput::default(), Some(view));
+    run(replica, link, rx, counters, metrics, clock, ReplicaOutput::default(), Some(view));
 }
 
+#[allow(clippy::too_many_arguments)]
 fn run(
     mut replica: Replica,
     mut link: LogLink,
     rx: TableInbox,
     counters: Arc<Counters>,
+    metrics: Arc<Metrics>,
     clock: &Clock,
     mut out: ReplicaOutput,
     view: Option<Arc<ClusterView>>,
@@ -359,11 +370,12 @@ fn run(
         // Publish before answering: a client that reads its answer and then asks for
         // STATUS must see the state that answer came from.
         publish(&replica, &counters);
+        record(replica.table_stats(), &metrics.lock);
         if let Some(view) = &view {
             view.set_replicated(replica.state().members());
         }
         link.end_round();
-        deliver(&mut conns, &mut batches, &mut out);
+        deliver(&mut conns, &mut batches, &mut out, &metrics.lock);
         link.maybe_snapshot(&mut replica);
         link.end_round();
     }
@@ -388,8 +400,14 @@ struct Batches {
 /// in one buffer, written by this thread when the socket takes them at once (see
 /// [`DirectWriter`]), else handed to the writer as one message; on a TLS connection
 /// one message per answer to the writer.
-fn deliver(conns: &mut HashMap<ConnId, ConnEntry>, batches: &mut Batches, out: &mut ReplicaOutput) {
+fn deliver(
+    conns: &mut HashMap<ConnId, ConnEntry>,
+    batches: &mut Batches,
+    out: &mut ReplicaOutput,
+    metrics: &LockMetrics,
+) {
     for reply in out.replies.drain(..) {
+        metrics.count_answer(&reply.response);
         let Some(entry) = conns.get_mut(&reply.conn) else { continue };
         if entry.direct.is_some() {
             if entry.count == 0 {
@@ -527,10 +545,26 @@ pub fn random_domain() -> u64 {
     }
 }
 
+/// Adds what the lock table counted this round to the node's metrics: a handful of
+/// relaxed atomic adds per round, on this thread only.
+fn record(stats: &mut TableStats, metrics: &LockMetrics) {
+    metrics.grants.immediate.add(stats.grants_immediate);
+    metrics.grants.handoff.add(stats.grants_handoff);
+    metrics.lease_expiries.add(stats.lease_expiries);
+    for ms in &stats.waits_ms {
+        metrics.wait_seconds.observe_us(ms.saturating_mul(1000));
+    }
+    for us in &stats.holds_us {
+        metrics.hold_seconds.observe_us(*us);
+    }
+    stats.clear();
+}
+
 fn publish(replica: &Replica, counters: &Counters) {
     counters.applied_index.store(replica.applied_index(), Ordering::Relaxed);
     counters.keys_held.store(replica.state().keys_held() as u64, Ordering::Relaxed);
     counters.waiters.store(replica.waiters() as u64, Ordering::Relaxed);
+    counters.keys_with_waiters.store(replica.table().keys_with_waiters() as u64, Ordering::Relaxed);
     counters.last_token.store(replica.state().last_token(), Ordering::Relaxed);
     counters.domain.store(replica.state().domain(), Ordering::Relaxed);
 }

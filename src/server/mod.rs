@@ -211,11 +211,12 @@ impl Server {
         let (advertised, table_thread, cluster) = match &config.cluster {
             None => {
                 let counters = counters.clone();
+                let metrics = metrics.clone();
                 let domain = lock_thread::random_domain();
                 let alive = AliveFlag(table_alive.clone());
                 let thread = std::thread::Builder::new().name("lock-table".into()).spawn(move || {
                     let _alive = alive;
-                    lock_thread::run_standalone(replica, domain, table_rx, counters)
+                    lock_thread::run_standalone(replica, domain, table_rx, counters, metrics)
                 })?;
                 (advertised_addr(local_addr), thread, None)
             }
@@ -243,11 +244,12 @@ impl Server {
                 let thread = {
                     let view = view.clone();
                     let counters = counters.clone();
+                    let metrics = metrics.clone();
                     let clock = clock.clone();
                     let alive = AliveFlag(table_alive.clone());
                     std::thread::Builder::new().name("lock-table".into()).spawn(move || {
                         let _alive = alive;
-                        lock_thread::run_cluster(replica, link, table_rx, counters, &clock, view)
+                        lock_thread::run_cluster(replica, link, table_rx, counters, metrics, &clock, view)
                     })?
                 };
                 let handles = cluster::start(ClusterStart {
