@@ -196,13 +196,14 @@ fn readyz_follows_the_quorum() {
     cluster.kill(0);
 }
 
-/// A real Prometheus scrapes a real cluster: one leader in the data it stores.
+/// A real Prometheus scrapes a real cluster and sees, through its query API, one
+/// leader, the grants and hand-offs driven, and a leader change when the leader dies.
 #[test]
 fn a_real_prometheus_scrapes_the_cluster() {
     if !have("prometheus") {
         return;
     }
-    let (cluster, metrics) = cluster_with_metrics();
+    let (mut cluster, metrics) = cluster_with_metrics();
     cluster.wait_leader(Duration::from_secs(15));
     let dir = tempfile::tempdir().unwrap();
     let targets: Vec<String> = metrics.iter().map(|m| format!("\"{m}\"")).collect();
@@ -226,26 +227,68 @@ fn a_real_prometheus_scrapes_the_cluster() {
     // Stopped however the test ends.
     let _prometheus = KillOnDrop(prometheus);
     let web: SocketAddr = web.parse().unwrap();
-    let query = "/api/v1/query?query=sum(ticketing_raft_role%7Brole%3D%22leader%22%7D)";
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let mut last = String::new();
-    let answer = loop {
-        if let Ok(mut s) = TcpStream::connect_timeout(&web, Duration::from_millis(200)) {
-            let _ = s.set_read_timeout(Some(Duration::from_secs(5)));
-            let _ = write!(s, "GET {query} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
-            let mut text = String::new();
-            let _ = s.read_to_string(&mut text);
-            // Scrapes of the three nodes land at different moments: wait for one
-            // evaluation that has all of them.
-            if text.contains("\"result\":[{") && text.contains("\"1\"]") {
-                break text;
+    // The first sample of a PromQL query's answer, once `good` holds for it.
+    let wait_for = |promql: &str, good: &dyn Fn(f64) -> bool, what: &str| {
+        let query: String = promql
+            .bytes()
+            .map(|b| match b {
+                b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'_' => (b as char).to_string(),
+                _ => format!("%{b:02X}"),
+            })
+            .collect();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let mut last = String::new();
+        loop {
+            if let Ok(mut s) = TcpStream::connect_timeout(&web, Duration::from_millis(200)) {
+                let _ = s.set_read_timeout(Some(Duration::from_secs(5)));
+                let _ = write!(
+                    s,
+                    "GET /api/v1/query?query={query} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+                );
+                let mut text = String::new();
+                let _ = s.read_to_string(&mut text);
+                // "value":[<time>,"<value>"]
+                let value = text
+                    .split("\"value\":[")
+                    .nth(1)
+                    .and_then(|v| v.split('"').nth(1))
+                    .and_then(|v| v.parse::<f64>().ok());
+                if value.is_some_and(good) {
+                    return;
+                }
+                last = text;
             }
-            last = text;
+            assert!(Instant::now() < deadline, "{what}: Prometheus answered {promql:?} with {last}");
+            std::thread::sleep(Duration::from_millis(300));
         }
-        assert!(Instant::now() < deadline, "Prometheus never saw exactly one leader: {last}");
-        std::thread::sleep(Duration::from_millis(500));
     };
-    assert!(answer.contains("\"1\"]"), "one leader: {answer}");
+    // Scrapes of the three nodes land at different moments: wait for an evaluation
+    // that has all of them.
+    wait_for("count(up{job=\"ticketing\"} == 1)", &|v| v == 3.0, "three nodes scraped");
+    wait_for("sum(ticketing_raft_role{role=\"leader\"})", &|v| v == 1.0, "one leader");
+    // Drive: one grant of a free key, then two hand-offs down a queue of two.
+    let leader = cluster.wait_leader(Duration::from_secs(15));
+    let mut a = connect(cluster.addr(leader));
+    let mut b = connect(cluster.addr(leader));
+    let mut c = connect(cluster.addr(leader));
+    let t1 = granted_token(&a.call(1, &acquire("p:1", "a", 30, 0)));
+    b.send(2, &acquire("p:1", "b", 30, 10_000));
+    std::thread::sleep(Duration::from_millis(100));
+    c.send(3, &acquire("p:1", "c", 30, 10_000));
+    std::thread::sleep(Duration::from_millis(100));
+    assert_eq!(a.call(4, &release("p:1", "a", t1)), Response::Released);
+    let t2 = granted_token(&b.recv().1);
+    assert_eq!(b.call(5, &release("p:1", "b", t2)), Response::Released);
+    let t3 = granted_token(&c.recv().1);
+    assert_eq!(c.call(6, &release("p:1", "c", t3)), Response::Released);
+    wait_for("sum(ticketing_grants_total{kind=\"handoff\"})", &|v| v == 2.0, "two hand-offs");
+    wait_for("sum(ticketing_grants_total{kind=\"immediate\"})", &|v| v == 1.0, "one immediate grant");
+    wait_for("sum(ticketing_releases_total)", &|v| v == 3.0, "three releases");
+    // Kill the leader once: the survivors count a second leader.
+    cluster.kill(leader);
+    cluster.wait_leader(Duration::from_secs(15));
+    wait_for("max(ticketing_raft_leader_changes_total)", &|v| v >= 2.0, "a leader change");
+    wait_for("sum(ticketing_raft_role{role=\"leader\"})", &|v| v == 1.0, "one leader again");
 }
 
 struct KillOnDrop(std::process::Child);
