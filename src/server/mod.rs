@@ -335,7 +335,10 @@ impl Server {
                     health: health_check(table_alive, shared.cluster.clone()),
                     ready: ready_check(shared.cluster.clone()),
                 };
-                let server = crate::metrics::http::MetricsServer::start(listen, endpoints)?;
+                // Named in the error: "cannot start on" names the client port otherwise.
+                let server = crate::metrics::http::MetricsServer::start(listen, endpoints).map_err(|e| {
+                    std::io::Error::new(e.kind(), format!("TICKETING_METRICS_LISTEN {listen}: {e}"))
+                })?;
                 info!("metrics on http://{}/metrics", server.local_addr());
                 Some(server)
             }
