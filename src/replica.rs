@@ -156,7 +156,13 @@ pub struct Replica {
     scratch: Output,
     /// The applied index of the snapshot being encoded, if one is.
     snapshot_index: Option<u64>,
+    /// The last TOP KEYS list (the longest [`TOP_KEYS_MAX`] queues) and when it was
+    /// made: see [`Replica::top_keys`].
+    top_keys_cache: Option<(u64, Vec<crate::proto::TopKey>)>,
 }
+
+/// How long a TOP KEYS list is served again before the queues are walked anew.
+pub const TOP_KEYS_CACHE_MS: u64 = 250;
 
 /// What one call produced: answers for this node's connections, requests to the log.
 #[derive(Debug, Default)]
@@ -185,6 +191,7 @@ impl Replica {
             next_ctx: 1,
             scratch: Output::default(),
             snapshot_index: None,
+            top_keys_cache: None,
         }
     }
 
@@ -233,11 +240,23 @@ impl Replica {
 
     /// The answer to TOP KEYS: the leader's queues (monitoring, not a linearizable
     /// read: the queues live on the leader only), or `M` on a follower.
-    pub fn top_keys(&self, n: u8, now_ms: u64) -> Response {
-        match &self.role {
-            LogRole::NotLeader { leader_addr } => Response::Moved { leader: leader_addr.clone() },
-            LogRole::Leader { .. } => Response::TopKeys { keys: self.table.top_keys(usize::from(n), now_ms) },
+    ///
+    /// Walking the queues costs O(keys with waiters) on the lock-table thread, and any
+    /// client may ask: the list of the longest [`TOP_KEYS_MAX`] queues is made at most
+    /// once per [`TOP_KEYS_CACHE_MS`] and served to every asker in between (cut to its
+    /// `n`), so askers cannot make the thread walk the queues more often than that.
+    pub fn top_keys(&mut self, n: u8, now_ms: u64) -> Response {
+        if let LogRole::NotLeader { leader_addr } = &self.role {
+            self.top_keys_cache = None;
+            return Response::Moved { leader: leader_addr.clone() };
         }
+        let fresh = matches!(&self.top_keys_cache, Some((at, _)) if now_ms < at + TOP_KEYS_CACHE_MS);
+        if !fresh {
+            let keys = self.table.top_keys(usize::from(crate::proto::TOP_KEYS_MAX), now_ms);
+            self.top_keys_cache = Some((now_ms, keys));
+        }
+        let keys = self.top_keys_cache.as_ref().map_or(&[][..], |(_, k)| &k[..]);
+        Response::TopKeys { keys: keys[..keys.len().min(usize::from(n))].to_vec() }
     }
 
     /// Starts encoding a snapshot of the applied state at [`Replica::applied_index`];

@@ -117,3 +117,37 @@ fn top_once_against_a_standalone_node_and_a_dead_one() {
     assert_eq!(code, Some(3), "nothing answers: {view}");
     assert!(view.contains("unreachable"), "{view}");
 }
+
+/// A running `top` stopped by SIGTERM or SIGHUP (a kill, a closed window) ends on its
+/// own, exit 0 — with a terminal, after putting it back out of raw mode — instead of
+/// dying where it stands.
+#[test]
+fn top_stops_cleanly_on_sigterm_and_sighup() {
+    let server = start_server(&[]);
+    for signal in ["TERM", "HUP"] {
+        let mut child = Command::new(bin())
+            .args(["top", "--interval", "0.5", "--addr", &server.addr.to_string()])
+            .env_remove("TICKETING_ADDRS")
+            .env_remove("TICKETING_TLS_CA")
+            .env("TICKETING_AUTH_TOKEN", TOKEN)
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(700));
+        let sent =
+            Command::new("kill").args([&format!("-{signal}"), &child.id().to_string()]).status().unwrap();
+        assert!(sent.success());
+        let deadline = std::time::Instant::now() + Duration::from_secs(3);
+        let status = loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                break status;
+            }
+            if std::time::Instant::now() > deadline {
+                let _ = child.kill();
+                panic!("top did not stop on SIG{signal}");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        assert_eq!(status.code(), Some(0), "SIG{signal}: {status:?}");
+    }
+}

@@ -1563,3 +1563,27 @@ proptest! {
         }
     }
 }
+
+/// TOP KEYS walks the queues at most once per TOP_KEYS_CACHE_MS, whoever asks: askers
+/// in between get the same list, cut to their n; a follower answers M.
+#[test]
+fn top_keys_are_made_at_most_once_per_cache_period() {
+    use ticketing::replica::TOP_KEYS_CACHE_MS;
+    let mut h = H::serving_leader();
+    assert!(h.req(1, 1, acq("a", "x", 5, 0)).is_empty());
+    let appended = h.append_all(1);
+    token_of(&only_reply(&h.commit_to(appended[0].1)).2);
+    assert!(h.req(2, 2, acq("a", "y", 5, 60_000)).is_empty(), "y queues");
+    let keys = |r: Response| match r {
+        Response::TopKeys { keys } => keys.into_iter().map(|k| (k.key, k.waiters)).collect::<Vec<_>>(),
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(keys(h.r.top_keys(10, h.now)), vec![("a".to_string(), 1)]);
+    assert!(h.req(3, 3, acq("a", "z", 5, 60_000)).is_empty(), "z queues too");
+    h.now += TOP_KEYS_CACHE_MS - 1;
+    assert_eq!(keys(h.r.top_keys(10, h.now)), vec![("a".to_string(), 1)], "the same list");
+    h.now += 1;
+    assert_eq!(keys(h.r.top_keys(10, h.now)), vec![("a".to_string(), 2)], "made anew");
+    h.follower("10.0.0.2:5225");
+    assert_eq!(h.r.top_keys(10, h.now), moved("10.0.0.2:5225"));
+}

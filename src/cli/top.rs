@@ -114,6 +114,10 @@ impl Viewer {
     /// Refreshes until `q` (or Ctrl-C, read as a key while the terminal is raw).
     fn live(&self) -> i32 {
         let interactive = std::io::stdin().is_terminal() && std::io::stdout().is_terminal();
+        // A kill or a closed window must not leave the terminal raw: the signal only
+        // sets a flag, checked between refreshes and while waiting, and the terminal is
+        // restored on the way out.
+        crate::server::signals::install_with_hangup();
         let _raw = if interactive { RawTerminal::enter() } else { None };
         let keys = crossbeam_channel::unbounded();
         if interactive {
@@ -151,10 +155,16 @@ impl Viewer {
             previous = Some(sample);
             let until = Instant::now() + self.interval;
             while let Some(left) = until.checked_duration_since(Instant::now()) {
-                match keys.1.recv_timeout(left) {
+                if crate::server::signals::stop_requested() {
+                    return EXIT_OK;
+                }
+                match keys.1.recv_timeout(left.min(Duration::from_millis(100))) {
                     Ok(b'q' | b'Q' | 3 | 4) => return EXIT_OK, // q, Ctrl-C, Ctrl-D
                     Ok(_) => {}
-                    Err(_) => break,
+                    Err(crossbeam_channel::RecvTimeoutError::Timeout) => {}
+                    Err(crossbeam_channel::RecvTimeoutError::Disconnected) => {
+                        std::thread::sleep(left.min(Duration::from_millis(100)))
+                    }
                 }
             }
         }

@@ -231,8 +231,13 @@ impl ClusterView {
         });
         let leader = raft.leader_id().unwrap_or(0);
         r.leader_id.set(leader);
-        if leader != 0 && self.last_leader.swap(leader, Relaxed) != leader {
-            r.leader_changes.inc();
+        // A change from one known leader to another: learning the first leader (a
+        // process that just started) is none, nor is the same node elected again.
+        if leader != 0 {
+            let before = self.last_leader.swap(leader, Relaxed);
+            if before != 0 && before != leader {
+                r.leader_changes.inc();
+            }
         }
         r.commit_index.set(raft.commit_index());
         let leading = raft.is_leader();

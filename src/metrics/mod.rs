@@ -132,6 +132,18 @@ pub struct LockMetrics {
     pub hold_seconds: Histogram,
 }
 
+impl Metrics {
+    /// Counts one answer to a client: by kind, and every `E 4` (whoever sent it: the
+    /// connection's pending bound, the node's key limit, a leader not serving yet) as
+    /// refused for overload.
+    pub fn count_answer(&self, response: &crate::proto::Response) {
+        self.lock.count_answer(response);
+        if let crate::proto::Response::Error { code: crate::proto::ErrorCode::Overloaded, .. } = response {
+            self.server.overloaded.inc();
+        }
+    }
+}
+
 impl LockMetrics {
     /// Counts one answer to a client by what it says (grants and expiries are counted
     /// from the lock table, which knows how they came).

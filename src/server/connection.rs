@@ -434,10 +434,7 @@ fn local_reply(
     id: u32,
     response: Response,
 ) {
-    shared.metrics.lock.count_answer(&response);
-    if matches!(response, Response::Error { code: ErrorCode::Overloaded, .. }) {
-        shared.metrics.server.overloaded.inc();
-    }
+    shared.metrics.count_answer(&response);
     let bytes = local_answer_bytes(&response);
     counters.queued_bytes.fetch_add(bytes, Ordering::SeqCst);
     shared.queued_bytes.fetch_add(bytes, Ordering::SeqCst);

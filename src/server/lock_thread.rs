@@ -375,7 +375,7 @@ fn run(
             view.set_replicated(replica.state().members());
         }
         link.end_round();
-        deliver(&mut conns, &mut batches, &mut out, &metrics.lock);
+        deliver(&mut conns, &mut batches, &mut out, &metrics);
         link.maybe_snapshot(&mut replica);
         link.end_round();
     }
@@ -404,7 +404,7 @@ fn deliver(
     conns: &mut HashMap<ConnId, ConnEntry>,
     batches: &mut Batches,
     out: &mut ReplicaOutput,
-    metrics: &LockMetrics,
+    metrics: &Metrics,
 ) {
     for reply in out.replies.drain(..) {
         metrics.count_answer(&reply.response);

@@ -459,9 +459,12 @@ fn ready_check(view: Option<Arc<ClusterView>>) -> crate::metrics::http::Check {
             return Err("this node was removed from the cluster".into());
         }
         let facts = view.facts();
+        // A live leader: this node leads, or heard from its leader within an election
+        // timeout. A node that cannot campaign (a learner) keeps its last leader's id
+        // when cut off; that alone would redirect clients to a leader that may be gone.
         match facts.leader_id {
-            Some(_) => Ok(()),
-            None => Err(format!(
+            Some(_) if facts.live_leader => Ok(()),
+            _ => Err(format!(
                 "no leader known (role {}, term {}): this node can neither serve nor redirect",
                 crate::cluster::view::role_name(facts.role),
                 facts.term

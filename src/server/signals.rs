@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 static STOP_REQUESTED: AtomicBool = AtomicBool::new(false);
 
+const SIGHUP: i32 = 1;
 const SIGINT: i32 = 2;
 const SIGTERM: i32 = 15;
 
@@ -28,7 +29,17 @@ pub fn install() {
     }
 }
 
-/// True once SIGTERM or SIGINT arrived.
+/// Installs the handlers for SIGTERM, SIGINT and SIGHUP: for `ticketing top`, which
+/// must put the terminal back however it is asked to stop (its window closed, a kill).
+pub fn install_with_hangup() {
+    install();
+    // SAFETY: as in `install`.
+    unsafe {
+        signal(SIGHUP, on_stop_signal);
+    }
+}
+
+/// True once one of the signals installed arrived.
 pub fn stop_requested() -> bool {
     STOP_REQUESTED.load(Ordering::SeqCst)
 }
