@@ -20,24 +20,9 @@ BEFORE_REV=${BEFORE_REV:-94d9a3b}
 source "$(dirname "$0")/cluster-lib.sh"
 
 AFTER="$ROOT/target/release/ticketing"
-if [ -z "${BEFORE:-}" ]; then
-    src="$ROOT/target/ab-before-src"
-    rm -rf "$src" && mkdir -p "$src"
-    git -C "$ROOT" archive "$BEFORE_REV" | tar -x -C "$src"
-    TICKETING_GIT_COMMIT="$BEFORE_REV" cargo build --release --quiet --bin ticketing \
-        --manifest-path "$src/Cargo.toml" --target-dir "$ROOT/target/ab-before"
-    BEFORE="$ROOT/target/ab-before/release/ticketing"
-fi
+build_before
 start_cluster
 TCK=$(getconf CLK_TCK)
-
-servers_ticks() {
-    local total=0 p
-    for p in "${NODE_PIDS[@]}"; do
-        total=$((total + $(awk '{ print $14 + $15 }' "/proc/$p/stat")))
-    done
-    echo "$total"
-}
 
 # One run: prints "name threads pairs_per_s p50_ms client_us server_us load".
 run() {

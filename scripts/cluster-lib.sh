@@ -62,3 +62,25 @@ leader_status() {
     done
     echo "?"
 }
+
+# The "before" binary of an A/B script: $BEFORE if set, else a release build of
+# $BEFORE_REV (from `git archive`, in target/ab-before). Sets BEFORE.
+build_before() {
+    if [ -z "${BEFORE:-}" ]; then
+        local src="$ROOT/target/ab-before-src"
+        rm -rf "$src" && mkdir -p "$src"
+        git -C "$ROOT" archive "$BEFORE_REV" | tar -x -C "$src"
+        TICKETING_GIT_COMMIT="$BEFORE_REV" cargo build --release --quiet --bin ticketing \
+            --manifest-path "$src/Cargo.toml" --target-dir "$ROOT/target/ab-before"
+        BEFORE="$ROOT/target/ab-before/release/ticketing"
+    fi
+}
+
+# CPU ticks (utime + stime) the running nodes have used so far, all together.
+servers_ticks() {
+    local total=0 p
+    for p in "${NODE_PIDS[@]}"; do
+        total=$((total + $(awk '{ print $14 + $15 }' "/proc/$p/stat")))
+    done
+    echo "$total"
+}

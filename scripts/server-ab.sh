@@ -22,23 +22,8 @@ source "$(dirname "$0")/cluster-lib.sh"
 
 AFTER="$ROOT/target/release/ticketing"
 cargo build --release --quiet --manifest-path "$ROOT/Cargo.toml"
-if [ -z "${BEFORE:-}" ]; then
-    src="$ROOT/target/ab-before-src"
-    rm -rf "$src" && mkdir -p "$src"
-    git -C "$ROOT" archive "$BEFORE_REV" | tar -x -C "$src"
-    TICKETING_GIT_COMMIT="$BEFORE_REV" cargo build --release --quiet --bin ticketing \
-        --manifest-path "$src/Cargo.toml" --target-dir "$ROOT/target/ab-before"
-    BEFORE="$ROOT/target/ab-before/release/ticketing"
-fi
+build_before
 TCK=$(getconf CLK_TCK)
-
-servers_ticks() {
-    local total=0 p
-    for p in "${NODE_PIDS[@]}"; do
-        total=$((total + $(awk '{ print $14 + $15 }' "/proc/$p/stat")))
-    done
-    echo "$total"
-}
 
 stop_cluster() {
     for p in "${NODE_PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
