@@ -537,10 +537,20 @@ impl World {
             .map(|(id, _)| *id)
     }
 
+    /// The leader of the newest term any live node has reached, if that term has one.
+    /// Why not any node that believes it leads: a paused or cut-off leader of an older
+    /// term knows neither the newest configuration nor which of its voters are gone, so
+    /// a fault chosen from its view could leave the real configuration without a
+    /// quorum for good.
+    fn current_leader(&self) -> Option<NodeId> {
+        let newest = self.nodes.values().map(|n| n.raft.term()).max()?;
+        self.leader().filter(|l| self.nodes[l].raft.term() == newest)
+    }
+
     /// Crashes a voter for good (its id never returns) and starts replacing it by a
     /// new id, only when the whole configuration is alive (as the Raft sim does).
     fn crash_one(&mut self) {
-        let Some(leader) = self.leader() else { return };
+        let Some(leader) = self.current_leader() else { return };
         let voters: Vec<NodeId> =
             self.nodes[&leader].raft.committed_membership().1.voters.iter().copied().collect();
         let old = voters[self.rng.below(voters.len() as u64) as usize];
@@ -554,7 +564,7 @@ impl World {
         if self.replacement.is_some() {
             return;
         }
-        let Some(leader) = self.leader() else { return };
+        let Some(leader) = self.current_leader() else { return };
         let raft = &self.nodes[&leader].raft;
         let m = raft.committed_membership().1.clone();
         if m.is_joint() || raft.config_change_pending() || !m.voters.contains(&old) {

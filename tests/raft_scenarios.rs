@@ -128,6 +128,21 @@ impl Net {
         }
     }
 
+    /// Like `advance`, in steps of 1 ms.
+    fn advance_1ms(&mut self, ms: u64) {
+        for _ in 0..ms {
+            self.now += 1;
+            let now = self.now;
+            let ticking: Vec<NodeId> = self.ticking.iter().copied().collect();
+            for id in ticking {
+                if let Some(n) = self.nodes.get_mut(&id) {
+                    n.tick(now);
+                }
+            }
+            self.deliver_all();
+        }
+    }
+
     /// Lets only `id` see time pass until it leads (at most 10 s).
     fn elect(&mut self, id: NodeId) {
         let saved = std::mem::replace(&mut self.ticking, [id].into());
@@ -565,6 +580,102 @@ fn group_commit_one_append_per_follower_for_100_proposals() {
         if let Message::Append { entries, .. } = m {
             assert_eq!(entries.len(), 100);
         }
+    }
+}
+
+/// At a steady low rate (one entry every 4 ms) the next entry's append carries the
+/// commit index of the one before: followers learn every commit within the
+/// commit-notice delay, and the leader sends no heartbeat but the periodic ones
+/// (before, every committed entry cost each follower a heartbeat of its own).
+#[test]
+fn followers_learn_commits_from_the_next_append_not_from_a_heartbeat_per_entry() {
+    let mut net = Net::new(&[1, 2, 3]);
+    net.elect(1);
+    net.advance(300);
+    let notice_ms = net.node(1).config().commit_notice_ms();
+    let heartbeat_ms = net.node(1).config().heartbeat_ms;
+    assert_eq!(notice_ms, 20, "a tenth of the default heartbeat");
+    let sent_before = net.sent.len();
+    let start = net.now;
+    let duration_ms = 1000;
+    // (time, leader's commit index then), one per ms.
+    let mut leader_commits: Vec<(u64, u64)> = Vec::new();
+    let mut entries = 0u64;
+    while net.now < start + duration_ms {
+        if (net.now - start).is_multiple_of(4) {
+            net.node_mut(1).propose(vec![1]).unwrap();
+            entries += 1;
+        }
+        net.advance_1ms(1);
+        leader_commits.push((net.now, net.node(1).commit_index()));
+        // What the leader had committed `notice_ms` ago, every follower has now.
+        let due = leader_commits.iter().rev().find(|(t, _)| *t + notice_ms <= net.now).map_or(0, |(_, c)| *c);
+        for id in [2, 3] {
+            assert!(
+                net.node(id).commit_index() >= due,
+                "t={} node {id}: commit {} < {due}",
+                net.now,
+                net.node(id).commit_index()
+            );
+        }
+    }
+    let heartbeats = net.sent[sent_before..]
+        .iter()
+        .filter(|(from, _, m)| *from == 1 && matches!(m, Message::Heartbeat { .. }))
+        .count() as u64;
+    // Periodic heartbeats to two followers, plus at most one commit notice each at the end.
+    let periodic = 2 * (duration_ms / heartbeat_ms + 1);
+    assert!(entries >= 250);
+    assert!(heartbeats <= periodic + 2, "{heartbeats} heartbeats for {entries} entries in {duration_ms} ms");
+    // The stream ends: the last commit still reaches the followers, by a notice.
+    net.advance_1ms(notice_ms);
+    let commit = net.node(1).commit_index();
+    for id in [2, 3] {
+        assert_eq!(net.node(id).commit_index(), commit, "node {id}");
+        assert_eq!(net.applied_data(id).len() as u64, entries, "node {id}");
+    }
+}
+
+/// A lone entry (nothing follows it) reaches the followers' commit index by one
+/// heartbeat, sent `commit_notice_ms` after the leader committed it, not at once
+/// and not a whole heartbeat period later.
+#[test]
+fn a_lone_commit_reaches_followers_after_the_commit_notice_delay() {
+    let mut net = Net::new(&[1, 2, 3]);
+    net.elect(1);
+    net.advance(300);
+    // Start just after a periodic heartbeat, so none falls in the delay.
+    let heartbeat_answered =
+        |net: &Net| net.sent.last().is_some_and(|(_, _, m)| matches!(m, Message::HeartbeatResp { .. }));
+    for _ in 0..1000 {
+        if heartbeat_answered(&net) {
+            break;
+        }
+        net.advance_1ms(1);
+    }
+    assert!(heartbeat_answered(&net));
+    let notice_ms = net.node(1).config().commit_notice_ms();
+    let idx = net.node_mut(1).propose(b"x".to_vec()).unwrap();
+    net.deliver_all();
+    let t0 = net.now;
+    assert_eq!(net.node(1).commit_index(), idx);
+    for id in [2, 3] {
+        assert_eq!(net.node(id).last_index(), idx, "node {id} holds the entry");
+        assert!(net.node(id).commit_index() < idx, "node {id} does not know it committed yet");
+    }
+    let sent_before = net.sent.len();
+    while [2, 3].iter().any(|id| net.node(*id).commit_index() < idx) {
+        assert!(net.now < t0 + notice_ms, "followers learned the commit only at {} ms", net.now - t0);
+        net.advance_1ms(1);
+    }
+    assert_eq!(net.now - t0, notice_ms);
+    let from_leader: Vec<_> = net.sent[sent_before..].iter().filter(|(from, _, _)| *from == 1).collect();
+    assert_eq!(from_leader.len(), 2, "one heartbeat per follower: {from_leader:?}");
+    assert!(from_leader
+        .iter()
+        .all(|(_, _, m)| matches!(m, Message::Heartbeat { commit, .. } if *commit == idx)));
+    for id in [2, 3] {
+        assert_eq!(net.applied_data(id), vec![b"x".to_vec()], "node {id}");
     }
 }
 
