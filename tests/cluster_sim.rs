@@ -755,6 +755,7 @@ impl World {
 
     fn raft_turn(&mut self, id: NodeId) -> Result<(), String> {
         let now = self.now;
+        let tick_when_due = self.net.model.tick_when_due;
         let bug = self.p.bug;
         let mut fake_g = Vec::new();
         let node = self.nodes.get_mut(&id).unwrap();
@@ -799,7 +800,11 @@ impl World {
                 }
             }
         }
-        node.raft.tick(now);
+        if tick_when_due && node.raft.next_deadline_ms().is_none_or(|d| now < d) {
+            node.raft.advance_clock(now);
+        } else {
+            node.raft.tick(now);
+        }
         let ready = node.raft.ready();
         let ci = node.raft.commit_index();
         if let Some(s) = ready.snapshot {

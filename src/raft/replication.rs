@@ -298,6 +298,11 @@ impl Raft {
         }
     }
 
+    /// Leader: the earliest moment a peer is due a commit-only heartbeat.
+    pub(super) fn next_commit_notice_ms(&self) -> Option<u64> {
+        self.progress.values().filter_map(|p| p.commit_due_ms).min()
+    }
+
     pub(super) fn broadcast_heartbeat(&mut self) {
         let peers: Vec<NodeId> = self.progress.keys().copied().collect();
         for id in peers {
