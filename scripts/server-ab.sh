@@ -8,7 +8,9 @@
 #   BEFORE=/path/to/old/ticketing CASES="rate1000" scripts/server-ab.sh
 #
 # Cases: "rate1000" is a steady 1,000 pairs/s (8 threads sharing one Client, each on
-# its own keys); "t64" is 64 threads sharing one Client, as fast as they go. Per run
+# its own keys); "t64" is 64 threads sharing one Client, as fast as they go; "idle"
+# (not run by default) is no load for IDLE_S seconds (20), its CPU figure the three
+# servers' CPU in ms per second instead of per pair. Per run
 # one line: binary, case, pairs/s, p50 of a pair, the three servers' CPU (utime +
 # stime from /proc/PID/stat) per pair, and the 1-minute load average at the end; then
 # the medians. Everything it starts it stops.
@@ -42,6 +44,16 @@ run() {
     esac
     # Let the cluster settle (elections, first connections) before counting.
     "$AFTER" bench --addr "$ADDRS" --connections 1 --threads 4 --duration 1 --warmup 0 --quiet >/dev/null
+    if [ "$case" = idle ]; then
+        sleep 2
+        s0=$(servers_ticks)
+        sleep "${IDLE_S:-20}"
+        s1=$(servers_ticks)
+        stop_cluster
+        awk -v n="$name" -v t=$((s1 - s0)) -v tck="$TCK" -v s="${IDLE_S:-20}" -v l="$(cut -d' ' -f1 /proc/loadavg)" \
+            'BEGIN { printf "%s idle 0 0 %.1f %s\n", n, t / tck / s * 1000, l }'
+        return
+    fi
     s0=$(servers_ticks)
     out=$("$AFTER" bench --addr "$ADDRS" --connections 1 "${args[@]}" --duration "$DURATION" --warmup 0 --json --quiet)
     s1=$(servers_ticks)
@@ -76,6 +88,10 @@ for case in dict.fromkeys(r[1] for r in rows):
         sel = [r for r in rows if r[0] == name and r[1] == case]
         med = lambda i: statistics.median(float(r[i]) for r in sel)
         loads = sorted(float(r[5]) for r in sel)
+        if case == "idle":
+            print(f"{name:6} {case:>8}: servers {med(4):.1f} ms CPU/s "
+                  f"(load {loads[0]}–{loads[-1]}, {len(sel)} runs)")
+            continue
         print(f"{name:6} {case:>8}: {med(2):.0f} pairs/s, p50 {med(3):.3f} ms, "
               f"servers {med(4):.1f} µs/pair (load {loads[0]}–{loads[-1]}, {len(sel)} runs)")
 PY

@@ -17,7 +17,15 @@ fn three_nodes_elect_a_leader_grant_and_redirect() {
     let token = granted_token(&l.call(2, &acquire("seat", "a", 30, 0)));
     // A follower does not execute: M with the leader's client address.
     let follower = (leader + 1) % 3;
+    // A follower learns the domain once it applies the entry that records it: its
+    // commit index may lag the leader's by the commit-notice delay (20 ms, docs/raft.md
+    // "Commit propagation") and its lock table gathers news for 10 ms.
     let mut f = connect(cluster.addr(follower));
+    let until = Instant::now() + Duration::from_secs(2);
+    while f.welcome.domain == 0 && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(10));
+        f = connect(cluster.addr(follower));
+    }
     assert_eq!(f.welcome.role, b'F');
     assert_eq!(f.welcome.leader, cluster.addr(leader).to_string());
     assert_eq!(f.welcome.domain, l.welcome.domain);

@@ -537,10 +537,20 @@ impl World {
             .map(|(id, _)| *id)
     }
 
+    /// The leader of the newest term any live node has reached, if that term has one.
+    /// Why not any node that believes it leads: a paused or cut-off leader of an older
+    /// term knows neither the newest configuration nor which of its voters are gone, so
+    /// a fault chosen from its view could leave the real configuration without a
+    /// quorum for good.
+    fn current_leader(&self) -> Option<NodeId> {
+        let newest = self.nodes.values().map(|n| n.raft.term()).max()?;
+        self.leader().filter(|l| self.nodes[l].raft.term() == newest)
+    }
+
     /// Crashes a voter for good (its id never returns) and starts replacing it by a
     /// new id, only when the whole configuration is alive (as the Raft sim does).
     fn crash_one(&mut self) {
-        let Some(leader) = self.leader() else { return };
+        let Some(leader) = self.current_leader() else { return };
         let voters: Vec<NodeId> =
             self.nodes[&leader].raft.committed_membership().1.voters.iter().copied().collect();
         let old = voters[self.rng.below(voters.len() as u64) as usize];
@@ -554,7 +564,7 @@ impl World {
         if self.replacement.is_some() {
             return;
         }
-        let Some(leader) = self.leader() else { return };
+        let Some(leader) = self.current_leader() else { return };
         let raft = &self.nodes[&leader].raft;
         let m = raft.committed_membership().1.clone();
         if m.is_joint() || raft.config_change_pending() || !m.voters.contains(&old) {
@@ -745,6 +755,7 @@ impl World {
 
     fn raft_turn(&mut self, id: NodeId) -> Result<(), String> {
         let now = self.now;
+        let tick_when_due = self.net.model.tick_when_due;
         let bug = self.p.bug;
         let mut fake_g = Vec::new();
         let node = self.nodes.get_mut(&id).unwrap();
@@ -789,7 +800,11 @@ impl World {
                 }
             }
         }
-        node.raft.tick(now);
+        if tick_when_due && node.raft.next_deadline_ms().is_none_or(|d| now < d) {
+            node.raft.advance_clock(now);
+        } else {
+            node.raft.tick(now);
+        }
         let ready = node.raft.ready();
         let ci = node.raft.commit_index();
         if let Some(s) = ready.snapshot {

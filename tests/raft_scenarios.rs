@@ -24,6 +24,9 @@ struct Net {
     handovers: BTreeMap<NodeId, Vec<bool>>,
     /// Every message ever sent: (from, to, msg).
     sent: Vec<(NodeId, NodeId, Message)>,
+    /// `advance_1ms` ticks a node only once its `next_deadline_ms` is reached (as the
+    /// server's loop does), not every millisecond.
+    tick_when_due: bool,
     /// Rewrites (or drops, with None) messages in flight.
     mangle: Option<Mangle>,
 }
@@ -53,6 +56,7 @@ impl Net {
             removed: BTreeSet::new(),
             handovers: BTreeMap::new(),
             sent: Vec::new(),
+            tick_when_due: false,
             mangle: None,
         }
     }
@@ -68,6 +72,15 @@ impl Net {
 
     fn node_mut(&mut self, id: NodeId) -> &mut Raft {
         self.nodes.get_mut(&id).unwrap()
+    }
+
+    /// Node `id` with its clock moved to now, as a loop handling a request does
+    /// (the request stamps times from it).
+    fn at(&mut self, id: NodeId) -> &mut Raft {
+        let now = self.now;
+        let node = self.node_mut(id);
+        node.advance_clock(now);
+        node
     }
 
     fn collect(&mut self) {
@@ -122,6 +135,23 @@ impl Net {
             for id in ticking {
                 if let Some(n) = self.nodes.get_mut(&id) {
                     n.tick(now);
+                }
+            }
+            self.deliver_all();
+        }
+    }
+
+    /// Like `advance`, in steps of 1 ms.
+    fn advance_1ms(&mut self, ms: u64) {
+        for _ in 0..ms {
+            self.now += 1;
+            let now = self.now;
+            let ticking: Vec<NodeId> = self.ticking.iter().copied().collect();
+            for id in ticking {
+                if let Some(n) = self.nodes.get_mut(&id) {
+                    if !self.tick_when_due || n.next_deadline_ms().is_some_and(|d| now >= d) {
+                        n.tick(now);
+                    }
                 }
             }
             self.deliver_all();
@@ -566,6 +596,190 @@ fn group_commit_one_append_per_follower_for_100_proposals() {
             assert_eq!(entries.len(), 100);
         }
     }
+}
+
+/// At a steady low rate (one entry every 4 ms) the next entry's append carries the
+/// commit index of the one before: followers learn every commit within the
+/// commit-notice delay, and the leader sends no heartbeat but the periodic ones
+/// (before, every committed entry cost each follower a heartbeat of its own).
+#[test]
+fn followers_learn_commits_from_the_next_append_not_from_a_heartbeat_per_entry() {
+    let mut net = Net::new(&[1, 2, 3]);
+    net.elect(1);
+    net.advance(300);
+    let notice_ms = net.node(1).config().commit_notice_ms();
+    let heartbeat_ms = net.node(1).config().heartbeat_ms;
+    assert_eq!(notice_ms, 20, "a tenth of the default heartbeat");
+    let sent_before = net.sent.len();
+    let start = net.now;
+    let duration_ms = 1000;
+    // (time, leader's commit index then), one per ms.
+    let mut leader_commits: Vec<(u64, u64)> = Vec::new();
+    let mut entries = 0u64;
+    while net.now < start + duration_ms {
+        if (net.now - start).is_multiple_of(4) {
+            net.node_mut(1).propose(vec![1]).unwrap();
+            entries += 1;
+        }
+        net.advance_1ms(1);
+        leader_commits.push((net.now, net.node(1).commit_index()));
+        // What the leader had committed `notice_ms` ago, every follower has now.
+        let due = leader_commits.iter().rev().find(|(t, _)| *t + notice_ms <= net.now).map_or(0, |(_, c)| *c);
+        for id in [2, 3] {
+            assert!(
+                net.node(id).commit_index() >= due,
+                "t={} node {id}: commit {} < {due}",
+                net.now,
+                net.node(id).commit_index()
+            );
+        }
+    }
+    let heartbeats = net.sent[sent_before..]
+        .iter()
+        .filter(|(from, _, m)| *from == 1 && matches!(m, Message::Heartbeat { .. }))
+        .count() as u64;
+    // Periodic heartbeats to two followers, plus at most one commit notice each at the end.
+    let periodic = 2 * (duration_ms / heartbeat_ms + 1);
+    assert!(entries >= 250);
+    assert!(heartbeats <= periodic + 2, "{heartbeats} heartbeats for {entries} entries in {duration_ms} ms");
+    // The stream ends: the last commit still reaches the followers, by a notice.
+    net.advance_1ms(notice_ms);
+    let commit = net.node(1).commit_index();
+    for id in [2, 3] {
+        assert_eq!(net.node(id).commit_index(), commit, "node {id}");
+        assert_eq!(net.applied_data(id).len() as u64, entries, "node {id}");
+    }
+}
+
+/// A lone entry (nothing follows it) reaches the followers' commit index by one
+/// heartbeat, sent `commit_notice_ms` after the leader committed it, not at once
+/// and not a whole heartbeat period later.
+#[test]
+fn a_lone_commit_reaches_followers_after_the_commit_notice_delay() {
+    let mut net = Net::new(&[1, 2, 3]);
+    net.elect(1);
+    net.advance(300);
+    // Start just after a periodic heartbeat, so none falls in the delay.
+    let heartbeat_answered =
+        |net: &Net| net.sent.last().is_some_and(|(_, _, m)| matches!(m, Message::HeartbeatResp { .. }));
+    for _ in 0..1000 {
+        if heartbeat_answered(&net) {
+            break;
+        }
+        net.advance_1ms(1);
+    }
+    assert!(heartbeat_answered(&net));
+    let notice_ms = net.node(1).config().commit_notice_ms();
+    let idx = net.node_mut(1).propose(b"x".to_vec()).unwrap();
+    net.deliver_all();
+    let t0 = net.now;
+    assert_eq!(net.node(1).commit_index(), idx);
+    for id in [2, 3] {
+        assert_eq!(net.node(id).last_index(), idx, "node {id} holds the entry");
+        assert!(net.node(id).commit_index() < idx, "node {id} does not know it committed yet");
+    }
+    let sent_before = net.sent.len();
+    while [2, 3].iter().any(|id| net.node(*id).commit_index() < idx) {
+        assert!(net.now < t0 + notice_ms, "followers learned the commit only at {} ms", net.now - t0);
+        net.advance_1ms(1);
+    }
+    assert_eq!(net.now - t0, notice_ms);
+    let from_leader: Vec<_> = net.sent[sent_before..].iter().filter(|(from, _, _)| *from == 1).collect();
+    assert_eq!(from_leader.len(), 2, "one heartbeat per follower: {from_leader:?}");
+    assert!(from_leader
+        .iter()
+        .all(|(_, _, m)| matches!(m, Message::Heartbeat { commit, .. } if *commit == idx)));
+    for id in [2, 3] {
+        assert_eq!(net.applied_data(id), vec![b"x".to_vec()], "node {id}");
+    }
+}
+
+/// `next_deadline_ms` names every timer of the core: a cluster whose nodes are ticked
+/// only when it says so sends exactly the messages, at exactly the times, of one
+/// whose nodes are ticked every millisecond, and `has_live_leader` turns at the same
+/// moments — through an election, proposals and commit notices, reads, a leadership
+/// transfer, a cut-off leader stepping down (CheckQuorum), the others' leases ending
+/// and a new election, the heal, and a transfer abandoned at its deadline.
+#[test]
+fn ticking_only_at_the_next_deadline_changes_nothing() {
+    type Trace = Vec<(u64, usize, Vec<(Role, u64, u64, bool, bool)>)>;
+    fn run(tick_when_due: bool) -> (Trace, Vec<(NodeId, NodeId, Message)>, usize) {
+        let mut net = Net::new(&[1, 2, 3]);
+        net.tick_when_due = tick_when_due;
+        let mut trace = Trace::new();
+        let mut ticks = 0;
+        let mut step = |net: &mut Net, ms: u64| {
+            for _ in 0..ms {
+                let due =
+                    net.nodes.values().filter(|n| n.next_deadline_ms().is_some_and(|d| net.now + 1 >= d));
+                ticks += if net.tick_when_due { due.count() } else { net.nodes.len() };
+                net.advance_1ms(1);
+                let states = net
+                    .nodes
+                    .values()
+                    .map(|n| (n.role(), n.term(), n.commit_index(), n.has_live_leader(), n.handing_over()))
+                    .collect();
+                trace.push((net.now, net.sent.len(), states));
+            }
+        };
+        step(&mut net, 3000);
+        let leader = net.leaders()[0];
+        for i in 0..20u8 {
+            net.at(leader).propose(vec![i]).unwrap();
+            if i % 5 == 0 {
+                net.at(leader).read_index(u64::from(i)).unwrap();
+            }
+            step(&mut net, 7);
+        }
+        step(&mut net, 500);
+        net.at(leader).transfer_leader(None).unwrap();
+        step(&mut net, 1000);
+        let second = net.leaders()[0];
+        assert_ne!(second, leader, "the transfer happened");
+        // The followers' last answers (and contact with their leader) fall between
+        // two heartbeats, so CheckQuorum and the leases end off the heartbeat grid.
+        step(&mut net, 253);
+        net.at(second).propose(b"before the cut".to_vec()).unwrap();
+        step(&mut net, 1);
+        net.isolate(second);
+        step(&mut net, 6000);
+        let others: Vec<NodeId> = net.leaders().into_iter().filter(|l| *l != second).collect();
+        assert_eq!(others.len(), 1, "the others elected a leader");
+        assert_ne!(net.node(second).role(), Role::Leader, "the cut-off leader stepped down");
+        net.heal();
+        step(&mut net, 2000);
+        let third = net.leaders()[0];
+        // A transfer to a node the leader cannot reach is abandoned at its deadline.
+        let target = if second == third { leader } else { second };
+        step(&mut net, 71);
+        net.at(third).propose(b"not for the target".to_vec()).unwrap();
+        net.cut_link(third, target);
+        step(&mut net, 13);
+        net.at(third).transfer_leader(Some(target)).unwrap();
+        step(&mut net, 1);
+        assert!(net.node(third).handing_over());
+        step(&mut net, 2500);
+        assert!(!net.node(third).handing_over(), "the transfer was abandoned");
+        assert_eq!(net.leaders(), vec![third]);
+        net.heal();
+        step(&mut net, 1000);
+        net.at(third).propose(b"last".to_vec()).unwrap();
+        step(&mut net, 500);
+        for n in net.nodes.values() {
+            assert_eq!(n.commit_index(), net.node(third).commit_index());
+        }
+        (trace, net.sent, ticks)
+    }
+    let (every_ms, sent_every_ms, ticks_every_ms) = run(false);
+    let (when_due, sent_when_due, ticks_when_due) = run(true);
+    for (a, b) in every_ms.iter().zip(&when_due) {
+        assert_eq!(a, b, "the runs part at t={} ms", a.0);
+    }
+    assert_eq!(sent_every_ms, sent_when_due);
+    assert!(
+        ticks_when_due * 20 < ticks_every_ms,
+        "{ticks_when_due} ticks when due, {ticks_every_ms} every ms"
+    );
 }
 
 /// Garbage from the network is ignored, never a panic.

@@ -5,7 +5,9 @@
 //! from the dialer and acceptor threads), ticks the core, then handles one `Ready`:
 //! sends messages, and passes commits, snapshots, read confirmations and role changes
 //! to the lock-table thread. Everything proposed during a turn leaves in one
-//! AppendEntries per follower (group commit).
+//! AppendEntries per follower (group commit). Between turns it sleeps until an event
+//! or the next deadline (`next_wake_ms`): an idle node turns a few times per
+//! heartbeat period, not on a fixed tick.
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::Ordering;
@@ -60,8 +62,9 @@ const TRANSFER_WAITERS_MAX: usize = 64;
 
 /// The waker's token; connections use the tokens above it.
 pub const WAKER: Token = Token(0);
-/// Longest sleep of the loop: Raft's timers are checked at least this often.
-const TICK: Duration = Duration::from_millis(10);
+/// Shortest sleep of the loop when something is due (a guard against spinning on a
+/// deadline that a turn did not consume).
+const SLEEP_MIN: Duration = Duration::from_millis(1);
 
 /// Asks the dialer of a peer to (re)connect.
 pub type Redial = Sender<()>;
@@ -176,13 +179,20 @@ impl RaftLoop {
         // The configured peers' dialers were started with their first attempt.
         self.dialing = self.redial.keys().copied().collect();
         self.publish();
+        // The first turn runs at once; then the loop sleeps until the next deadline
+        // (`next_wake_ms`) or an event.
+        let mut sleep = Duration::ZERO;
         loop {
-            if let Err(e) = self.poll.poll(&mut events, Some(TICK)) {
+            if let Err(e) = self.poll.poll(&mut events, Some(sleep)) {
                 if e.kind() != std::io::ErrorKind::Interrupted {
                     warn!("peer event loop: {e}");
                 }
             }
             let now = self.clock.now_ms();
+            // Why before the events: requests handled this turn (a transfer, an admin
+            // change) stamp their times from the core's clock, which may not have been
+            // ticked since the loop fell asleep.
+            self.raft.advance_clock(now);
             for event in events.iter() {
                 let token = event.token();
                 if token == WAKER {
@@ -207,7 +217,29 @@ impl RaftLoop {
             }
             self.step_admin(now);
             self.step_transfers(now);
+            let wake = self.clock.instant_of(self.next_wake_ms());
+            sleep = wake.saturating_duration_since(std::time::Instant::now()).max(SLEEP_MIN);
         }
+    }
+
+    /// When the loop must turn again if no event comes first: the core's next timer
+    /// (heartbeat, commit notice, election, CheckQuorum, lease end, transfer), the
+    /// next housekeeping, the expiry of a queue waiting for a dial, and the deadlines
+    /// of an `admin replace` and of `admin transfer-leader` requests. Everything else
+    /// the loop does follows an event (a frame, a request, a connection, a dial
+    /// attempt), each of which wakes it.
+    fn next_wake_ms(&self) -> u64 {
+        let housekeeping = self.last_housekeeping_ms + HOUSEKEEPING_MS;
+        let age_max = self.raft.config().election_ms / 2;
+        let dial_queues = self.waiting.values().map(|q| q.since_ms + age_max);
+        // These two are judged with `now > deadline`.
+        let admin = self.admin.as_ref().map(|job| job.deadline_ms + 1);
+        let transfers = self.transfers.iter().map(|t| t.deadline_ms + 1);
+        dial_queues
+            .chain(admin)
+            .chain(transfers)
+            .chain(self.raft.next_deadline_ms())
+            .fold(housekeeping, u64::min)
     }
 
     fn on_readable(&mut self, token: Token, now: u64) {

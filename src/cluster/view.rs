@@ -86,8 +86,8 @@ pub struct ClusterView {
     /// Why this node cannot go on (it stops with exit status 1), if it cannot.
     broken: Mutex<Option<String>>,
     /// When the Raft thread last published, in ms of [`loop_clock_ms`] (+1; 0 = never):
-    /// it publishes every loop turn (at least every 10 ms), so an old stamp means a
-    /// stuck Raft thread.
+    /// it publishes every loop turn (at least every 200 ms, the housekeeping interval),
+    /// so an old stamp means a stuck Raft thread.
     published_ms: std::sync::atomic::AtomicU64,
     /// Where `publish` also writes the Raft figures for a scrape (when metrics run).
     metrics: std::sync::OnceLock<Arc<Metrics>>,

@@ -280,6 +280,44 @@ impl Raft {
         }
     }
 
+    /// The earliest time (the core's milliseconds) at which `tick` has
+    /// something to do or `ready()` something to send that no input causes:
+    /// a heartbeat, a commit notice, an election timeout, a transfer deadline,
+    /// a peer whose last answer leaves the CheckQuorum window, the end of a
+    /// follower's lease on its leader (`has_live_leader` turns false). `None`
+    /// when no timer runs (a removed node). A caller may sleep until then,
+    /// waking for inputs meanwhile: ticking earlier changes nothing, ticking at
+    /// that time does what a tick on any finer grid would have done by then.
+    pub fn next_deadline_ms(&self) -> Option<u64> {
+        if self.removed {
+            return None;
+        }
+        let now = self.now_ms;
+        // Moments when a condition turns, kept only while still ahead: past
+        // ones are not consumed by a tick and would make the caller spin.
+        let ahead = |t: u64| (t > now).then_some(t);
+        let deadlines: [Option<u64>; 4] = if self.role == Role::Leader {
+            let election = self.cfg.election_ms;
+            let quorum_check = if self.cfg.check_quorum {
+                self.progress.values().filter_map(|p| ahead(p.last_heard_ms.saturating_add(election))).min()
+            } else {
+                None
+            };
+            [
+                Some(self.heartbeat_deadline_ms),
+                self.next_commit_notice_ms(),
+                self.transfer.map(|t| t.deadline_ms),
+                quorum_check,
+            ]
+        } else {
+            let lease_end = self
+                .leader_id
+                .and_then(|_| ahead(self.leader_contact_ms.saturating_add(self.cfg.election_ms)));
+            [Some(self.election_deadline_ms), lease_end, None, None]
+        };
+        deadlines.into_iter().flatten().min()
+    }
+
     /// Handles one message from `from`. Stale, duplicated or malformed
     /// messages are ignored (or answered so the sender can catch up); this
     /// never panics on network input.
@@ -484,7 +522,11 @@ impl Raft {
 
     // ----- timers ----------------------------------------------------------
 
-    fn advance_clock(&mut self, now_ms: u64) {
+    /// Moves the core's clock to `now_ms` without running any timer (`tick`
+    /// does that). For a caller that does not tick on a fixed grid: requests
+    /// (`propose`, `read_index`, `transfer_leader`, membership changes) stamp
+    /// times from this clock, and `has_live_leader` reads it.
+    pub fn advance_clock(&mut self, now_ms: u64) {
         // Why max: the caller promises a monotonic clock; if it slips we keep
         // our own time monotonic rather than re-arm timers into the past.
         self.now_ms = self.now_ms.max(now_ms);

@@ -45,6 +45,10 @@ pub struct Progress {
     pub probe_tail: bool,
     /// Highest commit index sent to the peer.
     pub sent_commit: u64,
+    /// When the peer, behind on the commit index with no append going out to
+    /// it, gets a heartbeat carrying that index (see
+    /// `RaftConfig::commit_notice_ms`); `None` while it is not behind.
+    pub commit_due_ms: Option<u64>,
     /// Snapshot state: the snapshot being streamed (kept even if the leader
     /// compacts again meanwhile), the byte offset the peer asked for last,
     /// and whether a chunk is in flight.
@@ -70,6 +74,7 @@ impl Progress {
             last_heard_ms: now_ms,
             read_ack: 0,
             sent_commit: 0,
+            commit_due_ms: None,
             probe_tail: false,
             snap: None,
             snap_offset: 0,

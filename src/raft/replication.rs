@@ -217,10 +217,8 @@ impl Raft {
     pub(super) fn flush_replication(&mut self) {
         let peers: Vec<NodeId> = self.progress.keys().copied().collect();
         for id in peers {
-            let sent = self.send_appends(id);
-            if !sent {
-                self.maybe_send_commit(id);
-            }
+            self.send_appends(id);
+            self.maybe_send_commit(id);
         }
         if std::mem::take(&mut self.heartbeat_requested) {
             self.broadcast_heartbeat();
@@ -228,17 +226,13 @@ impl Raft {
     }
 
     /// Sends appends to `id` until its window is full or it is up to date.
-    /// Returns true if anything was sent.
-    fn send_appends(&mut self, id: NodeId) -> bool {
-        let mut sent = false;
+    fn send_appends(&mut self, id: NodeId) {
         // Bounded: each round either sends into a finite window or stops.
         for _ in 0..=self.cfg.max_inflight.max(1) {
             if !self.send_one(id) {
                 break;
             }
-            sent = true;
         }
-        sent
     }
 
     /// Sends one append (or snapshot chunk) to `id` if allowed and useful.
@@ -281,16 +275,32 @@ impl Raft {
         !tail_probe
     }
 
-    /// A peer that got no append this round but is behind on the commit
-    /// index gets a heartbeat carrying it (never beyond its match index).
+    /// A peer behind on the commit index (never counting beyond its match
+    /// index) gets a heartbeat carrying it once it has been behind for
+    /// `commit_notice_ms` with no append or heartbeat sent to it meanwhile
+    /// (either carries the index and ends the wait). Why not at once: at low
+    /// rates that was a second exchange per follower for every entry, and the
+    /// next entry's append usually carries it within that time.
     fn maybe_send_commit(&mut self, id: NodeId) {
         let commit = self.log.committed();
-        let Some(pr) = self.progress.get(&id) else {
+        let due_after = self.cfg.commit_notice_ms();
+        let now = self.now_ms;
+        let Some(pr) = self.progress.get_mut(&id) else {
             return;
         };
-        if pr.sent_commit < commit.min(pr.matched) {
+        if pr.sent_commit >= commit.min(pr.matched) {
+            pr.commit_due_ms = None;
+            return;
+        }
+        let due = *pr.commit_due_ms.get_or_insert(now.saturating_add(due_after));
+        if now >= due {
             self.send_heartbeat(id);
         }
+    }
+
+    /// Leader: the earliest moment a peer is due a commit-only heartbeat.
+    pub(super) fn next_commit_notice_ms(&self) -> Option<u64> {
+        self.progress.values().filter_map(|p| p.commit_due_ms).min()
     }
 
     pub(super) fn broadcast_heartbeat(&mut self) {
@@ -309,6 +319,7 @@ impl Raft {
         };
         let commit = commit.min(pr.matched);
         pr.sent_commit = pr.sent_commit.max(commit);
+        pr.commit_due_ms = None;
         self.send(id, Message::Heartbeat { term, commit, read_seq });
     }
 }

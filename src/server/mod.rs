@@ -427,7 +427,7 @@ impl Drop for AliveFlag {
 }
 
 /// A Raft thread that has not published for this long is stuck (it publishes every
-/// loop turn, at least every 10 ms).
+/// loop turn, at least every housekeeping interval: 200 ms).
 const RAFT_STUCK_MS: u64 = 2_000;
 
 /// `/healthz`: the lock-table thread runs and, in a cluster, the Raft thread turns.

@@ -663,7 +663,11 @@ impl World {
             if n.paused_until > now {
                 continue;
             }
-            n.raft.tick(now);
+            if self.net.model.tick_when_due && n.raft.next_deadline_ms().is_none_or(|d| now < d) {
+                n.raft.advance_clock(now);
+            } else {
+                n.raft.tick(now);
+            }
             self.process_ready(id)?;
         }
         Ok(())

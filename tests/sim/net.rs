@@ -80,6 +80,10 @@ pub struct TransportModel {
     /// A stranger's vote requests are heard by a node without a live leader, and
     /// answered on the link the stranger dialed (`src/cluster/stranger.rs`).
     pub strangers: bool,
+    /// A node's core is ticked only once its `next_deadline_ms` is reached (its clock
+    /// moved on without running timers otherwise), as the server's loop sleeps until
+    /// then; else on every step.
+    pub tick_when_due: bool,
 }
 
 impl TransportModel {
@@ -101,6 +105,7 @@ impl TransportModel {
             linger_ms: 0,
             dial_on_demand: false,
             strangers: false,
+            tick_when_due: false,
         }
     }
 
@@ -110,8 +115,9 @@ impl TransportModel {
     /// a node that left lingers for two election timeouts after its last use; a node
     /// whose address is known is dialed on demand; a stranger is heard while no
     /// leader is, and answered on its own link — so a voter can answer a candidate its
-    /// log does not list yet. (The real queue also gives up after half an election
-    /// timeout; a simulated dial never lasts that long.)
+    /// log does not list yet; the core is ticked when its next deadline is due, not
+    /// on every step. (The real queue also gives up after half an election timeout;
+    /// a simulated dial never lasts that long.)
     pub fn real(election_ms: u64) -> TransportModel {
         TransportModel {
             name: "real",
@@ -121,6 +127,7 @@ impl TransportModel {
             linger_ms: 2 * election_ms,
             dial_on_demand: true,
             strangers: true,
+            tick_when_due: true,
             ..TransportModel::legacy(election_ms)
         }
     }
