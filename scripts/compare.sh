@@ -89,8 +89,10 @@ addrs_of() { case $1 in ticketing) echo "$TADDRS" ;; etcd) echo "$EADDRS" ;; red
 log "waiting for the three systems"
 for system in ticketing etcd redis; do
     for _ in $(seq 1 60); do
-        if "$DRIVER" run --system $system --addrs "$(addrs_of $system)" --workers 1 --duration 0.2 --warmup 0 \
-            >/dev/null 2>&1; then
+        # Up means serving: a probe that did pairs and met no error (a cluster that
+        # has not elected its leader yet answers, but only with M).
+        if out=$("$DRIVER" run --system $system --addrs "$(addrs_of $system)" --workers 1 --duration 0.2 \
+            --warmup 0 2>/dev/null) && [[ $out == *'"errors":0,'* && $out != *'"pairs":0,'* ]]; then
             continue 2
         fi
         sleep 0.5
