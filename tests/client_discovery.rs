@@ -329,9 +329,21 @@ fn releases_meeting_m_back_off_instead_of_storming_the_followers() {
         .build()
         .unwrap();
     const LOCKS: usize = 50;
-    let locks: Vec<_> = (0..LOCKS)
-        .map(|n| client.acquire(&format!("storm:{n:02}"), LEASE, Duration::from_secs(2)).expect("granted"))
-        .collect();
+    // A client just built may send its first request before it knows the leader: a
+    // follower answers M (nothing executed) and the client routes to the leader it
+    // named, so the caller tries again (AcquireError::is_retryable).
+    let acquire = |key: &str| {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        loop {
+            match client.acquire(key, LEASE, Duration::from_secs(2)) {
+                Err(e) if e.is_retryable() && Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(20))
+                }
+                other => break other.expect("granted"),
+            }
+        }
+    };
+    let locks: Vec<_> = (0..LOCKS).map(|n| acquire(&format!("storm:{n:02}"))).collect();
     // The client loses its path to the leader (the cluster itself is fine): every
     // release meets a follower, which answers M naming the unreachable leader.
     pc.proxies[leader].refuse(true);
