@@ -65,16 +65,11 @@ fn one_follower_seed_reaches_the_leader_for_every_request() {
     let client = client(&[cluster.addr(follower).to_string()], "one-seed");
     for n in 0..20 {
         let key = format!("seat:{n}");
-        let mut lock = client.acquire(&key, LEASE, Duration::from_secs(2));
-        // Known race (docs/client.md, "Seeds"): the very first request, sent as the
-        // follower's session comes up, can reach the follower before the client has
-        // added the leader that session names, and is answered M (nothing executed);
-        // the caller tries again and the client routes to that leader. Every later
-        // request must be granted at once.
-        if n == 0 && lock.as_ref().is_err_and(|e| e.is_retryable()) {
-            lock = client.acquire(&key, LEASE, Duration::from_secs(2));
-        }
-        let lock = lock.unwrap_or_else(|e| panic!("request {n} was not granted: {e}"));
+        // The first request races discovery: it must wait for the leader that the
+        // follower's WELCOME names, not go to the follower (docs/client.md, "Routing").
+        let lock = client
+            .acquire(&key, LEASE, Duration::from_secs(2))
+            .unwrap_or_else(|e| panic!("request {n} was not granted: {e}"));
         let holder = client.query(&key).expect("QUERY reaches the leader").expect("held");
         assert_eq!((holder.owner.as_str(), holder.token), ("one-seed", lock.token()));
         assert_eq!(lock.release(), Ok(ReleaseOutcome::Released), "request {n}");

@@ -645,22 +645,32 @@ impl Pool {
 
     fn install(self: &Arc<Self>, slot: &Slot, session: &Arc<Session>) {
         slot.node.store(session.welcome.node_id, Ordering::Release);
+        // A follower's WELCOME names the leader: believe it unless the current hint
+        // points at a connection that is up.
+        let named_leader = (!session.leads() && !session.welcome.leader.is_empty() && {
+            let route = self.route();
+            !route
+                .hint
+                .as_ref()
+                .is_some_and(|h| route.slots.iter().any(|s| s.live().is_some_and(|live| s.is(h, &live))))
+        })
+        .then(|| session.welcome.leader.clone());
+        // The leader's slot before this session is routable: a request woken by it
+        // (right after `build`, given one follower's address) then waits for that
+        // slot's first connection instead of going to the follower (`M`).
+        if let Some(leader) = &named_leader {
+            self.learn(leader);
+        }
         *lock(&slot.session) = Some(Arc::clone(session));
+        // Only now: a request holding out for this slot's first connection must never
+        // see it tried but not yet live (it would settle for another node).
+        slot.tried.store(true, Ordering::Release);
         self.refresh_route();
         self.note_live();
         if session.leads() {
             self.set_hint(Some(&slot.addr));
-        } else if !session.welcome.leader.is_empty() {
-            // A follower's WELCOME names the leader: believe it unless the current
-            // hint points at a connection that is up.
-            let route = self.route();
-            let current_live = route
-                .hint
-                .as_ref()
-                .is_some_and(|h| route.slots.iter().any(|s| s.live().is_some_and(|live| s.is(h, &live))));
-            if !current_live {
-                self.set_hint(Some(&session.welcome.leader));
-            }
+        } else if let Some(leader) = &named_leader {
+            self.set_hint(Some(leader));
         }
         if !session.is_standalone() {
             self.refresh_due.store(true, Ordering::Release);
@@ -700,7 +710,6 @@ pub(crate) fn run_slot(pool: Arc<Pool>, slot: Arc<Slot>) {
                     session.welcome.node_id,
                     session.welcome.role as char
                 );
-                slot.tried.store(true, Ordering::Release);
                 pool.install(&slot, &session);
                 if pool.is_shut_down() || slot.is_retired() {
                     session.kill();
