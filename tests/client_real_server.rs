@@ -1,11 +1,13 @@
 //! The client against the real standalone server (the `ticketing server` binary).
 
 mod client_support;
+mod common;
 
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
 use client_support::*;
+use common::KillOnDrop;
 use ticketing::client::{AcquireError, ReleaseOutcome};
 
 const LEASE: Duration = Duration::from_secs(10);
@@ -116,15 +118,6 @@ fn a_restarted_server_is_reconnected_to() {
         .unwrap();
     let lock = client.acquire("k", LEASE, Duration::from_secs(5)).expect("reconnected");
     lock.release().unwrap();
-}
-
-struct KillOnDrop(std::process::Child);
-
-impl Drop for KillOnDrop {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
 }
 
 /// Throughput of acquire+release pairs on loopback. Run with

@@ -300,15 +300,6 @@ fn a_real_prometheus_scrapes_the_cluster() {
     wait_for("sum(ticketing_raft_role{role=\"leader\"})", &|v| v == 1.0, "one leader again");
 }
 
-struct KillOnDrop(std::process::Child);
-
-impl Drop for KillOnDrop {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 /// Every kind of answer a client gets shows in the leader's figures, once each; the
 /// histograms and the commit latency fill; a leader change shows on the survivors.
 #[test]

@@ -265,3 +265,13 @@ pub fn status_map(c: &mut Raw, id: u32) -> std::collections::HashMap<String, Str
         other => panic!("{other:?}"),
     }
 }
+
+/// A child process killed (and reaped) however the test ends.
+pub struct KillOnDrop(pub Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
