@@ -85,15 +85,24 @@ fn have(tool: &str) -> bool {
 fn every_metric_is_documented_and_every_documented_metric_exists() {
     let (cluster, metrics) = cluster_with_metrics();
     let leader = cluster.wait_leader(Duration::from_secs(15));
-    let (code, text) = http_get(metrics[leader], "/metrics");
-    assert_eq!(code, 200, "{text}");
-    let names = exposed(&text);
     let doc = std::fs::read_to_string(repo().join("docs/metrics.md")).unwrap();
     let documented: BTreeSet<String> = doc
         .split('`')
         .filter(|w| w.starts_with("ticketing_") && w.len() > "ticketing_".len())
         .map(|w| w.split('{').next().unwrap().to_string())
         .collect();
+    // Per-peer figures appear once the leader has published its peers' progress: take
+    // the first scrape that has every documented name (or the last one, to fail on).
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let (code, text) = loop {
+        let (code, text) = http_get(metrics[leader], "/metrics");
+        if Instant::now() > deadline || documented.iter().all(|n| exposed(&text).contains(n)) {
+            break (code, text);
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!(code, 200, "{text}");
+    let names = exposed(&text);
     for name in &names {
         assert!(documented.contains(name), "{name} is exposed but not in docs/metrics.md");
     }
