@@ -112,7 +112,7 @@ pub enum LogRole {
 #[derive(Debug)]
 struct Pending {
     /// Requests of this node the command answers.
-    owed: Vec<(ConnId, u32)>,
+    owed: Owed,
     /// (index, term) once the log appended it.
     at: Option<(u64, u64)>,
     /// Answered `U` already: a later commit must stay silent.
@@ -461,11 +461,11 @@ impl Replica {
 
     /// The entry at `index` (of `term`) committed; `command` is its lock command, or
     /// `None` for a no-op or configuration entry.
-    pub fn on_committed(
+    pub fn on_committed<S: AsRef<str>>(
         &mut self,
         index: u64,
         term: u64,
-        command: Option<&Command>,
+        command: Option<&Command<S>>,
         now_ms: u64,
         unix_us: u64,
         out: &mut ReplicaOutput,
@@ -669,7 +669,7 @@ impl Replica {
                 for p in self.pending.values_mut() {
                     if !p.abandoned {
                         p.abandoned = true;
-                        for (conn, id) in p.owed.drain(..) {
+                        for (conn, id) in std::mem::take(&mut p.owed) {
                             out.replies.push(Reply { conn, id, response: Response::Unknown });
                         }
                     }
@@ -699,9 +699,32 @@ fn overloaded() -> Response {
     Response::Error { code: crate::proto::ErrorCode::Overloaded, message: "new leader not ready yet".into() }
 }
 
+/// The requests (connection, request id) one command answers: at most two (a release
+/// and the grant to the next waiter). Inline, so tracking a proposal allocates nothing.
+#[derive(Debug, Default)]
+struct Owed {
+    items: [(ConnId, u32); 2],
+    len: usize,
+}
+
+impl Owed {
+    fn push(&mut self, item: (ConnId, u32)) {
+        self.items[self.len] = item;
+        self.len += 1;
+    }
+}
+
+impl IntoIterator for Owed {
+    type Item = (ConnId, u32);
+    type IntoIter = std::iter::Take<std::array::IntoIter<(ConnId, u32), 2>>;
+    fn into_iter(self) -> Self::IntoIter {
+        self.items.into_iter().take(self.len)
+    }
+}
+
 /// The requests of node `node` that `command` answers when applied.
-fn owed_by(command: &Command, node: u64) -> Vec<(ConnId, u32)> {
-    let mut owed = Vec::with_capacity(2);
+fn owed_by(command: &Command, node: u64) -> Owed {
+    let mut owed = Owed::default();
     let mut add = |o: &crate::lock::Origin| {
         if o.node == node {
             owed.push((o.conn, o.id));

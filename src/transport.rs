@@ -29,7 +29,8 @@ pub fn split(
 ) -> io::Result<(ReadHalf, WriteHalf)> {
     let tls: Option<Tls> = tls.map(|c| Arc::new(Mutex::new(c)));
     let tcp = tcp.into();
-    let reader = ReadHalf { tcp: tcp.clone(), tls: tls.clone(), deadline: None, net: Vec::new(), net_pos: 0 };
+    let reader =
+        ReadHalf { tcp: tcp.clone(), tls: tls.clone(), deadline: None, armed: false, net: Vec::new(), net_pos: 0 };
     let writer = WriteHalf { tcp, tls, deadline: None };
     Ok((reader, writer))
 }
@@ -81,6 +82,11 @@ pub struct ReadHalf {
     tcp: Arc<TcpStream>,
     tls: Option<Tls>,
     deadline: Option<Instant>,
+    /// A read timeout is set on the socket. Why track it: the server's reader sets and
+    /// clears a deadline around every frame; almost always the frame is already
+    /// buffered, no socket read happens in between, and clearing a timeout that was
+    /// never set would be a `setsockopt` per request for nothing.
+    armed: bool,
     /// Ciphertext read from the socket but not yet taken by rustls.
     net: Vec<u8>,
     net_pos: usize,
@@ -90,8 +96,9 @@ impl ReadHalf {
     /// Reads fail with `TimedOut` once `deadline` has passed (`None`: no deadline).
     pub fn set_deadline(&mut self, deadline: Option<Instant>) -> io::Result<()> {
         self.deadline = deadline;
-        if deadline.is_none() {
+        if deadline.is_none() && self.armed {
             self.tcp.set_read_timeout(None)?;
+            self.armed = false;
         }
         Ok(())
     }
@@ -104,13 +111,14 @@ impl ReadHalf {
         conn.peer_certificates()?.first().map(|c| c.clone().into_owned())
     }
 
-    fn arm_deadline(&self) -> io::Result<()> {
+    fn arm_deadline(&mut self) -> io::Result<()> {
         if let Some(deadline) = self.deadline {
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
                 return Err(io::ErrorKind::TimedOut.into());
             }
             self.tcp.set_read_timeout(Some(left))?;
+            self.armed = true;
         }
         Ok(())
     }

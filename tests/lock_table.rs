@@ -895,7 +895,7 @@ fn apply_answers_only_this_incarnation() {
     // A restarted process (new incarnation) must not answer its predecessor's requests.
     let mut table = LockTable::new(config(16));
     table.become_leader(0);
-    let cmd = Command::Grant {
+    let cmd: Command = Command::Grant {
         key: "k".into(),
         grant: Grant {
             owner: "o".into(),
@@ -977,7 +977,7 @@ fn waiters_counts_across_keys() {
 
 #[test]
 fn state_apply_is_deterministic_and_tracks_last_token() {
-    let cmds = [
+    let cmds: [Command; 4] = [
         Command::Grant {
             key: "k".into(),
             grant: Grant { owner: "a".into(), token: 10, lease_ms: 1000, origin: origin(1, 1) },
@@ -1022,9 +1022,11 @@ fn state_apply_is_deterministic_and_tracks_last_token() {
 #[test]
 fn state_refuses_a_grant_that_would_break_exclusion_or_monotonicity() {
     use ticketing::lock::Effect;
-    let grant = |token, id| Command::Grant {
-        key: "k".into(),
-        grant: Grant { owner: "o".into(), token, lease_ms: 1000, origin: origin(1, id) },
+    let grant = |token, id| -> Command {
+        Command::Grant {
+            key: "k".into(),
+            grant: Grant { owner: "o".into(), token, lease_ms: 1000, origin: origin(1, id) },
+        }
     };
     let mut s = LockState::default();
     let mut effects = Vec::new();
@@ -1032,7 +1034,7 @@ fn state_refuses_a_grant_that_would_break_exclusion_or_monotonicity() {
     effects.clear();
     s.apply(&grant(20, 2), &mut effects);
     assert_eq!(effects, vec![Effect::Reply(origin(1, 2), Response::Busy)]);
-    let release =
+    let release: Command =
         Command::Release { key: "k".into(), owner: "o".into(), token: 10, origin: origin(1, 3), next: None };
     s.apply(&release, &mut effects);
     effects.clear();

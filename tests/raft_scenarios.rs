@@ -200,7 +200,7 @@ impl Net {
             .map(|es| {
                 es.iter()
                     .filter_map(|e| match &e.kind {
-                        EntryKind::Normal(d) => Some(d.clone()),
+                        EntryKind::Normal(d) => Some(d.to_vec()),
                         _ => None,
                     })
                     .collect()

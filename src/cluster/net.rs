@@ -47,11 +47,21 @@ impl PeerConn {
     }
 
     /// Reads everything available. `Ok(false)`: the peer closed the connection.
-    pub fn read_available(&mut self) -> io::Result<bool> {
+    ///
+    /// `until_would_block`: read until the socket says it has nothing (needed when the
+    /// event also reported the peer's close, which no later event would report again).
+    /// Otherwise a plain read that fills less than the buffer ends it. Why that is
+    /// enough: the socket is registered edge-triggered, and every later arrival of
+    /// data raises a new event; it saves a `recv` that fails with `EAGAIN` per event.
+    pub fn read_available(&mut self, until_would_block: bool) -> io::Result<bool> {
         match &mut self.tls {
             None => loop {
                 match self.stream.read(&mut self.chunk) {
                     Ok(0) => return Ok(false),
+                    Ok(n) if n < self.chunk.len() && !until_would_block => {
+                        self.inbuf.extend_from_slice(&self.chunk[..n]);
+                        return Ok(true);
+                    }
                     Ok(n) => self.inbuf.extend_from_slice(&self.chunk[..n]),
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(true),
                     Err(e) if e.kind() == io::ErrorKind::Interrupted => {}

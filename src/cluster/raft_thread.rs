@@ -127,6 +127,8 @@ pub struct RaftLoop {
     /// Entries this leader proposed and has not seen committed, with when (for the
     /// commit latency histogram; empty without metrics).
     proposed: std::collections::VecDeque<(u64, std::time::Instant)>,
+    /// Reused to encode each proposed command (the log keeps its own shared copy).
+    encoded: Vec<u8>,
 }
 
 /// Most proposals whose commit latency is being timed at once.
@@ -168,6 +170,7 @@ impl RaftLoop {
             record_proposed: HashMap::new(),
             gate: Default::default(),
             proposed: Default::default(),
+            encoded: Vec::with_capacity(512),
             last_housekeeping_ms: 0,
             admitted: false,
         }
@@ -199,7 +202,7 @@ impl RaftLoop {
                     continue;
                 }
                 if event.is_readable() || event.is_read_closed() || event.is_error() {
-                    self.on_readable(token, now);
+                    self.on_readable(token, now, event.is_read_closed() || event.is_error());
                 }
                 if event.is_writable() {
                     self.flush(token);
@@ -242,14 +245,16 @@ impl RaftLoop {
             .fold(housekeeping, u64::min)
     }
 
-    fn on_readable(&mut self, token: Token, now: u64) {
+    /// Reads and steps what `token`'s connection has brought; `drain`: read until the
+    /// socket has nothing (see `PeerConn::read_available`).
+    fn on_readable(&mut self, token: Token, now: u64, drain: bool) {
         let Some(peer) = self.conns.get(&token).map(|c| c.peer) else {
             return;
         };
         let Some(conn) = self.conns.get_mut(&token) else {
             return;
         };
-        let mut open = match conn.read_available() {
+        let mut open = match conn.read_available(drain) {
             Ok(open) => open,
             Err(e) => {
                 debug!("peer {peer}: read: {e}");
@@ -351,9 +356,9 @@ impl RaftLoop {
                         self.gate.deferred(seq);
                         FromLog::Deferred { seq, term, command }
                     } else {
-                        let mut data = Vec::with_capacity(64);
-                        encode_command(&mut data, &command);
-                        match self.raft.propose(data) {
+                        self.encoded.clear();
+                        encode_command(&mut self.encoded, &command);
+                        match self.raft.propose(self.encoded.as_slice()) {
                             Ok(index) => {
                                 self.gate.appended(seq);
                                 if self.view.metrics().is_some() && self.proposed.len() < TIMED_PROPOSALS_MAX
@@ -434,7 +439,7 @@ impl RaftLoop {
         }
         self.conns.insert(token, conn);
         // Data may have arrived with the handshake already.
-        self.on_readable(token, self.clock.now_ms());
+        self.on_readable(token, self.clock.now_ms(), true);
     }
 
     /// Observes the commit latency of proposals that committed; forgets them all when

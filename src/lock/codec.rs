@@ -21,7 +21,7 @@
 
 use byteorder::{BigEndian, ByteOrder};
 
-use super::command::{Command, Grant, Origin};
+use super::command::{Command, CommandRef, Grant, Origin};
 use std::collections::BTreeMap;
 
 use super::state::{LockState, MemberRecord};
@@ -42,24 +42,24 @@ impl std::fmt::Display for CodecError {
 
 impl std::error::Error for CodecError {}
 
-pub fn encode_command(out: &mut Vec<u8>, command: &Command) {
+pub fn encode_command<S: AsRef<str>>(out: &mut Vec<u8>, command: &Command<S>) {
     match command {
         Command::Grant { key, grant } => {
             out.push(b'G');
-            put_str8(out, key);
+            put_str8(out, key.as_ref());
             put_grant(out, grant);
         }
         Command::Release { key, owner, token, origin, next } => {
             out.push(b'R');
-            put_str8(out, key);
-            put_str8(out, owner);
+            put_str8(out, key.as_ref());
+            put_str8(out, owner.as_ref());
             out.extend_from_slice(&token.to_be_bytes());
             put_origin(out, origin);
             put_next(out, next);
         }
         Command::Expire { key, token, next } => {
             out.push(b'E');
-            put_str8(out, key);
+            put_str8(out, key.as_ref());
             out.extend_from_slice(&token.to_be_bytes());
             put_next(out, next);
         }
@@ -67,7 +67,7 @@ pub fn encode_command(out: &mut Vec<u8>, command: &Command) {
             out.push(b'M');
             out.extend_from_slice(&node.to_be_bytes());
             out.extend_from_slice(&incarnation.to_be_bytes());
-            put_str8(out, addr);
+            put_str8(out, addr.as_ref());
         }
         Command::SetDomain { domain } => {
             out.push(b'D');
@@ -77,20 +77,19 @@ pub fn encode_command(out: &mut Vec<u8>, command: &Command) {
 }
 
 pub fn decode_command(bytes: &[u8]) -> Result<Command, CodecError> {
+    decode_command_ref(bytes).map(|c| c.to_owned_command())
+}
+
+/// Decodes a command whose strings borrow `bytes` (nothing is allocated).
+pub fn decode_command_ref(bytes: &[u8]) -> Result<CommandRef<'_>, CodecError> {
     let mut r = Reader { buf: bytes };
     let command = match r.u8()? {
-        b'G' => Command::Grant { key: r.string()?, grant: r.grant()? },
-        b'R' => Command::Release {
-            key: r.string()?,
-            owner: r.string()?,
-            token: r.u64()?,
-            origin: r.origin()?,
-            next: r.next()?,
-        },
-        b'E' => Command::Expire { key: r.string()?, token: r.u64()?, next: r.next()? },
+        b'G' => Command::Grant { key: r.str()?, grant: r.grant()? },
+        b'R' => Command::Release { key: r.str()?, owner: r.str()?, token: r.u64()?, origin: r.origin()?, next: r.next()? },
+        b'E' => Command::Expire { key: r.str()?, token: r.u64()?, next: r.next()? },
         b'D' => Command::SetDomain { domain: r.u64()? },
-        b'M' => Command::SetMember { node: r.u64()?, incarnation: r.u64()?, addr: r.string()? },
-        b'A' => Command::SetMember { node: r.u64()?, incarnation: 0, addr: r.string()? },
+        b'M' => Command::SetMember { node: r.u64()?, incarnation: r.u64()?, addr: r.str()? },
+        b'A' => Command::SetMember { node: r.u64()?, incarnation: 0, addr: r.str()? },
         _ => return Err(CodecError("unknown command tag")),
     };
     r.finish()?;
@@ -167,7 +166,7 @@ pub fn decode_snapshot(bytes: &[u8]) -> Result<LockState, CodecError> {
     for _ in 0..member_count {
         let node = r.u64()?;
         let incarnation = if version == SNAPSHOT_VERSION { r.u64()? } else { 0 };
-        members.insert(node, MemberRecord { addr: r.string()?, incarnation });
+        members.insert(node, MemberRecord { addr: r.str()?.to_owned(), incarnation });
     }
     r.finish()?;
     Ok(state.with_members(members))
@@ -186,14 +185,14 @@ fn put_origin(out: &mut Vec<u8>, o: &Origin) {
     out.extend_from_slice(&o.id.to_be_bytes());
 }
 
-fn put_grant(out: &mut Vec<u8>, g: &Grant) {
-    put_str8(out, &g.owner);
+fn put_grant<S: AsRef<str>>(out: &mut Vec<u8>, g: &Grant<S>) {
+    put_str8(out, g.owner.as_ref());
     out.extend_from_slice(&g.token.to_be_bytes());
     out.extend_from_slice(&g.lease_ms.to_be_bytes());
     put_origin(out, &g.origin);
 }
 
-fn put_next(out: &mut Vec<u8>, next: &Option<Grant>) {
+fn put_next<S: AsRef<str>>(out: &mut Vec<u8>, next: &Option<Grant<S>>) {
     match next {
         None => out.push(0),
         Some(g) => {
@@ -228,9 +227,6 @@ impl<'a> Reader<'a> {
     fn u64(&mut self) -> Result<u64, CodecError> {
         Ok(BigEndian::read_u64(self.take(8)?))
     }
-    fn string(&mut self) -> Result<String, CodecError> {
-        self.str().map(str::to_owned)
-    }
     fn str(&mut self) -> Result<&'a str, CodecError> {
         let len = self.u8()? as usize;
         let raw = self.take(len)?;
@@ -242,10 +238,10 @@ impl<'a> Reader<'a> {
     fn origin(&mut self) -> Result<Origin, CodecError> {
         Ok(Origin { node: self.u64()?, incarnation: self.u64()?, conn: self.u64()?, id: self.u32()? })
     }
-    fn grant(&mut self) -> Result<Grant, CodecError> {
-        Ok(Grant { owner: self.string()?, token: self.u64()?, lease_ms: self.u32()?, origin: self.origin()? })
+    fn grant(&mut self) -> Result<Grant<&'a str>, CodecError> {
+        Ok(Grant { owner: self.str()?, token: self.u64()?, lease_ms: self.u32()?, origin: self.origin()? })
     }
-    fn next(&mut self) -> Result<Option<Grant>, CodecError> {
+    fn next(&mut self) -> Result<Option<Grant<&'a str>>, CodecError> {
         match self.u8()? {
             0 => Ok(None),
             1 => Ok(Some(self.grant()?)),
@@ -325,7 +321,7 @@ mod tests {
             state.apply(&Command::Grant { key: key.to_string(), grant }, &mut effects);
         }
         let member =
-            |node, incarnation, addr: &str| Command::SetMember { node, incarnation, addr: addr.into() };
+            |node, incarnation, addr: &str| Command::SetMember { node, incarnation, addr: addr.to_string() };
         state.apply(&member(1, 77, "10.0.0.1:5225"), &mut effects);
         state.apply(&member(2, 0, "10.0.0.2:5225"), &mut effects);
         let bytes = encode_snapshot(&state);

@@ -16,8 +16,8 @@ pub struct Origin {
 /// A grant written by the leader: the token is chosen at proposal time and carried in
 /// the entry, so applying never invents one.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Grant {
-    pub owner: String,
+pub struct Grant<S = String> {
+    pub owner: S,
     pub token: u64,
     pub lease_ms: u32,
     pub origin: Origin,
@@ -25,21 +25,61 @@ pub struct Grant {
 
 /// One lock state change. A release or an expiry and the grant to the next waiter are
 /// ONE command, so a key is never free while someone waits and nobody jumps the queue.
+///
+/// `S` is how it holds its strings: owned (`String`) when it is made or kept, borrowed
+/// from the log entry's bytes ([`CommandRef`]) when it is only applied — every node
+/// applies every command, and copying its key and owner out first was the largest
+/// share of the allocations per lock request.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Command {
+pub enum Command<S = String> {
     /// Grant a free key.
-    Grant { key: String, grant: Grant },
+    Grant { key: S, grant: Grant<S> },
     /// Release `key` if (owner, token) holds it, then hand it to `next`.
-    Release { key: String, owner: String, token: u64, origin: Origin, next: Option<Grant> },
+    Release { key: S, owner: S, token: u64, origin: Origin, next: Option<Grant<S>> },
     /// Record cluster member `node`: the process (`incarnation`, a random number each
     /// process start) that runs it, and its client address. The first incarnation
     /// recorded for a node id stays: every member then refuses that id from any other
     /// process (a node that lost its state must never come back under its id).
     /// Incarnation 0 means "not known" (records from older versions): it changes only
     /// the address.
-    SetMember { node: u64, incarnation: u64, addr: String },
+    SetMember { node: u64, incarnation: u64, addr: S },
     /// Record the fencing domain chosen by the first leader (ignored once one is set).
     SetDomain { domain: u64 },
     /// End the hold `token` on `key` because its lease ran out, then hand it to `next`.
-    Expire { key: String, token: u64, next: Option<Grant> },
+    Expire { key: S, token: u64, next: Option<Grant<S>> },
+}
+
+/// A command decoded in place: its strings borrow the log entry's bytes.
+pub type CommandRef<'a> = Command<&'a str>;
+
+impl<S: AsRef<str>> Grant<S> {
+    pub fn to_owned_grant(&self) -> Grant {
+        Grant { owner: self.owner.as_ref().to_owned(), token: self.token, lease_ms: self.lease_ms, origin: self.origin }
+    }
+}
+
+impl<S: AsRef<str>> Command<S> {
+    /// The same command with owned strings.
+    pub fn to_owned_command(&self) -> Command {
+        let next = |n: &Option<Grant<S>>| n.as_ref().map(Grant::to_owned_grant);
+        match self {
+            Command::Grant { key, grant } => {
+                Command::Grant { key: key.as_ref().to_owned(), grant: grant.to_owned_grant() }
+            }
+            Command::Release { key, owner, token, origin, next: n } => Command::Release {
+                key: key.as_ref().to_owned(),
+                owner: owner.as_ref().to_owned(),
+                token: *token,
+                origin: *origin,
+                next: next(n),
+            },
+            Command::SetMember { node, incarnation, addr } => {
+                Command::SetMember { node: *node, incarnation: *incarnation, addr: addr.as_ref().to_owned() }
+            }
+            Command::SetDomain { domain } => Command::SetDomain { domain: *domain },
+            Command::Expire { key, token, next: n } => {
+                Command::Expire { key: key.as_ref().to_owned(), token: *token, next: next(n) }
+            }
+        }
+    }
 }

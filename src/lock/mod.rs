@@ -21,7 +21,7 @@ pub mod store;
 pub mod table;
 pub mod timers;
 
-pub use command::{Command, Grant, Origin};
+pub use command::{Command, CommandRef, Grant, Origin};
 pub use state::{Effect, Holder, HolderRef, LockState, MemberRecord};
 pub use store::{OwnerId, SlotId};
 pub use table::{LockTable, Output, Reply, TableConfig};

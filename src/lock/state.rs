@@ -263,10 +263,10 @@ impl LockState {
     /// The leader's projection guarantees that a proposed grant finds its key free and
     /// its token above `last_token`; should that ever not hold, the grant is refused
     /// (the waiter is told `B`) rather than breaking mutual exclusion or monotonicity.
-    pub fn apply(&mut self, command: &Command, effects: &mut Vec<Effect>) {
+    pub fn apply<S: AsRef<str>>(&mut self, command: &Command<S>, effects: &mut Vec<Effect>) {
         match command {
             Command::Grant { key, grant } => {
-                if let Some(slot) = self.grant_if_free(key, grant, effects) {
+                if let Some(slot) = self.grant_if_free(key.as_ref(), grant, effects) {
                     self.slots.free_if_unused(slot);
                 }
             }
@@ -280,7 +280,8 @@ impl LockState {
                 if record.incarnation == 0 {
                     record.incarnation = *incarnation;
                 }
-                record.addr.clone_from(addr);
+                record.addr.clear();
+                record.addr.push_str(addr.as_ref());
             }
             Command::SetDomain { domain } => {
                 // The first recorded domain stays: a domain is never replaced.
@@ -289,10 +290,11 @@ impl LockState {
                 }
             }
             Command::Release { key, owner, token, origin, next } => {
+                let key = key.as_ref();
                 let slot = self.slots.find(key);
                 let matches = slot
                     .and_then(|s| self.holder_at(s))
-                    .is_some_and(|h| h.owner == owner.as_str() && h.token == *token);
+                    .is_some_and(|h| h.owner == owner.as_ref() && h.token == *token);
                 match slot {
                     Some(slot) if matches => {
                         self.end_hold(slot);
@@ -304,6 +306,7 @@ impl LockState {
                 self.hand_over(key, slot, next, effects);
             }
             Command::Expire { key, token, next } => {
+                let key = key.as_ref();
                 let slot = self.slots.find(key);
                 if let Some(slot) = slot.filter(|&s| self.holder_at(s).is_some_and(|h| h.token == *token)) {
                     self.end_hold(slot);
@@ -315,11 +318,11 @@ impl LockState {
     }
 
     /// Grants `next` (if any), then frees the key's slot if nothing uses it any more.
-    fn hand_over(
+    fn hand_over<S: AsRef<str>>(
         &mut self,
         key: &str,
         slot: Option<SlotId>,
-        next: &Option<Grant>,
+        next: &Option<Grant<S>>,
         effects: &mut Vec<Effect>,
     ) {
         let granted = next.as_ref().and_then(|next| self.grant_if_free(key, next, effects));
@@ -338,7 +341,12 @@ impl LockState {
     }
 
     /// Grants `key` if free; returns its slot when granted.
-    fn grant_if_free(&mut self, key: &str, grant: &Grant, effects: &mut Vec<Effect>) -> Option<SlotId> {
+    fn grant_if_free<S: AsRef<str>>(
+        &mut self,
+        key: &str,
+        grant: &Grant<S>,
+        effects: &mut Vec<Effect>,
+    ) -> Option<SlotId> {
         let held = self.slots.find(key).is_some_and(|s| self.slots.slots[s.index()].is_held());
         if held || grant.token <= self.last_token {
             debug_assert!(false, "projection proposed an impossible grant on {key:?}");
@@ -348,7 +356,7 @@ impl LockState {
         self.last_token = grant.token;
         let slot = self.slots.find_or_add(key);
         self.before_change(slot);
-        let owner = self.owners.intern(&grant.owner);
+        let owner = self.owners.intern(grant.owner.as_ref());
         let s = &mut self.slots.slots[slot.index()];
         (s.owner, s.token, s.lease_ms) = (owner, grant.token, grant.lease_ms);
         self.held += 1;

@@ -590,7 +590,7 @@ impl LockTable {
 
     /// Applies one committed command; answers for this node's connections go to `out`.
     /// On the leader, a grant starts its lease timer now.
-    pub fn apply(&mut self, command: &Command, now_ms: u64, out: &mut Output) {
+    pub fn apply<S: AsRef<str>>(&mut self, command: &Command<S>, now_ms: u64, out: &mut Output) {
         let mut effects = std::mem::take(&mut self.effects);
         self.state.apply(command, &mut effects);
         let mut changed = None;

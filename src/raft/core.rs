@@ -616,8 +616,9 @@ impl Raft {
 
     /// Appends `data` to the leader's log and returns its index. Nothing is
     /// sent until the next `ready()`.
-    pub fn propose(&mut self, data: Vec<u8>) -> Result<u64, RaftError> {
+    pub fn propose(&mut self, data: impl Into<std::sync::Arc<[u8]>>) -> Result<u64, RaftError> {
         self.check_can_propose()?;
+        let data = data.into();
         if data.len() > super::wire::ENTRY_DATA_MAX_BYTES {
             return Err(RaftError::EntryTooLarge);
         }

@@ -254,7 +254,7 @@ mod tests {
     use super::*;
 
     fn entry(term: u64, index: u64) -> Entry {
-        Entry { term, index, kind: EntryKind::Normal(vec![index as u8]) }
+        Entry { term, index, kind: EntryKind::Normal(vec![index as u8].into()) }
     }
 
     fn log_with_terms(terms: &[u64]) -> RaftLog {

@@ -11,8 +11,9 @@ use super::membership::Membership;
 pub enum EntryKind {
     /// Appended by every new leader so it can commit something of its own term.
     Noop,
-    /// Application data, opaque to Raft.
-    Normal(Vec<u8>),
+    /// Application data, opaque to Raft. Shared: the leader hands the same entry to
+    /// every follower's AppendEntries and to the application, each without a copy.
+    Normal(std::sync::Arc<[u8]>),
     /// A membership configuration; takes effect on the node as soon as it is
     /// appended to the node's log (Raft thesis §4.1), not when committed.
     Config(Membership),

@@ -318,7 +318,7 @@ fn decode_entry_from(r: &mut Reader<'_>) -> Result<Entry, WireError> {
     let index = r.u64()?;
     let kind = match r.u8()? {
         KIND_NOOP => EntryKind::Noop,
-        KIND_NORMAL => EntryKind::Normal(r.bytes(ENTRY_DATA_MAX_BYTES)?),
+        KIND_NORMAL => EntryKind::Normal(r.shared_bytes(ENTRY_DATA_MAX_BYTES)?),
         KIND_CONFIG => EntryKind::Config(decode_membership(r)?),
         _ => return Err(WireError::Invalid("entry kind")),
     };
@@ -410,6 +410,15 @@ impl Reader<'_> {
         Ok(self.take(len)?.to_vec())
     }
 
+    /// Like [`Reader::bytes`], into one shared allocation.
+    fn shared_bytes(&mut self, max: usize) -> Result<std::sync::Arc<[u8]>, WireError> {
+        let len = self.u32()? as usize;
+        if len > max {
+            return Err(WireError::Invalid("byte string too long"));
+        }
+        Ok(self.take(len)?.into())
+    }
+
     fn finish(&self) -> Result<(), WireError> {
         if self.remaining() != 0 {
             return Err(WireError::Trailing);
@@ -460,7 +469,7 @@ mod tests {
             commit: 8,
             entries: vec![
                 Entry { term: 5, index: 10, kind: EntryKind::Noop },
-                Entry { term: 5, index: 11, kind: EntryKind::Normal(b"hello".to_vec()) },
+                Entry { term: 5, index: 11, kind: EntryKind::Normal(b"hello".as_slice().into()) },
                 Entry { term: 5, index: 12, kind: EntryKind::Config(members(&[1, 2, 4], &[1, 2, 3], &[7])) },
             ],
         };
@@ -505,7 +514,7 @@ mod tests {
 
     #[test]
     fn oversized_entry_is_not_encoded() {
-        let e = Entry { term: 1, index: 1, kind: EntryKind::Normal(vec![0; ENTRY_DATA_MAX_BYTES + 1]) };
+        let e = Entry { term: 1, index: 1, kind: EntryKind::Normal(vec![0; ENTRY_DATA_MAX_BYTES + 1].into()) };
         assert!(encode_entry(&e, &mut Vec::new()).is_err());
     }
 
@@ -524,7 +533,7 @@ mod tests {
     fn arb_entry() -> impl Strategy<Value = Entry> {
         let kind = prop_oneof![
             Just(EntryKind::Noop),
-            proptest::collection::vec(any::<u8>(), 0..64).prop_map(EntryKind::Normal),
+            proptest::collection::vec(any::<u8>(), 0..64).prop_map(|v| EntryKind::Normal(v.into())),
             arb_membership().prop_map(EntryKind::Config),
         ];
         (any::<u64>(), any::<u64>(), kind).prop_map(|(term, index, kind)| Entry { term, index, kind })

@@ -17,7 +17,7 @@ use crossbeam_channel::{Receiver, Sender, TryRecvError};
 use super::connection::DirectWriter;
 use super::status::Counters;
 use crate::cluster::view::ClusterView;
-use crate::lock::codec::{decode_command, decode_snapshot};
+use crate::lock::codec::{decode_command_ref, decode_snapshot};
 use crate::lock::table::TableStats;
 use crate::lock::ConnId;
 use crate::messages::{Clock, FromLog, ToRaft, WriterMsg};
@@ -490,9 +490,11 @@ fn on_log(
         FromLog::Appended { seq, index, term } => replica.on_appended(seq, index, term),
         FromLog::Rejected { seq } => replica.on_rejected(seq, out),
         FromLog::Committed(entries) => {
+            // One wall-clock reading for the batch: it is only a floor for new tokens.
+            let unix_us = Clock::unix_us();
             for entry in entries {
                 let command = match &entry.kind {
-                    EntryKind::Normal(data) => match decode_command(data) {
+                    EntryKind::Normal(data) => match decode_command_ref(data) {
                         Ok(command) => Some(command),
                         Err(e) => {
                             // Every node decodes the same bytes the same way, so
@@ -503,7 +505,7 @@ fn on_log(
                     },
                     EntryKind::Noop | EntryKind::Config(_) => None,
                 };
-                replica.on_committed(entry.index, entry.term, command.as_ref(), now, Clock::unix_us(), out);
+                replica.on_committed(entry.index, entry.term, command.as_ref(), now, unix_us, out);
             }
         }
         FromLog::Snapshot { index, data } => match decode_snapshot(&data) {
