@@ -319,10 +319,10 @@ impl Replica {
         let mut scratch = std::mem::take(&mut self.scratch);
         match request {
             Request::Acquire { lease_s, wait_ms, key, owner } => {
-                self.table.acquire(conn, id, lease_s, wait_ms, &key, &owner, now_ms, unix_us, &mut scratch)
+                self.table.acquire(conn, id, lease_s, wait_ms, key, owner, now_ms, unix_us, &mut scratch)
             }
             Request::Release { token, key, owner } => {
-                self.table.release(conn, id, token, &key, &owner, now_ms, unix_us, &mut scratch)
+                self.table.release(conn, id, token, key, owner, now_ms, unix_us, &mut scratch)
             }
             Request::Query { key } => {
                 let ctx = self.next_ctx;

@@ -129,6 +129,31 @@ pub struct RaftLoop {
     proposed: std::collections::VecDeque<(u64, std::time::Instant)>,
     /// Reused to encode each proposed command (the log keeps its own shared copy).
     encoded: Vec<u8>,
+    /// The configurations and the admin change the admission was last computed from
+    /// (`publish`), and the configurations the dialers were (`dial_members_if_changed`).
+    admission_watch: ConfigWatch,
+    admission_adding: Option<u64>,
+    dial_watch: ConfigWatch,
+}
+
+/// Notices a change of a node's active or committed configuration without copying
+/// them every loop turn (they change a few times in a cluster's life).
+#[derive(Default)]
+struct ConfigWatch {
+    seen: Option<(crate::raft::Membership, crate::raft::Membership)>,
+}
+
+impl ConfigWatch {
+    /// True the first time and whenever either configuration differs from the last
+    /// call's.
+    fn changed(&mut self, raft: &Raft) -> bool {
+        let (active, committed) = (raft.membership(), raft.committed_membership().1);
+        if self.seen.as_ref().is_some_and(|(a, c)| a == active && c == committed) {
+            return false;
+        }
+        self.seen = Some((active.clone(), committed.clone()));
+        true
+    }
 }
 
 /// Most proposals whose commit latency is being timed at once.
@@ -171,6 +196,9 @@ impl RaftLoop {
             gate: Default::default(),
             proposed: Default::default(),
             encoded: Vec::with_capacity(512),
+            admission_watch: ConfigWatch::default(),
+            admission_adding: None,
+            dial_watch: ConfigWatch::default(),
             last_housekeeping_ms: 0,
             admitted: false,
         }
@@ -641,6 +669,9 @@ impl RaftLoop {
     /// Dials the members of the active and committed configurations that have no
     /// dialer yet, if those changed since the last call.
     fn dial_members_if_changed(&mut self) {
+        if !self.dial_watch.changed(&self.raft) {
+            return;
+        }
         let mut members = self.members();
         members.extend(self.raft.committed_membership().1.all_nodes());
         if members == self.dialed_for {
@@ -663,6 +694,14 @@ impl RaftLoop {
 
     fn publish(&mut self) {
         self.view.publish(&self.raft);
+        // What follows depends only on the configurations (and an admin change under
+        // way): recomputed when one of them changed, not every turn.
+        let adding = self.admin.as_ref().map(|job| job.new);
+        let configs_changed = self.admission_watch.changed(&self.raft);
+        if !configs_changed && adding == self.admission_adding {
+            return;
+        }
+        self.admission_adding = adding;
         // Every configuration committed in the log this node holds (a node that caught up
         // in one batch never saw the earlier ones as "the" committed configuration).
         for config in self.raft.committed_configs() {
@@ -681,10 +720,7 @@ impl RaftLoop {
     /// configuration and the learner being added may speak; before this node knows any
     /// configuration, its configured peers and the leader they named.
     fn may_speak(&self, peer: u64) -> bool {
-        let admission = self.view.admission();
-        admission.members.contains(&peer)
-            || (!admission.config_known
-                && (admission.configured.contains(&peer) || self.vouched_ids.contains(&peer)))
+        self.view.may_speak(peer, |id| self.vouched_ids.contains(&id))
     }
 }
 

@@ -131,6 +131,15 @@ impl ClusterView {
         lock(&self.admission).clone()
     }
 
+    /// Is `peer` a member, or (before any configuration is known) a configured peer or
+    /// one `vouched` says a configured peer named? Asked for every peer message, so it
+    /// reads the admission in place instead of copying it.
+    pub fn may_speak(&self, peer: u64, vouched: impl FnOnce(u64) -> bool) -> bool {
+        let admission = lock(&self.admission);
+        admission.members.contains(&peer)
+            || (!admission.config_known && (admission.configured.contains(&peer) || vouched(peer)))
+    }
+
     /// May node `id`, which says its client address is `addr`, speak Raft to us?
     pub fn admits(&self, id: u64, addr: &str) -> Result<Admitted, NotAdmitted> {
         let admission = lock(&self.admission);

@@ -274,6 +274,9 @@ impl LockTable {
     }
 
     /// ACQUIRE: grant a free key, answer `B`, or queue behind the holder.
+    ///
+    /// `key` and `owner` may be given owned: a grant's command then keeps them instead
+    /// of copying (the request's strings were allocated once, when it was read).
     #[allow(clippy::too_many_arguments)]
     pub fn acquire(
         &mut self,
@@ -281,17 +284,18 @@ impl LockTable {
         id: u32,
         lease_s: u8,
         wait_ms: u32,
-        key: &str,
-        owner: &str,
+        key: impl AsRef<str> + Into<String>,
+        owner: impl AsRef<str> + Into<String>,
         now_ms: u64,
         unix_us: u64,
         out: &mut Output,
     ) {
+        let (key_str, owner_str) = (key.as_ref(), owner.as_ref());
         if !self.leading {
             return self.not_leader(conn, id, out);
         }
         let lease_ms = u32::from(lease_s) * 1000;
-        let held = self.state.slot_of(key).filter(|&s| self.projected(s).is_some());
+        let held = self.state.slot_of(key_str).filter(|&s| self.projected(s).is_some());
         let Some(slot) = held else {
             if self.projected_held >= self.config.keys_max {
                 let message =
@@ -305,16 +309,16 @@ impl LockTable {
             }
             let token = self.next_token(unix_us);
             let origin = self.origin(conn, id);
-            let slot = self.state.pin(key);
-            let owner_id = self.state.owners_mut().intern(owner);
+            let slot = self.state.pin(key_str);
+            let owner_id = self.state.owners_mut().intern(owner_str);
             let ov = self.override_mut(slot);
             debug_assert!(ov.queue.is_empty(), "a free key has no waiters");
             debug_assert_eq!(ov.holder, Projected::Free);
             ov.holder = Projected::Held { owner: owner_id, token };
             ov.in_flight += 1;
             self.projected_held += 1;
-            let grant = Grant { owner: owner.to_owned(), token, lease_ms, origin };
-            out.proposals.push_back(Command::Grant { key: key.to_owned(), grant });
+            let grant = Grant { owner: owner.into(), token, lease_ms, origin };
+            out.proposals.push_back(Command::Grant { key: key.into(), grant });
             return;
         };
         let queued = self.overrides.get(&slot).map_or(0, |ov| ov.queue.len());
@@ -324,7 +328,7 @@ impl LockTable {
         }
         let seq = self.next_seq;
         self.next_seq += 1;
-        let owner = self.state.owners_mut().intern(owner);
+        let owner = self.state.owners_mut().intern(owner_str);
         let waiter = Waiter { conn, id, owner, lease_ms, slot, since_ms: now_ms };
         let w = match self.free_waiters.pop() {
             Some(w) => {
@@ -355,8 +359,8 @@ impl LockTable {
         conn: ConnId,
         id: u32,
         token: u64,
-        key: &str,
-        owner: &str,
+        key: impl AsRef<str> + Into<String>,
+        owner: impl AsRef<str> + Into<String>,
         now_ms: u64,
         unix_us: u64,
         out: &mut Output,
@@ -365,17 +369,17 @@ impl LockTable {
             return self.not_leader(conn, id, out);
         }
         let origin = self.origin(conn, id);
-        let slot = self.state.slot_of(key);
+        let slot = self.state.slot_of(key.as_ref());
         let matches = slot
             .and_then(|s| self.projected(s))
-            .is_some_and(|(o, t)| t == token && self.state.owners().name(o) == owner);
+            .is_some_and(|(o, t)| t == token && self.state.owners().name(o) == owner.as_ref());
         let next = match slot {
             Some(slot) if matches => self.end_hold(slot, now_ms, unix_us),
             _ => None,
         };
         out.proposals.push_back(Command::Release {
-            key: key.to_owned(),
-            owner: owner.to_owned(),
+            key: key.into(),
+            owner: owner.into(),
             token,
             origin,
             next,

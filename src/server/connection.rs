@@ -204,16 +204,49 @@ pub fn serve(
     shared.queued_bytes.fetch_sub(counters.queued_bytes.swap(0, Ordering::SeqCst), Ordering::SeqCst);
 }
 
+/// Lock requests handed to the lock-table thread in one message at most.
+const REQUEST_BATCH_MAX: usize = 64;
+
 /// Reads frames until the connection ends; returns why it ended, for the log.
 fn read_loop(
-    mut frames: FrameReader<BufReader<transport::ReadHalf>>,
+    frames: FrameReader<BufReader<transport::ReadHalf>>,
     conn: ConnId,
     rights: Rights,
     tx: &Sender<WriterMsg>,
     counters: &ConnCounters,
     shared: &Shared,
 ) -> String {
+    // Lock requests decoded from what is already buffered, handed over together once
+    // the buffer is used up (before the next read can block), the batch is full, or
+    // the connection is over its byte budget (its batch must not wait for room).
+    let mut batch: Vec<(u32, Request)> = Vec::new();
+    let why = read_frames(frames, conn, rights, tx, counters, shared, &mut batch);
+    // Requests read before a bad frame are still served, as they would have been
+    // one by one.
+    if !batch.is_empty() {
+        send_batch(shared, conn, &mut batch);
+    }
+    why
+}
+
+fn read_frames(
+    mut frames: FrameReader<BufReader<transport::ReadHalf>>,
+    conn: ConnId,
+    rights: Rights,
+    tx: &Sender<WriterMsg>,
+    counters: &ConnCounters,
+    shared: &Shared,
+    batch: &mut Vec<(u32, Request)>,
+) -> String {
     loop {
+        if !batch.is_empty()
+            && (batch.len() >= REQUEST_BATCH_MAX
+                || frames.get_mut().buffer().is_empty()
+                || !has_room(counters, shared))
+            && !send_batch(shared, conn, batch)
+        {
+            return "server stopping".into();
+        }
         // Back-pressure: a client that sends without reading stops being read until it
         // reads its answers, so what it has queued stays bounded in bytes.
         if let Some(why) = wait_for_room(counters, shared) {
@@ -284,10 +317,19 @@ fn read_loop(
             admin_to_raft(tx, shared, id, ToRaft::Transfer { target, reply: Some((id, tx.clone())) });
             continue;
         }
-        if shared.table.send(TableMsg::Request { conn, id, request }).is_err() {
-            return "server stopping".into();
-        }
+        batch.push((id, request));
     }
+}
+
+/// Sends the batched lock requests to the lock-table thread; false if it is gone.
+fn send_batch(shared: &Shared, conn: ConnId, batch: &mut Vec<(u32, Request)>) -> bool {
+    let msg = if batch.len() == 1 {
+        let (id, request) = batch.pop().expect("one request");
+        TableMsg::Request { conn, id, request }
+    } else {
+        TableMsg::Requests { conn, batch: std::mem::take(batch) }
+    };
+    shared.table.send(msg).is_ok()
 }
 
 /// Blocks while this connection may not be read (its answers, or the node's, are over
@@ -298,8 +340,7 @@ fn wait_for_room(counters: &ConnCounters, shared: &Shared) -> Option<String> {
     const NODE_BUDGET_RECHECK: Duration = Duration::from_millis(20);
     loop {
         let mine = counters.queued_bytes.load(Ordering::SeqCst);
-        let node = shared.queued_bytes.load(Ordering::SeqCst);
-        let over_node = node >= NODE_QUEUE_BYTES_MAX && mine > CONN_FAIR_SHARE_BYTES;
+        let over_node = over_node_budget(mine, shared);
         if mine < CONN_QUEUE_BYTES_MAX && !over_node {
             return None;
         }
@@ -320,6 +361,18 @@ fn wait_for_room(counters: &ConnCounters, shared: &Shared) -> Option<String> {
         }
         counters.reader_waiting.store(false, Ordering::SeqCst);
     }
+}
+
+/// The node is over its byte budget and this connection (with `mine` queued) has more
+/// than its fair share.
+fn over_node_budget(mine: usize, shared: &Shared) -> bool {
+    shared.queued_bytes.load(Ordering::SeqCst) >= NODE_QUEUE_BYTES_MAX && mine > CONN_FAIR_SHARE_BYTES
+}
+
+/// This connection may be read now (what `wait_for_room` waits for).
+fn has_room(counters: &ConnCounters, shared: &Shared) -> bool {
+    let mine = counters.queued_bytes.load(Ordering::SeqCst);
+    mine < CONN_QUEUE_BYTES_MAX && !over_node_budget(mine, shared)
 }
 
 /// The lock-table thread's short cut to a plain (non-TLS) socket.

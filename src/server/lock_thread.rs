@@ -168,6 +168,9 @@ pub enum TableMsg {
     Open { conn: ConnId, replies: Sender<WriterMsg>, direct: Option<Arc<DirectWriter>> },
     /// ACQUIRE, RELEASE or QUERY from `conn`.
     Request { conn: ConnId, id: u32, request: Request },
+    /// Several of them, in arrival order: what one socket read brought (one message
+    /// and at most one wake-up for all).
+    Requests { conn: ConnId, batch: Vec<(u32, Request)> },
     /// TOP KEYS: answered at once on `reply` (the connection's reader waits for it and
     /// charges its real size to the connection, so a big answer cannot hide behind
     /// the fixed reckoning of lock answers).
@@ -457,6 +460,11 @@ fn handle(
         }
         TableMsg::Request { conn, id, request } => {
             replica.request(conn, id, request, clock.now_ms(), Clock::unix_us(), out);
+        }
+        TableMsg::Requests { conn, batch } => {
+            for (id, request) in batch {
+                replica.request(conn, id, request, clock.now_ms(), Clock::unix_us(), out);
+            }
         }
         TableMsg::Log(news) => {
             if let Err(why) = on_log(replica, news, clock, out) {
