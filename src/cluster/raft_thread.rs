@@ -10,7 +10,7 @@
 //! heartbeat period, not on a fixed tick.
 
 use std::collections::{BTreeSet, HashMap};
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -214,7 +214,15 @@ impl RaftLoop {
         // (`next_wake_ms`) or an event.
         let mut sleep = Duration::ZERO;
         loop {
-            if let Err(e) = self.poll.poll(&mut events, Some(sleep)) {
+            self.kit.waker.sleeping.store(true, Ordering::SeqCst);
+            // The last look (see `RaftWaker`): a message queued before the flag was
+            // set woke nobody.
+            if !self.rx.is_empty() {
+                sleep = Duration::ZERO;
+            }
+            let polled = self.poll.poll(&mut events, Some(sleep));
+            self.kit.waker.sleeping.store(false, Ordering::SeqCst);
+            if let Err(e) = polled {
                 if e.kind() != std::io::ErrorKind::Interrupted {
                     warn!("peer event loop: {e}");
                 }
@@ -1105,6 +1113,29 @@ impl RaftLoop {
 }
 
 /// Makes the waker for a loop's `Poll`.
-pub fn waker(poll: &Poll) -> std::io::Result<Arc<Waker>> {
-    Ok(Arc::new(Waker::new(poll.registry(), WAKER)?))
+pub fn waker(poll: &Poll) -> std::io::Result<Arc<RaftWaker>> {
+    Ok(Arc::new(RaftWaker { waker: Waker::new(poll.registry(), WAKER)?, sleeping: AtomicBool::new(false) }))
+}
+
+/// How other threads wake the Raft loop after queueing a `ToRaft` for it.
+///
+/// Why not always through the event fd: under load the lock-table thread ends a round
+/// (and would write the event fd) mostly while the loop is awake anyway, and each
+/// write is a system call that also makes the loop's next `epoll_wait` return at once.
+/// The loop says when it may sleep (`sleeping`, set before it looks at its queue a
+/// last time); a waker writes the event fd only then. Either the loop sees the new
+/// message in that last look, or the waker sees the flag (both SeqCst).
+pub struct RaftWaker {
+    waker: Waker,
+    sleeping: AtomicBool,
+}
+
+impl RaftWaker {
+    /// Wakes the loop if it sleeps or is about to; call after queueing its message.
+    pub fn wake(&self) -> std::io::Result<()> {
+        if self.sleeping.load(Ordering::SeqCst) && self.sleeping.swap(false, Ordering::SeqCst) {
+            return self.waker.wake();
+        }
+        Ok(())
+    }
 }

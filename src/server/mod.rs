@@ -85,7 +85,7 @@ pub(crate) struct Shared {
     /// The cluster as the Raft thread last published it; `None` standalone.
     cluster: Option<Arc<ClusterView>>,
     /// The Raft thread's inbox (for `admin replace`); `None` standalone.
-    raft: Option<(Sender<crate::messages::ToRaft>, Arc<mio::Waker>)>,
+    raft: Option<(Sender<crate::messages::ToRaft>, Arc<crate::cluster::raft_thread::RaftWaker>)>,
     /// Requests pending in the lock-table thread, all connections together.
     pending: AtomicUsize,
     /// Bytes of answers owed or unwritten, all connections together.
