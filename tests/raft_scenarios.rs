@@ -651,6 +651,99 @@ fn followers_learn_commits_from_the_next_append_not_from_a_heartbeat_per_entry()
     }
 }
 
+/// Appends with entries sent by the leader to `to` (from index `since` of `net.sent`).
+fn appends_with_entries(net: &Net, since: usize, to: NodeId) -> usize {
+    net.sent[since..]
+        .iter()
+        .filter(|(from, t, m)| *from == 1 && *t == to && matches!(m, Message::Append { entries, .. } if !entries.is_empty()))
+        .count()
+}
+
+/// Lazy followers (the default): at a steady rate of one entry per millisecond, the
+/// follower a commit waits for gets every entry at once and the other gets them in
+/// batches, at most every `lazy_hold_ms`; every entry still commits within 1 ms (this
+/// network delivers at once), the other follower's log is never more than
+/// `lazy_hold_ms` of entries behind, and it learns every commit within
+/// `commit_notice_ms`. With `lazy_followers` off both get every entry at once.
+#[test]
+fn a_follower_a_commit_does_not_need_gets_entries_in_batches() {
+    for lazy in [true, false] {
+        let mut net = Net::with_config(&[1, 2, 3], |id| RaftConfig { lazy_followers: lazy, ..config(id) });
+        net.elect(1);
+        net.advance(300);
+        let hold_ms = net.node(1).config().lazy_hold_ms();
+        let notice_ms = net.node(1).config().commit_notice_ms();
+        assert_eq!((hold_ms, notice_ms), (10, 20));
+        let since = net.sent.len();
+        let mut leader_commits: Vec<(u64, u64)> = Vec::new();
+        for i in 0..500u64 {
+            let index = net.at(1).propose(vec![1]).unwrap();
+            net.advance_1ms(1);
+            assert!(net.node(1).commit_index() >= index, "entry {i} committed at once (lazy: {lazy})");
+            leader_commits.push((net.now, net.node(1).commit_index()));
+            let known = |ms: u64| leader_commits.iter().rev().find(|(t, _)| *t + ms <= net.now).map_or(0, |(_, c)| *c);
+            for id in [2, 3] {
+                let node = net.node(id);
+                assert!(node.last_index() >= known(hold_ms + 1), "t={} node {id} log behind", net.now);
+                assert!(node.commit_index() >= known(notice_ms), "t={} node {id} commit behind", net.now);
+            }
+        }
+        let mut per_follower = [appends_with_entries(&net, since, 2), appends_with_entries(&net, since, 3)];
+        per_follower.sort_unstable();
+        if lazy {
+            assert!(per_follower[1] >= 490, "the follower a commit waits for: {per_follower:?}");
+            assert!(per_follower[0] <= 500 / hold_ms as usize + 2, "the other one: {per_follower:?}");
+        } else {
+            assert!(per_follower[0] >= 490, "both at once: {per_follower:?}");
+        }
+    }
+}
+
+/// When the follower a commit waits for stops answering, the other one takes its
+/// place: at most `lazy_hold_ms` (plus a millisecond) without a commit, then every
+/// entry commits at once again; after the heal both catch up.
+#[test]
+fn when_the_follower_a_commit_waits_for_stops_answering_the_other_takes_its_place() {
+    let mut net = Net::new(&[1, 2, 3]);
+    net.elect(1);
+    net.advance(300);
+    let hold_ms = net.node(1).config().lazy_hold_ms();
+    for _ in 0..50 {
+        net.at(1).propose(vec![1]).unwrap();
+        net.advance_1ms(1);
+    }
+    let since = net.sent.len();
+    for _ in 0..20 {
+        net.at(1).propose(vec![1]).unwrap();
+        net.advance_1ms(1);
+    }
+    let eager = if appends_with_entries(&net, since, 2) > appends_with_entries(&net, since, 3) { 2 } else { 3 };
+    let other = 5 - eager;
+    net.cut_link(1, eager);
+    net.cut_link(eager, 1);
+    let mut last_commit = (net.now, net.node(1).commit_index());
+    let mut longest_gap = 0;
+    for i in 0..200u64 {
+        let index = net.at(1).propose(vec![2]).unwrap();
+        net.advance_1ms(1);
+        let commit = net.node(1).commit_index();
+        if commit > last_commit.1 {
+            longest_gap = longest_gap.max(net.now - last_commit.0);
+            last_commit = (net.now, commit);
+        }
+        if i >= hold_ms + 2 {
+            assert!(commit >= index, "entry {i} after the cut committed at once (node {other} took the place)");
+        }
+    }
+    assert!(longest_gap <= hold_ms + 1, "no commit for {longest_gap} ms after the cut");
+    net.heal();
+    net.advance(100);
+    let last = net.node(1).last_index();
+    for id in [2, 3] {
+        assert_eq!(net.node(id).last_index(), last, "node {id} caught up after the heal");
+    }
+}
+
 /// A lone entry (nothing follows it) reaches the followers' commit index by one
 /// heartbeat, sent `commit_notice_ms` after the leader committed it, not at once
 /// and not a whole heartbeat period later.
