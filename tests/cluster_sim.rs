@@ -114,8 +114,6 @@ fn raft_config(id: NodeId, r: &mut Rng) -> RaftConfig {
         max_append_entries: 1 + r.below(20) as usize,
         max_append_bytes: 512,
         max_inflight: 1 + r.below(8) as usize,
-        // Mostly on, as by default; off sometimes, so both ways are explored.
-        lazy_followers: r.below(4) != 0,
         snapshot_chunk_bytes: 64,
         ..RaftConfig::new(id)
     }

@@ -642,15 +642,6 @@ impl Raft {
         let is_config = matches!(kind, EntryKind::Config(_));
         let was_handing_over = self.handing_over();
         self.log.append(Entry { term: self.term, index, kind });
-        // A follower that gets new entries late (`lazy_followers`) gets them within
-        // `lazy_hold_ms` of the first one it was not sent: stamped here, when that
-        // entry arrives, so it does not depend on when the caller next asks for output.
-        let due = self.now_ms.saturating_add(self.cfg.lazy_hold_ms());
-        for pr in self.progress.values_mut() {
-            if pr.state == super::progress::ProgressState::Replicate && pr.append_due_ms.is_none() {
-                pr.append_due_ms = Some(due);
-            }
-        }
         if is_config {
             self.sync_progress();
             if self.handing_over() && !was_handing_over {

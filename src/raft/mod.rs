@@ -82,11 +82,6 @@ pub struct RaftConfig {
     pub max_inflight: usize,
     /// Bytes of snapshot data per InstallSnapshot chunk.
     pub snapshot_chunk_bytes: usize,
-    /// New entries go at once only to the followers a commit needs (the most
-    /// caught-up voters, a majority with the leader); the others get them within
-    /// `lazy_hold_ms` or once a full append waits (docs/raft.md "Lazy
-    /// followers"). False: every follower gets every batch at once.
-    pub lazy_followers: bool,
     /// Run a pre-vote round before bumping the term.
     pub pre_vote: bool,
     /// Leaders step down without a quorum; followers in contact with a leader
@@ -121,7 +116,6 @@ impl RaftConfig {
             max_append_bytes: APPEND_BYTES_MAX_DEFAULT,
             max_inflight: INFLIGHT_MAX_DEFAULT,
             snapshot_chunk_bytes: SNAPSHOT_CHUNK_BYTES_DEFAULT,
-            lazy_followers: true,
             pre_vote: true,
             check_quorum: true,
         }
@@ -136,14 +130,6 @@ impl RaftConfig {
     /// every entry at low rates (docs/raft.md "Commit propagation").
     pub fn commit_notice_ms(&self) -> u64 {
         (self.heartbeat_ms / 10).max(COMMIT_NOTICE_MIN_MS).min(self.heartbeat_ms)
-    }
-
-    /// How long new entries may wait for a follower a commit does not need
-    /// (`lazy_followers`): half the commit notice (10 ms by default), so such a
-    /// follower still learns every commit within `commit_notice_ms` of it while
-    /// entries keep coming.
-    pub fn lazy_hold_ms(&self) -> u64 {
-        (self.commit_notice_ms() / 2).max(1)
     }
 }
 

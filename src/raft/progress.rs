@@ -49,12 +49,6 @@ pub struct Progress {
     /// it, gets a heartbeat carrying that index (see
     /// `RaftConfig::commit_notice_ms`); `None` while it is not behind.
     pub commit_due_ms: Option<u64>,
-    /// Replicate, while the peer is not one of the followers a commit waits for
-    /// (`RaftConfig::lazy_followers`): when the entries held back for it go out.
-    pub append_due_ms: Option<u64>,
-    /// The peer was one of the followers a commit waits for at the last flush (it
-    /// keeps that place on a tie).
-    pub eager: bool,
     /// Snapshot state: the snapshot being streamed (kept even if the leader
     /// compacts again meanwhile), the byte offset the peer asked for last,
     /// and whether a chunk is in flight.
@@ -81,8 +75,6 @@ impl Progress {
             read_ack: 0,
             sent_commit: 0,
             commit_due_ms: None,
-            append_due_ms: None,
-            eager: true,
             probe_tail: false,
             snap: None,
             snap_offset: 0,
@@ -92,7 +84,6 @@ impl Progress {
     }
 
     pub fn become_probe(&mut self) {
-        self.append_due_ms = None;
         self.state = ProgressState::Probe;
         self.snap = None;
         self.next = self.next.max(self.matched + 1);
@@ -101,7 +92,6 @@ impl Progress {
     }
 
     pub fn become_replicate(&mut self) {
-        self.append_due_ms = None;
         self.state = ProgressState::Replicate;
         self.snap = None;
         self.next = self.matched + 1;
@@ -110,7 +100,6 @@ impl Progress {
     }
 
     pub fn become_snapshot(&mut self, snap: Arc<Snapshot>) {
-        self.append_due_ms = None;
         self.state = ProgressState::Snapshot;
         self.snap = Some(snap);
         self.snap_offset = 0;
@@ -129,7 +118,6 @@ impl Progress {
 
     /// Records an append ending at `last` (≥ next - 1) that was just sent.
     pub fn on_sent(&mut self, last: u64, entry_count: usize) {
-        self.append_due_ms = None;
         match self.state {
             ProgressState::Probe => self.probe_sent = true,
             ProgressState::Replicate if entry_count > 0 => {

@@ -215,11 +215,9 @@ impl Raft {
 
     /// Sends whatever each peer may receive now. Called from `ready()`.
     pub(super) fn flush_replication(&mut self) {
-        let eager = self.mark_eager_followers();
         let peers: Vec<NodeId> = self.progress.keys().copied().collect();
         for id in peers {
-            let lazy = eager && self.progress.get(&id).is_some_and(|p| !p.eager);
-            self.send_appends(id, lazy);
+            self.send_appends(id);
             self.maybe_send_commit(id);
         }
         if std::mem::take(&mut self.heartbeat_requested) {
@@ -227,63 +225,18 @@ impl Raft {
         }
     }
 
-    /// Marks which followers a commit waits for (`Progress::eager`): the voters
-    /// other than this leader that, with it, make a majority — the most caught-up
-    /// ones in replicate mode (then the ones marked before, then the most recently
-    /// heard, then the lowest id). Why: a commit needs only those answers; sending
-    /// every small batch to the others too cost a message, an answer and two
-    /// wake-ups on another node per batch. Those get the entries within
-    /// `lazy_hold_ms` (or at once when a full append waits), so they stay close
-    /// behind; if a marked follower stops answering, its match index stops while
-    /// another's passes it at that one's next append, and the marks move. Returns
-    /// false (everyone at once) when lazy followers are off, during a joint
-    /// configuration or a leadership hand-over, or when this leader is no voter.
-    fn mark_eager_followers(&mut self) -> bool {
-        let me = self.cfg.id;
-        let membership = self.log.active_membership();
-        let lazy = self.cfg.lazy_followers
-            && membership.outgoing.is_empty()
-            && membership.voters.contains(&me)
-            && self.transfer.is_none();
-        if !lazy {
-            for pr in self.progress.values_mut() {
-                pr.eager = true;
-            }
-            return false;
-        }
-        let needed = membership.voters.len() / 2;
-        let mut ranked: Vec<(u64, bool, u64, NodeId)> = membership
-            .voters
-            .iter()
-            .filter(|&&v| v != me)
-            .filter_map(|&v| {
-                let p = self.progress.get(&v)?;
-                (p.state == ProgressState::Replicate).then_some((p.matched, p.eager, p.last_heard_ms, v))
-            })
-            .collect();
-        ranked.sort_by(|a, b| b.0.cmp(&a.0).then(b.1.cmp(&a.1)).then(b.2.cmp(&a.2)).then(a.3.cmp(&b.3)));
-        ranked.truncate(needed);
-        for (id, pr) in self.progress.iter_mut() {
-            pr.eager = pr.state != ProgressState::Replicate
-                || !membership.voters.contains(id)
-                || ranked.iter().any(|r| r.3 == *id);
-        }
-        true
-    }
-
-    /// Sends appends to `id` until its window is full or it is up to date; `lazy`:
-    /// new entries may wait for `id` (see `mark_eager_followers`).
-    fn send_appends(&mut self, id: NodeId, lazy: bool) {
+    /// Sends appends to `id` until its window is full or it is up to date.
+    fn send_appends(&mut self, id: NodeId) {
         // Bounded: each round either sends into a finite window or stops.
         for _ in 0..=self.cfg.max_inflight.max(1) {
-            if !self.send_one(id, lazy) {
+            if !self.send_one(id) {
                 break;
             }
         }
     }
 
     /// Sends one append (or snapshot chunk) to `id` if allowed and useful.
-    fn send_one(&mut self, id: NodeId, lazy: bool) -> bool {
+    fn send_one(&mut self, id: NodeId) -> bool {
         let last = self.log.last_index();
         let Some(pr) = self.progress.get(&id) else {
             return false;
@@ -298,27 +251,6 @@ impl Raft {
             return self.send_snapshot_chunk(id);
         };
         let useful = pr.next <= last || (pr.state == ProgressState::Probe && pr.matched < prev);
-        if !useful && pr.append_due_ms.is_some() {
-            self.progress.get_mut(&id).expect("progress checked above").append_due_ms = None;
-            return false;
-        }
-        let Some(pr) = self.progress.get(&id) else {
-            return false;
-        };
-        if useful && lazy && pr.state == ProgressState::Replicate && !pr.probe_tail {
-            let unsent = (last + 1).saturating_sub(pr.next);
-            let notice = self.cfg.lazy_hold_ms();
-            let now = self.now_ms;
-            let full = unsent >= self.cfg.max_append_entries.max(1) as u64;
-            let pr = self.progress.get_mut(&id).expect("progress checked above");
-            let due = *pr.append_due_ms.get_or_insert(now.saturating_add(notice));
-            if now < due && !full {
-                return false;
-            }
-        }
-        let Some(pr) = self.progress.get(&id) else {
-            return false;
-        };
         let can_send = useful && pr.can_send(self.cfg.max_inflight);
         // Why: only when nothing else may go out do we spend a message on
         // asking whether the tail of a full window was lost.
@@ -366,14 +298,9 @@ impl Raft {
         }
     }
 
-    /// Leader: the earliest moment a peer is due a commit-only heartbeat or the
-    /// entries held back for it.
+    /// Leader: the earliest moment a peer is due a commit-only heartbeat.
     pub(super) fn next_commit_notice_ms(&self) -> Option<u64> {
-        // A held append already due waits for room in the window: the answer that
-        // makes room is the event, not a deadline in the past.
-        let now = self.now_ms;
-        let held = self.progress.values().filter_map(|p| p.append_due_ms.filter(|&t| t > now));
-        self.progress.values().filter_map(|p| p.commit_due_ms).chain(held).min()
+        self.progress.values().filter_map(|p| p.commit_due_ms).min()
     }
 
     pub(super) fn broadcast_heartbeat(&mut self) {

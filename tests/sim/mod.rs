@@ -145,8 +145,6 @@ fn raft_config(id: NodeId, r: &mut Rng) -> RaftConfig {
         max_append_entries: 1 + r.below(20) as usize,
         max_append_bytes: 256,
         max_inflight: 1 + r.below(8) as usize,
-        // Mostly on, as by default; off sometimes, so both ways are explored.
-        lazy_followers: r.below(4) != 0,
         snapshot_chunk_bytes: SNAPSHOT_CHUNK_BYTES,
         ..RaftConfig::new(id)
     }
