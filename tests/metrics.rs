@@ -30,19 +30,10 @@ fn http_get(addr: SocketAddr, path: &str) -> (u16, String) {
     (code, body)
 }
 
-/// A 3-node cluster whose nodes serve metrics on 127.0.0.N:(port + 2000).
+/// A 3-node cluster whose nodes serve metrics on 127.0.0.N:(a port of their own).
 fn cluster_with_metrics() -> (Cluster, Vec<SocketAddr>) {
     let port = free_port_pair();
-    // A port of its own, checked free on each node's address (port + 2000 was not
-    // checked, and an outgoing connection of a test running beside could hold it).
-    let metrics_port = loop {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let p = l.local_addr().unwrap().port();
-        let free_elsewhere = (2..=3).all(|i| std::net::TcpListener::bind(format!("127.0.0.{i}:{p}")).is_ok());
-        if p != port && p != port + 1000 && free_elsewhere {
-            break p;
-        }
-    };
+    let metrics_port = free_port();
     let peers: String = (1..=3).map(|i| format!("{i}@127.0.0.{i}:{port}")).collect::<Vec<_>>().join(",");
     let mut cluster = Cluster { port, nodes: Vec::new(), peers };
     let mut metrics = Vec::new();
@@ -233,7 +224,7 @@ fn a_real_prometheus_scrapes_the_cluster() {
         ),
     )
     .unwrap();
-    let web = format!("127.0.0.1:{}", free_port_pair());
+    let web = format!("127.0.0.1:{}", free_port());
     let prometheus = Command::new("prometheus")
         .arg(format!("--config.file={}", dir.path().join("prometheus.yml").display()))
         .arg(format!("--storage.tsdb.path={}", dir.path().join("data").display()))

@@ -3,6 +3,9 @@
 //! handler decides, which is how faults are injected.
 #![allow(dead_code)]
 
+#[path = "../common/ports.rs"]
+pub mod ports;
+
 use std::io::Write;
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -255,7 +258,7 @@ impl RealServer {
 
     /// Starts the server with extra environment variables.
     pub fn start_with(env: &[(&str, &str)]) -> RealServer {
-        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let port = ports::free_port();
         let addr = format!("127.0.0.1:{port}");
         let child = std::process::Command::new(env!("CARGO_BIN_EXE_ticketing"))
             .arg("server")

@@ -13,6 +13,10 @@ use ticketing::proto::handshake::{self, Welcome, CLIENT_LABELS};
 use ticketing::proto::io::FrameReader;
 use ticketing::proto::limits::RESPONSE_FRAME_LEN_MAX;
 
+pub mod ports;
+#[allow(unused_imports)]
+pub use ports::{free_port, free_port_pair};
+
 pub const TOKEN: &str = "test-secret-0123456789";
 /// The peer and operator secret of test clusters (it must differ from `TOKEN`).
 pub const PEER_TOKEN: &str = "test-peer-secret-0123456789";
@@ -84,13 +88,29 @@ pub fn start_server(extra: &[(&str, &str)]) -> ServerProcess {
         }
     });
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    // What it printed before it listened: shown if it never does.
+    let mut before = Vec::new();
     loop {
         let left = deadline.saturating_duration_since(std::time::Instant::now());
-        let line = rx.recv_timeout(left).expect("server printed its listen address");
+        let line = match rx.recv_timeout(left) {
+            Ok(line) => line,
+            Err(e) => {
+                let exit = match e {
+                    mpsc::RecvTimeoutError::Disconnected => {
+                        format!("exited ({:?})", child.wait().ok().and_then(|s| s.code()))
+                    }
+                    mpsc::RecvTimeoutError::Timeout => "printed no listen address within 10 s".to_string(),
+                };
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!("the server {exit}; environment {extra:?}; its log:\n{}", before.join("\n"));
+            }
+        };
         if let Some(rest) = line.split(" listening on ").nth(1) {
             let addr: SocketAddr = rest.split_whitespace().next().unwrap().parse().unwrap();
             return ServerProcess { child, addr, log: rx };
         }
+        before.push(line);
     }
 }
 
@@ -161,17 +181,6 @@ pub fn granted_token(response: &Response) -> u64 {
     match response {
         Response::Granted { token, .. } => *token,
         other => panic!("expected G, got {other:?}"),
-    }
-}
-
-/// A free port `p` such that `p + 1000` (the peer port) is free too on 127.0.0.1.
-pub fn free_port_pair() -> u16 {
-    loop {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let port = l.local_addr().unwrap().port();
-        if port < 64000 && std::net::TcpListener::bind(("127.0.0.1", port + 1000)).is_ok() {
-            return port;
-        }
     }
 }
 

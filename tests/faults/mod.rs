@@ -10,6 +10,8 @@ pub mod history;
 pub mod nemesis;
 pub mod netns;
 pub mod workload;
+#[path = "../common/ports.rs"]
+pub mod ports;
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -156,7 +158,7 @@ pub fn run(cfg: &RunConfig) -> Outcome {
     for n in &notes {
         eprintln!("fault suite: {n}");
     }
-    let port = if net.is_some() { 7225 } else { free_port_pair() };
+    let port = if net.is_some() { 7225 } else { ports::free_port_pair() };
     if let Some(links) = cfg.links {
         let s = links.shape;
         let slow = links
@@ -313,17 +315,6 @@ pub fn run(cfg: &RunConfig) -> Outcome {
     ));
     std::fs::write(cfg.out_dir.join("report.txt"), &text).unwrap();
     Outcome { report, text, history, events }
-}
-
-/// A free port `p` with `p + 1000` free too, on the host's loopback.
-fn free_port_pair() -> u16 {
-    loop {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let port = l.local_addr().unwrap().port();
-        if port < 64000 && std::net::TcpListener::bind(("127.0.0.1", port + 1000)).is_ok() {
-            return port;
-        }
-    }
 }
 
 /// Reads a history written by `run`.

@@ -1,0 +1,70 @@
+//! Ports for the servers the tests start.
+//!
+//! A port found free with `bind(":0")` comes from the kernel's ephemeral range
+//! (32768–60999 on Linux by default), the range the kernel also hands to every
+//! outgoing connection and to the next `bind(":0")` of a test running beside: between
+//! the check and the server's own bind it can be taken, and the server then exits
+//! before it listens. These ports come from below that range, from a process-wide
+//! list (no two tests of one binary get the same port), and each is checked free on
+//! every loopback address the tests use (127.0.0.1..=127.0.0.9).
+
+use std::collections::HashSet;
+use std::net::TcpListener;
+use std::sync::Mutex;
+
+/// The ports handed out: `LOW..HIGH` for single ports and the lower port of a pair;
+/// a pair's upper port (`p + 1000`) stays below 32768.
+const LOW: u16 = 12_000;
+const HIGH: u16 = 31_000;
+
+struct Taken {
+    next: u32,
+    ports: HashSet<u16>,
+}
+
+static TAKEN: Mutex<Option<Taken>> = Mutex::new(None);
+
+fn fnv(text: &str) -> u32 {
+    text.bytes().fold(0x811c_9dc5u32, |h, b| (h ^ u32::from(b)).wrapping_mul(0x0100_0193))
+}
+
+fn free_everywhere(port: u16) -> bool {
+    (1..=9).all(|i| TcpListener::bind((format!("127.0.0.{i}").as_str(), port)).is_ok())
+}
+
+/// A port `p` such that `p + offset` is free too (`offset` 0: one port).
+fn take(offset: u16) -> u16 {
+    let mut guard = TAKEN.lock().unwrap_or_else(|e| e.into_inner());
+    // Start where another test binary run at the same time is unlikely to be, and
+    // where another copy of this module in the same binary (tests/client_support
+    // includes it too) is not: the module path differs between copies.
+    let taken = guard.get_or_insert_with(|| Taken {
+        next: std::process::id().wrapping_mul(7919) ^ fnv(module_path!()),
+        ports: HashSet::new(),
+    });
+    let span = u32::from(HIGH - LOW);
+    for _ in 0..span {
+        let p = LOW + (taken.next % span) as u16;
+        taken.next = taken.next.wrapping_add(1);
+        let q = p + offset;
+        if taken.ports.contains(&p) || taken.ports.contains(&q) {
+            continue;
+        }
+        if free_everywhere(p) && (offset == 0 || free_everywhere(q)) {
+            taken.ports.insert(p);
+            taken.ports.insert(q);
+            return p;
+        }
+    }
+    panic!("no free port in {LOW}..{HIGH} on 127.0.0.1..=127.0.0.9");
+}
+
+/// A free port `p` such that `p + 1000` (a node's peer port) is free too.
+pub fn free_port_pair() -> u16 {
+    take(1000)
+}
+
+/// One free port.
+pub fn free_port() -> u16 {
+    take(0)
+}
