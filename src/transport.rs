@@ -29,8 +29,14 @@ pub fn split(
 ) -> io::Result<(ReadHalf, WriteHalf)> {
     let tls: Option<Tls> = tls.map(|c| Arc::new(Mutex::new(c)));
     let tcp = tcp.into();
-    let reader =
-        ReadHalf { tcp: tcp.clone(), tls: tls.clone(), deadline: None, armed: false, net: Vec::new(), net_pos: 0 };
+    let reader = ReadHalf {
+        tcp: tcp.clone(),
+        tls: tls.clone(),
+        deadline: None,
+        armed: false,
+        net: Vec::new(),
+        net_pos: 0,
+    };
     let writer = WriteHalf { tcp, tls, deadline: None };
     Ok((reader, writer))
 }

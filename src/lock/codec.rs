@@ -85,7 +85,13 @@ pub fn decode_command_ref(bytes: &[u8]) -> Result<CommandRef<'_>, CodecError> {
     let mut r = Reader { buf: bytes };
     let command = match r.u8()? {
         b'G' => Command::Grant { key: r.str()?, grant: r.grant()? },
-        b'R' => Command::Release { key: r.str()?, owner: r.str()?, token: r.u64()?, origin: r.origin()?, next: r.next()? },
+        b'R' => Command::Release {
+            key: r.str()?,
+            owner: r.str()?,
+            token: r.u64()?,
+            origin: r.origin()?,
+            next: r.next()?,
+        },
         b'E' => Command::Expire { key: r.str()?, token: r.u64()?, next: r.next()? },
         b'D' => Command::SetDomain { domain: r.u64()? },
         b'M' => Command::SetMember { node: r.u64()?, incarnation: r.u64()?, addr: r.str()? },

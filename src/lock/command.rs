@@ -54,7 +54,12 @@ pub type CommandRef<'a> = Command<&'a str>;
 
 impl<S: AsRef<str>> Grant<S> {
     pub fn to_owned_grant(&self) -> Grant {
-        Grant { owner: self.owner.as_ref().to_owned(), token: self.token, lease_ms: self.lease_ms, origin: self.origin }
+        Grant {
+            owner: self.owner.as_ref().to_owned(),
+            token: self.token,
+            lease_ms: self.lease_ms,
+            origin: self.origin,
+        }
     }
 }
 

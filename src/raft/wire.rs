@@ -514,7 +514,8 @@ mod tests {
 
     #[test]
     fn oversized_entry_is_not_encoded() {
-        let e = Entry { term: 1, index: 1, kind: EntryKind::Normal(vec![0; ENTRY_DATA_MAX_BYTES + 1].into()) };
+        let e =
+            Entry { term: 1, index: 1, kind: EntryKind::Normal(vec![0; ENTRY_DATA_MAX_BYTES + 1].into()) };
         assert!(encode_entry(&e, &mut Vec::new()).is_err());
     }
 

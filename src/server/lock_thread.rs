@@ -218,7 +218,13 @@ pub enum LogLink {
     Loopback(LoopbackLog),
     /// Cluster: the Raft thread. `log_bytes`: command bytes applied since the last
     /// snapshot began.
-    Raft { tx: Sender<ToRaft>, waker: Arc<crate::cluster::raft_thread::RaftWaker>, snapshot_index: u64, log_bytes: u64, wake_due: bool },
+    Raft {
+        tx: Sender<ToRaft>,
+        waker: Arc<crate::cluster::raft_thread::RaftWaker>,
+        snapshot_index: u64,
+        log_bytes: u64,
+        wake_due: bool,
+    },
 }
 
 impl LogLink {

@@ -9,9 +9,9 @@ pub mod delay;
 pub mod history;
 pub mod nemesis;
 pub mod netns;
-pub mod workload;
 #[path = "../common/ports.rs"]
 pub mod ports;
+pub mod workload;
 
 use std::io::Write;
 use std::path::PathBuf;
