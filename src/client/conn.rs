@@ -275,8 +275,44 @@ impl Wire {
     }
 }
 
+impl Wire {
+    /// Writes `batch[written..]` of a plain session's batch whose first `written`
+    /// bytes already went out; on failure says how far the whole batch got.
+    fn write_rest(&mut self, batch: &[u8], written: usize) -> Result<(), WriteFailure> {
+        match self {
+            Wire::Plain(sock) => {
+                write_counting(sock, &batch[written..]).map_err(|n| WriteFailure::After(written + n))
+            }
+            // Never handed over (TLS flushes block as the callers' do).
+            Wire::Tls { .. } => self.write_all(&batch[written..]),
+        }
+    }
+}
+
+/// Writes what the socket takes from `bytes` at once (never waiting); on failure
+/// says how far it got.
+#[cfg(target_os = "linux")]
+fn send_what_fits(sock: &TcpStream, bytes: &[u8]) -> Result<usize, WriteFailure> {
+    let mut wrote = 0usize;
+    while wrote < bytes.len() {
+        match crate::sys::send_nonblocking(sock, &bytes[wrote..]) {
+            Ok(0) => break,
+            Ok(n) => wrote += n,
+            Err(_) => return Err(WriteFailure::After(wrote)),
+        }
+    }
+    Ok(wrote)
+}
+
+/// Elsewhere there is no non-blocking send on a blocking socket here: the reader
+/// writes as the callers do.
+#[cfg(not(target_os = "linux"))]
+fn send_what_fits(sock: &TcpStream, bytes: &[u8]) -> Result<usize, WriteFailure> {
+    write_counting(sock, bytes).map(|()| bytes.len()).map_err(WriteFailure::After)
+}
+
 /// Writes `bytes` whole; on failure returns how many went out.
-fn write_counting(sock: &mut TcpStream, mut bytes: &[u8]) -> Result<(), usize> {
+fn write_counting<W: Write>(mut sock: W, mut bytes: &[u8]) -> Result<(), usize> {
     let mut wrote = 0usize;
     while !bytes.is_empty() {
         match sock.write(bytes) {
@@ -479,6 +515,99 @@ impl Session {
             }
             batch.clear();
             frames.clear();
+        }
+    }
+
+    /// Makes the reader the session's flusher (sets `flushing`) if no flush is running:
+    /// from then on senders queue their frames and return, and the reader writes them
+    /// with [`Session::flush_from_reader`]. Why: the answers of one read wake that many
+    /// callers, and each of them used to write its next request alone — about one
+    /// write per request at 64 threads, and on the server one read and one wake-up of
+    /// its connection thread for every few of them, and smaller batches all the way
+    /// into Raft (docs/performance.md §8). False: a flush is running (that flusher
+    /// writes what is queued) or the session is closed.
+    fn take_pen(&self) -> bool {
+        let mut outbox = lock(&self.outbox);
+        if outbox.flushing || outbox.closed {
+            return false;
+        }
+        outbox.flushing = true;
+        true
+    }
+
+    /// [`Session::flush`] for the reader, which must never wait for the socket: the
+    /// server may be waiting for it to read answers before it reads more requests, so
+    /// a reader blocked in a write could wait for ever. It writes what the socket
+    /// takes at once; the rest, if any, goes to a thread of its own
+    /// (`ticketing-flush`) that finishes it with ordinary blocking writes and goes on
+    /// flushing until nothing is queued. TLS sessions flush as the callers do (their
+    /// writes already hold the TLS state the reader needs, docs/client.md).
+    fn flush_from_reader(self: &Arc<Self>) {
+        let mut batch: Vec<u8> = Vec::new();
+        let mut frames: Vec<(u64, usize)> = Vec::new();
+        loop {
+            {
+                let mut outbox = lock(&self.outbox);
+                if outbox.buf.is_empty() || outbox.closed {
+                    outbox.flushing = false;
+                    return;
+                }
+                std::mem::swap(&mut outbox.buf, &mut batch);
+                std::mem::swap(&mut outbox.frames, &mut frames);
+            }
+            let last = frames.last().map_or(0, |f| f.0);
+            // As in `flush`: set before any byte of the batch may go out.
+            self.maybe_written.fetch_max(last, Ordering::SeqCst);
+            let mut wire = lock(&self.wire);
+            if self.take_fault() {
+                let _ = self.sock.shutdown(Shutdown::Write);
+            }
+            let sent = match &mut *wire {
+                Wire::Plain(sock) => send_what_fits(sock, &batch),
+                Wire::Tls { .. } => wire.write_all(&batch).map(|()| batch.len()),
+            };
+            drop(wire);
+            match sent {
+                Ok(n) if n == batch.len() => {
+                    batch.clear();
+                    frames.clear();
+                }
+                Ok(n) => {
+                    self.finish_flush_elsewhere(batch, frames, n);
+                    return;
+                }
+                Err(failure) => {
+                    self.write_failed(&frames, failure);
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Hands a batch of which the first `written` bytes went out, and the pen with it,
+    /// to a thread that writes the rest and then flushes on as `flush` does.
+    fn finish_flush_elsewhere(self: &Arc<Self>, batch: Vec<u8>, frames: Vec<(u64, usize)>, written: usize) {
+        let session = Arc::clone(self);
+        let finish = move || {
+            let result = lock(&session.wire).write_rest(&batch, written);
+            match result {
+                Ok(()) => session.flush(),
+                Err(failure) => session.write_failed(&frames, failure),
+            }
+        };
+        // A thread for the rare case (the socket's send buffer is full: the server is
+        // not reading); if none can be had, the reader finishes the write itself.
+        let spare = Arc::new(Mutex::new(Some(finish)));
+        let take = Arc::clone(&spare);
+        let spawned = std::thread::Builder::new().name("ticketing-flush".into()).spawn(move || {
+            if let Some(finish) = lock(&take).take() {
+                finish();
+            }
+        });
+        if spawned.is_err() {
+            if let Some(finish) = lock(&spare).take() {
+                finish();
+            }
         }
     }
 
@@ -694,7 +823,8 @@ pub(crate) fn connect(
     let (welcome, wire, reader): (Welcome, Wire, Box<dyn Read + Send>) = match dialer.tls {
         None => {
             let welcome = client_handshake(&mut sock, dialer.key, &CLIENT_LABELS).map_err(hs)?;
-            let reader = BufReader::with_capacity(READ_BUFFER_LEN, sock.try_clone().map_err(io)?);
+            // Unbuffered here: `read_loop` buffers every kind of reader itself.
+            let reader = sock.try_clone().map_err(io)?;
             (welcome, Wire::Plain(sock.try_clone().map_err(io)?), Box::new(reader))
         }
         Some(config) => {
@@ -818,30 +948,49 @@ fn explain_handshake_io(addr: &str, host: &str, tls: bool, io: &io::Error) -> St
 }
 
 /// Reads responses until the connection ends or breaks the protocol.
-pub(crate) fn read_loop(pool: &Arc<Pool>, session: &Session, reader: Box<dyn Read + Send>) {
-    let mut frames = FrameReader::new(reader, RESPONSE_FRAME_LEN_MAX);
+///
+/// While it hands out the answers of one read, the reader holds the session's pen
+/// (see [`Session::take_pen`]): the callers those answers wake queue their next
+/// frames instead of each writing its own, and the reader writes them together once
+/// no whole frame is left in its buffer — before a read that may wait, never after.
+pub(crate) fn read_loop(pool: &Arc<Pool>, session: &Arc<Session>, reader: Box<dyn Read + Send>) {
+    let mut frames =
+        FrameReader::new(BufReader::with_capacity(READ_BUFFER_LEN, reader), RESPONSE_FRAME_LEN_MAX);
+    let mut pen = false;
     loop {
+        if pen && !frames.has_buffered_frame() {
+            pen = false;
+            session.flush_from_reader();
+        }
         let payload = match frames.read_payload() {
             Ok(payload) => payload,
             Err(e) => {
                 if !session.is_dead() {
                     log::debug!("read from {}: {e}", session.peer);
                 }
-                return;
+                break;
             }
         };
         session.last_rx_us.store(us_since(session.epoch, Instant::now()), Ordering::Release);
+        if !pen {
+            pen = session.take_pen();
+        }
         match decode_response(payload) {
             Ok((0, response)) => {
                 log::warn!("{} closed the connection: {response:?}", session.peer);
-                return;
+                break;
             }
             Ok((id, response)) => session.deliver(pool, id, response),
             Err(e) => {
                 log::warn!("{} sent a bad frame: {e}", session.peer);
-                return;
+                break;
             }
         }
+    }
+    if pen {
+        // The session is ending; whatever was queued is written if the socket still
+        // takes it, else its waiters learn from `close` that it was not sent.
+        session.flush_from_reader();
     }
 }
 
@@ -902,5 +1051,111 @@ impl Read for TlsReader {
             self.start = 0;
             self.end = n;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::TcpListener;
+
+    /// A plain session on one end of a loopback connection; the other end is returned
+    /// unread.
+    fn session_pair() -> (Arc<Session>, TcpStream) {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let sock = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let (peer, _) = listener.accept().unwrap();
+        sock.set_write_timeout(Some(WRITE_TIMEOUT)).unwrap();
+        let session = Arc::new(Session {
+            welcome: Welcome { node_id: 1, role: role::STANDALONE, domain: 1, leader: String::new() },
+            peer: peer.local_addr().unwrap(),
+            addr: peer.local_addr().unwrap().to_string(),
+            wire: Mutex::new(Wire::Plain(sock.try_clone().unwrap())),
+            outbox: Mutex::new(Outbox {
+                buf: Vec::new(),
+                frames: Vec::new(),
+                next_seq: 1,
+                flushing: false,
+                closed: false,
+            }),
+            maybe_written: AtomicU64::new(0),
+            pending: Mutex::new(Pending { map: HashMap::default(), closed: false }),
+            sock,
+            dead: AtomicBool::new(false),
+            leads: AtomicBool::new(true),
+            epoch: Instant::now(),
+            last_rx_us: AtomicU64::new(1),
+            ping_at_us: AtomicU64::new(0),
+            faults: Arc::new(AtomicUsize::new(0)),
+        });
+        (session, peer)
+    }
+
+    /// A frame-shaped buffer of `len` bytes (its id bytes are overwritten by `send`).
+    fn big_frame(len: usize, fill: u8) -> Vec<u8> {
+        let mut frame = vec![fill; len];
+        frame[..4].copy_from_slice(&((len - 4) as u32).to_be_bytes());
+        frame
+    }
+
+    #[test]
+    fn the_reader_hands_a_write_the_socket_cannot_take_to_another_thread() {
+        let (session, mut peer) = session_pair();
+        let ids = AtomicU32::new(1);
+        assert!(session.take_pen());
+        // While the reader holds the pen a sender queues and returns: no write yet.
+        let frames = [big_frame(6 << 20, 0xA1), big_frame(2 << 20, 0xB2)];
+        for frame in &frames {
+            let mut frame = frame.clone();
+            session.send(&ids, Waiter::Probe, &mut frame).unwrap();
+        }
+        assert!(!session.take_pen(), "the pen is held");
+        // 8 MiB is more than the two sockets buffer while the peer reads nothing: a
+        // blocking write here would wait for the peer, which is waiting for us.
+        let (done_tx, done_rx) = std::sync::mpsc::channel();
+        let reader_session = Arc::clone(&session);
+        std::thread::spawn(move || {
+            reader_session.flush_from_reader();
+            let _ = done_tx.send(());
+        });
+        done_rx
+            .recv_timeout(Duration::from_secs(3))
+            .expect("flush_from_reader returned without waiting for the socket");
+        assert!(!session.take_pen(), "the flush thread holds the pen until it is done");
+        // Now the peer reads: every byte arrives, in order, and the pen is free again.
+        let mut got = Vec::new();
+        peer.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        let total: usize = frames.iter().map(Vec::len).sum();
+        let mut buf = vec![0u8; 1 << 16];
+        while got.len() < total {
+            let n = peer.read(&mut buf).unwrap();
+            assert!(n > 0, "the connection ended after {} of {total} bytes", got.len());
+            got.extend_from_slice(&buf[..n]);
+        }
+        assert_eq!(got.len(), total);
+        let (first, second) = got.split_at(frames[0].len());
+        assert!(first[FRAME_ID_AT.end..].iter().all(|&b| b == 0xA1));
+        assert!(second[FRAME_ID_AT.end..].iter().all(|&b| b == 0xB2));
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while !session.take_pen() {
+            assert!(Instant::now() < deadline, "the flush thread never let go of the pen");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert_eq!(session.maybe_written.load(Ordering::SeqCst), 2);
+    }
+
+    #[test]
+    fn with_the_pen_released_a_sender_writes_its_own_frame_again() {
+        let (session, mut peer) = session_pair();
+        let ids = AtomicU32::new(1);
+        assert!(session.take_pen());
+        session.flush_from_reader();
+        // Nothing was queued: the pen is free and the next sender writes at once.
+        let mut frame = big_frame(64, 0xC3);
+        session.send(&ids, Waiter::Probe, &mut frame).unwrap();
+        let mut got = vec![0u8; 64];
+        peer.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        peer.read_exact(&mut got).unwrap();
+        assert_eq!(got[FRAME_ID_AT.end..], frame[FRAME_ID_AT.end..]);
     }
 }

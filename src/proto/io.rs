@@ -71,6 +71,21 @@ impl<R: Read> FrameReader<R> {
     }
 }
 
+impl<R: Read> FrameReader<BufReader<R>> {
+    /// True when a whole frame (length prefix and payload) is already buffered, so the
+    /// next [`FrameReader::read_payload`] returns without touching the socket.
+    pub fn has_buffered_frame(&self) -> bool {
+        let buffered = self.inner.buffer();
+        match buffered.get(..4) {
+            Some(len) => {
+                let len = u32::from_be_bytes([len[0], len[1], len[2], len[3]]) as usize;
+                buffered.len() - 4 >= len
+            }
+            None => false,
+        }
+    }
+}
+
 impl<R: Read + ReadDeadline> FrameReader<R> {
     /// Like [`FrameReader::read_payload`], but once the first byte of a frame has
     /// arrived the rest must arrive within `limit`: waiting between frames is free,
