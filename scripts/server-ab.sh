@@ -1,11 +1,16 @@
 #!/usr/bin/env bash
 # Before/after of the servers (docs/performance.md §6): a 3-node cluster on
-# 127.0.0.{1,2,3}:$PORT started from one binary, driven by `ticketing bench` (always
-# the current build, so the client is the same), stopped; then the same with the other
+# 127.0.0.{1,2,3}:$PORT started from one binary, driven by `ticketing bench` (by default
+# the current build's, so the client is the same; see CLIENT), stopped; then the same with the other
 # binary. The binaries alternate run by run and the order flips every round.
 #
 #   scripts/server-ab.sh                          # BEFORE_REV=e1427e8 ROUNDS=3 DURATION=10
 #   BEFORE=/path/to/old/ticketing CASES="rate1000" scripts/server-ab.sh
+#
+# CLIENT=own: each binary drives its own cluster with its own `ticketing bench`, so the
+# whole product (client library and servers) is compared, as an upgrade of both would
+# see it; the default drives both clusters with the current build's client, so only
+# the servers differ.
 #
 # Cases: "rate1000" is a steady 1,000 pairs/s (8 threads sharing one Client, each on
 # its own keys); "t64" is 64 threads sharing one Client, as fast as they go; "idle"
@@ -36,14 +41,15 @@ stop_cluster() {
 
 # One run: prints "name case pairs_per_s p50_ms server_us load".
 run() {
-    local name=$1 bin=$2 case=$3 s0 s1 out args
+    local name=$1 bin=$2 case=$3 s0 s1 out args client=$AFTER
+    [ "${CLIENT:-after}" = own ] && client=$bin
     start_cluster_with "$bin"
     case $case in
         rate1000) args=(--threads 8 --rate 1000) ;;
         t64) args=(--threads 64) ;;
     esac
     # Let the cluster settle (elections, first connections) before counting.
-    "$AFTER" bench --addr "$ADDRS" --connections 1 --threads 4 --duration 1 --warmup 0 --quiet >/dev/null
+    "$client" bench --addr "$ADDRS" --connections 1 --threads 4 --duration 1 --warmup 0 --quiet >/dev/null
     if [ "$case" = idle ]; then
         sleep 2
         s0=$(servers_ticks)
@@ -55,7 +61,7 @@ run() {
         return
     fi
     s0=$(servers_ticks)
-    out=$("$AFTER" bench --addr "$ADDRS" --connections 1 "${args[@]}" --duration "$DURATION" --warmup 0 --json --quiet)
+    out=$("$client" bench --addr "$ADDRS" --connections 1 "${args[@]}" --duration "$DURATION" --warmup 0 --json --quiet)
     s1=$(servers_ticks)
     stop_cluster
     python3 - "$name" "$case" "$out" "$((s1 - s0))" "$TCK" <<'PY'
