@@ -250,28 +250,49 @@ impl Wire {
             Wire::Plain(sock) => write_counting(sock, bytes).map_err(WriteFailure::After),
             Wire::Tls { sock, conn } => {
                 let mut conn = lock(conn);
-                if conn.writer().write_all(bytes).is_err() {
-                    return Err(WriteFailure::After(0));
-                }
-                let mut wrote = 0usize;
-                while conn.wants_write() {
-                    let failed = match conn.write_tls(sock) {
-                        Ok(0) => true,
-                        Ok(n) => {
-                            wrote += n;
-                            false
+                // Plaintext handed to TLS, and ciphertext that reached the socket.
+                let (mut taken, mut wrote) = (0usize, 0usize);
+                loop {
+                    // TLS holds at most 64 KiB of ciphertext (rustls's buffer limit):
+                    // a larger batch goes in pieces, each written out before the next.
+                    while taken < bytes.len() {
+                        match conn.writer().write(&bytes[taken..]) {
+                            Ok(0) => break,
+                            Ok(n) => taken += n,
+                            Err(_) => return Err(tls_write_failed(sock, wrote)),
                         }
-                        Err(e) if e.kind() == io::ErrorKind::Interrupted => false,
-                        Err(_) => true,
-                    };
-                    if failed {
-                        // TLS records do not map to frames: any byte out counts for all.
-                        return Err(if wrote > 0 { WriteFailure::SomeTls } else { WriteFailure::After(0) });
+                    }
+                    if !conn.wants_write() {
+                        if taken == bytes.len() {
+                            return Ok(());
+                        }
+                        // TLS took nothing and has nothing to write: it will not move.
+                        return Err(tls_write_failed(sock, wrote));
+                    }
+                    match conn.write_tls(sock) {
+                        Ok(0) => return Err(tls_write_failed(sock, wrote)),
+                        Ok(n) => wrote += n,
+                        Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                        Err(_) => return Err(tls_write_failed(sock, wrote)),
                     }
                 }
-                Ok(())
             }
         }
+    }
+}
+
+/// A TLS write failed after `wrote` bytes of ciphertext reached the socket. The
+/// socket is shut down here, while the caller still holds the TLS state: ciphertext
+/// left in TLS's buffer must never go out later (the reader writes whatever TLS wants
+/// written when it next gets the state), or frames reported unsent — and sent again
+/// elsewhere — would arrive after all. TLS records do not map to frames: any byte out
+/// counts for all.
+fn tls_write_failed(sock: &TcpStream, wrote: usize) -> WriteFailure {
+    let _ = sock.shutdown(Shutdown::Both);
+    if wrote > 0 {
+        WriteFailure::SomeTls
+    } else {
+        WriteFailure::After(0)
     }
 }
 
@@ -526,7 +547,13 @@ impl Session {
     /// its connection thread for every few of them, and smaller batches all the way
     /// into Raft (docs/performance.md §8). False: a flush is running (that flusher
     /// writes what is queued) or the session is closed.
+    ///
+    /// Only on Linux, where the reader can write without waiting (`MSG_DONTWAIT` on a
+    /// blocking socket, `sys::send_nonblocking`); elsewhere the callers write as before.
     fn take_pen(&self) -> bool {
+        if !cfg!(target_os = "linux") {
+            return false;
+        }
         let mut outbox = lock(&self.outbox);
         if outbox.flushing || outbox.closed {
             return false;
@@ -535,13 +562,23 @@ impl Session {
         true
     }
 
-    /// [`Session::flush`] for the reader, which must never wait for the socket: the
-    /// server may be waiting for it to read answers before it reads more requests, so
-    /// a reader blocked in a write could wait for ever. It writes what the socket
-    /// takes at once; the rest, if any, goes to a thread of its own
+    /// The reader leaves with the pen: the connection is ending (the server closed it
+    /// or broke the protocol), so what is queued is not written — its waiters learn
+    /// from `close` that it was not sent, and may send it elsewhere.
+    fn drop_pen_closing(&self) {
+        let mut outbox = lock(&self.outbox);
+        outbox.closed = true;
+        outbox.flushing = false;
+    }
+
+    /// [`Session::flush`] for the reader, which must never wait for a plain socket:
+    /// the server may be waiting for it to read answers before it reads more
+    /// requests, so a reader blocked in a write could wait for ever. It writes what
+    /// the socket takes at once; the rest, if any, goes to a thread of its own
     /// (`ticketing-flush`) that finishes it with ordinary blocking writes and goes on
-    /// flushing until nothing is queued. TLS sessions flush as the callers do (their
-    /// writes already hold the TLS state the reader needs, docs/client.md).
+    /// flushing until nothing is queued. A TLS session's reader writes as the callers
+    /// do, with blocking writes (a caller blocked in a TLS write holds the TLS state
+    /// the reader needs anyway, docs/client.md).
     fn flush_from_reader(self: &Arc<Self>) {
         let mut batch: Vec<u8> = Vec::new();
         let mut frames: Vec<(u64, usize)> = Vec::new();
@@ -566,47 +603,57 @@ impl Session {
                 Wire::Plain(sock) => send_what_fits(sock, &batch),
                 Wire::Tls { .. } => wire.write_all(&batch).map(|()| batch.len()),
             };
+            let sent = match sent {
+                Ok(n) if n < batch.len() => match self.hand_over(batch, frames, n) {
+                    // The flush thread has the pen now.
+                    None => return,
+                    // No thread could be had: finish here, waiting as a caller would.
+                    Some((back, back_frames)) => {
+                        (batch, frames) = (back, back_frames);
+                        wire.write_rest(&batch, n).map(|()| batch.len())
+                    }
+                },
+                other => other,
+            };
             drop(wire);
-            match sent {
-                Ok(n) if n == batch.len() => {
-                    batch.clear();
-                    frames.clear();
-                }
-                Ok(n) => {
-                    self.finish_flush_elsewhere(batch, frames, n);
-                    return;
-                }
-                Err(failure) => {
-                    self.write_failed(&frames, failure);
-                    return;
-                }
+            if let Err(failure) = sent {
+                self.write_failed(&frames, failure);
+                return;
             }
+            batch.clear();
+            frames.clear();
         }
     }
 
     /// Hands a batch of which the first `written` bytes went out, and the pen with it,
-    /// to a thread that writes the rest and then flushes on as `flush` does.
-    fn finish_flush_elsewhere(self: &Arc<Self>, batch: Vec<u8>, frames: Vec<(u64, usize)>, written: usize) {
+    /// to a thread that writes the rest and then flushes on as `flush` does. Why a
+    /// thread per hand-over: it happens only while the socket's send buffer is full
+    /// (the server is not reading). Gives the batch back if no thread can be had.
+    #[allow(clippy::type_complexity)]
+    fn hand_over(
+        self: &Arc<Self>,
+        batch: Vec<u8>,
+        frames: Vec<(u64, usize)>,
+        written: usize,
+    ) -> Option<(Vec<u8>, Vec<(u64, usize)>)> {
+        // Shared with the thread so that a failed spawn gives it back.
+        let job = Arc::new(Mutex::new(Some((batch, frames))));
+        let theirs = Arc::clone(&job);
         let session = Arc::clone(self);
-        let finish = move || {
+        let spawned = std::thread::Builder::new().name("ticketing-flush".into()).spawn(move || {
+            let Some((batch, frames)) = lock(&theirs).take() else { return };
             let result = lock(&session.wire).write_rest(&batch, written);
             match result {
                 Ok(()) => session.flush(),
                 Err(failure) => session.write_failed(&frames, failure),
             }
-        };
-        // A thread for the rare case (the socket's send buffer is full: the server is
-        // not reading); if none can be had, the reader finishes the write itself.
-        let spare = Arc::new(Mutex::new(Some(finish)));
-        let take = Arc::clone(&spare);
-        let spawned = std::thread::Builder::new().name("ticketing-flush".into()).spawn(move || {
-            if let Some(finish) = lock(&take).take() {
-                finish();
-            }
         });
-        if spawned.is_err() {
-            if let Some(finish) = lock(&spare).take() {
-                finish();
+        match spawned {
+            Ok(_) => None,
+            Err(e) => {
+                log::warn!("cannot start a thread to finish a write ({e}); the reader finishes it");
+                let back = lock(&job).take();
+                back
             }
         }
     }
@@ -988,9 +1035,7 @@ pub(crate) fn read_loop(pool: &Arc<Pool>, session: &Arc<Session>, reader: Box<dy
         }
     }
     if pen {
-        // The session is ending; whatever was queued is written if the socket still
-        // takes it, else its waiters learn from `close` that it was not sent.
-        session.flush_from_reader();
+        session.drop_pen_closing();
     }
 }
 
@@ -1059,18 +1104,17 @@ mod tests {
     use super::*;
     use std::net::TcpListener;
 
-    /// A plain session on one end of a loopback connection; the other end is returned
-    /// unread.
-    fn session_pair() -> (Arc<Session>, TcpStream) {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let sock = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
-        let (peer, _) = listener.accept().unwrap();
+    /// One end of a loopback connection as a session (on `wire`, or plain), and the
+    /// other end unread.
+    fn session_on(sock: TcpStream, wire: Option<Wire>) -> Arc<Session> {
         sock.set_write_timeout(Some(WRITE_TIMEOUT)).unwrap();
-        let session = Arc::new(Session {
+        let peer = sock.peer_addr().unwrap();
+        let wire = wire.unwrap_or_else(|| Wire::Plain(sock.try_clone().unwrap()));
+        Arc::new(Session {
             welcome: Welcome { node_id: 1, role: role::STANDALONE, domain: 1, leader: String::new() },
-            peer: peer.local_addr().unwrap(),
-            addr: peer.local_addr().unwrap().to_string(),
-            wire: Mutex::new(Wire::Plain(sock.try_clone().unwrap())),
+            peer,
+            addr: peer.to_string(),
+            wire: Mutex::new(wire),
             outbox: Mutex::new(Outbox {
                 buf: Vec::new(),
                 frames: Vec::new(),
@@ -1087,75 +1131,216 @@ mod tests {
             last_rx_us: AtomicU64::new(1),
             ping_at_us: AtomicU64::new(0),
             faults: Arc::new(AtomicUsize::new(0)),
-        });
-        (session, peer)
+        })
     }
 
-    /// A frame-shaped buffer of `len` bytes (its id bytes are overwritten by `send`).
+    fn loopback_pair() -> (TcpStream, TcpStream) {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let sock = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let (peer, _) = listener.accept().unwrap();
+        (sock, peer)
+    }
+
+    /// A frame-shaped buffer of `len` bytes: length prefix, then `fill` (the id bytes
+    /// are overwritten by `send`).
     fn big_frame(len: usize, fill: u8) -> Vec<u8> {
         let mut frame = vec![fill; len];
         frame[..4].copy_from_slice(&((len - 4) as u32).to_be_bytes());
         frame
     }
 
+    /// `frame` as `send` writes it under request id `id`.
+    fn as_sent(frame: &[u8], id: u32) -> Vec<u8> {
+        let mut frame = frame.to_vec();
+        frame[FRAME_ID_AT].copy_from_slice(&id.to_be_bytes());
+        frame
+    }
+
+    fn read_to_end(mut peer: TcpStream) -> Vec<u8> {
+        peer.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        let mut got = Vec::new();
+        peer.read_to_end(&mut got).unwrap();
+        got
+    }
+
+    #[cfg(target_os = "linux")]
     #[test]
     fn the_reader_hands_a_write_the_socket_cannot_take_to_another_thread() {
-        let (session, mut peer) = session_pair();
+        let (sock, peer) = loopback_pair();
+        let session = session_on(sock, None);
+        // Fill both sockets' buffers first, so whatever their sizes the reader's write
+        // below cannot go out whole.
+        let mut filler = 0usize;
+        let chunk = vec![0x5Au8; 1 << 16];
+        while let Ok(n @ 1..) = crate::sys::send_nonblocking(&session.sock, &chunk) {
+            filler += n;
+        }
+        assert!(filler > 0);
         let ids = AtomicU32::new(1);
         assert!(session.take_pen());
         // While the reader holds the pen a sender queues and returns: no write yet.
-        let frames = [big_frame(6 << 20, 0xA1), big_frame(2 << 20, 0xB2)];
+        let frames = [big_frame(3 << 20, 0xA1), big_frame(1 << 20, 0xB2)];
         for frame in &frames {
-            let mut frame = frame.clone();
-            session.send(&ids, Waiter::Probe, &mut frame).unwrap();
+            session.send(&ids, Waiter::Probe, &mut frame.clone()).unwrap();
         }
         assert!(!session.take_pen(), "the pen is held");
-        // 8 MiB is more than the two sockets buffer while the peer reads nothing: a
-        // blocking write here would wait for the peer, which is waiting for us.
+        // The peer reads nothing until the reader has moved on: a reader that waited
+        // for the socket here would wait for ever (or until the write timeout).
         let (done_tx, done_rx) = std::sync::mpsc::channel();
         let reader_session = Arc::clone(&session);
         std::thread::spawn(move || {
             reader_session.flush_from_reader();
             let _ = done_tx.send(());
         });
-        done_rx
-            .recv_timeout(Duration::from_secs(3))
-            .expect("flush_from_reader returned without waiting for the socket");
+        done_rx.recv_timeout(Duration::from_secs(3)).expect("flush_from_reader returned without waiting");
         assert!(!session.take_pen(), "the flush thread holds the pen until it is done");
-        // Now the peer reads: every byte arrives, in order, and the pen is free again.
-        let mut got = Vec::new();
-        peer.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-        let total: usize = frames.iter().map(Vec::len).sum();
-        let mut buf = vec![0u8; 1 << 16];
-        while got.len() < total {
-            let n = peer.read(&mut buf).unwrap();
-            assert!(n > 0, "the connection ended after {} of {total} bytes", got.len());
-            got.extend_from_slice(&buf[..n]);
-        }
-        assert_eq!(got.len(), total);
-        let (first, second) = got.split_at(frames[0].len());
-        assert!(first[FRAME_ID_AT.end..].iter().all(|&b| b == 0xA1));
-        assert!(second[FRAME_ID_AT.end..].iter().all(|&b| b == 0xB2));
-        let deadline = Instant::now() + Duration::from_secs(5);
+        assert_eq!(session.maybe_written.load(Ordering::SeqCst), 2, "both frames may have gone out");
+        // The peer reads: the filler, then exactly the two frames, once each, in order.
+        let reading = std::thread::spawn(move || read_to_end(peer));
+        let deadline = Instant::now() + Duration::from_secs(10);
         while !session.take_pen() {
             assert!(Instant::now() < deadline, "the flush thread never let go of the pen");
             std::thread::sleep(Duration::from_millis(5));
         }
-        assert_eq!(session.maybe_written.load(Ordering::SeqCst), 2);
+        session.kill();
+        let got = reading.join().unwrap();
+        let mut expected = vec![0x5Au8; filler];
+        expected.extend(as_sent(&frames[0], 1));
+        expected.extend(as_sent(&frames[1], 2));
+        assert_eq!(got.len(), expected.len());
+        assert!(got == expected, "the bytes on the wire differ from the frames queued");
     }
 
     #[test]
     fn with_the_pen_released_a_sender_writes_its_own_frame_again() {
-        let (session, mut peer) = session_pair();
+        let (sock, peer) = loopback_pair();
+        let session = session_on(sock, None);
         let ids = AtomicU32::new(1);
-        assert!(session.take_pen());
-        session.flush_from_reader();
+        if session.take_pen() {
+            session.flush_from_reader();
+        }
         // Nothing was queued: the pen is free and the next sender writes at once.
-        let mut frame = big_frame(64, 0xC3);
-        session.send(&ids, Waiter::Probe, &mut frame).unwrap();
-        let mut got = vec![0u8; 64];
-        peer.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-        peer.read_exact(&mut got).unwrap();
-        assert_eq!(got[FRAME_ID_AT.end..], frame[FRAME_ID_AT.end..]);
+        let frame = big_frame(64, 0xC3);
+        session.send(&ids, Waiter::Probe, &mut frame.clone()).unwrap();
+        session.kill();
+        assert_eq!(read_to_end(peer), as_sent(&frame, 1));
+    }
+
+    #[test]
+    fn the_reader_leaving_with_the_pen_writes_nothing_and_the_frames_count_as_unsent() {
+        let (sock, peer) = loopback_pair();
+        let session = session_on(sock, None);
+        let ids = AtomicU32::new(1);
+        if !session.take_pen() {
+            return; // Not Linux: the reader never holds the pen.
+        }
+        let (tx, rx) = crossbeam_channel::unbounded();
+        session.send(&ids, Waiter::Worker(tx), &mut big_frame(64, 0xD4)).unwrap();
+        // The server closed the connection (an id-0 frame) while this was queued.
+        session.drop_pen_closing();
+        session.close();
+        assert!(matches!(rx.try_recv(), Ok((1, Reply::Unsent))));
+        assert!(read_to_end(peer).is_empty(), "nothing was written");
+    }
+
+    /// A TLS client connection to a throw-away server on the other end of a loopback
+    /// pair; the server's thread returns every plaintext byte it reads until EOF.
+    fn tls_pair() -> (TcpStream, ClientConnection, std::thread::JoinHandle<Vec<u8>>) {
+        tls_pair_reading_after(Duration::ZERO)
+    }
+
+    /// Like [`tls_pair`]; the server reads nothing for `pause` after the handshake.
+    fn tls_pair_reading_after(
+        pause: Duration,
+    ) -> (TcpStream, ClientConnection, std::thread::JoinHandle<Vec<u8>>) {
+        let key = rcgen::KeyPair::generate().unwrap();
+        let cert =
+            rcgen::CertificateParams::new(vec!["localhost".to_string()]).unwrap().self_signed(&key).unwrap();
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let server_config = rustls::ServerConfig::builder_with_provider(provider.clone())
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_no_client_auth()
+            .with_single_cert(
+                vec![cert.der().clone()],
+                rustls::pki_types::PrivateKeyDer::Pkcs8(key.serialize_der().into()),
+            )
+            .unwrap();
+        let mut roots = rustls::RootCertStore::empty();
+        roots.add(cert.der().clone()).unwrap();
+        let client_config = ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        let (mut sock, mut peer) = loopback_pair();
+        let server = std::thread::spawn(move || {
+            let mut conn = rustls::ServerConnection::new(Arc::new(server_config)).unwrap();
+            while conn.is_handshaking() {
+                if conn.complete_io(&mut peer).is_err() {
+                    return Vec::new();
+                }
+            }
+            std::thread::sleep(pause);
+            let mut stream = rustls::Stream::new(&mut conn, &mut peer);
+            let mut got = Vec::new();
+            let _ = stream.read_to_end(&mut got);
+            got
+        });
+        let mut conn =
+            ClientConnection::new(Arc::new(client_config), ServerName::try_from("localhost").unwrap())
+                .unwrap();
+        while conn.is_handshaking() {
+            conn.complete_io(&mut sock).unwrap();
+        }
+        (sock, conn, server)
+    }
+
+    #[test]
+    fn a_tls_batch_larger_than_the_tls_buffer_is_written_whole() {
+        let (sock, conn, server) = tls_pair();
+        let conn = Arc::new(Mutex::new(conn));
+        let mut wire = Wire::Tls { sock: sock.try_clone().unwrap(), conn: Arc::clone(&conn) };
+        // rustls holds at most 64 KiB of ciphertext; a batch of 1 MiB must still go.
+        let batch: Vec<u8> = (0..1u32 << 20).map(|i| (i % 251) as u8).collect();
+        assert_eq!(wire.write_all(&batch), Ok(()));
+        lock(&conn).send_close_notify();
+        lock(&conn).complete_io(&mut &sock).unwrap();
+        let _ = sock.shutdown(Shutdown::Write);
+        let got = server.join().unwrap();
+        assert_eq!(got.len(), batch.len());
+        assert!(got == batch);
+    }
+
+    #[test]
+    fn a_failed_tls_write_shuts_the_socket_so_no_buffered_ciphertext_leaves_later() {
+        let (sock, conn, server) = tls_pair_reading_after(Duration::from_secs(2));
+        let start = Instant::now();
+        let conn = Arc::new(Mutex::new(conn));
+        let mut wire = Wire::Tls { sock: sock.try_clone().unwrap(), conn: Arc::clone(&conn) };
+        // The server reads nothing for a while: writes fill both sockets' buffers and
+        // one of them times out (as a write to a stalled server does) with a record
+        // still buffered in TLS.
+        sock.set_write_timeout(Some(Duration::from_millis(50))).unwrap();
+        let chunk = vec![7u8; 16 << 10];
+        let failed = loop {
+            if let Err(failure) = wire.write_all(&chunk) {
+                break failure;
+            }
+            assert!(
+                start.elapsed() < Duration::from_millis(1500),
+                "no write timed out while the server slept"
+            );
+        };
+        assert!(matches!(failed, WriteFailure::SomeTls | WriteFailure::After(0)), "{failed:?}");
+        // The server reads again. What the reader does when it next holds the TLS
+        // state — write whatever TLS wants written — must not put the failed batch on
+        // the wire after it was reported as failed.
+        std::thread::sleep(Duration::from_millis(2500).saturating_sub(start.elapsed()));
+        let mut conn = lock(&conn);
+        assert!(conn.wants_write(), "the record is still buffered in TLS");
+        assert!(conn.write_tls(&mut &sock).is_err(), "the socket is shut: it cannot leave");
+        drop(conn);
+        let _ = server.join();
     }
 }

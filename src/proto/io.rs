@@ -136,3 +136,34 @@ fn read_full<R: Read>(inner: &mut R, buf: &mut [u8]) -> io::Result<usize> {
     }
     Ok(filled)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A frame reader whose buffer holds `bytes` (read once from a slice).
+    fn buffered(bytes: &[u8]) -> FrameReader<BufReader<&[u8]>> {
+        let mut reader = FrameReader::new(BufReader::with_capacity(64, bytes), 1024);
+        std::io::BufRead::fill_buf(reader.get_mut()).unwrap();
+        reader
+    }
+
+    #[test]
+    fn a_buffered_frame_is_one_whose_length_prefix_and_payload_are_all_there() {
+        // len 6 · op · id 1 · one byte of body.
+        let frame = [0, 0, 0, 6, b'P', 0, 0, 0, 1, 9];
+        assert!(buffered(&frame).has_buffered_frame(), "exact");
+        assert!(!buffered(&frame[..9]).has_buffered_frame(), "payload short by one");
+        assert!(!buffered(&frame[..3]).has_buffered_frame(), "prefix split");
+        assert!(!buffered(&frame[..4]).has_buffered_frame(), "prefix only");
+        assert!(!buffered(&[]).has_buffered_frame(), "nothing");
+        let mut two = frame.to_vec();
+        two.extend_from_slice(&frame[..5]);
+        let mut reader = buffered(&two);
+        assert!(reader.has_buffered_frame(), "two, the first whole");
+        assert_eq!(reader.read_payload().unwrap(), &frame[4..]);
+        assert!(!reader.has_buffered_frame(), "what is left is a partial frame");
+        // A length the reader refuses is "whole" too: reading it fails without waiting.
+        assert!(buffered(&[0, 0, 0, 0]).has_buffered_frame());
+    }
+}
