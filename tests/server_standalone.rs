@@ -467,3 +467,26 @@ fn admin_ops_need_the_operator_secret_and_refusal_keeps_the_connection() {
     // Any other secret is refused at the handshake.
     assert!(connect_with(server.addr, "neither-of-the-two-secrets").is_err());
 }
+
+#[test]
+fn a_request_read_whole_is_answered_while_the_next_frame_is_still_arriving() {
+    // One segment brings an ACQUIRE and the first bytes of the next frame (a lost
+    // segment or a TLS record boundary can leave the rest on the way for a while).
+    let server = start_server(&[]);
+    let mut c = connect(server.addr);
+    c.stream.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
+    let mut bytes = Vec::new();
+    ticketing::proto::frame::encode_request(&mut bytes, 1, &acquire("partial", "me", 10, 0));
+    let mut next = Vec::new();
+    ticketing::proto::frame::encode_request(&mut next, 2, &Request::Query { key: "partial".into() });
+    bytes.extend_from_slice(&next[..6]);
+    c.send_raw(&bytes);
+    // The ACQUIRE is answered without waiting for the rest of the QUERY.
+    let (id, response) = c.recv();
+    assert_eq!(id, 1);
+    let token = granted_token(&response);
+    c.send_raw(&next[6..]);
+    let (id, response) = c.recv();
+    assert_eq!(id, 2);
+    assert!(matches!(response, Response::Holder { token: t, .. } if t == token), "{response:?}");
+}

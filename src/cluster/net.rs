@@ -72,9 +72,15 @@ impl PeerConn {
                 if !self.leftover.is_empty() {
                     let mut rest = &self.leftover[..];
                     while !rest.is_empty() {
-                        conn.read_tls(&mut rest)?;
+                        let took = conn.read_tls(&mut rest)?;
                         conn.process_new_packets().map_err(io::Error::other)?;
                         drain_plaintext(conn, &mut self.inbuf)?;
+                        if took == 0 {
+                            // TLS takes nothing more (the peer sent close_notify):
+                            // the connection is over; what came before it stands.
+                            self.leftover.clear();
+                            return Ok(false);
+                        }
                     }
                     self.leftover.clear();
                 }
@@ -174,5 +180,76 @@ fn drain_plaintext(conn: &mut rustls::Connection, inbuf: &mut Vec<u8>) -> io::Re
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
             Err(e) => return Err(e),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    /// A finished TLS handshake over loopback: the server's side as a `PeerConn`
+    /// socket and TLS state, the client's side to produce ciphertext with.
+    fn tls_pair() -> (std::net::TcpStream, rustls::ServerConnection, rustls::ClientConnection) {
+        let key = rcgen::KeyPair::generate().unwrap();
+        let cert =
+            rcgen::CertificateParams::new(vec!["localhost".to_string()]).unwrap().self_signed(&key).unwrap();
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let server_config = rustls::ServerConfig::builder_with_provider(provider.clone())
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_no_client_auth()
+            .with_single_cert(
+                vec![cert.der().clone()],
+                rustls::pki_types::PrivateKeyDer::Pkcs8(key.serialize_der().into()),
+            )
+            .unwrap();
+        let mut roots = rustls::RootCertStore::empty();
+        roots.add(cert.der().clone()).unwrap();
+        let client_config = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let mut client_sock = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let (mut server_sock, _) = listener.accept().unwrap();
+        let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
+        let mut client = rustls::ClientConnection::new(Arc::new(client_config), name).unwrap();
+        let handshake = std::thread::spawn(move || {
+            while client.is_handshaking() {
+                client.complete_io(&mut client_sock).unwrap();
+            }
+            client
+        });
+        let mut server = rustls::ServerConnection::new(Arc::new(server_config)).unwrap();
+        while server.is_handshaking() {
+            server.complete_io(&mut server_sock).unwrap();
+        }
+        (server_sock, server, handshake.join().unwrap())
+    }
+
+    #[test]
+    fn a_close_notify_in_the_handshake_leftover_ends_the_connection_instead_of_spinning() {
+        let (server_sock, server, mut client) = tls_pair();
+        // What a peer sent right after the handshake, read along with it: a Raft-sized
+        // record, its close_notify, and more bytes after that (which TLS never takes).
+        let mut leftover = Vec::new();
+        client.writer().write_all(b"hello").unwrap();
+        client.send_close_notify();
+        client.write_tls(&mut leftover).unwrap();
+        leftover.extend_from_slice(&[0x17; 8000]);
+        server_sock.set_nonblocking(true).unwrap();
+        let stream = TcpStream::from_std(server_sock);
+        let (done_tx, done_rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut conn = PeerConn::new(2, stream, Some(rustls::Connection::Server(server)), leftover);
+            let open = conn.read_available(false).unwrap();
+            let _ = done_tx.send((open, conn.inbuf.clone()));
+        });
+        let (open, inbuf) =
+            done_rx.recv_timeout(std::time::Duration::from_secs(5)).expect("read_available returned");
+        assert!(!open, "the peer closed");
+        assert_eq!(inbuf, b"hello", "what came before the close_notify stands");
     }
 }

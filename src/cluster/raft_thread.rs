@@ -215,6 +215,7 @@ impl RaftLoop {
         let mut sleep = Duration::ZERO;
         loop {
             self.kit.waker.sleeping.store(true, Ordering::SeqCst);
+            std::sync::atomic::fence(Ordering::SeqCst);
             // The last look (see `RaftWaker`): a message queued before the flag was
             // set woke nobody.
             if !self.rx.is_empty() {
@@ -1124,7 +1125,8 @@ pub fn waker(poll: &Poll) -> std::io::Result<Arc<RaftWaker>> {
 /// write is a system call that also makes the loop's next `epoll_wait` return at once.
 /// The loop says when it may sleep (`sleeping`, set before it looks at its queue a
 /// last time); a waker writes the event fd only then. Either the loop sees the new
-/// message in that last look, or the waker sees the flag (both SeqCst).
+/// message in that last look, or the waker sees the flag (SeqCst fences on both
+/// sides).
 pub struct RaftWaker {
     waker: Waker,
     sleeping: AtomicBool,
@@ -1133,7 +1135,12 @@ pub struct RaftWaker {
 impl RaftWaker {
     /// Wakes the loop if it sleeps or is about to; call after queueing its message.
     pub fn wake(&self) -> std::io::Result<()> {
-        if self.sleeping.load(Ordering::SeqCst) && self.sleeping.swap(false, Ordering::SeqCst) {
+        // The fence pairs with the loop's (see `run`), whatever orderings the channel
+        // uses inside. Every waker that sees the flag writes — not only the first: a
+        // first waker preempted between its look and its write would otherwise hold
+        // the loop asleep for everyone; the loop clears the flag itself.
+        std::sync::atomic::fence(Ordering::SeqCst);
+        if self.sleeping.load(Ordering::SeqCst) {
             return self.waker.wake();
         }
         Ok(())

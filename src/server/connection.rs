@@ -239,18 +239,22 @@ fn read_frames(
     batch: &mut Vec<(u32, Request)>,
 ) -> String {
     loop {
+        // Why "a whole frame buffered" and not "anything buffered": the start of the
+        // next frame may be in the buffer while its rest is still on the way (a lost
+        // segment, a TLS record boundary); the requests already decoded must not wait
+        // for it.
         if !batch.is_empty()
-            && (batch.len() >= REQUEST_BATCH_MAX
-                || frames.get_mut().buffer().is_empty()
-                || !has_room(counters, shared))
+            && (batch.len() >= REQUEST_BATCH_MAX || !frames.has_buffered_frame())
             && !send_batch(shared, conn, batch)
         {
             return "server stopping".into();
         }
         // Back-pressure: a client that sends without reading stops being read until it
-        // reads its answers, so what it has queued stays bounded in bytes.
-        if let Some(why) = wait_for_room(counters, shared) {
-            return why;
+        // reads its answers, so what it has queued stays bounded in bytes. A batch is
+        // handed over before the reader waits (its answers are what frees the room).
+        match wait_for_room(counters, shared, || batch.is_empty() || send_batch(shared, conn, batch)) {
+            Ok(()) => {}
+            Err(why) => return why,
         }
         let payload = match frames.read_payload_within(FRAME_DEADLINE) {
             Ok(payload) => payload,
@@ -283,6 +287,15 @@ fn read_frames(
                 .into();
             local_reply(tx, counters, shared, id, Response::Error { code: ErrorCode::Refused, message });
             continue;
+        }
+        // TOP KEYS and the admin operations are answered by the lock-table or Raft
+        // thread out of band: the requests read before them go first, so that they
+        // see what this connection asked before.
+        if (request.is_admin() || matches!(request, Request::TopKeys { .. }))
+            && !batch.is_empty()
+            && !send_batch(shared, conn, batch)
+        {
+            return "server stopping".into();
         }
         let local = match request {
             Request::Ping => Some(Response::Pong),
@@ -327,7 +340,9 @@ fn send_batch(shared: &Shared, conn: ConnId, batch: &mut Vec<(u32, Request)>) ->
         let (id, request) = batch.pop().expect("one request");
         TableMsg::Request { conn, id, request }
     } else {
-        TableMsg::Requests { conn, batch: std::mem::take(batch) }
+        // A fresh batch with room for a typical read's requests (the old one goes to
+        // the lock-table thread).
+        TableMsg::Requests { conn, batch: std::mem::replace(batch, Vec::with_capacity(16)) }
     };
     shared.table.send(msg).is_ok()
 }
@@ -335,17 +350,26 @@ fn send_batch(shared: &Shared, conn: ConnId, batch: &mut Vec<(u32, Request)>) ->
 /// Blocks while this connection may not be read (its answers, or the node's, are over
 /// their byte budget). It is woken by its writer as answers go out; the node-wide
 /// condition, which other connections' writers relieve, is looked at again every
-/// `NODE_BUDGET_RECHECK`. `Some(why)` when the connection must close instead.
-fn wait_for_room(counters: &ConnCounters, shared: &Shared) -> Option<String> {
+/// `NODE_BUDGET_RECHECK`. `before_waiting` runs before each wait (it hands over the
+/// requests already read; false: the server is stopping). `Err(why)` when the
+/// connection must close instead.
+fn wait_for_room(
+    counters: &ConnCounters,
+    shared: &Shared,
+    mut before_waiting: impl FnMut() -> bool,
+) -> Result<(), String> {
     const NODE_BUDGET_RECHECK: Duration = Duration::from_millis(20);
     loop {
         let mine = counters.queued_bytes.load(Ordering::SeqCst);
         let over_node = over_node_budget(mine, shared);
         if mine < CONN_QUEUE_BYTES_MAX && !over_node {
-            return None;
+            return Ok(());
         }
         if counters.writer_done.load(Ordering::SeqCst) {
-            return Some("writer stopped".into());
+            return Err("writer stopped".into());
+        }
+        if !before_waiting() {
+            return Err("server stopping".into());
         }
         counters.reader_waiting.store(true, Ordering::SeqCst);
         // Looked at again after announcing the wait: a writer that drained in between
@@ -367,12 +391,6 @@ fn wait_for_room(counters: &ConnCounters, shared: &Shared) -> Option<String> {
 /// than its fair share.
 fn over_node_budget(mine: usize, shared: &Shared) -> bool {
     shared.queued_bytes.load(Ordering::SeqCst) >= NODE_QUEUE_BYTES_MAX && mine > CONN_FAIR_SHARE_BYTES
-}
-
-/// This connection may be read now (what `wait_for_room` waits for).
-fn has_room(counters: &ConnCounters, shared: &Shared) -> bool {
-    let mine = counters.queued_bytes.load(Ordering::SeqCst);
-    mine < CONN_QUEUE_BYTES_MAX && !over_node_budget(mine, shared)
 }
 
 /// The lock-table thread's short cut to a plain (non-TLS) socket.

@@ -38,7 +38,7 @@ const SNAPSHOT_ENTRIES_MIN: u64 = 10_000;
 const SNAPSHOT_LOG_BYTES: u64 = 8 << 20;
 
 /// Messages this thread takes at most between two timer checks, so timers and answers
-/// are never starved by a flood of requests.
+/// are never starved by a flood of requests; a batch of requests counts as its length.
 const BATCH_MESSAGES_MAX: usize = 1024;
 
 /// How long a follower's lock-table thread lets news from the log gather before it
@@ -96,9 +96,15 @@ impl TableSender {
         if !wake {
             return Ok(());
         }
-        // SeqCst pairs with the receiver's store of `parked` before its last look at
-        // the channel: either it sees this message, or this sees it parked.
-        if self.wake.parked.load(Ordering::SeqCst) && self.wake.parked.swap(false, Ordering::SeqCst) {
+        // The fences pair with the receiver's: its store of `parked` comes before its
+        // last look at the channel, this send before our load of `parked`, so either
+        // it sees this message or we see it parked (whatever orderings the channel
+        // uses inside). Every sender that sees it parked unparks it — not only the
+        // first: a first sender preempted between the two would otherwise hold back
+        // everyone's wake-up. An unpark of a thread that is not parked costs no
+        // system call; the receiver clears `parked` itself.
+        std::sync::atomic::fence(Ordering::SeqCst);
+        if self.wake.parked.load(Ordering::SeqCst) {
             if let Some(thread) = self.wake.thread.get() {
                 thread.unpark();
             }
@@ -137,6 +143,7 @@ impl TableInbox {
                 None => PARK_MAX,
             };
             self.wake.parked.store(true, Ordering::SeqCst);
+            std::sync::atomic::fence(Ordering::SeqCst);
             // A message sent before `parked` was set did not unpark us: look again.
             match self.try_recv() {
                 Ok(Some(msg)) => {
@@ -361,11 +368,14 @@ fn run(
             if let TableMsg::Log(FromLog::Committed(entries)) = &msg {
                 link.note_applied(entries.iter().map(|e| e.payload_bytes() as u64).sum());
             }
+            handled += match &msg {
+                TableMsg::Requests { batch, .. } => batch.len(),
+                _ => 1,
+            };
             if !handle(&mut replica, &mut conns, msg, clock, &mut out, view.as_deref()) {
                 return;
             }
             link.submit(&mut replica, clock, &mut out);
-            handled += 1;
             if handled >= BATCH_MESSAGES_MAX {
                 break;
             }
