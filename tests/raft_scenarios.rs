@@ -1398,3 +1398,41 @@ fn pre_candidate_that_learns_a_higher_term_asks_again_at_once() {
     let took = net.advance_until(3 * ELECTION_MAX_MS, |n| n.leaders() == vec![a]).unwrap();
     assert!(took <= 2 * STEP_MS, "a led {took} ms after its first pre-vote was refused");
 }
+
+/// A leader deposed by a later term's answer to its heartbeat (here a follower that
+/// voted in a later term the others never heard of) asks for votes again at once:
+/// its followers keep their lease on it and would ignore any other candidate for an
+/// election timeout, so waiting for its own timeout would leave the cluster
+/// leaderless that long.
+#[test]
+fn leader_deposed_by_a_later_terms_answer_is_elected_again_at_once() {
+    let mut net = Net::new(&[1, 2, 3, 4, 5]);
+    let l = net.wait_leader();
+    let term = net.node(l).term();
+    let fs = net.followers_of(l);
+    let (x, y) = (fs[0], fs[1]);
+    // x votes for y in term + 1 (a transfer vote: it ignores the lease), and y never
+    // campaigns further.
+    let (li, lt) = (net.node(l).last_index(), net.node(l).last_term());
+    let now = net.now;
+    net.node_mut(x).step(
+        y,
+        Message::Vote { term: term + 1, last_index: li, last_term: lt, transfer: true },
+        now,
+    );
+    assert_eq!(net.node(x).term(), term + 1);
+    net.sent.clear();
+    // The next heartbeat's answer from x deposes the leader, which leads again within
+    // that round trip, in a later term.
+    let took = net
+        .advance_until(3 * ELECTION_MAX_MS, |n| n.leaders() == vec![l] && n.node(l).term() > term + 1)
+        .unwrap();
+    assert!(
+        net.sent.iter().any(|(f, t, m)| *f == x
+            && *t == l
+            && matches!(m, Message::HeartbeatResp { term: t2, .. } if *t2 == term + 1)),
+        "x's answer with the later term"
+    );
+    assert!(took <= HEARTBEAT_MS + 2 * STEP_MS, "the deposed leader led again only {took} ms later");
+    assert!(net.nodes.values().all(|n| n.leader_id() == Some(l) || n.id() == l));
+}

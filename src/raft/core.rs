@@ -415,7 +415,30 @@ impl Raft {
             Message::Removed { .. } => true,
             _ => {
                 let leader = msg.is_from_leader().then_some(from);
+                // Deposed by a later term's answer to our replication (a candidate
+                // that campaigned while we won, or a node that moved on), not by a
+                // vote request or a newer leader, and not while handing over.
+                let deposed = self.role == Role::Leader
+                    && !self.handing_over()
+                    && matches!(
+                        msg,
+                        Message::AppendResp { .. }
+                            | Message::HeartbeatResp { .. }
+                            | Message::InstallSnapshotResp { .. }
+                    );
                 self.become_follower(msg.term(), leader);
+                if deposed && self.cfg.pre_vote && self.can_campaign() {
+                    // Such a leader asks at once whether it may lead again. Why not
+                    // wait for the election timeout: our followers keep their lease
+                    // on us for an election timeout and ignore every other
+                    // candidate meanwhile — we are the one node they still answer
+                    // (`in_lease_against`), so waiting would leave the cluster
+                    // leaderless that long (the simulator found two elections back
+                    // to back over the liveness bound). Pre-vote decides nothing:
+                    // voters that follow another live leader ignore it, a better
+                    // log refuses it.
+                    self.campaign_pre();
+                }
                 true
             }
         }
