@@ -180,3 +180,26 @@ pub fn cert_fits_addr(cert: &CertificateDer<'_>, addr: &str) -> bool {
         Err(_) => false,
     }
 }
+
+/// For unit tests of the code around TLS: a server configuration with a throw-away
+/// self-signed certificate for `localhost`, and a client configuration that trusts it.
+#[cfg(test)]
+pub(crate) fn throwaway_configs() -> (Arc<rustls::ServerConfig>, Arc<rustls::ClientConfig>) {
+    let key = rcgen::KeyPair::generate().unwrap();
+    let cert =
+        rcgen::CertificateParams::new(vec!["localhost".to_string()]).unwrap().self_signed(&key).unwrap();
+    let server = rustls::ServerConfig::builder_with_provider(provider())
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(vec![cert.der().clone()], PrivateKeyDer::Pkcs8(key.serialize_der().into()))
+        .unwrap();
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add(cert.der().clone()).unwrap();
+    let client = rustls::ClientConfig::builder_with_provider(provider())
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    (Arc::new(server), Arc::new(client))
+}

@@ -505,29 +505,42 @@ impl Session {
         Ok(id)
     }
 
+    /// Moves every queued frame into `batch` and `frames` for the flusher and counts
+    /// them as possibly written; false — and the writer's role given up — when nothing
+    /// is queued or the session is closed.
+    fn next_batch(&self, batch: &mut Vec<u8>, frames: &mut Vec<(u64, usize)>) -> bool {
+        {
+            let mut outbox = lock(&self.outbox);
+            if outbox.buf.is_empty() || outbox.closed {
+                outbox.flushing = false;
+                return false;
+            }
+            std::mem::swap(&mut outbox.buf, batch);
+            std::mem::swap(&mut outbox.frames, frames);
+        }
+        let last = frames.last().map_or(0, |f| f.0);
+        // SeqCst with the load in `close`: either close sees this batch as possibly
+        // written, or the write that follows starts after close shut the socket down.
+        self.maybe_written.fetch_max(last, Ordering::SeqCst);
+        true
+    }
+
+    /// The wire, for one write; with a fault injected (tests), a real zero-byte
+    /// failure first: the socket refuses the write (EPIPE).
+    fn wire_for_write(&self) -> MutexGuard<'_, Wire> {
+        let wire = lock(&self.wire);
+        if self.take_fault() {
+            let _ = self.sock.shutdown(Shutdown::Write);
+        }
+        wire
+    }
+
     /// Writes queued frames until none is left (the caller set `flushing`).
     fn flush(&self) {
         let mut batch: Vec<u8> = Vec::new();
         let mut frames: Vec<(u64, usize)> = Vec::new();
-        loop {
-            {
-                let mut outbox = lock(&self.outbox);
-                if outbox.buf.is_empty() || outbox.closed {
-                    outbox.flushing = false;
-                    return;
-                }
-                std::mem::swap(&mut outbox.buf, &mut batch);
-                std::mem::swap(&mut outbox.frames, &mut frames);
-            }
-            let last = frames.last().map_or(0, |f| f.0);
-            // SeqCst with the load in `close`: either close sees this batch as possibly
-            // written, or the write below starts after close shut the socket down.
-            self.maybe_written.fetch_max(last, Ordering::SeqCst);
-            let mut wire = lock(&self.wire);
-            if self.take_fault() {
-                // A real zero-byte failure: the socket refuses the write (EPIPE).
-                let _ = self.sock.shutdown(Shutdown::Write);
-            }
+        while self.next_batch(&mut batch, &mut frames) {
+            let mut wire = self.wire_for_write();
             let result = wire.write_all(&batch);
             drop(wire);
             if let Err(failure) = result {
@@ -582,23 +595,8 @@ impl Session {
     fn flush_from_reader(self: &Arc<Self>) {
         let mut batch: Vec<u8> = Vec::new();
         let mut frames: Vec<(u64, usize)> = Vec::new();
-        loop {
-            {
-                let mut outbox = lock(&self.outbox);
-                if outbox.buf.is_empty() || outbox.closed {
-                    outbox.flushing = false;
-                    return;
-                }
-                std::mem::swap(&mut outbox.buf, &mut batch);
-                std::mem::swap(&mut outbox.frames, &mut frames);
-            }
-            let last = frames.last().map_or(0, |f| f.0);
-            // As in `flush`: set before any byte of the batch may go out.
-            self.maybe_written.fetch_max(last, Ordering::SeqCst);
-            let mut wire = lock(&self.wire);
-            if self.take_fault() {
-                let _ = self.sock.shutdown(Shutdown::Write);
-            }
+        while self.next_batch(&mut batch, &mut frames) {
+            let mut wire = self.wire_for_write();
             let sent = match &mut *wire {
                 Wire::Plain(sock) => send_what_fits(sock, &batch),
                 Wire::Tls { .. } => wire.write_all(&batch).map(|()| batch.len()),
@@ -1253,29 +1251,10 @@ mod tests {
     fn tls_pair_reading_after(
         pause: Duration,
     ) -> (TcpStream, ClientConnection, std::thread::JoinHandle<Vec<u8>>) {
-        let key = rcgen::KeyPair::generate().unwrap();
-        let cert =
-            rcgen::CertificateParams::new(vec!["localhost".to_string()]).unwrap().self_signed(&key).unwrap();
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let server_config = rustls::ServerConfig::builder_with_provider(provider.clone())
-            .with_safe_default_protocol_versions()
-            .unwrap()
-            .with_no_client_auth()
-            .with_single_cert(
-                vec![cert.der().clone()],
-                rustls::pki_types::PrivateKeyDer::Pkcs8(key.serialize_der().into()),
-            )
-            .unwrap();
-        let mut roots = rustls::RootCertStore::empty();
-        roots.add(cert.der().clone()).unwrap();
-        let client_config = ClientConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()
-            .unwrap()
-            .with_root_certificates(roots)
-            .with_no_client_auth();
+        let (server_config, client_config) = crate::tls::throwaway_configs();
         let (mut sock, mut peer) = loopback_pair();
         let server = std::thread::spawn(move || {
-            let mut conn = rustls::ServerConnection::new(Arc::new(server_config)).unwrap();
+            let mut conn = rustls::ServerConnection::new(server_config).unwrap();
             while conn.is_handshaking() {
                 if conn.complete_io(&mut peer).is_err() {
                     return Vec::new();
@@ -1288,8 +1267,7 @@ mod tests {
             got
         });
         let mut conn =
-            ClientConnection::new(Arc::new(client_config), ServerName::try_from("localhost").unwrap())
-                .unwrap();
+            ClientConnection::new(client_config, ServerName::try_from("localhost").unwrap()).unwrap();
         while conn.is_handshaking() {
             conn.complete_io(&mut sock).unwrap();
         }

@@ -417,13 +417,20 @@ impl Pool {
             if let Some(session) = pick(&|e| e.hinted).or_else(|| pick(&|e| e.session.leads())) {
                 return Some(session);
             }
-            let first_connect_pending = route.slots.iter().any(|slot| {
+            // Worth holding out for: a slot still making its first connection, or one
+            // whose session this route does not show yet (the route is rebuilt right
+            // after a session is installed; judged by the slot's live state alone, a
+            // leader that came up a moment ago would count as tried and not coming,
+            // and the request would settle for a follower).
+            let coming = route.slots.iter().any(|slot| {
                 !slot.is_retired()
                     && accept(slot)
-                    && !slot.tried.load(Ordering::Acquire)
-                    && slot.live().is_none()
+                    && match slot.live() {
+                        None => !slot.tried.load(Ordering::Acquire),
+                        Some(live) => !route.entries.iter().any(|e| Arc::ptr_eq(&e.session, &live)),
+                    }
             });
-            if patient && first_connect_pending {
+            if patient && coming {
                 return None;
             }
             pick(&|_| true)

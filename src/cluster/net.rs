@@ -186,43 +186,23 @@ fn drain_plaintext(conn: &mut rustls::Connection, inbuf: &mut Vec<u8>) -> io::Re
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::Arc;
 
     /// A finished TLS handshake over loopback: the server's side as a `PeerConn`
     /// socket and TLS state, the client's side to produce ciphertext with.
     fn tls_pair() -> (std::net::TcpStream, rustls::ServerConnection, rustls::ClientConnection) {
-        let key = rcgen::KeyPair::generate().unwrap();
-        let cert =
-            rcgen::CertificateParams::new(vec!["localhost".to_string()]).unwrap().self_signed(&key).unwrap();
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let server_config = rustls::ServerConfig::builder_with_provider(provider.clone())
-            .with_safe_default_protocol_versions()
-            .unwrap()
-            .with_no_client_auth()
-            .with_single_cert(
-                vec![cert.der().clone()],
-                rustls::pki_types::PrivateKeyDer::Pkcs8(key.serialize_der().into()),
-            )
-            .unwrap();
-        let mut roots = rustls::RootCertStore::empty();
-        roots.add(cert.der().clone()).unwrap();
-        let client_config = rustls::ClientConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()
-            .unwrap()
-            .with_root_certificates(roots)
-            .with_no_client_auth();
+        let (server_config, client_config) = crate::tls::throwaway_configs();
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let mut client_sock = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
         let (mut server_sock, _) = listener.accept().unwrap();
         let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
-        let mut client = rustls::ClientConnection::new(Arc::new(client_config), name).unwrap();
+        let mut client = rustls::ClientConnection::new(client_config, name).unwrap();
         let handshake = std::thread::spawn(move || {
             while client.is_handshaking() {
                 client.complete_io(&mut client_sock).unwrap();
             }
             client
         });
-        let mut server = rustls::ServerConnection::new(Arc::new(server_config)).unwrap();
+        let mut server = rustls::ServerConnection::new(server_config).unwrap();
         while server.is_handshaking() {
             server.complete_io(&mut server_sock).unwrap();
         }
