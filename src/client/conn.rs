@@ -228,6 +228,9 @@ struct Outbox {
     closed: bool,
 }
 
+/// A batch being written: its bytes, and (sequence number, end offset) of each frame.
+type Batch = (Vec<u8>, Vec<(u64, usize)>);
+
 /// The write side of a connection.
 enum Wire {
     Plain(TcpStream),
@@ -279,6 +282,18 @@ impl Wire {
             }
         }
     }
+
+    /// Writes `batch[written..]` of a plain session's batch whose first `written`
+    /// bytes already went out; on failure says how far the whole batch got.
+    fn write_rest(&mut self, batch: &[u8], written: usize) -> Result<(), WriteFailure> {
+        match self {
+            Wire::Plain(sock) => {
+                write_counting(sock, &batch[written..]).map_err(|n| WriteFailure::After(written + n))
+            }
+            // Never handed over (TLS flushes block as the callers' do).
+            Wire::Tls { .. } => self.write_all(&batch[written..]),
+        }
+    }
 }
 
 /// A TLS write failed after `wrote` bytes of ciphertext reached the socket. The
@@ -293,20 +308,6 @@ fn tls_write_failed(sock: &TcpStream, wrote: usize) -> WriteFailure {
         WriteFailure::SomeTls
     } else {
         WriteFailure::After(0)
-    }
-}
-
-impl Wire {
-    /// Writes `batch[written..]` of a plain session's batch whose first `written`
-    /// bytes already went out; on failure says how far the whole batch got.
-    fn write_rest(&mut self, batch: &[u8], written: usize) -> Result<(), WriteFailure> {
-        match self {
-            Wire::Plain(sock) => {
-                write_counting(sock, &batch[written..]).map_err(|n| WriteFailure::After(written + n))
-            }
-            // Never handed over (TLS flushes block as the callers' do).
-            Wire::Tls { .. } => self.write_all(&batch[written..]),
-        }
     }
 }
 
@@ -386,6 +387,42 @@ pub(crate) struct Session {
 }
 
 impl Session {
+    /// A session on an authenticated connection (`sock`, written through `wire`) to
+    /// `peer`, dialed as `addr`, which said `welcome`.
+    fn new(
+        welcome: Welcome,
+        peer: SocketAddr,
+        addr: &str,
+        wire: Wire,
+        sock: TcpStream,
+        epoch: Instant,
+        faults: Arc<AtomicUsize>,
+    ) -> Session {
+        let leads = matches!(welcome.role, role::LEADER | role::STANDALONE);
+        Session {
+            welcome,
+            peer,
+            addr: addr.to_owned(),
+            wire: Mutex::new(wire),
+            outbox: Mutex::new(Outbox {
+                buf: Vec::with_capacity(4096),
+                frames: Vec::new(),
+                next_seq: 1,
+                flushing: false,
+                closed: false,
+            }),
+            maybe_written: AtomicU64::new(0),
+            pending: Mutex::new(Pending { map: HashMap::default(), closed: false }),
+            sock,
+            dead: AtomicBool::new(false),
+            leads: AtomicBool::new(leads),
+            epoch,
+            last_rx_us: AtomicU64::new(us_since(epoch, Instant::now())),
+            ping_at_us: AtomicU64::new(0),
+            faults,
+        }
+    }
+
     pub(crate) fn is_dead(&self) -> bool {
         self.dead.load(Ordering::Acquire)
     }
@@ -627,13 +664,12 @@ impl Session {
     /// to a thread that writes the rest and then flushes on as `flush` does. Why a
     /// thread per hand-over: it happens only while the socket's send buffer is full
     /// (the server is not reading). Gives the batch back if no thread can be had.
-    #[allow(clippy::type_complexity)]
     fn hand_over(
         self: &Arc<Self>,
         batch: Vec<u8>,
         frames: Vec<(u64, usize)>,
         written: usize,
-    ) -> Option<(Vec<u8>, Vec<(u64, usize)>)> {
+    ) -> Option<Batch> {
         // Shared with the thread so that a failed spawn gives it back.
         let job = Arc::new(Mutex::new(Some((batch, frames))));
         let theirs = Arc::clone(&job);
@@ -898,29 +934,8 @@ pub(crate) fn connect(
     // the longest wait; callers time out on their own, the supervisor PINGs a silent
     // session, and `kill` wakes the reader.
     sock.set_read_timeout(None).map_err(io)?;
-    let leads = matches!(welcome.role, role::LEADER | role::STANDALONE);
-    let session = Arc::new(Session {
-        welcome,
-        peer,
-        addr: addr.to_owned(),
-        wire: Mutex::new(wire),
-        outbox: Mutex::new(Outbox {
-            buf: Vec::with_capacity(4096),
-            frames: Vec::new(),
-            next_seq: 1,
-            flushing: false,
-            closed: false,
-        }),
-        maybe_written: AtomicU64::new(0),
-        pending: Mutex::new(Pending { map: HashMap::default(), closed: false }),
-        sock,
-        dead: AtomicBool::new(false),
-        leads: AtomicBool::new(leads),
-        epoch: dialer.epoch,
-        last_rx_us: AtomicU64::new(us_since(dialer.epoch, Instant::now())),
-        ping_at_us: AtomicU64::new(0),
-        faults: Arc::clone(dialer.faults),
-    });
+    let session =
+        Arc::new(Session::new(welcome, peer, addr, wire, sock, dialer.epoch, Arc::clone(dialer.faults)));
     Ok((session, reader))
 }
 
@@ -1108,28 +1123,9 @@ mod tests {
         sock.set_write_timeout(Some(WRITE_TIMEOUT)).unwrap();
         let peer = sock.peer_addr().unwrap();
         let wire = wire.unwrap_or_else(|| Wire::Plain(sock.try_clone().unwrap()));
-        Arc::new(Session {
-            welcome: Welcome { node_id: 1, role: role::STANDALONE, domain: 1, leader: String::new() },
-            peer,
-            addr: peer.to_string(),
-            wire: Mutex::new(wire),
-            outbox: Mutex::new(Outbox {
-                buf: Vec::new(),
-                frames: Vec::new(),
-                next_seq: 1,
-                flushing: false,
-                closed: false,
-            }),
-            maybe_written: AtomicU64::new(0),
-            pending: Mutex::new(Pending { map: HashMap::default(), closed: false }),
-            sock,
-            dead: AtomicBool::new(false),
-            leads: AtomicBool::new(true),
-            epoch: Instant::now(),
-            last_rx_us: AtomicU64::new(1),
-            ping_at_us: AtomicU64::new(0),
-            faults: Arc::new(AtomicUsize::new(0)),
-        })
+        let welcome = Welcome { node_id: 1, role: role::STANDALONE, domain: 1, leader: String::new() };
+        let faults = Arc::new(AtomicUsize::new(0));
+        Arc::new(Session::new(welcome, peer, &peer.to_string(), wire, sock, Instant::now(), faults))
     }
 
     fn loopback_pair() -> (TcpStream, TcpStream) {
