@@ -237,6 +237,98 @@ impl WriteHalf {
     }
 }
 
+/// How far a failed [`WriteHalf::write_counted`] got.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WriteProgress {
+    /// This many bytes reached the socket (plain TCP: exact).
+    Plain(usize),
+    /// TLS: whether any ciphertext reached the socket (records do not map to the
+    /// bytes written, so any byte out counts for all).
+    Tls { any: bool },
+}
+
+impl WriteHalf {
+    /// Writes `bytes` whole by `deadline`, and on failure says how far it got — what a
+    /// sender needs that must never send a request twice: which of its frames may have
+    /// left. TLS takes the bytes in pieces (it buffers at most 64 KiB of ciphertext),
+    /// each written out before the next. When a TLS write fails, the socket is shut
+    /// down while the TLS state is still held: ciphertext left in TLS's buffer must
+    /// never leave later (the read half writes whatever TLS wants written when it
+    /// next holds the state), or bytes reported as not sent would arrive after all.
+    pub fn write_counted(&mut self, bytes: &[u8], deadline: Instant) -> Result<(), WriteProgress> {
+        match &self.tls {
+            None => {
+                let mut wrote = 0usize;
+                while wrote < bytes.len() {
+                    if arm_write_deadline(&self.tcp, Some(deadline)).is_err() {
+                        return Err(WriteProgress::Plain(wrote));
+                    }
+                    match (&*self.tcp).write(&bytes[wrote..]) {
+                        Ok(0) => return Err(WriteProgress::Plain(wrote)),
+                        Ok(n) => wrote += n,
+                        Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                        Err(_) => return Err(WriteProgress::Plain(wrote)),
+                    }
+                }
+                Ok(())
+            }
+            Some(tls) => {
+                let mut conn = lock(tls);
+                let failed = |tcp: &TcpStream, wrote: usize| {
+                    let _ = tcp.shutdown(Shutdown::Both);
+                    WriteProgress::Tls { any: wrote > 0 }
+                };
+                // Plaintext handed to TLS, and ciphertext that reached the socket.
+                let (mut taken, mut wrote) = (0usize, 0usize);
+                loop {
+                    while taken < bytes.len() {
+                        match conn.writer().write(&bytes[taken..]) {
+                            Ok(0) => break,
+                            Ok(n) => taken += n,
+                            Err(_) => return Err(failed(&self.tcp, wrote)),
+                        }
+                    }
+                    if !conn.wants_write() {
+                        if taken == bytes.len() {
+                            return Ok(());
+                        }
+                        // TLS took nothing and has nothing to write: it will not move.
+                        return Err(failed(&self.tcp, wrote));
+                    }
+                    if arm_write_deadline(&self.tcp, Some(deadline)).is_err() {
+                        return Err(failed(&self.tcp, wrote));
+                    }
+                    match conn.write_tls(&mut &*self.tcp) {
+                        Ok(0) => return Err(failed(&self.tcp, wrote)),
+                        Ok(n) => wrote += n,
+                        Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                        Err(_) => return Err(failed(&self.tcp, wrote)),
+                    }
+                }
+            }
+        }
+    }
+
+    /// Plain connections only: writes what the socket takes at once from `bytes`,
+    /// never waiting (a full send buffer is `Ok(0)`).
+    pub fn send_now(&self, bytes: &[u8]) -> io::Result<usize> {
+        debug_assert!(self.tls.is_none(), "send_now on a TLS connection");
+        let mut wrote = 0usize;
+        while wrote < bytes.len() {
+            match crate::sys::send_nonblocking(&self.tcp, &bytes[wrote..]) {
+                Ok(0) => break,
+                Ok(n) => wrote += n,
+                Err(e) if wrote > 0 => {
+                    log::debug!("send: {e}");
+                    break;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(wrote)
+    }
+}
+
 impl Write for WriteHalf {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
         match &self.tls {

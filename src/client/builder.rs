@@ -1,24 +1,23 @@
-//! [`ClientBuilder`]: collects and validates the configuration without network I/O.
+//! [`ClientBuilder`]: collects and validates the configuration without network I/O,
+//! then starts the client.
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::Duration;
 
-use super::pool::Pool;
-use super::release::run_worker;
-use super::supervisor::{run_supervisor, IDLE_PING_DEFAULT};
-use super::{tls, BuildError, Client, Closer, Inner};
+use super::api::{check_owner, Client};
+use super::core::{Config, IDLE_PING_DEFAULT};
+use super::error::BuildError;
+use super::io::{self, dial::Dialer};
+use super::tls;
+use crate::proto::addr::{host_of, is_tls_server_name};
 use crate::proto::handshake::auth_key;
-use crate::proto::limits::{AUTH_TOKEN_LEN_MIN, OWNER_LEN_MAX, OWNER_LEN_MIN};
+use crate::proto::limits::{AUTH_TOKEN_LEN_MIN, OWNER_LEN_MAX};
 
 /// Extra time, after the wait, that the client waits for the answer to an ACQUIRE
 /// before calling it indeterminate: room for the grant to commit and travel back.
 pub const COMMIT_MARGIN: Duration = Duration::from_secs(5);
 /// Default time budget of QUERY, STATUS and PING.
 pub const REQUEST_TIMEOUT_DEFAULT: Duration = Duration::from_secs(10);
-/// Even with a zero wait, an ACQUIRE waits this long for a first connection before it
-/// gives up as unavailable (a fresh client has not connected yet).
-pub const CONNECT_WAIT_MIN: Duration = Duration::from_secs(3);
 
 /// Default client port.
 pub const DEFAULT_ADDR: &str = "127.0.0.1:5225";
@@ -26,6 +25,13 @@ pub const DEFAULT_ADDR: &str = "127.0.0.1:5225";
 enum Secret {
     Bytes(Vec<u8>),
     File(PathBuf),
+}
+
+impl Client {
+    /// Starts a configuration. See [`ClientBuilder`].
+    pub fn builder() -> ClientBuilder {
+        ClientBuilder::new()
+    }
 }
 
 /// Builds a [`Client`]. Obtain one with [`Client::builder`].
@@ -163,8 +169,8 @@ impl ClientBuilder {
             if addr.is_empty() {
                 continue;
             }
-            let host = host_of(addr).ok_or_else(|| BuildError::BadAddr(addr.to_owned()))?;
-            addrs.push((addr.to_owned(), host));
+            host_of(addr).ok_or_else(|| BuildError::BadAddr(addr.to_owned()))?;
+            addrs.push(addr.to_owned());
         }
         if addrs.is_empty() {
             return Err(BuildError::NoAddrs);
@@ -194,70 +200,29 @@ impl ClientBuilder {
         check_owner(&owner)?;
         let tls = match &self.ca {
             Some(path) => {
-                for (_, host) in &addrs {
-                    tls::check_server_name(host)?;
+                for host in addrs.iter().filter_map(|a| host_of(a)) {
+                    if !is_tls_server_name(host) {
+                        return Err(BuildError::Tls(format!("{host:?} cannot be a TLS server name")));
+                    }
                 }
                 Some(tls::client_config(path)?)
             }
             None => None,
         };
-        let (release_tx, release_rx) = crossbeam_channel::unbounded();
-        let pool = Arc::new(Pool::new(addrs.clone(), auth_key(&secret), tls, release_tx, self.idle_ping));
-        let spawn = |name: &str, body: Box<dyn FnOnce() + Send>| {
-            std::thread::Builder::new().name(name.into()).spawn(body).map(|_| ()).map_err(BuildError::Thread)
+        let config = Config {
+            seeds: addrs.clone(),
+            tls: tls.is_some(),
+            commit_margin: self.commit_margin,
+            idle_ping: self.idle_ping,
         };
-        {
-            let pool = Arc::clone(&pool);
-            spawn("ticketing-release", Box::new(move || run_worker(pool, release_rx)))?;
-        }
-        let client = Client {
-            inner: Arc::new(Inner {
-                pool: Arc::clone(&pool),
-                owner,
-                addrs: addrs.into_iter().map(|(a, _)| a).collect(),
-                request_timeout: self.request_timeout,
-                commit_margin: self.commit_margin,
-                _closer: Arc::new(Closer(Arc::clone(&pool))),
-            }),
-        };
-        // From here on, dropping `client` stops every thread started so far.
-        {
-            let pool = Arc::clone(&pool);
-            spawn("ticketing-watch", Box::new(move || run_supervisor(pool)))?;
-        }
-        pool.start().map_err(BuildError::Thread)?;
-        Ok(client)
+        let handle = io::start(config, Dialer { key: auth_key(&secret), tls }).map_err(BuildError::Thread)?;
+        Ok(Client::new(handle, owner, addrs, self.request_timeout))
     }
 }
 
 /// Splits a comma-separated address list, dropping empty parts.
 pub fn split_addrs(list: &str) -> Vec<String> {
     list.split(',').map(str::trim).filter(|a| !a.is_empty()).map(str::to_owned).collect()
-}
-
-/// The host part of `host:port` or `[v6]:port`, if the address has that shape.
-pub(crate) fn host_of(addr: &str) -> Option<String> {
-    let (host, port) = addr.rsplit_once(':')?;
-    port.parse::<u16>().ok()?;
-    let host = match host.strip_prefix('[') {
-        Some(inner) => inner.strip_suffix(']')?,
-        None if host.contains(':') => return None,
-        None => host,
-    };
-    if host.is_empty() {
-        return None;
-    }
-    Some(host.to_owned())
-}
-
-pub(crate) fn check_owner(owner: &str) -> Result<(), BuildError> {
-    if owner.len() < OWNER_LEN_MIN || owner.len() > OWNER_LEN_MAX {
-        return Err(BuildError::BadOwner(format!("{} bytes; must be 1..=255", owner.len())));
-    }
-    if owner.chars().any(char::is_control) {
-        return Err(BuildError::BadOwner("contains control characters".into()));
-    }
-    Ok(())
 }
 
 /// `host-pid-random`: unique per client, readable in STATUS and QUERY answers.
@@ -282,17 +247,6 @@ fn default_owner() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn hosts_of_addresses() {
-        assert_eq!(host_of("10.0.0.1:5225").as_deref(), Some("10.0.0.1"));
-        assert_eq!(host_of("db.example:1").as_deref(), Some("db.example"));
-        assert_eq!(host_of("[::1]:5225").as_deref(), Some("::1"));
-        assert_eq!(host_of("::1:5225"), None);
-        assert_eq!(host_of("nohost"), None);
-        assert_eq!(host_of(":5225"), None);
-        assert_eq!(host_of("h:99999"), None);
-    }
 
     #[test]
     fn build_validates_without_io() {

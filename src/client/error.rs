@@ -4,10 +4,9 @@
 //! [`AcquireError::Indeterminate`] (it may be held; do not enter the critical section).
 
 use std::fmt;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::conn::LateGrant;
+use super::core::OrphanId;
 
 /// Why an ACQUIRE got no definitive answer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -51,9 +50,11 @@ pub struct Indeterminate {
     pub(crate) lease: Duration,
     pub(crate) wait: Duration,
     pub(crate) sent_at: Instant,
-    /// The pending entry that releases a late `G` (for `NoAnswer`), or the record
-    /// that a late grant is already being released (`ExpiredOnArrival`).
-    pub(crate) late_grant: Option<Arc<LateGrant>>,
+    /// When a grant of it can no longer happen: the instant its frame was handed to
+    /// the socket, plus its wait, plus the commit margin.
+    pub(crate) settle_at: Instant,
+    /// The client's record of it (None when its grant is already being released).
+    pub(crate) orphan: Option<OrphanId>,
 }
 
 impl Indeterminate {
@@ -81,10 +82,16 @@ impl Indeterminate {
     pub fn sent_at(&self) -> Instant {
         self.sent_at
     }
+    /// When a grant of it can no longer happen (the frame's write, plus its wait,
+    /// plus the commit margin): [`Client::resolve`](super::Client::resolve) QUERYs
+    /// then, and so does the client itself when nobody resolves it.
+    pub fn settle_at(&self) -> Instant {
+        self.settle_at
+    }
 }
 
 /// Equal when cause, key, owner, lease and wait are (the instants and the
-/// late-grant record are not compared).
+/// orphan record are not compared).
 impl PartialEq for Indeterminate {
     fn eq(&self, other: &Self) -> bool {
         (self.cause, &self.key, &self.owner, self.lease, self.wait)
@@ -288,6 +295,11 @@ impl fmt::Display for ClientError {
 }
 
 impl std::error::Error for ClientError {}
+
+/// An answer of a kind the request does not allow.
+pub(crate) fn unexpected(response: crate::proto::frame::Response) -> ClientError {
+    ClientError::Protocol(format!("unexpected answer {response:?}"))
+}
 
 /// Why [`ClientBuilder::build`](super::ClientBuilder::build) refused the configuration.
 /// No I/O other than reading the named files happens before this is returned.

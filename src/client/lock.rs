@@ -1,51 +1,14 @@
-//! The lock handle and the plain data the client returns.
+//! The lock handle, and the releases it and the client make.
 
 use std::fmt;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::{Client, ReleaseError};
-
-/// What the server answered to a release. All are definitive about the present: the
-/// key is no longer held under this token.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum ReleaseOutcome {
-    /// `R`: the release was committed; the key went to the next waiter or became free.
-    Released,
-    /// `N`: (key, owner, token) was not the holder: already released, expired, or
-    /// never granted. Nothing changed.
-    NotHolder,
-    /// `N`, but an earlier attempt of this same release was written and its answer
-    /// lost: that attempt may have released the key, or the lease had ended. Either
-    /// way the key is no longer held under this token.
-    ReleasedOrExpired,
-}
-
-impl fmt::Display for ReleaseOutcome {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            ReleaseOutcome::Released => "released",
-            ReleaseOutcome::NotHolder => "not holder (already released or expired)",
-            ReleaseOutcome::ReleasedOrExpired => {
-                "no longer held (released by an earlier attempt, or expired)"
-            }
-        })
-    }
-}
-
-/// The answer to [`Client::query`] for a held key.
-#[derive(Clone, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct HolderInfo {
-    /// The holder's owner string.
-    pub owner: String,
-    /// The holder's fencing token.
-    pub token: u64,
-    /// Lease time left on the leader's clock when it answered.
-    pub remaining: Duration,
-    /// How many acquires wait in the key's queue.
-    pub waiters: u32,
-}
+use super::core::Outcome;
+use super::error::ReleaseError;
+use super::io::{Handle, Mode};
+use super::outcome::ReleaseOutcome;
+use crate::proto::limits::{KEY_LEN_MAX, KEY_LEN_MIN};
 
 /// A held lock: proof that the server granted `key` to this client's owner under
 /// [`token`](Lock::token), valid at most until [`deadline`](Lock::deadline).
@@ -59,16 +22,17 @@ pub struct HolderInfo {
 /// never blocks); if that fails, the lease ends the hold.
 #[must_use = "dropping a Lock releases it at once; hold it for the critical section and call release()"]
 pub struct Lock {
-    client: Client,
+    handle: Handle,
     key: String,
-    owner: String,
+    owner: Arc<str>,
     token: u64,
     deadline: Instant,
     lease: Duration,
     released: bool,
 }
 
-/// The plain data of a [`Lock`], from [`Lock::into_parts`]; [`Client::adopt`] makes it
+/// The plain data of a [`Lock`], from [`Lock::into_parts`];
+/// [`Client::adopt`](super::Client::adopt) makes it
 /// a lock again. Only this crate makes one, so a lock is never forged from guesses.
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
@@ -83,28 +47,29 @@ pub struct LockParts {
 
 impl Lock {
     pub(crate) fn new(
-        client: Client,
+        handle: Handle,
         key: String,
-        owner: String,
+        owner: Arc<str>,
         token: u64,
         deadline: Instant,
         lease: Duration,
     ) -> Lock {
-        Lock { client, key, owner, token, deadline, lease, released: false }
+        Lock { handle, key, owner, token, deadline, lease, released: false }
     }
 
-    pub(crate) fn from_parts(client: Client, parts: LockParts) -> Lock {
-        Lock::new(client, parts.key, parts.owner, parts.token, parts.deadline, parts.lease)
+    pub(crate) fn from_parts(handle: Handle, parts: LockParts) -> Lock {
+        Lock::new(handle, parts.key, Arc::from(parts.owner), parts.token, parts.deadline, parts.lease)
     }
 
     /// Gives up the handle without releasing and returns its data; the key stays held
-    /// until released (by [`Client::adopt`]'s lock, or [`Client::release`] with the
-    /// same owner) or its lease ends.
+    /// until released (by [`Client::adopt`](super::Client::adopt)'s lock, or
+    /// [`Client::release`](super::Client::release) with the same owner) or its lease
+    /// ends.
     pub fn into_parts(mut self) -> LockParts {
         self.released = true;
         LockParts {
             key: std::mem::take(&mut self.key),
-            owner: std::mem::take(&mut self.owner),
+            owner: self.owner.to_string(),
             token: self.token,
             deadline: self.deadline,
             lease: self.lease,
@@ -155,7 +120,7 @@ impl Lock {
     /// the release is not confirmed and the key may stay held until its lease ends.
     pub fn release(mut self) -> Result<ReleaseOutcome, ReleaseError> {
         self.released = true;
-        self.client.release_as(&self.owner, &self.key, self.token)
+        release_now(&self.handle, &self.owner, &self.key, self.token)
     }
 }
 
@@ -183,7 +148,41 @@ impl fmt::Debug for Lock {
 impl Drop for Lock {
     fn drop(&mut self) {
         if !self.released {
-            self.client.release_in_background(&self.owner, &self.key, self.token);
+            release_in_background(&self.handle, &self.owner, &self.key, self.token);
         }
     }
+}
+
+/// Releases (key, owner, token) and waits for the outcome: at most the release
+/// deadline (5 s). Counts against the release queue's bound.
+pub(crate) fn release_now(
+    handle: &Handle,
+    owner: &Arc<str>,
+    key: &str,
+    token: u64,
+) -> Result<ReleaseOutcome, ReleaseError> {
+    check_key(key).map_err(ReleaseError::Invalid)?;
+    let outcome = handle.shared.call(|core, waker, now| core.release(Some(waker), key, owner, token, now))?;
+    match outcome {
+        Outcome::Release(result) => result,
+        other => unreachable!("a release ended with {other:?}"),
+    }
+}
+
+/// Hands a release to the background without waiting (what dropping a [`Lock`] does).
+/// Never blocks: a write the socket cannot take at once goes to a writer thread.
+pub(crate) fn release_in_background(handle: &Handle, owner: &Arc<str>, key: &str, token: u64) {
+    let result =
+        handle.shared.with_core(Mode::NonBlocking, |core, now| core.release(None, key, owner, token, now));
+    if let Err(e) = result {
+        log::warn!("dropped lock on {key:?} (token {token}) not released: {e}; its lease will end it");
+    }
+}
+
+/// A key within the protocol's limits, or why not.
+pub(crate) fn check_key(key: &str) -> Result<(), String> {
+    if key.len() < KEY_LEN_MIN || key.len() > KEY_LEN_MAX {
+        return Err(format!("key is {} bytes; must be {KEY_LEN_MIN}..={KEY_LEN_MAX}", key.len()));
+    }
+    Ok(())
 }

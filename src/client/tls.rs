@@ -5,7 +5,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, ServerName};
+use rustls::pki_types::CertificateDer;
 use rustls::{ClientConfig, RootCertStore};
 
 use super::BuildError;
@@ -27,11 +27,4 @@ pub(crate) fn client_config(ca: &Path) -> Result<Arc<ClientConfig>, BuildError> 
         .with_root_certificates(roots)
         .with_no_client_auth();
     Ok(Arc::new(config))
-}
-
-/// Checks that `host` can be a TLS server name (a DNS name or an IP address).
-pub(crate) fn check_server_name(host: &str) -> Result<(), BuildError> {
-    ServerName::try_from(host.to_owned())
-        .map(|_| ())
-        .map_err(|e| BuildError::Tls(format!("{host:?} cannot be a TLS server name: {e}")))
 }

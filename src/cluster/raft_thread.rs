@@ -1055,10 +1055,13 @@ impl RaftLoop {
             return None;
         }
         if !self.raft.is_leader() && job.phase != AdminPhase::Swapping {
-            job.refuse(format!(
-                "this node stopped leading during the change; ask the leader ({})",
-                self.leader_addr()
-            ));
+            // `M`, not a refusal: "ask the leader" is what a client must do, and it
+            // must learn it from the answer's kind, not from its wording
+            // (docs/protocol.md §5.5). The change is safe to ask again: the new leader
+            // finds the learner already added, or adds it.
+            let leader = self.leader_addr();
+            warn!("replace {} by {}: this node stopped leading; redirecting to {leader:?}", job.old, job.new);
+            job.answer(Response::Moved { leader });
             return None;
         }
         if now > job.deadline_ms {

@@ -48,9 +48,43 @@ pub fn check_client_addr(addr: &str) -> Result<(), AddrError> {
     Ok(())
 }
 
+/// The host part of `host:port` or `[v6]:port`, if the address has that shape (any
+/// port number, any host text): what a client dials and checks a TLS name against.
+pub fn host_of(addr: &str) -> Option<&str> {
+    let (host, port) = addr.rsplit_once(':')?;
+    port.parse::<u16>().ok()?;
+    let host = match host.strip_prefix('[') {
+        Some(inner) => inner.strip_suffix(']')?,
+        None if host.contains(':') => return None,
+        None => host,
+    };
+    if host.is_empty() {
+        return None;
+    }
+    Some(host)
+}
+
+/// True when `host` can be a TLS server name (a DNS name or an IP address).
+pub fn is_tls_server_name(host: &str) -> bool {
+    rustls::pki_types::ServerName::try_from(host).is_ok()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn hosts_of_addresses() {
+        assert_eq!(host_of("10.0.0.1:5225"), Some("10.0.0.1"));
+        assert_eq!(host_of("db.example:1"), Some("db.example"));
+        assert_eq!(host_of("[::1]:5225"), Some("::1"));
+        assert_eq!(host_of("::1:5225"), None);
+        assert_eq!(host_of("nohost"), None);
+        assert_eq!(host_of(":5225"), None);
+        assert_eq!(host_of("h:99999"), None);
+        assert!(is_tls_server_name("db.example") && is_tls_server_name("10.0.0.1"));
+        assert!(!is_tls_server_name("bad name"));
+    }
 
     #[test]
     fn names_and_ip_literals_pass_and_garbage_does_not() {

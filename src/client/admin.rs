@@ -1,0 +1,104 @@
+//! The admin operations (docs/operations.md): each asks one node at a time on a
+//! one-off connection and follows `M` to the leader itself. They take long (a
+//! replacement streams a snapshot) and are rare, so they stay off the shared sessions.
+
+use std::time::{Duration, Instant};
+
+use super::core::check_answer;
+use super::error::{unexpected, ClientError};
+use super::io::oneoff::exchange;
+use super::io::Handle;
+use crate::proto::frame::{Request, Response};
+
+/// Pause between two rounds over the known addresses when none answered for good.
+const ROUND_PAUSE: Duration = Duration::from_millis(200);
+
+/// One request on a fresh connection to `addr`, answered within `timeout`.
+pub(crate) fn one_off(
+    handle: &Handle,
+    addr: &str,
+    request: &Request,
+    timeout: Duration,
+) -> Result<Response, ClientError> {
+    exchange(&handle.shared.dialer, addr, request, timeout).and_then(check_answer)
+}
+
+/// `admin replace`: asks `known` (the leader first) until the leader reports the
+/// change done, refuses it, or `timeout` passes. An `M` — a node that is not the leader,
+/// or one that stopped leading during the change — sends it to the leader named.
+pub(crate) fn replace_member(
+    handle: &Handle,
+    known: &[String],
+    request: &Request,
+    timeout: Duration,
+) -> Result<String, ClientError> {
+    let deadline = Instant::now() + timeout;
+    let mut target: Option<String> = None;
+    let mut last = ClientError::Unavailable;
+    while Instant::now() < deadline {
+        let candidates: Vec<String> = match target.take() {
+            Some(leader) => vec![leader],
+            None => known.to_vec(),
+        };
+        for addr in candidates {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match one_off(handle, &addr, request, left) {
+                Ok(Response::Status { text }) => return Ok(text),
+                Ok(other) => return Err(unexpected(other)),
+                Err(ClientError::NotLeader { leader: Some(leader) }) => {
+                    target = Some(leader);
+                    break;
+                }
+                Err(e @ ClientError::NotLeader { leader: None }) => last = e,
+                Err(e @ (ClientError::Refused(_) | ClientError::Invalid(_))) => return Err(e),
+                Err(e) => last = e,
+            }
+        }
+        if target.is_none() {
+            std::thread::sleep(ROUND_PAUSE.min(deadline.saturating_duration_since(Instant::now())));
+        }
+    }
+    Err(last)
+}
+
+/// `admin transfer-leader`: asks the leader to hand over to `target` (or to the voter
+/// it chooses) and returns the new leader as `ID@ADDR`.
+pub(crate) fn transfer_leader(
+    handle: &Handle,
+    known: &[String],
+    target: Option<u64>,
+    timeout: Duration,
+) -> Result<String, ClientError> {
+    let request = Request::TransferLeader { target };
+    let deadline = Instant::now() + timeout;
+    let mut at: Option<String> = None;
+    let mut last = ClientError::Unavailable;
+    while Instant::now() < deadline {
+        let candidates: Vec<String> = match at.take() {
+            Some(leader) => vec![leader],
+            None => known.to_vec(),
+        };
+        for addr in candidates {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match one_off(handle, &addr, &request, left) {
+                Ok(Response::Status { text }) => {
+                    let leader = text.lines().find_map(|l| l.strip_prefix("leader=")).unwrap_or("");
+                    return Ok(leader.to_owned());
+                }
+                Ok(other) => return Err(unexpected(other)),
+                Err(ClientError::NotLeader { leader: Some(leader) }) => {
+                    at = Some(leader);
+                    break;
+                }
+                Err(e @ (ClientError::Refused(_) | ClientError::Invalid(_))) => return Err(e),
+                Err(e) => last = e,
+            }
+        }
+        if at.is_none() {
+            std::thread::sleep(
+                Duration::from_millis(100).min(deadline.saturating_duration_since(Instant::now())),
+            );
+        }
+    }
+    Err(last)
+}

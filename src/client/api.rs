@@ -1,0 +1,415 @@
+//! [`Client`]: the calls an application makes. Each one checks its arguments, starts
+//! an operation of the core and waits for its outcome (docs/client.md, "Public API").
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::core::{Outcome, Resolved, Target};
+use super::error::{unexpected, AcquireError, BuildError, ClientError, ReleaseError};
+use super::io::Handle;
+use super::lock::{check_key, release_now, Lock, LockParts};
+use super::outcome::{HolderInfo, ReleaseOutcome};
+use crate::proto::frame::{Request, Response, TopKey, TOP_KEYS_MAX};
+use crate::proto::limits::{LEASE_S_MAX, LEASE_S_MIN, OWNER_LEN_MAX, OWNER_LEN_MIN, WAIT_MS_MAX};
+
+/// How often `Client::close` looks whether the background work is done.
+const CLOSE_POLL: Duration = Duration::from_millis(10);
+
+/// A handle on the lock service. Cheap to clone; all clones share the connections.
+/// The background threads stop once the last clone and the last [`Lock`] are gone
+/// and the background work (releases, orphan checks) is done.
+#[derive(Clone)]
+pub struct Client {
+    inner: Arc<Inner>,
+}
+
+#[derive(Clone)]
+struct Inner {
+    handle: Handle,
+    owner: Arc<str>,
+    addrs: Vec<String>,
+    request_timeout: Duration,
+}
+
+/// What [`Client::resolve`] found out about an indeterminate ACQUIRE.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum Resolution {
+    /// The key is held by the acquire's owner under a token no caller of this client
+    /// holds: the grant did happen. The lock is adopted; its deadline is the instant
+    /// before the QUERY was sent plus the lease the leader reported left (or, for a
+    /// late `G`, the acquire's own deadline), so never later than the server's expiry.
+    Held(Lock),
+    /// The key is not held by that acquire (free, someone else's), or the client is
+    /// already releasing its late grant. Nothing to do.
+    NotHeld,
+    /// Could not be told within the timeout (no leader answered, or the window in which
+    /// the grant could still happen did not pass in time). The client goes on finding
+    /// out in the background and releases the grant if there is one.
+    Unknown,
+}
+
+impl std::fmt::Debug for Client {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Client").field("addrs", &self.inner.addrs).field("owner", &self.inner.owner).finish()
+    }
+}
+
+impl Client {
+    pub(crate) fn new(
+        handle: Handle,
+        owner: String,
+        addrs: Vec<String>,
+        request_timeout: Duration,
+    ) -> Client {
+        Client { inner: Arc::new(Inner { handle, owner: Arc::from(owner), addrs, request_timeout }) }
+    }
+
+    fn handle(&self) -> &Handle {
+        &self.inner.handle
+    }
+
+    /// The owner string this client acquires and releases as.
+    pub fn owner(&self) -> &str {
+        &self.inner.owner
+    }
+
+    /// The configured addresses (the seeds).
+    pub fn addrs(&self) -> &[String] {
+        &self.inner.addrs
+    }
+
+    /// The same client (connections, release queue) acquiring and releasing as
+    /// `owner`. Cheap. Use one owner per logical caller — for example the client's
+    /// owner plus a per-acquire suffix — when [`Client::resolve`] is to tell an
+    /// indeterminate acquire's grant from another grant to the same owner.
+    pub fn with_owner(&self, owner: impl Into<String>) -> Result<Client, BuildError> {
+        let owner = owner.into();
+        check_owner(&owner)?;
+        let mut inner = (*self.inner).clone();
+        inner.owner = Arc::from(owner);
+        Ok(Client { inner: Arc::new(inner) })
+    }
+
+    /// Waits until the client's background work — releases still to make (dropped
+    /// locks, late grants, releases in progress, each confirmed or given up at its 5 s
+    /// deadline) and indeterminate acquires still to settle (docs/client.md, "No grant
+    /// left orphaned") — is done, or `timeout` passes, then drops this handle. True
+    /// when none was left. The connections close once the last handle is gone. Blocks
+    /// at most `timeout`.
+    pub fn close(self, timeout: Duration) -> bool {
+        let end = Instant::now() + timeout;
+        loop {
+            if self.handle().shared.state().core.outstanding() == 0 {
+                return true;
+            }
+            let now = Instant::now();
+            if now >= end {
+                return false;
+            }
+            std::thread::sleep(CLOSE_POLL.min(end - now));
+        }
+    }
+
+    /// Turns the parts of a lock (from [`Lock::into_parts`]) back into a [`Lock`] of
+    /// this client: for a lock handed between threads or kept across a restart of the
+    /// component that took it (not of the process: the deadline is an `Instant`).
+    pub fn adopt(&self, parts: LockParts) -> Lock {
+        Lock::from_parts(self.handle().clone(), parts)
+    }
+
+    /// Acquires `key` for `lease` (whole seconds, 1..=250), queueing at most `wait`
+    /// (0..=300 s; zero means one immediate try).
+    ///
+    /// Blocks until the server answers: at most `max(wait, CONNECT_WAIT_MIN)` to put
+    /// the request on a connection (3 s at least, so a fresh client can connect), then
+    /// what was left of `wait` plus the commit margin for the answer. See the
+    /// [module docs](super) for what each outcome means.
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// # fn f(client: &ticketing::client::Client) -> Result<(), ticketing::client::AcquireError> {
+    /// let lock = client.acquire("seat:42", Duration::from_secs(30), Duration::from_secs(5))?;
+    /// assert!(lock.remaining() <= Duration::from_secs(30));
+    /// # Ok(()) }
+    /// ```
+    pub fn acquire(&self, key: &str, lease: Duration, wait: Duration) -> Result<Lock, AcquireError> {
+        let lease_s = lease_seconds(lease).map_err(AcquireError::Invalid)?;
+        check_key(key).map_err(AcquireError::Invalid)?;
+        if wait.as_millis() > u128::from(WAIT_MS_MAX) {
+            return Err(AcquireError::Invalid(format!(
+                "wait is {} ms; must be 0..={WAIT_MS_MAX}",
+                wait.as_millis()
+            )));
+        }
+        let owner = &self.inner.owner;
+        let outcome = self.handle().shared.call::<AcquireError>(|core, waker, now| {
+            Ok(core.acquire(waker, key, owner, lease_s, wait, now))
+        })?;
+        match outcome {
+            Outcome::Acquire(Ok(granted)) => Ok(Lock::new(
+                self.handle().clone(),
+                key.to_owned(),
+                Arc::clone(owner),
+                granted.token,
+                granted.deadline,
+                granted.lease,
+            )),
+            Outcome::Acquire(Err(e)) => Err(e),
+            other => unreachable!("an acquire ended with {other:?}"),
+        }
+    }
+
+    /// Finds out, without sending the ACQUIRE again, whether an indeterminate
+    /// acquire (`err`) holds its key after all.
+    ///
+    /// It takes the acquire over from the client's background check: a `G` of it that
+    /// still arrives comes to this call. It waits until the window in which the grant
+    /// could still happen has passed — the instant the acquire's frame was written
+    /// plus its wait plus the commit margin — and then QUERYs the leader (linearizable;
+    /// `M` is followed).
+    ///
+    /// Returns [`Resolution::Held`] when the key's holder is the acquire's owner under
+    /// a token no caller of this client holds, [`Resolution::NotHeld`] otherwise,
+    /// [`Resolution::Unknown`] when the window does not end within `timeout` or no
+    /// leader answers — then the background check goes on and releases a grant it
+    /// finds. Blocks at most `timeout`.
+    ///
+    /// Safe only when the owner was not used for another acquire of the same key
+    /// meanwhile by another client (a holder with that owner could be that other
+    /// grant): give each logical caller its own owner, e.g. [`Client::with_owner`] with
+    /// a per-acquire suffix. Any other error than `Indeterminate` is definitive:
+    /// `NotHeld`.
+    pub fn resolve(&self, err: &AcquireError, timeout: Duration) -> Resolution {
+        let AcquireError::Indeterminate(attempt) = err else {
+            return Resolution::NotHeld;
+        };
+        let outcome = self
+            .handle()
+            .shared
+            .call::<()>(|core, waker, now| Ok(core.resolve(waker, attempt, now + timeout, now)));
+        match outcome {
+            Ok(Outcome::Resolve(Resolved::Held(granted))) => Resolution::Held(Lock::new(
+                self.handle().clone(),
+                attempt.key.clone(),
+                Arc::from(attempt.owner.as_str()),
+                granted.token,
+                granted.deadline,
+                granted.lease,
+            )),
+            Ok(Outcome::Resolve(Resolved::NotHeld)) => Resolution::NotHeld,
+            _ => Resolution::Unknown,
+        }
+    }
+
+    /// Releases `key` held by this client's owner under `token`, through the release
+    /// queue's bound, and waits for the outcome. Blocks at most the release deadline
+    /// (5 s).
+    ///
+    /// Use [`Lock::release`] when you have the handle; this is for a token kept
+    /// elsewhere (the CLI's `release` command).
+    pub fn release(&self, key: &str, token: u64) -> Result<ReleaseOutcome, ReleaseError> {
+        release_now(self.handle(), &self.inner.owner, key, token)
+    }
+
+    /// Who holds `key`, linearizably (answered by the leader). `None` when free.
+    /// Blocks at most the request timeout (default 10 s).
+    pub fn query(&self, key: &str) -> Result<Option<HolderInfo>, ClientError> {
+        check_key(key).map_err(ClientError::Invalid)?;
+        match self.read(Request::Query { key: key.to_owned() }, Target::Any)? {
+            Response::Free => Ok(None),
+            Response::Holder { token, remaining_ms, waiters, owner } => Ok(Some(HolderInfo {
+                owner,
+                token,
+                remaining: Duration::from_millis(u64::from(remaining_ms)),
+                waiters,
+            })),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    /// The STATUS text (`name=value` lines, docs/protocol.md) of one node: the
+    /// leader's when known, else any connected node's. Blocks at most the request
+    /// timeout.
+    pub fn status(&self) -> Result<String, ClientError> {
+        match self.read(Request::Status, Target::Any)? {
+            Response::Status { text } => Ok(text),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    /// The STATUS text of the node at `addr`. An address the client dials uses its
+    /// connection; any other gets a one-off connection. Blocks at most the request
+    /// timeout (plus, for a one-off, 3 s per resolved address to connect and 5 s for
+    /// the handshake).
+    pub fn status_of(&self, addr: &str) -> Result<String, ClientError> {
+        let dialed = self.handle().shared.state().core.dials(addr);
+        let response = if dialed {
+            self.read(Request::Status, Target::Addr(addr.to_owned()))?
+        } else {
+            super::admin::one_off(self.handle(), addr, &Request::Status, self.inner.request_timeout)?
+        };
+        match response {
+            Response::Status { text } => Ok(text),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    /// `admin replace` (docs/operations.md): asks the leader to swap voter `old` for the
+    /// node `new`, already started with `TICKETING_CLUSTER_STATE=join` and reachable at
+    /// client address `new_addr`. Waits up to `timeout` for the change to commit and
+    /// returns the leader's report. Follows `M` to the leader, and asks again when
+    /// leadership moved during the change. Blocks at most `timeout` plus one
+    /// connection's connect and handshake (8 s).
+    pub fn replace_member(
+        &self,
+        old: u64,
+        new: u64,
+        new_addr: &str,
+        timeout: Duration,
+    ) -> Result<String, ClientError> {
+        let request = Request::Replace { old, new, addr: new_addr.to_owned() };
+        super::admin::replace_member(self.handle(), &self.known_addrs(), &request, timeout)
+    }
+
+    /// `admin transfer-leader` (docs/operations.md): asks the leader to hand leadership
+    /// to voter `target`, or (`None`) to the voter it chooses, and waits until another
+    /// node leads. Returns the new leader as `ID@ADDR`. Follows `M` to the leader. Blocks
+    /// at most `timeout` plus one connection's connect and handshake (8 s).
+    pub fn transfer_leader(&self, target: Option<u64>, timeout: Duration) -> Result<String, ClientError> {
+        super::admin::transfer_leader(self.handle(), &self.known_addrs(), target, timeout)
+    }
+
+    /// The addresses this client cannot connect to right now, each with why its last
+    /// attempt failed (connection refused, the auth token, TLS, ...), for messages that
+    /// name the cause. Empty when every address it tried is connected.
+    pub fn connection_errors(&self) -> Vec<(String, String)> {
+        self.handle().shared.state().core.connection_errors()
+    }
+
+    /// True while at least one connection to a node is up.
+    pub fn is_connected(&self) -> bool {
+        self.handle().shared.state().core.is_connected()
+    }
+
+    /// The admin op MEMBERS: the membership as a node sees it (the leader's connection
+    /// first), as `name=value` lines (docs/protocol.md). Needs a client built with the
+    /// operator secret; others get [`ClientError::Refused`]. Blocks at most the request
+    /// timeout.
+    pub fn members(&self) -> Result<String, ClientError> {
+        match self.read(Request::Members, Target::Any)? {
+            Response::Status { text } => Ok(text),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    /// TOP KEYS: the `n` keys (1..=100) with the longest queues, longest first, as the
+    /// leader sees them (followers redirect; waiters live on the leader). Any client may
+    /// ask. Blocks at most the request timeout.
+    pub fn top_keys(&self, n: u8) -> Result<Vec<TopKey>, ClientError> {
+        if n == 0 || n > TOP_KEYS_MAX {
+            return Err(ClientError::Invalid(format!("n must be 1..={TOP_KEYS_MAX}, not {n}")));
+        }
+        match self.read(Request::TopKeys { n }, Target::Any)? {
+            Response::TopKeys { keys } => Ok(keys),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    /// Round-trips a PING to one node and returns the time it took. Blocks at most the
+    /// request timeout.
+    pub fn ping(&self) -> Result<Duration, ClientError> {
+        let start = Instant::now();
+        match self.read(Request::Ping, Target::Any)? {
+            Response::Pong => Ok(start.elapsed()),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    /// Fault injection for tests: the next `count` request writes fail before their
+    /// first byte reaches the socket (the socket is shut down for writing), exactly as
+    /// a connection that broke between two requests.
+    #[doc(hidden)]
+    pub fn inject_write_failures(&self, count: usize) {
+        self.handle().shared.faults.store(count, std::sync::atomic::Ordering::Release);
+    }
+
+    /// For tests: the next request id the client will try (ids still pending on a
+    /// connection are skipped).
+    #[doc(hidden)]
+    pub fn set_next_request_id(&self, id: u32) {
+        self.handle().shared.state().core.set_next_request_id(id);
+    }
+
+    /// Every address the client knows: the leader's first, then the dialed ones, then
+    /// the seeds.
+    fn known_addrs(&self) -> Vec<String> {
+        let mut addrs = self.handle().shared.state().core.known_addrs();
+        for addr in &self.inner.addrs {
+            if !addrs.contains(addr) {
+                addrs.push(addr.clone());
+            }
+        }
+        addrs
+    }
+
+    /// A read-only request, answered within the request timeout.
+    fn read(&self, request: Request, target: Target) -> Result<Response, ClientError> {
+        let deadline = Instant::now() + self.inner.request_timeout;
+        let outcome = self
+            .handle()
+            .shared
+            .call::<ClientError>(|core, waker, now| Ok(core.read(waker, request, target, deadline, now)))?;
+        match outcome {
+            Outcome::Read(result) => result,
+            other => unreachable!("a read ended with {other:?}"),
+        }
+    }
+}
+
+/// The lease in whole seconds within the protocol's limits, or why not.
+fn lease_seconds(lease: Duration) -> Result<u8, String> {
+    let secs = lease.as_secs();
+    if lease.subsec_nanos() != 0 || secs < u64::from(LEASE_S_MIN) || secs > u64::from(LEASE_S_MAX) {
+        return Err(format!("lease must be whole seconds in {LEASE_S_MIN}..={LEASE_S_MAX}, not {lease:?}"));
+    }
+    Ok(secs as u8)
+}
+
+/// An owner within the protocol's limits and printable, or why not.
+pub(crate) fn check_owner(owner: &str) -> Result<(), BuildError> {
+    if owner.len() < OWNER_LEN_MIN || owner.len() > OWNER_LEN_MAX {
+        return Err(BuildError::BadOwner(format!("{} bytes; must be 1..=255", owner.len())));
+    }
+    if owner.chars().any(char::is_control) {
+        return Err(BuildError::BadOwner("contains control characters".into()));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn leases_are_whole_seconds_in_range() {
+        assert_eq!(lease_seconds(Duration::from_secs(1)), Ok(1));
+        assert_eq!(lease_seconds(Duration::from_secs(250)), Ok(250));
+        assert!(lease_seconds(Duration::ZERO).is_err());
+        assert!(lease_seconds(Duration::from_secs(251)).is_err());
+        assert!(lease_seconds(Duration::from_millis(1500)).is_err());
+    }
+
+    #[test]
+    fn invalid_acquires_fail_before_io() {
+        // Nothing listens on port 9 of a TEST-NET address; validation answers first.
+        let client = Client::builder().addrs(["192.0.2.1:9"]).auth_token("0123456789abcdef").build().unwrap();
+        let start = Instant::now();
+        let invalid = |r: Result<Lock, AcquireError>| matches!(r, Err(AcquireError::Invalid(_)));
+        assert!(invalid(client.acquire("k", Duration::ZERO, Duration::ZERO)));
+        assert!(invalid(client.acquire("k", Duration::from_secs(251), Duration::ZERO)));
+        assert!(invalid(client.acquire("", Duration::from_secs(1), Duration::ZERO)));
+        assert!(invalid(client.acquire("k", Duration::from_secs(1), Duration::from_secs(301))));
+        assert!(start.elapsed() < Duration::from_millis(100));
+    }
+}

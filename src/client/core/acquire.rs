@@ -1,0 +1,222 @@
+//! One ACQUIRE (docs/client.md, "Outcomes of acquire").
+//!
+//! Unrouted, it waits for a session for at most `max(wait, CONNECT_WAIT_MIN)` (holding
+//! out up to `LEADER_WAIT` for the leader's first connection). Sent, it waits for the
+//! answer until what was left of the wait plus the commit margin. The resend rule: it
+//! goes to another session only while *no byte* of it was written; once a byte may
+//! have left, it is never sent again, and anything but a definitive answer makes it
+//! `Indeterminate` with an orphan record, so a grant that happened anyway is adopted by
+//! `resolve` or released.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::cx::{Cx, Granted, Next, Origin, Outcome, ReleaseJob, PING_ANSWER_TIMEOUT};
+use super::ids::SessionId;
+use super::net::{Target, LEADER_WAIT};
+use super::session::{Pending, Waiting};
+use crate::client::error::{AcquireError, Indeterminate, IndeterminateCause};
+use crate::proto::frame::{encode_acquire, ErrorCode, Response};
+
+/// Even with a zero wait, an ACQUIRE waits this long for a first connection before it
+/// gives up as unavailable (a fresh client has not connected yet).
+pub const CONNECT_WAIT_MIN: Duration = Duration::from_secs(3);
+
+#[derive(Debug)]
+struct Sent {
+    session: SessionId,
+    id: u32,
+    queued_at: Instant,
+    /// The wait the frame carried.
+    wait: Duration,
+    answer_by: Instant,
+}
+
+#[derive(Debug)]
+pub(crate) struct AcquireOp {
+    key: String,
+    owner: Arc<str>,
+    lease: Duration,
+    lease_s: u8,
+    wait_end: Instant,
+    send_end: Instant,
+    patient_until: Instant,
+    sent: Option<Sent>,
+}
+
+impl AcquireOp {
+    /// `lease_s` and `wait` are already checked against the protocol's limits.
+    pub(crate) fn new(key: String, owner: Arc<str>, lease_s: u8, wait: Duration, now: Instant) -> AcquireOp {
+        let send_end = now + wait.max(CONNECT_WAIT_MIN);
+        AcquireOp {
+            key,
+            owner,
+            lease: Duration::from_secs(u64::from(lease_s)),
+            lease_s,
+            wait_end: now + wait,
+            send_end,
+            patient_until: send_end.min(now + LEADER_WAIT),
+            sent: None,
+        }
+    }
+
+    /// True while it waits for a session.
+    pub(crate) fn unrouted(&self) -> bool {
+        self.sent.is_none()
+    }
+
+    /// Puts it on a session if one can take it now.
+    pub(crate) fn route(&mut self, cx: &mut Cx<'_>) -> Next {
+        if self.sent.is_some() {
+            return Next::Wait(self.sent.as_ref().map(|s| s.answer_by));
+        }
+        let now = cx.now;
+        if now >= self.send_end {
+            return Next::Done(Outcome::Acquire(Err(AcquireError::Unavailable {
+                last_error: cx.net.last_error.clone(),
+            })));
+        }
+        let patient = now < self.patient_until;
+        let Some(session) = cx.net.choose(&Target::Any, patient, None) else {
+            return Next::Wait(Some(if patient { self.patient_until } else { self.send_end }));
+        };
+        let wait = self.wait_end.saturating_duration_since(now);
+        let wait_ms = wait.as_millis() as u32;
+        let (key, owner, lease_s) = (&self.key, &self.owner, self.lease_s);
+        let id = cx.net.send(session, Waiting::Op(cx.op), now, |out, id| {
+            encode_acquire(out, id, lease_s, wait_ms, key, owner);
+        });
+        let answer_by = now + wait + cx.config.commit_margin;
+        self.sent = Some(Sent { session, id, queued_at: now, wait, answer_by });
+        Next::Wait(Some(answer_by))
+    }
+
+    pub(crate) fn on_timer(&mut self, cx: &mut Cx<'_>) -> Next {
+        let Some(sent) = &self.sent else { return self.route(cx) };
+        if cx.now < sent.answer_by {
+            return Next::Wait(Some(sent.answer_by));
+        }
+        let (session, id, queued_at) = (sent.session, sent.id, sent.queued_at);
+        let pending = cx.net.session(session).and_then(|s| s.pending_entry(id)).cloned();
+        if cx.net.session(session).is_some_and(|s| s.silent_since(queued_at))
+            && cx.now.saturating_duration_since(queued_at) >= PING_ANSWER_TIMEOUT
+        {
+            // Nothing at all came back since the request was queued: the node or the
+            // path is dead, not just slow. Redial it.
+            log::warn!("session {session:?} answered nothing within the request's budget; reconnecting");
+            cx.net.kill(session);
+        }
+        let outcome = self.indeterminate(IndeterminateCause::NoAnswer, pending.as_ref(), cx);
+        if let Outcome::Acquire(Err(AcquireError::Indeterminate(i))) = &outcome {
+            // A `G` that still comes on this session is released, or handed to `resolve`.
+            if let (Some(orphan), Some(s)) = (i.orphan, cx.net.session_mut(session)) {
+                s.redirect(id, Waiting::LateGrant(orphan));
+            }
+        }
+        Next::Done(outcome)
+    }
+
+    /// The answer to its request arrived (the core already updated routing for `M`,
+    /// `G`).
+    pub(crate) fn on_answer(&mut self, response: Response, pending: &Pending, cx: &mut Cx<'_>) -> Next {
+        let result = match response {
+            Response::Granted { token, lease_ms } => {
+                return Next::Done(self.granted(token, lease_ms, pending, cx))
+            }
+            Response::Busy => Err(AcquireError::Busy),
+            Response::Timeout => Err(AcquireError::Timeout),
+            Response::Moved { leader } => {
+                Err(AcquireError::NotLeader { leader: Some(leader).filter(|l| !l.is_empty()) })
+            }
+            Response::Unknown => {
+                return Next::Done(self.indeterminate(IndeterminateCause::ServerUnknown, Some(pending), cx))
+            }
+            Response::Error { code: ErrorCode::Overloaded, .. } => Err(AcquireError::Overloaded),
+            Response::Error { code: ErrorCode::Invalid, message } => Err(AcquireError::Invalid(message)),
+            Response::Error { code, message } => {
+                Err(AcquireError::Invalid(format!("server error {}: {message}", code.to_u8())))
+            }
+            other => {
+                log::warn!("answer {other:?} to an ACQUIRE");
+                return Next::Done(self.indeterminate(
+                    IndeterminateCause::ProtocolViolation,
+                    Some(pending),
+                    cx,
+                ));
+            }
+        };
+        Next::Done(Outcome::Acquire(result))
+    }
+
+    /// The session carrying it ended (or its write failed) before an answer.
+    pub(crate) fn on_ended(&mut self, maybe_written: bool, pending: &Pending, cx: &mut Cx<'_>) -> Next {
+        if maybe_written {
+            return Next::Done(self.indeterminate(IndeterminateCause::ConnectionLost, Some(pending), cx));
+        }
+        // Not one byte left this process: another session may carry it.
+        self.sent = None;
+        self.patient_until = self.send_end.min(cx.now + LEADER_WAIT);
+        if cx.now >= self.send_end {
+            return Next::Done(Outcome::Acquire(Err(AcquireError::Unavailable {
+                last_error: cx.net.last_error.clone(),
+            })));
+        }
+        self.route(cx)
+    }
+
+    fn granted(&mut self, token: u64, lease_ms: u32, pending: &Pending, cx: &mut Cx<'_>) -> Outcome {
+        let lease = self.lease.min(Duration::from_millis(u64::from(lease_ms)));
+        let deadline = pending.queued_at + lease;
+        if cx.now >= deadline {
+            // The lease may already have ended on the server: such a lock is of no use,
+            // and returning it would invite a write after the expiry.
+            log::warn!("grant of {:?} (token {token}) arrived after its lease; releasing it", self.key);
+            cx.jobs.push(ReleaseJob {
+                key: self.key.clone(),
+                owner: Arc::clone(&self.owner),
+                token,
+                origin: Origin::Compensation,
+            });
+            return Outcome::Acquire(Err(AcquireError::Indeterminate(Indeterminate {
+                cause: IndeterminateCause::ExpiredOnArrival,
+                key: self.key.clone(),
+                owner: self.owner.to_string(),
+                lease: self.lease,
+                wait: self.sent.as_ref().map_or(Duration::ZERO, |s| s.wait),
+                sent_at: pending.queued_at,
+                settle_at: cx.now,
+                orphan: None,
+            })));
+        }
+        cx.held.insert(token, deadline, cx.now);
+        Outcome::Acquire(Ok(Granted { token, lease, deadline }))
+    }
+
+    /// The outcome is unknown: an orphan record takes care of a grant that happened.
+    fn indeterminate(
+        &mut self,
+        cause: IndeterminateCause,
+        pending: Option<&Pending>,
+        cx: &mut Cx<'_>,
+    ) -> Outcome {
+        let now = cx.now;
+        let wait = self.sent.as_ref().map_or(Duration::ZERO, |s| s.wait);
+        let queued_at = pending.map_or(now, |p| p.queued_at);
+        // Counted from when the frame was handed to the socket (not when it was
+        // queued): a frame held up behind a slow write reaches the server later.
+        let written = pending.and_then(|p| p.written_at).unwrap_or(now);
+        let settle_at = (written + wait + cx.config.commit_margin).max(now);
+        let orphan =
+            cx.orphans.open(self.key.clone(), Arc::clone(&self.owner), self.lease, queued_at, settle_at, now);
+        Outcome::Acquire(Err(AcquireError::Indeterminate(Indeterminate {
+            cause,
+            key: self.key.clone(),
+            owner: self.owner.to_string(),
+            lease: self.lease,
+            wait,
+            sent_at: queued_at,
+            settle_at,
+            orphan: Some(orphan),
+        })))
+    }
+}

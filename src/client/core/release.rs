@@ -1,0 +1,265 @@
+//! One RELEASE (docs/client.md, "Releases").
+//!
+//! It carries the exact (key, owner, token) and an absolute deadline
+//! [`RELEASE_DEADLINE`] after it was asked for. It is sent, and sent again (a release
+//! is idempotent) after a lost connection, an `M`, a `U`, an `E 4` or an attempt
+//! unanswered for [`RELEASE_ATTEMPT_TIMEOUT`], until the server answers `R` or `N` or
+//! the deadline passes. Only `R`/`N` count: a release that runs out of time is
+//! `Unconfirmed`, and the server's lease is the last safety net.
+//!
+//! An attempt sent again is still listened to: on a path slower than one attempt
+//! timeout every answer arrives after its attempt was abandoned, so listening only to
+//! the newest would report `Unconfirmed` although the server answered `R` to each.
+//! An `N` is `NotHolder` only when no earlier attempt may have executed; otherwise the
+//! release waits for the earlier attempts (an `R` of theirs is the outcome) and ends
+//! `ReleasedOrExpired`.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::cx::{Cx, Next, Origin, Outcome};
+use super::ids::SessionId;
+use super::net::Target;
+use super::session::Waiting;
+use crate::client::error::ReleaseError;
+use crate::client::outcome::ReleaseOutcome;
+use crate::proto::frame::{encode_release, ErrorCode, Response};
+
+/// A release is given up (unconfirmed) this long after it was asked for.
+pub const RELEASE_DEADLINE: Duration = Duration::from_secs(5);
+/// An attempt without an answer for this long is sent again, on any connection.
+pub const RELEASE_ATTEMPT_TIMEOUT: Duration = Duration::from_secs(1);
+/// Pause before the next attempt when no connection is up or the server said `U`/`E 4`;
+/// also the first pause after an `M` that leaves no other connection to try.
+const RELEASE_RETRY_PAUSE: Duration = Duration::from_millis(100);
+/// How often a release waiting for the leader's first connection looks again.
+const RELEASE_LEADER_POLL: Duration = Duration::from_millis(20);
+/// Longest pause between attempts of one release after repeated `M`s.
+const RELEASE_MOVED_PAUSE_MAX: Duration = Duration::from_secs(1);
+
+/// What became of one attempt.
+#[derive(Debug)]
+pub(crate) enum Reply {
+    Answer(Response),
+    /// Its session ended after a byte of it may have been written.
+    Lost,
+    /// Its session ended (or its write failed) before any byte of it was written.
+    Unsent,
+}
+
+#[derive(Debug)]
+pub(crate) struct ReleaseOp {
+    pub(crate) key: String,
+    pub(crate) owner: Arc<str>,
+    pub(crate) token: u64,
+    pub(crate) origin: Origin,
+    deadline: Instant,
+    in_flight: Option<(SessionId, u32, Instant)>,
+    /// Attempts that ran past the attempt timeout and were sent again, still listened to.
+    earlier: Vec<(SessionId, u32)>,
+    next_try: Instant,
+    /// Some attempt was written and then lost, unanswered or answered `U`: it may have
+    /// executed, so a later `N` cannot tell whether this release did it.
+    maybe_executed: bool,
+    /// The newest attempt got `N` while earlier attempts were still out: wait for them.
+    not_holder: bool,
+    /// The pause after the next `M` with nowhere else to go (doubles each time, and
+    /// starts over when an `M` brings news: a leader hint other than the last one).
+    moved_pause: Duration,
+    moved_hint: Option<String>,
+}
+
+impl ReleaseOp {
+    pub(crate) fn new(key: String, owner: Arc<str>, token: u64, origin: Origin, now: Instant) -> ReleaseOp {
+        ReleaseOp {
+            key,
+            owner,
+            token,
+            origin,
+            deadline: now + RELEASE_DEADLINE,
+            in_flight: None,
+            earlier: Vec::new(),
+            next_try: now,
+            maybe_executed: false,
+            not_holder: false,
+            moved_pause: RELEASE_RETRY_PAUSE,
+            moved_hint: None,
+        }
+    }
+
+    /// Moves it on: gives up past the deadline, sends again an attempt that ran out of
+    /// time (still listening to it), sends when due.
+    pub(crate) fn on_timer(&mut self, cx: &mut Cx<'_>) -> Next {
+        let now = cx.now;
+        if now >= self.deadline {
+            self.forget_attempts(cx);
+            // After an `N`, the key is certainly no longer held under this token; only
+            // who ended the hold is unknown.
+            let outcome = if self.not_holder {
+                Ok(ReleaseOutcome::ReleasedOrExpired)
+            } else {
+                Err(ReleaseError::Unconfirmed)
+            };
+            return Next::Done(Outcome::Release(outcome));
+        }
+        if self.not_holder {
+            return Next::Wait(Some(self.deadline));
+        }
+        if let Some((session, id, attempt_end)) = self.in_flight {
+            if now >= attempt_end {
+                log::debug!("release of {:?}: no answer within {RELEASE_ATTEMPT_TIMEOUT:?}", self.key);
+                self.in_flight = None;
+                self.earlier.push((session, id));
+                self.maybe_executed = true;
+                self.next_try = now;
+            }
+        }
+        if self.in_flight.is_none() && now >= self.next_try {
+            self.attempt(cx);
+        }
+        Next::Wait(Some(self.wake()))
+    }
+
+    fn wake(&self) -> Instant {
+        match self.in_flight {
+            Some((_, _, attempt_end)) => attempt_end.min(self.deadline),
+            None => self.next_try.min(self.deadline),
+        }
+    }
+
+    fn attempt(&mut self, cx: &mut Cx<'_>) {
+        let now = cx.now;
+        if cx.net.leader_connecting() {
+            // The leader an `M` named is being dialed; sending elsewhere would earn an `M`.
+            self.next_try = now + RELEASE_LEADER_POLL;
+            return;
+        }
+        let Some(session) = cx.net.choose(&Target::Any, false, None) else {
+            log::debug!("release of {:?}: no connection up", self.key);
+            self.next_try = now + RELEASE_RETRY_PAUSE;
+            return;
+        };
+        let (token, key, owner) = (self.token, &self.key, &self.owner);
+        let id = cx
+            .net
+            .send(session, Waiting::Op(cx.op), now, |out, id| encode_release(out, id, token, key, owner));
+        self.in_flight = Some((session, id, now + RELEASE_ATTEMPT_TIMEOUT));
+    }
+
+    /// Unregisters every attempt: a late answer to any of them is dropped.
+    pub(crate) fn forget_attempts(&mut self, cx: &mut Cx<'_>) {
+        for (session, id) in
+            self.in_flight.take().map(|(s, i, _)| (s, i)).into_iter().chain(self.earlier.drain(..))
+        {
+            if let Some(s) = cx.net.session_mut(session) {
+                s.forget(id);
+            }
+        }
+    }
+
+    fn not_holder_outcome(&self) -> ReleaseOutcome {
+        if self.maybe_executed {
+            ReleaseOutcome::ReleasedOrExpired
+        } else {
+            ReleaseOutcome::NotHolder
+        }
+    }
+
+    fn done(&mut self, outcome: Result<ReleaseOutcome, ReleaseError>, cx: &mut Cx<'_>) -> Next {
+        self.forget_attempts(cx);
+        Next::Done(Outcome::Release(outcome))
+    }
+
+    /// What became of the attempt `(session, id)`.
+    pub(crate) fn on_reply(&mut self, session: SessionId, id: u32, reply: Reply, cx: &mut Cx<'_>) -> Next {
+        let now = cx.now;
+        let definitive = matches!(
+            reply,
+            Reply::Answer(
+                Response::Released | Response::NotHolder | Response::Error { code: ErrorCode::Invalid, .. }
+            )
+        );
+        if let Some(at) = self.earlier.iter().position(|a| *a == (session, id)) {
+            // An attempt already sent again: only a definitive answer matters; anything
+            // else leaves the newer attempt in charge.
+            self.earlier.swap_remove(at);
+            if !definitive {
+                if matches!(reply, Reply::Lost | Reply::Answer(Response::Unknown)) {
+                    self.maybe_executed = true;
+                }
+                if self.not_holder && self.earlier.is_empty() {
+                    let outcome = Ok(self.not_holder_outcome());
+                    return self.done(outcome, cx);
+                }
+                return Next::Wait(Some(self.wake()));
+            }
+            if matches!(reply, Reply::Answer(Response::NotHolder)) {
+                // This earlier attempt found no holder either; wait for the others.
+                self.not_holder = true;
+                if !self.earlier.is_empty() || self.in_flight.is_some() {
+                    return Next::Wait(Some(self.wake()));
+                }
+                let outcome = Ok(self.not_holder_outcome());
+                return self.done(outcome, cx);
+            }
+        } else if self.in_flight.is_some_and(|(s, i, _)| s == session && i == id) {
+            self.in_flight = None;
+            match &reply {
+                Reply::Answer(Response::Moved { .. }) => {
+                    // Routing already moved the hint. Go again at once only when it now
+                    // points at another live connection; otherwise (the leader is not
+                    // reachable, or unknown) back off, so queued releases do not bounce
+                    // off the followers at round-trip speed.
+                    let elsewhere = cx.net.leader_elsewhere(session);
+                    log::debug!("release of {:?}: M (another leader up: {elsewhere})", self.key);
+                    let hint = cx.net.hint().map(str::to_owned);
+                    if hint.is_some() && hint != self.moved_hint {
+                        self.moved_pause = RELEASE_RETRY_PAUSE;
+                    }
+                    self.moved_hint = hint;
+                    if elsewhere {
+                        self.next_try = now;
+                    } else {
+                        self.next_try = now + self.moved_pause;
+                        self.moved_pause = (self.moved_pause * 2).min(RELEASE_MOVED_PAUSE_MAX);
+                    }
+                    return self.on_timer(cx);
+                }
+                Reply::Unsent => {
+                    // Not a byte went out: simply send it again, elsewhere.
+                    self.next_try = now;
+                    return self.on_timer(cx);
+                }
+                Reply::Lost => {
+                    log::debug!("release of {:?}: connection lost", self.key);
+                    self.maybe_executed = true;
+                    self.next_try = now;
+                    return self.on_timer(cx);
+                }
+                Reply::Answer(Response::NotHolder) if !self.earlier.is_empty() => {
+                    // An earlier attempt may still answer R: that, not this N, is the outcome.
+                    self.not_holder = true;
+                    return Next::Wait(Some(self.wake()));
+                }
+                Reply::Answer(Response::Unknown) => self.maybe_executed = true,
+                _ => {}
+            }
+        } else {
+            return Next::Wait(Some(self.wake()));
+        }
+        let outcome = match reply {
+            Reply::Answer(Response::Released) => Ok(ReleaseOutcome::Released),
+            Reply::Answer(Response::NotHolder) => Ok(self.not_holder_outcome()),
+            Reply::Answer(Response::Error { code: ErrorCode::Invalid, message }) => {
+                Err(ReleaseError::Invalid(message))
+            }
+            Reply::Answer(other) => {
+                log::debug!("release of {:?} answered {other:?}; retrying", self.key);
+                self.next_try = now + RELEASE_RETRY_PAUSE;
+                return Next::Wait(Some(self.wake()));
+            }
+            Reply::Lost | Reply::Unsent => return Next::Wait(Some(self.wake())),
+        };
+        self.done(outcome, cx)
+    }
+}

@@ -1,0 +1,248 @@
+//! Finding out what became of an indeterminate ACQUIRE, without sending it again:
+//! a caller's `resolve`, and the background check of an orphan record
+//! (docs/client.md, "Resolving", "No grant left orphaned").
+//!
+//! Both wait until the window in which the grant can still happen has passed — the
+//! instant the frame was written plus its wait plus the commit margin (a deposed
+//! leader answers `U` 5 s after losing leadership; a new leader commits or drops the
+//! proposal before it serves) — and then QUERY the key at the leader (linearizable).
+//! A holder with the acquire's owner whose token no caller of this client holds is
+//! that acquire's grant: `resolve` adopts it, the background check releases it.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::cx::{Cx, Granted, Next, Origin, Outcome, ReleaseJob, Resolved};
+use super::ids::OrphanId;
+use super::net::Target;
+use super::orphans::Claim;
+use super::read::ReadOp;
+use crate::client::error::ClientError;
+use crate::proto::frame::{Request, Response};
+
+/// What a QUERY said about the acquire's grant.
+enum Found {
+    /// Held by the acquire's owner under a token no caller holds.
+    Ours { token: u64, remaining: Duration },
+    /// Free, someone else's, or a token a caller of this client holds.
+    NotOurs,
+    /// No answer.
+    Unknown,
+}
+
+fn judge(result: Result<Response, ClientError>, owner: &str, cx: &Cx<'_>) -> Found {
+    match result {
+        Ok(Response::Holder { token, remaining_ms, owner: holder, .. })
+            if holder == owner && !cx.held.contains(token, cx.now) =>
+        {
+            Found::Ours { token, remaining: Duration::from_millis(u64::from(remaining_ms)) }
+        }
+        Ok(Response::Holder { .. } | Response::Free) => Found::NotOurs,
+        Ok(other) => {
+            log::warn!("answer {other:?} to a QUERY");
+            Found::Unknown
+        }
+        Err(_) => Found::Unknown,
+    }
+}
+
+#[derive(Debug)]
+enum Phase {
+    Settling(Instant),
+    /// The QUERY, and the instant before it was sent.
+    Querying(ReadOp, Instant),
+}
+
+/// A caller's `resolve`.
+#[derive(Debug)]
+pub(crate) struct ResolveOp {
+    orphan: Option<OrphanId>,
+    key: String,
+    owner: Arc<str>,
+    lease: Duration,
+    end: Instant,
+    phase: Phase,
+}
+
+impl ResolveOp {
+    pub(crate) fn new(
+        orphan: Option<OrphanId>,
+        key: String,
+        owner: Arc<str>,
+        lease: Duration,
+        settle_at: Instant,
+        end: Instant,
+    ) -> ResolveOp {
+        ResolveOp { orphan, key, owner, lease, end, phase: Phase::Settling(settle_at) }
+    }
+
+    pub(crate) fn start(&mut self, cx: &mut Cx<'_>) -> Next {
+        let claim = match self.orphan {
+            Some(id) => cx.orphans.claim(id, cx.op),
+            None => Claim::Missing,
+        };
+        match claim {
+            // The late `G` came and is being released, or the check found none.
+            Claim::Done { .. } => return Next::Done(Outcome::Resolve(Resolved::NotHeld)),
+            Claim::Claimed { settle_at } => self.phase = Phase::Settling(settle_at),
+            Claim::Missing => {}
+        }
+        let Phase::Settling(settle_at) = self.phase else { unreachable!("a new resolve settles first") };
+        if settle_at > self.end {
+            // The window does not end within the caller's time: the background check
+            // keeps the record.
+            return self.finish(Resolved::Unknown, cx);
+        }
+        self.on_timer(cx)
+    }
+
+    pub(crate) fn unrouted(&self) -> bool {
+        matches!(&self.phase, Phase::Querying(read, _) if read.unrouted())
+    }
+
+    pub(crate) fn route(&mut self, cx: &mut Cx<'_>) -> Next {
+        match &mut self.phase {
+            Phase::Querying(read, _) => {
+                let next = read.route(cx);
+                self.after_read(next, cx)
+            }
+            Phase::Settling(at) => Next::Wait(Some(*at)),
+        }
+    }
+
+    pub(crate) fn on_timer(&mut self, cx: &mut Cx<'_>) -> Next {
+        match &mut self.phase {
+            Phase::Settling(at) if cx.now < *at => Next::Wait(Some(*at)),
+            Phase::Settling(_) => {
+                let read =
+                    ReadOp::new(Request::Query { key: self.key.clone() }, Target::Any, self.end, cx.now);
+                self.phase = Phase::Querying(read, cx.now);
+                self.route(cx)
+            }
+            Phase::Querying(read, _) => {
+                let next = read.on_timer(cx);
+                self.after_read(next, cx)
+            }
+        }
+    }
+
+    pub(crate) fn on_answer(&mut self, response: Response, cx: &mut Cx<'_>) -> Next {
+        match &mut self.phase {
+            Phase::Querying(read, _) => {
+                let next = read.on_answer(response, cx);
+                self.after_read(next, cx)
+            }
+            Phase::Settling(at) => Next::Wait(Some(*at)),
+        }
+    }
+
+    pub(crate) fn on_ended(&mut self, cx: &mut Cx<'_>) -> Next {
+        match &mut self.phase {
+            Phase::Querying(read, _) => {
+                let next = read.on_ended(cx);
+                self.after_read(next, cx)
+            }
+            Phase::Settling(at) => Next::Wait(Some(*at)),
+        }
+    }
+
+    /// The record's `G` arrived while this resolve held it.
+    pub(crate) fn on_late_grant(&mut self, token: u64, lease_ms: u32, cx: &mut Cx<'_>) -> Next {
+        if let Phase::Querying(read, _) = &mut self.phase {
+            read.forget(cx);
+        }
+        let queued_at = self.orphan.and_then(|id| cx.orphans.get(id)).map_or(cx.now, |r| r.queued_at);
+        let lease = self.lease.min(Duration::from_millis(u64::from(lease_ms)));
+        let deadline = queued_at + lease;
+        if cx.now >= deadline {
+            log::warn!("late grant of {:?} (token {token}) arrived after its lease; releasing it", self.key);
+            self.release(token, cx);
+            return self.finish(Resolved::NotHeld, cx);
+        }
+        self.adopt(Granted { token, lease, deadline }, cx)
+    }
+
+    fn after_read(&mut self, next: Next, cx: &mut Cx<'_>) -> Next {
+        let Next::Done(Outcome::Read(result)) = next else { return next };
+        let Phase::Querying(_, asked) = self.phase else { unreachable!("only a QUERY reads") };
+        match judge(result, &self.owner, cx) {
+            // The local deadline: the instant before the QUERY was sent plus the lease
+            // the leader reported left, so never later than the server's expiry.
+            Found::Ours { token, remaining } => {
+                self.adopt(Granted { token, lease: self.lease, deadline: asked + remaining }, cx)
+            }
+            Found::NotOurs => self.finish(Resolved::NotHeld, cx),
+            Found::Unknown => self.finish(Resolved::Unknown, cx),
+        }
+    }
+
+    fn adopt(&mut self, granted: Granted, cx: &mut Cx<'_>) -> Next {
+        cx.held.insert(granted.token, granted.deadline, cx.now);
+        self.finish(Resolved::Held(granted), cx)
+    }
+
+    fn release(&self, token: u64, cx: &mut Cx<'_>) {
+        let owner = Arc::clone(&self.owner);
+        cx.jobs.push(ReleaseJob { key: self.key.clone(), owner, token, origin: Origin::Compensation });
+    }
+
+    /// Ends the resolve; an unknown end hands the record back to the background check,
+    /// so a grant this call did not take is never dropped.
+    fn finish(&mut self, resolved: Resolved, cx: &mut Cx<'_>) -> Next {
+        if let Some(id) = self.orphan {
+            match &resolved {
+                Resolved::Unknown => cx.orphans.unclaim(id, cx.op, cx.now),
+                Resolved::Held(_) | Resolved::NotHeld => cx.orphans.finish(id, false, cx.now),
+            }
+        }
+        Next::Done(Outcome::Resolve(resolved))
+    }
+}
+
+/// The background check of an orphan record that no `resolve` claimed.
+#[derive(Debug)]
+pub(crate) struct OrphanCheck {
+    pub(crate) orphan: OrphanId,
+    pub(crate) read: ReadOp,
+}
+
+/// How long one orphan check may take before it counts as unanswered.
+pub const ORPHAN_CHECK_TIMEOUT: Duration = Duration::from_secs(5);
+
+impl OrphanCheck {
+    pub(crate) fn new(orphan: OrphanId, key: String, now: Instant) -> OrphanCheck {
+        let read = ReadOp::new(Request::Query { key }, Target::Any, now + ORPHAN_CHECK_TIMEOUT, now);
+        OrphanCheck { orphan, read }
+    }
+
+    /// Applies the QUERY's result once `next` is done; returns whether it is.
+    pub(crate) fn after_read(&mut self, next: Next, cx: &mut Cx<'_>) -> Next {
+        let Next::Done(Outcome::Read(result)) = next else { return next };
+        let done = Next::Done(Outcome::Resolve(Resolved::Unknown));
+        if !cx.orphans.is_checking(self.orphan, cx.op) {
+            // A `resolve` took the record over meanwhile: it decides.
+            return done;
+        }
+        let Some(record) = cx.orphans.get(self.orphan) else { return done };
+        let (key, owner) = (record.key.clone(), Arc::clone(&record.owner));
+        match judge(result, &owner, cx) {
+            Found::Ours { token, .. } => {
+                log::warn!(
+                    "the indeterminate acquire of {key:?} was granted after all (token {token}) and no caller \
+                     took it over; releasing it"
+                );
+                cx.jobs.push(ReleaseJob { key, owner, token, origin: Origin::Compensation });
+                cx.orphans.finish(self.orphan, true, cx.now);
+                Next::Done(Outcome::Resolve(Resolved::NotHeld))
+            }
+            Found::NotOurs => {
+                cx.orphans.finish(self.orphan, false, cx.now);
+                Next::Done(Outcome::Resolve(Resolved::NotHeld))
+            }
+            Found::Unknown => {
+                cx.orphans.check_failed(self.orphan, cx.closing, cx.now);
+                Next::Done(Outcome::Resolve(Resolved::Unknown))
+            }
+        }
+    }
+}

@@ -1,0 +1,46 @@
+//! Plain data the client returns: what a release came to, who holds a key.
+
+use std::fmt;
+use std::time::Duration;
+
+/// What the server answered to a release. All are definitive about the present: the
+/// key is no longer held under this token.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ReleaseOutcome {
+    /// `R`: the release was committed; the key went to the next waiter or became free.
+    Released,
+    /// `N`: (key, owner, token) was not the holder: already released, expired, or
+    /// never granted. Nothing changed.
+    NotHolder,
+    /// `N`, but an earlier attempt of this same release was written and its answer
+    /// lost: that attempt may have released the key, or the lease had ended. Either
+    /// way the key is no longer held under this token.
+    ReleasedOrExpired,
+}
+
+impl fmt::Display for ReleaseOutcome {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            ReleaseOutcome::Released => "released",
+            ReleaseOutcome::NotHolder => "not holder (already released or expired)",
+            ReleaseOutcome::ReleasedOrExpired => {
+                "no longer held (released by an earlier attempt, or expired)"
+            }
+        })
+    }
+}
+
+/// The answer to [`Client::query`] for a held key.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct HolderInfo {
+    /// The holder's owner string.
+    pub owner: String,
+    /// The holder's fencing token.
+    pub token: u64,
+    /// Lease time left on the leader's clock when it answered.
+    pub remaining: Duration,
+    /// How many acquires wait in the key's queue.
+    pub waiters: u32,
+}
