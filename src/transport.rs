@@ -396,3 +396,112 @@ impl Write for Duplex<'_> {
         self.writer.flush()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::TcpListener;
+    use std::time::Duration;
+
+    fn loopback_pair() -> (TcpStream, TcpStream) {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let sock = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let (peer, _) = listener.accept().unwrap();
+        (sock, peer)
+    }
+
+    /// The halves of a TLS client connection, handshake done, to a throw-away server
+    /// whose thread reads nothing for `pause`, then returns every plaintext byte it reads
+    /// until EOF.
+    fn tls_halves(pause: Duration) -> (ReadHalf, WriteHalf, std::thread::JoinHandle<Vec<u8>>) {
+        let (server_config, client_config) = crate::tls::throwaway_configs();
+        let (mut sock, mut peer) = loopback_pair();
+        let server = std::thread::spawn(move || {
+            let mut conn = rustls::ServerConnection::new(server_config).unwrap();
+            while conn.is_handshaking() {
+                if conn.complete_io(&mut peer).is_err() {
+                    return Vec::new();
+                }
+            }
+            std::thread::sleep(pause);
+            let mut stream = rustls::Stream::new(&mut conn, &mut peer);
+            let mut got = Vec::new();
+            let _ = stream.read_to_end(&mut got);
+            got
+        });
+        let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
+        let mut conn = rustls::ClientConnection::new(client_config, name).unwrap();
+        while conn.is_handshaking() {
+            conn.complete_io(&mut sock).unwrap();
+        }
+        let (reader, writer) = split(sock, Some(rustls::Connection::Client(conn))).unwrap();
+        (reader, writer, server)
+    }
+
+    #[test]
+    fn a_tls_batch_larger_than_the_tls_buffer_is_written_whole() {
+        let (_reader, mut writer, server) = tls_halves(Duration::ZERO);
+        // rustls holds at most 64 KiB of ciphertext; a batch of 1 MiB must still go.
+        let batch: Vec<u8> = (0..1u32 << 20).map(|i| (i % 251) as u8).collect();
+        assert_eq!(writer.write_counted(&batch, Instant::now() + Duration::from_secs(10)), Ok(()));
+        let tls = writer.tls.clone().unwrap();
+        lock(&tls).send_close_notify();
+        flush_tls(&mut lock(&tls), &writer.tcp, None).unwrap();
+        let _ = writer.tcp.shutdown(Shutdown::Write);
+        let got = server.join().unwrap();
+        assert_eq!(got.len(), batch.len());
+        assert!(got == batch);
+    }
+
+    #[test]
+    fn a_failed_tls_write_shuts_the_socket_so_no_buffered_ciphertext_leaves_later() {
+        let start = Instant::now();
+        let (_reader, mut writer, server) = tls_halves(Duration::from_secs(2));
+        // The server reads nothing for a while: writes fill both sockets' buffers and
+        // one of them runs past its deadline (as a write to a stalled server does) with
+        // a record still buffered in TLS.
+        let chunk = vec![7u8; 16 << 10];
+        let failed = loop {
+            if let Err(progress) = writer.write_counted(&chunk, Instant::now() + Duration::from_millis(50)) {
+                break progress;
+            }
+            assert!(
+                start.elapsed() < Duration::from_millis(1500),
+                "no write timed out while the server slept"
+            );
+        };
+        assert!(matches!(failed, WriteProgress::Tls { .. }), "{failed:?}");
+        // The server reads again. What the read half does when it next holds the TLS
+        // state — write whatever TLS wants written — must not put the failed batch on
+        // the wire after it was reported as failed.
+        std::thread::sleep(Duration::from_millis(2500).saturating_sub(start.elapsed()));
+        let tls = writer.tls.clone().unwrap();
+        let mut conn = lock(&tls);
+        assert!(conn.wants_write(), "the record is still buffered in TLS");
+        assert!(conn.write_tls(&mut &*writer.tcp).is_err(), "the socket is shut: it cannot leave");
+        drop(conn);
+        let _ = server.join();
+    }
+
+    #[test]
+    fn a_failed_plain_write_says_how_many_bytes_left() {
+        let (sock, peer) = loopback_pair();
+        let (_reader, mut writer) = split(sock, None).unwrap();
+        drop(peer);
+        // The peer is gone: the first writes may still be taken by the kernel, then
+        // one fails; the count never exceeds what was handed over.
+        let chunk = vec![1u8; 64 << 10];
+        let mut total = 0usize;
+        for _ in 0..64 {
+            match writer.write_counted(&chunk, Instant::now() + Duration::from_secs(2)) {
+                Ok(()) => total += chunk.len(),
+                Err(WriteProgress::Plain(n)) => {
+                    assert!(n <= chunk.len());
+                    return;
+                }
+                Err(other) => panic!("{other:?}"),
+            }
+        }
+        panic!("{total} bytes written to a closed peer without an error");
+    }
+}

@@ -6,7 +6,7 @@
 use std::fmt;
 use std::time::{Duration, Instant};
 
-use super::core::OrphanId;
+use super::core::ids::OrphanId;
 
 /// Why an ACQUIRE got no definitive answer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

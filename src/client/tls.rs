@@ -8,7 +8,7 @@ use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::CertificateDer;
 use rustls::{ClientConfig, RootCertStore};
 
-use super::BuildError;
+use super::error::BuildError;
 
 /// Builds the client TLS configuration that trusts exactly the certificates in `ca`.
 pub(crate) fn client_config(ca: &Path) -> Result<Arc<ClientConfig>, BuildError> {

@@ -21,7 +21,7 @@
 
 mod acquire;
 mod cx;
-mod ids;
+pub(crate) mod ids;
 mod net;
 mod orphans;
 mod read;

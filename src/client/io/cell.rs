@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::Thread;
 use std::time::Instant;
 
-use super::lock;
+use super::sync::lock;
 use crate::client::core::{OpId, Outcome};
 
 pub(crate) struct Cell {

@@ -10,13 +10,13 @@
 //! [`WRITE_DEADLINE`] and flushes on. With TLS such threads hand the whole flush over.
 
 use std::net::{Shutdown, TcpStream};
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::Sender;
 
-use super::{lock, Mode, Shared};
+use super::sync::lock;
 use crate::client::core::{SessionId, WriteFailure};
 use crate::transport::{WriteHalf, WriteProgress};
 
@@ -25,10 +25,10 @@ pub const WRITE_DEADLINE: Duration = Duration::from_secs(5);
 
 /// A batch for the writer thread: its bytes and how many of them already went out
 /// (an empty batch: just flush what is queued).
-struct Job {
-    conn: Arc<Conn>,
-    batch: Vec<u8>,
-    written: usize,
+pub(crate) struct Job {
+    pub(crate) conn: Arc<Conn>,
+    pub(crate) batch: Vec<u8>,
+    pub(crate) written: usize,
 }
 
 pub(crate) struct Conn {
@@ -69,27 +69,38 @@ impl Conn {
         *lock(&self.spare) = buf;
     }
 
+    /// The socket (tests fill its buffers).
+    #[cfg(test)]
+    pub(crate) fn socket(&self) -> &TcpStream {
+        &self.tcp
+    }
+
     /// Shuts the socket down: the reader wakes and reports the end.
     pub(crate) fn kill(&self) {
         let _ = self.tcp.shutdown(Shutdown::Both);
     }
 
-    /// With a fault injected (tests), a real zero-byte failure first: the socket
+    /// With a fault injected (`faults`, tests), a real zero-byte failure first: the socket
     /// refuses the write (EPIPE), exactly as a connection that broke between writes.
-    fn inject_fault(&self, shared: &Shared) {
-        if shared.faults.fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1)).is_ok() {
+    fn inject_fault(&self, faults: &AtomicUsize) {
+        if faults.fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1)).is_ok() {
             let _ = self.tcp.shutdown(Shutdown::Write);
         }
     }
 
     /// Writes `batch` whole (waiting up to [`WRITE_DEADLINE`]); on failure, how far it got.
-    pub(crate) fn write(&self, batch: &[u8], shared: &Shared) -> Result<(), WriteFailure> {
-        self.write_from(batch, 0, shared)
+    pub(crate) fn write(&self, batch: &[u8], faults: &AtomicUsize) -> Result<(), WriteFailure> {
+        self.write_from(batch, 0, faults)
     }
 
     /// Writes `batch[written..]` of a batch whose first `written` bytes went out.
-    fn write_from(&self, batch: &[u8], written: usize, shared: &Shared) -> Result<(), WriteFailure> {
-        self.inject_fault(shared);
+    pub(crate) fn write_from(
+        &self,
+        batch: &[u8],
+        written: usize,
+        faults: &AtomicUsize,
+    ) -> Result<(), WriteFailure> {
+        self.inject_fault(faults);
         let mut writer = lock(&self.writer);
         writer.write_counted(&batch[written..], Instant::now() + WRITE_DEADLINE).map_err(|progress| {
             match progress {
@@ -101,56 +112,23 @@ impl Conn {
     }
 
     /// Plain only: writes what the socket takes at once.
-    pub(crate) fn send_now(&self, batch: &[u8], shared: &Shared) -> Result<usize, WriteFailure> {
-        self.inject_fault(shared);
+    pub(crate) fn send_now(&self, batch: &[u8], faults: &AtomicUsize) -> Result<usize, WriteFailure> {
+        self.inject_fault(faults);
         lock(&self.writer).send_now(batch).map_err(|_| WriteFailure::After(0))
     }
 
-    /// Hands the writer's role to the writer thread: it finishes `batch` (of which
-    /// `written` bytes went out; empty: none in flight) and flushes on.
-    pub(crate) fn hand_over(self: &Arc<Self>, shared: &Arc<Shared>, batch: Vec<u8>, written: usize) {
-        let job = Job { conn: Arc::clone(self), batch, written };
-        let mut handoff = lock(&self.handoff);
-        let job = match handoff.as_ref() {
-            Some(tx) => match tx.send(job) {
-                Ok(()) => return,
-                Err(e) => e.into_inner(),
-            },
-            None => job,
-        };
-        let (tx, rx) = crossbeam_channel::unbounded::<Job>();
-        let thread_shared = Arc::clone(shared);
-        let started = std::thread::Builder::new().name("ticketing-flush".into()).spawn(move || {
-            // Ends when the connection is gone (its sender dropped with it).
-            while let Ok(job) = rx.recv() {
-                finish(&thread_shared, job);
-            }
-        });
-        match started {
-            Ok(_) => {
-                let _ = tx.send(job);
-                *handoff = Some(tx);
-            }
-            Err(e) => {
-                drop(handoff);
-                log::warn!("cannot start a thread to finish a write ({e}); finishing it here");
-                finish(shared, job);
-            }
+    /// Gives `job` to the connection's writer thread if it runs; returns it otherwise
+    /// (the caller starts the thread with [`Conn::set_writer`]).
+    pub(crate) fn queue_job(&self, job: Job) -> Option<Job> {
+        match lock(&self.handoff).as_ref() {
+            Some(tx) => tx.send(job).err().map(|e| e.into_inner()),
+            None => Some(job),
         }
     }
-}
 
-/// The writer thread's work: the rest of a batch, then an ordinary flush.
-fn finish(shared: &Arc<Shared>, job: Job) {
-    let Job { conn, batch, written } = job;
-    if !batch.is_empty() {
-        let result = conn.write_from(&batch, written, shared);
-        let failed = result.is_err();
-        shared.written(conn.session, result, Mode::Blocking);
-        conn.return_buffer(batch);
-        if failed {
-            return;
-        }
+    /// The writer thread started: `tx` is its queue, `first` its first job.
+    pub(crate) fn set_writer(&self, tx: Sender<Job>, first: Job) {
+        let _ = tx.send(first);
+        *lock(&self.handoff) = Some(tx);
     }
-    shared.flush(&conn, Mode::Blocking);
 }

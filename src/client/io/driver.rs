@@ -6,7 +6,8 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use super::{Cell, Mode, Shared};
+use super::cell::Cell;
+use super::shared::{Mode, Shared};
 
 pub(super) fn run(shared: Arc<Shared>) {
     loop {

@@ -12,7 +12,8 @@ use std::time::Instant;
 
 use crossbeam_channel::Receiver;
 
-use super::{Conn, Mode, Shared};
+use super::conn::Conn;
+use super::shared::{Mode, Shared};
 use crate::client::core::{SessionId, SlotId};
 use crate::proto::frame::{decode_response, Response};
 use crate::proto::io::FrameReader;

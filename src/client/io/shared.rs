@@ -1,0 +1,463 @@
+//! The state the client's threads share, and what they do with the core's actions
+//! (the locks and their order: `io/mod.rs`).
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::thread::Thread;
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{Receiver, Sender};
+
+use super::cell::Cell;
+use super::conn::{Conn, Job};
+use super::dial::Dialer;
+use super::sync::lock;
+use crate::client::core::{Action, Config, Core, NetEvent, OpId, Outcome, SessionId, SlotId, WriteFailure};
+
+/// How a caller is woken.
+pub(crate) type Waker = Arc<Cell>;
+
+/// A caller whose operation's deadline passed this long ago without an outcome drives
+/// the core's time itself (the timer thread is late: a starved machine).
+const SELF_DRIVE_SLACK: Duration = Duration::from_millis(20);
+
+/// Everything the client's threads share.
+pub(crate) struct Shared {
+    state: Mutex<State>,
+    pub(crate) dialer: Dialer,
+    /// Fault injection for tests: the next this-many writes fail before their first
+    /// byte, as if the socket had broken.
+    pub(crate) faults: AtomicUsize,
+    pub(super) driver: OnceLock<Thread>,
+    stopped: AtomicBool,
+    /// The body of a slot's connection thread (`io/reader.rs`), given at start.
+    run_slot: SlotThread,
+}
+
+/// The body of a slot's connection thread: dials the addresses it receives.
+pub(crate) type SlotThread = fn(Arc<Shared>, SlotId, Receiver<String>);
+
+/// What the state mutex guards.
+pub(crate) struct State {
+    pub(crate) core: Core<Waker>,
+    pub(super) conns: HashMap<SessionId, Arc<Conn>>,
+    /// Each slot's connection thread, told the address to dial.
+    slots: HashMap<SlotId, Sender<String>>,
+    /// When the timer thread wakes by itself next (None: only when woken).
+    pub(super) driver_until: Option<Instant>,
+}
+
+/// May a thread wait for a socket while it does what the core asks?
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Mode {
+    /// A caller: its writes may wait (up to the write deadline).
+    Blocking,
+    /// A reader, the timer thread, a destructor: writes go out only as far as the
+    /// socket takes them at once; the rest is handed to the connection's writer thread.
+    NonBlocking,
+}
+
+/// Work found under the state mutex, done after it is let go.
+pub(super) enum Work {
+    Wake(Waker, OpId, Outcome),
+    Flush(Arc<Conn>),
+    Kill(Arc<Conn>),
+    WakeDriver,
+    Stop(Vec<Arc<Conn>>),
+}
+
+impl Shared {
+    pub(super) fn new(config: Config, dialer: Dialer, run_slot: SlotThread, now: Instant) -> Shared {
+        Shared {
+            state: Mutex::new(State {
+                core: Core::new(config, now),
+                conns: HashMap::new(),
+                slots: HashMap::new(),
+                driver_until: None,
+            }),
+            dialer,
+            faults: AtomicUsize::new(0),
+            driver: OnceLock::new(),
+            stopped: AtomicBool::new(false),
+            run_slot,
+        }
+    }
+
+    pub(crate) fn state(&self) -> MutexGuard<'_, State> {
+        lock(&self.state)
+    }
+
+    /// Runs `f` on the core and does what it asked for, waiting for sockets as `mode`
+    /// allows.
+    pub(crate) fn with_core<R>(
+        self: &Arc<Self>,
+        mode: Mode,
+        f: impl FnOnce(&mut Core<Waker>, Instant) -> R,
+    ) -> R {
+        let (result, work) = {
+            let mut state = self.state();
+            let result = f(&mut state.core, Instant::now());
+            (result, state.drain(self))
+        };
+        self.perform(work, mode);
+        result
+    }
+
+    /// Starts an operation for the calling thread and waits for its outcome.
+    pub(crate) fn call<E>(
+        self: &Arc<Self>,
+        start: impl FnOnce(&mut Core<Waker>, Waker, Instant) -> Result<OpId, E>,
+    ) -> Result<Outcome, E> {
+        let cell = Cell::mine();
+        let (op, mut deadline, work) = {
+            let mut state = self.state();
+            let op = start(&mut state.core, Arc::clone(&cell), Instant::now())?;
+            let deadline = state.core.op_deadline(op);
+            (op, deadline, state.drain(self))
+        };
+        self.perform(work, Mode::Blocking);
+        loop {
+            if let Some(outcome) = cell.take(op) {
+                return Ok(outcome);
+            }
+            Cell::park(deadline.map(|d| d + SELF_DRIVE_SLACK));
+            if let Some(outcome) = cell.take(op) {
+                return Ok(outcome);
+            }
+            let now = Instant::now();
+            if deadline.is_some_and(|d| now >= d + SELF_DRIVE_SLACK) {
+                let work = {
+                    let mut state = self.state();
+                    state.core.handle_timeout(now);
+                    deadline = state.core.op_deadline(op);
+                    state.drain(self)
+                };
+                self.perform(work, Mode::Blocking);
+            }
+        }
+    }
+
+    /// Does the work found under the mutex.
+    pub(super) fn perform(self: &Arc<Self>, work: Vec<Work>, mode: Mode) {
+        for item in work {
+            match item {
+                Work::Wake(cell, op, outcome) => cell.put(op, outcome),
+                Work::Kill(conn) => conn.kill(),
+                Work::Flush(conn) => self.flush(&conn, mode),
+                Work::WakeDriver => {
+                    if let Some(driver) = self.driver.get() {
+                        driver.unpark();
+                    }
+                }
+                Work::Stop(conns) => {
+                    self.stopped.store(true, Ordering::Release);
+                    for conn in conns {
+                        conn.kill();
+                    }
+                    if let Some(driver) = self.driver.get() {
+                        driver.unpark();
+                    }
+                }
+            }
+        }
+    }
+
+    /// Writes what is queued on `conn`'s session, as its writer (the core made this
+    /// thread the writer). See [`Mode`].
+    pub(crate) fn flush(self: &Arc<Self>, conn: &Arc<Conn>, mode: Mode) {
+        if mode == Mode::NonBlocking && !conn.is_plain() {
+            // A TLS write may wait under the TLS state: never in a thread that must
+            // not wait.
+            self.hand_over(conn, Vec::new(), 0);
+            return;
+        }
+        let mut buf = conn.spare_buffer();
+        loop {
+            if !self.state().core.next_batch(conn.session, &mut buf) {
+                break;
+            }
+            let result = match mode {
+                Mode::Blocking => conn.write(&buf, &self.faults),
+                Mode::NonBlocking => match conn.send_now(&buf, &self.faults) {
+                    Ok(n) if n < buf.len() => {
+                        // The socket's buffer is full (the server is not reading,
+                        // perhaps because it waits for us to read): the writer thread
+                        // finishes this batch and flushes on.
+                        self.hand_over(conn, buf, n);
+                        return;
+                    }
+                    Ok(_) => Ok(()),
+                    Err(failure) => Err(failure),
+                },
+            };
+            let failed = result.is_err();
+            self.written(conn.session, result, mode);
+            if failed {
+                break;
+            }
+        }
+        conn.return_buffer(buf);
+    }
+
+    /// Reports a batch's write to the core.
+    pub(crate) fn written(
+        self: &Arc<Self>,
+        session: SessionId,
+        result: Result<(), WriteFailure>,
+        mode: Mode,
+    ) {
+        self.with_core(mode, |core, now| core.on_written(session, result, now));
+    }
+
+    /// Hands the writer's role on `conn` to its writer thread (started the first time
+    /// it is needed, kept while the connection lives): it finishes `batch`, of which
+    /// `written` bytes went out (empty: none in flight), and flushes on.
+    fn hand_over(self: &Arc<Self>, conn: &Arc<Conn>, batch: Vec<u8>, written: usize) {
+        let job = Job { conn: Arc::clone(conn), batch, written };
+        let Some(job) = conn.queue_job(job) else { return };
+        let (tx, rx) = crossbeam_channel::unbounded::<Job>();
+        let shared = Arc::clone(self);
+        let started = std::thread::Builder::new().name("ticketing-flush".into()).spawn(move || {
+            // Ends when the connection is gone (its sender dropped with it).
+            while let Ok(job) = rx.recv() {
+                shared.finish_job(job);
+            }
+        });
+        match started {
+            Ok(_) => conn.set_writer(tx, job),
+            Err(e) => {
+                log::warn!("cannot start a thread to finish a write ({e}); finishing it here");
+                self.finish_job(job);
+            }
+        }
+    }
+
+    /// The writer thread's work: the rest of a batch, then an ordinary flush.
+    fn finish_job(self: &Arc<Self>, job: Job) {
+        let Job { conn, batch, written } = job;
+        if !batch.is_empty() {
+            let result = conn.write_from(&batch, written, &self.faults);
+            let failed = result.is_err();
+            self.written(conn.session, result, Mode::Blocking);
+            conn.return_buffer(batch);
+            if failed {
+                return;
+            }
+        }
+        self.flush(&conn, Mode::Blocking);
+    }
+
+    pub(crate) fn is_stopped(&self) -> bool {
+        self.stopped.load(Ordering::Acquire)
+    }
+}
+
+impl State {
+    /// Takes the core's actions: what can be done under the mutex is done (telling a
+    /// connection thread to dial, starting one), the rest is returned.
+    pub(super) fn drain(&mut self, shared: &Arc<Shared>) -> Vec<Work> {
+        let mut work = Vec::new();
+        while let Some(action) = self.core.poll_action() {
+            match action {
+                Action::Complete { waker, op, outcome } => work.push(Work::Wake(waker, op, outcome)),
+                Action::Net(NetEvent::Flush { session }) => match self.conns.get(&session) {
+                    Some(conn) => work.push(Work::Flush(Arc::clone(conn))),
+                    None => debug_assert!(false, "a session without a connection"),
+                },
+                Action::Net(NetEvent::Close { session }) => {
+                    if let Some(conn) = self.conns.get(&session) {
+                        work.push(Work::Kill(Arc::clone(conn)));
+                    }
+                }
+                Action::Net(NetEvent::Dial { slot, addr }) => self.dial(shared, slot, addr),
+                Action::Net(NetEvent::Forget { slot }) => {
+                    // The thread ends once it is idle (its channel closed).
+                    self.slots.remove(&slot);
+                }
+                Action::Shutdown => {
+                    self.slots.clear();
+                    work.push(Work::Stop(self.conns.values().cloned().collect()));
+                }
+            }
+        }
+        if let Some(at) = self.core.poll_timeout() {
+            if self.driver_until.is_none_or(|until| at < until) {
+                self.driver_until = Some(at);
+                work.push(Work::WakeDriver);
+            }
+        }
+        work
+    }
+
+    /// Tells `slot`'s connection thread to dial `addr`, starting the thread first if
+    /// it has none.
+    fn dial(&mut self, shared: &Arc<Shared>, slot: SlotId, addr: String) {
+        if let Some(tx) = self.slots.get(&slot) {
+            if tx.send(addr.clone()).is_ok() {
+                return;
+            }
+        }
+        let (tx, rx) = crossbeam_channel::unbounded();
+        let thread_shared = Arc::clone(shared);
+        let started = std::thread::Builder::new()
+            .name(format!("ticketing-conn-{addr}"))
+            .spawn(move || (thread_shared.run_slot)(thread_shared, slot, rx));
+        match started {
+            Ok(_) => {
+                let _ = tx.send(addr);
+                self.slots.insert(slot, tx);
+            }
+            Err(e) => {
+                log::warn!("cannot start a connection thread for {addr}: {e}");
+                self.core.on_dial_failed(
+                    slot,
+                    format!("{addr}: cannot start a connection thread: {e}"),
+                    Instant::now(),
+                );
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Read;
+    use std::net::{TcpListener, TcpStream};
+
+    use crate::client::core::{Target, IDLE_PING_DEFAULT};
+    use crate::proto::frame::{encode_request, Request};
+    use crate::proto::handshake::{role, Welcome};
+
+    /// A client state with one session on one end of a loopback pair (nothing runs:
+    /// no threads were started), and the other end, unread.
+    fn session_on_loopback() -> (Arc<Shared>, Arc<Conn>, TcpStream) {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        let sock = TcpStream::connect(&addr).unwrap();
+        let (peer, _) = listener.accept().unwrap();
+        let config = Config {
+            seeds: vec![addr.clone()],
+            tls: false,
+            commit_margin: Duration::from_secs(5),
+            idle_ping: IDLE_PING_DEFAULT,
+        };
+        let dialer = Dialer { key: crate::proto::handshake::auth_key(b"0123456789abcdef"), tls: None };
+        let shared = Arc::new(Shared::new(config, dialer, |_, _, _| {}, Instant::now()));
+        let welcome = Welcome { node_id: 1, role: role::STANDALONE, domain: 1, leader: String::new() };
+        let (_, writer) = crate::transport::split(sock, None).unwrap();
+        let conn = {
+            let mut state = shared.state();
+            while state.core.poll_action().is_some() {}
+            let session = state.core.on_connected(SlotId(1), &welcome, addr, Instant::now()).unwrap();
+            while state.core.poll_action().is_some() {}
+            let conn = Arc::new(Conn::new(session, writer));
+            state.conns.insert(session, Arc::clone(&conn));
+            conn
+        };
+        (shared, conn, peer)
+    }
+
+    /// Queues a STATUS on the session (as a caller would) and returns the work the
+    /// core asks for.
+    fn queue_status(shared: &Arc<Shared>) -> Vec<Work> {
+        let mut state = shared.state();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        state.core.read(Cell::mine(), Request::Status, Target::Any, deadline, Instant::now());
+        state.drain(shared)
+    }
+
+    fn status_frame(id: u32) -> Vec<u8> {
+        let mut out = Vec::new();
+        encode_request(&mut out, id, &Request::Status);
+        out
+    }
+
+    fn read_to_end(mut peer: TcpStream) -> Vec<u8> {
+        peer.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        let mut got = Vec::new();
+        let _ = peer.read_to_end(&mut got);
+        got
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn the_reader_hands_a_write_the_socket_cannot_take_to_another_thread() {
+        let (shared, conn, peer) = session_on_loopback();
+        // Fill both sockets' buffers first, so whatever their sizes the reader's write
+        // below cannot go out whole.
+        let mut filler = 0usize;
+        let chunk = vec![0x5Au8; 1 << 16];
+        while let Ok(n @ 1..) = crate::sys::send_nonblocking(&conn_socket(&conn), &chunk) {
+            filler += n;
+        }
+        assert!(filler > 0);
+        assert!(shared.state().core.take_pen(conn.session));
+        // While the reader holds the pen a caller queues and returns: no write yet.
+        for _ in 0..2 {
+            let work = queue_status(&shared);
+            assert!(!work.iter().any(|w| matches!(w, Work::Flush(_))), "the pen holder writes it");
+        }
+        assert!(!shared.state().core.take_pen(conn.session), "the pen is held");
+        // The peer reads nothing until the reader has moved on: a reader that waited
+        // for the socket here would wait for ever (or until the write deadline).
+        let (done_tx, done_rx) = std::sync::mpsc::channel();
+        let (reader_shared, reader_conn) = (Arc::clone(&shared), Arc::clone(&conn));
+        std::thread::spawn(move || {
+            reader_shared.flush(&reader_conn, Mode::NonBlocking);
+            let _ = done_tx.send(());
+        });
+        done_rx.recv_timeout(Duration::from_secs(3)).expect("a non-blocking flush returned without waiting");
+        assert!(
+            !shared.state().core.take_pen(conn.session),
+            "the writer thread holds the pen until it is done"
+        );
+        // The peer reads: the filler, then exactly the two frames, once each, in order.
+        let reading = std::thread::spawn(move || read_to_end(peer));
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !shared.state().core.take_pen(conn.session) {
+            assert!(Instant::now() < deadline, "the writer thread never let go of the pen");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        conn.kill();
+        let got = reading.join().unwrap();
+        let mut expected = vec![0x5Au8; filler];
+        expected.extend(status_frame(1));
+        expected.extend(status_frame(2));
+        assert_eq!(got.len(), expected.len());
+        assert!(got == expected, "the bytes on the wire differ from the frames queued");
+    }
+
+    #[test]
+    fn with_the_pen_released_a_caller_writes_its_own_frame_again() {
+        let (shared, conn, peer) = session_on_loopback();
+        if shared.state().core.take_pen(conn.session) {
+            shared.flush(&conn, Mode::NonBlocking);
+        }
+        // Nothing was queued: the pen is free and the next caller writes at once.
+        let work = queue_status(&shared);
+        assert!(work.iter().any(|w| matches!(w, Work::Flush(_))), "the caller is the writer");
+        shared.perform(work, Mode::Blocking);
+        conn.kill();
+        assert_eq!(read_to_end(peer), status_frame(1));
+    }
+
+    #[test]
+    fn the_reader_leaving_with_the_pen_writes_nothing_and_the_frames_count_as_unsent() {
+        let (shared, conn, peer) = session_on_loopback();
+        assert!(shared.state().core.take_pen(conn.session));
+        let work = queue_status(&shared);
+        assert!(!work.iter().any(|w| matches!(w, Work::Flush(_))));
+        // The server closed the connection while this was queued.
+        shared.with_core(Mode::NonBlocking, |core, now| core.on_closed(conn.session, now));
+        conn.kill();
+        assert!(read_to_end(peer).is_empty(), "nothing was written");
+        // The request was not sent: it waits for another session (there is none).
+        assert!(!shared.state().core.is_connected());
+    }
+
+    fn conn_socket(conn: &Conn) -> TcpStream {
+        conn.socket().try_clone().unwrap()
+    }
+}
