@@ -1,10 +1,11 @@
 //! A slot's connection thread: dials when the core says, then reads the session until
 //! it ends, handing each read's frames to the core at once.
 //!
-//! While it hands out the answers of one read, the reader holds the session's pen
-//! (`Core::take_pen`) if nobody writes it: the callers those answers wake queue their
-//! next frames, and the reader writes them together once no whole frame is left in its
-//! buffer — before a read that may wait, never after (docs/performance.md §8).
+//! When one read brings the answers of several callers, the reader takes the session's
+//! pen (`Core::take_pen`) if nobody writes it and hands it to the connection's writer
+//! thread: the callers those answers wake queue their next frames, and the writer
+//! thread writes them together (docs/performance.md §8). The reader itself never
+//! writes, so it never waits for the socket.
 
 use std::io::BufReader;
 use std::sync::Arc;
@@ -63,12 +64,7 @@ fn read_session(shared: &Arc<Shared>, session: SessionId, conn: &Arc<Conn>, read
     let mut frames =
         FrameReader::new(BufReader::with_capacity(READ_BUFFER_LEN, reader), RESPONSE_FRAME_LEN_MAX);
     let mut batch: Vec<(u32, Response)> = Vec::new();
-    let mut pen = false;
     loop {
-        if pen && !frames.has_buffered_frame() {
-            pen = false;
-            shared.flush(conn, Mode::NonBlocking);
-        }
         let mut broken = false;
         loop {
             let payload = match frames.read_payload() {
@@ -92,11 +88,20 @@ fn read_session(shared: &Arc<Shared>, session: SessionId, conn: &Arc<Conn>, read
             }
         }
         if !batch.is_empty() {
-            let took_pen = shared.with_core(Mode::NonBlocking, |core, now| {
+            // Answers for several callers at once: they will each send their next
+            // request in a moment. The pen goes to the connection's writer thread,
+            // which runs after the callers just woken, so it finds their frames
+            // queued and writes them together — one write where each caller would
+            // have written alone (docs/performance.md §8). One answer: its caller
+            // writes its own next request at once (no thread hop for a lone caller).
+            let several = batch.len() > 1 && !broken;
+            let pen = shared.with_core(Mode::NonBlocking, |core, now| {
                 core.on_frames(session, batch.drain(..), now);
-                !pen && !broken && core.take_pen(session)
+                several && core.take_pen(session)
             });
-            pen |= took_pen;
+            if pen {
+                shared.flush(conn, Mode::Deferred);
+            }
         }
         if broken {
             // With the pen held, what is queued is not written: the core counts it as

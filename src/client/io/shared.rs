@@ -56,6 +56,8 @@ pub(crate) enum Mode {
     /// A reader, the timer thread, a destructor: writes go out only as far as the
     /// socket takes them at once; the rest is handed to the connection's writer thread.
     NonBlocking,
+    /// Hand the whole flush to the connection's writer thread (see `io/reader.rs`).
+    Deferred,
 }
 
 /// Work found under the state mutex, done after it is let go.
@@ -166,7 +168,7 @@ impl Shared {
     /// Writes what is queued on `conn`'s session, as its writer (the core made this
     /// thread the writer). See [`Mode`].
     pub(crate) fn flush(self: &Arc<Self>, conn: &Arc<Conn>, mode: Mode) {
-        if mode == Mode::NonBlocking && !conn.is_plain() {
+        if mode == Mode::Deferred || (mode == Mode::NonBlocking && !conn.is_plain()) {
             // A TLS write may wait under the TLS state: never in a thread that must
             // not wait.
             self.hand_over(conn, Vec::new(), 0);
@@ -178,7 +180,7 @@ impl Shared {
                 break;
             }
             let result = match mode {
-                Mode::Blocking => conn.write(&buf, &self.faults),
+                Mode::Blocking | Mode::Deferred => conn.write(&buf, &self.faults),
                 Mode::NonBlocking => match conn.send_now(&buf, &self.faults) {
                     Ok(n) if n < buf.len() => {
                         // The socket's buffer is full (the server is not reading,
