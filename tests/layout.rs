@@ -289,3 +289,21 @@ fn the_client_core_does_no_io() {
     assert!(files >= 8, "read {files} core files");
     assert!(found.is_empty(), "I/O in the client's core:\n{}", found.join("\n"));
 }
+
+/// The client's control flow never reads server prose: what a server's answer means
+/// comes from its kind and its fields (an `M`, an error code, an `X` in its place in
+/// the handshake), so a reworded message can never change what the client does.
+/// (STATUS's `name=value` lines are data with a documented format, read by name.)
+#[test]
+fn the_client_never_decides_on_the_wording_of_a_message() {
+    let mut found = Vec::new();
+    for file in client_files() {
+        let text = std::fs::read_to_string(client_dir().join(&file)).unwrap();
+        for (n, line) in code_of(&text).lines().enumerate() {
+            if line.contains(".contains(\"") || line.contains(".find(\"") || line.contains(".starts_with(\"") {
+                found.push(format!("src/client/{file}:{}: {}", n + 1, line.trim()));
+            }
+        }
+    }
+    assert!(found.is_empty(), "matching on message text:\n{}", found.join("\n"));
+}
