@@ -1,0 +1,135 @@
+//! The C ABI from C: tests/c/ticketing_test.c is built with `cc` against
+//! include/ticketing.h, once linked to libticketing.so and once to libticketing.a (both
+//! made by this `cargo test` run: the crate's cdylib and staticlib), and run against a
+//! real standalone server: acquire, query, release and their outcomes, busy, timeout,
+//! bad arguments, a wrong secret, and 8 threads sharing one client on one key.
+//!
+//! Needs a C compiler (`cc`, or `$CC`). Without one the tests print `SKIPPED` and pass,
+//! unless `TICKETING_REQUIRE_CC=1` (set by `.ci/run`) makes that a failure.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use common::{start_server, TOKEN};
+
+fn repo() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The directory of this build's libticketing.so and libticketing.a: the test binary
+/// runs from `<target>/<profile>/deps`.
+fn lib_dir() -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    let dir = exe.parent().and_then(Path::parent).unwrap().to_path_buf();
+    for lib in ["libticketing.so", "libticketing.a"] {
+        assert!(
+            dir.join(lib).is_file(),
+            "{} is missing (crate-type cdylib/staticlib)",
+            dir.join(lib).display()
+        );
+    }
+    dir
+}
+
+/// The C compiler, or `None` after printing why the test is skipped.
+fn cc_or_skip(test: &str) -> Option<String> {
+    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
+    if Command::new(&cc).arg("--version").output().is_ok_and(|o| o.status.success()) {
+        return Some(cc);
+    }
+    let required = std::env::var("TICKETING_REQUIRE_CC").is_ok_and(|v| v == "1");
+    assert!(!required, "TICKETING_REQUIRE_CC=1 but there is no C compiler ({cc})");
+    eprintln!("SKIPPED {test}: no C compiler ({cc}; apt-get install gcc)");
+    None
+}
+
+/// Builds tests/c/ticketing_test.c into `out`, linking `link` (the arguments naming the
+/// library).
+fn build(cc: &str, out: &Path, link: &[&str]) {
+    let source = repo().join("tests/c/ticketing_test.c");
+    let output = Command::new(cc)
+        .args(["-std=c11", "-Wall", "-Wextra", "-Werror", "-pthread", "-I"])
+        .arg(repo().join("include"))
+        .arg(&source)
+        .arg("-o")
+        .arg(out)
+        .args(link)
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{cc} failed:\n{}", String::from_utf8_lossy(&output.stderr));
+}
+
+/// Runs the built program against a fresh server; returns its standard output.
+fn run(program: &Path, lib_dir: &Path) -> String {
+    let server = start_server(&[]);
+    let started = Instant::now();
+    let output = Command::new(program)
+        .args([server.addr.to_string().as_str(), TOKEN])
+        .env("LD_LIBRARY_PATH", lib_dir)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert!(
+        output.status.success(),
+        "{} failed ({}):\n{stdout}\n{}",
+        program.display(),
+        output.status,
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(started.elapsed() < Duration::from_secs(60));
+    stdout
+}
+
+fn check(stdout: &str) {
+    for line in [
+        "acquire and query: token",
+        "busy and timeout: ok",
+        "release: released, then not holder",
+        "bad arguments: invalid",
+        "threads: 8 threads x 40 turns on one key",
+        "wrong secret: no server reachable",
+        "checks passed",
+    ] {
+        assert!(stdout.contains(line), "no {line:?} in:\n{stdout}");
+    }
+    assert!(stdout.contains("the server refused our auth token"), "{stdout}");
+}
+
+#[test]
+fn a_c_program_linked_to_the_shared_library_acquires_releases_and_shares_a_client() {
+    let Some(cc) = cc_or_skip("a_c_program_linked_to_the_shared_library") else { return };
+    let lib = lib_dir();
+    let dir = tempfile::tempdir().unwrap();
+    let program = dir.path().join("ticketing_test_shared");
+    let search = format!("-L{}", lib.display());
+    build(&cc, &program, &[&search, "-lticketing"]);
+    let stdout = run(&program, &lib);
+    check(&stdout);
+    eprintln!("{stdout}");
+}
+
+#[test]
+fn a_c_program_linked_to_the_static_library_needs_no_shared_ticketing() {
+    let Some(cc) = cc_or_skip("a_c_program_linked_to_the_static_library") else { return };
+    let lib = lib_dir();
+    let dir = tempfile::tempdir().unwrap();
+    let program = dir.path().join("ticketing_test_static");
+    let archive = lib.join("libticketing.a");
+    // The system libraries the staticlib needs (`rustc --print native-static-libs`).
+    build(
+        &cc,
+        &program,
+        &[archive.to_str().unwrap(), "-lgcc_s", "-lutil", "-lrt", "-lpthread", "-lm", "-ldl"],
+    );
+    let needed = Command::new("readelf").arg("-d").arg(&program).output();
+    if let Ok(needed) = needed {
+        let text = String::from_utf8_lossy(&needed.stdout);
+        assert!(!text.contains("libticketing"), "linked to the shared library:\n{text}");
+    }
+    let empty = dir.path().join("no-libs");
+    std::fs::create_dir(&empty).unwrap();
+    check(&run(&program, &empty));
+}
