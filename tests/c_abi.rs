@@ -9,41 +9,21 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use common::bindings::{have_or_skip, native_lib_dir};
 use common::{start_server, TOKEN};
 
 fn repo() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// The directory of this build's libticketing.so and libticketing.a: the test binary
-/// runs from `<target>/<profile>/deps`.
-fn lib_dir() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    let dir = exe.parent().and_then(Path::parent).unwrap().to_path_buf();
-    for lib in ["libticketing.so", "libticketing.a"] {
-        assert!(
-            dir.join(lib).is_file(),
-            "{} is missing (crate-type cdylib/staticlib)",
-            dir.join(lib).display()
-        );
-    }
-    dir
-}
-
-/// The C compiler, or `None` after printing why the test is skipped.
+/// The C compiler (`$CC`, else `cc`), or `None` after printing why the test is skipped.
 fn cc_or_skip(test: &str) -> Option<String> {
     let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
-    if Command::new(&cc).arg("--version").output().is_ok_and(|o| o.status.success()) {
-        return Some(cc);
-    }
-    let required = std::env::var("TICKETING_REQUIRE_CC").is_ok_and(|v| v == "1");
-    assert!(!required, "TICKETING_REQUIRE_CC=1 but there is no C compiler ({cc})");
-    eprintln!("SKIPPED {test}: no C compiler ({cc}; apt-get install gcc)");
-    None
+    have_or_skip(test, &cc, &["--version"], "TICKETING_REQUIRE_CC", "apt-get install gcc").then_some(cc)
 }
 
 /// Builds tests/c/ticketing_test.c into `out`, linking `link` (the arguments naming the
@@ -101,7 +81,7 @@ fn check(stdout: &str) {
 #[test]
 fn a_c_program_linked_to_the_shared_library_acquires_releases_and_shares_a_client() {
     let Some(cc) = cc_or_skip("a_c_program_linked_to_the_shared_library") else { return };
-    let lib = lib_dir();
+    let lib = native_lib_dir();
     let dir = tempfile::tempdir().unwrap();
     let program = dir.path().join("ticketing_test_shared");
     let search = format!("-L{}", lib.display());
@@ -114,7 +94,7 @@ fn a_c_program_linked_to_the_shared_library_acquires_releases_and_shares_a_clien
 #[test]
 fn a_c_program_linked_to_the_static_library_needs_no_shared_ticketing() {
     let Some(cc) = cc_or_skip("a_c_program_linked_to_the_static_library") else { return };
-    let lib = lib_dir();
+    let lib = native_lib_dir();
     let dir = tempfile::tempdir().unwrap();
     let program = dir.path().join("ticketing_test_static");
     let archive = lib.join("libticketing.a");
@@ -132,4 +112,30 @@ fn a_c_program_linked_to_the_static_library_needs_no_shared_ticketing() {
     let empty = dir.path().join("no-libs");
     std::fs::create_dir(&empty).unwrap();
     check(&run(&program, &empty));
+}
+
+/// docs/c.md's example compiles as written (with a stub for the application's own
+/// `sell_seat`); it is not run: its addresses are an example network's.
+#[test]
+fn the_example_of_docs_c_md_compiles() {
+    let Some(cc) = cc_or_skip("the_example_of_docs_c_md_compiles") else { return };
+    let doc = std::fs::read_to_string(repo().join("docs/c.md")).unwrap();
+    let start = doc.find("```c\n").expect("a ```c block in docs/c.md") + 5;
+    let example = &doc[start..start + doc[start..].find("```").unwrap()];
+    let stub =
+        "#include <stdint.h>\nstatic void sell_seat(int seat, uint64_t token) { (void)seat; (void)token; }\n";
+    let dir = tempfile::tempdir().unwrap();
+    let source = dir.path().join("example.c");
+    std::fs::write(&source, format!("{stub}{example}")).unwrap();
+    let output = Command::new(&cc)
+        .args(["-std=c11", "-Wall", "-Wextra", "-Werror", "-pthread", "-I"])
+        .arg(repo().join("include"))
+        .arg(&source)
+        .arg("-o")
+        .arg(dir.path().join("example"))
+        .arg(format!("-L{}", native_lib_dir().display()))
+        .arg("-lticketing")
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "docs/c.md's example:\n{}", String::from_utf8_lossy(&output.stderr));
 }
