@@ -13,6 +13,10 @@
 
 mod common;
 
+#[path = "../examples/fenced_postgres.rs"]
+#[allow(dead_code)]
+mod fenced_postgres;
+
 use std::fs::File;
 use std::os::unix::process::CommandExt;
 use std::path::Path;
@@ -109,6 +113,39 @@ fn the_readme_python_example_runs_as_written_against_a_node() {
     for expected in ["selling seat 42 under fencing token", "Holder(owner='box-office-7'", "released"] {
         assert!(output.contains(expected), "no {expected:?} in:\n{output}");
     }
+}
+
+/// python/examples/fenced_postgres.py (docs/python.md, "Fencing with the token") against
+/// a real server and a throw-away PostgreSQL: A's late write is rejected, sold once to B.
+/// Needs psycopg and PostgreSQL (`.ci/run` installs both).
+#[test]
+fn the_python_fencing_example_sells_once_against_postgres() {
+    let test = "the_python_fencing_example_sells_once_against_postgres";
+    let probe = ["-c", "import psycopg"];
+    if !have_or_skip(test, &python(), &probe, "TICKETING_REQUIRE_PYTHON", "pip install 'psycopg[binary]'") {
+        return;
+    }
+    if fenced_postgres::postgres_bin_dir().is_none() {
+        assert!(!std::env::var("TICKETING_REQUIRE_POSTGRES").is_ok_and(|v| v == "1"), "no PostgreSQL");
+        eprintln!("SKIPPED {test}: PostgreSQL is not installed (apt-get install postgresql)");
+        return;
+    }
+    let server = start_server(&[]);
+    let pg = fenced_postgres::Postgres::start().expect("start PostgreSQL");
+    let addrs = server.addr.to_string();
+    let env = [
+        ("TICKETING_ADDRS", addrs.as_str()),
+        ("TICKETING_AUTH_TOKEN", TOKEN),
+        ("FENCE_PG", pg.conn.as_str()),
+    ];
+    let example = repo().join("python/examples/fenced_postgres.py");
+    let (ok, output) =
+        run_python(&[example.to_str().unwrap()], &repo().join("python"), &env, Duration::from_secs(60));
+    assert!(ok, "the Python fencing example failed:\n{output}\nPostgreSQL:\n{}", pg.log());
+    for expected in ["sells with token", ": rejected", "release: not_holder", "sold once, to B"] {
+        assert!(output.contains(expected), "no {expected:?} in:\n{output}");
+    }
+    eprintln!("{output}");
 }
 
 #[test]
