@@ -80,7 +80,7 @@ pub struct Failure {
     pub cause: c_int,
     pub retryable: bool,
     /// Kept for `ticketing_resolve`: an indeterminate acquire's state.
-    pub acquire: Option<AcquireError>,
+    pub acquire: Option<Box<AcquireError>>,
 }
 
 impl Failure {
@@ -125,7 +125,7 @@ impl From<AcquireError> for Failure {
             leader,
             cause: e.indeterminate_cause().map_or(0, cause_code),
             retryable: e.is_retryable(),
-            acquire: (kind == TICKETING_INDETERMINATE).then_some(e),
+            acquire: (kind == TICKETING_INDETERMINATE).then(|| Box::new(e)),
         }
     }
 }
@@ -178,7 +178,7 @@ pub struct ErrorHandle {
     pub leader: Option<CString>,
     pub cause: c_int,
     pub retryable: bool,
-    pub acquire: Option<AcquireError>,
+    pub acquire: Option<Box<AcquireError>>,
 }
 
 impl From<Failure> for ErrorHandle {

@@ -451,7 +451,7 @@ fn a_panic_becomes_an_internal_error_and_never_crosses() {
     assert!(take_error(rc, error).1.ends_with("a panic without a message"));
     assert_eq!(getter(5, || panic!("getter")), 5);
     // A success clears the out-pointer.
-    let mut error = 1usize as *mut ErrorHandle;
+    let mut error = ptr::dangling_mut::<ErrorHandle>();
     assert_eq!(guard(&mut error, || Ok(())), TICKETING_OK);
     assert!(error.is_null());
 }
