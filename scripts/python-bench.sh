@@ -14,6 +14,7 @@
 #   - a 3-node Ticketing cluster on 127.0.0.{1,2,3}:15225 (peers on :16225),
 #   - a 3-node etcd cluster on 127.0.0.{1,2,3}:12379 (peers :12380), data in /dev/shm,
 #   - one Redis on 127.0.0.1:16379 without persistence (--save '' --appendonly no).
+# python-etcd3 takes one address (127.0.0.1:12379; etcd forwards to its leader).
 # python-etcd3 0.12 is generated code older than protobuf 4: it runs only with
 # protobuf's pure-Python implementation (PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION=python),
 # as its users must run it. Systems alternate run by run; the table reports medians
@@ -36,15 +37,8 @@ export PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION=python
 log() { echo "python-bench: $*" >&2; }
 
 # --- what it needs -------------------------------------------------------------
-missing=()
-command -v etcd >/dev/null || missing+=(etcd-server)
-command -v redis-server >/dev/null || missing+=(redis-server)
-if [ ${#missing[@]} -gt 0 ]; then
-    log "installing ${missing[*]}"
-    SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO=sudo
-    $SUDO apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
-fi
+source "$ROOT/scripts/lock-services.sh"
+install_lock_services
 log "building"
 cargo build --release --quiet --manifest-path "$ROOT/Cargo.toml"
 TICKETING="$ROOT/target/release/ticketing"
@@ -57,55 +51,15 @@ PY="$VENV/bin/python"
 DRIVER="$ROOT/bench/python/lock_bench.py"
 
 # --- start and always stop -----------------------------------------------------
-WORK=$(mktemp -d "${BENCH_TMP:-/dev/shm}/ticketing-python-bench.XXXXXX")
-PIDS=()
-cleanup() {
-    for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
-    for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
-    rm -rf "$WORK"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-TPEERS="1@127.0.0.1:$TPORT,2@127.0.0.2:$TPORT,3@127.0.0.3:$TPORT"
-for i in 1 2 3; do
-    TICKETING_LISTEN=127.0.0.$i:$TPORT TICKETING_NODE_ID=$i TICKETING_CLUSTER_SELF=127.0.0.$i:$TPORT \
-        TICKETING_CLUSTER_PEERS=$TPEERS TICKETING_CLUSTER_STATE=new RUST_LOG=warn \
-        "$TICKETING" server 2>"$WORK/ticketing-$i.log" &
-    PIDS+=($!)
-done
-ECLUSTER="e1=http://127.0.0.1:$((EPORT + 1)),e2=http://127.0.0.2:$((EPORT + 1)),e3=http://127.0.0.3:$((EPORT + 1))"
-for i in 1 2 3; do
-    etcd --name e$i --data-dir "$WORK/etcd-$i" \
-        --listen-client-urls http://127.0.0.$i:$EPORT --advertise-client-urls http://127.0.0.$i:$EPORT \
-        --listen-peer-urls http://127.0.0.$i:$((EPORT + 1)) \
-        --initial-advertise-peer-urls http://127.0.0.$i:$((EPORT + 1)) \
-        --initial-cluster "$ECLUSTER" --initial-cluster-state new --initial-cluster-token python-bench \
-        --logger zap --log-outputs stderr --log-level error 2>"$WORK/etcd-$i.log" &
-    PIDS+=($!)
-done
-redis-server --bind 127.0.0.1 --port $RPORT --save '' --appendonly no --protected-mode no \
-    --daemonize no --logfile "$WORK/redis.log" &
-PIDS+=($!)
-
-declare -A ADDRS=(
-    [ticketing]="127.0.0.1:$TPORT,127.0.0.2:$TPORT,127.0.0.3:$TPORT"
-    [redis]="127.0.0.1:$RPORT"
-    [etcd]="127.0.0.1:$EPORT"
-)
+start_lock_services python-bench
+declare -A ADDRS=([ticketing]="$TADDRS" [redis]="$RADDRS" [etcd]="${EADDRS%%,*}")
 run() { "$PY" "$DRIVER" run --system "$1" --addrs "${ADDRS[$1]}" --threads "$2" --duration "$3" --warmup "$4"; }
-
-log "waiting for the three systems"
-for system in ticketing redis etcd; do
-    for _ in $(seq 1 60); do
-        # Up means serving: a short run that did pairs and met no error.
-        if out=$(run $system 1 0.2 0 2>/dev/null) && [[ $out == *'"errors": 0,'* && $out != *'"pairs": 0,'* ]]; then
-            continue 2
-        fi
-        sleep 0.5
-    done
-    log "$system did not come up; logs in $WORK"; tail -5 "$WORK"/*.log >&2; exit 1
-done
+# Up means serving: a short run that did pairs and met no error.
+probe() {
+    local out
+    out=$(run "$1" 1 0.2 0 2>/dev/null) && [[ $out == *'"errors": 0,'* && $out != *'"pairs": 0,'* ]]
+}
+wait_lock_services ticketing redis etcd
 
 # --- the runs --------------------------------------------------------------------
 RESULTS="$WORK/results.jsonl"
@@ -158,14 +112,5 @@ BLOCK="$WORK/block.md"
     sed 's/^/    /' "$RESULTS"
     echo "<!-- python-bench:end -->"
 } >"$BLOCK"
-DOC="$ROOT/docs/benchmarks.md"
-if grep -q '<!-- python-bench:begin' "$DOC"; then
-    awk -v block="$BLOCK" '
-        /<!-- python-bench:begin/ { while ((getline line < block) > 0) print line; skip = 1; next }
-        /<!-- python-bench:end -->/ { skip = 0; next }
-        !skip { print }' "$DOC" >"$WORK/doc.md"
-    cp "$WORK/doc.md" "$DOC"
-else
-    { echo; echo "## Python clients"; echo; cat "$BLOCK"; } >>"$DOC"
-fi
+replace_doc_block "$ROOT/docs/benchmarks.md" python-bench "$BLOCK" "## Python clients"
 log "wrote docs/benchmarks.md"

@@ -9,7 +9,7 @@
 
 mod common;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -26,10 +26,9 @@ fn cc_or_skip(test: &str) -> Option<String> {
     have_or_skip(test, &cc, &["--version"], "TICKETING_REQUIRE_CC", "apt-get install gcc").then_some(cc)
 }
 
-/// Builds tests/c/ticketing_test.c into `out`, linking `link` (the arguments naming the
-/// library).
-fn build(cc: &str, out: &Path, link: &[&str]) {
-    let source = repo().join("tests/c/ticketing_test.c");
+/// Builds `source` (against include/ticketing.h, warnings as errors) into `out`,
+/// linking `link` (the arguments naming the library).
+fn build(cc: &str, source: &Path, out: &Path, link: &[&str]) {
     let output = Command::new(cc)
         .args(["-std=c11", "-Wall", "-Wextra", "-Werror", "-pthread", "-I"])
         .arg(repo().join("include"))
@@ -78,40 +77,55 @@ fn check(stdout: &str) {
     assert!(stdout.contains("the server refused our auth token"), "{stdout}");
 }
 
-#[test]
-fn a_c_program_linked_to_the_shared_library_acquires_releases_and_shares_a_client() {
-    let Some(cc) = cc_or_skip("a_c_program_linked_to_the_shared_library") else { return };
+/// Builds the test program as `name`, linked by the arguments `link` gives for the
+/// library directory, and runs it with `LD_LIBRARY_PATH` = what `search` gives; checks
+/// its report. Returns the program (in `dir`) and its output.
+fn build_and_run(
+    test: &str,
+    name: &str,
+    link: impl Fn(&Path) -> Vec<String>,
+    search: impl Fn(&Path) -> PathBuf,
+) -> Option<(tempfile::TempDir, PathBuf, String)> {
+    let cc = cc_or_skip(test)?;
     let lib = native_lib_dir();
     let dir = tempfile::tempdir().unwrap();
-    let program = dir.path().join("ticketing_test_shared");
-    let search = format!("-L{}", lib.display());
-    build(&cc, &program, &[&search, "-lticketing"]);
-    let stdout = run(&program, &lib);
+    let program = dir.path().join(name);
+    let link = link(&lib);
+    let source = repo().join("tests/c/ticketing_test.c");
+    build(&cc, &source, &program, &link.iter().map(String::as_str).collect::<Vec<_>>());
+    let stdout = run(&program, &search(dir.path()));
     check(&stdout);
-    eprintln!("{stdout}");
+    Some((dir, program, stdout))
+}
+
+#[test]
+fn a_c_program_linked_to_the_shared_library_acquires_releases_and_shares_a_client() {
+    let test = "a_c_program_linked_to_the_shared_library";
+    let link = |lib: &Path| vec![format!("-L{}", lib.display()), "-lticketing".into()];
+    if let Some((_, _, stdout)) = build_and_run(test, "ticketing_test_shared", link, |_| native_lib_dir()) {
+        eprintln!("{stdout}");
+    }
 }
 
 #[test]
 fn a_c_program_linked_to_the_static_library_needs_no_shared_ticketing() {
-    let Some(cc) = cc_or_skip("a_c_program_linked_to_the_static_library") else { return };
-    let lib = native_lib_dir();
-    let dir = tempfile::tempdir().unwrap();
-    let program = dir.path().join("ticketing_test_static");
-    let archive = lib.join("libticketing.a");
+    let test = "a_c_program_linked_to_the_static_library";
     // The system libraries the staticlib needs (`rustc --print native-static-libs`).
-    build(
-        &cc,
-        &program,
-        &[archive.to_str().unwrap(), "-lgcc_s", "-lutil", "-lrt", "-lpthread", "-lm", "-ldl"],
-    );
-    let needed = Command::new("readelf").arg("-d").arg(&program).output();
-    if let Ok(needed) = needed {
+    let link = |lib: &Path| {
+        let archive = lib.join("libticketing.a").display().to_string();
+        [archive.as_str(), "-lgcc_s", "-lutil", "-lrt", "-lpthread", "-lm", "-ldl"].map(String::from).to_vec()
+    };
+    // A library path holding nothing: the program must not need libticketing.so.
+    let empty = |dir: &Path| {
+        let empty = dir.join("no-libs");
+        std::fs::create_dir_all(&empty).unwrap();
+        empty
+    };
+    let Some((_dir, program, _)) = build_and_run(test, "ticketing_test_static", link, empty) else { return };
+    if let Ok(needed) = Command::new("readelf").arg("-d").arg(&program).output() {
         let text = String::from_utf8_lossy(&needed.stdout);
         assert!(!text.contains("libticketing"), "linked to the shared library:\n{text}");
     }
-    let empty = dir.path().join("no-libs");
-    std::fs::create_dir(&empty).unwrap();
-    check(&run(&program, &empty));
 }
 
 /// docs/c.md's example compiles as written (with a stub for the application's own
@@ -127,15 +141,6 @@ fn the_example_of_docs_c_md_compiles() {
     let dir = tempfile::tempdir().unwrap();
     let source = dir.path().join("example.c");
     std::fs::write(&source, format!("{stub}{example}")).unwrap();
-    let output = Command::new(&cc)
-        .args(["-std=c11", "-Wall", "-Wextra", "-Werror", "-pthread", "-I"])
-        .arg(repo().join("include"))
-        .arg(&source)
-        .arg("-o")
-        .arg(dir.path().join("example"))
-        .arg(format!("-L{}", native_lib_dir().display()))
-        .arg("-lticketing")
-        .output()
-        .unwrap();
-    assert!(output.status.success(), "docs/c.md's example:\n{}", String::from_utf8_lossy(&output.stderr));
+    let search = format!("-L{}", native_lib_dir().display());
+    build(&cc, &source, &dir.path().join("example"), &[&search, "-lticketing"]);
 }

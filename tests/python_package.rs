@@ -34,6 +34,13 @@ fn python() -> String {
     std::env::var("PYTHON").unwrap_or_else(|_| "python3".into())
 }
 
+/// True when python imports `module`; else `SKIPPED` (or a failure under
+/// TICKETING_REQUIRE_PYTHON=1), naming how to install it.
+fn python_has(test: &str, module: &str, install: &str) -> bool {
+    let probe = ["-c", &format!("import {module}")];
+    have_or_skip(test, &python(), &probe, "TICKETING_REQUIRE_PYTHON", install)
+}
+
 /// `python args…` in `dir` with the source package and this build's library and binary,
 /// in a process group of its own that is killed when it ends or after `limit`: the
 /// servers the suite starts go with it whatever happens. Returns (success, output).
@@ -76,9 +83,7 @@ fn run_python(args: &[&str], dir: &Path, env: &[(&str, &str)], limit: Duration) 
 
 #[test]
 fn the_pytest_suite_passes_against_real_servers() {
-    let test = "the_pytest_suite_passes_against_real_servers";
-    let probe = ["-c", "import pytest"];
-    if !have_or_skip(test, &python(), &probe, "TICKETING_REQUIRE_PYTHON", "pip install pytest") {
+    if !python_has("the_pytest_suite_passes_against_real_servers", "pytest", "pip install pytest") {
         return;
     }
     let args = ["-m", "pytest", "-q", "-rA", "-p", "no:cacheprovider", "tests"];
@@ -95,8 +100,11 @@ fn the_pytest_suite_passes_against_real_servers() {
 /// (127.0.0.1:5225) is the node's, TICKETING_AUTH_TOKEN its secret.
 #[test]
 fn the_readme_python_example_runs_as_written_against_a_node() {
-    let test = "the_readme_python_example_runs_as_written_against_a_node";
-    if !have_or_skip(test, &python(), &["--version"], "TICKETING_REQUIRE_PYTHON", "apt-get install python3") {
+    if !python_has(
+        "the_readme_python_example_runs_as_written_against_a_node",
+        "os",
+        "apt-get install python3",
+    ) {
         return;
     }
     let readme = std::fs::read_to_string(repo().join("README.md")).unwrap();
@@ -121,8 +129,7 @@ fn the_readme_python_example_runs_as_written_against_a_node() {
 #[test]
 fn the_python_fencing_example_sells_once_against_postgres() {
     let test = "the_python_fencing_example_sells_once_against_postgres";
-    let probe = ["-c", "import psycopg"];
-    if !have_or_skip(test, &python(), &probe, "TICKETING_REQUIRE_PYTHON", "pip install 'psycopg[binary]'") {
+    if !python_has(test, "psycopg", "pip install 'psycopg[binary]'") {
         return;
     }
     if fenced_postgres::postgres_bin_dir().is_none() {

@@ -41,33 +41,28 @@ def pair_function(system: str, addrs: List[str]) -> Callable[[str], None]:
             lock.release()
 
         return pair
+    host, port = addrs[0].rsplit(":", 1)
     if system == "redis":
         import redis
 
-        host, port = addrs[0].rsplit(":", 1)
         r = redis.Redis(host=host, port=int(port))
-
-        def pair(key: str) -> None:
-            lock = r.lock(key, timeout=30, blocking_timeout=5)
-            if not lock.acquire():
-                raise RuntimeError("not acquired")
-            lock.release()
-
-        return pair
-    if system == "etcd":
+        # redis-py: Lock.acquire() blocks up to blocking_timeout.
+        make, acquire_args = (lambda key: r.lock(key, timeout=30, blocking_timeout=5)), {}
+    elif system == "etcd":
         import etcd3
 
-        host, port = addrs[0].rsplit(":", 1)
         client = etcd3.client(host=host, port=int(port))
+        make, acquire_args = (lambda key: client.lock(key, ttl=30)), {"timeout": 5}
+    else:
+        raise SystemExit(f"unknown system {system}")
 
-        def pair(key: str) -> None:
-            lock = client.lock(key, ttl=30)
-            if not lock.acquire(timeout=5):
-                raise RuntimeError("not acquired")
-            lock.release()
+    def pair(key: str) -> None:
+        lock = make(key)
+        if not lock.acquire(**acquire_args):
+            raise RuntimeError("not acquired")
+        lock.release()
 
-        return pair
-    raise SystemExit(f"unknown system {system}")
+    return pair
 
 
 def run(args: argparse.Namespace) -> None:

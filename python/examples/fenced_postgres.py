@@ -19,24 +19,14 @@ import os
 import sys
 import threading
 import time
+from pathlib import Path
 
 import psycopg
 
 import ticketing
 
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS seats (
-    id      integer PRIMARY KEY,
-    sold_to text,
-    fence   bigint NOT NULL DEFAULT 0   -- highest fencing token that has written this row
-);
-CREATE TABLE IF NOT EXISTS sales (
-    id      bigserial PRIMARY KEY,
-    seat_id integer NOT NULL,
-    buyer   text NOT NULL,
-    token   bigint NOT NULL
-);
-"""
+# The schema of docs/fencing.md §2, shared with examples/fenced_postgres.rs.
+SCHEMA = (Path(__file__).resolve().parents[2] / "examples" / "fenced_postgres.sql").read_text()
 
 
 def sell_fenced(db: psycopg.Connection, seat: int, who: str, token: int) -> str:

@@ -23,26 +23,7 @@ pub const TICKETING_CONFIG: c_int = 13;
 pub const TICKETING_INTERNAL: c_int = 14;
 
 /// Every kind's name, indexed by its number (`ticketing_kind_name`).
-pub const KIND_NAMES: [&str; 15] = [
-    "ok",
-    "busy",
-    "timeout",
-    "not_leader",
-    "invalid",
-    "overloaded",
-    "unavailable",
-    "indeterminate",
-    "no_answer",
-    "unconfirmed",
-    "queue_full",
-    "protocol",
-    "refused",
-    "config",
-    "internal",
-];
-
-/// The same names as NUL-terminated statics, for C.
-pub const KIND_NAMES_C: [&std::ffi::CStr; 15] = [
+pub const KIND_NAMES: [&std::ffi::CStr; 15] = [
     c"ok",
     c"busy",
     c"timeout",

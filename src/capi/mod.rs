@@ -223,7 +223,7 @@ pub extern "C" fn ticketing_version_string() -> *const c_char {
 /// `const char *ticketing_kind_name(int kind)`.
 #[no_mangle]
 pub extern "C" fn ticketing_kind_name(kind: c_int) -> *const c_char {
-    usize::try_from(kind).ok().and_then(|k| KIND_NAMES_C.get(k)).copied().unwrap_or(c"unknown").as_ptr()
+    usize::try_from(kind).ok().and_then(|k| KIND_NAMES.get(k)).copied().unwrap_or(c"unknown").as_ptr()
 }
 
 /// `ticketing_client_new`: wraps [`Client::builder`] … [`ClientBuilder::build`](crate::client::ClientBuilder::build).

@@ -24,24 +24,61 @@ fn dead_addr() -> String {
     addr.to_string()
 }
 
+/// The arguments of `ticketing_client_new` but its out-pointers.
+struct NewArgs {
+    addrs: *const *const c_char,
+    addrs_len: usize,
+    secret: *const u8,
+    secret_len: usize,
+    owner: *const c_char,
+    ca: *const c_char,
+}
+
+impl NewArgs {
+    /// One address, the test secret, no owner, no CA.
+    fn of(addrs: &[*const c_char]) -> NewArgs {
+        NewArgs {
+            addrs: addrs.as_ptr(),
+            addrs_len: addrs.len(),
+            secret: SECRET.as_ptr(),
+            secret_len: SECRET.len(),
+            owner: ptr::null(),
+            ca: ptr::null(),
+        }
+    }
+
+    /// `ticketing_client_new`: its status, and the client or the error it handed out.
+    fn call(&self) -> (c_int, *mut ClientHandle, *mut ErrorHandle) {
+        let (mut client, mut error) = (ptr::null_mut(), ptr::null_mut());
+        let rc = unsafe {
+            ticketing_client_new(
+                self.addrs,
+                self.addrs_len,
+                self.secret,
+                self.secret_len,
+                self.owner,
+                self.ca,
+                &mut client,
+                &mut error,
+            )
+        };
+        (rc, client, error)
+    }
+
+    /// The kind and message of the error this call fails with.
+    fn fails(&self) -> (c_int, String) {
+        let (rc, client, error) = self.call();
+        assert!(client.is_null(), "no client on failure");
+        take_error(rc, error)
+    }
+}
+
 /// A client of `addr`, through the C constructor.
 fn new_client(addr: &str, owner: Option<&CStr>) -> *mut ClientHandle {
     let addr = CString::new(addr).unwrap();
     let addrs = [addr.as_ptr()];
-    let mut client = ptr::null_mut();
-    let mut error = ptr::null_mut();
-    let rc = unsafe {
-        ticketing_client_new(
-            addrs.as_ptr(),
-            1,
-            SECRET.as_ptr(),
-            SECRET.len(),
-            owner.map_or(ptr::null(), CStr::as_ptr),
-            ptr::null(),
-            &mut client,
-            &mut error,
-        )
-    };
+    let args = NewArgs { owner: owner.map_or(ptr::null(), CStr::as_ptr), ..NewArgs::of(&addrs) };
+    let (rc, client, error) = args.call();
     assert_eq!(rc, TICKETING_OK);
     assert!(error.is_null() && !client.is_null());
     client
@@ -62,7 +99,7 @@ fn versions_and_kind_names() {
     assert_eq!(ticketing_version(), ABI_VERSION);
     assert_eq!(cstr(ticketing_version_string()), env!("CARGO_PKG_VERSION"));
     for (i, name) in KIND_NAMES.iter().enumerate() {
-        assert_eq!(cstr(ticketing_kind_name(i as c_int)), *name);
+        assert_eq!(cstr(ticketing_kind_name(i as c_int)), name.to_str().unwrap());
     }
     assert_eq!(cstr(ticketing_kind_name(-1)), "unknown");
     assert_eq!(cstr(ticketing_kind_name(KIND_NAMES.len() as c_int)), "unknown");
@@ -79,6 +116,7 @@ fn the_header_defines_every_constant_as_the_library_does() {
         line.split_whitespace().nth(2).unwrap().parse().unwrap()
     };
     for (i, name) in KIND_NAMES.iter().enumerate() {
+        let name = name.to_str().unwrap();
         assert_eq!(defined(&format!("TICKETING_{}", name.to_uppercase())), i as c_int, "{name}");
     }
     assert_eq!(defined("TICKETING_ABI_VERSION"), ABI_VERSION as c_int);
@@ -123,51 +161,17 @@ fn the_holder_struct_has_the_headers_layout() {
 
 #[test]
 fn bad_arguments_are_invalid_errors_that_name_the_argument() {
-    let mut client = ptr::null_mut();
-    let mut error = ptr::null_mut();
-    let addr = c"127.0.0.1:1";
-    let addrs = [addr.as_ptr()];
-    // NULL addresses, a NULL entry, a NULL secret, a NULL out-pointer.
-    let rc = unsafe {
-        ticketing_client_new(
-            ptr::null(),
-            1,
-            SECRET.as_ptr(),
-            16,
-            ptr::null(),
-            ptr::null(),
-            &mut client,
-            &mut error,
-        )
-    };
-    assert_eq!(take_error(rc, error), (TICKETING_INVALID, "addrs is NULL".into()));
+    let addrs = [c"127.0.0.1:1".as_ptr()];
     let nulls = [ptr::null::<c_char>()];
-    let rc = unsafe {
-        ticketing_client_new(
-            nulls.as_ptr(),
-            1,
-            SECRET.as_ptr(),
-            16,
-            ptr::null(),
-            ptr::null(),
-            &mut client,
-            &mut error,
-        )
-    };
-    assert_eq!(take_error(rc, error), (TICKETING_INVALID, "addrs[0] is NULL".into()));
-    let rc = unsafe {
-        ticketing_client_new(
-            addrs.as_ptr(),
-            1,
-            ptr::null(),
-            16,
-            ptr::null(),
-            ptr::null(),
-            &mut client,
-            &mut error,
-        )
-    };
-    assert_eq!(take_error(rc, error), (TICKETING_INVALID, "auth_token is NULL".into()));
+    let bad = [0xffu8, 0xfe, 0];
+    let invalid =
+        |args: NewArgs, message: &str| assert_eq!(args.fails(), (TICKETING_INVALID, message.into()));
+    invalid(NewArgs { addrs: ptr::null(), ..NewArgs::of(&addrs) }, "addrs is NULL");
+    invalid(NewArgs::of(&nulls), "addrs[0] is NULL");
+    invalid(NewArgs { secret: ptr::null(), ..NewArgs::of(&addrs) }, "auth_token is NULL");
+    invalid(NewArgs { owner: bad.as_ptr().cast(), ..NewArgs::of(&addrs) }, "owner is not UTF-8");
+    invalid(NewArgs { ca: bad.as_ptr().cast(), ..NewArgs::of(&addrs) }, "tls_ca_file is not UTF-8");
+    let mut error = ptr::null_mut();
     let rc = unsafe {
         ticketing_client_new(
             addrs.as_ptr(),
@@ -181,22 +185,6 @@ fn bad_arguments_are_invalid_errors_that_name_the_argument() {
         )
     };
     assert_eq!(take_error(rc, error), (TICKETING_INVALID, "client_out is NULL".into()));
-    // Not UTF-8.
-    let bad = [0xffu8, 0xfe, 0];
-    let rc = unsafe {
-        ticketing_client_new(
-            addrs.as_ptr(),
-            1,
-            SECRET.as_ptr(),
-            16,
-            bad.as_ptr().cast(),
-            ptr::null(),
-            &mut client,
-            &mut error,
-        )
-    };
-    assert_eq!(take_error(rc, error), (TICKETING_INVALID, "owner is not UTF-8".into()));
-    assert!(client.is_null(), "no client on failure");
 
     let client = new_client(&dead_addr(), None);
     let mut lock = ptr::null_mut();
@@ -257,83 +245,22 @@ fn bad_arguments_are_invalid_errors_that_name_the_argument() {
 
 #[test]
 fn configuration_errors_say_what_is_wrong() {
-    let addr = c"127.0.0.1:1";
-    let addrs = [addr.as_ptr()];
-    let mut client = ptr::null_mut();
-    let mut error = ptr::null_mut();
+    let addrs = [c"127.0.0.1:1".as_ptr()];
+    let config = |args: NewArgs| {
+        let (kind, message) = args.fails();
+        assert_eq!(kind, TICKETING_CONFIG, "{message}");
+        message
+    };
     let short = b"short";
-    let rc = unsafe {
-        ticketing_client_new(
-            addrs.as_ptr(),
-            1,
-            short.as_ptr(),
-            5,
-            ptr::null(),
-            ptr::null(),
-            &mut client,
-            &mut error,
-        )
-    };
-    assert_eq!(
-        take_error(rc, error),
-        (TICKETING_CONFIG, "auth token is 5 bytes; at least 16 are required".into())
-    );
-    let rc = unsafe {
-        ticketing_client_new(
-            addrs.as_ptr(),
-            0,
-            SECRET.as_ptr(),
-            16,
-            ptr::null(),
-            ptr::null(),
-            &mut client,
-            &mut error,
-        )
-    };
-    assert_eq!(take_error(rc, error), (TICKETING_CONFIG, "no server address given".into()));
-    let nonsense = [c"no-port".as_ptr()];
-    let rc = unsafe {
-        ticketing_client_new(
-            nonsense.as_ptr(),
-            1,
-            SECRET.as_ptr(),
-            16,
-            ptr::null(),
-            ptr::null(),
-            &mut client,
-            &mut error,
-        )
-    };
-    assert_eq!(take_error(rc, error), (TICKETING_CONFIG, "address \"no-port\" is not host:port".into()));
-    let rc = unsafe {
-        ticketing_client_new(
-            addrs.as_ptr(),
-            1,
-            SECRET.as_ptr(),
-            16,
-            ptr::null(),
-            c"/nonexistent/ca.pem".as_ptr(),
-            &mut client,
-            &mut error,
-        )
-    };
-    let (kind, message) = take_error(rc, error);
-    assert_eq!(kind, TICKETING_CONFIG);
+    let message = config(NewArgs { secret: short.as_ptr(), secret_len: 5, ..NewArgs::of(&addrs) });
+    assert_eq!(message, "auth token is 5 bytes; at least 16 are required");
+    assert_eq!(config(NewArgs::of(&[])), "no server address given");
+    assert_eq!(config(NewArgs::of(&[c"no-port".as_ptr()])), "address \"no-port\" is not host:port");
+    let message = config(NewArgs { ca: c"/nonexistent/ca.pem".as_ptr(), ..NewArgs::of(&addrs) });
     assert!(message.starts_with("cannot read /nonexistent/ca.pem"), "{message}");
     // A binary secret is fine: the length, not a NUL, ends it.
     let binary = [0u8; 20];
-    let rc = unsafe {
-        ticketing_client_new(
-            addrs.as_ptr(),
-            1,
-            binary.as_ptr(),
-            20,
-            ptr::null(),
-            ptr::null(),
-            &mut client,
-            &mut error,
-        )
-    };
+    let (rc, client, _) = NewArgs { secret: binary.as_ptr(), secret_len: 20, ..NewArgs::of(&addrs) }.call();
     assert_eq!(rc, TICKETING_OK);
     unsafe { ticketing_client_free(client) };
 }
