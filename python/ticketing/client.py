@@ -111,10 +111,10 @@ class Lock:
                  tb: Optional[TracebackType]) -> None:
         _release_at_exit(self, failed=exc_type is not None)
 
-    def __del__(self) -> None:
+    def __del__(self, _free=n.quick.ticketing_lock_free) -> None:
         handle, self._handle = self._handle, None
         if handle:
-            n.quick.ticketing_lock_free(handle)
+            _free(handle)
 
     def __repr__(self) -> str:
         return f"Lock(key={self.key!r}, owner={self.owner!r}, token={self.token}, remaining={self.remaining:.3f})"
@@ -319,10 +319,10 @@ class Client:
                  tb: Optional[TracebackType]) -> None:
         self.close()
 
-    def __del__(self) -> None:
+    def __del__(self, _free=n.blocking.ticketing_client_free) -> None:
         handle, self._handle = getattr(self, "_handle", None), None
         if handle:
-            n.blocking.ticketing_client_free(handle)
+            _free(handle)
 
     def __repr__(self) -> str:
         return f"Client(owner={self._owner!r})"
