@@ -88,6 +88,25 @@ class Server:
     def signal(self, sig: int) -> None:
         self.process.send_signal(sig)
 
+    def pause(self) -> None:
+        """SIGSTOP, then wait until every thread of the process is stopped: the signal
+        is delivered asynchronously, and a thread still running could answer."""
+        self.process.send_signal(signal.SIGSTOP)
+        tasks = Path(f"/proc/{self.process.pid}/task")
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:
+            states = []
+            for task in tasks.iterdir():
+                try:
+                    # The state follows the command name, which is in parentheses.
+                    states.append((task / "stat").read_text().rsplit(")", 1)[1].split()[0])
+                except (OSError, IndexError):
+                    pass
+            if states and all(state in ("T", "t") for state in states):
+                return
+            time.sleep(0.005)
+        raise RuntimeError(f"the server did not stop: thread states {states}")
+
     def stop(self) -> None:
         if self.process.poll() is None:
             self.process.kill()  # SIGKILL ends a stopped process too

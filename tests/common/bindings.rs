@@ -1,14 +1,16 @@
 //! What the tests of the C ABI and the Python package share: this build's native
 //! library, and tools that may be missing on a developer's machine.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 
 /// The directory holding this build's libticketing.so and libticketing.a (the crate's
-/// cdylib and staticlib): the test binary runs from `<target>/<profile>/deps`.
+/// cdylib and staticlib): `<target>/<profile>/deps`, where the test binary runs from and
+/// cargo puts them whenever it builds the library (`cargo build` also copies them one
+/// level up; `cargo test` does not).
 pub fn native_lib_dir() -> PathBuf {
     let exe = std::env::current_exe().unwrap();
-    let dir = exe.parent().and_then(Path::parent).unwrap().to_path_buf();
+    let dir = exe.parent().unwrap().to_path_buf();
     for lib in ["libticketing.so", "libticketing.a"] {
         assert!(
             dir.join(lib).is_file(),
