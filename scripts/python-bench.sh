@@ -98,7 +98,8 @@ BLOCK="$WORK/block.md"
     echo "    $UPTIME_AFTER"
     echo
     echo "Versions: $("$TICKETING" --version), Python $("$PY" -c 'import platform; print(platform.python_version())'),"
-    echo "$("$PY" -m pip list 2>/dev/null | awk '$1 ~ /^(redis|hiredis|etcd3|grpcio|protobuf)$/ { printf "%s %s, ", $1, $2 }')"
+    echo "$("$PY" -m pip list 2>/dev/null | awk '$1 ~ /^(redis|hiredis|etcd3|grpcio|protobuf)$/ { print $1 " " $2 }' \
+        | paste -sd, | sed 's/,/, /g'),"
     echo "$(etcd --version | head -1), $(redis-server --version | cut -d' ' -f1-3)."
     echo
     echo "Commands (each thread count, each system, \`ROUNDS\` times; \`PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION=python\` for etcd3):"
