@@ -5,7 +5,7 @@
 //! Each function wraps one call of [`crate::client`], named in its doc comment, and
 //! adds only what a C boundary needs: checking pointers and UTF-8, turning durations
 //! in milliseconds into [`Duration`]s (the client checks their ranges), mapping each
-//! error to a kind ([`error`]), and catching panics. No request is built, retried or
+//! error to a kind (`error.rs`), and catching panics. No request is built, retried or
 //! timed here.
 //!
 //! Handles are boxed Rust values behind opaque pointers: `ticketing_client` holds a
