@@ -413,3 +413,12 @@ fn a_holder_is_copied_with_its_owner_cut_at_255_bytes() {
     assert_eq!(holder.owner_len, 254, "cut at a character boundary");
     assert_eq!(cstr(holder.owner.as_ptr()), "é".repeat(127));
 }
+
+#[test]
+fn every_handle_may_be_shared_between_threads() {
+    // The header promises that any number of threads may use one handle at once.
+    fn shared<T: Send + Sync>() {}
+    shared::<ClientHandle>();
+    shared::<LockHandle>();
+    shared::<ErrorHandle>();
+}
