@@ -40,7 +40,8 @@ ABI_VERSION = _native.ABI_VERSION
 
 def library_version() -> str:
     """The version of the loaded libticketing (the crate's version). Wraps ticketing_version_string."""
-    return _native.quick.ticketing_version_string().decode()
+    version: bytes = _native.quick.ticketing_version_string()
+    return version.decode()
 
 
 def library_path() -> str:

@@ -16,6 +16,7 @@ import os
 import sys
 from ctypes import POINTER, byref, c_char, c_char_p, c_int, c_int64, c_size_t, c_uint32, c_uint64, c_void_p
 from pathlib import Path
+from typing import Any, Callable
 
 ABI_VERSION = 1
 _NAME = "libticketing.dylib" if sys.platform == "darwin" else "libticketing.so"
@@ -85,7 +86,7 @@ except OSError as e:
     raise ImportError(f"ticketing: cannot load {PATH}: {e}") from e
 
 
-def _declare(lib: ctypes.CDLL, name: str, restype, *argtypes) -> None:
+def _declare(lib: ctypes.CDLL, name: str, restype: Any, *argtypes: Any) -> None:
     function = getattr(lib, name)
     function.restype = restype
     function.argtypes = list(argtypes)
@@ -131,4 +132,7 @@ if quick.ticketing_version() != ABI_VERSION:
         f"{ABI_VERSION}: reinstall the package from the same repository checkout as the library"
     )
 
-__all__ = ["blocking", "quick", "byref", "Holder", "PATH"]
+#: The signature of the *_free functions, for the finalizers that keep one bound.
+Free = Callable[[Any], None]
+
+__all__ = ["blocking", "quick", "byref", "Holder", "PATH", "Free"]

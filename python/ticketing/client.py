@@ -111,7 +111,7 @@ class Lock:
                  tb: Optional[TracebackType]) -> None:
         _release_at_exit(self, failed=exc_type is not None)
 
-    def __del__(self, _free=n.quick.ticketing_lock_free) -> None:
+    def __del__(self, _free: n.Free = n.quick.ticketing_lock_free) -> None:
         handle, self._handle = self._handle, None
         if handle:
             _free(handle)
@@ -235,7 +235,7 @@ class Client:
         error = c_void_p()
         kind = n.blocking.ticketing_acquire(self._live(), _text(key, "key"), _millis(lease, "lease"),
                                             _millis(wait, "wait"), byref(handle), byref(error))
-        if kind:
+        if kind or handle.value is None:
             raise from_handle(kind, error, self)
         return Lock(handle.value)
 
@@ -291,7 +291,7 @@ class Client:
                                             byref(resolution), byref(handle), byref(failure))
         if kind:
             raise from_handle(kind, failure)
-        if resolution.value == n.HELD:
+        if resolution.value == n.HELD and handle.value is not None:
             return Lock(handle.value)
         if resolution.value == n.NOT_HELD:
             return None
@@ -319,7 +319,7 @@ class Client:
                  tb: Optional[TracebackType]) -> None:
         self.close()
 
-    def __del__(self, _free=n.blocking.ticketing_client_free) -> None:
+    def __del__(self, _free: n.Free = n.blocking.ticketing_client_free) -> None:
         handle, self._handle = getattr(self, "_handle", None), None
         if handle:
             _free(handle)

@@ -97,7 +97,7 @@ class Indeterminate(Error):
             raise InvalidArgument("this Indeterminate was not raised by a Client")
         return self._client.resolve(self, timeout)
 
-    def __del__(self, _free=n.quick.ticketing_error_free) -> None:
+    def __del__(self, _free: n.Free = n.quick.ticketing_error_free) -> None:
         handle, self._handle = self._handle, None
         if handle:
             _free(handle)
