@@ -7,7 +7,8 @@
  * written, `Indeterminate` when its outcome is unknown, the bounded release queue with
  * its 5 s deadline. Nothing is re-implemented here. docs/c.md has a walk-through.
  *
- * Link: -lticketing (libticketing.so) or libticketing.a plus -lpthread -ldl -lm.
+ * Link: -lticketing (libticketing.so), or libticketing.a followed by
+ * -lgcc_s -lutil -lrt -lpthread -lm -ldl. Both come from `cargo build --release`.
  *
  * RULES FOR EVERY FUNCTION
  *
@@ -267,7 +268,7 @@ void ticketing_lock_free(ticketing_lock *lock);
 
 /* ---- Errors ------------------------------------------------------------------------- */
 
-/* The kind: one of the TICKETING_* kinds above (never TICKETING_OK). 
+/* The kind: one of the TICKETING_* kinds above (never TICKETING_OK).
  * TICKETING_INVALID if error is NULL. */
 int ticketing_error_kind(const ticketing_error *error);
 
