@@ -32,7 +32,7 @@ fn build(cc: &str, source: &Path, out: &Path, link: &[&str]) {
     let output = Command::new(cc)
         .args(["-std=c11", "-Wall", "-Wextra", "-Werror", "-pthread", "-I"])
         .arg(repo().join("include"))
-        .arg(&source)
+        .arg(source)
         .arg("-o")
         .arg(out)
         .args(link)
