@@ -53,18 +53,7 @@ pub const STEP_TIMEOUT: Duration = Duration::from_secs(20);
 
 /// The schema: one row per seat with its high-water fencing token, and a ledger of
 /// sales (each row is a customer who was charged: two rows for one seat = sold twice).
-pub const SCHEMA: &str = "
-CREATE TABLE IF NOT EXISTS seats (
-    id      integer PRIMARY KEY,
-    sold_to text,
-    fence   bigint NOT NULL DEFAULT 0   -- highest fencing token that has written this row
-);
-CREATE TABLE IF NOT EXISTS sales (
-    id      bigserial PRIMARY KEY,
-    seat_id integer NOT NULL,
-    buyer   text NOT NULL,
-    token   bigint NOT NULL
-);";
+pub const SCHEMA: &str = include_str!("fenced_postgres.sql");
 
 /// Fencing done right, one statement: compare-and-advance the high-water token; the
 /// row stays locked until COMMIT, so nothing can slip in between check and write.

@@ -7,6 +7,9 @@
 # Why `--target`: with an explicit target, RUSTFLAGS apply only to the target
 # artifacts; without it they would also apply to build scripts and proc-macros, which
 # cannot be static (a proc-macro is a shared library loaded by rustc).
+# The crate's library is also a cdylib (the C ABI, docs/c.md): a shared library cannot
+# be built with +crt-static, so rustc skips that one crate type here and says so
+# ("dropping unsupported crate type `cdylib`"); the binary does not need it.
 # The last line of output is the binary's path, for scripts and tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -31,16 +31,8 @@ export TICKETING_PEER_AUTH_TOKEN=${TICKETING_PEER_AUTH_TOKEN:-compare-peer-secre
 log() { echo "compare: $*" >&2; }
 
 # --- what it needs -------------------------------------------------------------
-missing=()
-command -v etcd >/dev/null || missing+=(etcd-server)
-command -v redis-server >/dev/null || missing+=(redis-server)
-command -v curl >/dev/null || missing+=(curl)
-if [ ${#missing[@]} -gt 0 ]; then
-    log "installing ${missing[*]}"
-    SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO=sudo
-    $SUDO apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
-fi
+source "$ROOT/scripts/lock-services.sh"
+install_lock_services curl:curl
 log "building"
 cargo build --release --quiet --manifest-path "$ROOT/Cargo.toml"
 cargo build --release --quiet --manifest-path "$ROOT/bench/compare/Cargo.toml"
@@ -48,57 +40,18 @@ TICKETING="$ROOT/target/release/ticketing"
 DRIVER="$ROOT/bench/compare/target/release/ticketing-compare"
 
 # --- start and always stop -----------------------------------------------------
-WORK=$(mktemp -d "${BENCH_TMP:-/dev/shm}/ticketing-compare.XXXXXX")
-PIDS=()
-cleanup() {
-    for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
-    for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
-    rm -rf "$WORK"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-TPEERS="1@127.0.0.1:$TPORT,2@127.0.0.2:$TPORT,3@127.0.0.3:$TPORT"
-for i in 1 2 3; do
-    TICKETING_LISTEN=127.0.0.$i:$TPORT TICKETING_NODE_ID=$i TICKETING_CLUSTER_SELF=127.0.0.$i:$TPORT \
-        TICKETING_CLUSTER_PEERS=$TPEERS TICKETING_CLUSTER_STATE=new RUST_LOG=warn \
-        "$TICKETING" server 2>"$WORK/ticketing-$i.log" &
-    PIDS+=($!)
-done
-TADDRS="127.0.0.1:$TPORT,127.0.0.2:$TPORT,127.0.0.3:$TPORT"
-
-ECLUSTER="e1=http://127.0.0.1:$((EPORT + 1)),e2=http://127.0.0.2:$((EPORT + 1)),e3=http://127.0.0.3:$((EPORT + 1))"
-for i in 1 2 3; do
-    etcd --name e$i --data-dir "$WORK/etcd-$i" \
-        --listen-client-urls http://127.0.0.$i:$EPORT --advertise-client-urls http://127.0.0.$i:$EPORT \
-        --listen-peer-urls http://127.0.0.$i:$((EPORT + 1)) \
-        --initial-advertise-peer-urls http://127.0.0.$i:$((EPORT + 1)) \
-        --initial-cluster "$ECLUSTER" --initial-cluster-state new --initial-cluster-token compare \
-        --logger zap --log-outputs stderr --log-level error 2>"$WORK/etcd-$i.log" &
-    PIDS+=($!)
-done
-EADDRS="127.0.0.1:$EPORT,127.0.0.2:$EPORT,127.0.0.3:$EPORT"
-
-redis-server --bind 127.0.0.1 --port $RPORT --save '' --appendonly no --protected-mode no \
-    --daemonize no --logfile "$WORK/redis.log" &
-PIDS+=($!)
-RADDRS="127.0.0.1:$RPORT"
+start_lock_services compare
 
 addrs_of() { case $1 in ticketing) echo "$TADDRS" ;; etcd) echo "$EADDRS" ;; redis) echo "$RADDRS" ;; esac; }
 
-log "waiting for the three systems"
-for system in ticketing etcd redis; do
-    for _ in $(seq 1 60); do
-        # Up means serving: a probe that did pairs and met no error (a cluster that
-        # has not elected its leader yet answers, but only with M).
-        if out=$("$DRIVER" run --system $system --addrs "$(addrs_of $system)" --workers 1 --duration 0.2 \
-            --warmup 0 2>/dev/null) && [[ $out == *'"errors":0,'* && $out != *'"pairs":0,'* ]]; then
-            continue 2
-        fi
-        sleep 0.5
-    done
-    log "$system did not come up; logs in $WORK"; tail -5 "$WORK"/*.log >&2; exit 1
-done
+# Up means serving: a probe that did pairs and met no error (a cluster that has not
+# elected its leader yet answers, but only with M).
+probe() {
+    local out
+    out=$("$DRIVER" run --system "$1" --addrs "$(addrs_of "$1")" --workers 1 --duration 0.2 --warmup 0 2>/dev/null) \
+        && [[ $out == *'"errors":0,'* && $out != *'"pairs":0,'* ]]
+}
+wait_lock_services ticketing etcd redis
 
 # --- the runs --------------------------------------------------------------------
 RESULTS="$WORK/results.jsonl"
@@ -153,14 +106,5 @@ BLOCK="$WORK/block.md"
     sed 's/^/    /' "$RESULTS"
     echo "<!-- compare:end -->"
 } >"$BLOCK"
-DOC="$ROOT/docs/benchmarks.md"
-if [ -f "$DOC" ] && grep -q '<!-- compare:begin' "$DOC"; then
-    awk -v block="$BLOCK" '
-        /<!-- compare:begin/ { while ((getline line < block) > 0) print line; skip = 1; next }
-        /<!-- compare:end -->/ { skip = 0; next }
-        !skip { print }' "$DOC" >"$WORK/doc.md"
-    cp "$WORK/doc.md" "$DOC"
-else
-    { echo "# Benchmarks"; echo; echo "## Ticketing vs etcd vs Redis"; echo; cat "$BLOCK"; } >>"$DOC"
-fi
+replace_doc_block "$ROOT/docs/benchmarks.md" compare "$BLOCK" "## Ticketing vs etcd vs Redis"
 log "wrote docs/benchmarks.md and docs/benchmarks.svg"

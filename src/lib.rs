@@ -1,5 +1,6 @@
 //! Ticketing: a FIFO lock service with leases, direct hand-off and fencing tokens.
 
+pub mod capi;
 pub mod cli;
 pub mod client;
 pub mod cluster;

@@ -96,6 +96,15 @@ fn how(block: &Block) -> How {
             How::Elsewhere("tests/fencing_postgres.rs runs the example's scenarios against a real PostgreSQL")
         }
         ("docs/tls.md", _) => How::Elsewhere("tests/tls_recipe.rs runs the recipe, its checks and the CLI line"),
+        ("README.md" | "docs/python.md", "pip install ./python") => {
+            How::Elsewhere(".ci/run installs the package with this command before the tests")
+        }
+        ("docs/python.md", "cargo build --release") => How::Elsewhere(
+            "tests/python_package.rs runs the suite this way, with the library and server of its own build",
+        ),
+        ("docs/c.md", "cargo build --release") => {
+            How::Elsewhere("tests/c_abi.rs builds tests/c/ticketing_test.c both ways and runs it")
+        }
         _ => panic!("{}: a shell block nobody runs: {:?}", block.file, block.first),
     }
 }

@@ -13,6 +13,7 @@ use ticketing::proto::handshake::{self, Welcome, CLIENT_LABELS};
 use ticketing::proto::io::FrameReader;
 use ticketing::proto::limits::RESPONSE_FRAME_LEN_MAX;
 
+pub mod bindings;
 pub mod ports;
 #[allow(unused_imports)]
 pub use ports::{free_port, free_port_pair};

@@ -1,0 +1,176 @@
+//! The error kinds of the C ABI and the `ticketing_error` object: one mapping from each
+//! client error to a kind, in one place, so every binding reports the same kind for the
+//! same outcome.
+
+use std::ffi::{c_int, CString};
+
+use crate::client::{AcquireError, BuildError, ClientError, IndeterminateCause, ReleaseError};
+
+pub const TICKETING_OK: c_int = 0;
+pub const TICKETING_BUSY: c_int = 1;
+pub const TICKETING_TIMEOUT: c_int = 2;
+pub const TICKETING_NOT_LEADER: c_int = 3;
+pub const TICKETING_INVALID: c_int = 4;
+pub const TICKETING_OVERLOADED: c_int = 5;
+pub const TICKETING_UNAVAILABLE: c_int = 6;
+pub const TICKETING_INDETERMINATE: c_int = 7;
+pub const TICKETING_NO_ANSWER: c_int = 8;
+pub const TICKETING_UNCONFIRMED: c_int = 9;
+pub const TICKETING_QUEUE_FULL: c_int = 10;
+pub const TICKETING_PROTOCOL: c_int = 11;
+pub const TICKETING_REFUSED: c_int = 12;
+pub const TICKETING_CONFIG: c_int = 13;
+pub const TICKETING_INTERNAL: c_int = 14;
+
+/// Every kind's name, indexed by its number (`ticketing_kind_name`).
+pub const KIND_NAMES: [&std::ffi::CStr; 15] = [
+    c"ok",
+    c"busy",
+    c"timeout",
+    c"not_leader",
+    c"invalid",
+    c"overloaded",
+    c"unavailable",
+    c"indeterminate",
+    c"no_answer",
+    c"unconfirmed",
+    c"queue_full",
+    c"protocol",
+    c"refused",
+    c"config",
+    c"internal",
+];
+
+/// `TICKETING_CAUSE_*` of an indeterminate acquire.
+pub fn cause_code(cause: IndeterminateCause) -> c_int {
+    match cause {
+        IndeterminateCause::ConnectionLost => 1,
+        IndeterminateCause::ServerUnknown => 2,
+        IndeterminateCause::NoAnswer => 3,
+        IndeterminateCause::ProtocolViolation => 4,
+        IndeterminateCause::ExpiredOnArrival => 5,
+    }
+}
+
+/// A failed call, before it becomes a `ticketing_error` for the caller.
+#[derive(Debug)]
+pub struct Failure {
+    pub kind: c_int,
+    pub message: String,
+    pub leader: Option<String>,
+    pub cause: c_int,
+    pub retryable: bool,
+    /// Kept for `ticketing_resolve`: an indeterminate acquire's state.
+    pub acquire: Option<Box<AcquireError>>,
+}
+
+impl Failure {
+    fn plain(kind: c_int, message: String) -> Failure {
+        Failure { kind, message, leader: None, cause: 0, retryable: false, acquire: None }
+    }
+
+    /// A bad argument from the caller: nothing was sent.
+    pub fn invalid(message: impl Into<String>) -> Failure {
+        Failure::plain(TICKETING_INVALID, message.into())
+    }
+
+    /// A Rust panic caught at the boundary.
+    pub fn panic(payload: &(dyn std::any::Any + Send)) -> Failure {
+        let what = payload
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| payload.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "a panic without a message".to_string());
+        Failure::plain(TICKETING_INTERNAL, format!("internal error in libticketing (a bug): {what}"))
+    }
+}
+
+impl From<AcquireError> for Failure {
+    fn from(e: AcquireError) -> Failure {
+        let kind = match &e {
+            AcquireError::Busy => TICKETING_BUSY,
+            AcquireError::Timeout => TICKETING_TIMEOUT,
+            AcquireError::NotLeader { .. } => TICKETING_NOT_LEADER,
+            AcquireError::Invalid(_) => TICKETING_INVALID,
+            AcquireError::Overloaded => TICKETING_OVERLOADED,
+            AcquireError::Unavailable { .. } => TICKETING_UNAVAILABLE,
+            AcquireError::Indeterminate(_) => TICKETING_INDETERMINATE,
+        };
+        let leader = match &e {
+            AcquireError::NotLeader { leader } => leader.clone(),
+            _ => None,
+        };
+        Failure {
+            kind,
+            message: e.to_string(),
+            leader,
+            cause: e.indeterminate_cause().map_or(0, cause_code),
+            retryable: e.is_retryable(),
+            acquire: (kind == TICKETING_INDETERMINATE).then(|| Box::new(e)),
+        }
+    }
+}
+
+impl From<ReleaseError> for Failure {
+    fn from(e: ReleaseError) -> Failure {
+        let kind = match &e {
+            ReleaseError::QueueFull => TICKETING_QUEUE_FULL,
+            ReleaseError::Unconfirmed => TICKETING_UNCONFIRMED,
+            ReleaseError::Invalid(_) => TICKETING_INVALID,
+        };
+        Failure::plain(kind, e.to_string())
+    }
+}
+
+impl From<ClientError> for Failure {
+    fn from(e: ClientError) -> Failure {
+        let kind = match &e {
+            ClientError::Unavailable => TICKETING_UNAVAILABLE,
+            ClientError::NoAnswer => TICKETING_NO_ANSWER,
+            ClientError::NotLeader { .. } => TICKETING_NOT_LEADER,
+            ClientError::Invalid(_) => TICKETING_INVALID,
+            ClientError::Overloaded => TICKETING_OVERLOADED,
+            ClientError::Protocol(_) => TICKETING_PROTOCOL,
+            ClientError::Refused(_) => TICKETING_REFUSED,
+        };
+        let leader = match &e {
+            ClientError::NotLeader { leader } => leader.clone(),
+            _ => None,
+        };
+        Failure { leader, retryable: e.is_retryable(), ..Failure::plain(kind, e.to_string()) }
+    }
+}
+
+impl From<BuildError> for Failure {
+    fn from(e: BuildError) -> Failure {
+        Failure::plain(TICKETING_CONFIG, e.to_string())
+    }
+}
+
+/// A C string of `text`; a NUL inside (a server's message could hold one) becomes U+FFFD.
+pub fn c_string(text: &str) -> CString {
+    CString::new(text.replace('\0', "\u{fffd}")).unwrap_or_default()
+}
+
+/// `ticketing_error`: what a failed call hands the caller.
+pub struct ErrorHandle {
+    pub kind: c_int,
+    pub message: CString,
+    pub leader: Option<CString>,
+    pub cause: c_int,
+    pub retryable: bool,
+    pub acquire: Option<Box<AcquireError>>,
+}
+
+impl From<Failure> for ErrorHandle {
+    fn from(f: Failure) -> ErrorHandle {
+        ErrorHandle {
+            kind: f.kind,
+            message: c_string(&f.message),
+            leader: f.leader.as_deref().map(c_string),
+            cause: f.cause,
+            retryable: f.retryable,
+            acquire: f.acquire,
+        }
+    }
+}

@@ -1,0 +1,424 @@
+//! The C ABI without a server: argument checks, error mapping, panics, ownership.
+//! tests/c_abi.rs runs a C program and these functions against real servers.
+
+use std::ffi::{c_char, c_int, CStr};
+use std::net::TcpListener;
+use std::ptr;
+use std::time::{Duration, Instant};
+
+use super::*;
+use crate::client::{AcquireError, ClientError, IndeterminateCause, ReleaseError};
+
+const SECRET: &[u8] = b"capi-unit-secret-0123";
+
+fn cstr<'a>(p: *const c_char) -> &'a str {
+    assert!(!p.is_null());
+    unsafe { CStr::from_ptr(p) }.to_str().unwrap()
+}
+
+/// An address where nothing listens: a port bound and closed again on loopback.
+fn dead_addr() -> String {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    drop(listener);
+    addr.to_string()
+}
+
+/// The arguments of `ticketing_client_new` but its out-pointers.
+struct NewArgs {
+    addrs: *const *const c_char,
+    addrs_len: usize,
+    secret: *const u8,
+    secret_len: usize,
+    owner: *const c_char,
+    ca: *const c_char,
+}
+
+impl NewArgs {
+    /// One address, the test secret, no owner, no CA.
+    fn of(addrs: &[*const c_char]) -> NewArgs {
+        NewArgs {
+            addrs: addrs.as_ptr(),
+            addrs_len: addrs.len(),
+            secret: SECRET.as_ptr(),
+            secret_len: SECRET.len(),
+            owner: ptr::null(),
+            ca: ptr::null(),
+        }
+    }
+
+    /// `ticketing_client_new`: its status, and the client or the error it handed out.
+    fn call(&self) -> (c_int, *mut ClientHandle, *mut ErrorHandle) {
+        let (mut client, mut error) = (ptr::null_mut(), ptr::null_mut());
+        let rc = unsafe {
+            ticketing_client_new(
+                self.addrs,
+                self.addrs_len,
+                self.secret,
+                self.secret_len,
+                self.owner,
+                self.ca,
+                &mut client,
+                &mut error,
+            )
+        };
+        (rc, client, error)
+    }
+
+    /// The kind and message of the error this call fails with.
+    fn fails(&self) -> (c_int, String) {
+        let (rc, client, error) = self.call();
+        assert!(client.is_null(), "no client on failure");
+        take_error(rc, error)
+    }
+}
+
+/// A client of `addr`, through the C constructor.
+fn new_client(addr: &str, owner: Option<&CStr>) -> *mut ClientHandle {
+    let addr = CString::new(addr).unwrap();
+    let addrs = [addr.as_ptr()];
+    let args = NewArgs { owner: owner.map_or(ptr::null(), CStr::as_ptr), ..NewArgs::of(&addrs) };
+    let (rc, client, error) = args.call();
+    assert_eq!(rc, TICKETING_OK);
+    assert!(error.is_null() && !client.is_null());
+    client
+}
+
+/// Kind and message of a status call's error, freeing the error.
+fn take_error(rc: c_int, error: *mut ErrorHandle) -> (c_int, String) {
+    assert!(!error.is_null(), "no error object for status {rc}");
+    let kind = unsafe { ticketing_error_kind(error) };
+    assert_eq!(kind, rc, "the status is the error's kind");
+    let message = cstr(unsafe { ticketing_error_message(error) }).to_owned();
+    unsafe { ticketing_error_free(error) };
+    (kind, message)
+}
+
+#[test]
+fn versions_and_kind_names() {
+    assert_eq!(ticketing_version(), ABI_VERSION);
+    assert_eq!(cstr(ticketing_version_string()), env!("CARGO_PKG_VERSION"));
+    for (i, name) in KIND_NAMES.iter().enumerate() {
+        assert_eq!(cstr(ticketing_kind_name(i as c_int)), name.to_str().unwrap());
+    }
+    assert_eq!(cstr(ticketing_kind_name(-1)), "unknown");
+    assert_eq!(cstr(ticketing_kind_name(KIND_NAMES.len() as c_int)), "unknown");
+}
+
+#[test]
+fn the_header_defines_every_constant_as_the_library_does() {
+    let header = include_str!("../../include/ticketing.h");
+    let defined = |name: &str| -> c_int {
+        let line = header
+            .lines()
+            .find(|l| l.split_whitespace().take(2).eq(["#define", name]))
+            .unwrap_or_else(|| panic!("{name} is not defined in the header"));
+        line.split_whitespace().nth(2).unwrap().parse().unwrap()
+    };
+    for (i, name) in KIND_NAMES.iter().enumerate() {
+        let name = name.to_str().unwrap();
+        assert_eq!(defined(&format!("TICKETING_{}", name.to_uppercase())), i as c_int, "{name}");
+    }
+    assert_eq!(defined("TICKETING_ABI_VERSION"), ABI_VERSION as c_int);
+    for (name, value) in [
+        ("TICKETING_RELEASED", TICKETING_RELEASED),
+        ("TICKETING_NOT_HOLDER", TICKETING_NOT_HOLDER),
+        ("TICKETING_RELEASED_OR_EXPIRED", TICKETING_RELEASED_OR_EXPIRED),
+        ("TICKETING_HELD", TICKETING_HELD),
+        ("TICKETING_NOT_HELD", TICKETING_NOT_HELD),
+        ("TICKETING_UNKNOWN", TICKETING_UNKNOWN),
+    ] {
+        assert_eq!(defined(name), value, "{name}");
+    }
+    for (name, cause) in [
+        ("CONNECTION_LOST", IndeterminateCause::ConnectionLost),
+        ("SERVER_UNKNOWN", IndeterminateCause::ServerUnknown),
+        ("NO_ANSWER", IndeterminateCause::NoAnswer),
+        ("PROTOCOL_VIOLATION", IndeterminateCause::ProtocolViolation),
+        ("EXPIRED_ON_ARRIVAL", IndeterminateCause::ExpiredOnArrival),
+    ] {
+        assert_eq!(defined(&format!("TICKETING_CAUSE_{name}")), cause_code(cause), "{name}");
+    }
+    // Every exported function is declared in the header.
+    let source = include_str!("mod.rs");
+    let mut exported = 0;
+    for line in source.lines() {
+        if let Some(rest) = line.split("extern \"C\" fn ").nth(1) {
+            let name = rest.split('(').next().unwrap();
+            assert!(header.contains(&format!("{name}(")), "{name} is not declared in include/ticketing.h");
+            exported += 1;
+        }
+    }
+    assert!(exported >= 25, "found {exported} exported functions");
+}
+
+#[test]
+fn the_holder_struct_has_the_headers_layout() {
+    assert_eq!(std::mem::size_of::<Holder>(), 8 + 8 + 4 + 4 + 256);
+    assert_eq!(std::mem::align_of::<Holder>(), 8);
+    assert_eq!(std::mem::offset_of!(Holder, owner), 24);
+}
+
+#[test]
+fn bad_arguments_are_invalid_errors_that_name_the_argument() {
+    let addrs = [c"127.0.0.1:1".as_ptr()];
+    let nulls = [ptr::null::<c_char>()];
+    let bad = [0xffu8, 0xfe, 0];
+    let invalid =
+        |args: NewArgs, message: &str| assert_eq!(args.fails(), (TICKETING_INVALID, message.into()));
+    invalid(NewArgs { addrs: ptr::null(), ..NewArgs::of(&addrs) }, "addrs is NULL");
+    invalid(NewArgs::of(&nulls), "addrs[0] is NULL");
+    invalid(NewArgs { secret: ptr::null(), ..NewArgs::of(&addrs) }, "auth_token is NULL");
+    invalid(NewArgs { owner: bad.as_ptr().cast(), ..NewArgs::of(&addrs) }, "owner is not UTF-8");
+    invalid(NewArgs { ca: bad.as_ptr().cast(), ..NewArgs::of(&addrs) }, "tls_ca_file is not UTF-8");
+    let mut error = ptr::null_mut();
+    let rc = unsafe {
+        ticketing_client_new(
+            addrs.as_ptr(),
+            1,
+            SECRET.as_ptr(),
+            16,
+            ptr::null(),
+            ptr::null(),
+            ptr::null_mut(),
+            &mut error,
+        )
+    };
+    assert_eq!(take_error(rc, error), (TICKETING_INVALID, "client_out is NULL".into()));
+
+    let client = new_client(&dead_addr(), None);
+    let mut lock = ptr::null_mut();
+    let start = Instant::now();
+    let cases: [(*const ClientHandle, *const c_char, i64, i64, &str); 6] = [
+        (ptr::null(), c"k".as_ptr(), 1000, 0, "client is NULL"),
+        (client, ptr::null(), 1000, 0, "key is NULL"),
+        (client, bad.as_ptr().cast(), 1000, 0, "key is not UTF-8"),
+        (client, c"k".as_ptr(), -1, 0, "lease_ms is -1 ms; it must not be negative"),
+        (
+            client,
+            c"k".as_ptr(),
+            1000,
+            i64::MIN,
+            "wait_ms is -9223372036854775808 ms; it must not be negative",
+        ),
+        (client, c"k".as_ptr(), 1500, 0, "invalid request: lease must be whole seconds in 1..=250, not 1.5s"),
+    ];
+    for (c, key, lease, wait, message) in cases {
+        let rc = unsafe { ticketing_acquire(c, key, lease, wait, &mut lock, &mut error) };
+        assert_eq!(take_error(rc, error), (TICKETING_INVALID, message.into()));
+        assert!(lock.is_null());
+    }
+    // The client's own limits, before any I/O.
+    for (lease, wait) in [(0, 0), (251_000, 0), (1000, 300_001), (i64::MAX, 0)] {
+        let rc = unsafe { ticketing_acquire(client, c"k".as_ptr(), lease, wait, &mut lock, ptr::null_mut()) };
+        assert_eq!(rc, TICKETING_INVALID, "lease {lease} wait {wait}");
+    }
+    let rc = unsafe { ticketing_acquire(client, c"".as_ptr(), 1000, 0, &mut lock, ptr::null_mut()) };
+    assert_eq!(rc, TICKETING_INVALID);
+    let rc = unsafe { ticketing_acquire(client, c"k".as_ptr(), 1000, 0, ptr::null_mut(), &mut error) };
+    assert_eq!(take_error(rc, error), (TICKETING_INVALID, "lock_out is NULL".into()));
+    assert!(start.elapsed() < Duration::from_secs(1), "no I/O for bad arguments");
+
+    let mut held = 0;
+    let rc = unsafe { ticketing_query(client, c"k".as_ptr(), ptr::null_mut(), ptr::null_mut(), &mut error) };
+    assert_eq!(take_error(rc, error), (TICKETING_INVALID, "held_out is NULL".into()));
+    let rc = unsafe { ticketing_query(client, ptr::null(), &mut held, ptr::null_mut(), &mut error) };
+    assert_eq!(take_error(rc, error), (TICKETING_INVALID, "key is NULL".into()));
+    let rc = unsafe { ticketing_release(client, c"".as_ptr(), 1, ptr::null_mut(), ptr::null_mut()) };
+    assert_eq!(rc, TICKETING_INVALID);
+    let rc = unsafe { ticketing_lock_release(ptr::null_mut(), ptr::null_mut(), &mut error) };
+    assert_eq!(take_error(rc, error), (TICKETING_INVALID, "lock is NULL".into()));
+    let mut drained = 0;
+    let rc = unsafe { ticketing_client_close(client, -5, &mut drained, &mut error) };
+    assert_eq!(
+        take_error(rc, error),
+        (TICKETING_INVALID, "timeout_ms is -5 ms; it must not be negative".into())
+    );
+    let mut resolution = 0;
+    let rc = unsafe { ticketing_resolve(client, ptr::null(), 0, &mut resolution, &mut lock, &mut error) };
+    assert_eq!(take_error(rc, error), (TICKETING_INVALID, "error is NULL".into()));
+    let rc =
+        unsafe { ticketing_client_with_owner(client, c"bad\nowner".as_ptr(), &mut lock.cast(), &mut error) };
+    assert_eq!(take_error(rc, error).0, TICKETING_CONFIG);
+    unsafe { ticketing_client_free(client) };
+}
+
+#[test]
+fn configuration_errors_say_what_is_wrong() {
+    let addrs = [c"127.0.0.1:1".as_ptr()];
+    let config = |args: NewArgs| {
+        let (kind, message) = args.fails();
+        assert_eq!(kind, TICKETING_CONFIG, "{message}");
+        message
+    };
+    let short = b"short";
+    let message = config(NewArgs { secret: short.as_ptr(), secret_len: 5, ..NewArgs::of(&addrs) });
+    assert_eq!(message, "auth token is 5 bytes; at least 16 are required");
+    assert_eq!(config(NewArgs::of(&[])), "no server address given");
+    assert_eq!(config(NewArgs::of(&[c"no-port".as_ptr()])), "address \"no-port\" is not host:port");
+    let message = config(NewArgs { ca: c"/nonexistent/ca.pem".as_ptr(), ..NewArgs::of(&addrs) });
+    assert!(message.starts_with("cannot read /nonexistent/ca.pem"), "{message}");
+    // A binary secret is fine: the length, not a NUL, ends it.
+    let binary = [0u8; 20];
+    let (rc, client, _) = NewArgs { secret: binary.as_ptr(), secret_len: 20, ..NewArgs::of(&addrs) }.call();
+    assert_eq!(rc, TICKETING_OK);
+    unsafe { ticketing_client_free(client) };
+}
+
+#[test]
+fn owners_and_views() {
+    let client = new_client(&dead_addr(), Some(c"box-office-7"));
+    assert_eq!(cstr(unsafe { ticketing_client_owner(client) }), "box-office-7");
+    let mut other = ptr::null_mut();
+    let rc =
+        unsafe { ticketing_client_with_owner(client, c"box-office-8".as_ptr(), &mut other, ptr::null_mut()) };
+    assert_eq!(rc, TICKETING_OK);
+    assert_eq!(cstr(unsafe { ticketing_client_owner(other) }), "box-office-8");
+    unsafe { ticketing_client_free(client) };
+    // The view outlives the handle it came from.
+    assert_eq!(cstr(unsafe { ticketing_client_owner(other) }), "box-office-8");
+    let mut drained = 0;
+    assert_eq!(unsafe { ticketing_client_close(other, 100, &mut drained, ptr::null_mut()) }, TICKETING_OK);
+    assert_eq!(drained, 1, "nothing to release");
+    unsafe { ticketing_client_free(other) };
+    assert!(unsafe { ticketing_client_owner(ptr::null()) }.is_null());
+    let default = new_client(&dead_addr(), None);
+    assert!(!cstr(unsafe { ticketing_client_owner(default) }).is_empty(), "host-pid-random");
+    unsafe { ticketing_client_free(default) };
+}
+
+#[test]
+fn an_unreachable_server_is_unavailable_and_retryable() {
+    let client = new_client(&dead_addr(), None);
+    let mut lock = ptr::null_mut();
+    let mut error = ptr::null_mut();
+    let start = Instant::now();
+    let rc = unsafe { ticketing_acquire(client, c"seat:1".as_ptr(), 5000, 0, &mut lock, &mut error) };
+    assert_eq!(rc, TICKETING_UNAVAILABLE);
+    assert!(lock.is_null());
+    // The send budget of a zero wait is CONNECT_WAIT_MIN (3 s).
+    let took = start.elapsed();
+    assert!(took >= Duration::from_millis(2900) && took < Duration::from_secs(6), "{took:?}");
+    assert_eq!(unsafe { ticketing_error_is_retryable(error) }, 1);
+    assert_eq!(unsafe { ticketing_error_cause(error) }, 0);
+    assert!(unsafe { ticketing_error_leader(error) }.is_null());
+    let message = cstr(unsafe { ticketing_error_message(error) });
+    assert!(message.contains("nothing was sent") && message.contains("refused"), "{message}");
+    // Not indeterminate: resolving it is definitive.
+    let mut resolution = 0;
+    let rc = unsafe { ticketing_resolve(client, error, 0, &mut resolution, &mut lock, ptr::null_mut()) };
+    assert_eq!((rc, resolution), (TICKETING_OK, TICKETING_NOT_HELD));
+    assert!(lock.is_null());
+    unsafe { ticketing_error_free(error) };
+    unsafe { ticketing_client_free(client) };
+}
+
+#[test]
+fn every_client_error_maps_to_its_kind() {
+    let f = Failure::from(AcquireError::NotLeader { leader: Some("127.0.0.2:5225".into()) });
+    assert_eq!(
+        (f.kind, f.leader.as_deref(), f.retryable),
+        (TICKETING_NOT_LEADER, Some("127.0.0.2:5225"), true)
+    );
+    let e = ErrorHandle::from(f);
+    assert_eq!(cstr(unsafe { ticketing_error_leader(&e) }), "127.0.0.2:5225");
+    for (err, kind, retryable) in [
+        (AcquireError::Busy, TICKETING_BUSY, false),
+        (AcquireError::Timeout, TICKETING_TIMEOUT, false),
+        (AcquireError::Overloaded, TICKETING_OVERLOADED, true),
+        (AcquireError::Invalid("x".into()), TICKETING_INVALID, false),
+        (AcquireError::Unavailable { last_error: None }, TICKETING_UNAVAILABLE, true),
+    ] {
+        let message = err.to_string();
+        let f = Failure::from(err);
+        assert_eq!(
+            (f.kind, f.retryable, f.message.as_str(), f.acquire.is_none()),
+            (kind, retryable, &*message, true)
+        );
+    }
+    for (err, kind) in [
+        (ReleaseError::QueueFull, TICKETING_QUEUE_FULL),
+        (ReleaseError::Unconfirmed, TICKETING_UNCONFIRMED),
+        (ReleaseError::Invalid("x".into()), TICKETING_INVALID),
+    ] {
+        assert_eq!(Failure::from(err).kind, kind);
+    }
+    for (err, kind, retryable) in [
+        (ClientError::Unavailable, TICKETING_UNAVAILABLE, true),
+        (ClientError::NoAnswer, TICKETING_NO_ANSWER, false),
+        (ClientError::NotLeader { leader: None }, TICKETING_NOT_LEADER, true),
+        (ClientError::Invalid("x".into()), TICKETING_INVALID, false),
+        (ClientError::Overloaded, TICKETING_OVERLOADED, true),
+        (ClientError::Protocol("x".into()), TICKETING_PROTOCOL, false),
+        (ClientError::Refused("x".into()), TICKETING_REFUSED, false),
+    ] {
+        let f = Failure::from(err);
+        assert_eq!((f.kind, f.retryable), (kind, retryable));
+    }
+}
+
+#[test]
+fn a_nul_in_a_message_does_not_cut_it() {
+    let e = ErrorHandle::from(Failure::invalid("before\0after"));
+    assert_eq!(cstr(unsafe { ticketing_error_message(&e) }), "before\u{fffd}after");
+}
+
+#[test]
+fn a_panic_becomes_an_internal_error_and_never_crosses() {
+    let mut error = ptr::null_mut();
+    let rc = guard(&mut error, || panic!("boom {}", 42));
+    assert_eq!(
+        take_error(rc, error),
+        (TICKETING_INTERNAL, "internal error in libticketing (a bug): boom 42".into())
+    );
+    let rc = guard(ptr::null_mut(), || std::panic::panic_any(7u8));
+    assert_eq!(rc, TICKETING_INTERNAL);
+    let mut error = ptr::null_mut();
+    let rc = guard(&mut error, || std::panic::panic_any(7u8));
+    assert!(take_error(rc, error).1.ends_with("a panic without a message"));
+    assert_eq!(getter(5, || panic!("getter")), 5);
+    // A success clears the out-pointer.
+    let mut error = ptr::dangling_mut::<ErrorHandle>();
+    assert_eq!(guard(&mut error, || Ok(())), TICKETING_OK);
+    assert!(error.is_null());
+}
+
+#[test]
+fn null_handles_are_harmless_for_getters_and_frees() {
+    unsafe {
+        assert_eq!(ticketing_lock_token(ptr::null()), 0);
+        assert!(ticketing_lock_key(ptr::null()).is_null());
+        assert!(ticketing_lock_owner(ptr::null()).is_null());
+        assert_eq!(ticketing_lock_lease_ms(ptr::null()), 0);
+        assert_eq!(ticketing_lock_remaining_ms(ptr::null()), 0);
+        assert_eq!(ticketing_error_kind(ptr::null()), TICKETING_INVALID);
+        assert!(ticketing_error_message(ptr::null()).is_null());
+        assert_eq!(ticketing_error_cause(ptr::null()), 0);
+        assert_eq!(ticketing_error_is_retryable(ptr::null()), 0);
+        ticketing_lock_free(ptr::null_mut());
+        ticketing_error_free(ptr::null_mut());
+        ticketing_client_free(ptr::null_mut());
+    }
+}
+
+#[test]
+fn a_holder_is_copied_with_its_owner_cut_at_255_bytes() {
+    let mut holder = Holder { token: 0, lease_left_ms: 0, waiters: 0, owner_len: 0, owner: [1; 256] };
+    let info =
+        |owner: String| HolderInfo { owner, token: 9, remaining: Duration::from_millis(1500), waiters: 3 };
+    holder.fill(&info("box-office-7".into()));
+    assert_eq!((holder.token, holder.lease_left_ms, holder.waiters, holder.owner_len), (9, 1500, 3, 12));
+    assert_eq!(cstr(holder.owner.as_ptr()), "box-office-7");
+    holder.fill(&info("é".repeat(200)));
+    assert_eq!(holder.owner_len, 254, "cut at a character boundary");
+    assert_eq!(cstr(holder.owner.as_ptr()), "é".repeat(127));
+}
+
+#[test]
+fn every_handle_may_be_shared_between_threads() {
+    // The header promises that any number of threads may use one handle at once.
+    fn shared<T: Send + Sync>() {}
+    shared::<ClientHandle>();
+    shared::<LockHandle>();
+    shared::<ErrorHandle>();
+}

@@ -1,0 +1,165 @@
+//! The Python package (python/, docs/python.md) against real servers: its pytest suite
+//! (python/tests: grant, FIFO, busy and timeout, tokens, the context manager, 16
+//! threads on one client, a paused server's indeterminate acquire and its resolve, a
+//! leader killed mid-loop in a 3-node cluster, a wrong secret, bad arguments) and the
+//! README's Python example, run as written against a node.
+//!
+//! The package is used from the source tree (PYTHONPATH=python) with the libticketing.so
+//! and the `ticketing` binary of this cargo run (TICKETING_LIBRARY, TICKETING_BIN), so
+//! it tests this checkout. `.ci/run` also installs it with the README's command.
+//!
+//! Needs python3 (`$PYTHON`) and pytest. Without them the tests print `SKIPPED` and
+//! pass, unless `TICKETING_REQUIRE_PYTHON=1` (set by `.ci/run`) makes that a failure.
+
+mod common;
+
+#[path = "../examples/fenced_postgres.rs"]
+#[allow(dead_code)]
+mod fenced_postgres;
+
+use std::fs::File;
+use std::os::unix::process::CommandExt;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::bindings::{have_or_skip, native_lib_dir};
+use common::{bin, start_server, TOKEN};
+
+fn repo() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn python() -> String {
+    std::env::var("PYTHON").unwrap_or_else(|_| "python3".into())
+}
+
+/// True when python imports `module`; else `SKIPPED` (or a failure under
+/// TICKETING_REQUIRE_PYTHON=1), naming how to install it.
+fn python_has(test: &str, module: &str, install: &str) -> bool {
+    let probe = ["-c", &format!("import {module}")];
+    have_or_skip(test, &python(), &probe, "TICKETING_REQUIRE_PYTHON", install)
+}
+
+/// `python args…` in `dir` with the source package and this build's library and binary,
+/// in a process group of its own that is killed when it ends or after `limit`: the
+/// servers the suite starts go with it whatever happens. Returns (success, output).
+fn run_python(args: &[&str], dir: &Path, env: &[(&str, &str)], limit: Duration) -> (bool, String) {
+    let log = tempfile::NamedTempFile::new().unwrap();
+    let mut cmd = Command::new(python());
+    cmd.args(args)
+        .current_dir(dir)
+        .env("PYTHONPATH", repo().join("python"))
+        .env("PYTHONDONTWRITEBYTECODE", "1")
+        .env("TICKETING_LIBRARY", native_lib_dir().join("libticketing.so"))
+        .env("TICKETING_BIN", bin())
+        .stdin(Stdio::null())
+        .stdout(Stdio::from(File::create(log.path()).unwrap()))
+        .stderr(Stdio::from(log.reopen().unwrap()))
+        .process_group(0);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let mut child = cmd.spawn().unwrap();
+    let group = format!("-{}", child.id());
+    let end = Instant::now() + limit;
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break Some(status);
+        }
+        if Instant::now() >= end {
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let _ = Command::new("kill").args(["-KILL", "--", &group]).stderr(Stdio::null()).status();
+    let _ = child.wait();
+    let output = std::fs::read_to_string(log.path()).unwrap_or_default();
+    match status {
+        Some(status) => (status.success(), output),
+        None => (false, format!("{output}\n(killed after {limit:?})")),
+    }
+}
+
+#[test]
+fn the_pytest_suite_passes_against_real_servers() {
+    if !python_has("the_pytest_suite_passes_against_real_servers", "pytest", "pip install pytest") {
+        return;
+    }
+    let args = ["-m", "pytest", "-q", "-rA", "-p", "no:cacheprovider", "tests"];
+    let (ok, output) = run_python(&args, &repo().join("python"), &[], Duration::from_secs(300));
+    assert!(ok, "pytest failed:\n{output}");
+    assert!(output.contains(" passed") && !output.contains(" skipped"), "{output}");
+    // The summary lines, for the log of this run.
+    for line in output.lines().filter(|l| l.starts_with("failover:") || l.starts_with("indeterminate")) {
+        eprintln!("{line}");
+    }
+}
+
+/// The README's ```python block, run as written against a standalone node: its address
+/// (127.0.0.1:5225) is the node's, TICKETING_AUTH_TOKEN its secret.
+#[test]
+fn the_readme_python_example_runs_as_written_against_a_node() {
+    if !python_has(
+        "the_readme_python_example_runs_as_written_against_a_node",
+        "os",
+        "apt-get install python3",
+    ) {
+        return;
+    }
+    let readme = std::fs::read_to_string(repo().join("README.md")).unwrap();
+    let start = readme.find("```python\n").expect("a ```python block in README.md") + 10;
+    let example = &readme[start..start + readme[start..].find("```").unwrap()];
+    assert!(example.contains("127.0.0.1:5225"), "the example talks to the node the CLI section starts");
+    let server = start_server(&[]);
+    let script = example.replace("127.0.0.1:5225", &server.addr.to_string());
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("example.py"), script).unwrap();
+    let env = [("TICKETING_AUTH_TOKEN", TOKEN)];
+    let (ok, output) = run_python(&["example.py"], dir.path(), &env, Duration::from_secs(60));
+    assert!(ok, "README's Python example failed:\n{output}");
+    for expected in ["selling seat 42 under fencing token", "Holder(owner='box-office-7'", "released"] {
+        assert!(output.contains(expected), "no {expected:?} in:\n{output}");
+    }
+}
+
+/// python/examples/fenced_postgres.py (docs/python.md, "Fencing with the token") against
+/// a real server and a throw-away PostgreSQL: A's late write is rejected, sold once to B.
+/// Needs psycopg and PostgreSQL (`.ci/run` installs both).
+#[test]
+fn the_python_fencing_example_sells_once_against_postgres() {
+    let test = "the_python_fencing_example_sells_once_against_postgres";
+    if !python_has(test, "psycopg", "pip install 'psycopg[binary]'") {
+        return;
+    }
+    if fenced_postgres::postgres_bin_dir().is_none() {
+        assert!(!std::env::var("TICKETING_REQUIRE_POSTGRES").is_ok_and(|v| v == "1"), "no PostgreSQL");
+        eprintln!("SKIPPED {test}: PostgreSQL is not installed (apt-get install postgresql)");
+        return;
+    }
+    let server = start_server(&[]);
+    let pg = fenced_postgres::Postgres::start().expect("start PostgreSQL");
+    let addrs = server.addr.to_string();
+    let env = [
+        ("TICKETING_ADDRS", addrs.as_str()),
+        ("TICKETING_AUTH_TOKEN", TOKEN),
+        ("FENCE_PG", pg.conn.as_str()),
+    ];
+    let example = repo().join("python/examples/fenced_postgres.py");
+    let (ok, output) =
+        run_python(&[example.to_str().unwrap()], &repo().join("python"), &env, Duration::from_secs(60));
+    assert!(ok, "the Python fencing example failed:\n{output}\nPostgreSQL:\n{}", pg.log());
+    for expected in ["sells with token", ": rejected", "release: not_holder", "sold once, to B"] {
+        assert!(output.contains(expected), "no {expected:?} in:\n{output}");
+    }
+    eprintln!("{output}");
+}
+
+#[test]
+fn the_package_version_is_the_crate_version() {
+    let version = env!("CARGO_PKG_VERSION");
+    let pyproject = std::fs::read_to_string(repo().join("python/pyproject.toml")).unwrap();
+    assert!(pyproject.contains(&format!("\nversion = \"{version}\"\n")), "python/pyproject.toml");
+    let init = std::fs::read_to_string(repo().join("python/ticketing/__init__.py")).unwrap();
+    assert!(init.contains(&format!("__version__ = \"{version}\"")), "python/ticketing/__init__.py");
+}
