@@ -77,6 +77,9 @@ pub struct Grant {
     release_written: Option<T>,
     /// First time a RELEASE of it was taken into a batch (the core was releasing it).
     release_batched: Option<T>,
+    /// When a QUERY answer naming it reached the core (an orphan check may have found
+    /// it then and started its release).
+    seen: Vec<T>,
     pub released: bool,
 }
 
@@ -102,9 +105,15 @@ pub struct Checker {
 pub struct Stats {
     pub acquires: u64,
     pub granted: u64,
+    pub definitive_no: u64,
     pub indeterminate: u64,
     pub resolved_held: u64,
-    pub late_released: u64,
+    pub resolved_unknown: u64,
+    /// `G`s fed to the core after their acquire ended.
+    pub late_grants: u64,
+    /// Grants whose `G` never reached the core, found by an orphan check or `resolve`.
+    pub lost_grants: u64,
+    /// Grants left to their lease because the core's release ran out of time in a fault.
     pub left_after_failed_release: u64,
 }
 
@@ -112,9 +121,12 @@ impl Stats {
     pub fn add(&mut self, o: &Stats) {
         self.acquires += o.acquires;
         self.granted += o.granted;
+        self.definitive_no += o.definitive_no;
         self.indeterminate += o.indeterminate;
         self.resolved_held += o.resolved_held;
-        self.late_released += o.late_released;
+        self.resolved_unknown += o.resolved_unknown;
+        self.late_grants += o.late_grants;
+        self.lost_grants += o.lost_grants;
         self.left_after_failed_release += o.left_after_failed_release;
     }
 }
@@ -293,6 +305,7 @@ impl Checker {
                 duty: None,
                 release_written: None,
                 release_batched: None,
+                seen: Vec::new(),
                 released: false,
             },
         );
@@ -314,6 +327,7 @@ impl Checker {
         let op = self.frames.get(&(session, rid)).map(|f| f.op);
         // A late `G` (its acquire already ended) is the core's to release now.
         if op.and_then(|op| self.ops.get(&op)).is_some_and(|o| o.done.is_some()) && !g.held {
+            self.stats.late_grants += 1;
             g.duty = Some(Duty::Release(now));
         }
     }
@@ -321,6 +335,7 @@ impl Checker {
     pub fn released(&mut self, token: u64) {
         if let Some(g) = self.grants.get_mut(&token) {
             g.released = true;
+            self.stats.lost_grants += u64::from(g.learned.is_none() && !g.held && g.op.is_some());
         }
         self.open.remove(&token);
     }
@@ -392,6 +407,7 @@ impl Checker {
                 Ok(())
             }
             (OpKind::Acquire { .. }, Outcome::Acquire(Err(e))) => {
+                self.stats.definitive_no += 1;
                 let o = self.ops.get_mut(&op).unwrap();
                 o.said_no = true;
                 if matches!(e, AcquireError::Unavailable { .. }) && o.ever_written {
@@ -412,6 +428,7 @@ impl Checker {
                         self.hand_to_caller(acquire, g, lease_end.unwrap_or(0), "resolve")
                     }
                     Resolved::NotHeld | Resolved::Unknown => {
+                        self.stats.resolved_unknown += u64::from(*r == Resolved::Unknown);
                         // The record is the background check's again: its duty starts over.
                         for g in self.grants.values_mut().filter(|g| g.op == Some(acquire) && !g.held) {
                             if let Some(Duty::Find(since)) = g.duty.as_mut() {
@@ -481,6 +498,19 @@ impl Checker {
         self.fault_in(since.saturating_sub(CALM_SLACK), since + us(RELEASE_DEADLINE))
     }
 
+    /// A grant whose `G` was lost: the core may have found it (a QUERY named it) or
+    /// started releasing it (a RELEASE batched) at a moment a fault then undid.
+    fn release_failed(&self, g: &Grant) -> bool {
+        g.release_batched.iter().chain(&g.seen).any(|&at| self.excused(at))
+    }
+
+    /// A QUERY answer naming `token` reached the core.
+    pub fn seen(&mut self, token: u64, now: T) {
+        if let Some(g) = self.grants.get_mut(&token) {
+            g.seen.push(now);
+        }
+    }
+
     /// The timed part of invariant 3: a grant no caller holds gets a RELEASE of exactly
     /// it written — within the release deadline when the core knows its token and the
     /// world stayed calm, or once the orphan record's check could find it in a calm
@@ -500,7 +530,7 @@ impl Checker {
                     (since, since + us(RELEASE_DEADLINE) + BOUND_SLACK)
                 }
                 Some(Duty::Find(since)) => {
-                    if g.release_batched.is_some_and(|at| self.excused(at)) {
+                    if self.release_failed(g) {
                         continue;
                     }
                     (since, since.max(self.calm_since + CALM_SLACK) + lost_budget())
@@ -546,7 +576,7 @@ impl Checker {
             }
             let excused = match (g.duty, g.release_batched) {
                 (Some(Duty::Release(since)), _) => self.excused(since),
-                (Some(Duty::Find(_)), Some(batched)) => self.excused(batched),
+                (Some(Duty::Find(_)), _) => self.release_failed(g),
                 _ => false,
             };
             if !excused {

@@ -15,7 +15,7 @@ use ticketing::client::{
     AcquireError, Indeterminate, IndeterminateCause, COMMIT_MARGIN, CONNECT_TIMEOUT, HANDSHAKE_TIMEOUT,
     WRITE_DEADLINE,
 };
-use ticketing::proto::frame::{decode_request, Request, Response};
+use ticketing::proto::frame::{decode_request, ErrorCode, Request, Response};
 use ticketing::proto::handshake::{role, Welcome};
 
 use super::checker::{Check, Checker, OpKind, Stats};
@@ -35,6 +35,11 @@ fn us(d: Duration) -> T {
 pub enum Bug {
     /// The network delivers every ACQUIRE frame twice.
     DuplicateAcquires,
+    /// The transport tells the core a cut write sent nothing, although its frames went
+    /// out whole.
+    UnderReportedWrite,
+    /// The servers answer a grant with another token than the one they granted.
+    WrongToken,
 }
 
 /// Knobs of one run, all derived from the seed (or set by a scenario).
@@ -58,6 +63,8 @@ pub struct Params {
     /// Time from a leader's loss to the new leader, min and max.
     pub election: (T, T),
     pub faults: bool,
+    /// TLS: a cut write reports only that some ciphertext left.
+    pub tls: bool,
     pub idle_ping: Duration,
     /// Smallest lease the callers ask for (seconds).
     pub lease_min: u8,
@@ -84,6 +91,7 @@ impl Params {
             commit: (r.range(200, 2000), r.range(2000, 30_000)),
             election: (2000 * MS, 2500 * MS),
             faults: true,
+            tls: r.chance(250),
             idle_ping: Duration::from_secs(1),
             // Longer than the run: a lease that ends on the server is a grant left to it.
             lease_min: ((chaos + heal) / SEC + 10) as u8,
@@ -107,6 +115,7 @@ impl Params {
             commit: (1000, 1000),
             election: (2000 * MS, 2000 * MS),
             faults: false,
+            tls: false,
             idle_ping: Duration::from_secs(1),
             lease_min: 30,
             bug: None,
@@ -301,7 +310,6 @@ pub enum Ev {
     Fault,
     Resume { node: usize },
     Heal { node: usize },
-    Break { conn: usize },
     Caller { c: usize },
     HealStart,
     PenFlush { session: SessionId },
@@ -360,6 +368,8 @@ pub struct World {
     pub shut_down: bool,
     /// Outcomes of the operations a scenario started, with when.
     pub outcomes: HashMap<OpId, (T, Outcome)>,
+    /// The client's configured addresses.
+    seeds: Vec<String>,
     /// Scenario knobs.
     pub write_plans: VecDeque<WritePlan>,
     pub commit_override: Option<T>,
@@ -421,7 +431,8 @@ impl World {
         let start = rng.below(p.nodes as u64) as usize;
         let seeds: Vec<String> =
             (0..p.seeds).map(|i| cluster.nodes[(start + i) % p.nodes].addr.clone()).collect();
-        let config = Config { seeds, tls: false, commit_margin: COMMIT_MARGIN, idle_ping: p.idle_ping };
+        let config =
+            Config { seeds: seeds.clone(), tls: p.tls, commit_margin: COMMIT_MARGIN, idle_ping: p.idle_ping };
         let core = Core::new(config, base);
         let callers = vec![Caller::Idle; p.callers];
         let mut w = World {
@@ -444,6 +455,7 @@ impl World {
             trace: VecDeque::new(),
             shut_down: false,
             outcomes: HashMap::new(),
+            seeds,
             write_plans: VecDeque::new(),
             commit_override: None,
             closes: Vec::new(),
@@ -462,6 +474,8 @@ impl World {
         if w.p.callers > 0 {
             w.at(w.p.chaos, Ev::HealStart);
         }
+        // The seeds' dials.
+        w.drain().expect("nothing to check before the first event");
         w
     }
 
@@ -499,7 +513,6 @@ impl World {
 
     /// Runs the whole seed: chaos, heal, the end checks, then the client's close.
     pub fn run(&mut self) -> Check {
-        self.drain()?;
         let end = self.p.chaos + self.p.heal;
         self.run_until(end)?;
         let holders: Vec<(String, u64)> =
@@ -609,7 +622,6 @@ impl World {
             Ev::Fault => self.chaos_fault(),
             Ev::Resume { node } => return self.resume(node),
             Ev::Heal { node } => return self.heal(node),
-            Ev::Break { conn } => self.break_conn(conn),
             Ev::Caller { c } => return self.caller(c),
             Ev::HealStart => return self.heal_start(),
             Ev::PenFlush { session } => {
@@ -755,6 +767,8 @@ impl World {
         let write = self.writes.remove(&session).unwrap();
         let conn = self.by_session[&session];
         let n = write.fail_after.unwrap_or(write.buf.len());
+        let lie = self.p.bug == Some(Bug::UnderReportedWrite) && write.fail_after.is_some();
+        let n = if lie { write.buf.len() } else { n };
         let reached: Vec<(u32, Request, bool)> =
             write.frames.iter().map(|(start, _, rid, r)| (*rid, r.clone(), *start < n)).collect();
         self.checker.written(session, &reached, self.now);
@@ -780,7 +794,13 @@ impl World {
                     self.at(t, Ev::End { conn });
                     self.conns[conn].broken = true;
                 }
-                Err(WriteFailure::After(n))
+                if lie {
+                    Err(WriteFailure::After(0))
+                } else if self.p.tls && n > 0 {
+                    Err(WriteFailure::SomeTls)
+                } else {
+                    Err(WriteFailure::After(n))
+                }
             }
         };
         note!(self, "{session:?} written: {result:?}");
@@ -871,8 +891,10 @@ impl World {
         let session = self.conns[conn].session;
         note!(self, "{session:?} reads {frames:?}");
         for (rid, r) in &frames {
-            if let Response::Granted { token, .. } = r {
-                self.checker.learned(session, *rid, *token, self.now);
+            match r {
+                Response::Granted { token, .. } => self.checker.learned(session, *rid, *token, self.now),
+                Response::Holder { token, .. } => self.checker.seen(*token, self.now),
+                _ => {}
             }
         }
         self.core.on_frames(session, frames, self.instant(self.now));
@@ -963,6 +985,10 @@ impl World {
                 let leader = self.cluster.leader_addr();
                 self.send(conn, rid, Response::Moved { leader });
             }
+            Request::Acquire { .. } | Request::Release { .. } if self.overloaded() => {
+                let message = "overloaded".to_owned();
+                self.send(conn, rid, Response::Error { code: ErrorCode::Overloaded, message });
+            }
             Request::Acquire { lease_s, wait_ms, key, owner } => {
                 let lease = T::from(lease_s) * SEC;
                 if self.cluster.spec.contains_key(&key) {
@@ -985,7 +1011,7 @@ impl World {
             Request::Release { token, key, owner } => {
                 let holds = self.cluster.spec.get(&key).is_some_and(|h| h.token == token && h.owner == owner);
                 if holds {
-                    let (mut effects, mut answers) = self.hand_off(n, &key, token);
+                    let (mut effects, mut answers) = self.hand_off(n, &key);
                     effects.insert(0, Effect::Free { key: key.clone(), token });
                     answers.insert(0, (conn, rid, Answer::Fixed(Response::Released)));
                     self.propose(effects, answers);
@@ -999,6 +1025,11 @@ impl World {
         Ok(())
     }
 
+    /// Now and then a leader refuses a request for load (`E 4`: not executed).
+    fn overloaded(&mut self) -> bool {
+        self.p.faults && !self.healing && self.rng.chance(3)
+    }
+
     fn token(&mut self) -> u64 {
         self.cluster.next_token += 1 + self.rng.below(3);
         self.cluster.next_token
@@ -1006,8 +1037,7 @@ impl World {
 
     /// Frees `key` from `token` in the leader's view and grants it to the queue head,
     /// in the same entry.
-    fn hand_off(&mut self, n: usize, key: &str, token: u64) -> (Vec<Effect>, Vec<(usize, u32, Answer)>) {
-        let _ = token;
+    fn hand_off(&mut self, n: usize, key: &str) -> (Vec<Effect>, Vec<(usize, u32, Answer)>) {
         self.cluster.spec.remove(key);
         let head = loop {
             let Some(q) = self.cluster.nodes[n].waiters.get_mut(key) else { break None };
@@ -1061,7 +1091,12 @@ impl World {
             let p = self.cluster.pending.pop_front().unwrap();
             self.apply(&p.effects)?;
             for (conn, rid, answer) in p.answers {
-                let response = self.answer(l, answer);
+                let response = match self.answer(l, answer) {
+                    Response::Granted { token, lease_ms } if self.p.bug == Some(Bug::WrongToken) => {
+                        Response::Granted { token: token + 1, lease_ms }
+                    }
+                    other => other,
+                };
                 self.send(conn, rid, response);
             }
         }
@@ -1141,7 +1176,7 @@ impl World {
         }
         note!(self, "lease of {key} ({token}) ends");
         self.checker.expired(token, self.now)?;
-        let (mut effects, answers) = self.hand_off(l, &key, token);
+        let (mut effects, answers) = self.hand_off(l, &key);
         effects.insert(0, Effect::Free { key, token });
         self.propose(effects, answers);
         Ok(())
@@ -1300,7 +1335,13 @@ impl World {
             }
             5 if room && free && !self.cluster.standalone => {
                 let dead = self.cluster.nodes.iter().filter(|n| n.voter && n.up == Up::Down).count();
-                if dead < f {
+                // The client needs one live seed (docs/client.md, "Seeds and discovery").
+                let seed_left = self.seeds.iter().any(|a| {
+                    self.cluster.nodes.iter().any(|n| {
+                        n.addr == *a && n.up != Up::Down && n.addr != self.cluster.nodes[target].addr
+                    })
+                });
+                if dead < f && seed_left {
                     self.kill(target);
                 }
             }
@@ -1658,10 +1699,6 @@ impl World {
 
     pub fn leader(&self) -> Option<usize> {
         self.cluster.leader
-    }
-
-    pub fn node_addr(&self, n: usize) -> String {
-        self.cluster.nodes[n].addr.clone()
     }
 
     /// Scenario helpers: elect `n` now / move a node.
