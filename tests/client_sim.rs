@@ -417,3 +417,16 @@ fn a_grant_that_arrives_after_its_lease_is_released_as_expired_on_arrival() {
     run(&mut w, 15 * SEC);
     all_released(&w);
 }
+
+#[test]
+fn a_dropped_lock_whose_release_meets_an_outage_is_released_once_the_server_is_back() {
+    let mut w = script(1);
+    let op = w.acquire(SCRIPT, "k", "o-1", 60, ms(0)).unwrap();
+    run(&mut w, SEC);
+    let token = granted(&w, op);
+    // Cut off for longer than the release deadline right when the lock is dropped.
+    w.partition(0, 9 * SEC);
+    w.release(None, "k", "o-1", token).unwrap();
+    run(&mut w, 30 * SEC);
+    all_released(&w);
+}

@@ -328,7 +328,7 @@ impl Checker {
         // A late `G` (its acquire already ended) is the core's to release now.
         if op.and_then(|op| self.ops.get(&op)).is_some_and(|o| o.done.is_some()) && !g.held {
             self.stats.late_grants += 1;
-            g.duty = Some(Duty::Release(now));
+            g.duty = Some(Duty::Background(now));
         }
     }
 
@@ -356,11 +356,12 @@ impl Checker {
         ))
     }
 
-    /// A caller gave its lock up (explicit release or drop): the client must release it.
-    pub fn gave_up(&mut self, token: u64, now: T) {
+    /// A caller gave its lock up (an explicit release, or a drop): the client must
+    /// release it.
+    pub fn gave_up(&mut self, token: u64, now: T, explicit: bool) {
         if let Some(g) = self.grants.get_mut(&token) {
             g.held = false;
-            g.duty = Some(Duty::Release(now));
+            g.duty = Some(if explicit { Duty::Explicit(now) } else { Duty::Background(now) });
         }
     }
 
@@ -400,7 +401,7 @@ impl Checker {
                 o.settle = Some(settle);
                 for g in self.grants.values_mut().filter(|g| g.op == Some(op) && !g.held) {
                     g.duty = Some(match g.learned {
-                        Some(_) => Duty::Release(now),
+                        Some(_) => Duty::Background(now),
                         None => Duty::Find(settle.max(g.at)),
                     });
                 }
@@ -498,12 +499,6 @@ impl Checker {
         self.fault_in(since.saturating_sub(CALM_SLACK), since + us(RELEASE_DEADLINE))
     }
 
-    /// A grant whose `G` was lost: the core may have found it (a QUERY named it) or
-    /// started releasing it (a RELEASE batched) at a moment a fault then undid.
-    fn release_failed(&self, g: &Grant) -> bool {
-        g.release_batched.iter().chain(&g.seen).any(|&at| self.excused(at))
-    }
-
     /// A QUERY answer naming `token` reached the core.
     pub fn seen(&mut self, token: u64, now: T) {
         if let Some(g) = self.grants.get_mut(&token) {
@@ -523,18 +518,18 @@ impl Checker {
             }
             let (since, due) = match g.duty {
                 None => continue,
-                Some(Duty::Release(since)) => {
+                Some(Duty::Explicit(since)) => {
                     if self.excused(since) {
                         continue;
                     }
                     (since, since + us(RELEASE_DEADLINE) + BOUND_SLACK)
                 }
-                Some(Duty::Find(since)) => {
-                    if self.release_failed(g) {
-                        continue;
-                    }
-                    (since, since.max(self.calm_since + CALM_SLACK) + lost_budget())
+                // A background release tries until the lease ends: once the world is
+                // calm, within a release deadline.
+                Some(Duty::Background(since)) => {
+                    (since, since.max(self.calm_since + CALM_SLACK) + us(RELEASE_DEADLINE + RELEASE_ROUND))
                 }
+                Some(Duty::Find(since)) => (since, since.max(self.calm_since + CALM_SLACK) + lost_budget()),
             };
             if now >= due {
                 return Err(format!(
@@ -574,11 +569,8 @@ impl Checker {
             if g.held {
                 return Err(format!("simulator: a caller still holds {token} at the end"));
             }
-            let excused = match (g.duty, g.release_batched) {
-                (Some(Duty::Release(since)), _) => self.excused(since),
-                (Some(Duty::Find(_)), _) => self.release_failed(g),
-                _ => false,
-            };
+            // Only a caller's own release may end unconfirmed (and the caller is told).
+            let excused = matches!(g.duty, Some(Duty::Explicit(since)) if self.excused(since));
             if !excused {
                 return Err(format!(
                     "invariant 3: at the end ({} ms) {key} is still held by {} under {token} (granted at {} ms, \
@@ -600,15 +592,21 @@ impl Checker {
 /// Why the client must release a grant no caller holds.
 #[derive(Clone, Copy, Debug)]
 enum Duty {
-    /// The core knows the token since then (a lock given up, a late `G`): its release
-    /// has the release deadline.
-    Release(T),
+    /// A caller's explicit release since then: it has the release deadline, and ends
+    /// `Unconfirmed` when a fault outlasts it.
+    Explicit(T),
+    /// A release nobody waits for (a dropped lock, a late `G`) since then: it goes on
+    /// while the lease may run.
+    Background(T),
     /// Its `G` was lost: the orphan record's check finds it after then.
     Find(T),
 }
 
+/// A background release's attempts are at most this far apart.
+const RELEASE_ROUND: Duration = Duration::from_secs(1);
+
 /// The budget for a grant whose `G` was lost: the settle window's check, its retry,
 /// a check's own time and the release.
 fn lost_budget() -> T {
-    us(ORPHAN_RETRY + ORPHAN_CHECK_TIMEOUT + RELEASE_DEADLINE)
+    us(ORPHAN_RETRY + ORPHAN_CHECK_TIMEOUT + RELEASE_DEADLINE + RELEASE_ROUND)
 }

@@ -1076,6 +1076,9 @@ impl World {
         let delay = match self.commit_override {
             Some(d) => d,
             None if self.cluster.standalone => self.rng.range(5, 200),
+            // Now and then a slow disk: this entry, and all behind it, commit seconds
+            // later (answers then come after the client stopped waiting).
+            None if self.p.faults && !self.healing && self.rng.chance(4) => self.rng.range(3 * SEC, 9 * SEC),
             None => self.rng.range(self.p.commit.0, self.p.commit.1),
         };
         let last = self.cluster.pending.back().map_or(0, |p| p.commit_at);
@@ -1562,7 +1565,7 @@ impl World {
         token: u64,
     ) -> Result<Option<OpId>, String> {
         let owner: Arc<str> = Arc::from(owner);
-        self.checker.gave_up(token, self.now);
+        self.checker.gave_up(token, self.now, c.is_some());
         let op = self
             .core
             .release(c, key, &owner, token, self.instant(self.now))
