@@ -158,17 +158,10 @@ enum Effect {
 }
 
 #[derive(Clone, Debug)]
-enum Answer {
-    Fixed(Response),
-    /// A QUERY: answered from the state once everything before it committed.
-    Query(String),
-}
-
-#[derive(Clone, Debug)]
 struct Proposal {
     commit_at: T,
     effects: Vec<Effect>,
-    answers: Vec<(usize, u32, Answer)>,
+    answers: Vec<(usize, u32, Response)>,
     /// Decided by an election: committed by the new leader, or overwritten.
     fate: Option<bool>,
 }
@@ -311,6 +304,7 @@ pub enum Ev {
     Resume { node: usize },
     Heal { node: usize },
     Caller { c: usize },
+    Read { node: usize, term: u64, conn: usize, rid: u32, key: String },
     HealStart,
     PenFlush { session: SessionId },
 }
@@ -624,6 +618,7 @@ impl World {
             Ev::Heal { node } => return self.heal(node),
             Ev::Caller { c } => return self.caller(c),
             Ev::HealStart => return self.heal_start(),
+            Ev::Read { node, term, conn, rid, key } => self.read_done(node, term, conn, rid, key),
             Ev::PenFlush { session } => {
                 self.pens.remove(&session);
                 return self.next_write(session);
@@ -1004,7 +999,7 @@ impl World {
                     let token = self.token();
                     let grant =
                         Effect::Grant { key: key.clone(), owner: owner.clone(), token, lease, conn, rid };
-                    let answer = Answer::Fixed(Response::Granted { token, lease_ms: (lease / MS) as u32 });
+                    let answer = Response::Granted { token, lease_ms: (lease / MS) as u32 };
                     self.propose(vec![grant], vec![(conn, rid, answer)]);
                 }
             }
@@ -1013,13 +1008,24 @@ impl World {
                 if holds {
                     let (mut effects, mut answers) = self.hand_off(n, &key);
                     effects.insert(0, Effect::Free { key: key.clone(), token });
-                    answers.insert(0, (conn, rid, Answer::Fixed(Response::Released)));
+                    answers.insert(0, (conn, rid, Response::Released));
                     self.propose(effects, answers);
                 } else {
-                    self.propose(vec![], vec![(conn, rid, Answer::Fixed(Response::NotHolder))]);
+                    self.propose(vec![], vec![(conn, rid, Response::NotHolder)]);
                 }
             }
-            Request::Query { key } => self.propose(vec![], vec![(conn, rid, Answer::Query(key))]),
+            Request::Query { key } if self.cluster.standalone => {
+                // Commit on append: the table already shows every request before it.
+                let response = self.holder(n, &key, &self.cluster.spec);
+                self.send(conn, rid, response);
+            }
+            Request::Query { key } => {
+                // ReadIndex: the state committed now, once a heartbeat round confirms
+                // the leadership (a proposal still in flight is not seen).
+                let t = self.now + self.rng.range(self.p.commit.0, 2 * self.p.commit.0);
+                let term = self.cluster.term;
+                self.at(t, Ev::Read { node: n, term, conn, rid, key });
+            }
             other => return Err(format!("the client sent {other:?}")),
         }
         Ok(())
@@ -1037,7 +1043,7 @@ impl World {
 
     /// Frees `key` from `token` in the leader's view and grants it to the queue head,
     /// in the same entry.
-    fn hand_off(&mut self, n: usize, key: &str) -> (Vec<Effect>, Vec<(usize, u32, Answer)>) {
+    fn hand_off(&mut self, n: usize, key: &str) -> (Vec<Effect>, Vec<(usize, u32, Response)>) {
         self.cluster.spec.remove(key);
         let head = loop {
             let Some(q) = self.cluster.nodes[n].waiters.get_mut(key) else { break None };
@@ -1056,12 +1062,12 @@ impl World {
             conn: w.conn,
             rid: w.rid,
         };
-        let answer = Answer::Fixed(Response::Granted { token, lease_ms: (w.lease / MS) as u32 });
+        let answer = Response::Granted { token, lease_ms: (w.lease / MS) as u32 };
         (vec![grant], vec![(w.conn, w.rid, answer)])
     }
 
     /// The leader appends an entry; it commits (in order) after the commit delay.
-    fn propose(&mut self, effects: Vec<Effect>, answers: Vec<(usize, u32, Answer)>) {
+    fn propose(&mut self, effects: Vec<Effect>, answers: Vec<(usize, u32, Response)>) {
         for e in &effects {
             match e {
                 Effect::Grant { key, owner, token, lease, .. } => {
@@ -1078,7 +1084,8 @@ impl World {
             None if self.cluster.standalone => self.rng.range(5, 200),
             // Now and then a slow disk: this entry, and all behind it, commit seconds
             // later (answers then come after the client stopped waiting).
-            None if self.p.faults && !self.healing && self.rng.chance(4) => self.rng.range(3 * SEC, 9 * SEC),
+            // Within the commit margin: the client's settle window assumes no longer.
+            None if self.p.faults && !self.healing && self.rng.chance(4) => self.rng.range(2 * SEC, 4 * SEC),
             None => self.rng.range(self.p.commit.0, self.p.commit.1),
         };
         let last = self.cluster.pending.back().map_or(0, |p| p.commit_at);
@@ -1089,12 +1096,14 @@ impl World {
 
     /// Commits what is due, if the leader serves.
     fn commit(&mut self) -> Check {
-        let Some(l) = self.cluster.leader_serving() else { return Ok(()) };
+        if self.cluster.leader_serving().is_none() {
+            return Ok(());
+        }
         while self.cluster.pending.front().is_some_and(|p| p.commit_at <= self.now) {
             let p = self.cluster.pending.pop_front().unwrap();
             self.apply(&p.effects)?;
             for (conn, rid, answer) in p.answers {
-                let response = match self.answer(l, answer) {
+                let response = match answer {
                     Response::Granted { token, lease_ms } if self.p.bug == Some(Bug::WrongToken) => {
                         Response::Granted { token: token + 1, lease_ms }
                     }
@@ -1106,19 +1115,35 @@ impl World {
         Ok(())
     }
 
-    fn answer(&self, n: usize, answer: Answer) -> Response {
-        match answer {
-            Answer::Fixed(r) => r,
-            Answer::Query(key) => match self.cluster.committed.get(&key) {
-                Some(h) => Response::Holder {
-                    token: h.token,
-                    remaining_ms: (h.lease_end.saturating_sub(self.now) / MS) as u32,
-                    waiters: self.cluster.nodes[n].waiters.get(&key).map_or(0, |q| q.len() as u32),
-                    owner: h.owner.clone(),
-                },
-                None => Response::Free,
+    fn holder(&self, n: usize, key: &str, table: &BTreeMap<String, Holder>) -> Response {
+        match table.get(key) {
+            Some(h) => Response::Holder {
+                token: h.token,
+                remaining_ms: (h.lease_end.saturating_sub(self.now) / MS) as u32,
+                waiters: self.cluster.nodes[n].waiters.get(key).map_or(0, |q| q.len() as u32),
+                owner: h.owner.clone(),
             },
+            None => Response::Free,
         }
+    }
+
+    /// A QUERY's read round ended.
+    fn read_done(&mut self, n: usize, term: u64, conn: usize, rid: u32, key: String) {
+        let node = &self.cluster.nodes[n];
+        let leads = self.cluster.leader == Some(n) && self.cluster.term == term;
+        if node.up == Up::Down {
+            return;
+        }
+        if node.up == Up::Paused || (leads && node.partitioned) {
+            self.at(self.now + 100 * MS, Ev::Read { node: n, term, conn, rid, key });
+            return;
+        }
+        let response = if leads {
+            self.holder(n, &key, &self.cluster.committed)
+        } else {
+            Response::Moved { leader: self.cluster.leader_addr() }
+        };
+        self.send(conn, rid, response);
     }
 
     /// A committed entry takes effect.
@@ -1132,6 +1157,9 @@ impl World {
                     self.checker.granted(*token, key, owner, session, *rid, self.now, lease_end)?;
                     self.grant_log.push((*token, self.now));
                     let h = Holder { owner: owner.clone(), token: *token, lease: *lease, lease_end };
+                    if let Some(s) = self.cluster.spec.get_mut(key).filter(|s| s.token == *token) {
+                        s.lease_end = lease_end;
+                    }
                     self.cluster.committed.insert(key.clone(), h);
                     self.at(lease_end, Ev::Expire { token: *token });
                 }
@@ -1285,7 +1313,7 @@ impl World {
         for p in told {
             for (conn, rid, answer) in p.answers {
                 let response = match (p.fate, answer) {
-                    (Some(true), Answer::Fixed(r)) => r,
+                    (Some(true), r) => r,
                     _ => Response::Moved { leader: leader.clone() },
                 };
                 self.send(conn, rid, response);
