@@ -136,7 +136,8 @@ fn us(d: Duration) -> T {
 }
 
 impl Checker {
-    pub fn new(base: Instant) -> Checker {
+    /// `expiry_allowed`: leases may end on the server in this world.
+    pub fn new(base: Instant, expiry_allowed: bool) -> Checker {
         Checker {
             base,
             ops: HashMap::new(),
@@ -146,7 +147,7 @@ impl Checker {
             open: BTreeSet::new(),
             calm_since: 0,
             faults: Vec::new(),
-            expiry_allowed: false,
+            expiry_allowed,
             stats: Stats::default(),
         }
     }
@@ -392,7 +393,7 @@ impl Checker {
             (OpKind::Acquire { .. }, Outcome::Acquire(Ok(g))) => {
                 self.stats.granted += 1;
                 let end = self.grants.get(&g.token).map_or(0, |x| x.lease_end);
-                self.hand_to_caller(op, g, end, "acquire")
+                self.hand_to_caller(op, g, end, now, "acquire")
             }
             (OpKind::Acquire { .. }, Outcome::Acquire(Err(AcquireError::Indeterminate(i)))) => {
                 self.stats.indeterminate += 1;
@@ -426,7 +427,7 @@ impl Checker {
                 match r {
                     Resolved::Held(g) => {
                         self.stats.resolved_held += 1;
-                        self.hand_to_caller(acquire, g, lease_end.unwrap_or(0), "resolve")
+                        self.hand_to_caller(acquire, g, lease_end.unwrap_or(0), now, "resolve")
                     }
                     Resolved::NotHeld | Resolved::Unknown => {
                         self.stats.resolved_unknown += u64::from(*r == Resolved::Unknown);
@@ -450,7 +451,7 @@ impl Checker {
     }
 
     /// `server_end`: the server's lease end the lock's deadline must not pass.
-    fn hand_to_caller(&mut self, op: OpId, g: &Granted, server_end: T, how: &str) -> Check {
+    fn hand_to_caller(&mut self, op: OpId, g: &Granted, server_end: T, _now: T, how: &str) -> Check {
         let deadline = self.t(g.deadline);
         let Some(grant) = self.grants.get_mut(&g.token) else {
             return Err(format!(

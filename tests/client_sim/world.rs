@@ -66,8 +66,8 @@ pub struct Params {
     /// TLS: a cut write reports only that some ciphertext left.
     pub tls: bool,
     pub idle_ping: Duration,
-    /// Smallest lease the callers ask for (seconds).
-    pub lease_min: u8,
+    /// Leases the callers ask for (seconds).
+    pub leases: (u8, u8),
     pub bug: Option<Bug>,
     pub trace: bool,
 }
@@ -93,8 +93,10 @@ impl Params {
             faults: true,
             tls: r.chance(250),
             idle_ping: Duration::from_secs(1),
-            // Longer than the run: a lease that ends on the server is a grant left to it.
-            lease_min: ((chaos + heal) / SEC + 10) as u8,
+            // Mostly longer than the run: a lease that ends on the server is then a grant
+            // left to it. One seed in eight has short leases that do end (grants that
+            // arrive after their lease, locks outliving theirs).
+            leases: if seed % 8 == 7 { (1, 12) } else { (((chaos + heal) / SEC + 10) as u8, 250) },
             bug: None,
             trace: false,
         }
@@ -117,7 +119,7 @@ impl Params {
             faults: false,
             tls: false,
             idle_ping: Duration::from_secs(1),
-            lease_min: 30,
+            leases: (30, 30),
             bug: None,
             trace: false,
         }
@@ -367,6 +369,8 @@ pub struct World {
     /// Scenario knobs.
     pub write_plans: VecDeque<WritePlan>,
     pub commit_override: Option<T>,
+    /// A cluster QUERY's read round takes this long (scenarios).
+    pub read_round: Option<T>,
     /// Sessions the client closed, with when.
     pub closes: Vec<(SessionId, T)>,
     /// Grants committed: token → (time, node that led).
@@ -444,7 +448,7 @@ impl World {
             write_gen: 0,
             callers,
             calls: 0,
-            checker: Checker::new(base),
+            checker: Checker::new(base, p.leases.0 < 30),
             step: 0,
             trace: VecDeque::new(),
             shut_down: false,
@@ -452,6 +456,7 @@ impl World {
             seeds,
             write_plans: VecDeque::new(),
             commit_override: None,
+            read_round: None,
             closes: Vec::new(),
             grant_log: Vec::new(),
             healing: false,
@@ -1022,7 +1027,8 @@ impl World {
             Request::Query { key } => {
                 // ReadIndex: the state committed now, once a heartbeat round confirms
                 // the leadership (a proposal still in flight is not seen).
-                let t = self.now + self.rng.range(self.p.commit.0, 2 * self.p.commit.0);
+                let round = self.rng.range(self.p.commit.0, 2 * self.p.commit.0);
+                let t = self.now + self.read_round.unwrap_or(round);
                 let term = self.cluster.term;
                 self.at(t, Ev::Read { node: n, term, conn, rid, key });
             }
@@ -1435,6 +1441,17 @@ impl World {
         }
         if self.cluster.leader == Some(n) {
             self.cluster.election_at = None;
+            // Its lease timers fire now for every lease that ended meanwhile.
+            let ended: Vec<u64> = self
+                .cluster
+                .committed
+                .values()
+                .filter(|h| h.lease_end <= self.now)
+                .map(|h| h.token)
+                .collect();
+            for token in ended {
+                self.at(self.now, Ev::Expire { token });
+            }
             let due: Vec<T> = self.cluster.pending.iter().map(|p| p.commit_at).collect();
             for t in due {
                 self.at(t, Ev::Commit);
@@ -1691,7 +1708,7 @@ impl World {
                 }
                 let shared = self.rng.chance(200);
                 let owner = if shared { format!("c{c}") } else { format!("c{c}-{}", self.calls) };
-                let lease = self.rng.range(u64::from(self.p.lease_min), 250) as u8;
+                let lease = self.rng.range(u64::from(self.p.leases.0), u64::from(self.p.leases.1)) as u8;
                 let wait = match self.rng.below(10) {
                     0..=2 => 0,
                     3..=8 => self.rng.range(50, 3000),
