@@ -430,3 +430,30 @@ fn a_dropped_lock_whose_release_meets_an_outage_is_released_once_the_server_is_b
     run(&mut w, 30 * SEC);
     all_released(&w);
 }
+
+#[test]
+fn resolve_never_hands_out_a_lock_whose_lease_is_over() {
+    let mut w = script(3);
+    w.checker.expiry_allowed = true;
+    let leader = w.leader().unwrap();
+    let op = w.acquire(SCRIPT, "k", "o-1", 6, ms(0)).unwrap();
+    run(&mut w, 100 * MS + 1000);
+    // The connection breaks after the ACQUIRE arrived, before the G: ConnectionLost, settle window 5 s.
+    for s in w.session_of_node(leader) {
+        w.break_session(s);
+    }
+    run(&mut w, 200 * MS);
+    let i = indeterminate(&w, op);
+    // A read round takes 1 s from here on: the QUERY at the settle time is answered
+    // when less than that is left of the 6 s lease.
+    w.read_round = Some(SEC);
+    let r = w.resolve(SCRIPT, op, &i, w.now + 10 * SEC).unwrap();
+    run(&mut w, 8 * SEC);
+    match outcome(&w, r).1 {
+        // Granted, but less lease was left than the read took: not handed out.
+        Outcome::Resolve(Resolved::NotHeld) => {}
+        other => fail(&w, format!("{other:?}")),
+    }
+    run(&mut w, 20 * SEC);
+    all_released(&w);
+}

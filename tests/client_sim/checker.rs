@@ -451,7 +451,7 @@ impl Checker {
     }
 
     /// `server_end`: the server's lease end the lock's deadline must not pass.
-    fn hand_to_caller(&mut self, op: OpId, g: &Granted, server_end: T, _now: T, how: &str) -> Check {
+    fn hand_to_caller(&mut self, op: OpId, g: &Granted, server_end: T, now: T, how: &str) -> Check {
         let deadline = self.t(g.deadline);
         let Some(grant) = self.grants.get_mut(&g.token) else {
             return Err(format!(
@@ -463,6 +463,12 @@ impl Checker {
             return Err(format!(
                 "invariant 2: {how} of {op:?} returned token {}, granted to another request ({:?})",
                 g.token, grant.op
+            ));
+        }
+        if deadline <= now {
+            return Err(format!(
+                "invariant 6: {how} of {op:?} handed out token {} whose deadline ({} µs) had passed ({} µs): a dead lock",
+                g.token, deadline, now
             ));
         }
         if grant.released {

@@ -169,7 +169,18 @@ impl ResolveOp {
             // The local deadline: the instant before the QUERY was sent plus the lease
             // the leader reported left, so never later than the server's expiry.
             Found::Ours { token, remaining } => {
-                self.adopt(Granted { token, lease: self.lease, deadline: asked + remaining }, cx)
+                let deadline = asked + remaining;
+                if cx.now >= deadline {
+                    // Its lease is over by now: such a lock is of no use (as a `G` after
+                    // its lease, in acquire).
+                    log::warn!(
+                        "the grant of {:?} (token {token}) found by resolve has no lease left; releasing it",
+                        self.key
+                    );
+                    self.release(token, Some(cx.now + remaining), cx);
+                    return self.finish(Resolved::NotHeld, cx);
+                }
+                self.adopt(Granted { token, lease: self.lease, deadline }, cx)
             }
             Found::NotOurs => self.finish(Resolved::NotHeld, cx),
             Found::Unknown => self.finish(Resolved::Unknown, cx),
