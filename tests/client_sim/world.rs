@@ -1090,8 +1090,11 @@ impl World {
             None if self.cluster.standalone => self.rng.range(5, 200),
             // Now and then a slow disk: this entry, and all behind it, commit seconds
             // later (answers then come after the client stopped waiting).
-            // Within the commit margin: the client's settle window assumes no longer.
-            None if self.p.faults && !self.healing && self.rng.chance(4) => self.rng.range(2 * SEC, 4 * SEC),
+            // The client's settle window assumes that a request reaches the leader and
+            // commits within the commit margin of its write: a slow commit plus the
+            // longest delivery delay of a leader that stays leader (a pause or a partition
+            // shorter than an election, 2.5 s) stays within it.
+            None if self.p.faults && !self.healing && self.rng.chance(4) => self.rng.range(SEC, 2400 * MS),
             None => self.rng.range(self.p.commit.0, self.p.commit.1),
         };
         let last = self.cluster.pending.back().map_or(0, |p| p.commit_at);
