@@ -41,9 +41,10 @@ use ticketing::client::core::{OpId, Outcome, Resolved};
 use ticketing::client::{AcquireError, IndeterminateCause};
 use world::{Bug, Params, World, WritePlan, MS, SEC};
 
-/// Seeds run by default: a minute or so in `--release` on two cores, less in debug.
-const SEEDS_RELEASE: u64 = 4000;
-const SEEDS_DEBUG: u64 = 300;
+/// Seeds run by default: 20-60 s in `--release` on two cores (busy or not); in the
+/// debug profile a tenth of them.
+const SEEDS_RELEASE: u64 = 60_000;
+const SEEDS_DEBUG: u64 = 20_000;
 const THREADS: u64 = 2;
 
 /// Runs one seed; on failure, runs it again with the trace on and says what broke.

@@ -92,7 +92,11 @@ impl Params {
             election: (2000 * MS, 2500 * MS),
             faults: true,
             tls: r.chance(250),
-            idle_ping: Duration::from_secs(1),
+            idle_ping: if r.chance(700) {
+                Duration::from_secs(1)
+            } else {
+                Duration::from_millis(r.range(300, 3000))
+            },
             // Mostly longer than the run: a lease that ends on the server is then a grant
             // left to it. One seed in eight has short leases that do end (grants that
             // arrive after their lease, locks outliving theirs).
@@ -129,8 +133,8 @@ impl Params {
 // ----- the servers -------------------------------------------------------------------
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Up {
-    Up,
+enum Life {
+    Running,
     /// SIGSTOPped: processes nothing, closes nothing; resumes at `until` (if known).
     Paused,
     Down,
@@ -179,7 +183,7 @@ enum Inbound {
 struct Node {
     id: u64,
     addr: String,
-    up: Up,
+    up: Life,
     resume_at: T,
     partitioned: bool,
     voter: bool,
@@ -209,7 +213,7 @@ struct Cluster {
 impl Cluster {
     fn serving(&self, n: usize) -> bool {
         let node = &self.nodes[n];
-        node.up == Up::Up && (self.standalone || !node.partitioned)
+        node.up == Life::Running && (self.standalone || !node.partitioned)
     }
 
     fn leader_serving(&self) -> Option<usize> {
@@ -280,10 +284,22 @@ struct Write {
 #[derive(Clone, Debug)]
 enum Caller {
     Idle,
-    Acquiring { key: String, owner: Arc<str>, shared: bool },
-    Holding { key: String, owner: Arc<str>, token: u64 },
+    Acquiring {
+        key: String,
+        owner: Arc<str>,
+        shared: bool,
+    },
+    Holding {
+        key: String,
+        owner: Arc<str>,
+        token: u64,
+    },
     Releasing,
-    Resolving,
+    /// Resolving the indeterminate acquire `acquire` (kept to try again).
+    Resolving {
+        acquire: OpId,
+        attempt: Box<Indeterminate>,
+    },
     Reading,
 }
 
@@ -402,7 +418,7 @@ impl World {
             .map(|i| Node {
                 id: i as u64 + 1,
                 addr: format!("10.0.0.{}:5225", i + 1),
-                up: Up::Up,
+                up: Life::Running,
                 resume_at: 0,
                 partitioned: false,
                 voter: true,
@@ -640,7 +656,7 @@ impl World {
             note!(w, "dial {slot:?} {addr} failed: {why}");
             w.core.on_dial_failed(slot, format!("{addr}: {why}"), w.instant(w.now));
         };
-        let Some(n) = node.filter(|&n| self.cluster.nodes[n].up != Up::Down) else {
+        let Some(n) = node.filter(|&n| self.cluster.nodes[n].up != Life::Down) else {
             return failed(self, "connection refused");
         };
         if self.cluster.nodes[n].partitioned {
@@ -650,7 +666,7 @@ impl World {
             }
             return self.at(give_up, Ev::Dial { slot, addr, started });
         }
-        if self.cluster.nodes[n].up == Up::Paused {
+        if self.cluster.nodes[n].up == Life::Paused {
             // The kernel accepts; the server never greets.
             let give_up = started + us(HANDSHAKE_TIMEOUT);
             if self.now >= give_up {
@@ -718,7 +734,7 @@ impl World {
         let conn = self.by_session[&session];
         let len = buf.len();
         let chaos = self.p.faults && !self.healing;
-        let paused = self.cluster.nodes[self.conns[conn].node].up == Up::Paused;
+        let paused = self.cluster.nodes[self.conns[conn].node].up == Life::Paused;
         let mut to_paused = false;
         let (delay, fail_after, blocked) = match self.write_plans.pop_front() {
             Some(WritePlan::Block(d)) => (d, None, true),
@@ -918,7 +934,7 @@ impl World {
             return Ok(());
         }
         let node = &mut self.cluster.nodes[n];
-        if node.up == Up::Down {
+        if node.up == Life::Down {
             return Ok(());
         }
         if node.partitioned {
@@ -934,7 +950,7 @@ impl World {
 
     /// A running node processes what reached its sockets, in arrival order.
     fn run_node(&mut self, n: usize) -> Check {
-        while self.cluster.nodes[n].up == Up::Up {
+        while self.cluster.nodes[n].up == Life::Running {
             let Some(what) = self.cluster.nodes[n].inbox.pop_front() else { break };
             match what {
                 Inbound::End(conn) => self.server_end(conn),
@@ -1140,10 +1156,10 @@ impl World {
     fn read_done(&mut self, n: usize, term: u64, conn: usize, rid: u32, key: String) {
         let node = &self.cluster.nodes[n];
         let leads = self.cluster.leader == Some(n) && self.cluster.term == term;
-        if node.up == Up::Down {
+        if node.up == Life::Down {
             return;
         }
-        if node.up == Up::Paused || (leads && node.partitioned) {
+        if node.up == Life::Paused || (leads && node.partitioned) {
             self.at(self.now + 100 * MS, Ev::Read { node: n, term, conn, rid, key });
             return;
         }
@@ -1183,7 +1199,7 @@ impl World {
     }
 
     fn wait_ends(&mut self, n: usize) {
-        if self.cluster.nodes[n].up != Up::Up {
+        if self.cluster.nodes[n].up != Life::Running {
             return;
         }
         let now = self.now;
@@ -1279,7 +1295,7 @@ impl World {
         );
         if let Some(old) = old.filter(|&o| o != new) {
             let node = &mut self.cluster.nodes[old];
-            if node.up != Up::Down {
+            if node.up != Life::Down {
                 node.deposed.extend(told);
                 if node.partitioned {
                     // It steps down without a quorum; what it cannot learn within 5 s is `U`.
@@ -1304,7 +1320,7 @@ impl World {
 
     /// Waiters queued at a deposed node were never proposed: `M` (sent when it runs).
     fn deposed_waiters(&mut self, n: usize) {
-        if self.cluster.nodes[n].up != Up::Up {
+        if self.cluster.nodes[n].up != Life::Running {
             return;
         }
         let waiters: Vec<Waiter> =
@@ -1333,7 +1349,7 @@ impl World {
 
     fn unknowns(&mut self, n: usize) {
         let node = &self.cluster.nodes[n];
-        if node.up != Up::Up || !node.partitioned {
+        if node.up != Life::Running || !node.partitioned {
             return;
         }
         for p in std::mem::take(&mut self.cluster.nodes[n].deposed) {
@@ -1346,7 +1362,7 @@ impl World {
     // ----- faults ---------------------------------------------------------------------------------
 
     fn unavailable(&self) -> usize {
-        self.cluster.nodes.iter().filter(|n| n.voter && (n.up != Up::Up || n.partitioned)).count()
+        self.cluster.nodes.iter().filter(|n| n.voter && (n.up != Life::Running || n.partitioned)).count()
     }
 
     fn chaos_fault(&mut self) {
@@ -1363,7 +1379,7 @@ impl World {
             (true, Some(l)) => l,
             _ => voters[self.rng.below(voters.len() as u64) as usize],
         };
-        let free = self.cluster.nodes[target].up == Up::Up && !self.cluster.nodes[target].partitioned;
+        let free = self.cluster.nodes[target].up == Life::Running && !self.cluster.nodes[target].partitioned;
         match self.rng.below(10) {
             0..=2 if room && free => {
                 let d = self.rng.range(200 * MS, 7 * SEC);
@@ -1374,11 +1390,11 @@ impl World {
                 self.partition(target, d)
             }
             5 if room && free && !self.cluster.standalone => {
-                let dead = self.cluster.nodes.iter().filter(|n| n.voter && n.up == Up::Down).count();
+                let dead = self.cluster.nodes.iter().filter(|n| n.voter && n.up == Life::Down).count();
                 // The client needs one live seed (docs/client.md, "Seeds and discovery").
                 let seed_left = self.seeds.iter().any(|a| {
                     self.cluster.nodes.iter().any(|n| {
-                        n.addr == *a && n.up != Up::Down && n.addr != self.cluster.nodes[target].addr
+                        n.addr == *a && n.up != Life::Down && n.addr != self.cluster.nodes[target].addr
                     })
                 });
                 if dead < f && seed_left {
@@ -1402,7 +1418,7 @@ impl World {
         note!(self, "pause n{} for {} ms", self.cluster.nodes[n].id, duration / MS);
         self.fault();
         let node = &mut self.cluster.nodes[n];
-        node.up = Up::Paused;
+        node.up = Life::Paused;
         node.resume_at = self.now + duration;
         self.at(self.now + duration, Ev::Resume { node: n });
         if self.cluster.leader == Some(n) {
@@ -1411,12 +1427,12 @@ impl World {
     }
 
     fn resume(&mut self, n: usize) -> Check {
-        if self.cluster.nodes[n].up != Up::Paused {
+        if self.cluster.nodes[n].up != Life::Paused {
             return Ok(());
         }
         note!(self, "resume n{}", self.cluster.nodes[n].id);
         self.fault();
-        self.cluster.nodes[n].up = Up::Up;
+        self.cluster.nodes[n].up = Life::Running;
         // Writes blocked on its full buffers go through now.
         let blocked: Vec<SessionId> = self
             .writes
@@ -1521,7 +1537,7 @@ impl World {
     fn kill(&mut self, n: usize) {
         note!(self, "kill n{}", self.cluster.nodes[n].id);
         self.fault();
-        self.cluster.nodes[n].up = Up::Down;
+        self.cluster.nodes[n].up = Life::Down;
         self.cluster.nodes[n].inbox.clear();
         self.cluster.nodes[n].held.clear();
         self.cluster.nodes[n].deposed.clear();
@@ -1538,7 +1554,9 @@ impl World {
 
     /// A dead voter is replaced by a new node at a new address.
     fn replace(&mut self) {
-        let Some(dead) = self.cluster.nodes.iter().position(|n| n.voter && n.up == Up::Down) else { return };
+        let Some(dead) = self.cluster.nodes.iter().position(|n| n.voter && n.up == Life::Down) else {
+            return;
+        };
         let id = self.cluster.nodes.len() as u64 + 1;
         let addr = format!("10.0.1.{id}:5225");
         note!(self, "replace n{} by n{id} at {addr}", self.cluster.nodes[dead].id);
@@ -1547,7 +1565,7 @@ impl World {
         self.cluster.nodes.push(Node {
             id,
             addr,
-            up: Up::Up,
+            up: Life::Running,
             resume_at: 0,
             partitioned: false,
             voter: true,
@@ -1564,7 +1582,7 @@ impl World {
         self.healing = true;
         self.fault();
         for n in 0..self.cluster.nodes.len() {
-            if self.cluster.nodes[n].up == Up::Paused {
+            if self.cluster.nodes[n].up == Life::Paused {
                 self.cluster.nodes[n].resume_at = self.now;
                 self.resume(n)?;
             }
@@ -1680,10 +1698,18 @@ impl World {
                     self.now + self.rng.below(settle.saturating_sub(self.now) + 1)
                 };
                 // The state first: the outcome may come at once.
-                self.callers[c] = Caller::Resolving;
+                self.callers[c] = Caller::Resolving { acquire: op, attempt: Box::new(i.clone()) };
                 self.resolve(c, op, &i, end)?;
             }
-            (Caller::Resolving, Outcome::Resolve(Resolved::Held(g))) => {
+            // Unknown: sometimes the caller asks again, with time for the whole window.
+            (Caller::Resolving { acquire, attempt }, Outcome::Resolve(Resolved::Unknown))
+                if self.rng.chance(400) =>
+            {
+                let end = self.t_of(attempt.settle_at()).max(self.now) + self.rng.range(SEC, 10 * SEC);
+                self.callers[c] = Caller::Resolving { acquire, attempt: attempt.clone() };
+                self.resolve(c, acquire, &attempt, end)?;
+            }
+            (Caller::Resolving { .. }, Outcome::Resolve(Resolved::Held(g))) => {
                 let (key, owner) = self.resolved_lock(g.token);
                 self.callers[c] = Caller::Holding { key, owner, token: g.token };
                 self.at(self.now + hold, Ev::Caller { c });
