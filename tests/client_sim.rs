@@ -50,11 +50,11 @@ const THREADS: u64 = 2;
 /// Runs one seed; on failure, runs it again with the trace on and says what broke.
 fn run_seed(p: Params) -> Result<Stats, String> {
     let mut w = World::new(p.clone());
-    match w.run() {
+    match guarded(&mut w) {
         Ok(()) => Ok(w.stats()),
         Err(e) => {
             let mut again = World::new(Params { trace: true, ..p.clone() });
-            let replayed = again.run().err();
+            let replayed = guarded(&mut again).err();
             let trace: Vec<String> = again.trace.iter().cloned().collect();
             let same = if replayed.as_deref() == Some(e.as_str()) { "" } else { " (the replay differed!)" };
             Err(format!(
@@ -64,6 +64,21 @@ fn run_seed(p: Params) -> Result<Stats, String> {
                 w.now / MS,
                 trace.join("\n")
             ))
+        }
+    }
+}
+
+/// Runs a world; a panic (of the core or the world) is a failure of that seed too.
+fn guarded(w: &mut World) -> Result<(), String> {
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| w.run())) {
+        Ok(result) => result,
+        Err(panic) => {
+            let what = panic
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_default();
+            Err(format!("panic: {what}"))
         }
     }
 }
