@@ -75,11 +75,6 @@ pub struct Grant {
     duty: Option<Duty>,
     /// First time a RELEASE of exactly it was written.
     release_written: Option<T>,
-    /// First time a RELEASE of it was taken into a batch (the core was releasing it).
-    release_batched: Option<T>,
-    /// When a QUERY answer naming it reached the core (an orphan check may have found
-    /// it then and started its release).
-    seen: Vec<T>,
     pub released: bool,
 }
 
@@ -113,7 +108,8 @@ pub struct Stats {
     pub late_grants: u64,
     /// Grants whose `G` never reached the core, found by an orphan check or `resolve`.
     pub lost_grants: u64,
-    /// Grants left to their lease because the core's release ran out of time in a fault.
+    /// Grants left to their lease because a caller's own release ended `Unconfirmed`
+    /// (a fault outlasted its deadline; the caller is told).
     pub left_after_failed_release: u64,
 }
 
@@ -183,7 +179,7 @@ impl Checker {
 
     /// A writer took a batch: the ACQUIREs in it are attributed to their operations
     /// (invariant 1), the RELEASEs checked against the grants (invariant 4).
-    pub fn batch(&mut self, session: SessionId, frames: &[(u32, Request)], now: T) -> Check {
+    pub fn batch(&mut self, session: SessionId, frames: &[(u32, Request)]) -> Check {
         for (rid, request) in frames {
             match request {
                 Request::Acquire { key, owner, .. } => {
@@ -203,10 +199,8 @@ impl Checker {
                     o.frames.push((session, *rid));
                     self.frames.insert((session, *rid), Frame { op, maybe_written: true, arrived: 0 });
                 }
-                Request::Release { token, key, owner } => match self.grants.get_mut(token) {
-                    Some(g) if g.key == *key && g.owner == *owner => {
-                        g.release_batched.get_or_insert(now);
-                    }
+                Request::Release { token, key, owner } => match self.grants.get(token) {
+                    Some(g) if g.key == *key && g.owner == *owner => {}
                     _ => {
                         return Err(format!(
                             "invariant 4: RELEASE of ({key}, {owner}, {token}), which no server granted"
@@ -305,8 +299,6 @@ impl Checker {
                 held: false,
                 duty: None,
                 release_written: None,
-                release_batched: None,
-                seen: Vec::new(),
                 released: false,
             },
         );
@@ -504,13 +496,6 @@ impl Checker {
     /// deadline (or just before it, while the client was still reconnecting).
     fn excused(&self, since: T) -> bool {
         self.fault_in(since.saturating_sub(CALM_SLACK), since + us(RELEASE_DEADLINE))
-    }
-
-    /// A QUERY answer naming `token` reached the core.
-    pub fn seen(&mut self, token: u64, now: T) {
-        if let Some(g) = self.grants.get_mut(&token) {
-            g.seen.push(now);
-        }
     }
 
     /// The timed part of invariant 3: a grant no caller holds gets a RELEASE of exactly

@@ -196,6 +196,23 @@ struct Node {
     deposed: Vec<Proposal>,
 }
 
+impl Node {
+    fn new(id: u64, addr: String) -> Node {
+        Node {
+            id,
+            addr,
+            up: Life::Running,
+            resume_at: 0,
+            partitioned: false,
+            voter: true,
+            inbox: VecDeque::new(),
+            held: Vec::new(),
+            waiters: BTreeMap::new(),
+            deposed: Vec::new(),
+        }
+    }
+}
+
 struct Cluster {
     standalone: bool,
     nodes: Vec<Node>,
@@ -414,20 +431,7 @@ impl World {
         let mut rng = Rng::new(p.seed);
         let base = Instant::now();
         let standalone = p.nodes == 1;
-        let nodes = (0..p.nodes)
-            .map(|i| Node {
-                id: i as u64 + 1,
-                addr: format!("10.0.0.{}:5225", i + 1),
-                up: Life::Running,
-                resume_at: 0,
-                partitioned: false,
-                voter: true,
-                inbox: VecDeque::new(),
-                held: Vec::new(),
-                waiters: BTreeMap::new(),
-                deposed: Vec::new(),
-            })
-            .collect();
+        let nodes = (0..p.nodes).map(|i| Node::new(i as u64 + 1, format!("10.0.0.{}:5225", i + 1))).collect();
         let leader = if standalone { Some(0) } else { Some(rng.below(p.nodes as u64) as usize) };
         let cluster = Cluster {
             standalone,
@@ -730,7 +734,7 @@ impl World {
             at += 4 + len;
         }
         let pairs: Vec<(u32, Request)> = frames.iter().map(|(_, _, rid, r)| (*rid, r.clone())).collect();
-        self.checker.batch(session, &pairs, self.now)?;
+        self.checker.batch(session, &pairs)?;
         let conn = self.by_session[&session];
         let len = buf.len();
         let chaos = self.p.faults && !self.healing;
@@ -907,10 +911,8 @@ impl World {
         let session = self.conns[conn].session;
         note!(self, "{session:?} reads {frames:?}");
         for (rid, r) in &frames {
-            match r {
-                Response::Granted { token, .. } => self.checker.learned(session, *rid, *token, self.now),
-                Response::Holder { token, .. } => self.checker.seen(*token, self.now),
-                _ => {}
+            if let Response::Granted { token, .. } = r {
+                self.checker.learned(session, *rid, *token, self.now);
             }
         }
         self.core.on_frames(session, frames, self.instant(self.now));
@@ -1562,18 +1564,7 @@ impl World {
         note!(self, "replace n{} by n{id} at {addr}", self.cluster.nodes[dead].id);
         self.fault();
         self.cluster.nodes[dead].voter = false;
-        self.cluster.nodes.push(Node {
-            id,
-            addr,
-            up: Life::Running,
-            resume_at: 0,
-            partitioned: false,
-            voter: true,
-            inbox: VecDeque::new(),
-            held: Vec::new(),
-            waiters: BTreeMap::new(),
-            deposed: Vec::new(),
-        });
+        self.cluster.nodes.push(Node::new(id, addr));
     }
 
     /// The heal phase: every fault ends, callers stop acquiring.
