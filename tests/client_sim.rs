@@ -4,27 +4,37 @@
 //! (`client_sim/world.rs`): dials as `src/client/io` makes them (refused fast when a
 //! node is down, CONNECT_TIMEOUT when it is cut off, HANDSHAKE_TIMEOUT when it is
 //! frozen), one writer per session taking batches with `next_batch` (writes that block
-//! on a full socket, writes cut after n bytes), the reader handing frames over and
-//! holding the pen, connections that break by themselves; a standalone server or a
-//! 3/5-node cluster with a modelled log (grants answered after commit, FIFO queues and
-//! hand-offs, leader changes that keep or overwrite a pipeline prefix, `M`, `U` after
-//! 5 s, leases restarted by a new leader, paused nodes whose sockets keep what was sent
-//! to them, partitions, deaths and replacements at new addresses); callers that
-//! acquire, hold, release, drop, query and resolve. `client_sim/checker.rs` checks
-//! after every step:
+//! on a full socket, writes cut after n bytes, TLS cuts reported as `SomeTls`), the
+//! reader handing frames over and holding the pen, connections that break by
+//! themselves; a standalone server or a 3/5-node cluster with a modelled log (grants
+//! answered after commit, FIFO queues and hand-offs, QUERY by a read round from the
+//! committed state, `E 4`, leader changes that keep or overwrite a pipeline prefix,
+//! `M`, `U` after 5 s, leases restarted by a new leader, paused nodes whose sockets
+//! keep what was sent to them, partitions, deaths and replacements at new addresses);
+//! callers that acquire (per-call owners, sometimes one per caller), hold, release,
+//! drop, query and resolve (again after `Unknown`). One seed in eight has short leases
+//! that end. `client_sim/checker.rs` checks after every step:
 //!
 //! 1. an ACQUIRE any byte of which was written is never sent again;
 //! 2. `Granted` only with the token a server granted that very request; a definitive
 //!    no only when no server ever granted it (`Unavailable` only when no byte left);
 //! 3. no orphaned grant: a grant no caller holds gets a RELEASE written within its
-//!    budget once the world is calm, and none is left to its lease at the end;
+//!    budget once the world is calm, and none is left to its lease at the end (but
+//!    after a caller's own release that ended `Unconfirmed`);
 //! 4. no RELEASE of a (key, owner, token) no server granted;
 //! 5. every call ends within its documented bound;
-//! 6. a lock's deadline never passes the server's lease end; the model itself never
-//!    grants a held key, and tokens only grow.
+//! 6. a lock handed out is alive and its deadline never passes the server's lease end;
+//!    the model itself never grants a held key, and tokens only grow.
+//!
+//! At the end every call has returned, no release or orphan record is open, and the
+//! closed client shuts down. Not modelled: DNS, several clients, TLS handshakes,
+//! connection-level errors (id 0), admin requests, membership changes other than a
+//! dead voter's replacement, commits slower than the commit margin (the settle window
+//! assumes none).
 //!
 //! A failure names the seed and the step and prints the trace of the last events;
-//! `SIM_SEED=N` replays one seed with its trace, `CLIENT_SIM_SEEDS=a..b` runs a range.
+//! `SIM_SEED=N` replays one seed with its whole trace (`RUST_LOG=debug` adds the core's
+//! log), `CLIENT_SIM_SEEDS=a..b` runs a range.
 
 #[path = "sim/rng.rs"]
 mod rng;
