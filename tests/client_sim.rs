@@ -483,3 +483,25 @@ fn resolve_never_hands_out_a_lock_whose_lease_is_over() {
     run(&mut w, 20 * SEC);
     all_released(&w);
 }
+
+/// The settle window assumes a request commits within the commit margin of its write.
+/// A commit slower than that escapes the orphan check: the check's QUERY (a read of
+/// the committed state) runs before the grant commits, finds the key free and closes
+/// the record; the `G` then goes to a dead connection and the grant is left to its
+/// lease. Run with `--ignored` to see it.
+#[test]
+#[ignore = "known gap: commits slower than the commit margin defeat the settle window"]
+fn a_commit_slower_than_the_commit_margin_leaves_a_lost_grant_to_its_lease() {
+    let mut w = script(3);
+    let leader = w.leader().unwrap();
+    w.commit_override = Some(7 * SEC);
+    let op = w.acquire(SCRIPT, "k", "o-1", 60, ms(0)).unwrap();
+    run(&mut w, 100 * MS + 1000);
+    for s in w.session_of_node(leader) {
+        w.break_session(s);
+    }
+    run(&mut w, 200 * MS);
+    indeterminate(&w, op);
+    run(&mut w, 30 * SEC);
+    all_released(&w);
+}
