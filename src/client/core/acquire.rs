@@ -176,6 +176,8 @@ impl AcquireOp {
                 owner: Arc::clone(&self.owner),
                 token,
                 origin: Origin::Compensation,
+                // The server's lease began at the commit, before now.
+                until: Some(cx.now + lease),
             });
             return Outcome::Acquire(Err(AcquireError::Indeterminate(Indeterminate {
                 cause: IndeterminateCause::ExpiredOnArrival,

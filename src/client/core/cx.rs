@@ -90,6 +90,8 @@ pub(crate) struct ReleaseJob {
     pub(crate) owner: Arc<str>,
     pub(crate) token: u64,
     pub(crate) origin: Origin,
+    /// Until when the server's lease may still hold the key (see `ReleaseOp::new`).
+    pub(crate) until: Option<Instant>,
 }
 
 /// The world as an operation sees it.

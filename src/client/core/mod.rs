@@ -185,12 +185,18 @@ impl<W> Core<W> {
         if self.releases >= RELEASE_QUEUE_CAPACITY {
             return Err(ReleaseError::QueueFull);
         }
+        // A dropped lock's release goes on while its lease may run (the server's ends
+        // up to the commit margin after the local deadline).
+        let until = match waker {
+            Some(_) => None,
+            None => self.held.deadline(token).map(|d| d + self.config.commit_margin),
+        };
         // The caller gives the lock up: from now on a holder with this token is no
         // caller's (an orphan check may release it as well; release is idempotent).
         self.held.remove(token);
         let origin = if waker.is_some() { Origin::Explicit } else { Origin::Dropped };
         self.releases += 1;
-        let op = ReleaseOp::new(key.to_owned(), Arc::clone(owner), token, origin, now);
+        let op = ReleaseOp::new(key.to_owned(), Arc::clone(owner), token, origin, until, now);
         let id = self.spawn(waker, Kind::Release(op));
         self.settle();
         Ok(id)
@@ -344,7 +350,8 @@ impl<W> Core<W> {
                         log::warn!(
                             "late grant of {key:?} (token {token}) after the caller gave up; releasing it"
                         );
-                        self.jobs.push(ReleaseJob { key, owner, token, origin: Origin::Compensation });
+                        let until = Some(now + Duration::from_millis(u64::from(lease_ms)));
+                        self.jobs.push(ReleaseJob { key, owner, token, origin: Origin::Compensation, until });
                     }
                     None => {
                         log::warn!("late grant (token {token}) of a forgotten acquire; its lease will end it")
@@ -650,7 +657,7 @@ impl<W> Core<W> {
         }
         self.held.remove(job.token);
         self.releases += 1;
-        let op = ReleaseOp::new(job.key, job.owner, job.token, job.origin, self.now);
+        let op = ReleaseOp::new(job.key, job.owner, job.token, job.origin, job.until, self.now);
         self.spawn(None, Kind::Release(op));
     }
 

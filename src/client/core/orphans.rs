@@ -250,6 +250,11 @@ impl Held {
         self.tokens.insert(token, deadline);
     }
 
+    /// The local deadline of a token handed to a caller.
+    pub(crate) fn deadline(&self, token: u64) -> Option<Instant> {
+        self.tokens.get(&token).copied()
+    }
+
     pub(crate) fn remove(&mut self, token: u64) {
         self.tokens.remove(&token);
     }

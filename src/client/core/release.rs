@@ -54,6 +54,8 @@ pub(crate) struct ReleaseOp {
     pub(crate) token: u64,
     pub(crate) origin: Origin,
     deadline: Instant,
+    /// A background release goes on past its deadline until then (see `new`).
+    until: Option<Instant>,
     in_flight: Option<(SessionId, u32, Instant)>,
     /// Attempts that ran past the attempt timeout and were sent again, still listened to.
     earlier: Vec<(SessionId, u32)>,
@@ -70,13 +72,26 @@ pub(crate) struct ReleaseOp {
 }
 
 impl ReleaseOp {
-    pub(crate) fn new(key: String, owner: Arc<str>, token: u64, origin: Origin, now: Instant) -> ReleaseOp {
+    /// `until`: for a release nobody waits for (a dropped lock, a grant no caller
+    /// holds), when the server's lease surely ended: until then a release that runs out
+    /// of time starts another round instead of leaving the key to its lease (an outage
+    /// longer than the deadline is no reason to block the key for the rest of the
+    /// lease). A closing client gives up at the deadline.
+    pub(crate) fn new(
+        key: String,
+        owner: Arc<str>,
+        token: u64,
+        origin: Origin,
+        until: Option<Instant>,
+        now: Instant,
+    ) -> ReleaseOp {
         ReleaseOp {
             key,
             owner,
             token,
             origin,
             deadline: now + RELEASE_DEADLINE,
+            until: until.filter(|_| origin != Origin::Explicit),
             in_flight: None,
             earlier: Vec::new(),
             next_try: now,
@@ -91,6 +106,10 @@ impl ReleaseOp {
     /// time (still listening to it), sends when due.
     pub(crate) fn on_timer(&mut self, cx: &mut Cx<'_>) -> Next {
         let now = cx.now;
+        if now >= self.deadline && !self.not_holder && !cx.closing && self.until.is_some_and(|u| now < u) {
+            log::debug!("release of {:?}: no answer within {RELEASE_DEADLINE:?}; trying on", self.key);
+            self.deadline = now + RELEASE_DEADLINE;
+        }
         if now >= self.deadline {
             self.forget_attempts(cx);
             // After an `N`, the key is certainly no longer held under this token; only

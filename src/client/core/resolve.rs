@@ -156,7 +156,7 @@ impl ResolveOp {
         let deadline = queued_at + lease;
         if cx.now >= deadline {
             log::warn!("late grant of {:?} (token {token}) arrived after its lease; releasing it", self.key);
-            self.release(token, cx);
+            self.release(token, Some(cx.now + lease), cx);
             return self.finish(Resolved::NotHeld, cx);
         }
         self.adopt(Granted { token, lease, deadline }, cx)
@@ -169,7 +169,18 @@ impl ResolveOp {
             // The local deadline: the instant before the QUERY was sent plus the lease
             // the leader reported left, so never later than the server's expiry.
             Found::Ours { token, remaining } => {
-                self.adopt(Granted { token, lease: self.lease, deadline: asked + remaining }, cx)
+                let deadline = asked + remaining;
+                if cx.now >= deadline {
+                    // Its lease is over by now: such a lock is of no use (as a `G` after
+                    // its lease, in acquire).
+                    log::warn!(
+                        "the grant of {:?} (token {token}) found by resolve has no lease left; releasing it",
+                        self.key
+                    );
+                    self.release(token, Some(cx.now + remaining), cx);
+                    return self.finish(Resolved::NotHeld, cx);
+                }
+                self.adopt(Granted { token, lease: self.lease, deadline }, cx)
             }
             Found::NotOurs => self.finish(Resolved::NotHeld, cx),
             Found::Unknown => self.finish(Resolved::Unknown, cx),
@@ -181,9 +192,9 @@ impl ResolveOp {
         self.finish(Resolved::Held(granted), cx)
     }
 
-    fn release(&self, token: u64, cx: &mut Cx<'_>) {
+    fn release(&self, token: u64, until: Option<Instant>, cx: &mut Cx<'_>) {
         let owner = Arc::clone(&self.owner);
-        cx.jobs.push(ReleaseJob { key: self.key.clone(), owner, token, origin: Origin::Compensation });
+        cx.jobs.push(ReleaseJob { key: self.key.clone(), owner, token, origin: Origin::Compensation, until });
     }
 
     /// Ends the resolve; an unknown end hands the record back to the background check,
@@ -226,12 +237,13 @@ impl OrphanCheck {
         let Some(record) = cx.orphans.get(self.orphan) else { return done };
         let (key, owner) = (record.key.clone(), Arc::clone(&record.owner));
         match judge(result, &owner, cx) {
-            Found::Ours { token, .. } => {
+            Found::Ours { token, remaining } => {
                 log::warn!(
                     "the indeterminate acquire of {key:?} was granted after all (token {token}) and no caller \
                      took it over; releasing it"
                 );
-                cx.jobs.push(ReleaseJob { key, owner, token, origin: Origin::Compensation });
+                let until = Some(cx.now + remaining);
+                cx.jobs.push(ReleaseJob { key, owner, token, origin: Origin::Compensation, until });
                 cx.orphans.finish(self.orphan, true, cx.now);
                 Next::Done(Outcome::Resolve(Resolved::NotHeld))
             }

@@ -1,0 +1,1806 @@
+//! The simulated world around the real client core: a clock, connections as
+//! `src/client/io` makes them (dial, writer, reader), servers (standalone or a
+//! cluster with a modelled log), callers, and faults.
+
+use std::cmp::Ordering;
+use std::collections::{BTreeMap, BinaryHeap, HashMap, VecDeque};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use ticketing::client::core::{
+    Action, Config, Core, NetEvent, OpId, Outcome, Resolved, SessionId, SlotId, Target, WriteFailure,
+    CONNECT_WAIT_MIN, RELEASE_DEADLINE,
+};
+use ticketing::client::{
+    AcquireError, Indeterminate, IndeterminateCause, COMMIT_MARGIN, CONNECT_TIMEOUT, HANDSHAKE_TIMEOUT,
+    WRITE_DEADLINE,
+};
+use ticketing::proto::frame::{decode_request, ErrorCode, Request, Response};
+use ticketing::proto::handshake::{role, Welcome};
+
+use super::checker::{Check, Checker, OpKind, Stats};
+use super::rng::Rng;
+
+/// Simulated time, in microseconds since the world began.
+pub type T = u64;
+pub const MS: T = 1_000;
+pub const SEC: T = 1_000_000;
+
+fn us(d: Duration) -> T {
+    d.as_micros() as T
+}
+
+/// A deliberately broken world, to prove the checker can fail.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Bug {
+    /// The network delivers every ACQUIRE frame twice.
+    DuplicateAcquires,
+    /// The transport tells the core a cut write sent nothing, although its frames went
+    /// out whole.
+    UnderReportedWrite,
+    /// The servers answer a grant with another token than the one they granted.
+    WrongToken,
+}
+
+/// Knobs of one run, all derived from the seed (or set by a scenario).
+#[derive(Clone, Debug)]
+pub struct Params {
+    pub seed: u64,
+    /// 1: a standalone server; 3 or 5: a cluster.
+    pub nodes: usize,
+    /// How many node addresses the client is given (the first ones).
+    pub seeds: usize,
+    pub callers: usize,
+    pub keys: usize,
+    /// Chaos phase (faults on, callers acquiring), then the heal phase.
+    pub chaos: T,
+    pub heal: T,
+    /// One-way latency between client and servers, and its jitter.
+    pub latency: T,
+    pub jitter: T,
+    /// Time from a proposal to its commit, min and max.
+    pub commit: (T, T),
+    /// Time from a leader's loss to the new leader, min and max.
+    pub election: (T, T),
+    pub faults: bool,
+    /// TLS: a cut write reports only that some ciphertext left.
+    pub tls: bool,
+    pub idle_ping: Duration,
+    /// Leases the callers ask for (seconds).
+    pub leases: (u8, u8),
+    pub bug: Option<Bug>,
+    pub trace: bool,
+}
+
+impl Params {
+    pub fn from_seed(seed: u64) -> Params {
+        let mut r = Rng::new(seed ^ 0xC11E_5EED);
+        let nodes = [1, 3, 3, 5][r.below(4) as usize];
+        let chaos = r.range(4, 16) * SEC;
+        let heal = 45 * SEC;
+        Params {
+            seed,
+            nodes,
+            seeds: if r.chance(300) { 1 } else { nodes },
+            callers: r.range(2, 10) as usize,
+            keys: r.range(1, 4) as usize,
+            chaos,
+            heal,
+            latency: r.range(50, 3000),
+            jitter: r.range(0, 1000),
+            commit: (r.range(200, 2000), r.range(2000, 30_000)),
+            election: (2000 * MS, 2500 * MS),
+            faults: true,
+            tls: r.chance(250),
+            idle_ping: if r.chance(700) {
+                Duration::from_secs(1)
+            } else {
+                Duration::from_millis(r.range(300, 3000))
+            },
+            // Mostly longer than the run: a lease that ends on the server is then a grant
+            // left to it. One seed in eight has short leases that do end (grants that
+            // arrive after their lease, locks outliving theirs).
+            leases: if seed % 8 == 7 { (1, 12) } else { (((chaos + heal) / SEC + 10) as u8, 250) },
+            bug: None,
+            trace: false,
+        }
+    }
+
+    /// A quiet world for a scenario: no faults, no random callers.
+    pub fn script(nodes: usize) -> Params {
+        Params {
+            seed: 0,
+            nodes,
+            seeds: nodes,
+            callers: 0,
+            keys: 1,
+            chaos: 0,
+            heal: 0,
+            latency: 500,
+            jitter: 0,
+            commit: (1000, 1000),
+            election: (2000 * MS, 2000 * MS),
+            faults: false,
+            tls: false,
+            idle_ping: Duration::from_secs(1),
+            leases: (30, 30),
+            bug: None,
+            trace: false,
+        }
+    }
+}
+
+// ----- the servers -------------------------------------------------------------------
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Life {
+    Running,
+    /// SIGSTOPped: processes nothing, closes nothing; resumes at `until` (if known).
+    Paused,
+    Down,
+}
+
+#[derive(Clone, Debug)]
+struct Holder {
+    owner: String,
+    token: u64,
+    lease: T,
+    lease_end: T,
+}
+
+#[derive(Clone, Debug)]
+struct Waiter {
+    conn: usize,
+    rid: u32,
+    owner: String,
+    lease: T,
+    deadline: T,
+}
+
+#[derive(Clone, Debug)]
+enum Effect {
+    Grant { key: String, owner: String, token: u64, lease: T, conn: usize, rid: u32 },
+    Free { key: String, token: u64 },
+}
+
+#[derive(Clone, Debug)]
+struct Proposal {
+    commit_at: T,
+    effects: Vec<Effect>,
+    answers: Vec<(usize, u32, Response)>,
+    /// Decided by an election: committed by the new leader, or overwritten.
+    fate: Option<bool>,
+}
+
+/// What reached a node's socket: processed in arrival order when it runs.
+#[derive(Clone, Debug)]
+enum Inbound {
+    Frames(usize, Vec<(u32, Request)>),
+    /// The client's FIN, or the connection's end after a cut write.
+    End(usize),
+}
+
+struct Node {
+    id: u64,
+    addr: String,
+    up: Life,
+    resume_at: T,
+    partitioned: bool,
+    voter: bool,
+    inbox: VecDeque<Inbound>,
+    /// Deliveries held by a partition, in order: (toward the node, conn, frames).
+    held: Vec<Ev>,
+    /// Waiters queued at this node while it led.
+    waiters: BTreeMap<String, VecDeque<Waiter>>,
+    /// Proposals this node made whose fate it has not told yet (it was deposed).
+    deposed: Vec<Proposal>,
+}
+
+impl Node {
+    fn new(id: u64, addr: String) -> Node {
+        Node {
+            id,
+            addr,
+            up: Life::Running,
+            resume_at: 0,
+            partitioned: false,
+            voter: true,
+            inbox: VecDeque::new(),
+            held: Vec::new(),
+            waiters: BTreeMap::new(),
+            deposed: Vec::new(),
+        }
+    }
+}
+
+struct Cluster {
+    standalone: bool,
+    nodes: Vec<Node>,
+    /// The node the others believe leads.
+    leader: Option<usize>,
+    term: u64,
+    committed: BTreeMap<String, Holder>,
+    /// The leader's view: committed plus its pending proposals.
+    spec: BTreeMap<String, Holder>,
+    pending: VecDeque<Proposal>,
+    next_token: u64,
+    election_at: Option<T>,
+}
+
+impl Cluster {
+    fn serving(&self, n: usize) -> bool {
+        let node = &self.nodes[n];
+        node.up == Life::Running && (self.standalone || !node.partitioned)
+    }
+
+    fn leader_serving(&self) -> Option<usize> {
+        self.leader.filter(|&l| self.serving(l))
+    }
+
+    fn leader_addr(&self) -> String {
+        self.leader.map(|l| self.nodes[l].addr.clone()).unwrap_or_default()
+    }
+
+    fn voters(&self) -> Vec<usize> {
+        (0..self.nodes.len()).filter(|&i| self.nodes[i].voter).collect()
+    }
+
+    fn status(&self, n: usize) -> String {
+        let node = &self.nodes[n];
+        let role = if self.standalone {
+            "standalone"
+        } else if self.leader == Some(n) {
+            "leader"
+        } else if self.leader.is_some() {
+            "follower"
+        } else {
+            "candidate"
+        };
+        let voters: Vec<String> =
+            self.voters().iter().map(|&i| format!("{}@{}", self.nodes[i].id, self.nodes[i].addr)).collect();
+        format!(
+            "node_id={}\nrole={role}\nterm={}\nleader={}\nvoters={}\n",
+            node.id,
+            self.term,
+            self.leader_addr(),
+            voters.join(",")
+        )
+    }
+}
+
+// ----- connections ---------------------------------------------------------------------
+
+struct Conn {
+    session: SessionId,
+    node: usize,
+    /// The client shut its socket: answers that arrive now are dropped.
+    client_closed: bool,
+    /// The connection died (both sides).
+    broken: bool,
+    /// The server saw the end (FIN or break): it answers nothing more.
+    server_done: bool,
+    /// Last scheduled arrival in each direction (TCP keeps order).
+    up_at: T,
+    down_at: T,
+}
+
+struct Write {
+    gen: u64,
+    buf: Vec<u8>,
+    /// (start, end, id, request) of each frame.
+    frames: Vec<(usize, usize, u32, Request)>,
+    /// None: written whole; Some(n): fails after n bytes.
+    fail_after: Option<usize>,
+    blocked: bool,
+    /// Blocked because the node is frozen: it completes when the node resumes.
+    to_paused: bool,
+}
+
+// ----- callers ---------------------------------------------------------------------------
+
+#[derive(Clone, Debug)]
+enum Caller {
+    Idle,
+    Acquiring {
+        key: String,
+        owner: Arc<str>,
+        shared: bool,
+    },
+    Holding {
+        key: String,
+        owner: Arc<str>,
+        token: u64,
+    },
+    Releasing,
+    /// Resolving the indeterminate acquire `acquire` (kept to try again).
+    Resolving {
+        acquire: OpId,
+        attempt: Box<Indeterminate>,
+    },
+    Reading,
+}
+
+// ----- events -------------------------------------------------------------------------------
+
+#[derive(Clone, Debug)]
+pub enum Ev {
+    Dial { slot: SlotId, addr: String, started: T },
+    WriteDone { session: SessionId, gen: u64 },
+    Arrive { conn: usize, frames: Vec<(u32, Request)> },
+    End { conn: usize },
+    Recv { conn: usize, frames: Vec<(u32, Response)> },
+    ReaderClosed { conn: usize },
+    Commit,
+    WaitEnd { node: usize },
+    Expire { token: u64 },
+    Elect,
+    Unknowns { node: usize },
+    Fault,
+    Resume { node: usize },
+    Heal { node: usize },
+    Caller { c: usize },
+    Read { node: usize, term: u64, conn: usize, rid: u32, key: String },
+    HealStart,
+    PenFlush { session: SessionId },
+}
+
+struct Sched {
+    t: T,
+    seq: u64,
+    ev: Ev,
+}
+
+impl PartialEq for Sched {
+    fn eq(&self, o: &Self) -> bool {
+        (self.t, self.seq) == (o.t, o.seq)
+    }
+}
+impl Eq for Sched {}
+impl PartialOrd for Sched {
+    fn partial_cmp(&self, o: &Self) -> Option<Ordering> {
+        Some(self.cmp(o))
+    }
+}
+impl Ord for Sched {
+    fn cmp(&self, o: &Self) -> Ordering {
+        (o.t, o.seq).cmp(&(self.t, self.seq))
+    }
+}
+
+/// What a scenario sets for the next write.
+#[derive(Clone, Copy, Debug)]
+pub enum WritePlan {
+    Block(T),
+    FailAfter(usize),
+}
+
+pub struct World {
+    pub p: Params,
+    rng: Rng,
+    pub now: T,
+    pub base: Instant,
+    queue: BinaryHeap<Sched>,
+    seq: u64,
+    pub core: Core<usize>,
+    cluster: Cluster,
+    conns: Vec<Conn>,
+    by_session: HashMap<SessionId, usize>,
+    writes: BTreeMap<SessionId, Write>,
+    /// Readers holding the pen, about to write what the callers they woke queued.
+    pens: std::collections::BTreeSet<SessionId>,
+    write_gen: u64,
+    callers: Vec<Caller>,
+    calls: u64,
+    pub checker: Checker,
+    pub step: u64,
+    pub trace: VecDeque<String>,
+    pub shut_down: bool,
+    /// Outcomes of the operations a scenario started, with when.
+    pub outcomes: HashMap<OpId, (T, Outcome)>,
+    /// The client's configured addresses.
+    seeds: Vec<String>,
+    /// Scenario knobs.
+    pub write_plans: VecDeque<WritePlan>,
+    pub commit_override: Option<T>,
+    /// A cluster QUERY's read round takes this long (scenarios).
+    pub read_round: Option<T>,
+    /// Sessions the client closed, with when.
+    pub closes: Vec<(SessionId, T)>,
+    /// Grants committed: token → (time, node that led).
+    pub grant_log: Vec<(u64, T)>,
+    healing: bool,
+}
+
+const TRACE_KEEP: usize = 400;
+
+/// Records a line of the trace (formatted only when the trace is on).
+macro_rules! note {
+    ($w:expr, $($arg:tt)*) => {
+        if $w.p.trace {
+            let line = format!($($arg)*);
+            $w.push_trace(line);
+        }
+    };
+}
+/// A write that blocks on a full socket takes at most this long here (the real
+/// writer gives up at WRITE_DEADLINE).
+const BLOCK_MAX: T = 4 * SEC;
+
+impl World {
+    pub fn new(p: Params) -> World {
+        let mut rng = Rng::new(p.seed);
+        let base = Instant::now();
+        let standalone = p.nodes == 1;
+        let nodes = (0..p.nodes).map(|i| Node::new(i as u64 + 1, format!("10.0.0.{}:5225", i + 1))).collect();
+        let leader = if standalone { Some(0) } else { Some(rng.below(p.nodes as u64) as usize) };
+        let cluster = Cluster {
+            standalone,
+            nodes,
+            leader,
+            term: 1,
+            committed: BTreeMap::new(),
+            spec: BTreeMap::new(),
+            pending: VecDeque::new(),
+            next_token: 1000,
+            election_at: None,
+        };
+        // The seeds: the first `seeds` addresses, rotated so a follower comes first
+        // as often as the leader.
+        let start = rng.below(p.nodes as u64) as usize;
+        let seeds: Vec<String> =
+            (0..p.seeds).map(|i| cluster.nodes[(start + i) % p.nodes].addr.clone()).collect();
+        let config =
+            Config { seeds: seeds.clone(), tls: p.tls, commit_margin: COMMIT_MARGIN, idle_ping: p.idle_ping };
+        let core = Core::new(config, base);
+        let callers = vec![Caller::Idle; p.callers];
+        let mut w = World {
+            rng,
+            now: 0,
+            base,
+            queue: BinaryHeap::new(),
+            seq: 0,
+            core,
+            cluster,
+            conns: Vec::new(),
+            by_session: HashMap::new(),
+            writes: BTreeMap::new(),
+            pens: std::collections::BTreeSet::new(),
+            write_gen: 0,
+            callers,
+            calls: 0,
+            checker: Checker::new(base, p.leases.0 < 30),
+            step: 0,
+            trace: VecDeque::new(),
+            shut_down: false,
+            outcomes: HashMap::new(),
+            seeds,
+            write_plans: VecDeque::new(),
+            commit_override: None,
+            read_round: None,
+            closes: Vec::new(),
+            grant_log: Vec::new(),
+            healing: false,
+            p,
+        };
+        for c in 0..w.p.callers {
+            let t = w.rng.range(0, 500 * MS);
+            w.at(t, Ev::Caller { c });
+        }
+        if w.p.faults {
+            let t = w.rng.range(200 * MS, 2 * SEC);
+            w.at(t, Ev::Fault);
+        }
+        if w.p.callers > 0 {
+            w.at(w.p.chaos, Ev::HealStart);
+        }
+        // The seeds' dials.
+        w.drain().expect("nothing to check before the first event");
+        w
+    }
+
+    pub fn instant(&self, t: T) -> Instant {
+        self.base + Duration::from_micros(t)
+    }
+
+    fn t_of(&self, at: Instant) -> T {
+        at.saturating_duration_since(self.base).as_nanos().div_ceil(1000) as T
+    }
+
+    fn at(&mut self, t: T, ev: Ev) {
+        self.seq += 1;
+        self.queue.push(Sched { t: t.max(self.now), seq: self.seq, ev });
+    }
+
+    fn push_trace(&mut self, what: String) {
+        let keep = if std::env::var_os("SIM_SEED").is_some() { 100 * TRACE_KEEP } else { TRACE_KEEP };
+        if self.trace.len() >= keep {
+            self.trace.pop_front();
+        }
+        let line = format!("{:>9.3} #{} {what}", self.now as f64 / 1000.0, self.step);
+        self.trace.push_back(line);
+    }
+
+    fn lat(&mut self) -> T {
+        self.p.latency + self.rng.below(self.p.jitter + 1)
+    }
+
+    fn fault(&mut self) {
+        self.checker.fault(self.now);
+    }
+
+    // ----- the run ------------------------------------------------------------------
+
+    /// Runs the whole seed: chaos, heal, the end checks, then the client's close.
+    pub fn run(&mut self) -> Check {
+        let end = self.p.chaos + self.p.heal;
+        self.run_until(end)?;
+        let holders: Vec<(String, u64)> =
+            self.cluster.committed.iter().map(|(k, h)| (k.clone(), h.token)).collect();
+        self.checker.end(self.now, &holders)?;
+        if self.core.outstanding() != 0 {
+            return Err(format!(
+                "liveness: {} releases or orphan records still open after the heal phase",
+                self.core.outstanding()
+            ));
+        }
+        self.core.close(self.instant(self.now));
+        self.drain()?;
+        self.run_until(end + 10 * SEC)?;
+        if !self.shut_down {
+            return Err("the closed client did not shut down".into());
+        }
+        Ok(())
+    }
+
+    /// Runs events and timers up to `until`.
+    pub fn run_until(&mut self, until: T) -> Check {
+        let mut spins = 0u32;
+        loop {
+            let timer = if self.shut_down { None } else { self.core.poll_timeout().map(|i| self.t_of(i)) };
+            let event = self.queue.peek().map(|s| s.t);
+            let next = match (timer, event) {
+                (None, None) => break,
+                (Some(a), Some(b)) => a.min(b),
+                (Some(a), None) => a,
+                (None, Some(b)) => b,
+            };
+            if next > until {
+                break;
+            }
+            self.step += 1;
+            if timer.is_some_and(|t| event.is_none_or(|e| t <= e)) {
+                let t = timer.unwrap();
+                if t <= self.now {
+                    spins += 1;
+                    if spins > 1000 {
+                        return Err("the core asks for the time again and again without moving on".into());
+                    }
+                } else {
+                    spins = 0;
+                }
+                self.now = self.now.max(t);
+                note!(self, "timer");
+                self.core.handle_timeout(self.instant(self.now));
+            } else {
+                spins = 0;
+                let s = self.queue.pop().unwrap();
+                self.now = self.now.max(s.t);
+                self.event(s.ev)?;
+            }
+            self.drain()?;
+            self.checker.step(self.now)?;
+        }
+        self.now = self.now.max(until);
+        Ok(())
+    }
+
+    /// Does what the core asked for.
+    fn drain(&mut self) -> Check {
+        while let Some(action) = self.core.poll_action() {
+            match action {
+                Action::Net(NetEvent::Dial { slot, addr }) => {
+                    note!(self, "dial {slot:?} {addr}");
+                    let handshake = 3 * self.lat();
+                    self.at(self.now + handshake, Ev::Dial { slot, addr, started: self.now });
+                }
+                Action::Net(NetEvent::Close { session }) => self.client_close(session),
+                Action::Net(NetEvent::Flush { session }) => {
+                    if self.writes.contains_key(&session) || self.pens.contains(&session) {
+                        return Err(format!("{session:?} got a second writer while one writes"));
+                    }
+                    self.next_write(session)?;
+                }
+                Action::Net(NetEvent::Forget { slot }) => note!(self, "forget {slot:?}"),
+                Action::Complete { waker, op, outcome } => self.complete(waker, op, outcome)?,
+                Action::Shutdown => {
+                    note!(self, "shutdown");
+                    self.shut_down = true;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn event(&mut self, ev: Ev) -> Check {
+        match ev {
+            Ev::Dial { slot, addr, started } => self.dial(slot, addr, started),
+            Ev::WriteDone { session, gen } => return self.write_done(session, gen),
+            Ev::Arrive { conn, frames } => return self.arrive(conn, Inbound::Frames(conn, frames)),
+            Ev::End { conn } => return self.arrive(conn, Inbound::End(conn)),
+            Ev::Recv { conn, frames } => self.recv(conn, frames)?,
+            Ev::ReaderClosed { conn } => {
+                let session = self.conns[conn].session;
+                note!(self, "{session:?} reader ends");
+                self.core.on_closed(session, self.instant(self.now));
+            }
+            Ev::Commit => return self.commit(),
+            Ev::WaitEnd { node } => self.wait_ends(node),
+            Ev::Expire { token } => return self.expire(token),
+            Ev::Elect => return self.elect(),
+            Ev::Unknowns { node } => self.unknowns(node),
+            Ev::Fault => self.chaos_fault(),
+            Ev::Resume { node } => return self.resume(node),
+            Ev::Heal { node } => return self.heal(node),
+            Ev::Caller { c } => return self.caller(c),
+            Ev::HealStart => return self.heal_start(),
+            Ev::Read { node, term, conn, rid, key } => self.read_done(node, term, conn, rid, key),
+            Ev::PenFlush { session } => {
+                self.pens.remove(&session);
+                return self.next_write(session);
+            }
+        }
+        Ok(())
+    }
+
+    // ----- dialing ------------------------------------------------------------------------
+
+    fn dial(&mut self, slot: SlotId, addr: String, started: T) {
+        let node = self.cluster.nodes.iter().position(|n| n.addr == addr && n.voter);
+        let failed = |w: &mut World, why: &str| {
+            note!(w, "dial {slot:?} {addr} failed: {why}");
+            w.core.on_dial_failed(slot, format!("{addr}: {why}"), w.instant(w.now));
+        };
+        let Some(n) = node.filter(|&n| self.cluster.nodes[n].up != Life::Down) else {
+            return failed(self, "connection refused");
+        };
+        if self.cluster.nodes[n].partitioned {
+            let give_up = started + us(CONNECT_TIMEOUT);
+            if self.now >= give_up {
+                return failed(self, "no answer to the connection");
+            }
+            return self.at(give_up, Ev::Dial { slot, addr, started });
+        }
+        if self.cluster.nodes[n].up == Life::Paused {
+            // The kernel accepts; the server never greets.
+            let give_up = started + us(HANDSHAKE_TIMEOUT);
+            if self.now >= give_up {
+                return failed(self, "no greeting from the server");
+            }
+            let retry = give_up.min(self.cluster.nodes[n].resume_at.max(self.now + MS));
+            return self.at(retry, Ev::Dial { slot, addr, started });
+        }
+        let c = &self.cluster;
+        let (r, leader) = if c.standalone {
+            (role::STANDALONE, c.nodes[n].addr.clone())
+        } else if c.leader == Some(n) {
+            (role::LEADER, c.nodes[n].addr.clone())
+        } else if c.leader.is_some() {
+            (role::FOLLOWER, c.leader_addr())
+        } else {
+            (role::CANDIDATE, String::new())
+        };
+        let welcome = Welcome { node_id: c.nodes[n].id, role: r, domain: 7, leader };
+        let conn = self.conns.len();
+        self.conns.push(Conn {
+            session: SessionId(0),
+            node: n,
+            client_closed: false,
+            broken: false,
+            server_done: false,
+            up_at: self.now,
+            down_at: self.now,
+        });
+        let session = self.core.on_connected(slot, &welcome, addr.clone(), self.instant(self.now));
+        note!(self, "dial {slot:?} {addr}: {session:?} as conn {conn}, role {}", r as char);
+        match session {
+            Some(s) => {
+                self.conns[conn].session = s;
+                self.by_session.insert(s, conn);
+            }
+            None => {
+                self.conns[conn].client_closed = true;
+                self.conns[conn].server_done = true;
+            }
+        }
+    }
+
+    // ----- the client's writes ------------------------------------------------------------------
+
+    /// The session's writer takes the next batch (or its role ends).
+    fn next_write(&mut self, session: SessionId) -> Check {
+        let mut buf = Vec::new();
+        if !self.core.next_batch(session, &mut buf) {
+            self.writes.remove(&session);
+            return Ok(());
+        }
+        let mut frames = Vec::new();
+        let mut at = 0;
+        while at < buf.len() {
+            let len = u32::from_be_bytes(buf[at..at + 4].try_into().unwrap()) as usize;
+            let payload = &buf[at + 4..at + 4 + len];
+            let (rid, request) =
+                decode_request(payload).map_err(|e| format!("the core wrote a bad frame: {e:?}"))?;
+            frames.push((at, at + 4 + len, rid, request));
+            at += 4 + len;
+        }
+        let pairs: Vec<(u32, Request)> = frames.iter().map(|(_, _, rid, r)| (*rid, r.clone())).collect();
+        self.checker.batch(session, &pairs)?;
+        let conn = self.by_session[&session];
+        let len = buf.len();
+        let chaos = self.p.faults && !self.healing;
+        let paused = self.cluster.nodes[self.conns[conn].node].up == Life::Paused;
+        let mut to_paused = false;
+        let (delay, fail_after, blocked) = match self.write_plans.pop_front() {
+            Some(WritePlan::Block(d)) => (d, None, true),
+            Some(WritePlan::FailAfter(n)) => (10, Some(n.min(len)), false),
+            None if self.conns[conn].broken || self.conns[conn].client_closed => (10, Some(0), false),
+            None if chaos && paused && self.rng.chance(300) => {
+                // A frozen peer's buffers are full: the write gives up at its deadline
+                // unless the node resumes first.
+                to_paused = true;
+                (us(WRITE_DEADLINE), Some(self.cut(&frames, len)), true)
+            }
+            None if chaos && self.rng.chance(15) => {
+                (self.rng.range(10, 500), Some(self.cut(&frames, len)), false)
+            }
+            None if chaos && self.rng.chance(40) => (self.rng.range(50 * MS, BLOCK_MAX), None, true),
+            None => (self.rng.range(2, 200), None, false),
+        };
+        if blocked || fail_after.is_some() {
+            self.fault();
+        }
+        self.write_gen += 1;
+        let gen = self.write_gen;
+        if self.p.trace {
+            let ids: Vec<String> = frames.iter().map(|f| format!("#{} {}", f.2, brief(&f.3))).collect();
+            let cut = fail_after.map(|n| format!(", cut after {n} of {len} bytes")).unwrap_or_default();
+            note!(self, "{session:?} writes [{}] in {delay} µs{cut}", ids.join(", "));
+        }
+        self.writes.insert(session, Write { gen, buf, frames, fail_after, blocked, to_paused });
+        self.at(self.now + delay, Ev::WriteDone { session, gen });
+        Ok(())
+    }
+
+    /// Where a failing write stops: at a frame's end or inside a frame.
+    fn cut(&mut self, frames: &[(usize, usize, u32, Request)], len: usize) -> usize {
+        if self.rng.chance(500) {
+            frames[self.rng.below(frames.len() as u64) as usize].0
+        } else {
+            self.rng.below(len as u64 + 1) as usize
+        }
+    }
+
+    fn write_done(&mut self, session: SessionId, gen: u64) -> Check {
+        if self.writes.get(&session).is_none_or(|w| w.gen != gen) {
+            return Ok(());
+        }
+        let write = self.writes.remove(&session).unwrap();
+        let conn = self.by_session[&session];
+        let n = write.fail_after.unwrap_or(write.buf.len());
+        let lie = self.p.bug == Some(Bug::UnderReportedWrite) && write.fail_after.is_some();
+        let n = if lie { write.buf.len() } else { n };
+        let reached: Vec<(u32, Request, bool)> =
+            write.frames.iter().map(|(start, _, rid, r)| (*rid, r.clone(), *start < n)).collect();
+        self.checker.written(session, &reached, self.now);
+        let whole: Vec<(u32, Request)> =
+            write.frames.iter().filter(|f| f.1 <= n).map(|(_, _, rid, r)| (*rid, r.clone())).collect();
+        if !self.conns[conn].broken && !whole.is_empty() {
+            let t = self.up_time(conn);
+            if self.p.bug == Some(Bug::DuplicateAcquires) {
+                let again: Vec<_> =
+                    whole.iter().filter(|f| matches!(f.1, Request::Acquire { .. })).cloned().collect();
+                if !again.is_empty() {
+                    self.at(t + 100 * MS, Ev::Arrive { conn, frames: again });
+                }
+            }
+            self.at(t, Ev::Arrive { conn, frames: whole });
+        }
+        let result = match write.fail_after {
+            None => Ok(()),
+            Some(n) => {
+                // The stream is cut: the server gets what came whole, then the end.
+                if !self.conns[conn].broken {
+                    let t = self.up_time(conn);
+                    self.at(t, Ev::End { conn });
+                    self.conns[conn].broken = true;
+                }
+                if lie {
+                    Err(WriteFailure::After(0))
+                } else if self.p.tls && n > 0 {
+                    Err(WriteFailure::SomeTls)
+                } else {
+                    Err(WriteFailure::After(n))
+                }
+            }
+        };
+        note!(self, "{session:?} written: {result:?}");
+        self.core.on_written(session, result, self.instant(self.now));
+        if result.is_ok() {
+            return self.next_write(session);
+        }
+        Ok(())
+    }
+
+    fn up_time(&mut self, conn: usize) -> T {
+        let t = (self.now + self.lat()).max(self.conns[conn].up_at);
+        self.conns[conn].up_at = t;
+        t
+    }
+
+    fn down_time(&mut self, conn: usize) -> T {
+        let t = (self.now + self.lat()).max(self.conns[conn].down_at);
+        self.conns[conn].down_at = t;
+        t
+    }
+
+    /// The core closed the session: the socket is shut, the reader reports the end,
+    /// a blocked write fails at once.
+    fn client_close(&mut self, session: SessionId) {
+        let Some(&conn) = self.by_session.get(&session) else { return };
+        note!(self, "{session:?} closed by the client");
+        self.closes.push((session, self.now));
+        if self.conns[conn].client_closed {
+            return;
+        }
+        self.conns[conn].client_closed = true;
+        if let Some(w) = self.writes.get_mut(&session) {
+            if w.blocked && w.fail_after.is_none() {
+                let n = self.rng.below(w.buf.len() as u64 + 1) as usize;
+                w.fail_after = Some(n);
+                let gen = w.gen;
+                self.at(self.now + 10, Ev::WriteDone { session, gen });
+            }
+        }
+        if !self.conns[conn].broken {
+            let t = self.up_time(conn);
+            self.at(t, Ev::End { conn });
+        }
+        let d = self.rng.range(20, 2000);
+        self.at(self.now + d, Ev::ReaderClosed { conn });
+    }
+
+    /// The connection dies by itself: both sides see it.
+    fn break_conn(&mut self, conn: usize) {
+        if self.conns[conn].broken {
+            return;
+        }
+        note!(self, "conn {conn} breaks");
+        self.fault();
+        self.conns[conn].broken = true;
+        if !self.conns[conn].server_done {
+            self.server_end(conn);
+        }
+        if self.conns[conn].client_closed {
+            return;
+        }
+        let d = self.rng.range(100, 50 * MS);
+        self.conns[conn].client_closed = true;
+        let session = self.conns[conn].session;
+        if let Some(w) = self.writes.get_mut(&session) {
+            if w.fail_after.is_none() {
+                w.fail_after = Some(0);
+                let gen = w.gen;
+                self.at(self.now + d, Ev::WriteDone { session, gen });
+            }
+        }
+        self.at(self.now + d, Ev::ReaderClosed { conn });
+    }
+
+    // ----- the client's reads ---------------------------------------------------------------
+
+    fn recv(&mut self, conn: usize, frames: Vec<(u32, Response)>) -> Check {
+        let node = self.conns[conn].node;
+        if self.cluster.nodes[node].partitioned {
+            self.cluster.nodes[node].held.push(Ev::Recv { conn, frames });
+            return Ok(());
+        }
+        if self.conns[conn].client_closed || self.conns[conn].broken {
+            note!(self, "conn {conn}: answers dropped (closed): {frames:?}");
+            return Ok(());
+        }
+        let session = self.conns[conn].session;
+        note!(self, "{session:?} reads {frames:?}");
+        for (rid, r) in &frames {
+            if let Response::Granted { token, .. } = r {
+                self.checker.learned(session, *rid, *token, self.now);
+            }
+        }
+        self.core.on_frames(session, frames, self.instant(self.now));
+        // The reader holds the pen while it hands the answers out (the callers it wakes
+        // queue their frames meanwhile), then writes them together.
+        if self.core.take_pen(session) {
+            if self.writes.contains_key(&session) {
+                return Err(format!("{session:?}: the reader got the pen while a writer writes"));
+            }
+            self.pens.insert(session);
+            self.at(self.now + 25, Ev::PenFlush { session });
+        }
+        Ok(())
+    }
+
+    // ----- the servers ---------------------------------------------------------------------------
+
+    fn arrive(&mut self, conn: usize, what: Inbound) -> Check {
+        let n = self.conns[conn].node;
+        if self.conns[conn].server_done {
+            return Ok(());
+        }
+        let node = &mut self.cluster.nodes[n];
+        if node.up == Life::Down {
+            return Ok(());
+        }
+        if node.partitioned {
+            node.held.push(match what {
+                Inbound::Frames(c, f) => Ev::Arrive { conn: c, frames: f },
+                Inbound::End(c) => Ev::End { conn: c },
+            });
+            return Ok(());
+        }
+        node.inbox.push_back(what);
+        self.run_node(n)
+    }
+
+    /// A running node processes what reached its sockets, in arrival order.
+    fn run_node(&mut self, n: usize) -> Check {
+        while self.cluster.nodes[n].up == Life::Running {
+            let Some(what) = self.cluster.nodes[n].inbox.pop_front() else { break };
+            match what {
+                Inbound::End(conn) => self.server_end(conn),
+                Inbound::Frames(conn, frames) => {
+                    for (rid, request) in frames {
+                        if self.conns[conn].server_done {
+                            break;
+                        }
+                        self.request(n, conn, rid, request)?;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The server side of a connection ends: its queued ACQUIREs leave their queues.
+    fn server_end(&mut self, conn: usize) {
+        note!(self, "conn {conn} ends at the server");
+        self.conns[conn].server_done = true;
+        let n = self.conns[conn].node;
+        for q in self.cluster.nodes[n].waiters.values_mut() {
+            q.retain(|w| w.conn != conn);
+        }
+    }
+
+    fn send(&mut self, conn: usize, rid: u32, response: Response) {
+        if self.conns[conn].broken {
+            return;
+        }
+        let t = self.down_time(conn);
+        self.at(t, Ev::Recv { conn, frames: vec![(rid, response)] });
+    }
+
+    fn request(&mut self, n: usize, conn: usize, rid: u32, request: Request) -> Check {
+        let session = self.conns[conn].session;
+        note!(self, "n{} takes {session:?}#{rid} {}", self.cluster.nodes[n].id, brief(&request));
+        if let Request::Acquire { .. } = request {
+            self.checker.arrived(session, rid)?;
+        }
+        match request {
+            Request::Ping => self.send(conn, rid, Response::Pong),
+            Request::Status => {
+                let text = self.cluster.status(n);
+                self.send(conn, rid, Response::Status { text });
+            }
+            _ if self.cluster.leader != Some(n) || !self.cluster.nodes[n].deposed.is_empty() => {
+                let leader = self.cluster.leader_addr();
+                self.send(conn, rid, Response::Moved { leader });
+            }
+            Request::Acquire { .. } | Request::Release { .. } if self.overloaded() => {
+                let message = "overloaded".to_owned();
+                self.send(conn, rid, Response::Error { code: ErrorCode::Overloaded, message });
+            }
+            Request::Acquire { lease_s, wait_ms, key, owner } => {
+                let lease = T::from(lease_s) * SEC;
+                if self.cluster.spec.contains_key(&key) {
+                    if wait_ms == 0 {
+                        self.send(conn, rid, Response::Busy);
+                    } else {
+                        let deadline = self.now + T::from(wait_ms) * MS;
+                        let w = Waiter { conn, rid, owner, lease, deadline };
+                        self.cluster.nodes[n].waiters.entry(key).or_default().push_back(w);
+                        self.at(deadline, Ev::WaitEnd { node: n });
+                    }
+                } else {
+                    let token = self.token();
+                    let grant =
+                        Effect::Grant { key: key.clone(), owner: owner.clone(), token, lease, conn, rid };
+                    let answer = Response::Granted { token, lease_ms: (lease / MS) as u32 };
+                    self.propose(vec![grant], vec![(conn, rid, answer)]);
+                }
+            }
+            Request::Release { token, key, owner } => {
+                let holds = self.cluster.spec.get(&key).is_some_and(|h| h.token == token && h.owner == owner);
+                if holds {
+                    let (mut effects, mut answers) = self.hand_off(n, &key);
+                    effects.insert(0, Effect::Free { key: key.clone(), token });
+                    answers.insert(0, (conn, rid, Response::Released));
+                    self.propose(effects, answers);
+                } else {
+                    self.propose(vec![], vec![(conn, rid, Response::NotHolder)]);
+                }
+            }
+            Request::Query { key } if self.cluster.standalone => {
+                // Commit on append: the table already shows every request before it.
+                let response = self.holder(n, &key, &self.cluster.spec);
+                self.send(conn, rid, response);
+            }
+            Request::Query { key } => {
+                // ReadIndex: the state committed now, once a heartbeat round confirms
+                // the leadership (a proposal still in flight is not seen).
+                let round = self.rng.range(self.p.commit.0, 2 * self.p.commit.0);
+                let t = self.now + self.read_round.unwrap_or(round);
+                let term = self.cluster.term;
+                self.at(t, Ev::Read { node: n, term, conn, rid, key });
+            }
+            other => return Err(format!("the client sent {other:?}")),
+        }
+        Ok(())
+    }
+
+    /// Now and then a leader refuses a request for load (`E 4`: not executed).
+    fn overloaded(&mut self) -> bool {
+        self.p.faults && !self.healing && self.rng.chance(3)
+    }
+
+    fn token(&mut self) -> u64 {
+        self.cluster.next_token += 1 + self.rng.below(3);
+        self.cluster.next_token
+    }
+
+    /// Frees `key` from `token` in the leader's view and grants it to the queue head,
+    /// in the same entry.
+    fn hand_off(&mut self, n: usize, key: &str) -> (Vec<Effect>, Vec<(usize, u32, Response)>) {
+        self.cluster.spec.remove(key);
+        let head = loop {
+            let Some(q) = self.cluster.nodes[n].waiters.get_mut(key) else { break None };
+            match q.pop_front() {
+                Some(w) if self.conns[w.conn].server_done => continue,
+                other => break other,
+            }
+        };
+        let Some(w) = head else { return (vec![], vec![]) };
+        let token = self.token();
+        let grant = Effect::Grant {
+            key: key.to_owned(),
+            owner: w.owner,
+            token,
+            lease: w.lease,
+            conn: w.conn,
+            rid: w.rid,
+        };
+        let answer = Response::Granted { token, lease_ms: (w.lease / MS) as u32 };
+        (vec![grant], vec![(w.conn, w.rid, answer)])
+    }
+
+    /// The leader appends an entry; it commits (in order) after the commit delay.
+    fn propose(&mut self, effects: Vec<Effect>, answers: Vec<(usize, u32, Response)>) {
+        for e in &effects {
+            match e {
+                Effect::Grant { key, owner, token, lease, .. } => {
+                    let h = Holder { owner: owner.clone(), token: *token, lease: *lease, lease_end: 0 };
+                    self.cluster.spec.insert(key.clone(), h);
+                }
+                Effect::Free { key, .. } => {
+                    self.cluster.spec.remove(key);
+                }
+            }
+        }
+        let delay = match self.commit_override {
+            Some(d) => d,
+            None if self.cluster.standalone => self.rng.range(5, 200),
+            // Now and then a slow disk: this entry, and all behind it, commit seconds
+            // later (answers then come after the client stopped waiting).
+            // The client's settle window assumes that a request reaches the leader and
+            // commits within the commit margin of its write: a slow commit plus the
+            // longest delivery delay of a leader that stays leader (a pause or a partition
+            // shorter than an election, 2.5 s) stays within it.
+            None if self.p.faults && !self.healing && self.rng.chance(4) => self.rng.range(SEC, 2400 * MS),
+            None => self.rng.range(self.p.commit.0, self.p.commit.1),
+        };
+        let last = self.cluster.pending.back().map_or(0, |p| p.commit_at);
+        let commit_at = (self.now + delay).max(last);
+        self.cluster.pending.push_back(Proposal { commit_at, effects, answers, fate: None });
+        self.at(commit_at, Ev::Commit);
+    }
+
+    /// Commits what is due, if the leader serves.
+    fn commit(&mut self) -> Check {
+        if self.cluster.leader_serving().is_none() {
+            return Ok(());
+        }
+        while self.cluster.pending.front().is_some_and(|p| p.commit_at <= self.now) {
+            let p = self.cluster.pending.pop_front().unwrap();
+            self.apply(&p.effects)?;
+            for (conn, rid, answer) in p.answers {
+                let response = match answer {
+                    Response::Granted { token, lease_ms } if self.p.bug == Some(Bug::WrongToken) => {
+                        Response::Granted { token: token + 1, lease_ms }
+                    }
+                    other => other,
+                };
+                self.send(conn, rid, response);
+            }
+        }
+        Ok(())
+    }
+
+    fn holder(&self, n: usize, key: &str, table: &BTreeMap<String, Holder>) -> Response {
+        match table.get(key) {
+            Some(h) => Response::Holder {
+                token: h.token,
+                remaining_ms: (h.lease_end.saturating_sub(self.now) / MS) as u32,
+                waiters: self.cluster.nodes[n].waiters.get(key).map_or(0, |q| q.len() as u32),
+                owner: h.owner.clone(),
+            },
+            None => Response::Free,
+        }
+    }
+
+    /// A QUERY's read round ended.
+    fn read_done(&mut self, n: usize, term: u64, conn: usize, rid: u32, key: String) {
+        let node = &self.cluster.nodes[n];
+        let leads = self.cluster.leader == Some(n) && self.cluster.term == term;
+        if node.up == Life::Down {
+            return;
+        }
+        if node.up == Life::Paused || (leads && node.partitioned) {
+            self.at(self.now + 100 * MS, Ev::Read { node: n, term, conn, rid, key });
+            return;
+        }
+        let response = if leads {
+            self.holder(n, &key, &self.cluster.committed)
+        } else {
+            Response::Moved { leader: self.cluster.leader_addr() }
+        };
+        self.send(conn, rid, response);
+    }
+
+    /// A committed entry takes effect.
+    fn apply(&mut self, effects: &[Effect]) -> Check {
+        for e in effects {
+            match e {
+                Effect::Grant { key, owner, token, lease, conn, rid } => {
+                    let lease_end = self.now + lease;
+                    let session = Some(self.conns[*conn].session).filter(|s| s.0 != 0);
+                    note!(self, "commit: grant {key} to {owner} ({token}) for {session:?}#{rid}");
+                    self.checker.granted(*token, key, owner, session, *rid, self.now, lease_end)?;
+                    self.grant_log.push((*token, self.now));
+                    let h = Holder { owner: owner.clone(), token: *token, lease: *lease, lease_end };
+                    if let Some(s) = self.cluster.spec.get_mut(key).filter(|s| s.token == *token) {
+                        s.lease_end = lease_end;
+                    }
+                    self.cluster.committed.insert(key.clone(), h);
+                    self.at(lease_end, Ev::Expire { token: *token });
+                }
+                Effect::Free { key, token } => {
+                    note!(self, "commit: free {key} ({token})");
+                    self.cluster.committed.remove(key);
+                    self.checker.released(*token);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn wait_ends(&mut self, n: usize) {
+        if self.cluster.nodes[n].up != Life::Running {
+            return;
+        }
+        let now = self.now;
+        let mut ended = Vec::new();
+        for q in self.cluster.nodes[n].waiters.values_mut() {
+            q.retain(|w| {
+                let due = w.deadline <= now;
+                if due {
+                    ended.push((w.conn, w.rid));
+                }
+                !due
+            });
+        }
+        for (conn, rid) in ended {
+            self.send(conn, rid, Response::Timeout);
+        }
+    }
+
+    fn expire(&mut self, token: u64) -> Check {
+        let Some(l) = self.cluster.leader_serving() else { return Ok(()) };
+        let Some((key, h)) = self.cluster.committed.iter().find(|(_, h)| h.token == token) else {
+            return Ok(());
+        };
+        if h.lease_end > self.now {
+            return Ok(());
+        }
+        let key = key.clone();
+        if self.cluster.spec.get(&key).is_none_or(|s| s.token != token) {
+            return Ok(());
+        }
+        note!(self, "lease of {key} ({token}) ends");
+        self.checker.expired(token, self.now)?;
+        let (mut effects, answers) = self.hand_off(l, &key);
+        effects.insert(0, Effect::Free { key, token });
+        self.propose(effects, answers);
+        Ok(())
+    }
+
+    // ----- leadership ------------------------------------------------------------------------------
+
+    /// The leader stopped serving: an election follows unless it comes back first.
+    fn leader_lost(&mut self) {
+        if self.cluster.standalone || self.cluster.election_at.is_some() {
+            return;
+        }
+        let t = self.now + self.rng.range(self.p.election.0, self.p.election.1);
+        self.cluster.election_at = Some(t);
+        self.at(t, Ev::Elect);
+    }
+
+    fn elect(&mut self) -> Check {
+        if self.cluster.election_at != Some(self.now) {
+            // A stale election of an earlier loss.
+            return Ok(());
+        }
+        self.cluster.election_at = None;
+        if self.cluster.leader_serving().is_some() {
+            return Ok(());
+        }
+        let voters = self.cluster.voters();
+        let able: Vec<usize> = voters.iter().copied().filter(|&i| self.cluster.serving(i)).collect();
+        if able.len() * 2 <= voters.len() {
+            // No majority: no leader; try again.
+            self.cluster.leader = None;
+            let t = self.now + 500 * MS;
+            self.cluster.election_at = Some(t);
+            self.at(t, Ev::Elect);
+            return Ok(());
+        }
+        self.fault();
+        let new = able[self.rng.below(able.len() as u64) as usize];
+        // The old leader's pipeline: a prefix was replicated and is committed by the
+        // new leader, the rest is overwritten.
+        let pending: Vec<Proposal> = self.cluster.pending.drain(..).collect();
+        let cut = self.rng.below(pending.len() as u64 + 1) as usize;
+        let mut told = Vec::new();
+        for (i, mut p) in pending.into_iter().enumerate() {
+            let kept = i < cut;
+            if kept {
+                self.apply(&p.effects)?;
+            }
+            p.fate = Some(kept);
+            told.push(p);
+        }
+        self.cluster.term += 1;
+        let old = self.cluster.leader.replace(new);
+        note!(
+            self,
+            "n{} leads (term {}), {cut} of {} pending kept",
+            self.cluster.nodes[new].id,
+            self.cluster.term,
+            told.len()
+        );
+        if let Some(old) = old.filter(|&o| o != new) {
+            let node = &mut self.cluster.nodes[old];
+            if node.up != Life::Down {
+                node.deposed.extend(told);
+                if node.partitioned {
+                    // It steps down without a quorum; what it cannot learn within 5 s is `U`.
+                    self.at(self.now + 5 * SEC, Ev::Unknowns { node: old });
+                }
+            }
+            self.deposed_waiters(old);
+        }
+        // A new leader restarts every lease in full.
+        let now = self.now;
+        let mut expiries = Vec::new();
+        for h in self.cluster.committed.values_mut() {
+            h.lease_end = now + h.lease;
+            expiries.push((h.lease_end, h.token));
+        }
+        for (t, token) in expiries {
+            self.at(t, Ev::Expire { token });
+        }
+        self.cluster.spec = self.cluster.committed.clone();
+        self.run_node(new)
+    }
+
+    /// Waiters queued at a deposed node were never proposed: `M` (sent when it runs).
+    fn deposed_waiters(&mut self, n: usize) {
+        if self.cluster.nodes[n].up != Life::Running {
+            return;
+        }
+        let waiters: Vec<Waiter> =
+            std::mem::take(&mut self.cluster.nodes[n].waiters).into_values().flatten().collect();
+        let leader = self.cluster.leader_addr();
+        for w in waiters {
+            self.send(w.conn, w.rid, Response::Moved { leader: leader.clone() });
+        }
+    }
+
+    /// A deposed node learns the fate of its proposals and answers them.
+    fn tell_deposed(&mut self, n: usize) {
+        let told = std::mem::take(&mut self.cluster.nodes[n].deposed);
+        let leader = self.cluster.leader_addr();
+        for p in told {
+            for (conn, rid, answer) in p.answers {
+                let response = match (p.fate, answer) {
+                    (Some(true), r) => r,
+                    _ => Response::Moved { leader: leader.clone() },
+                };
+                self.send(conn, rid, response);
+            }
+        }
+        self.deposed_waiters(n);
+    }
+
+    fn unknowns(&mut self, n: usize) {
+        let node = &self.cluster.nodes[n];
+        if node.up != Life::Running || !node.partitioned {
+            return;
+        }
+        for p in std::mem::take(&mut self.cluster.nodes[n].deposed) {
+            for (conn, rid, _) in p.answers {
+                self.send(conn, rid, Response::Unknown);
+            }
+        }
+    }
+
+    // ----- faults ---------------------------------------------------------------------------------
+
+    fn unavailable(&self) -> usize {
+        self.cluster.nodes.iter().filter(|n| n.voter && (n.up != Life::Running || n.partitioned)).count()
+    }
+
+    fn chaos_fault(&mut self) {
+        if self.healing {
+            return;
+        }
+        let next = self.now + self.rng.range(200 * MS, 2500 * MS);
+        self.at(next, Ev::Fault);
+        let voters = self.cluster.voters();
+        let f = (voters.len() - 1) / 2;
+        let room = self.cluster.standalone || self.unavailable() < f.max(1) || self.rng.chance(100);
+        let pick_leader = self.rng.chance(600);
+        let target = match (pick_leader, self.cluster.leader) {
+            (true, Some(l)) => l,
+            _ => voters[self.rng.below(voters.len() as u64) as usize],
+        };
+        let free = self.cluster.nodes[target].up == Life::Running && !self.cluster.nodes[target].partitioned;
+        match self.rng.below(10) {
+            0..=2 if room && free => {
+                let d = self.rng.range(200 * MS, 7 * SEC);
+                self.pause(target, d)
+            }
+            3..=4 if room && free => {
+                let d = self.rng.range(300 * MS, 8 * SEC);
+                self.partition(target, d)
+            }
+            5 if room && free && !self.cluster.standalone => {
+                let dead = self.cluster.nodes.iter().filter(|n| n.voter && n.up == Life::Down).count();
+                // The client needs one live seed (docs/client.md, "Seeds and discovery").
+                let seed_left = self.seeds.iter().any(|a| {
+                    self.cluster.nodes.iter().any(|n| {
+                        n.addr == *a && n.up != Life::Down && n.addr != self.cluster.nodes[target].addr
+                    })
+                });
+                if dead < f && seed_left {
+                    self.kill(target);
+                }
+            }
+            6 if !self.cluster.standalone => self.replace(),
+            _ => {
+                let live: Vec<usize> = (0..self.conns.len())
+                    .filter(|&c| !self.conns[c].broken && !self.conns[c].client_closed)
+                    .collect();
+                if !live.is_empty() {
+                    let c = live[self.rng.below(live.len() as u64) as usize];
+                    self.break_conn(c);
+                }
+            }
+        }
+    }
+
+    pub fn pause(&mut self, n: usize, duration: T) {
+        note!(self, "pause n{} for {} ms", self.cluster.nodes[n].id, duration / MS);
+        self.fault();
+        let node = &mut self.cluster.nodes[n];
+        node.up = Life::Paused;
+        node.resume_at = self.now + duration;
+        self.at(self.now + duration, Ev::Resume { node: n });
+        if self.cluster.leader == Some(n) {
+            self.leader_lost();
+        }
+    }
+
+    fn resume(&mut self, n: usize) -> Check {
+        if self.cluster.nodes[n].up != Life::Paused {
+            return Ok(());
+        }
+        note!(self, "resume n{}", self.cluster.nodes[n].id);
+        self.fault();
+        self.cluster.nodes[n].up = Life::Running;
+        // Writes blocked on its full buffers go through now.
+        let blocked: Vec<SessionId> = self
+            .writes
+            .iter()
+            .filter(|(s, w)| w.to_paused && self.conns[self.by_session[s]].node == n)
+            .map(|(s, _)| *s)
+            .collect();
+        for session in blocked {
+            self.write_gen += 1;
+            let gen = self.write_gen;
+            let w = self.writes.get_mut(&session).unwrap();
+            w.to_paused = false;
+            w.fail_after = None;
+            w.gen = gen;
+            let t = self.now + self.lat();
+            self.at(t, Ev::WriteDone { session, gen });
+        }
+        self.back(n)
+    }
+
+    /// A node runs again (resumed, or healed): it learns what happened meanwhile.
+    fn back(&mut self, n: usize) -> Check {
+        if !self.cluster.serving(n) {
+            return Ok(());
+        }
+        if self.cluster.leader == Some(n) {
+            self.cluster.election_at = None;
+            // Its lease timers fire now for every lease that ended meanwhile.
+            let ended: Vec<u64> = self
+                .cluster
+                .committed
+                .values()
+                .filter(|h| h.lease_end <= self.now)
+                .map(|h| h.token)
+                .collect();
+            for token in ended {
+                self.at(self.now, Ev::Expire { token });
+            }
+            let due: Vec<T> = self.cluster.pending.iter().map(|p| p.commit_at).collect();
+            for t in due {
+                self.at(t, Ev::Commit);
+            }
+            self.at(self.now, Ev::WaitEnd { node: n });
+            self.run_node(n)
+        } else {
+            self.tell_deposed(n);
+            self.run_node(n)
+        }
+    }
+
+    pub fn partition(&mut self, n: usize, duration: T) {
+        note!(self, "partition n{} for {} ms", self.cluster.nodes[n].id, duration / MS);
+        self.fault();
+        self.cluster.nodes[n].partitioned = true;
+        self.at(self.now + duration, Ev::Heal { node: n });
+        if self.cluster.leader == Some(n) {
+            self.leader_lost();
+        }
+    }
+
+    fn heal(&mut self, n: usize) -> Check {
+        if !self.cluster.nodes[n].partitioned {
+            return Ok(());
+        }
+        note!(self, "heal n{}", self.cluster.nodes[n].id);
+        self.fault();
+        self.cluster.nodes[n].partitioned = false;
+        let held = std::mem::take(&mut self.cluster.nodes[n].held);
+        let conn_of = |ev: &Ev| match ev {
+            Ev::Arrive { conn, .. } | Ev::End { conn } | Ev::Recv { conn, .. } => *conn,
+            _ => unreachable!("only deliveries are held"),
+        };
+        // Most connections survive a partition (TCP retransmits); some do not.
+        let mut broken = Vec::new();
+        for ev in &held {
+            let conn = conn_of(ev);
+            if !broken.contains(&conn) && !self.conns[conn].broken && self.rng.chance(150) {
+                broken.push(conn);
+            }
+        }
+        for ev in held {
+            let conn = conn_of(&ev);
+            if broken.contains(&conn) {
+                continue;
+            }
+            // In order, per connection and direction (TCP).
+            let t = match ev {
+                Ev::Recv { .. } => self.down_time(conn),
+                _ => self.up_time(conn),
+            };
+            self.at(t, ev);
+        }
+        for conn in broken {
+            self.break_conn(conn);
+        }
+        if self.cluster.leader != Some(n) {
+            self.tell_deposed(n);
+        }
+        self.back(n)
+    }
+
+    fn kill(&mut self, n: usize) {
+        note!(self, "kill n{}", self.cluster.nodes[n].id);
+        self.fault();
+        self.cluster.nodes[n].up = Life::Down;
+        self.cluster.nodes[n].inbox.clear();
+        self.cluster.nodes[n].held.clear();
+        self.cluster.nodes[n].deposed.clear();
+        self.cluster.nodes[n].waiters.clear();
+        for c in 0..self.conns.len() {
+            if self.conns[c].node == n {
+                self.break_conn(c);
+            }
+        }
+        if self.cluster.leader == Some(n) {
+            self.leader_lost();
+        }
+    }
+
+    /// A dead voter is replaced by a new node at a new address.
+    fn replace(&mut self) {
+        let Some(dead) = self.cluster.nodes.iter().position(|n| n.voter && n.up == Life::Down) else {
+            return;
+        };
+        let id = self.cluster.nodes.len() as u64 + 1;
+        let addr = format!("10.0.1.{id}:5225");
+        note!(self, "replace n{} by n{id} at {addr}", self.cluster.nodes[dead].id);
+        self.fault();
+        self.cluster.nodes[dead].voter = false;
+        self.cluster.nodes.push(Node::new(id, addr));
+    }
+
+    /// The heal phase: every fault ends, callers stop acquiring.
+    fn heal_start(&mut self) -> Check {
+        note!(self, "heal phase");
+        self.healing = true;
+        self.fault();
+        for n in 0..self.cluster.nodes.len() {
+            if self.cluster.nodes[n].up == Life::Paused {
+                self.cluster.nodes[n].resume_at = self.now;
+                self.resume(n)?;
+            }
+            self.heal(n)?;
+        }
+        for c in 0..self.callers.len() {
+            if matches!(self.callers[c], Caller::Holding { .. } | Caller::Idle) {
+                let t = self.now + self.rng.range(0, 100 * MS);
+                self.at(t, Ev::Caller { c });
+            }
+        }
+        Ok(())
+    }
+
+    // ----- callers -------------------------------------------------------------------------------
+
+    /// Starts an acquire for caller `c` (a scenario's callers use `usize::MAX`).
+    pub fn acquire(
+        &mut self,
+        c: usize,
+        key: &str,
+        owner: &str,
+        lease_s: u8,
+        wait: Duration,
+    ) -> Result<OpId, String> {
+        let owner: Arc<str> = Arc::from(owner);
+        let now = self.instant(self.now);
+        let op = self.core.acquire(c, key, &owner, lease_s, wait, now);
+        let bound = us(wait.max(CONNECT_WAIT_MIN) + wait + COMMIT_MARGIN);
+        note!(self, "c{c} acquire {key} as {owner} (lease {lease_s} s, wait {wait:?}): {op:?}");
+        self.checker.started(
+            op,
+            OpKind::Acquire { key: key.into(), owner: owner.to_string() },
+            self.now,
+            bound,
+        )?;
+        self.drain()?;
+        Ok(op)
+    }
+
+    pub fn release(
+        &mut self,
+        c: Option<usize>,
+        key: &str,
+        owner: &str,
+        token: u64,
+    ) -> Result<Option<OpId>, String> {
+        let owner: Arc<str> = Arc::from(owner);
+        self.checker.gave_up(token, self.now, c.is_some());
+        let op = self
+            .core
+            .release(c, key, &owner, token, self.instant(self.now))
+            .map_err(|e| format!("release refused: {e}"))?;
+        note!(self, "c{c:?} release {key} {token}: {op:?}");
+        let op = if c.is_some() {
+            self.checker.started(op, OpKind::Release, self.now, us(RELEASE_DEADLINE))?;
+            Some(op)
+        } else {
+            None
+        };
+        self.drain()?;
+        Ok(op)
+    }
+
+    pub fn resolve(&mut self, c: usize, acquire: OpId, i: &Indeterminate, end: T) -> Result<OpId, String> {
+        let op = self.core.resolve(c, i, self.instant(end), self.instant(self.now));
+        note!(self, "c{c} resolve {acquire:?} by {} ms: {op:?}", end / MS);
+        self.checker.started(op, OpKind::Resolve { acquire }, self.now, end - self.now)?;
+        self.drain()?;
+        Ok(op)
+    }
+
+    pub fn query(&mut self, c: usize, key: &str, budget: T) -> Result<OpId, String> {
+        let request = Request::Query { key: key.to_owned() };
+        let op =
+            self.core.read(c, request, Target::Any, self.instant(self.now + budget), self.instant(self.now));
+        self.checker.started(op, OpKind::Read, self.now, budget)?;
+        self.drain()?;
+        Ok(op)
+    }
+
+    fn complete(&mut self, c: usize, op: OpId, outcome: Outcome) -> Check {
+        note!(self, "c{c} {op:?} ends: {outcome:?}");
+        let lease_end = match &outcome {
+            Outcome::Resolve(Resolved::Held(g)) | Outcome::Acquire(Ok(g)) => {
+                self.cluster.committed.values().find(|h| h.token == g.token).map(|h| h.lease_end)
+            }
+            _ => None,
+        };
+        self.checker.completed(op, &outcome, self.now, lease_end)?;
+        if c == usize::MAX {
+            self.outcomes.insert(op, (self.now, outcome));
+            return Ok(());
+        }
+        let state = std::mem::replace(&mut self.callers[c], Caller::Idle);
+        let hold = self.rng.range(10 * MS, 3 * SEC);
+        // Often at once: the caller queues its next request while the reader that woke
+        // it still holds the pen.
+        let think = if self.rng.chance(400) { self.rng.range(1, 20) } else { self.rng.range(0, 400 * MS) };
+        match (state, outcome) {
+            (Caller::Acquiring { key, owner, .. }, Outcome::Acquire(Ok(g))) => {
+                self.callers[c] = Caller::Holding { key, owner, token: g.token };
+                self.at(self.now + hold, Ev::Caller { c });
+            }
+            (
+                Caller::Acquiring { shared: false, .. },
+                Outcome::Acquire(Err(AcquireError::Indeterminate(i))),
+            ) if i.cause() != IndeterminateCause::ExpiredOnArrival && self.rng.chance(500) => {
+                let settle = self.t_of(i.settle_at());
+                let end = if self.rng.chance(700) {
+                    settle.max(self.now) + self.rng.range(0, 10 * SEC)
+                } else {
+                    self.now + self.rng.below(settle.saturating_sub(self.now) + 1)
+                };
+                // The state first: the outcome may come at once.
+                self.callers[c] = Caller::Resolving { acquire: op, attempt: Box::new(i.clone()) };
+                self.resolve(c, op, &i, end)?;
+            }
+            // Unknown: sometimes the caller asks again, with time for the whole window.
+            (Caller::Resolving { acquire, attempt }, Outcome::Resolve(Resolved::Unknown))
+                if self.rng.chance(400) =>
+            {
+                let end = self.t_of(attempt.settle_at()).max(self.now) + self.rng.range(SEC, 10 * SEC);
+                self.callers[c] = Caller::Resolving { acquire, attempt: attempt.clone() };
+                self.resolve(c, acquire, &attempt, end)?;
+            }
+            (Caller::Resolving { .. }, Outcome::Resolve(Resolved::Held(g))) => {
+                let (key, owner) = self.resolved_lock(g.token);
+                self.callers[c] = Caller::Holding { key, owner, token: g.token };
+                self.at(self.now + hold, Ev::Caller { c });
+            }
+            _ => self.at(self.now + think, Ev::Caller { c }),
+        }
+        Ok(())
+    }
+
+    fn resolved_lock(&self, token: u64) -> (String, Arc<str>) {
+        let g = &self.checker.grants[&token];
+        (g.key.clone(), Arc::from(g.owner.as_str()))
+    }
+
+    fn caller(&mut self, c: usize) -> Check {
+        match self.callers[c].clone() {
+            Caller::Idle if !self.healing => {
+                self.calls += 1;
+                let key = format!("k{}", self.rng.below(self.p.keys as u64));
+                if self.rng.chance(120) {
+                    let budget = self.rng.range(200 * MS, 10 * SEC);
+                    self.callers[c] = Caller::Reading;
+                    self.query(c, &key, budget)?;
+                    return Ok(());
+                }
+                let shared = self.rng.chance(200);
+                let owner = if shared { format!("c{c}") } else { format!("c{c}-{}", self.calls) };
+                let lease = self.rng.range(u64::from(self.p.leases.0), u64::from(self.p.leases.1)) as u8;
+                let wait = match self.rng.below(10) {
+                    0..=2 => 0,
+                    3..=8 => self.rng.range(50, 3000),
+                    _ => self.rng.range(3000, 10_000),
+                };
+                self.callers[c] =
+                    Caller::Acquiring { key: key.clone(), owner: Arc::from(owner.as_str()), shared };
+                self.acquire(c, &key, &owner, lease, Duration::from_millis(wait))?;
+                Ok(())
+            }
+            Caller::Holding { key, owner, token } => {
+                if self.rng.chance(500) {
+                    self.callers[c] = Caller::Idle;
+                    self.release(None, &key, &owner, token)?;
+                    let think = self.rng.range(0, 200 * MS);
+                    self.at(self.now + think, Ev::Caller { c });
+                } else {
+                    self.callers[c] = Caller::Releasing;
+                    self.release(Some(c), &key, &owner, token)?;
+                }
+                Ok(())
+            }
+            _ => Ok(()),
+        }
+    }
+
+    // ----- questions ------------------------------------------------------------------------------
+
+    pub fn stats(&self) -> Stats {
+        self.checker.stats.clone()
+    }
+
+    pub fn holders(&self) -> Vec<(String, String, u64)> {
+        self.cluster.committed.iter().map(|(k, h)| (k.clone(), h.owner.clone(), h.token)).collect()
+    }
+
+    pub fn leader(&self) -> Option<usize> {
+        self.cluster.leader
+    }
+
+    /// Scenario helpers: elect `n` now / move a node.
+    pub fn set_leader(&mut self, n: Option<usize>) {
+        self.cluster.leader = n;
+        self.cluster.term += 1;
+    }
+
+    pub fn set_addr(&mut self, n: usize, addr: &str) {
+        self.cluster.nodes[n].addr = addr.to_owned();
+    }
+
+    pub fn t(&self, at: Instant) -> T {
+        self.t_of(at)
+    }
+
+    pub fn break_session(&mut self, s: SessionId) {
+        if let Some(&c) = self.by_session.get(&s) {
+            self.break_conn(c);
+        }
+    }
+
+    pub fn session_of_node(&self, n: usize) -> Vec<SessionId> {
+        self.conns.iter().filter(|c| c.node == n && !c.client_closed).map(|c| c.session).collect()
+    }
+}
+
+fn brief(r: &Request) -> String {
+    match r {
+        Request::Acquire { key, owner, wait_ms, .. } => format!("A {key} {owner} w{wait_ms}"),
+        Request::Release { token, key, .. } => format!("R {key} {token}"),
+        Request::Query { key } => format!("Q {key}"),
+        Request::Status => "S".into(),
+        Request::Ping => "P".into(),
+        other => format!("{other:?}"),
+    }
+}
