@@ -13,7 +13,8 @@ use std::time::{Duration, Instant};
 
 use super::cx::{Cx, Granted, Next, Origin, Outcome, ReleaseJob, PING_ANSWER_TIMEOUT};
 use super::ids::SessionId;
-use super::net::{Target, LEADER_WAIT};
+use super::net::Target;
+use super::routing::LEADER_WAIT;
 use super::session::{Pending, Waiting};
 use crate::client::error::{AcquireError, Indeterminate, IndeterminateCause};
 use crate::proto::frame::{encode_acquire, ErrorCode, Response};

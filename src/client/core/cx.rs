@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::ids::OpId;
-use super::net::Net;
+use super::net::{Net, NetEvent};
 use super::orphans::{Held, Orphans};
 use crate::client::error::{AcquireError, ClientError, ReleaseError};
 use crate::client::outcome::ReleaseOutcome;
@@ -63,6 +63,17 @@ pub enum Outcome {
     Resolve(Resolved),
 }
 
+/// What the I/O around the core must do.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Action<W> {
+    /// See [`NetEvent`].
+    Net(NetEvent),
+    /// The operation `op` ended: hand `outcome` to the caller waiting as `waker`.
+    Complete { waker: W, op: OpId, outcome: Outcome },
+    /// The client closed and its background work is done: stop every thread.
+    Shutdown,
+}
+
 /// What an operation does next.
 #[derive(Debug)]
 pub(crate) enum Next {
@@ -92,6 +103,31 @@ pub(crate) struct ReleaseJob {
     pub(crate) origin: Origin,
     /// Until when the server's lease may still hold the key (see `ReleaseOp::new`).
     pub(crate) until: Option<Instant>,
+}
+
+/// What operations act on: the connections, the orphan records, the tokens handed
+/// to callers, and the background releases asked for.
+pub(crate) struct World {
+    pub(crate) net: Net,
+    pub(crate) orphans: Orphans,
+    pub(crate) held: Held,
+    pub(crate) jobs: Vec<ReleaseJob>,
+}
+
+impl World {
+    /// The world as operation `op` sees it at `now`.
+    pub(crate) fn cx<'a>(&'a mut self, config: &'a Config, now: Instant, op: OpId, closing: bool) -> Cx<'a> {
+        Cx {
+            net: &mut self.net,
+            orphans: &mut self.orphans,
+            held: &mut self.held,
+            jobs: &mut self.jobs,
+            config,
+            now,
+            op,
+            closing,
+        }
+    }
 }
 
 /// The world as an operation sees it.

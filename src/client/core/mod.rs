@@ -15,45 +15,48 @@
 //!   a session the calling thread must now write ([`Core::next_batch`]), outcomes for
 //!   callers —, and the next instant it needs the time ([`Core::poll_timeout`]).
 //!
-//! The I/O around it (`client::io`) reads, writes and hands events over; the client
-//! simulator (`tests/client_sim.rs`) drives this very type against simulated servers.
-//! `W` is whatever the I/O uses to wake a waiting caller.
+//! The I/O around it (`client::io`) and the client simulator (`tests/client_sim.rs`)
+//! drive this very type. `W` is whatever the I/O uses to wake a waiting caller.
 
 mod acquire;
 mod cx;
 pub(crate) mod ids;
+mod members;
 mod net;
+mod ops;
 mod orphans;
 mod read;
 mod release;
 mod resolve;
+mod routing;
 mod session;
 mod watch;
 
-use std::collections::{BTreeSet, HashMap, VecDeque};
-use std::hash::BuildHasherDefault;
+use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 pub use acquire::CONNECT_WAIT_MIN;
-pub use cx::{Config, Granted, Outcome, Resolved, PING_ANSWER_TIMEOUT};
+pub use cx::{Action, Config, Granted, Outcome, Resolved, PING_ANSWER_TIMEOUT};
 pub use ids::{OpId, OrphanId, SessionId, SlotId};
-pub use net::{NetEvent, Target, LEADER_WAIT, LEARNED_ADDRS_MAX, RETIRE_GRACE, SEED_FALLBACK_AFTER};
+pub use members::{RETIRE_GRACE, SEED_FALLBACK_AFTER};
+pub use net::{NetEvent, Target};
 pub use orphans::ORPHAN_RETRY;
 pub(crate) use read::check_answer;
 pub use read::MOVED_PAUSE;
 pub use release::{RELEASE_ATTEMPT_TIMEOUT, RELEASE_DEADLINE};
 pub use resolve::ORPHAN_CHECK_TIMEOUT;
+pub use routing::{LEADER_WAIT, LEARNED_ADDRS_MAX};
 pub use session::WriteFailure;
 pub use watch::{IDLE_PING_DEFAULT, LEADER_UNKNOWN_RETRY, MEMBERSHIP_REFRESH};
 
 use acquire::AcquireOp;
-use cx::{Cx, Next, Origin, ReleaseJob};
-use ids::IdHasher;
+use cx::{Cx, Next, Origin, ReleaseJob, World};
 use net::Net;
+use ops::{Entry, Kind, Ops};
 use orphans::{Held, LateGrant, Orphans};
 use read::ReadOp;
-use release::{ReleaseOp, Reply};
+use release::ReleaseOp;
 use resolve::{OrphanCheck, ResolveOp};
 use session::{Ended, Pending, Waiting};
 use watch::Discovery;
@@ -66,46 +69,14 @@ use crate::proto::handshake::Welcome;
 /// beyond it a release is refused at once (`QueueFull`), never waited for.
 pub const RELEASE_QUEUE_CAPACITY: usize = 1024;
 
-/// What the I/O around the core must do.
-#[derive(Debug, PartialEq, Eq)]
-pub enum Action<W> {
-    /// See [`NetEvent`].
-    Net(NetEvent),
-    /// The operation `op` ended: hand `outcome` to the caller waiting as `waker`.
-    Complete { waker: W, op: OpId, outcome: Outcome },
-    /// The client closed and its background work is done: stop every thread.
-    Shutdown,
-}
-
-#[derive(Debug)]
-enum Kind {
-    Acquire(AcquireOp),
-    Release(ReleaseOp),
-    Read(ReadOp),
-    Resolve(ResolveOp),
-    Check(OrphanCheck),
-}
-
-struct Entry<W> {
-    waker: Option<W>,
-    kind: Kind,
-    timer: Option<Instant>,
-}
-
 /// The client's state machine. See the module docs.
 pub struct Core<W> {
     config: Config,
-    net: Net,
-    orphans: Orphans,
-    held: Held,
+    world: World,
+    ops: Ops<W>,
     discovery: Discovery,
-    ops: HashMap<OpId, Entry<W>, BuildHasherDefault<IdHasher>>,
-    next_op: u64,
-    timers: BTreeSet<(Instant, OpId)>,
-    /// Operations waiting for a session, tried again whenever routing may have changed.
-    unrouted: Vec<OpId>,
-    jobs: Vec<ReleaseJob>,
     actions: VecDeque<Action<W>>,
+    /// Releases under way (the bound of [`RELEASE_QUEUE_CAPACITY`]).
     releases: usize,
     closing: bool,
     shut_down: bool,
@@ -117,19 +88,17 @@ pub struct Core<W> {
 impl<W> Core<W> {
     /// A core that dials its seeds at once (see the first [`Action`]s).
     pub fn new(config: Config, now: Instant) -> Core<W> {
-        let net = Net::new(config.seeds.clone(), config.tls, now);
-        let held = Held::new(config.commit_margin);
+        let world = World {
+            net: Net::new(config.seeds.clone(), config.tls, now),
+            orphans: Orphans::new(config.commit_margin),
+            held: Held::new(config.commit_margin),
+            jobs: Vec::new(),
+        };
         let mut core = Core {
             config,
-            net,
-            orphans: Orphans::default(),
-            held,
+            world,
+            ops: Ops::new(),
             discovery: Discovery::default(),
-            ops: HashMap::default(),
-            next_op: 1,
-            timers: BTreeSet::new(),
-            unrouted: Vec::new(),
-            jobs: Vec::new(),
             actions: VecDeque::new(),
             releases: 0,
             closing: false,
@@ -138,10 +107,6 @@ impl<W> Core<W> {
         };
         core.flush_net_events();
         core
-    }
-
-    pub fn config(&self) -> &Config {
-        &self.config
     }
 
     fn advance(&mut self, now: Instant) -> Instant {
@@ -185,15 +150,12 @@ impl<W> Core<W> {
         if self.releases >= RELEASE_QUEUE_CAPACITY {
             return Err(ReleaseError::QueueFull);
         }
-        // A dropped lock's release goes on while its lease may run (the server's ends
-        // up to the commit margin after the local deadline).
-        let until = match waker {
-            Some(_) => None,
-            None => self.held.deadline(token).map(|d| d + self.config.commit_margin),
-        };
+        // When the server's lease surely ends (it ends up to the commit margin after
+        // the local deadline): how long the client keeps after an unconfirmed release.
+        let until = self.world.held.deadline(token).map(|d| d + self.config.commit_margin);
         // The caller gives the lock up: from now on a holder with this token is no
         // caller's (an orphan check may release it as well; release is idempotent).
-        self.held.remove(token);
+        self.world.held.remove(token);
         let origin = if waker.is_some() { Origin::Explicit } else { Origin::Dropped };
         self.releases += 1;
         let op = ReleaseOp::new(key.to_owned(), Arc::clone(owner), token, origin, until, now);
@@ -233,25 +195,14 @@ impl<W> Core<W> {
 
     /// Registers an operation and runs its first reaction.
     fn spawn(&mut self, waker: Option<W>, kind: Kind) -> OpId {
-        let op = OpId(self.next_op);
-        self.next_op += 1;
-        self.ops.insert(op, Entry { waker, kind, timer: None });
-        self.run(op, |kind, cx| match kind {
-            Kind::Acquire(a) => a.route(cx),
-            Kind::Release(r) => r.on_timer(cx),
-            Kind::Read(r) => r.route(cx),
-            Kind::Resolve(r) => r.start(cx),
-            Kind::Check(c) => {
-                let next = c.read.route(cx);
-                c.after_read(next, cx)
-            }
-        });
+        let op = self.ops.insert(waker, kind);
+        self.run(op, |kind, cx| kind.start(cx));
         op
     }
 
     /// When `op` next needs the time, if it is still running.
     pub fn op_deadline(&self, op: OpId) -> Option<Instant> {
-        self.ops.get(&op).and_then(|e| e.timer)
+        self.ops.deadline(op)
     }
 
     // ----- the connections ---------------------------------------------------------
@@ -267,7 +218,8 @@ impl<W> Core<W> {
         now: Instant,
     ) -> Option<SessionId> {
         let now = self.advance(now);
-        let session = self.net.connected(slot, welcome.node_id, welcome.role, &welcome.leader, peer, now);
+        let net = &mut self.world.net;
+        let session = net.connected(slot, welcome.node_id, welcome.role, &welcome.leader, peer, now);
         if session.is_some() {
             log::debug!("connected (node {}, role {})", welcome.node_id, welcome.role as char);
         }
@@ -279,13 +231,13 @@ impl<W> Core<W> {
     pub fn on_dial_failed(&mut self, slot: SlotId, error: String, now: Instant) {
         let now = self.advance(now);
         log::debug!("connection attempt failed: {error}");
-        self.net.dial_failed(slot, error, now);
+        self.world.net.dial_failed(slot, error, now);
         self.settle();
     }
 
     /// How far the dial under way of `slot` got, for [`Core::connection_errors`].
     pub fn on_dial_note(&mut self, slot: SlotId, note: String) {
-        self.net.dial_note(slot, note);
+        self.world.net.dial_note(slot, note);
     }
 
     /// Frames read from `session`, in order.
@@ -297,19 +249,20 @@ impl<W> Core<W> {
     ) {
         let now = self.advance(now);
         for (id, response) in frames {
-            let Some(s) = self.net.session_mut(session) else { break };
+            let net = &mut self.world.net;
+            let Some(s) = net.session_mut(session) else { break };
             s.last_rx = now;
             if id == 0 {
                 log::warn!("session {session:?}: connection-level error {response:?}");
-                self.net.kill(session);
+                net.kill(session);
                 continue;
             }
             match &response {
-                Response::Moved { leader } => self.net.moved(session, leader, now),
-                Response::Granted { .. } | Response::Released => self.net.leads(session, now),
+                Response::Moved { leader } => net.moved(session, leader, now),
+                Response::Granted { .. } | Response::Released => net.leads(session, now),
                 _ => {}
             }
-            let Some(pending) = self.net.session_mut(session).and_then(|s| s.answered(id)) else {
+            let Some(pending) = net.session_mut(session).and_then(|s| s.answered(id)) else {
                 log::debug!("answer to id {id} that nobody waits for");
                 continue;
             };
@@ -321,27 +274,18 @@ impl<W> Core<W> {
     fn answered(&mut self, session: SessionId, id: u32, pending: Pending, response: Response) {
         let now = self.now;
         match pending.waiting {
-            Waiting::Op(op) => self.run(op, |kind, cx| match kind {
-                Kind::Acquire(a) => a.on_answer(response, &pending, cx),
-                Kind::Release(r) => r.on_reply(session, id, Reply::Answer(response), cx),
-                Kind::Read(r) => r.on_answer(response, cx),
-                Kind::Resolve(r) => r.on_answer(response, cx),
-                Kind::Check(c) => {
-                    let next = c.read.on_answer(response, cx);
-                    c.after_read(next, cx)
-                }
-            }),
+            Waiting::Op(op) => self.run(op, |kind, cx| kind.on_answer(session, id, &pending, response, cx)),
             Waiting::Ping => {}
             Waiting::Status => {
                 let text = match &response {
                     Response::Status { text } => Some(text.as_str()),
                     _ => None,
                 };
-                self.discovery.answered(&mut self.net, session, text, now);
+                self.discovery.answered(&mut self.world.net, session, text, now);
             }
             Waiting::LateGrant(orphan) => {
                 let Response::Granted { token, lease_ms } = response else { return };
-                match self.orphans.late_grant(orphan, now) {
+                match self.world.orphans.late_grant(orphan, now) {
                     Some(LateGrant::ToResolve(op)) => self.run(op, |kind, cx| match kind {
                         Kind::Resolve(r) => r.on_late_grant(token, lease_ms, cx),
                         _ => Next::Wait(None),
@@ -351,7 +295,8 @@ impl<W> Core<W> {
                             "late grant of {key:?} (token {token}) after the caller gave up; releasing it"
                         );
                         let until = Some(now + Duration::from_millis(u64::from(lease_ms)));
-                        self.jobs.push(ReleaseJob { key, owner, token, origin: Origin::Compensation, until });
+                        let job = ReleaseJob { key, owner, token, origin: Origin::Compensation, until };
+                        self.world.jobs.push(job);
                     }
                     None => {
                         log::warn!("late grant (token {token}) of a forgotten acquire; its lease will end it")
@@ -366,20 +311,10 @@ impl<W> Core<W> {
         let now = self.now;
         for Ended { id, pending, maybe_written } in ended {
             match pending.waiting {
-                Waiting::Op(op) => self.run(op, |kind, cx| match kind {
-                    Kind::Acquire(a) => a.on_ended(maybe_written, &pending, cx),
-                    Kind::Release(r) => {
-                        let reply = if maybe_written { Reply::Lost } else { Reply::Unsent };
-                        r.on_reply(session, id, reply, cx)
-                    }
-                    Kind::Read(r) => r.on_ended(cx),
-                    Kind::Resolve(r) => r.on_ended(cx),
-                    Kind::Check(c) => {
-                        let next = c.read.on_ended(cx);
-                        c.after_read(next, cx)
-                    }
-                }),
-                Waiting::Status => self.discovery.answered(&mut self.net, session, None, now),
+                Waiting::Op(op) => {
+                    self.run(op, |kind, cx| kind.on_ended(session, id, &pending, maybe_written, cx))
+                }
+                Waiting::Status => self.discovery.answered(&mut self.world.net, session, None, now),
                 // A `G` lost with its connection: the orphan record's check finds it.
                 Waiting::Ping | Waiting::LateGrant(_) => {}
             }
@@ -390,7 +325,7 @@ impl<W> Core<W> {
     /// session was closed).
     pub fn on_closed(&mut self, session: SessionId, now: Instant) {
         let now = self.advance(now);
-        let ended = self.net.closed(session, now);
+        let ended = self.world.net.closed(session, now);
         self.ended(session, ended);
         self.settle();
     }
@@ -399,7 +334,7 @@ impl<W> Core<W> {
     /// queued frame into `buf` and returns true, or returns false — and the writer's
     /// role ends — when nothing is queued or the session is gone.
     pub fn next_batch(&mut self, session: SessionId, buf: &mut Vec<u8>) -> bool {
-        match self.net.session_mut(session) {
+        match self.world.net.session_mut(session) {
             Some(s) => s.take_batch(buf),
             None => false,
         }
@@ -409,30 +344,15 @@ impl<W> Core<W> {
     /// failed after `WriteFailure`.
     pub fn on_written(&mut self, session: SessionId, result: Result<(), WriteFailure>, now: Instant) {
         let now = self.advance(now);
-        let Some(s) = self.net.session_mut(session) else { return };
-        match result {
-            Ok(()) => s.batch_written(now),
-            Err(failure) => {
-                log::debug!("session {session:?}: write failed ({failure:?})");
-                let unsent = s.write_failed(failure);
-                // The session died with the write (nothing may follow a half-written
-                // frame); what was not written goes elsewhere now, the rest waits for
-                // the reader to report the end (an answer may still come).
-                self.net.kill(session);
-                let ended = unsent
-                    .into_iter()
-                    .map(|(id, pending)| Ended { id, pending, maybe_written: false })
-                    .collect();
-                self.ended(session, ended);
-            }
-        }
+        let unsent = self.world.net.written(session, result, now);
+        self.ended(session, unsent);
         self.settle();
     }
 
     /// Makes the reader of `session` its writer if nobody writes it: callers it wakes
     /// then queue their frames, and it writes them together (docs/performance.md §8).
     pub fn take_pen(&mut self, session: SessionId) -> bool {
-        self.net.session_mut(session).is_some_and(|s| s.take_pen())
+        self.world.net.session_mut(session).is_some_and(|s| s.take_pen())
     }
 
     // ----- time --------------------------------------------------------------------
@@ -442,12 +362,13 @@ impl<W> Core<W> {
         if self.shut_down {
             return None;
         }
+        let net = &self.world.net;
         [
-            self.timers.first().map(|(at, _)| *at),
-            self.orphans.next_check(),
-            watch::next_ping(&self.net, self.config.idle_ping),
-            self.discovery.due_at(&self.net, self.now),
-            self.net.next_housekeeping(),
+            self.ops.next_timer(),
+            self.world.orphans.next_check(),
+            watch::next_ping(net, self.config.idle_ping),
+            self.discovery.due_at(net, self.now),
+            net.next_housekeeping(),
         ]
         .into_iter()
         .flatten()
@@ -461,34 +382,19 @@ impl<W> Core<W> {
         if self.shut_down {
             return;
         }
-        while let Some(&(at, op)) = self.timers.first() {
-            if at > now {
-                break;
-            }
-            self.timers.pop_first();
-            if let Some(entry) = self.ops.get_mut(&op) {
-                entry.timer = None;
-            }
-            self.run(op, |kind, cx| match kind {
-                Kind::Acquire(a) => a.on_timer(cx),
-                Kind::Release(r) => r.on_timer(cx),
-                Kind::Read(r) => r.on_timer(cx),
-                Kind::Resolve(r) => r.on_timer(cx),
-                Kind::Check(c) => {
-                    let next = c.read.on_timer(cx);
-                    c.after_read(next, cx)
-                }
-            });
+        while let Some(op) = self.ops.pop_due(now) {
+            self.run(op, |kind, cx| kind.on_timer(cx));
         }
-        for (orphan, key) in self.orphans.due(now) {
+        for (orphan, key) in self.world.orphans.due(now) {
+            let op = self.ops.insert(None, Kind::Check(OrphanCheck::new(orphan, key, now)));
             // Marked before it runs: a check that ends at once records its result.
-            let op = OpId(self.next_op);
-            self.orphans.checking(orphan, op);
-            self.spawn(None, Kind::Check(OrphanCheck::new(orphan, key, now)));
+            self.world.orphans.checking(orphan, op);
+            self.run(op, |kind, cx| kind.start(cx));
         }
-        watch::pings(&mut self.net, self.config.idle_ping, now);
-        self.discovery.step(&mut self.net, now);
-        self.net.housekeeping(now);
+        let net = &mut self.world.net;
+        watch::pings(net, self.config.idle_ping, now);
+        self.discovery.step(net, now);
+        net.housekeeping(now);
         self.settle();
     }
 
@@ -511,7 +417,7 @@ impl<W> Core<W> {
 
     /// Background work still to do: releases under way and orphan records open.
     pub fn outstanding(&self) -> usize {
-        self.releases + self.orphans.outstanding()
+        self.releases + self.world.orphans.outstanding()
     }
 
     pub fn is_shut_down(&self) -> bool {
@@ -520,91 +426,43 @@ impl<W> Core<W> {
 
     /// True while at least one session is up.
     pub fn is_connected(&self) -> bool {
-        self.net.any_live()
-    }
-
-    /// The last connection failure, for `Unavailable` errors.
-    pub fn last_error(&self) -> Option<String> {
-        self.net.last_error.clone()
+        self.world.net.any_live()
     }
 
     /// Each address tried and not connected now, with why.
     pub fn connection_errors(&self) -> Vec<(String, String)> {
-        self.net.connection_errors()
+        self.world.net.connection_errors()
     }
 
     /// Every address the client knows: the leader's first, then the dialed ones.
     pub fn known_addrs(&self) -> Vec<String> {
-        let mut out: Vec<String> = self.net.hint().map(str::to_owned).into_iter().collect();
-        for addr in self.net.dialed() {
-            if !out.contains(&addr) {
-                out.push(addr);
-            }
-        }
-        out
+        self.world.net.known_addrs()
     }
 
     /// True when a slot dials exactly `addr`.
     pub fn dials(&self, addr: &str) -> bool {
-        self.net.dialed().iter().any(|a| a == addr)
+        self.world.net.dialed().iter().any(|a| a == addr)
     }
 
     /// Tests: the next request id to try (ids still pending on a session are skipped).
     pub fn set_next_request_id(&mut self, id: u32) {
-        self.net.set_next_id(id);
+        self.world.net.set_next_id(id);
     }
 
     // ----- the machinery ----------------------------------------------------------------
 
     /// Runs one reaction of operation `op` and applies what it decided.
     fn run(&mut self, op: OpId, react: impl FnOnce(&mut Kind, &mut Cx<'_>) -> Next) {
-        let Some(mut entry) = self.ops.remove(&op) else { return };
-        let mut cx = Cx {
-            net: &mut self.net,
-            orphans: &mut self.orphans,
-            held: &mut self.held,
-            jobs: &mut self.jobs,
-            config: &self.config,
-            now: self.now,
-            op,
-            closing: self.closing,
-        };
-        let next = react(&mut entry.kind, &mut cx);
-        if let Some(at) = entry.timer.take() {
-            self.timers.remove(&(at, op));
-        }
-        match next {
-            Next::Wait(at) => {
-                if let Some(at) = at {
-                    self.timers.insert((at, op));
-                }
-                entry.timer = at;
-                let unrouted = match &entry.kind {
-                    Kind::Acquire(a) => a.unrouted(),
-                    Kind::Read(r) => r.unrouted(),
-                    Kind::Resolve(r) => r.unrouted(),
-                    Kind::Check(c) => c.read.unrouted(),
-                    Kind::Release(_) => false,
-                };
-                if unrouted && !self.unrouted.contains(&op) {
-                    self.unrouted.push(op);
-                }
-                self.ops.insert(op, entry);
-            }
-            Next::Done(outcome) => self.finish(op, entry, outcome),
+        let ended = self.ops.run(op, &mut self.world, &self.config, self.now, self.closing, react);
+        if let Some((entry, outcome)) = ended {
+            self.finish(op, entry, outcome);
         }
     }
 
     fn finish(&mut self, op: OpId, entry: Entry<W>, outcome: Outcome) {
-        self.unrouted.retain(|o| *o != op);
         if let Kind::Release(r) = &entry.kind {
             self.releases -= 1;
-            match (&outcome, r.origin) {
-                (Outcome::Release(Err(e)), Origin::Dropped | Origin::Compensation) => {
-                    log::warn!("release of {:?} token {} failed: {e}; its lease will end it", r.key, r.token)
-                }
-                _ => log::debug!("release of {:?} token {} ({:?}): {outcome:?}", r.key, r.token, r.origin),
-            }
+            r.ended(&outcome, &mut self.world.orphans, self.closing, self.config.commit_margin, self.now);
         }
         if let Some(waker) = entry.waker {
             self.actions.push_back(Action::Complete { waker, op, outcome });
@@ -616,31 +474,20 @@ impl<W> Core<W> {
     /// closed client whose work is done.
     fn settle(&mut self) {
         loop {
-            for job in std::mem::take(&mut self.jobs) {
+            for job in std::mem::take(&mut self.world.jobs) {
                 self.start_job(job);
             }
-            if !self.unrouted.is_empty() {
-                for op in std::mem::take(&mut self.unrouted) {
-                    self.run(op, |kind, cx| match kind {
-                        Kind::Acquire(a) => a.route(cx),
-                        Kind::Read(r) => r.route(cx),
-                        Kind::Resolve(r) => r.route(cx),
-                        Kind::Check(c) => {
-                            let next = c.read.route(cx);
-                            c.after_read(next, cx)
-                        }
-                        Kind::Release(r) => r.on_timer(cx),
-                    });
-                }
+            for op in self.ops.take_unrouted() {
+                self.run(op, |kind, cx| kind.route(cx));
             }
-            if self.jobs.is_empty() {
+            if self.world.jobs.is_empty() {
                 break;
             }
         }
         self.flush_net_events();
         if self.closing && !self.shut_down && self.outstanding() == 0 {
             self.shut_down = true;
-            self.net.stop(self.now);
+            self.world.net.stop(self.now);
             self.flush_net_events();
             self.actions.push_back(Action::Shutdown);
         }
@@ -655,14 +502,14 @@ impl<W> Core<W> {
             );
             return;
         }
-        self.held.remove(job.token);
+        self.world.held.remove(job.token);
         self.releases += 1;
         let op = ReleaseOp::new(job.key, job.owner, job.token, job.origin, job.until, self.now);
         self.spawn(None, Kind::Release(op));
     }
 
     fn flush_net_events(&mut self) {
-        for event in self.net.events.drain(..) {
+        for event in self.world.net.events.drain(..) {
             self.actions.push_back(Action::Net(event));
         }
     }

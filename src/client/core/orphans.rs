@@ -46,6 +46,9 @@ pub(crate) enum State {
 pub(crate) struct Orphan {
     pub(crate) key: String,
     pub(crate) owner: Arc<str>,
+    /// The grant's token, when it is known (a release that ended unconfirmed); None
+    /// for an indeterminate acquire (any token no caller holds is its grant).
+    pub(crate) token: Option<u64>,
     /// The instant before the ACQUIRE's first byte could have been written.
     pub(crate) queued_at: Instant,
     /// When a grant of it can no longer happen (written + wait + commit margin).
@@ -53,6 +56,8 @@ pub(crate) struct Orphan {
     pub(crate) give_up_at: Instant,
     pub(crate) state: State,
     next_check: Instant,
+    /// The second look (see [`Orphans::not_found`]) was taken.
+    rechecked: bool,
 }
 
 /// What a `resolve` learns when it claims a record.
@@ -75,13 +80,19 @@ pub(crate) enum LateGrant {
     ToResolve(OpId),
 }
 
-#[derive(Default)]
 pub(crate) struct Orphans {
     records: BTreeMap<OrphanId, Orphan>,
     next: u64,
+    /// How long after a look that found no grant the second look is taken.
+    recheck_after: Duration,
 }
 
 impl Orphans {
+    /// `recheck_after`: the commit margin (see [`Orphans::not_found`]).
+    pub(crate) fn new(recheck_after: Duration) -> Orphans {
+        Orphans { records: BTreeMap::new(), next: 0, recheck_after }
+    }
+
     /// Opens a record for an ACQUIRE that became indeterminate now.
     pub(crate) fn open(
         &mut self,
@@ -101,14 +112,43 @@ impl Orphans {
             Orphan {
                 key,
                 owner,
+                token: None,
                 queued_at,
                 settle_at,
                 give_up_at: settle_at + lease,
                 state: State::Watching,
                 next_check: settle_at,
+                rechecked: false,
             },
         );
         id
+    }
+
+    /// Opens a record for a known grant whose release ended unconfirmed: it is checked
+    /// at once, and then every [`ORPHAN_RETRY`] while no leader answers, until
+    /// `give_up_at` (when its lease has surely ended).
+    pub(crate) fn open_known(
+        &mut self,
+        key: String,
+        owner: Arc<str>,
+        token: u64,
+        give_up_at: Instant,
+        now: Instant,
+    ) {
+        self.prune(now);
+        self.next += 1;
+        let record = Orphan {
+            key,
+            owner,
+            token: Some(token),
+            queued_at: now,
+            settle_at: now,
+            give_up_at,
+            state: State::Watching,
+            next_check: now,
+            rechecked: false,
+        };
+        self.records.insert(OrphanId(self.next), record);
     }
 
     pub(crate) fn get(&self, id: OrphanId) -> Option<&Orphan> {
@@ -144,6 +184,23 @@ impl Orphans {
     pub(crate) fn finish(&mut self, id: OrphanId, released: bool, now: Instant) {
         if let Some(record) = self.records.get_mut(&id) {
             record.state = State::Done { released, at: now };
+        }
+    }
+
+    /// A look (a check's or a `resolve`'s QUERY) found no grant of the record's
+    /// ACQUIRE. The settle window assumes the grant commits within the commit margin of
+    /// the write; one that commits later (a slow commit, a partition on the way) would
+    /// escape, so a record of an unknown token gets a second look one commit margin
+    /// later before it is done. A `resolve` has answered `NotHeld` by then: the second
+    /// look, should it find the grant after all, releases it — no caller holds it.
+    pub(crate) fn not_found(&mut self, id: OrphanId, now: Instant) {
+        let Some(record) = self.records.get_mut(&id) else { return };
+        if record.token.is_none() && !record.rechecked {
+            record.rechecked = true;
+            record.state = State::Watching;
+            record.next_check = now + self.recheck_after;
+        } else {
+            record.state = State::Done { released: false, at: now };
         }
     }
 
@@ -268,6 +325,19 @@ impl Held {
 mod tests {
     use super::*;
 
+    #[test]
+    fn a_look_that_finds_nothing_is_taken_again_one_commit_margin_later() {
+        let now = Instant::now();
+        let mut orphans = Orphans::new(Duration::from_secs(5));
+        let id = record(&mut orphans, now);
+        orphans.checking(id, OpId(1));
+        orphans.not_found(id, now + Duration::from_secs(5));
+        assert_eq!(orphans.next_check(), Some(now + Duration::from_secs(10)));
+        orphans.checking(id, OpId(2));
+        orphans.not_found(id, now + Duration::from_secs(10));
+        assert_eq!(orphans.outstanding(), 0, "two looks, then done");
+    }
+
     fn record(orphans: &mut Orphans, now: Instant) -> OrphanId {
         orphans.open("k".into(), "o".into(), Duration::from_secs(30), now, now + Duration::from_secs(5), now)
     }
@@ -275,7 +345,7 @@ mod tests {
     #[test]
     fn a_late_grant_goes_to_the_resolve_that_claimed_the_record_and_else_is_released() {
         let now = Instant::now();
-        let mut orphans = Orphans::default();
+        let mut orphans = Orphans::new(Duration::from_secs(5));
         let id = record(&mut orphans, now);
         assert_eq!(orphans.claim(id, OpId(7)), Claim::Claimed { settle_at: now + Duration::from_secs(5) });
         assert_eq!(orphans.late_grant(id, now), Some(LateGrant::ToResolve(OpId(7))));
@@ -291,7 +361,7 @@ mod tests {
     #[test]
     fn a_resolve_that_gives_up_hands_the_record_back_to_the_background_check() {
         let now = Instant::now();
-        let mut orphans = Orphans::default();
+        let mut orphans = Orphans::new(Duration::from_secs(5));
         let id = record(&mut orphans, now);
         orphans.claim(id, OpId(1));
         assert_eq!(orphans.next_check(), None, "claimed: no background check");

@@ -10,7 +10,8 @@ use std::time::{Duration, Instant};
 
 use super::cx::{Cx, Next, Outcome, PING_ANSWER_TIMEOUT};
 use super::ids::SessionId;
-use super::net::{Target, LEADER_WAIT};
+use super::net::Target;
+use super::routing::LEADER_WAIT;
 use super::session::Waiting;
 use crate::client::error::ClientError;
 use crate::proto::frame::{encode_request, ErrorCode, Request, Response};

@@ -20,10 +20,12 @@ use std::time::{Duration, Instant};
 use super::cx::{Cx, Next, Origin, Outcome};
 use super::ids::SessionId;
 use super::net::Target;
+use super::orphans::Orphans;
 use super::session::Waiting;
 use crate::client::error::ReleaseError;
 use crate::client::outcome::ReleaseOutcome;
 use crate::proto::frame::{encode_release, ErrorCode, Response};
+use crate::proto::limits::LEASE_S_MAX;
 
 /// A release is given up (unconfirmed) this long after it was asked for.
 pub const RELEASE_DEADLINE: Duration = Duration::from_secs(5);
@@ -54,8 +56,9 @@ pub(crate) struct ReleaseOp {
     pub(crate) token: u64,
     pub(crate) origin: Origin,
     deadline: Instant,
-    /// A background release goes on past its deadline until then (see `new`).
-    until: Option<Instant>,
+    /// When the server's lease surely ends, if known: how long the client keeps after
+    /// the key should this release end unconfirmed (`Core::after_release`).
+    pub(crate) until: Option<Instant>,
     in_flight: Option<(SessionId, u32, Instant)>,
     /// Attempts that ran past the attempt timeout and were sent again, still listened to.
     earlier: Vec<(SessionId, u32)>,
@@ -72,11 +75,7 @@ pub(crate) struct ReleaseOp {
 }
 
 impl ReleaseOp {
-    /// `until`: for a release nobody waits for (a dropped lock, a grant no caller
-    /// holds), when the server's lease surely ended: until then a release that runs out
-    /// of time starts another round instead of leaving the key to its lease (an outage
-    /// longer than the deadline is no reason to block the key for the rest of the
-    /// lease). A closing client gives up at the deadline.
+    /// `until`: when the server's lease surely ends, if known (see the field).
     pub(crate) fn new(
         key: String,
         owner: Arc<str>,
@@ -91,7 +90,7 @@ impl ReleaseOp {
             token,
             origin,
             deadline: now + RELEASE_DEADLINE,
-            until: until.filter(|_| origin != Origin::Explicit),
+            until,
             in_flight: None,
             earlier: Vec::new(),
             next_try: now,
@@ -106,10 +105,6 @@ impl ReleaseOp {
     /// time (still listening to it), sends when due.
     pub(crate) fn on_timer(&mut self, cx: &mut Cx<'_>) -> Next {
         let now = cx.now;
-        if now >= self.deadline && !self.not_holder && !cx.closing && self.until.is_some_and(|u| now < u) {
-            log::debug!("release of {:?}: no answer within {RELEASE_DEADLINE:?}; trying on", self.key);
-            self.deadline = now + RELEASE_DEADLINE;
-        }
         if now >= self.deadline {
             self.forget_attempts(cx);
             // After an `N`, the key is certainly no longer held under this token; only
@@ -172,6 +167,45 @@ impl ReleaseOp {
         {
             if let Some(s) = cx.net.session_mut(session) {
                 s.forget(id);
+            }
+        }
+    }
+
+    /// It ended with `outcome`. One that got no `R`/`N` within its deadline leaves a
+    /// grant that may still hold the key with no caller holding it: an orphan record
+    /// with that token takes over (QUERY when a leader answers, release if still held)
+    /// until the lease has surely ended — so an outage longer than the deadline does not
+    /// leave the key blocked for the rest of its lease (docs/client.md, "Releases").
+    pub(crate) fn ended(
+        &self,
+        outcome: &Outcome,
+        orphans: &mut Orphans,
+        closing: bool,
+        margin: Duration,
+        now: Instant,
+    ) {
+        let unconfirmed = matches!(outcome, Outcome::Release(Err(ReleaseError::Unconfirmed)));
+        if unconfirmed && !closing {
+            let lease_max = Duration::from_secs(u64::from(LEASE_S_MAX)) + margin;
+            let until = self.until.unwrap_or(now + lease_max);
+            log::info!(
+                "release of {:?} token {} not confirmed; checking it while its lease may run",
+                self.key,
+                self.token
+            );
+            orphans.open_known(self.key.clone(), Arc::clone(&self.owner), self.token, until, now);
+            return;
+        }
+        match (outcome, self.origin) {
+            (Outcome::Release(Err(e)), Origin::Dropped | Origin::Compensation) => {
+                log::warn!(
+                    "release of {:?} token {} failed: {e}; its lease will end it",
+                    self.key,
+                    self.token
+                )
+            }
+            _ => {
+                log::debug!("release of {:?} token {} ({:?}): {outcome:?}", self.key, self.token, self.origin)
             }
         }
     }

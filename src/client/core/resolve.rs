@@ -30,11 +30,14 @@ enum Found {
     Unknown,
 }
 
-fn judge(result: Result<Response, ClientError>, owner: &str, cx: &Cx<'_>) -> Found {
+/// `token`: the grant's token when it is known; else any token no caller holds.
+fn judge(result: Result<Response, ClientError>, owner: &str, token: Option<u64>, cx: &Cx<'_>) -> Found {
+    let ours = |held: u64| match token {
+        Some(known) => held == known,
+        None => !cx.held.contains(held, cx.now),
+    };
     match result {
-        Ok(Response::Holder { token, remaining_ms, owner: holder, .. })
-            if holder == owner && !cx.held.contains(token, cx.now) =>
-        {
+        Ok(Response::Holder { token, remaining_ms, owner: holder, .. }) if holder == owner && ours(token) => {
             Found::Ours { token, remaining: Duration::from_millis(u64::from(remaining_ms)) }
         }
         Ok(Response::Holder { .. } | Response::Free) => Found::NotOurs,
@@ -165,7 +168,7 @@ impl ResolveOp {
     fn after_read(&mut self, next: Next, cx: &mut Cx<'_>) -> Next {
         let Next::Done(Outcome::Read(result)) = next else { return next };
         let Phase::Querying(_, asked) = self.phase else { unreachable!("only a QUERY reads") };
-        match judge(result, &self.owner, cx) {
+        match judge(result, &self.owner, None, cx) {
             // The local deadline: the instant before the QUERY was sent plus the lease
             // the leader reported left, so never later than the server's expiry.
             Found::Ours { token, remaining } => {
@@ -182,7 +185,14 @@ impl ResolveOp {
                 }
                 self.adopt(Granted { token, lease: self.lease, deadline }, cx)
             }
-            Found::NotOurs => self.finish(Resolved::NotHeld, cx),
+            Found::NotOurs => {
+                // Not held now; the record takes its second look later (a grant that
+                // commits late is released then: `Orphans::not_found`).
+                if let Some(id) = self.orphan {
+                    cx.orphans.not_found(id, cx.now);
+                }
+                Next::Done(Outcome::Resolve(Resolved::NotHeld))
+            }
             Found::Unknown => self.finish(Resolved::Unknown, cx),
         }
     }
@@ -198,12 +208,14 @@ impl ResolveOp {
     }
 
     /// Ends the resolve; an unknown end hands the record back to the background check,
-    /// so a grant this call did not take is never dropped.
+    /// so a grant this call did not take is never dropped. (`NotHeld` here: the grant
+    /// was found and is being released.)
     fn finish(&mut self, resolved: Resolved, cx: &mut Cx<'_>) -> Next {
         if let Some(id) = self.orphan {
             match &resolved {
                 Resolved::Unknown => cx.orphans.unclaim(id, cx.op, cx.now),
-                Resolved::Held(_) | Resolved::NotHeld => cx.orphans.finish(id, false, cx.now),
+                Resolved::Held(_) => cx.orphans.finish(id, false, cx.now),
+                Resolved::NotHeld => cx.orphans.finish(id, true, cx.now),
             }
         }
         Next::Done(Outcome::Resolve(resolved))
@@ -235,20 +247,23 @@ impl OrphanCheck {
             return done;
         }
         let Some(record) = cx.orphans.get(self.orphan) else { return done };
-        let (key, owner) = (record.key.clone(), Arc::clone(&record.owner));
-        match judge(result, &owner, cx) {
+        let (key, owner, expected) = (record.key.clone(), Arc::clone(&record.owner), record.token);
+        match judge(result, &owner, expected, cx) {
             Found::Ours { token, remaining } => {
-                log::warn!(
-                    "the indeterminate acquire of {key:?} was granted after all (token {token}) and no caller \
-                     took it over; releasing it"
-                );
+                match expected {
+                    None => log::warn!(
+                        "the indeterminate acquire of {key:?} was granted after all (token {token}) and no \
+                         caller took it over; releasing it"
+                    ),
+                    Some(_) => log::info!("{key:?} (token {token}) is still held; releasing it again"),
+                }
                 let until = Some(cx.now + remaining);
                 cx.jobs.push(ReleaseJob { key, owner, token, origin: Origin::Compensation, until });
                 cx.orphans.finish(self.orphan, true, cx.now);
                 Next::Done(Outcome::Resolve(Resolved::NotHeld))
             }
             Found::NotOurs => {
-                cx.orphans.finish(self.orphan, false, cx.now);
+                cx.orphans.not_found(self.orphan, cx.now);
                 Next::Done(Outcome::Resolve(Resolved::NotHeld))
             }
             Found::Unknown => {
