@@ -19,7 +19,7 @@
 //! 2. `Granted` only with the token a server granted that very request; a definitive
 //!    no only when no server ever granted it (`Unavailable` only when no byte left);
 //! 3. no orphaned grant: a grant no caller holds gets a RELEASE written within its
-//!    budget once the world is calm, and none is left to its lease at the end (but
+//!    budget once the world is calm, and none is left to its lease at the end (not even
 //!    after a caller's own release that ended `Unconfirmed`);
 //! 4. no RELEASE of a (key, owner, token) no server granted;
 //! 5. every call ends within its documented bound;
@@ -29,8 +29,9 @@
 //! At the end every call has returned, no release or orphan record is open, and the
 //! closed client shuts down. Not modelled: DNS, several clients, TLS handshakes,
 //! connection-level errors (id 0), admin requests, membership changes other than a
-//! dead voter's replacement, commits slower than the commit margin (the settle window
-//! assumes none).
+//! dead voter's replacement. Commits stay within the commit margin in the seeded runs
+//! (the settle window's premise); the scenario
+//! `a_commit_slower_than_the_commit_margin_is_found_by_the_second_look` goes past it.
 //!
 //! A failure names the seed and the step and prints the trace of the last events;
 //! `SIM_SEED=N` replays one seed with its whole trace (`RUST_LOG=debug` adds the core's
