@@ -76,12 +76,14 @@ extern "C" {
 #define TICKETING_UNAVAILABLE 6
 /* acquire: the request was sent and no definitive answer came (connection lost, `U`, no
  * answer within wait + 5 s). The key MAY be held: do not enter the critical section.
- * ticketing_resolve finds out later. */
+ * ticketing_resolve finds out later; when nobody resolves it, the client finds out by
+ * itself and releases a grant that happened anyway (no grant is left orphaned). */
 #define TICKETING_INDETERMINATE 7
 /* query: sent, but no answer within the request timeout (10 s). */
 #define TICKETING_NO_ANSWER 8
-/* release: no `R` or `N` within the release deadline (5 s). The key may stay held until
- * its lease ends. */
+/* release: no `R` or `N` within the release deadline (5 s). The key may still be held; the
+ * client keeps checking in the background and releases it once a leader answers, while
+ * its lease may run. */
 #define TICKETING_UNCONFIRMED 9
 /* release: the release queue is full; nothing was sent. The lease ends the hold. */
 #define TICKETING_QUEUE_FULL 10
@@ -223,8 +225,9 @@ int ticketing_resolve(const ticketing_client *client, const ticketing_error *err
 
 /* Releases the lock and waits for the server's answer. Wraps Lock::release.
  * *outcome_out (may be NULL): TICKETING_RELEASED, TICKETING_NOT_HOLDER or
- * TICKETING_RELEASED_OR_EXPIRED. Errors: TICKETING_UNCONFIRMED, TICKETING_QUEUE_FULL (the
- * key may stay held until its lease ends), TICKETING_INVALID (already released). The
+ * TICKETING_RELEASED_OR_EXPIRED. Errors: TICKETING_UNCONFIRMED (the key may still be
+ * held; the client keeps checking and releases it), TICKETING_QUEUE_FULL (the key may
+ * stay held until its lease ends), TICKETING_INVALID (already released). The
  * handle stays allocated: free it with ticketing_lock_free.
  * Blocks at most the release deadline, 5 s. */
 int ticketing_lock_release(ticketing_lock *lock, int *outcome_out, ticketing_error **error_out);

@@ -95,7 +95,8 @@ class Lock:
         """Releases the lock and waits for the server's answer: "released", "not_holder" (the
         lease had already ended) or "released_or_expired" (an earlier attempt's answer was
         lost). Raises ``ReleaseUnconfirmed`` or ``ReleaseQueueFull`` when the release is not
-        confirmed (the key may stay held until its lease ends), ``InvalidArgument`` when
+        confirmed (the key may stay held a while: the client keeps checking and releases
+        it once a leader answers), ``InvalidArgument`` when
         already released. Wraps ``Lock::release``; blocks at most 5 s."""
         outcome = c_int(0)
         error = c_void_p()

@@ -76,7 +76,8 @@ class Indeterminate(Error):
 
     ``cause`` says why ("connection_lost", "server_unknown", "no_answer",
     "protocol_violation", "expired_on_arrival"). ``resolve(timeout)`` finds out without
-    sending the acquire again."""
+    sending the acquire again; when nobody resolves it, the client finds out by itself
+    and releases a grant that happened anyway (no grant is left orphaned)."""
 
     kind = "indeterminate"
 

@@ -217,7 +217,9 @@ impl std::error::Error for AcquireError {}
 pub enum ReleaseError {
     /// The release queue is full; nothing was enqueued. The lease will end the hold.
     QueueFull,
-    /// No `R` or `N` within the release deadline (5 s from enqueue).
+    /// No `R` or `N` within the release deadline (5 s from enqueue). The key may still
+    /// be held; the client keeps an orphan record of the token and releases it once a
+    /// leader answers, while its lease may run (docs/client.md, "Releases").
     Unconfirmed,
     /// The server answered `E 1`: the key or owner is outside the limits of docs/protocol.md §9.
     Invalid(String),
@@ -232,7 +234,8 @@ impl fmt::Display for ReleaseError {
             ),
             ReleaseError::Unconfirmed => write!(
                 f,
-                "release not confirmed within its deadline; the lock may be held until its lease ends"
+                "release not confirmed within its deadline; the lock may still be held (the client keeps \
+                 checking and releases it once a leader answers, while its lease may run)"
             ),
             ReleaseError::Invalid(why) => write!(f, "invalid release: {why}"),
         }

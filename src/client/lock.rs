@@ -117,7 +117,8 @@ impl Lock {
     ///
     /// `Ok` only after the server answered `R` ([`ReleaseOutcome::Released`]) or `N`
     /// ([`ReleaseOutcome::NotHolder`]: the lease had already ended). An error means
-    /// the release is not confirmed and the key may stay held until its lease ends.
+    /// the release is not confirmed: the key may stay held until the client, which keeps
+    /// checking in the background, releases it or its lease ends.
     pub fn release(mut self) -> Result<ReleaseOutcome, ReleaseError> {
         self.released = true;
         release_now(&self.handle, &self.owner, &self.key, self.token)
