@@ -237,10 +237,11 @@ impl WriteHalf {
     }
 }
 
-/// A socket writer that first writes without waiting, and arms the deadline (one
-/// `setsockopt`) only when the socket takes nothing: most writes find room, and a
-/// system call per write to set a timeout that is never needed was a third of the
-/// client's writes' cost.
+/// A socket writer that first writes without waiting, and arms the deadline only when
+/// the socket takes nothing: most writes find room, and a `setsockopt` per write to set
+/// a timeout that is never needed was a third of the client's writes' cost. Once it
+/// waits, every blocking write is given only the time left (a peer that drains slowly
+/// gets no fresh timeout per write), and the deadline is an error.
 struct Paced<'a> {
     tcp: &'a TcpStream,
     deadline: Instant,
@@ -257,13 +258,11 @@ impl Write for Paced<'_> {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
         if !self.armed {
             match crate::sys::send_nonblocking(self.tcp, buf) {
-                Ok(0) if !buf.is_empty() => {
-                    arm_write_deadline(self.tcp, Some(self.deadline))?;
-                    self.armed = true;
-                }
+                Ok(0) if !buf.is_empty() => self.armed = true,
                 other => return other,
             }
         }
+        arm_write_deadline(self.tcp, Some(self.deadline))?;
         self.tcp.write(buf)
     }
 
@@ -512,6 +511,32 @@ mod tests {
         assert!(conn.write_tls(&mut &*writer.tcp).is_err(), "the socket is shut: it cannot leave");
         drop(conn);
         let _ = server.join();
+    }
+
+    #[test]
+    fn a_counted_write_to_a_slow_reader_ends_at_its_deadline() {
+        let (sock, mut peer) = loopback_pair();
+        let (_reader, mut writer) = split(sock, None).unwrap();
+        // The peer drains slowly: a little every 20 ms. Each blocking write makes some
+        // progress, so only a deadline over the whole batch can end it.
+        let draining = std::thread::spawn(move || {
+            let mut buf = vec![0u8; 64 << 10];
+            let end = Instant::now() + Duration::from_secs(3);
+            while Instant::now() < end {
+                match peer.read(&mut buf) {
+                    Ok(0) | Err(_) => break,
+                    Ok(_) => std::thread::sleep(Duration::from_millis(20)),
+                }
+            }
+        });
+        let batch = vec![3u8; 64 << 20];
+        let start = Instant::now();
+        let result = writer.write_counted(&batch, start + Duration::from_millis(300));
+        let took = start.elapsed();
+        assert!(matches!(result, Err(WriteProgress::Plain(n)) if n < batch.len()), "{result:?}");
+        assert!(took < Duration::from_millis(900), "the deadline held: {took:?}");
+        writer.shutdown();
+        let _ = draining.join();
     }
 
     #[test]

@@ -30,6 +30,28 @@ fn signal(pid: u32, sig: &str) {
     assert!(ok, "kill {sig} {pid}");
 }
 
+/// SIGSTOP, then waits until every thread of `pid` is stopped: the signal is delivered
+/// asynchronously, and a thread still running could answer the ACQUIRE sent next.
+fn stop_all_threads(pid: u32) {
+    signal(pid, "-STOP");
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let states: Vec<String> = std::fs::read_dir(format!("/proc/{pid}/task"))
+            .map(|dir| {
+                dir.filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("stat")).ok())
+                    .filter_map(|stat| stat.rsplit_once(')').map(|(_, rest)| rest.trim().chars().next()))
+                    .map(|state| state.map(String::from).unwrap_or_default())
+                    .collect()
+            })
+            .unwrap_or_default();
+        if !states.is_empty() && states.iter().all(|s| s == "T" || s == "t") {
+            return;
+        }
+        assert!(Instant::now() < deadline, "process {pid} did not stop: thread states {states:?}");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
 /// Pauses `pid` (as a VM pause or a long GC would), starts an acquire that the paused
 /// node's kernel takes into its socket buffer, waits until the client's dead-session
 /// detection has given up on it (Indeterminate), resumes the node `pause` after it was
@@ -39,7 +61,7 @@ fn signal(pid: u32, sig: &str) {
 fn acquire_across_a_pause(client: &Client, pid: u32, key: &str, pause: Duration) -> (AcquireError, Instant) {
     client.ping().expect("connected");
     let stopped = Instant::now();
-    signal(pid, "-STOP");
+    stop_all_threads(pid);
     let err = client.acquire(key, LEASE, Duration::ZERO).expect_err("no answer from a paused node");
     assert_eq!(
         err.indeterminate_cause(),

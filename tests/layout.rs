@@ -31,6 +31,7 @@ const CLIENT_RANKS: &[(&str, u32)] = &[
     // The sans-IO core, bottom to top.
     ("core/session.rs", 2),
     ("core/orphans.rs", 2),
+    ("core/claims.rs", 2),
     ("core/net.rs", 3),
     ("core/routing.rs", 4),
     ("core/members.rs", 5),

@@ -42,6 +42,9 @@ pub(crate) fn replace_member(
         };
         for addr in candidates {
             let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                break;
+            }
             match one_off(handle, &addr, request, left) {
                 Ok(Response::Status { text }) => return Ok(text),
                 Ok(other) => return Err(unexpected(other)),
@@ -80,6 +83,9 @@ pub(crate) fn transfer_leader(
         };
         for addr in candidates {
             let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                break;
+            }
             match one_off(handle, &addr, &request, left) {
                 Ok(Response::Status { text }) => {
                     let leader = text.lines().find_map(|l| l.strip_prefix("leader=")).unwrap_or("");

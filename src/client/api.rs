@@ -98,7 +98,7 @@ impl Client {
     /// when none was left. The connections close once the last handle is gone. Blocks
     /// at most `timeout`.
     pub fn close(self, timeout: Duration) -> bool {
-        let end = Instant::now() + timeout;
+        let end = far(Instant::now(), timeout);
         loop {
             if self.handle().shared.state().core.outstanding() == 0 {
                 return true;
@@ -187,7 +187,7 @@ impl Client {
         let outcome = self
             .handle()
             .shared
-            .call::<()>(|core, waker, now| Ok(core.resolve(waker, attempt, now + timeout, now)));
+            .call::<()>(|core, waker, now| Ok(core.resolve(waker, attempt, far(now, timeout), now)));
         match outcome {
             Ok(Outcome::Resolve(Resolved::Held(granted))) => Resolution::Held(Lock::new(
                 self.handle().clone(),
@@ -365,6 +365,12 @@ impl Client {
             other => unreachable!("a read ended with {other:?}"),
         }
     }
+}
+
+/// `now + timeout`, or a year from now for a timeout past that (`Duration::MAX` means
+/// "as long as it takes", not an overflow).
+fn far(now: Instant, timeout: Duration) -> Instant {
+    now + timeout.min(Duration::from_secs(365 * 24 * 3600))
 }
 
 /// The lease in whole seconds within the protocol's limits, or why not.

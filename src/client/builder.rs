@@ -126,8 +126,11 @@ impl ClientBuilder {
         self
     }
 
-    /// The owner string sent with every ACQUIRE and RELEASE (1..=255 bytes).
-    /// Default: `host-pid-random`, unique per client.
+    /// The owner string sent with every ACQUIRE and RELEASE (1..=255 bytes). It names
+    /// this client to the servers: no other client may use the same one (the client
+    /// takes a holder with its owner and a token it does not know for a lost grant of
+    /// its own, and releases it: docs/client.md, "No grant left orphaned"). Default:
+    /// `host-pid-random`, unique per client.
     pub fn owner(mut self, owner: impl Into<String>) -> Self {
         self.owner = Some(owner.into());
         self
@@ -163,6 +166,9 @@ impl ClientBuilder {
 
     /// Validates the configuration and starts the client's background threads.
     pub fn build(self) -> Result<Client, BuildError> {
+        check_setting("request_timeout", self.request_timeout, Duration::ZERO)?;
+        check_setting("commit_margin", self.commit_margin, Duration::ZERO)?;
+        check_setting("idle_ping", self.idle_ping, IDLE_PING_MIN)?;
         let mut addrs = Vec::new();
         for addr in &self.addrs {
             let addr = addr.trim();
@@ -218,6 +224,18 @@ impl ClientBuilder {
         let handle = io::start(config, Dialer { key: auth_key(&secret), tls }).map_err(BuildError::Thread)?;
         Ok(Client::new(handle, owner, addrs, self.request_timeout))
     }
+}
+
+/// The longest any time setting may be: a bound on every deadline the client computes.
+const SETTING_MAX: Duration = Duration::from_secs(3600);
+/// The shortest idle-PING interval (a PING per 10 ms of silence is already a lot).
+const IDLE_PING_MIN: Duration = Duration::from_millis(10);
+
+fn check_setting(name: &str, value: Duration, min: Duration) -> Result<(), BuildError> {
+    if value < min || value > SETTING_MAX {
+        return Err(BuildError::Setting(format!("{name} is {value:?}; must be {min:?}..={SETTING_MAX:?}")));
+    }
+    Ok(())
 }
 
 /// Splits a comma-separated address list, dropping empty parts.

@@ -325,6 +325,8 @@ pub enum BuildError {
     Tls(String),
     /// A background thread could not be started (the process is out of threads).
     Thread(std::io::Error),
+    /// A time setting (`request_timeout`, `commit_margin`, `idle_ping`) is out of range.
+    Setting(String),
 }
 
 impl fmt::Display for BuildError {
@@ -342,6 +344,7 @@ impl fmt::Display for BuildError {
             }
             BuildError::Tls(why) => write!(f, "TLS configuration: {why}"),
             BuildError::Thread(error) => write!(f, "cannot start a client thread: {error}"),
+            BuildError::Setting(why) => write!(f, "bad setting: {why}"),
         }
     }
 }

@@ -82,7 +82,6 @@ pub struct Checker {
     /// The instant simulated time 0 stands for.
     base: Instant,
     ops: HashMap<OpId, Op>,
-    live_acquires: HashMap<(String, String), OpId>,
     frames: HashMap<(SessionId, u32), Frame>,
     pub grants: BTreeMap<u64, Grant>,
     /// Grants neither released nor held: the ones the timed check looks at.
@@ -133,7 +132,6 @@ impl Checker {
         Checker {
             base,
             ops: HashMap::new(),
-            live_acquires: HashMap::new(),
             frames: HashMap::new(),
             grants: BTreeMap::new(),
             open: BTreeSet::new(),
@@ -150,13 +148,8 @@ impl Checker {
     }
 
     pub fn started(&mut self, op: OpId, kind: OpKind, now: T, bound: T) -> Check {
-        if let OpKind::Acquire { key, owner } = &kind {
+        if let OpKind::Acquire { .. } = &kind {
             self.stats.acquires += 1;
-            if let Some(other) = self.live_acquires.insert((key.clone(), owner.clone()), op) {
-                return Err(format!(
-                    "simulator: two running acquires of {key} by {owner} ({other:?}, {op:?})"
-                ));
-            }
         }
         let entry = Op {
             kind,
@@ -175,14 +168,25 @@ impl Checker {
 
     /// A writer took a batch: the ACQUIREs in it are attributed to their operations
     /// (invariant 1), the RELEASEs checked against the grants (invariant 4).
-    pub fn batch(&mut self, session: SessionId, frames: &[(u32, Request)]) -> Check {
-        for (rid, request) in frames {
+    /// `frames`: request id, the operation the core says it belongs to, the request.
+    pub fn batch(&mut self, session: SessionId, frames: &[(u32, Option<OpId>, Request)]) -> Check {
+        for (rid, op, request) in frames {
             match request {
                 Request::Acquire { key, owner, .. } => {
-                    let Some(&op) = self.live_acquires.get(&(key.clone(), owner.clone())) else {
-                        return Err(format!("an ACQUIRE of {key} by {owner} that no running acquire sent"));
+                    let Some(op) = *op else {
+                        return Err(format!("an ACQUIRE of {key} by {owner} that no running operation sent"));
                     };
-                    let o = self.ops.get_mut(&op).expect("a live acquire has a record");
+                    let Some(o) = self.ops.get_mut(&op).filter(|o| o.done.is_none()) else {
+                        return Err(format!(
+                            "an ACQUIRE of {key} by {owner} for {op:?}, which is not running"
+                        ));
+                    };
+                    if !matches!(&o.kind, OpKind::Acquire { key: k, owner: w } if k == key && w == owner) {
+                        return Err(format!(
+                            "an ACQUIRE of {key} by {owner} for {op:?}, which is {:?}",
+                            o.kind
+                        ));
+                    }
                     for f in &o.frames {
                         if self.frames.get(f).is_some_and(|f| f.maybe_written) {
                             return Err(format!(
@@ -374,9 +378,6 @@ impl Checker {
             ));
         }
         let kind = o.kind.clone();
-        if let OpKind::Acquire { key, owner } = &kind {
-            self.live_acquires.remove(&(key.clone(), owner.clone()));
-        }
         match (kind, outcome) {
             (OpKind::Acquire { .. }, Outcome::Acquire(Ok(g))) => {
                 self.stats.granted += 1;

@@ -61,6 +61,14 @@ impl AcquireOp {
         }
     }
 
+    pub(crate) fn key(&self) -> &str {
+        &self.key
+    }
+
+    pub(crate) fn owner(&self) -> &str {
+        &self.owner
+    }
+
     /// True while it waits for a session.
     pub(crate) fn unrouted(&self) -> bool {
         self.sent.is_none()
@@ -104,7 +112,7 @@ impl AcquireOp {
         {
             // Nothing at all came back since the request was queued: the node or the
             // path is dead, not just slow. Redial it.
-            log::warn!("session {session:?} answered nothing within the request's budget; reconnecting");
+            log::warn!("{} answered nothing within the request's budget; reconnecting", cx.net.name(session));
             cx.net.kill(session);
         }
         let outcome = self.indeterminate(IndeterminateCause::NoAnswer, pending.as_ref(), cx);
@@ -191,7 +199,7 @@ impl AcquireOp {
                 orphan: None,
             })));
         }
-        cx.held.insert(token, deadline, cx.now);
+        cx.claims.hand_out(token, deadline, cx.now);
         Outcome::Acquire(Ok(Granted { token, lease, deadline }))
     }
 
@@ -209,8 +217,15 @@ impl AcquireOp {
         // queued): a frame held up behind a slow write reaches the server later.
         let written = pending.and_then(|p| p.written_at).unwrap_or(now);
         let settle_at = (written + wait + cx.config.commit_margin).max(now);
-        let orphan =
-            cx.orphans.open(self.key.clone(), Arc::clone(&self.owner), self.lease, queued_at, settle_at, now);
+        let orphan = cx.orphans.open(
+            self.key.clone(),
+            Arc::clone(&self.owner),
+            self.lease,
+            wait,
+            queued_at,
+            settle_at,
+            now,
+        );
         Outcome::Acquire(Err(AcquireError::Indeterminate(Indeterminate {
             cause,
             key: self.key.clone(),

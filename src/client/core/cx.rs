@@ -10,9 +10,10 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use super::claims::Claims;
 use super::ids::OpId;
 use super::net::{Net, NetEvent};
-use super::orphans::{Held, Orphans};
+use super::orphans::Orphans;
 use crate::client::error::{AcquireError, ClientError, ReleaseError};
 use crate::client::outcome::ReleaseOutcome;
 use crate::proto::frame::Response;
@@ -105,12 +106,12 @@ pub(crate) struct ReleaseJob {
     pub(crate) until: Option<Instant>,
 }
 
-/// What operations act on: the connections, the orphan records, the tokens handed
-/// to callers, and the background releases asked for.
+/// What operations act on: the connections, the orphan records, what the client has a
+/// stake in (`claims.rs`), and the background releases asked for.
 pub(crate) struct World {
     pub(crate) net: Net,
     pub(crate) orphans: Orphans,
-    pub(crate) held: Held,
+    pub(crate) claims: Claims,
     pub(crate) jobs: Vec<ReleaseJob>,
 }
 
@@ -120,7 +121,7 @@ impl World {
         Cx {
             net: &mut self.net,
             orphans: &mut self.orphans,
-            held: &mut self.held,
+            claims: &mut self.claims,
             jobs: &mut self.jobs,
             config,
             now,
@@ -134,7 +135,7 @@ impl World {
 pub(crate) struct Cx<'a> {
     pub(crate) net: &'a mut Net,
     pub(crate) orphans: &'a mut Orphans,
-    pub(crate) held: &'a mut Held,
+    pub(crate) claims: &'a mut Claims,
     pub(crate) jobs: &'a mut Vec<ReleaseJob>,
     pub(crate) config: &'a Config,
     pub(crate) now: Instant,

@@ -16,7 +16,8 @@ use crate::proto::addr::host_of;
 /// With no connection up for this long, the seeds are dialed again (the membership the
 /// client learned may be gone as a whole).
 pub const SEED_FALLBACK_AFTER: Duration = Duration::from_secs(5);
-/// A retired slot's session is closed once nothing is pending on it, or after this.
+/// A retired slot's session is closed once nothing is pending on it, or — when its node
+/// left the voter set — after this.
 pub const RETIRE_GRACE: Duration = Duration::from_secs(5);
 
 impl Net {
@@ -39,13 +40,21 @@ impl Net {
         for i in order {
             match by_addr(&self.slots[i]).or_else(|| by_node(&self.slots[i])) {
                 Some(v) if count[v] < per_voter => count[v] += 1,
-                _ => retire.push(i),
+                // A second slot to a node that is still a voter: what it carries is
+                // answered in time, so its session closes once nothing is pending.
+                Some(_) => retire.push((i, false)),
+                None => retire.push((i, true)),
             }
         }
-        for i in retire {
+        for (i, left) in retire {
             let slot = &mut self.slots[i];
-            log::debug!("no longer a member: {}", slot.addr);
+            log::debug!(
+                "{}: {}",
+                if left { "no longer a member" } else { "a second slot to a voter" },
+                slot.addr
+            );
             slot.retired_at = Some(now);
+            slot.left = left;
             slot.next_dial = None;
             if let Some(s) = slot.session.as_ref().filter(|s| s.pending_len() == 0).map(|s| s.id) {
                 self.kill(s);
@@ -73,7 +82,7 @@ impl Net {
         let mut kill = Vec::new();
         for slot in &self.slots {
             if let (Some(at), Some(s)) = (slot.retired_at, slot.live()) {
-                if s.pending_len() == 0 || now.saturating_duration_since(at) >= RETIRE_GRACE {
+                if s.pending_len() == 0 || (slot.left && now.saturating_duration_since(at) >= RETIRE_GRACE) {
                     kill.push(s.id);
                 }
             }
@@ -100,7 +109,7 @@ impl Net {
         let retire = self
             .slots
             .iter()
-            .filter(|s| s.live().is_some())
+            .filter(|s| s.left && s.live().is_some())
             .filter_map(|s| s.retired_at.map(|at| at + RETIRE_GRACE))
             .min();
         let fallback = (!self.stopped && !self.any_live()).then_some(self.last_live + SEED_FALLBACK_AFTER);

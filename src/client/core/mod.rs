@@ -1,24 +1,18 @@
 //! The client's decisions, as a deterministic state machine with no I/O
 //! (docs/client.md, "Structure").
 //!
-//! [`Core`] owns every decision the client makes: which session a request goes to,
-//! when a sent request becomes `Indeterminate`, what a late `G` becomes, release
-//! retries and their deadline, `M` hints and leader following, discovery from WELCOME
-//! and STATUS, dead-session detection, resolve's settle window and the orphan checks.
-//! It never touches a socket, a thread or the clock:
-//!
-//! - **inputs**: caller requests ([`Core::acquire`], [`Core::release`],
-//!   [`Core::read`], [`Core::resolve`]); connection events ([`Core::on_connected`],
-//!   [`Core::on_dial_failed`], [`Core::on_frames`], [`Core::on_closed`],
-//!   [`Core::on_written`]); time ([`Core::handle_timeout`]). Every input carries `now`.
-//! - **outputs**: [`Action`]s from [`Core::poll_action`] — sessions to dial or close,
-//!   a session the calling thread must now write ([`Core::next_batch`]), outcomes for
-//!   callers —, and the next instant it needs the time ([`Core::poll_timeout`]).
-//!
-//! The I/O around it (`client::io`) and the client simulator (`tests/client_sim.rs`)
-//! drive this very type. `W` is whatever the I/O uses to wake a waiting caller.
+//! [`Core`] takes every decision of the client — routing, the resend rule,
+//! `Indeterminate`, late grants, release retries, leader following, discovery,
+//! dead-session detection, resolve and the orphan checks — and never touches a socket,
+//! a thread or the clock. Inputs: caller requests ([`Core::acquire`], [`Core::release`],
+//! [`Core::read`], [`Core::resolve`]), connection events (`on_*`), time
+//! ([`Core::handle_timeout`]), each with `now`. Outputs: [`Action`]s
+//! ([`Core::poll_action`]) and the next instant it needs the time
+//! ([`Core::poll_timeout`]). The I/O around it (`client::io`) and the client simulator
+//! (`tests/client_sim.rs`) drive this very type; `W` wakes a waiting caller.
 
 mod acquire;
+mod claims;
 mod cx;
 pub(crate) mod ids;
 mod members;
@@ -44,17 +38,18 @@ pub use net::{NetEvent, Target};
 pub use orphans::ORPHAN_RETRY;
 pub(crate) use read::check_answer;
 pub use read::MOVED_PAUSE;
-pub use release::{RELEASE_ATTEMPT_TIMEOUT, RELEASE_DEADLINE};
+pub use release::{RELEASE_ATTEMPT_TIMEOUT, RELEASE_DEADLINE, RELEASE_QUEUE_CAPACITY};
 pub use resolve::ORPHAN_CHECK_TIMEOUT;
 pub use routing::{LEADER_WAIT, LEARNED_ADDRS_MAX};
 pub use session::WriteFailure;
 pub use watch::{IDLE_PING_DEFAULT, LEADER_UNKNOWN_RETRY, MEMBERSHIP_REFRESH};
 
 use acquire::AcquireOp;
+use claims::Claims;
 use cx::{Cx, Next, Origin, ReleaseJob, World};
 use net::Net;
 use ops::{Entry, Kind, Ops};
-use orphans::{Held, LateGrant, Orphans};
+use orphans::{LateGrant, Orphans};
 use read::ReadOp;
 use release::ReleaseOp;
 use resolve::{OrphanCheck, ResolveOp};
@@ -64,10 +59,6 @@ use watch::Discovery;
 use crate::client::error::{Indeterminate, ReleaseError};
 use crate::proto::frame::{Request, Response};
 use crate::proto::handshake::Welcome;
-
-/// Most releases (explicit, dropped locks, late grants) queued or under way at once;
-/// beyond it a release is refused at once (`QueueFull`), never waited for.
-pub const RELEASE_QUEUE_CAPACITY: usize = 1024;
 
 /// The client's state machine. See the module docs.
 pub struct Core<W> {
@@ -91,7 +82,7 @@ impl<W> Core<W> {
         let world = World {
             net: Net::new(config.seeds.clone(), config.tls, now),
             orphans: Orphans::new(config.commit_margin),
-            held: Held::new(config.commit_margin),
+            claims: Claims::new(config.commit_margin),
             jobs: Vec::new(),
         };
         let mut core = Core {
@@ -129,6 +120,7 @@ impl<W> Core<W> {
         now: Instant,
     ) -> OpId {
         let now = self.advance(now);
+        self.world.claims.acquire_started(key, owner);
         let op = AcquireOp::new(key.to_owned(), Arc::clone(owner), lease_s, wait, now);
         let id = self.spawn(Some(waker), Kind::Acquire(op));
         self.settle();
@@ -150,15 +142,12 @@ impl<W> Core<W> {
         if self.releases >= RELEASE_QUEUE_CAPACITY {
             return Err(ReleaseError::QueueFull);
         }
-        // When the server's lease surely ends (it ends up to the commit margin after
-        // the local deadline): how long the client keeps after an unconfirmed release.
-        let until = self.world.held.deadline(token).map(|d| d + self.config.commit_margin);
-        // The caller gives the lock up: from now on a holder with this token is no
-        // caller's (an orphan check may release it as well; release is idempotent).
-        self.world.held.remove(token);
+        // The server's lease ends up to the commit margin after the local deadline.
+        let until = self.world.claims.deadline(token).map(|d| d + self.config.commit_margin);
         let origin = if waker.is_some() { Origin::Explicit } else { Origin::Dropped };
         self.releases += 1;
-        let op = ReleaseOp::new(key.to_owned(), Arc::clone(owner), token, origin, until, now);
+        let job = ReleaseJob { key: key.to_owned(), owner: Arc::clone(owner), token, origin, until };
+        let op = ReleaseOp::begin(job, &mut self.world, self.config.commit_margin, now);
         let id = self.spawn(waker, Kind::Release(op));
         self.settle();
         Ok(id)
@@ -185,10 +174,7 @@ impl<W> Core<W> {
     /// by `end`. Ends with [`Outcome::Resolve`].
     pub fn resolve(&mut self, waker: W, attempt: &Indeterminate, end: Instant, now: Instant) -> OpId {
         self.advance(now);
-        let owner: Arc<str> = Arc::from(attempt.owner.as_str());
-        let op =
-            ResolveOp::new(attempt.orphan, attempt.key.clone(), owner, attempt.lease, attempt.settle_at, end);
-        let id = self.spawn(Some(waker), Kind::Resolve(op));
+        let id = self.spawn(Some(waker), Kind::Resolve(ResolveOp::new(attempt, end)));
         self.settle();
         id
     }
@@ -198,6 +184,15 @@ impl<W> Core<W> {
         let op = self.ops.insert(waker, kind);
         self.run(op, |kind, cx| kind.start(cx));
         op
+    }
+
+    /// The operation the request `id` on `session` belongs to, while it is pending: for
+    /// observers that see frames, not operations (the client simulator's checker).
+    pub fn pending_op(&self, session: SessionId, id: u32) -> Option<OpId> {
+        match self.world.net.session(session)?.pending_entry(id)?.waiting {
+            Waiting::Op(op) => Some(op),
+            _ => None,
+        }
     }
 
     /// When `op` next needs the time, if it is still running.
@@ -230,7 +225,6 @@ impl<W> Core<W> {
     /// A dial of `slot` failed; `error` names the cause.
     pub fn on_dial_failed(&mut self, slot: SlotId, error: String, now: Instant) {
         let now = self.advance(now);
-        log::debug!("connection attempt failed: {error}");
         self.world.net.dial_failed(slot, error, now);
         self.settle();
     }
@@ -253,19 +247,21 @@ impl<W> Core<W> {
             let Some(s) = net.session_mut(session) else { break };
             s.last_rx = now;
             if id == 0 {
-                log::warn!("session {session:?}: connection-level error {response:?}");
+                log::warn!("{}: connection-level error {response:?}", net.name(session));
                 net.kill(session);
                 continue;
             }
+            let Some(pending) = net.session_mut(session).and_then(|s| s.answered(id)) else {
+                // Also no lesson about the leader from it: only answers to requests
+                // this client sent move routing.
+                log::debug!("answer to id {id} that nobody waits for");
+                continue;
+            };
             match &response {
                 Response::Moved { leader } => net.moved(session, leader, now),
                 Response::Granted { .. } | Response::Released => net.leads(session, now),
                 _ => {}
             }
-            let Some(pending) = net.session_mut(session).and_then(|s| s.answered(id)) else {
-                log::debug!("answer to id {id} that nobody waits for");
-                continue;
-            };
             self.answered(session, id, pending, response);
         }
         self.settle();
@@ -277,10 +273,7 @@ impl<W> Core<W> {
             Waiting::Op(op) => self.run(op, |kind, cx| kind.on_answer(session, id, &pending, response, cx)),
             Waiting::Ping => {}
             Waiting::Status => {
-                let text = match &response {
-                    Response::Status { text } => Some(text.as_str()),
-                    _ => None,
-                };
+                let text = if let Response::Status { text } = &response { Some(text.as_str()) } else { None };
                 self.discovery.answered(&mut self.world.net, session, text, now);
             }
             Waiting::LateGrant(orphan) => {
@@ -290,6 +283,11 @@ impl<W> Core<W> {
                         Kind::Resolve(r) => r.on_late_grant(token, lease_ms, cx),
                         _ => Next::Wait(None),
                     }),
+                    Some(LateGrant::Release { .. }) if self.world.claims.owns_token(token, now) => {
+                        // A `resolve` found this grant by QUERY and handed it to its
+                        // caller before the `G` came, or it is being released already.
+                        log::debug!("late grant (token {token}) already claimed");
+                    }
                     Some(LateGrant::Release { key, owner }) => {
                         log::warn!(
                             "late grant of {key:?} (token {token}) after the caller gave up; releasing it"
@@ -344,7 +342,11 @@ impl<W> Core<W> {
     /// failed after `WriteFailure`.
     pub fn on_written(&mut self, session: SessionId, result: Result<(), WriteFailure>, now: Instant) {
         let now = self.advance(now);
-        let unsent = self.world.net.written(session, result, now);
+        let mut late = Vec::new();
+        let unsent = self.world.net.written(session, result, now, &mut late);
+        for orphan in late {
+            self.world.orphans.written(orphan, now);
+        }
         self.ended(session, unsent);
         self.settle();
     }
@@ -397,8 +399,6 @@ impl<W> Core<W> {
         net.housekeeping(now);
         self.settle();
     }
-
-    // ----- outputs -------------------------------------------------------------------
 
     /// The next thing the I/O must do.
     pub fn poll_action(&mut self) -> Option<Action<W>> {
@@ -460,9 +460,13 @@ impl<W> Core<W> {
     }
 
     fn finish(&mut self, op: OpId, entry: Entry<W>, outcome: Outcome) {
-        if let Kind::Release(r) = &entry.kind {
-            self.releases -= 1;
-            r.ended(&outcome, &mut self.world.orphans, self.closing, self.config.commit_margin, self.now);
+        match &entry.kind {
+            Kind::Release(r) => {
+                self.releases -= 1;
+                r.ended(&outcome, &mut self.world, self.closing, self.config.commit_margin, self.now);
+            }
+            Kind::Acquire(a) => self.world.claims.acquire_ended(a.key(), a.owner()),
+            _ => {}
         }
         if let Some(waker) = entry.waker {
             self.actions.push_back(Action::Complete { waker, op, outcome });
@@ -502,9 +506,8 @@ impl<W> Core<W> {
             );
             return;
         }
-        self.world.held.remove(job.token);
         self.releases += 1;
-        let op = ReleaseOp::new(job.key, job.owner, job.token, job.origin, job.until, self.now);
+        let op = ReleaseOp::begin(job, &mut self.world, self.config.commit_margin, self.now);
         self.spawn(None, Kind::Release(op));
     }
 

@@ -8,9 +8,13 @@
 
 use std::time::Instant;
 
-use super::ids::{SessionId, SlotId};
+use super::ids::{OrphanId, SessionId, SlotId};
 use super::session::{Ended, Session, Waiting, WriteFailure};
 use crate::client::backoff::Backoff;
+
+/// A session that lasted this long served, even without an answer (its backoff starts
+/// over when it ends).
+const SESSION_SERVED: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// What the I/O around the core must do for the connections.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -59,6 +63,8 @@ pub(crate) struct Slot {
     /// The node id of the last WELCOME on this slot; 0 before any.
     pub(crate) node: u64,
     pub(super) retired_at: Option<Instant>,
+    /// Retired because its node left the voter set (not a second slot to a voter).
+    pub(super) left: bool,
     /// Why the last attempt failed (cleared when one works).
     pub(crate) last_error: Option<String>,
     /// How far the attempt under way got, when that says something (a TCP connection
@@ -147,6 +153,7 @@ impl Net {
             tried: false,
             node: 0,
             retired_at: None,
+            left: false,
             last_error: None,
             note: None,
             backoff: Backoff::new(),
@@ -193,6 +200,17 @@ impl Net {
     /// The address of the slot `id` belongs to.
     pub(crate) fn addr_of(&self, id: SessionId) -> Option<String> {
         self.slot_of(id).map(|s| s.addr.clone())
+    }
+
+    /// How logs name session `id`: its address (and the node's socket address).
+    pub(crate) fn name(&self, id: SessionId) -> String {
+        match self.slot_of(id) {
+            Some(slot) => match slot.session.as_ref().filter(|s| s.peer != slot.addr) {
+                Some(s) => format!("{} ({})", slot.addr, s.peer),
+                None => slot.addr.clone(),
+            },
+            None => format!("{id:?}"),
+        }
     }
 
     pub(super) fn slot_of(&self, id: SessionId) -> Option<&Slot> {
@@ -256,7 +274,6 @@ impl Net {
         slot.node = node;
         slot.last_error = None;
         slot.note = None;
-        slot.backoff.reset();
         slot.session = Some(Session::new(id, standalone, leads, peer, now));
         let addr = slot.addr.clone();
         let retired = slot.retired();
@@ -280,6 +297,12 @@ impl Net {
     pub(crate) fn dial_failed(&mut self, slot: SlotId, error: String, now: Instant) {
         self.last_error = Some(error.clone());
         if let Some(slot) = self.slot_mut(slot) {
+            // Said once per cause, not at every redial.
+            if slot.last_error.as_ref() != Some(&error) {
+                log::info!("cannot connect: {error} (retrying)");
+            } else {
+                log::debug!("connection attempt failed: {error}");
+            }
             slot.dialing = false;
             slot.tried = true;
             slot.last_error = Some(error);
@@ -304,6 +327,12 @@ impl Net {
         };
         let mut gone = slot.session.take().expect("found by its session");
         let ended = gone.end();
+        // The reconnect schedule starts over only after a session that served: one that
+        // carried an answer or lasted a while. A server that welcomes and then drops
+        // the connection at once is redialed ever more slowly, not every 0.1 s.
+        if gone.last_rx > gone.since || now.saturating_duration_since(gone.since) >= SESSION_SERVED {
+            slot.backoff.reset();
+        }
         slot.next_dial = Some(now + slot.backoff.next().expect("backoff is endless"));
         if gone.leads || self.hint.as_ref().is_some_and(|h| *h == slot.addr || *h == gone.peer) {
             // The node may have left, or the leader may be gone: read both again.
@@ -330,19 +359,21 @@ impl Net {
     /// then the session dies with the write (nothing may follow a half-written frame)
     /// and what was not written is returned, to go elsewhere now; the rest waits for the
     /// reader to report the end (an answer may still come).
+    /// `late` gets the orphan records whose ACQUIRE the batch carried.
     pub(crate) fn written(
         &mut self,
         session: SessionId,
         result: Result<(), WriteFailure>,
         now: Instant,
+        late: &mut Vec<OrphanId>,
     ) -> Vec<Ended> {
         let Some(s) = self.session_mut(session) else { return Vec::new() };
         let Err(failure) = result else {
-            s.batch_written(now);
+            late.extend(s.batch_written(now));
             return Vec::new();
         };
-        log::debug!("session {session:?}: write failed ({failure:?})");
         let unsent = s.write_failed(failure);
+        log::debug!("{}: write failed ({failure:?})", self.name(session));
         self.kill(session);
         unsent.into_iter().map(|(id, pending)| Ended { id, pending, maybe_written: false }).collect()
     }

@@ -75,10 +75,10 @@ impl Kind {
         match self {
             Kind::Acquire(a) => a.on_answer(response, pending, cx),
             Kind::Release(r) => r.on_reply(session, id, Reply::Answer(response), cx),
-            Kind::Read(r) => r.on_answer(response, cx),
-            Kind::Resolve(r) => r.on_answer(response, cx),
+            Kind::Read(r) => r.on_answer(session, response, cx),
+            Kind::Resolve(r) => r.on_answer(session, response, cx),
             Kind::Check(c) => {
-                let next = c.read.on_answer(response, cx);
+                let next = c.read.on_answer(session, response, cx);
                 c.after_read(next, cx)
             }
         }

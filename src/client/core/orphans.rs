@@ -1,5 +1,5 @@
-//! No grant left orphaned (docs/client.md): the records of indeterminate ACQUIREs,
-//! and the tokens this client has handed to callers.
+//! No grant left orphaned (docs/client.md): the records of indeterminate ACQUIREs and
+//! of releases that ended unconfirmed.
 //!
 //! An ACQUIRE that ends `Indeterminate` may still be granted — its `G` lost with its
 //! connection, or arriving after the caller gave up. Its record says who deals with
@@ -15,12 +15,11 @@
 //!   never dropped.
 //! - **Done**, with what became of it (kept a while, so a late `resolve` is told).
 
-use std::collections::{BTreeMap, HashMap};
-use std::hash::BuildHasherDefault;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::ids::{IdHasher, OpId, OrphanId};
+use super::ids::{OpId, OrphanId};
 
 /// Pause between two orphan checks that found no leader to answer.
 pub const ORPHAN_RETRY: Duration = Duration::from_secs(1);
@@ -49,6 +48,8 @@ pub(crate) struct Orphan {
     /// The grant's token, when it is known (a release that ended unconfirmed); None
     /// for an indeterminate acquire (any token no caller holds is its grant).
     pub(crate) token: Option<u64>,
+    /// The wait the ACQUIRE's frame carried.
+    wait: Duration,
     /// The instant before the ACQUIRE's first byte could have been written.
     pub(crate) queued_at: Instant,
     /// When a grant of it can no longer happen (written + wait + commit margin).
@@ -82,46 +83,82 @@ pub(crate) enum LateGrant {
 
 pub(crate) struct Orphans {
     records: BTreeMap<OrphanId, Orphan>,
+    /// The Watching records by their next check (what `next_check` and `due` read, so
+    /// neither scans every record on each input).
+    watching: BTreeSet<(Instant, OrphanId)>,
+    /// Records not done yet.
+    open: usize,
     next: u64,
-    /// How long after a look that found no grant the second look is taken.
-    recheck_after: Duration,
+    /// How long after a look that found no grant the second look is taken (the commit
+    /// margin); also what the settle window adds after a frame's write.
+    margin: Duration,
 }
 
 impl Orphans {
-    /// `recheck_after`: the commit margin (see [`Orphans::not_found`]).
-    pub(crate) fn new(recheck_after: Duration) -> Orphans {
-        Orphans { records: BTreeMap::new(), next: 0, recheck_after }
+    /// `margin`: the commit margin (see [`Orphans::not_found`], [`Orphans::written`]).
+    pub(crate) fn new(margin: Duration) -> Orphans {
+        Orphans { records: BTreeMap::new(), watching: BTreeSet::new(), open: 0, next: 0, margin }
     }
 
-    /// Opens a record for an ACQUIRE that became indeterminate now.
+    /// Moves record `id` to `state` (and, when Watching, its next check to `check`),
+    /// keeping the index and the count of open records right.
+    fn set(&mut self, id: OrphanId, state: State, check: Option<Instant>) {
+        let Some(record) = self.records.get_mut(&id) else { return };
+        let was_done = matches!(record.state, State::Done { .. });
+        if record.state == State::Watching {
+            self.watching.remove(&(record.next_check, id));
+        }
+        record.state = state;
+        if let Some(at) = check {
+            record.next_check = at;
+        }
+        if state == State::Watching {
+            self.watching.insert((record.next_check, id));
+        }
+        match (was_done, matches!(state, State::Done { .. })) {
+            (false, true) => self.open -= 1,
+            (true, false) => self.open += 1,
+            _ => {}
+        }
+    }
+
+    fn insert(&mut self, record: Orphan, now: Instant) -> OrphanId {
+        self.prune(now);
+        self.next += 1;
+        let id = OrphanId(self.next);
+        self.watching.insert((record.next_check, id));
+        self.open += 1;
+        self.records.insert(id, record);
+        id
+    }
+
+    /// Opens a record for an ACQUIRE that became indeterminate now. `wait`: the wait its
+    /// frame carried (see [`Orphans::written`]).
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn open(
         &mut self,
         key: String,
         owner: Arc<str>,
         lease: Duration,
+        wait: Duration,
         queued_at: Instant,
         settle_at: Instant,
         now: Instant,
     ) -> OrphanId {
-        self.prune(now);
-        self.next += 1;
-        let id = OrphanId(self.next);
         let settle_at = settle_at.max(now);
-        self.records.insert(
-            id,
-            Orphan {
-                key,
-                owner,
-                token: None,
-                queued_at,
-                settle_at,
-                give_up_at: settle_at + lease,
-                state: State::Watching,
-                next_check: settle_at,
-                rechecked: false,
-            },
-        );
-        id
+        let record = Orphan {
+            key,
+            owner,
+            token: None,
+            wait,
+            queued_at,
+            settle_at,
+            give_up_at: settle_at + lease,
+            state: State::Watching,
+            next_check: settle_at,
+            rechecked: false,
+        };
+        self.insert(record, now)
     }
 
     /// Opens a record for a known grant whose release ended unconfirmed: it is checked
@@ -135,12 +172,11 @@ impl Orphans {
         give_up_at: Instant,
         now: Instant,
     ) {
-        self.prune(now);
-        self.next += 1;
         let record = Orphan {
             key,
             owner,
             token: Some(token),
+            wait: Duration::ZERO,
             queued_at: now,
             settle_at: now,
             give_up_at,
@@ -148,23 +184,57 @@ impl Orphans {
             next_check: now,
             rechecked: false,
         };
-        self.records.insert(OrphanId(self.next), record);
+        self.insert(record, now);
     }
 
     pub(crate) fn get(&self, id: OrphanId) -> Option<&Orphan> {
         self.records.get(&id)
     }
 
-    /// A `resolve` operation `op` takes the record over.
-    pub(crate) fn claim(&mut self, id: OrphanId, op: OpId) -> Claim {
-        let Some(record) = self.records.get_mut(&id) else { return Claim::Missing };
+    /// The frame of record `id`'s ACQUIRE — still pending, its caller gone — was written
+    /// only `now` (it was held up behind a slow write): the grant can happen until its
+    /// wait plus the commit margin after now, so the window moves.
+    pub(crate) fn written(&mut self, id: OrphanId, now: Instant) {
+        let margin = self.margin;
+        let Some(record) = self.records.get_mut(&id) else { return };
+        let settle_at = now + record.wait + margin;
+        if settle_at <= record.settle_at {
+            return;
+        }
+        let lease = record.give_up_at.saturating_duration_since(record.settle_at);
+        record.settle_at = settle_at;
+        record.give_up_at = settle_at + lease;
+        if record.state == State::Watching && record.next_check < settle_at {
+            self.set(id, State::Watching, Some(settle_at));
+        }
+    }
+
+    /// A `resolve` operation `op` takes the record over. The record must be the one the
+    /// error names (same key, owner and send instant): an error of another client
+    /// carries an id that means something else here.
+    pub(crate) fn claim(
+        &mut self,
+        id: OrphanId,
+        op: OpId,
+        key: &str,
+        owner: &str,
+        queued_at: Instant,
+    ) -> Claim {
+        let Some(record) = self
+            .records
+            .get(&id)
+            .filter(|r| r.key == key && &*r.owner == owner && r.queued_at == queued_at && r.token.is_none())
+        else {
+            return Claim::Missing;
+        };
+        let settle_at = record.settle_at;
         match record.state {
             State::Done { released, .. } => Claim::Done { released },
             // A running check is taken over (its result will be ignored); so is an
             // earlier resolve of the same error (the newest caller gets the grant).
             State::Claimed(_) | State::Checking(_) | State::Watching => {
-                record.state = State::Claimed(op);
-                Claim::Claimed { settle_at: record.settle_at }
+                self.set(id, State::Claimed(op), None);
+                Claim::Claimed { settle_at }
             }
         }
     }
@@ -172,19 +242,15 @@ impl Orphans {
     /// The `resolve` that claimed the record ended without an answer: the background
     /// check takes it over again.
     pub(crate) fn unclaim(&mut self, id: OrphanId, op: OpId, now: Instant) {
-        if let Some(record) = self.records.get_mut(&id) {
-            if record.state == State::Claimed(op) {
-                record.state = State::Watching;
-                record.next_check = record.settle_at.max(now);
-            }
+        if let Some(record) = self.records.get(&id).filter(|r| r.state == State::Claimed(op)) {
+            let at = record.settle_at.max(now);
+            self.set(id, State::Watching, Some(at));
         }
     }
 
     /// The record is settled (`released`: a grant of it is being released).
     pub(crate) fn finish(&mut self, id: OrphanId, released: bool, now: Instant) {
-        if let Some(record) = self.records.get_mut(&id) {
-            record.state = State::Done { released, at: now };
-        }
+        self.set(id, State::Done { released, at: now }, None);
     }
 
     /// A look (a check's or a `resolve`'s QUERY) found no grant of the record's
@@ -195,33 +261,35 @@ impl Orphans {
     /// look, should it find the grant after all, releases it — no caller holds it.
     pub(crate) fn not_found(&mut self, id: OrphanId, now: Instant) {
         let Some(record) = self.records.get_mut(&id) else { return };
-        if record.token.is_none() && !record.rechecked {
-            record.rechecked = true;
-            record.state = State::Watching;
-            record.next_check = now + self.recheck_after;
+        let second_look = record.token.is_none() && !record.rechecked;
+        record.rechecked = true;
+        if second_look {
+            let at = now + self.margin;
+            self.set(id, State::Watching, Some(at));
         } else {
-            record.state = State::Done { released: false, at: now };
+            self.set(id, State::Done { released: false, at: now }, None);
         }
     }
 
     /// A `G` arrived for the record's ACQUIRE (None: the record is gone).
     pub(crate) fn late_grant(&mut self, id: OrphanId, now: Instant) -> Option<LateGrant> {
-        let record = self.records.get_mut(&id)?;
+        let record = self.records.get(&id)?;
         Some(match record.state {
             State::Claimed(op) => LateGrant::ToResolve(op),
             _ => {
-                record.state = State::Done { released: true, at: now };
-                LateGrant::Release { key: record.key.clone(), owner: Arc::clone(&record.owner) }
+                let grant = LateGrant::Release { key: record.key.clone(), owner: Arc::clone(&record.owner) };
+                self.set(id, State::Done { released: true, at: now }, None);
+                grant
             }
         })
     }
 
     /// Records whose check is due now (Watching, `next_check` passed), with their key.
     pub(crate) fn due(&self, now: Instant) -> Vec<(OrphanId, String)> {
-        self.records
+        self.watching
             .iter()
-            .filter(|(_, r)| r.state == State::Watching && r.next_check <= now)
-            .map(|(id, r)| (*id, r.key.clone()))
+            .take_while(|(at, _)| *at <= now)
+            .map(|(_, id)| (*id, self.records[id].key.clone()))
             .collect()
     }
 
@@ -233,42 +301,43 @@ impl Orphans {
 
     /// The check `op` runs for record `id`.
     pub(crate) fn checking(&mut self, id: OrphanId, op: OpId) {
-        if let Some(record) = self.records.get_mut(&id) {
-            record.state = State::Checking(op);
-        }
+        self.set(id, State::Checking(op), None);
     }
 
     /// A check ended without an answer: try again later, or give up (at `give_up_at`,
     /// or at once when the client is closing: a closed client lingers no longer).
     pub(crate) fn check_failed(&mut self, id: OrphanId, closing: bool, now: Instant) {
-        if let Some(record) = self.records.get_mut(&id).filter(|r| matches!(r.state, State::Checking(_))) {
-            if closing || now >= record.give_up_at {
-                log::warn!(
-                    "could not find out whether the indeterminate acquire of {:?} was granted (no leader \
-                     answered); any grant of it has expired by now",
-                    record.key
-                );
-                record.state = State::Done { released: false, at: now };
-            } else {
-                record.state = State::Watching;
-                record.next_check = now + ORPHAN_RETRY;
-            }
+        let Some(record) = self.records.get(&id).filter(|r| matches!(r.state, State::Checking(_))) else {
+            return;
+        };
+        if closing || now >= record.give_up_at {
+            log::warn!(
+                "could not find out whether the grant of {:?} is still held (no leader answered); it has \
+                 expired by now, or ends with its lease",
+                record.key
+            );
+            self.set(id, State::Done { released: false, at: now }, None);
+        } else {
+            self.set(id, State::Watching, Some(now + ORPHAN_RETRY));
         }
     }
 
     /// When the next check is due.
     pub(crate) fn next_check(&self) -> Option<Instant> {
-        self.records.values().filter(|r| r.state == State::Watching).map(|r| r.next_check).min()
+        self.watching.first().map(|(at, _)| *at)
     }
 
     /// Records not finished yet (a closing client waits for them).
     pub(crate) fn outstanding(&self) -> usize {
-        self.records.values().filter(|r| !matches!(r.state, State::Done { .. })).count()
+        self.open
     }
 
     /// Drops finished records past [`DONE_KEPT`], and the oldest finished ones beyond
     /// [`RECORDS_MAX`].
     fn prune(&mut self, now: Instant) {
+        if self.records.len() < RECORDS_MAX / 4 {
+            return;
+        }
         self.records.retain(|_, r| match r.state {
             State::Done { at, .. } => now.saturating_duration_since(at) < DONE_KEPT,
             _ => true,
@@ -281,43 +350,6 @@ impl Orphans {
                 None => break,
             };
         }
-    }
-}
-
-/// The tokens handed to callers (a `Lock` returned, `resolve`'s `Held`), until their
-/// release ends or their lease is long over: a holder found with one of them is a
-/// caller's lock, never an orphan.
-pub(crate) struct Held {
-    tokens: HashMap<u64, Instant, BuildHasherDefault<IdHasher>>,
-    /// How long past its local deadline a token still counts (the server's lease ends a
-    /// little later than the local deadline).
-    slack: Duration,
-}
-
-impl Held {
-    pub(crate) fn new(slack: Duration) -> Held {
-        Held { tokens: HashMap::default(), slack }
-    }
-
-    pub(crate) fn insert(&mut self, token: u64, deadline: Instant, now: Instant) {
-        if self.tokens.len() >= 1024 && self.tokens.len().is_power_of_two() {
-            let slack = self.slack;
-            self.tokens.retain(|_, d| *d + slack > now);
-        }
-        self.tokens.insert(token, deadline);
-    }
-
-    /// The local deadline of a token handed to a caller.
-    pub(crate) fn deadline(&self, token: u64) -> Option<Instant> {
-        self.tokens.get(&token).copied()
-    }
-
-    pub(crate) fn remove(&mut self, token: u64) {
-        self.tokens.remove(&token);
-    }
-
-    pub(crate) fn contains(&self, token: u64, now: Instant) -> bool {
-        self.tokens.get(&token).is_some_and(|d| *d + self.slack > now)
     }
 }
 
@@ -339,7 +371,15 @@ mod tests {
     }
 
     fn record(orphans: &mut Orphans, now: Instant) -> OrphanId {
-        orphans.open("k".into(), "o".into(), Duration::from_secs(30), now, now + Duration::from_secs(5), now)
+        orphans.open(
+            "k".into(),
+            "o".into(),
+            Duration::from_secs(30),
+            Duration::ZERO,
+            now,
+            now + Duration::from_secs(5),
+            now,
+        )
     }
 
     #[test]
@@ -347,14 +387,18 @@ mod tests {
         let now = Instant::now();
         let mut orphans = Orphans::new(Duration::from_secs(5));
         let id = record(&mut orphans, now);
-        assert_eq!(orphans.claim(id, OpId(7)), Claim::Claimed { settle_at: now + Duration::from_secs(5) });
+        assert_eq!(orphans.claim(id, OpId(6), "k", "other", now), Claim::Missing, "another acquire's id");
+        assert_eq!(
+            orphans.claim(id, OpId(7), "k", "o", now),
+            Claim::Claimed { settle_at: now + Duration::from_secs(5) }
+        );
         assert_eq!(orphans.late_grant(id, now), Some(LateGrant::ToResolve(OpId(7))));
         orphans.unclaim(id, OpId(7), now);
         assert_eq!(
             orphans.late_grant(id, now),
             Some(LateGrant::Release { key: "k".into(), owner: "o".into() })
         );
-        assert_eq!(orphans.claim(id, OpId(8)), Claim::Done { released: true });
+        assert_eq!(orphans.claim(id, OpId(8), "k", "o", now), Claim::Done { released: true });
         assert_eq!(orphans.outstanding(), 0);
     }
 
@@ -363,7 +407,7 @@ mod tests {
         let now = Instant::now();
         let mut orphans = Orphans::new(Duration::from_secs(5));
         let id = record(&mut orphans, now);
-        orphans.claim(id, OpId(1));
+        orphans.claim(id, OpId(1), "k", "o", now);
         assert_eq!(orphans.next_check(), None, "claimed: no background check");
         orphans.unclaim(id, OpId(1), now);
         assert_eq!(orphans.next_check(), Some(now + Duration::from_secs(5)));
@@ -374,16 +418,5 @@ mod tests {
         orphans.checking(id, OpId(3));
         orphans.check_failed(id, false, now + Duration::from_secs(40));
         assert_eq!(orphans.outstanding(), 0, "past settle + lease it gives up");
-    }
-
-    #[test]
-    fn held_tokens_count_until_their_deadline_plus_slack() {
-        let now = Instant::now();
-        let mut held = Held::new(Duration::from_secs(5));
-        held.insert(9, now + Duration::from_secs(1), now);
-        assert!(held.contains(9, now + Duration::from_secs(5)));
-        assert!(!held.contains(9, now + Duration::from_secs(6)));
-        held.remove(9);
-        assert!(!held.contains(9, now));
     }
 }

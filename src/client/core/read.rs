@@ -91,20 +91,26 @@ impl ReadOp {
         if let Some(s) = cx.net.session_mut(session) {
             s.forget(id);
             if s.silent_since(sent_at) && now.saturating_duration_since(sent_at) >= PING_ANSWER_TIMEOUT {
-                log::warn!("session {session:?} answered nothing within the request's budget; reconnecting");
+                log::warn!(
+                    "{} answered nothing within the request's budget; reconnecting",
+                    cx.net.name(session)
+                );
                 cx.net.kill(session);
             }
         }
         Next::Done(Outcome::Read(Err(ClientError::NoAnswer)))
     }
 
-    pub(crate) fn on_answer(&mut self, response: Response, cx: &mut Cx<'_>) -> Next {
+    /// The answer to its request on `session`.
+    pub(crate) fn on_answer(&mut self, session: SessionId, response: Response, cx: &mut Cx<'_>) -> Next {
         self.sent = None;
         match check_answer(response) {
             Err(ClientError::NotLeader { leader }) => {
                 // Not executed: ask again where the `M` pointed (routing moved the hint).
-                // With no leader named, pause: an election is running.
-                if leader.is_none() {
+                // With no leader named — an election runs — or one that is the node
+                // that answered (a confused node), pause instead of asking again at
+                // round-trip speed.
+                if leader.is_none() || cx.net.is_hinted(session) {
                     self.not_before = Some(cx.now + MOVED_PAUSE);
                 }
                 self.moved = Some(ClientError::NotLeader { leader });

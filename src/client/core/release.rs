@@ -17,16 +17,18 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::cx::{Cx, Next, Origin, Outcome};
+use super::cx::{Cx, Next, Origin, Outcome, ReleaseJob, World};
 use super::ids::SessionId;
 use super::net::Target;
-use super::orphans::Orphans;
 use super::session::Waiting;
 use crate::client::error::ReleaseError;
 use crate::client::outcome::ReleaseOutcome;
 use crate::proto::frame::{encode_release, ErrorCode, Response};
 use crate::proto::limits::LEASE_S_MAX;
 
+/// Most releases (explicit, dropped locks, late grants) queued or under way at once;
+/// beyond it a release is refused at once (`QueueFull`), never waited for.
+pub const RELEASE_QUEUE_CAPACITY: usize = 1024;
 /// A release is given up (unconfirmed) this long after it was asked for.
 pub const RELEASE_DEADLINE: Duration = Duration::from_secs(5);
 /// An attempt without an answer for this long is sent again, on any connection.
@@ -75,8 +77,16 @@ pub(crate) struct ReleaseOp {
 }
 
 impl ReleaseOp {
+    /// Starts the release `job`: from now on its token is claimed as being released
+    /// until its lease has surely ended (unknown: the longest lease from now).
+    pub(crate) fn begin(job: ReleaseJob, world: &mut World, margin: Duration, now: Instant) -> ReleaseOp {
+        let lease_max = Duration::from_secs(u64::from(LEASE_S_MAX)) + margin;
+        world.claims.releasing(job.token, job.until.unwrap_or(now + lease_max), now);
+        ReleaseOp::new(job.key, job.owner, job.token, job.origin, job.until, now)
+    }
+
     /// `until`: when the server's lease surely ends, if known (see the field).
-    pub(crate) fn new(
+    fn new(
         key: String,
         owner: Arc<str>,
         token: u64,
@@ -179,7 +189,7 @@ impl ReleaseOp {
     pub(crate) fn ended(
         &self,
         outcome: &Outcome,
-        orphans: &mut Orphans,
+        world: &mut World,
         closing: bool,
         margin: Duration,
         now: Instant,
@@ -193,8 +203,12 @@ impl ReleaseOp {
                 self.key,
                 self.token
             );
-            orphans.open_known(self.key.clone(), Arc::clone(&self.owner), self.token, until, now);
+            // The token stays claimed as being released until `until`.
+            world.orphans.open_known(self.key.clone(), Arc::clone(&self.owner), self.token, until, now);
             return;
+        }
+        if matches!(outcome, Outcome::Release(Ok(_))) {
+            world.claims.released(self.token);
         }
         match (outcome, self.origin) {
             (Outcome::Release(Err(e)), Origin::Dropped | Origin::Compensation) => {

@@ -13,32 +13,50 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::cx::{Cx, Granted, Next, Origin, Outcome, ReleaseJob, Resolved};
-use super::ids::OrphanId;
+use super::ids::{OrphanId, SessionId};
 use super::net::Target;
 use super::orphans::Claim;
 use super::read::ReadOp;
-use crate::client::error::ClientError;
+use crate::client::error::{ClientError, Indeterminate};
 use crate::proto::frame::{Request, Response};
 
 /// What a QUERY said about the acquire's grant.
 enum Found {
-    /// Held by the acquire's owner under a token no caller holds.
+    /// Held by the acquire's owner under a token nothing of this client claims.
     Ours { token: u64, remaining: Duration },
-    /// Free, someone else's, or a token a caller of this client holds.
+    /// Free, someone else's, or a token a caller of this client holds or it releases.
     NotOurs,
-    /// No answer.
+    /// No answer — or a holder that may be the grant of an acquire of the same key by
+    /// the same owner still under way, whose `G` has not arrived: only a later look can
+    /// tell.
     Unknown,
 }
 
-/// `token`: the grant's token when it is known; else any token no caller holds.
-fn judge(result: Result<Response, ClientError>, owner: &str, token: Option<u64>, cx: &Cx<'_>) -> Found {
-    let ours = |held: u64| match token {
-        Some(known) => held == known,
-        None => !cx.held.contains(held, cx.now),
+/// Judges a QUERY's answer for the grant of an ACQUIRE of `key` by `owner`: its
+/// `token` when known; else a token nothing of this client claims (`claims.rs`) while
+/// no acquire of that key by that owner is under way. (A holder that is the grant of
+/// another indeterminate acquire of the same key and owner is a lost grant all the
+/// same: releasing or adopting it for either record is right, and `claims` keeps a
+/// second record from taking it again.)
+fn judge(
+    result: Result<Response, ClientError>,
+    key: &str,
+    owner: &str,
+    token: Option<u64>,
+    cx: &Cx<'_>,
+) -> Found {
+    let ours = |found: u64| match token {
+        Some(known) => found == known,
+        None => !cx.claims.owns_token(found, cx.now),
     };
     match result {
-        Ok(Response::Holder { token, remaining_ms, owner: holder, .. }) if holder == owner && ours(token) => {
-            Found::Ours { token, remaining: Duration::from_millis(u64::from(remaining_ms)) }
+        Ok(Response::Holder { token: found, remaining_ms, owner: holder, .. })
+            if holder == owner && ours(found) =>
+        {
+            if token.is_none() && cx.claims.acquiring(key, owner) {
+                return Found::Unknown;
+            }
+            Found::Ours { token: found, remaining: Duration::from_millis(u64::from(remaining_ms)) }
         }
         Ok(Response::Holder { .. } | Response::Free) => Found::NotOurs,
         Ok(other) => {
@@ -63,27 +81,36 @@ pub(crate) struct ResolveOp {
     key: String,
     owner: Arc<str>,
     lease: Duration,
+    /// The acquire's send instant (the record must have the same).
+    sent_at: Instant,
     end: Instant,
     phase: Phase,
 }
 
 impl ResolveOp {
-    pub(crate) fn new(
-        orphan: Option<OrphanId>,
-        key: String,
-        owner: Arc<str>,
-        lease: Duration,
-        settle_at: Instant,
-        end: Instant,
-    ) -> ResolveOp {
-        ResolveOp { orphan, key, owner, lease, end, phase: Phase::Settling(settle_at) }
+    /// For the indeterminate acquire `attempt`, answered by `end`.
+    pub(crate) fn new(attempt: &Indeterminate, end: Instant) -> ResolveOp {
+        ResolveOp {
+            orphan: attempt.orphan,
+            key: attempt.key.clone(),
+            owner: Arc::from(attempt.owner.as_str()),
+            lease: attempt.lease,
+            sent_at: attempt.sent_at,
+            end,
+            phase: Phase::Settling(attempt.settle_at),
+        }
     }
 
     pub(crate) fn start(&mut self, cx: &mut Cx<'_>) -> Next {
         let claim = match self.orphan {
-            Some(id) => cx.orphans.claim(id, cx.op),
+            Some(id) => cx.orphans.claim(id, cx.op, &self.key, &self.owner, self.sent_at),
             None => Claim::Missing,
         };
+        if claim == Claim::Missing {
+            // Not a record of this client (another client's error, or one long done):
+            // decide by QUERY alone, and never touch a record by that id.
+            self.orphan = None;
+        }
         match claim {
             // The late `G` came and is being released, or the check found none.
             Claim::Done { .. } => return Next::Done(Outcome::Resolve(Resolved::NotHeld)),
@@ -129,10 +156,10 @@ impl ResolveOp {
         }
     }
 
-    pub(crate) fn on_answer(&mut self, response: Response, cx: &mut Cx<'_>) -> Next {
+    pub(crate) fn on_answer(&mut self, session: SessionId, response: Response, cx: &mut Cx<'_>) -> Next {
         match &mut self.phase {
             Phase::Querying(read, _) => {
-                let next = read.on_answer(response, cx);
+                let next = read.on_answer(session, response, cx);
                 self.after_read(next, cx)
             }
             Phase::Settling(at) => Next::Wait(Some(*at)),
@@ -154,6 +181,11 @@ impl ResolveOp {
         if let Phase::Querying(read, _) = &mut self.phase {
             read.forget(cx);
         }
+        if cx.claims.owns_token(token, cx.now) {
+            // Another `resolve` adopted this grant by QUERY, or the client releases it:
+            // it is not this caller's to take.
+            return self.finish(Resolved::NotHeld, cx);
+        }
         let queued_at = self.orphan.and_then(|id| cx.orphans.get(id)).map_or(cx.now, |r| r.queued_at);
         let lease = self.lease.min(Duration::from_millis(u64::from(lease_ms)));
         let deadline = queued_at + lease;
@@ -168,7 +200,7 @@ impl ResolveOp {
     fn after_read(&mut self, next: Next, cx: &mut Cx<'_>) -> Next {
         let Next::Done(Outcome::Read(result)) = next else { return next };
         let Phase::Querying(_, asked) = self.phase else { unreachable!("only a QUERY reads") };
-        match judge(result, &self.owner, None, cx) {
+        match judge(result, &self.key, &self.owner, None, cx) {
             // The local deadline: the instant before the QUERY was sent plus the lease
             // the leader reported left, so never later than the server's expiry.
             Found::Ours { token, remaining } => {
@@ -198,7 +230,7 @@ impl ResolveOp {
     }
 
     fn adopt(&mut self, granted: Granted, cx: &mut Cx<'_>) -> Next {
-        cx.held.insert(granted.token, granted.deadline, cx.now);
+        cx.claims.hand_out(granted.token, granted.deadline, cx.now);
         self.finish(Resolved::Held(granted), cx)
     }
 
@@ -248,7 +280,7 @@ impl OrphanCheck {
         }
         let Some(record) = cx.orphans.get(self.orphan) else { return done };
         let (key, owner, expected) = (record.key.clone(), Arc::clone(&record.owner), record.token);
-        match judge(result, &owner, expected, cx) {
+        match judge(result, &key, &owner, expected, cx) {
             Found::Ours { token, remaining } => {
                 match expected {
                     None => log::warn!(

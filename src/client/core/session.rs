@@ -88,8 +88,11 @@ pub(crate) struct Session {
     /// Some thread is this session's writer (see `Core::next_batch`).
     flushing: bool,
     pub(crate) last_rx: Instant,
-    /// When the outstanding idle PING was queued.
+    /// When the outstanding idle PING was queued, and its request id.
     pub(crate) ping_at: Option<Instant>,
+    pub(crate) ping_id: Option<u32>,
+    /// When the session was made.
+    pub(crate) since: Instant,
     /// A PING skipped because a write was under way is tried again then.
     pub(crate) ping_retry: Option<Instant>,
 }
@@ -111,6 +114,8 @@ impl Session {
             flushing: false,
             last_rx: now,
             ping_at: None,
+            ping_id: None,
+            since: now,
             ping_retry: None,
         }
     }
@@ -180,13 +185,19 @@ impl Session {
         true
     }
 
-    /// The batch in flight was written whole at `now`.
-    pub(crate) fn batch_written(&mut self, now: Instant) {
+    /// The batch in flight was written whole at `now`. Returns the orphan records whose
+    /// ACQUIRE was in it (their caller gave up while the frame waited to be written).
+    pub(crate) fn batch_written(&mut self, now: Instant) -> Vec<OrphanId> {
+        let mut late = Vec::new();
         for frame in self.in_flight.drain(..) {
             if let Some(p) = self.pending.get_mut(&frame.id).filter(|p| p.seq == frame.seq) {
                 p.written_at = Some(now);
+                if let Waiting::LateGrant(orphan) = p.waiting {
+                    late.push(orphan);
+                }
             }
         }
+        late
     }
 
     /// The batch in flight failed after `failure`: the session must die now (nothing

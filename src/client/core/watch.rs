@@ -56,7 +56,10 @@ pub(crate) fn pings(net: &mut Net, idle_ping: Duration, now: Instant) {
         }
     }
     for id in kill {
-        log::warn!("session {id:?} answered nothing for {PING_ANSWER_TIMEOUT:?} after a PING; reconnecting");
+        log::warn!(
+            "{} answered nothing for {PING_ANSWER_TIMEOUT:?} after a PING; reconnecting",
+            net.name(id)
+        );
         if net.session(id).is_some_and(|s| s.leads) || net.is_hinted(id) {
             net.refresh_due = true;
         }
@@ -65,6 +68,12 @@ pub(crate) fn pings(net: &mut Net, idle_ping: Duration, now: Instant) {
     for (id, send) in ping {
         let Some(s) = net.session_mut(id) else { continue };
         s.ping_at = None;
+        if let Some(ping) = s.ping_id.take() {
+            // Another frame answered for the session: its PING's own answer, should it
+            // still come, is of no use (and a server that never answers PINGs must not
+            // grow the pending map).
+            s.forget(ping);
+        }
         if !send {
             continue;
         }
@@ -76,7 +85,10 @@ pub(crate) fn pings(net: &mut Net, idle_ping: Duration, now: Instant) {
         }
         s.ping_retry = None;
         s.ping_at = Some(now);
-        net.send(id, Waiting::Ping, now, |out, rid| encode_request(out, rid, &Request::Ping));
+        let ping = net.send(id, Waiting::Ping, now, |out, rid| encode_request(out, rid, &Request::Ping));
+        if let Some(s) = net.session_mut(id) {
+            s.ping_id = Some(ping);
+        }
     }
 }
 

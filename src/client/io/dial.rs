@@ -42,13 +42,28 @@ impl Dialer {
     /// connection is up and the greeting is awaited (a plain client at a TLS server
     /// waits there: the server waits for TLS).
     pub(crate) fn dial(&self, addr: &str, connected: impl FnOnce(String)) -> Result<Dialed, String> {
+        self.dial_within(addr, connected, None)
+    }
+
+    /// [`Dialer::dial`], all of it (connects and handshake) within `limit` if given.
+    pub(crate) fn dial_within(
+        &self,
+        addr: &str,
+        connected: impl FnOnce(String),
+        limit: Option<Duration>,
+    ) -> Result<Dialed, String> {
+        let end = limit.map(|l| Instant::now() + l);
+        let left = |cap: Duration| match end {
+            Some(end) => cap.min(end.saturating_duration_since(Instant::now())).max(Duration::from_millis(1)),
+            None => cap,
+        };
         let host = host_of(addr).ok_or_else(|| format!("address {addr:?} is not host:port"))?;
         let resolved: Vec<SocketAddr> =
             crate::resolve::resolve(addr).map_err(|e| format!("cannot resolve {addr}: {e}"))?;
         let mut last = format!("{addr} resolved to no address");
         let mut sock = None;
         for target in resolved {
-            match TcpStream::connect_timeout(&target, CONNECT_TIMEOUT) {
+            match TcpStream::connect_timeout(&target, left(CONNECT_TIMEOUT)) {
                 Ok(s) => {
                     sock = Some(s);
                     break;
@@ -80,7 +95,7 @@ impl Dialer {
             }
         };
         let (mut reader, mut writer) = transport::split(sock, tls_state).map_err(io)?;
-        let deadline = Instant::now() + HANDSHAKE_TIMEOUT;
+        let deadline = Instant::now() + left(HANDSHAKE_TIMEOUT);
         reader.set_deadline(Some(deadline)).map_err(io)?;
         writer.set_write_deadline(Some(deadline)).map_err(io)?;
         let welcome = client_handshake(

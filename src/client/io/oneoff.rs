@@ -14,20 +14,20 @@ use crate::proto::limits::RESPONSE_FRAME_LEN_MAX;
 /// The request id of the one request.
 const ONE_OFF_ID: u32 = 1;
 
-/// Dials `addr`, sends `request` and waits up to `timeout` (after the connection is
-/// made) for its answer. `Err(Unavailable)` when no connection could be made (nothing
-/// was sent), `Err(NoAnswer)` when none came.
+/// Dials `addr` (at most 3 s per address to connect and 5 s for the handshake), sends
+/// `request` and waits for its answer, all within `timeout`. `Err(Unavailable)` when no
+/// connection could be made (nothing was sent), `Err(NoAnswer)` when no answer came.
 pub(crate) fn exchange(
     dialer: &Dialer,
     addr: &str,
     request: &Request,
     timeout: Duration,
 ) -> Result<Response, ClientError> {
-    let dialed = dialer.dial(addr, |_| {}).map_err(|e| {
+    let deadline = Instant::now() + timeout;
+    let dialed = dialer.dial_within(addr, |_| {}, Some(timeout)).map_err(|e| {
         log::debug!("one-off connection: {e}");
         ClientError::Unavailable
     })?;
-    let deadline = Instant::now() + timeout;
     let mut writer = dialed.writer;
     let mut frame = Vec::with_capacity(64);
     encode_request(&mut frame, ONE_OFF_ID, request);

@@ -51,7 +51,7 @@ pub(super) fn run_slot(shared: Arc<Shared>, slot: SlotId, dials: Receiver<String
                 let Some((session, conn)) = session else { continue };
                 // The session's first actions (requests that waited for it).
                 shared.with_core(Mode::NonBlocking, |_, _| ());
-                read_session(&shared, session, &conn, dialed.reader);
+                read_session(&shared, session, &addr, &conn, dialed.reader);
                 conn.kill();
                 shared.with_core(Mode::NonBlocking, |core, now| core.on_closed(session, now));
                 shared.state().conns.remove(&session);
@@ -61,7 +61,7 @@ pub(super) fn run_slot(shared: Arc<Shared>, slot: SlotId, dials: Receiver<String
 }
 
 /// Reads frames until the connection ends or breaks the protocol.
-fn read_session(shared: &Arc<Shared>, session: SessionId, conn: &Arc<Conn>, reader: ReadHalf) {
+fn read_session(shared: &Arc<Shared>, session: SessionId, addr: &str, conn: &Arc<Conn>, reader: ReadHalf) {
     let mut frames =
         FrameReader::new(BufReader::with_capacity(READ_BUFFER_LEN, reader), RESPONSE_FRAME_LEN_MAX);
     let mut batch: Vec<(u32, Response)> = Vec::new();
@@ -71,7 +71,7 @@ fn read_session(shared: &Arc<Shared>, session: SessionId, conn: &Arc<Conn>, read
             let payload = match frames.read_payload() {
                 Ok(payload) => payload,
                 Err(e) => {
-                    log::debug!("read from session {session:?}: {e}");
+                    log::debug!("read from {addr}: {e}");
                     broken = true;
                     break;
                 }
@@ -79,7 +79,7 @@ fn read_session(shared: &Arc<Shared>, session: SessionId, conn: &Arc<Conn>, read
             match decode_response(payload) {
                 Ok(frame) => batch.push(frame),
                 Err(e) => {
-                    log::warn!("session {session:?} sent a bad frame: {e}");
+                    log::warn!("{addr} sent a bad frame: {e}; reconnecting");
                     broken = true;
                     break;
                 }

@@ -48,11 +48,19 @@ pub(crate) struct State {
     pub(super) driver_until: Option<Instant>,
 }
 
+/// A caller writes at most this many batches as a session's writer (its own frame is
+/// in the first); then the connection's writer thread takes over. Why: under load others
+/// keep queueing, and a caller must not stay everyone's writer past its own call.
+const CALLER_BATCHES_MAX: usize = 2;
+
 /// May a thread wait for a socket while it does what the core asks?
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Mode {
-    /// A caller: its writes may wait (up to the write deadline).
+    /// A caller: its writes may wait (up to the write deadline), for at most
+    /// [`CALLER_BATCHES_MAX`] batches; other sessions' writes go to their writer threads.
     Blocking,
+    /// A connection's writer thread: writes until nothing is queued.
+    Writer,
     /// A reader, the timer thread, a destructor: writes go out only as far as the
     /// socket takes them at once; the rest is handed to the connection's writer thread.
     NonBlocking,
@@ -135,7 +143,7 @@ impl Shared {
                     deadline = state.core.op_deadline(op);
                     state.drain(self)
                 };
-                self.perform(work, Mode::Blocking);
+                self.perform(work, Mode::Deferred);
             }
         }
     }
@@ -175,12 +183,20 @@ impl Shared {
             return;
         }
         let mut buf = conn.spare_buffer();
+        let mut batches = 0;
         loop {
+            if mode == Mode::Blocking && batches == CALLER_BATCHES_MAX {
+                // Still queued: the writer thread goes on (it takes its own batches).
+                conn.return_buffer(buf);
+                self.hand_over(conn, Vec::new(), 0);
+                return;
+            }
             if !self.state().core.next_batch(conn.session, &mut buf) {
                 break;
             }
+            batches += 1;
             let result = match mode {
-                Mode::Blocking | Mode::Deferred => conn.write(&buf, &self.faults),
+                Mode::Blocking | Mode::Writer | Mode::Deferred => conn.write(&buf, &self.faults),
                 Mode::NonBlocking => match conn.send_now(&buf, &self.faults) {
                     Ok(n) if n < buf.len() => {
                         // The socket's buffer is full (the server is not reading,
@@ -209,7 +225,13 @@ impl Shared {
         result: Result<(), WriteFailure>,
         mode: Mode,
     ) {
-        self.with_core(mode, |core, now| core.on_written(session, result, now));
+        // What the write sets off on other sessions (requests it did not carry, sent
+        // elsewhere now) is their writer threads' to write, not this thread's.
+        let others = match mode {
+            Mode::NonBlocking => Mode::NonBlocking,
+            Mode::Blocking | Mode::Writer | Mode::Deferred => Mode::Deferred,
+        };
+        self.with_core(others, |core, now| core.on_written(session, result, now));
     }
 
     /// Hands the writer's role on `conn` to its writer thread (started the first time
@@ -241,13 +263,13 @@ impl Shared {
         if !batch.is_empty() {
             let result = conn.write_from(&batch, written, &self.faults);
             let failed = result.is_err();
-            self.written(conn.session, result, Mode::Blocking);
+            self.written(conn.session, result, Mode::Writer);
             conn.return_buffer(batch);
             if failed {
                 return;
             }
         }
-        self.flush(&conn, Mode::Blocking);
+        self.flush(&conn, Mode::Writer);
     }
 
     pub(crate) fn is_stopped(&self) -> bool {
