@@ -21,7 +21,7 @@
 //! 3. no orphaned grant: a grant no caller holds gets a RELEASE written within its
 //!    budget once the world is calm, and none is left to its lease at the end (not even
 //!    after a caller's own release that ended `Unconfirmed`);
-//! 4. no RELEASE of a (key, owner, token) no server granted;
+//! 4. no RELEASE of a (key, owner, token) no server granted, or that a caller holds;
 //! 5. every call ends within its documented bound;
 //! 6. a lock handed out is alive and its deadline never passes the server's lease end;
 //!    the model itself never grants a held key, and tokens only grow.
@@ -504,5 +504,32 @@ fn a_commit_slower_than_the_commit_margin_is_found_by_the_second_look() {
     run(&mut w, 200 * MS);
     indeterminate(&w, op);
     run(&mut w, 30 * SEC);
+    all_released(&w);
+}
+
+/// A lost grant that a caller took over (`Client::adopt`, say from another thread that
+/// learned the token) is the caller's: the record's looks leave it alone, the caller's
+/// release ends it, and the record finishes.
+#[test]
+fn a_lost_grant_a_caller_adopted_is_never_released_by_the_background_check() {
+    let mut w = script(3);
+    let leader = w.leader().unwrap();
+    w.commit_override = Some(7 * SEC);
+    let op = w.acquire(SCRIPT, "k", "o-1", 60, ms(0)).unwrap();
+    run(&mut w, 100 * MS + 1000);
+    for s in w.session_of_node(leader) {
+        w.break_session(s);
+    }
+    run(&mut w, 200 * MS);
+    indeterminate(&w, op);
+    run(&mut w, 7200 * MS);
+    let token = *w.checker.grants.keys().next().expect("the grant committed at 7 s");
+    if let Err(e) = w.adopt(token) {
+        fail(&w, e);
+    }
+    run(&mut w, 30 * SEC);
+    assert_eq!(w.holders(), vec![("k".to_string(), "o-1".to_string(), token)], "the caller's lock stands");
+    w.release(Some(SCRIPT), "k", "o-1", token).unwrap();
+    run(&mut w, 70 * SEC);
     all_released(&w);
 }

@@ -115,6 +115,8 @@ impl Client {
     /// this client: for a lock handed between threads or kept across a restart of the
     /// component that took it (not of the process: the deadline is an `Instant`).
     pub fn adopt(&self, parts: LockParts) -> Lock {
+        // A holder with this token is a caller's now, never a lost grant.
+        self.handle().shared.state().core.adopted(parts.token, parts.deadline, std::time::Instant::now());
         Lock::from_parts(self.handle().clone(), parts)
     }
 

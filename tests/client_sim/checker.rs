@@ -200,6 +200,11 @@ impl Checker {
                     self.frames.insert((session, *rid), Frame { op, maybe_written: true, arrived: 0 });
                 }
                 Request::Release { token, key, owner } => match self.grants.get(token) {
+                    Some(g) if g.held => {
+                        return Err(format!(
+                            "invariant 4: RELEASE of ({key}, {owner}, {token}), which a caller holds"
+                        ))
+                    }
                     Some(g) if g.key == *key && g.owner == *owner => {}
                     _ => {
                         return Err(format!(
@@ -347,6 +352,14 @@ impl Checker {
             g.at / MS,
             now / MS
         ))
+    }
+
+    /// A caller took `token` over (`Client::adopt`).
+    pub fn adopted(&mut self, token: u64) {
+        if let Some(g) = self.grants.get_mut(&token) {
+            g.held = true;
+            g.duty = None;
+        }
     }
 
     /// A caller gave its lock up (an explicit release, or a drop): the client must

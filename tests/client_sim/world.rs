@@ -1650,6 +1650,16 @@ impl World {
         Ok(op)
     }
 
+    /// A caller adopts `token` (`Client::adopt`), its lock ending with the server's lease.
+    pub fn adopt(&mut self, token: u64) -> Check {
+        let end = self.checker.grants.get(&token).map(|g| g.lease_end).ok_or("no such grant")?;
+        let (deadline, now) = (self.instant(end), self.instant(self.now));
+        note!(self, "adopt {token}");
+        self.core.adopted(token, deadline, now);
+        self.checker.adopted(token);
+        self.drain()
+    }
+
     pub fn resolve(&mut self, c: usize, acquire: OpId, i: &Indeterminate, end: T) -> Result<OpId, String> {
         let op = self.core.resolve(c, i, self.instant(end), self.instant(self.now));
         note!(self, "c{c} resolve {acquire:?} by {} ms: {op:?}", end / MS);

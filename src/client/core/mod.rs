@@ -105,8 +105,6 @@ impl<W> Core<W> {
         self.now
     }
 
-    // ----- caller requests -------------------------------------------------------
-
     /// Starts an ACQUIRE of `key` for `lease_s` seconds (1..=250), queueing at most
     /// `wait` (0..=300 s). The caller checked the limits. Ends with
     /// [`Outcome::Acquire`].
@@ -199,8 +197,6 @@ impl<W> Core<W> {
     pub fn op_deadline(&self, op: OpId) -> Option<Instant> {
         self.ops.deadline(op)
     }
-
-    // ----- the connections ---------------------------------------------------------
 
     /// A dial of `slot` ended with a session: the node's WELCOME and the socket
     /// address it was reached at. None when the slot is gone meanwhile (close the
@@ -357,8 +353,6 @@ impl<W> Core<W> {
         self.world.net.session_mut(session).is_some_and(|s| s.take_pen())
     }
 
-    // ----- time --------------------------------------------------------------------
-
     /// When the core next needs [`Core::handle_timeout`].
     pub fn poll_timeout(&self) -> Option<Instant> {
         if self.shut_down {
@@ -405,8 +399,6 @@ impl<W> Core<W> {
         self.actions.pop_front()
     }
 
-    // ----- lifecycle and questions ----------------------------------------------------
-
     /// The last handle on the client is gone: finish the background work (releases,
     /// orphan checks), then [`Action::Shutdown`].
     pub fn close(&mut self, now: Instant) {
@@ -444,12 +436,16 @@ impl<W> Core<W> {
         self.world.net.dialed().iter().any(|a| a == addr)
     }
 
+    /// A caller took `token` over (`Client::adopt`): it is a caller's until `deadline`.
+    pub fn adopted(&mut self, token: u64, deadline: Instant, now: Instant) {
+        let now = self.advance(now);
+        self.world.claims.hand_out(token, deadline, now);
+    }
+
     /// Tests: the next request id to try (ids still pending on a session are skipped).
     pub fn set_next_request_id(&mut self, id: u32) {
         self.world.net.set_next_id(id);
     }
-
-    // ----- the machinery ----------------------------------------------------------------
 
     /// Runs one reaction of operation `op` and applies what it decided.
     fn run(&mut self, op: OpId, react: impl FnOnce(&mut Kind, &mut Cx<'_>) -> Next) {
