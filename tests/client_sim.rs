@@ -493,6 +493,14 @@ fn resolve_never_hands_out_a_lock_whose_lease_is_over() {
 /// still escape: docs/client.md, "The window that remains".)
 #[test]
 fn a_commit_slower_than_the_commit_margin_is_found_by_the_second_look() {
+    let mut w = slow_commit_behind_a_broken_connection();
+    run(&mut w, 30 * SEC);
+    all_released(&w);
+}
+
+/// A 3-node cluster whose leader takes 7 s to commit the ACQUIRE of `k` by `o-1`
+/// (lease 60 s) and whose connection breaks 1 ms after it was written: `Indeterminate`.
+fn slow_commit_behind_a_broken_connection() -> World {
     let mut w = script(3);
     let leader = w.leader().unwrap();
     w.commit_override = Some(7 * SEC);
@@ -503,8 +511,7 @@ fn a_commit_slower_than_the_commit_margin_is_found_by_the_second_look() {
     }
     run(&mut w, 200 * MS);
     indeterminate(&w, op);
-    run(&mut w, 30 * SEC);
-    all_released(&w);
+    w
 }
 
 /// A lost grant that a caller took over (`Client::adopt`, say from another thread that
@@ -512,16 +519,7 @@ fn a_commit_slower_than_the_commit_margin_is_found_by_the_second_look() {
 /// release ends it, and the record finishes.
 #[test]
 fn a_lost_grant_a_caller_adopted_is_never_released_by_the_background_check() {
-    let mut w = script(3);
-    let leader = w.leader().unwrap();
-    w.commit_override = Some(7 * SEC);
-    let op = w.acquire(SCRIPT, "k", "o-1", 60, ms(0)).unwrap();
-    run(&mut w, 100 * MS + 1000);
-    for s in w.session_of_node(leader) {
-        w.break_session(s);
-    }
-    run(&mut w, 200 * MS);
-    indeterminate(&w, op);
+    let mut w = slow_commit_behind_a_broken_connection();
     run(&mut w, 7200 * MS);
     let token = *w.checker.grants.keys().next().expect("the grant committed at 7 s");
     if let Err(e) = w.adopt(token) {

@@ -11,7 +11,7 @@ use super::io::Handle;
 use crate::proto::frame::{Request, Response};
 
 /// Pause between two rounds over the known addresses when none answered for good.
-const ROUND_PAUSE: Duration = Duration::from_millis(200);
+const ROUND_PAUSE: Duration = Duration::from_millis(100);
 
 /// One request on a fresh connection to `addr`, answered within `timeout`.
 pub(crate) fn one_off(
@@ -32,11 +32,35 @@ pub(crate) fn replace_member(
     request: &Request,
     timeout: Duration,
 ) -> Result<String, ClientError> {
+    ask_leader(handle, known, request, timeout)
+}
+
+/// `admin transfer-leader`: asks the leader to hand over to `target` (or to the voter
+/// it chooses) and returns the new leader as `ID@ADDR`.
+pub(crate) fn transfer_leader(
+    handle: &Handle,
+    known: &[String],
+    target: Option<u64>,
+    timeout: Duration,
+) -> Result<String, ClientError> {
+    let text = ask_leader(handle, known, &Request::TransferLeader { target }, timeout)?;
+    Ok(text.lines().find_map(|l| l.strip_prefix("leader=")).unwrap_or("").to_owned())
+}
+
+/// Sends `request` to `known` one at a time, following `M` to the leader, until a node
+/// answers it with its STATUS text (returned), refuses it for good (`Refused`,
+/// `Invalid`), or `timeout` passes (the last error).
+fn ask_leader(
+    handle: &Handle,
+    known: &[String],
+    request: &Request,
+    timeout: Duration,
+) -> Result<String, ClientError> {
     let deadline = Instant::now() + timeout;
-    let mut target: Option<String> = None;
+    let mut leader: Option<String> = None;
     let mut last = ClientError::Unavailable;
     while Instant::now() < deadline {
-        let candidates: Vec<String> = match target.take() {
+        let candidates: Vec<String> = match leader.take() {
             Some(leader) => vec![leader],
             None => known.to_vec(),
         };
@@ -48,62 +72,16 @@ pub(crate) fn replace_member(
             match one_off(handle, &addr, request, left) {
                 Ok(Response::Status { text }) => return Ok(text),
                 Ok(other) => return Err(unexpected(other)),
-                Err(ClientError::NotLeader { leader: Some(leader) }) => {
-                    target = Some(leader);
+                Err(ClientError::NotLeader { leader: Some(named) }) => {
+                    leader = Some(named);
                     break;
                 }
-                Err(e @ ClientError::NotLeader { leader: None }) => last = e,
                 Err(e @ (ClientError::Refused(_) | ClientError::Invalid(_))) => return Err(e),
                 Err(e) => last = e,
             }
         }
-        if target.is_none() {
+        if leader.is_none() {
             std::thread::sleep(ROUND_PAUSE.min(deadline.saturating_duration_since(Instant::now())));
-        }
-    }
-    Err(last)
-}
-
-/// `admin transfer-leader`: asks the leader to hand over to `target` (or to the voter
-/// it chooses) and returns the new leader as `ID@ADDR`.
-pub(crate) fn transfer_leader(
-    handle: &Handle,
-    known: &[String],
-    target: Option<u64>,
-    timeout: Duration,
-) -> Result<String, ClientError> {
-    let request = Request::TransferLeader { target };
-    let deadline = Instant::now() + timeout;
-    let mut at: Option<String> = None;
-    let mut last = ClientError::Unavailable;
-    while Instant::now() < deadline {
-        let candidates: Vec<String> = match at.take() {
-            Some(leader) => vec![leader],
-            None => known.to_vec(),
-        };
-        for addr in candidates {
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                break;
-            }
-            match one_off(handle, &addr, &request, left) {
-                Ok(Response::Status { text }) => {
-                    let leader = text.lines().find_map(|l| l.strip_prefix("leader=")).unwrap_or("");
-                    return Ok(leader.to_owned());
-                }
-                Ok(other) => return Err(unexpected(other)),
-                Err(ClientError::NotLeader { leader: Some(leader) }) => {
-                    at = Some(leader);
-                    break;
-                }
-                Err(e @ (ClientError::Refused(_) | ClientError::Invalid(_))) => return Err(e),
-                Err(e) => last = e,
-            }
-        }
-        if at.is_none() {
-            std::thread::sleep(
-                Duration::from_millis(100).min(deadline.saturating_duration_since(Instant::now())),
-            );
         }
     }
     Err(last)

@@ -193,8 +193,8 @@ impl Client {
         match outcome {
             Ok(Outcome::Resolve(Resolved::Held(granted))) => Resolution::Held(Lock::new(
                 self.handle().clone(),
-                attempt.key.clone(),
-                Arc::from(attempt.owner.as_str()),
+                attempt.key.to_string(),
+                Arc::clone(&attempt.owner),
                 granted.token,
                 granted.deadline,
                 granted.lease,

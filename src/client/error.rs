@@ -4,6 +4,7 @@
 //! [`AcquireError::Indeterminate`] (it may be held; do not enter the critical section).
 
 use std::fmt;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::core::ids::OrphanId;
@@ -45,8 +46,10 @@ impl fmt::Display for IndeterminateCause {
 #[derive(Clone, Debug)]
 pub struct Indeterminate {
     pub(crate) cause: IndeterminateCause,
-    pub(crate) key: String,
-    pub(crate) owner: String,
+    // Boxed and shared strings keep `AcquireError` (and every `Result` of an acquire)
+    // small.
+    pub(crate) key: Box<str>,
+    pub(crate) owner: Arc<str>,
     pub(crate) lease: Duration,
     pub(crate) wait: Duration,
     pub(crate) sent_at: Instant,

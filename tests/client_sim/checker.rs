@@ -563,7 +563,7 @@ impl Checker {
                 o.started / MS
             ));
         }
-        for (key, token) in holders {
+        if let Some((key, token)) = holders.first() {
             let Some(g) = self.grants.get(token) else {
                 return Err(format!("model: {key} held under {token}, never granted"));
             };

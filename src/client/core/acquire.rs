@@ -190,8 +190,8 @@ impl AcquireOp {
             });
             return Outcome::Acquire(Err(AcquireError::Indeterminate(Indeterminate {
                 cause: IndeterminateCause::ExpiredOnArrival,
-                key: self.key.clone(),
-                owner: self.owner.to_string(),
+                key: self.key.as_str().into(),
+                owner: Arc::clone(&self.owner),
                 lease: self.lease,
                 wait: self.sent.as_ref().map_or(Duration::ZERO, |s| s.wait),
                 sent_at: pending.queued_at,
@@ -228,8 +228,8 @@ impl AcquireOp {
         );
         Outcome::Acquire(Err(AcquireError::Indeterminate(Indeterminate {
             cause,
-            key: self.key.clone(),
-            owner: self.owner.to_string(),
+            key: self.key.as_str().into(),
+            owner: Arc::clone(&self.owner),
             lease: self.lease,
             wait,
             sent_at: queued_at,

@@ -71,7 +71,8 @@ fn judge(
 enum Phase {
     Settling(Instant),
     /// The QUERY, and the instant before it was sent.
-    Querying(ReadOp, Instant),
+    // Boxed: a resolve is rare, and `Settling` is most of its life.
+    Querying(Box<ReadOp>, Instant),
 }
 
 /// A caller's `resolve`.
@@ -92,8 +93,8 @@ impl ResolveOp {
     pub(crate) fn new(attempt: &Indeterminate, end: Instant) -> ResolveOp {
         ResolveOp {
             orphan: attempt.orphan,
-            key: attempt.key.clone(),
-            owner: Arc::from(attempt.owner.as_str()),
+            key: attempt.key.to_string(),
+            owner: Arc::clone(&attempt.owner),
             lease: attempt.lease,
             sent_at: attempt.sent_at,
             end,
@@ -146,7 +147,7 @@ impl ResolveOp {
             Phase::Settling(_) => {
                 let read =
                     ReadOp::new(Request::Query { key: self.key.clone() }, Target::Any, self.end, cx.now);
-                self.phase = Phase::Querying(read, cx.now);
+                self.phase = Phase::Querying(Box::new(read), cx.now);
                 self.route(cx)
             }
             Phase::Querying(read, _) => {
