@@ -114,6 +114,34 @@ fn grants_in(command: &Command) -> Vec<(&str, &ticketing::lock::Grant)> {
     }
 }
 
+/// Inv 3 and inv 1 on the state before `command`: each grant's token is above the last
+/// one, and its key is free once the command's own release (if any) has run.
+fn impossible_grant(index: u64, before: &LockState, command: &Command) -> Result<(), String> {
+    let last = before.last_token();
+    for (key, g) in grants_in(command) {
+        if g.token <= last {
+            return fail(format!(
+                "inv3: token {} granted at {index} is not above the last token {last}",
+                g.token
+            ));
+        }
+        let holder = before.holder(key);
+        let freed = match (command, &holder) {
+            (_, None) => true,
+            (Command::Release { owner, token, .. }, Some(h)) => h.owner == *owner && h.token == *token,
+            (Command::Expire { token, .. }, Some(h)) => h.token == *token,
+            _ => false,
+        };
+        if !freed {
+            return fail(format!(
+                "inv1: impossible grant committed at {index}: token {} on {key:?} (last token {last}, holder {holder:?})",
+                g.token
+            ));
+        }
+    }
+    Ok(())
+}
+
 pub fn origins_in(command: &Command) -> Vec<Origin> {
     let mut v: Vec<Origin> = grants_in(command).iter().map(|(_, g)| g.origin).collect();
     if let Command::Release { origin, .. } = command {
@@ -245,6 +273,10 @@ impl LockChecker {
         let mut state = self.states.last().unwrap().clone();
         let mut effects = Vec::new();
         if let Some(cmd) = command {
+            // Checked before applying: the state's own defence against such a grant
+            // is a debug assertion (it refuses it in release), and the checker must
+            // say which invariant broke in both profiles.
+            impossible_grant(index, &state, cmd)?;
             state.apply(cmd, &mut effects);
             self.replay_checks(index, cmd, &effects, &state, commit_ms, now)?;
         }
