@@ -17,11 +17,16 @@ Environment variables (docs/configuration.md):
   TICKETING_PEER_AUTH_TOKEN       peer and operator secret, >= 16 bytes, not the client
                                   secret (or _FILE)                required in a cluster
   TICKETING_PEER_AUTH_TOKEN_FILE  file holding the peer secret
-  TICKETING_NODE_ID               u64 node id, never reused        required in a cluster; 1 standalone
+  TICKETING_NODE_ID               u64 node id, never reused, or auto (join: a fresh
+                                  random id)                       required for new; join: auto
   TICKETING_CLUSTER_SELF          own client address as peers dial it (cluster)
-  TICKETING_CLUSTER_PEERS         id@host:port,... of all voters (new) or members (join)
-                                  unset: standalone
+  TICKETING_CLUSTER_PEERS         id@host:port,... of all voters (new); host:port or
+                                  id@host:port of any members (join) unset: standalone
   TICKETING_CLUSTER_STATE         new | join                       default new
+  TICKETING_AUTOPILOT             on | off: the leader replaces a dead voter by a
+                                  caught-up standby                default on
+  TICKETING_AUTOPILOT_DEAD_MS     unreachable this long = dead     default 30000
+  TICKETING_STANDBYS_MAX          learners kept as standbys        default 2
   TICKETING_TLS_CERT              PEM certificate chain; with _KEY enables TLS on both ports
   TICKETING_TLS_KEY               PEM private key
   TICKETING_TLS_CA                PEM CA bundle to verify peers (needs _CERT and _KEY)
@@ -45,6 +50,9 @@ const KNOWN_VARS: &[&str] = &[
     "TICKETING_CLUSTER_SELF",
     "TICKETING_CLUSTER_PEERS",
     "TICKETING_CLUSTER_STATE",
+    "TICKETING_AUTOPILOT",
+    "TICKETING_AUTOPILOT_DEAD_MS",
+    "TICKETING_STANDBYS_MAX",
     "TICKETING_TLS_CERT",
     "TICKETING_TLS_KEY",
     "TICKETING_TLS_CA",
@@ -117,9 +125,33 @@ pub struct Peer {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ClusterConfig {
     pub self_addr: String,
+    /// Members named with their ids (all voters for `new`).
     pub peers: Vec<Peer>,
     pub state: ClusterState,
+    /// `join` only: client addresses of members named without an id, asked for the
+    /// leader (docs/operations.md "Joining").
+    pub seeds: Vec<String>,
+    /// `join` with `TICKETING_NODE_ID=auto` (or unset): the node drew a fresh random id
+    /// and asks the leader to add it as a standby by itself. With a fixed id it waits
+    /// for an operator's `admin replace`.
+    pub auto_join: bool,
+    /// `TICKETING_AUTOPILOT_DEAD_MS`, or `None` with `TICKETING_AUTOPILOT=off`.
+    pub autopilot_dead_ms: Option<u64>,
+    /// `TICKETING_STANDBYS_MAX`: learners a leader adds at their own request at most.
+    pub standbys_max: usize,
 }
+
+/// Default `TICKETING_AUTOPILOT_DEAD_MS`: how long a voter must have been unreachable
+/// before the leader's autopilot replaces it. Well above an election timeout (2 s) and
+/// a planned hand-over (under 1 s), and above a VM's live migration or a long GC pause.
+pub const AUTOPILOT_DEAD_MS_DEFAULT: u64 = 30_000;
+/// `TICKETING_AUTOPILOT_DEAD_MS` is at least this many election timeouts: a voter is
+/// never called dead for missing one election.
+pub const AUTOPILOT_DEAD_ELECTIONS_MIN: u64 = 3;
+/// Default `TICKETING_STANDBYS_MAX`.
+pub const STANDBYS_MAX_DEFAULT: u64 = 2;
+/// Largest `TICKETING_STANDBYS_MAX`: every standby receives every entry.
+pub const STANDBYS_MAX_LIMIT: u64 = 8;
 
 /// Everything a node needs to start. Its `Debug` shows the secrets' lengths only.
 #[derive(Clone, PartialEq, Eq)]
@@ -268,14 +300,30 @@ impl Config {
         };
         let node_id = match get("TICKETING_NODE_ID") {
             None => None,
+            Some(text) if text.trim() == "auto" => Some(NodeIdSetting::Auto),
             Some(text) => match text.trim().parse::<u64>() {
                 Ok(0) | Err(_) => {
-                    return Err(err("TICKETING_NODE_ID", format!("{text:?} is not a non-zero u64")))
+                    return Err(err("TICKETING_NODE_ID", format!("{text:?} is not a non-zero u64 or auto")))
                 }
-                Ok(id) => Some(id),
+                Ok(id) => Some(NodeIdSetting::Fixed(id)),
             },
         };
-        let cluster = cluster_config(get, node_id)?;
+        let mut cluster = cluster_config(get, node_id, election_ms)?;
+        let node_id = match (&mut cluster, node_id) {
+            (_, Some(NodeIdSetting::Fixed(id))) => Some(id),
+            (Some(cluster), _) if cluster.state == ClusterState::Join => {
+                cluster.auto_join = true;
+                Some(fresh_node_id())
+            }
+            (Some(_), Some(NodeIdSetting::Auto)) => return Err(err(
+                "TICKETING_NODE_ID",
+                "auto is for TICKETING_CLUSTER_STATE=join; the founders of a new cluster are listed with \
+                     their ids in TICKETING_CLUSTER_PEERS (or start them all with join and found the cluster \
+                     with `ticketing admin found`)",
+            )),
+            (None, Some(NodeIdSetting::Auto)) => None,
+            (_, None) => None,
+        };
         if let Some(cluster) = &cluster {
             if node_id.is_none() {
                 return Err(err("TICKETING_NODE_ID", "required in cluster mode"));
@@ -451,10 +499,43 @@ fn tls_files(get: &dyn Fn(&str) -> Option<String>) -> Result<Option<TlsFiles>, C
     Ok(Some(files))
 }
 
+/// `TICKETING_NODE_ID` as given.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum NodeIdSetting {
+    Fixed(u64),
+    Auto,
+}
+
+/// A node id no process has used: 63 random bits from the OS (never 0). Why random and
+/// not assigned: a restarted process must not need anyone's bookkeeping to be new, and
+/// two ids drawn this way collide with odds of 2^-63 per pair; the leader still refuses
+/// an id any configuration ever named (docs/operations.md "Node ids").
+pub fn fresh_node_id() -> u64 {
+    use ring::rand::SecureRandom;
+    let mut bytes = [0u8; 8];
+    loop {
+        if ring::rand::SystemRandom::new().fill(&mut bytes).is_err() {
+            // The OS source failing is not a configuration error; fall back on the
+            // clock and the process id, still never 0.
+            let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+            bytes = (t.as_nanos() as u64 ^ (u64::from(std::process::id()) << 32)).to_be_bytes();
+        }
+        let id = u64::from_be_bytes(bytes) >> 1;
+        if id != 0 {
+            return id;
+        }
+    }
+}
+
 fn cluster_config(
     get: &dyn Fn(&str) -> Option<String>,
-    node_id: Option<u64>,
+    node_id: Option<NodeIdSetting>,
+    election_ms: u64,
 ) -> Result<Option<ClusterConfig>, ConfigError> {
+    let node_id = match node_id {
+        Some(NodeIdSetting::Fixed(id)) => Some(id),
+        _ => None,
+    };
     let state = match get("TICKETING_CLUSTER_STATE").as_deref().map(str::trim) {
         None | Some("new") => ClusterState::New,
         Some("join") => ClusterState::Join,
@@ -475,7 +556,15 @@ fn cluster_config(
         return Ok(None);
     };
     let mut peers: Vec<Peer> = Vec::new();
+    let mut seeds: Vec<String> = Vec::new();
     for item in peers_text.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        if state == ClusterState::Join && !item.contains('@') {
+            check_addr("TICKETING_CLUSTER_PEERS", item)?;
+            if !seeds.iter().any(|s| s == item) {
+                seeds.push(item.to_owned());
+            }
+            continue;
+        }
         let peer = parse_peer(item).map_err(|m| err("TICKETING_CLUSTER_PEERS", m))?;
         if peers.iter().any(|p| p.id == peer.id) {
             return Err(err("TICKETING_CLUSTER_PEERS", format!("node id {} appears twice", peer.id)));
@@ -507,10 +596,37 @@ fn cluster_config(
                 Some(_) => {}
             }
         }
-    } else if peers.is_empty() {
+    } else if peers.is_empty() && seeds.is_empty() {
         return Err(err("TICKETING_CLUSTER_PEERS", "a joining node needs at least one existing member"));
     }
-    Ok(Some(ClusterConfig { self_addr, peers, state }))
+    let autopilot = match get("TICKETING_AUTOPILOT").as_deref().map(str::trim) {
+        None | Some("on") => true,
+        Some("off") => false,
+        Some(other) => return Err(err("TICKETING_AUTOPILOT", format!("{other:?} is not on or off"))),
+    };
+    let dead_min = AUTOPILOT_DEAD_ELECTIONS_MIN * election_ms;
+    let dead_ms =
+        number(get, "TICKETING_AUTOPILOT_DEAD_MS", AUTOPILOT_DEAD_MS_DEFAULT.max(dead_min), 1, 86_400_000)?;
+    if dead_ms < dead_min {
+        return Err(err(
+            "TICKETING_AUTOPILOT_DEAD_MS",
+            format!(
+                "{dead_ms} is under {AUTOPILOT_DEAD_ELECTIONS_MIN} election timeouts ({dead_min} ms with \
+                 TICKETING_ELECTION_MS={election_ms}): a voter that missed an election is not dead"
+            ),
+        ));
+    }
+    let standbys_max =
+        number(get, "TICKETING_STANDBYS_MAX", STANDBYS_MAX_DEFAULT, 0, STANDBYS_MAX_LIMIT)? as usize;
+    Ok(Some(ClusterConfig {
+        self_addr,
+        peers,
+        state,
+        seeds,
+        auto_join: false,
+        autopilot_dead_ms: autopilot.then_some(dead_ms),
+        standbys_max,
+    }))
 }
 
 fn parse_peer(item: &str) -> Result<Peer, String> {
@@ -666,6 +782,64 @@ mod tests {
             pairs.push(("TICKETING_CLUSTER_PEERS", peers));
             assert_eq!(config(&pairs).is_ok(), ok, "{peers}");
         }
+    }
+
+    #[test]
+    fn a_joining_node_takes_a_fresh_id_and_members_without_ids() {
+        let join = |extra: &[(&'static str, &'static str)]| {
+            let mut pairs = vec![
+                TOKEN,
+                PEER_TOKEN,
+                ("TICKETING_LISTEN", "127.0.0.9:5225"),
+                ("TICKETING_CLUSTER_SELF", "127.0.0.9:5225"),
+                ("TICKETING_CLUSTER_STATE", "join"),
+                ("TICKETING_CLUSTER_PEERS", "127.0.0.1:5225,2@127.0.0.2:5225,127.0.0.9:5225"),
+            ];
+            pairs.extend_from_slice(extra);
+            config(&pairs)
+        };
+        let a = join(&[]).unwrap();
+        let b = join(&[("TICKETING_NODE_ID", "auto")]).unwrap();
+        assert_ne!(a.node_id, b.node_id, "each start draws its own id");
+        assert!(a.node_id != 0 && a.node_id < 1 << 63);
+        let cluster = a.cluster.unwrap();
+        assert!(cluster.auto_join);
+        assert_eq!(cluster.seeds, ["127.0.0.1:5225", "127.0.0.9:5225"]);
+        assert_eq!(cluster.peers, [Peer { id: 2, addr: "127.0.0.2:5225".into() }]);
+        assert_eq!(cluster.autopilot_dead_ms, Some(AUTOPILOT_DEAD_MS_DEFAULT));
+        assert_eq!(cluster.standbys_max, 2);
+        // A fixed id waits for `admin replace`.
+        let fixed = join(&[("TICKETING_NODE_ID", "44")]).unwrap();
+        assert_eq!(fixed.node_id, 44);
+        assert!(!fixed.cluster.unwrap().auto_join);
+        // Founders are listed with their ids: `auto` is refused for `new`.
+        assert_eq!(cluster_node(&[("TICKETING_NODE_ID", "auto")]).unwrap_err().var, "TICKETING_NODE_ID");
+        // An id-less member is only for `join`.
+        let e =
+            cluster_node(&[("TICKETING_CLUSTER_PEERS", "127.0.0.1:5225,2@127.0.0.2:5225,3@127.0.0.3:5225")])
+                .unwrap_err();
+        assert_eq!(e.var, "TICKETING_CLUSTER_PEERS");
+    }
+
+    #[test]
+    fn autopilot_settings_are_checked() {
+        let off = cluster_node(&[("TICKETING_AUTOPILOT", "off")]).unwrap();
+        assert_eq!(off.cluster.unwrap().autopilot_dead_ms, None);
+        let c = cluster_node(&[("TICKETING_AUTOPILOT_DEAD_MS", "6000")]).unwrap();
+        assert_eq!(c.cluster.unwrap().autopilot_dead_ms, Some(6000));
+        for (var, value) in [
+            ("TICKETING_AUTOPILOT", "yes"),
+            // Under three election timeouts (2000 ms each).
+            ("TICKETING_AUTOPILOT_DEAD_MS", "5999"),
+            ("TICKETING_AUTOPILOT_DEAD_MS", "x"),
+            ("TICKETING_STANDBYS_MAX", "9"),
+        ] {
+            let e = cluster_node(&[(var, value)]).unwrap_err();
+            assert_eq!(e.var, var, "{value}: {e}");
+        }
+        // A long election timeout raises the default threshold with it.
+        let slow = cluster_node(&[("TICKETING_ELECTION_MS", "20000")]).unwrap();
+        assert_eq!(slow.cluster.unwrap().autopilot_dead_ms, Some(60_000));
     }
 
     #[test]

@@ -49,6 +49,19 @@ pub enum ToRaft {
         addr: String,
         reply: Sender<WriterMsg>,
     },
+    /// JOIN: add node `node` at client address `addr` as a standby learner.
+    Join {
+        id: u32,
+        node: u64,
+        addr: String,
+        reply: Sender<WriterMsg>,
+    },
+    /// FOUND: become one of `voters`, the founders of a new cluster.
+    Found {
+        id: u32,
+        voters: Vec<(u64, String)>,
+        reply: Sender<WriterMsg>,
+    },
     /// Hand leadership over to `target` (or the voter the core chooses). `reply`:
     /// `admin transfer-leader`'s request id and connection, answered when another node
     /// leads or the hand-over failed; `None` for the node's own stop (SIGTERM).

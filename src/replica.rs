@@ -335,7 +335,9 @@ impl Replica {
             | Request::Replace { .. }
             | Request::Members
             | Request::TopKeys { .. }
-            | Request::TransferLeader { .. } => {
+            | Request::TransferLeader { .. }
+            | Request::Join { .. }
+            | Request::Found { .. } => {
                 // Answered by connection threads or the Raft thread; never silently
                 // dropped here.
                 scratch.replies.push(Reply {

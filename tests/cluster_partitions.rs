@@ -16,18 +16,6 @@ const HEARTBEAT_MS: u64 = 200;
 /// The election timer's spread: uniform in [2000, 2300) ms.
 const ELECTION_MAX_MS: u64 = 2300;
 
-/// The namespace, entered by this test's thread (the nodes it starts inherit it), or
-/// why not.
-fn namespace(test: &str) -> Option<Netns> {
-    match Netns::create().and_then(|ns| ns.enter().map(|_| ns)) {
-        Ok(ns) => Some(ns),
-        Err(why) => {
-            eprintln!("{test}: SKIPPED, no network namespace: {why}");
-            None
-        }
-    }
-}
-
 fn start(net: &Netns, size: usize) -> (Cluster, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
     let cluster = Cluster::start(size, 7225, dir.path().to_path_buf(), Some(net)).expect("cluster start");
@@ -77,7 +65,7 @@ fn logs(cluster: &Cluster) -> String {
 
 #[test]
 fn a_minority_leader_steps_down_within_an_election_timeout_and_a_heartbeat() {
-    let Some(net) = namespace("a_minority_leader_steps_down") else { return };
+    let Some(net) = faults::netns::for_test("a_minority_leader_steps_down") else { return };
     let (cluster, _dir) = start(&net, 3);
     let leader = cluster.wait_leader(Duration::from_secs(30)).expect("a leader");
     std::thread::sleep(Duration::from_millis(1000));
@@ -100,7 +88,7 @@ fn a_minority_leader_steps_down_within_an_election_timeout_and_a_heartbeat() {
 
 #[test]
 fn a_removed_voter_partitioned_during_its_removal_stops_within_two_election_timeouts_of_the_heal() {
-    let Some(net) = namespace("a_removed_voter_partitioned_during_its_removal") else { return };
+    let Some(net) = faults::netns::for_test("a_removed_voter_partitioned_during_its_removal") else { return };
     let (mut cluster, _dir) = start(&net, 3);
     let leader = cluster.wait_leader(Duration::from_secs(30)).expect("a leader");
     let cut_off = (leader + 1) % 3;
@@ -135,7 +123,7 @@ fn a_removed_voter_partitioned_during_its_removal_stops_within_two_election_time
 /// must hear a node its configuration does not name (docs/protocol-cluster.md §2).
 #[test]
 fn a_lagging_voter_elects_a_new_voter_its_log_does_not_name() {
-    let Some(net) = namespace("a_lagging_voter_elects_a_new_voter") else { return };
+    let Some(net) = faults::netns::for_test("a_lagging_voter_elects_a_new_voter") else { return };
     let (mut cluster, _dir) = start(&net, 3);
     let leader = cluster.wait_leader(Duration::from_secs(30)).expect("a leader");
     let lagging = (leader + 1) % 3;

@@ -6,8 +6,13 @@
 fn the_cluster_module_imports_nothing_of_the_server_module() {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/cluster");
     let mut files = 0;
-    for entry in std::fs::read_dir(&dir).unwrap() {
-        let path = entry.unwrap().path();
+    let mut paths: Vec<std::path::PathBuf> =
+        std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().path()).collect();
+    while let Some(path) = paths.pop() {
+        if path.is_dir() {
+            paths.extend(std::fs::read_dir(&path).unwrap().map(|e| e.unwrap().path()));
+            continue;
+        }
         let text = std::fs::read_to_string(&path).unwrap();
         files += 1;
         for (n, line) in text.lines().enumerate() {

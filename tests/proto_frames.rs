@@ -358,7 +358,7 @@ fn unknown_request_op_is_unknown_op() {
     }
     // Every letter that is not a request op is unknown.
     for op in 0..=255u8 {
-        if !b"ARQSPCLKT".contains(&op) {
+        if !b"ARQSPCLKTJF".contains(&op) {
             assert_eq!(decode_request(&[op, 0, 0, 0, 9]), Err(DecodeError::UnknownOp(op)));
         }
     }
@@ -382,6 +382,56 @@ fn replace_round_trips_and_checks_its_fields() {
         encode_request(&mut bytes, 9, &bad);
         assert!(matches!(decode_request(payload(&bytes)), Err(DecodeError::Invalid { id: 9, .. })), "{addr}");
     }
+}
+
+#[test]
+fn join_round_trips_and_checks_its_fields() {
+    let request = Request::Join { node: 0x1234_5678_9abc_def0, addr: "10.0.0.7:5225".into() };
+    let mut bytes = Vec::new();
+    encode_request(&mut bytes, 9, &request);
+    // len = 4 + op 1 + id 4 + node 8 + str8 (1 + 13)
+    assert_eq!(&bytes[..5], &[0, 0, 0, 27, b'J']);
+    assert_eq!(decode_request(payload(&bytes)), Ok((9, request.clone())));
+    assert!(request.is_admin());
+    for bad in
+        [Request::Join { node: 0, addr: "a:1".into() }, Request::Join { node: 5, addr: "no-port".into() }]
+    {
+        let mut bytes = Vec::new();
+        encode_request(&mut bytes, 9, &bad);
+        assert!(
+            matches!(decode_request(payload(&bytes)), Err(DecodeError::Invalid { id: 9, .. })),
+            "{bad:?}"
+        );
+    }
+}
+
+#[test]
+fn found_round_trips_with_three_or_five_distinct_voters() {
+    let voters: Vec<(u64, String)> = (1..=3).map(|i| (i * 1000, format!("10.0.0.{i}:5225"))).collect();
+    let request = Request::Found { voters: voters.clone() };
+    let mut bytes = Vec::new();
+    encode_request(&mut bytes, 9, &request);
+    assert_eq!(bytes[4], b'F');
+    assert_eq!(bytes[9], 3, "the voter count");
+    assert_eq!(decode_request(payload(&bytes)), Ok((9, request.clone())));
+    assert!(request.is_admin());
+    let mut twice = voters.clone();
+    twice[2].0 = twice[0].0;
+    let four: Vec<(u64, String)> = (1..=4).map(|i| (i, format!("h{i}:5225"))).collect();
+    let mut zero = voters.clone();
+    zero[1].0 = 0;
+    let mut bad_addr = voters;
+    bad_addr[0].1 = "h:0".into();
+    for bad in [twice, four, zero, bad_addr] {
+        let mut bytes = Vec::new();
+        encode_request(&mut bytes, 9, &Request::Found { voters: bad.clone() });
+        assert!(
+            matches!(decode_request(payload(&bytes)), Err(DecodeError::Invalid { id: 9, .. })),
+            "{bad:?}"
+        );
+    }
+    // A count larger than the body is malformed, not a panic.
+    assert!(matches!(decode_request(&[b'F', 0, 0, 0, 9, 5, 0, 0]), Err(DecodeError::Malformed(_))));
 }
 
 #[test]

@@ -11,18 +11,22 @@ pub(super) fn admin(args: &[String]) -> i32 {
         Some("replace") => replace(&args[1..]),
         Some("members") => members(&args[1..]),
         Some("transfer-leader") => transfer_leader(&args[1..]),
+        Some("found") => found(&args[1..]),
         Some("-h" | "--help") | None => {
             print!(
                 "Usage: ticketing admin replace OLD_ID NEW_ID@ADDR [--addr ADDR]\n       \
                  ticketing admin members [--addr ADDR]\n       \
-                 ticketing admin transfer-leader [ID] [--addr ADDR]\n\n\
+                 ticketing admin transfer-leader [ID] [--addr ADDR]\n       \
+                 ticketing admin found ADDR,ADDR,ADDR[,ADDR,ADDR]\n\n\
                  replace: the leader adds NEW (started with TICKETING_CLUSTER_STATE=join and a\n\
                  NodeId never used in the cluster) as a learner, streams it the state, then swaps\n\
                  OLD for NEW with joint consensus. OLD stops by itself once removed.\n\
                  members: the voters and learners, as the leader reports them.\n\
                  transfer-leader: the leader hands leadership to voter ID (without ID: the\n\
-                 caught-up voter it chooses) and the command waits until that node leads.\n\n\
-                 All three authenticate with the operator secret: TICKETING_PEER_AUTH_TOKEN or\n\
+                 caught-up voter it chooses) and the command waits until that node leads.\n\
+                 found: the 3 or 5 waiting nodes at ADDR (started with TICKETING_CLUSTER_STATE=join,\n\
+                 knowing no cluster) found a new cluster together; run once, when a cluster is born.\n\n\
+                 All four authenticate with the operator secret: TICKETING_PEER_AUTH_TOKEN or\n\
                  TICKETING_PEER_AUTH_TOKEN_FILE (the cluster's peer secret).\n\n\
                  {ADMIN_ENV}\n\n{EXIT_CODES}\n"
             );
@@ -149,6 +153,60 @@ fn transfer_leader(args: &[String]) -> i32 {
     }
 }
 
+/// How long `admin found` waits for each node's answer.
+const FOUND_TIMEOUT: Duration = Duration::from_secs(10);
+
+fn found(args: &[String]) -> i32 {
+    let opts = client_options();
+    let about = "Founds a new cluster of the 3 or 5 nodes at ADDR,...: each must be waiting, started with \
+                 TICKETING_CLUSTER_STATE=join, and know no cluster (see docs/operations.md, \"Founding\"). \
+                 Prints each node's answer.";
+    let matches = match parse_with_env(
+        &opts,
+        args,
+        "ticketing admin found ADDR,ADDR,ADDR[,ADDR,ADDR] [options]",
+        about,
+        ADMIN_ENV,
+    ) {
+        Ok(m) => m,
+        Err(code) => return code,
+    };
+    let addrs: Vec<String> = matches.free.iter().flat_map(|a| split_addrs(a)).collect();
+    if addrs.len() != 3 && addrs.len() != 5 {
+        eprintln!(
+            "ticketing admin found: expected the addresses of 3 or 5 waiting nodes, got {}; see --help",
+            addrs.len()
+        );
+        return EXIT_USAGE;
+    }
+    let client = match build_admin_client(&matches) {
+        Ok(c) => c,
+        Err(code) => return code,
+    };
+    match client.found_cluster(&addrs, FOUND_TIMEOUT) {
+        Ok(answers) => {
+            let mut code = EXIT_OK;
+            for (addr, answer) in addrs.iter().zip(answers) {
+                match answer {
+                    Ok(text) => println!("{addr}: {}", text.trim().replace('\n', " ")),
+                    Err(e) => {
+                        println!("{addr}: not founding: {e}");
+                        code = EXIT_NO;
+                    }
+                }
+            }
+            code
+        }
+        Err(e) => {
+            eprintln!("ticketing admin found: nothing founded: {e}");
+            match e {
+                ClientError::Refused(_) => EXIT_NO,
+                other => client_exit(&other),
+            }
+        }
+    }
+}
+
 fn members(args: &[String]) -> i32 {
     let opts = client_options();
     let about = "Prints the cluster's voters and learners (id@address, with the process incarnation the \
@@ -169,12 +227,27 @@ fn members(args: &[String]) -> i32 {
                     .unwrap_or("")
             };
             println!("leader   {} (node {}, term {})", field("leader"), field("leader_id"), field("term"));
-            // member=ID ROLE ADDR incarnation=X
+            // member=ID ROLE ADDR incarnation=X [unreachable_ms=N] (the leader adds how
+            // long it has not heard from each member)
+            let standbys: Vec<&str> = field("standbys").split(',').filter(|s| !s.is_empty()).collect();
             for line in text.lines().filter_map(|l| l.strip_prefix("member=")) {
                 let parts: Vec<&str> = line.split(' ').collect();
-                if let [id, role, addr, incarnation] = parts.as_slice() {
-                    println!("{role:<8} {id}@{addr}  {}", incarnation.replace('=', " "));
+                if let [id, role, addr, incarnation, extra @ ..] = parts.as_slice() {
+                    let role = if *role == "learner" && standbys.contains(id) { "standby" } else { role };
+                    let mut line = format!("{role:<8} {id}@{addr}  {}", incarnation.replace('=', " "));
+                    for field in extra {
+                        if let Some(ms) =
+                            field.strip_prefix("unreachable_ms=").and_then(|v| v.parse::<u64>().ok())
+                        {
+                            line.push_str(&format!("  unreachable for {:.1} s", ms as f64 / 1000.0));
+                        }
+                    }
+                    println!("{line}");
                 }
+            }
+            let autopilot = field("autopilot");
+            if !autopilot.is_empty() {
+                println!("autopilot {autopilot}");
             }
             let retired = field("retired");
             if !retired.is_empty() {

@@ -263,8 +263,15 @@ fn start_cluster(token: &[u8]) -> std::io::Result<(Vec<Option<Server>>, Vec<Stri
         let mut config = Config::standalone(addr.parse().expect("a literal address"), token.to_vec());
         config.node_id = i as u64 + 1;
         config.peer_auth_token = Some(peer_token.clone());
-        config.cluster =
-            Some(ClusterConfig { self_addr: addr.clone(), peers: peers.clone(), state: ClusterState::New });
+        config.cluster = Some(ClusterConfig {
+            self_addr: addr.clone(),
+            peers: peers.clone(),
+            state: ClusterState::New,
+            seeds: Vec::new(),
+            auto_join: false,
+            autopilot_dead_ms: Some(crate::config::AUTOPILOT_DEAD_MS_DEFAULT),
+            standbys_max: crate::config::STANDBYS_MAX_DEFAULT as usize,
+        });
         servers.push(Some(Server::start(config)?));
     }
     Ok((servers, addrs))

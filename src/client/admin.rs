@@ -47,6 +47,53 @@ pub(crate) fn transfer_leader(
     Ok(text.lines().find_map(|l| l.strip_prefix("leader=")).unwrap_or("").to_owned())
 }
 
+/// `admin found`: the id of each waiting node (from its MEMBERS answer), then FOUND
+/// with all of them to each. Every node must answer MEMBERS as one that knows no
+/// cluster (no `member=` line): a node of a running cluster is never made a founder.
+pub(crate) fn found_cluster(
+    handle: &Handle,
+    addrs: &[String],
+    timeout: Duration,
+) -> Result<Vec<Result<String, ClientError>>, ClientError> {
+    if addrs.len() != 3 && addrs.len() != 5 {
+        return Err(ClientError::Invalid(format!(
+            "a new cluster has 3 or 5 voters; {} addresses given",
+            addrs.len()
+        )));
+    }
+    let mut voters = Vec::with_capacity(addrs.len());
+    for addr in addrs {
+        let text = match one_off(handle, addr, &Request::Members, timeout)? {
+            Response::Status { text } => text,
+            other => return Err(unexpected(other)),
+        };
+        let field =
+            |name: &str| text.lines().find_map(|l| l.strip_prefix(name)).unwrap_or("").trim().to_owned();
+        if text.lines().any(|l| l.strip_prefix("member=").is_some()) {
+            return Err(ClientError::Refused(format!(
+                "{addr} belongs to a cluster already (members {}); a cluster is founded once",
+                text.lines().filter_map(|l| l.strip_prefix("member=")).collect::<Vec<_>>().join("; ")
+            )));
+        }
+        let id: u64 = field("node_id=")
+            .parse()
+            .map_err(|_| ClientError::Invalid(format!("{addr} did not say its node id")))?;
+        // The address the node was started with (TICKETING_CLUSTER_SELF): what its peers
+        // will dial, whatever name the operator reached it by.
+        let own = field("self=");
+        voters.push((id, if own.is_empty() { addr.clone() } else { own }));
+    }
+    let request = Request::Found { voters };
+    Ok(addrs
+        .iter()
+        .map(|addr| match one_off(handle, addr, &request, timeout) {
+            Ok(Response::Status { text }) => Ok(text),
+            Ok(other) => Err(unexpected(other)),
+            Err(e) => Err(e),
+        })
+        .collect())
+}
+
 /// Sends `request` to `known` one at a time, following `M` to the leader, until a node
 /// answers it with its STATUS text (returned), refuses it for good (`Refused`,
 /// `Invalid`), or `timeout` passes (the last error).

@@ -282,6 +282,46 @@ impl Client {
         super::admin::transfer_leader(self.handle(), &self.known_addrs(), target, timeout)
     }
 
+    /// The admin op MEMBERS asked of the node at `addr` alone, on a one-off connection
+    /// (not following `M`): how that node sees the membership. Blocks at most `timeout`.
+    pub fn members_at(&self, addr: &str, timeout: Duration) -> Result<String, ClientError> {
+        match super::admin::one_off(self.handle(), addr, &Request::Members, timeout)? {
+            Response::Status { text } => Ok(text),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    /// JOIN (docs/operations.md "Joining"): asks the leader at `leader` — and only it:
+    /// an `M` comes back as [`ClientError::NotLeader`] — to add node `node`, reachable at
+    /// client address `node_addr`, as a standby learner. Returns the leader's report
+    /// once the learner is in the committed configuration. Blocks at most `timeout`.
+    pub fn join_cluster(
+        &self,
+        node: u64,
+        node_addr: &str,
+        leader: &str,
+        timeout: Duration,
+    ) -> Result<String, ClientError> {
+        let request = Request::Join { node, addr: node_addr.to_owned() };
+        match super::admin::one_off(self.handle(), leader, &request, timeout)? {
+            Response::Status { text } => Ok(text),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    /// `admin found` (docs/operations.md "Founding"): asks the waiting nodes at `addrs`
+    /// (3 or 5, started with `TICKETING_CLUSTER_STATE=join`, knowing no cluster) for
+    /// their ids, then tells each to found a new cluster of them all. Returns one line
+    /// per node: its answer or why it refused. `Err` when a node could not be asked
+    /// for its id (nothing was founded then). Blocks at most `timeout` per node and step.
+    pub fn found_cluster(
+        &self,
+        addrs: &[String],
+        timeout: Duration,
+    ) -> Result<Vec<Result<String, ClientError>>, ClientError> {
+        super::admin::found_cluster(self.handle(), addrs, timeout)
+    }
+
     /// The addresses this client cannot connect to right now, each with why its last
     /// attempt failed (connection refused, the auth token, TLS, ...), for messages that
     /// name the cause. Empty when every address it tried is connected.

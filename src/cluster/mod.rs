@@ -2,6 +2,7 @@
 //! dial and accept peer connections. The lock side is the same lock-table thread as
 //! standalone, fed by the Raft thread instead of a loopback log.
 
+pub mod join;
 pub mod net;
 pub mod peer;
 pub mod raft_thread;
@@ -162,6 +163,7 @@ pub fn start(s: ClusterStart<'_>) -> std::io::Result<ClusterHandles> {
     let mut raft_config = RaftConfig::new(me);
     raft_config.heartbeat_ms = config.heartbeat_ms;
     raft_config.election_ms = config.election_ms;
+    raft_config.autopilot_dead_ms = cluster.autopilot_dead_ms;
     let now = s.clock.now_ms();
     let raft = match cluster.state {
         ClusterState::New => {
@@ -178,8 +180,11 @@ pub fn start(s: ClusterStart<'_>) -> std::io::Result<ClusterHandles> {
     };
 
     let mut threads = Vec::new();
-    let first_contact =
-        Arc::new(FirstContact { founding: cluster.state == ClusterState::New, made: AtomicBool::new(false) });
+    let first_contact = Arc::new(FirstContact {
+        started_new: cluster.state == ClusterState::New,
+        founding: AtomicBool::new(cluster.state == ClusterState::New),
+        made: AtomicBool::new(false),
+    });
     let kit = DialerKit {
         hello: Arc::new(hello.clone()),
         key: peer_key.clone(),
@@ -196,8 +201,31 @@ pub fn start(s: ClusterStart<'_>) -> std::io::Result<ClusterHandles> {
         redial.insert(p.id, kit.spawn(p.id, &p.addr)?);
     }
 
-    let raft_loop =
+    if cluster.state == ClusterState::Join {
+        let mut ask: Vec<String> = cluster.seeds.clone();
+        for p in &cluster.peers {
+            if !ask.contains(&p.addr) {
+                ask.push(p.addr.clone());
+            }
+        }
+        ask.retain(|a| *a != cluster.self_addr);
+        let joiner = join::Joiner {
+            me,
+            self_addr: cluster.self_addr.clone(),
+            ask,
+            auto: cluster.auto_join,
+            peer_secret: peer_token.to_vec(),
+            tls_ca: config.tls.as_ref().and_then(|t| t.ca.clone()),
+            view: view.clone(),
+            stopping: stopping.clone(),
+        };
+        // Not joined at stop: an exchange under way may take seconds, and the thread
+        // holds nothing that must be given back.
+        std::thread::Builder::new().name("join".into()).spawn(move || joiner.run())?;
+    }
+    let mut raft_loop =
         RaftLoop::new(raft, s.poll, s.raft_rx, s.to_table, view.clone(), redial, s.clock.clone(), kit);
+    raft_loop.standbys_max = cluster.standbys_max;
     threads.push(std::thread::Builder::new().name("raft".into()).spawn(move || raft_loop.run())?);
 
     let acceptor = Acceptor {
@@ -239,7 +267,10 @@ pub fn start(s: ClusterStart<'_>) -> std::io::Result<ClusterHandles> {
 /// exit status 2 and says how to replace it.
 struct FirstContact {
     /// Started with `TICKETING_CLUSTER_STATE=new`.
-    founding: bool,
+    started_new: bool,
+    /// Founding a domain: started with `new`, or told to by FOUND (`ticketing admin
+    /// found`) while waiting to join.
+    founding: AtomicBool,
     /// Set once a handshake with a peer without a domain (or any, once we have one)
     /// succeeded: from then on this node is part of the domain being founded.
     made: AtomicBool,
@@ -249,7 +280,7 @@ impl FirstContact {
     /// Judges a peer's domain at a successful handshake; `Err` is the fatal message.
     fn judge(&self, ours: u64, peer: &PeerHello, peer_addr: &str) -> Result<(), String> {
         self.domain_exists(ours, peer.node_id, peer.domain, peer_addr)?;
-        if self.founding {
+        if self.founding.load(Ordering::SeqCst) {
             self.made.store(true, Ordering::SeqCst);
         }
         Ok(())
@@ -258,7 +289,7 @@ impl FirstContact {
     /// A peer answered (a handshake, or a refusal after its WELCOME) that fencing domain
     /// `theirs` exists: fatal for a founding node that is not part of a domain yet.
     fn domain_exists(&self, ours: u64, peer_id: u64, theirs: u64, peer_addr: &str) -> Result<(), String> {
-        if !self.founding || self.made.load(Ordering::SeqCst) {
+        if !self.founding.load(Ordering::SeqCst) || self.made.load(Ordering::SeqCst) {
             return Ok(());
         }
         let peer = PeerHello { node_id: peer_id, incarnation: 0, domain: theirs, addr: String::new() };
@@ -266,9 +297,10 @@ impl FirstContact {
             return Err(format!(
                 "TICKETING_CLUSTER_STATE: node {} at {peer_addr} reports fencing domain {}: the cluster \
                  already exists, so this node, started with TICKETING_CLUSTER_STATE=new, cannot found it \
-                 (it started after the cluster formed, or it ran before and lost its state). Start a \
-                 replacement under a new NodeId with TICKETING_CLUSTER_STATE=join and run `ticketing admin \
-                 replace` (docs/operations.md)",
+                 (it started after the cluster formed, or it ran before and lost its state). Start it \
+                 again with TICKETING_CLUSTER_STATE=join and TICKETING_NODE_ID=auto (or unset): it \
+                 joins under a fresh id as a standby, and the leader's autopilot swaps it for the \
+                 dead voter (docs/deploy.md)",
                 peer.node_id, peer.domain
             ));
         }
@@ -314,6 +346,17 @@ impl DialerKit {
         };
         std::thread::Builder::new().name(format!("dial-{peer}")).spawn(move || dialer.run(rx))?;
         Ok(tx)
+    }
+
+    /// Started with `TICKETING_CLUSTER_STATE=join` (FOUND may make it a founder).
+    pub fn joining(&self) -> bool {
+        !self.first_contact.started_new
+    }
+
+    /// FOUND made this waiting node a founder: from now on the founders' rule holds (a
+    /// peer that reports an existing domain stops it, see `FirstContact`).
+    pub fn start_founding(&self) {
+        self.first_contact.founding.store(true, Ordering::SeqCst);
     }
 
     /// This process's incarnation (a random number chosen at start).
@@ -434,7 +477,8 @@ impl Dialer {
             refusal::NODE_ID_REUSED => {
                 kit.set_fatal(format!(
                     "TICKETING_NODE_ID: node {} refused this node: {reason}. A node that lost its state must \
-                     be replaced under a new NodeId (TICKETING_CLUSTER_STATE=join)",
+                     come back under a new NodeId: start it with TICKETING_CLUSTER_STATE=join and \
+                     TICKETING_NODE_ID=auto (docs/deploy.md)",
                     self.peer
                 ));
                 DialOutcome::Stop

@@ -18,6 +18,8 @@ use crossbeam_channel::{Receiver, Sender, TryRecvError};
 use log::{debug, info, warn};
 use mio::{Events, Interest, Poll, Token, Waker};
 
+mod admin;
+
 use super::net::PeerConn;
 use super::peer::Established;
 use super::view::ClusterView;
@@ -28,6 +30,7 @@ use crate::messages::{Clock, FromLog, FromLogSink, ToRaft, WriterMsg};
 use crate::proto::{ErrorCode, Response};
 use crate::raft::{Raft, Role};
 use crate::replica::ToLog;
+use admin::AdminJob;
 
 /// How often membership bookkeeping runs (dialers, replicated addresses).
 const HOUSEKEEPING_MS: u64 = 200;
@@ -94,6 +97,10 @@ pub struct RaftLoop {
     next_token: usize,
     kit: DialerKit,
     admin: Option<AdminJob>,
+    /// JOINs add learners while fewer than this many exist (`TICKETING_STANDBYS_MAX`).
+    pub standbys_max: usize,
+    /// Set once a FOUND made this waiting node a founder (`admin::found`).
+    founded: bool,
     /// `admin transfer-leader` requests waiting for the hand-over to end.
     transfers: Vec<TransferWait>,
     /// Peers a dial attempt is under way to (no link yet).
@@ -184,6 +191,8 @@ impl RaftLoop {
             next_token: 1,
             kit,
             admin: None,
+            standbys_max: crate::config::STANDBYS_MAX_DEFAULT as usize,
+            founded: false,
             transfers: Vec::new(),
             dialing: BTreeSet::new(),
             waiting: HashMap::new(),
@@ -273,7 +282,7 @@ impl RaftLoop {
         let age_max = self.raft.config().election_ms / 2;
         let dial_queues = self.waiting.values().map(|q| q.since_ms + age_max);
         // These two are judged with `now > deadline`.
-        let admin = self.admin.as_ref().map(|job| job.deadline_ms + 1);
+        let admin = self.admin.as_ref().map(|job| job.deadline_ms() + 1);
         let transfers = self.transfers.iter().map(|t| t.deadline_ms + 1);
         dial_queues
             .chain(admin)
@@ -429,7 +438,14 @@ impl RaftLoop {
                     self.raft.step(peer, crate::raft::Message::Removed { term, config_index: u64::MAX }, now);
                 }
                 Ok(ToRaft::Admin { id, old, new, addr, reply }) => {
-                    self.start_admin(AdminJob::new(id, old, new, addr, reply), now)
+                    self.start_admin(AdminJob::replace(id, old, new, addr, reply), now)
+                }
+                Ok(ToRaft::Join { id, node, addr, reply }) => {
+                    self.start_admin(AdminJob::join(id, node, addr, reply), now)
+                }
+                Ok(ToRaft::Found { id, voters, reply }) => {
+                    let response = self.found(&voters, now);
+                    let _ = reply.send(WriterMsg::Reply { id, response, counted: true });
                 }
                 Ok(ToRaft::Transfer { target, reply }) => self.start_transfer(target, reply, now),
                 Ok(ToRaft::Dial { peer, started }) => self.on_dial(peer, started),
@@ -563,6 +579,9 @@ impl RaftLoop {
         if let Some(active) = ready.handover {
             info!("hand-over of leadership {}", if active { "started" } else { "ended" });
             (self.to_table)(FromLog::Handover(active));
+        }
+        for event in &ready.autopilot {
+            self.log_autopilot(event);
         }
         if ready.removed && !self.view.removed.swap(true, Ordering::SeqCst) {
             warn!("this node is no longer a member of the cluster");
@@ -705,7 +724,7 @@ impl RaftLoop {
         self.view.publish(&self.raft);
         // What follows depends only on the configurations (and an admin change under
         // way): recomputed when one of them changed, not every turn.
-        let adding = self.admin.as_ref().map(|job| job.new);
+        let adding = self.admin.as_ref().map(|job| job.new_node());
         let configs_changed = self.admission_watch.changed(&self.raft);
         if !configs_changed && adding == self.admission_adding {
             return;
@@ -719,7 +738,7 @@ impl RaftLoop {
         let (_, committed) = self.raft.committed_membership();
         let mut members = self.raft.membership().all_nodes();
         members.extend(committed.all_nodes());
-        members.extend(self.admin.as_ref().map(|job| job.new));
+        members.extend(self.admin.as_ref().map(|job| job.new_node()));
         let retired: BTreeSet<u64> = self.ever_committed.difference(&members).copied().collect();
         let config_known = !members.is_empty();
         self.view.set_admission(members, retired, config_known);
@@ -834,43 +853,6 @@ fn leader_text(leader: &str) -> Response {
     Response::Status { text: format!("leader={leader}\n") }
 }
 
-/// An `admin replace` in progress on this leader (one at a time).
-pub struct AdminJob {
-    id: u32,
-    old: u64,
-    new: u64,
-    addr: String,
-    reply: Sender<WriterMsg>,
-    phase: AdminPhase,
-    deadline_ms: u64,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum AdminPhase {
-    /// Waiting for the new node to accept our connection.
-    Dialing,
-    /// The new node is a learner, receiving the snapshot and the log.
-    CatchingUp,
-    /// Joint consensus old → new is in the log.
-    Swapping,
-}
-
-impl AdminJob {
-    fn new(id: u32, old: u64, new: u64, addr: String, reply: Sender<WriterMsg>) -> AdminJob {
-        AdminJob { id, old, new, addr, reply, phase: AdminPhase::Dialing, deadline_ms: 0 }
-    }
-
-    fn answer(&self, response: Response) {
-        // The reader counted the request as pending.
-        let _ = self.reply.send(WriterMsg::Reply { id: self.id, response, counted: true });
-    }
-
-    fn refuse(&self, why: String) {
-        warn!("replace {} by {}: refused: {why}", self.old, self.new);
-        self.answer(Response::Error { code: ErrorCode::Refused, message: why });
-    }
-}
-
 impl RaftLoop {
     fn members(&self) -> std::collections::BTreeSet<u64> {
         let m = self.raft.membership();
@@ -890,6 +872,15 @@ impl RaftLoop {
         // yet (a learner catching up must be able to answer it).
         let mut wanted = members.clone();
         wanted.extend(self.raft.leader_id());
+        // A joining node that knows no configuration dials the leader a member named
+        // (`join.rs`): the leader accepts that link once it adds this node, and a link
+        // of our own is what lets this node step anything (`admitted`).
+        if members.is_empty() {
+            for (id, addr) in self.view.vouched_leaders() {
+                self.view.learn_addr(id, &addr);
+                wanted.insert(id);
+            }
+        }
         for &id in wanted.iter().filter(|id| **id != me) {
             self.dial(id);
         }
@@ -915,7 +906,7 @@ impl RaftLoop {
         for token in silenced {
             self.close_quietly(token);
         }
-        let pending_new = self.admin.as_ref().map(|job| job.new);
+        let pending_new = self.admin.as_ref().map(|job| job.new_node());
         let linger_ms = LINGER_ELECTION_TIMEOUTS * self.raft.config().election_ms;
         let in_use = |id: &u64| self.last_used.get(id).is_some_and(|t| now < t + linger_ms);
         let gone: Vec<u64> = self
@@ -975,144 +966,6 @@ impl RaftLoop {
         let mut data = Vec::with_capacity(64);
         encode_command(&mut data, command);
         let _ = self.raft.propose(data);
-    }
-
-    /// Checks an `admin replace` and starts it, or refuses it at once.
-    fn start_admin(&mut self, mut job: AdminJob, now: u64) {
-        if !self.raft.is_leader() {
-            job.answer(Response::Moved { leader: self.leader_addr() });
-            return;
-        }
-        if let Err(why) = self.check_replace(&job) {
-            job.refuse(why);
-            return;
-        }
-        info!("replace {} by {} at {}: connecting", job.old, job.new, job.addr);
-        self.view.learn_addr(job.new, &job.addr);
-        match self.kit.spawn(job.new, &job.addr) {
-            Ok(tx) => {
-                self.redial.insert(job.new, tx);
-                self.dialing.insert(job.new);
-            }
-            Err(e) => {
-                job.refuse(format!("cannot start a dialer: {e}"));
-                return;
-            }
-        }
-        job.phase = AdminPhase::Dialing;
-        job.deadline_ms = now + ADMIN_DIAL_MS;
-        self.admin = Some(job);
-    }
-
-    fn check_replace(&self, job: &AdminJob) -> Result<(), String> {
-        if self.admin.is_some() || self.raft.config_change_pending() || self.raft.membership().is_joint() {
-            return Err("a membership change is already in progress".into());
-        }
-        let membership = self.raft.membership();
-        if !membership.voters.contains(&job.old) {
-            return Err(format!("node {} is not a voter", job.old));
-        }
-        // A joining node has connected already (that is how it catches up); what makes an
-        // id "used" is membership, now or before.
-        let used = |id: &u64| self.retired.contains(id) || self.ever_committed.contains(id);
-        if self.members().contains(&job.new) || used(&job.new) {
-            return Err(format!("node id {} was already used in this cluster; pick a new one", job.new));
-        }
-        // The joint configuration needs a majority of the old voters and of the new
-        // ones; the new node counts once it has caught up. Reachable = this leader or
-        // a voter we hold a connection to.
-        let alive = |id: &u64| *id == self.raft.id() || self.outbound.contains_key(id);
-        let voters = membership.voters.len();
-        let old_alive = membership.voters.iter().filter(|id| alive(id)).count();
-        let new_alive = membership.voters.iter().filter(|id| **id != job.old && alive(id)).count() + 1;
-        if old_alive <= voters / 2 || new_alive <= voters / 2 {
-            return Err(format!(
-                "not enough voters alive to commit the change ({old_alive} of {voters} reachable)"
-            ));
-        }
-        Ok(())
-    }
-
-    /// Moves the job in progress one step forward, answering when it ends.
-    fn step_admin(&mut self, now: u64) {
-        let Some(job) = self.admin.take() else { return };
-        self.admin = self.advance_admin(job, now);
-    }
-
-    fn advance_admin(&mut self, mut job: AdminJob, now: u64) -> Option<AdminJob> {
-        // Done, whoever leads now: the committed configuration has new and not old.
-        let (_, committed) = self.raft.committed_membership();
-        if job.phase == AdminPhase::Swapping
-            && !committed.is_joint()
-            && committed.voters.contains(&job.new)
-            && !committed.voters.contains(&job.old)
-        {
-            let voters: Vec<u64> = committed.voters.iter().copied().collect();
-            let voters = self.view.members_text(&voters);
-            info!("replace {} by {}: done; voters {voters}", job.old, job.new);
-            let text = format!("replaced {} by {}\nvoters={voters}\n", job.old, job.new);
-            job.answer(Response::Status { text });
-            return None;
-        }
-        if !self.raft.is_leader() && job.phase != AdminPhase::Swapping {
-            // `M`, not a refusal: "ask the leader" is what a client must do, and it
-            // must learn it from the answer's kind, not from its wording
-            // (docs/protocol.md §5.5). The change is safe to ask again: the new leader
-            // finds the learner already added, or adds it.
-            let leader = self.leader_addr();
-            warn!("replace {} by {}: this node stopped leading; redirecting to {leader:?}", job.old, job.new);
-            job.answer(Response::Moved { leader });
-            return None;
-        }
-        if now > job.deadline_ms {
-            let why = match job.phase {
-                AdminPhase::Dialing => format!("node {} at {} is unreachable", job.new, job.addr),
-                AdminPhase::CatchingUp => format!("node {} did not catch up in time", job.new),
-                AdminPhase::Swapping => "the change did not commit in time: not enough voters alive".into(),
-            };
-            if job.phase == AdminPhase::CatchingUp && self.raft.is_leader() {
-                let _ = self.raft.remove_learner(job.new);
-            }
-            job.refuse(why);
-            return None;
-        }
-        match job.phase {
-            AdminPhase::Dialing => {
-                if !self.outbound.contains_key(&job.new) {
-                    return Some(job);
-                }
-                let incarnation = self.view.seen_incarnation(job.new).unwrap_or(0);
-                let record = Command::SetMember { node: job.new, incarnation, addr: job.addr.clone() };
-                self.propose_command(&record);
-                if let Err(e) = self.raft.add_learner(job.new) {
-                    job.refuse(format!("cannot add the learner: {e}"));
-                    return None;
-                }
-                info!("replace {} by {}: learner added, catching up", job.old, job.new);
-                job.phase = AdminPhase::CatchingUp;
-                job.deadline_ms = now + ADMIN_CATCH_UP_MS;
-            }
-            AdminPhase::CatchingUp => {
-                let commit = self.raft.commit_index();
-                let caught_up = !self.raft.config_change_pending()
-                    && self
-                        .raft
-                        .progress_of(job.new)
-                        .is_some_and(|(matched, _)| matched + CATCH_UP_LAG_MAX >= commit);
-                if !caught_up {
-                    return Some(job);
-                }
-                if let Err(e) = self.raft.replace_voter(job.old, job.new) {
-                    job.refuse(format!("cannot start the swap: {e}"));
-                    return None;
-                }
-                info!("replace {} by {}: joint consensus entered", job.old, job.new);
-                job.phase = AdminPhase::Swapping;
-                job.deadline_ms = now + ADMIN_COMMIT_MS;
-            }
-            AdminPhase::Swapping => {}
-        }
-        Some(job)
     }
 }
 

@@ -23,6 +23,14 @@ pub struct RaftFacts {
     pub learners: Vec<u64>,
     /// This node leads, or heard from its leader within an election timeout.
     pub live_leader: bool,
+    /// Leader only: how long ago it last heard from each other member (ms).
+    pub unreachable_ms: Vec<(u64, u64)>,
+    /// Leader only: learners caught up and healthy, ready to replace a dead voter.
+    pub standbys: Vec<u64>,
+    /// The autopilot's threshold (`None`: off) and whether it waits for an
+    /// operator's replacement.
+    pub autopilot_dead_ms: Option<u64>,
+    pub autopilot_paused: bool,
 }
 
 /// Who may speak Raft to this node: published by the Raft thread, read by the peer
@@ -174,6 +182,11 @@ impl ClusterView {
         }
     }
 
+    /// The leaders configured peers (or the members a joining node asked) named.
+    pub fn vouched_leaders(&self) -> Vec<(u64, String)> {
+        lock(&self.vouched).iter().map(|(id, addr)| (*id, addr.clone())).collect()
+    }
+
     /// True if a configured peer named node `id` at `addr` as the leader.
     pub fn is_vouched(&self, id: u64, addr: &str) -> bool {
         lock(&self.vouched).get(&id).is_some_and(|a| a == addr)
@@ -210,7 +223,17 @@ impl ClusterView {
             }
         }
         voters.sort_unstable();
+        let leading = raft.is_leader();
+        let unreachable_ms = if leading {
+            membership.all_nodes().into_iter().filter_map(|id| Some((id, raft.unreachable_ms(id)?))).collect()
+        } else {
+            Vec::new()
+        };
         let facts = RaftFacts {
+            unreachable_ms,
+            standbys: if leading { raft.standbys() } else { Vec::new() },
+            autopilot_dead_ms: raft.config().autopilot_dead_ms,
+            autopilot_paused: raft.autopilot_paused(),
             role: Some(raft.role()),
             term: raft.term(),
             leader_id: raft.leader_id(),

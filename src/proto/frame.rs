@@ -38,6 +38,16 @@ pub enum Request {
     /// with `S` (`leader=ID@ADDR`) once another node leads, `M` (not the leader) or `E`
     /// (refused, or not completed within an election timeout).
     TransferLeader { target: Option<u64> },
+    /// `J`: a joining node (cluster administration, docs/protocol.md §5.5) asks to be
+    /// added as a standby learner under its id `node`, reachable at client address
+    /// `addr`. Answered with `S` once the learner is in the committed configuration,
+    /// `M` (not the leader) or `E` (refused, with why).
+    Join { node: u64, addr: String },
+    /// `F`: found a new cluster (cluster administration, docs/protocol.md §5.5) of
+    /// these voters: sent to each of them, waiting nodes started with
+    /// `TICKETING_CLUSTER_STATE=join` that know no cluster. Answered with `S`, or `E`
+    /// (refused, with why).
+    Found { voters: Vec<(u64, String)> },
 }
 
 /// Most keys one TOP KEYS answer lists.
@@ -61,7 +71,14 @@ pub struct TopKey {
 impl Request {
     /// Admin ops need a connection that proved the operator secret (docs/security.md).
     pub fn is_admin(&self) -> bool {
-        matches!(self, Request::Replace { .. } | Request::Members | Request::TransferLeader { .. })
+        matches!(
+            self,
+            Request::Replace { .. }
+                | Request::Members
+                | Request::TransferLeader { .. }
+                | Request::Join { .. }
+                | Request::Found { .. }
+        )
     }
 }
 
@@ -272,18 +289,46 @@ pub fn decode_request(payload: &[u8]) -> Result<(u32, Request), DecodeError> {
             if old == 0 || new == 0 {
                 return Err(DecodeError::Invalid { id, reason: "node ids must be non-zero" });
             }
-            let addr = utf8_field(id, addr, "address is not valid UTF-8")?;
-            if crate::proto::addr::check_client_addr(&addr).is_err() {
-                return Err(DecodeError::Invalid {
-                    id,
-                    reason: "address must be host:port (a name or IP, port 1..=64535)",
-                });
-            }
+            let addr = addr_field(id, addr)?;
             Request::Replace { old, new, addr }
         }
         b'L' => {
             cur.finish()?;
             Request::Members
+        }
+        b'J' => {
+            let node = cur.u64()?;
+            let addr = cur.str8()?;
+            cur.finish()?;
+            if node == 0 {
+                return Err(DecodeError::Invalid { id, reason: "node ids must be non-zero" });
+            }
+            let addr = addr_field(id, addr)?;
+            Request::Join { node, addr }
+        }
+        b'F' => {
+            let n = cur.u8()?;
+            let mut voters = Vec::with_capacity(usize::from(n).min(5));
+            for _ in 0..n {
+                let node = cur.u64()?;
+                let addr = cur.str8()?;
+                voters.push((node, addr));
+            }
+            cur.finish()?;
+            if n != 3 && n != 5 {
+                return Err(DecodeError::Invalid { id, reason: "a new cluster has 3 or 5 voters" });
+            }
+            let mut checked: Vec<(u64, String)> = Vec::with_capacity(voters.len());
+            for (node, addr) in voters {
+                if node == 0 || checked.iter().any(|(n, _)| *n == node) {
+                    return Err(DecodeError::Invalid {
+                        id,
+                        reason: "node ids must be non-zero and distinct",
+                    });
+                }
+                checked.push((node, addr_field(id, addr)?));
+            }
+            Request::Found { voters: checked }
         }
         b'K' => {
             let n = cur.u8()?;
@@ -322,6 +367,18 @@ fn utf8_field(id: u32, raw: &[u8], reason: &'static str) -> Result<String, Decod
         Ok(text) => Ok(text.to_owned()),
         Err(_) => Err(DecodeError::Invalid { id, reason }),
     }
+}
+
+/// A node's client address: UTF-8 `host:port` as every stored address is checked.
+fn addr_field(id: u32, raw: &[u8]) -> Result<String, DecodeError> {
+    let addr = utf8_field(id, raw, "address is not valid UTF-8")?;
+    if crate::proto::addr::check_client_addr(&addr).is_err() {
+        return Err(DecodeError::Invalid {
+            id,
+            reason: "address must be host:port (a name or IP, port 1..=64535)",
+        });
+    }
+    Ok(addr)
 }
 
 /// Decodes a response from `payload` = op · id · body (the bytes after `len`).
@@ -414,6 +471,21 @@ pub fn encode_request(out: &mut Vec<u8>, id: u32, request: &Request) {
         Request::Members => {
             out.push(b'L');
             put_u32(out, id);
+        }
+        Request::Join { node, addr } => {
+            out.push(b'J');
+            put_u32(out, id);
+            put_u64(out, *node);
+            put_str8(out, addr.as_bytes());
+        }
+        Request::Found { voters } => {
+            out.push(b'F');
+            put_u32(out, id);
+            out.push(voters.len().min(255) as u8);
+            for (node, addr) in voters.iter().take(255) {
+                put_u64(out, *node);
+                put_str8(out, addr.as_bytes());
+            }
         }
         Request::TopKeys { n } => {
             out.push(b'K');

@@ -326,6 +326,14 @@ fn read_frames(
             admin_to_raft(tx, shared, id, ToRaft::Admin { id, old, new, addr, reply: tx.clone() });
             continue;
         }
+        if let Request::Join { node, addr } = request {
+            admin_to_raft(tx, shared, id, ToRaft::Join { id, node, addr, reply: tx.clone() });
+            continue;
+        }
+        if let Request::Found { voters } = request {
+            admin_to_raft(tx, shared, id, ToRaft::Found { id, voters, reply: tx.clone() });
+            continue;
+        }
         if let Request::TransferLeader { target } = request {
             admin_to_raft(tx, shared, id, ToRaft::Transfer { target, reply: Some((id, tx.clone())) });
             continue;

@@ -82,13 +82,19 @@ pub fn cluster_text(
 /// ```text
 /// node_id=2            role=follower        term=7
 /// leader_id=1          leader=10.0.0.1:5225 commit_index=812
-/// member=ID ROLE ADDR incarnation=HEX|unrecorded     one line per voter, then learner
+/// self=ADDR           this node's own client address (TICKETING_CLUSTER_SELF)
+/// member=ID ROLE ADDR incarnation=HEX|unrecorded [unreachable_ms=N]
+///                      one line per voter, then learner; the leader adds how long
+///                      ago it last heard from each
 /// retired=ID,...       nodes removed by a committed configuration
+/// standbys=ID,...      (leader) learners caught up, ready to replace a dead voter
+/// autopilot=on dead_after_ms=N | off | paused dead_after_ms=N (…)
 /// ```
 pub fn members_text(info: &NodeInfo, view: &crate::cluster::view::ClusterView) -> String {
     let facts = view.facts();
     let mut text = String::with_capacity(256);
     let _ = writeln!(text, "node_id={}", info.node_id);
+    let _ = writeln!(text, "self={}", view.addr_of(info.node_id));
     let _ = writeln!(text, "role={}", crate::cluster::view::role_name(facts.role));
     let _ = writeln!(text, "term={}", facts.term);
     let _ = writeln!(text, "leader_id={}", facts.leader_id.map_or(String::new(), |id| id.to_string()));
@@ -101,9 +107,22 @@ pub fn members_text(info: &NodeInfo, view: &crate::cluster::view::ClusterView) -
                 _ => "unrecorded".into(),
             };
             let addr = view.addr_of(*id);
-            let _ = writeln!(text, "member={id} {role} {addr} incarnation={incarnation}");
+            let _ = write!(text, "member={id} {role} {addr} incarnation={incarnation}");
+            if let Some((_, ms)) = facts.unreachable_ms.iter().find(|(n, _)| n == id) {
+                let _ = write!(text, " unreachable_ms={ms}");
+            }
+            text.push('\n');
         }
     }
+    if facts.role == Some(crate::raft::Role::Leader) {
+        let standbys: Vec<String> = facts.standbys.iter().map(u64::to_string).collect();
+        let _ = writeln!(text, "standbys={}", standbys.join(","));
+    }
+    let _ = match (facts.autopilot_dead_ms, facts.autopilot_paused) {
+        (None, _) => writeln!(text, "autopilot=off"),
+        (Some(ms), false) => writeln!(text, "autopilot=on dead_after_ms={ms}"),
+        (Some(ms), true) => writeln!(text, "autopilot=paused dead_after_ms={ms} (an admin replace runs)"),
+    };
     let retired: Vec<String> = view.admission().retired.iter().map(u64::to_string).collect();
     let _ = writeln!(text, "retired={}", retired.join(","));
     text

@@ -189,6 +189,8 @@ pub fn default_answer(request: &Request) -> Response {
         Request::Members => Response::Status { text: "voter=1@127.0.0.1:5225\n".into() },
         Request::TopKeys { .. } => Response::TopKeys { keys: Vec::new() },
         Request::TransferLeader { .. } => Response::Status { text: "leader=1@127.0.0.1:5225\n".into() },
+        Request::Join { node, .. } => Response::Status { text: format!("standby={node}\n") },
+        Request::Found { .. } => Response::Status { text: "founding=1\n".into() },
     }
 }
 

@@ -90,6 +90,8 @@ pub struct Cluster {
     bin: PathBuf,
     _bin_dir: Option<tempfile::TempDir>,
     pub links: Option<Links>,
+    /// Environment every node of this cluster gets (`start_with_env`).
+    pub env: Vec<(String, String)>,
 }
 
 fn addr_of(n: u32, port: u16) -> SocketAddr {
@@ -143,7 +145,29 @@ impl Cluster {
             bin,
             _bin_dir: bin_dir,
             links,
+            env: Vec::new(),
         };
+        c.start_founders(size, net)?;
+        Ok(c)
+    }
+
+    /// `start` (without delay proxies), every node with `env` too.
+    pub fn start_with_env(
+        size: usize,
+        port: u16,
+        dir: PathBuf,
+        net: Option<&Netns>,
+        env: &[(&str, &str)],
+    ) -> Result<Cluster, String> {
+        let mut c = Cluster::start_with(0, port, dir, net, None)?;
+        c.env = env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        c.start_founders(size, net)?;
+        Ok(c)
+    }
+
+    fn start_founders(&mut self, size: usize, net: Option<&Netns>) -> Result<(), String> {
+        let port = self.port;
+        let c = self;
         let addrs: Vec<(u64, SocketAddr)> =
             (0..size as u32).map(|n| (n as u64 + 1, addr_of(n, port))).collect();
         let peers: Vec<String> = addrs.iter().map(|(id, a)| format!("{id}@{a}")).collect();
@@ -151,17 +175,59 @@ impl Cluster {
             let p = c.spawn("new", &peers.join(","), net)?;
             c.nodes.push(p);
         }
-        Ok(c)
+        Ok(())
     }
 
     /// Starts the next incarnation (new NodeId, new address).
     pub fn spawn(&mut self, state: &str, peers: &str, net: Option<&Netns>) -> Result<NodeProc, String> {
+        self.spawn_with(state, peers, net, None, true, &[])
+    }
+
+    /// Starts a fresh process the way docs/deploy.md has a process manager restart one:
+    /// `join`, no `TICKETING_NODE_ID` (it draws a fresh one), `seeds` as
+    /// `TICKETING_CLUSTER_PEERS`, at `at` (a dead node's address: the same host and
+    /// port) or a new address, with `extra` environment. Its id is read from STATUS.
+    pub fn spawn_fresh(
+        &mut self,
+        at: Option<SocketAddr>,
+        seeds: &str,
+        net: Option<&Netns>,
+        extra: &[(&str, &str)],
+    ) -> Result<NodeProc, String> {
+        assert!(self.links.is_none(), "fresh processes run without delay proxies");
+        let mut p = self.spawn_with("join", seeds, net, at, false, extra)?;
+        let deadline = Instant::now() + Duration::from_secs(5);
+        loop {
+            if let Some(id) = status(p.addr).and_then(|s| s.get("node_id").and_then(|v| v.parse().ok())) {
+                p.id = id;
+                return Ok(p);
+            }
+            if Instant::now() > deadline {
+                return Err(format!("the fresh node at {} answers no STATUS: {}", p.addr, tail(&p.log, 20)));
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    fn spawn_with(
+        &mut self,
+        state: &str,
+        peers: &str,
+        net: Option<&Netns>,
+        at: Option<SocketAddr>,
+        fixed_id: bool,
+        extra: &[(&str, &str)],
+    ) -> Result<NodeProc, String> {
         let n = self.next_n;
         self.next_n += 1;
-        let id = self.next_id;
-        self.next_id += 1;
-        let addr = addr_of(n, self.port);
-        let log = self.dir.join(format!("node-{id}.log"));
+        let id = if fixed_id {
+            self.next_id += 1;
+            self.next_id - 1
+        } else {
+            0
+        };
+        let addr = at.unwrap_or_else(|| addr_of(n, self.port));
+        let log = self.dir.join(if fixed_id { format!("node-{id}.log") } else { format!("fresh-{n}.log") });
         let file = File::create(&log).map_err(|e| format!("{}: {e}", log.display()))?;
         // With shaped links the node listens behind its proxies: peers dial its
         // configured address (TICKETING_CLUSTER_SELF), the peer proxy's.
@@ -181,10 +247,11 @@ impl Cluster {
             }
         };
         let mut cmd = Command::new(&self.bin);
-        cmd.arg("server")
-            .env_clear()
-            .env("TICKETING_LISTEN", listen.to_string())
-            .env("TICKETING_NODE_ID", id.to_string())
+        cmd.arg("server").env_clear();
+        if fixed_id {
+            cmd.env("TICKETING_NODE_ID", id.to_string());
+        }
+        cmd.env("TICKETING_LISTEN", listen.to_string())
             .env("TICKETING_CLUSTER_SELF", addr.to_string())
             .env("TICKETING_CLUSTER_PEERS", peers)
             .env("TICKETING_CLUSTER_STATE", state)
@@ -194,6 +261,12 @@ impl Cluster {
             .stdin(Stdio::null())
             .stdout(file.try_clone().unwrap())
             .stderr(file);
+        for (k, v) in &self.env {
+            cmd.env(k, v);
+        }
+        for (k, v) in extra {
+            cmd.env(k, v);
+        }
         if self.use_uids {
             let uid = UID_BASE + n;
             if let Some(ns) = net {

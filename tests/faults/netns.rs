@@ -156,3 +156,15 @@ impl Drop for Netns {
         let _ = run(Command::new("ip").args(["netns", "del", &self.name]));
     }
 }
+
+/// A namespace of the test's own, entered by the calling thread (the nodes it starts
+/// inherit it), or `None` after saying on stderr why the test `test` is skipped.
+pub fn for_test(test: &str) -> Option<Netns> {
+    match Netns::create().and_then(|ns| ns.enter().map(|_| ns)) {
+        Ok(ns) => Some(ns),
+        Err(why) => {
+            eprintln!("{test}: SKIPPED, no network namespace: {why}");
+            None
+        }
+    }
+}

@@ -1,0 +1,308 @@
+//! Self-healing membership on real processes (docs/operations.md "Self-healing"): a
+//! node that dies comes back as a fresh process started the way docs/deploy.md's
+//! process managers start every restart (`join`, no node id, the members' addresses),
+//! joins as a standby, and the leader's autopilot swaps it for its dead self — with no
+//! command from anyone. The autopilot's threshold is set to its smallest value for the
+//! default timing (3 election timeouts: 6 s) to keep the tests short.
+
+mod faults;
+
+use std::collections::{BTreeMap, HashMap};
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use faults::cluster::{call, status, tail, Cluster, NodeProc};
+use faults::netns::Netns;
+use ticketing::client::{Client, ReleaseOutcome};
+use ticketing::proto::frame::{Request, Response};
+
+const DEAD_MS: u64 = 6_000;
+const ENV: &[(&str, &str)] = &[("TICKETING_AUTOPILOT_DEAD_MS", "6000")];
+/// The leader counts from the last answer it had, up to a heartbeat (200 ms) before the
+/// node died or was cut off; the test sees the new voters within a poll (100 ms).
+const EARLIEST_MS: u64 = DEAD_MS - 300;
+
+/// The admin op MEMBERS of the node at `addr`, as `name=value` lines.
+fn members(addr: SocketAddr) -> Option<String> {
+    match call(addr, &Request::Members, Duration::from_secs(2))? {
+        Response::Status { text } => Some(text),
+        _ => None,
+    }
+}
+
+/// The committed voters as the leader reports them (ids), if a leader answers.
+fn voters(cluster: &Cluster) -> Option<Vec<u64>> {
+    let l = cluster.leader()?;
+    let s = status(cluster.nodes[l].addr)?;
+    let voters = s.get("voters")?;
+    Some(voters.split(',').filter_map(|v| v.split('@').next()?.parse().ok()).collect())
+}
+
+fn logs(cluster: &Cluster) -> String {
+    cluster
+        .nodes
+        .iter()
+        .chain(cluster.retired.iter())
+        .map(|p| format!("--- node {} ({}):\n{}", p.id, p.addr, tail(&p.log, 25)))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Waits until the leader's voters are exactly the live nodes `want`, each of them
+/// answering STATUS as a voter of that configuration.
+fn wait_voters(cluster: &Cluster, want: &[u64], within: Duration) -> Result<Duration, String> {
+    let started = Instant::now();
+    let mut want = want.to_vec();
+    want.sort_unstable();
+    loop {
+        if let Some(mut v) = voters(cluster) {
+            v.sort_unstable();
+            if v == want {
+                return Ok(started.elapsed());
+            }
+        }
+        if started.elapsed() > within {
+            return Err(format!("voters {:?}, wanted {want:?}\n{}", voters(cluster), logs(cluster)));
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// One grant as a worker saw it.
+#[derive(Clone, Debug)]
+struct Grant {
+    key: String,
+    token: u64,
+    got: Instant,
+    /// When the release was sent, and whether the server confirmed it.
+    released: Option<(Instant, bool)>,
+}
+
+/// A lock load through the official client: workers take keys in turn, hold them a
+/// moment, give them back, and record what they saw.
+struct Load {
+    stop: Arc<AtomicBool>,
+    grants: Arc<Mutex<Vec<Grant>>>,
+    threads: Vec<std::thread::JoinHandle<()>>,
+}
+
+impl Load {
+    fn start(addrs: Vec<String>, workers: usize, keys: usize) -> Load {
+        let stop = Arc::new(AtomicBool::new(false));
+        let grants = Arc::new(Mutex::new(Vec::new()));
+        let client = Client::builder()
+            .addrs(addrs)
+            .auth_token(faults::cluster::TOKEN)
+            .owner("autopilot-load")
+            .build()
+            .expect("client");
+        let threads = (0..workers)
+            .map(|w| {
+                let (stop, grants, client) = (stop.clone(), grants.clone(), client.clone());
+                std::thread::spawn(move || {
+                    let mut i = w;
+                    while !stop.load(Ordering::SeqCst) {
+                        let key = format!("seat:{}", i % keys);
+                        i += 1;
+                        let Ok(lock) = client.acquire(&key, Duration::from_secs(5), Duration::from_secs(1))
+                        else {
+                            std::thread::sleep(Duration::from_millis(20));
+                            continue;
+                        };
+                        let got = Instant::now();
+                        let token = lock.token();
+                        std::thread::sleep(Duration::from_millis(3));
+                        let sent = Instant::now();
+                        let confirmed = matches!(lock.release(), Ok(ReleaseOutcome::Released));
+                        let released = Some((sent, confirmed));
+                        grants.lock().unwrap().push(Grant { key, token, got, released });
+                    }
+                })
+            })
+            .collect();
+        Load { stop, grants, threads }
+    }
+
+    fn grants_since(&self, t: Instant) -> usize {
+        self.grants.lock().unwrap().iter().filter(|g| g.got > t).count()
+    }
+
+    /// Stops the workers and checks the history: every token granted once, tokens of a
+    /// key growing in the order the grants were seen, and no grant seen before the
+    /// previous holder of its key sent its (confirmed) release.
+    fn finish(self) -> Result<usize, String> {
+        self.stop.store(true, Ordering::SeqCst);
+        for t in self.threads {
+            let _ = t.join();
+        }
+        let grants = self.grants.lock().unwrap().clone();
+        let mut seen: HashMap<u64, &Grant> = HashMap::new();
+        for g in &grants {
+            if let Some(other) = seen.insert(g.token, g) {
+                return Err(format!("token {} granted twice: {other:?} and {g:?}", g.token));
+            }
+        }
+        let mut by_key: BTreeMap<&str, Vec<&Grant>> = BTreeMap::new();
+        for g in &grants {
+            by_key.entry(&g.key).or_default().push(g);
+        }
+        for (key, mut list) in by_key {
+            list.sort_by_key(|g| g.token);
+            for pair in list.windows(2) {
+                let (a, b) = (pair[0], pair[1]);
+                if b.got < a.got {
+                    return Err(format!(
+                        "{key}: token {} was seen before the smaller token {}",
+                        b.token, a.token
+                    ));
+                }
+                if let Some((sent, true)) = a.released {
+                    if b.got < sent {
+                        return Err(format!(
+                            "{key}: token {} was granted while token {} was still held (double grant)",
+                            b.token, a.token
+                        ));
+                    }
+                }
+            }
+        }
+        Ok(grants.len())
+    }
+}
+
+/// Kill `victim` (SIGKILL), start a fresh process at its address as a process manager
+/// would, and wait until the cluster has 3 voters again without it. Returns the new
+/// voter's id and how long the healing took after the kill.
+fn kill_and_restart(cluster: &mut Cluster, victim: usize, seeds: &str) -> (u64, Duration) {
+    let old = cluster.nodes.remove(victim);
+    let (old_id, at) = (old.id, old.addr);
+    let mut old = old;
+    old.kill9();
+    let killed = Instant::now();
+    cluster.retired.push(old);
+    let fresh = cluster.spawn_fresh(Some(at), seeds, None, ENV).expect("fresh process");
+    let fresh_id = fresh.id;
+    assert_ne!(fresh_id, old_id, "a restarted process takes a fresh id");
+    cluster.nodes.push(fresh);
+    let want: Vec<u64> = cluster.nodes.iter().map(|p| p.id).collect();
+    // Dead for DEAD_MS, plus an election when the leader died (its successor counts
+    // from its own election), catching up and the joint change.
+    wait_voters(cluster, &want, Duration::from_millis(DEAD_MS * 3 + 10_000)).unwrap_or_else(|e| {
+        panic!("node {old_id} was not replaced by the fresh node {fresh_id}: {e}");
+    });
+    (fresh_id, killed.elapsed())
+}
+
+#[test]
+fn a_killed_follower_then_a_killed_leader_come_back_as_fresh_processes_and_the_cluster_heals_itself() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = faults::ports::free_port_pair();
+    let mut cluster = Cluster::start_with_env(3, port, dir.path().to_path_buf(), None, ENV).expect("cluster");
+    let seeds = cluster.client_addrs().join(",");
+    cluster.wait_leader(Duration::from_secs(30)).expect("a leader");
+    let load = Load::start(cluster.client_addrs(), 4, 3);
+    std::thread::sleep(Duration::from_secs(1));
+    assert!(load.grants_since(Instant::now() - Duration::from_secs(1)) > 0, "the load runs");
+
+    // A follower dies and its process manager starts a fresh process.
+    let leader = cluster.wait_leader(Duration::from_secs(10)).expect("a leader");
+    let follower = (leader + 1) % 3;
+    let (first, took) = kill_and_restart(&mut cluster, follower, &seeds);
+    eprintln!("follower replaced by node {first} {} ms after the kill", took.as_millis());
+    assert!(took >= Duration::from_millis(EARLIEST_MS), "replaced before the threshold: {took:?}");
+    let after = Instant::now();
+    std::thread::sleep(Duration::from_secs(1));
+    assert!(load.grants_since(after) > 0, "grants go on after the first healing\n{}", logs(&cluster));
+
+    // Then the leader.
+    let leader = cluster.wait_leader(Duration::from_secs(10)).expect("a leader");
+    let (second, took) = kill_and_restart(&mut cluster, leader, &seeds);
+    eprintln!("leader replaced by node {second} {} ms after the kill", took.as_millis());
+    let after = Instant::now();
+    std::thread::sleep(Duration::from_secs(1));
+    assert!(load.grants_since(after) > 0, "grants go on after the second healing\n{}", logs(&cluster));
+
+    let grants = load.finish().unwrap_or_else(|e| panic!("{e}\n{}", logs(&cluster)));
+    eprintln!("{grants} grants, none doubled, tokens increasing");
+    // The two killed processes were retired; every live node is a voter.
+    for p in &cluster.nodes {
+        let text = members(p.addr).unwrap_or_default();
+        assert!(text.contains("member="), "node {} answers MEMBERS: {text}", p.id);
+    }
+    assert!(cluster.unexpected_exits().is_empty(), "{}", logs(&cluster));
+}
+
+/// Cuts node `i` off from every other node, both ways.
+fn isolate(net: &Netns, cluster: &Cluster, i: usize) {
+    let n = cluster.nodes.len();
+    let pairs: Vec<(usize, usize)> = (0..n).filter(|j| *j != i).flat_map(|j| [(i, j), (j, i)]).collect();
+    net.set_filter(&faults::nemesis::block_rules(cluster, &pairs, "")).expect("iptables");
+}
+
+fn wait_exit(p: &mut NodeProc, within: Duration) -> Option<i32> {
+    let deadline = Instant::now() + within;
+    loop {
+        if let Ok(Some(status)) = p.child.try_wait() {
+            return status.code();
+        }
+        if Instant::now() > deadline {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn a_voter_partitioned_below_the_threshold_stays_and_past_it_is_replaced_and_exits_once_healed() {
+    let Some(net) = faults::netns::for_test("a_voter_partitioned_below_the_threshold") else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let mut cluster =
+        Cluster::start_with_env(3, 7225, dir.path().to_path_buf(), Some(&net), ENV).expect("cluster");
+    let seeds = cluster.client_addrs().join(",");
+    let leader = cluster.wait_leader(Duration::from_secs(30)).expect("a leader");
+    // A standby waits beside the three voters.
+    let standby = cluster.spawn_fresh(None, &seeds, Some(&net), ENV).expect("standby");
+    let standby_id = standby.id;
+    cluster.nodes.push(standby);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let text = members(cluster.nodes[leader].addr).unwrap_or_default();
+        if text.lines().any(|l| l == format!("standbys={standby_id}")) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "no standby {standby_id}: {text}\n{}", logs(&cluster));
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let founders: Vec<u64> = cluster.nodes[..3].iter().map(|p| p.id).collect();
+
+    // Cut off for half the threshold: still a voter afterwards.
+    let cut = (leader + 1) % 3;
+    isolate(&net, &cluster, cut);
+    std::thread::sleep(Duration::from_millis(DEAD_MS / 2));
+    net.heal().unwrap();
+    std::thread::sleep(Duration::from_millis(DEAD_MS));
+    wait_voters(&cluster, &founders, Duration::from_secs(1)).expect("a short partition replaces nobody");
+    let text = members(cluster.nodes[leader].addr).unwrap_or_default();
+    assert!(text.lines().any(|l| l == format!("standbys={standby_id}")), "the standby waits still: {text}");
+
+    // Cut off past the threshold: the standby takes its place.
+    isolate(&net, &cluster, cut);
+    let cut_at = Instant::now();
+    let mut want: Vec<u64> = founders.iter().copied().filter(|id| *id != cluster.nodes[cut].id).collect();
+    want.push(standby_id);
+    let took = wait_voters(&cluster, &want, Duration::from_millis(DEAD_MS * 3)).expect("replaced");
+    assert!(
+        cut_at.elapsed() >= Duration::from_millis(EARLIEST_MS),
+        "replaced before the threshold: {took:?}"
+    );
+    eprintln!("partitioned voter replaced {} ms after the cut", cut_at.elapsed().as_millis());
+
+    // Healed: the old node learns it was removed and exits by itself.
+    net.heal().unwrap();
+    let code = wait_exit(&mut cluster.nodes[cut], Duration::from_secs(10));
+    let log = tail(&cluster.nodes[cut].log, 40);
+    assert_eq!(code, Some(0), "the removed node did not exit by itself\n{}", logs(&cluster));
+    assert!(log.contains("removed"), "it says why: {log}");
+}
