@@ -306,3 +306,78 @@ fn a_voter_partitioned_below_the_threshold_stays_and_past_it_is_replaced_and_exi
     assert_eq!(code, Some(0), "the removed node did not exit by itself\n{}", logs(&cluster));
     assert!(log.contains("removed"), "it says why: {log}");
 }
+
+/// `ticketing admin found ARGS` with the operator secret: (exit code, stdout, stderr).
+fn admin(args: &[&str]) -> (i32, String, String) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_ticketing"))
+        .arg("admin")
+        .args(args)
+        .env_clear()
+        .env("TICKETING_PEER_AUTH_TOKEN", faults::cluster::PEER_TOKEN)
+        .output()
+        .unwrap();
+    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+    (out.status.code().unwrap_or(-1), text(&out.stdout), text(&out.stderr))
+}
+
+#[test]
+fn waiting_join_nodes_found_nothing_by_themselves_and_admin_found_makes_them_a_cluster_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = faults::ports::free_port_pair();
+    let mut cluster = Cluster::start_with_env(0, port, dir.path().to_path_buf(), None, ENV).expect("harness");
+    let seeds: Vec<String> = (1..=3).map(|i| format!("127.0.0.{i}:{port}")).collect();
+    for _ in 0..3 {
+        let p = cluster.spawn_fresh(None, &seeds.join(","), None, ENV).expect("waiting node");
+        cluster.nodes.push(p);
+    }
+    assert_eq!(cluster.client_addrs(), seeds, "the harness put the nodes at the seed addresses");
+    // Three election timeouts: nobody founds anything, each says what it waits for.
+    std::thread::sleep(Duration::from_millis(6_000));
+    assert_eq!(cluster.leader(), None, "a waiting node founded a cluster by itself\n{}", logs(&cluster));
+    for p in &cluster.nodes {
+        let log = tail(&p.log, 50);
+        assert!(log.contains("waits to join") && log.contains("ticketing admin found"), "{log}");
+    }
+
+    let (code, out, err) = admin(&["found", &seeds.join(",")]);
+    assert_eq!(code, 0, "admin found: {out}{err}\n{}", logs(&cluster));
+    assert_eq!(out.lines().count(), 3, "one line per node: {out}");
+    let leader = cluster.wait_leader(Duration::from_secs(15)).expect("a leader after founding");
+    let client = Client::builder()
+        .addrs(seeds.clone())
+        .auth_token(faults::cluster::TOKEN)
+        .owner("founding-test")
+        .build()
+        .unwrap();
+    let lock = client.acquire("seat:1", Duration::from_secs(5), Duration::from_secs(5)).expect("a grant");
+    assert!(lock.token() > 0);
+    let founders: Vec<u64> = cluster.nodes.iter().map(|p| p.id).collect();
+    wait_voters(&cluster, &founders, Duration::from_secs(5)).expect("the three founders are the voters");
+
+    // Founding is once: asked again, every node refuses and nothing changes.
+    let (code, out, err) = admin(&["found", &seeds.join(",")]);
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(err.contains("belongs to a cluster already"), "{err}");
+    assert_eq!(cluster.leader(), Some(leader));
+
+    // A fourth node started the same way joins as a standby.
+    let fourth = cluster.spawn_fresh(None, &seeds.join(","), None, ENV).expect("fourth");
+    let id = fourth.id;
+    cluster.nodes.push(fourth);
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let l = cluster.leader().unwrap_or(leader);
+        let text = members(cluster.nodes[l].addr).unwrap_or_default();
+        if text.lines().any(|l| l == format!("standbys={id}")) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "node {id} is no standby: {text}\n{}", logs(&cluster));
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let (code, out, _) = admin(&["members", "--addr", &seeds[0]]);
+    assert_eq!(code, 0);
+    assert!(
+        out.contains(&format!("standby  {id}@")) && out.contains("autopilot on dead_after_ms=6000"),
+        "{out}"
+    );
+}

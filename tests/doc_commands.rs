@@ -74,6 +74,9 @@ fn how(block: &Block) -> How {
             How::Run("operations_cluster")
         }
         ("docs/operations.md", l) if l.starts_with("TICKETING_NODE_ID=4") => How::Run("operations_cluster"),
+        ("docs/operations.md", l) if l.starts_with("TICKETING_PEER_AUTH_TOKEN_FILE=") => How::Elsewhere(
+            "tests/cluster_autopilot.rs runs `ticketing admin found` against three waiting join nodes",
+        ),
         ("docs/configuration.md", "ticketing server") => {
             How::Elsewhere("every real-process test starts `ticketing server` this way (tests/common/mod.rs)")
         }

@@ -78,7 +78,8 @@ Commands:
   run KEY -- CMD [ARGS...]     run CMD while holding KEY
   demo                         run a self-contained demonstration (~10 s)
   admin replace OLD NEW@ADDR   replace voter OLD by the joined node NEW (cluster)
-  admin members                list the cluster's voters and learners
+  admin members                list the cluster's voters, standbys and learners
+  admin found ADDR,ADDR,ADDR   found a new cluster of waiting join nodes (once)
   bench [SCENARIO]             load generator: pairs/s, latency percentiles
 
 Options:
