@@ -4,7 +4,8 @@
 //! Protocol logic lives next door, by concept: `election.rs` (pre-vote, vote,
 //! check-quorum), `replication.rs` (append, heartbeat, commit),
 //! `snapshot.rs` (compaction and chunked install), `reconfig.rs`
-//! (membership, leadership transfer, ReadIndex).
+//! (membership, leadership transfer, ReadIndex), `autopilot.rs` (replacing
+//! dead voters, removing dead learners).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -14,7 +15,7 @@ use super::membership::Membership;
 use super::message::{Entry, EntryKind, Message, Snapshot, SnapshotMeta};
 use super::progress::Progress;
 use super::rng::SplitMix64;
-use super::{NodeId, RaftConfig, RaftError, Ready, Role, RoleChange};
+use super::{AutopilotEvent, NodeId, RaftConfig, RaftError, Ready, Role, RoleChange};
 
 /// A ReadIndex request waiting for a quorum to confirm round `seq`.
 #[derive(Debug, Clone)]
@@ -88,6 +89,10 @@ pub struct Raft {
     /// Our committed configuration has included us at some point.
     pub(super) ever_member: bool,
     pub(super) removed: bool,
+    /// Autopilot is paused (`set_autopilot_paused`).
+    pub(super) autopilot_paused: bool,
+    /// Autopilot decisions not yet handed out by `ready()`.
+    pub(super) autopilot_events: Vec<AutopilotEvent>,
 }
 
 impl Raft {
@@ -145,6 +150,8 @@ impl Raft {
             reported: None,
             ever_member: false,
             removed: false,
+            autopilot_paused: false,
+            autopilot_events: Vec::new(),
         };
         raft.reset_election_timer();
         raft
@@ -266,8 +273,8 @@ impl Raft {
 
     // ----- inputs ----------------------------------------------------------
 
-    /// Drives timers: elections (non-leaders), heartbeats, check-quorum and
-    /// transfer timeouts (leader).
+    /// Drives timers: elections (non-leaders), heartbeats, check-quorum,
+    /// transfer timeouts and autopilot (leader).
     pub fn tick(&mut self, now_ms: u64) {
         self.advance_clock(now_ms);
         if self.removed {
@@ -283,8 +290,9 @@ impl Raft {
     /// The earliest time (the core's milliseconds) at which `tick` has
     /// something to do or `ready()` something to send that no input causes:
     /// a heartbeat, a commit notice, an election timeout, a transfer deadline,
-    /// a peer whose last answer leaves the CheckQuorum window, the end of a
-    /// follower's lease on its leader (`has_live_leader` turns false). `None`
+    /// a peer whose last answer leaves the CheckQuorum window, a peer turning
+    /// dead for autopilot, the end of a follower's lease on its leader
+    /// (`has_live_leader` turns false). `None`
     /// when no timer runs (a removed node). A caller may sleep until then,
     /// waking for inputs meanwhile: ticking earlier changes nothing, ticking at
     /// that time does what a tick on any finer grid would have done by then.
@@ -296,7 +304,7 @@ impl Raft {
         // Moments when a condition turns, kept only while still ahead: past
         // ones are not consumed by a tick and would make the caller spin.
         let ahead = |t: u64| (t > now).then_some(t);
-        let deadlines: [Option<u64>; 4] = if self.role == Role::Leader {
+        let deadlines: [Option<u64>; 5] = if self.role == Role::Leader {
             let election = self.cfg.election_ms;
             let quorum_check = if self.cfg.check_quorum {
                 self.progress.values().filter_map(|p| ahead(p.last_heard_ms.saturating_add(election))).min()
@@ -308,12 +316,13 @@ impl Raft {
                 self.next_commit_notice_ms(),
                 self.transfer.map(|t| t.deadline_ms),
                 quorum_check,
+                self.autopilot_deadline_ms(),
             ]
         } else {
             let lease_end = self
                 .leader_id
                 .and_then(|_| ahead(self.leader_contact_ms.saturating_add(self.cfg.election_ms)));
-            [Some(self.election_deadline_ms), lease_end, None, None]
+            [Some(self.election_deadline_ms), lease_end, None, None, None]
         };
         deadlines.into_iter().flatten().min()
     }
@@ -611,6 +620,7 @@ impl Raft {
             role_changed: self.role_change(),
             handover: self.handover_change(),
             removed: self.removed,
+            autopilot: std::mem::take(&mut self.autopilot_events),
         }
     }
 

@@ -241,7 +241,7 @@ impl Raft {
         self.append_as_leader(EntryKind::Noop);
     }
 
-    /// Leader timers: heartbeats, check-quorum, transfer timeout.
+    /// Leader timers: heartbeats, check-quorum, transfer timeout, autopilot.
     pub(super) fn tick_leader(&mut self) {
         if self.now_ms >= self.heartbeat_deadline_ms {
             self.heartbeat_deadline_ms = self.now_ms + self.cfg.heartbeat_ms;
@@ -260,6 +260,7 @@ impl Raft {
             // timeout. We lead on; `ready()` reports the end of the hand-over.
             self.transfer = None;
         }
+        self.tick_autopilot();
     }
 
     /// A quorum of the active configuration answered within the last

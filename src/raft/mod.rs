@@ -9,7 +9,8 @@
 //!   tick(now_ms)              ─┐
 //!   step(from, msg, now_ms)    ├─> Raft ──> ready() -> Ready { messages, committed,
 //!   propose / read_index / …   │                               snapshot, read_states,
-//!   compact(applied, snapshot)─┘                               role_changed, removed }
+//!   compact(applied, snapshot)─┘                               role_changed, removed,
+//!                                                               autopilot }
 //! ```
 //!
 //! - Time is the caller's monotonic milliseconds (`now_ms`); the core only
@@ -42,9 +43,11 @@
 //! (enter with `propose_membership`, leave automatically once committed),
 //! removal notices (the leader answers every message of a non-member),
 //! planned hand-over (`transfer_leader`, `successor`, `Ready::handover`; a
-//! leader that removes itself hands over too) and ReadIndex. See
-//! docs/raft.md.
+//! leader that removes itself hands over too), ReadIndex, and autopilot (the
+//! leader replaces a dead voter by a caught-up learner and removes dead
+//! learners, `autopilot.rs`). See docs/raft.md.
 
+mod autopilot;
 mod core;
 mod election;
 pub mod log;
@@ -87,6 +90,11 @@ pub struct RaftConfig {
     /// Leaders step down without a quorum; followers in contact with a leader
     /// ignore vote requests (leader lease).
     pub check_quorum: bool,
+    /// Autopilot (`src/raft/autopilot.rs`, docs/raft.md "Autopilot"): the
+    /// leader replaces a voter it has not heard from for this long by a
+    /// caught-up learner, and removes a learner unheard for this long.
+    /// `None`: off.
+    pub autopilot_dead_ms: Option<u64>,
 }
 
 /// Default heartbeat period (docs/configuration.md).
@@ -104,6 +112,12 @@ pub const APPEND_BYTES_MAX_DEFAULT: usize = 1 << 20;
 pub const INFLIGHT_MAX_DEFAULT: usize = 64;
 /// Default snapshot chunk size (256 KiB).
 pub const SNAPSHOT_CHUNK_BYTES_DEFAULT: usize = 256 << 10;
+/// Default `RaftConfig::autopilot_dead_ms`: 30 s, fifteen default election
+/// timeouts (docs/raft.md "Autopilot").
+pub const AUTOPILOT_DEAD_MS_DEFAULT: u64 = 30_000;
+/// Autopilot promotes a learner only when its match index plus this reaches
+/// the leader's commit index (the same bound `admin replace` waits for).
+pub const STANDBY_LAG_MAX: u64 = 64;
 
 impl RaftConfig {
     /// documented defaults (docs/configuration.md) for node `id`.
@@ -118,6 +132,7 @@ impl RaftConfig {
             snapshot_chunk_bytes: SNAPSHOT_CHUNK_BYTES_DEFAULT,
             pre_vote: true,
             check_quorum: true,
+            autopilot_dead_ms: Some(AUTOPILOT_DEAD_MS_DEFAULT),
         }
     }
 
@@ -203,6 +218,21 @@ pub struct Ready {
     /// True from the moment this node learned it is not in the committed
     /// configuration any more (level, not edge: stays true).
     pub removed: bool,
+    /// Leader only: configuration changes autopilot proposed since the last
+    /// `ready()` (appended, not yet committed), in order.
+    pub autopilot: Vec<AutopilotEvent>,
+}
+
+/// A configuration change autopilot proposed (docs/raft.md "Autopilot").
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AutopilotEvent {
+    /// Voter `dead`, unheard for `unreachable_ms`, is being swapped for
+    /// learner `standby`: the joint configuration was appended at
+    /// `config_index` (the leader leaves it by itself once it commits).
+    Replacing { dead: NodeId, standby: NodeId, unreachable_ms: u64, config_index: u64 },
+    /// Learner `learner`, unheard for `unreachable_ms`, is being removed by the
+    /// configuration appended at `config_index`.
+    RemovingLearner { learner: NodeId, unreachable_ms: u64, config_index: u64 },
 }
 
 /// A change of role, term or known leader.
@@ -222,5 +252,6 @@ impl Ready {
             && self.read_states.is_empty()
             && self.role_changed.is_none()
             && self.handover.is_none()
+            && self.autopilot.is_empty()
     }
 }
