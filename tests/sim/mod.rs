@@ -253,6 +253,8 @@ pub struct World {
     proposals: u64,
     pub checker: Checker,
     pub stats: Stats,
+    /// Every autopilot decision: (time, leader, event).
+    pub autopilot_events: Vec<(u64, NodeId, AutopilotEvent)>,
 }
 
 #[derive(Default, Debug, Clone)]
@@ -347,6 +349,7 @@ impl World {
             proposals: 0,
             checker,
             stats: Stats::default(),
+            autopilot_events: Vec::new(),
             p,
         };
         if w.p.autopilot_dead_ms.is_some() && w.p.standby_at_start {
@@ -428,8 +431,22 @@ impl World {
             dup_per_mille: 0,
         };
         p.break_per_mille = 0;
+        p.autopilot_dead_ms = None;
+        p.standby_at_start = false;
         let mut w = World::new(p);
         w.heal();
+        w
+    }
+
+    /// `scripted`, with autopilot on at `dead_ms`.
+    pub fn scripted_autopilot(seed: u64, nodes: usize, transport: TransportModel, dead_ms: u64) -> World {
+        let mut w = World::scripted(seed, nodes, transport);
+        w.p.autopilot_dead_ms = Some(dead_ms);
+        for n in w.nodes.values_mut() {
+            let cfg = RaftConfig { autopilot_dead_ms: Some(dead_ms), ..n.raft.config().clone() };
+            let ids: Vec<NodeId> = (1..=nodes as u64).collect();
+            n.raft = Raft::new_bootstrap(cfg, &ids, w.rng.next(), 0);
+        }
         w
     }
 
@@ -933,6 +950,7 @@ impl World {
         let Some(dead_ms) = self.p.autopilot_dead_ms else {
             return Err(self.fail(format!("autopilot is off, yet {l} reported {e:?}")));
         };
+        self.autopilot_events.push((self.now, l, e.clone()));
         let (gone, since) = match e {
             AutopilotEvent::Replacing { dead, .. } => {
                 self.stats.autopilot_replacements += 1;
