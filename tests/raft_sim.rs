@@ -1,7 +1,8 @@
 //! Deterministic simulation of Raft clusters (3 and 5 nodes) over simulated
 //! peer connections (the real transport of `src/cluster/` on half the seeds, the
 //! legacy one it replaced on the other half; see `sim/net.rs`), with partitions, link breaks, one-way
-//! link outages, pauses and crash-replacements; safety checked after every
+//! link outages, pauses and crash-replacements (by the admin, or by autopilot
+//! once a fresh node joined); safety checked after every
 //! step; after the last fault heals a leader must serve within two election
 //! timeouts. `SIM_SEED=N` replays one seed exactly, `SIM_SEEDS=K` sets how
 //! many seeds run, `SIM_SEED_BASE=B` the first (see scripts/sim.sh).

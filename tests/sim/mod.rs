@@ -5,8 +5,9 @@
 //! dial delay, break, and lose messages while absent; one-way link outages;
 //! latency, jitter, a slow node; on non-FIFO seeds also drop, duplicate and
 //! reorder), symmetric and one-way partitions, pauses, crashes with
-//! replacement by a new id (learner → joint consensus), proposals,
-//! compactions, reads and leadership transfers. After every step the
+//! replacement by a new id (learner → joint consensus; by the admin, or on
+//! autopilot seeds by the leader's autopilot after a fresh node joined),
+//! proposals, compactions, reads and leadership transfers. After every step the
 //! `Checker` verifies Raft's safety invariants; at the end the faults heal and
 //! liveness is checked: a leader serves within two election timeouts. A
 //! failure names the seed and step; `SIM_SEED=N` replays exactly that seed.
