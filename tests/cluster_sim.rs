@@ -115,6 +115,10 @@ fn raft_config(id: NodeId, r: &mut Rng) -> RaftConfig {
         max_append_bytes: 512,
         max_inflight: 1 + r.below(8) as usize,
         snapshot_chunk_bytes: 64,
+        // Why off: crashed voters are replaced here by the admin path (the server
+        // pauses autopilot while an `admin replace` runs); tests/raft_sim.rs covers
+        // autopilot.
+        autopilot_dead_ms: None,
         ..RaftConfig::new(id)
     }
 }

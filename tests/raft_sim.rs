@@ -1,7 +1,8 @@
 //! Deterministic simulation of Raft clusters (3 and 5 nodes) over simulated
 //! peer connections (the real transport of `src/cluster/` on half the seeds, the
 //! legacy one it replaced on the other half; see `sim/net.rs`), with partitions, link breaks, one-way
-//! link outages, pauses and crash-replacements; safety checked after every
+//! link outages, pauses and crash-replacements (by the admin, or by autopilot
+//! once a fresh node joined); safety checked after every
 //! step; after the last fault heals a leader must serve within two election
 //! timeouts. `SIM_SEED=N` replays one seed exactly, `SIM_SEEDS=K` sets how
 //! many seeds run, `SIM_SEED_BASE=B` the first (see scripts/sim.sh).
@@ -12,7 +13,7 @@ use std::collections::BTreeMap;
 use std::time::Instant;
 
 use sim::{env_u64, run_seed, Bug, Checker, SimParams, TransportModel, World};
-use ticketing::raft::{Membership, NodeId};
+use ticketing::raft::{AutopilotEvent, Membership, NodeId};
 
 /// Default seed count: sized so this test takes well under a minute in
 /// `--release` on 2 cores.
@@ -270,4 +271,117 @@ fn removed_voter_learns_it_after_the_heal(transport: TransportModel) -> bool {
 fn removed_voter_is_told_after_the_heal_with_either_transport() {
     assert!(removed_voter_learns_it_after_the_heal(TransportModel::legacy(500)));
     assert!(removed_voter_learns_it_after_the_heal(TransportModel::real(500)));
+}
+
+#[test]
+fn checker_rejects_a_configuration_of_another_size() {
+    let mut c = Checker::default();
+    c.voters_expected = Some(3);
+    c.committed_config(1, 1, 1, &Membership::with_voters(&[1, 2, 3])).unwrap();
+    assert!(c.committed_config(1, 1, 2, &Membership::with_voters(&[1, 2, 3, 4, 5])).is_err());
+    let shrinking = Membership { voters: [1, 2].into(), outgoing: [1, 2, 3].into(), learners: [].into() };
+    assert!(c.committed_config(1, 1, 3, &shrinking).is_err());
+}
+
+// ----- autopilot scenarios -------------------------------------------------------
+
+/// Autopilot's threshold in these scenarios: four election timeouts.
+const DEAD_MS: u64 = 4 * 500;
+
+/// The `Replacing` decisions so far: (time, dead, standby).
+fn replacements(w: &World) -> Vec<(u64, NodeId, NodeId)> {
+    w.autopilot_events
+        .iter()
+        .filter_map(|(t, _, e)| match e {
+            AutopilotEvent::Replacing { dead, standby, .. } => Some((*t, *dead, *standby)),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Three voters with autopilot on and one fresh node that joined as a standby.
+/// Returns (world, leader, standby).
+fn autopilot_world(seed: u64) -> (World, NodeId, NodeId) {
+    let mut w = World::scripted_autopilot(seed, 3, TransportModel::real(500), DEAD_MS);
+    w.run_until(5_000, |w| w.followed_leader().is_some()).unwrap();
+    let standby = w.start_joiner();
+    w.run_until(3_000, |w| w.leader().is_some_and(|l| w.raft(l).standbys().contains(&standby))).unwrap();
+    let l = w.leader().unwrap();
+    (w, l, standby)
+}
+
+/// A voter cut off for less than `autopilot_dead_ms` is not replaced; cut off past
+/// it, it is replaced by the standby (the voter count stays three), and after the
+/// heal it learns it was removed.
+#[test]
+fn autopilot_replaces_a_voter_cut_off_past_the_threshold_only() {
+    let (mut w, l, standby) = autopilot_world(4);
+    let f = *w.raft(l).membership().voters.iter().find(|v| **v != l).unwrap();
+    w.isolate(f);
+    w.run_for(DEAD_MS - 300).unwrap();
+    w.net.blocked.clear();
+    w.run_for(3 * DEAD_MS).unwrap();
+    assert!(replacements(&w).is_empty(), "{:?}", w.autopilot_events);
+    assert!(w.raft(l).membership().voters.contains(&f));
+    w.isolate(f);
+    let cut = w.now;
+    w.run_until(DEAD_MS + 1_000, |w| {
+        let m = w.raft(l).committed_membership().1;
+        !m.is_joint() && m.voters.contains(&standby) && !m.contains(f)
+    })
+    .unwrap();
+    let [(at, dead, by)] = replacements(&w)[..] else { panic!("{:?}", w.autopilot_events) };
+    assert_eq!((dead, by), (f, standby));
+    assert!(at >= cut + DEAD_MS - 50, "replaced {} ms after the cut", at - cut);
+    assert_eq!(w.raft(l).membership().voters.len(), 3);
+    w.net.blocked.clear();
+    w.run_until(2 * 575, |w| w.raft(f).is_removed()).unwrap();
+    assert!(w.voters_whole());
+}
+
+/// A follower crashes and a fresh node joins; later the leader crashes and another
+/// fresh node joins: each time the cluster is back to three live voters, with no
+/// admin command.
+#[test]
+fn autopilot_heals_a_dead_follower_then_a_dead_leader() {
+    let mut w = World::scripted_autopilot(5, 3, TransportModel::real(500), DEAD_MS);
+    w.run_until(5_000, |w| w.followed_leader().is_some()).unwrap();
+    let l = w.leader().unwrap();
+    let f = *w.raft(l).membership().voters.iter().find(|v| **v != l).unwrap();
+    w.crash(f);
+    let first = w.start_joiner();
+    w.run_until(DEAD_MS + 3_000, |w| w.voters_whole() && !w.raft(l).committed_membership().1.contains(f))
+        .unwrap();
+    assert!(w.raft(l).committed_membership().1.voters.contains(&first));
+    w.crash(l);
+    let second = w.start_joiner();
+    w.run_until(2 * 575 + DEAD_MS + 3_000, |w| {
+        w.voters_whole() && w.leader().is_some_and(|n| !w.raft(n).committed_membership().1.contains(l))
+    })
+    .unwrap();
+    let n = w.leader().unwrap();
+    assert_eq!(w.raft(n).committed_membership().1.voters.len(), 3);
+    assert!(w.raft(n).committed_membership().1.voters.contains(&second));
+    let dead: Vec<NodeId> = replacements(&w).iter().map(|r| r.1).collect();
+    assert_eq!(dead, vec![f, l]);
+    assert_eq!(w.stats.replacements, 0, "no admin replacement ran");
+}
+
+/// Paused autopilot (on every node: whoever leads) replaces nothing, however long a
+/// voter is dead; resumed, it does.
+#[test]
+fn paused_autopilot_never_replaces() {
+    let (mut w, l, standby) = autopilot_world(6);
+    let ids: Vec<NodeId> = w.raft(l).membership().all_nodes().into_iter().collect();
+    for id in &ids {
+        w.with_raft(*id, |r| r.set_autopilot_paused(true));
+    }
+    let f = *w.raft(l).membership().voters.iter().find(|v| **v != l).unwrap();
+    w.crash(f);
+    w.run_for(4 * DEAD_MS).unwrap();
+    assert!(w.autopilot_events.is_empty(), "{:?}", w.autopilot_events);
+    assert!(w.raft(l).membership().voters.contains(&f));
+    w.with_raft(l, |r| r.set_autopilot_paused(false));
+    w.run_until(1_000, |w| w.voters_whole()).unwrap();
+    assert_eq!(replacements(&w).iter().map(|r| (r.1, r.2)).collect::<Vec<_>>(), vec![(f, standby)]);
 }

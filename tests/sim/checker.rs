@@ -32,6 +32,10 @@ pub struct Checker {
     member_since: HashMap<NodeId, u64>,
     /// id → lowest term in which a committed config without it was seen.
     removed_at: HashMap<NodeId, u64>,
+    /// The cluster's size: every committed configuration has exactly this many
+    /// voters (each half of a joint one too). Membership changes replace voters,
+    /// never add or drop one (autopilot and admin replacement alike).
+    pub voters_expected: Option<usize>,
 }
 
 impl Checker {
@@ -159,6 +163,11 @@ impl Checker {
         }
         if !m.is_joint() && m.voters.len() != 3 && m.voters.len() != 5 {
             return fail(format!("node {id}: committed config has {} voters", m.voters.len()));
+        }
+        if let Some(n) = self.voters_expected {
+            if m.voters.len() != n || (m.is_joint() && m.outgoing.len() != n) {
+                return fail(format!("node {id}: committed config {m:?} does not have {n} voters"));
+            }
         }
         for n in m.all_nodes() {
             let since = self.member_since.entry(n).or_insert(config_index);

@@ -5,8 +5,9 @@
 //! dial delay, break, and lose messages while absent; one-way link outages;
 //! latency, jitter, a slow node; on non-FIFO seeds also drop, duplicate and
 //! reorder), symmetric and one-way partitions, pauses, crashes with
-//! replacement by a new id (learner → joint consensus), proposals,
-//! compactions, reads and leadership transfers. After every step the
+//! replacement by a new id (learner → joint consensus; by the admin, or on
+//! autopilot seeds by the leader's autopilot after a fresh node joined),
+//! proposals, compactions, reads and leadership transfers. After every step the
 //! `Checker` verifies Raft's safety invariants; at the end the faults heal and
 //! liveness is checked: a leader serves within two election timeouts. A
 //! failure names the seed and step; `SIM_SEED=N` replays exactly that seed.
@@ -19,7 +20,7 @@ pub mod rng;
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use ticketing::raft::{Entry, EntryKind, Message, NodeId, Raft, RaftConfig, Ready, Role};
+use ticketing::raft::{AutopilotEvent, Entry, EntryKind, Message, NodeId, Raft, RaftConfig, Ready, Role};
 
 pub use checker::{Checker, Violation};
 pub use net::{Conditions, Net, NetStats, TransportModel};
@@ -47,6 +48,13 @@ pub struct SimParams {
     /// Chance per step (‰) that a working link breaks, and that a one-way dial
     /// outage starts.
     pub break_per_mille: u64,
+    /// `RaftConfig::autopilot_dead_ms` of every node: off on a quarter of the seeds
+    /// (crashed voters are replaced by the admin), else 3 to 8 election timeouts
+    /// (a crash is followed by a fresh node that joins as a learner, and autopilot
+    /// swaps it in).
+    pub autopilot_dead_ms: Option<u64>,
+    /// Autopilot seeds: one extra fresh node joins as a standby learner at the start.
+    pub standby_at_start: bool,
     pub bug: Option<Bug>,
 }
 
@@ -77,6 +85,8 @@ impl SimParams {
             transport,
             cond,
             break_per_mille: r.below(4),
+            autopilot_dead_ms: (!r.chance(250)).then(|| r.range(3, 8) * ELECTION_MS),
+            standby_at_start: r.chance(300),
             bug: None,
         }
     }
@@ -109,7 +119,7 @@ pub fn network_from(r: &mut Rng, seed: u64, nodes: u64, election_ms: u64) -> (Tr
     (transport, cond)
 }
 
-fn raft_config(id: NodeId, r: &mut Rng) -> RaftConfig {
+fn raft_config(id: NodeId, r: &mut Rng, autopilot_dead_ms: Option<u64>) -> RaftConfig {
     RaftConfig {
         heartbeat_ms: HEARTBEAT_MS,
         election_ms: ELECTION_MS,
@@ -117,9 +127,14 @@ fn raft_config(id: NodeId, r: &mut Rng) -> RaftConfig {
         max_append_bytes: 256,
         max_inflight: 1 + r.below(8) as usize,
         snapshot_chunk_bytes: SNAPSHOT_CHUNK_BYTES,
+        autopilot_dead_ms,
         ..RaftConfig::new(id)
     }
 }
+
+/// Standby places: the server adds a joining node as a learner only while the
+/// configuration has fewer learners than this.
+pub const STANDBY_PLACES: usize = 2;
 
 /// The application: a hash chain over everything applied. Its snapshot is
 /// (index, hash) plus padding so that snapshots take several chunks.
@@ -221,11 +236,26 @@ pub struct World {
     pub net: Net<Message>,
     partition_until: u64,
     replacement: Option<Replacement>,
+    /// Autopilot seeds: when fresh nodes start (each after a crash).
+    joiner_starts: Vec<u64>,
+    /// Fresh nodes started that no leader's committed configuration named yet,
+    /// in the order they started (the first is the one being added).
+    joiners: Vec<NodeId>,
+    /// Nodes that learned they were removed (autopilot seeds: each stops, and a
+    /// fresh node starts in its place).
+    stopped: BTreeSet<NodeId>,
+    /// Joiners a leader's committed configuration named.
+    added: BTreeSet<NodeId>,
+    /// (from, to) → (term, time) of the latest delivered answer to replication
+    /// (append, heartbeat or snapshot answer) in the highest term seen.
+    last_answer: BTreeMap<(NodeId, NodeId), (u64, u64)>,
     reads: BTreeMap<u64, ReadReq>,
     next_ctx: u64,
     proposals: u64,
     pub checker: Checker,
     pub stats: Stats,
+    /// Every autopilot decision: (time, leader, event).
+    pub autopilot_events: Vec<(u64, NodeId, AutopilotEvent)>,
 }
 
 #[derive(Default, Debug, Clone)]
@@ -234,11 +264,19 @@ pub struct Stats {
     pub committed: u64,
     pub snapshots_installed: u64,
     pub replacements: u64,
+    /// Autopilot decisions: dead voters replaced, dead learners removed.
+    pub autopilot_replacements: u64,
+    pub autopilot_learners_removed: u64,
     pub reads_answered: u64,
     /// Time from the heal until a quorum followed a leader (the largest over
     /// the seeds added up), and the seed it was seen in.
     pub served_after_heal_ms: u64,
     pub slowest_seed: u64,
+    /// Time from the heal until the check passed (a leader serves, a fresh
+    /// proposal committed, the cluster has its full count of live voters): the
+    /// largest, and its seed.
+    pub healed_after_heal_ms: u64,
+    pub slowest_heal_seed: u64,
     /// Seeds whose liveness check failed over a transport not held to it.
     pub liveness_misses: Vec<u64>,
     pub net: NetStats,
@@ -250,10 +288,16 @@ impl Stats {
         self.committed += o.committed;
         self.snapshots_installed += o.snapshots_installed;
         self.replacements += o.replacements;
+        self.autopilot_replacements += o.autopilot_replacements;
+        self.autopilot_learners_removed += o.autopilot_learners_removed;
         self.reads_answered += o.reads_answered;
         if o.served_after_heal_ms >= self.served_after_heal_ms {
             self.served_after_heal_ms = o.served_after_heal_ms;
             self.slowest_seed = o.slowest_seed;
+        }
+        if o.healed_after_heal_ms >= self.healed_after_heal_ms {
+            self.healed_after_heal_ms = o.healed_after_heal_ms;
+            self.slowest_heal_seed = o.slowest_heal_seed;
         }
         self.liveness_misses.extend(o.liveness_misses.iter().copied());
         self.net.add(&o.net);
@@ -268,7 +312,7 @@ impl World {
         let nodes = ids
             .iter()
             .map(|id| {
-                let cfg = raft_config(*id, &mut rng);
+                let cfg = raft_config(*id, &mut rng, p.autopilot_dead_ms);
                 let raft = Raft::new_bootstrap(cfg, &ids, rng.next(), 0);
                 net.add_node(*id, &ids, 0);
                 let peers = ids.clone();
@@ -284,7 +328,9 @@ impl World {
                 )
             })
             .collect();
-        World {
+        let mut checker = Checker::default();
+        checker.voters_expected = Some(p.nodes);
+        let mut w = World {
             rng,
             now: 0,
             step: 0,
@@ -294,13 +340,28 @@ impl World {
             net,
             partition_until: 0,
             replacement: None,
+            joiner_starts: Vec::new(),
+            joiners: Vec::new(),
+            stopped: BTreeSet::new(),
+            added: BTreeSet::new(),
+            last_answer: BTreeMap::new(),
             reads: BTreeMap::new(),
             next_ctx: 1,
             proposals: 0,
-            checker: Checker::default(),
+            checker,
             stats: Stats::default(),
+            autopilot_events: Vec::new(),
             p,
+        };
+        if w.p.autopilot_dead_ms.is_some() && w.p.standby_at_start {
+            w.start_joiner();
         }
+        w
+    }
+
+    /// Whether autopilot runs in this world.
+    pub fn autopilot(&self) -> bool {
+        self.p.autopilot_dead_ms.is_some()
     }
 
     /// Runs chaos, then heals and checks liveness.
@@ -345,6 +406,7 @@ impl World {
         self.tick_all()?;
         self.run_transport();
         self.advance_replacement();
+        self.advance_joiners();
         self.check().map_err(|v| self.fail(v.0))
     }
 
@@ -370,8 +432,22 @@ impl World {
             dup_per_mille: 0,
         };
         p.break_per_mille = 0;
+        p.autopilot_dead_ms = None;
+        p.standby_at_start = false;
         let mut w = World::new(p);
         w.heal();
+        w
+    }
+
+    /// `scripted`, with autopilot on at `dead_ms`.
+    pub fn scripted_autopilot(seed: u64, nodes: usize, transport: TransportModel, dead_ms: u64) -> World {
+        let mut w = World::scripted(seed, nodes, transport);
+        w.p.autopilot_dead_ms = Some(dead_ms);
+        for n in w.nodes.values_mut() {
+            let cfg = RaftConfig { autopilot_dead_ms: Some(dead_ms), ..n.raft.config().clone() };
+            let ids: Vec<NodeId> = (1..=nodes as u64).collect();
+            n.raft = Raft::new_bootstrap(cfg, &ids, w.rng.next(), 0);
+        }
         w
     }
 
@@ -454,7 +530,7 @@ impl World {
     pub fn add_joining(&mut self, peers: &[NodeId]) -> NodeId {
         let id = self.next_id;
         self.next_id += 1;
-        let cfg = raft_config(id, &mut self.rng);
+        let cfg = raft_config(id, &mut self.rng, self.p.autopilot_dead_ms);
         let raft = Raft::new_joining(cfg, self.rng.next(), self.now);
         self.net.add_node(id, peers, self.now);
         let node = Node {
@@ -517,6 +593,10 @@ impl World {
     /// admin replacing it — only when the cluster is whole, so a quorum of
     /// the configuration always survives.
     fn crash_one(&mut self) {
+        if self.autopilot() {
+            self.crash_one_for_autopilot();
+            return;
+        }
         if self.replacement.is_some() {
             return;
         }
@@ -546,7 +626,7 @@ impl World {
         self.crashed.insert(old);
         let new = self.next_id;
         self.next_id += 1;
-        let cfg = raft_config(new, &mut self.rng);
+        let cfg = raft_config(new, &mut self.rng, self.p.autopilot_dead_ms);
         let raft = Raft::new_joining(cfg, self.rng.next(), self.now);
         // Started with the surviving voters as its configured peers.
         let peers: Vec<NodeId> = voters.iter().copied().filter(|v| *v != old).collect();
@@ -554,6 +634,151 @@ impl World {
         let admission = Admission::default();
         self.nodes.insert(new, Node { raft, app: App::default(), paused_until: 0, peers, admission });
         self.replacement = Some(Replacement { old, new });
+    }
+
+    /// Autopilot seeds: crashes a member of the committed configuration for good — a
+    /// learner, or a voter while fewer than a minority of the voters are dead (so a
+    /// quorum survives), never during a change — and starts a fresh node after a
+    /// random delay, as a supervisor restarting the process would (under a new id).
+    /// No admin: autopilot replaces the dead voter, or removes the dead learner.
+    fn crash_one_for_autopilot(&mut self) {
+        let Some(leader) = self.leader() else { return };
+        let r = &self.nodes[&leader].raft;
+        let m = r.committed_membership().1.clone();
+        if m.is_joint() || r.config_change_pending() {
+            return;
+        }
+        let dead_voters = m.voters.iter().filter(|v| !self.nodes.contains_key(v)).count();
+        let mut candidates: Vec<NodeId> =
+            m.learners.iter().copied().filter(|l| self.nodes.contains_key(l)).collect();
+        if dead_voters < (m.voters.len() - 1) / 2 {
+            candidates.extend(m.voters.iter().copied().filter(|v| self.nodes.contains_key(v)));
+        }
+        if candidates.is_empty() {
+            return;
+        }
+        let x = candidates[self.rng.below(candidates.len() as u64) as usize];
+        if std::env::var("SIM_DEBUG").is_ok() {
+            eprintln!("t={} crash {x} (leader {leader}, committed cfg {m:?})", self.now);
+        }
+        self.crash(x);
+        self.schedule_joiner();
+    }
+
+    /// A fresh node starts after a random delay (a supervisor restarting a process).
+    fn schedule_joiner(&mut self) {
+        let at = self.now + self.rng.range(50, 4 * ELECTION_MS);
+        self.joiner_starts.push(at);
+    }
+
+    /// Starts a fresh node under a new id that asks to join (`advance_joiners`),
+    /// with the live voters some node knows as its configured peers.
+    pub fn start_joiner(&mut self) -> NodeId {
+        let known = self
+            .nodes
+            .values()
+            .max_by_key(|n| n.raft.commit_index())
+            .map(|n| n.raft.membership().voters.clone());
+        let peers: Vec<NodeId> =
+            known.unwrap_or_default().into_iter().filter(|v| self.nodes.contains_key(v)).collect();
+        let id = self.add_joining(&peers);
+        self.joiners.push(id);
+        id
+    }
+
+    /// The fresh node the current leader is adding, if any: the first joiner its
+    /// active configuration does not name. The leader admits it (and dials it), as
+    /// the real server does for a node that asked to join.
+    fn joiner_being_added(&self) -> Option<NodeId> {
+        let l = self.leader()?;
+        let m = self.nodes[&l].raft.membership();
+        self.joiners.iter().copied().find(|j| !m.contains(*j))
+    }
+
+    /// The node a leader admits besides its configurations: the one an admin
+    /// replacement adds, or a joiner being added.
+    fn adding(&self) -> Option<NodeId> {
+        self.replacement.map(|r| r.new).or_else(|| self.joiner_being_added())
+    }
+
+    /// Fresh nodes start when due; the leader (whoever leads now) dials the first
+    /// joiner not yet in its configuration and adds it as a learner once connected,
+    /// if the configuration has a free standby place and no change is under way. A
+    /// joiner is done once the leader's committed configuration names it (or it is
+    /// gone).
+    fn advance_joiners(&mut self) {
+        let now = self.now;
+        let due = self.joiner_starts.iter().filter(|t| **t <= now).count();
+        if due > 0 {
+            self.joiner_starts.retain(|t| *t > now);
+            for _ in 0..due {
+                self.start_joiner();
+            }
+        }
+        let Some(l) = self.leader() else { return };
+        let committed = self.nodes[&l].raft.committed_membership().1.clone();
+        self.added.extend(self.joiners.iter().copied().filter(|j| committed.contains(*j)));
+        let nodes = &self.nodes;
+        self.joiners
+            .retain(|j| nodes.get(j).is_some_and(|n| !n.raft.is_removed()) && !committed.contains(*j));
+        // A learner autopilot removed (as dead) while cut off misses the one removal
+        // notice the leader sends, and a learner sends nothing by itself, so no later
+        // message of its is refused. The real one learns it at its next handshake with
+        // the leader, which refuses it with a removal notice (code 6); the simulated
+        // dial does not model that refusal, so it is done here once the two can reach
+        // each other. A learner that never learned it was a member ignores the notice
+        // (`Removed` means nothing to it): its server gives up, stops, and a fresh
+        // node starts in its place.
+        let now = self.now;
+        let dropped: Vec<NodeId> = self
+            .added
+            .iter()
+            .copied()
+            .filter(|j| {
+                self.nodes.get(j).is_some_and(|n| !n.raft.is_removed() && n.paused_until <= now)
+                    && !committed.contains(*j)
+                    && !self.net.blocked.contains(&(*j, l))
+                    && !self.net.blocked.contains(&(l, *j))
+            })
+            .collect();
+        for j in dropped {
+            self.added.remove(&j);
+            let node = self.nodes.get_mut(&j).unwrap();
+            let term = node.raft.term();
+            node.raft.step(l, Message::Removed { term, config_index: u64::MAX }, now);
+            let _ = self.process_ready(j);
+            if !self.nodes[&j].raft.is_removed() {
+                self.crash(j);
+                self.schedule_joiner();
+            }
+        }
+        let Some(j) = self.joiner_being_added() else { return };
+        let raft = &self.nodes[&l].raft;
+        let m = raft.membership();
+        if raft.config_change_pending() || m.is_joint() || m.learners.len() >= STANDBY_PLACES {
+            return;
+        }
+        if !self.net.is_up(l, j) {
+            self.net.dial(l, j, now);
+            return;
+        }
+        let _ = self.nodes.get_mut(&l).unwrap().raft.add_learner(j);
+        let _ = self.process_ready(l);
+    }
+
+    /// The leader's committed configuration is whole again: not joint, the
+    /// cluster's count of voters, each of them live, not removed, and answering the
+    /// leader within an election timeout.
+    pub fn voters_whole(&self) -> bool {
+        let Some(l) = self.leader() else { return false };
+        let r = &self.nodes[&l].raft;
+        let m = r.committed_membership().1;
+        !m.is_joint()
+            && m.voters.len() == self.p.nodes
+            && m.voters.iter().all(|v| {
+                self.nodes.get(v).is_some_and(|n| !n.raft.is_removed())
+                    && (*v == l || r.unreachable_ms(*v).is_some_and(|ms| ms < ELECTION_MS))
+            })
     }
 
     fn heal(&mut self) {
@@ -577,10 +802,21 @@ impl World {
                 t.truncate(300);
                 eprintln!("{t}");
             }
-            let adding = self.replacement.map(|r| r.new);
+            let adding = self.adding();
             let node = self.nodes.get_mut(&to).unwrap();
             match node.admission.judge(&self.net.model, &node.raft, adding, from, &msg, inbound) {
                 Verdict::Step => {
+                    if matches!(
+                        msg,
+                        Message::AppendResp { .. }
+                            | Message::HeartbeatResp { .. }
+                            | Message::InstallSnapshotResp { .. }
+                    ) {
+                        let last = self.last_answer.entry((from, to)).or_insert((0, 0));
+                        if msg.term() >= last.0 {
+                            *last = (msg.term(), now);
+                        }
+                    }
                     node.raft.step(from, msg, now);
                     self.process_ready(to)?;
                 }
@@ -599,7 +835,7 @@ impl World {
 
     fn wanted(&self, id: NodeId) -> BTreeSet<NodeId> {
         let node = &self.nodes[&id];
-        let adding = self.replacement.map(|r| r.new);
+        let adding = self.adding();
         wanted_peers(&node.raft, &node.peers, adding)
     }
 
@@ -653,7 +889,7 @@ impl World {
             let wanted = self.wanted(id);
             self.net.sync_dialers(id, &wanted, false, self.now);
         }
-        let adding = self.replacement.map(|r| r.new);
+        let adding = self.adding();
         for (to, msg) in rd.messages {
             let node = self.nodes.get_mut(&id).unwrap();
             let known = node.admission.knows_addr(&node.raft, &node.peers, adding, to);
@@ -690,6 +926,49 @@ impl World {
         if let Some(rc) = rd.role_changed {
             if rc.role == Role::Leader {
                 self.stats.elections += 1;
+            }
+        }
+        for e in rd.autopilot {
+            self.on_autopilot(id, e)?;
+        }
+        if rd.removed && self.autopilot() && self.stopped.insert(id) {
+            // The real node stops once it learns it was removed; its supervisor
+            // starts a fresh one (under a new id), which joins as a standby. The
+            // removed core stays here, inert, for the checks.
+            self.schedule_joiner();
+        }
+        Ok(())
+    }
+
+    /// An autopilot decision of leader `l`. A dead voter must really have been
+    /// unheard: no answer to `l`'s replication in `l`'s term delivered from it
+    /// within the last `autopilot_dead_ms` (the core counts a node as heard when
+    /// such an answer arrives, nothing else).
+    fn on_autopilot(&mut self, l: NodeId, e: AutopilotEvent) -> Result<(), String> {
+        if std::env::var("SIM_DEBUG").is_ok() {
+            eprintln!("t={} leader {l}: {e:?}", self.now);
+        }
+        let Some(dead_ms) = self.p.autopilot_dead_ms else {
+            return Err(self.fail(format!("autopilot is off, yet {l} reported {e:?}")));
+        };
+        self.autopilot_events.push((self.now, l, e.clone()));
+        let (gone, since) = match e {
+            AutopilotEvent::Replacing { dead, .. } => {
+                self.stats.autopilot_replacements += 1;
+                (dead, dead_ms)
+            }
+            AutopilotEvent::RemovingLearner { learner, .. } => {
+                self.stats.autopilot_learners_removed += 1;
+                (learner, dead_ms)
+            }
+        };
+        let term = self.nodes[&l].raft.term();
+        if let Some(&(t, at)) = self.last_answer.get(&(gone, l)) {
+            if t == term && at + since > self.now {
+                return Err(self.fail(format!(
+                    "autopilot: leader {l} (term {term}) reported {e:?}, but an answer from {gone} in its term \
+                     was delivered to it at {at} ms, within the last {since} ms"
+                )));
             }
         }
         Ok(())
@@ -733,6 +1012,7 @@ impl World {
             let _ = self.process_ready(l);
         }
         self.advance_replacement();
+        self.advance_joiners();
         if self.rng.chance(30) {
             self.compact_random();
         }
@@ -826,6 +1106,12 @@ impl World {
         )
     }
 
+    /// With autopilot, `voters_whole`; without, true (the admin replacement is
+    /// checked on its own).
+    fn whole_or_off(&self) -> bool {
+        !self.autopilot() || self.voters_whole()
+    }
+
     // ----- invariants ------------------------------------------------------
 
     pub fn check(&mut self) -> Result<(), Violation> {
@@ -839,8 +1125,9 @@ impl World {
 
     /// After healing: within `SERVE_AFTER_HEAL_MS` (two election timeouts) a
     /// leader leads — a quorum of its configuration follows it in its term —
-    /// and within `heal_ms` a fresh proposal made on a leader commits and any
-    /// replacement under way finishes.
+    /// and within `heal_ms` a fresh proposal made on a leader commits, any
+    /// admin replacement under way finishes and, with autopilot, every crashed
+    /// voter has been replaced (`voters_whole`).
     fn check_liveness(&mut self) -> Result<(), String> {
         let healed = self.now;
         let deadline = self.now + self.p.heal_ms;
@@ -855,7 +1142,7 @@ impl World {
             if served.is_none() && self.now > healed + SERVE_AFTER_HEAL_MS {
                 break;
             }
-            if served.is_some() && committed && self.replacement.is_none() {
+            if served.is_some() && committed && self.replacement.is_none() && self.whole_or_off() {
                 break;
             }
             let Some(l) = self.leader() else { continue };
@@ -873,10 +1160,13 @@ impl World {
                 }
             }
         }
-        if let (Some(ms), true, None) = (served, committed, self.replacement) {
+        let whole = self.whole_or_off();
+        if let (Some(ms), true, None, true) = (served, committed, self.replacement, whole) {
             if ms <= SERVE_AFTER_HEAL_MS {
                 self.stats.served_after_heal_ms = ms;
                 self.stats.slowest_seed = self.p.seed;
+                self.stats.healed_after_heal_ms = self.now - healed;
+                self.stats.slowest_heal_seed = self.p.seed;
                 return Ok(());
             }
         }
@@ -905,8 +1195,12 @@ impl World {
             ),
             Some(ms) => format!(
                 "liveness: a leader served {ms} ms after the heal, but within {} ms a fresh proposal \
-                 committed: {committed}, replacement still under way: {:?}",
-                self.p.heal_ms, self.replacement
+                 committed: {committed}, replacement still under way: {:?}, voters whole (autopilot): {whole}, \
+                 joiners {:?} ({})",
+                self.p.heal_ms,
+                self.replacement,
+                self.joiners,
+                self.leadership_summary()
             ),
         }))
     }
