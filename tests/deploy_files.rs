@@ -1,8 +1,9 @@
 //! The deployment files in deploy/ and scripts/replace-node.sh: the systemd units pass
 //! `systemd-analyze verify` (when the tool is installed; `.ci/run` tries to install it), the
-//! Dockerfile and the Kubernetes example keep the properties docs/deploy.md promises,
-//! and replace-node.sh really replaces a node of a running 3-node cluster (with a
-//! stand-in for systemctl that starts the unit's command).
+//! Dockerfile and the Kubernetes example keep the properties docs/deploy.md promises
+//! (self-healing: every restart is a fresh node in join mode, founded once by
+//! `ticketing admin found`), and replace-node.sh really replaces a node of a running
+//! 3-node cluster (with a stand-in for systemctl that starts the unit's command).
 
 mod common;
 
@@ -24,6 +25,9 @@ fn which(tool: &str) -> Option<PathBuf> {
     std::env::split_paths(&std::env::var_os("PATH")?).map(|d| d.join(tool)).find(|p| p.is_file())
 }
 
+/// The systemd units in deploy/.
+const UNITS: [&str; 3] = ["ticketing.service", "ticketing-node.service", "ticketing@.service"];
+
 #[test]
 fn systemd_units_pass_systemd_analyze_verify() {
     let Some(tool) = which("systemd-analyze") else {
@@ -32,13 +36,13 @@ fn systemd_units_pass_systemd_analyze_verify() {
     };
     // verify checks that ExecStart's binary exists: point the units at the one just built.
     let dir = tempfile::tempdir().unwrap();
-    for unit in ["ticketing.service", "ticketing@.service"] {
+    for unit in UNITS {
         let text = read(&format!("deploy/{unit}"));
         assert!(text.contains("ExecStart=/usr/local/bin/ticketing server"));
         let text = text.replace("/usr/local/bin/ticketing", env!("CARGO_BIN_EXE_ticketing"));
         std::fs::write(dir.path().join(unit), text).unwrap();
     }
-    for unit in ["ticketing.service", "ticketing@7.service"] {
+    for unit in ["ticketing.service", "ticketing-node.service", "ticketing@7.service"] {
         let out = Command::new(&tool).arg("verify").arg(dir.path().join(unit)).output().unwrap();
         let stderr = String::from_utf8_lossy(&out.stderr);
         eprintln!("systemd-analyze verify {unit}: {}\n{stderr}", out.status);
@@ -48,19 +52,22 @@ fn systemd_units_pass_systemd_analyze_verify() {
     }
 }
 
+/// The lines of `text` that are directives (no comments, no blank lines).
+fn directives(text: &str) -> Vec<&str> {
+    text.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('#')).collect()
+}
+
 #[test]
-fn units_are_hardened_and_cluster_nodes_never_restart_in_place() {
-    for unit in ["deploy/ticketing.service", "deploy/ticketing@.service"] {
-        let text = read(unit);
+fn units_are_hardened_and_restart_as_documented() {
+    for unit in UNITS {
+        let unit = format!("deploy/{unit}");
+        let text = read(&unit);
         for line in
             ["ProtectSystem=strict", "NoNewPrivileges=yes", "DynamicUser=yes", "CapabilityBoundingSet="]
         {
             assert!(text.lines().any(|l| l == line), "{unit} lacks {line}");
         }
-    }
-    // The descriptor and task limits fit the server's caps.
-    for unit in ["deploy/ticketing.service", "deploy/ticketing@.service"] {
-        let text = read(unit);
+        // The descriptor and task limits fit the server's caps.
         let value = |name: &str| -> u64 {
             let prefix = format!("{name}=");
             let line = text.lines().find_map(|l| l.strip_prefix(prefix.as_str()));
@@ -72,10 +79,52 @@ fn units_are_hardened_and_cluster_nodes_never_restart_in_place() {
             2 * limits.connections_max + limits.handshakes_max + ticketing::cluster::PEER_HANDSHAKES_MAX + 64;
         assert!(value("TasksMax") as usize >= threads, "{unit}: TasksMax below {threads}");
     }
+    // Both cluster units hand the secrets over as credentials.
+    for unit in ["deploy/ticketing-node.service", "deploy/ticketing@.service"] {
+        let text = read(unit);
+        let lines = directives(&text);
+        for line in [
+            "LoadCredential=auth-token:/etc/ticketing/auth-token",
+            "Environment=TICKETING_AUTH_TOKEN_FILE=%d/auth-token",
+            "LoadCredential=peer-token:/etc/ticketing/peer-token",
+            "Environment=TICKETING_PEER_AUTH_TOKEN_FILE=%d/peer-token",
+        ] {
+            assert!(lines.contains(&line), "{unit} lacks {line}");
+        }
+    }
+
+    // The self-healing unit: every start is a fresh node in join mode, restarted after
+    // anything but a configuration mistake (exit 2).
+    let healing = read("deploy/ticketing-node.service");
+    let lines = directives(&healing);
+    for line in [
+        "Restart=always",
+        "RestartSec=2s",
+        "RestartPreventExitStatus=2",
+        "Environment=TICKETING_CLUSTER_STATE=join",
+        "EnvironmentFile=/etc/ticketing/cluster.env",
+        "EnvironmentFile=/etc/ticketing/node.env",
+        "UnsetEnvironment=TICKETING_NODE_ID",
+    ] {
+        assert!(lines.contains(&line), "ticketing-node.service lacks {line}");
+    }
+    // No fixed NodeId anywhere, and no guard of used ids (the ids are fresh).
+    for line in &lines {
+        assert!(
+            !line.contains("TICKETING_NODE_ID") || line.starts_with("UnsetEnvironment="),
+            "ticketing-node.service sets a NodeId: {line}"
+        );
+        assert!(!line.contains("used-node-ids") && !line.starts_with("StateDirectory="), "{line}");
+    }
+    assert_eq!(lines.iter().filter(|l| l.starts_with("Restart=")).count(), 1);
+    assert!(healing.contains("ticketing admin found"), "the header names the founding step");
+
+    // The manual unit: fixed ids, never restarted in place.
     let node = read("deploy/ticketing@.service");
     assert!(node.lines().any(|l| l == "Restart=no"));
     assert!(node.contains("Environment=TICKETING_NODE_ID=%i"));
     assert!(node.contains("used-node-ids/%i"), "ExecStartPre refuses a NodeId that ran before");
+    assert!(node.contains("ticketing-node.service"), "the header points at the self-healing unit");
 }
 
 #[test]
@@ -94,35 +143,149 @@ fn the_dockerfile_is_scratch_plus_the_static_binary() {
     assert!(repo().join("deploy/nsswitch.conf").is_file());
 }
 
-#[test]
-fn the_kubernetes_example_never_restarts_a_node_in_place() {
-    let text = read("deploy/kubernetes.yaml");
-    let kinds: Vec<&str> = text.lines().filter_map(|l| l.strip_prefix("kind: ")).collect();
-    assert!(!kinds.contains(&"StatefulSet") && !kinds.contains(&"Deployment"), "{kinds:?}");
-    let pods = kinds.iter().filter(|k| **k == "Pod").count();
-    assert_eq!(pods, 3);
-    assert_eq!(text.matches("\n  restartPolicy: Never").count(), pods, "every node pod: restartPolicy Never");
-    assert_eq!(text.matches("metadata.labels['ticketing/node-id']").count(), pods);
-    // Well-formed YAML, where python3 with PyYAML is at hand.
-    let check = "import sys, yaml; docs = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d]; \
-                 assert [d['kind'] for d in docs].count('Pod') == 3";
-    match Command::new("python3").args(["-c", check]).arg(repo().join("deploy/kubernetes.yaml")).output() {
-        Ok(out) if out.status.success() => {}
-        Ok(out) if String::from_utf8_lossy(&out.stderr).contains("No module named 'yaml'") => {
-            eprintln!("kubernetes.yaml not parsed: PyYAML is not installed")
-        }
-        Ok(out) => panic!("kubernetes.yaml: {}", String::from_utf8_lossy(&out.stderr)),
-        Err(_) => eprintln!("kubernetes.yaml not parsed: no python3"),
-    }
-    // The replacement pod is the same pod with a placeholder NodeId, in join mode.
-    let replacement = read("deploy/kubernetes-replacement.yaml");
-    assert!(replacement.contains("ticketing/cluster-state: \"join\"") && replacement.contains("NEW_ID"));
-    assert!(replacement.contains("\n  restartPolicy: Never"));
+/// The pod names `ticketing-N` in a comma-separated list of `ticketing-N.ticketing-peers:5225`.
+fn pods_in(list: &str) -> Vec<String> {
+    list.split(',')
+        .map(|a| {
+            let pod = a.strip_suffix(".ticketing-peers:5225").unwrap_or_else(|| panic!("{a:?}"));
+            assert!(pod.strip_prefix("ticketing-").is_some_and(|n| n.parse::<u32>().is_ok()), "{a:?}");
+            pod.to_string()
+        })
+        .collect()
 }
 
-/// Both Kubernetes files validate against the Kubernetes schemas (kubernetes-validate,
-/// offline; `.ci/run` installs it): the example as it is, the replacement template once
-/// its placeholder is filled in as the docs say.
+#[test]
+fn the_kubernetes_example_heals_itself_and_is_founded_once() {
+    let text = read("deploy/kubernetes.yaml");
+    let kinds: Vec<&str> = text.lines().filter_map(|l| l.strip_prefix("kind: ")).collect();
+    assert_eq!(kinds.iter().filter(|k| **k == "StatefulSet").count(), 1, "{kinds:?}");
+    assert_eq!(kinds.iter().filter(|k| **k == "Job").count(), 1, "{kinds:?}");
+    assert!(!kinds.contains(&"Pod") && !kinds.contains(&"Deployment"), "{kinds:?}");
+    // Nothing in the file keeps a node from restarting (a restart is a fresh node), and
+    // no pod has a fixed NodeId.
+    assert!(!text.contains("restartPolicy: Never"));
+    assert!(!text.contains("name: TICKETING_NODE_ID"));
+    assert!(!text.contains("kubernetes-replacement"));
+    for line in [
+        "  serviceName: ticketing-peers",
+        "  podManagementPolicy: Parallel",
+        "  publishNotReadyAddresses: true",
+        "      restartPolicy: OnFailure",
+    ] {
+        assert!(text.lines().any(|l| l == line), "kubernetes.yaml lacks {line:?}");
+    }
+    let replicas: u32 = text.lines().find_map(|l| l.strip_prefix("  replicas: ")).unwrap().parse().unwrap();
+    assert!(replicas >= 4, "3 voters and at least one standby: replicas {replicas}");
+
+    // The rest from the parsed documents, where python3 with PyYAML is at hand: it
+    // prints what the assertions below read.
+    let check = r#"
+import sys, yaml
+docs = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d]
+sts = [d for d in docs if d['kind'] == 'StatefulSet']
+job = [d for d in docs if d['kind'] == 'Job']
+assert len(sts) == 1 and len(job) == 1
+sts, job = sts[0], job[0]
+pod = sts['spec']['template']['spec']
+assert pod.get('restartPolicy', 'Always') == 'Always', pod.get('restartPolicy')
+assert pod['terminationGracePeriodSeconds'] >= 10
+[c] = pod['containers']
+assert c['readinessProbe']['tcpSocket']['port'] == 5225
+assert 'livenessProbe' not in c
+env = [e['name'] for e in c['env']]
+values = {e['name']: e.get('value') for e in c['env']}
+assert c['env'][0] == {'name': 'POD_NAME', 'valueFrom': {'fieldRef': {'fieldPath': 'metadata.name'}}}, c['env'][0]
+secrets = {e['name']: e['valueFrom']['secretKeyRef'] for e in c['env'] if 'secretKeyRef' in e.get('valueFrom', {})}
+assert set(secrets) == {'TICKETING_AUTH_TOKEN', 'TICKETING_PEER_AUTH_TOKEN'}, secrets
+jpod = job['spec']['template']['spec']
+assert jpod['restartPolicy'] == 'OnFailure' and job['spec']['backoffLimit'] >= 10
+[jc] = jpod['containers']
+jsecret = [e for e in jc['env'] if e['name'] == 'TICKETING_PEER_AUTH_TOKEN'][0]['valueFrom']['secretKeyRef']
+assert jsecret == secrets['TICKETING_PEER_AUTH_TOKEN'], jsecret
+for key, value in [
+    ('service', sts['spec']['serviceName']), ('replicas', sts['spec']['replicas']),
+    ('state', values.get('TICKETING_CLUSTER_STATE')), ('self', values.get('TICKETING_CLUSTER_SELF')),
+    ('listen', values.get('TICKETING_LISTEN')), ('peers', values.get('TICKETING_CLUSTER_PEERS')),
+    ('node_id', 'TICKETING_NODE_ID' in env), ('job_args', ' '.join(jc['args'])),
+]:
+    print(f'{key}={value}')
+"#;
+    let parsed =
+        match Command::new("python3").args(["-c", check]).arg(repo().join("deploy/kubernetes.yaml")).output()
+        {
+            Ok(out) if out.status.success() => Some(String::from_utf8_lossy(&out.stdout).into_owned()),
+            Ok(out) if String::from_utf8_lossy(&out.stderr).contains("No module named 'yaml'") => {
+                eprintln!("kubernetes.yaml not parsed: PyYAML is not installed");
+                None
+            }
+            Ok(out) => panic!("kubernetes.yaml: {}", String::from_utf8_lossy(&out.stderr)),
+            Err(_) => {
+                eprintln!("kubernetes.yaml not parsed: no python3");
+                None
+            }
+        };
+    // Without PyYAML, the same values read from the text (each appears once).
+    let field = |name: &str| -> String {
+        let at = text.find(&format!("- name: {name}\n")).unwrap_or_else(|| panic!("no {name}"));
+        let value = text[at..].lines().nth(1).unwrap().trim().strip_prefix("value: ").unwrap();
+        value.trim_matches('"').to_string()
+    };
+    // The Job's args as written: ["admin", "found", "A,B,C"].
+    let args_line = text.lines().find_map(|l| l.trim().strip_prefix("args: [\"admin\"")).unwrap();
+    let text_args = format!("[\"admin\"{args_line}");
+    let text_args: Vec<String> = text_args
+        .trim_start_matches("[\"")
+        .trim_end_matches("\"]")
+        .split("\", \"")
+        .map(str::to_string)
+        .collect();
+    let (state, self_addr, listen, peers, job_args) = match &parsed {
+        Some(out) => {
+            let get = |key: &str| -> String {
+                let prefix = format!("{key}=");
+                let value = out.lines().find_map(|l| l.strip_prefix(prefix.as_str()));
+                value.unwrap_or_else(|| panic!("{key} in {out}")).to_string()
+            };
+            assert_eq!(get("service"), "ticketing-peers");
+            assert_eq!(get("replicas"), replicas.to_string());
+            assert_eq!(get("node_id"), "False", "no TICKETING_NODE_ID: every start draws a fresh one");
+            let args: Vec<String> = get("job_args").split(' ').map(str::to_string).collect();
+            assert_eq!(args, text_args);
+            (get("state"), get("self"), get("listen"), get("peers"), args)
+        }
+        None => (
+            field("TICKETING_CLUSTER_STATE"),
+            field("TICKETING_CLUSTER_SELF"),
+            field("TICKETING_LISTEN"),
+            field("TICKETING_CLUSTER_PEERS"),
+            text_args,
+        ),
+    };
+    assert_eq!(state, "join");
+    assert_eq!(self_addr, "$(POD_NAME).ticketing-peers:5225");
+    // POD_NAME comes from the downward API and is declared before SELF uses it.
+    let pod_name = text.find("- name: POD_NAME\n").expect("POD_NAME");
+    assert!(text[pod_name..].lines().nth(1).unwrap().contains("fieldPath: metadata.name"));
+    assert!(pod_name < text.find("- name: TICKETING_CLUSTER_SELF\n").unwrap());
+    assert_eq!(listen, "0.0.0.0:5225");
+    // The members to ask are the StatefulSet's pods, ticketing-0 .. ticketing-(replicas-1).
+    let members = pods_in(&peers);
+    let all: Vec<String> = (0..replicas).map(|n| format!("ticketing-{n}")).collect();
+    assert_eq!(members, all, "TICKETING_CLUSTER_PEERS lists every pod");
+    // The Job founds the cluster of 3 of those pods.
+    assert_eq!(job_args.len(), 3, "{job_args:?}");
+    assert_eq!(job_args[..2], ["admin", "found"], "{job_args:?}");
+    let founders = pods_in(&job_args[2]);
+    assert_eq!(founders.len(), 3, "{founders:?}");
+    assert!(founders.iter().all(|p| all.contains(p)), "{founders:?} are not pods of the StatefulSet");
+    let mut unique = founders.clone();
+    unique.sort();
+    unique.dedup();
+    assert_eq!(unique.len(), 3, "{founders:?}");
+}
+
+/// The Kubernetes example validates against the Kubernetes schemas (kubernetes-validate,
+/// offline; `.ci/run` installs it).
 #[test]
 fn the_kubernetes_files_validate_against_the_schemas() {
     let Ok(probe) = Command::new("kubernetes-validate").arg("--version").output() else {
@@ -134,14 +297,23 @@ fn the_kubernetes_files_validate_against_the_schemas() {
         return;
     };
     assert!(probe.status.success());
-    let dir = tempfile::tempdir().unwrap();
-    let filled = dir.path().join("replacement-4.yaml");
-    std::fs::write(&filled, read("deploy/kubernetes-replacement.yaml").replace("NEW_ID", "4")).unwrap();
-    for file in [repo().join("deploy/kubernetes.yaml"), filled] {
-        let out = Command::new("kubernetes-validate").arg("--strict").arg(&file).output().unwrap();
-        let text =
-            format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-        assert!(out.status.success() && !text.contains("ERROR"), "{}: {text}", file.display());
+    let file = repo().join("deploy/kubernetes.yaml");
+    let out = Command::new("kubernetes-validate").arg("--strict").arg(&file).output().unwrap();
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    eprintln!("kubernetes-validate --strict {}:\n{text}", file.display());
+    assert!(out.status.success() && !text.contains("ERROR"), "{}: {text}", file.display());
+    // Every resource of the file was checked.
+    for resource in [
+        "secret/ticketing-auth",
+        "service/ticketing-peers",
+        "service/ticketing",
+        "statefulset/ticketing",
+        "job/ticketing-found",
+    ] {
+        assert!(
+            text.contains(&format!("passed for resource {resource} ")),
+            "{resource} not validated: {text}"
+        );
     }
 }
 
@@ -284,8 +456,8 @@ fn deployment_files_point_at_sections_that_exist() {
     for file in [
         "deploy/Dockerfile",
         "deploy/kubernetes.yaml",
-        "deploy/kubernetes-replacement.yaml",
         "deploy/ticketing.service",
+        "deploy/ticketing-node.service",
         "deploy/ticketing@.service",
     ] {
         let text = read(file);
