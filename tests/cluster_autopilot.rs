@@ -354,11 +354,12 @@ fn waiting_join_nodes_found_nothing_by_themselves_and_admin_found_makes_them_a_c
     let founders: Vec<u64> = cluster.nodes.iter().map(|p| p.id).collect();
     wait_voters(&cluster, &founders, Duration::from_secs(5)).expect("the three founders are the voters");
 
-    // Founding is once: asked again, every node refuses and nothing changes.
+    // Asked again with the same nodes (a lost answer, a Job retried): nothing changes.
+    let term = status(cluster.nodes[leader].addr).unwrap()["term"].clone();
     let (code, out, err) = admin(&["found", &seeds.join(",")]);
-    assert_eq!(code, 1, "{out}{err}");
-    assert!(err.contains("belongs to a cluster already"), "{err}");
+    assert_eq!(code, 0, "{out}{err}");
     assert_eq!(cluster.leader(), Some(leader));
+    assert_eq!(status(cluster.nodes[leader].addr).unwrap()["term"], term, "no election");
 
     // A fourth node started the same way joins as a standby.
     let fourth = cluster.spawn_fresh(None, &seeds.join(","), None, ENV).expect("fourth");
@@ -374,6 +375,14 @@ fn waiting_join_nodes_found_nothing_by_themselves_and_admin_found_makes_them_a_c
         assert!(Instant::now() < deadline, "node {id} is no standby: {text}\n{}", logs(&cluster));
         std::thread::sleep(Duration::from_millis(100));
     }
+    // Founding is once: with another list, the nodes of the cluster refuse, and the
+    // fourth is no founder either.
+    let other = format!("{},{},{}", seeds[0], seeds[1], cluster.nodes[3].addr);
+    let (code, out, err) = admin(&["found", &other]);
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(err.contains("belongs to a cluster already"), "{err}");
+    wait_voters(&cluster, &founders, Duration::from_secs(1)).expect("the voters are unchanged");
+
     let (code, out, _) = admin(&["members", "--addr", &seeds[0]]);
     assert_eq!(code, 0);
     assert!(

@@ -160,6 +160,7 @@ fn the_kubernetes_example_heals_itself_and_is_founded_once() {
     let kinds: Vec<&str> = text.lines().filter_map(|l| l.strip_prefix("kind: ")).collect();
     assert_eq!(kinds.iter().filter(|k| **k == "StatefulSet").count(), 1, "{kinds:?}");
     assert_eq!(kinds.iter().filter(|k| **k == "Job").count(), 1, "{kinds:?}");
+    assert_eq!(kinds.iter().filter(|k| **k == "PodDisruptionBudget").count(), 1, "{kinds:?}");
     assert!(!kinds.contains(&"Pod") && !kinds.contains(&"Deployment"), "{kinds:?}");
     // Nothing in the file keeps a node from restarting (a restart is a fresh node), and
     // no pod has a fixed NodeId.
@@ -171,6 +172,10 @@ fn the_kubernetes_example_heals_itself_and_is_founded_once() {
         "  podManagementPolicy: Parallel",
         "  publishNotReadyAddresses: true",
         "      restartPolicy: OnFailure",
+        // Never a rolling update (two voters restarted within seconds lose the
+        // majority), and a drain evicts one pod at a time.
+        "    type: OnDelete",
+        "  maxUnavailable: 1",
     ] {
         assert!(text.lines().any(|l| l == line), "kubernetes.yaml lacks {line:?}");
     }
@@ -308,6 +313,7 @@ fn the_kubernetes_files_validate_against_the_schemas() {
         "service/ticketing-peers",
         "service/ticketing",
         "statefulset/ticketing",
+        "poddisruptionbudget/ticketing",
         "job/ticketing-found",
     ] {
         assert!(

@@ -62,6 +62,9 @@ pub(crate) fn found_cluster(
         )));
     }
     let mut voters = Vec::with_capacity(addrs.len());
+    // Nodes that belong to a cluster already, with the voters they know: accepted only
+    // when that cluster is the one asked for (a founding retried after a lost answer).
+    let mut members_of: Vec<(String, Vec<u64>)> = Vec::new();
     for addr in addrs {
         let text = match one_off(handle, addr, &Request::Members, timeout)? {
             Response::Status { text } => text,
@@ -69,11 +72,19 @@ pub(crate) fn found_cluster(
         };
         let field =
             |name: &str| text.lines().find_map(|l| l.strip_prefix(name)).unwrap_or("").trim().to_owned();
-        if text.lines().any(|l| l.strip_prefix("member=").is_some()) {
-            return Err(ClientError::Refused(format!(
-                "{addr} belongs to a cluster already (members {}); a cluster is founded once",
-                text.lines().filter_map(|l| l.strip_prefix("member=")).collect::<Vec<_>>().join("; ")
-            )));
+        // member=ID ROLE ADDR ...: documented data, read by position.
+        let members: Vec<(u64, bool)> = text
+            .lines()
+            .filter_map(|l| l.strip_prefix("member="))
+            .filter_map(|l| {
+                let mut parts = l.split(' ');
+                let id = parts.next()?.parse().ok()?;
+                Some((id, parts.next()? == "voter"))
+            })
+            .collect();
+        if !members.is_empty() {
+            let voters = members.iter().filter(|(_, voter)| *voter).map(|(id, _)| *id).collect();
+            members_of.push((addr.clone(), voters));
         }
         let id: u64 = field("node_id=")
             .parse()
@@ -82,6 +93,16 @@ pub(crate) fn found_cluster(
         // will dial, whatever name the operator reached it by.
         let own = field("self=");
         voters.push((id, if own.is_empty() { addr.clone() } else { own }));
+    }
+    let mut asked: Vec<u64> = voters.iter().map(|(id, _)| *id).collect();
+    asked.sort_unstable();
+    for (addr, mut known) in members_of {
+        known.sort_unstable();
+        if known != asked {
+            return Err(ClientError::Refused(format!(
+                "{addr} belongs to a cluster already (voters {known:?}, not {asked:?}); a cluster is founded once"
+            )));
+        }
     }
     let request = Request::Found { voters };
     Ok(addrs

@@ -74,14 +74,18 @@ impl Joiner {
             }
         );
         let mut pause = ROUND_PAUSE_MIN;
+        let mut round = 0;
         while !self.done() {
-            match self.round(&client) {
-                Ok(()) => pause = ROUND_PAUSE_MIN,
-                Err(why) => {
-                    crate::warn_limited!(WAITING_LOG, "node {} waits to join: {why}", self.me);
-                    pause = (pause * 2).min(ROUND_PAUSE_MAX);
-                }
+            // Each round starts at the next member: one that names a stale leader (a
+            // learner cut off from the cluster, say) is not asked first every time.
+            if let Err(why) = self.round(&client, round) {
+                crate::warn_limited!(WAITING_LOG, "node {} waits to join: {why}", self.me);
             }
+            round += 1;
+            // Backing off either way: a node waiting for `admin replace` (or for a
+            // configuration the leader is sending) asks a few times a minute, not twice
+            // a second.
+            pause = (pause * 2).min(ROUND_PAUSE_MAX);
             let until = std::time::Instant::now() + pause;
             while std::time::Instant::now() < until && !self.done() {
                 std::thread::sleep(Duration::from_millis(50));
@@ -94,8 +98,8 @@ impl Joiner {
     }
 
     /// One round: find the leader, vouch for it, ask it to add this node.
-    fn round(&self, client: &Client) -> Result<(), String> {
-        let (leader_id, leader) = self.find_leader(client)?;
+    fn round(&self, client: &Client, round: usize) -> Result<(), String> {
+        let (leader_id, leader) = self.find_leader(client, round)?;
         self.view.vouch_for_leader(leader_id, &leader);
         if !self.auto {
             return Ok(());
@@ -115,10 +119,12 @@ impl Joiner {
         }
     }
 
-    /// The leader (id, client address) the first member that knows one names.
-    fn find_leader(&self, client: &Client) -> Result<(u64, String), String> {
+    /// The leader (id, client address) the first member (from the round's turn on) that
+    /// knows one names.
+    fn find_leader(&self, client: &Client, round: usize) -> Result<(u64, String), String> {
         let mut why = Vec::new();
-        for addr in &self.ask {
+        let first = round % self.ask.len().max(1);
+        for addr in self.ask.iter().cycle().skip(first).take(self.ask.len()) {
             if self.done() {
                 break;
             }

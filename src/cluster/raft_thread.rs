@@ -436,6 +436,15 @@ impl RaftLoop {
                     // reused, so we cannot be added back).
                     let term = self.raft.term();
                     self.raft.step(peer, crate::raft::Message::Removed { term, config_index: u64::MAX }, now);
+                    // A joining node removed before it ever received a configuration (added
+                    // as a standby, then silent past the autopilot's threshold) has no
+                    // membership for the core to judge: it stops all the same, and its
+                    // process manager starts a fresh one under a new id.
+                    if self.raft.membership().all_nodes().is_empty()
+                        && !self.view.removed.swap(true, Ordering::SeqCst)
+                    {
+                        warn!("node {peer} says this node was removed before it received the configuration");
+                    }
                 }
                 Ok(ToRaft::Admin { id, old, new, addr, reply }) => {
                     self.start_admin(AdminJob::replace(id, old, new, addr, reply), now)

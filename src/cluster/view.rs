@@ -176,10 +176,13 @@ impl ClusterView {
             return;
         }
         let mut vouched = lock(&self.vouched);
-        // Bounded: configured peers name one leader each at a time.
-        if vouched.len() < 16 || vouched.contains_key(&id) {
-            vouched.insert(id, addr.to_owned());
+        // Bounded: configured peers name one leader each at a time. A node that waits
+        // long sees leaders come and go: when full, one old name gives way (the leader
+        // of the moment is named again at the next round).
+        if vouched.len() >= 16 && !vouched.contains_key(&id) {
+            vouched.pop_first();
         }
+        vouched.insert(id, addr.to_owned());
     }
 
     /// The leaders configured peers (or the members a joining node asked) named.

@@ -229,6 +229,11 @@ impl Raft {
     pub fn is_voter(&self) -> bool {
         self.membership().is_voter(self.cfg.id)
     }
+    /// True while an InstallSnapshot is arriving in chunks (not yet installed).
+    pub fn receiving_snapshot(&self) -> bool {
+        self.incoming_snapshot.is_some()
+    }
+
     pub fn is_removed(&self) -> bool {
         self.removed
     }

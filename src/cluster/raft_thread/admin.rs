@@ -34,6 +34,9 @@ pub struct AdminJob {
     reply: Sender<WriterMsg>,
     phase: AdminPhase,
     deadline_ms: u64,
+    /// This job dialed the node and adds it (not a standby that was there before):
+    /// a replacement that fails takes its learner out again.
+    added_learner: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -66,6 +69,7 @@ impl AdminJob {
             reply,
             phase: AdminPhase::Dialing,
             deadline_ms: 0,
+            added_learner: false,
         }
     }
 
@@ -78,6 +82,7 @@ impl AdminJob {
             reply,
             phase: AdminPhase::Dialing,
             deadline_ms: 0,
+            added_learner: false,
         }
     }
 
@@ -140,7 +145,7 @@ impl RaftLoop {
             info!("{}: node {} is a learner already", job.what(), job.new);
             job.phase = AdminPhase::CatchingUp;
             job.deadline_ms = now + ADMIN_CATCH_UP_MS;
-            self.admin = Some(job);
+            self.set_admin(job);
             return;
         }
         info!("{}: connecting", job.what());
@@ -157,6 +162,16 @@ impl RaftLoop {
         }
         job.phase = AdminPhase::Dialing;
         job.deadline_ms = now + ADMIN_DIAL_MS;
+        job.added_learner = true;
+        self.set_admin(job);
+    }
+
+    /// Installs the job in progress; an operator's replacement pauses the autopilot at
+    /// once (before the core's next tick could start a change of its own).
+    fn set_admin(&mut self, job: AdminJob) {
+        if job.is_replace() {
+            self.raft.set_autopilot_paused(true);
+        }
         self.admin = Some(job);
     }
 
@@ -307,6 +322,9 @@ impl RaftLoop {
                 AdminPhase::Adding => "the learner's configuration did not commit in time".into(),
                 AdminPhase::Swapping => "the change did not commit in time: not enough voters alive".into(),
             };
+            if job.phase == AdminPhase::CatchingUp && job.added_learner && self.raft.is_leader() {
+                let _ = self.raft.remove_learner(job.new);
+            }
             job.refuse(why);
             return None;
         }
@@ -398,16 +416,34 @@ impl RaftLoop {
                 self.view.addr_of(me)
             ));
         }
-        if self.raft.membership().voters == ids && self.founded {
+        // Asked again (an answer lost, a founding Job run twice): the cluster these
+        // voters founded is the one asked for.
+        let committed = self.raft.committed_membership().1;
+        let active = self.raft.membership();
+        if active.voters == ids && (self.founded || committed.voters == ids) {
             return Response::Status { text };
         }
         if !self.kit.joining() {
-            return refuse("this node was started with TICKETING_CLUSTER_STATE=new; only a waiting join node can be told to found a cluster".into());
+            return refuse(
+                "this node was started with TICKETING_CLUSTER_STATE=new; only a waiting join node can be told \
+                 to found a cluster"
+                    .into(),
+            );
         }
-        let known = self.raft.membership().all_nodes();
+        let known = active.all_nodes();
         if !known.is_empty() || self.raft.last_index() > 0 || self.founded {
             return refuse(format!(
                 "node {me} belongs to a cluster already (members {known:?}); a cluster is founded once"
+            ));
+        }
+        // A cluster may be taking this node in right now (a leader a member named, a
+        // term heard, a snapshot arriving): it joins that one instead.
+        let leaders = self.view.vouched_leaders();
+        if !leaders.is_empty() || self.raft.term() > 0 || self.raft.receiving_snapshot() {
+            let led =
+                leaders.first().map_or(String::new(), |(id, addr)| format!(" led by node {id} at {addr}"));
+            return refuse(format!(
+                "node {me} has found a cluster{led} and joins it; a cluster is founded once"
             ));
         }
         let mut config = RaftConfig::new(me);
@@ -426,6 +462,9 @@ impl RaftLoop {
                 self.dialing.insert(*id);
             }
         }
+        // Published at once: from now on this node knows a configuration (its join
+        // thread stops, and the admission judges by membership).
+        self.publish();
         info!("found: node {me} founds a new cluster with voters {founders:?}");
         Response::Status { text }
     }
