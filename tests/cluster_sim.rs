@@ -3,7 +3,8 @@
 //! each node's two threads as two FIFO inboxes that may lag each other), simulated
 //! clients on simulated connections, a hostile peer network (delay, drop, duplicate,
 //! reorder, symmetric and one-way partitions), node pauses, wall-clock jumps, and
-//! crashes with replacement by a new id (learner → `replace_voter`).
+//! crashes with replacement by a new id (learner → `replace_voter` by the admin, or on
+//! half the seeds by the leader's autopilot after the successor joined as a learner).
 //!
 //! After every step the lock invariants of `sim/lock_checker.rs` hold (they are
 //! checked as each fact happens) and Raft's own invariants (`sim::check_node`). At the
@@ -78,6 +79,11 @@ struct Params {
     /// graceful stops of the leader (transfer, then stop) and planned replacements of
     /// live voters, the leader included.
     handovers: bool,
+    /// The leader's autopilot threshold on half the seeds (`None`: off). With it on, a
+    /// crashed voter's successor only joins as a learner, as the real server's JOIN
+    /// does, and the autopilot swaps it in; planned replacements of live voters stay
+    /// the admin's, with the autopilot paused meanwhile (as the server does).
+    autopilot_ms: Option<u64>,
     bug: Option<Bug>,
 }
 
@@ -102,12 +108,13 @@ impl Params {
             waiters_max: 1 + r.below(4) as usize,
             snapshot_every: 3 + r.below(40),
             handovers: r.chance(700),
+            autopilot_ms: r.chance(500).then(|| ELECTION_MS * (4 + r.below(5))),
             bug: None,
         }
     }
 }
 
-fn raft_config(id: NodeId, r: &mut Rng) -> RaftConfig {
+fn raft_config(id: NodeId, r: &mut Rng, autopilot_ms: Option<u64>) -> RaftConfig {
     RaftConfig {
         heartbeat_ms: HEARTBEAT_MS,
         election_ms: ELECTION_MS,
@@ -115,10 +122,7 @@ fn raft_config(id: NodeId, r: &mut Rng) -> RaftConfig {
         max_append_bytes: 512,
         max_inflight: 1 + r.below(8) as usize,
         snapshot_chunk_bytes: 64,
-        // Why off: crashed voters are replaced here by the admin path (the server
-        // pauses autopilot while an `admin replace` runs); tests/raft_sim.rs covers
-        // autopilot.
-        autopilot_dead_ms: None,
+        autopilot_dead_ms: autopilot_ms,
         ..RaftConfig::new(id)
     }
 }
@@ -230,6 +234,8 @@ struct Stats {
     queries: u64,
     snapshots: u64,
     replacements: u64,
+    /// Of those, the ones the autopilot made (a crashed voter's successor swapped in).
+    autopilot_replacements: u64,
     crashes: u64,
     /// Hand-overs begun (transfers, graceful stops, a leader removing itself).
     handovers: u64,
@@ -259,6 +265,7 @@ impl Stats {
         self.queries += o.queries;
         self.snapshots += o.snapshots;
         self.replacements += o.replacements;
+        self.autopilot_replacements += o.autopilot_replacements;
         self.crashes += o.crashes;
         self.handovers += o.handovers;
         self.deferred += o.deferred;
@@ -286,6 +293,9 @@ struct World {
     net: Net<Message>,
     partition_until: u64,
     replacement: Option<(NodeId, NodeId)>,
+    /// The replacement under way follows a crash (with the autopilot on: a JOIN, then
+    /// the autopilot's swap), not an admin's planned replacement.
+    replacement_crash: bool,
     /// A leader stopping gracefully (SIGTERM): (id, when it stops regardless).
     stopping: Option<(NodeId, u64)>,
     /// Replaced nodes still running until they learn they were removed.
@@ -305,7 +315,7 @@ impl World {
         let mut nodes = BTreeMap::new();
         let mut net = Net::new(p.transport.clone(), p.cond.clone(), p.seed);
         for id in &ids {
-            let cfg = raft_config(*id, &mut rng);
+            let cfg = raft_config(*id, &mut rng, p.autopilot_ms);
             let raft = Raft::new_bootstrap(cfg, &ids, rng.next(), 0);
             net.add_node(*id, &ids, 0);
             nodes.insert(*id, Node::new(raft, *id, p.waiters_max, ids.clone()));
@@ -336,6 +346,7 @@ impl World {
             net,
             partition_until: 0,
             replacement: None,
+            replacement_crash: false,
             stopping: None,
             retiring: BTreeSet::new(),
             clients,
@@ -582,7 +593,7 @@ impl World {
         }
         let new = self.next_id;
         self.next_id += 1;
-        let cfg = raft_config(new, &mut self.rng);
+        let cfg = raft_config(new, &mut self.rng, self.p.autopilot_ms);
         let raft = Raft::new_joining(cfg, self.rng.next(), self.now);
         // Started with the voters as its configured peers (the one leaving too:
         // a live voter may still be replaced).
@@ -590,6 +601,7 @@ impl World {
         self.net.add_node(new, &peers, self.now);
         self.nodes.insert(new, Node::new(raft, new, self.p.waiters_max, peers));
         self.replacement = Some((old, new));
+        self.replacement_crash = crash;
         trace(self.now, || format!("replace n{old} by n{new} (crash {crash}, leader n{leader})"));
     }
 
@@ -609,11 +621,24 @@ impl World {
         }
     }
 
-    /// The admin's replacement: add learner → caught up → replace_voter → done.
+    /// The admin's replacement: add learner → caught up → replace_voter → done. With
+    /// the autopilot on, a crashed voter's successor is only added (a JOIN) and the
+    /// autopilot swaps it in.
     fn advance_replacement(&mut self) {
+        let by_autopilot = self.p.autopilot_ms.is_some() && self.replacement_crash;
+        // The server pauses the autopilot while an operator's replacement runs.
+        let paused = self.replacement.is_some() && !by_autopilot;
+        for n in self.nodes.values_mut() {
+            if n.raft.autopilot_paused() != paused {
+                n.raft.set_autopilot_paused(paused);
+            }
+        }
         let Some((old, new)) = self.replacement else {
             return;
         };
+        if by_autopilot && self.autopilot_went_elsewhere(old, new) {
+            return;
+        }
         let Some(l) = self.leader() else { return };
         let raft = &mut self.nodes.get_mut(&l).unwrap().raft;
         let m = raft.membership().clone();
@@ -621,6 +646,9 @@ impl World {
         if !committed.contains(old) && committed.voters.contains(&new) && !committed.is_joint() {
             self.replacement = None;
             self.stats.replacements += 1;
+            if by_autopilot {
+                self.stats.autopilot_replacements += 1;
+            }
             trace(self.now, || format!("replaced n{old} by n{new}"));
             // A planned replacement: the old process stops once it knows it is out and
             // has answered what it applied (`advance_stopping`).
@@ -650,12 +678,44 @@ impl World {
             }
             let raft = &mut self.nodes.get_mut(&l).unwrap().raft;
             let _ = raft.add_learner(new);
-        } else if m.learners.contains(&new) {
+        } else if m.learners.contains(&new) && !by_autopilot {
             let caught_up = raft.progress_of(new).is_some_and(|(matched, _)| matched >= raft.commit_index());
             if caught_up && m.voters.contains(&old) {
                 let _ = raft.replace_voter(old, new);
             }
         }
+    }
+
+    /// With the autopilot on, the standby meant for crashed voter `old` may go
+    /// elsewhere: swapped in for another voter it found dead (one cut off past the
+    /// threshold), or removed as a dead learner itself. Then `old` needs another
+    /// fresh node, as a process manager would start one. True when that happened.
+    fn autopilot_went_elsewhere(&mut self, old: NodeId, new: NodeId) -> bool {
+        let Some(l) = self.leader() else { return false };
+        let raft = &self.nodes[&l].raft;
+        let committed = raft.committed_membership().1.clone();
+        let taken =
+            committed.voters.contains(&new) && !committed.is_joint() && committed.voters.contains(&old);
+        let dropped = !raft.membership().contains(new) && raft.committed_configs().any(|c| c.contains(new));
+        if !taken && !dropped {
+            return false;
+        }
+        trace(self.now, || format!("n{new} went elsewhere (taken {taken}); another fresh node for n{old}"));
+        if dropped {
+            self.stop(new);
+        }
+        self.replacement = None;
+        let voters: Vec<NodeId> = committed.voters.iter().copied().collect();
+        let new = self.next_id;
+        self.next_id += 1;
+        let cfg = raft_config(new, &mut self.rng, self.p.autopilot_ms);
+        let raft = Raft::new_joining(cfg, self.rng.next(), self.now);
+        let peers: Vec<NodeId> = voters.iter().copied().filter(|v| self.nodes.contains_key(v)).collect();
+        self.net.add_node(new, &peers, self.now);
+        self.nodes.insert(new, Node::new(raft, new, self.p.waiters_max, peers));
+        self.replacement = Some((old, new));
+        self.replacement_crash = true;
+        true
     }
 
     fn heal(&mut self) {
