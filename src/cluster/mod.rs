@@ -299,7 +299,7 @@ impl FirstContact {
                  already exists, so this node, started with TICKETING_CLUSTER_STATE=new, cannot found it \
                  (it started after the cluster formed, or it ran before and lost its state). Start it \
                  again with TICKETING_CLUSTER_STATE=join and TICKETING_NODE_ID=auto (or unset): it \
-                 joins under a fresh id as a standby, and the leader's autopilot swaps it for the \
+                 joins under a new NodeId as a standby, and the leader's autopilot swaps it for the \
                  dead voter (docs/deploy.md)",
                 peer.node_id, peer.domain
             ));
