@@ -511,20 +511,7 @@ enum NodeIdSetting {
 /// two ids drawn this way collide with odds of 2^-63 per pair; the leader still refuses
 /// an id any configuration ever named (docs/operations.md "Node ids").
 pub fn fresh_node_id() -> u64 {
-    use ring::rand::SecureRandom;
-    let mut bytes = [0u8; 8];
-    loop {
-        if ring::rand::SystemRandom::new().fill(&mut bytes).is_err() {
-            // The OS source failing is not a configuration error; fall back on the
-            // clock and the process id, still never 0.
-            let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
-            bytes = (t.as_nanos() as u64 ^ (u64::from(std::process::id()) << 32)).to_be_bytes();
-        }
-        let id = u64::from_be_bytes(bytes) >> 1;
-        if id != 0 {
-            return id;
-        }
-    }
+    crate::random::nonzero(63)
 }
 
 fn cluster_config(

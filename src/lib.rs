@@ -11,6 +11,7 @@ pub mod messages;
 pub mod metrics;
 pub mod proto;
 pub mod raft;
+pub mod random;
 pub mod replica;
 pub mod resolve;
 pub mod server;

@@ -558,17 +558,7 @@ fn on_log(
 
 /// A fresh random non-zero fencing domain (docs/fencing.md).
 pub fn random_domain() -> u64 {
-    use ring::rand::SecureRandom;
-    loop {
-        let mut bytes = [0u8; 8];
-        ring::rand::SystemRandom::new()
-            .fill(&mut bytes)
-            .expect("the operating system's random source failed");
-        let domain = u64::from_be_bytes(bytes);
-        if domain != 0 {
-            return domain;
-        }
-    }
+    crate::random::nonzero(64)
 }
 
 /// Adds what the lock table counted this round to the node's metrics: a handful of

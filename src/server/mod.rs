@@ -15,7 +15,6 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::Sender;
 use log::{info, warn};
-use ring::rand::{SecureRandom, SystemRandom};
 
 pub use crate::config::{Config, ConfigError};
 
@@ -173,12 +172,6 @@ pub struct Server {
     metrics_server: Option<crate::metrics::http::MetricsServer>,
 }
 
-fn random_u64() -> u64 {
-    let mut bytes = [0u8; 8];
-    SystemRandom::new().fill(&mut bytes).expect("the operating system's random source failed");
-    u64::from_be_bytes(bytes)
-}
-
 fn invalid_input(message: String) -> std::io::Error {
     std::io::Error::new(std::io::ErrorKind::InvalidInput, message)
 }
@@ -194,7 +187,7 @@ impl Server {
         };
         let listener = TcpListener::bind(config.listen)?;
         let local_addr = listener.local_addr()?;
-        let incarnation = random_u64();
+        let incarnation = crate::random::u64();
         let counters = Arc::new(Counters::default());
         let replica = Replica::new(TableConfig {
             node: config.node_id,
@@ -274,7 +267,7 @@ impl Server {
                     clock: clock.clone(),
                     tls_server: tls_peer_server,
                     tls_client,
-                    seed: random_u64(),
+                    seed: crate::random::u64(),
                 })?;
                 (cluster_config.self_addr.clone(), thread, Some(handles))
             }

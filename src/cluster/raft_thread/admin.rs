@@ -452,7 +452,7 @@ impl RaftLoop {
         config.election_ms = old.election_ms;
         config.autopilot_dead_ms = old.autopilot_dead_ms;
         let founders: Vec<u64> = ids.iter().copied().collect();
-        self.raft = Raft::new_bootstrap(config, &founders, crate::config::fresh_node_id(), now);
+        self.raft = Raft::new_bootstrap(config, &founders, crate::random::u64(), now);
         self.founded = true;
         self.kit.start_founding();
         for (id, addr) in voters.iter().filter(|(id, _)| *id != me) {
