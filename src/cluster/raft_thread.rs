@@ -875,6 +875,7 @@ impl RaftLoop {
     /// Keeps one dialer per member (and none for nodes that left), and has the
     /// leader record every member's address in the replicated state.
     fn housekeeping(&mut self, now: u64) {
+        self.view.publish_autopilot(&self.raft);
         let me = self.raft.id();
         let members = self.members();
         // Dial every member, and the leader even when this node's log does not list it

@@ -23,14 +23,20 @@ pub struct RaftFacts {
     pub learners: Vec<u64>,
     /// This node leads, or heard from its leader within an election timeout.
     pub live_leader: bool,
+}
+
+/// What MEMBERS reports of the autopilot, published at the housekeeping pace (every
+/// 200 ms), not every loop turn: an operator reads it, no decision depends on it.
+#[derive(Clone, Debug, Default)]
+pub struct AutopilotFacts {
     /// Leader only: how long ago it last heard from each other member (ms).
     pub unreachable_ms: Vec<(u64, u64)>,
     /// Leader only: learners caught up and healthy, ready to replace a dead voter.
     pub standbys: Vec<u64>,
     /// The autopilot's threshold (`None`: off) and whether it waits for an
     /// operator's replacement.
-    pub autopilot_dead_ms: Option<u64>,
-    pub autopilot_paused: bool,
+    pub dead_ms: Option<u64>,
+    pub paused: bool,
 }
 
 /// Who may speak Raft to this node: published by the Raft thread, read by the peer
@@ -75,6 +81,7 @@ pub enum NotAdmitted {
 #[derive(Debug, Default)]
 pub struct ClusterView {
     facts: Mutex<RaftFacts>,
+    autopilot: Mutex<AutopilotFacts>,
     /// Client addresses known locally: from the configuration, from `admin replace`,
     /// and the leader address that configured peers named (see `vouched`). Never from
     /// a PEER HELLO alone: a dialer's claim about itself is not evidence.
@@ -226,17 +233,7 @@ impl ClusterView {
             }
         }
         voters.sort_unstable();
-        let leading = raft.is_leader();
-        let unreachable_ms = if leading {
-            membership.all_nodes().into_iter().filter_map(|id| Some((id, raft.unreachable_ms(id)?))).collect()
-        } else {
-            Vec::new()
-        };
         let facts = RaftFacts {
-            unreachable_ms,
-            standbys: if leading { raft.standbys() } else { Vec::new() },
-            autopilot_dead_ms: raft.config().autopilot_dead_ms,
-            autopilot_paused: raft.autopilot_paused(),
             role: Some(raft.role()),
             term: raft.term(),
             leader_id: raft.leader_id(),
@@ -309,6 +306,27 @@ impl ClusterView {
 
     pub fn facts(&self) -> RaftFacts {
         lock(&self.facts).clone()
+    }
+
+    /// Publishes what MEMBERS reports of the autopilot (the Raft thread's housekeeping).
+    pub fn publish_autopilot(&self, raft: &Raft) {
+        let leading = raft.is_leader();
+        let unreachable_ms = if leading {
+            let members = raft.membership().all_nodes();
+            members.into_iter().filter_map(|id| Some((id, raft.unreachable_ms(id)?))).collect()
+        } else {
+            Vec::new()
+        };
+        *lock(&self.autopilot) = AutopilotFacts {
+            unreachable_ms,
+            standbys: if leading { raft.standbys() } else { Vec::new() },
+            dead_ms: raft.config().autopilot_dead_ms,
+            paused: raft.autopilot_paused(),
+        };
+    }
+
+    pub fn autopilot(&self) -> AutopilotFacts {
+        lock(&self.autopilot).clone()
     }
 
     /// Records a client address for `id` (configuration, `admin replace`, or a vouched

@@ -92,6 +92,7 @@ pub fn cluster_text(
 /// ```
 pub fn members_text(info: &NodeInfo, view: &crate::cluster::view::ClusterView) -> String {
     let facts = view.facts();
+    let autopilot = view.autopilot();
     let mut text = String::with_capacity(256);
     let _ = writeln!(text, "node_id={}", info.node_id);
     let _ = writeln!(text, "self={}", view.addr_of(info.node_id));
@@ -108,17 +109,17 @@ pub fn members_text(info: &NodeInfo, view: &crate::cluster::view::ClusterView) -
             };
             let addr = view.addr_of(*id);
             let _ = write!(text, "member={id} {role} {addr} incarnation={incarnation}");
-            if let Some((_, ms)) = facts.unreachable_ms.iter().find(|(n, _)| n == id) {
+            if let Some((_, ms)) = autopilot.unreachable_ms.iter().find(|(n, _)| n == id) {
                 let _ = write!(text, " unreachable_ms={ms}");
             }
             text.push('\n');
         }
     }
     if facts.role == Some(crate::raft::Role::Leader) {
-        let standbys: Vec<String> = facts.standbys.iter().map(u64::to_string).collect();
+        let standbys: Vec<String> = autopilot.standbys.iter().map(u64::to_string).collect();
         let _ = writeln!(text, "standbys={}", standbys.join(","));
     }
-    let _ = match (facts.autopilot_dead_ms, facts.autopilot_paused) {
+    let _ = match (autopilot.dead_ms, autopilot.paused) {
         (None, _) => writeln!(text, "autopilot=off"),
         (Some(ms), false) => writeln!(text, "autopilot=on dead_after_ms={ms}"),
         (Some(ms), true) => writeln!(text, "autopilot=paused dead_after_ms={ms} (an admin replace runs)"),
