@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use faults::cluster::{call, status, tail, Cluster, NodeProc};
+use faults::cluster::{call, status, tail, Cluster};
 use faults::netns::Netns;
 use ticketing::client::{Client, ReleaseOutcome};
 use ticketing::proto::frame::{Request, Response};
@@ -241,19 +241,6 @@ fn isolate(net: &Netns, cluster: &Cluster, i: usize) {
     net.set_filter(&faults::nemesis::block_rules(cluster, &pairs, "")).expect("iptables");
 }
 
-fn wait_exit(p: &mut NodeProc, within: Duration) -> Option<i32> {
-    let deadline = Instant::now() + within;
-    loop {
-        if let Ok(Some(status)) = p.child.try_wait() {
-            return status.code();
-        }
-        if Instant::now() > deadline {
-            return None;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
 #[test]
 fn a_voter_partitioned_below_the_threshold_stays_and_past_it_is_replaced_and_exits_once_healed() {
     let Some(net) = faults::netns::for_test("a_voter_partitioned_below_the_threshold") else { return };
@@ -301,7 +288,7 @@ fn a_voter_partitioned_below_the_threshold_stays_and_past_it_is_replaced_and_exi
 
     // Healed: the old node learns it was removed and exits by itself.
     net.heal().unwrap();
-    let code = wait_exit(&mut cluster.nodes[cut], Duration::from_secs(10));
+    let code = cluster.nodes[cut].wait_exit(Duration::from_secs(10));
     let log = tail(&cluster.nodes[cut].log, 40);
     assert_eq!(code, Some(0), "the removed node did not exit by itself\n{}", logs(&cluster));
     assert!(log.contains("removed"), "it says why: {log}");

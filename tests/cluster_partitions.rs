@@ -41,19 +41,6 @@ fn term(cluster: &Cluster, i: usize) -> u64 {
     facts(cluster, i).and_then(|s| s.get("term").and_then(|t| t.parse().ok())).unwrap_or(0)
 }
 
-fn wait_exit(cluster: &mut Cluster, i: usize, within: Duration) -> Option<i32> {
-    let deadline = Instant::now() + within;
-    loop {
-        if let Ok(Some(status)) = cluster.nodes[i].child.try_wait() {
-            return status.code();
-        }
-        if Instant::now() > deadline {
-            return None;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
 fn logs(cluster: &Cluster) -> String {
     cluster
         .nodes
@@ -104,7 +91,7 @@ fn a_removed_voter_partitioned_during_its_removal_stops_within_two_election_time
     let leader_term = term(&cluster, leader);
     net.heal().unwrap();
     let healed = Instant::now();
-    let code = wait_exit(&mut cluster, cut_off, Duration::from_millis(2 * ELECTION_MAX_MS));
+    let code = cluster.nodes[cut_off].wait_exit(Duration::from_millis(2 * ELECTION_MAX_MS));
     let took = healed.elapsed();
     assert_eq!(
         code,
@@ -139,7 +126,7 @@ fn a_lagging_voter_elects_a_new_voter_its_log_does_not_name() {
     let voters = facts(&cluster, lagging).unwrap()["voters"].clone();
     assert!(!voters.contains(&format!("{new_id}@")), "the lagging voter knows node {new_id}: {voters}");
     assert_eq!(
-        wait_exit(&mut cluster, replaced, Duration::from_secs(10)),
+        cluster.nodes[replaced].wait_exit(Duration::from_secs(10)),
         Some(0),
         "the replaced node stops"
     );

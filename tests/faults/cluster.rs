@@ -61,6 +61,21 @@ impl NodeProc {
             _ => {}
         }
     }
+    /// The exit code once the process exited by itself, waiting up to `within`; `None`
+    /// if it still runs then (or was killed by a signal).
+    pub fn wait_exit(&mut self, within: Duration) -> Option<i32> {
+        let deadline = Instant::now() + within;
+        loop {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return status.code();
+            }
+            if Instant::now() > deadline {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     pub fn kill9(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();

@@ -25,7 +25,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use super::Rng;
+use super::{rng, Rng};
 
 /// What one direction of a link does to the bytes crossing it.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -85,7 +85,7 @@ impl DelayProxy {
             stop: AtomicBool::new(false),
             sockets: Mutex::new(Vec::new()),
             threads: Mutex::new(Vec::new()),
-            seed: Mutex::new(Rng::new(seed)),
+            seed: Mutex::new(rng(seed)),
         });
         let s = shared.clone();
         let acceptor = std::thread::Builder::new()
@@ -144,8 +144,7 @@ fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
             let (Ok(from), Ok(to)) = (from.try_clone(), to.try_clone()) else { continue };
             let (tx, rx) = crossbeam_channel::bounded::<(Instant, Vec<u8>)>(QUEUE_CHUNKS);
             let s = shared.clone();
-            let reader =
-                std::thread::spawn(move || read_side(&s, dir, from, tx, Rng::new(seed ^ dir as u64)));
+            let reader = std::thread::spawn(move || read_side(&s, dir, from, tx, rng(seed ^ dir as u64)));
             let writer = std::thread::spawn(move || write_side(rx, to));
             let mut threads = shared.threads.lock().unwrap();
             threads.retain(|t| !t.is_finished());

@@ -12,7 +12,7 @@ use ticketing::client::{AcquireError, Client, ReleaseOutcome};
 
 use super::cluster::TOKEN;
 use super::history::{AcqOutcome, Clock, Event, QueryOutcome, RelOutcome};
-use super::Rng;
+use super::{rng, Rng};
 
 pub const KEYS: usize = 3;
 
@@ -98,7 +98,7 @@ pub fn start(shared: Arc<Shared>, groups: u32, threads: u32, seed: u64) -> Vec<J
         let group = Arc::new(Group { client: Mutex::new((u64::MAX, None)) });
         for t in 0..threads {
             let (shared, group) = (shared.clone(), group.clone());
-            let rng = Rng::new(seed ^ ((g as u64) << 32 | t as u64).wrapping_mul(0x9E37_79B9));
+            let rng = rng(seed ^ ((g as u64) << 32 | t as u64).wrapping_mul(0x9E37_79B9));
             handles.push(
                 std::thread::Builder::new()
                     .name(format!("worker-{g}-{t}"))
