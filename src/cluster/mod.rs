@@ -359,6 +359,11 @@ impl DialerKit {
         self.first_contact.founding.store(true, Ordering::SeqCst);
     }
 
+    /// A FOUND made this node, started with `join`, a founder.
+    pub fn founded_by_found(&self) -> bool {
+        self.joining() && self.first_contact.founding.load(Ordering::SeqCst)
+    }
+
     /// This process's incarnation (a random number chosen at start).
     pub fn incarnation(&self) -> u64 {
         (self.hello)().incarnation

@@ -99,8 +99,6 @@ pub struct RaftLoop {
     admin: Option<AdminJob>,
     /// JOINs add learners while fewer than this many exist (`TICKETING_STANDBYS_MAX`).
     pub standbys_max: usize,
-    /// Set once a FOUND made this waiting node a founder (`admin::found`).
-    founded: bool,
     /// `admin transfer-leader` requests waiting for the hand-over to end.
     transfers: Vec<TransferWait>,
     /// Peers a dial attempt is under way to (no link yet).
@@ -192,7 +190,6 @@ impl RaftLoop {
             kit,
             admin: None,
             standbys_max: crate::config::STANDBYS_MAX_DEFAULT as usize,
-            founded: false,
             transfers: Vec::new(),
             dialing: BTreeSet::new(),
             waiting: HashMap::new(),

@@ -420,7 +420,7 @@ impl RaftLoop {
         // voters founded is the one asked for.
         let committed = self.raft.committed_membership().1;
         let active = self.raft.membership();
-        if active.voters == ids && (self.founded || committed.voters == ids) {
+        if active.voters == ids && (self.kit.founded_by_found() || committed.voters == ids) {
             return Response::Status { text };
         }
         if !self.kit.joining() {
@@ -431,7 +431,7 @@ impl RaftLoop {
             );
         }
         let known = active.all_nodes();
-        if !known.is_empty() || self.raft.last_index() > 0 || self.founded {
+        if !known.is_empty() || self.raft.last_index() > 0 || self.kit.founded_by_found() {
             return refuse(format!(
                 "node {me} belongs to a cluster already (members {known:?}); a cluster is founded once"
             ));
@@ -453,7 +453,6 @@ impl RaftLoop {
         config.autopilot_dead_ms = old.autopilot_dead_ms;
         let founders: Vec<u64> = ids.iter().copied().collect();
         self.raft = Raft::new_bootstrap(config, &founders, crate::random::u64(), now);
-        self.founded = true;
         self.kit.start_founding();
         for (id, addr) in voters.iter().filter(|(id, _)| *id != me) {
             self.view.learn_addr(*id, addr);
