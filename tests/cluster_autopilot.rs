@@ -216,9 +216,10 @@ fn a_killed_follower_then_a_killed_leader_come_back_as_fresh_processes_and_the_c
     std::thread::sleep(Duration::from_secs(1));
     assert!(load.grants_since(after) > 0, "grants go on after the first healing\n{}", logs(&cluster));
 
-    // Then the leader.
+    // Then the leader; this fresh process is given one member's address only.
     let leader = cluster.wait_leader(Duration::from_secs(10)).expect("a leader");
-    let (second, took) = kill_and_restart(&mut cluster, leader, &seeds);
+    let one_seed = cluster.nodes[(leader + 1) % 3].addr.to_string();
+    let (second, took) = kill_and_restart(&mut cluster, leader, &one_seed);
     eprintln!("leader replaced by node {second} {} ms after the kill", took.as_millis());
     let after = Instant::now();
     std::thread::sleep(Duration::from_secs(1));
@@ -253,15 +254,7 @@ fn a_voter_partitioned_below_the_threshold_stays_and_past_it_is_replaced_and_exi
     let standby = cluster.spawn_fresh(None, &seeds, Some(&net), ENV).expect("standby");
     let standby_id = standby.id;
     cluster.nodes.push(standby);
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let text = members(cluster.nodes[leader].addr).unwrap_or_default();
-        if text.lines().any(|l| l == format!("standbys={standby_id}")) {
-            break;
-        }
-        assert!(Instant::now() < deadline, "no standby {standby_id}: {text}\n{}", logs(&cluster));
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    wait_standby(&cluster, standby_id, Duration::from_secs(20));
     let founders: Vec<u64> = cluster.nodes[..3].iter().map(|p| p.id).collect();
 
     // Cut off for half the threshold: still a voter afterwards.
@@ -352,16 +345,7 @@ fn waiting_join_nodes_found_nothing_by_themselves_and_admin_found_makes_them_a_c
     let fourth = cluster.spawn_fresh(None, &seeds.join(","), None, ENV).expect("fourth");
     let id = fourth.id;
     cluster.nodes.push(fourth);
-    let deadline = Instant::now() + Duration::from_secs(15);
-    loop {
-        let l = cluster.leader().unwrap_or(leader);
-        let text = members(cluster.nodes[l].addr).unwrap_or_default();
-        if text.lines().any(|l| l == format!("standbys={id}")) {
-            break;
-        }
-        assert!(Instant::now() < deadline, "node {id} is no standby: {text}\n{}", logs(&cluster));
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    wait_standby(&cluster, id, Duration::from_secs(15));
     // Founding is once: with another list, the nodes of the cluster refuse, and the
     // fourth is no founder either.
     let other = format!("{},{},{}", seeds[0], seeds[1], cluster.nodes[3].addr);
@@ -376,4 +360,50 @@ fn waiting_join_nodes_found_nothing_by_themselves_and_admin_found_makes_them_a_c
         out.contains(&format!("standby  {id}@")) && out.contains("autopilot on dead_after_ms=6000"),
         "{out}"
     );
+}
+
+/// Waits until the leader's MEMBERS names `id` a standby.
+fn wait_standby(cluster: &Cluster, id: u64, within: Duration) {
+    let deadline = Instant::now() + within;
+    loop {
+        let l = cluster.leader().unwrap_or(0);
+        let text = members(cluster.nodes[l].addr).unwrap_or_default();
+        if text.lines().any(|l| l == format!("standbys={id}")) {
+            return;
+        }
+        assert!(Instant::now() < deadline, "node {id} is no standby: {text}\n{}", logs(cluster));
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn a_frozen_voter_is_replaced_past_the_threshold_and_exits_when_it_thaws() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = faults::ports::free_port_pair();
+    let mut cluster = Cluster::start_with_env(3, port, dir.path().to_path_buf(), None, ENV).expect("cluster");
+    let seeds = cluster.client_addrs().join(",");
+    let leader = cluster.wait_leader(Duration::from_secs(30)).expect("a leader");
+    let standby = cluster.spawn_fresh(None, &seeds, None, ENV).expect("standby");
+    let standby_id = standby.id;
+    cluster.nodes.push(standby);
+    wait_standby(&cluster, standby_id, Duration::from_secs(20));
+
+    // SIGSTOP, as a VM pause or a long GC would: the process holds its sockets open.
+    let frozen = (leader + 1) % 3;
+    cluster.nodes[frozen].signal("-STOP");
+    let stopped = Instant::now();
+    let mut want: Vec<u64> = cluster.nodes.iter().map(|p| p.id).collect();
+    want.remove(frozen);
+    wait_voters(&cluster, &want, Duration::from_millis(DEAD_MS * 3)).expect("the frozen voter replaced");
+    assert!(stopped.elapsed() >= Duration::from_millis(EARLIEST_MS), "replaced before the threshold");
+    eprintln!("frozen voter replaced {} ms after SIGSTOP", stopped.elapsed().as_millis());
+
+    // Thawed, it learns it was removed and exits by itself; the others keep serving.
+    cluster.nodes[frozen].signal("-CONT");
+    let code = cluster.nodes[frozen].wait_exit(Duration::from_secs(10));
+    assert_eq!(code, Some(0), "the thawed node did not exit by itself\n{}", logs(&cluster));
+    assert!(tail(&cluster.nodes[frozen].log, 40).contains("removed"), "it says why");
+    let frozen = cluster.nodes.remove(frozen);
+    cluster.retired.push(frozen);
+    wait_voters(&cluster, &want, Duration::from_secs(5)).expect("the voters stay");
 }
