@@ -247,3 +247,65 @@ fn a_certificate_peers_would_refuse_stops_the_node_at_start_naming_the_variable(
         assert!(std::time::Instant::now() < deadline, "no leader over TLS with both usages");
     }
 }
+
+/// Self-healing on a TLS cluster: a follower killed and started again the way
+/// docs/deploy.md restarts a node (`join`, no node id, the members' addresses, the same
+/// certificate files) joins over TLS as a standby and the autopilot swaps it in.
+#[test]
+fn a_tls_cluster_heals_a_killed_follower_with_a_fresh_process() {
+    let pki = Pki::new();
+    let (cert, key) = pki.leaf(&["127.0.0.1", "127.0.0.2", "127.0.0.3"]);
+    let dir = tempfile::tempdir().unwrap();
+    let path = |name: &str| dir.path().join(name).to_str().unwrap().to_owned();
+    std::fs::write(path("cert.pem"), cert.pem()).unwrap();
+    std::fs::write(path("key.pem"), key.serialize_pem()).unwrap();
+    std::fs::write(path("ca.pem"), pki.ca.pem()).unwrap();
+    let (cert_path, key_path, ca_path) = (path("cert.pem"), path("key.pem"), path("ca.pem"));
+    let env = [
+        ("TICKETING_TLS_CERT", cert_path.as_str()),
+        ("TICKETING_TLS_KEY", key_path.as_str()),
+        ("TICKETING_TLS_CA", ca_path.as_str()),
+        ("TICKETING_AUTOPILOT_DEAD_MS", "6000"),
+    ];
+    let mut cluster = Cluster::start(3, &env);
+    let addrs: Vec<String> = (0..3).map(|i| cluster.addr(i).to_string()).collect();
+    let client =
+        Client::builder().addrs(addrs.clone()).auth_token(TOKEN).tls_ca_file(&ca_path).build().unwrap();
+    let voters = |client: &Client| -> Vec<String> {
+        let status = client.status().unwrap_or_default();
+        let line = status.lines().find_map(|l| l.strip_prefix("voters=")).unwrap_or("").to_owned();
+        line.split(',').filter(|v| !v.is_empty()).map(|v| v.split('@').next().unwrap().to_owned()).collect()
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while voters(&client).len() != 3 {
+        assert!(std::time::Instant::now() < deadline, "no leader over TLS");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let leader_addr =
+        client.status().unwrap().lines().find_map(|l| l.strip_prefix("leader=")).unwrap().to_owned();
+    let victim = (0..3).find(|i| cluster.addr(*i).to_string() != leader_addr).unwrap();
+    cluster.kill(victim);
+    let at = cluster.addr(victim).to_string();
+    let seeds = addrs.join(",");
+    let mut fresh_env = vec![
+        ("TICKETING_LISTEN", at.as_str()),
+        ("TICKETING_CLUSTER_SELF", at.as_str()),
+        ("TICKETING_CLUSTER_PEERS", seeds.as_str()),
+        ("TICKETING_CLUSTER_STATE", "join"),
+        ("TICKETING_PEER_AUTH_TOKEN", PEER_TOKEN),
+    ];
+    fresh_env.extend_from_slice(&env);
+    let _fresh = start_server(&fresh_env);
+    let old = (victim + 1).to_string();
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let v = voters(&client);
+        if v.len() == 3 && !v.contains(&old) {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "node {old} not replaced over TLS: voters {v:?}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let lock = client.acquire("tls-healed", Duration::from_secs(5), Duration::from_secs(5)).expect("a grant");
+    assert!(lock.token() > 0);
+}
