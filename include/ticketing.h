@@ -226,7 +226,9 @@ int ticketing_resolve(const ticketing_client *client, const ticketing_error *err
 /* Releases the lock and waits for the server's answer. Wraps Lock::release.
  * *outcome_out (may be NULL): TICKETING_RELEASED, TICKETING_NOT_HOLDER or
  * TICKETING_RELEASED_OR_EXPIRED. Errors: TICKETING_UNCONFIRMED (the key may still be
- * held; the client keeps checking and releases it), TICKETING_QUEUE_FULL (the key may
+ * held; the client keeps checking and releases it), TICKETING_UNAVAILABLE (no server
+ * could take it: never sent, the key stays held until its lease ends; at once when every
+ * connection failed with a lasting mistake), TICKETING_QUEUE_FULL (the key may
  * stay held until its lease ends), TICKETING_INVALID (already released). The
  * handle stays allocated: free it with ticketing_lock_free.
  * Blocks at most the release deadline, 5 s. */

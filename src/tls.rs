@@ -181,6 +181,48 @@ pub fn cert_fits_addr(cert: &CertificateDer<'_>, addr: &str) -> bool {
     }
 }
 
+/// Whether the server at `target` speaks TLS: a fresh connection sends a TLS
+/// ClientHello and reads the first byte of the answer. A TLS record (handshake `0x16`
+/// or alert `0x15`) says TLS; the plain greeting (`TKT1`) says plain. `None` when no
+/// answer comes within `limit` or the connection fails.
+///
+/// Why it exists: a TLS server waits for the client's ClientHello and a plain node
+/// waits for the server's greeting, so a plain dialer at a TLS port hears nothing until
+/// a handshake timeout. Asking on a second connection turns that silence into a
+/// verdict within a round trip (the one costing a failed handshake in the server's log).
+pub fn speaks_tls(target: std::net::SocketAddr, limit: std::time::Duration) -> Option<bool> {
+    use std::io::{Read, Write};
+    let end = std::time::Instant::now() + limit;
+    let left =
+        || end.saturating_duration_since(std::time::Instant::now()).max(std::time::Duration::from_millis(1));
+    let mut sock = std::net::TcpStream::connect_timeout(&target, left()).ok()?;
+    sock.set_write_timeout(Some(left())).ok()?;
+    // No certificate is ever checked: only the ClientHello is sent, and only the kind
+    // of the first answering byte is looked at.
+    let config = rustls::ClientConfig::builder_with_provider(provider())
+        .with_safe_default_protocol_versions()
+        .ok()?
+        .with_root_certificates(rustls::RootCertStore::empty())
+        .with_no_client_auth();
+    let name = rustls::pki_types::ServerName::try_from("ticketing.invalid").ok()?;
+    let mut conn = rustls::ClientConnection::new(Arc::new(config), name).ok()?;
+    let mut hello = Vec::new();
+    while conn.wants_write() {
+        conn.write_tls(&mut hello).ok()?;
+    }
+    sock.write_all(&hello).ok()?;
+    sock.set_read_timeout(Some(left())).ok()?;
+    let mut first = [0u8; 1];
+    match sock.read(&mut first) {
+        Ok(1) => match first[0] {
+            0x15 | 0x16 => Some(true),
+            b'T' => Some(false),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
 /// For unit tests of the code around TLS: a server configuration with a throw-away
 /// self-signed certificate for `localhost`, and a client configuration that trusts it.
 #[cfg(test)]

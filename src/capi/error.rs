@@ -116,6 +116,7 @@ impl From<ReleaseError> for Failure {
         let kind = match &e {
             ReleaseError::QueueFull => TICKETING_QUEUE_FULL,
             ReleaseError::Unconfirmed => TICKETING_UNCONFIRMED,
+            ReleaseError::Unavailable { .. } => TICKETING_UNAVAILABLE,
             ReleaseError::Invalid(_) => TICKETING_INVALID,
         };
         Failure::plain(kind, e.to_string())
@@ -125,7 +126,7 @@ impl From<ReleaseError> for Failure {
 impl From<ClientError> for Failure {
     fn from(e: ClientError) -> Failure {
         let kind = match &e {
-            ClientError::Unavailable => TICKETING_UNAVAILABLE,
+            ClientError::Unavailable { .. } => TICKETING_UNAVAILABLE,
             ClientError::NoAnswer => TICKETING_NO_ANSWER,
             ClientError::NotLeader { .. } => TICKETING_NOT_LEADER,
             ClientError::Invalid(_) => TICKETING_INVALID,

@@ -327,7 +327,8 @@ fn every_client_error_maps_to_its_kind() {
         (AcquireError::Timeout, TICKETING_TIMEOUT, false),
         (AcquireError::Overloaded, TICKETING_OVERLOADED, true),
         (AcquireError::Invalid("x".into()), TICKETING_INVALID, false),
-        (AcquireError::Unavailable { last_error: None }, TICKETING_UNAVAILABLE, true),
+        (AcquireError::Unavailable { last_error: None, lasting: false }, TICKETING_UNAVAILABLE, true),
+        (AcquireError::Unavailable { last_error: Some("x".into()), lasting: true }, TICKETING_UNAVAILABLE, false),
     ] {
         let message = err.to_string();
         let f = Failure::from(err);
@@ -339,12 +340,14 @@ fn every_client_error_maps_to_its_kind() {
     for (err, kind) in [
         (ReleaseError::QueueFull, TICKETING_QUEUE_FULL),
         (ReleaseError::Unconfirmed, TICKETING_UNCONFIRMED),
+        (ReleaseError::Unavailable { last_error: None, lasting: true }, TICKETING_UNAVAILABLE),
         (ReleaseError::Invalid("x".into()), TICKETING_INVALID),
     ] {
         assert_eq!(Failure::from(err).kind, kind);
     }
     for (err, kind, retryable) in [
-        (ClientError::Unavailable, TICKETING_UNAVAILABLE, true),
+        (ClientError::Unavailable { last_error: None, lasting: false }, TICKETING_UNAVAILABLE, true),
+        (ClientError::Unavailable { last_error: None, lasting: true }, TICKETING_UNAVAILABLE, false),
         (ClientError::NoAnswer, TICKETING_NO_ANSWER, false),
         (ClientError::NotLeader { leader: None }, TICKETING_NOT_LEADER, true),
         (ClientError::Invalid("x".into()), TICKETING_INVALID, false),

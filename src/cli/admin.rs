@@ -98,7 +98,12 @@ fn replace(args: &[String]) -> i32 {
             EXIT_OK
         }
         Err(e) => {
-            report_failure(&client, "admin replace", &e, !matches!(e, ClientError::Refused(_)));
+            report_failure(
+                &client,
+                "admin replace",
+                &Failed::Read(&e),
+                !matches!(e, ClientError::Refused(_)),
+            );
             match e {
                 ClientError::Refused(_) => EXIT_NO,
                 other => client_exit(&other),
@@ -256,7 +261,7 @@ fn members(args: &[String]) -> i32 {
             EXIT_OK
         }
         Err(e) => {
-            report_failure(&client, "admin members", &e, false);
+            report_failure(&client, "admin members", &Failed::Read(&e), false);
             client_exit(&e)
         }
     }

@@ -77,7 +77,7 @@ fn acquire_kind(e: &AcquireError) -> usize {
 
 fn release_kind(e: &ReleaseError) -> usize {
     match e {
-        ReleaseError::Unconfirmed => 8,
+        ReleaseError::Unconfirmed | ReleaseError::Unavailable { .. } => 8,
         ReleaseError::QueueFull => 9,
         ReleaseError::Invalid(_) => 10,
     }

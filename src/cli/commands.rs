@@ -34,7 +34,7 @@ pub(super) fn acquire(args: &[String]) -> i32 {
         Err(e) => {
             let no_leader =
                 matches!(e, AcquireError::NotLeader { leader: None } | AcquireError::Unavailable { .. });
-            report_failure(&client, "acquire", &e, no_leader);
+            report_failure(&client, "acquire", &Failed::Acquire(&e), no_leader);
             acquire_exit(&e)
         }
     }
@@ -75,7 +75,7 @@ pub(super) fn release(args: &[String]) -> i32 {
             EXIT_OK
         }
         Err(e) => {
-            report_failure(&client, "release", &e, true);
+            report_failure(&client, "release", &Failed::Release(&e), true);
             release_exit(&e)
         }
     }
@@ -114,9 +114,11 @@ pub(super) fn query(args: &[String]) -> i32 {
         Err(e) => {
             let no_leader = matches!(
                 e,
-                ClientError::NotLeader { leader: None } | ClientError::Unavailable | ClientError::NoAnswer
+                ClientError::NotLeader { leader: None }
+                    | ClientError::Unavailable { lasting: false, .. }
+                    | ClientError::NoAnswer
             );
-            report_failure(&client, "query", &e, no_leader);
+            report_failure(&client, "query", &Failed::Read(&e), no_leader);
             client_exit(&e)
         }
     }
@@ -145,17 +147,20 @@ pub(super) fn status(args: &[String]) -> i32 {
         Ok(c) => c,
         Err(code) => return code,
     };
-    if addrs.len() == 1 && !matches.opt_present("node") {
-        // A cluster node names every member in its STATUS: show them all.
-        if let Ok(text) = client.status_of(&addrs[0]) {
-            let members = cluster_members(&text);
-            if members.len() > 1 {
-                addrs = members;
-            }
+    // One address: its STATUS is asked once, within the command's budget (5 s); a
+    // cluster node names every member in it, and then all of them are shown.
+    let mut first = None;
+    if addrs.len() == 1 {
+        let answer = client.status_of(&addrs[0]);
+        let members = answer.as_ref().map(|text| cluster_members(text)).unwrap_or_default();
+        if matches.opt_present("node") || members.len() <= 1 {
+            first = Some(answer);
+        } else {
+            addrs = members;
         }
     }
-    if addrs.len() == 1 {
-        return match client.status_of(&addrs[0]) {
+    if let Some(answer) = first {
+        return match answer {
             Ok(text) => {
                 print!("{text}");
                 if !text.ends_with('\n') {
@@ -164,7 +169,7 @@ pub(super) fn status(args: &[String]) -> i32 {
                 EXIT_OK
             }
             Err(e) => {
-                eprintln!("ticketing status: {}: {e}", addrs[0]);
+                report_failure(&client, "status", &Failed::Read(&e), false);
                 client_exit(&e)
             }
         };
@@ -200,7 +205,7 @@ pub(super) fn status(args: &[String]) -> i32 {
                 }
             }
             Err(e) => {
-                eprintln!("ticketing status: {addr}: {e}");
+                eprintln!("ticketing status: {}", why_unanswered(addr, e));
                 for column in STATUS_COLUMNS {
                     row.push(if column == "role" { "unreachable" } else { "-" }.into());
                 }

@@ -236,13 +236,8 @@ fn build_client(matches: &Matches) -> Result<Client, i32> {
 /// secret, `TICKETING_PEER_AUTH_TOKEN` or `TICKETING_PEER_AUTH_TOKEN_FILE`, because
 /// the servers refuse admin requests on connections that proved only the client secret.
 fn build_admin_client(matches: &Matches) -> Result<Client, i32> {
-    let builder = ClientBuilder::from_env();
-    let builder = if let Some(token) = std::env::var_os("TICKETING_PEER_AUTH_TOKEN").filter(|t| !t.is_empty())
-    {
-        builder.auth_token(token.into_encoded_bytes())
-    } else if let Some(path) = std::env::var_os("TICKETING_PEER_AUTH_TOKEN_FILE").filter(|p| !p.is_empty()) {
-        builder.auth_token_file(path)
-    } else {
+    let mut builder = ClientBuilder::from_env();
+    if !builder.operator_secret_from_env() {
         eprintln!(
             "ticketing admin: TICKETING_PEER_AUTH_TOKEN (or TICKETING_PEER_AUTH_TOKEN_FILE) is required: \
              admin operations need the cluster's peer (operator) secret"
@@ -347,10 +342,16 @@ fn acquire_following(
 /// Prints the final message of a failed command: what failed, then, for each address
 /// the client could not connect to, why (refused, the auth token, TLS, ...), and when
 /// the nodes it reached know no leader, that the cluster has no quorum.
-fn report_failure(client: &Client, command: &str, error: &dyn std::fmt::Display, no_leader: bool) {
-    eprintln!("ticketing {command}: {error}");
-    for (_, why) in client.connection_errors() {
+fn report_failure(client: &Client, command: &str, error: &Failed<'_>, no_leader: bool) {
+    let reasons = client.connection_errors();
+    eprintln!("ticketing {command}: {}", error.headline());
+    for (_, why) in &reasons {
         eprintln!("  {why}");
+    }
+    if reasons.is_empty() {
+        if let Some(why) = error.last_error() {
+            eprintln!("  {why}");
+        }
     }
     // Only when some node answers: with none reachable there is nobody to ask.
     if no_leader && client.is_connected() {
@@ -396,6 +397,58 @@ fn no_quorum(client: &Client) -> Option<String> {
          leader (a majority must be up and reach each other; docs/operations.md, \"Losing a majority\")",
         voters.len()
     ))
+}
+
+/// A failed command's error, for [`report_failure`].
+pub(crate) enum Failed<'a> {
+    Acquire(&'a AcquireError),
+    Release(&'a ReleaseError),
+    Read(&'a ClientError),
+}
+
+impl Failed<'_> {
+    /// The first line: what failed. When no connection could take the request, the
+    /// lines under it (one per address) say why, so the cause is not repeated here.
+    fn headline(&self) -> String {
+        match self.unavailable() {
+            Some((_, true)) => "no server can be used: nothing was sent, and trying again will not help until \
+                                the mistake below is fixed"
+                .into(),
+            Some((_, false)) => format!(
+                "no server reachable within {} s: nothing was sent (check the addresses and that a server runs)",
+                CLI_REQUEST_TIMEOUT.as_secs()
+            ),
+            None => match self {
+                Failed::Acquire(e) => e.to_string(),
+                Failed::Release(e) => e.to_string(),
+                Failed::Read(e) => e.to_string(),
+            },
+        }
+    }
+
+    fn unavailable(&self) -> Option<(Option<&str>, bool)> {
+        match self {
+            Failed::Acquire(AcquireError::Unavailable { last_error, lasting })
+            | Failed::Release(ReleaseError::Unavailable { last_error, lasting })
+            | Failed::Read(ClientError::Unavailable { last_error, lasting }) => {
+                Some((last_error.as_deref(), *lasting))
+            }
+            _ => None,
+        }
+    }
+
+    fn last_error(&self) -> Option<&str> {
+        self.unavailable().and_then(|(last, _)| last)
+    }
+}
+
+/// Why one node did not answer, in a line: the connection's failure when there was
+/// one (it names the address), else the error.
+pub(crate) fn why_unanswered(addr: &str, e: &ClientError) -> String {
+    match e {
+        ClientError::Unavailable { last_error: Some(why), .. } => why.clone(),
+        other => format!("{addr}: {other}"),
+    }
 }
 
 fn acquire_exit(e: &AcquireError) -> i32 {

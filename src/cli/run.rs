@@ -57,7 +57,7 @@ pub(super) fn run(args: &[String]) -> i32 {
         Err(e) => {
             let no_leader =
                 matches!(e, AcquireError::NotLeader { leader: None } | AcquireError::Unavailable { .. });
-            report_failure(&client, "run", &e, no_leader);
+            report_failure(&client, "run", &Failed::Acquire(&e), no_leader);
             return acquire_exit(&e);
         }
     };

@@ -8,7 +8,9 @@ use std::io::{IsTerminal, Read, Write};
 use std::time::{Duration, Instant};
 
 use super::commands::{cluster_members, parse_status, table};
-use super::{addrs_of, build_client, client_options, parse, EXIT_OK, EXIT_UNKNOWN, EXIT_USAGE};
+use super::{
+    addrs_of, build_client, client_options, parse, why_unanswered, EXIT_OK, EXIT_UNKNOWN, EXIT_USAGE,
+};
 use crate::client::{Client, ClientError, TopKey, TOP_KEYS_MAX};
 
 /// The STATUS counters `top` turns into rates: (STATUS name, column title).
@@ -170,53 +172,67 @@ impl Viewer {
         }
     }
 
+    /// One refresh, within one request budget (5 s) when every member was among the
+    /// addresses given: the given addresses are asked at once (an unreachable one must
+    /// not delay the others), then the members the first answer names that were not
+    /// asked yet; the leader's TOP KEYS meanwhile.
     fn sample(&self) -> Sample {
-        // The members as the first node that answers names them (a cluster), else the
-        // addresses given.
-        let mut addrs = self.given.clone();
-        for addr in &self.given {
-            if let Ok(text) = self.client.status_of(addr) {
-                let members = cluster_members(&text);
-                if !members.is_empty() {
-                    addrs = members;
-                }
-                break;
-            }
-        }
         let (nodes, keys) = std::thread::scope(|scope| {
             let keys = scope.spawn(|| self.client.top_keys(self.keys).map_err(|e| describe(&e)));
-            let handles: Vec<_> = addrs
+            let given = self.ask(&self.given);
+            let members = given
                 .iter()
-                .map(|addr| {
-                    scope.spawn(move || {
-                        let status = self
-                            .client
-                            .status_of(addr)
-                            .map(|text| parse_status(&text).into_iter().collect())
-                            .map_err(|e| e.to_string());
-                        NodeSample { addr: addr.clone(), status }
-                    })
-                })
-                .collect();
-            let nodes: Vec<NodeSample> = handles
+                .find_map(|(_, answer)| answer.as_ref().ok().map(|text| cluster_members(text)))
+                .filter(|m| !m.is_empty());
+            let answers = match members {
+                None => given,
+                Some(members) => {
+                    let missing: Vec<String> =
+                        members.iter().filter(|m| !self.given.contains(m)).cloned().collect();
+                    let mut known = given;
+                    known.extend(self.ask(&missing));
+                    members
+                        .iter()
+                        .filter_map(|m| {
+                            known.iter().position(|(a, _)| a == m).map(|at| known.swap_remove(at))
+                        })
+                        .collect()
+                }
+            };
+            let nodes = answers
                 .into_iter()
-                .zip(&addrs)
-                .map(|(h, addr)| {
-                    h.join()
-                        .unwrap_or_else(|_| NodeSample { addr: addr.clone(), status: Err("failed".into()) })
+                .map(|(addr, answer)| {
+                    let status = answer
+                        .map(|text| parse_status(&text).into_iter().collect())
+                        .map_err(|e| why_unanswered(&addr, &e));
+                    NodeSample { addr, status }
                 })
                 .collect();
             (nodes, keys.join().unwrap_or_else(|_| Err("failed".into())))
         });
         Sample { at: Instant::now(), nodes, keys }
     }
+
+    /// The STATUS text of each of `addrs`, asked at once.
+    fn ask(&self, addrs: &[String]) -> Vec<(String, Result<String, ClientError>)> {
+        std::thread::scope(|scope| {
+            let handles: Vec<_> =
+                addrs.iter().map(|addr| scope.spawn(move || self.client.status_of(addr))).collect();
+            handles
+                .into_iter()
+                .zip(addrs)
+                .map(|(h, addr)| (addr.clone(), h.join().unwrap_or(Err(ClientError::NoAnswer))))
+                .collect()
+        })
+    }
 }
 
 fn describe(e: &ClientError) -> String {
     match e {
-        ClientError::NotLeader { leader: None } | ClientError::Unavailable => {
+        ClientError::NotLeader { leader: None } | ClientError::Unavailable { lasting: false, .. } => {
             "no leader known: the queues live on the leader".into()
         }
+        ClientError::Unavailable { lasting: true, .. } => "no node can be used (see above)".into(),
         other => other.to_string(),
     }
 }

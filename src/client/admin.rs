@@ -126,12 +126,15 @@ fn ask_leader(
 ) -> Result<String, ClientError> {
     let deadline = Instant::now() + timeout;
     let mut leader: Option<String> = None;
-    let mut last = ClientError::Unavailable;
+    let mut last = ClientError::unavailable();
     while Instant::now() < deadline {
         let candidates: Vec<String> = match leader.take() {
             Some(leader) => vec![leader],
             None => known.to_vec(),
         };
+        // Every address failed with a mistake that trying again cannot fix (the
+        // secret, a certificate, TLS on one side only): no round will do better.
+        let mut all_lasting = !candidates.is_empty();
         for addr in candidates {
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
@@ -145,8 +148,14 @@ fn ask_leader(
                     break;
                 }
                 Err(e @ (ClientError::Refused(_) | ClientError::Invalid(_))) => return Err(e),
-                Err(e) => last = e,
+                Err(e) => {
+                    all_lasting &= matches!(e, ClientError::Unavailable { lasting: true, .. });
+                    last = e;
+                }
             }
+        }
+        if all_lasting && leader.is_none() {
+            return Err(last);
         }
         if leader.is_none() {
             std::thread::sleep(ROUND_PAUSE.min(deadline.saturating_duration_since(Instant::now())));

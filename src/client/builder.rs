@@ -7,7 +7,8 @@ use std::time::Duration;
 use super::api::{check_owner, Client};
 use super::core::{Config, IDLE_PING_DEFAULT};
 use super::error::BuildError;
-use super::io::{self, dial::Dialer};
+use super::io::dial::{Dialer, SettingNames};
+use super::io::{self};
 use super::tls;
 use crate::proto::addr::{host_of, is_tls_server_name};
 use crate::proto::handshake::auth_key;
@@ -24,8 +25,14 @@ pub const DEFAULT_ADDR: &str = "127.0.0.1:5225";
 
 enum Secret {
     Bytes(Vec<u8>),
-    File(PathBuf),
+    /// A file, and the setting that named it (for messages).
+    File(PathBuf, &'static str),
 }
+
+/// The client secret's variables (docs/configuration.md, client side).
+const TOKEN_VAR: &str = "TICKETING_AUTH_TOKEN";
+const TOKEN_FILE_VAR: &str = "TICKETING_AUTH_TOKEN_FILE";
+const CA_VAR: &str = "TICKETING_TLS_CA";
 
 impl Client {
     /// Starts a configuration. See [`ClientBuilder`].
@@ -45,6 +52,10 @@ pub struct ClientBuilder {
     secret: Option<Secret>,
     owner: Option<String>,
     ca: Option<PathBuf>,
+    /// The setting the CA path came from (for messages).
+    ca_setting: &'static str,
+    /// How connection failures name the secret and the CA.
+    names: SettingNames,
     request_timeout: Duration,
     commit_margin: Duration,
     idle_ping: Duration,
@@ -63,6 +74,8 @@ impl ClientBuilder {
             secret: None,
             owner: None,
             ca: None,
+            ca_setting: "tls_ca_file",
+            names: SettingNames::default(),
             request_timeout: REQUEST_TIMEOUT_DEFAULT,
             commit_margin: COMMIT_MARGIN,
             idle_ping: IDLE_PING_DEFAULT,
@@ -78,13 +91,18 @@ impl ClientBuilder {
         let addrs = std::env::var("TICKETING_ADDRS").unwrap_or_default();
         let addrs = split_addrs(&addrs);
         builder = if addrs.is_empty() { builder.addrs([DEFAULT_ADDR]) } else { builder.addrs(addrs) };
-        if let Some(token) = std::env::var_os("TICKETING_AUTH_TOKEN").filter(|t| !t.is_empty()) {
+        if let Some(token) = std::env::var_os(TOKEN_VAR).filter(|t| !t.is_empty()) {
             builder = builder.auth_token(token.into_encoded_bytes());
-        } else if let Some(path) = std::env::var_os("TICKETING_AUTH_TOKEN_FILE").filter(|p| !p.is_empty()) {
-            builder = builder.auth_token_file(path);
+            builder.names.secret = format!("{TOKEN_VAR} is not the server's client secret");
+        } else if let Some(path) = std::env::var_os(TOKEN_FILE_VAR).filter(|p| !p.is_empty()) {
+            builder.secret = Some(Secret::File(path.into(), TOKEN_FILE_VAR));
+            builder.names.secret =
+                format!("the secret in {TOKEN_FILE_VAR} is not the server's client secret");
         }
-        if let Some(ca) = std::env::var_os("TICKETING_TLS_CA").filter(|p| !p.is_empty()) {
-            builder = builder.tls_ca_file(ca);
+        if let Some(ca) = std::env::var_os(CA_VAR).filter(|p| !p.is_empty()) {
+            builder = builder.tls_ca_file(&ca);
+            builder.ca_setting = CA_VAR;
+            builder.names.ca = format!("{CA_VAR} ({})", Path::new(&ca).display());
         }
         if let Ok(owner) = std::env::var("TICKETING_OWNER") {
             if !owner.is_empty() {
@@ -117,13 +135,34 @@ impl ClientBuilder {
     /// The shared secret (at least 16 bytes). It never crosses the wire.
     pub fn auth_token(mut self, token: impl AsRef<[u8]>) -> Self {
         self.secret = Some(Secret::Bytes(token.as_ref().to_vec()));
+        self.names.secret = SettingNames::default().secret;
         self
     }
 
     /// Reads the shared secret from a file at `build` (one trailing newline is ignored).
     pub fn auth_token_file(mut self, path: impl AsRef<Path>) -> Self {
-        self.secret = Some(Secret::File(path.as_ref().to_owned()));
+        self.secret = Some(Secret::File(path.as_ref().to_owned(), "auth_token_file"));
+        self.names.secret = SettingNames::default().secret;
         self
+    }
+
+    /// The operator (peer) secret from `TICKETING_PEER_AUTH_TOKEN` or its `_FILE`, for
+    /// `ticketing admin`: failures then name those variables. False when neither is set.
+    pub(crate) fn operator_secret_from_env(&mut self) -> bool {
+        const VAR: &str = "TICKETING_PEER_AUTH_TOKEN";
+        const FILE_VAR: &str = "TICKETING_PEER_AUTH_TOKEN_FILE";
+        let secret = if let Some(token) = std::env::var_os(VAR).filter(|t| !t.is_empty()) {
+            self.names.secret = format!("{VAR} is not the cluster's peer (operator) secret");
+            Secret::Bytes(token.into_encoded_bytes())
+        } else if let Some(path) = std::env::var_os(FILE_VAR).filter(|p| !p.is_empty()) {
+            self.names.secret =
+                format!("the secret in {FILE_VAR} is not the cluster's peer (operator) secret");
+            Secret::File(path.into(), FILE_VAR)
+        } else {
+            return false;
+        };
+        self.secret = Some(secret);
+        true
     }
 
     /// The owner string sent with every ACQUIRE and RELEASE (1..=255 bytes). It names
@@ -140,6 +179,8 @@ impl ClientBuilder {
     /// is the host part of each address.
     pub fn tls_ca_file(mut self, path: impl AsRef<Path>) -> Self {
         self.ca = Some(path.as_ref().to_owned());
+        self.ca_setting = "tls_ca_file";
+        self.names.ca = format!("{}", path.as_ref().display());
         self
     }
 
@@ -184,9 +225,12 @@ impl ClientBuilder {
         let secret = match self.secret {
             None => return Err(BuildError::NoAuthToken),
             Some(Secret::Bytes(bytes)) => bytes,
-            Some(Secret::File(path)) => {
-                let mut bytes =
-                    std::fs::read(&path).map_err(|error| BuildError::File { path: path.clone(), error })?;
+            Some(Secret::File(path, setting)) => {
+                let mut bytes = std::fs::read(&path).map_err(|error| BuildError::File {
+                    setting,
+                    path: path.clone(),
+                    error,
+                })?;
                 if bytes.last() == Some(&b'\n') {
                     bytes.pop();
                     if bytes.last() == Some(&b'\r') {
@@ -211,7 +255,7 @@ impl ClientBuilder {
                         return Err(BuildError::Tls(format!("{host:?} cannot be a TLS server name")));
                     }
                 }
-                Some(tls::client_config(path)?)
+                Some(tls::client_config(path, self.ca_setting)?)
             }
             None => None,
         };
@@ -221,7 +265,8 @@ impl ClientBuilder {
             commit_margin: self.commit_margin,
             idle_ping: self.idle_ping,
         };
-        let handle = io::start(config, Dialer { key: auth_key(&secret), tls }).map_err(BuildError::Thread)?;
+        let dialer = Dialer { key: auth_key(&secret), tls, names: self.names };
+        let handle = io::start(config, dialer).map_err(BuildError::Thread)?;
         Ok(Client::new(handle, owner, addrs, self.request_timeout))
     }
 }

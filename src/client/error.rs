@@ -137,10 +137,15 @@ pub enum AcquireError {
     /// `E 4`: the server has too many requests pending; try again later.
     Overloaded,
     /// No connection could take the request within the wait budget: nothing was sent.
+    /// With `lasting`, it ended at once: every connection failed with a mistake that
+    /// trying again cannot fix (the secret, a certificate, TLS on one side only, a
+    /// port of another kind).
     Unavailable {
         /// Why the last connection attempt failed, when one did (refused, TLS, the
         /// server rejected the auth token, ...).
         last_error: Option<String>,
+        /// Trying again cannot help until the configuration is fixed.
+        lasting: bool,
     },
     /// The request was (at least partly) sent and its outcome is unknown.
     /// [`Client::resolve`](super::Client::resolve) can find out later.
@@ -169,11 +174,13 @@ impl AcquireError {
 
     /// True when the request was certainly not executed and trying again soon may
     /// succeed: `NotLeader` (the client now routes to the leader it named),
-    /// `Overloaded`, `Unavailable`.
+    /// `Overloaded`, `Unavailable` unless `lasting`.
     pub fn is_retryable(&self) -> bool {
         matches!(
             self,
-            AcquireError::NotLeader { .. } | AcquireError::Overloaded | AcquireError::Unavailable { .. }
+            AcquireError::NotLeader { .. }
+                | AcquireError::Overloaded
+                | AcquireError::Unavailable { lasting: false, .. }
         )
     }
 }
@@ -191,16 +198,7 @@ impl fmt::Display for AcquireError {
             }
             AcquireError::Invalid(why) => write!(f, "invalid request: {why}"),
             AcquireError::Overloaded => write!(f, "server overloaded; try again later"),
-            AcquireError::Unavailable { last_error } => {
-                write!(
-                    f,
-                    "no server reachable within the wait; nothing was sent (check the addresses, the auth token and that a server runs)"
-                )?;
-                match last_error {
-                    Some(e) => write!(f, "; last connection error: {e}"),
-                    None => Ok(()),
-                }
-            }
+            AcquireError::Unavailable { last_error, lasting } => unavailable(f, last_error, *lasting),
             AcquireError::Indeterminate(cause) => {
                 write!(f, "indeterminate: {cause}; the lock may be held, do not enter the critical section")
             }
@@ -209,6 +207,23 @@ impl fmt::Display for AcquireError {
 }
 
 impl std::error::Error for AcquireError {}
+
+/// The text of every `Unavailable`: nothing was sent, and why no connection could
+/// take the request.
+fn unavailable(f: &mut fmt::Formatter<'_>, last_error: &Option<String>, lasting: bool) -> fmt::Result {
+    if lasting {
+        write!(f, "no server can be used: nothing was sent, and trying again will not help until the mistake below is fixed")?;
+    } else {
+        write!(
+            f,
+            "no server reachable in time: nothing was sent (check the addresses, the auth token and that a server runs)"
+        )?;
+    }
+    match last_error {
+        Some(e) => write!(f, "; last connection error: {e}"),
+        None => Ok(()),
+    }
+}
 
 /// Why a release was not confirmed.
 ///
@@ -220,6 +235,16 @@ impl std::error::Error for AcquireError {}
 pub enum ReleaseError {
     /// The release queue is full; nothing was enqueued. The lease will end the hold.
     QueueFull,
+    /// No connection could take the release before its deadline, or (`lasting`) every
+    /// connection failed with a mistake that trying again cannot fix: it was never
+    /// sent. The key stays held until its lease ends (the client keeps an orphan
+    /// record, as for `Unconfirmed`).
+    Unavailable {
+        /// Why the last connection attempt failed, when one did.
+        last_error: Option<String>,
+        /// Trying again cannot help until the configuration is fixed.
+        lasting: bool,
+    },
     /// No `R` or `N` within the release deadline (5 s from enqueue). The key may still
     /// be held; the client keeps an orphan record of the token and releases it once a
     /// leader answers, while its lease may run (docs/client.md, "Releases").
@@ -235,6 +260,10 @@ impl fmt::Display for ReleaseError {
                 f,
                 "release queue full; the release was not sent and the lock is held until its lease ends"
             ),
+            ReleaseError::Unavailable { last_error, lasting } => {
+                unavailable(f, last_error, *lasting)?;
+                write!(f, "; the lock stays held until its lease ends")
+            }
             ReleaseError::Unconfirmed => write!(
                 f,
                 "release not confirmed within its deadline; the lock may still be held (the client keeps \
@@ -251,8 +280,15 @@ impl std::error::Error for ReleaseError {}
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum ClientError {
-    /// No connection could take the request in time: nothing was sent.
-    Unavailable,
+    /// No connection could take the request in time: nothing was sent. With
+    /// `lasting`, it ended at once: every connection failed with a mistake that trying
+    /// again cannot fix.
+    Unavailable {
+        /// Why the last connection attempt failed, when one did.
+        last_error: Option<String>,
+        /// Trying again cannot help until the configuration is fixed.
+        lasting: bool,
+    },
     /// The request was sent but no answer came in time (or the connection broke).
     NoAnswer,
     /// `M`: the node is not the leader and did not execute the request.
@@ -268,25 +304,33 @@ pub enum ClientError {
 }
 
 impl ClientError {
-    /// True when waiting longer might have helped (`Unavailable`, `NoAnswer`).
+    /// True when waiting longer might have helped (`NoAnswer`, `Unavailable` unless
+    /// `lasting`).
     pub fn is_timeout(&self) -> bool {
-        matches!(self, ClientError::Unavailable | ClientError::NoAnswer)
+        matches!(self, ClientError::Unavailable { lasting: false, .. } | ClientError::NoAnswer)
     }
 
     /// True when the request was certainly not executed and trying again soon may
-    /// succeed: `NotLeader`, `Overloaded`, `Unavailable`.
+    /// succeed: `NotLeader`, `Overloaded`, `Unavailable` unless `lasting`.
     pub fn is_retryable(&self) -> bool {
-        matches!(self, ClientError::NotLeader { .. } | ClientError::Overloaded | ClientError::Unavailable)
+        matches!(
+            self,
+            ClientError::NotLeader { .. }
+                | ClientError::Overloaded
+                | ClientError::Unavailable { lasting: false, .. }
+        )
+    }
+
+    /// `Unavailable` with no cause known (a request that found no connection).
+    pub(crate) fn unavailable() -> ClientError {
+        ClientError::Unavailable { last_error: None, lasting: false }
     }
 }
 
 impl fmt::Display for ClientError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            ClientError::Unavailable => write!(
-                f,
-                "no server reachable in time (check the addresses, the auth token and that a server runs)"
-            ),
+            ClientError::Unavailable { last_error, lasting } => unavailable(f, last_error, *lasting),
             ClientError::NoAnswer => write!(f, "no answer in time"),
             ClientError::NotLeader { leader: Some(l) } => {
                 write!(f, "not the leader (leader is {l})")
@@ -322,8 +366,9 @@ pub enum BuildError {
     AuthTokenTooShort(usize),
     /// The owner is empty, longer than 255 bytes, or has control characters.
     BadOwner(String),
-    /// A file (auth token or CA bundle) could not be read.
-    File { path: std::path::PathBuf, error: std::io::Error },
+    /// A file (auth token or CA bundle) could not be read. `setting` names where the
+    /// path came from: the environment variable, or the builder method.
+    File { setting: &'static str, path: std::path::PathBuf, error: std::io::Error },
     /// The CA bundle has no usable certificate, or TLS could not be configured.
     Tls(String),
     /// A background thread could not be started (the process is out of threads).
@@ -337,13 +382,17 @@ impl fmt::Display for BuildError {
         match self {
             BuildError::NoAddrs => write!(f, "no server address given"),
             BuildError::BadAddr(a) => write!(f, "address {a:?} is not host:port"),
-            BuildError::NoAuthToken => write!(f, "no auth token given"),
+            BuildError::NoAuthToken => write!(
+                f,
+                "no auth token given: set TICKETING_AUTH_TOKEN (or TICKETING_AUTH_TOKEN_FILE) to the cluster's \
+                 client secret"
+            ),
             BuildError::AuthTokenTooShort(n) => {
                 write!(f, "auth token is {n} bytes; at least 16 are required")
             }
             BuildError::BadOwner(why) => write!(f, "bad owner: {why}"),
-            BuildError::File { path, error } => {
-                write!(f, "cannot read {}: {error}", path.display())
+            BuildError::File { setting, path, error } => {
+                write!(f, "cannot read {} ({setting}): {error}", path.display())
             }
             BuildError::Tls(why) => write!(f, "TLS configuration: {why}"),
             BuildError::Thread(error) => write!(f, "cannot start a client thread: {error}"),

@@ -10,16 +10,18 @@ use rustls::{ClientConfig, RootCertStore};
 
 use super::error::BuildError;
 
-/// Builds the client TLS configuration that trusts exactly the certificates in `ca`.
-pub(crate) fn client_config(ca: &Path) -> Result<Arc<ClientConfig>, BuildError> {
-    let pem = std::fs::read(ca).map_err(|error| BuildError::File { path: ca.to_owned(), error })?;
+/// Builds the client TLS configuration that trusts exactly the certificates in `ca`;
+/// errors name `setting`, where the path came from.
+pub(crate) fn client_config(ca: &Path, setting: &'static str) -> Result<Arc<ClientConfig>, BuildError> {
+    let pem = std::fs::read(ca).map_err(|error| BuildError::File { setting, path: ca.to_owned(), error })?;
     let mut roots = RootCertStore::empty();
+    let bad = |e: &dyn std::fmt::Display| BuildError::Tls(format!("{} ({setting}): {e}", ca.display()));
     for cert in CertificateDer::pem_slice_iter(&pem) {
-        let cert = cert.map_err(|e| BuildError::Tls(format!("{}: {e}", ca.display())))?;
-        roots.add(cert).map_err(|e| BuildError::Tls(format!("{}: {e}", ca.display())))?;
+        let cert = cert.map_err(|e| bad(&e))?;
+        roots.add(cert).map_err(|e| bad(&e))?;
     }
     if roots.is_empty() {
-        return Err(BuildError::Tls(format!("{} holds no PEM certificate", ca.display())));
+        return Err(bad(&"holds no PEM certificate"));
     }
     let config = ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
         .with_safe_default_protocol_versions()

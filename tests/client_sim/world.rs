@@ -8,8 +8,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use ticketing::client::core::{
-    Action, Config, Core, NetEvent, OpId, Outcome, Resolved, SessionId, SlotId, Target, WriteFailure,
-    CONNECT_WAIT_MIN, RELEASE_DEADLINE,
+    Action, Config, Core, DialFailure, NetEvent, OpId, Outcome, Resolved, SessionId, SlotId, Target,
+    WriteFailure, CONNECT_WAIT_MIN, RELEASE_DEADLINE,
 };
 use ticketing::client::{
     AcquireError, Indeterminate, IndeterminateCause, COMMIT_MARGIN, CONNECT_TIMEOUT, HANDSHAKE_TIMEOUT,
@@ -665,7 +665,7 @@ impl World {
         let node = self.cluster.nodes.iter().position(|n| n.addr == addr && n.voter);
         let failed = |w: &mut World, why: &str| {
             note!(w, "dial {slot:?} {addr} failed: {why}");
-            w.core.on_dial_failed(slot, format!("{addr}: {why}"), w.instant(w.now));
+            w.core.on_dial_failed(slot, DialFailure::transient(format!("{addr}: {why}")), w.instant(w.now));
         };
         let Some(n) = node.filter(|&n| self.cluster.nodes[n].up != Life::Down) else {
             return failed(self, "connection refused");

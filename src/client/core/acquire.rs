@@ -81,12 +81,13 @@ impl AcquireOp {
         }
         let now = cx.now;
         if now >= self.send_end {
-            return Next::Done(Outcome::Acquire(Err(AcquireError::Unavailable {
-                last_error: cx.net.last_error.clone(),
-            })));
+            return unavailable(cx);
         }
         let patient = now < self.patient_until;
         let Some(session) = cx.net.choose(&Target::Any, patient, None) else {
+            if cx.net.hopeless(&Target::Any) {
+                return unavailable(cx);
+            }
             return Next::Wait(Some(if patient { self.patient_until } else { self.send_end }));
         };
         let wait = self.wait_end.saturating_duration_since(now);
@@ -166,9 +167,7 @@ impl AcquireOp {
         self.sent = None;
         self.patient_until = self.send_end.min(cx.now + LEADER_WAIT);
         if cx.now >= self.send_end {
-            return Next::Done(Outcome::Acquire(Err(AcquireError::Unavailable {
-                last_error: cx.net.last_error.clone(),
-            })));
+            return unavailable(cx);
         }
         self.route(cx)
     }
@@ -237,4 +236,10 @@ impl AcquireOp {
             orphan: Some(orphan),
         })))
     }
+}
+
+/// Nothing was sent: no connection took it in time, or none can (a lasting mistake).
+fn unavailable(cx: &Cx<'_>) -> Next {
+    let (last_error, lasting) = cx.net.unavailable(&Target::Any);
+    Next::Done(Outcome::Acquire(Err(AcquireError::Unavailable { last_error, lasting })))
 }

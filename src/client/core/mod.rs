@@ -34,7 +34,7 @@ pub use acquire::CONNECT_WAIT_MIN;
 pub use cx::{Action, Config, Granted, Outcome, Resolved, PING_ANSWER_TIMEOUT};
 pub use ids::{OpId, OrphanId, SessionId, SlotId};
 pub use members::{RETIRE_GRACE, SEED_FALLBACK_AFTER};
-pub use net::{NetEvent, Target};
+pub use net::{DialFailure, NetEvent, Target};
 pub use orphans::ORPHAN_RETRY;
 pub(crate) use read::check_answer;
 pub use read::MOVED_PAUSE;
@@ -218,10 +218,10 @@ impl<W> Core<W> {
         session
     }
 
-    /// A dial of `slot` failed; `error` names the cause.
-    pub fn on_dial_failed(&mut self, slot: SlotId, error: String, now: Instant) {
+    /// A dial of `slot` failed; `failure` names the cause and whether retrying helps.
+    pub fn on_dial_failed(&mut self, slot: SlotId, failure: DialFailure, now: Instant) {
         let now = self.advance(now);
-        self.world.net.dial_failed(slot, error, now);
+        self.world.net.dial_failed(slot, failure, now);
         self.settle();
     }
 

@@ -30,6 +30,31 @@ pub enum NetEvent {
     Forget { slot: SlotId },
 }
 
+/// Why a dial failed, as the I/O around the core reports it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DialFailure {
+    /// One sentence naming the cause and what to check.
+    pub cause: String,
+    /// Trying again cannot help: the server refused the secret or its proof is wrong,
+    /// its certificate is not trusted, TLS on one side only, a port of another kind.
+    /// The slot is still redialed (the operator may fix the server), but a request
+    /// that finds every connection failed so ends at once instead of waiting out its
+    /// budget (docs/client.md, "When nothing can connect").
+    pub lasting: bool,
+}
+
+impl DialFailure {
+    /// A failure that may pass (refused, timed out, reset, unresolved).
+    pub fn transient(cause: impl Into<String>) -> DialFailure {
+        DialFailure { cause: cause.into(), lasting: false }
+    }
+
+    /// A mistake that trying again cannot fix.
+    pub fn lasting(cause: impl Into<String>) -> DialFailure {
+        DialFailure { cause: cause.into(), lasting: true }
+    }
+}
+
 /// Which sessions a request may use.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Target {
@@ -67,6 +92,9 @@ pub(crate) struct Slot {
     pub(super) left: bool,
     /// Why the last attempt failed (cleared when one works).
     pub(crate) last_error: Option<String>,
+    /// The last attempt failed with a mistake that trying again cannot fix
+    /// ([`DialFailure::lasting`]).
+    pub(super) lasting: bool,
     /// How far the attempt under way got, when that says something (a TCP connection
     /// taken but no greeting: the server may wait for TLS).
     pub(super) note: Option<String>,
@@ -155,6 +183,7 @@ impl Net {
             retired_at: None,
             left: false,
             last_error: None,
+            lasting: false,
             note: None,
             backoff: Backoff::new(),
         });
@@ -226,6 +255,37 @@ impl Net {
         self.slots.iter().any(|s| s.live().is_some())
     }
 
+    /// Why a request for `target` found no connection: the last connection error and
+    /// whether the mistake is lasting ([`Net::hopeless`]).
+    pub(crate) fn unavailable(&self, target: &Target) -> (Option<String>, bool) {
+        let lasting = self.hopeless(target);
+        let last = match target {
+            Target::Any => self.last_error.clone(),
+            Target::Addr(addr) => self
+                .slots
+                .iter()
+                .filter(|s| s.addr == *addr)
+                .find_map(|s| s.last_error.clone())
+                .or_else(|| self.last_error.clone()),
+        };
+        (last, lasting)
+    }
+
+    /// True when no connection can take a request for `target` and none will without
+    /// the operator: every slot that could serve it failed its last attempt with a
+    /// lasting mistake ([`DialFailure::lasting`]) and none is up. A request then ends
+    /// at once: waiting out its budget would only delay the same answer.
+    pub(crate) fn hopeless(&self, target: &Target) -> bool {
+        let mut any = false;
+        for slot in self.slots.iter().filter(|s| !s.retired() && target.accepts(s)) {
+            if slot.live().is_some() || !slot.lasting {
+                return false;
+            }
+            any = true;
+        }
+        any
+    }
+
     pub(crate) fn hint(&self) -> Option<&str> {
         self.hint.as_deref()
     }
@@ -273,6 +333,7 @@ impl Net {
         slot.tried = true;
         slot.node = node;
         slot.last_error = None;
+        slot.lasting = false;
         slot.note = None;
         slot.session = Some(Session::new(id, standalone, leads, peer, now));
         let addr = slot.addr.clone();
@@ -293,10 +354,12 @@ impl Net {
         Some(id)
     }
 
-    /// A connection attempt of `slot` failed with `error` (a sentence naming the cause).
-    pub(crate) fn dial_failed(&mut self, slot: SlotId, error: String, now: Instant) {
+    /// A connection attempt of `slot` failed (`failure` names the cause).
+    pub(crate) fn dial_failed(&mut self, slot: SlotId, failure: DialFailure, now: Instant) {
+        let DialFailure { cause: error, lasting } = failure;
         self.last_error = Some(error.clone());
         if let Some(slot) = self.slot_mut(slot) {
+            slot.lasting = lasting;
             // Said once per cause, not at every redial.
             if slot.last_error.as_ref() != Some(&error) {
                 log::info!("cannot connect: {error} (retrying)");

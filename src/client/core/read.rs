@@ -50,11 +50,14 @@ impl ReadOp {
         self.sent.is_none()
     }
 
-    fn out_of_time(&mut self) -> Next {
+    fn out_of_time(&mut self, cx: &Cx<'_>) -> Next {
         let error = match self.moved.take() {
             Some(e) => e,
             None if self.sent_once => ClientError::NoAnswer,
-            None => ClientError::Unavailable,
+            None => {
+                let (last_error, lasting) = cx.net.unavailable(&self.target);
+                ClientError::Unavailable { last_error, lasting }
+            }
         };
         Next::Done(Outcome::Read(Err(error)))
     }
@@ -65,13 +68,17 @@ impl ReadOp {
         }
         let now = cx.now;
         if now >= self.deadline {
-            return self.out_of_time();
+            return self.out_of_time(cx);
         }
         if let Some(at) = self.not_before.filter(|at| *at > now) {
             return Next::Wait(Some(at.min(self.deadline)));
         }
         let patient = now < self.patient_until;
         let Some(session) = cx.net.choose(&self.target, patient, None) else {
+            if self.moved.is_none() && cx.net.hopeless(&self.target) {
+                // No connection can take it until the operator fixes a mistake.
+                return self.out_of_time(cx);
+            }
             return Next::Wait(Some(if patient { self.patient_until } else { self.deadline }));
         };
         let request = &self.request;

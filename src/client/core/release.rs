@@ -5,7 +5,9 @@
 //! is idempotent) after a lost connection, an `M`, a `U`, an `E 4` or an attempt
 //! unanswered for [`RELEASE_ATTEMPT_TIMEOUT`], until the server answers `R` or `N` or
 //! the deadline passes. Only `R`/`N` count: a release that runs out of time is
-//! `Unconfirmed`, and the server's lease is the last safety net.
+//! `Unconfirmed` (`Unavailable` when no attempt was ever sent, at once when every
+//! connection failed with a lasting mistake), and the server's lease is the last
+//! safety net.
 //!
 //! An attempt sent again is still listened to: on a path slower than one attempt
 //! timeout every answer arrives after its attempt was abandoned, so listening only to
@@ -70,6 +72,9 @@ pub(crate) struct ReleaseOp {
     maybe_executed: bool,
     /// The newest attempt got `N` while earlier attempts were still out: wait for them.
     not_holder: bool,
+    /// Some attempt was put on a session: without one, the release was never sent and
+    /// ends `Unavailable`, not `Unconfirmed`.
+    sent_once: bool,
     /// The pause after the next `M` with nowhere else to go (doubles each time, and
     /// starts over when an `M` brings news: a leader hint other than the last one).
     moved_pause: Duration,
@@ -106,6 +111,7 @@ impl ReleaseOp {
             next_try: now,
             maybe_executed: false,
             not_holder: false,
+            sent_once: false,
             moved_pause: RELEASE_RETRY_PAUSE,
             moved_hint: None,
         }
@@ -121,6 +127,8 @@ impl ReleaseOp {
             // who ended the hold is unknown.
             let outcome = if self.not_holder {
                 Ok(ReleaseOutcome::ReleasedOrExpired)
+            } else if !self.sent_once {
+                Err(self.unavailable(cx))
             } else {
                 Err(ReleaseError::Unconfirmed)
             };
@@ -140,8 +148,18 @@ impl ReleaseOp {
         }
         if self.in_flight.is_none() && now >= self.next_try {
             self.attempt(cx);
+            if self.in_flight.is_none() && !self.sent_once && cx.net.hopeless(&Target::Any) {
+                // Never sent, and no connection can take it until the operator fixes a
+                // mistake: say so now rather than at the deadline.
+                return Next::Done(Outcome::Release(Err(self.unavailable(cx))));
+            }
         }
         Next::Wait(Some(self.wake()))
+    }
+
+    fn unavailable(&self, cx: &Cx<'_>) -> ReleaseError {
+        let (last_error, lasting) = cx.net.unavailable(&Target::Any);
+        ReleaseError::Unavailable { last_error, lasting }
     }
 
     fn wake(&self) -> Instant {
@@ -168,6 +186,7 @@ impl ReleaseOp {
             .net
             .send(session, Waiting::Op(cx.op), now, |out, id| encode_release(out, id, token, key, owner));
         self.in_flight = Some((session, id, now + RELEASE_ATTEMPT_TIMEOUT));
+        self.sent_once = true;
     }
 
     /// Unregisters every attempt: a late answer to any of them is dropped.
@@ -194,7 +213,10 @@ impl ReleaseOp {
         margin: Duration,
         now: Instant,
     ) {
-        let unconfirmed = matches!(outcome, Outcome::Release(Err(ReleaseError::Unconfirmed)));
+        let unconfirmed = matches!(
+            outcome,
+            Outcome::Release(Err(ReleaseError::Unconfirmed | ReleaseError::Unavailable { .. }))
+        );
         if unconfirmed && !closing {
             let lease_max = Duration::from_secs(u64::from(LEASE_S_MAX)) + margin;
             let until = self.until.unwrap_or(now + lease_max);

@@ -1,7 +1,9 @@
 //! Making a session: TCP (each resolved address in turn, [`CONNECT_TIMEOUT`] each),
 //! TLS if configured (rustls, the server name being the address's host), then the
 //! challenge-response handshake with the server's proof checked. A failure is one
-//! sentence naming its cause and what to check.
+//! sentence naming its cause and what to check, and says whether trying again can
+//! help ([`DialFailure::lasting`]): a refused secret, an untrusted certificate, TLS on
+//! one side only or a port of another kind will fail the same way every time.
 
 use std::io;
 use std::net::{SocketAddr, TcpStream};
@@ -12,6 +14,7 @@ use ring::hmac;
 use rustls::pki_types::ServerName;
 use rustls::ClientConfig;
 
+use crate::client::core::DialFailure;
 use crate::proto::addr::host_of;
 use crate::proto::handshake::{client_handshake, HandshakeError, Welcome, CLIENT_LABELS};
 use crate::proto::limits::HANDSHAKE_TIMEOUT_MS;
@@ -22,10 +25,40 @@ pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
 /// Longest wait for the server's side of the handshake.
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_millis(HANDSHAKE_TIMEOUT_MS);
 
-/// What a dial needs: the secret and the TLS configuration, if any.
+/// How long a plain client waits for the greeting before it asks, on a second
+/// connection, whether the server speaks TLS. Why: a TLS server waits for the client
+/// to speak first and a plain client waits for the greeting, so without asking, the
+/// mistake would show only when the handshake times out (5 s).
+pub const GREETING_PROBE_AFTER: Duration = Duration::from_millis(200);
+/// Longest wait for the answer to that question.
+const PROBE_LIMIT: Duration = Duration::from_millis(700);
+
+/// What a dial needs: the secret and the TLS configuration, if any, and how the
+/// messages name them.
 pub(crate) struct Dialer {
     pub(crate) key: hmac::Key,
     pub(crate) tls: Option<Arc<ClientConfig>>,
+    pub(crate) names: SettingNames,
+}
+
+/// How failures name the settings an operator fixes: the variables when the client
+/// was configured from the environment.
+#[derive(Clone, Debug)]
+pub(crate) struct SettingNames {
+    /// Said when the server refuses the secret, e.g. "TICKETING_AUTH_TOKEN is not the
+    /// server's client secret".
+    pub(crate) secret: String,
+    /// Where the trusted CA comes from, e.g. "TICKETING_TLS_CA (ca.pem)".
+    pub(crate) ca: String,
+}
+
+impl Default for SettingNames {
+    fn default() -> Self {
+        SettingNames {
+            secret: "the auth token is not the server's client secret".into(),
+            ca: "the configured CA bundle".into(),
+        }
+    }
 }
 
 /// An authenticated connection, split for a reader and a writer.
@@ -41,7 +74,7 @@ impl Dialer {
     /// Connects and authenticates to `addr`. `connected` is told when the TCP
     /// connection is up and the greeting is awaited (a plain client at a TLS server
     /// waits there: the server waits for TLS).
-    pub(crate) fn dial(&self, addr: &str, connected: impl FnOnce(String)) -> Result<Dialed, String> {
+    pub(crate) fn dial(&self, addr: &str, connected: impl FnOnce(String)) -> Result<Dialed, DialFailure> {
         self.dial_within(addr, connected, None)
     }
 
@@ -51,28 +84,30 @@ impl Dialer {
         addr: &str,
         connected: impl FnOnce(String),
         limit: Option<Duration>,
-    ) -> Result<Dialed, String> {
+    ) -> Result<Dialed, DialFailure> {
         let end = limit.map(|l| Instant::now() + l);
         let left = |cap: Duration| match end {
             Some(end) => cap.min(end.saturating_duration_since(Instant::now())).max(Duration::from_millis(1)),
             None => cap,
         };
-        let host = host_of(addr).ok_or_else(|| format!("address {addr:?} is not host:port"))?;
-        let resolved: Vec<SocketAddr> =
-            crate::resolve::resolve(addr).map_err(|e| format!("cannot resolve {addr}: {e}"))?;
+        let host = host_of(addr)
+            .ok_or_else(|| DialFailure::lasting(format!("address {addr:?} is not host:port")))?;
+        let resolved: Vec<SocketAddr> = crate::resolve::resolve(addr)
+            .map_err(|e| DialFailure::transient(format!("cannot resolve {addr}: {e}")))?;
         let mut last = format!("{addr} resolved to no address");
         let mut sock = None;
         for target in resolved {
             match TcpStream::connect_timeout(&target, left(CONNECT_TIMEOUT)) {
                 Ok(s) => {
-                    sock = Some(s);
+                    sock = Some((s, target));
                     break;
                 }
                 Err(e) => last = explain_connect_error(&target.to_string(), &e),
             }
         }
-        let sock = sock.ok_or(last)?;
-        let peer = sock.peer_addr().map_err(|e| format!("{addr}: {e}"))?.to_string();
+        let (sock, target) = sock.ok_or(DialFailure::transient(last))?;
+        let transient = |e: io::Error| DialFailure::transient(format!("{addr}: {e}"));
+        let peer = sock.peer_addr().map_err(transient)?.to_string();
         let tls = self.tls.is_some();
         connected(if tls {
             format!("{addr}: connected, but the TLS handshake has not finished yet")
@@ -82,35 +117,58 @@ impl Dialer {
                  set TICKETING_TLS_CA)"
             )
         });
-        let io = |e: io::Error| format!("{addr}: {e}");
-        sock.set_nodelay(true).map_err(io)?;
+        sock.set_nodelay(true).map_err(transient)?;
+        let deadline = Instant::now() + left(HANDSHAKE_TIMEOUT);
+        if !tls
+            && !greeting_within(&sock, GREETING_PROBE_AFTER.min(left(HANDSHAKE_TIMEOUT)))
+            && crate::tls::speaks_tls(target, left(PROBE_LIMIT)) == Some(true)
+        {
+            return Err(DialFailure::lasting(format!(
+                "{addr}: the server speaks TLS and this client does not: set TICKETING_TLS_CA to the CA bundle \
+                 that signed its certificate (docs/tls.md)"
+            )));
+        }
         let tls_state = match &self.tls {
             None => None,
             Some(config) => {
-                let name = ServerName::try_from(host.to_owned())
-                    .map_err(|e| format!("{addr}: bad TLS server name {host:?}: {e}"))?;
+                let name = ServerName::try_from(host.to_owned()).map_err(|e| {
+                    DialFailure::lasting(format!("{addr}: bad TLS server name {host:?}: {e}"))
+                })?;
                 let conn = rustls::ClientConnection::new(Arc::clone(config), name)
-                    .map_err(|e| format!("{addr}: TLS: {e}"))?;
+                    .map_err(|e| DialFailure::lasting(format!("{addr}: TLS: {e}")))?;
                 Some(rustls::Connection::Client(conn))
             }
         };
-        let (mut reader, mut writer) = transport::split(sock, tls_state).map_err(io)?;
-        let deadline = Instant::now() + left(HANDSHAKE_TIMEOUT);
-        reader.set_deadline(Some(deadline)).map_err(io)?;
-        writer.set_write_deadline(Some(deadline)).map_err(io)?;
+        let (mut reader, mut writer) = transport::split(sock, tls_state).map_err(transient)?;
+        reader.set_deadline(Some(deadline)).map_err(transient)?;
+        writer.set_write_deadline(Some(deadline)).map_err(transient)?;
         let welcome = client_handshake(
             &mut Duplex { reader: &mut reader, writer: &mut writer },
             &self.key,
             &CLIENT_LABELS,
         )
-        .map_err(|e| explain_handshake_error(addr, host, tls, &e))?;
+        .map_err(|e| explain_handshake_error(addr, host, tls, &self.names, &e))?;
         // Why no read deadline from here on: answers to queued ACQUIREs may take up to
         // the longest wait; callers time out on their own, dead-session detection
         // PINGs a silent session, and closing the socket wakes the reader.
-        reader.set_deadline(None).map_err(io)?;
-        writer.set_write_deadline(None).map_err(io)?;
+        reader.set_deadline(None).map_err(transient)?;
+        writer.set_write_deadline(None).map_err(transient)?;
         Ok(Dialed { welcome, peer, reader, writer })
     }
+}
+
+/// True when the server's first bytes arrive within `wait` (or it closed the
+/// connection: the handshake will say so). Nothing is consumed.
+fn greeting_within(sock: &TcpStream, wait: Duration) -> bool {
+    if sock.set_read_timeout(Some(wait.max(Duration::from_millis(1)))).is_err() {
+        return true;
+    }
+    let arrived = match sock.peek(&mut [0u8; 1]) {
+        Ok(_) => true,
+        Err(e) => !matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut),
+    };
+    let _ = sock.set_read_timeout(None);
+    arrived
 }
 
 /// A failed TCP connect, said so that the operator knows what to check.
@@ -127,51 +185,66 @@ fn explain_connect_error(target: &str, e: &io::Error) -> String {
 }
 
 /// A failed handshake, said by its cause: the auth token, TLS, or the wrong kind of
-/// server. Each names what to check.
-pub(crate) fn explain_handshake_error(addr: &str, host: &str, tls: bool, e: &HandshakeError) -> String {
+/// server. Each names what to check; all but a broken or silent connection are
+/// lasting.
+pub(crate) fn explain_handshake_error(
+    addr: &str,
+    host: &str,
+    tls: bool,
+    names: &SettingNames,
+    e: &HandshakeError,
+) -> DialFailure {
+    let lasting = |text: String| DialFailure::lasting(text);
     match e {
         // Our AUTH had the version the server's HELLO named and a well-formed body: a
         // server refuses such an AUTH only for its mac (docs/protocol.md §3).
-        HandshakeError::Rejected(_) => format!(
-            "{addr}: the server refused our auth token (TICKETING_AUTH_TOKEN is not the server's client secret)"
-        ),
-        HandshakeError::BadProof => format!(
+        HandshakeError::Rejected(_) => {
+            lasting(format!("{addr}: the server refused our auth token ({})", names.secret))
+        }
+        HandshakeError::BadProof => lasting(format!(
             "{addr}: the server's proof does not match our auth token: it holds another secret, or it is not \
              a Ticketing server"
-        ),
-        HandshakeError::WrongPortKind(b'P') => {
-            format!("{addr}: this is a node's peer port, not its client port (the client port is 1000 lower)")
-        }
+        )),
+        HandshakeError::WrongPortKind(b'P') => lasting(format!(
+            "{addr}: this is a node's peer port, not its client port (the client port is 1000 lower)"
+        )),
         HandshakeError::BadMagic | HandshakeError::WrongPortKind(_) => {
-            format!("{addr}: not a Ticketing client port (another service listens there)")
+            lasting(format!("{addr}: not a Ticketing client port (another service listens there)"))
         }
-        HandshakeError::Io(io) => explain_handshake_io(addr, host, tls, io),
-        other => format!("{addr}: {other}"),
+        HandshakeError::Io(io) => explain_handshake_io(addr, host, tls, names, io),
+        other => lasting(format!("{addr}: {other}")),
     }
 }
 
-fn explain_handshake_io(addr: &str, host: &str, tls: bool, io: &io::Error) -> String {
+fn explain_handshake_io(
+    addr: &str,
+    host: &str,
+    tls: bool,
+    names: &SettingNames,
+    io: &io::Error,
+) -> DialFailure {
     let timed_out = matches!(io.kind(), io::ErrorKind::TimedOut | io::ErrorKind::WouldBlock);
     if timed_out && !tls {
-        return format!(
+        return DialFailure::transient(format!(
             "{addr}: no greeting from the server within {HANDSHAKE_TIMEOUT:?}: does it use TLS? (then set \
              TICKETING_TLS_CA)"
-        );
+        ));
     }
     if !tls || io.kind() != io::ErrorKind::InvalidData {
-        return format!("{addr}: {io}");
+        return DialFailure::transient(format!("{addr}: {io}"));
     }
     use rustls::CertificateError as C;
     let Some(tls_error) = io.get_ref().and_then(|e| e.downcast_ref::<rustls::Error>()) else {
-        return format!("{addr}: TLS: {io}");
+        return DialFailure::transient(format!("{addr}: TLS: {io}"));
     };
-    match tls_error {
+    // Every TLS verdict is lasting: the same certificates meet the same way next time.
+    DialFailure::lasting(match tls_error {
         rustls::Error::InvalidCertificate(C::NotValidForName | C::NotValidForNameContext { .. }) => format!(
             "{addr}: TLS: the server's certificate is not valid for {host:?}: it must list that host as a \
              subjectAltName (docs/tls.md)"
         ),
         rustls::Error::InvalidCertificate(C::UnknownIssuer | C::BadSignature) => {
-            format!("{addr}: TLS: the server's certificate is not signed by the CA in TICKETING_TLS_CA")
+            format!("{addr}: TLS: the server's certificate is not signed by the CA in {}", names.ca)
         }
         rustls::Error::InvalidCertificate(C::Expired | C::ExpiredContext { .. }) => {
             format!("{addr}: TLS: the server's certificate has expired")
@@ -180,5 +253,5 @@ fn explain_handshake_io(addr: &str, host: &str, tls: bool, io: &io::Error) -> St
             format!("{addr}: TLS: the server does not speak TLS (a plain server: unset TICKETING_TLS_CA)")
         }
         other => format!("{addr}: TLS: {other}"),
-    }
+    })
 }

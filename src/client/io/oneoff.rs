@@ -16,7 +16,7 @@ const ONE_OFF_ID: u32 = 1;
 
 /// Dials `addr` (at most 3 s per address to connect and 5 s for the handshake), sends
 /// `request` and waits for its answer, all within `timeout`. `Err(Unavailable)` when no
-/// connection could be made (nothing was sent), `Err(NoAnswer)` when no answer came.
+/// connection could be made (nothing was sent; its cause inside), `Err(NoAnswer)` when no answer came.
 pub(crate) fn exchange(
     dialer: &Dialer,
     addr: &str,
@@ -25,8 +25,8 @@ pub(crate) fn exchange(
 ) -> Result<Response, ClientError> {
     let deadline = Instant::now() + timeout;
     let dialed = dialer.dial_within(addr, |_| {}, Some(timeout)).map_err(|e| {
-        log::debug!("one-off connection: {e}");
-        ClientError::Unavailable
+        log::debug!("one-off connection: {}", e.cause);
+        ClientError::Unavailable { last_error: Some(e.cause), lasting: e.lasting }
     })?;
     let mut writer = dialed.writer;
     let mut frame = Vec::with_capacity(64);

@@ -13,6 +13,7 @@ use super::cell::Cell;
 use super::conn::{Conn, Job};
 use super::dial::Dialer;
 use super::sync::lock;
+use crate::client::core::DialFailure;
 use crate::client::core::{Action, Config, Core, NetEvent, OpId, Outcome, SessionId, SlotId, WriteFailure};
 
 /// How a caller is woken.
@@ -336,7 +337,7 @@ impl State {
                 log::warn!("cannot start a connection thread for {addr}: {e}");
                 self.core.on_dial_failed(
                     slot,
-                    format!("{addr}: cannot start a connection thread: {e}"),
+                    DialFailure::transient(format!("{addr}: cannot start a connection thread: {e}")),
                     Instant::now(),
                 );
             }
@@ -367,7 +368,11 @@ mod tests {
             commit_margin: Duration::from_secs(5),
             idle_ping: IDLE_PING_DEFAULT,
         };
-        let dialer = Dialer { key: crate::proto::handshake::auth_key(b"0123456789abcdef"), tls: None };
+        let dialer = Dialer {
+            key: crate::proto::handshake::auth_key(b"0123456789abcdef"),
+            tls: None,
+            names: Default::default(),
+        };
         let shared = Arc::new(Shared::new(config, dialer, |_, _, _| {}, Instant::now()));
         let welcome = Welcome { node_id: 1, role: role::STANDALONE, domain: 1, leader: String::new() };
         let (_, writer) = crate::transport::split(sock, None).unwrap();
