@@ -106,3 +106,118 @@ fn a_cluster_without_a_majority_says_no_quorum() {
     assert_eq!(out.status.code(), Some(3), "{err}");
     assert!(err.contains("no quorum") && err.contains("1 of its 3 voters answer"), "{err}");
 }
+
+/// Runs `ticketing ARGS` and returns (exit status, stderr, how long it took).
+fn timed(args: &[&str], env: &[(&str, &str)]) -> (Option<i32>, String, Duration) {
+    let started = std::time::Instant::now();
+    let out = cli(args, env);
+    (out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned(), started.elapsed())
+}
+
+/// A mistake that trying again cannot fix — a CA that did not sign the server's
+/// certificate, a wrong secret, TLS on one side only — ends `status`, `query`,
+/// `acquire` and `release` at once (exit 3) with the cause and the variable to fix,
+/// instead of after the 5 s budget.
+#[test]
+fn mistakes_that_retrying_cannot_fix_end_every_command_at_once() {
+    let pki = Pki::new(&["127.0.0.1"]);
+    let other = Pki::new(&["127.0.0.1"]);
+    let tls = start_server(&[
+        ("TICKETING_TLS_CERT", &pki.path("cert.pem")),
+        ("TICKETING_TLS_KEY", &pki.path("key.pem")),
+    ]);
+    let plain = start_server(&[]);
+    let (tls_addr, plain_addr) = (tls.addr.to_string(), plain.addr.to_string());
+    let other_ca = other.path("ca.pem");
+    let ca = pki.path("ca.pem");
+    // (what, address, environment, the cause the command must name)
+    type Mistake<'a> = (&'a str, &'a str, Vec<(&'a str, &'a str)>, &'a str);
+    let mistakes: [Mistake<'_>; 4] = [
+        (
+            "another CA",
+            &tls_addr,
+            vec![("TICKETING_TLS_CA", &other_ca)],
+            "not signed by the CA in TICKETING_TLS_CA",
+        ),
+        (
+            "a wrong secret",
+            &plain_addr,
+            vec![("TICKETING_AUTH_TOKEN", "not-the-server-secret-0123")],
+            "TICKETING_AUTH_TOKEN is not the server's client secret",
+        ),
+        (
+            "a plain client at a TLS server",
+            &tls_addr,
+            vec![],
+            "speaks TLS and this client does not: set TICKETING_TLS_CA",
+        ),
+        (
+            "a TLS client at a plain server",
+            &plain_addr,
+            vec![("TICKETING_TLS_CA", &ca)],
+            "does not speak TLS (a plain server: unset TICKETING_TLS_CA)",
+        ),
+    ];
+    for (mistake, addr, env, cause) in &mistakes {
+        for command in
+            [&["status"][..], &["query", "k"], &["acquire", "k", "--wait", "3000"], &["release", "k", "7"]]
+        {
+            let args: Vec<&str> = command.iter().copied().chain(["--addr", addr]).collect();
+            let (code, err, took) = timed(&args, env);
+            assert_eq!(code, Some(3), "{mistake}, {command:?}: {err}");
+            assert!(err.contains(cause), "{mistake}, {command:?}: {err}");
+            assert!(err.contains("trying again will not help"), "{mistake}, {command:?}: {err}");
+            // Before, every one of them took the whole budget (5 s, or the wait).
+            assert!(took < Duration::from_millis(2500), "{mistake}, {command:?} took {took:?}: {err}");
+        }
+    }
+    // The servers were never given a request: the probe of a plain client changed nothing.
+    let (code, out, _) = timed(&["query", "k", "--addr", &tls_addr], &[("TICKETING_TLS_CA", &ca)]);
+    assert_eq!(code, Some(0), "{out}");
+}
+
+/// `status` of a dead address keeps to its 5 s budget (it used to ask twice: 10 s) and
+/// names the cause per address; a `release` nothing could carry says it was not sent.
+#[test]
+fn a_dead_address_is_named_within_the_budget() {
+    let port = free_port_pair();
+    let addr = format!("127.0.0.1:{port}");
+    let (code, err, took) = timed(&["status", "--addr", &addr], &[]);
+    assert_eq!(code, Some(3), "{err}");
+    assert!(err.contains(&format!("{addr}: connection refused")), "{err}");
+    assert!(took < Duration::from_millis(8000), "status took {took:?}");
+    let (code, err, _) = timed(&["release", "k", "9", "--addr", &addr], &[]);
+    assert_eq!(code, Some(3), "{err}");
+    assert!(err.contains("no server reachable") && err.contains("nothing was sent"), "{err}");
+    assert!(!err.contains("not confirmed"), "{err}");
+}
+
+/// Configuration mistakes name the variable to fix.
+#[test]
+fn configuration_mistakes_name_the_variable() {
+    let (code, err, _) = timed(&["query", "k"], &[("TICKETING_TLS_CA", "nope.pem")]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("cannot read nope.pem (TICKETING_TLS_CA)"), "{err}");
+    let out = Command::new(bin())
+        .args(["query", "k"])
+        .env_remove("TICKETING_AUTH_TOKEN")
+        .env_remove("TICKETING_AUTH_TOKEN_FILE")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("no auth token given: set TICKETING_AUTH_TOKEN"), "{err}");
+    let (code, err, _) =
+        timed(&["query", "k"], &[("TICKETING_AUTH_TOKEN_FILE", "nope.token"), ("TICKETING_AUTH_TOKEN", "")]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("cannot read nope.token (TICKETING_AUTH_TOKEN_FILE)"), "{err}");
+    // `admin` with a secret the server does not hold names the operator secret.
+    let server = start_server(&[("TICKETING_PEER_AUTH_TOKEN", PEER_TOKEN)]);
+    let (code, err, took) = timed(
+        &["admin", "members", "--addr", &server.addr.to_string()],
+        &[("TICKETING_PEER_AUTH_TOKEN", "not-the-peer-secret-0123")],
+    );
+    assert_eq!(code, Some(3), "{err}");
+    assert!(err.contains("TICKETING_PEER_AUTH_TOKEN is not the cluster's peer (operator) secret"), "{err}");
+    assert!(took < Duration::from_millis(2500), "admin members took {took:?}");
+}

@@ -144,6 +144,9 @@ fn simulate_many_seeds() {
         total.add(&s);
     }
     eprintln!("seeds {a}..{b} in {:.1} s: {total:?}", started.elapsed().as_secs_f64());
+    if b - a >= 10_000 {
+        assert!(total.lasting > 0, "no request met a lasting mistake: the fault is not exercised");
+    }
     for f in failures.iter().take(3) {
         eprintln!("FAILED {f}\n");
     }
@@ -530,4 +533,45 @@ fn a_lost_grant_a_caller_adopted_is_never_released_by_the_background_check() {
     w.release(Some(SCRIPT), "k", "o-1", token).unwrap();
     run(&mut w, 70 * SEC);
     all_released(&w);
+}
+
+#[test]
+fn requests_end_at_once_while_every_node_is_mistaken_and_work_once_it_is_fixed() {
+    let mut w = World::new(Params { trace: true, ..Params::script(3) });
+    for n in 0..3 {
+        w.mistake(n, 5 * SEC);
+    }
+    let op = w.acquire(SCRIPT, "k", "o-1", 30, ms(3000)).unwrap();
+    let read = w.query(SCRIPT, "k", 5 * SEC).unwrap();
+    run(&mut w, 2 * SEC);
+    for op in [op, read] {
+        match outcome(&w, op) {
+            (t, Outcome::Acquire(Err(AcquireError::Unavailable { lasting: true, last_error: Some(e) })))
+            | (
+                t,
+                Outcome::Read(Err(ticketing::client::ClientError::Unavailable {
+                    lasting: true,
+                    last_error: Some(e),
+                })),
+            ) => {
+                assert!(t < 100 * MS, "ended at {} ms, not at once", t / MS);
+                assert!(e.contains("not signed by the CA"), "{e}");
+            }
+            other => fail(&w, format!("{op:?}: expected a lasting Unavailable, got {other:?}")),
+        }
+    }
+    // Fixed at 5 s: the slots' next dials (backoff under 3.2 s) connect.
+    run(&mut w, 9 * SEC);
+    let op = w.acquire(SCRIPT, "k", "o-1", 30, ms(3000)).unwrap();
+    run(&mut w, 12 * SEC);
+    granted(&w, op);
+}
+
+#[test]
+fn one_mistaken_node_of_three_does_not_end_requests() {
+    let mut w = World::new(Params { trace: true, ..Params::script(3) });
+    w.mistake(0, 60 * SEC);
+    let op = w.acquire(SCRIPT, "k", "o-1", 30, ms(3000)).unwrap();
+    run(&mut w, 5 * SEC);
+    granted(&w, op);
 }

@@ -328,7 +328,11 @@ fn every_client_error_maps_to_its_kind() {
         (AcquireError::Overloaded, TICKETING_OVERLOADED, true),
         (AcquireError::Invalid("x".into()), TICKETING_INVALID, false),
         (AcquireError::Unavailable { last_error: None, lasting: false }, TICKETING_UNAVAILABLE, true),
-        (AcquireError::Unavailable { last_error: Some("x".into()), lasting: true }, TICKETING_UNAVAILABLE, false),
+        (
+            AcquireError::Unavailable { last_error: Some("x".into()), lasting: true },
+            TICKETING_UNAVAILABLE,
+            false,
+        ),
     ] {
         let message = err.to_string();
         let f = Failure::from(err);

@@ -107,6 +107,9 @@ pub struct Stats {
     pub late_grants: u64,
     /// Grants whose `G` never reached the core, found by an orphan check or `resolve`.
     pub lost_grants: u64,
+    /// Requests that ended at once because every connection failed with a lasting
+    /// mistake.
+    pub lasting: u64,
 }
 
 impl Stats {
@@ -119,6 +122,7 @@ impl Stats {
         self.resolved_unknown += o.resolved_unknown;
         self.late_grants += o.late_grants;
         self.lost_grants += o.lost_grants;
+        self.lasting += o.lasting;
     }
 }
 

@@ -12,8 +12,8 @@ use ticketing::client::core::{
     WriteFailure, CONNECT_WAIT_MIN, RELEASE_DEADLINE,
 };
 use ticketing::client::{
-    AcquireError, Indeterminate, IndeterminateCause, COMMIT_MARGIN, CONNECT_TIMEOUT, HANDSHAKE_TIMEOUT,
-    WRITE_DEADLINE,
+    AcquireError, ClientError, Indeterminate, IndeterminateCause, ReleaseError, COMMIT_MARGIN,
+    CONNECT_TIMEOUT, HANDSHAKE_TIMEOUT, WRITE_DEADLINE,
 };
 use ticketing::proto::frame::{decode_request, ErrorCode, Request, Response};
 use ticketing::proto::handshake::{role, Welcome};
@@ -201,6 +201,10 @@ struct Node {
     waiters: BTreeMap<String, VecDeque<Waiter>>,
     /// Proposals this node made whose fate it has not told yet (it was deposed).
     deposed: Vec<Proposal>,
+    /// Until then, a dial of it fails with a lasting mistake (a certificate from
+    /// another CA, a secret that changed), as `src/client/io/dial.rs` reports it; its
+    /// sessions already up are not touched.
+    mistaken_until: T,
 }
 
 impl Node {
@@ -216,6 +220,7 @@ impl Node {
             held: Vec::new(),
             waiters: BTreeMap::new(),
             deposed: Vec::new(),
+            mistaken_until: 0,
         }
     }
 }
@@ -670,6 +675,12 @@ impl World {
         let Some(n) = node.filter(|&n| self.cluster.nodes[n].up != Life::Down) else {
             return failed(self, "connection refused");
         };
+        if self.now < self.cluster.nodes[n].mistaken_until && !self.cluster.nodes[n].partitioned {
+            note!(self, "dial {slot:?} {addr} failed: a lasting mistake");
+            let why = format!("{addr}: TLS: the server's certificate is not signed by the CA");
+            self.core.on_dial_failed(slot, DialFailure::lasting(why), self.instant(self.now));
+            return;
+        }
         if self.cluster.nodes[n].partitioned {
             let give_up = started + us(CONNECT_TIMEOUT);
             if self.now >= give_up {
@@ -1376,7 +1387,11 @@ impl World {
     // ----- faults ---------------------------------------------------------------------------------
 
     fn unavailable(&self) -> usize {
-        self.cluster.nodes.iter().filter(|n| n.voter && (n.up != Life::Running || n.partitioned)).count()
+        self.cluster
+            .nodes
+            .iter()
+            .filter(|n| n.voter && (n.up != Life::Running || n.partitioned || self.now < n.mistaken_until))
+            .count()
     }
 
     fn chaos_fault(&mut self) {
@@ -1416,6 +1431,10 @@ impl World {
                 }
             }
             6 if !self.cluster.standalone => self.replace(),
+            7 if room && free && self.rng.chance(400) => {
+                let d = self.rng.range(300 * MS, 6 * SEC);
+                self.mistake(target, d)
+            }
             _ => {
                 let live: Vec<usize> = (0..self.conns.len())
                     .filter(|&c| !self.conns[c].broken && !self.conns[c].client_closed)
@@ -1426,6 +1445,31 @@ impl World {
                 }
             }
         }
+    }
+
+    /// Node `n` refuses new connections with a lasting mistake for `duration` (the
+    /// operator then fixes it).
+    pub fn mistake(&mut self, n: usize, duration: T) {
+        note!(self, "n{} mistaken for {} ms", self.cluster.nodes[n].id, duration / MS);
+        self.fault();
+        self.cluster.nodes[n].mistaken_until = self.now + duration;
+    }
+
+    /// Invariant 7: a request ends for a lasting mistake (`Unavailable` with `lasting`)
+    /// only while a node is mistaken, or was a moment ago (a slot learns of the fix at
+    /// its next dial, within the backoff's ceiling), and while no connection is up.
+    fn check_lasting(&self, outcome: &Outcome) -> Check {
+        if !lasting_unavailable(outcome) {
+            return Ok(());
+        }
+        let recently = self.now.saturating_sub(4 * SEC);
+        if !self.cluster.nodes.iter().any(|n| n.mistaken_until > recently) {
+            return Err(format!("invariant 7: {outcome:?} although no node was mistaken"));
+        }
+        if let Some(c) = self.conns.iter().position(|c| !c.broken && !c.client_closed && !c.server_done) {
+            return Err(format!("invariant 7: {outcome:?} while connection {c} was up"));
+        }
+        Ok(())
     }
 
     pub fn pause(&mut self, n: usize, duration: T) {
@@ -1686,6 +1730,10 @@ impl World {
             _ => None,
         };
         self.checker.completed(op, &outcome, self.now, lease_end)?;
+        self.check_lasting(&outcome)?;
+        if lasting_unavailable(&outcome) {
+            self.checker.stats.lasting += 1;
+        }
         if c == usize::MAX {
             self.outcomes.insert(op, (self.now, outcome));
             return Ok(());
@@ -1829,4 +1877,13 @@ fn brief(r: &Request) -> String {
         Request::Ping => "P".into(),
         other => format!("{other:?}"),
     }
+}
+
+fn lasting_unavailable(outcome: &Outcome) -> bool {
+    matches!(
+        outcome,
+        Outcome::Acquire(Err(AcquireError::Unavailable { lasting: true, .. }))
+            | Outcome::Read(Err(ClientError::Unavailable { lasting: true, .. }))
+            | Outcome::Release(Err(ReleaseError::Unavailable { lasting: true, .. }))
+    )
 }

@@ -273,12 +273,14 @@ impl Net {
 
     /// True when no connection can take a request for `target` and none will without
     /// the operator: every slot that could serve it failed its last attempt with a
-    /// lasting mistake ([`DialFailure::lasting`]) and none is up. A request then ends
-    /// at once: waiting out its budget would only delay the same answer.
+    /// lasting mistake ([`DialFailure::lasting`]), none is up and none is dialing
+    /// again (a redial may find the mistake fixed; a mistake's verdict comes within a
+    /// round trip, so waiting for it costs little). A request then ends at once:
+    /// waiting out its budget would only delay the same answer.
     pub(crate) fn hopeless(&self, target: &Target) -> bool {
         let mut any = false;
         for slot in self.slots.iter().filter(|s| !s.retired() && target.accepts(s)) {
-            if slot.live().is_some() || !slot.lasting {
+            if slot.live().is_some() || !slot.lasting || slot.dialing {
                 return false;
             }
             any = true;
