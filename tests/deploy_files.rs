@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::{Cluster, PEER_TOKEN, TOKEN};
+use common::{free_port, free_port_pair, Cluster, PEER_TOKEN, TOKEN};
 
 fn repo() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -323,7 +323,7 @@ fn the_kubernetes_files_validate_against_the_schemas() {
     }
 }
 
-/// Kills the replacement node the fake systemctl started.
+/// Kills a node the fake systemctl started.
 struct PidFile(PathBuf);
 
 impl Drop for PidFile {
@@ -334,58 +334,129 @@ impl Drop for PidFile {
     }
 }
 
+/// Stand-in for systemctl: runs ticketing@N.service's ExecStart with its environment
+/// files, and records the exit status itself (an exited child of a gone parent may
+/// linger as a zombie that `kill -0` still finds); `stop` returns once the node exited.
 const FAKE_SYSTEMCTL: &str = r#"#!/usr/bin/env bash
-# Stand-in for systemctl: runs ticketing@N.service's ExecStart with its environment files.
 set -eu
 cmd=$1; shift
 [ "${1:-}" = --quiet ] && shift
 id=${1#ticketing@}; id=${id%.service}
-pid="$CONF_DIR/node-$id.pid"
+pid="$CONF_DIR/node-$id.pid" exit_file="$CONF_DIR/node-$id.exit"
 case $cmd in
 start)
+    rm -f "$exit_file"
     ( set -a; . "$CONF_DIR/cluster.env"; . "$CONF_DIR/node-$id.env"
       TICKETING_NODE_ID=$id; TICKETING_AUTH_TOKEN_FILE=$CONF_DIR/auth-token
-      TICKETING_PEER_AUTH_TOKEN_FILE=$CONF_DIR/peer-token
-      exec "$TICKETING" server ) >"$CONF_DIR/node-$id.log" 2>&1 &
-    echo $! > "$pid" ;;
-stop) kill "$(cat "$pid")" ;;
-is-active) [ -e "$pid" ] && kill -0 "$(cat "$pid")" 2>/dev/null ;;
+      TICKETING_PEER_AUTH_TOKEN_FILE=$CONF_DIR/peer-token; set +a
+      "$TICKETING" server >"$CONF_DIR/node-$id.log" 2>&1 &
+      echo $! > "$pid.tmp"; mv "$pid.tmp" "$pid"
+      code=0; wait $! || code=$?
+      echo $code > "$exit_file" ) >/dev/null 2>&1 &
+    while [ ! -e "$pid" ]; do sleep 0.02; done ;;
+stop)
+    # As systemd does: wait until it has exited (TimeoutStopSec=10s, then SIGKILL).
+    kill "$(cat "$pid")" 2>/dev/null || true
+    for _ in $(seq 200); do [ -e "$exit_file" ] && exit 0; sleep 0.05; done
+    kill -9 "$(cat "$pid")" 2>/dev/null || true ;;
+is-active) [ -e "$pid" ] && [ ! -e "$exit_file" ] ;;
 *) echo "fake systemctl: $cmd?" >&2; exit 1 ;;
 esac
 "#;
 
-/// Runs scripts/replace-node.sh OLD NEW NEW_ADDR with the fake systemctl; returns
-/// (exit status, stderr, how long it took).
-fn replace_node(
-    conf: &std::path::Path,
-    fake: &std::path::Path,
-    old: u64,
-    new: u64,
-    addr: &str,
-) -> (Option<i32>, String, Duration) {
-    let started = Instant::now();
-    let out = Command::new(repo().join("scripts/replace-node.sh"))
-        .args([old.to_string(), new.to_string(), addr.to_string(), addr.to_string()])
-        .env("CONF_DIR", conf)
-        .env("TICKETING", env!("CARGO_BIN_EXE_ticketing"))
-        .env("SYSTEMCTL", fake)
-        .env_remove("TICKETING_ADDRS")
-        .env_remove("TICKETING_AUTH_TOKEN")
-        .env_remove("TICKETING_PEER_AUTH_TOKEN")
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    eprintln!("replace-node.sh {old} {new} {addr}: {}\n{stderr}", out.status);
-    (out.status.code(), stderr, started.elapsed())
+/// Stand-in for `journalctl --unit ticketing@N.service --lines L ...`: the end of the log
+/// the fake systemctl keeps.
+const FAKE_JOURNALCTL: &str = r#"#!/usr/bin/env bash
+set -eu
+id="" lines=10
+while [ $# -gt 0 ]; do
+    case $1 in
+    --unit) id=${2#ticketing@}; id=${id%.service}; shift ;;
+    --lines) lines=$2; shift ;;
+    esac
+    shift
+done
+tail -n "$lines" "$CONF_DIR/node-$id.log"
+"#;
+
+/// A $CONF_DIR for replace-node.sh: cluster.env, the two secrets, and the stand-ins for
+/// systemctl and journalctl; the nodes the stand-in started are killed on drop.
+struct Conf {
+    dir: tempfile::TempDir,
+    _started: Vec<PidFile>,
 }
 
-/// The voter ids TICKETING_CLUSTER_PEERS lists in cluster.env.
-fn env_voters(conf: &std::path::Path) -> Vec<String> {
-    let text = std::fs::read_to_string(conf.join("cluster.env")).unwrap();
-    let peers = text.lines().find_map(|l| l.strip_prefix("TICKETING_CLUSTER_PEERS=")).unwrap().to_string();
-    let mut ids: Vec<String> = peers.split(',').map(|p| p.split('@').next().unwrap().to_string()).collect();
-    ids.sort();
-    ids
+impl Conf {
+    fn new(cluster_env: &str) -> Conf {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("cluster.env"), cluster_env).unwrap();
+        std::fs::write(dir.path().join("auth-token"), TOKEN).unwrap();
+        std::fs::write(dir.path().join("peer-token"), PEER_TOKEN).unwrap();
+        for (name, text) in [("systemctl", FAKE_SYSTEMCTL), ("journalctl", FAKE_JOURNALCTL)] {
+            std::fs::write(dir.path().join(name), text).unwrap();
+            std::fs::set_permissions(dir.path().join(name), std::fs::Permissions::from_mode(0o755)).unwrap();
+        }
+        let started = (4..=9).map(|id| PidFile(dir.path().join(format!("node-{id}.pid")))).collect();
+        Conf { dir, _started: started }
+    }
+
+    fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    fn file(&self, name: &str) -> String {
+        self.path().join(name).to_str().unwrap().to_owned()
+    }
+
+    /// Runs scripts/replace-node.sh with `args`; returns (exit status, stderr, how long
+    /// it took). Its deadline is 45 s, so that a run that cannot finish ends in time.
+    fn replace(&self, args: &[&str]) -> (Option<i32>, String, Duration) {
+        let started = Instant::now();
+        let out = Command::new(repo().join("scripts/replace-node.sh"))
+            .args(args)
+            .env("CONF_DIR", self.path())
+            .env("TICKETING", env!("CARGO_BIN_EXE_ticketing"))
+            .env("SYSTEMCTL", self.path().join("systemctl"))
+            .env("JOURNALCTL", self.path().join("journalctl"))
+            .env("REPLACE_DEADLINE_S", "45")
+            .env_remove("TICKETING_ADDRS")
+            .env_remove("TICKETING_AUTH_TOKEN")
+            .env_remove("TICKETING_PEER_AUTH_TOKEN")
+            .env_remove("TICKETING_TLS_CA")
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        eprintln!("replace-node.sh {}: {} in {:?}\n{stderr}", args.join(" "), out.status, started.elapsed());
+        (out.status.code(), stderr, started.elapsed())
+    }
+
+    /// TICKETING_CLUSTER_PEERS of cluster.env, as written.
+    fn peers(&self) -> String {
+        let text = std::fs::read_to_string(self.path().join("cluster.env")).unwrap();
+        text.lines().find_map(|l| l.strip_prefix("TICKETING_CLUSTER_PEERS=")).unwrap().to_string()
+    }
+
+    /// The voter ids TICKETING_CLUSTER_PEERS lists in cluster.env, sorted.
+    fn voters(&self) -> Vec<u64> {
+        let mut ids: Vec<u64> =
+            self.peers().split(',').map(|p| p.split('@').next().unwrap().parse().unwrap()).collect();
+        ids.sort();
+        ids
+    }
+
+    /// The client addresses TICKETING_CLUSTER_PEERS lists in cluster.env.
+    fn addrs(&self) -> String {
+        let peers = self.peers();
+        peers.split(',').map(|p| p.split_once('@').unwrap().1).collect::<Vec<_>>().join(",")
+    }
+}
+
+/// Waits up to 20 s until the harness's node `old` (1-based) exits by itself.
+fn exits_by_itself(cluster: &mut Cluster, old: u64) {
+    let node = cluster.nodes[old as usize - 1].as_mut().unwrap();
+    node.exit_code_within(Duration::from_secs(20), &format!("node {old}, removed,"));
+    cluster.kill(old as usize - 1);
 }
 
 /// The documented rolling restart (docs/operations.md), done with the script three
@@ -393,24 +464,15 @@ fn env_voters(conf: &std::path::Path) -> Vec<String> {
 /// an OLD id that is no voter, a NEW id that was used.
 #[test]
 fn replace_node_script_does_a_rolling_restart_and_refuses_mistakes_quickly() {
-    use std::os::unix::fs::PermissionsExt;
     let mut cluster = Cluster::start(3, &[]);
     cluster.wait_leader(Duration::from_secs(20));
-    let conf = tempfile::tempdir().unwrap();
     let original = format!("TICKETING_CLUSTER_PEERS={}\n", cluster.peers);
-    std::fs::write(conf.path().join("cluster.env"), &original).unwrap();
-    std::fs::write(conf.path().join("auth-token"), TOKEN).unwrap();
-    std::fs::write(conf.path().join("peer-token"), PEER_TOKEN).unwrap();
-    let fake = conf.path().join("systemctl");
-    std::fs::write(&fake, FAKE_SYSTEMCTL).unwrap();
-    std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let _started: Vec<PidFile> =
-        (4..=7).map(|id| PidFile(conf.path().join(format!("node-{id}.pid")))).collect();
+    let conf = Conf::new(&original);
     let port = cluster.port;
     let addr = |id: u64| format!("127.0.0.{id}:{port}");
 
     // A wrong OLD id: refused within 10 s with exit 1; nothing started, nothing written.
-    let (code, err, took) = replace_node(conf.path(), &fake, 99, 7, &addr(7));
+    let (code, err, took) = conf.replace(&["99", "7", &addr(7), &addr(7)]);
     assert_eq!(code, Some(1), "{err}");
     assert!(err.contains("node 99 is not a voter"), "{err}");
     assert!(took < Duration::from_secs(10), "{took:?}");
@@ -422,36 +484,234 @@ fn replace_node_script_does_a_rolling_restart_and_refuses_mistakes_quickly() {
         if old == 2 {
             std::fs::write(conf.path().join("cluster.env"), &original).unwrap();
         }
-        let (code, err, took) = replace_node(conf.path(), &fake, old, new, &addr(new));
+        let (code, err, took) = conf.replace(&[&old.to_string(), &new.to_string(), &addr(new), &addr(new)]);
         assert_eq!(code, Some(0), "{err}");
         assert!(took < Duration::from_secs(60), "replacing {old} took {took:?}");
         let env = std::fs::read_to_string(conf.path().join(format!("node-{new}.env"))).unwrap();
         assert!(env.contains("TICKETING_CLUSTER_STATE=join"));
         // cluster.env now lists exactly the voters.
-        let mut expected: Vec<String> = [1u64, 2, 3, 4, 5, 6]
-            .into_iter()
-            .filter(|id| (*id > 3 && *id <= new) || (*id <= 3 && *id > old))
-            .map(|id| id.to_string())
-            .collect();
-        expected.sort();
-        assert_eq!(env_voters(conf.path()), expected, "after replacing {old}");
-        // The removed node stops by itself.
-        let node = cluster.nodes[old as usize - 1].as_mut().unwrap();
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while node.child.try_wait().unwrap().is_none() {
-            assert!(Instant::now() < deadline, "node {old} did not stop after its removal");
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        cluster.kill(old as usize - 1);
+        let expected: Vec<u64> =
+            (1..=6).filter(|id| (*id > 3 && *id <= new) || (*id <= 3 && *id > old)).collect();
+        assert_eq!(conf.voters(), expected, "after replacing {old}");
+        exits_by_itself(&mut cluster, old);
     }
 
     // NEW ids that were used: refused at once, nothing started.
-    let (code, err, _) = replace_node(conf.path(), &fake, 4, 5, &addr(7));
+    let (code, err, _) = conf.replace(&["4", "5", &addr(7), &addr(7)]);
     assert_eq!(code, Some(1), "{err}");
-    let (code, err, took) = replace_node(conf.path(), &fake, 4, 2, &addr(7));
+    let (code, err, took) = conf.replace(&["4", "2", &addr(7), &addr(7)]);
     assert_eq!(code, Some(1), "{err}");
     assert!(err.contains("was a member before"), "{err}");
     assert!(took < Duration::from_secs(10), "{took:?}");
+}
+
+/// `ticketing admin members` over `addrs`: the leader's NodeId.
+fn leader_id(addrs: &str, ca: Option<&str>) -> u64 {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_ticketing"));
+    cmd.args(["admin", "members", "--addr", addrs]).env("TICKETING_PEER_AUTH_TOKEN", PEER_TOKEN);
+    if let Some(ca) = ca {
+        cmd.env("TICKETING_TLS_CA", ca);
+    }
+    let out = cmd.output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    // "leader   ADDR (node ID, term T)"
+    let line = text.lines().find(|l| l.starts_with("leader ")).unwrap_or_else(|| panic!("{text}"));
+    let id =
+        line.split("(node ").nth(1).and_then(|r| r.split(',').next()).unwrap_or_else(|| panic!("{line}"));
+    id.parse().unwrap_or_else(|_| panic!("no leader: {line}"))
+}
+
+/// `ticketing acquire KEY` over `addrs` (with the CA, over TLS) succeeds within 20 s.
+fn cli_acquires(key: &str, addrs: &str, ca: &str) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let out = Command::new(env!("CARGO_BIN_EXE_ticketing"))
+            .args(["acquire", key, "--addr", addrs, "--wait", "1000"])
+            .env("TICKETING_AUTH_TOKEN", TOKEN)
+            .env("TICKETING_TLS_CA", ca)
+            .output()
+            .unwrap();
+        if out.status.success() {
+            let token = String::from_utf8_lossy(&out.stdout);
+            assert!(token.trim().parse::<u64>().is_ok(), "a fencing token: {token}");
+            return;
+        }
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(Instant::now() < deadline, "no grant of {key} over TLS from {addrs}: {err}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// GET /metrics at `addr` answers 200 with the node's figures.
+fn metrics_answer(addr: &str) -> bool {
+    use std::io::{Read, Write};
+    let Ok(mut stream) = std::net::TcpStream::connect(addr) else { return false };
+    stream.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let _ = stream.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    let mut text = String::new();
+    let _ = stream.read_to_string(&mut text);
+    text.starts_with("HTTP/1.1 200") && text.contains("ticketing_")
+}
+
+/// A TLS cluster as docs/operations.md describes it for the script: mutual TLS between
+/// peers, TLS to clients, metrics on, each node its own certificate; the CA in
+/// cluster.env, the rest in node-template.env. The leader, then a follower, are
+/// replaced; each time the script exits 0, cluster.env names the new voters, the new
+/// node serves its metrics, and the cluster grants a lock over TLS.
+#[test]
+fn replace_node_script_replaces_the_leader_then_a_follower_of_a_tls_cluster() {
+    use rcgen::{BasicConstraints, CertificateParams, IsCa, KeyPair};
+    let conf = Conf::new("");
+    let ca_key = KeyPair::generate().unwrap();
+    let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    let ca = ca_params.self_signed(&ca_key).unwrap();
+    std::fs::write(conf.path().join("ca.pem"), ca.pem()).unwrap();
+    for id in 1..=5 {
+        let key = KeyPair::generate().unwrap();
+        let cert =
+            CertificateParams::new(vec![format!("127.0.0.{id}")]).unwrap().signed_by(&key, &ca, &ca_key);
+        std::fs::write(conf.path().join(format!("node-{id}.pem")), cert.unwrap().pem()).unwrap();
+        std::fs::write(conf.path().join(format!("node-{id}.key")), key.serialize_pem()).unwrap();
+    }
+    let (port, metrics) = (free_port_pair(), free_port());
+    let addr = |id: u64| format!("127.0.0.{id}:{port}");
+    let peers: Vec<String> = (1..=3).map(|id| format!("{id}@{}", addr(id))).collect();
+    let mut cluster = Cluster { port, nodes: Vec::new(), peers: peers.join(",") };
+    let ca_path = conf.file("ca.pem");
+    for id in 1..=3u64 {
+        let (cert, key) = (conf.file(&format!("node-{id}.pem")), conf.file(&format!("node-{id}.key")));
+        let metrics_addr = format!("127.0.0.{id}:{metrics}");
+        let node = cluster.spawn(
+            id,
+            &addr(id),
+            "new",
+            &[
+                ("TICKETING_TLS_CERT", &cert),
+                ("TICKETING_TLS_KEY", &key),
+                ("TICKETING_TLS_CA", &ca_path),
+                ("TICKETING_METRICS_LISTEN", &metrics_addr),
+            ],
+        );
+        cluster.nodes.push(Some(node));
+    }
+    let cluster_env = format!("TICKETING_CLUSTER_PEERS={}\nTICKETING_TLS_CA={ca_path}\n", cluster.peers);
+    std::fs::write(conf.path().join("cluster.env"), cluster_env).unwrap();
+    let dir = conf.path().display();
+    let template = format!(
+        "# every new node: its own certificate, metrics and listen address\n\
+         TICKETING_TLS_CERT={dir}/node-{{ID}}.pem\nTICKETING_TLS_KEY={dir}/node-{{ID}}.key\n\
+         TICKETING_METRICS_LISTEN={{HOST}}:{metrics}\nTICKETING_LISTEN={{HOST}}:{{PORT}}\n"
+    );
+    std::fs::write(conf.path().join("node-template.env"), template).unwrap();
+    cli_acquires("tls-before", &conf.addrs(), &ca_path);
+
+    let leader = leader_id(&conf.addrs(), Some(&ca_path));
+    let follower = (1..=3).find(|id| *id != leader).unwrap();
+    let mut voters = vec![1u64, 2, 3];
+    for (old, new) in [(leader, 4u64), (follower, 5)] {
+        let (code, err, took) = conf.replace(&[&old.to_string(), &new.to_string(), &addr(new)]);
+        assert_eq!(code, Some(0), "replacing {old} by {new}: {err}");
+        assert!(took < Duration::from_secs(30), "replacing {old} took {took:?}");
+        voters.retain(|id| *id != old);
+        voters.push(new);
+        voters.sort();
+        assert_eq!(conf.voters(), voters, "cluster.env after replacing {old}");
+        let env = std::fs::read_to_string(conf.path().join(format!("node-{new}.env"))).unwrap();
+        for line in [
+            format!("TICKETING_LISTEN={}", addr(new)),
+            format!("TICKETING_TLS_CERT={dir}/node-{new}.pem"),
+            format!("TICKETING_TLS_KEY={dir}/node-{new}.key"),
+            format!("TICKETING_METRICS_LISTEN=127.0.0.{new}:{metrics}"),
+        ] {
+            assert!(env.lines().any(|l| l == line), "node-{new}.env lacks {line}:\n{env}");
+        }
+        assert!(metrics_answer(&format!("127.0.0.{new}:{metrics}")), "node {new} serves no metrics");
+        cli_acquires(&format!("tls-after-{new}"), &conf.addrs(), &ca_path);
+        exits_by_itself(&mut cluster, old);
+    }
+}
+
+/// The new node cannot start: without LISTEN it listens on 0.0.0.0:PORT, which the
+/// other nodes of this host hold on 127.0.0.x:PORT. The script prints the node's own
+/// error line, exits 2, and leaves no node running and the membership as it was.
+#[test]
+fn replace_node_script_prints_the_new_nodes_own_error_when_it_cannot_start() {
+    let mut cluster = Cluster::start(3, &[]);
+    cluster.wait_leader(Duration::from_secs(20));
+    let conf = Conf::new(&format!("TICKETING_CLUSTER_PEERS={}\n", cluster.peers));
+    let port = cluster.port;
+    let (code, err, took) = conf.replace(&["2", "4", &format!("127.0.0.4:{port}")]);
+    assert!(
+        err.contains(&format!("ticketing: cannot start on 0.0.0.0:{port}: Address already in use")),
+        "the node's own error is not shown: {err}"
+    );
+    assert_eq!(code, Some(2), "{err}");
+    assert!(took < Duration::from_secs(20), "{took:?}");
+    assert!(conf.path().join("node-4.env.failed").exists() && !conf.path().join("node-4.env").exists());
+    assert_eq!(conf.voters(), vec![1, 2, 3]);
+    for node in cluster.nodes.iter_mut() {
+        assert!(node.as_mut().unwrap().child.try_wait().unwrap().is_none(), "a member stopped");
+    }
+    let leader = leader_id(&conf.addrs(), None);
+    assert!((1..=3).contains(&leader), "leader {leader}");
+}
+
+/// cluster.env is stale: it names a node that was never a member, and the leader, which
+/// runs on this host (ticketing@4) and is the node replaced. The script judges by the
+/// membership after the swap as the new leader reports it (not by node 4, which leaves),
+/// stops ticketing@4 only then, exits 0, and cluster.env names the live voters.
+#[test]
+fn replace_node_script_replaces_the_leader_from_a_stale_cluster_env() {
+    let mut cluster = Cluster::start(3, &[]);
+    let leader = cluster.wait_leader(Duration::from_secs(20)) as u64 + 1;
+    let port = cluster.port;
+    let addr = |id: u64| format!("127.0.0.{id}:{port}");
+    let conf = Conf::new(&format!("TICKETING_CLUSTER_PEERS={}\n", cluster.peers));
+    // Node 4 replaces a follower on this host, then leads.
+    let follower = (1..=3).find(|id| *id != leader).unwrap();
+    let (code, err, _) = conf.replace(&[&follower.to_string(), "4", &addr(4), &addr(4)]);
+    assert_eq!(code, Some(0), "{err}");
+    exits_by_itself(&mut cluster, follower);
+    let out = Command::new(env!("CARGO_BIN_EXE_ticketing"))
+        .args(["admin", "transfer-leader", "4", "--addr", &conf.addrs()])
+        .env("TICKETING_PEER_AUTH_TOKEN", PEER_TOKEN)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "transfer-leader 4: {}", String::from_utf8_lossy(&out.stderr));
+
+    // Node 4, the leader, replaced by node 5, from a cluster.env naming only node 4 and a
+    // node 9 that never was.
+    std::fs::write(
+        conf.path().join("cluster.env"),
+        format!("TICKETING_CLUSTER_PEERS=9@{},4@{}\n", addr(9), addr(4)),
+    )
+    .unwrap();
+    let (code, err, took) = conf.replace(&["4", "5", &addr(5), &addr(5)]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(took < Duration::from_secs(30), "{took:?}");
+    let mut expected: Vec<u64> = (1..=3).filter(|id| *id != follower).collect();
+    expected.push(5);
+    assert_eq!(conf.voters(), expected);
+    assert!(conf.path().join("node-4.exit").exists(), "ticketing@4 still runs");
+    // Every address cluster.env names is a live voter that knows a leader among them.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    for a in conf.addrs().split(',') {
+        loop {
+            let out = Command::new(env!("CARGO_BIN_EXE_ticketing"))
+                .args(["admin", "members", "--addr", a])
+                .env("TICKETING_PEER_AUTH_TOKEN", PEER_TOKEN)
+                .output()
+                .unwrap();
+            let text = String::from_utf8_lossy(&out.stdout);
+            let leads = expected.iter().any(|id| text.contains(&format!("(node {id}, ")));
+            if out.status.success() && leads {
+                break;
+            }
+            assert!(Instant::now() < deadline, "{a} is no live voter that knows the leader: {text}");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
 }
 
 /// Every `docs/FILE.md ("Section")` a deployment file points to exists, and so does the
