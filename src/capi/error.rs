@@ -119,7 +119,9 @@ impl From<ReleaseError> for Failure {
             ReleaseError::Unavailable { .. } => TICKETING_UNAVAILABLE,
             ReleaseError::Invalid(_) => TICKETING_INVALID,
         };
-        Failure::plain(kind, e.to_string())
+        // Never sent, and a new try may get through (not a lasting mistake).
+        let retryable = matches!(e, ReleaseError::Unavailable { lasting: false, .. });
+        Failure { retryable, ..Failure::plain(kind, e.to_string()) }
     }
 }
 
