@@ -62,14 +62,36 @@ pub enum ToRaft {
         voters: Vec<(u64, String)>,
         reply: Sender<WriterMsg>,
     },
-    /// Hand leadership over to `target` (or the voter the core chooses). `reply`:
-    /// `admin transfer-leader`'s request id and connection, answered when another node
-    /// leads or the hand-over failed; `None` for the node's own stop (SIGTERM).
+    /// `admin transfer-leader`: hand leadership over to `target` (or the voter the core
+    /// chooses). `reply`: the request id and connection, answered when another node leads
+    /// or the hand-over failed.
     Transfer {
         target: Option<u64>,
-        reply: Option<(u32, Sender<WriterMsg>)>,
+        reply: (u32, Sender<WriterMsg>),
+    },
+    /// This node's own stop (SIGTERM): hand leadership to a voter that can take over, if
+    /// one can; `reply` is told at once what was done.
+    StopHandover {
+        reply: Sender<StopHandover>,
     },
     Stop,
+}
+
+/// What the Raft thread did when this node's stop asked it to hand leadership over.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum StopHandover {
+    /// Handing leadership over to this voter.
+    Started(u64),
+    /// No voter was heard within an election timeout over a link that is up: no
+    /// hand-over could succeed, so none was started.
+    NoneReachable,
+    /// This leader is leaving the configuration: it hands over by itself when that
+    /// change commits.
+    Leaving,
+    /// This node does not lead.
+    NotLeader,
+    /// The core refused, in its words.
+    Refused(String),
 }
 
 /// From the Raft thread to the lock-table thread.

@@ -104,3 +104,56 @@ fn short_connections_keep_the_node_wide_pending_count() {
     let token = granted_token(&c.call(1, &acquire("after", "o", 5, 0)));
     assert_eq!(c.call(2, &release("after", "o", token)), Response::Released);
 }
+
+/// The bench's peak resident memory (VmHWM, kB) while it runs, polled from /proc; the
+/// bench is killed (and the test fails) if it runs past `within`.
+fn peak_rss_kb(mut child: std::process::Child, within: std::time::Duration) -> (u64, std::process::Output) {
+    let started = std::time::Instant::now();
+    let status = format!("/proc/{}/status", child.id());
+    let mut peak = 0u64;
+    loop {
+        if let Ok(text) = std::fs::read_to_string(&status) {
+            let kb = text
+                .lines()
+                .find_map(|l| l.strip_prefix("VmHWM:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok());
+            peak = peak.max(kb.unwrap_or(0));
+        }
+        if child.try_wait().unwrap().is_some() {
+            break;
+        }
+        if started.elapsed() > within {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("bench still running after {within:?} (peak {peak} kB so far)");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    (peak, child.wait_with_output().unwrap())
+}
+
+/// A million keys over 32 workers: the bench's memory does not grow with --keys (no
+/// per-worker copy of the key space).
+#[test]
+fn bench_memory_does_not_grow_with_the_key_space() {
+    let server = start_server(&[]);
+    let addr = server.addr.to_string();
+    let child = Command::new(bin())
+        .args(["bench", "mixed", "--keys", "1000000", "--threads", "32", "--connections", "4"])
+        .args(["--addr", &addr, "--duration", "2", "--warmup", "0", "--json", "--quiet"])
+        .env("TICKETING_AUTH_TOKEN", TOKEN)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run ticketing bench");
+    let (peak_kb, out) = peak_rss_kb(child, std::time::Duration::from_secs(25));
+    println!("bench mixed --keys 1000000 --threads 32: peak RSS {} MB", peak_kb / 1024);
+    assert!(peak_kb < BENCH_RSS_MAX_KB, "peak RSS {peak_kb} kB");
+    assert!(out.status.success(), "bench failed: {}", String::from_utf8_lossy(&out.stderr));
+    let json = String::from_utf8(out.stdout).unwrap();
+    assert!(field(&json, "pairs").parse::<u64>().unwrap() > 0, "{json}");
+}
+
+/// Far above what the bench needs for its threads and connections, far below one copy
+/// of a million key strings per worker.
+const BENCH_RSS_MAX_KB: u64 = 64 * 1024;

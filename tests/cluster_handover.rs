@@ -262,6 +262,66 @@ fn sigterm_to_the_leader_hands_leadership_over_before_it_stops() {
     assert!(seen.longest_gap < Duration::from_millis(1000), "{seen:?}");
 }
 
+/// docs/operations.md: a leader stops within an election timeout and two heartbeats of
+/// SIGTERM (2 s + 2 × 200 ms by default) when it cannot hand leadership over.
+const STOP_WITHOUT_HANDOVER_MAX: Duration = Duration::from_millis(2400);
+
+#[test]
+fn sigterm_to_a_leader_whose_followers_are_dead_stops_without_waiting_for_a_hand_over() {
+    let mut cluster = Cluster::start(3, &[]);
+    let leader = cluster.wait_leader(Duration::from_secs(15));
+    for follower in (0..3).filter(|&i| i != leader) {
+        cluster.kill(follower);
+    }
+    let from = Instant::now();
+    cluster.signal(leader, "-TERM");
+    let node = cluster.nodes[leader].as_mut().unwrap();
+    let code = loop {
+        if let Some(status) = node.child.try_wait().unwrap() {
+            break status.code();
+        }
+        assert!(from.elapsed() < Duration::from_secs(10), "the leader did not stop within 10 s of SIGTERM");
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    let stopped = from.elapsed();
+    let log: Vec<String> = node.log.try_iter().collect();
+    println!("SIGTERM with both followers dead: stopped after {stopped:?}");
+    assert_eq!(code, Some(0), "{log:#?}");
+    assert!(stopped < STOP_WITHOUT_HANDOVER_MAX, "stopped after {stopped:?}: {log:#?}");
+    let truthful = "no follower reachable to hand leadership to; stopping without a hand-over";
+    assert!(log.iter().any(|l| l.contains(truthful)), "{log:#?}");
+    assert!(!log.iter().any(|l| l.contains("handed over")), "{log:#?}");
+}
+
+/// Frozen followers (SIGSTOP) keep their links up and were heard a moment ago: the
+/// leader tries a hand-over, which cannot complete; it stops once the documented wait
+/// is over (plus the stop itself) and says it handed nothing over.
+#[test]
+fn sigterm_to_a_leader_whose_followers_are_frozen_stops_after_the_bounded_wait() {
+    let mut cluster = Cluster::start(3, &[]);
+    let leader = cluster.wait_leader(Duration::from_secs(15));
+    for follower in (0..3).filter(|&i| i != leader) {
+        cluster.signal(follower, "-STOP");
+    }
+    let from = Instant::now();
+    cluster.signal(leader, "-TERM");
+    let node = cluster.nodes[leader].as_mut().unwrap();
+    let code = node.exit_code_within(Duration::from_secs(10), "the leader with frozen followers");
+    let stopped = from.elapsed();
+    let log: Vec<String> = node.log.try_iter().collect();
+    println!("SIGTERM with both followers frozen: stopped after {stopped:?}");
+    assert_eq!(code, Some(0), "{log:#?}");
+    // The stop itself (closing connections, joining threads) takes milliseconds.
+    assert!(
+        stopped < STOP_WITHOUT_HANDOVER_MAX + Duration::from_millis(600),
+        "stopped after {stopped:?}: {log:#?}"
+    );
+    let said = log.iter().find(|l| l.contains("stopping without a hand-over"));
+    println!("{said:?}");
+    assert!(said.is_some(), "{log:#?}");
+    assert!(!log.iter().any(|l| l.contains("handed over")), "{log:#?}");
+}
+
 /// Sends `admin replace` to the leader at `at` and waits for the answer.
 fn replace(cluster: &Cluster, at: usize, old: u64, new: u64, addr: &str) -> Response {
     let c = operator(cluster.addr(at));

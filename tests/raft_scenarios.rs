@@ -1226,6 +1226,29 @@ fn transfer_is_abandoned_after_an_election_timeout_and_proposals_resume() {
     assert!(net.node_mut(l).propose(b"y".to_vec()).is_ok());
 }
 
+/// A stopping leader hands over only to a voter it could reach: one heard within the
+/// last election timeout and that the transport has a link to (`linked`).
+#[test]
+fn reachable_successor_is_a_voter_heard_within_an_election_timeout_and_linked() {
+    let mut net = Net::new(&[1, 2, 3, 4, 5]);
+    let l = net.wait_leader();
+    let followers = net.followers_of(l);
+    let best = net.node(l).successor().unwrap();
+    assert_eq!(net.node(l).reachable_successor(|_| true), Some(best));
+    let other = *followers.iter().find(|f| **f != best).unwrap();
+    assert_eq!(net.node(l).reachable_successor(|id| id == other), Some(other));
+    assert_eq!(net.node(l).reachable_successor(|_| false), None);
+    // Two of four followers silent past an election timeout: the leader keeps its
+    // quorum, and only the two it still hears may take over.
+    net.isolate(followers[0]);
+    net.isolate(followers[1]);
+    net.advance(2300);
+    assert_eq!(net.leaders(), vec![l]);
+    let heard = net.node(l).reachable_successor(|_| true).unwrap();
+    assert!(followers[2..].contains(&heard), "{heard} was not heard from");
+    assert_eq!(net.node(l).reachable_successor(|id| followers[..2].contains(&id)), None);
+}
+
 /// A lost TimeoutNow is sent again while the target keeps answering in the old term.
 #[test]
 fn lost_timeout_now_is_sent_again() {

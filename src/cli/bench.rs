@@ -7,11 +7,13 @@
 //! connection is the number of workers sharing its client: `--pipeline D` means
 //! `--threads = connections × D`.
 
+use std::fmt::Write as _;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use super::histogram::Histogram;
+use super::zipf::Zipf;
 use super::*;
 use crate::client::{AcquireError, Client, ClientBuilder, ReleaseError, ReleaseOutcome};
 
@@ -304,20 +306,6 @@ impl Rng {
     }
 }
 
-/// Cumulative Zipf distribution over `n` ranks with exponent `s`.
-fn zipf_cdf(n: usize, s: f64) -> Vec<f64> {
-    let mut cdf = Vec::with_capacity(n);
-    let mut sum = 0.0;
-    for k in 1..=n {
-        sum += 1.0 / (k as f64).powf(s);
-        cdf.push(sum);
-    }
-    for c in &mut cdf {
-        *c /= sum;
-    }
-    cdf
-}
-
 /// Runs the workers for warm-up + duration and merges their figures.
 pub fn run(settings: &Settings, clients: &[Client], quiet: bool) -> BenchResult {
     let stop = Arc::new(AtomicBool::new(false));
@@ -327,20 +315,16 @@ pub fn run(settings: &Settings, clients: &[Client], quiet: bool) -> BenchResult 
         "bench-{:x}",
         SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64) & 0xff_ffff_ffff
     );
-    let cdf = Arc::new(if settings.scenario == Scenario::Mixed {
-        zipf_cdf(settings.keys, settings.zipf)
-    } else {
-        Vec::new()
-    });
+    let zipf = Zipf::new(settings.keys, settings.zipf);
     let workers: Vec<_> = (0..settings.threads)
         .map(|w| {
             let client = clients[w % clients.len()].clone();
             let settings = settings.clone();
-            let (stop, recording, live, cdf) = (stop.clone(), recording.clone(), live.clone(), cdf.clone());
-            let prefix = prefix.clone();
+            let (stop, recording, live) = (stop.clone(), recording.clone(), live.clone());
+            let (prefix, zipf) = (prefix.clone(), zipf.clone());
             std::thread::Builder::new()
                 .name(format!("bench-{w}"))
-                .spawn(move || worker(w, &client, &settings, &prefix, &cdf, &stop, &recording, &live))
+                .spawn(move || worker(w, &client, &settings, &prefix, &zipf, &stop, &recording, &live))
                 .expect("spawn a bench worker")
         })
         .collect();
@@ -410,19 +394,17 @@ fn worker(
     client: &Client,
     settings: &Settings,
     prefix: &str,
-    cdf: &[f64],
+    zipf: &Zipf,
     stop: &AtomicBool,
     recording: &AtomicBool,
     live: &Live,
 ) -> Tally {
     let mut tally = Tally { latency: Histogram::new(), grants: 0, pairs: 0, errors: [0; KINDS.len()] };
     let mut rng = Rng(0x9E37_79B9_7F4A_7C15 ^ ((w as u64 + 1) * 0x1000_0000_01B3));
-    let own_keys: Vec<String> = match settings.scenario {
-        Scenario::Uncontended => (0..settings.keys).map(|k| format!("{prefix}-w{w}-{k}")).collect(),
-        Scenario::Hot => vec![format!("{prefix}-hot")],
-        Scenario::Mixed => (0..settings.keys).map(|k| format!("{prefix}-z{k}")).collect(),
-        Scenario::Hold => Vec::new(),
-    };
+    // Each key is written from its number into this one buffer when it is used. Why:
+    // a copy of the key space per worker made the bench's memory --keys x --threads
+    // strings (gigabytes for a million keys over 32 threads).
+    let mut key = String::new();
     let mut round = 0usize;
     let interval = if settings.rate > 0.0 {
         Some(Duration::from_secs_f64(settings.threads as f64 / settings.rate))
@@ -445,21 +427,19 @@ fn worker(
                 next_at = now; // fell behind: do not burst to catch up
             }
         }
-        let key = match settings.scenario {
-            Scenario::Uncontended => &own_keys[round % own_keys.len()],
-            Scenario::Hot => &own_keys[0],
+        key.clear();
+        // Writing to a String cannot fail.
+        let _ = match settings.scenario {
+            Scenario::Uncontended => write!(key, "{prefix}-w{w}-{}", round % settings.keys),
+            Scenario::Hot => write!(key, "{prefix}-hot"),
             Scenario::Hold => unreachable!("hold has its own loop"),
-            Scenario::Mixed => {
-                let u = rng.unit();
-                let rank = cdf.partition_point(|&c| c < u).min(own_keys.len() - 1);
-                &own_keys[rank]
-            }
+            Scenario::Mixed => write!(key, "{prefix}-z{}", zipf.sample(|| rng.unit())),
         };
         round += 1;
         let record = recording.load(Ordering::Relaxed);
         let t0 = Instant::now();
         let mut error = None;
-        match client.acquire(key, settings.lease, settings.wait) {
+        match client.acquire(&key, settings.lease, settings.wait) {
             Ok(lock) => {
                 live.grants.fetch_add(1, Ordering::Relaxed);
                 if record {
@@ -511,8 +491,10 @@ fn hold(
     tally: &mut Tally,
 ) {
     let mut k = w;
+    let mut key = String::new();
     while k < settings.keys && !stop.load(Ordering::Relaxed) {
-        let key = format!("{prefix}-h{k}");
+        key.clear();
+        let _ = write!(key, "{prefix}-h{k}");
         let t0 = Instant::now();
         match client.acquire(&key, settings.lease, settings.wait) {
             Ok(lock) => {
@@ -623,26 +605,4 @@ fn json_string(text: &str) -> String {
     }
     out.push('"');
     out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn zipf_is_skewed_and_complete() {
-        let cdf = zipf_cdf(1000, 1.0);
-        assert!((cdf[999] - 1.0).abs() < 1e-9);
-        assert!(cdf[0] > 0.1 && cdf[0] < 0.2, "{}", cdf[0]);
-        let mut rng = Rng(42);
-        let mut first = 0;
-        for _ in 0..10_000 {
-            let u = rng.unit();
-            assert!((0.0..1.0).contains(&u));
-            if cdf.partition_point(|&c| c < u) == 0 {
-                first += 1;
-            }
-        }
-        assert!((1000..2000).contains(&first), "{first}");
-    }
 }

@@ -12,6 +12,7 @@ mod demo;
 pub mod histogram;
 mod run;
 mod top;
+mod zipf;
 
 use std::time::{Duration, Instant};
 

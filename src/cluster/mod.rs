@@ -20,7 +20,7 @@ use crossbeam_channel::{Receiver, Sender};
 use log::{debug, info};
 
 use crate::config::{ClusterConfig, ClusterState, Config};
-use crate::messages::{Clock, DomainSource, FromLogSink, ToRaft};
+use crate::messages::{Clock, DomainSource, FromLogSink, StopHandover, ToRaft};
 use crate::proto::handshake::Welcome;
 use crate::raft::{Raft, RaftConfig};
 use peer::{refusal, PeerError, PeerHello};
@@ -55,27 +55,55 @@ pub struct ClusterHandles {
 const STOP_LINGER: Duration = Duration::from_millis(200);
 
 impl ClusterHandles {
-    /// On a stop (SIGTERM): if this node leads, hands leadership to a caught-up voter
-    /// first and waits until another node leads, bounded by an election timeout and two
-    /// heartbeats (the core abandons a hand-over after an election timeout). Requests
-    /// arriving meanwhile wait on the lock side and are then redirected; none is failed
-    /// for the stop's sake. Returns true if leadership moved.
+    /// On a stop (SIGTERM): if this node leads, hands leadership to a voter that can
+    /// take over and waits until another node leads, at most an election timeout and
+    /// two heartbeats from the signal (the core abandons a hand-over after an election
+    /// timeout); then lingers [`STOP_LINGER`]. Requests arriving meanwhile wait on the
+    /// lock side and are then redirected; none is failed for the stop's sake. When no
+    /// voter was heard within an election timeout over a live link, it does not wait
+    /// for a hand-over that cannot happen. Logs what happened; true if leadership moved.
     pub fn hand_over_before_stop(&self) -> bool {
         let me_leads = |facts: &view::RaftFacts| facts.role == Some(crate::raft::Role::Leader);
-        if !me_leads(&self.view.facts()) {
+        let facts = self.view.facts();
+        if !me_leads(&facts) {
             return false;
         }
+        // While this node leads, the leader named is itself.
+        let me = facts.leader_id;
         let started = std::time::Instant::now();
-        if self.raft_tx.send(ToRaft::Transfer { target: None, reply: None }).is_err() {
+        let within = Duration::from_millis(self.election_ms + 2 * self.heartbeat_ms);
+        let (tx, rx) = crossbeam_channel::bounded(1);
+        if self.raft_tx.send(ToRaft::StopHandover { reply: tx }).is_err() {
             return false;
         }
         let _ = self.waker.wake();
-        let within = Duration::from_millis(self.election_ms + 2 * self.heartbeat_ms);
+        let to = match rx.recv_timeout(within) {
+            Ok(StopHandover::Started(to)) => Some(to),
+            // Its own removal's hand-over is under way: wait for it the same way.
+            Ok(StopHandover::Leaving) => None,
+            Ok(StopHandover::NotLeader) => return false,
+            Ok(StopHandover::NoneReachable) => {
+                info!("no follower reachable to hand leadership to; stopping without a hand-over");
+                return false;
+            }
+            Ok(StopHandover::Refused(why)) => {
+                info!("leadership not passed on before stopping: {why}");
+                return false;
+            }
+            Err(_) => {
+                info!(
+                    "the Raft thread did not answer within {} ms; stopping without a hand-over",
+                    within.as_millis()
+                );
+                return false;
+            }
+        };
+        // Moved when another node leads. Why not as soon as this node stops leading: it
+        // also steps down when it loses its quorum (the target may have died since),
+        // and that hands nothing over.
         let moved = loop {
             let facts = self.view.facts();
-            // Another node leads, or at least this one stopped leading (the target
-            // campaigns: a new leader is a round trip away).
-            if !me_leads(&facts) {
+            if !me_leads(&facts) && facts.leader_id.is_some() && facts.leader_id != me {
                 break true;
             }
             if started.elapsed() >= within {
@@ -84,21 +112,21 @@ impl ClusterHandles {
             std::thread::sleep(Duration::from_millis(2));
         };
         if moved {
-            let until = std::time::Instant::now() + Duration::from_millis(self.election_ms);
-            while self.view.facts().leader_id.is_none() && std::time::Instant::now() < until {
-                std::thread::sleep(Duration::from_millis(2));
-            }
             std::thread::sleep(STOP_LINGER);
+            info!("leadership handed over in {} ms before stopping", started.elapsed().as_millis());
+            return true;
         }
-        info!(
-            "leadership {} in {} ms before stopping",
-            if moved { "handed over" } else { "not handed over" },
-            started.elapsed().as_millis()
-        );
-        moved
+        let took = started.elapsed().as_millis();
+        if me_leads(&self.view.facts()) {
+            let what =
+                to.map_or("no other node took over".to_string(), |to| format!("node {to} did not take over"));
+            info!("{what} within {took} ms; stopping without a hand-over");
+        } else {
+            info!("this node stopped leading but no other leader was known within {took} ms; stopping without a hand-over");
+        }
+        false
     }
 
-    /// Stops the Raft thread, the peer listener and the dialers, and waits for them.
     /// Stops the Raft thread, the peer listener and the dialers, and waits for them.
     pub fn stop(self) {
         self.stopping.store(true, Ordering::SeqCst);

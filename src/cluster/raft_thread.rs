@@ -26,7 +26,7 @@ use super::view::ClusterView;
 use super::DialerKit;
 use crate::lock::codec::encode_command;
 use crate::lock::Command;
-use crate::messages::{Clock, FromLog, FromLogSink, ToRaft, WriterMsg};
+use crate::messages::{Clock, FromLog, FromLogSink, StopHandover, ToRaft, WriterMsg};
 use crate::proto::{ErrorCode, Response};
 use crate::raft::{Raft, Role};
 use crate::replica::ToLog;
@@ -454,6 +454,9 @@ impl RaftLoop {
                     let _ = reply.send(WriterMsg::Reply { id, response, counted: true });
                 }
                 Ok(ToRaft::Transfer { target, reply }) => self.start_transfer(target, reply, now),
+                Ok(ToRaft::StopHandover { reply }) => {
+                    let _ = reply.send(self.hand_over_for_stop());
+                }
                 Ok(ToRaft::Dial { peer, started }) => self.on_dial(peer, started),
                 Ok(ToRaft::Stop) | Err(TryRecvError::Disconnected) => return false,
                 Err(TryRecvError::Empty) => return true,
@@ -781,14 +784,13 @@ fn refused(message: String) -> Response {
 }
 
 impl RaftLoop {
-    /// `admin transfer-leader` (with `reply`) or this node's own stop (without): asks
-    /// the core to hand leadership over. Requests meanwhile wait on the lock side
-    /// (`FromLog::Handover`), and are answered or redirected when the hand-over ends.
-    fn start_transfer(&mut self, target: Option<u64>, reply: Option<(u32, Sender<WriterMsg>)>, now: u64) {
+    /// `admin transfer-leader`: asks the core to hand leadership over. Requests
+    /// meanwhile wait on the lock side (`FromLog::Handover`), and are answered or
+    /// redirected when the hand-over ends; `reply` is answered then (`step_transfers`).
+    fn start_transfer(&mut self, target: Option<u64>, reply: (u32, Sender<WriterMsg>), now: u64) {
+        let (id, reply) = reply;
         let answer = |response: Response| {
-            if let Some((id, reply)) = &reply {
-                let _ = reply.send(WriterMsg::Reply { id: *id, response, counted: true });
-            }
+            let _ = reply.send(WriterMsg::Reply { id, response, counted: true });
         };
         let me = self.raft.id();
         let to = match self.raft.transfer_leader(target) {
@@ -810,23 +812,37 @@ impl RaftLoop {
                 return answer(refused(why));
             }
         };
-        info!(
-            "handing leadership over to node {to}{}",
-            if reply.is_none() { " before stopping" } else { "" }
-        );
-        let Some((id, reply)) = reply else { return };
+        info!("handing leadership over to node {to}");
         if to == me {
-            let leader = self.view.members_text(&[me]);
-            let _ = reply.send(WriterMsg::Reply { id, response: leader_text(&leader), counted: true });
-            return;
+            return answer(leader_text(&self.view.members_text(&[me])));
         }
         if self.transfers.len() >= TRANSFER_WAITERS_MAX {
-            let response = refused("too many leadership transfers waiting".into());
-            let _ = reply.send(WriterMsg::Reply { id, response, counted: true });
-            return;
+            return answer(refused("too many leadership transfers waiting".into()));
         }
         let deadline_ms = now + 2 * self.raft.config().election_ms;
         self.transfers.push(TransferWait { id, reply, to, deadline_ms });
+    }
+
+    /// This node's stop (SIGTERM): hands leadership to the best voter that could take
+    /// over — heard within an election timeout over an outbound link that is up — or
+    /// starts nothing when none could (why: a hand-over to a node that cannot answer
+    /// only delays the stop by an election timeout, then fails).
+    fn hand_over_for_stop(&mut self) -> StopHandover {
+        if !self.raft.is_leader() {
+            return StopHandover::NotLeader;
+        }
+        let Some(to) = self.raft.reachable_successor(|id| self.outbound.contains_key(&id)) else {
+            return StopHandover::NoneReachable;
+        };
+        match self.raft.transfer_leader(Some(to)) {
+            Ok(to) => {
+                info!("handing leadership over to node {to} before stopping");
+                StopHandover::Started(to)
+            }
+            Err(crate::raft::RaftError::NotLeader { .. }) => StopHandover::NotLeader,
+            Err(crate::raft::RaftError::HandingOver) => StopHandover::Leaving,
+            Err(e) => StopHandover::Refused(format!("cannot hand leadership to node {to}: {e}")),
+        }
     }
 
     /// Answers the `admin transfer-leader` requests whose hand-over ended.

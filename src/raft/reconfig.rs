@@ -13,6 +13,7 @@ use std::collections::BTreeSet;
 use super::core::{PendingRead, Raft, Transfer};
 use super::membership::Membership;
 use super::message::{EntryKind, Message};
+use super::progress::Progress;
 use super::{NodeId, RaftError, Role};
 
 impl Raft {
@@ -170,9 +171,27 @@ impl Raft {
         self.best_successor(false)
     }
 
+    /// Leader: the voter a hand-over could reach now — [`Raft::successor`]'s
+    /// ranking among the voters heard within the last election timeout for
+    /// which `linked(id)` holds (the caller's fact: its transport has a link
+    /// to `id`) — or `None` when no voter could take over. Why: a leader that
+    /// stops must not wait an election timeout for a hand-over to a node that
+    /// cannot answer.
+    pub fn reachable_successor(&self, linked: impl Fn(NodeId) -> bool) -> Option<NodeId> {
+        let since = self.now_ms.saturating_sub(self.cfg.election_ms);
+        self.ranked_successor(|id, p| p.last_heard_ms > since && linked(id))
+    }
+
     /// Leader: `successor`, limited to voters holding the whole log when
     /// `caught_up_only`.
     pub(super) fn best_successor(&self, caught_up_only: bool) -> Option<NodeId> {
+        let last = self.log.last_index();
+        self.ranked_successor(|_, p| !caught_up_only || p.matched == last)
+    }
+
+    /// Leader: the best-ranked voter that may lead among those `usable` accepts
+    /// (the ranking of [`Raft::successor`]).
+    fn ranked_successor(&self, usable: impl Fn(NodeId, &Progress) -> bool) -> Option<NodeId> {
         if self.role != Role::Leader {
             return None;
         }
@@ -180,7 +199,7 @@ impl Raft {
         let since = self.now_ms.saturating_sub(self.cfg.election_ms);
         self.progress
             .iter()
-            .filter(|(id, p)| self.may_succeed(**id) && (!caught_up_only || p.matched == last))
+            .filter(|(id, p)| self.may_succeed(**id) && usable(**id, p))
             .max_by_key(|(id, p)| {
                 let caught_up = p.matched == last;
                 let veteran = self.log.voter_throughout(**id);

@@ -335,7 +335,7 @@ fn read_frames(
             continue;
         }
         if let Request::TransferLeader { target } = request {
-            admin_to_raft(tx, shared, id, ToRaft::Transfer { target, reply: Some((id, tx.clone())) });
+            admin_to_raft(tx, shared, id, ToRaft::Transfer { target, reply: (id, tx.clone()) });
             continue;
         }
         batch.push((id, request));
