@@ -18,8 +18,10 @@ Environment variables (docs/configuration.md):
                                   secret (or _FILE)                required in a cluster
   TICKETING_PEER_AUTH_TOKEN_FILE  file holding the peer secret
   TICKETING_NODE_ID               u64 node id, never reused, or auto (join: a fresh
-                                  random id)                       required for new; join: auto
-  TICKETING_CLUSTER_SELF          own client address as peers dial it (cluster)
+                                  random id)                       default 1 standalone;
+                                                                   required for new; join: auto
+  TICKETING_CLUSTER_SELF          own client address as peers dial it (cluster); its
+                                  port must be TICKETING_LISTEN's (peer port = port + 1000)
   TICKETING_CLUSTER_PEERS         id@host:port,... of all voters (new); host:port or
                                   id@host:port of any members (join) unset: standalone
   TICKETING_CLUSTER_STATE         new | join                       default new
@@ -29,14 +31,20 @@ Environment variables (docs/configuration.md):
   TICKETING_STANDBYS_MAX          learners kept as standbys        default 2
   TICKETING_TLS_CERT              PEM certificate chain; with _KEY enables TLS on both ports
   TICKETING_TLS_KEY               PEM private key
-  TICKETING_TLS_CA                PEM CA bundle to verify peers (needs _CERT and _KEY)
+  TICKETING_TLS_CA                PEM CA bundle to verify peers (needs _CERT and _KEY;
+                                  required in a cluster with TLS)
   TICKETING_HEARTBEAT_MS          Raft heartbeat                   default 200
   TICKETING_ELECTION_MS           Raft election timeout (lower bound) default 2000
   TICKETING_MAX_WAITERS           waiters queued per key           default 4096
   TICKETING_MAX_KEYS              keys held or queued, node-wide   default 1000000
   TICKETING_METRICS_LISTEN        HTTP /metrics /healthz /readyz   default off (e.g. 0.0.0.0:9225)
   RUST_LOG                        log filter (env_logger)          default info
-A bad value stops the server at start with exit status 2 and one line naming the variable.
+
+Exit status:
+  0  stopped by SIGTERM or SIGINT, or removed from the cluster
+  1  cannot start (the port cannot be bound) or cannot go on (a snapshot it cannot decode)
+  2  a bad value (one line names the variable, checked at start), or, in a cluster,
+     this NodeId already ran or a founding node found the cluster formed
 ";
 
 /// Every variable the server reads.

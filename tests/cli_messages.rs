@@ -220,4 +220,19 @@ fn configuration_mistakes_name_the_variable() {
     assert_eq!(code, Some(3), "{err}");
     assert!(err.contains("TICKETING_PEER_AUTH_TOKEN is not the cluster's peer (operator) secret"), "{err}");
     assert!(took < Duration::from_millis(2500), "admin members took {took:?}");
+    // ... and the client secret given as the operator secret: the server answers, and
+    // refuses; that is the same mistake, not a refusal of the operation (exit 1).
+    for args in [
+        &["admin", "members"][..],
+        &["admin", "transfer-leader"],
+        &["admin", "replace", "2", "4@127.0.0.1:1"],
+    ] {
+        let addr = server.addr.to_string();
+        let args: Vec<&str> = args.iter().copied().chain(["--addr", &addr]).collect();
+        let (code, err, took) = timed(&args, &[("TICKETING_PEER_AUTH_TOKEN", TOKEN)]);
+        assert_eq!(code, Some(3), "{args:?}: {err}");
+        assert!(err.contains("TICKETING_PEER_AUTH_TOKEN holds the client secret"), "{args:?}: {err}");
+        assert!(!err.contains("greeting"), "{args:?}: {err}");
+        assert!(took < Duration::from_millis(2500), "{args:?} took {took:?}");
+    }
 }

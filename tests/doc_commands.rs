@@ -1,9 +1,10 @@
 //! Every shell block of README.md and docs/*.md either runs here, as written up to the
 //! substitutions each runner names (a free port for 5225 — and `TICKETING_ADDRS` set to
 //! it, for commands that use the default address —, 127.0.0.N for the example hosts
-//! 10.0.0.N, a temporary directory for /etc/ticketing), or names the test that runs it
-//! or why it cannot run on one machine. A new block fails this test until it is
-//! one or the other.
+//! 10.0.0.N, a temporary directory for /etc/ticketing; for the one-host quick start,
+//! free ports for its client and metrics ports), or names the test that runs it or why
+//! it cannot run on one machine. A new block fails this test until it is one or the
+//! other.
 
 mod common;
 
@@ -11,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
-use common::{bin, free_port_pair, PEER_TOKEN, TOKEN};
+use common::{bin, free_port, free_port_pair, PEER_TOKEN, TOKEN};
 
 /// A ```sh block: the file it is in, its first line, its text.
 struct Block {
@@ -74,6 +75,7 @@ fn how(block: &Block) -> How {
             How::Run("operations_cluster")
         }
         ("docs/operations.md", l) if l.starts_with("TICKETING_NODE_ID=4") => How::Run("operations_cluster"),
+        ("docs/operations.md", l) if l.starts_with("# Three nodes on this host") => How::Run("quick_start"),
         ("docs/operations.md", l) if l.starts_with("TICKETING_PEER_AUTH_TOKEN_FILE=") => How::Elsewhere(
             "tests/cluster_autopilot.rs runs `ticketing admin found` against three waiting join nodes",
         ),
@@ -160,6 +162,92 @@ fn readme_cli(block: &Block) {
     assert!(stdout.contains("role=standalone"), "{stdout}");
 }
 
+/// `text` with each `from` replaced by its `to` in one pass, where it stands as a whole
+/// number (so 5225 is not found again inside the port that replaced 5226).
+fn replace_numbers(text: &str, pairs: &[(&str, String)]) -> String {
+    let bytes = text.as_bytes();
+    let mut out = String::with_capacity(text.len());
+    let mut i = 0;
+    while i < text.len() {
+        let whole = |from: &str| {
+            let end = i + from.len();
+            text[i..].starts_with(from)
+                && (i == 0 || !bytes[i - 1].is_ascii_digit())
+                && bytes.get(end).is_none_or(|b| !b.is_ascii_digit())
+        };
+        match pairs.iter().find(|(from, _)| whole(from)) {
+            Some((from, to)) => {
+                out.push_str(to);
+                i += from.len();
+            }
+            None => {
+                let c = text[i..].chars().next().unwrap();
+                out.push(c);
+                i += c.len_utf8();
+            }
+        }
+    }
+    out
+}
+
+/// docs/operations.md's quick start: three nodes on 127.0.0.1, started, checked, used
+/// and stopped by the block itself, on free ports. The block's own `kill` stops the
+/// nodes; whatever it leaves running is killed by [`bash`] when the script ends, and
+/// the whole process group by `timeout` after 120 s.
+fn quick_start(block: &Block) {
+    let dir = tempfile::tempdir().unwrap();
+    let client: Vec<u16> = (0..3).map(|_| free_port_pair()).collect();
+    let metrics: Vec<u16> = (0..3).map(|_| free_port()).collect();
+    let mut pairs = Vec::new();
+    for n in 0..3 {
+        pairs.push((["5225", "5226", "5227"][n], client[n].to_string()));
+        pairs.push((["9225", "9226", "9227"][n], metrics[n].to_string()));
+    }
+    let script = replace_numbers(&block.text, &pairs);
+    for port in &client {
+        assert!(script.contains(&format!("127.0.0.1:{port}")), "{script}");
+    }
+    let started = Instant::now();
+    let out = bash(&script, dir.path(), "127.0.0.1:1");
+    let logs: Vec<String> = (1..=3)
+        .map(|n| std::fs::read_to_string(dir.path().join(format!("node-{n}.log"))).unwrap_or_default())
+        .collect();
+    assert!(
+        out.status.success(),
+        "operations.md's quick start: {}\nstdout:\n{}\nstderr:\n{}\nlogs:\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+        logs.join("\n")
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    // `ticketing status`: one row per node, exactly one of them the leader.
+    let rows: Vec<&str> = stdout.lines().filter(|l| l.starts_with("127.0.0.1:")).collect();
+    assert_eq!(rows.len(), 3, "{stdout}");
+    for port in &client {
+        assert!(rows.iter().any(|r| r.starts_with(&format!("127.0.0.1:{port} "))), "{stdout}");
+    }
+    let leaders = rows.iter().filter(|r| r.split_whitespace().nth(2) == Some("leader")).count();
+    assert_eq!(leaders, 1, "{stdout}");
+    // The lock, taken, shown and given back.
+    assert!(stdout.contains("held owner=") && stdout.contains("waiters=0"), "{stdout}");
+    assert!(stdout.lines().any(|l| l == "released"), "{stdout}");
+    // `admin members` with the operator secret: the three voters.
+    for (n, port) in client.iter().enumerate() {
+        let voter = format!("voter    {}@127.0.0.1:{port}", n + 1);
+        assert!(stdout.contains(&voter), "{voter:?} in {stdout}");
+    }
+    // The block's `kill` stopped every node gracefully, and nothing listens any more.
+    for (n, log) in logs.iter().enumerate() {
+        assert!(log.contains("metrics on http://127.0.0.1:"), "node {}: {log}", n + 1);
+        assert!(log.contains("] stopped"), "node {} did not stop gracefully: {log}", n + 1);
+    }
+    for port in &client {
+        assert!(std::net::TcpStream::connect(("127.0.0.1", *port)).is_err(), "port {port} still served");
+    }
+    assert!(started.elapsed() < Duration::from_secs(120));
+}
+
 /// docs/operations.md's cluster start and replacement, with docs/cli.md's bench lines
 /// against that cluster.
 fn operations_cluster(blocks: &[&Block]) {
@@ -230,14 +318,20 @@ fn every_shell_block_in_the_docs_runs_here_or_names_what_runs_it() {
     let all = blocks();
     assert!(all.len() >= 15, "found {} blocks", all.len());
     let mut cluster_blocks = Vec::new();
+    let mut quick_starts = 0;
     for block in &all {
         match how(block) {
             How::Run("readme_cli") => readme_cli(block),
+            How::Run("quick_start") => {
+                quick_start(block);
+                quick_starts += 1;
+            }
             How::Run("operations_cluster") => cluster_blocks.push(block),
             How::Run(other) => panic!("no runner {other}"),
             How::Elsewhere(why) => assert!(!why.is_empty()),
         }
     }
+    assert_eq!(quick_starts, 1, "docs/operations.md's one-host quick start");
     assert_eq!(cluster_blocks.len(), 3, "the cluster start, the join and the bench lines");
     operations_cluster(&cluster_blocks);
 }

@@ -6,6 +6,22 @@ use super::*;
 /// large snapshot to receive).
 const REPLACE_TIMEOUT: Duration = Duration::from_secs(180);
 
+/// What the exit statuses of `ticketing admin` mean: 1 is a refusal here, not a busy key.
+const ADMIN_EXIT_CODES: &str = "\
+Exit status:
+  0  done
+  1  refused, with the reason (found: a node refused)
+  2  usage or configuration error (no TICKETING_PEER_AUTH_TOKEN)
+  3  no answer or no leader in time; at once, a mistake retrying cannot fix: the
+     client secret instead of the operator secret, the certificate, TLS or plain,
+     a peer port (a line names it)";
+
+/// [`parse`] for the admin subcommands: their help names the operator secret and
+/// their own exit statuses.
+fn parse_admin(opts: &Options, args: &[String], usage: &str, about: &str) -> Result<Matches, i32> {
+    parse_with_help(opts, args, usage, about, ADMIN_ENV, ADMIN_EXIT_CODES)
+}
+
 pub(super) fn admin(args: &[String]) -> i32 {
     match args.first().map(String::as_str) {
         Some("replace") => replace(&args[1..]),
@@ -14,21 +30,21 @@ pub(super) fn admin(args: &[String]) -> i32 {
         Some("found") => found(&args[1..]),
         Some("-h" | "--help") | None => {
             print!(
-                "Usage: ticketing admin replace OLD_ID NEW_ID@ADDR [--addr ADDR]\n       \
+                "Usage: ticketing admin replace OLD_ID NEW_ID@ADDR [--timeout S] [--addr ADDR]\n       \
                  ticketing admin members [--addr ADDR]\n       \
                  ticketing admin transfer-leader [ID] [--addr ADDR]\n       \
                  ticketing admin found ADDR,ADDR,ADDR[,ADDR,ADDR]\n\n\
                  replace: the leader adds NEW (started with TICKETING_CLUSTER_STATE=join and a\n\
                  NodeId never used in the cluster) as a learner, streams it the state, then swaps\n\
                  OLD for NEW with joint consensus. OLD stops by itself once removed.\n\
-                 members: the voters and learners, as the leader reports them.\n\
+                 members: the leader, the voters, standbys and learners, and the autopilot.\n\
                  transfer-leader: the leader hands leadership to voter ID (without ID: the\n\
                  caught-up voter it chooses) and the command waits until that node leads.\n\
                  found: the 3 or 5 waiting nodes at ADDR (started with TICKETING_CLUSTER_STATE=join,\n\
                  knowing no cluster) found a new cluster together; run once, when a cluster is born.\n\n\
                  All four authenticate with the operator secret: TICKETING_PEER_AUTH_TOKEN or\n\
-                 TICKETING_PEER_AUTH_TOKEN_FILE (the cluster's peer secret).\n\n\
-                 {ADMIN_ENV}\n\n{EXIT_CODES}\n"
+                 TICKETING_PEER_AUTH_TOKEN_FILE (the cluster's peer secret). Each takes --help.\n\n\
+                 {ADMIN_ENV}\n\n{ADMIN_EXIT_CODES}\n"
             );
             if args.is_empty() {
                 EXIT_USAGE
@@ -52,16 +68,11 @@ fn replace(args: &[String]) -> i32 {
         "S",
     );
     let about = "Replaces voter OLD_ID by node NEW_ID at client address ADDR (see docs/operations.md). Prints the new voter list.";
-    let matches = match parse_with_env(
-        &opts,
-        args,
-        "ticketing admin replace OLD_ID NEW_ID@ADDR [options]",
-        about,
-        ADMIN_ENV,
-    ) {
-        Ok(m) => m,
-        Err(code) => return code,
-    };
+    let matches =
+        match parse_admin(&opts, args, "ticketing admin replace OLD_ID NEW_ID@ADDR [options]", about) {
+            Ok(m) => m,
+            Err(code) => return code,
+        };
     let [old, new] = matches.free.as_slice() else {
         eprintln!("ticketing admin replace: expected OLD_ID NEW_ID@ADDR; see --help");
         return EXIT_USAGE;
@@ -97,18 +108,7 @@ fn replace(args: &[String]) -> i32 {
             print!("{report}");
             EXIT_OK
         }
-        Err(e) => {
-            report_failure(
-                &client,
-                "admin replace",
-                &Failed::Read(&e),
-                !matches!(e, ClientError::Refused(_)),
-            );
-            match e {
-                ClientError::Refused(_) => EXIT_NO,
-                other => client_exit(&other),
-            }
-        }
+        Err(e) => admin_failed(&client, "admin replace", &e, true),
     }
 }
 
@@ -118,10 +118,13 @@ const TRANSFER_TIMEOUT: Duration = Duration::from_secs(30);
 
 fn transfer_leader(args: &[String]) -> i32 {
     let opts = client_options();
-    let about = "Hands leadership to voter ID (without ID: the caught-up voter the leader chooses) and \
-                 waits until it leads; requests meanwhile wait and are answered or redirected. Prints \
-                 the new leader as ID@ADDR (see docs/operations.md).";
-    let matches = match parse(&opts, args, "ticketing admin transfer-leader [ID] [options]", about) {
+    let about = format!(
+        "Hands leadership to voter ID (without ID: the caught-up voter the leader chooses) and waits \
+         until it leads, at most {} s; requests meanwhile wait and are answered or redirected. Prints \
+         the new leader as ID@ADDR (see docs/operations.md).",
+        TRANSFER_TIMEOUT.as_secs()
+    );
+    let matches = match parse_admin(&opts, args, "ticketing admin transfer-leader [ID] [options]", &about) {
         Ok(m) => m,
         Err(code) => return code,
     };
@@ -148,13 +151,7 @@ fn transfer_leader(args: &[String]) -> i32 {
             println!("leader {leader}");
             EXIT_OK
         }
-        Err(e) => {
-            eprintln!("ticketing admin transfer-leader: {e}");
-            match e {
-                ClientError::Refused(_) => EXIT_NO,
-                other => client_exit(&other),
-            }
-        }
+        Err(e) => admin_failed(&client, "admin transfer-leader", &e, true),
     }
 }
 
@@ -163,15 +160,17 @@ const FOUND_TIMEOUT: Duration = Duration::from_secs(10);
 
 fn found(args: &[String]) -> i32 {
     let opts = client_options();
-    let about = "Founds a new cluster of the 3 or 5 nodes at ADDR,...: each must be waiting, started with \
-                 TICKETING_CLUSTER_STATE=join, and know no cluster (see docs/operations.md, \"Founding\"). \
-                 Prints each node's answer.";
-    let matches = match parse_with_env(
+    let about = format!(
+        "Founds a new cluster of the 3 or 5 nodes at ADDR,...: each must be waiting, started with \
+         TICKETING_CLUSTER_STATE=join, and know no cluster (see docs/operations.md, \"Founding\"). \
+         Prints each node's answer, waiting up to {} s for each.",
+        FOUND_TIMEOUT.as_secs()
+    );
+    let matches = match parse_admin(
         &opts,
         args,
         "ticketing admin found ADDR,ADDR,ADDR[,ADDR,ADDR] [options]",
-        about,
-        ADMIN_ENV,
+        &about,
     ) {
         Ok(m) => m,
         Err(code) => return code,
@@ -202,21 +201,16 @@ fn found(args: &[String]) -> i32 {
             }
             code
         }
-        Err(e) => {
-            eprintln!("ticketing admin found: nothing founded: {e}");
-            match e {
-                ClientError::Refused(_) => EXIT_NO,
-                other => client_exit(&other),
-            }
-        }
+        Err(e) => admin_failed(&client, "admin found (nothing founded)", &e, false),
     }
 }
 
 fn members(args: &[String]) -> i32 {
     let opts = client_options();
-    let about = "Prints the cluster's voters and learners (id@address, with the process incarnation the \
-                 log recorded for each) and the leader, as the leader sees them.";
-    let matches = match parse_with_env(&opts, args, "ticketing admin members [options]", about, ADMIN_ENV) {
+    let about = "Prints, as the leader sees them: the leader; each voter, standby and learner (id@address, \
+                 the process incarnation the log recorded for it, how long the leader has not heard from \
+                 it); the autopilot's state; the nodes a committed configuration removed.";
+    let matches = match parse_admin(&opts, args, "ticketing admin members [options]", about) {
         Ok(m) => m,
         Err(code) => return code,
     };
@@ -260,9 +254,30 @@ fn members(args: &[String]) -> i32 {
             }
             EXIT_OK
         }
-        Err(e) => {
-            report_failure(&client, "admin members", &Failed::Read(&e), false);
-            client_exit(&e)
+        Err(e) => admin_failed(&client, "admin members", &e, false),
+    }
+}
+
+/// A failed admin operation: its lines, and its exit status — 1 for a refusal of the
+/// operation itself; 3 when the operator secret given is the client secret (a mistake
+/// that trying again cannot fix: the line names `TICKETING_PEER_AUTH_TOKEN`); otherwise
+/// as for every command (`report_failure`).
+fn admin_failed(client: &Client, command: &str, e: &ClientError, no_leader: bool) -> i32 {
+    match e {
+        ClientError::Refused(why) if why.starts_with(crate::proto::frame::NEEDS_OPERATOR_SECRET) => {
+            eprintln!(
+                "ticketing {command}: TICKETING_PEER_AUTH_TOKEN holds the client secret, not the cluster's peer \
+                 (operator) secret: nothing was done, and trying again will not help until it is fixed"
+            );
+            EXIT_UNKNOWN
+        }
+        ClientError::Refused(_) => {
+            eprintln!("ticketing {command}: {e}");
+            EXIT_NO
+        }
+        _ => {
+            report_failure(client, command, &Failed::Read(e), no_leader);
+            client_exit(e)
         }
     }
 }

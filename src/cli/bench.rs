@@ -138,6 +138,23 @@ that share a client (connection) are pipelined on it, so the pipeline depth per
 connection is threads / connections. --pipeline D sets threads = connections x D.
 With a single address each client keeps two sockets to it (docs/client.md).";
 
+/// The environment bench reads: the client's, without TICKETING_OWNER (each worker
+/// is its own owner, `bench-PID-N`).
+const BENCH_ENV: &str = "\
+Environment:
+  TICKETING_ADDRS             comma-separated server addresses (default 127.0.0.1:5225)
+  TICKETING_AUTH_TOKEN        shared secret, >= 16 bytes (or TICKETING_AUTH_TOKEN_FILE)
+  TICKETING_AUTH_TOKEN_FILE   file holding the secret
+  TICKETING_TLS_CA            PEM CA bundle; turns TLS on
+  RUST_LOG                    log filter (default warn)";
+
+/// Errors are figures of the report here, not the command's outcome.
+const BENCH_EXIT_CODES: &str = "\
+Exit status:
+  0  pairs or grants were made (errors are counted in the report)
+  2  usage or configuration error
+  3  nothing was done: no pair and no grant";
+
 pub(super) fn bench(args: &[String]) -> i32 {
     let mut opts = Options::new();
     opts.optmulti(
@@ -161,7 +178,7 @@ pub(super) fn bench(args: &[String]) -> i32 {
     opts.optflag("q", "quiet", "no progress lines");
     opts.optflag("h", "help", "print this help");
     let usage = "ticketing bench [uncontended|hot|mixed|hold] [options]";
-    let matches = match parse(&opts, args, usage, ABOUT) {
+    let matches = match parse_with_help(&opts, args, usage, ABOUT, BENCH_ENV, BENCH_EXIT_CODES) {
         Ok(m) => m,
         Err(code) => return code,
     };

@@ -3,7 +3,10 @@
 //!
 //! Exit status: 0 success; 1 a definitive "no" (busy, timeout, not holder); 2 usage or
 //! configuration error; 3 outcome unknown, no server reachable, or (for `run`) the
-//! lease ran out.
+//! lease ran out — and, at once, a mistake retrying cannot fix (the secret, the
+//! certificate, TLS or plain, a peer port). `admin`, `demo` and `bench` say in their
+//! help what each status means for them. docs/cli.md lists the same texts
+//! (tests/cli_docs.rs compares them).
 
 mod admin;
 mod bench;
@@ -28,7 +31,8 @@ pub const EXIT_OK: i32 = 0;
 pub const EXIT_NO: i32 = 1;
 /// Usage or configuration error.
 pub const EXIT_USAGE: i32 = 2;
-/// Indeterminate outcome, no server reachable, or the lease ran out under `run`.
+/// Indeterminate outcome, no server reachable, the lease ran out under `run`, or a
+/// mistake retrying cannot fix (the secret, the certificate, TLS or plain, a peer port).
 pub const EXIT_UNKNOWN: i32 = 3;
 
 /// Time budget of QUERY and STATUS from the command line.
@@ -42,7 +46,9 @@ Exit status:
   0  success
   1  busy, timeout or not holder (a definitive no)
   2  usage or configuration error
-  3  outcome unknown, no server reachable, or the lease ran out (run)";
+  3  outcome unknown, no server or leader reachable in time, overloaded, or the
+     lease ran out (run); at once, a mistake retrying cannot fix: the secret, the
+     certificate, TLS or plain, a peer port (a line names it)";
 
 /// The environment of `ticketing admin`: the operator secret instead of the client's.
 const ADMIN_ENV: &str = "\
@@ -59,7 +65,7 @@ Environment:
   TICKETING_AUTH_TOKEN        shared secret, >= 16 bytes (or TICKETING_AUTH_TOKEN_FILE)
   TICKETING_AUTH_TOKEN_FILE   file holding the secret
   TICKETING_TLS_CA            PEM CA bundle; turns TLS on
-  TICKETING_OWNER             owner string (default cli-USER@HOST)
+  TICKETING_OWNER             owner of acquire, release and run (default cli-USER@HOST)
   RUST_LOG                    log filter (default warn)";
 
 fn top_usage() -> String {
@@ -77,9 +83,10 @@ Commands:
   status                       show the STATUS of the node(s)
   top                          live view: nodes, lock rates, longest queues
   run KEY -- CMD [ARGS...]     run CMD while holding KEY
-  demo                         run a self-contained demonstration (~10 s)
+  demo                         run a self-contained demonstration (~{demo_s} s)
   admin replace OLD NEW@ADDR   replace voter OLD by the joined node NEW (cluster)
   admin members                list the cluster's voters, standbys and learners
+  admin transfer-leader [ID]   hand leadership to voter ID (or the one the leader picks)
   admin found ADDR,ADDR,ADDR   found a new cluster of waiting join nodes (once)
   bench [SCENARIO]             load generator: pairs/s, latency percentiles
 
@@ -91,7 +98,8 @@ Options:
 
 {EXIT_CODES}
 ",
-        version = env!("CARGO_PKG_VERSION")
+        version = env!("CARGO_PKG_VERSION"),
+        demo_s = demo::seconds(false)
     )
 }
 
@@ -154,7 +162,8 @@ fn init_logging() {
 fn server(args: &[String]) -> i32 {
     if args.iter().any(|a| a == "-h" || a == "--help") {
         print!(
-            "Usage: ticketing server\n\nRuns one node until SIGTERM or SIGINT.\n\n{}",
+            "Usage: ticketing server\n\nRuns one node until SIGTERM or SIGINT, configured by the environment \
+             only.\n\nOptions:\n    -h, --help          print this help\n\n{}",
             crate::config::HELP
         );
         return EXIT_OK;
@@ -194,16 +203,24 @@ fn owner_option(opts: &mut Options) {
 /// Parses `args`; on `--help` prints the usage and returns `Err(0)`, on a usage
 /// error prints it and returns `Err(2)`.
 fn parse(opts: &Options, args: &[String], usage: &str, about: &str) -> Result<Matches, i32> {
-    parse_with_env(opts, args, usage, about, CLIENT_ENV)
+    parse_with_help(opts, args, usage, about, CLIENT_ENV, EXIT_CODES)
 }
 
-/// [`parse`], with `env` as the help's list of environment variables.
-fn parse_with_env(
+/// A command's `--help`: usage, what it does, its options, the environment it reads
+/// and what its exit statuses mean. Every command's help has all five.
+fn help_text(opts: &Options, usage: &str, about: &str, env: &str, exits: &str) -> String {
+    let brief = format!("Usage: {usage}\n\n{about}");
+    format!("{}\n{env}\n\n{exits}\n", opts.usage(&brief))
+}
+
+/// [`parse`], with `env` and `exits` as the help's environment and exit statuses.
+fn parse_with_help(
     opts: &Options,
     args: &[String],
     usage: &str,
     about: &str,
     env: &str,
+    exits: &str,
 ) -> Result<Matches, i32> {
     let matches = match opts.parse(args) {
         Ok(m) => m,
@@ -213,8 +230,7 @@ fn parse_with_env(
         }
     };
     if matches.opt_present("help") {
-        let brief = format!("Usage: {usage}\n\n{about}");
-        print!("{}\n{env}\n\n{EXIT_CODES}\n", opts.usage(&brief));
+        print!("{}", help_text(opts, usage, about, env, exits));
         return Err(EXIT_OK);
     }
     Ok(matches)
@@ -344,7 +360,10 @@ fn acquire_following(
 /// the client could not connect to, why (refused, the auth token, TLS, ...), and when
 /// the nodes it reached know no leader, that the cluster has no quorum.
 fn report_failure(client: &Client, command: &str, error: &Failed<'_>, no_leader: bool) {
-    let reasons = client.connection_errors();
+    // The connections' failures matter only when the request found no connection or
+    // no answer: after a refusal or a definitive answer they are noise (a dial under
+    // way would read as a TLS question).
+    let reasons = if error.about_connections() { client.connection_errors() } else { Vec::new() };
     eprintln!("ticketing {command}: {}", error.headline());
     for (_, why) in &reasons {
         eprintln!("  {why}");
@@ -435,6 +454,26 @@ impl Failed<'_> {
                 Some((last_error.as_deref(), *lasting))
             }
             _ => None,
+        }
+    }
+
+    /// True when the cause may be a connection: nothing could take the request, no
+    /// answer came, or no leader is known.
+    fn about_connections(&self) -> bool {
+        match self {
+            Failed::Acquire(e) => matches!(
+                e,
+                AcquireError::Unavailable { .. }
+                    | AcquireError::Indeterminate(_)
+                    | AcquireError::NotLeader { .. }
+            ),
+            Failed::Release(e) => matches!(e, ReleaseError::Unavailable { .. } | ReleaseError::Unconfirmed),
+            Failed::Read(e) => {
+                matches!(
+                    e,
+                    ClientError::Unavailable { .. } | ClientError::NoAnswer | ClientError::NotLeader { .. }
+                )
+            }
         }
     }
 

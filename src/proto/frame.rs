@@ -82,6 +82,10 @@ impl Request {
     }
 }
 
+/// How the refusal (`E 5`) of an admin request on a connection that proved only the
+/// client secret begins: the CLI tells this mistake from a refusal of the operation.
+pub const NEEDS_OPERATOR_SECRET: &str = "admin operations need the operator secret";
+
 /// Error codes of an `E` response (docs/protocol.md §7).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ErrorCode {

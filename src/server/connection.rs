@@ -282,9 +282,10 @@ fn read_frames(
             }
         };
         if request.is_admin() && rights != Rights::Operator {
-            let message = "admin operations need the operator secret (TICKETING_PEER_AUTH_TOKEN); this \
-                           connection authenticated with the client secret"
-                .into();
+            let message = format!(
+                "{} (TICKETING_PEER_AUTH_TOKEN); this connection authenticated with the client secret",
+                crate::proto::frame::NEEDS_OPERATOR_SECRET
+            );
             local_reply(tx, counters, shared, id, Response::Error { code: ErrorCode::Refused, message });
             continue;
         }
