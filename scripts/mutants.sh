@@ -83,6 +83,9 @@ if [ -n "$shard" ]; then
     name="$group-${shard/\//of}"
     shard_args=(--shard "$shard")
 fi
+if [ -n "$quick" ]; then
+    name="$name-quick"
+fi
 out="$out_root/$name"
 mkdir -p "$out"
 
@@ -91,7 +94,6 @@ for t in "${tests[@]}"; do
     case $t in *_sim) [ -n "$quick" ] && continue ;; esac
     cargo_args+=("--cargo-arg=$t")
 done
-[ -n "$quick" ] && name="$name-quick"
 
 # Fewer seeds than `cargo test` runs; the first seeds of each simulator are the ones
 # every change is tested against.
