@@ -519,6 +519,66 @@ mod tests {
         assert_eq!(state.members()[&3], MemberRecord { addr: "c:1".into(), incarnation: 42 });
         assert!(effects.is_empty());
     }
+
+    fn holder(owner: &str, token: u64) -> Holder {
+        Holder { owner: owner.into(), token, lease_ms: 1000 }
+    }
+
+    /// A restored state (a decoded snapshot) has exactly the parts given: the holders,
+    /// the last token and the fencing domain; a part that cannot be a state refuses it.
+    #[test]
+    fn from_parts_keeps_every_part_and_refuses_an_impossible_one() {
+        let holders = vec![("a".to_string(), holder("x", 5)), ("b".to_string(), holder("y", 9))];
+        let state = LockState::from_parts(holders.clone(), 9, 7).expect("a possible state");
+        assert_eq!((state.domain(), state.last_token(), state.keys_held(), state.slot_count()), (7, 9, 2, 2));
+        // What a simulator prints when a state differs.
+        let shown = format!("{state:?}");
+        assert!(shown.contains(r#""a": ("x", 5, 1000)"#) && shown.contains("domain: 7"), "{shown}");
+        assert_eq!(state.holder("a"), Some(holder("x", 5)));
+        assert_eq!(state.holder("b"), Some(holder("y", 9)));
+        // One key held twice, or a hold under token 0 (never granted): not a state.
+        let twice = vec![("a".to_string(), holder("x", 5)), ("a".to_string(), holder("y", 6))];
+        assert!(LockState::from_parts(twice, 9, 7).is_none());
+        assert!(LockState::from_parts(vec![("a".to_string(), holder("x", 0))], 9, 7).is_none());
+        let members = BTreeMap::from([(3, MemberRecord { addr: "b:1".into(), incarnation: 42 })]);
+        let with = state.clone().with_members(members.clone());
+        assert_eq!(with.members(), &members);
+        assert!(state.members().is_empty());
+    }
+
+    /// Equality is what the simulators and the snapshot tests compare states by: each
+    /// part that differs alone makes two states differ.
+    #[test]
+    fn states_differing_in_any_one_part_are_not_equal() {
+        let base = || vec![("a".to_string(), holder("x", 5)), ("b".to_string(), holder("y", 9))];
+        let state = LockState::from_parts(base(), 9, 7).unwrap();
+        assert!(state == LockState::from_parts(base(), 9, 7).unwrap());
+        let mut one_holder = base();
+        one_holder.pop();
+        let mut other_owner = base();
+        other_owner[0].1.owner = "z".into();
+        let mut other_token = base();
+        other_token[0].1.token = 6;
+        let mut other_lease = base();
+        other_lease[0].1.lease_ms = 2000;
+        let mut other_key = base();
+        other_key[1].0 = "c".into();
+        let members = BTreeMap::from([(3, MemberRecord { addr: "b:1".into(), incarnation: 42 })]);
+        let differing = [
+            ("a holder fewer", LockState::from_parts(one_holder, 9, 7).unwrap()),
+            ("another owner", LockState::from_parts(other_owner, 9, 7).unwrap()),
+            ("another token", LockState::from_parts(other_token, 9, 7).unwrap()),
+            ("another lease", LockState::from_parts(other_lease, 9, 7).unwrap()),
+            ("another key", LockState::from_parts(other_key, 9, 7).unwrap()),
+            ("another last token", LockState::from_parts(base(), 10, 7).unwrap()),
+            ("another domain", LockState::from_parts(base(), 9, 8).unwrap()),
+            ("member records", LockState::from_parts(base(), 9, 7).unwrap().with_members(members)),
+        ];
+        for (what, other) in differing {
+            assert!(state != other, "{what}: equal");
+            assert!(other != state, "{what}: equal the other way round");
+        }
+    }
 }
 
 #[cfg(test)]
