@@ -212,7 +212,7 @@ impl std::error::Error for AcquireError {}
 /// take the request.
 fn unavailable(f: &mut fmt::Formatter<'_>, last_error: &Option<String>, lasting: bool) -> fmt::Result {
     if lasting {
-        write!(f, "no server can be used: nothing was sent, and trying again will not help until the mistake below is fixed")?;
+        write!(f, "no server can be used: nothing was sent, and trying again will not help until the last connection error is fixed")?;
     } else {
         write!(
             f,
