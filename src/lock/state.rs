@@ -546,6 +546,32 @@ mod tests {
         assert!(state.members().is_empty());
     }
 
+    /// The fencing domain is recorded once: the first SetDomain stays.
+    #[test]
+    fn the_first_domain_recorded_stays() {
+        let mut state = LockState::default();
+        let mut effects = Vec::new();
+        assert_eq!(state.domain(), 0);
+        state.apply(&Command::<String>::SetDomain { domain: 7 }, &mut effects);
+        assert_eq!(state.domain(), 7);
+        state.apply(&Command::<String>::SetDomain { domain: 8 }, &mut effects);
+        assert_eq!(state.domain(), 7);
+        assert!(effects.is_empty());
+    }
+
+    /// A pinned slot (the leader's projection refers to it) stays while nobody holds
+    /// its key, and is freed when unpinned.
+    #[test]
+    fn a_pinned_slot_stays_until_unpinned() {
+        let mut state = LockState::default();
+        let slot = state.pin("a");
+        assert!(state.is_pinned(slot));
+        assert_eq!((state.pinned_count(), state.slot_count()), (1, 1));
+        state.unpin(slot);
+        assert!(!state.is_pinned(slot));
+        assert_eq!(state.pinned_count(), 0);
+    }
+
     /// Equality is what the simulators and the snapshot tests compare states by: each
     /// part that differs alone makes two states differ.
     #[test]
