@@ -18,4 +18,5 @@ pub mod server;
 pub mod slots;
 mod sys;
 pub mod tls;
+pub mod tls_verdict;
 pub mod transport;

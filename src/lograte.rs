@@ -54,6 +54,15 @@ impl RateLimit {
     }
 }
 
+impl RateLimit {
+    /// For a line logged regardless of the limit (a new kind of event): starts a new
+    /// interval now, forgetting the count of lines suppressed before it.
+    pub fn restart(&self) {
+        self.last_ms.store(process_ms() + 1, Ordering::Relaxed);
+        self.suppressed.store(0, Ordering::Relaxed);
+    }
+}
+
 impl Default for RateLimit {
     fn default() -> Self {
         RateLimit::new()

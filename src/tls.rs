@@ -7,6 +7,7 @@ use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 
 use super::config::{ConfigError, TlsFiles};
+use crate::tls_verdict::TlsCause;
 
 /// The ring crypto provider, shared by every TLS configuration of the process.
 pub fn provider() -> Arc<rustls::crypto::CryptoProvider> {
@@ -68,9 +69,21 @@ pub fn check_own_certificate(files: &TlsFiles, self_addr: Option<&str>) -> Resul
         .build()
         .map_err(|e| ConfigError { var: "TICKETING_TLS_CA", message: format!("cannot verify peers: {e}") })?;
     if let Err(e) = server.verify_server_cert(end_entity, intermediates, &name, &[], now) {
+        let ca = files.ca.as_deref().map_or_else(String::new, |ca| format!(" ({})", ca.display()));
+        // The cause decides the advice: a certificate of another CA is not fixed by a
+        // subjectAltName.
+        let why = match crate::tls_verdict::tls_cause(&e) {
+            TlsCause::TheirsNotFromOurCa => format!(
+                "it is not signed by the CA in TICKETING_TLS_CA{ca}: sign it with that CA, or set \
+                 TICKETING_TLS_CA to the cluster's CA bundle"
+            ),
+            TlsCause::TheirsNotForName => format!("it needs a subjectAltName for {host}"),
+            TlsCause::TheirsExpired => "it has expired: renew it".to_owned(),
+            _ => format!("it needs a subjectAltName for {host}, signed by TICKETING_TLS_CA{ca}"),
+        };
         return Err(cert_error(format!(
             "{path}: peers dial this node as {host} (TICKETING_CLUSTER_SELF) and would refuse this \
-             certificate: {e}; it needs a subjectAltName for {host}, signed by TICKETING_TLS_CA (docs/tls.md)"
+             certificate: {e}; {why} (docs/tls.md)"
         )));
     }
     let client = rustls::server::WebPkiClientVerifier::builder_with_provider(roots, provider())
@@ -181,6 +194,29 @@ pub fn cert_fits_addr(cert: &CertificateDer<'_>, addr: &str) -> bool {
     }
 }
 
+/// How long a plain dialer waits for the greeting before it asks, on a second
+/// connection, whether the other side speaks TLS ([`speaks_tls`]). Why: a TLS server
+/// waits for the dialer to speak first and a plain dialer waits for the greeting, so
+/// without asking, the mistake would show only when the handshake times out (5 s).
+pub const GREETING_PROBE_AFTER: std::time::Duration = std::time::Duration::from_millis(200);
+/// Longest wait for the answer to that question.
+pub const PROBE_LIMIT: std::time::Duration = std::time::Duration::from_millis(700);
+
+/// True when the other side's first bytes arrive on `sock` within `wait` (or it closed
+/// the connection: the handshake will say so). Nothing is consumed.
+pub fn greeting_within(sock: &std::net::TcpStream, wait: std::time::Duration) -> bool {
+    let wait = wait.max(std::time::Duration::from_millis(1));
+    if sock.set_read_timeout(Some(wait)).is_err() {
+        return true;
+    }
+    let arrived = match sock.peek(&mut [0u8; 1]) {
+        Ok(_) => true,
+        Err(e) => !matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut),
+    };
+    let _ = sock.set_read_timeout(None);
+    arrived
+}
+
 /// Whether the server at `target` speaks TLS: a fresh connection sends a TLS
 /// ClientHello and reads the first byte of the answer. A TLS record (handshake `0x16`
 /// or alert `0x15`) says TLS; the plain greeting (`TKT1`) says plain. `None` when no
@@ -204,7 +240,7 @@ pub fn speaks_tls(target: std::net::SocketAddr, limit: std::time::Duration) -> O
         .ok()?
         .with_root_certificates(rustls::RootCertStore::empty())
         .with_no_client_auth();
-    let name = rustls::pki_types::ServerName::try_from("ticketing.invalid").ok()?;
+    let name = rustls::pki_types::ServerName::try_from(PROBE_SERVER_NAME).ok()?;
     let mut conn = rustls::ClientConnection::new(Arc::new(config), name).ok()?;
     let mut hello = Vec::new();
     while conn.wants_write() {
@@ -221,6 +257,35 @@ pub fn speaks_tls(target: std::net::SocketAddr, limit: std::time::Duration) -> O
         },
         _ => None,
     }
+}
+
+/// The server name (SNI) of [`speaks_tls`]'s ClientHello: how a port without TLS tells
+/// that question from a TLS client.
+pub const PROBE_SERVER_NAME: &str = "ticketing.invalid";
+
+/// At a port without TLS, after a TLS record arrived where AUTH belongs: true when the
+/// rest of what the dialer sent names [`PROBE_SERVER_NAME`] — a plain dialer that got
+/// no greeting within [`GREETING_PROBE_AFTER`] (a slow node) asking whether this port
+/// speaks TLS, not a TLS dialer. Reads at most 4 KiB, within 100 ms (the rest came in
+/// the same write as the record's start).
+pub fn rest_is_probe(sock: &std::net::TcpStream) -> bool {
+    use std::io::Read;
+    let name = PROBE_SERVER_NAME.as_bytes();
+    let found = |bytes: &[u8]| bytes.windows(name.len()).any(|w| w == name);
+    let end = std::time::Instant::now() + std::time::Duration::from_millis(100);
+    let mut buf = vec![0u8; 4096];
+    let mut got = 0;
+    while got < buf.len() && !found(&buf[..got]) {
+        let left = end.saturating_duration_since(std::time::Instant::now());
+        if left.is_zero() || sock.set_read_timeout(Some(left)).is_err() {
+            break;
+        }
+        match (&*sock).read(&mut buf[got..]) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => got += n,
+        }
+    }
+    found(&buf[..got])
 }
 
 /// For unit tests of the code around TLS: a server configuration with a throw-away

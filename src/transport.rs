@@ -17,6 +17,9 @@ use std::time::Instant;
 /// the TLS lock; a peer that does not read them may hold it no longer than this.
 const TLS_FLUSH_DEADLINE: std::time::Duration = std::time::Duration::from_secs(30);
 
+/// Longest wait to send the alert that tells the other side why TLS failed.
+const ALERT_FLUSH_DEADLINE: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// Size of one socket read, in bytes.
 const NET_READ_BYTES: usize = 16 * 1024;
 
@@ -36,6 +39,7 @@ pub fn split(
         armed: false,
         net: Vec::new(),
         net_pos: 0,
+        heard: false,
     };
     let writer = WriteHalf { tcp, tls, deadline: None };
     Ok((reader, writer))
@@ -96,6 +100,8 @@ pub struct ReadHalf {
     /// Ciphertext read from the socket but not yet taken by rustls.
     net: Vec<u8>,
     net_pos: usize,
+    /// Some byte arrived from the other side.
+    heard: bool,
 }
 
 impl ReadHalf {
@@ -107,6 +113,13 @@ impl ReadHalf {
             self.armed = false;
         }
         Ok(())
+    }
+
+    /// True once any byte arrived from the other side. Why it matters: at a TLS port, a
+    /// connection that ends without a byte is a plain dialer waiting for the greeting,
+    /// one that ends after its ClientHello is another story (a plain dialer's probe).
+    pub fn heard(&self) -> bool {
+        self.heard
     }
 
     /// The certificate the other side presented in the TLS handshake (its end-entity
@@ -146,7 +159,13 @@ impl ReadHalf {
                     let before = pending.len();
                     conn.read_tls(&mut pending)?;
                     self.net_pos += before - pending.len();
-                    conn.process_new_packets().map_err(tls_error)?;
+                    if let Err(e) = conn.process_new_packets() {
+                        // rustls queued an alert that says why (an unknown CA, say): sent,
+                        // it lets the other side name the mistake instead of seeing the
+                        // connection drop.
+                        let _ = flush_tls(&mut conn, &self.tcp, Some(Instant::now() + ALERT_FLUSH_DEADLINE));
+                        return Err(tls_error(e));
+                    }
                     flush_tls(&mut conn, &self.tcp, Some(Instant::now() + TLS_FLUSH_DEADLINE))?;
                     continue;
                 }
@@ -166,6 +185,7 @@ impl ReadHalf {
             if n == 0 {
                 return Ok(0);
             }
+            self.heard = true;
         }
     }
 }
@@ -175,7 +195,9 @@ impl Read for ReadHalf {
         match self.tls.clone() {
             None => {
                 self.arm_deadline()?;
-                (&*self.tcp).read(out)
+                let n = (&*self.tcp).read(out)?;
+                self.heard |= n > 0;
+                Ok(n)
             }
             Some(tls) => self.read_tls(&tls, out),
         }

@@ -76,9 +76,17 @@ struct Pki {
 }
 
 impl Pki {
+    /// A CA named as rcgen names it by default: two of them share one name.
     fn new() -> Pki {
+        Pki::named(None)
+    }
+
+    fn named(name: Option<&str>) -> Pki {
         let ca_key = KeyPair::generate().unwrap();
         let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
+        if let Some(name) = name {
+            ca_params.distinguished_name.push(rcgen::DnType::CommonName, name);
+        }
         ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
         let ca = ca_params.self_signed(&ca_key).unwrap();
         Pki { ca, ca_key }
@@ -219,6 +227,17 @@ fn a_certificate_peers_would_refuse_stops_the_node_at_start_naming_the_variable(
         stderr.starts_with("ticketing: TICKETING_TLS_CERT:") && stderr.contains("clientAuth"),
         "{stderr}"
     );
+    // Signed by another CA than TICKETING_TLS_CA's: said so, and not blamed on the
+    // subjectAltName (which is right).
+    let (cert, key) = Pki::new().leaf(&["127.0.0.1"]);
+    let (code, stderr) = start_with_certificate(&pki, &cert, &key);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(
+        stderr.starts_with("ticketing: TICKETING_TLS_CERT:")
+            && stderr.contains("not signed by the CA in TICKETING_TLS_CA")
+            && !stderr.contains("subjectAltName"),
+        "{stderr}"
+    );
     // Both usages, and a name for each node: the cluster starts.
     let key = KeyPair::generate().unwrap();
     let names: Vec<String> = (1..=3).map(|i| format!("127.0.0.{i}")).collect();
@@ -308,4 +327,102 @@ fn a_tls_cluster_heals_a_killed_follower_with_a_fresh_process() {
     }
     let lock = client.acquire("tls-healed", Duration::from_secs(5), Duration::from_secs(5)).expect("a grant");
     assert!(lock.token() > 0);
+}
+
+/// Nodes set up wrongly against a TLS cluster (docs/tls.md "When it goes wrong"): the
+/// node says what it saw and the variable to fix, and the cluster's nodes say it too,
+/// naming the address the connection came from.
+#[test]
+fn a_misconfigured_node_and_the_tls_cluster_both_name_the_mistake() {
+    let pki = Pki::new();
+    let dir = tempfile::tempdir().unwrap();
+    let write = |name: &str, text: &str| {
+        let path = dir.path().join(name);
+        std::fs::write(&path, text).unwrap();
+        path.to_str().unwrap().to_owned()
+    };
+    let (cert, key) = pki.leaf(&["127.0.0.1", "127.0.0.2", "127.0.0.3", "127.0.0.4"]);
+    let (cert_path, key_path) = (write("cert.pem", &cert.pem()), write("key.pem", &key.serialize_pem()));
+    let ca_path = write("ca.pem", &pki.ca.pem());
+    let tls = [
+        ("TICKETING_TLS_CERT", cert_path.as_str()),
+        ("TICKETING_TLS_KEY", key_path.as_str()),
+        ("TICKETING_TLS_CA", ca_path.as_str()),
+    ];
+    let cluster = Cluster::start(3, &tls);
+    let at = format!("127.0.0.4:{}", cluster.port);
+    // Node 4 joins with the members as its peers, and waits for `admin replace`: it
+    // dials their peer ports all along, and is never dialed.
+    let misfit = |env: &[(&str, &str)]| cluster.spawn(4, &at, "join", env);
+    let node1 = cluster.nodes[0].as_ref().unwrap();
+    let within = Duration::from_secs(10);
+    let from_a_node = |l: &str| l.contains("WARN") && l.contains("peer TLS handshake failed from 127.0.0.1:");
+
+    // No TLS: the node asks whether the silent peer port speaks TLS instead of waiting
+    // for the handshake to time out.
+    let started = std::time::Instant::now();
+    let plain = misfit(&[]);
+    plain.wait_log(within, "the plain node", |l| {
+        l.contains("speaks TLS and this node does not: set TICKETING_TLS_CERT, TICKETING_TLS_KEY and TICKETING_TLS_CA")
+    });
+    assert!(started.elapsed() < Duration::from_secs(5), "named after {:?}", started.elapsed());
+    let line = node1
+        .wait_log(within, "node 1 about the plain node", |l| from_a_node(l) && l.contains("ClientHello"));
+    assert!(line.contains("no TLS ClientHello") && line.contains("set TICKETING_TLS_CERT"), "{line}");
+    drop(plain);
+
+    // Another peer secret.
+    let mut env = tls.to_vec();
+    env.push(("TICKETING_PEER_AUTH_TOKEN", "another-peer-secret-0123456789"));
+    let stranger = misfit(&env);
+    stranger.wait_log(within, "the node with another secret", |l| {
+        l.contains("refused our peer secret (TICKETING_PEER_AUTH_TOKEN differs from the cluster's)")
+    });
+    let line =
+        node1.wait_log(within, "node 1 about the secret", |l| l.contains("peer authentication failed"));
+    assert!(
+        line.contains("from 127.0.0.1:") && line.contains("its TICKETING_PEER_AUTH_TOKEN differs from ours"),
+        "{line}"
+    );
+    drop(stranger);
+
+    // A certificate from another CA (the node trusts both CAs, so it starts and trusts
+    // the cluster): the cluster refuses it, and the node hears why. The two CAs have one
+    // name (as when a CA is made again), so the signature is what fails.
+    let other = Pki::new();
+    let (cert_b, key_b) = other.leaf(&["127.0.0.4"]);
+    let (cert_b, key_b) = (write("cert-b.pem", &cert_b.pem()), write("key-b.pem", &key_b.serialize_pem()));
+    let both = write("both.pem", &format!("{}{}", pki.ca.pem(), other.ca.pem()));
+    let foreign = misfit(&[
+        ("TICKETING_TLS_CERT", cert_b.as_str()),
+        ("TICKETING_TLS_KEY", key_b.as_str()),
+        ("TICKETING_TLS_CA", both.as_str()),
+    ]);
+    foreign.wait_log(within, "the node with another CA's certificate", |l| {
+        l.contains("refuses our certificate (TICKETING_TLS_CERT): it is not signed by the CA in its TICKETING_TLS_CA")
+    });
+    node1.wait_log(within, "node 1 about the certificate", |l| {
+        from_a_node(l) && l.contains("its certificate is not signed by the CA in TICKETING_TLS_CA")
+    });
+    drop(foreign);
+
+    // Another PKI altogether, its CA named otherwise: the node does not trust the
+    // cluster, and tells it so.
+    let other = Pki::named(Some("Another CA"));
+    let (cert_b, key_b) = other.leaf(&["127.0.0.4"]);
+    let (cert_b, key_b) = (write("cert-c.pem", &cert_b.pem()), write("key-c.pem", &key_b.serialize_pem()));
+    let other_ca = write("other-ca.pem", &other.ca.pem());
+    let outsider = misfit(&[
+        ("TICKETING_TLS_CERT", cert_b.as_str()),
+        ("TICKETING_TLS_KEY", key_b.as_str()),
+        ("TICKETING_TLS_CA", other_ca.as_str()),
+    ]);
+    outsider.wait_log(within, "the node of another PKI", |l| {
+        l.contains("(peer port ") && l.contains("its certificate is not signed by the CA in TICKETING_TLS_CA")
+    });
+    node1.wait_log(within, "node 1 about the other PKI", |l| {
+        from_a_node(l)
+            && l.contains("it does not trust this node's certificate")
+            && l.contains("not signed by the CA in its TICKETING_TLS_CA")
+    });
 }

@@ -173,3 +173,66 @@ fn a_version_1_certificate_is_blamed_on_the_certificate() {
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(stderr.starts_with("ticketing: TICKETING_TLS_CERT:") && stderr.contains("version 1"), "{stderr}");
 }
+
+/// The client port names a client's mistake in its log, with the client's address and
+/// the variable to fix; a plain client's question "do you speak TLS?" is no warning.
+#[test]
+fn the_client_port_logs_what_a_client_got_wrong() {
+    let within = std::time::Duration::from_secs(5);
+    let pki = make_pki();
+    // A plain port: a plain client's probe (no warning: the line below must be the TLS
+    // client's), a TLS client, then a client with another secret.
+    let plain = start_server(&[]);
+    assert_eq!(ticketing::tls::speaks_tls(plain.addr, within), Some(false));
+    let tcp = TcpStream::connect(plain.addr).unwrap();
+    let local = tcp.local_addr().unwrap();
+    tcp.set_read_timeout(Some(within)).unwrap();
+    let (mut reader, mut writer) = transport::split(tcp, Some(tls_client(&pki.ca_pem))).unwrap();
+    let spoke_tls = client_handshake(
+        &mut Duplex { reader: &mut reader, writer: &mut writer },
+        &auth_key(TOKEN.as_bytes()),
+        &CLIENT_LABELS,
+    );
+    assert!(spoke_tls.is_err());
+    let line = plain.wait_log(within, "the plain port", |l| l.contains("spoke TLS"));
+    assert!(
+        line.contains("WARN")
+            && line.contains(&format!(
+                "client {local} spoke TLS to this plain port (unset TICKETING_TLS_CA on the client"
+            )),
+        "{line}"
+    );
+    assert!(connect_with(plain.addr, "another-secret-0123456789").is_err());
+    let line = plain.wait_log(within, "the plain port", |l| l.contains("authentication failed"));
+    assert!(
+        line.contains("client authentication failed from 127.0.0.1:")
+            && line.contains("its TICKETING_AUTH_TOKEN differs from this node's client secret"),
+        "{line}"
+    );
+
+    // A TLS port: a plain client's probe (a ClientHello, then it closes), then its
+    // connection that waited for a greeting in vain.
+    let cert = pki.dir.path().join("cert.pem");
+    let key = pki.dir.path().join("key.pem");
+    let tls = start_server(&[
+        ("TICKETING_TLS_CERT", cert.to_str().unwrap()),
+        ("TICKETING_TLS_KEY", key.to_str().unwrap()),
+    ]);
+    assert_eq!(ticketing::tls::speaks_tls(tls.addr, within), Some(true));
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let silent = TcpStream::connect(tls.addr).unwrap();
+    let local = silent.local_addr().unwrap();
+    drop(silent);
+    let lines = tls.log_until(within, "the TLS port", |l| l.contains("ClientHello"));
+    let line = lines.last().unwrap();
+    assert!(
+        line.contains("WARN")
+            && line.contains(&format!("client {local} sent no TLS ClientHello to this TLS port"))
+            && line.contains("set TICKETING_TLS_CA on it"),
+        "{line}"
+    );
+    assert!(
+        !lines[..lines.len() - 1].iter().any(|l| l.contains("WARN")),
+        "the probe was warned about: {lines:?}"
+    );
+}

@@ -2,6 +2,7 @@
 //! dial and accept peer connections. The lock side is the same lock-table thread as
 //! standalone, fed by the Raft thread instead of a loopback log.
 
+pub mod explain;
 pub mod join;
 pub mod net;
 pub mod peer;
@@ -371,6 +372,7 @@ impl DialerKit {
             addr: addr.to_owned(),
             kit: self.clone(),
             failures_log: crate::lograte::RateLimit::every(DIAL_FAILURE_LOG_MS),
+            last_failure: std::cell::Cell::new(""),
         };
         std::thread::Builder::new().name(format!("dial-{peer}")).spawn(move || dialer.run(rx))?;
         Ok(tx)
@@ -410,6 +412,10 @@ struct Dialer {
     /// Failed dials: the first is logged at once, then one line a minute while the
     /// peer stays unreachable.
     failures_log: crate::lograte::RateLimit,
+    /// The kind of the last failure (`explain::DialFailure::kind`): a failure of
+    /// another kind is logged at once (a peer that comes up with another secret is not
+    /// hidden behind a minute of "unreachable").
+    last_failure: std::cell::Cell<&'static str>,
 }
 
 /// What a dial attempt came to.
@@ -468,16 +474,11 @@ impl Dialer {
                 return self.refused(code, &reason, leader_id, &leader);
             }
             Err(e) => {
-                crate::warn_limited!(
-                    self.failures_log,
-                    "cannot reach node {} at {} (peer port {}): {e}",
-                    self.peer,
-                    self.addr,
-                    peer::peer_addr_of(&self.addr).map_or(0, |(_, port)| port)
-                );
+                self.failed(&e);
                 return DialOutcome::Retry;
             }
         };
+        self.last_failure.set("");
         let p = &established.peer;
         let refused = |why: String| {
             crate::warn_limited!(PEER_REFUSED_LOG[0], "{}: {why}; not talking to it", self.addr);
@@ -502,6 +503,19 @@ impl Dialer {
         let _ = kit.raft_tx.send(ToRaft::Conn { established, outbound: true });
         let _ = kit.waker.wake();
         DialOutcome::Connected
+    }
+
+    /// Logs a failed dial in an operator's words (`explain`), rate-limited.
+    fn failed(&self, e: &PeerError) {
+        let (host, port) = peer::peer_addr_of(&self.addr).unwrap_or_default();
+        let failure = explain::dial_failure(self.peer, &self.addr, port, &host, self.kit.tls.is_some(), e);
+        if self.last_failure.replace(failure.kind) != failure.kind {
+            // Lines suppressed before were of the other kind: not counted in this one.
+            self.failures_log.restart();
+            log::warn!("{}", failure.text);
+        } else {
+            crate::warn_limited!(self.failures_log, "{}", failure.text);
+        }
     }
 
     fn refused(&self, code: u8, reason: &str, leader_id: u64, leader: &str) -> DialOutcome {
@@ -693,9 +707,6 @@ impl Acceptor {
                 let _ = self.raft_tx.send(ToRaft::Conn { established, outbound: false });
                 let _ = self.waker.wake();
             }
-            Err(PeerError::Handshake(crate::proto::handshake::HandshakeError::AuthFailed)) => {
-                crate::warn_limited!(PEER_AUTH_FAILED_LOG, "{from}: peer authentication failed");
-            }
             Err(PeerError::Refused { code, reason, .. }) => {
                 crate::warn_limited!(
                     PEER_REFUSED_LOG[usize::from(code).min(6)],
@@ -708,14 +719,15 @@ impl Acceptor {
                     "{from}: peer refused: {why}"
                 );
             }
-            Err(PeerError::Handshake(crate::proto::handshake::HandshakeError::Io(e)))
-                if e.kind() == std::io::ErrorKind::InvalidData =>
-            {
-                // TLS failures (no certificate, one the CA did not sign, bad protocol)
-                // surface as InvalidData.
-                crate::warn_limited!(PEER_TLS_FAILED_LOG, "{from}: peer TLS handshake failed: {e}");
+            Err(e) => {
+                let guess = || {
+                    let source = from.parse().ok()?;
+                    explain::guess_node(source, |ip| {
+                        self.view.nodes_at_ip(ip).into_iter().filter(|id| *id != self.me).collect()
+                    })
+                };
+                explain::log_accept_failure(&e, &from, self.tls.is_some(), guess);
             }
-            Err(e) => debug!("{from}: peer handshake: {e}"),
         }
     }
 }
@@ -723,10 +735,5 @@ impl Acceptor {
 /// Strangers admitted to ask for votes, logged at most once a second.
 static PEER_STRANGER_LOG: crate::lograte::RateLimit = crate::lograte::RateLimit::new();
 
-/// Failed peer TLS handshakes, logged at most once a second.
-static PEER_TLS_FAILED_LOG: crate::lograte::RateLimit = crate::lograte::RateLimit::new();
-
-/// Failed peer authentications, logged at most once a second.
-static PEER_AUTH_FAILED_LOG: crate::lograte::RateLimit = crate::lograte::RateLimit::new();
 /// Peer connections closed for too many handshakes, logged at most once a second.
 static PEER_BUSY_LOG: crate::lograte::RateLimit = crate::lograte::RateLimit::new();

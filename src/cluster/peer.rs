@@ -84,6 +84,15 @@ pub enum PeerError {
         domain: u64,
     },
     Malformed(&'static str),
+    /// Dialer side, without TLS: the peer port stayed silent and answers a TLS
+    /// ClientHello (`crate::tls::speaks_tls`): TLS is on there and off here.
+    SpeaksTls,
+    /// Listener side, without TLS: a plain node asked whether this port speaks TLS
+    /// (`crate::tls::rest_is_probe`), as it does when the greeting is slow to come.
+    TlsProbe,
+    /// Listener side: the dialer sent not a byte before it closed the connection or the
+    /// handshake timed out (with TLS on this port: it never started TLS).
+    Silent(io::Error),
 }
 
 impl std::fmt::Display for PeerError {
@@ -93,6 +102,9 @@ impl std::fmt::Display for PeerError {
             PeerError::Handshake(e) => write!(f, "{e}"),
             PeerError::Refused { code, reason, .. } => write!(f, "refused (code {code}): {reason}"),
             PeerError::Malformed(why) => write!(f, "malformed peer hello: {why}"),
+            PeerError::SpeaksTls => write!(f, "the peer port speaks TLS and this node does not"),
+            PeerError::TlsProbe => write!(f, "a plain node asked whether this port speaks TLS"),
+            PeerError::Silent(e) => write!(f, "the dialer sent nothing: {e}"),
         }
     }
 }
@@ -213,6 +225,15 @@ pub fn dial(
         .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, "address resolves to nothing"))?;
     let tcp = TcpStream::connect_timeout(&target, DIAL_CONNECT_TIMEOUT)?;
     tcp.set_nodelay(true)?;
+    // A TLS peer port waits for our ClientHello while we would wait for its greeting:
+    // asked on a second connection, the silence is named within a round trip instead
+    // of ending in a handshake timeout (the client does the same, src/client/io/dial.rs).
+    if tls.is_none()
+        && !crate::tls::greeting_within(&tcp, crate::tls::GREETING_PROBE_AFTER)
+        && crate::tls::speaks_tls(target, crate::tls::PROBE_LIMIT) == Some(true)
+    {
+        return Err(PeerError::SpeaksTls);
+    }
     let tls = match tls {
         None => None,
         Some(config) => {
@@ -275,7 +296,16 @@ pub fn accept(
     writer.tcp().set_write_timeout(Some(PEER_HANDSHAKE_TIMEOUT))?;
     let peer = {
         let mut duplex = Duplex { reader: &mut reader, writer: &mut writer };
-        handshake::server_handshake(&mut duplex, key, &PEER_LABELS, welcome)?;
+        match handshake::server_handshake(&mut duplex, key, &PEER_LABELS, welcome) {
+            Ok(_) => {}
+            Err(handshake::HandshakeError::Io(e)) if !duplex.reader.heard() => {
+                return Err(PeerError::Silent(e))
+            }
+            Err(handshake::HandshakeError::SpokeTls) if crate::tls::rest_is_probe(duplex.writer.tcp()) => {
+                return Err(PeerError::TlsProbe)
+            }
+            Err(e) => return Err(e.into()),
+        }
         let peer = match read_hello(&mut duplex) {
             Ok(peer) => peer,
             Err(PeerError::Malformed(why)) => {

@@ -347,6 +347,17 @@ impl ClusterView {
         lock(&self.addrs).get(&id).cloned().unwrap_or_default()
     }
 
+    /// The nodes whose known client address has `ip` as its host (an IP literal; names
+    /// are not resolved here).
+    pub fn nodes_at_ip(&self, ip: std::net::IpAddr) -> BTreeSet<u64> {
+        let at_ip = |addr: &str| {
+            addr.rsplit_once(':').and_then(|(host, _)| host.trim_matches(['[', ']']).parse().ok()) == Some(ip)
+        };
+        let mut ids: BTreeSet<u64> = lock(&self.addrs).keys().copied().collect();
+        ids.extend(lock(&self.replicated).keys());
+        ids.into_iter().filter(|id| at_ip(&self.addr_of(*id))).collect()
+    }
+
     /// Publishes the member records of the applied lock state, if they changed.
     pub fn set_replicated(&self, members: &BTreeMap<u64, MemberRecord>) {
         let mut replicated = lock(&self.replicated);

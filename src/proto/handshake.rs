@@ -65,6 +65,9 @@ pub enum HandshakeError {
     Io(io::Error),
     /// The peer does not speak TKT1.
     BadMagic,
+    /// Server side: the dialer started TLS (a TLS record where AUTH belongs) at a port
+    /// without TLS.
+    SpokeTls,
     /// The peer speaks another protocol version.
     VersionMismatch(u8),
     /// Connected to the wrong kind of port (client vs peer).
@@ -84,6 +87,7 @@ impl std::fmt::Display for HandshakeError {
         match self {
             HandshakeError::Io(e) => write!(f, "handshake i/o: {e}"),
             HandshakeError::BadMagic => write!(f, "peer does not speak the TKT1 protocol"),
+            HandshakeError::SpokeTls => write!(f, "peer started TLS at a port without TLS"),
             HandshakeError::VersionMismatch(v) => write!(f, "protocol version {v} is not 1"),
             HandshakeError::WrongPortKind(k) => {
                 write!(f, "connected to a port of kind {:?}", *k as char)
@@ -187,6 +191,11 @@ pub fn encode_auth(nonce: &Nonce, mac: &Mac) -> [u8; AUTH_LEN] {
 /// Splits an AUTH into (client nonce, mac) after checking magic and version.
 pub fn decode_auth(raw: &[u8; AUTH_LEN]) -> Result<(Nonce, Mac), HandshakeError> {
     if raw[..4] != MAGIC {
+        // A TLS handshake record (type 0x16, version 3.x): the dialer has TLS on and
+        // this port has not, a mistake worth naming apart from a foreign protocol.
+        if raw[0] == 0x16 && raw[1] == 0x03 {
+            return Err(HandshakeError::SpokeTls);
+        }
         return Err(HandshakeError::BadMagic);
     }
     if raw[4] != VERSION {

@@ -15,8 +15,6 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{Receiver, Sender};
 use log::{debug, warn};
 
-use crate::warn_limited;
-
 use super::lock_thread::TableMsg;
 use super::Shared;
 use crate::lock::ConnId;
@@ -76,13 +74,11 @@ enum Rights {
     Operator,
 }
 
-/// Failed client authentications, logged at most once a second.
-static AUTH_FAILED_LOG: crate::lograte::RateLimit = crate::lograte::RateLimit::new();
-
 /// The index in [`crate::metrics::HANDSHAKE_FAILURES`] of why a handshake failed.
 fn handshake_failure_reason(e: &HandshakeError) -> usize {
     match e {
         HandshakeError::AuthFailed => 0,
+        HandshakeError::SpokeTls => 2,
         HandshakeError::Io(io) => match io.kind() {
             std::io::ErrorKind::TimedOut | std::io::ErrorKind::WouldBlock => 1,
             _ if io.get_ref().is_some_and(|inner| inner.is::<rustls::Error>()) => 2,
@@ -144,11 +140,10 @@ pub fn serve(
         Ok(_) => Rights::Operator,
         Err(e) => {
             shared.metrics.server.handshake_failures[handshake_failure_reason(&e)].inc();
-            if let HandshakeError::AuthFailed = e {
-                warn_limited!(AUTH_FAILED_LOG, "{peer}: authentication failed");
-            } else {
-                debug!("{peer}: handshake failed: {e}");
-            }
+            // A plain client whose greeting was slow asks whether this port speaks TLS:
+            // that ClientHello is no TLS client's.
+            let probe = matches!(e, HandshakeError::SpokeTls) && crate::tls::rest_is_probe(writer.tcp());
+            super::handshake_log::log_failure(&e, peer, shared.tls.is_some(), reader.heard(), probe);
             return;
         }
     };

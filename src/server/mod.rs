@@ -3,6 +3,7 @@
 //! port (see docs/architecture.md).
 
 mod connection;
+mod handshake_log;
 pub mod lock_thread;
 pub mod signals;
 pub mod status;

@@ -44,6 +44,33 @@ impl ServerProcess {
     }
 }
 
+impl ServerProcess {
+    /// The first line of its log from now on that `matches`, waiting up to `within`;
+    /// panics (naming `what`, with the lines read) if none comes.
+    pub fn wait_log(&self, within: Duration, what: &str, matches: impl Fn(&str) -> bool) -> String {
+        self.log_until(within, what, matches).pop().unwrap()
+    }
+
+    /// [`ServerProcess::wait_log`], returning the lines read before the match too.
+    pub fn log_until(&self, within: Duration, what: &str, matches: impl Fn(&str) -> bool) -> Vec<String> {
+        let deadline = std::time::Instant::now() + within;
+        let mut seen = Vec::new();
+        loop {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            match self.log.recv_timeout(left) {
+                Ok(line) => {
+                    let found = matches(&line);
+                    seen.push(line);
+                    if found {
+                        return seen;
+                    }
+                }
+                Err(_) => panic!("no line of {what} within {within:?}; the log:\n{}", seen.join("\n")),
+            }
+        }
+    }
+}
+
 impl Drop for ServerProcess {
     fn drop(&mut self) {
         let _ = self.child.kill();

@@ -18,20 +18,14 @@ use crate::client::core::DialFailure;
 use crate::proto::addr::host_of;
 use crate::proto::handshake::{client_handshake, HandshakeError, Welcome, CLIENT_LABELS};
 use crate::proto::limits::HANDSHAKE_TIMEOUT_MS;
+use crate::tls::{greeting_within, GREETING_PROBE_AFTER, PROBE_LIMIT};
+use crate::tls_verdict::{rustls_error, tls_cause, TlsCause};
 use crate::transport::{self, Duplex, ReadHalf, WriteHalf};
 
 /// Longest wait for a TCP connection to one resolved address.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
 /// Longest wait for the server's side of the handshake.
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_millis(HANDSHAKE_TIMEOUT_MS);
-
-/// How long a plain client waits for the greeting before it asks, on a second
-/// connection, whether the server speaks TLS. Why: a TLS server waits for the client
-/// to speak first and a plain client waits for the greeting, so without asking, the
-/// mistake would show only when the handshake times out (5 s).
-pub const GREETING_PROBE_AFTER: Duration = Duration::from_millis(200);
-/// Longest wait for the answer to that question.
-const PROBE_LIMIT: Duration = Duration::from_millis(700);
 
 /// What a dial needs: the secret and the TLS configuration, if any, and how the
 /// messages name them.
@@ -157,20 +151,6 @@ impl Dialer {
     }
 }
 
-/// True when the server's first bytes arrive within `wait` (or it closed the
-/// connection: the handshake will say so). Nothing is consumed.
-fn greeting_within(sock: &TcpStream, wait: Duration) -> bool {
-    if sock.set_read_timeout(Some(wait.max(Duration::from_millis(1)))).is_err() {
-        return true;
-    }
-    let arrived = match sock.peek(&mut [0u8; 1]) {
-        Ok(_) => true,
-        Err(e) => !matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut),
-    };
-    let _ = sock.set_read_timeout(None);
-    arrived
-}
-
 /// A failed TCP connect, said so that the operator knows what to check.
 fn explain_connect_error(target: &str, e: &io::Error) -> String {
     match e.kind() {
@@ -233,25 +213,22 @@ fn explain_handshake_io(
     if !tls || io.kind() != io::ErrorKind::InvalidData {
         return DialFailure::transient(format!("{addr}: {io}"));
     }
-    use rustls::CertificateError as C;
-    let Some(tls_error) = io.get_ref().and_then(|e| e.downcast_ref::<rustls::Error>()) else {
+    let Some(tls_error) = rustls_error(io) else {
         return DialFailure::transient(format!("{addr}: TLS: {io}"));
     };
     // Every TLS verdict is lasting: the same certificates meet the same way next time.
-    DialFailure::lasting(match tls_error {
-        rustls::Error::InvalidCertificate(C::NotValidForName | C::NotValidForNameContext { .. }) => format!(
+    DialFailure::lasting(match tls_cause(tls_error) {
+        TlsCause::TheirsNotForName => format!(
             "{addr}: TLS: the server's certificate is not valid for {host:?}: it must list that host as a \
              subjectAltName (docs/tls.md)"
         ),
-        rustls::Error::InvalidCertificate(C::UnknownIssuer | C::BadSignature) => {
+        TlsCause::TheirsNotFromOurCa => {
             format!("{addr}: TLS: the server's certificate is not signed by the CA in {}", names.ca)
         }
-        rustls::Error::InvalidCertificate(C::Expired | C::ExpiredContext { .. }) => {
-            format!("{addr}: TLS: the server's certificate has expired")
-        }
-        rustls::Error::InvalidMessage(_) | rustls::Error::InappropriateMessage { .. } => {
+        TlsCause::TheirsExpired => format!("{addr}: TLS: the server's certificate has expired"),
+        TlsCause::NotTls => {
             format!("{addr}: TLS: the server does not speak TLS (a plain server: unset TICKETING_TLS_CA)")
         }
-        other => format!("{addr}: TLS: {other}"),
+        _ => format!("{addr}: TLS: {tls_error}"),
     })
 }
