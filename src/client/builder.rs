@@ -146,6 +146,13 @@ impl ClientBuilder {
         self
     }
 
+    /// How connection failures name the secret and the CA (a node's own client, whose
+    /// secret and CA come from its server configuration).
+    pub(crate) fn setting_names(mut self, secret: impl Into<String>, ca: impl Into<String>) -> Self {
+        self.names = SettingNames { secret: secret.into(), ca: ca.into() };
+        self
+    }
+
     /// The operator (peer) secret from `TICKETING_PEER_AUTH_TOKEN` or its `_FILE`, for
     /// `ticketing admin`: failures then name those variables. False when neither is set.
     pub(crate) fn operator_secret_from_env(&mut self) -> bool {
