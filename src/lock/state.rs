@@ -572,6 +572,55 @@ mod tests {
         assert_eq!(state.pinned_count(), 0);
     }
 
+    /// The buffer reserved for a snapshot fits it: not regrown, and not more than about
+    /// twice its size (the estimate is a capacity hint; a wrong one costs memory).
+    #[test]
+    fn the_snapshot_buffer_is_reserved_about_right() {
+        let holders: Vec<(String, Holder)> =
+            (1..=200u64).map(|i| (format!("seat:{i:05}"), holder(&format!("office-{}", i % 7), i))).collect();
+        let members = BTreeMap::from([
+            (1, MemberRecord { addr: "10.0.0.1:5225".into(), incarnation: 11 }),
+            (2, MemberRecord { addr: "10.0.0.2:5225".into(), incarnation: 12 }),
+        ]);
+        let mut state = LockState::from_parts(holders, 200, 7).unwrap().with_members(members);
+        assert!(!state.snapshot_in_progress());
+        state.begin_snapshot();
+        assert!(state.snapshot_in_progress());
+        let reserved = state.snapshot.as_ref().unwrap().out.capacity();
+        let mut bytes = None;
+        while bytes.is_none() {
+            bytes = state.snapshot_step(16);
+        }
+        assert!(!state.snapshot_in_progress());
+        let len = bytes.unwrap().len();
+        assert!(reserved >= len && reserved <= 2 * len, "reserved {reserved} for {len} bytes");
+    }
+
+    /// A grant the leader's projection should never propose — on a held key, or with a
+    /// token not above the last — is refused (`B`), never applied; debug builds stop on
+    /// it, since it means the projection is wrong.
+    #[test]
+    fn an_impossible_grant_is_refused_and_debug_builds_stop_on_it() {
+        let state = LockState::from_parts(vec![("a".to_string(), holder("x", 5))], 5, 7).unwrap();
+        let origin = Origin { node: 1, incarnation: 1, conn: 1, id: 1 };
+        for (key, token) in [("a", 6), ("b", 5)] {
+            let grant = Grant { owner: "y".to_string(), token, lease_ms: 1000, origin };
+            let command = Command::Grant { key: key.to_string(), grant };
+            let mut after = state.clone();
+            let mut effects = Vec::new();
+            let applied = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                after.apply(&command, &mut effects);
+            }));
+            if cfg!(debug_assertions) {
+                assert!(applied.is_err(), "{key} under {token}: no assertion");
+            } else {
+                assert!(applied.is_ok());
+                assert!(after == state, "{key} under {token}: applied");
+                assert_eq!(effects, vec![Effect::Reply(origin, Response::Busy)]);
+            }
+        }
+    }
+
     /// Equality is what the simulators and the snapshot tests compare states by: each
     /// part that differs alone makes two states differ.
     #[test]
