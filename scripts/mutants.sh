@@ -120,7 +120,9 @@ if ! git diff --quiet -- "${files[@]%\*\*}" || [ -n "$(git status --porcelain --
     exit 1
 fi
 
-count() { [ -f "$out/mutants.out/$1" ] && grep -c . "$out/mutants.out/$1" || echo 0; }
+count() {
+    if [ -s "$out/mutants.out/$1" ]; then grep -c . "$out/mutants.out/$1"; else echo 0; fi
+}
 caught=$(count caught.txt)
 missed=$(count missed.txt)
 timeout=$(count timeout.txt)

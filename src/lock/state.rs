@@ -596,6 +596,30 @@ mod tests {
         assert!(reserved >= len && reserved <= 2 * len, "reserved {reserved} for {len} bytes");
     }
 
+    /// A snapshot under way keeps the old holder only of a slot it has not emitted yet
+    /// and that existed when it began: the others cost memory for nothing.
+    #[test]
+    fn a_snapshot_keeps_pre_images_only_of_slots_still_to_emit() {
+        let holders = vec![("a".to_string(), holder("x", 1)), ("b".to_string(), holder("y", 2))];
+        let mut state = LockState::from_parts(holders, 2, 7).unwrap();
+        state.begin_snapshot();
+        assert!(state.snapshot_step(1).is_none());
+        let origin = Origin { node: 1, incarnation: 1, conn: 1, id: 1 };
+        let mut effects = Vec::new();
+        // "a" was emitted already; "c" is a slot added after the snapshot began.
+        let release =
+            Command::Release { key: "a".to_string(), owner: "x".to_string(), token: 1, origin, next: None };
+        state.apply(&release, &mut effects);
+        let grant = Grant { owner: "z".to_string(), token: 3, lease_ms: 1000, origin };
+        state.apply(&Command::Grant { key: "c".to_string(), grant }, &mut effects);
+        assert!(state.snapshot.as_ref().unwrap().pre_images.is_empty());
+        // "b" is still to emit: its holder at the start is kept.
+        let release =
+            Command::Release { key: "b".to_string(), owner: "y".to_string(), token: 2, origin, next: None };
+        state.apply(&release, &mut effects);
+        assert_eq!(state.snapshot.as_ref().unwrap().pre_images.len(), 1);
+    }
+
     /// A grant the leader's projection should never propose — on a held key, or with a
     /// token not above the last — is refused (`B`), never applied; debug builds stop on
     /// it, since it means the projection is wrong.
