@@ -173,6 +173,7 @@ mod tests {
                     q.insert(Timer { deadline_ms: deadline, order: u64::from(id), id });
                     model.insert(id, (deadline, u64::from(id)));
                 }
+                prop_assert_eq!((q.len(), q.is_empty()), (model.len(), model.is_empty()));
                 let least = model.iter().map(|(id, (d, o))| (*d, *o, *id)).min();
                 prop_assert_eq!(q.first().map(|t| (t.deadline_ms, t.order, t.id)), least);
             }
