@@ -296,6 +296,7 @@ mod tests {
                 incarnation,
                 addr
             }),
+            any::<u64>().prop_map(|domain| Command::SetDomain { domain }),
         ]
     }
 
@@ -337,6 +338,12 @@ mod tests {
         for cut in 0..bytes.len() {
             assert!(decode_snapshot(&bytes[..cut]).is_err());
         }
+    }
+
+    #[test]
+    fn a_bad_command_says_why() {
+        let e = decode_command(b"Z").unwrap_err();
+        assert!(e.to_string().contains("unknown command tag"), "{e}");
     }
 
     #[test]
