@@ -110,6 +110,10 @@ fn how(block: &Block) -> How {
         ("docs/c.md", "cargo build --release") => {
             How::Elsewhere("tests/c_abi.rs builds tests/c/ticketing_test.c both ways and runs it")
         }
+        ("docs/safety.md", l) if l.starts_with("scripts/mutants.sh") => How::Elsewhere(
+            "mutants_script_refuses_mistakes_and_lists_a_groups_mutants (below) runs its checks and --list; \
+             a run takes hours",
+        ),
         _ => panic!("{}: a shell block nobody runs: {:?}", block.file, block.first),
     }
 }
@@ -334,4 +338,33 @@ fn every_shell_block_in_the_docs_runs_here_or_names_what_runs_it() {
     assert_eq!(quick_starts, 1, "docs/operations.md's one-host quick start");
     assert_eq!(cluster_blocks.len(), 3, "the cluster start, the join and the bench lines");
     operations_cluster(&cluster_blocks);
+}
+
+/// `scripts/mutants.sh` (docs/safety.md): its mistakes exit 2 naming what is wrong, and
+/// with cargo-mutants installed, `--list` lists a group's mutants. (A run is hours of
+/// builds: it is not part of the tests.)
+#[test]
+fn mutants_script_refuses_mistakes_and_lists_a_groups_mutants() {
+    let script = repo().join("scripts/mutants.sh");
+    let run =
+        |args: &[&str]| Command::new("bash").arg(&script).args(args).current_dir(repo()).output().unwrap();
+    let out = run(&["nothing"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("GROUP must be raft, lock, replica or client"));
+    let out = run(&["lock", "--bogus"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown argument --bogus"));
+    let installed =
+        Command::new("cargo").args(["mutants", "--version"]).output().is_ok_and(|o| o.status.success());
+    if !installed {
+        eprintln!("cargo-mutants is not installed: --list not checked");
+        return;
+    }
+    let out = run(&["lock", "--file", "src/lock/timers.rs", "--list"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let listed = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        listed.lines().count() > 10 && listed.lines().all(|l| l.starts_with("src/lock/timers.rs:")),
+        "{listed}"
+    );
 }
