@@ -344,6 +344,21 @@ mod tests {
     fn a_bad_command_says_why() {
         let e = decode_command(b"Z").unwrap_err();
         assert!(e.to_string().contains("unknown command tag"), "{e}");
+        // Bytes after a whole command or snapshot: not what was encoded.
+        let mut bytes = Vec::new();
+        encode_command(&mut bytes, &Command::<String>::SetDomain { domain: 7 });
+        bytes.push(0);
+        assert!(decode_command(&bytes).is_err());
+        let mut snapshot = encode_snapshot(&LockState::default());
+        snapshot.push(0);
+        assert!(decode_snapshot(&snapshot).is_err());
+        // A holder count the bytes cannot hold (here one holder, with fewer bytes left
+        // than the smallest holder takes) is refused before anything is built.
+        let mut huge = encode_snapshot(&LockState::default());
+        assert!(huge.len() - 21 < 14, "an empty snapshot is a header and a short trailer");
+        huge[17..21].copy_from_slice(&1u32.to_be_bytes()); // version 1, domain 8, last token 8
+        let e = decode_snapshot(&huge).unwrap_err();
+        assert!(e.to_string().contains("holder count larger than the snapshot"), "{e}");
     }
 
     #[test]
