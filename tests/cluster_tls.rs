@@ -19,12 +19,8 @@ fn a_tls_cluster_elects_replicates_and_serves_verified_clients() {
     // One certificate for the three loopback addresses (IP SANs).
     let names: Vec<String> = (1..=3).map(|i| format!("127.0.0.{i}")).collect();
     let cert = CertificateParams::new(names).unwrap().signed_by(&key, &ca, &ca_key).unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let path = |name: &str| dir.path().join(name).to_str().unwrap().to_owned();
-    std::fs::write(path("cert.pem"), cert.pem()).unwrap();
-    std::fs::write(path("key.pem"), key.serialize_pem()).unwrap();
-    std::fs::write(path("ca.pem"), ca.pem()).unwrap();
-    let (cert_path, key_path, ca_path) = (path("cert.pem"), path("key.pem"), path("ca.pem"));
+    let files = pem_files(&cert, &key, &ca);
+    let (cert_path, key_path, ca_path) = (files.cert.clone(), files.key.clone(), files.ca.clone());
     let tls = [
         ("TICKETING_TLS_CERT", cert_path.as_str()),
         ("TICKETING_TLS_KEY", key_path.as_str()),
@@ -66,6 +62,25 @@ fn a_tls_cluster_elects_replicates_and_serves_verified_clients() {
             }
         }
     }
+}
+
+/// A node's certificate, its key and the CA written as `cert.pem`, `key.pem` and
+/// `ca.pem` in a directory that lives as long as this value.
+struct PemFiles {
+    _dir: tempfile::TempDir,
+    cert: String,
+    key: String,
+    ca: String,
+}
+
+fn pem_files(cert: &rcgen::Certificate, key: &KeyPair, ca: &rcgen::Certificate) -> PemFiles {
+    let dir = tempfile::tempdir().unwrap();
+    let path = |name: &str| dir.path().join(name).to_str().unwrap().to_owned();
+    std::fs::write(path("cert.pem"), cert.pem()).unwrap();
+    std::fs::write(path("key.pem"), key.serialize_pem()).unwrap();
+    std::fs::write(path("ca.pem"), ca.pem()).unwrap();
+    let (cert, key, ca) = (path("cert.pem"), path("key.pem"), path("ca.pem"));
+    PemFiles { _dir: dir, cert, key, ca }
 }
 
 /// A CA and a certificate it signed for `names`, as PEM files in `dir`; returns the
@@ -245,12 +260,8 @@ fn a_certificate_peers_would_refuse_stops_the_node_at_start_naming_the_variable(
     params.extended_key_usages =
         vec![rcgen::ExtendedKeyUsagePurpose::ServerAuth, rcgen::ExtendedKeyUsagePurpose::ClientAuth];
     let cert = params.signed_by(&key, &pki.ca, &pki.ca_key).unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let path = |name: &str| dir.path().join(name).to_str().unwrap().to_owned();
-    std::fs::write(path("cert.pem"), cert.pem()).unwrap();
-    std::fs::write(path("key.pem"), key.serialize_pem()).unwrap();
-    std::fs::write(path("ca.pem"), pki.ca.pem()).unwrap();
-    let (cert_path, key_path, ca_path) = (path("cert.pem"), path("key.pem"), path("ca.pem"));
+    let files = pem_files(&cert, &key, &pki.ca);
+    let (cert_path, key_path, ca_path) = (files.cert.clone(), files.key.clone(), files.ca.clone());
     let cluster = Cluster::start(
         3,
         &[
@@ -274,12 +285,8 @@ fn a_certificate_peers_would_refuse_stops_the_node_at_start_naming_the_variable(
 fn a_tls_cluster_heals_a_killed_follower_with_a_fresh_process() {
     let pki = Pki::new();
     let (cert, key) = pki.leaf(&["127.0.0.1", "127.0.0.2", "127.0.0.3"]);
-    let dir = tempfile::tempdir().unwrap();
-    let path = |name: &str| dir.path().join(name).to_str().unwrap().to_owned();
-    std::fs::write(path("cert.pem"), cert.pem()).unwrap();
-    std::fs::write(path("key.pem"), key.serialize_pem()).unwrap();
-    std::fs::write(path("ca.pem"), pki.ca.pem()).unwrap();
-    let (cert_path, key_path, ca_path) = (path("cert.pem"), path("key.pem"), path("ca.pem"));
+    let files = pem_files(&cert, &key, &pki.ca);
+    let (cert_path, key_path, ca_path) = (files.cert.clone(), files.key.clone(), files.ca.clone());
     let env = [
         ("TICKETING_TLS_CERT", cert_path.as_str()),
         ("TICKETING_TLS_KEY", key_path.as_str()),
