@@ -22,7 +22,8 @@
 #               unviable): a second pass after tests were added tests only the rest
 #   --list      list the group's mutants and exit
 #
-# Environment: MUTANTS_OUT (default target/mutants) holds one directory per group and
+# Environment: MUTANTS_TIMEOUT (default 120 s) ends a test run that a mutant made loop
+# (it counts as caught). MUTANTS_OUT (default target/mutants) holds one directory per group and
 # shard, each with cargo-mutants' caught.txt, missed.txt, timeout.txt, unviable.txt.
 # The simulators run fewer seeds than in `cargo test` (SIM_SEEDS, CLIENT_SIM_SEEDS):
 # enough to catch a broken rule, short enough for thousands of builds.
@@ -122,7 +123,7 @@ status=0
 # target directory, so each build is incremental. Do not edit the tree meanwhile.
 cargo mutants --in-place --no-shuffle --baseline=skip $iterate "${shard_args[@]}" \
     "${file_args[@]}" "${cargo_args[@]}" "${skips[@]}" \
-    --timeout 600 --build-timeout 900 --output "$out" || status=$?
+    --timeout "${MUTANTS_TIMEOUT:-120}" --build-timeout 900 --output "$out" || status=$?
 # cargo-mutants exits 2 when a mutant was missed, 3 on a timeout: those are results.
 if [ "$status" != 0 ] && [ "$status" != 2 ] && [ "$status" != 3 ]; then
     echo "mutants.sh: cargo mutants failed (exit $status)" >&2

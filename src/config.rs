@@ -45,6 +45,8 @@ Exit status:
   1  cannot start (the port cannot be bound) or cannot go on (a snapshot it cannot decode)
   2  a bad value (one line names the variable, checked at start), or, in a cluster,
      this NodeId already ran or a founding node found the cluster formed
+  70 a bug: an invariant of the lock table, Raft or the server was violated, or one of
+     their threads panicked (one line names it; replace the node)
 ";
 
 /// Every variable the server reads.

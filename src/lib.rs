@@ -5,6 +5,7 @@ pub mod cli;
 pub mod client;
 pub mod cluster;
 pub mod config;
+pub mod invariant;
 pub mod lock;
 pub mod lograte;
 pub mod messages;

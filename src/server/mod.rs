@@ -616,6 +616,7 @@ pub fn run_from_env() -> i32 {
         }
     }
     signals::install();
+    crate::invariant::stop_on_violation();
     let listen = config.listen;
     let server = match Server::start(config) {
         Ok(server) => server,
