@@ -104,12 +104,9 @@ export PROPTEST_DISABLE_FAILURE_PERSISTENCE=1
 export CLIENT_SIM_SEEDS=${CLIENT_SIM_SEEDS:-0..2000}
 
 # The mutants' builds live in their own target directory, without debug information
-# (linking is most of a mutant's cost), linked by mold when it is installed.
+# (linking is most of a mutant's cost).
 export CARGO_TARGET_DIR=${MUTANTS_TARGET:-target/mutants-build}
 export CARGO_PROFILE_TEST_DEBUG=0 CARGO_PROFILE_DEV_DEBUG=0
-if command -v mold >/dev/null 2>&1; then
-    export RUSTFLAGS="${RUSTFLAGS:-} -C link-arg=-fuse-ld=mold"
-fi
 # Tests that cannot see these cores are skipped: the checker's own self-tests (each
 # searches up to 400 seeds with a planted bug, ~20 s) and the unit tests of the C
 # interface, the transport and the metrics (real sockets and threads, ~7 s).
