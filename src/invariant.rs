@@ -72,7 +72,9 @@ pub fn stop_on_violation() {
             let name = thread.name().unwrap_or("");
             let message = panic_message(info.payload()).unwrap_or("(no message)");
             if let Some(why) = stop_reason(message, name) {
-                eprintln!("ticketing: stopping: {why}; this is a bug: replace this node (docs/operations.md)");
+                eprintln!(
+                    "ticketing: stopping: {why}; this is a bug: replace this node (docs/operations.md)"
+                );
                 std::process::exit(EXIT_VIOLATION);
             }
         }));

@@ -92,7 +92,7 @@ fn how(block: &Block) -> How {
             How::Elsewhere("file contents, not commands; the same files are written by tests/deploy_files.rs")
         }
         ("docs/deploy.md", l) if l.starts_with("head -c 32 /dev/urandom") => {
-            How::Elsewhere("writes /etc/ticketing; the secrets' rules are tested in src/config.rs")
+            How::Elsewhere("writes /etc/ticketing; the secrets' rules are tested in src/config/mod.rs")
         }
         ("docs/deploy.md", l) if l.starts_with("# node 2 died") => How::Elsewhere(
             "scripts/replace-node.sh is run by replace_node_script_does_a_rolling_restart_and_refuses_mistakes_quickly",

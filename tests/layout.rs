@@ -116,37 +116,13 @@ fn client_paths(file: &str, code: &str) -> Vec<Vec<String>> {
         me.pop();
     }
     let mut out = Vec::new();
-    // Flatten use-trees: `use super::{a::B, c};` → `super::a::B`, `super::c`.
-    fn expand(prefix: &str, tree: &str, out: &mut Vec<String>) {
-        let tree = tree.trim();
-        if let Some(open) = tree.find('{') {
-            let head = format!("{prefix}{}", &tree[..open]);
-            let inner = &tree[open + 1..tree.rfind('}').unwrap()];
-            let mut depth = 0;
-            let mut start = 0;
-            for (i, c) in inner.char_indices() {
-                match c {
-                    '{' => depth += 1,
-                    '}' => depth -= 1,
-                    ',' if depth == 0 => {
-                        expand(&head, &inner[start..i], out);
-                        start = i + 1;
-                    }
-                    _ => {}
-                }
-            }
-            expand(&head, &inner[start..], out);
-        } else if !tree.is_empty() {
-            out.push(format!("{prefix}{tree}"));
-        }
-    }
     let mut paths = Vec::new();
     let mut rest = code;
     while let Some(at) = rest.find("use ") {
         let boundary = at == 0 || !rest.as_bytes()[at - 1].is_ascii_alphanumeric();
         let end = rest[at..].find(';').map_or(rest.len(), |e| at + e);
         if boundary {
-            expand("", &rest[at + 4..end], &mut paths);
+            expand_use_tree("", &rest[at + 4..end], &mut paths);
         }
         rest = &rest[end.min(rest.len() - 1) + 1..];
     }
@@ -316,4 +292,463 @@ fn the_client_never_decides_on_the_wording_of_a_message() {
         }
     }
     assert!(found.is_empty(), "matching on message text:\n{}", found.join("\n"));
+}
+
+// ----- the import graph of the whole of src/ -----------------------------------------
+
+/// Most lines a source file may have: a file holds one concept.
+const SRC_FILE_LINES_MAX: usize = 700;
+
+/// Every `.rs` file of the library (src/, without the binary's `main.rs`), as a path
+/// relative to src/ (`server/outbox.rs`).
+fn src_files() -> Vec<String> {
+    fn walk(dir: &std::path::Path, base: &std::path::Path, out: &mut Vec<String>) {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                walk(&path, base, out);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                out.push(path.strip_prefix(base).unwrap().to_string_lossy().replace('\\', "/"));
+            }
+        }
+    }
+    let base = src_dir();
+    let mut out = Vec::new();
+    walk(&base, &base, &mut out);
+    out.retain(|f| f != "main.rs");
+    out.sort();
+    out
+}
+
+fn src_dir() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src")
+}
+
+/// The module a file is: `server/outbox.rs` → ["server", "outbox"]; `server/mod.rs` →
+/// ["server"]; `lib.rs` → [].
+fn module_of(file: &str) -> Vec<String> {
+    let mut me: Vec<String> = file.trim_end_matches(".rs").split('/').map(str::to_owned).collect();
+    if me.last().is_some_and(|m| m == "mod" || m == "lib") {
+        me.pop();
+    }
+    me
+}
+
+/// The file that holds module `module`, if there is one.
+fn file_of_module(module: &[String]) -> Option<String> {
+    if module.is_empty() {
+        return Some("lib.rs".into());
+    }
+    let joined = module.join("/");
+    if src_dir().join(format!("{joined}.rs")).is_file() {
+        Some(format!("{joined}.rs"))
+    } else if src_dir().join(&joined).join("mod.rs").is_file() {
+        Some(format!("{joined}/mod.rs"))
+    } else {
+        None
+    }
+}
+
+/// Code without comments, string literals and `#[cfg(test)] mod … { … }` blocks: what
+/// the library itself imports.
+fn library_code(text: &str) -> String {
+    // Comments and strings first, character by character.
+    let bytes: Vec<char> = text.chars().collect();
+    let mut out = String::with_capacity(text.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let c = bytes[i];
+        let next = bytes.get(i + 1).copied();
+        if c == '/' && next == Some('/') {
+            while i < bytes.len() && bytes[i] != '\n' {
+                i += 1;
+            }
+        } else if c == '/' && next == Some('*') {
+            i += 2;
+            while i + 1 < bytes.len() && !(bytes[i] == '*' && bytes[i + 1] == '/') {
+                i += 1;
+            }
+            i += 2;
+        } else if c == 'r' && (next == Some('#') || next == Some('"')) && (i == 0 || !is_ident(bytes[i - 1]))
+        {
+            // A raw string: r"…", r#"…"#.
+            let mut j = i + 1;
+            let mut hashes = 0;
+            while bytes.get(j) == Some(&'#') {
+                hashes += 1;
+                j += 1;
+            }
+            if bytes.get(j) != Some(&'"') {
+                out.push(c);
+                i += 1;
+                continue;
+            }
+            j += 1;
+            loop {
+                if j >= bytes.len() {
+                    break;
+                }
+                if bytes[j] == '"' && (0..hashes).all(|h| bytes.get(j + 1 + h) == Some(&'#')) {
+                    j += 1 + hashes;
+                    break;
+                }
+                j += 1;
+            }
+            out.push_str("\"\"");
+            i = j;
+        } else if c == '"' {
+            i += 1;
+            while i < bytes.len() && bytes[i] != '"' {
+                if bytes[i] == '\\' {
+                    i += 1;
+                }
+                i += 1;
+            }
+            i += 1;
+            out.push_str("\"\"");
+        } else if c == '\'' && next.is_some() && bytes.get(i + 2) == Some(&'\'') {
+            // A char literal such as '{' (a lifetime has no closing quote there).
+            out.push_str("' '");
+            i += 3;
+        } else if c == '\'' && next == Some('\\') {
+            let close = (i + 2..bytes.len()).find(|&j| bytes[j] == '\'').unwrap_or(bytes.len() - 1);
+            out.push_str("' '");
+            i = close + 1;
+        } else {
+            out.push(c);
+            i += 1;
+        }
+    }
+    // Then the test modules, by brace matching.
+    let mut code = out;
+    while let Some(at) = code.find("#[cfg(test)]") {
+        let after = &code[at + "#[cfg(test)]".len()..];
+        let trimmed = after.trim_start();
+        let skip = after.len() - trimmed.len();
+        let end = if trimmed.starts_with("mod ") || trimmed.starts_with("pub mod ") {
+            let Some(open) = trimmed.find('{') else { break };
+            let mut depth = 0;
+            let mut close = trimmed.len();
+            for (k, ch) in trimmed[open..].char_indices() {
+                match ch {
+                    '{' => depth += 1,
+                    '}' => {
+                        depth -= 1;
+                        if depth == 0 {
+                            close = open + k + 1;
+                            break;
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            at + "#[cfg(test)]".len() + skip + close
+        } else {
+            // An attribute on one item: only the attribute goes (the item stays, harmless).
+            at + "#[cfg(test)]".len()
+        };
+        code.replace_range(at..end, "");
+    }
+    code
+}
+
+fn is_ident(c: char) -> bool {
+    c.is_ascii_alphanumeric() || c == '_'
+}
+
+/// Flattens a use-tree: `a::{b, c::{d, e as f}}` → `a::b`, `a::c::d`, `a::c::e as f`.
+fn expand_use_tree(prefix: &str, tree: &str, out: &mut Vec<String>) {
+    let tree = tree.trim();
+    if let Some(open) = tree.find('{') {
+        let head = format!("{prefix}{}", &tree[..open]);
+        let Some(close) = tree.rfind('}') else { return };
+        let inner = &tree[open + 1..close];
+        let mut depth = 0;
+        let mut start = 0;
+        for (i, c) in inner.char_indices() {
+            match c {
+                '{' => depth += 1,
+                '}' => depth -= 1,
+                ',' if depth == 0 => {
+                    expand_use_tree(&head, &inner[start..i], out);
+                    start = i + 1;
+                }
+                _ => {}
+            }
+        }
+        expand_use_tree(&head, &inner[start..], out);
+    } else if !tree.is_empty() {
+        out.push(format!("{prefix}{tree}"));
+    }
+}
+
+/// The `use` declarations of `code`: (is it a re-export (`pub use`), each leaf path).
+fn use_leaves(code: &str) -> Vec<(bool, String)> {
+    let mut out = Vec::new();
+    let mut rest = code;
+    let mut consumed = 0;
+    while let Some(at) = rest.find("use ") {
+        let abs = consumed + at;
+        let boundary = abs == 0 || !is_ident(code[..abs].chars().last().unwrap());
+        let end = rest[at..].find(';').map_or(rest.len(), |e| at + e);
+        if boundary {
+            let before = code[..abs].trim_end();
+            let public =
+                before.ends_with("pub") || before.ends_with("pub(crate)") || before.ends_with("pub(super)");
+            let mut leaves = Vec::new();
+            expand_use_tree("", &rest[at + 4..end], &mut leaves);
+            out.extend(leaves.into_iter().map(|l| (public, l)));
+        }
+        let step = (end + 1).min(rest.len());
+        consumed += step;
+        rest = &rest[step..];
+    }
+    out
+}
+
+/// Paths the code writes inline (`crate::lock::ConnId`, `super::shared::Shared`,
+/// `self::x::Y`).
+fn inline_paths(code: &str) -> Vec<String> {
+    code.split(|c: char| !(is_ident(c) || c == ':'))
+        .filter(|t| t.starts_with("crate::") || t.starts_with("super::") || t.starts_with("self::"))
+        .map(|t| t.trim_end_matches(':').to_owned())
+        .filter(|t| !["crate", "super", "self"].contains(&t.rsplit("::").next().unwrap_or("")))
+        .collect()
+}
+
+/// What the library's files know: each file's code and re-exports, and the file that
+/// defines each exported macro.
+struct SrcTree {
+    code: std::collections::BTreeMap<String, String>,
+    macros: std::collections::BTreeMap<String, String>,
+}
+
+impl SrcTree {
+    fn read() -> SrcTree {
+        let mut code = std::collections::BTreeMap::new();
+        let mut macros = std::collections::BTreeMap::new();
+        for file in src_files() {
+            let text = library_code(&std::fs::read_to_string(src_dir().join(&file)).unwrap());
+            for def in text.split("macro_rules!").skip(1) {
+                let name: String = def.trim_start().chars().take_while(|&c| is_ident(c)).collect();
+                macros.insert(name, file.clone());
+            }
+            code.insert(file, text);
+        }
+        SrcTree { code, macros }
+    }
+
+    /// The segments of `path` (as written in `file`) made absolute from the crate root,
+    /// or `None` for a path into another crate.
+    fn absolute(&self, file: &str, path: &str) -> Option<Vec<String>> {
+        let path = path.split(" as ").next().unwrap().trim();
+        let segments: Vec<String> =
+            path.split("::").map(|s| s.trim().to_owned()).filter(|s| !s.is_empty()).collect();
+        let me = module_of(file);
+        let first = segments.first()?.as_str();
+        match first {
+            "crate" => Some(segments[1..].to_vec()),
+            "super" | "self" => {
+                let mut base = me;
+                let mut rest = &segments[..];
+                while let Some((head, tail)) = rest.split_first() {
+                    match head.as_str() {
+                        "super" => {
+                            base.pop();
+                        }
+                        "self" => {}
+                        _ => break,
+                    }
+                    rest = tail;
+                }
+                base.extend(rest.iter().cloned());
+                Some(base)
+            }
+            // A child module named without `self::` (`use status::Counters;` in mod.rs).
+            _ => {
+                let mut child = me;
+                child.push(first.to_owned());
+                file_of_module(&child).map(|_| {
+                    child.extend(segments[1..].iter().cloned());
+                    child
+                })
+            }
+        }
+    }
+
+    /// The file that defines what the absolute path `path` names, following `pub use`
+    /// re-exports (so importing `crate::lock::LockState` is an arrow to the file that
+    /// defines it, not to `lock/mod.rs`).
+    fn target(&self, path: &[String], depth: usize) -> Option<String> {
+        if let [name] = path {
+            if let Some(file) = self.macros.get(name) {
+                return Some(file.clone());
+            }
+        }
+        let mut module: Vec<String> = Vec::new();
+        let mut rest = path;
+        while let Some((head, tail)) = rest.split_first() {
+            let mut next = module.clone();
+            next.push(head.clone());
+            if file_of_module(&next).is_none() {
+                break;
+            }
+            module = next;
+            rest = tail;
+        }
+        let file = file_of_module(&module)?;
+        let Some(item) = rest.first() else { return Some(file) };
+        if depth < 8 {
+            for (public, leaf) in use_leaves(&self.code[&file]) {
+                if !public {
+                    continue;
+                }
+                let alias = leaf.rsplit(" as ").next().unwrap().trim();
+                let name = alias.rsplit("::").next().unwrap().trim();
+                let from = if name == "*" {
+                    // A glob re-export: follow it if the item is not defined here.
+                    let glob = leaf.trim_end_matches('*').trim_end_matches("::").to_owned();
+                    self.absolute(&file, &format!("{glob}::{item}"))
+                } else if name == item {
+                    self.absolute(&file, &leaf)
+                } else {
+                    None
+                };
+                if let Some(abs) = from {
+                    if let Some(found) = self.target(&abs, depth + 1) {
+                        if name != "*" || found != file {
+                            return Some(found);
+                        }
+                    }
+                }
+            }
+        }
+        Some(file)
+    }
+
+    /// file → the files it imports from (itself left out), with the paths that tie them.
+    fn arrows(&self) -> std::collections::BTreeMap<String, std::collections::BTreeMap<String, Vec<String>>> {
+        let mut arrows: std::collections::BTreeMap<_, std::collections::BTreeMap<_, Vec<String>>> =
+            Default::default();
+        for (file, code) in &self.code {
+            // A `pub use` passes a name on (a module's face) and is no arrow of its own:
+            // whoever imports the name through it gets an arrow to the defining file.
+            let mut paths: Vec<String> =
+                use_leaves(code).into_iter().filter(|(public, _)| !public).map(|(_, p)| p).collect();
+            paths.extend(inline_paths(code));
+            for path in paths {
+                let Some(abs) = self.absolute(file, &path) else { continue };
+                let Some(target) = self.target(&abs, 0) else { continue };
+                if target != *file {
+                    arrows.entry(file.clone()).or_default().entry(target).or_default().push(path);
+                }
+            }
+        }
+        arrows
+    }
+}
+
+/// The circles of a graph: its strongly connected components of more than one file.
+fn circles(
+    arrows: &std::collections::BTreeMap<String, std::collections::BTreeMap<String, Vec<String>>>,
+) -> Vec<Vec<String>> {
+    use std::collections::{BTreeMap, BTreeSet};
+    let nodes: BTreeSet<&String> = arrows.keys().chain(arrows.values().flat_map(|m| m.keys())).collect();
+    let reach = |from: &String| -> BTreeSet<String> {
+        let mut seen = BTreeSet::new();
+        let mut todo = vec![from.clone()];
+        while let Some(n) = todo.pop() {
+            for next in arrows.get(&n).map(|m| m.keys().cloned().collect::<Vec<_>>()).unwrap_or_default() {
+                if seen.insert(next.clone()) {
+                    todo.push(next);
+                }
+            }
+        }
+        seen
+    };
+    let reachable: BTreeMap<&String, BTreeSet<String>> = nodes.iter().map(|n| (*n, reach(n))).collect();
+    let mut out: Vec<Vec<String>> = Vec::new();
+    let mut placed = BTreeSet::new();
+    for n in &nodes {
+        if placed.contains(*n) || !reachable[n].contains(*n) {
+            continue;
+        }
+        let circle: Vec<String> = nodes
+            .iter()
+            .filter(|m| reachable[n].contains(**m) && reachable[**m].contains(*n))
+            .map(|m| (*m).clone())
+            .collect();
+        placed.extend(circle.iter().cloned());
+        out.push(circle);
+    }
+    out
+}
+
+/// No import circle anywhere in src/: between two files, arrows run one way, so each
+/// file can be read knowing only the files below it (docs/architecture.md §9).
+#[test]
+fn no_import_circle_anywhere_in_src() {
+    let tree = SrcTree::read();
+    assert!(tree.code.len() >= 100, "read {} files of src/", tree.code.len());
+    let arrows = tree.arrows();
+    let mut report = Vec::new();
+    for circle in circles(&arrows) {
+        report.push(format!("circle: {}", circle.join(", ")));
+        for a in &circle {
+            for (b, paths) in arrows.get(a).into_iter().flatten() {
+                if circle.contains(b) {
+                    let mut paths = paths.clone();
+                    paths.sort();
+                    paths.dedup();
+                    report.push(format!("  src/{a} -> src/{b}: {}", paths.join(", ")));
+                }
+            }
+        }
+    }
+    assert!(report.is_empty(), "import circles in src/:\n{}", report.join("\n"));
+}
+
+/// The checker itself: it finds a circle of two files and one through a re-export, and
+/// it follows re-exports instead of stopping at a module's face.
+#[test]
+fn the_circle_checker_sees_circles_and_follows_re_exports() {
+    let tree = SrcTree::read();
+    // A re-export is followed to the defining file.
+    let abs = tree.absolute("cli/demo.rs", "crate::server::Server").unwrap();
+    assert_eq!(tree.target(&abs, 0).as_deref(), Some("server/node.rs"));
+    let abs = tree.absolute("server/mod.rs", "limits::Limits").unwrap();
+    assert_eq!(tree.target(&abs, 0).as_deref(), Some("server/limits.rs"));
+    // A macro is where macro_rules! defines it.
+    assert_eq!(tree.target(&["invariant".to_owned()], 0).as_deref(), Some("invariant.rs"));
+    // Comments, strings and test modules are not imports.
+    let code = library_code("// use crate::a;\nlet s = \"crate::b::C\";\n#[cfg(test)]\nmod tests { use crate::c; }\nuse crate::d::E;");
+    assert_eq!(use_leaves(&code), vec![(false, "crate::d::E".to_owned())]);
+    // Two files that import each other are a circle; a third one below them is not in it.
+    let mut arrows: std::collections::BTreeMap<String, std::collections::BTreeMap<String, Vec<String>>> =
+        Default::default();
+    let mut arrow = |a: &str, b: &str| {
+        arrows.entry(a.into()).or_default().insert(b.into(), vec![format!("{a}->{b}")]);
+    };
+    arrow("a.rs", "b.rs");
+    arrow("b.rs", "a.rs");
+    arrow("b.rs", "c.rs");
+    assert_eq!(circles(&arrows), vec![vec!["a.rs".to_owned(), "b.rs".to_owned()]]);
+}
+
+/// No file in src/ over SRC_FILE_LINES_MAX lines, and each opens with a comment that
+/// says what it owns.
+#[test]
+fn every_src_file_is_small_and_says_what_it_owns() {
+    let mut problems = Vec::new();
+    for file in src_files() {
+        let text = std::fs::read_to_string(src_dir().join(&file)).unwrap();
+        let lines = text.lines().count();
+        if lines > SRC_FILE_LINES_MAX {
+            problems.push(format!("src/{file}: {lines} lines (at most {SRC_FILE_LINES_MAX})"));
+        }
+        if !text.starts_with("//! ") {
+            problems.push(format!("src/{file}: does not open with a //! comment saying what it owns"));
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
 }
