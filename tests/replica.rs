@@ -1587,3 +1587,65 @@ fn top_keys_are_made_at_most_once_per_cache_period() {
     h.follower("10.0.0.2:5225");
     assert_eq!(h.r.top_keys(10, h.now), moved("10.0.0.2:5225"));
 }
+
+// ---------------------------------------------------------------------------------
+// What the lock-table thread reads of the replica, and snapshots in slices.
+
+#[test]
+fn the_replica_says_which_node_it_is_and_whether_the_log_makes_it_leader() {
+    let mut h = H::new();
+    assert_eq!(h.r.node(), NODE);
+    assert!(!h.r.is_leader(), "a new replica leads nothing");
+    h.leader(1, 1);
+    // Leading before its no-op is applied: a leader, not serving yet.
+    assert!(h.r.is_leader() && !h.r.serving());
+    h.follower(OTHER_ADDR);
+    assert!(!h.r.is_leader());
+}
+
+/// Grants `key` to `owner` through the log and returns its token.
+fn granted(h: &mut H, conn: ConnId, key: &str, owner: &str) -> u64 {
+    assert!(h.req(conn, 1, acq(key, owner, 30, 0)).is_empty());
+    let appended = h.append_all(1);
+    let (_, _, response) = only_reply(&h.commit_to(appended[0].1));
+    token_of(&response)
+}
+
+#[test]
+fn a_snapshot_in_slices_is_the_state_at_its_beginning_whatever_is_applied_meanwhile() {
+    let mut h = H::serving_leader();
+    assert!(!h.r.snapshot_in_progress());
+    assert_eq!(h.r.snapshot_step(1), None, "no snapshot under way");
+    for (conn, key) in [(1, "a"), (2, "b"), (3, "c")] {
+        granted(&mut h, conn, key, "o");
+    }
+    let at_begin = h.r.snapshot();
+    let index = h.r.applied_index();
+    h.r.begin_snapshot();
+    assert!(h.r.snapshot_in_progress());
+    // Applied while the snapshot is encoded: not in it.
+    granted(&mut h, 4, "d", "o");
+    assert!(h.r.applied_index() > index);
+    let mut steps = 0;
+    let (at, bytes) = loop {
+        steps += 1;
+        if let Some(done) = h.r.snapshot_step(1) {
+            break done;
+        }
+        assert!(h.r.snapshot_in_progress() && steps < 100);
+    };
+    assert!(steps > 1, "one slot per step: several steps");
+    assert_eq!((at, bytes), (index, at_begin));
+    assert!(!h.r.snapshot_in_progress());
+    assert_eq!(h.r.snapshot_step(1), None);
+}
+
+#[test]
+fn the_tables_figures_are_the_replicas_own() {
+    let mut h = H::serving_leader();
+    granted(&mut h, 1, "a", "o");
+    granted(&mut h, 2, "b", "o");
+    assert_eq!(h.r.table_stats().grants_immediate, 2);
+    h.r.table_stats().grants_immediate = 0;
+    assert_eq!(h.r.table_stats().grants_immediate, 0, "the figures are the table's, kept between calls");
+}
