@@ -1649,3 +1649,23 @@ fn the_tables_figures_are_the_replicas_own() {
     h.r.table_stats().grants_immediate = 0;
     assert_eq!(h.r.table_stats().grants_immediate, 0, "the figures are the table's, kept between calls");
 }
+
+/// A lease that runs out during a hand-over: its Expire is planned (the table's timer
+/// fired) but waits like every other new command, and goes to the log when the
+/// hand-over ends with this node still leading.
+#[test]
+fn an_expiry_planned_during_a_handover_waits_for_its_end() {
+    let mut h = H::serving_leader();
+    assert!(h.req(1, 1, acq("k", "a", 1, 0)).is_empty());
+    let appended = h.append_all(1);
+    let token = token_of(&only_reply(&h.commit_to(appended[0].1)).2);
+    h.handover(true);
+    h.tick_at(h.now + 1_001);
+    assert_eq!(h.take_appends(), Vec::new(), "nothing goes to the log during a hand-over");
+    h.handover(false);
+    let appends = h.take_appends();
+    assert!(
+        matches!(&appends[..], [(_, Command::Expire { key, token: t, next: None })] if key == "k" && *t == token),
+        "{appends:?}"
+    );
+}
