@@ -24,7 +24,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crossbeam_channel::{Receiver, Sender, TryRecvError};
+use crossbeam_channel::{Receiver, TryRecvError};
 use log::{info, warn};
 use mio::{Events, Poll, Token};
 
@@ -38,11 +38,11 @@ mod limits;
 mod links;
 mod transfer;
 mod transfer_wait;
-mod waker;
+pub(super) mod waker;
 
+use super::dialer::{DialerKit, Redial};
 use super::net::PeerConn;
 use super::view::ClusterView;
-use super::DialerKit;
 use crate::lock::codec::encode_command;
 use crate::messages::{Clock, FromLog, FromLogSink, ToRaft, WriterMsg};
 use crate::raft::{Raft, Role};
@@ -54,9 +54,6 @@ pub use limits::{DIAL_QUEUE_BYTES_MAX, DIAL_QUEUE_MESSAGES_MAX};
 use limits::{HOUSEKEEPING_MS, SLEEP_MIN, TIMED_PROPOSALS_MAX};
 use transfer_wait::TransferWait;
 pub use waker::{waker, RaftWaker, WAKER};
-
-/// Asks the dialer of a peer to (re)connect.
-pub type Redial = Sender<()>;
 
 pub struct RaftLoop {
     pub raft: Raft,
