@@ -1,5 +1,5 @@
 //! Deterministic LOCK-LEVEL simulation: real Raft cores + real lock `Replica`s,
-//! wired exactly like the server (src/cluster/raft_thread.rs + src/server/lock_thread.rs,
+//! wired exactly like the server (src/cluster/raft_thread/ + src/server/lock_thread.rs,
 //! each node's two threads as two FIFO inboxes that may lag each other), simulated
 //! clients on simulated connections, a hostile peer network (delay, drop, duplicate,
 //! reorder, symmetric and one-way partitions), node pauses, wall-clock jumps, and
@@ -815,7 +815,7 @@ impl World {
         Ok(())
     }
 
-    // ----- the Raft thread (mirrors src/cluster/raft_thread.rs) ---------------
+    // ----- the Raft thread (mirrors src/cluster/raft_thread/mod.rs) -----------
 
     fn raft_turn(&mut self, id: NodeId) -> Result<(), String> {
         let now = self.now;

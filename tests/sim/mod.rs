@@ -1300,7 +1300,7 @@ pub enum Verdict {
     Removed,
 }
 
-/// Who a node hears, as the real node judges it (`src/cluster/raft_thread.rs`,
+/// Who a node hears, as the real node judges it (`src/cluster/raft_thread/admission.rs`,
 /// `may_step`, and the PEER HELLO rules of docs/protocol-cluster.md §2).
 #[derive(Clone, Debug, Default)]
 pub struct Admission {

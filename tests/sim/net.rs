@@ -18,7 +18,7 @@
 //!   at that set only at housekeeping, every 200 ms (real), so a new member was dialed
 //!   up to one period after the configuration naming it was appended, and a node that
 //!   left was forgotten at the next period (its link closed).
-//! - **Who is heard** (`Admission`, after `src/cluster/raft_thread.rs`): members of the
+//! - **Who is heard** (`Admission`, after `src/cluster/raft_thread/admission.rs`): members of the
 //!   receiver's configurations; before it knows one, anyone (the real node admits its
 //!   configured peers and the leader they name). A node its committed configurations
 //!   once named and no longer do is refused with a removal notice (the real node

@@ -13,110 +13,19 @@
 //! One job at a time on a leader; while an operator's replacement runs, the autopilot
 //! is paused so that the two never pick the same learner or two voters at once.
 
+//!
+//! The job's record is `super::admin_job::AdminJob`; this file moves it forward.
+
 use std::collections::BTreeSet;
 
-use crossbeam_channel::Sender;
 use log::{info, warn};
 
-use super::{RaftLoop, ADMIN_CATCH_UP_MS, ADMIN_COMMIT_MS, ADMIN_DIAL_MS, CATCH_UP_LAG_MAX};
+use super::admin_job::{AdminJob, AdminPhase, JobKind};
+use super::limits::{ADMIN_CATCH_UP_MS, ADMIN_COMMIT_MS, ADMIN_DIAL_MS, CATCH_UP_LAG_MAX};
+use super::RaftLoop;
 use crate::lock::Command;
-use crate::messages::WriterMsg;
 use crate::proto::{ErrorCode, Response};
 use crate::raft::{Raft, RaftConfig};
-
-/// A membership change in progress on this leader (one at a time).
-pub struct AdminJob {
-    id: u32,
-    kind: JobKind,
-    /// The node being added.
-    new: u64,
-    addr: String,
-    reply: Sender<WriterMsg>,
-    phase: AdminPhase,
-    deadline_ms: u64,
-    /// This job dialed the node and adds it (not a standby that was there before):
-    /// a replacement that fails takes its learner out again.
-    added_learner: bool,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum JobKind {
-    /// `admin replace`: swap voter `old` for the new node.
-    Replace { old: u64 },
-    /// JOIN: add the node as a standby learner.
-    Join,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum AdminPhase {
-    /// Waiting for the new node to accept our connection.
-    Dialing,
-    /// JOIN: the learner's configuration is appended, waiting for its commit.
-    Adding,
-    /// The new node is a learner, receiving the snapshot and the log.
-    CatchingUp,
-    /// Joint consensus old → new is in the log.
-    Swapping,
-}
-
-impl AdminJob {
-    pub fn replace(id: u32, old: u64, new: u64, addr: String, reply: Sender<WriterMsg>) -> AdminJob {
-        AdminJob {
-            id,
-            kind: JobKind::Replace { old },
-            new,
-            addr,
-            reply,
-            phase: AdminPhase::Dialing,
-            deadline_ms: 0,
-            added_learner: false,
-        }
-    }
-
-    pub fn join(id: u32, node: u64, addr: String, reply: Sender<WriterMsg>) -> AdminJob {
-        AdminJob {
-            id,
-            kind: JobKind::Join,
-            new: node,
-            addr,
-            reply,
-            phase: AdminPhase::Dialing,
-            deadline_ms: 0,
-            added_learner: false,
-        }
-    }
-
-    /// The node this job adds.
-    pub fn new_node(&self) -> u64 {
-        self.new
-    }
-
-    pub fn deadline_ms(&self) -> u64 {
-        self.deadline_ms
-    }
-
-    /// True for an operator's replacement (the autopilot waits for it).
-    pub fn is_replace(&self) -> bool {
-        matches!(self.kind, JobKind::Replace { .. })
-    }
-
-    fn what(&self) -> String {
-        match self.kind {
-            JobKind::Replace { old } => format!("replace {old} by {}", self.new),
-            JobKind::Join => format!("join of node {} at {}", self.new, self.addr),
-        }
-    }
-
-    fn answer(&self, response: Response) {
-        // The reader counted the request as pending.
-        let _ = self.reply.send(WriterMsg::Reply { id: self.id, response, counted: true });
-    }
-
-    fn refuse(&self, why: String) {
-        warn!("{}: refused: {why}", self.what());
-        self.answer(Response::Error { code: ErrorCode::Refused, message: why });
-    }
-}
 
 impl RaftLoop {
     /// Checks an `admin replace` or a JOIN and starts it, or answers it at once.

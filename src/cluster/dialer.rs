@@ -1,0 +1,237 @@
+//! The dialer threads: one per peer keeps one outbound connection, redialing with a
+//! backoff when the Raft thread asks; `DialerKit` is what each needs and starts them.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use crossbeam_channel::{Receiver, Sender};
+use log::{debug, info};
+
+use super::accept::PEER_REFUSED_LOG;
+use super::explain;
+use super::first_contact::FirstContact;
+use super::peer::{self, refusal, PeerError, PeerHello};
+use super::raft_thread::waker::RaftWaker;
+use super::view::ClusterView;
+use crate::messages::ToRaft;
+
+/// A peer that stays unreachable is logged once, then once per this many milliseconds.
+const DIAL_FAILURE_LOG_MS: u64 = 60_000;
+/// Dial retries back off from this delay…
+const DIAL_BACKOFF_MIN: Duration = Duration::from_millis(100);
+/// …doubling up to this one.
+const DIAL_BACKOFF_MAX: Duration = Duration::from_secs(1);
+
+/// Asks the dialer of a peer to (re)connect.
+pub type Redial = Sender<()>;
+
+/// What every dialer thread needs; `spawn` starts one for a peer.
+#[derive(Clone)]
+pub struct DialerKit {
+    pub(super) hello: Arc<dyn Fn() -> PeerHello + Send + Sync>,
+    pub(super) key: Arc<ring::hmac::Key>,
+    pub(super) tls: Option<Arc<rustls::ClientConfig>>,
+    pub(super) raft_tx: Sender<ToRaft>,
+    pub(super) waker: Arc<RaftWaker>,
+    pub(super) view: Arc<ClusterView>,
+    pub(super) fatal: Arc<Mutex<Option<String>>>,
+    pub(super) stopping: Arc<AtomicBool>,
+    pub(super) first_contact: Arc<FirstContact>,
+}
+
+impl DialerKit {
+    /// Starts a dialer thread for `peer` at client address `addr`, asked to connect at
+    /// once. It ends when the returned sender is dropped (or the node stops).
+    pub fn spawn(&self, peer: u64, addr: &str) -> std::io::Result<Redial> {
+        let (tx, rx) = crossbeam_channel::unbounded();
+        let _ = tx.send(());
+        let dialer = Dialer {
+            peer,
+            addr: addr.to_owned(),
+            kit: self.clone(),
+            failures_log: crate::lograte::RateLimit::every(DIAL_FAILURE_LOG_MS),
+            last_failure: std::cell::Cell::new(""),
+        };
+        std::thread::Builder::new().name(format!("dial-{peer}")).spawn(move || dialer.run(rx))?;
+        Ok(tx)
+    }
+
+    /// Started with `TICKETING_CLUSTER_STATE=join` (FOUND may make it a founder).
+    pub fn joining(&self) -> bool {
+        !self.first_contact.started_new
+    }
+
+    /// FOUND made this waiting node a founder: from now on the founders' rule holds (a
+    /// peer that reports an existing domain stops it, see `FirstContact`).
+    pub fn start_founding(&self) {
+        self.first_contact.founding.store(true, Ordering::SeqCst);
+    }
+
+    /// A FOUND made this node, started with `join`, a founder.
+    pub fn founded_by_found(&self) -> bool {
+        self.joining() && self.first_contact.founding.load(Ordering::SeqCst)
+    }
+
+    /// This process's incarnation (a random number chosen at start).
+    pub fn incarnation(&self) -> u64 {
+        (self.hello)().incarnation
+    }
+
+    fn set_fatal(&self, msg: String) {
+        *self.fatal.lock().unwrap_or_else(|p| p.into_inner()) = Some(msg);
+    }
+}
+
+/// Keeps one outbound connection to one peer, redialing when asked.
+struct Dialer {
+    peer: u64,
+    addr: String,
+    kit: DialerKit,
+    /// Failed dials: the first is logged at once, then one line a minute while the
+    /// peer stays unreachable.
+    failures_log: crate::lograte::RateLimit,
+    /// The kind of the last failure (`explain::DialFailure::kind`): a failure of
+    /// another kind is logged at once (a peer that comes up with another secret is not
+    /// hidden behind a minute of "unreachable").
+    last_failure: std::cell::Cell<&'static str>,
+}
+
+/// What a dial attempt came to.
+enum DialOutcome {
+    /// Handed to the Raft thread.
+    Connected,
+    /// Try again after the backoff.
+    Retry,
+    /// Stop dialing (this node must stop, or was removed).
+    Stop,
+}
+
+impl Dialer {
+    fn run(self, redial: Receiver<()>) {
+        while redial.recv().is_ok() {
+            while redial.try_recv().is_ok() {}
+            let mut backoff = DIAL_BACKOFF_MIN;
+            loop {
+                let dropped = matches!(redial.try_recv(), Err(crossbeam_channel::TryRecvError::Disconnected));
+                if self.kit.stopping.load(Ordering::SeqCst) || dropped {
+                    return;
+                }
+                self.report(true);
+                match self.attempt() {
+                    DialOutcome::Connected => break,
+                    DialOutcome::Stop => {
+                        self.report(false);
+                        return;
+                    }
+                    DialOutcome::Retry => self.report(false),
+                }
+                std::thread::sleep(backoff);
+                backoff = (backoff * 2).min(DIAL_BACKOFF_MAX);
+            }
+        }
+    }
+
+    /// Tells the Raft thread an attempt started or failed: messages for this peer wait
+    /// for the attempt under way, and only for it.
+    fn report(&self, started: bool) {
+        let _ = self.kit.raft_tx.send(ToRaft::Dial { peer: self.peer, started });
+        let _ = self.kit.waker.wake();
+    }
+
+    fn attempt(&self) -> DialOutcome {
+        let kit = &self.kit;
+        let hello = (kit.hello)();
+        let established = match peer::dial(&self.addr, &hello, &kit.key, kit.tls.as_ref()) {
+            Ok(established) => established,
+            Err(PeerError::Refused { code, reason, leader, leader_id, domain }) => {
+                if let Err(msg) = kit.first_contact.domain_exists(hello.domain, self.peer, domain, &self.addr)
+                {
+                    kit.set_fatal(msg);
+                    return DialOutcome::Stop;
+                }
+                return self.refused(code, &reason, leader_id, &leader);
+            }
+            Err(e) => {
+                self.failed(&e);
+                return DialOutcome::Retry;
+            }
+        };
+        self.last_failure.set("");
+        let p = &established.peer;
+        let refused = |why: String| {
+            crate::warn_limited!(PEER_REFUSED_LOG[0], "{}: {why}; not talking to it", self.addr);
+            DialOutcome::Retry
+        };
+        if p.node_id != self.peer {
+            return refused(format!("expected node {}, found node {}", self.peer, p.node_id));
+        }
+        if hello.domain != 0 && p.domain != 0 && hello.domain != p.domain {
+            return refused(format!(
+                "node {} belongs to fencing domain {}, this node to {}",
+                p.node_id, p.domain, hello.domain
+            ));
+        }
+        if !kit.view.check_incarnation(p.node_id, p.incarnation) {
+            return refused(format!("node {} is a restarted process under a used NodeId", p.node_id));
+        }
+        if let Err(msg) = kit.first_contact.judge(hello.domain, p, &self.addr) {
+            kit.set_fatal(msg);
+            return DialOutcome::Stop;
+        }
+        let _ = kit.raft_tx.send(ToRaft::Conn { established, outbound: true });
+        let _ = kit.waker.wake();
+        DialOutcome::Connected
+    }
+
+    /// Logs a failed dial in an operator's words (`explain`), rate-limited.
+    fn failed(&self, e: &PeerError) {
+        let (host, port) = peer::peer_addr_of(&self.addr).unwrap_or_default();
+        let failure = explain::dial_failure(self.peer, &self.addr, port, &host, self.kit.tls.is_some(), e);
+        if self.last_failure.replace(failure.kind) != failure.kind {
+            // Lines suppressed before were of the other kind: not counted in this one.
+            self.failures_log.restart();
+            log::warn!("{}", failure.text);
+        } else {
+            crate::warn_limited!(self.failures_log, "{}", failure.text);
+        }
+    }
+
+    fn refused(&self, code: u8, reason: &str, leader_id: u64, leader: &str) -> DialOutcome {
+        let kit = &self.kit;
+        match code {
+            refusal::NODE_ID_REUSED => {
+                kit.set_fatal(format!(
+                    "TICKETING_NODE_ID: node {} refused this node: {reason}. A node that lost its state must \
+                     come back under a new NodeId: start it with TICKETING_CLUSTER_STATE=join and \
+                     TICKETING_NODE_ID=auto (docs/deploy.md)",
+                    self.peer
+                ));
+                DialOutcome::Stop
+            }
+            refusal::REMOVED => {
+                info!("node {} says this node was removed from the cluster: {reason}", self.peer);
+                let _ = kit.raft_tx.send(ToRaft::RemovedBy { peer: self.peer });
+                let _ = kit.waker.wake();
+                DialOutcome::Retry
+            }
+            refusal::NOT_MEMBER => {
+                // Expected while a joining node waits for `admin replace`; the peer still
+                // said which node leads and where: that leader will dial us to add us, and
+                // is admitted because this configured peer vouched for it.
+                kit.view.vouch_for_leader(leader_id, leader);
+                debug!("node {} at {}: {reason}", self.peer, self.addr);
+                DialOutcome::Retry
+            }
+            _ => {
+                crate::warn_limited!(
+                    PEER_REFUSED_LOG[usize::from(code).min(6)],
+                    "node {} at {} refused this node: {reason}",
+                    self.peer,
+                    self.addr
+                );
+                DialOutcome::Retry
+            }
+        }
+    }
+}
