@@ -31,7 +31,7 @@ pub enum ToRaft {
         outbound: bool,
     },
     /// A dialer began an attempt to connect to `peer` (`started`), or one failed: the
-    /// messages waiting for that link are dropped then (see `raft_thread::DialQueue`).
+    /// messages waiting for that link are dropped then (see `raft_thread::dial_queue::DialQueue`).
     Dial {
         peer: u64,
         started: bool,

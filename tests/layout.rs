@@ -507,9 +507,23 @@ fn use_leaves(code: &str) -> Vec<(bool, String)> {
 }
 
 /// Paths the code writes inline (`crate::lock::ConnId`, `super::shared::Shared`,
-/// `self::x::Y`).
+/// `self::x::Y`), outside its `use` declarations.
 fn inline_paths(code: &str) -> Vec<String> {
-    code.split(|c: char| !(is_ident(c) || c == ':'))
+    let mut without_uses = String::with_capacity(code.len());
+    let mut rest = code;
+    let mut consumed = 0;
+    while let Some(at) = rest.find("use ") {
+        let abs = consumed + at;
+        let boundary = abs == 0 || !is_ident(code[..abs].chars().last().unwrap());
+        let end = rest[at..].find(';').map_or(rest.len(), |e| at + e);
+        without_uses.push_str(if boundary { &rest[..at] } else { &rest[..end] });
+        let step = (end + 1).min(rest.len());
+        consumed += step;
+        rest = &rest[step..];
+    }
+    without_uses.push_str(rest);
+    without_uses
+        .split(|c: char| !(is_ident(c) || c == ':'))
         .filter(|t| t.starts_with("crate::") || t.starts_with("super::") || t.starts_with("self::"))
         .map(|t| t.trim_end_matches(':').to_owned())
         .filter(|t| !["crate", "super", "self"].contains(&t.rsplit("::").next().unwrap_or("")))
