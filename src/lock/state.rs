@@ -12,8 +12,8 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use super::codec;
 use super::command::{Command, Grant, Origin};
+use super::snapshot;
 use super::store::{OwnerId, Owners, SlotId, Slots};
 use crate::proto::Response;
 
@@ -380,9 +380,10 @@ impl LockState {
     /// [`LockState::snapshot_step`]. A snapshot already under way is dropped.
     pub fn begin_snapshot(&mut self) {
         let mut out = Vec::with_capacity(self.snapshot_size_estimate());
-        codec::put_snapshot_header(&mut out, self.domain, self.last_token, self.held as u32);
+        snapshot::put_header(&mut out, self.domain, self.last_token, self.held as u32);
         let mut trailer = Vec::new();
-        codec::put_snapshot_members(&mut trailer, &self.members);
+        let members = self.members.iter().map(|(node, m)| (*node, m.incarnation, m.addr.as_str()));
+        snapshot::put_members(&mut trailer, members);
         self.snapshot = Some(Box::new(SnapshotCursor {
             out,
             next: 0,
@@ -406,13 +407,7 @@ impl LockState {
         for s in snapshot.next..stop {
             match snapshot.pre_images.remove(&s) {
                 Some(Some(pre)) => {
-                    codec::put_snapshot_holder(
-                        &mut snapshot.out,
-                        &pre.key,
-                        &pre.owner,
-                        pre.token,
-                        pre.lease_ms,
-                    );
+                    snapshot::put_holder(&mut snapshot.out, &pre.key, &pre.owner, pre.token, pre.lease_ms);
                     snapshot.left -= 1;
                 }
                 Some(None) => {}
@@ -420,13 +415,7 @@ impl LockState {
                     let slot = &self.slots.slots[s as usize];
                     if slot.is_held() {
                         let owner = self.owners.name(slot.owner);
-                        codec::put_snapshot_holder(
-                            &mut snapshot.out,
-                            &slot.key,
-                            owner,
-                            slot.token,
-                            slot.lease_ms,
-                        );
+                        snapshot::put_holder(&mut snapshot.out, &slot.key, owner, slot.token, slot.lease_ms);
                         snapshot.left -= 1;
                     }
                 }
