@@ -279,3 +279,74 @@ mod tests {
         assert_eq!(state.members()[&7], MemberRecord { addr: "h:10".into(), incarnation: 0 });
     }
 }
+
+#[cfg(test)]
+mod slice_tests {
+    use super::*;
+    use crate::lock::state::LockState;
+    use proptest::prelude::*;
+
+    const KEYS: [&str; 6] = ["a", "b", "c", "d", "e", "f"];
+    const OWNERS: [&str; 3] = ["x", "y", "z"];
+
+    fn origin() -> Origin {
+        Origin { node: 1, incarnation: 1, conn: 1, id: 1 }
+    }
+
+    /// A command that changes something in `state` most of the time.
+    fn command(state: &LockState, key: usize, owner: usize, kind: u8, token: &mut u64) -> Command {
+        let key = KEYS[key].to_string();
+        let next = |token: &mut u64| {
+            *token += 1;
+            Some(Grant { owner: OWNERS[owner].into(), token: *token, lease_ms: 1000, origin: origin() })
+        };
+        match (state.holder(&key), kind % 3) {
+            (None, _) => {
+                *token += 1;
+                let grant =
+                    Grant { owner: OWNERS[owner].into(), token: *token, lease_ms: 1000, origin: origin() };
+                Command::Grant { key, grant }
+            }
+            (Some(h), 0) => {
+                Command::Release { key, owner: h.owner, token: h.token, origin: origin(), next: None }
+            }
+            (Some(h), 1) => {
+                Command::Release { key, owner: h.owner, token: h.token, origin: origin(), next: next(token) }
+            }
+            (Some(h), _) => Command::Expire { key, token: h.token, next: next(token) },
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn a_snapshot_encoded_in_slices_is_the_state_it_began_with(
+            before in proptest::collection::vec((0..6usize, 0..3usize, any::<u8>()), 0..30),
+            during in proptest::collection::vec((0..6usize, 0..3usize, any::<u8>(), 0..3usize), 0..60),
+        ) {
+            let mut state = LockState::default();
+            let mut effects = Vec::new();
+            let mut token = 0;
+            for (k, o, kind) in before {
+                let c = command(&state, k, o, kind, &mut token);
+                state.apply(&c, &mut effects);
+            }
+            let expected = encode_snapshot(&state);
+            let at_begin = state.clone();
+            state.begin_snapshot();
+            let mut bytes = None;
+            for (k, o, kind, slice) in during {
+                let c = command(&state, k, o, kind, &mut token);
+                state.apply(&c, &mut effects);
+                if bytes.is_none() {
+                    bytes = state.snapshot_step(slice);
+                }
+            }
+            let bytes = match bytes {
+                Some(b) => b,
+                None => state.snapshot_step(usize::MAX).expect("done"),
+            };
+            prop_assert_eq!(decode_snapshot(&bytes).unwrap(), at_begin);
+            prop_assert_eq!(bytes.len(), expected.len());
+        }
+    }
+}

@@ -5,17 +5,17 @@
 //! (`table.rs`) refers to keys by slot and may *pin* a slot it needs while its key is
 //! not held; pins never change what this state says (holders, equality, snapshots).
 //!
-//! Snapshots are encoded in slices (`begin_snapshot`, `snapshot_step`): the slots are
-//! walked in order, a few thousand per call, and before a slot that has not been
-//! emitted yet changes, its pre-image is kept (copy on write), so the bytes are those
-//! of the state at `begin_snapshot` however many commands were applied in between.
+//! Encoding the state as a snapshot, in slices while commands keep being applied:
+//! `slices.rs`.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
+
+mod slices;
 
 use super::command::{Command, Grant, Origin};
-use super::snapshot;
 use super::store::{OwnerId, Owners, SlotId, Slots};
 use crate::proto::Response;
+use slices::SnapshotCursor;
 
 /// The current holder of a key.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -367,119 +367,6 @@ impl LockState {
         ));
         Some(slot)
     }
-
-    /// Called before the holder of `slot` changes: a snapshot being encoded that has
-    /// not reached the slot yet keeps its pre-image.
-    fn before_change(&mut self, slot: SlotId) {
-        if let Some(snapshot) = &mut self.snapshot {
-            snapshot.keep_pre_image(slot, &self.slots, &self.owners);
-        }
-    }
-
-    /// Starts encoding a snapshot of this state as it is now; continue with
-    /// [`LockState::snapshot_step`]. A snapshot already under way is dropped.
-    pub fn begin_snapshot(&mut self) {
-        let mut out = Vec::with_capacity(self.snapshot_size_estimate());
-        snapshot::put_header(&mut out, self.domain, self.last_token, self.held as u32);
-        let mut trailer = Vec::new();
-        let members = self.members.iter().map(|(node, m)| (*node, m.incarnation, m.addr.as_str()));
-        snapshot::put_members(&mut trailer, members);
-        self.snapshot = Some(Box::new(SnapshotCursor {
-            out,
-            next: 0,
-            end: self.slots.len() as u32,
-            left: self.held,
-            pre_images: HashMap::new(),
-            trailer,
-        }));
-    }
-
-    /// True while a snapshot is being encoded.
-    pub fn snapshot_in_progress(&self) -> bool {
-        self.snapshot.is_some()
-    }
-
-    /// Encodes up to `slots_max` more slots of the snapshot under way; returns its
-    /// bytes once every slot is done.
-    pub fn snapshot_step(&mut self, slots_max: usize) -> Option<Vec<u8>> {
-        let snapshot = self.snapshot.as_mut()?;
-        let stop = snapshot.end.min(snapshot.next.saturating_add(slots_max.min(u32::MAX as usize) as u32));
-        for s in snapshot.next..stop {
-            match snapshot.pre_images.remove(&s) {
-                Some(Some(pre)) => {
-                    snapshot::put_holder(&mut snapshot.out, &pre.key, &pre.owner, pre.token, pre.lease_ms);
-                    snapshot.left -= 1;
-                }
-                Some(None) => {}
-                None => {
-                    let slot = &self.slots.slots[s as usize];
-                    if slot.is_held() {
-                        let owner = self.owners.name(slot.owner);
-                        snapshot::put_holder(&mut snapshot.out, &slot.key, owner, slot.token, slot.lease_ms);
-                        snapshot.left -= 1;
-                    }
-                }
-            }
-        }
-        snapshot.next = stop;
-        if stop < snapshot.end {
-            return None;
-        }
-        let mut snapshot = self.snapshot.take().expect("under way");
-        assert_eq!(snapshot.left, 0, "a snapshot emits exactly the holders it counted");
-        let trailer = std::mem::take(&mut snapshot.trailer);
-        snapshot.out.extend_from_slice(&trailer);
-        Some(std::mem::take(&mut snapshot.out))
-    }
-
-    /// About how many bytes the snapshot of this state takes (to reserve them once).
-    fn snapshot_size_estimate(&self) -> usize {
-        let owner_bytes: usize =
-            self.holders().take(64).map(|(_, h)| h.owner.len()).sum::<usize>() / self.held.clamp(1, 64);
-        32 + self.slots.key_bytes + self.held * (1 + 1 + owner_bytes + 12) + self.members.len() * 280
-    }
-}
-
-/// A snapshot being encoded in slices (see the module docs).
-#[derive(Clone)]
-struct SnapshotCursor {
-    /// Header and the holders emitted so far.
-    out: Vec<u8>,
-    /// The next slot to emit.
-    next: u32,
-    /// Slots at `begin_snapshot`; later ones were free then.
-    end: u32,
-    /// Holders still to emit.
-    left: usize,
-    /// Slots in `next..end` that changed since `begin_snapshot`: their holder then
-    /// (`None`: not held).
-    pre_images: HashMap<u32, Option<PreImage>>,
-    /// The member records at `begin_snapshot`, encoded (later changes are not in it).
-    trailer: Vec<u8>,
-}
-
-#[derive(Clone)]
-struct PreImage {
-    key: Box<str>,
-    owner: Box<str>,
-    token: u64,
-    lease_ms: u32,
-}
-
-impl SnapshotCursor {
-    fn keep_pre_image(&mut self, slot: SlotId, slots: &Slots, owners: &Owners) {
-        if slot.0 < self.next || slot.0 >= self.end || self.pre_images.contains_key(&slot.0) {
-            return;
-        }
-        let s = &slots.slots[slot.index()];
-        let pre = s.is_held().then(|| PreImage {
-            key: s.key.clone(),
-            owner: owners.name(s.owner).into(),
-            token: s.token,
-            lease_ms: s.lease_ms,
-        });
-        self.pre_images.insert(slot.0, pre);
-    }
 }
 
 #[cfg(test)]
@@ -561,54 +448,6 @@ mod tests {
         assert_eq!(state.pinned_count(), 0);
     }
 
-    /// The buffer reserved for a snapshot fits it: not regrown, and not more than about
-    /// twice its size (the estimate is a capacity hint; a wrong one costs memory).
-    #[test]
-    fn the_snapshot_buffer_is_reserved_about_right() {
-        let holders: Vec<(String, Holder)> =
-            (1..=200u64).map(|i| (format!("seat:{i:05}"), holder(&format!("office-{}", i % 7), i))).collect();
-        let members = BTreeMap::from([
-            (1, MemberRecord { addr: "10.0.0.1:5225".into(), incarnation: 11 }),
-            (2, MemberRecord { addr: "10.0.0.2:5225".into(), incarnation: 12 }),
-        ]);
-        let mut state = LockState::from_parts(holders, 200, 7).unwrap().with_members(members);
-        assert!(!state.snapshot_in_progress());
-        state.begin_snapshot();
-        assert!(state.snapshot_in_progress());
-        let reserved = state.snapshot.as_ref().unwrap().out.capacity();
-        let mut bytes = None;
-        while bytes.is_none() {
-            bytes = state.snapshot_step(16);
-        }
-        assert!(!state.snapshot_in_progress());
-        let len = bytes.unwrap().len();
-        assert!(reserved >= len && reserved <= 2 * len, "reserved {reserved} for {len} bytes");
-    }
-
-    /// A snapshot under way keeps the old holder only of a slot it has not emitted yet
-    /// and that existed when it began: the others cost memory for nothing.
-    #[test]
-    fn a_snapshot_keeps_pre_images_only_of_slots_still_to_emit() {
-        let holders = vec![("a".to_string(), holder("x", 1)), ("b".to_string(), holder("y", 2))];
-        let mut state = LockState::from_parts(holders, 2, 7).unwrap();
-        state.begin_snapshot();
-        assert!(state.snapshot_step(1).is_none());
-        let origin = Origin { node: 1, incarnation: 1, conn: 1, id: 1 };
-        let mut effects = Vec::new();
-        // "a" was emitted already; "c" is a slot added after the snapshot began.
-        let release =
-            Command::Release { key: "a".to_string(), owner: "x".to_string(), token: 1, origin, next: None };
-        state.apply(&release, &mut effects);
-        let grant = Grant { owner: "z".to_string(), token: 3, lease_ms: 1000, origin };
-        state.apply(&Command::Grant { key: "c".to_string(), grant }, &mut effects);
-        assert!(state.snapshot.as_ref().unwrap().pre_images.is_empty());
-        // "b" is still to emit: its holder at the start is kept.
-        let release =
-            Command::Release { key: "b".to_string(), owner: "y".to_string(), token: 2, origin, next: None };
-        state.apply(&release, &mut effects);
-        assert_eq!(state.snapshot.as_ref().unwrap().pre_images.len(), 1);
-    }
-
     /// A grant the leader's projection should never propose — on a held key, or with a
     /// token not above the last — is refused (`B`), never applied; debug builds stop on
     /// it, since it means the projection is wrong.
@@ -665,77 +504,6 @@ mod tests {
         for (what, other) in differing {
             assert!(state != other, "{what}: equal");
             assert!(other != state, "{what}: equal the other way round");
-        }
-    }
-}
-
-#[cfg(test)]
-mod snapshot_tests {
-    use super::*;
-    use crate::lock::codec::{decode_snapshot, encode_snapshot};
-    use proptest::prelude::*;
-
-    const KEYS: [&str; 6] = ["a", "b", "c", "d", "e", "f"];
-    const OWNERS: [&str; 3] = ["x", "y", "z"];
-
-    fn origin() -> Origin {
-        Origin { node: 1, incarnation: 1, conn: 1, id: 1 }
-    }
-
-    /// A command that changes something in `state` most of the time.
-    fn command(state: &LockState, key: usize, owner: usize, kind: u8, token: &mut u64) -> Command {
-        let key = KEYS[key].to_string();
-        let next = |token: &mut u64| {
-            *token += 1;
-            Some(Grant { owner: OWNERS[owner].into(), token: *token, lease_ms: 1000, origin: origin() })
-        };
-        match (state.holder(&key), kind % 3) {
-            (None, _) => {
-                *token += 1;
-                let grant =
-                    Grant { owner: OWNERS[owner].into(), token: *token, lease_ms: 1000, origin: origin() };
-                Command::Grant { key, grant }
-            }
-            (Some(h), 0) => {
-                Command::Release { key, owner: h.owner, token: h.token, origin: origin(), next: None }
-            }
-            (Some(h), 1) => {
-                Command::Release { key, owner: h.owner, token: h.token, origin: origin(), next: next(token) }
-            }
-            (Some(h), _) => Command::Expire { key, token: h.token, next: next(token) },
-        }
-    }
-
-    proptest! {
-        #[test]
-        fn a_snapshot_encoded_in_slices_is_the_state_it_began_with(
-            before in proptest::collection::vec((0..6usize, 0..3usize, any::<u8>()), 0..30),
-            during in proptest::collection::vec((0..6usize, 0..3usize, any::<u8>(), 0..3usize), 0..60),
-        ) {
-            let mut state = LockState::default();
-            let mut effects = Vec::new();
-            let mut token = 0;
-            for (k, o, kind) in before {
-                let c = command(&state, k, o, kind, &mut token);
-                state.apply(&c, &mut effects);
-            }
-            let expected = encode_snapshot(&state);
-            let at_begin = state.clone();
-            state.begin_snapshot();
-            let mut bytes = None;
-            for (k, o, kind, slice) in during {
-                let c = command(&state, k, o, kind, &mut token);
-                state.apply(&c, &mut effects);
-                if bytes.is_none() {
-                    bytes = state.snapshot_step(slice);
-                }
-            }
-            let bytes = match bytes {
-                Some(b) => b,
-                None => state.snapshot_step(usize::MAX).expect("done"),
-            };
-            prop_assert_eq!(decode_snapshot(&bytes).unwrap(), at_begin);
-            prop_assert_eq!(bytes.len(), expected.len());
         }
     }
 }
