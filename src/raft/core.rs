@@ -282,8 +282,7 @@ impl Raft {
     /// Becomes a follower (or learner) in `term`, following `leader` if known.
     pub(super) fn become_follower(&mut self, term: u64, leader: Option<NodeId>) {
         if term > self.term {
-            self.term = term;
-            self.voted_for = None;
+            self.enter_term(term);
         }
         // Why keep the target only while no leader is known: it is a hint for
         // the moment between our stepping down and the new leader's first
@@ -299,6 +298,34 @@ impl Raft {
         self.votes.clear();
         self.reset_election_timer();
         self.refresh_role();
+    }
+
+    /// Moves to the later `term`, in which this node has not voted yet. The one place
+    /// the term changes.
+    pub(super) fn enter_term(&mut self, term: u64) {
+        crate::invariant!(
+            term > self.term,
+            "term never decreases",
+            "node {} in term {} told to enter term {term}",
+            self.cfg.id,
+            self.term
+        );
+        self.term = term;
+        self.voted_for = None;
+    }
+
+    /// Casts this node's vote of the current term for `to`. The one place a vote is
+    /// cast: a second vote in one term would let two candidates win it.
+    pub(super) fn cast_vote(&mut self, to: NodeId) {
+        crate::invariant!(
+            self.voted_for.is_none_or(|v| v == to),
+            "at most one vote per term",
+            "node {} voted for {:?} in term {} and would vote for {to}",
+            self.cfg.id,
+            self.voted_for,
+            self.term
+        );
+        self.voted_for = Some(to);
     }
 
     fn clear_leader_state(&mut self) {
@@ -405,6 +432,7 @@ impl Raft {
             self.flush_replication();
         }
         let committed = self.log.take_committed();
+        self.debug_check_invariants();
         Ready {
             messages: std::mem::take(&mut self.msgs),
             snapshot: self.installed_snapshot.take(),
@@ -504,7 +532,43 @@ impl Raft {
     /// core keeps it to serve InstallSnapshot and drops entries up to it.
     /// Returns false if nothing changed (index too old or not yet applied).
     pub fn compact(&mut self, applied_index: u64, snapshot: Vec<u8>) -> bool {
-        self.log.compact(applied_index, snapshot)
+        let compacted = self.log.compact(applied_index, snapshot);
+        self.debug_check_invariants();
+        compacted
+    }
+
+    // ----- invariants ------------------------------------------------------
+    //
+    // Cheap ones are asserted where the state changes: `enter_term` (term never
+    // decreases), `cast_vote` (one vote per term), `log.rs` (commit never decreases,
+    // commit <= last index, applied <= commit, committed entries never truncated),
+    // `replication.rs` (a leader never truncates its log).
+
+    /// Walks the whole node (O(log + peers)): the log's invariants, and on a leader
+    /// every peer's match index within its log. Runs after every input in debug
+    /// builds; the simulators call it after every step in both profiles.
+    pub fn check_invariants(&self) {
+        self.log.check_invariants();
+        if self.role == Role::Leader {
+            for (id, p) in &self.progress {
+                crate::invariant!(
+                    p.matched <= self.log.last_index(),
+                    "a peer's match index within the leader's log",
+                    "node {} in term {}: peer {id} matched {}, last index {}",
+                    self.cfg.id,
+                    self.term,
+                    p.matched,
+                    self.log.last_index()
+                );
+            }
+        }
+    }
+
+    /// [`Raft::check_invariants`] in debug builds only: the walk is O(log).
+    pub(super) fn debug_check_invariants(&self) {
+        if cfg!(debug_assertions) {
+            self.check_invariants();
+        }
     }
 
     pub(super) fn snapshot_arc(&self) -> Arc<Snapshot> {

@@ -11,6 +11,11 @@ impl Raft {
     /// Drives timers: elections (non-leaders), heartbeats, check-quorum,
     /// transfer timeouts and autopilot (leader).
     pub fn tick(&mut self, now_ms: u64) {
+        self.tick_inner(now_ms);
+        self.debug_check_invariants();
+    }
+
+    fn tick_inner(&mut self, now_ms: u64) {
         self.advance_clock(now_ms);
         if self.removed {
             return;
@@ -66,6 +71,11 @@ impl Raft {
     /// messages are ignored (or answered so the sender can catch up); this
     /// never panics on network input.
     pub fn step(&mut self, from: NodeId, msg: Message, now_ms: u64) {
+        self.step_inner(from, msg, now_ms);
+        self.debug_check_invariants();
+    }
+
+    fn step_inner(&mut self, from: NodeId, msg: Message, now_ms: u64) {
         self.advance_clock(now_ms);
         if self.removed || from == self.cfg.id {
             return;
