@@ -372,6 +372,21 @@ impl Replica {
     pub fn waiters(&self) -> usize {
         self.table.waiters()
     }
+
+    /// Walks the replica (O(keys + waiters)) and stops the node, naming the invariant,
+    /// if one is broken: the lock table's own ([`LockTable::check_invariants`]), and a
+    /// replica serves requests only while the log says this node leads. The
+    /// simulators call it after every step.
+    pub fn check_invariants(&self) {
+        self.table.check_invariants();
+        crate::invariant!(
+            !self.serving || self.is_leader(),
+            "a replica serves only while it leads",
+            "node {} serves as {:?}",
+            self.node,
+            self.role
+        );
+    }
 }
 
 fn overloaded() -> Response {

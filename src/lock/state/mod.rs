@@ -261,14 +261,14 @@ impl LockState {
     /// on the state and the command, never on the node or the time.
     ///
     /// The leader's projection guarantees that a proposed grant finds its key free and
-    /// its token above `last_token`; should that ever not hold, the grant is refused
-    /// (the waiter is told `B`) rather than breaking mutual exclusion or monotonicity.
+    /// its token above `last_token`. Should that ever not hold, the node stops on a
+    /// violated invariant (src/invariant.rs) rather than break mutual exclusion or
+    /// token order, or answer from a state it cannot trust.
     pub fn apply<S: AsRef<str>>(&mut self, command: &Command<S>, effects: &mut Vec<Effect>) {
         match command {
             Command::Grant { key, grant } => {
-                if let Some(slot) = self.grant_if_free(key.as_ref(), grant, effects) {
-                    self.slots.free_if_unused(slot);
-                }
+                let slot = self.grant(key.as_ref(), grant, effects);
+                self.slots.free_if_unused(slot);
             }
             Command::SetMember { node, incarnation, addr } => {
                 let record = self.members.entry(*node).or_default();
@@ -325,7 +325,7 @@ impl LockState {
         next: &Option<Grant<S>>,
         effects: &mut Vec<Effect>,
     ) {
-        let granted = next.as_ref().and_then(|next| self.grant_if_free(key, next, effects));
+        let granted = next.as_ref().map(|next| self.grant(key, next, effects));
         if let Some(slot) = slot.or(granted) {
             self.slots.free_if_unused(slot);
         }
@@ -340,19 +340,23 @@ impl LockState {
         self.held -= 1;
     }
 
-    /// Grants `key` if free; returns its slot when granted.
-    fn grant_if_free<S: AsRef<str>>(
-        &mut self,
-        key: &str,
-        grant: &Grant<S>,
-        effects: &mut Vec<Effect>,
-    ) -> Option<SlotId> {
+    /// Grants `key`, which must be free, under a token above every earlier one;
+    /// returns its slot.
+    fn grant<S: AsRef<str>>(&mut self, key: &str, grant: &Grant<S>, effects: &mut Vec<Effect>) -> SlotId {
         let held = self.slots.find(key).is_some_and(|s| self.slots.slots[s.index()].is_held());
-        if held || grant.token <= self.last_token {
-            debug_assert!(false, "projection proposed an impossible grant on {key:?}");
-            effects.push(Effect::Reply(grant.origin, Response::Busy));
-            return None;
-        }
+        crate::invariant!(
+            !held,
+            "at most one holder per key",
+            "a committed grant of {key:?} under token {} while it is held",
+            grant.token
+        );
+        crate::invariant!(
+            grant.token > self.last_token,
+            "fencing tokens strictly increase",
+            "a committed grant of {key:?} under token {} after token {}",
+            grant.token,
+            self.last_token
+        );
         self.last_token = grant.token;
         let slot = self.slots.find_or_add(key);
         self.before_change(slot);
@@ -365,7 +369,40 @@ impl LockState {
             grant.origin,
             Response::Granted { token: grant.token, lease_ms: grant.lease_ms },
         ));
-        Some(slot)
+        slot
+    }
+
+    /// Walks every slot (O(keys)) and stops the node, naming the invariant, if one is
+    /// broken: each held key in the one slot its key is found at (at most one holder
+    /// per key), every holder's token at most the last token granted and not 0, the
+    /// held count right. Debug builds run it after a snapshot is restored; the
+    /// simulators through [`crate::lock::LockTable::check_invariants`].
+    pub fn check_invariants(&self) {
+        let mut held = 0;
+        for (i, s) in self.slots.slots.iter().enumerate().filter(|(_, s)| s.is_held()) {
+            held += 1;
+            let found = self.slots.find(&s.key);
+            crate::invariant!(
+                found == Some(SlotId(i as u32)),
+                "at most one holder per key",
+                "key {:?} held in slot {i}, found at {found:?}",
+                s.key
+            );
+            crate::invariant!(
+                s.token <= self.last_token && s.token != 0,
+                "fencing tokens strictly increase",
+                "key {:?} held under token {}, last token {}",
+                s.key,
+                s.token,
+                self.last_token
+            );
+        }
+        crate::invariant!(
+            held == self.held,
+            "the state's counts match what it holds",
+            "{held} keys held, {} counted",
+            self.held
+        );
     }
 }
 
@@ -448,29 +485,34 @@ mod tests {
         assert_eq!(state.pinned_count(), 0);
     }
 
-    /// A grant the leader's projection should never propose — on a held key, or with a
-    /// token not above the last — is refused (`B`), never applied; debug builds stop on
-    /// it, since it means the projection is wrong.
+    /// A committed grant the leader's projection should never propose — on a held key,
+    /// or under a token not above the last — stops the node in every build, naming the
+    /// invariant it would break (a committed log that grants a held key).
     #[test]
-    fn an_impossible_grant_is_refused_and_debug_builds_stop_on_it() {
+    fn an_impossible_grant_violates_an_invariant() {
         let state = LockState::from_parts(vec![("a".to_string(), holder("x", 5))], 5, 7).unwrap();
         let origin = Origin { node: 1, incarnation: 1, conn: 1, id: 1 };
-        for (key, token) in [("a", 6), ("b", 5)] {
+        let cases = [
+            ("a", 6, "invariant violated: at most one holder per key: a committed grant of \"a\" under token 6"),
+            ("b", 5, "invariant violated: fencing tokens strictly increase: a committed grant of \"b\" under token 5 after token 5"),
+        ];
+        for (key, token, expected) in cases {
             let grant = Grant { owner: "y".to_string(), token, lease_ms: 1000, origin };
             let command = Command::Grant { key: key.to_string(), grant };
             let mut after = state.clone();
-            let mut effects = Vec::new();
-            let applied = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                after.apply(&command, &mut effects);
-            }));
-            if cfg!(debug_assertions) {
-                assert!(applied.is_err(), "{key} under {token}: no assertion");
-            } else {
-                assert!(applied.is_ok());
-                assert!(after == state, "{key} under {token}: applied");
-                assert_eq!(effects, vec![Effect::Reply(origin, Response::Busy)]);
-            }
+            let payload = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                after.apply(&command, &mut Vec::new());
+            }))
+            .expect_err("an impossible grant applied");
+            let message = payload.downcast_ref::<String>().map(String::as_str).unwrap_or("");
+            assert!(message.starts_with(expected), "{key} under {token}: {message}");
         }
+        // The same grants on a free key under a later token are fine.
+        let mut after = state.clone();
+        let grant = Grant { owner: "y".to_string(), token: 6, lease_ms: 1000, origin };
+        after.apply(&Command::Grant { key: "b".to_string(), grant }, &mut Vec::new());
+        after.check_invariants();
+        assert_eq!(after.holder("b"), Some(Holder { owner: "y".into(), token: 6, lease_ms: 1000 }));
     }
 
     /// Equality is what the simulators and the snapshot tests compare states by: each

@@ -1,6 +1,7 @@
 //! Gaining and losing leadership: the projection and the timers start from the
 //! applied state, and go (waiters answered `M`) when another node leads.
 
+use super::waiters::WAITER;
 use super::{LockTable, Output, Projected, Reply};
 use crate::lock::state::LockState;
 use crate::lock::timers::Timer;
@@ -27,6 +28,7 @@ impl LockTable {
             })
             .collect();
         self.leases.rebuild(timers);
+        self.debug_check_invariants();
     }
 
     /// This node no longer leads: waiters that were never proposed get `M` with the new
@@ -36,7 +38,12 @@ impl LockTable {
         self.leader_hint = leader_hint.to_owned();
         for (slot, ov) in std::mem::take(&mut self.overrides) {
             for w in ov.queue {
-                let waiter = self.waiters[w as usize].take().expect("a live waiter");
+                let Some(waiter) = self.waiters[w as usize].take() else {
+                    crate::invariant::violated(
+                        WAITER,
+                        format_args!("slot {slot:?} queues waiter {w}, which left"),
+                    );
+                };
                 self.state.owners_mut().release(waiter.owner);
                 out.replies.push(Reply {
                     conn: waiter.conn,
@@ -57,6 +64,7 @@ impl LockTable {
         self.waiters_total = 0;
         self.queued_keys = 0;
         self.projected_held = 0;
+        self.debug_check_invariants();
     }
 
     /// Replaces the applied state (a follower installed a snapshot). Only a node that
@@ -64,6 +72,7 @@ impl LockTable {
     pub fn restore(&mut self, state: LockState) {
         debug_assert!(!self.leading, "a leader never installs a snapshot");
         self.state = state;
+        self.debug_check_invariants();
     }
 
     /// Records where the leader is while this node follows.

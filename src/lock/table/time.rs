@@ -38,11 +38,17 @@ impl LockTable {
             return;
         };
         let (slot, token) = (SlotId(timer.id), timer.order);
-        if self.projected(slot).is_some_and(|(_, t)| t == token) {
-            let next = self.end_hold(slot, now_ms, unix_us);
-            let key = self.state.key(slot).to_owned();
-            out.proposals.push_back(Command::Expire { key, token, next });
-        }
+        // A hold that ended took its timer with it (`end_hold`), so a timer that runs
+        // out is always that of the key's projected holder.
+        let projected = self.projected(slot).map(|(_, t)| t);
+        crate::invariant!(
+            projected == Some(token),
+            "the lease timers match the holders",
+            "the lease timer of slot {slot:?} under token {token} ran out; projected holder's token {projected:?}"
+        );
+        let next = self.end_hold(slot, now_ms, unix_us);
+        let key = self.state.key(slot).to_owned();
+        out.proposals.push_back(Command::Expire { key, token, next });
     }
 
     /// Handles the earliest wait timer (the caller checked it is due).

@@ -4,12 +4,17 @@
 use super::{LockTable, Waiter};
 use crate::lock::ConnId;
 
+/// The invariant a waiter's bookkeeping keeps.
+pub(super) const WAITER: &str = "a waiter never both queued and holding";
+
 impl LockTable {
     /// Takes waiter `w` out of the waiter list, its timer and its connection's list
     /// (not out of its key's queue: the caller does that). Its owner reference goes to
     /// the caller.
     pub(super) fn forget_waiter(&mut self, w: u32) -> Waiter {
-        let waiter = self.waiters[w as usize].take().expect("a live waiter");
+        let Some(waiter) = self.waiters[w as usize].take() else {
+            crate::invariant::violated(WAITER, format_args!("waiter {w} forgotten twice"));
+        };
         self.free_waiters.push(w);
         self.waits.remove(w);
         if let Some(list) = self.conn_waiters.get_mut(&waiter.conn) {
@@ -24,7 +29,11 @@ impl LockTable {
 
     /// Takes waiter `w` out of its key's queue and forgets it.
     pub(super) fn drop_waiter(&mut self, w: u32) -> Waiter {
-        let slot = self.waiters[w as usize].as_ref().expect("a live waiter").slot;
+        // A waiter handed the key left its queue, its timer and its connection's list
+        // at once: nothing may drop it afterwards.
+        let Some(slot) = self.waiters[w as usize].as_ref().map(|waiter| waiter.slot) else {
+            crate::invariant::violated(WAITER, format_args!("waiter {w} dropped after it left its queue"));
+        };
         if let Some(ov) = self.overrides.get_mut(&slot) {
             if let Some(pos) = ov.queue.iter().position(|&x| x == w) {
                 ov.queue.remove(pos);
