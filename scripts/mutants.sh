@@ -11,7 +11,7 @@
 #   GROUP       raft      src/raft/**        lib tests, raft_scenarios, raft_sim, cluster_sim
 #               lock      src/lock/**        lib tests, lock_table, lock_model, lock_storage,
 #                                            replica, cluster_sim
-#               replica   src/replica.rs     lib tests, replica, lock_storage, cluster_sim
+#               replica   src/replica/**     lib tests, replica, lock_storage, cluster_sim
 #               client    src/client/core/** lib tests, client_sim
 #   --file PATH only the mutants of this file of the group (its tests stay the group's)
 #   --shard K/N run the K-th of N slices (0-based): one slice of about 60 mutants takes
@@ -55,7 +55,7 @@ done
 case $group in
     raft) files=('src/raft/**'); tests=(--lib --test=raft_scenarios --test=raft_sim --test=cluster_sim) ;;
     lock) files=('src/lock/**'); tests=(--lib --test=lock_table --test=lock_model --test=lock_storage --test=replica --test=cluster_sim) ;;
-    replica) files=(src/replica.rs); tests=(--lib --test=replica --test=lock_storage --test=cluster_sim) ;;
+    replica) files=('src/replica/**'); tests=(--lib --test=replica --test=lock_storage --test=cluster_sim) ;;
     client) files=('src/client/core/**'); tests=(--lib --test=client_sim) ;;
     *) echo "mutants.sh: GROUP must be raft, lock, replica or client (see the header of this script)" >&2; exit 2 ;;
 esac

@@ -1723,3 +1723,20 @@ fn autopilot_decides_on_time_when_ticked_only_when_due() {
     assert_eq!(every_ms.len(), 1, "{every_ms:?}");
     assert_eq!(every_ms, run(true));
 }
+
+/// A committed entry is final: the log refuses to cut at or below the commit index and
+/// stops the node, naming the invariant (a follower cuts a conflicting suffix only
+/// above it; src/raft/log.rs). Above the commit index the same cut is allowed.
+#[test]
+#[should_panic(expected = "invariant violated: committed entries are never truncated")]
+fn cutting_a_committed_entry_violates_an_invariant() {
+    let mut log = ticketing::raft::log::RaftLog::new(ticketing::raft::Membership::with_voters(&[1, 2, 3]));
+    for index in 1..=3 {
+        log.append(Entry { term: 1, index, kind: EntryKind::Normal(vec![index as u8].into()) });
+    }
+    assert!(log.commit_to(2));
+    log.truncate_from(3);
+    assert_eq!(log.last_index(), 2);
+    log.check_invariants();
+    log.truncate_from(2);
+}

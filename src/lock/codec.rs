@@ -19,28 +19,14 @@
 //!            (version 1, still read: members × (node u64 · addr str8))
 //! ```
 
-use byteorder::{BigEndian, ByteOrder};
-
-use super::command::{Command, CommandRef, Grant, Origin};
 use std::collections::BTreeMap;
 
+use super::bytes::{put_str8, Reader};
+use super::command::{Command, CommandRef, Grant, Origin};
+use super::snapshot::{self, SnapshotReader};
 use super::state::{LockState, MemberRecord};
 
-const SNAPSHOT_VERSION: u8 = 2;
-/// Snapshots of older versions, without member incarnations; still read.
-const SNAPSHOT_VERSION_NO_INCARNATIONS: u8 = 1;
-
-/// Why bytes could not be decoded.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct CodecError(pub &'static str);
-
-impl std::fmt::Display for CodecError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "bad lock command or snapshot: {}", self.0)
-    }
-}
-
-impl std::error::Error for CodecError {}
+pub use super::bytes::CodecError;
 
 pub fn encode_command<S: AsRef<str>>(out: &mut Vec<u8>, command: &Command<S>) {
     match command {
@@ -107,81 +93,28 @@ pub fn decode_command_ref(bytes: &[u8]) -> Result<CommandRef<'_>, CodecError> {
 /// lock-table thread encodes in slices instead: [`LockState::begin_snapshot`].
 pub fn encode_snapshot(state: &LockState) -> Vec<u8> {
     let mut out = Vec::new();
-    put_snapshot_header(&mut out, state.domain(), state.last_token(), state.keys_held() as u32);
+    snapshot::put_header(&mut out, state.domain(), state.last_token(), state.keys_held() as u32);
     for (key, holder) in state.holders() {
-        put_snapshot_holder(&mut out, key, holder.owner, holder.token, holder.lease_ms);
+        snapshot::put_holder(&mut out, key, holder.owner, holder.token, holder.lease_ms);
     }
-    put_snapshot_members(&mut out, state.members());
+    let members = state.members().iter().map(|(node, m)| (*node, m.incarnation, m.addr.as_str()));
+    snapshot::put_members(&mut out, members);
     out
 }
 
-pub(super) fn put_snapshot_header(out: &mut Vec<u8>, domain: u64, last_token: u64, count: u32) {
-    out.push(SNAPSHOT_VERSION);
-    out.extend_from_slice(&domain.to_be_bytes());
-    out.extend_from_slice(&last_token.to_be_bytes());
-    out.extend_from_slice(&count.to_be_bytes());
-}
-
-pub(super) fn put_snapshot_holder(out: &mut Vec<u8>, key: &str, owner: &str, token: u64, lease_ms: u32) {
-    put_str8(out, key);
-    put_str8(out, owner);
-    out.extend_from_slice(&token.to_be_bytes());
-    out.extend_from_slice(&lease_ms.to_be_bytes());
-}
-
-pub(super) fn put_snapshot_members(out: &mut Vec<u8>, members: &BTreeMap<u64, MemberRecord>) {
-    out.extend_from_slice(&(members.len() as u16).to_be_bytes());
-    for (node, member) in members {
-        out.extend_from_slice(&node.to_be_bytes());
-        out.extend_from_slice(&member.incarnation.to_be_bytes());
-        put_str8(out, &member.addr);
-    }
-}
-
 pub fn decode_snapshot(bytes: &[u8]) -> Result<LockState, CodecError> {
-    let mut r = Reader { buf: bytes };
-    let version = r.u8()?;
-    if version != SNAPSHOT_VERSION && version != SNAPSHOT_VERSION_NO_INCARNATIONS {
-        return Err(CodecError("unknown snapshot version"));
-    }
-    let domain = r.u64()?;
-    let last_token = r.u64()?;
-    let count = r.u32()? as usize;
-    // Each holder takes at least 14 bytes: refuse counts the input cannot hold
-    // before building anything for them.
-    if count > r.buf.len() / 14 {
-        return Err(CodecError("holder count larger than the snapshot"));
-    }
-    let mut state = LockState::from_parts(Vec::new(), last_token, domain).expect("no holders");
-    for _ in 0..count {
-        let key = r.str()?;
-        let owner = r.str()?;
-        let (token, lease_ms) = (r.u64()?, r.u32()?);
-        if token > last_token {
-            return Err(CodecError("holder token above last_token"));
-        }
-        if token == 0 {
-            return Err(CodecError("holder token 0"));
-        }
-        if !state.restore_holder(key, owner, token, lease_ms) {
+    let mut r = SnapshotReader::new(bytes)?;
+    let mut state = LockState::from_parts(Vec::new(), r.last_token, r.domain).expect("no holders");
+    while let Some(h) = r.next_holder()? {
+        if !state.restore_holder(h.key, h.owner, h.token, h.lease_ms) {
             return Err(CodecError("a key appears twice"));
         }
     }
-    let member_count = r.u16()? as usize;
-    let mut members = BTreeMap::new();
-    for _ in 0..member_count {
-        let node = r.u64()?;
-        let incarnation = if version == SNAPSHOT_VERSION { r.u64()? } else { 0 };
-        members.insert(node, MemberRecord { addr: r.str()?.to_owned(), incarnation });
-    }
-    r.finish()?;
+    let members = r.members()?.into_iter();
+    let members: BTreeMap<u64, MemberRecord> = members
+        .map(|(node, incarnation, addr)| (node, MemberRecord { addr: addr.to_owned(), incarnation }))
+        .collect();
     Ok(state.with_members(members))
-}
-
-fn put_str8(out: &mut Vec<u8>, s: &str) {
-    assert!(s.len() <= 255, "keys and owners are validated to 255 bytes");
-    out.push(s.len() as u8);
-    out.extend_from_slice(s.as_bytes());
 }
 
 fn put_origin(out: &mut Vec<u8>, o: &Origin) {
@@ -208,39 +141,8 @@ fn put_next<S: AsRef<str>>(out: &mut Vec<u8>, next: &Option<Grant<S>>) {
     }
 }
 
-struct Reader<'a> {
-    buf: &'a [u8],
-}
-
+/// The command format's compound reads, on top of the shared reader.
 impl<'a> Reader<'a> {
-    fn take(&mut self, n: usize) -> Result<&'a [u8], CodecError> {
-        if self.buf.len() < n {
-            return Err(CodecError("truncated"));
-        }
-        let (head, tail) = self.buf.split_at(n);
-        self.buf = tail;
-        Ok(head)
-    }
-    fn u8(&mut self) -> Result<u8, CodecError> {
-        Ok(self.take(1)?[0])
-    }
-    fn u16(&mut self) -> Result<u16, CodecError> {
-        Ok(BigEndian::read_u16(self.take(2)?))
-    }
-    fn u32(&mut self) -> Result<u32, CodecError> {
-        Ok(BigEndian::read_u32(self.take(4)?))
-    }
-    fn u64(&mut self) -> Result<u64, CodecError> {
-        Ok(BigEndian::read_u64(self.take(8)?))
-    }
-    fn str(&mut self) -> Result<&'a str, CodecError> {
-        let len = self.u8()? as usize;
-        let raw = self.take(len)?;
-        if raw.is_empty() {
-            return Err(CodecError("empty key or owner"));
-        }
-        std::str::from_utf8(raw).map_err(|_| CodecError("key or owner is not UTF-8"))
-    }
     fn origin(&mut self) -> Result<Origin, CodecError> {
         Ok(Origin { node: self.u64()?, incarnation: self.u64()?, conn: self.u64()?, id: self.u32()? })
     }
@@ -252,13 +154,6 @@ impl<'a> Reader<'a> {
             0 => Ok(None),
             1 => Ok(Some(self.grant()?)),
             _ => Err(CodecError("bad next-grant flag")),
-        }
-    }
-    fn finish(&self) -> Result<(), CodecError> {
-        if self.buf.is_empty() {
-            Ok(())
-        } else {
-            Err(CodecError("trailing bytes"))
         }
     }
 }
@@ -382,5 +277,76 @@ mod tests {
         let state = decode_snapshot(&v1).unwrap();
         assert_eq!(state.domain(), 5);
         assert_eq!(state.members()[&7], MemberRecord { addr: "h:10".into(), incarnation: 0 });
+    }
+}
+
+#[cfg(test)]
+mod slice_tests {
+    use super::*;
+    use crate::lock::state::LockState;
+    use proptest::prelude::*;
+
+    const KEYS: [&str; 6] = ["a", "b", "c", "d", "e", "f"];
+    const OWNERS: [&str; 3] = ["x", "y", "z"];
+
+    fn origin() -> Origin {
+        Origin { node: 1, incarnation: 1, conn: 1, id: 1 }
+    }
+
+    /// A command that changes something in `state` most of the time.
+    fn command(state: &LockState, key: usize, owner: usize, kind: u8, token: &mut u64) -> Command {
+        let key = KEYS[key].to_string();
+        let next = |token: &mut u64| {
+            *token += 1;
+            Some(Grant { owner: OWNERS[owner].into(), token: *token, lease_ms: 1000, origin: origin() })
+        };
+        match (state.holder(&key), kind % 3) {
+            (None, _) => {
+                *token += 1;
+                let grant =
+                    Grant { owner: OWNERS[owner].into(), token: *token, lease_ms: 1000, origin: origin() };
+                Command::Grant { key, grant }
+            }
+            (Some(h), 0) => {
+                Command::Release { key, owner: h.owner, token: h.token, origin: origin(), next: None }
+            }
+            (Some(h), 1) => {
+                Command::Release { key, owner: h.owner, token: h.token, origin: origin(), next: next(token) }
+            }
+            (Some(h), _) => Command::Expire { key, token: h.token, next: next(token) },
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn a_snapshot_encoded_in_slices_is_the_state_it_began_with(
+            before in proptest::collection::vec((0..6usize, 0..3usize, any::<u8>()), 0..30),
+            during in proptest::collection::vec((0..6usize, 0..3usize, any::<u8>(), 0..3usize), 0..60),
+        ) {
+            let mut state = LockState::default();
+            let mut effects = Vec::new();
+            let mut token = 0;
+            for (k, o, kind) in before {
+                let c = command(&state, k, o, kind, &mut token);
+                state.apply(&c, &mut effects);
+            }
+            let expected = encode_snapshot(&state);
+            let at_begin = state.clone();
+            state.begin_snapshot();
+            let mut bytes = None;
+            for (k, o, kind, slice) in during {
+                let c = command(&state, k, o, kind, &mut token);
+                state.apply(&c, &mut effects);
+                if bytes.is_none() {
+                    bytes = state.snapshot_step(slice);
+                }
+            }
+            let bytes = match bytes {
+                Some(b) => b,
+                None => state.snapshot_step(usize::MAX).expect("done"),
+            };
+            prop_assert_eq!(decode_snapshot(&bytes).unwrap(), at_begin);
+            prop_assert_eq!(bytes.len(), expected.len());
+        }
     }
 }

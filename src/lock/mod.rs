@@ -14,8 +14,10 @@
 //!
 //! Standalone mode drives the same table with a "log" that commits on append.
 
+mod bytes;
 pub mod codec;
 pub mod command;
+mod snapshot;
 pub mod state;
 pub mod store;
 pub mod table;

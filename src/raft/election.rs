@@ -54,8 +54,8 @@ impl Raft {
     /// Candidate: bump the term, vote for ourselves, ask everyone.
     /// `transfer` marks an election ordered by the leader (TimeoutNow).
     pub(super) fn campaign(&mut self, transfer: bool) {
-        self.term += 1;
-        self.voted_for = Some(self.cfg.id);
+        self.enter_term(self.term + 1);
+        self.cast_vote(self.cfg.id);
         self.role = Role::Candidate;
         self.leader_id = None;
         self.start_tally();
@@ -138,7 +138,7 @@ impl Raft {
             self.become_follower(self.term, None);
         }
         if grant && !pre {
-            self.voted_for = Some(from);
+            self.cast_vote(from);
             self.reset_election_timer();
         }
         // A pre-vote grant echoes the asked term; a rejection tells our own.

@@ -113,7 +113,12 @@ impl RaftLog {
     /// Drops every entry at `index` and above. Committed entries are final, so
     /// truncating one is a bug in the caller.
     pub fn truncate_from(&mut self, index: u64) {
-        assert!(index > self.committed, "truncating committed entries");
+        crate::invariant!(
+            index > self.committed,
+            "committed entries are never truncated",
+            "truncating from {index} with commit index {}",
+            self.committed
+        );
         if index > self.last_index() {
             return;
         }
@@ -128,15 +133,43 @@ impl RaftLog {
         if index <= self.committed {
             return false;
         }
-        self.committed = index;
+        self.set_committed(index);
         true
+    }
+
+    /// The one place the commit index changes.
+    fn set_committed(&mut self, index: u64) {
+        crate::invariant!(
+            index >= self.committed,
+            "commit index never decreases",
+            "from {} to {index}",
+            self.committed
+        );
+        crate::invariant!(
+            index <= self.last_index(),
+            "commit index at most the last index",
+            "commit {index}, last index {}",
+            self.last_index()
+        );
+        self.committed = index;
+    }
+
+    /// The one place the handed-out (applied) index changes.
+    fn set_handed(&mut self, index: u64) {
+        crate::invariant!(
+            index <= self.committed,
+            "applied index at most the commit index",
+            "applied {index}, commit {}",
+            self.committed
+        );
+        self.handed = index;
     }
 
     /// Committed entries not yet handed out, in order.
     pub fn take_committed(&mut self) -> Vec<Entry> {
         let lo = self.handed + 1;
         let out: Vec<Entry> = (lo..=self.committed).filter_map(|i| self.entry(i).cloned()).collect();
-        self.handed = self.committed;
+        self.set_handed(self.committed);
         out
     }
 
@@ -233,10 +266,53 @@ impl RaftLog {
             self.entries.clear();
             self.configs.clear();
         }
-        self.committed = meta.index;
-        self.handed = meta.index;
         self.snapshot = Arc::new(snapshot);
+        self.set_committed(self.snapshot.meta.index);
+        self.set_handed(self.snapshot.meta.index);
         true
+    }
+
+    /// Walks the whole log (O(entries)): entries numbered on from the snapshot with
+    /// terms that never go down, the snapshot ≤ applied ≤ commit ≤ last index, and
+    /// the remembered config entries exactly those of the log. Run after each change
+    /// in debug builds, and by the simulators after every step.
+    pub fn check_invariants(&self) {
+        let base = &self.snapshot.meta;
+        crate::invariant!(
+            base.index <= self.handed && self.handed <= self.committed && self.committed <= self.last_index(),
+            "snapshot <= applied <= commit <= last index",
+            "snapshot {}, applied {}, commit {}, last {}",
+            base.index,
+            self.handed,
+            self.committed,
+            self.last_index()
+        );
+        let mut term = base.term;
+        let mut configs = self.configs.iter();
+        for (k, e) in self.entries.iter().enumerate() {
+            crate::invariant!(
+                e.index == base.index + 1 + k as u64 && e.term >= term,
+                "log entries numbered on with terms that never go down",
+                "entry {} of term {} after term {term} (expected index {})",
+                e.index,
+                e.term,
+                base.index + 1 + k as u64
+            );
+            term = e.term;
+            if let EntryKind::Config(m) = &e.kind {
+                crate::invariant!(
+                    configs.next().is_some_and(|(i, c)| *i == e.index && c == m),
+                    "the log's configs are its config entries",
+                    "config entry {} not remembered as such",
+                    e.index
+                );
+            }
+        }
+        crate::invariant!(
+            configs.next().is_none(),
+            "the log's configs are its config entries",
+            "a remembered config without its entry"
+        );
     }
 
     /// The configuration in force at `index` (latest config entry `<= index`).

@@ -50,6 +50,7 @@
 mod autopilot;
 mod core;
 mod election;
+mod inputs;
 pub mod log;
 pub mod membership;
 pub mod message;

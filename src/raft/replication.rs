@@ -60,6 +60,14 @@ impl Raft {
             match self.log.term_at(entry.index) {
                 Some(t) if t == entry.term => continue,
                 Some(_) => {
+                    crate::invariant!(
+                        self.role != Role::Leader,
+                        "a leader never truncates its log",
+                        "node {} leads term {} and would cut its log at {}",
+                        self.cfg.id,
+                        self.term,
+                        entry.index
+                    );
                     config_changed |= self.log.active_config_index() >= entry.index;
                     self.log.truncate_from(entry.index);
                 }

@@ -274,8 +274,8 @@ impl LockChecker {
         let mut effects = Vec::new();
         if let Some(cmd) = command {
             // Checked before applying: the state's own defence against such a grant
-            // is a debug assertion (it refuses it in release), and the checker must
-            // say which invariant broke in both profiles.
+            // is an invariant that stops the node (a panic), and the checker must
+            // say which of its invariants broke, as an error, in both profiles.
             impossible_grant(index, &state, cmd)?;
             state.apply(cmd, &mut effects);
             self.replay_checks(index, cmd, &effects, &state, commit_ms, now)?;

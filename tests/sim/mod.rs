@@ -1208,6 +1208,8 @@ impl World {
 
 /// All per-step invariants for one node.
 pub fn check_node(c: &mut Checker, r: &Raft) -> Result<(), Violation> {
+    // The core's own invariants (they panic, naming the one violated).
+    r.check_invariants();
     let id = r.id();
     if r.role() == Role::Leader {
         if r.is_removed() {
@@ -1258,9 +1260,29 @@ fn check_active_config(r: &Raft) -> Result<(), Violation> {
 
 /// Runs one seed; Err names the seed and step.
 pub fn run_seed(p: SimParams) -> Result<Stats, String> {
-    let mut w = World::new(p);
-    w.run()?;
-    Ok(w.stats)
+    let seed = p.seed;
+    caught(seed, move || {
+        let mut w = World::new(p);
+        w.run()?;
+        Ok(w.stats)
+    })
+}
+
+/// Runs one seed, turning a panic (a violated invariant in the production code)
+/// into an error that names the seed, so the other seeds still run and the failure
+/// can be replayed.
+pub fn caught<T>(seed: u64, run: impl FnOnce() -> Result<T, String>) -> Result<T, String> {
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(run)) {
+        Ok(result) => result,
+        Err(payload) => {
+            let message = payload
+                .downcast_ref::<String>()
+                .map(String::as_str)
+                .or_else(|| payload.downcast_ref::<&str>().copied())
+                .unwrap_or("(no message)");
+            Err(format!("seed {seed}: panicked: {message}"))
+        }
+    }
 }
 
 /// Whether a quorum of leader `l`'s active and committed configurations follow it

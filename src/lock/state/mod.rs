@@ -5,17 +5,17 @@
 //! (`table.rs`) refers to keys by slot and may *pin* a slot it needs while its key is
 //! not held; pins never change what this state says (holders, equality, snapshots).
 //!
-//! Snapshots are encoded in slices (`begin_snapshot`, `snapshot_step`): the slots are
-//! walked in order, a few thousand per call, and before a slot that has not been
-//! emitted yet changes, its pre-image is kept (copy on write), so the bytes are those
-//! of the state at `begin_snapshot` however many commands were applied in between.
+//! Encoding the state as a snapshot, in slices while commands keep being applied:
+//! `slices.rs`.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
-use super::codec;
+mod slices;
+
 use super::command::{Command, Grant, Origin};
 use super::store::{OwnerId, Owners, SlotId, Slots};
 use crate::proto::Response;
+use slices::SnapshotCursor;
 
 /// The current holder of a key.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -261,14 +261,14 @@ impl LockState {
     /// on the state and the command, never on the node or the time.
     ///
     /// The leader's projection guarantees that a proposed grant finds its key free and
-    /// its token above `last_token`; should that ever not hold, the grant is refused
-    /// (the waiter is told `B`) rather than breaking mutual exclusion or monotonicity.
+    /// its token above `last_token`. Should that ever not hold, the node stops on a
+    /// violated invariant (src/invariant.rs) rather than break mutual exclusion or
+    /// token order, or answer from a state it cannot trust.
     pub fn apply<S: AsRef<str>>(&mut self, command: &Command<S>, effects: &mut Vec<Effect>) {
         match command {
             Command::Grant { key, grant } => {
-                if let Some(slot) = self.grant_if_free(key.as_ref(), grant, effects) {
-                    self.slots.free_if_unused(slot);
-                }
+                let slot = self.grant(key.as_ref(), grant, effects);
+                self.slots.free_if_unused(slot);
             }
             Command::SetMember { node, incarnation, addr } => {
                 let record = self.members.entry(*node).or_default();
@@ -325,7 +325,7 @@ impl LockState {
         next: &Option<Grant<S>>,
         effects: &mut Vec<Effect>,
     ) {
-        let granted = next.as_ref().and_then(|next| self.grant_if_free(key, next, effects));
+        let granted = next.as_ref().map(|next| self.grant(key, next, effects));
         if let Some(slot) = slot.or(granted) {
             self.slots.free_if_unused(slot);
         }
@@ -340,19 +340,23 @@ impl LockState {
         self.held -= 1;
     }
 
-    /// Grants `key` if free; returns its slot when granted.
-    fn grant_if_free<S: AsRef<str>>(
-        &mut self,
-        key: &str,
-        grant: &Grant<S>,
-        effects: &mut Vec<Effect>,
-    ) -> Option<SlotId> {
+    /// Grants `key`, which must be free, under a token above every earlier one;
+    /// returns its slot.
+    fn grant<S: AsRef<str>>(&mut self, key: &str, grant: &Grant<S>, effects: &mut Vec<Effect>) -> SlotId {
         let held = self.slots.find(key).is_some_and(|s| self.slots.slots[s.index()].is_held());
-        if held || grant.token <= self.last_token {
-            debug_assert!(false, "projection proposed an impossible grant on {key:?}");
-            effects.push(Effect::Reply(grant.origin, Response::Busy));
-            return None;
-        }
+        crate::invariant!(
+            !held,
+            "at most one holder per key",
+            "a committed grant of {key:?} under token {} while it is held",
+            grant.token
+        );
+        crate::invariant!(
+            grant.token > self.last_token,
+            "fencing tokens strictly increase",
+            "a committed grant of {key:?} under token {} after token {}",
+            grant.token,
+            self.last_token
+        );
         self.last_token = grant.token;
         let slot = self.slots.find_or_add(key);
         self.before_change(slot);
@@ -365,131 +369,40 @@ impl LockState {
             grant.origin,
             Response::Granted { token: grant.token, lease_ms: grant.lease_ms },
         ));
-        Some(slot)
+        slot
     }
 
-    /// Called before the holder of `slot` changes: a snapshot being encoded that has
-    /// not reached the slot yet keeps its pre-image.
-    fn before_change(&mut self, slot: SlotId) {
-        if let Some(snapshot) = &mut self.snapshot {
-            snapshot.keep_pre_image(slot, &self.slots, &self.owners);
+    /// Walks every slot (O(keys)) and stops the node, naming the invariant, if one is
+    /// broken: each held key in the one slot its key is found at (at most one holder
+    /// per key), every holder's token at most the last token granted and not 0, the
+    /// held count right. Debug builds run it after a snapshot is restored; the
+    /// simulators through [`crate::lock::LockTable::check_invariants`].
+    pub fn check_invariants(&self) {
+        let mut held = 0;
+        for (i, s) in self.slots.slots.iter().enumerate().filter(|(_, s)| s.is_held()) {
+            held += 1;
+            let found = self.slots.find(&s.key);
+            crate::invariant!(
+                found == Some(SlotId(i as u32)),
+                "at most one holder per key",
+                "key {:?} held in slot {i}, found at {found:?}",
+                s.key
+            );
+            crate::invariant!(
+                s.token <= self.last_token && s.token != 0,
+                "fencing tokens strictly increase",
+                "key {:?} held under token {}, last token {}",
+                s.key,
+                s.token,
+                self.last_token
+            );
         }
-    }
-
-    /// Starts encoding a snapshot of this state as it is now; continue with
-    /// [`LockState::snapshot_step`]. A snapshot already under way is dropped.
-    pub fn begin_snapshot(&mut self) {
-        let mut out = Vec::with_capacity(self.snapshot_size_estimate());
-        codec::put_snapshot_header(&mut out, self.domain, self.last_token, self.held as u32);
-        let mut trailer = Vec::new();
-        codec::put_snapshot_members(&mut trailer, &self.members);
-        self.snapshot = Some(Box::new(SnapshotCursor {
-            out,
-            next: 0,
-            end: self.slots.len() as u32,
-            left: self.held,
-            pre_images: HashMap::new(),
-            trailer,
-        }));
-    }
-
-    /// True while a snapshot is being encoded.
-    pub fn snapshot_in_progress(&self) -> bool {
-        self.snapshot.is_some()
-    }
-
-    /// Encodes up to `slots_max` more slots of the snapshot under way; returns its
-    /// bytes once every slot is done.
-    pub fn snapshot_step(&mut self, slots_max: usize) -> Option<Vec<u8>> {
-        let snapshot = self.snapshot.as_mut()?;
-        let stop = snapshot.end.min(snapshot.next.saturating_add(slots_max.min(u32::MAX as usize) as u32));
-        for s in snapshot.next..stop {
-            match snapshot.pre_images.remove(&s) {
-                Some(Some(pre)) => {
-                    codec::put_snapshot_holder(
-                        &mut snapshot.out,
-                        &pre.key,
-                        &pre.owner,
-                        pre.token,
-                        pre.lease_ms,
-                    );
-                    snapshot.left -= 1;
-                }
-                Some(None) => {}
-                None => {
-                    let slot = &self.slots.slots[s as usize];
-                    if slot.is_held() {
-                        let owner = self.owners.name(slot.owner);
-                        codec::put_snapshot_holder(
-                            &mut snapshot.out,
-                            &slot.key,
-                            owner,
-                            slot.token,
-                            slot.lease_ms,
-                        );
-                        snapshot.left -= 1;
-                    }
-                }
-            }
-        }
-        snapshot.next = stop;
-        if stop < snapshot.end {
-            return None;
-        }
-        let mut snapshot = self.snapshot.take().expect("under way");
-        assert_eq!(snapshot.left, 0, "a snapshot emits exactly the holders it counted");
-        let trailer = std::mem::take(&mut snapshot.trailer);
-        snapshot.out.extend_from_slice(&trailer);
-        Some(std::mem::take(&mut snapshot.out))
-    }
-
-    /// About how many bytes the snapshot of this state takes (to reserve them once).
-    fn snapshot_size_estimate(&self) -> usize {
-        let owner_bytes: usize =
-            self.holders().take(64).map(|(_, h)| h.owner.len()).sum::<usize>() / self.held.clamp(1, 64);
-        32 + self.slots.key_bytes + self.held * (1 + 1 + owner_bytes + 12) + self.members.len() * 280
-    }
-}
-
-/// A snapshot being encoded in slices (see the module docs).
-#[derive(Clone)]
-struct SnapshotCursor {
-    /// Header and the holders emitted so far.
-    out: Vec<u8>,
-    /// The next slot to emit.
-    next: u32,
-    /// Slots at `begin_snapshot`; later ones were free then.
-    end: u32,
-    /// Holders still to emit.
-    left: usize,
-    /// Slots in `next..end` that changed since `begin_snapshot`: their holder then
-    /// (`None`: not held).
-    pre_images: HashMap<u32, Option<PreImage>>,
-    /// The member records at `begin_snapshot`, encoded (later changes are not in it).
-    trailer: Vec<u8>,
-}
-
-#[derive(Clone)]
-struct PreImage {
-    key: Box<str>,
-    owner: Box<str>,
-    token: u64,
-    lease_ms: u32,
-}
-
-impl SnapshotCursor {
-    fn keep_pre_image(&mut self, slot: SlotId, slots: &Slots, owners: &Owners) {
-        if slot.0 < self.next || slot.0 >= self.end || self.pre_images.contains_key(&slot.0) {
-            return;
-        }
-        let s = &slots.slots[slot.index()];
-        let pre = s.is_held().then(|| PreImage {
-            key: s.key.clone(),
-            owner: owners.name(s.owner).into(),
-            token: s.token,
-            lease_ms: s.lease_ms,
-        });
-        self.pre_images.insert(slot.0, pre);
+        crate::invariant!(
+            held == self.held,
+            "the state's counts match what it holds",
+            "{held} keys held, {} counted",
+            self.held
+        );
     }
 }
 
@@ -572,77 +485,34 @@ mod tests {
         assert_eq!(state.pinned_count(), 0);
     }
 
-    /// The buffer reserved for a snapshot fits it: not regrown, and not more than about
-    /// twice its size (the estimate is a capacity hint; a wrong one costs memory).
+    /// A committed grant the leader's projection should never propose — on a held key,
+    /// or under a token not above the last — stops the node in every build, naming the
+    /// invariant it would break (a committed log that grants a held key).
     #[test]
-    fn the_snapshot_buffer_is_reserved_about_right() {
-        let holders: Vec<(String, Holder)> =
-            (1..=200u64).map(|i| (format!("seat:{i:05}"), holder(&format!("office-{}", i % 7), i))).collect();
-        let members = BTreeMap::from([
-            (1, MemberRecord { addr: "10.0.0.1:5225".into(), incarnation: 11 }),
-            (2, MemberRecord { addr: "10.0.0.2:5225".into(), incarnation: 12 }),
-        ]);
-        let mut state = LockState::from_parts(holders, 200, 7).unwrap().with_members(members);
-        assert!(!state.snapshot_in_progress());
-        state.begin_snapshot();
-        assert!(state.snapshot_in_progress());
-        let reserved = state.snapshot.as_ref().unwrap().out.capacity();
-        let mut bytes = None;
-        while bytes.is_none() {
-            bytes = state.snapshot_step(16);
-        }
-        assert!(!state.snapshot_in_progress());
-        let len = bytes.unwrap().len();
-        assert!(reserved >= len && reserved <= 2 * len, "reserved {reserved} for {len} bytes");
-    }
-
-    /// A snapshot under way keeps the old holder only of a slot it has not emitted yet
-    /// and that existed when it began: the others cost memory for nothing.
-    #[test]
-    fn a_snapshot_keeps_pre_images_only_of_slots_still_to_emit() {
-        let holders = vec![("a".to_string(), holder("x", 1)), ("b".to_string(), holder("y", 2))];
-        let mut state = LockState::from_parts(holders, 2, 7).unwrap();
-        state.begin_snapshot();
-        assert!(state.snapshot_step(1).is_none());
-        let origin = Origin { node: 1, incarnation: 1, conn: 1, id: 1 };
-        let mut effects = Vec::new();
-        // "a" was emitted already; "c" is a slot added after the snapshot began.
-        let release =
-            Command::Release { key: "a".to_string(), owner: "x".to_string(), token: 1, origin, next: None };
-        state.apply(&release, &mut effects);
-        let grant = Grant { owner: "z".to_string(), token: 3, lease_ms: 1000, origin };
-        state.apply(&Command::Grant { key: "c".to_string(), grant }, &mut effects);
-        assert!(state.snapshot.as_ref().unwrap().pre_images.is_empty());
-        // "b" is still to emit: its holder at the start is kept.
-        let release =
-            Command::Release { key: "b".to_string(), owner: "y".to_string(), token: 2, origin, next: None };
-        state.apply(&release, &mut effects);
-        assert_eq!(state.snapshot.as_ref().unwrap().pre_images.len(), 1);
-    }
-
-    /// A grant the leader's projection should never propose — on a held key, or with a
-    /// token not above the last — is refused (`B`), never applied; debug builds stop on
-    /// it, since it means the projection is wrong.
-    #[test]
-    fn an_impossible_grant_is_refused_and_debug_builds_stop_on_it() {
+    fn an_impossible_grant_violates_an_invariant() {
         let state = LockState::from_parts(vec![("a".to_string(), holder("x", 5))], 5, 7).unwrap();
         let origin = Origin { node: 1, incarnation: 1, conn: 1, id: 1 };
-        for (key, token) in [("a", 6), ("b", 5)] {
+        let cases = [
+            ("a", 6, "invariant violated: at most one holder per key: a committed grant of \"a\" under token 6"),
+            ("b", 5, "invariant violated: fencing tokens strictly increase: a committed grant of \"b\" under token 5 after token 5"),
+        ];
+        for (key, token, expected) in cases {
             let grant = Grant { owner: "y".to_string(), token, lease_ms: 1000, origin };
             let command = Command::Grant { key: key.to_string(), grant };
             let mut after = state.clone();
-            let mut effects = Vec::new();
-            let applied = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                after.apply(&command, &mut effects);
-            }));
-            if cfg!(debug_assertions) {
-                assert!(applied.is_err(), "{key} under {token}: no assertion");
-            } else {
-                assert!(applied.is_ok());
-                assert!(after == state, "{key} under {token}: applied");
-                assert_eq!(effects, vec![Effect::Reply(origin, Response::Busy)]);
-            }
+            let payload = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                after.apply(&command, &mut Vec::new());
+            }))
+            .expect_err("an impossible grant applied");
+            let message = payload.downcast_ref::<String>().map(String::as_str).unwrap_or("");
+            assert!(message.starts_with(expected), "{key} under {token}: {message}");
         }
+        // The same grants on a free key under a later token are fine.
+        let mut after = state.clone();
+        let grant = Grant { owner: "y".to_string(), token: 6, lease_ms: 1000, origin };
+        after.apply(&Command::Grant { key: "b".to_string(), grant }, &mut Vec::new());
+        after.check_invariants();
+        assert_eq!(after.holder("b"), Some(Holder { owner: "y".into(), token: 6, lease_ms: 1000 }));
     }
 
     /// Equality is what the simulators and the snapshot tests compare states by: each
@@ -676,77 +546,6 @@ mod tests {
         for (what, other) in differing {
             assert!(state != other, "{what}: equal");
             assert!(other != state, "{what}: equal the other way round");
-        }
-    }
-}
-
-#[cfg(test)]
-mod snapshot_tests {
-    use super::*;
-    use crate::lock::codec::{decode_snapshot, encode_snapshot};
-    use proptest::prelude::*;
-
-    const KEYS: [&str; 6] = ["a", "b", "c", "d", "e", "f"];
-    const OWNERS: [&str; 3] = ["x", "y", "z"];
-
-    fn origin() -> Origin {
-        Origin { node: 1, incarnation: 1, conn: 1, id: 1 }
-    }
-
-    /// A command that changes something in `state` most of the time.
-    fn command(state: &LockState, key: usize, owner: usize, kind: u8, token: &mut u64) -> Command {
-        let key = KEYS[key].to_string();
-        let next = |token: &mut u64| {
-            *token += 1;
-            Some(Grant { owner: OWNERS[owner].into(), token: *token, lease_ms: 1000, origin: origin() })
-        };
-        match (state.holder(&key), kind % 3) {
-            (None, _) => {
-                *token += 1;
-                let grant =
-                    Grant { owner: OWNERS[owner].into(), token: *token, lease_ms: 1000, origin: origin() };
-                Command::Grant { key, grant }
-            }
-            (Some(h), 0) => {
-                Command::Release { key, owner: h.owner, token: h.token, origin: origin(), next: None }
-            }
-            (Some(h), 1) => {
-                Command::Release { key, owner: h.owner, token: h.token, origin: origin(), next: next(token) }
-            }
-            (Some(h), _) => Command::Expire { key, token: h.token, next: next(token) },
-        }
-    }
-
-    proptest! {
-        #[test]
-        fn a_snapshot_encoded_in_slices_is_the_state_it_began_with(
-            before in proptest::collection::vec((0..6usize, 0..3usize, any::<u8>()), 0..30),
-            during in proptest::collection::vec((0..6usize, 0..3usize, any::<u8>(), 0..3usize), 0..60),
-        ) {
-            let mut state = LockState::default();
-            let mut effects = Vec::new();
-            let mut token = 0;
-            for (k, o, kind) in before {
-                let c = command(&state, k, o, kind, &mut token);
-                state.apply(&c, &mut effects);
-            }
-            let expected = encode_snapshot(&state);
-            let at_begin = state.clone();
-            state.begin_snapshot();
-            let mut bytes = None;
-            for (k, o, kind, slice) in during {
-                let c = command(&state, k, o, kind, &mut token);
-                state.apply(&c, &mut effects);
-                if bytes.is_none() {
-                    bytes = state.snapshot_step(slice);
-                }
-            }
-            let bytes = match bytes {
-                Some(b) => b,
-                None => state.snapshot_step(usize::MAX).expect("done"),
-            };
-            prop_assert_eq!(decode_snapshot(&bytes).unwrap(), at_begin);
-            prop_assert_eq!(bytes.len(), expected.len());
         }
     }
 }

@@ -27,9 +27,16 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 
+mod answers;
+mod gate;
+mod owed;
+
+pub use gate::AppendGate;
+
 use crate::lock::codec::encode_snapshot;
 use crate::lock::{Command, ConnId, LockState, LockTable, Output, Reply, TableConfig};
 use crate::proto::{Request, Response};
+use owed::{owed_by, Pending};
 
 /// How long after losing leadership an unresolved request is answered `U` (docs/protocol.md §8).
 pub const UNKNOWN_AFTER_MS: u64 = 5_000;
@@ -52,51 +59,6 @@ pub enum ToLog {
     ReadIndex { ctx: u64 },
 }
 
-/// The log's half of deferral (it lives with the Raft core, e.g. on the Raft thread):
-/// keeps a leader's appends in the order the replica planned them across a hand-over.
-///
-/// A leader that hands leadership over refuses proposals (`RaftError::HandingOver`);
-/// the log then answers the replica [`Replica::on_deferred`] and the replica proposes
-/// the command again later. Commands the replica sent before it heard of the hand-over
-/// are still on their way; were one of them taken while an earlier one is deferred, the
-/// log would hold them out of order (a later token before an earlier one). So while any
-/// deferred command has not come back and been appended, every later one is deferred
-/// too — `admit` says no.
-///
-/// Use, for each `ToLog::Append { seq, term, command }` on a leader of `term`:
-/// `if !gate.admit(seq)` → `gate.deferred(seq)`, deferred; else propose: `Ok` →
-/// `gate.appended(seq)`, `Err(HandingOver)` → `gate.deferred(seq)`, deferred; a refusal
-/// for any other reason → rejected. `reset` when leadership is lost or a new term
-/// begins (the replica answers what it held).
-#[derive(Debug, Default, Clone)]
-pub struct AppendGate {
-    /// Commands deferred and not appended since. Bounded by the replica's outstanding
-    /// commands: each comes back once the hand-over ends.
-    waiting: BTreeSet<u64>,
-}
-
-impl AppendGate {
-    /// May command `seq` be proposed now? Not while an earlier command waits.
-    pub fn admit(&self, seq: u64) -> bool {
-        self.waiting.first().is_none_or(|w| seq <= *w)
-    }
-
-    /// Command `seq` was deferred.
-    pub fn deferred(&mut self, seq: u64) {
-        self.waiting.insert(seq);
-    }
-
-    /// Command `seq` was appended.
-    pub fn appended(&mut self, seq: u64) {
-        self.waiting.remove(&seq);
-    }
-
-    /// Leadership ended or a new term began: nothing waits any more.
-    pub fn reset(&mut self) {
-        self.waiting.clear();
-    }
-}
-
 /// The node's role as the replica needs to know it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum LogRole {
@@ -106,17 +68,6 @@ pub enum LogRole {
     Leader { term: u64, noop_index: u64, new_domain: u64 },
     /// Not leading; `leader_addr` is the leader's client address, empty if unknown.
     NotLeader { leader_addr: String },
-}
-
-/// A command that was handed to the log and whose answers are still owed.
-#[derive(Debug)]
-struct Pending {
-    /// Requests of this node the command answers.
-    owed: Owed,
-    /// (index, term) once the log appended it.
-    at: Option<(u64, u64)>,
-    /// Answered `U` already: a later commit must stay silent.
-    abandoned: bool,
 }
 
 /// The lock side of one node. See the module docs.
@@ -376,280 +327,6 @@ impl Replica {
         }
     }
 
-    /// The log did not append command `seq` (planned under `term`, handed back here)
-    /// because the leader is handing leadership over. It is not refused: it is proposed
-    /// again, before anything planned after it, once no hand-over is under way (at once
-    /// if this replica has not heard of one, or heard it end), or answered `M` if
-    /// another node comes to lead.
-    pub fn on_deferred(&mut self, seq: u64, term: u64, command: Command, out: &mut ReplicaOutput) {
-        if !self.pending.contains_key(&seq) {
-            return;
-        }
-        self.deferred.insert(seq, (term, command));
-        self.propose_deferred(out);
-    }
-
-    /// The leader began (`true`) or ended (`false`, still leading) a hand-over. While it
-    /// lasts, requests are held and new commands wait; when it ends, the commands are
-    /// proposed in planning order and the held requests run in arrival order. Losing
-    /// leadership instead comes as [`Replica::on_role`], which answers all of them `M`.
-    pub fn on_handover(&mut self, active: bool, now_ms: u64, unix_us: u64, out: &mut ReplicaOutput) {
-        if !matches!(self.role, LogRole::Leader { .. }) {
-            return;
-        }
-        self.handing_over = active;
-        if !active {
-            self.propose_deferred(out);
-            self.after_apply(now_ms, unix_us, out);
-        }
-    }
-
-    /// Proposes the deferred commands again, in order, unless a hand-over is under way.
-    fn propose_deferred(&mut self, out: &mut ReplicaOutput) {
-        if self.handing_over {
-            return;
-        }
-        let LogRole::Leader { term: leading, .. } = self.role else {
-            return;
-        };
-        for (seq, (term, command)) in std::mem::take(&mut self.deferred) {
-            // Planned under another leadership: never proposed in this one. (on_role
-            // answers those; this only guards the invariant.)
-            if term != leading {
-                self.on_rejected(seq, out);
-                continue;
-            }
-            out.to_log.push(ToLog::Append { seq, term, command });
-        }
-    }
-
-    /// Answers `M` for every deferred command: it was never appended.
-    fn drop_deferred(&mut self, out: &mut ReplicaOutput) {
-        for seq in std::mem::take(&mut self.deferred).into_keys() {
-            self.on_rejected(seq, out);
-        }
-    }
-
-    /// The log appended command `seq` at (index, term).
-    pub fn on_appended(&mut self, seq: u64, index: u64, term: u64) {
-        if let Some(p) = self.pending.get_mut(&seq) {
-            p.at = Some((index, term));
-            self.by_index.insert((index, seq));
-        }
-    }
-
-    /// The log refused command `seq` (this node no longer leads): it was not executed.
-    pub fn on_rejected(&mut self, seq: u64, out: &mut ReplicaOutput) {
-        if let Some(p) = self.pending.remove(&seq) {
-            if !p.abandoned {
-                let leader = self.leader_addr();
-                for (conn, id) in p.owed {
-                    out.replies.push(Reply {
-                        conn,
-                        id,
-                        response: Response::Moved { leader: leader.clone() },
-                    });
-                }
-            }
-        }
-    }
-
-    fn leader_addr(&self) -> String {
-        match &self.role {
-            LogRole::NotLeader { leader_addr } => leader_addr.clone(),
-            LogRole::Leader { .. } => String::new(),
-        }
-    }
-
-    /// The entry at `index` (of `term`) committed; `command` is its lock command, or
-    /// `None` for a no-op or configuration entry.
-    pub fn on_committed<S: AsRef<str>>(
-        &mut self,
-        index: u64,
-        term: u64,
-        command: Option<&Command<S>>,
-        now_ms: u64,
-        unix_us: u64,
-        out: &mut ReplicaOutput,
-    ) {
-        // Commands of ours that were appended at this index or below and not yet resolved
-        // were overwritten (a commit at `index` means every index up to it is decided).
-        let mut resolved_here: Option<Pending> = None;
-        while let Some(&(at, seq)) = self.by_index.first() {
-            if at > index {
-                break;
-            }
-            self.by_index.pop_first();
-            let Some(p) = self.pending.remove(&seq) else {
-                continue;
-            };
-            let same = p.at == Some((index, term));
-            if same {
-                resolved_here = Some(p);
-            } else if !p.abandoned {
-                // Another entry took its place: not executed.
-                let leader = self.leader_addr();
-                for (conn, id) in p.owed {
-                    out.replies.push(Reply {
-                        conn,
-                        id,
-                        response: Response::Moved { leader: leader.clone() },
-                    });
-                }
-            }
-        }
-        let mut scratch = std::mem::take(&mut self.scratch);
-        if let Some(command) = command {
-            self.table.apply(command, now_ms, &mut scratch);
-        }
-        self.applied_index = index;
-        let silent = resolved_here.as_ref().is_some_and(|p| p.abandoned);
-        if silent {
-            scratch.replies.clear();
-        }
-        // Replies for our origins in commands we do not track any more (e.g. given up
-        // as U and then dropped) must not be sent twice; tracked ones are fine.
-        out.replies.append(&mut scratch.replies);
-        self.scratch = scratch;
-        self.after_apply(now_ms, unix_us, out);
-    }
-
-    /// A follower installed a snapshot taken at `index`: the state is replaced.
-    /// Commands of ours at or below it can no longer be learned: they become `U`.
-    pub fn on_snapshot(&mut self, index: u64, state: LockState, out: &mut ReplicaOutput) {
-        // A snapshot of ours under way describes a state this one replaces.
-        self.snapshot_index = None;
-        if self.table.is_leading() {
-            // Only another leader sends snapshots: this node has been deposed and
-            // hears of its new role next. Its projection refers to the slots and
-            // owners of the state being replaced, so it goes now (waiters get `M`,
-            // leader not known yet), not with the role change.
-            let mut scratch = std::mem::take(&mut self.scratch);
-            self.table.lose_leadership("", &mut scratch);
-            out.replies.append(&mut scratch.replies);
-            self.scratch = scratch;
-        }
-        self.table.restore(state);
-        self.applied_index = index;
-        while let Some(&(at, seq)) = self.by_index.first() {
-            if at > index {
-                break;
-            }
-            self.by_index.pop_first();
-            if let Some(p) = self.pending.remove(&seq) {
-                if !p.abandoned {
-                    for (conn, id) in p.owed {
-                        out.replies.push(Reply { conn, id, response: Response::Unknown });
-                    }
-                }
-            }
-        }
-    }
-
-    /// After applying: a new leader starts serving once its no-op is applied, and
-    /// confirmed reads are answered once their index is applied.
-    fn after_apply(&mut self, now_ms: u64, unix_us: u64, out: &mut ReplicaOutput) {
-        if let LogRole::Leader { noop_index, new_domain, .. } = self.role {
-            if !self.serving && self.applied_index >= noop_index {
-                self.serving = true;
-                self.table.become_leader(now_ms);
-                if self.table.state().domain() == 0 && new_domain != 0 {
-                    let mut scratch = std::mem::take(&mut self.scratch);
-                    scratch.proposals.push_back(Command::SetDomain { domain: new_domain });
-                    self.flush(&mut scratch, out);
-                    self.scratch = scratch;
-                }
-            }
-            // Why not while handing over: the requests wait for its end (or for `M`).
-            while self.serving && !self.handing_over {
-                let Some((conn, id, request)) = self.held_back.pop_front() else {
-                    break;
-                };
-                self.execute(conn, id, request, now_ms, unix_us, out);
-            }
-        }
-        while let Some((&(index, ctx), _)) = self.reads_ready.first_key_value() {
-            if index > self.applied_index {
-                break;
-            }
-            let (conn, id, key) = self.reads_ready.remove(&(index, ctx)).expect("present");
-            let response = self.table.query(&key, now_ms);
-            out.replies.push(Reply { conn, id, response });
-        }
-    }
-
-    /// The log confirmed this node led when read `ctx` was asked, at commit `index`.
-    pub fn on_read_ready(
-        &mut self,
-        ctx: u64,
-        index: u64,
-        now_ms: u64,
-        unix_us: u64,
-        out: &mut ReplicaOutput,
-    ) {
-        if let Some(read) = self.reads_waiting.remove(&ctx) {
-            self.reads_ready.insert((index, ctx), read);
-            self.after_apply(now_ms, unix_us, out);
-        }
-    }
-
-    /// The log could not confirm leadership for read `ctx`: not executed.
-    pub fn on_read_failed(&mut self, ctx: u64, out: &mut ReplicaOutput) {
-        if let Some((conn, id, _)) = self.reads_waiting.remove(&ctx) {
-            let leader = self.leader_addr();
-            out.replies.push(Reply { conn, id, response: Response::Moved { leader } });
-        }
-    }
-
-    /// The node's role changed.
-    pub fn on_role(&mut self, role: LogRole, now_ms: u64, unix_us: u64, out: &mut ReplicaOutput) {
-        let was_leader = matches!(self.role, LogRole::Leader { .. });
-        self.role = role;
-        self.handing_over = false;
-        match self.role.clone() {
-            LogRole::Leader { .. } => {
-                // Commands deferred under an earlier leadership were never appended.
-                self.drop_deferred(out);
-                if self.table.is_leading() {
-                    // A new term of leadership: the old one's waiters were never
-                    // proposed and are told so.
-                    let mut scratch = std::mem::take(&mut self.scratch);
-                    self.table.lose_leadership("", &mut scratch);
-                    out.replies.append(&mut scratch.replies);
-                    self.scratch = scratch;
-                }
-                self.serving = false;
-                self.unknown_deadline = None;
-                self.after_apply(now_ms, unix_us, out);
-            }
-            LogRole::NotLeader { leader_addr } => {
-                let mut scratch = std::mem::take(&mut self.scratch);
-                if self.table.is_leading() {
-                    self.table.lose_leadership(&leader_addr, &mut scratch);
-                } else {
-                    self.table.set_leader_hint(&leader_addr);
-                }
-                out.replies.append(&mut scratch.replies);
-                self.scratch = scratch;
-                self.serving = false;
-                self.drop_deferred(out);
-                let moved = || Response::Moved { leader: leader_addr.clone() };
-                for (conn, id, _) in self.held_back.drain(..) {
-                    out.replies.push(Reply { conn, id, response: moved() });
-                }
-                for (_, (conn, id, _)) in self.reads_waiting.drain() {
-                    out.replies.push(Reply { conn, id, response: moved() });
-                }
-                for (_, (conn, id, _)) in std::mem::take(&mut self.reads_ready) {
-                    out.replies.push(Reply { conn, id, response: moved() });
-                }
-                if was_leader && !self.pending.is_empty() {
-                    self.unknown_deadline = Some(now_ms + UNKNOWN_AFTER_MS);
-                }
-            }
-        }
-    }
-
     /// A client connection closed.
     pub fn conn_closed(&mut self, conn: ConnId) {
         self.table.conn_closed(conn);
@@ -695,57 +372,23 @@ impl Replica {
     pub fn waiters(&self) -> usize {
         self.table.waiters()
     }
+
+    /// Walks the replica (O(keys + waiters)) and stops the node, naming the invariant,
+    /// if one is broken: the lock table's own ([`LockTable::check_invariants`]), and a
+    /// replica serves requests only while the log says this node leads. The
+    /// simulators call it after every step.
+    pub fn check_invariants(&self) {
+        self.table.check_invariants();
+        crate::invariant!(
+            !self.serving || self.is_leader(),
+            "a replica serves only while it leads",
+            "node {} serves as {:?}",
+            self.node,
+            self.role
+        );
+    }
 }
 
 fn overloaded() -> Response {
     Response::Error { code: crate::proto::ErrorCode::Overloaded, message: "new leader not ready yet".into() }
-}
-
-/// The requests (connection, request id) one command answers: at most two (a release
-/// and the grant to the next waiter). Inline, so tracking a proposal allocates nothing.
-#[derive(Debug, Default)]
-struct Owed {
-    items: [(ConnId, u32); 2],
-    len: usize,
-}
-
-impl Owed {
-    fn push(&mut self, item: (ConnId, u32)) {
-        self.items[self.len] = item;
-        self.len += 1;
-    }
-}
-
-impl IntoIterator for Owed {
-    type Item = (ConnId, u32);
-    type IntoIter = std::iter::Take<std::array::IntoIter<(ConnId, u32), 2>>;
-    fn into_iter(self) -> Self::IntoIter {
-        self.items.into_iter().take(self.len)
-    }
-}
-
-/// The requests of node `node` that `command` answers when applied.
-fn owed_by(command: &Command, node: u64) -> Owed {
-    let mut owed = Owed::default();
-    let mut add = |o: &crate::lock::Origin| {
-        if o.node == node {
-            owed.push((o.conn, o.id));
-        }
-    };
-    match command {
-        Command::Grant { grant, .. } => add(&grant.origin),
-        Command::Release { origin, next, .. } => {
-            add(origin);
-            if let Some(g) = next {
-                add(&g.origin);
-            }
-        }
-        Command::SetDomain { .. } | Command::SetMember { .. } => {}
-        Command::Expire { next, .. } => {
-            if let Some(g) = next {
-                add(&g.origin);
-            }
-        }
-    }
-    owed
 }

@@ -1,0 +1,44 @@
+//! What a leading table counts for monitoring (docs/metrics.md), bounded between
+//! two reads.
+
+/// What the table counted since the caller last cleared it ([`LockTable::stats_mut`]), for monitoring
+/// (docs/metrics.md). Only a leading table counts: followers apply the same commands
+/// and would count every grant once per node.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct TableStats {
+    /// Grants of a free key, applied.
+    pub grants_immediate: u64,
+    /// Grants to the head of a queue by a release or an expiry, applied.
+    pub grants_handoff: u64,
+    /// Holds ended by their lease running out, applied.
+    pub lease_expiries: u64,
+    /// How long each waiter that left its queue (handed the key, or its wait ran out)
+    /// had waited, in ms.
+    pub waits_ms: Vec<u64>,
+    /// How long each hold that ended (released or expired) had lasted, in µs, from the
+    /// grant's token: tokens are microsecond timestamps at least (docs/protocol.md), so
+    /// this never overstates a hold, and it counts a hold granted by an earlier leader
+    /// from its grant.
+    pub holds_us: Vec<u64>,
+}
+
+impl TableStats {
+    pub fn clear(&mut self) {
+        self.grants_immediate = 0;
+        self.grants_handoff = 0;
+        self.lease_expiries = 0;
+        self.waits_ms.clear();
+        self.holds_us.clear();
+    }
+}
+
+/// Most observations [`TableStats`] keeps of each kind between two clears
+/// ([`LockTable::stats_mut`]): a driver that never takes them (a test, a simulator) does
+/// not make it grow without bound.
+pub const STATS_OBSERVATIONS_MAX: usize = 1 << 16;
+
+pub(super) fn push_capped(list: &mut Vec<u64>, value: u64) {
+    if list.len() < STATS_OBSERVATIONS_MAX {
+        list.push(value);
+    }
+}
