@@ -10,12 +10,13 @@
 
 use std::collections::BTreeMap;
 
+mod cursor;
 mod slices;
 
 use super::command::{Command, Grant, Origin};
 use super::store::{OwnerId, Owners, SlotId, Slots};
 use crate::proto::Response;
-use slices::SnapshotCursor;
+use cursor::SnapshotCursor;
 
 /// The current holder of a key.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -8,9 +8,10 @@
 
 use std::collections::HashMap;
 
+use super::cursor::SnapshotCursor;
 use super::LockState;
 use crate::lock::snapshot;
-use crate::lock::store::{Owners, SlotId, Slots};
+use crate::lock::store::SlotId;
 
 impl LockState {
     /// Called before the holder of `slot` changes: a snapshot being encoded that has
@@ -82,48 +83,6 @@ impl LockState {
         let owner_bytes: usize =
             self.holders().take(64).map(|(_, h)| h.owner.len()).sum::<usize>() / self.held.clamp(1, 64);
         32 + self.slots.key_bytes + self.held * (1 + 1 + owner_bytes + 12) + self.members.len() * 280
-    }
-}
-
-/// A snapshot being encoded in slices (see the module docs).
-#[derive(Clone)]
-pub(super) struct SnapshotCursor {
-    /// Header and the holders emitted so far.
-    out: Vec<u8>,
-    /// The next slot to emit.
-    next: u32,
-    /// Slots at `begin_snapshot`; later ones were free then.
-    end: u32,
-    /// Holders still to emit.
-    left: usize,
-    /// Slots in `next..end` that changed since `begin_snapshot`: their holder then
-    /// (`None`: not held).
-    pre_images: HashMap<u32, Option<PreImage>>,
-    /// The member records at `begin_snapshot`, encoded (later changes are not in it).
-    trailer: Vec<u8>,
-}
-
-#[derive(Clone)]
-struct PreImage {
-    key: Box<str>,
-    owner: Box<str>,
-    token: u64,
-    lease_ms: u32,
-}
-
-impl SnapshotCursor {
-    fn keep_pre_image(&mut self, slot: SlotId, slots: &Slots, owners: &Owners) {
-        if slot.0 < self.next || slot.0 >= self.end || self.pre_images.contains_key(&slot.0) {
-            return;
-        }
-        let s = &slots.slots[slot.index()];
-        let pre = s.is_held().then(|| PreImage {
-            key: s.key.clone(),
-            owner: owners.name(s.owner).into(),
-            token: s.token,
-            lease_ms: s.lease_ms,
-        });
-        self.pre_images.insert(slot.0, pre);
     }
 }
 
