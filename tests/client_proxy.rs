@@ -11,8 +11,8 @@ use std::collections::HashSet;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use common::{connect, Cluster, ServerProcess, TOKEN};
-use proxy::{eventually, Dir, Proxy};
+use common::{connect, eventually, Cluster, ServerProcess, TOKEN};
+use proxy::{Dir, Proxy};
 use ticketing::client::{
     AcquireError, Client, IndeterminateCause, ReleaseError, ReleaseOutcome, BACKOFF_INITIAL, BACKOFF_MAX,
     RELEASE_DEADLINE,

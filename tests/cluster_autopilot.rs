@@ -5,6 +5,7 @@
 //! command from anyone. The autopilot's threshold is set to its smallest value for the
 //! default timing (3 election timeouts: 6 s) to keep the tests short.
 
+mod common;
 mod faults;
 
 use std::collections::{BTreeMap, HashMap};
@@ -198,7 +199,7 @@ fn kill_and_restart(cluster: &mut Cluster, victim: usize, seeds: &str) -> (u64, 
 #[test]
 fn a_killed_follower_then_a_killed_leader_come_back_as_fresh_processes_and_the_cluster_heals_itself() {
     let dir = tempfile::tempdir().unwrap();
-    let port = faults::ports::free_port_pair();
+    let port = common::free_port_pair();
     let mut cluster = Cluster::start_with_env(3, port, dir.path().to_path_buf(), None, ENV).expect("cluster");
     let seeds = cluster.client_addrs().join(",");
     cluster.wait_leader(Duration::from_secs(30)).expect("a leader");
@@ -303,7 +304,7 @@ fn admin(args: &[&str]) -> (i32, String, String) {
 #[test]
 fn waiting_join_nodes_found_nothing_by_themselves_and_admin_found_makes_them_a_cluster_once() {
     let dir = tempfile::tempdir().unwrap();
-    let port = faults::ports::free_port_pair();
+    let port = common::free_port_pair();
     let mut cluster = Cluster::start_with_env(0, port, dir.path().to_path_buf(), None, ENV).expect("harness");
     let seeds: Vec<String> = (1..=3).map(|i| format!("127.0.0.{i}:{port}")).collect();
     for _ in 0..3 {
@@ -379,7 +380,7 @@ fn wait_standby(cluster: &Cluster, id: u64, within: Duration) {
 #[test]
 fn a_frozen_voter_is_replaced_past_the_threshold_and_exits_when_it_thaws() {
     let dir = tempfile::tempdir().unwrap();
-    let port = faults::ports::free_port_pair();
+    let port = common::free_port_pair();
     let mut cluster = Cluster::start_with_env(3, port, dir.path().to_path_buf(), None, ENV).expect("cluster");
     let seeds = cluster.client_addrs().join(",");
     let leader = cluster.wait_leader(Duration::from_secs(30)).expect("a leader");

@@ -3,6 +3,7 @@
 //! the fault suite makes them (`tests/faults/`). They need root (CI runs as root);
 //! elsewhere each test says so and passes without running.
 
+mod common;
 mod faults;
 
 use std::collections::HashMap;

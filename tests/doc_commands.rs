@@ -12,17 +12,13 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
-use common::{bin, free_port, free_port_pair, PEER_TOKEN, TOKEN};
+use common::{bin, free_port, free_port_pair, repo, PEER_TOKEN, TOKEN};
 
 /// A ```sh block: the file it is in, its first line, its text.
 struct Block {
     file: String,
     first: String,
     text: String,
-}
-
-fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
 fn blocks() -> Vec<Block> {
@@ -80,7 +76,7 @@ fn how(block: &Block) -> How {
             "tests/cluster_autopilot.rs runs `ticketing admin found` against three waiting join nodes",
         ),
         ("docs/configuration.md", "ticketing server") => {
-            How::Elsewhere("every real-process test starts `ticketing server` this way (tests/common/mod.rs)")
+            How::Elsewhere("every real-process test starts `ticketing server` this way (tests/common/process.rs)")
         }
         ("docs/deploy.md", "scripts/build-static.sh") => {
             How::Elsewhere("tests/static_binary.rs runs the static binary that .ci/run builds with it; docker needs an engine")
