@@ -9,7 +9,7 @@ use ticketing::proto::frame::{Request, Response};
 
 use super::ports::free_port_pair;
 use super::process::{Server, ServerProcess};
-use super::raw::connect_with;
+use super::raw::{connect_with, operator};
 use super::TOKEN;
 
 /// A cluster of real processes; node `i` (0-based) is NodeId `i + 1` at 127.0.0.(i+1).
@@ -68,6 +68,14 @@ impl Cluster {
             assert!(std::time::Instant::now() < deadline, "no leader within {timeout:?}");
             std::thread::sleep(Duration::from_millis(50));
         }
+    }
+
+    /// Sends `admin replace` (old by new at `addr`) to node `at` on an operator
+    /// connection and waits up to 90 s for the answer.
+    pub fn admin_replace(&self, at: usize, old: u64, new: u64, addr: &str) -> Response {
+        let mut c = operator(self.addr(at));
+        c.stream.set_read_timeout(Some(Duration::from_secs(90))).unwrap();
+        c.call(1, &Request::Replace { old, new, addr: addr.into() })
     }
 
     pub fn kill(&mut self, i: usize) {

@@ -6,6 +6,7 @@
 
 pub mod bindings;
 pub mod cluster;
+pub mod load;
 pub mod ports;
 pub mod process;
 pub mod raw;
