@@ -110,38 +110,3 @@ fn a_restarted_server_is_reconnected_to() {
     let lock = client.acquire("k", LEASE, Duration::from_secs(5)).expect("reconnected");
     lock.release().unwrap();
 }
-
-/// Throughput of acquire+release pairs on loopback. Run with
-/// `cargo test --release --test client_real_server -- --ignored --nocapture`.
-#[test]
-#[ignore]
-fn throughput_of_acquire_release_pairs() {
-    let server = Server::new().start();
-    let client = server.client("bench");
-    client.ping().unwrap();
-    for threads in [1usize, 64] {
-        let run = Duration::from_secs(3);
-        let start = Instant::now();
-        let handles: Vec<_> = (0..threads)
-            .map(|t| {
-                let client = client.clone();
-                std::thread::spawn(move || {
-                    let key = format!("bench-{t}");
-                    let mut pairs = 0u64;
-                    while start.elapsed() < run {
-                        let lock = client.acquire(&key, LEASE, Duration::ZERO).unwrap();
-                        lock.release().unwrap();
-                        pairs += 1;
-                    }
-                    pairs
-                })
-            })
-            .collect();
-        let pairs: u64 = handles.into_iter().map(|h| h.join().unwrap()).sum();
-        let secs = start.elapsed().as_secs_f64();
-        println!(
-            "{threads:>2} thread(s): {pairs} acquire+release pairs in {secs:.2} s = {:.0} pairs/s",
-            pairs as f64 / secs
-        );
-    }
-}

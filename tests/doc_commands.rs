@@ -364,3 +364,36 @@ fn mutants_script_refuses_mistakes_and_lists_a_groups_mutants() {
         "{listed}"
     );
 }
+
+/// `scripts/measure.sh` (the measurements docs/ cite): a name it does not know exits 2
+/// with its usage before anything is built; `--help` lists every measurement that
+/// bench/measure/main.rs runs, and every `scripts/measure.sh NAME` in the docs is one
+/// of them. (A measurement takes minutes and asserts nothing: it is not a test.)
+#[test]
+fn measure_script_refuses_an_unknown_measurement_and_the_docs_name_known_ones() {
+    let script = repo().join("scripts/measure.sh");
+    let run =
+        |args: &[&str]| Command::new("sh").arg(&script).args(args).current_dir(repo()).output().unwrap();
+    let out = run(&["nothing"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("usage: scripts/measure.sh"));
+    let help = run(&["--help"]);
+    assert!(help.status.success());
+    let help = String::from_utf8_lossy(&help.stdout).into_owned();
+    let main = std::fs::read_to_string(repo().join("bench/measure/main.rs")).unwrap();
+    let names = ["failover", "replacement", "handover", "raw-throughput"];
+    for name in names {
+        assert!(help.contains(&format!("scripts/measure.sh {name}")), "{help}");
+        assert!(main.contains(&format!("Some(\"{name}\")")), "bench/measure/main.rs runs no {name}");
+    }
+    let mut cited = 0;
+    for block in std::fs::read_dir(repo().join("docs")).unwrap() {
+        let text = std::fs::read_to_string(block.unwrap().path()).unwrap_or_default();
+        for rest in text.split("scripts/measure.sh ").skip(1) {
+            let name: String = rest.chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '-').collect();
+            assert!(names.contains(&name.as_str()), "docs name scripts/measure.sh {name:?}");
+            cited += 1;
+        }
+    }
+    assert!(cited >= 4, "the docs cite {cited} measurements");
+}
