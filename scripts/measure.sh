@@ -18,7 +18,7 @@ set -eu
 cd "$(dirname "$0")/.."
 case "${1:-}" in
     failover|replacement|handover|raw-throughput) ;;
-    -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
     *) echo "usage: scripts/measure.sh failover|replacement|handover|raw-throughput (--help)" >&2; exit 2 ;;
 esac
 exec cargo bench --quiet --bench measure -- "$1"

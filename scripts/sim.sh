@@ -25,7 +25,7 @@ while [ $# -gt 0 ]; do
         --only) only="$2"; shift 2 ;;
         --transport) export SIM_TRANSPORT="$2"; shift 2 ;;
         --no-term-check) export SIM_NO_TERM_CHECK=1; shift ;;
-        -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
         *) echo "unknown argument: $1" >&2; exit 2 ;;
     esac
 done
