@@ -12,6 +12,8 @@
 #   scripts/sim.sh --base 5000 --seeds 1000   seeds 5000..5999
 #   scripts/sim.sh --transport real           every seed over one transport model
 #                                  (real|legacy; default: half the seeds each)
+#   scripts/sim.sh --only lock --no-term-check   an exploration: the lock-level seeds
+#                                  with the glue's term check on appends left out
 set -eu
 cd "$(dirname "$0")/.."
 only=""
@@ -22,7 +24,8 @@ while [ $# -gt 0 ]; do
         --base) export SIM_SEED_BASE="$2"; shift 2 ;;
         --only) only="$2"; shift 2 ;;
         --transport) export SIM_TRANSPORT="$2"; shift 2 ;;
-        -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
+        --no-term-check) export SIM_NO_TERM_CHECK=1; shift ;;
+        -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
         *) echo "unknown argument: $1" >&2; exit 2 ;;
     esac
 done

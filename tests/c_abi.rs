@@ -14,11 +14,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use common::bindings::{have_or_skip, native_lib_dir};
-use common::{start_server, TOKEN};
-
-fn repo() -> &'static Path {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-}
+use common::{repo, start_server, TOKEN};
 
 /// The C compiler (`$CC`, else `cc`), or `None` after printing why the test is skipped.
 fn cc_or_skip(test: &str) -> Option<String> {

@@ -1,13 +1,12 @@
 //! The `ticketing` command line: help, version, every client subcommand against the
 //! real server, `run`, `demo`, and the exit codes (0 ok, 1 no, 2 usage, 3 unknown).
 
-#[path = "client_support/mod.rs"]
-mod client_support;
+mod common;
 
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
-use client_support::RealServer;
+use common::{Server, ServerProcess, TOKEN};
 
 fn ticketing(args: &[&str], env: &[(&str, &str)]) -> Output {
     let mut command = Command::new(env!("CARGO_BIN_EXE_ticketing"));
@@ -18,12 +17,12 @@ fn ticketing(args: &[&str], env: &[(&str, &str)]) -> Output {
     command.output().expect("run the ticketing binary")
 }
 
-fn on(server: &RealServer, args: &[&str]) -> Output {
+fn on(server: &ServerProcess, args: &[&str]) -> Output {
     ticketing(
         args,
         &[
-            ("TICKETING_ADDRS", &server.addr),
-            ("TICKETING_AUTH_TOKEN", &server.token),
+            ("TICKETING_ADDRS", &server.addr.to_string()),
+            ("TICKETING_AUTH_TOKEN", TOKEN),
             ("TICKETING_OWNER", "cli-test"),
         ],
     )
@@ -90,7 +89,7 @@ fn usage_and_configuration_errors_exit_2() {
 
 #[test]
 fn acquire_query_release_and_their_exit_codes() {
-    let server = RealServer::start();
+    let server = Server::new().start();
     let out = on(&server, &["acquire", "seat:1", "--lease", "30"]);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     let token: u64 = stdout(&out).trim().parse().expect("acquire prints the token");
@@ -119,7 +118,7 @@ fn acquire_query_release_and_their_exit_codes() {
 
 #[test]
 fn status_of_one_node_and_a_table_of_several() {
-    let server = RealServer::start();
+    let server = Server::new().start();
     let out = on(&server, &["status"]);
     assert_eq!(code(&out), 0);
     assert!(stdout(&out).contains("role=standalone"));
@@ -133,7 +132,7 @@ fn status_of_one_node_and_a_table_of_several() {
     for column in ["node_id", "role", "term", "leader", "commit_index", "applied_index"] {
         assert!(lines[0].contains(column), "{table}");
     }
-    assert!(lines[1].starts_with(&server.addr) && lines[1].contains("standalone"));
+    assert!(lines[1].starts_with(&server.addr.to_string()) && lines[1].contains("standalone"));
     assert!(lines[2].starts_with(&dead) && lines[2].contains("unreachable"));
 }
 
@@ -150,7 +149,7 @@ fn unreachable_servers_exit_3() {
 
 #[test]
 fn run_passes_the_fence_and_exits_with_the_commands_status() {
-    let server = RealServer::start();
+    let server = Server::new().start();
     let out = on(
         &server,
         &[
@@ -183,7 +182,7 @@ fn run_passes_the_fence_and_exits_with_the_commands_status() {
 
 #[test]
 fn run_stops_the_command_before_the_lease_runs_out() {
-    let server = RealServer::start();
+    let server = Server::new().start();
     let start = Instant::now();
     let out = on(&server, &["run", "slow", "--lease", "2", "--", "sleep", "30"]);
     let took = start.elapsed();
@@ -226,19 +225,19 @@ fn demo_cluster_survives_the_leader_stop_with_tokens_still_growing() {
 
 #[test]
 fn the_secret_can_come_from_a_file() {
-    let server = RealServer::start();
+    let server = Server::new().start();
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("token");
-    std::fs::write(&file, format!("{}\n", server.token)).unwrap();
+    std::fs::write(&file, format!("{TOKEN}\n")).unwrap();
     let out = ticketing(
-        &["query", "k", "--addr", &server.addr],
+        &["query", "k", "--addr", &server.addr.to_string()],
         &[("TICKETING_AUTH_TOKEN_FILE", file.to_str().unwrap())],
     );
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     assert_eq!(stdout(&out).trim(), "free");
     // A wrong secret never gets a connection: nothing reachable, exit 3.
     let out = ticketing(
-        &["query", "k", "--addr", &server.addr],
+        &["query", "k", "--addr", &server.addr.to_string()],
         &[("TICKETING_AUTH_TOKEN", "a-wrong-secret-0123456789")],
     );
     assert_eq!(code(&out), 3);

@@ -3,12 +3,14 @@
 //! next request to the leader.
 
 mod client_support;
+mod common;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use client_support::*;
+use common::eventually;
 use ticketing::client::{AcquireError, IndeterminateCause};
 use ticketing::proto::frame::{ErrorCode, Request, Response};
 

@@ -1,7 +1,6 @@
 //! The client and the CLI against a real 3-node cluster (processes on 127.0.0.x):
 //! leader first, redirects, and service after the leader is killed.
 
-#[path = "common/mod.rs"]
 mod common;
 
 use std::time::{Duration, Instant};

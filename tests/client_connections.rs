@@ -2,11 +2,13 @@
 //! connections to a lone address, surviving a cut connection, reconnect backoff.
 
 mod client_support;
+mod common;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use client_support::*;
+use common::eventually;
 use ticketing::proto::frame::{Request, Response};
 
 #[test]

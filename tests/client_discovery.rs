@@ -9,9 +9,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::{connect, connect_with, Cluster, Raw, PEER_TOKEN, TOKEN};
+use common::{connect, connect_with, eventually, Cluster, Raw, PEER_TOKEN, TOKEN};
 use proxy::cluster::ProxiedCluster;
-use proxy::{eventually, Dir, Proxy};
+use proxy::{Dir, Proxy};
 use ticketing::client::{AcquireError, Client, ReleaseError, ReleaseOutcome, PING_ANSWER_TIMEOUT};
 use ticketing::proto::frame::{Request, Response};
 
@@ -235,11 +235,7 @@ fn replace(cluster: &mut Cluster, old: usize, new_id: u64) {
         }
     }
     let old_node = cluster.nodes[old].as_mut().unwrap();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while old_node.child.try_wait().unwrap().is_none() {
-        assert!(Instant::now() < deadline, "node {} did not stop after its removal", old + 1);
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    old_node.exit_code_within(Duration::from_secs(20), &format!("node {} after its removal", old + 1));
     cluster.nodes[old] = None;
     cluster.nodes.push(Some(node));
 }

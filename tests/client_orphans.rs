@@ -7,8 +7,8 @@ mod proxy;
 
 use std::time::{Duration, Instant};
 
-use common::{connect_with, Cluster, ServerProcess, TOKEN};
-use proxy::{eventually, Dir, Proxy};
+use common::{connect_with, eventually, Cluster, ServerProcess, TOKEN};
+use proxy::{Dir, Proxy};
 use ticketing::client::{AcquireError, Client, IndeterminateCause, Resolution};
 use ticketing::proto::frame::{Request, Response};
 

@@ -11,8 +11,8 @@ use std::collections::HashSet;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use common::{connect, Cluster, ServerProcess, TOKEN};
-use proxy::{eventually, Dir, Proxy};
+use common::{connect, eventually, ServerProcess, TOKEN};
+use proxy::{Dir, Proxy};
 use ticketing::client::{
     AcquireError, Client, IndeterminateCause, ReleaseError, ReleaseOutcome, BACKOFF_INITIAL, BACKOFF_MAX,
     RELEASE_DEADLINE,
@@ -346,51 +346,6 @@ fn after_moved_the_next_requests_go_straight_to_the_leader() {
     for lock in locks {
         assert_eq!(lock.release(), Ok(ReleaseOutcome::Released));
     }
-}
-
-/// Acquire+release pairs per second of one `Client` shared by 64 threads, each on
-/// its own key, for `secs` seconds, directly against `addrs` (no proxy).
-fn measure_throughput(addrs: &[String], secs: u64) -> (u64, f64) {
-    let client = client_via(addrs, "bench");
-    client.ping().unwrap();
-    let start = Instant::now();
-    let end = start + Duration::from_secs(secs);
-    let threads: Vec<_> = (0..64)
-        .map(|t| {
-            let client = client.clone();
-            std::thread::spawn(move || {
-                let key = format!("bench:{t}");
-                let mut n = 0u64;
-                while Instant::now() < end {
-                    let lock = client.acquire(&key, LEASE, Duration::from_secs(5)).unwrap();
-                    assert_eq!(lock.release(), Ok(ReleaseOutcome::Released));
-                    n += 1;
-                }
-                n
-            })
-        })
-        .collect();
-    let total: u64 = threads.into_iter().map(|t| t.join().unwrap()).sum();
-    (total, total as f64 / start.elapsed().as_secs_f64())
-}
-
-fn load_average() -> String {
-    std::fs::read_to_string("/proc/loadavg").unwrap_or_default().trim().to_owned()
-}
-
-#[test]
-#[ignore = "measurement; run with --ignored --nocapture"]
-fn throughput_of_one_client_shared_by_64_threads() {
-    let server = common::start_server(&[]);
-    println!("load average before: {}", load_average());
-    let (n, rate) = measure_throughput(&[server.addr.to_string()], 5);
-    println!("standalone: {n} acquire+release pairs, {rate:.0}/s (load {})", load_average());
-    drop(server);
-    let cluster = Cluster::start(3, &[]);
-    cluster.wait_leader(Duration::from_secs(15));
-    let addrs: Vec<String> = (0..3).map(|i| cluster.addr(i).to_string()).collect();
-    let (n, rate) = measure_throughput(&addrs, 5);
-    println!("3-node cluster leader: {n} acquire+release pairs, {rate:.0}/s (load {})", load_average());
 }
 
 #[test]

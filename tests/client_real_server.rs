@@ -1,20 +1,18 @@
 //! The client against the real standalone server (the `ticketing server` binary).
 
-mod client_support;
 mod common;
 
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
-use client_support::*;
-use common::KillOnDrop;
+use common::{eventually, free_port, Server};
 use ticketing::client::{AcquireError, ReleaseOutcome};
 
 const LEASE: Duration = Duration::from_secs(10);
 
 #[test]
 fn acquire_query_release_status_round_trip() {
-    let server = RealServer::start();
+    let server = Server::new().start();
     let client = server.client("alice");
     client.ping().unwrap();
     assert_eq!(client.query("seat:1").unwrap(), None);
@@ -27,7 +25,7 @@ fn acquire_query_release_status_round_trip() {
     let status = client.status().unwrap();
     assert!(status.contains("role=standalone"), "{status}");
     assert!(status.contains("keys_held=1"), "{status}");
-    assert_eq!(client.status_of(&server.addr).unwrap().lines().next(), status.lines().next());
+    assert_eq!(client.status_of(&server.addr.to_string()).unwrap().lines().next(), status.lines().next());
     let token = lock.token();
     assert_eq!(lock.release(), Ok(ReleaseOutcome::Released));
     assert_eq!(client.query("seat:1").unwrap(), None);
@@ -37,7 +35,7 @@ fn acquire_query_release_status_round_trip() {
 
 #[test]
 fn busy_timeout_and_fifo_hand_off() {
-    let server = RealServer::start();
+    let server = Server::new().start();
     let alice = server.client("alice");
     let bob = server.client("bob");
     let held = alice.acquire("k", LEASE, Duration::ZERO).unwrap();
@@ -58,7 +56,7 @@ fn busy_timeout_and_fifo_hand_off() {
 
 #[test]
 fn a_dropped_lock_is_released_in_the_background() {
-    let server = RealServer::start();
+    let server = Server::new().start();
     let client = server.client("dropper");
     let lock = client.acquire("k", LEASE, Duration::ZERO).unwrap();
     drop(lock);
@@ -67,7 +65,7 @@ fn a_dropped_lock_is_released_in_the_background() {
 
 #[test]
 fn sixty_four_threads_share_one_client() {
-    let server = RealServer::start();
+    let server = Server::new().start();
     let client = server.client("shared");
     let threads: Vec<_> = (0..64)
         .map(|t| {
@@ -96,8 +94,8 @@ fn sixty_four_threads_share_one_client() {
 
 #[test]
 fn a_restarted_server_is_reconnected_to() {
-    let server = RealServer::start();
-    let addr = server.addr.clone();
+    let addr = format!("127.0.0.1:{}", free_port());
+    let server = Server::new().listen(&addr).start();
     let client = server.client("phoenix");
     client.ping().unwrap();
     drop(server);
@@ -108,49 +106,7 @@ fn a_restarted_server_is_reconnected_to() {
     let err = client.acquire("k", LEASE, Duration::ZERO).unwrap_err();
     assert!(matches!(err, AcquireError::Unavailable { .. }), "{err:?}");
     // A new server on the same address: the client finds it on its own.
-    let _again = std::process::Command::new(env!("CARGO_BIN_EXE_ticketing"))
-        .arg("server")
-        .env_clear()
-        .env("TICKETING_LISTEN", &addr)
-        .env("TICKETING_AUTH_TOKEN", REAL_TOKEN)
-        .spawn()
-        .map(KillOnDrop)
-        .unwrap();
+    let _again = Server::new().listen(&addr).start();
     let lock = client.acquire("k", LEASE, Duration::from_secs(5)).expect("reconnected");
     lock.release().unwrap();
-}
-
-/// Throughput of acquire+release pairs on loopback. Run with
-/// `cargo test --release --test client_real_server -- --ignored --nocapture`.
-#[test]
-#[ignore]
-fn throughput_of_acquire_release_pairs() {
-    let server = RealServer::start();
-    let client = server.client("bench");
-    client.ping().unwrap();
-    for threads in [1usize, 64] {
-        let run = Duration::from_secs(3);
-        let start = Instant::now();
-        let handles: Vec<_> = (0..threads)
-            .map(|t| {
-                let client = client.clone();
-                std::thread::spawn(move || {
-                    let key = format!("bench-{t}");
-                    let mut pairs = 0u64;
-                    while start.elapsed() < run {
-                        let lock = client.acquire(&key, LEASE, Duration::ZERO).unwrap();
-                        lock.release().unwrap();
-                        pairs += 1;
-                    }
-                    pairs
-                })
-            })
-            .collect();
-        let pairs: u64 = handles.into_iter().map(|h| h.join().unwrap()).sum();
-        let secs = start.elapsed().as_secs_f64();
-        println!(
-            "{threads:>2} thread(s): {pairs} acquire+release pairs in {secs:.2} s = {:.0} pairs/s",
-            pairs as f64 / secs
-        );
-    }
 }

@@ -2,12 +2,14 @@
 //! grants, a bounded queue, background release of dropped locks.
 
 mod client_support;
+mod common;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use client_support::*;
+use common::eventually;
 use ticketing::client::{IndeterminateCause, ReleaseError, ReleaseOutcome};
 use ticketing::proto::frame::{Request, Response};
 

@@ -7,8 +7,8 @@ mod proxy;
 
 use std::time::{Duration, Instant};
 
-use common::{connect, ServerProcess, TOKEN};
-use proxy::{eventually, Dir, Proxy};
+use common::{connect, eventually, ServerProcess, TOKEN};
+use proxy::{Dir, Proxy};
 use ticketing::client::{AcquireError, Client, IndeterminateCause, ReleaseOutcome, Resolution};
 use ticketing::proto::frame::{Request, Response};
 

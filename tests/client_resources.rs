@@ -4,9 +4,9 @@
 mod common;
 
 use std::collections::HashSet;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use common::TOKEN;
+use common::{eventually, TOKEN};
 use ticketing::client::Client;
 
 /// The inodes of this process's TCP sockets connected to `port` (from /proc/net/tcp).
@@ -40,17 +40,6 @@ fn sockets_open_to(port: u16) -> usize {
         })
         .filter(|inode| inodes.contains(inode))
         .count()
-}
-
-fn eventually(limit: Duration, cond: impl Fn() -> bool) -> bool {
-    let end = Instant::now() + limit;
-    while Instant::now() < end {
-        if cond() {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    cond()
 }
 
 #[test]

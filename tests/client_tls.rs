@@ -1,10 +1,10 @@
 //! The client over TLS against the real server, with a throw-away CA from rcgen.
 
-mod client_support;
+mod common;
 
 use std::time::Duration;
 
-use client_support::*;
+use common::{Server, ServerProcess, TOKEN};
 use rcgen::{BasicConstraints, CertificateParams, IsCa, KeyPair};
 use ticketing::client::{AcquireError, Client, ReleaseOutcome};
 
@@ -40,17 +40,14 @@ impl Pki {
     }
 }
 
-fn tls_server(pki: &Pki) -> RealServer {
-    RealServer::start_with(&[
-        ("TICKETING_TLS_CERT", &pki.path("cert.pem")),
-        ("TICKETING_TLS_KEY", &pki.path("key.pem")),
-    ])
+fn tls_server(pki: &Pki) -> ServerProcess {
+    Server::new().tls(&pki.path("cert.pem"), &pki.path("key.pem")).start()
 }
 
 fn tls_client(addr: &str, ca: &str) -> Client {
     Client::builder()
         .addrs([addr])
-        .auth_token(REAL_TOKEN)
+        .auth_token(TOKEN)
         .owner("tls-owner")
         .tls_ca_file(ca)
         .request_timeout(Duration::from_secs(3))
@@ -62,8 +59,8 @@ fn tls_client(addr: &str, ca: &str) -> Client {
 fn locks_over_tls_by_name_and_by_ip() {
     let pki = Pki::new();
     let server = tls_server(&pki);
-    let port = server.addr.rsplit_once(':').unwrap().1;
-    for addr in [format!("localhost:{port}"), server.addr.clone()] {
+    let port = server.addr.port();
+    for addr in [format!("localhost:{port}"), server.addr.to_string()] {
         let client = tls_client(&addr, &pki.path("ca.pem"));
         let lock = client.acquire("tls-key", Duration::from_secs(5), Duration::from_secs(2)).unwrap();
         let holder = client.query("tls-key").unwrap().unwrap();
@@ -77,7 +74,7 @@ fn locks_over_tls_by_name_and_by_ip() {
 fn many_threads_over_one_tls_client() {
     let pki = Pki::new();
     let server = tls_server(&pki);
-    let client = tls_client(&server.addr, &pki.path("ca.pem"));
+    let client = tls_client(&server.addr.to_string(), &pki.path("ca.pem"));
     let threads: Vec<_> = (0..16)
         .map(|t| {
             let client = client.clone();
@@ -99,7 +96,7 @@ fn many_threads_over_one_tls_client() {
 fn an_untrusted_server_is_never_sent_a_request() {
     let pki = Pki::new();
     let server = tls_server(&pki);
-    let client = tls_client(&server.addr, &pki.path("other-ca.pem"));
+    let client = tls_client(&server.addr.to_string(), &pki.path("other-ca.pem"));
     let err = client.acquire("k", Duration::from_secs(5), Duration::ZERO).unwrap_err();
     assert!(matches!(err, AcquireError::Unavailable { .. }), "{err:?}");
     // A plain-text client cannot talk to the TLS port either.
@@ -116,7 +113,7 @@ fn a_bad_ca_file_is_a_build_error() {
     let build = |ca: &std::path::Path| {
         Client::builder()
             .addrs(["localhost:5225"])
-            .auth_token(REAL_TOKEN)
+            .auth_token(TOKEN)
             .tls_ca_file(ca)
             .build()
             .map(|_| ())

@@ -5,6 +5,7 @@
 //! command from anyone. The autopilot's threshold is set to its smallest value for the
 //! default timing (3 election timeouts: 6 s) to keep the tests short.
 
+mod common;
 mod faults;
 
 use std::collections::{BTreeMap, HashMap};
@@ -13,7 +14,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use faults::cluster::{call, status, tail, Cluster};
+use common::raw::{call, status};
+use common::{free_port_pair, tail, PEER_TOKEN, TOKEN};
+use faults::cluster::Cluster;
 use faults::netns::Netns;
 use ticketing::client::{Client, ReleaseOutcome};
 use ticketing::proto::frame::{Request, Response};
@@ -92,12 +95,8 @@ impl Load {
     fn start(addrs: Vec<String>, workers: usize, keys: usize) -> Load {
         let stop = Arc::new(AtomicBool::new(false));
         let grants = Arc::new(Mutex::new(Vec::new()));
-        let client = Client::builder()
-            .addrs(addrs)
-            .auth_token(faults::cluster::TOKEN)
-            .owner("autopilot-load")
-            .build()
-            .expect("client");
+        let client =
+            Client::builder().addrs(addrs).auth_token(TOKEN).owner("autopilot-load").build().expect("client");
         let threads = (0..workers)
             .map(|w| {
                 let (stop, grants, client) = (stop.clone(), grants.clone(), client.clone());
@@ -198,7 +197,7 @@ fn kill_and_restart(cluster: &mut Cluster, victim: usize, seeds: &str) -> (u64, 
 #[test]
 fn a_killed_follower_then_a_killed_leader_come_back_as_fresh_processes_and_the_cluster_heals_itself() {
     let dir = tempfile::tempdir().unwrap();
-    let port = faults::ports::free_port_pair();
+    let port = free_port_pair();
     let mut cluster = Cluster::start_with_env(3, port, dir.path().to_path_buf(), None, ENV).expect("cluster");
     let seeds = cluster.client_addrs().join(",");
     cluster.wait_leader(Duration::from_secs(30)).expect("a leader");
@@ -293,7 +292,7 @@ fn admin(args: &[&str]) -> (i32, String, String) {
         .arg("admin")
         .args(args)
         .env_clear()
-        .env("TICKETING_PEER_AUTH_TOKEN", faults::cluster::PEER_TOKEN)
+        .env("TICKETING_PEER_AUTH_TOKEN", PEER_TOKEN)
         .output()
         .unwrap();
     let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
@@ -303,7 +302,7 @@ fn admin(args: &[&str]) -> (i32, String, String) {
 #[test]
 fn waiting_join_nodes_found_nothing_by_themselves_and_admin_found_makes_them_a_cluster_once() {
     let dir = tempfile::tempdir().unwrap();
-    let port = faults::ports::free_port_pair();
+    let port = free_port_pair();
     let mut cluster = Cluster::start_with_env(0, port, dir.path().to_path_buf(), None, ENV).expect("harness");
     let seeds: Vec<String> = (1..=3).map(|i| format!("127.0.0.{i}:{port}")).collect();
     for _ in 0..3 {
@@ -323,12 +322,8 @@ fn waiting_join_nodes_found_nothing_by_themselves_and_admin_found_makes_them_a_c
     assert_eq!(code, 0, "admin found: {out}{err}\n{}", logs(&cluster));
     assert_eq!(out.lines().count(), 3, "one line per node: {out}");
     let leader = cluster.wait_leader(Duration::from_secs(15)).expect("a leader after founding");
-    let client = Client::builder()
-        .addrs(seeds.clone())
-        .auth_token(faults::cluster::TOKEN)
-        .owner("founding-test")
-        .build()
-        .unwrap();
+    let client =
+        Client::builder().addrs(seeds.clone()).auth_token(TOKEN).owner("founding-test").build().unwrap();
     let lock = client.acquire("seat:1", Duration::from_secs(5), Duration::from_secs(5)).expect("a grant");
     assert!(lock.token() > 0);
     let founders: Vec<u64> = cluster.nodes.iter().map(|p| p.id).collect();
@@ -379,7 +374,7 @@ fn wait_standby(cluster: &Cluster, id: u64, within: Duration) {
 #[test]
 fn a_frozen_voter_is_replaced_past_the_threshold_and_exits_when_it_thaws() {
     let dir = tempfile::tempdir().unwrap();
-    let port = faults::ports::free_port_pair();
+    let port = free_port_pair();
     let mut cluster = Cluster::start_with_env(3, port, dir.path().to_path_buf(), None, ENV).expect("cluster");
     let seeds = cluster.client_addrs().join(",");
     let leader = cluster.wait_leader(Duration::from_secs(30)).expect("a leader");

@@ -3,26 +3,16 @@
 //!
 //! The checks here use bounds far above what a hand-over takes (it is a round trip or
 //! two) but below an election timeout (2 s by default): a hand-over that failed and fell
-//! back to an election would miss them. The figures in docs/operations.md come from the
-//! ignored `measure_*` tests: `cargo test --release --test cluster_handover -- --ignored
-//! --nocapture`.
+//! back to an election would miss them. The figures in docs/operations.md come from a
+//! measurement, not a test: `scripts/measure.sh handover` (bench/measure/handover.rs).
 
 mod common;
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use common::load::Load;
 use common::*;
-use ticketing::client::{AcquireError, Client};
 use ticketing::proto::frame::{ErrorCode, Request, Response};
-
-/// An operator connection: the client port with the operator (peer) secret.
-fn operator(addr: std::net::SocketAddr) -> Raw {
-    let c = connect_with(addr, PEER_TOKEN).expect("operator handshake");
-    c.stream.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    c
-}
 
 fn node_index(cluster: &Cluster, leader_text: &str) -> usize {
     // leader=ID@ADDR
@@ -31,112 +21,6 @@ fn node_index(cluster: &Cluster, leader_text: &str) -> usize {
     let index = id.parse::<usize>().unwrap() - 1;
     assert_eq!(addr, cluster.addr(index).to_string());
     index
-}
-
-/// Clients acquiring and releasing their own keys in a loop, recording when each grant
-/// arrived (and to which client) and every outcome that is not a grant.
-struct Load {
-    stop: Arc<AtomicBool>,
-    grants: Arc<Mutex<Vec<(usize, Instant)>>>,
-    indeterminate: Arc<AtomicU64>,
-    other: Arc<Mutex<Vec<String>>>,
-    threads: Vec<std::thread::JoinHandle<()>>,
-}
-
-/// What the clients saw during a window of a load.
-#[derive(Debug)]
-struct Seen {
-    /// The longest time one client went without a grant.
-    longest_gap: Duration,
-    grants: usize,
-    indeterminate: u64,
-    other: Vec<String>,
-}
-
-impl Load {
-    fn start(addrs: Vec<String>, workers: usize) -> Load {
-        let stop = Arc::new(AtomicBool::new(false));
-        let grants = Arc::new(Mutex::new(Vec::new()));
-        let indeterminate = Arc::new(AtomicU64::new(0));
-        let other = Arc::new(Mutex::new(Vec::new()));
-        let mut threads = Vec::new();
-        for w in 0..workers {
-            let client = Client::builder().addrs(addrs.clone()).auth_token(TOKEN).build().unwrap();
-            let (stop, grants, indeterminate, other) =
-                (stop.clone(), grants.clone(), indeterminate.clone(), other.clone());
-            threads.push(std::thread::spawn(move || {
-                let mut n = 0u64;
-                while !stop.load(Ordering::SeqCst) {
-                    n += 1;
-                    // A fresh key each time: an Indeterminate attempt cannot block the next.
-                    let key = format!("w{w}-{n}");
-                    match client.acquire(&key, Duration::from_secs(5), Duration::from_millis(500)) {
-                        Ok(lock) => {
-                            grants.lock().unwrap().push((w, Instant::now()));
-                            let _ = lock.release();
-                        }
-                        Err(AcquireError::Indeterminate(_)) => {
-                            indeterminate.fetch_add(1, Ordering::SeqCst);
-                        }
-                        // Redirected: the client goes to the leader it was told about.
-                        Err(AcquireError::NotLeader { .. } | AcquireError::Unavailable { .. }) => {
-                            std::thread::sleep(Duration::from_millis(1));
-                        }
-                        Err(e) => other.lock().unwrap().push(format!("{e:?}")),
-                    }
-                }
-            }));
-        }
-        Load { stop, grants, indeterminate, other, threads }
-    }
-
-    /// Waits until grants flow (a first one after `after`).
-    fn wait_flowing(&self, within: Duration) {
-        let deadline = Instant::now() + within;
-        let since = Instant::now();
-        while !self.grants.lock().unwrap().iter().any(|(_, t)| *t > since) {
-            assert!(Instant::now() < deadline, "the load got no grant within {within:?}");
-            std::thread::sleep(Duration::from_millis(10));
-        }
-    }
-
-    /// What was seen between `from` and `to`, then forgets it (counters restart).
-    fn seen(&self, from: Instant, to: Instant) -> Seen {
-        let mut grants = self.grants.lock().unwrap();
-        let workers = self.threads.len();
-        let mut longest_gap = Duration::ZERO;
-        let mut count = 0;
-        for w in 0..workers {
-            let mut times: Vec<Instant> =
-                grants.iter().filter(|(g, t)| *g == w && *t >= from && *t <= to).map(|(_, t)| *t).collect();
-            times.sort();
-            count += times.len();
-            let mut last = from;
-            for t in &times {
-                longest_gap = longest_gap.max(*t - last);
-                last = *t;
-            }
-            longest_gap = longest_gap.max(to - last);
-        }
-        grants.clear();
-        Seen {
-            longest_gap,
-            grants: count,
-            indeterminate: self.indeterminate.swap(0, Ordering::SeqCst),
-            other: std::mem::take(&mut *self.other.lock().unwrap()),
-        }
-    }
-
-    fn stop(self) {
-        self.stop.store(true, Ordering::SeqCst);
-        for t in self.threads {
-            let _ = t.join();
-        }
-    }
-}
-
-fn addrs(cluster: &Cluster) -> Vec<String> {
-    (0..cluster.nodes.len()).map(|i| cluster.addr(i).to_string()).collect()
 }
 
 #[test]
@@ -194,7 +78,7 @@ fn cli_transfer_leader_prints_the_new_leader() {
     let out = std::process::Command::new(bin())
         .args(["admin", "transfer-leader", &(target + 1).to_string()])
         .env_clear()
-        .env("TICKETING_ADDRS", addrs(&cluster).join(","))
+        .env("TICKETING_ADDRS", cluster.addrs().join(","))
         .env("TICKETING_PEER_AUTH_TOKEN", PEER_TOKEN)
         .output()
         .unwrap();
@@ -208,7 +92,7 @@ fn cli_transfer_leader_prints_the_new_leader() {
 fn requests_during_transfers_wait_and_none_is_failed_or_indeterminate() {
     let cluster = Cluster::start(3, &[]);
     let mut leader = cluster.wait_leader(Duration::from_secs(15));
-    let load = Load::start(addrs(&cluster), 4);
+    let load = Load::start(cluster.addrs(), 4);
     load.wait_flowing(Duration::from_secs(10));
     for round in 0..3 {
         let from = Instant::now();
@@ -232,19 +116,12 @@ fn requests_during_transfers_wait_and_none_is_failed_or_indeterminate() {
 fn sigterm_to_the_leader_hands_leadership_over_before_it_stops() {
     let mut cluster = Cluster::start(3, &[]);
     let leader = cluster.wait_leader(Duration::from_secs(15));
-    let load = Load::start(addrs(&cluster), 4);
+    let load = Load::start(cluster.addrs(), 4);
     load.wait_flowing(Duration::from_secs(10));
     let from = Instant::now();
     cluster.signal(leader, "-TERM");
     let node = cluster.nodes[leader].as_mut().unwrap();
-    let deadline = Instant::now() + Duration::from_secs(5);
-    let code = loop {
-        if let Some(status) = node.child.try_wait().unwrap() {
-            break status.code();
-        }
-        assert!(Instant::now() < deadline, "the leader did not stop within 5 s of SIGTERM");
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let code = node.exit_code_within(Duration::from_secs(5), "the leader, 5 s after SIGTERM,");
     assert_eq!(code, Some(0));
     let stopped = from.elapsed();
     let log: Vec<String> = node.log.try_iter().collect();
@@ -322,26 +199,18 @@ fn sigterm_to_a_leader_whose_followers_are_frozen_stops_after_the_bounded_wait()
     assert!(!log.iter().any(|l| l.contains("handed over")), "{log:#?}");
 }
 
-/// Sends `admin replace` to the leader at `at` and waits for the answer.
-fn replace(cluster: &Cluster, at: usize, old: u64, new: u64, addr: &str) -> Response {
-    let c = operator(cluster.addr(at));
-    c.stream.set_read_timeout(Some(Duration::from_secs(90))).unwrap();
-    let mut c = c;
-    c.call(1, &Request::Replace { old, new, addr: addr.into() })
-}
-
 #[test]
 fn replacing_the_leader_under_load_leaves_no_gap_of_a_second() {
     let mut cluster = Cluster::start(3, &[]);
     let leader = cluster.wait_leader(Duration::from_secs(15));
     let new_addr = format!("127.0.0.4:{}", cluster.port);
-    let mut all = addrs(&cluster);
+    let mut all = cluster.addrs();
     all.push(new_addr.clone());
     let load = Load::start(all, 4);
     load.wait_flowing(Duration::from_secs(10));
     let new_node = cluster.spawn(4, &new_addr, "join", &[]);
     let from = Instant::now();
-    let answer = replace(&cluster, leader, leader as u64 + 1, 4, &new_addr);
+    let answer = cluster.admin_replace(leader, leader as u64 + 1, 4, &new_addr);
     assert!(matches!(answer, Response::Status { .. }), "{answer:?}");
     cluster.nodes.push(Some(new_node));
     let next = cluster.wait_leader(Duration::from_secs(5));
@@ -372,123 +241,5 @@ fn messages_for_a_peer_without_a_link_are_dropped_and_logged() {
             Ok(_) => {}
             Err(_) => panic!("the leader did not log dropped messages for the dead node"),
         }
-    }
-}
-
-/// The 1-minute load average, as /proc/loadavg says.
-fn load_average() -> f64 {
-    std::fs::read_to_string("/proc/loadavg")
-        .ok()
-        .and_then(|s| s.split_whitespace().next().and_then(|v| v.parse().ok()))
-        .unwrap_or(f64::NAN)
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Change {
-    /// `admin transfer-leader` (no target).
-    Transfer,
-    /// SIGTERM to the leader: it hands over, then stops.
-    Sigterm,
-    /// SIGKILL to the leader: what a stop cost before the hand-over (an election).
-    Sigkill,
-    /// `admin replace` of the leader by a new node.
-    Replace,
-}
-
-/// One trial: a fresh 3-node cluster, four clients locking in a loop, then `change`.
-/// Returns the longest gap between grants from the change on, the Indeterminate
-/// outcomes, and the load average at the end.
-fn trial(change: Change) -> (Duration, u64, f64) {
-    let mut cluster = Cluster::start(3, &[]);
-    let leader = cluster.wait_leader(Duration::from_secs(20));
-    let new_addr = format!("127.0.0.4:{}", cluster.port);
-    let mut all = addrs(&cluster);
-    all.push(new_addr.clone());
-    let load = Load::start(all, 4);
-    load.wait_flowing(Duration::from_secs(10));
-    let new_node = (change == Change::Replace).then(|| cluster.spawn(4, &new_addr, "join", &[]));
-    std::thread::sleep(Duration::from_millis(1000));
-    let from = Instant::now();
-    match change {
-        Change::Transfer => {
-            let answer = operator(cluster.addr(leader)).call(1, &Request::TransferLeader { target: None });
-            assert!(matches!(answer, Response::Status { .. }), "{answer:?}");
-        }
-        Change::Sigterm => cluster.signal(leader, "-TERM"),
-        Change::Sigkill => cluster.kill(leader),
-        Change::Replace => {
-            let answer = replace(&cluster, leader, leader as u64 + 1, 4, &new_addr);
-            assert!(matches!(answer, Response::Status { .. }), "{answer:?}");
-        }
-    }
-    if let Some(node) = new_node {
-        cluster.nodes.push(Some(node));
-    }
-    // Until grants flow again for a second after the change settled.
-    let deadline = Instant::now() + Duration::from_secs(15);
-    loop {
-        let recent = load.grants.lock().unwrap().iter().any(|(_, t)| t.elapsed() < Duration::from_millis(50));
-        if recent && from.elapsed() > Duration::from_millis(1500) {
-            break;
-        }
-        if Instant::now() > deadline {
-            let status: Vec<String> = (0..cluster.nodes.len())
-                .filter(|i| cluster.nodes[*i].is_some())
-                .map(|i| match connect_with(cluster.addr(i), TOKEN) {
-                    Ok(mut c) => format!("{:?}", status_map(&mut c, 1)),
-                    Err(e) => format!("node {i}: {e}"),
-                })
-                .collect();
-            panic!("{change:?}: grants did not resume; {:?}\n{status:#?}", load.seen(from, Instant::now()));
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    std::thread::sleep(Duration::from_millis(500));
-    let seen = load.seen(from, Instant::now());
-    load.stop();
-    (seen.longest_gap, seen.indeterminate, load_average())
-}
-
-/// The figures of docs/operations.md ("Handing leadership over"): 20 trials of each
-/// change, alternating, on real processes with default timing. Run with
-/// `cargo test --release --test cluster_handover measure_handover -- --ignored --nocapture`.
-#[test]
-#[ignore]
-fn measure_handover_gaps() {
-    let trials: usize = std::env::var("HANDOVER_TRIALS").ok().and_then(|v| v.parse().ok()).unwrap_or(20);
-    // HANDOVER_ONLY=Sigterm (say) runs one kind.
-    let only = std::env::var("HANDOVER_ONLY").ok();
-    let kinds: Vec<Change> = [Change::Transfer, Change::Sigterm, Change::Sigkill, Change::Replace]
-        .into_iter()
-        .filter(|k| only.as_ref().is_none_or(|o| format!("{k:?}") == *o))
-        .collect();
-    let mut results: Vec<Vec<(Duration, u64, f64)>> = vec![Vec::new(); kinds.len()];
-    for t in 0..trials {
-        for (k, change) in kinds.iter().enumerate() {
-            let r = trial(*change);
-            println!(
-                "trial {t:>2} {change:<8?} longest gap {:>7.1} ms, indeterminate {}, load {:.2}",
-                r.0.as_secs_f64() * 1e3,
-                r.1,
-                r.2
-            );
-            results[k].push(r);
-        }
-    }
-    println!("\nsummary over {trials} trials each (longest time one of 4 clients went without a grant):");
-    for (k, change) in kinds.iter().enumerate() {
-        let mut gaps: Vec<Duration> = results[k].iter().map(|r| r.0).collect();
-        gaps.sort();
-        let median = gaps[gaps.len() / 2];
-        let max = gaps[gaps.len() - 1];
-        let indeterminate: u64 = results[k].iter().map(|r| r.1).sum();
-        let loads: Vec<f64> = results[k].iter().map(|r| r.2).collect();
-        let load_min = loads.iter().cloned().fold(f64::INFINITY, f64::min);
-        let load_max = loads.iter().cloned().fold(0.0, f64::max);
-        println!(
-            "{change:<8?} median {:>7.1} ms, max {:>7.1} ms, indeterminate {indeterminate}, load average {load_min:.2}–{load_max:.2}",
-            median.as_secs_f64() * 1e3,
-            max.as_secs_f64() * 1e3
-        );
     }
 }

@@ -2,15 +2,10 @@
 
 mod common;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::*;
 use ticketing::proto::frame::{ErrorCode, Request, Response};
-
-/// An operator connection: the client port with the operator (peer) secret.
-fn operator(addr: std::net::SocketAddr) -> Raw {
-    connect_with(addr, PEER_TOKEN).expect("operator handshake")
-}
 
 /// Sends `admin replace` to `at` (following one `M`), waits for the answer.
 fn replace(cluster: &Cluster, at: usize, old: u64, new: u64, addr: &str) -> Response {
@@ -24,19 +19,6 @@ fn replace(cluster: &Cluster, at: usize, old: u64, new: u64, addr: &str) -> Resp
             l.call(1, &req)
         }
         other => other,
-    }
-}
-
-fn wait_exit(node: &mut ServerProcess, within: Duration) -> Option<i32> {
-    let deadline = Instant::now() + within;
-    loop {
-        if let Some(status) = node.child.try_wait().unwrap() {
-            return status.code();
-        }
-        if Instant::now() > deadline {
-            return None;
-        }
-        std::thread::sleep(Duration::from_millis(50));
     }
 }
 
@@ -56,7 +38,7 @@ fn replacing_a_follower_keeps_locks_and_retires_the_old_node() {
         other => panic!("replace failed: {other:?}"),
     }
     // The old node learns it was removed and stops by itself with status 0.
-    let code = wait_exit(cluster.nodes[old].as_mut().unwrap(), Duration::from_secs(20));
+    let code = cluster.nodes[old].as_mut().unwrap().wait_exit(Duration::from_secs(20));
     assert_eq!(code, Some(0), "the removed node did not stop cleanly");
     cluster.nodes[old] = None;
     cluster.nodes.push(Some(new_node));
@@ -94,7 +76,7 @@ fn replacing_the_leader_moves_leadership_and_keeps_serving() {
     let new_node = cluster.spawn(4, &new_addr, "join", &[]);
     let answer = replace(&cluster, leader, leader as u64 + 1, 4, &new_addr);
     assert!(matches!(answer, Response::Status { .. }), "{answer:?}");
-    let code = wait_exit(cluster.nodes[leader].as_mut().unwrap(), Duration::from_secs(20));
+    let code = cluster.nodes[leader].as_mut().unwrap().wait_exit(Duration::from_secs(20));
     assert_eq!(code, Some(0));
     cluster.nodes[leader] = None;
     cluster.nodes.push(Some(new_node));
@@ -143,7 +125,7 @@ fn cli_replace_while_another_node_is_paused() {
     assert_eq!(out.status.code(), Some(0), "{stdout} {}", String::from_utf8_lossy(&out.stderr));
     assert!(stdout.contains("replaced") && stdout.contains("4@"), "{stdout}");
     cluster.signal(paused, "-CONT");
-    let code = wait_exit(cluster.nodes[old].as_mut().unwrap(), Duration::from_secs(20));
+    let code = cluster.nodes[old].as_mut().unwrap().wait_exit(Duration::from_secs(20));
     assert_eq!(code, Some(0));
     cluster.nodes[old] = None;
     cluster.nodes.push(Some(new_node));

@@ -3,12 +3,15 @@
 //! the fault suite makes them (`tests/faults/`). They need root (CI runs as root);
 //! elsewhere each test says so and passes without running.
 
+mod common;
 mod faults;
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use faults::cluster::{status, Cluster};
+use common::raw::status;
+use common::tail;
+use faults::cluster::Cluster;
 use faults::netns::Netns;
 
 const ELECTION_MS: u64 = 2000;
@@ -45,7 +48,7 @@ fn logs(cluster: &Cluster) -> String {
     cluster
         .nodes
         .iter()
-        .map(|p| format!("--- node {}:\n{}", p.id, faults::cluster::tail(&p.log, 30)))
+        .map(|p| format!("--- node {}:\n{}", p.id, tail(&p.log, 30)))
         .collect::<Vec<_>>()
         .join("\n")
 }

@@ -148,11 +148,7 @@ fn rolling(n: usize) {
         assert!(matches!(answer, Response::Status { .. }));
         durations.push(started.elapsed());
         let node = cluster.nodes[old].as_mut().unwrap();
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while node.child.try_wait().unwrap().is_none() {
-            assert!(Instant::now() < deadline, "node {} did not stop after removal", old + 1);
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        node.exit_code_within(Duration::from_secs(20), &format!("node {} after removal", old + 1));
         cluster.nodes[old] = None;
         cluster.nodes.push(Some(new_node));
         addrs.lock().unwrap()[old] = new_addr.parse().unwrap();

@@ -11,11 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::{free_port, free_port_pair, Cluster, PEER_TOKEN, TOKEN};
-
-fn repo() -> &'static Path {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-}
+use common::{free_port, free_port_pair, repo, Cluster, PEER_TOKEN, TOKEN};
 
 fn read(path: &str) -> String {
     std::fs::read_to_string(repo().join(path)).unwrap()

@@ -12,17 +12,13 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
-use common::{bin, free_port, free_port_pair, PEER_TOKEN, TOKEN};
+use common::{bin, free_port, free_port_pair, repo, PEER_TOKEN, TOKEN};
 
 /// A ```sh block: the file it is in, its first line, its text.
 struct Block {
     file: String,
     first: String,
     text: String,
-}
-
-fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
 fn blocks() -> Vec<Block> {
@@ -80,7 +76,7 @@ fn how(block: &Block) -> How {
             "tests/cluster_autopilot.rs runs `ticketing admin found` against three waiting join nodes",
         ),
         ("docs/configuration.md", "ticketing server") => {
-            How::Elsewhere("every real-process test starts `ticketing server` this way (tests/common/mod.rs)")
+            How::Elsewhere("every real-process test starts `ticketing server` this way (tests/common/process.rs)")
         }
         ("docs/deploy.md", "scripts/build-static.sh") => {
             How::Elsewhere("tests/static_binary.rs runs the static binary that .ci/run builds with it; docker needs an engine")
@@ -367,4 +363,37 @@ fn mutants_script_refuses_mistakes_and_lists_a_groups_mutants() {
         listed.lines().count() > 10 && listed.lines().all(|l| l.starts_with("src/lock/timers.rs:")),
         "{listed}"
     );
+}
+
+/// `scripts/measure.sh` (the measurements docs/ cite): a name it does not know exits 2
+/// with its usage before anything is built; `--help` lists every measurement that
+/// bench/measure/main.rs runs, and every `scripts/measure.sh NAME` in the docs is one
+/// of them. (A measurement takes minutes and asserts nothing: it is not a test.)
+#[test]
+fn measure_script_refuses_an_unknown_measurement_and_the_docs_name_known_ones() {
+    let script = repo().join("scripts/measure.sh");
+    let run =
+        |args: &[&str]| Command::new("sh").arg(&script).args(args).current_dir(repo()).output().unwrap();
+    let out = run(&["nothing"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("usage: scripts/measure.sh"));
+    let help = run(&["--help"]);
+    assert!(help.status.success());
+    let help = String::from_utf8_lossy(&help.stdout).into_owned();
+    let main = std::fs::read_to_string(repo().join("bench/measure/main.rs")).unwrap();
+    let names = ["failover", "replacement", "handover", "raw-throughput"];
+    for name in names {
+        assert!(help.contains(&format!("scripts/measure.sh {name}")), "{help}");
+        assert!(main.contains(&format!("Some(\"{name}\")")), "bench/measure/main.rs runs no {name}");
+    }
+    let mut cited = 0;
+    for block in std::fs::read_dir(repo().join("docs")).unwrap() {
+        let text = std::fs::read_to_string(block.unwrap().path()).unwrap_or_default();
+        for rest in text.split("scripts/measure.sh ").skip(1) {
+            let name: String = rest.chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '-').collect();
+            assert!(names.contains(&name.as_str()), "docs name scripts/measure.sh {name:?}");
+            cited += 1;
+        }
+    }
+    assert!(cited >= 4, "the docs cite {cited} measurements");
 }

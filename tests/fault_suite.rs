@@ -6,6 +6,7 @@
 //! Re-check a saved history: `TICKETING_FAULT_REPLAY=path/history.jsonl cargo test
 //! --release --test fault_suite replay -- --nocapture`.
 
+mod common;
 mod faults;
 
 use faults::checker::{self, CheckConfig};

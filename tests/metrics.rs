@@ -7,16 +7,12 @@ mod common;
 use std::collections::BTreeSet;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::*;
 use ticketing::proto::Response;
-
-fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
 
 /// (status code, body) of `GET path` on `addr`.
 fn http_get(addr: SocketAddr, path: &str) -> (u16, String) {

@@ -24,11 +24,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::bindings::{have_or_skip, native_lib_dir};
-use common::{bin, start_server, TOKEN};
-
-fn repo() -> &'static Path {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-}
+use common::{bin, repo, start_server, TOKEN};
 
 fn python() -> String {
     std::env::var("PYTHON").unwrap_or_else(|_| "python3".into())

@@ -362,17 +362,8 @@ fn status_lists_the_required_fields() {
 fn sigterm_stops_gracefully_with_status_0() {
     let mut server = start_server(&[]);
     let _c = connect(server.addr);
-    let pid = server.child.id().to_string();
-    assert!(std::process::Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        if let Some(status) = server.child.try_wait().unwrap() {
-            assert_eq!(status.code(), Some(0));
-            break;
-        }
-        assert!(Instant::now() < deadline, "server did not stop");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    assert!(server.signal("-TERM"));
+    assert_eq!(server.exit_code_within(Duration::from_secs(10), "the server"), Some(0));
 }
 
 /// A valid cluster node's environment (node 1 of three) with `extra` added or replacing.

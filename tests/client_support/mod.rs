@@ -3,11 +3,6 @@
 //! handler decides, which is how faults are injected.
 #![allow(dead_code)]
 
-// Also loaded by tests/common: each copy starts at its own place (see ports.rs).
-#[allow(clippy::duplicate_mod)]
-#[path = "../common/ports.rs"]
-pub mod ports;
-
 use std::io::Write;
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -232,62 +227,4 @@ fn send(writer: &Mutex<TcpStream>, id: u32, response: &Response) {
     let mut out = Vec::new();
     encode_response(&mut out, id, response);
     let _ = writer.lock().unwrap().write_all(&out);
-}
-
-/// Polls `cond` every 10 ms until it holds or `limit` passes.
-pub fn eventually(limit: Duration, cond: impl Fn() -> bool) -> bool {
-    let end = Instant::now() + limit;
-    while Instant::now() < end {
-        if cond() {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    cond()
-}
-
-/// The real `ticketing server` binary on a free loopback port, killed on drop.
-pub struct RealServer {
-    pub addr: String,
-    pub token: String,
-    child: std::process::Child,
-}
-
-pub const REAL_TOKEN: &str = "real-server-secret-0123456789";
-
-impl RealServer {
-    pub fn start() -> RealServer {
-        RealServer::start_with(&[])
-    }
-
-    /// Starts the server with extra environment variables.
-    pub fn start_with(env: &[(&str, &str)]) -> RealServer {
-        let port = ports::free_port();
-        let addr = format!("127.0.0.1:{port}");
-        let child = std::process::Command::new(env!("CARGO_BIN_EXE_ticketing"))
-            .arg("server")
-            .env_clear()
-            .env("TICKETING_LISTEN", &addr)
-            .env("TICKETING_AUTH_TOKEN", REAL_TOKEN)
-            .env("RUST_LOG", "warn")
-            .envs(env.iter().copied())
-            .stdout(std::process::Stdio::null())
-            .spawn()
-            .expect("start the ticketing binary");
-        let server = RealServer { addr, token: REAL_TOKEN.into(), child };
-        let up = eventually(Duration::from_secs(10), || TcpStream::connect(&server.addr).is_ok());
-        assert!(up, "the server did not come up on {}", server.addr);
-        server
-    }
-
-    pub fn client(&self, owner: &str) -> Client {
-        Client::builder().addrs([self.addr.clone()]).auth_token(&self.token).owner(owner).build().unwrap()
-    }
-}
-
-impl Drop for RealServer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }

@@ -7,6 +7,9 @@
 //! before it listens. These ports come from below that range, from a process-wide
 //! list (no two tests of one binary get the same port), and each is checked free on
 //! every loopback address the tests use (127.0.0.1..=127.0.0.9).
+//!
+//! This file is compiled once per test binary, as `common::ports` (tests/common/mod.rs):
+//! one list per process, so two helpers of one binary never hand out the same port.
 
 use std::collections::HashSet;
 use std::net::TcpListener;
@@ -24,10 +27,6 @@ struct Taken {
 
 static TAKEN: Mutex<Option<Taken>> = Mutex::new(None);
 
-fn fnv(text: &str) -> u32 {
-    text.bytes().fold(0x811c_9dc5u32, |h, b| (h ^ u32::from(b)).wrapping_mul(0x0100_0193))
-}
-
 fn free_everywhere(port: u16) -> bool {
     (1..=9).all(|i| TcpListener::bind((format!("127.0.0.{i}").as_str(), port)).is_ok())
 }
@@ -35,13 +34,9 @@ fn free_everywhere(port: u16) -> bool {
 /// A port `p` such that `p + offset` is free too (`offset` 0: one port).
 fn take(offset: u16) -> u16 {
     let mut guard = TAKEN.lock().unwrap_or_else(|e| e.into_inner());
-    // Start where another test binary run at the same time is unlikely to be, and
-    // where another copy of this module in the same binary (tests/client_support
-    // includes it too) is not: the module path differs between copies.
-    let taken = guard.get_or_insert_with(|| Taken {
-        next: std::process::id().wrapping_mul(7919) ^ fnv(module_path!()),
-        ports: HashSet::new(),
-    });
+    // Start where another test binary run at the same time is unlikely to be.
+    let taken = guard
+        .get_or_insert_with(|| Taken { next: std::process::id().wrapping_mul(7919), ports: HashSet::new() });
     let span = u32::from(HIGH - LOW);
     for _ in 0..span {
         let p = LOW + (taken.next % span) as u16;

@@ -1,19 +1,17 @@
 //! Real `ticketing server` processes for the fault suite. Each process incarnation
 //! `n` gets its own address (127.0.x.y), NodeId and — inside the namespace — its own
 //! uid, whose connections iptables marks so partitions can name the dialing node.
+//! Each process is started by the harness's launcher (tests/common/process.rs) with its
+//! output in a log file, which outlives the process.
 
-use std::collections::HashMap;
-use std::fs::File;
-use std::net::{SocketAddr, TcpStream};
-use std::os::unix::process::CommandExt;
+use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use ticketing::proto::frame::{decode_response, encode_request, Request, Response};
-use ticketing::proto::handshake::{self, CLIENT_LABELS};
-use ticketing::proto::io::FrameReader;
-use ticketing::proto::limits::RESPONSE_FRAME_LEN_MAX;
+use ticketing::proto::frame::{Request, Response};
+
+use crate::common::raw::{call, status};
+use crate::common::{tail, Server, ServerProcess};
 
 use super::delay::{DelayProxy, Shape};
 use super::netns::Netns;
@@ -29,9 +27,6 @@ pub struct Links {
     pub slow: Option<Shape>,
 }
 
-pub const TOKEN: &str = "fault-suite-secret-0123456789";
-/// The peer secret (it must differ from the client secret).
-pub const PEER_TOKEN: &str = "fault-suite-peer-secret-0123456789";
 const UID_BASE: u32 = 20_000;
 
 pub struct NodeProc {
@@ -39,7 +34,7 @@ pub struct NodeProc {
     /// Incarnation number; also the connection mark of its connections.
     pub n: u32,
     pub addr: SocketAddr,
-    pub child: Child,
+    pub server: ServerProcess,
     pub paused: bool,
     pub log: PathBuf,
     /// With shaped links: the proxies in front of its client and peer ports.
@@ -54,7 +49,8 @@ impl NodeProc {
         self.n + 1
     }
     pub fn signal(&mut self, sig: &str) {
-        let _ = Command::new("kill").args([sig, &self.child.id().to_string()]).status();
+        // A process that exited already is not an error here: the checks see it.
+        let _ = self.server.signal(sig);
         match sig {
             "-STOP" => self.paused = true,
             "-CONT" => self.paused = false,
@@ -64,28 +60,11 @@ impl NodeProc {
     /// The exit code once the process exited by itself, waiting up to `within`; `None`
     /// if it still runs then (or was killed by a signal).
     pub fn wait_exit(&mut self, within: Duration) -> Option<i32> {
-        let deadline = Instant::now() + within;
-        loop {
-            if let Ok(Some(status)) = self.child.try_wait() {
-                return status.code();
-            }
-            if Instant::now() > deadline {
-                return None;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        self.server.wait_exit(within)
     }
 
     pub fn kill9(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Drop for NodeProc {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        self.server.kill();
     }
 }
 
@@ -243,7 +222,6 @@ impl Cluster {
         };
         let addr = at.unwrap_or_else(|| addr_of(n, self.port));
         let log = self.dir.join(if fixed_id { format!("node-{id}.log") } else { format!("fresh-{n}.log") });
-        let file = File::create(&log).map_err(|e| format!("{}: {e}", log.display()))?;
         // With shaped links the node listens behind its proxies: peers dial its
         // configured address (TICKETING_CLUSTER_SELF), the peer proxy's.
         let (listen, proxies) = match self.links {
@@ -261,51 +239,25 @@ impl Cluster {
                 (real, vec![client, peers])
             }
         };
-        let mut cmd = Command::new(&self.bin);
-        cmd.arg("server").env_clear();
-        if fixed_id {
-            cmd.env("TICKETING_NODE_ID", id.to_string());
-        }
-        cmd.env("TICKETING_LISTEN", listen.to_string())
-            .env("TICKETING_CLUSTER_SELF", addr.to_string())
-            .env("TICKETING_CLUSTER_PEERS", peers)
-            .env("TICKETING_CLUSTER_STATE", state)
-            .env("TICKETING_AUTH_TOKEN", TOKEN)
-            .env("TICKETING_PEER_AUTH_TOKEN", PEER_TOKEN)
-            .env("RUST_LOG", "info")
-            .stdin(Stdio::null())
-            .stdout(file.try_clone().unwrap())
-            .stderr(file);
+        let mut server = Server::new()
+            .program(&self.bin)
+            .listen(&listen.to_string())
+            .member(fixed_id.then_some(id), &addr.to_string(), peers, state)
+            .log_to(&log)
+            .start_within(Duration::from_secs(15));
         for (k, v) in &self.env {
-            cmd.env(k, v);
+            server = server.env(k, v);
         }
-        for (k, v) in extra {
-            cmd.env(k, v);
-        }
+        server = server.envs(extra);
         if self.use_uids {
             let uid = UID_BASE + n;
             if let Some(ns) = net {
                 ns.mark_uid(uid, n + 1)?;
             }
-            cmd.uid(uid).gid(UID_BASE);
+            server = server.run_as(uid, UID_BASE);
         }
-        let child = cmd.spawn().map_err(|e| format!("start node {id}: {e}"))?;
-        let mut p = NodeProc { id, n, addr, child, paused: false, log, proxies };
-        let deadline = Instant::now() + Duration::from_secs(15);
-        loop {
-            let text = std::fs::read_to_string(&p.log).unwrap_or_default();
-            if text.contains(" listening on ") {
-                return Ok(p);
-            }
-            if let Ok(Some(status)) = p.child.try_wait() {
-                return Err(format!("node {id} exited at start ({status}): {}", tail(&p.log, 20)));
-            }
-            if Instant::now() > deadline {
-                p.kill9();
-                return Err(format!("node {id} did not start listening: {}", tail(&p.log, 20)));
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        let server = server.try_start().map_err(|why| format!("node {id}: {why}"))?;
+        Ok(NodeProc { id, n, addr, server, paused: false, log, proxies })
     }
 
     pub fn client_addrs(&self) -> Vec<String> {
@@ -382,7 +334,7 @@ impl Cluster {
     pub fn unexpected_exits(&mut self) -> Vec<String> {
         let mut out = Vec::new();
         for p in &mut self.nodes {
-            if let Ok(Some(status)) = p.child.try_wait() {
+            if let Ok(Some(status)) = p.server.child.try_wait() {
                 out.push(format!(
                     "node {} ({}) exited by itself: {status}; log tail:\n{}",
                     p.id,
@@ -392,40 +344,5 @@ impl Cluster {
             }
         }
         out
-    }
-}
-
-pub fn tail(path: &PathBuf, lines: usize) -> String {
-    let text = std::fs::read_to_string(path).unwrap_or_default();
-    let all: Vec<&str> = text.lines().collect();
-    all[all.len().saturating_sub(lines)..].join("\n")
-}
-
-/// One request on a fresh raw connection with short timeouts.
-pub fn call(addr: SocketAddr, request: &Request, read_timeout: Duration) -> Option<Response> {
-    let mut stream = TcpStream::connect_timeout(&addr, Duration::from_millis(500)).ok()?;
-    stream.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
-    stream.set_write_timeout(Some(Duration::from_secs(2))).ok()?;
-    // Admin ops need the operator (peer) secret; it is accepted on the client port too.
-    let token = if request.is_admin() { PEER_TOKEN } else { TOKEN };
-    handshake::client_handshake(&mut stream, &handshake::auth_key(token.as_bytes()), &CLIENT_LABELS).ok()?;
-    stream.set_read_timeout(Some(read_timeout)).ok()?;
-    let mut buf = Vec::new();
-    encode_request(&mut buf, 1, request);
-    std::io::Write::write_all(&mut stream, &buf).ok()?;
-    let mut frames = FrameReader::new(stream, RESPONSE_FRAME_LEN_MAX);
-    let payload = frames.read_payload().ok()?;
-    decode_response(payload).ok().map(|(_, r)| r)
-}
-
-pub fn status(addr: SocketAddr) -> Option<HashMap<String, String>> {
-    match call(addr, &Request::Status, Duration::from_secs(1))? {
-        Response::Status { text } => Some(
-            text.lines()
-                .filter_map(|l| l.split_once('='))
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect(),
-        ),
-        _ => None,
     }
 }

@@ -9,8 +9,6 @@ pub mod delay;
 pub mod history;
 pub mod nemesis;
 pub mod netns;
-#[path = "../common/ports.rs"]
-pub mod ports;
 pub mod workload;
 
 use std::io::Write;
@@ -148,7 +146,7 @@ pub fn run(cfg: &RunConfig) -> Outcome {
     for n in &notes {
         eprintln!("fault suite: {n}");
     }
-    let port = if net.is_some() { 7225 } else { ports::free_port_pair() };
+    let port = if net.is_some() { 7225 } else { crate::common::free_port_pair() };
     if let Some(links) = cfg.links {
         let s = links.shape;
         let slow = links

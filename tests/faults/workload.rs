@@ -10,9 +10,9 @@ use std::time::{Duration, Instant};
 
 use ticketing::client::{AcquireError, Client, ReleaseOutcome};
 
-use super::cluster::TOKEN;
 use super::history::{AcqOutcome, Clock, Event, QueryOutcome, RelOutcome};
 use super::{rng, Rng};
+use crate::common::TOKEN;
 
 pub const KEYS: usize = 3;
 

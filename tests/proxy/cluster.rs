@@ -27,8 +27,7 @@ impl ProxiedCluster {
         let proxies: Vec<Proxy> = (1..=3).map(|i| Proxy::start_at(sock(i, p), sock(10 + i, p))).collect();
         let relays: Vec<Proxy> =
             (1..=3).map(|i| Proxy::start_at(sock(i, p + 1000), sock(10 + i, p + 1000))).collect();
-        let peers = (1..=3).map(|i| format!("{i}@{}", sock(i, p))).collect::<Vec<_>>().join(",");
-        let mut cluster = Cluster { port: p, nodes: Vec::new(), peers };
+        let mut cluster = Cluster::empty(p, 3);
         for i in 1..=3 {
             let listen = sock(10 + i, p).to_string();
             let node =

@@ -88,18 +88,6 @@ struct Shared {
     refused: AtomicUsize,
 }
 
-/// Polls `cond` every 10 ms until it holds or `limit` passes.
-pub fn eventually(limit: Duration, cond: impl Fn() -> bool) -> bool {
-    let end = Instant::now() + limit;
-    while Instant::now() < end {
-        if cond() {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    cond()
-}
-
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }

@@ -1,13 +1,13 @@
-//! Measurements, not checks: acquire+release pairs per second over raw connections.
-//! `cargo test --release --test throughput -- --ignored --nocapture --test-threads 1`
-//! (`ticketing bench` is the real load generator; this is a quick figure for notes.)
-
-mod common;
+//! `scripts/measure.sh raw-throughput`: acquire+release pairs per second over raw
+//! protocol connections (no client library threads), 1 and 64 connections, against a
+//! standalone server and a 3-node cluster's leader. `ticketing bench` is the load
+//! generator through the official client; this is the figure without it.
 
 use std::time::{Duration, Instant};
 
-use common::*;
 use ticketing::proto::frame::Response;
+
+use crate::common::{acquire, connect, granted_token, release, start_server, Cluster};
 
 fn run_pairs(addr: std::net::SocketAddr, connections: usize, seconds: u64) -> (f64, Duration) {
     let stop = Instant::now() + Duration::from_secs(seconds);
@@ -44,9 +44,12 @@ fn run_pairs(addr: std::net::SocketAddr, connections: usize, seconds: u64) -> (f
     (total as f64 / seconds as f64, p50)
 }
 
-#[test]
-#[ignore]
-fn measure_standalone() {
+pub fn run() {
+    standalone();
+    cluster();
+}
+
+fn standalone() {
     let server = start_server(&[]);
     for connections in [1, 64] {
         let (rate, p50) = run_pairs(server.addr, connections, 5);
@@ -54,9 +57,7 @@ fn measure_standalone() {
     }
 }
 
-#[test]
-#[ignore]
-fn measure_cluster() {
+fn cluster() {
     let cluster = Cluster::start(3, &[]);
     let leader = cluster.wait_leader(Duration::from_secs(20));
     for connections in [1, 64] {

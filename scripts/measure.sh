@@ -1,0 +1,24 @@
+#!/bin/sh
+# Runs one measurement on real processes (bench/measure/): figures that docs/ cite,
+# printed, never a pass/fail condition. Timing depends on the machine and its load.
+#
+#   scripts/measure.sh failover        leader SIGKILL -> a new leader serves; 10 trials
+#                                      (docs/guarantees.md, "Failover time")
+#   scripts/measure.sh replacement     replacing a follower and the leader under a client
+#                                      (docs/operations.md, "Replacing a node")
+#   scripts/measure.sh handover        the longest gap between grants for each way the
+#                                      leader changes, 20 trials each; HANDOVER_TRIALS=N,
+#                                      HANDOVER_ONLY=Transfer|Sigterm|Sigkill|Replace
+#                                      (docs/operations.md, "Handing leadership over")
+#   scripts/measure.sh raw-throughput  pairs/s over raw protocol connections, standalone
+#                                      and 3-node cluster (docs/performance.md §4)
+#
+# Through the official client, `ticketing bench` measures throughput (docs/cli.md).
+set -eu
+cd "$(dirname "$0")/.."
+case "${1:-}" in
+    failover|replacement|handover|raw-throughput) ;;
+    -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
+    *) echo "usage: scripts/measure.sh failover|replacement|handover|raw-throughput (--help)" >&2; exit 2 ;;
+esac
+exec cargo bench --quiet --bench measure -- "$1"

@@ -1,0 +1,121 @@
+//! A load of official clients for the tests and measurements of changes under load:
+//! workers acquiring and releasing keys of their own in a loop, recording when each
+//! grant arrived and every outcome that is not a grant.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use ticketing::client::{AcquireError, Client};
+
+use super::TOKEN;
+
+/// Clients acquiring and releasing their own keys in a loop, recording when each grant
+/// arrived (and to which client) and every outcome that is not a grant.
+pub struct Load {
+    stop: Arc<AtomicBool>,
+    pub grants: Arc<Mutex<Vec<(usize, Instant)>>>,
+    indeterminate: Arc<AtomicU64>,
+    other: Arc<Mutex<Vec<String>>>,
+    threads: Vec<std::thread::JoinHandle<()>>,
+}
+
+/// What the clients saw during a window of a load.
+#[derive(Debug)]
+pub struct Seen {
+    /// The longest time one client went without a grant.
+    pub longest_gap: Duration,
+    pub grants: usize,
+    pub indeterminate: u64,
+    pub other: Vec<String>,
+}
+
+impl Load {
+    pub fn start(addrs: Vec<String>, workers: usize) -> Load {
+        let stop = Arc::new(AtomicBool::new(false));
+        let grants = Arc::new(Mutex::new(Vec::new()));
+        let indeterminate = Arc::new(AtomicU64::new(0));
+        let other = Arc::new(Mutex::new(Vec::new()));
+        let mut threads = Vec::new();
+        for w in 0..workers {
+            let client = Client::builder().addrs(addrs.clone()).auth_token(TOKEN).build().unwrap();
+            let (stop, grants, indeterminate, other) =
+                (stop.clone(), grants.clone(), indeterminate.clone(), other.clone());
+            threads.push(std::thread::spawn(move || {
+                let mut n = 0u64;
+                while !stop.load(Ordering::SeqCst) {
+                    n += 1;
+                    // A fresh key each time: an Indeterminate attempt cannot block the next.
+                    let key = format!("w{w}-{n}");
+                    match client.acquire(&key, Duration::from_secs(5), Duration::from_millis(500)) {
+                        Ok(lock) => {
+                            grants.lock().unwrap().push((w, Instant::now()));
+                            let _ = lock.release();
+                        }
+                        Err(AcquireError::Indeterminate(_)) => {
+                            indeterminate.fetch_add(1, Ordering::SeqCst);
+                        }
+                        // Redirected: the client goes to the leader it was told about.
+                        Err(AcquireError::NotLeader { .. } | AcquireError::Unavailable { .. }) => {
+                            std::thread::sleep(Duration::from_millis(1));
+                        }
+                        Err(e) => other.lock().unwrap().push(format!("{e:?}")),
+                    }
+                }
+            }));
+        }
+        Load { stop, grants, indeterminate, other, threads }
+    }
+
+    /// Waits until grants flow (a first one after `after`).
+    pub fn wait_flowing(&self, within: Duration) {
+        let deadline = Instant::now() + within;
+        let since = Instant::now();
+        while !self.grants.lock().unwrap().iter().any(|(_, t)| *t > since) {
+            assert!(Instant::now() < deadline, "the load got no grant within {within:?}");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    /// What was seen between `from` and `to`, then forgets it (counters restart).
+    pub fn seen(&self, from: Instant, to: Instant) -> Seen {
+        let mut grants = self.grants.lock().unwrap();
+        let workers = self.threads.len();
+        let mut longest_gap = Duration::ZERO;
+        let mut count = 0;
+        for w in 0..workers {
+            let mut times: Vec<Instant> =
+                grants.iter().filter(|(g, t)| *g == w && *t >= from && *t <= to).map(|(_, t)| *t).collect();
+            times.sort();
+            count += times.len();
+            let mut last = from;
+            for t in &times {
+                longest_gap = longest_gap.max(*t - last);
+                last = *t;
+            }
+            longest_gap = longest_gap.max(to - last);
+        }
+        grants.clear();
+        Seen {
+            longest_gap,
+            grants: count,
+            indeterminate: self.indeterminate.swap(0, Ordering::SeqCst),
+            other: std::mem::take(&mut *self.other.lock().unwrap()),
+        }
+    }
+
+    pub fn stop(self) {
+        self.stop.store(true, Ordering::SeqCst);
+        for t in self.threads {
+            let _ = t.join();
+        }
+    }
+}
+
+/// The 1-minute load average, as /proc/loadavg says.
+pub fn load_average() -> f64 {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|s| s.split_whitespace().next().and_then(|v| v.parse().ok()))
+        .unwrap_or(f64::NAN)
+}
