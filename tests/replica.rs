@@ -1669,3 +1669,44 @@ fn an_expiry_planned_during_a_handover_waits_for_its_end() {
         "{appends:?}"
     );
 }
+
+/// The first leader of a cluster records the fencing domain it drew, once its no-op is
+/// applied; a leader that finds a domain recorded proposes none.
+#[test]
+fn the_first_leader_records_its_domain_and_a_later_one_keeps_it() {
+    let mut h = H::new();
+    let mut out = ReplicaOutput::default();
+    h.r.on_role(LogRole::Leader { term: 1, noop_index: 1, new_domain: 77 }, h.now, h.unix(), &mut out);
+    h.absorb(out);
+    h.put(1, 1, None);
+    h.commit_to(1);
+    let appends = h.take_appends();
+    assert!(matches!(&appends[..], [(_, Command::SetDomain { domain: 77 })]), "{appends:?}");
+    h.put(2, 1, Some(Command::SetDomain { domain: 77 }));
+    h.commit_to(2);
+    assert_eq!(h.r.state().domain(), 77);
+    // A later leadership, with another domain drawn: the recorded one stays.
+    h.follower(OTHER_ADDR);
+    let mut out = ReplicaOutput::default();
+    h.r.on_role(LogRole::Leader { term: 2, noop_index: 3, new_domain: 99 }, h.now, h.unix(), &mut out);
+    h.absorb(out);
+    h.put(3, 2, None);
+    h.commit_to(3);
+    assert_eq!(h.take_appends(), Vec::new(), "no second domain proposed");
+}
+
+/// A closed connection's waiters leave their queues: the key goes to the next one.
+#[test]
+fn a_closed_connections_waiter_is_skipped_when_the_key_is_handed_on() {
+    let mut h = H::serving_leader();
+    let token = granted(&mut h, 1, "k", "a");
+    assert!(h.req(2, 2, acq("k", "gone", 5, 60_000)).is_empty());
+    assert!(h.req(3, 3, acq("k", "next", 5, 60_000)).is_empty());
+    h.r.conn_closed(2);
+    assert!(h.req(1, 4, rel(token, "k", "a")).is_empty());
+    let appends = h.take_appends();
+    assert!(
+        matches!(&appends[..], [(_, Command::Release { next: Some(g), .. })] if g.owner == "next"),
+        "{appends:?}"
+    );
+}
