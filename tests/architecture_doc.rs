@@ -169,7 +169,8 @@ fn check(doc: &str, known: &Known, env_vars: &str) -> Vec<String> {
             .iter()
             .any(|p| span.starts_with(p))
         {
-            let path = span.trim_end_matches('/');
+            // A command line names its script first (`scripts/measure.sh failover`).
+            let path = span.split_whitespace().next().unwrap_or(span).trim_end_matches('/');
             if !root().join(path).exists() {
                 problems.push(format!("`{span}`: no such path"));
             }
