@@ -21,6 +21,11 @@ use ticketing::proto::handshake::{auth_key, client_handshake, CLIENT_LABELS};
 const LEADER_RSS_BOUND_MIB: u64 = 256;
 /// The longest a legitimate acquire may take during the attack.
 const GRANT_WITHIN: Duration = Duration::from_secs(1);
+/// A fresh connection's handshake and first grant during the flood. Longer than
+/// GRANT_WITHIN by one lost SYN: while silent connections arrive without pause the
+/// listen queue can be full for a moment, the kernel drops the SYN, and TCP sends it
+/// again after its first retransmission timeout (1 s) — not a delay of the server's.
+const CONNECT_AND_GRANT_WITHIN: Duration = Duration::from_millis(2500);
 
 /// Connects to `to` from the loopback address `from`.
 fn connect_from(from: IpAddr, to: SocketAddr) -> std::io::Result<TcpStream> {
@@ -146,7 +151,11 @@ fn a_legitimate_client_is_served_through_a_connection_flood() {
                 owner: "fresh".into(),
             },
         ));
-        assert!(started.elapsed() < GRANT_WITHIN, "a new connection took {:?}", started.elapsed());
+        assert!(
+            started.elapsed() < CONNECT_AND_GRANT_WITHIN,
+            "a new connection took {:?}",
+            started.elapsed()
+        );
         std::thread::sleep(Duration::from_millis(200));
     }
     // 4. Clients that pipeline STATUS or PING requests without ever reading an answer.
