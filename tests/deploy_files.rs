@@ -378,8 +378,9 @@ tail -n "$lines" "$CONF_DIR/node-$id.log"
 /// A $CONF_DIR for replace-node.sh: cluster.env, the two secrets, and the stand-ins for
 /// systemctl and journalctl; the nodes the stand-in started are killed on drop.
 struct Conf {
-    dir: tempfile::TempDir,
+    // Dropped first (fields drop in declaration order): the pid files must still exist.
     _started: Vec<PidFile>,
+    dir: tempfile::TempDir,
 }
 
 impl Conf {
@@ -394,7 +395,7 @@ impl Conf {
             std::fs::set_permissions(dir.path().join(name), std::fs::Permissions::from_mode(0o755)).unwrap();
         }
         let started = (4..=9).map(|id| PidFile(dir.path().join(format!("node-{id}.pid")))).collect();
-        Conf { dir, _started: started }
+        Conf { _started: started, dir }
     }
 
     fn path(&self) -> &Path {
