@@ -76,20 +76,7 @@ fn client_dir() -> std::path::PathBuf {
 
 /// Every `.rs` file under src/client, as a path relative to it (`core/net.rs`).
 fn client_files() -> Vec<String> {
-    fn walk(dir: &std::path::Path, base: &std::path::Path, out: &mut Vec<String>) {
-        for entry in std::fs::read_dir(dir).unwrap() {
-            let path = entry.unwrap().path();
-            if path.is_dir() {
-                walk(&path, base, out);
-            } else if path.extension().is_some_and(|e| e == "rs") {
-                out.push(path.strip_prefix(base).unwrap().to_string_lossy().replace('\\', "/"));
-            }
-        }
-    }
-    let mut out = Vec::new();
-    walk(&client_dir(), &client_dir(), &mut out);
-    out.sort();
-    out
+    src_files().into_iter().filter_map(|f| f.strip_prefix("client/").map(str::to_owned)).collect()
 }
 
 /// The code of a file without comments and without its `#[cfg(test)]` module.
