@@ -601,6 +601,23 @@ fn wait_elapses_gives_timeout_and_leaves_queue() {
 }
 
 #[test]
+fn waits_ending_in_the_same_millisecond_time_out_in_the_order_they_were_queued() {
+    // Ties between waits are broken by arrival, not by the timer heap's shape or the
+    // waiter's reused slot: the answers on a connection come in a predictable order.
+    let mut d = Driver::new();
+    for k in 0..12u32 {
+        d.hold(1, 100 + k, 10, &format!("k{k}"), "alice");
+    }
+    // Queued in an order unlike the keys' and the slots'; all end at 700.
+    let order = [5u32, 11, 0, 7, 3, 9, 1, 10, 2, 8, 4, 6];
+    for (i, k) in order.iter().enumerate() {
+        assert!(d.acquire(2, i as u32, 10, 700, &format!("k{k}"), "bob").is_empty());
+    }
+    let ids: Vec<u32> = d.advance_to(700).iter().map(|r| r.id).collect();
+    assert_eq!(ids, (0..12).collect::<Vec<u32>>());
+}
+
+#[test]
 fn lease_and_wait_ending_together_give_the_key_to_the_waiter() {
     // documented tie rule of `tick`: leases go first.
     let mut d = Driver::new();
@@ -802,6 +819,52 @@ fn not_leading_answers_moved() {
     table.tick(1_000_000, UNIX0, &mut out);
     assert!(out.proposals.is_empty());
     assert_eq!(table.next_deadline(), None);
+}
+
+#[test]
+fn a_table_that_stopped_leading_does_not_claim_to_know_a_lease_end() {
+    // Lease timers live only on the leader: once it steps down, a query of the applied
+    // state says the hold's remaining time is 0 rather than inventing one.
+    let mut d = Driver::new();
+    let t = d.hold(1, 1, 10, "k", "alice");
+    d.advance_to(2_000);
+    assert_eq!(d.query("k"), holder(t, 8_000, 0, "alice"));
+    let mut out = Output::default();
+    d.table.lose_leadership("10.0.0.3:5225", &mut out);
+    assert_eq!(d.query("k"), holder(t, 0, 0, "alice"));
+}
+
+#[test]
+fn top_keys_lists_the_most_waited_for_keys_with_their_holders() {
+    let mut d = Driver::new();
+    let mut tokens = Vec::new();
+    for k in ["a", "b", "c", "d"] {
+        tokens.push(d.hold(1, 1, 10, k, &format!("{k}-holder")));
+    }
+    // b: 3 waiters; a and c: 2 each, a's first one waiting longer; d: 1.
+    let mut id = 10;
+    for (at, key) in
+        [(0, "a"), (100, "c"), (200, "b"), (200, "b"), (300, "c"), (300, "a"), (400, "b"), (500, "d")]
+    {
+        d.advance_to(at);
+        id += 1;
+        assert!(d.acquire(2, id, 10, 60_000, key, "w").is_empty());
+    }
+    d.advance_to(1_000);
+    let top = |d: &Driver, n: usize| d.table.top_keys(n, d.now_ms);
+    let listed: Vec<(String, u32, u32)> =
+        top(&d, 10).into_iter().map(|k| (k.key, k.waiters, k.oldest_wait_ms)).collect();
+    let want = [("b", 3, 800), ("a", 2, 1_000), ("c", 2, 900), ("d", 1, 500)];
+    assert_eq!(listed, want.map(|(k, w, o)| (k.to_string(), w, o)).to_vec());
+    // Exactly as many keys as asked for, fewer, and more.
+    assert_eq!(top(&d, 4).len(), 4);
+    assert_eq!(top(&d, 5).len(), 4);
+    let two: Vec<String> = top(&d, 2).into_iter().map(|k| k.key).collect();
+    assert_eq!(two, ["b", "a"]);
+    assert!(top(&d, 0).is_empty());
+    // Each with its holder as the applied state has it.
+    let b = &top(&d, 1)[0];
+    assert_eq!((b.token, b.owner.as_str(), b.remaining_ms), (tokens[1], "b-holder", 9_000));
 }
 
 #[test]

@@ -74,12 +74,6 @@ impl Owners {
         OwnerId(id)
     }
 
-    /// The id of `name` if it is in use, without a new reference.
-    pub fn find(&self, name: &str) -> Option<OwnerId> {
-        let hash = self.hasher.hash_one(name);
-        self.index.find(hash, |&id| &*self.names[id as usize].name == name).map(|&id| OwnerId(id))
-    }
-
     /// One more reference to `id`.
     pub fn retain(&mut self, id: OwnerId) {
         self.names[id.0 as usize].refs += 1;

@@ -516,6 +516,34 @@ mod tests {
         assert_eq!(after.holder("b"), Some(Holder { owner: "y".into(), token: 6, lease_ms: 1000 }));
     }
 
+    /// The walk the simulators run after every step names each rule a state can break:
+    /// a key held in two slots, a hold under a token above the last one granted, a held
+    /// count that is not what the slots hold.
+    #[test]
+    fn the_walk_names_each_broken_rule() {
+        let good = LockState::from_parts(vec![("a".to_string(), holder("x", 5))], 5, 7).unwrap();
+        good.check_invariants();
+        let mut twice = good.clone();
+        let copy = twice.slots.slots[0].clone();
+        twice.slots.slots.push(copy);
+        twice.held += 1;
+        let mut ahead = good.clone();
+        ahead.last_token = 4;
+        let mut miscounted = good.clone();
+        miscounted.held = 2;
+        let cases = [
+            (twice, "invariant violated: at most one holder per key: key \"a\" held in slot 1, found at Some(SlotId(0))"),
+            (ahead, "invariant violated: fencing tokens strictly increase: key \"a\" held under token 5, last token 4"),
+            (miscounted, "invariant violated: the state's counts match what it holds: 1 keys held, 2 counted"),
+        ];
+        for (state, expected) in cases {
+            let payload = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| state.check_invariants()))
+                .expect_err(expected);
+            let message = payload.downcast_ref::<String>().map(String::as_str).unwrap_or("");
+            assert!(message.starts_with(expected), "{message}");
+        }
+    }
+
     /// Equality is what the simulators and the snapshot tests compare states by: each
     /// part that differs alone makes two states differ.
     #[test]
