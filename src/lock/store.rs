@@ -219,3 +219,61 @@ impl Slots {
         self.slots.len()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An owner is stored once while anyone uses it, forgotten (name, index entry and
+    /// all) with its last reference, and its id goes to the next new owner.
+    #[test]
+    fn an_owner_lives_as_long_as_its_references() {
+        let mut owners = Owners::default();
+        assert!(owners.is_empty());
+        let x = owners.intern("x");
+        assert_eq!(owners.intern("x"), x);
+        let y = owners.intern("y");
+        assert_ne!(x, y);
+        assert_eq!((owners.len(), owners.refs(x), owners.refs(y)), (2, 2, 1));
+        owners.release(x);
+        assert_eq!((owners.len(), owners.name(x)), (2, "x"));
+        owners.release(x);
+        owners.release(y);
+        assert!(owners.is_empty());
+        assert_eq!(owners.index.len(), 0, "a forgotten owner leaves no index entry");
+        assert_eq!(owners.name(x), "", "its name is dropped");
+        let z = owners.intern("z");
+        assert!(z == x || z == y, "an id is reused");
+        assert_eq!((owners.len(), owners.index.len()), (1, 1));
+    }
+
+    /// A slot nobody holds or pins is freed: its key forgotten, its bytes uncounted, its
+    /// number reused by the next key; the pin bits grow one word per 64 slots.
+    #[test]
+    fn an_unused_slot_is_freed_and_reused() {
+        let mut slots = Slots::default();
+        let a = slots.find_or_add("a");
+        let b = slots.find_or_add("bb");
+        assert_eq!(slots.find_or_add("a"), a);
+        assert_eq!((slots.find("bb"), slots.key_bytes), (Some(b), 3));
+        slots.set_pinned(b, true);
+        slots.free_if_unused(b);
+        assert_eq!(slots.find("bb"), Some(b), "a pinned slot stays");
+        slots.set_pinned(b, false);
+        slots.slots[a.index()].token = 4;
+        slots.free_if_unused(a);
+        assert_eq!(slots.find("a"), Some(a), "a held slot stays");
+        slots.free_if_unused(b);
+        assert_eq!((slots.find("bb"), slots.key_bytes, slots.index.len()), (None, 1, 1));
+        assert_eq!(slots.find_or_add("ccc"), b, "the freed number goes to the next key");
+        assert_eq!((slots.key_bytes, slots.len()), (4, 2));
+        // Pin bits: one u64 per 64 slots, no more.
+        for (n, words) in [(64, 1), (65, 2), (128, 2), (129, 3)] {
+            while slots.len() < n {
+                let key = format!("k{}", slots.len());
+                slots.find_or_add(&key);
+            }
+            assert_eq!(slots.pinned.len(), words, "{n} slots");
+        }
+    }
+}
