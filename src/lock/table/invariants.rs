@@ -139,3 +139,112 @@ impl LockTable {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::lock::table::{Output, Override, TableConfig};
+    use crate::lock::timers::Timer;
+
+    /// A leader's table with a bit of everything: "a" held with one waiter, "b" held
+    /// with its release proposed, "c" granted but not applied yet, "d" held plainly.
+    fn table() -> LockTable {
+        let config = TableConfig { node: 1, incarnation: 1, waiters_per_key_max: 8, keys_max: 100 };
+        let mut t = LockTable::new(config);
+        t.become_leader(0);
+        let commit = |t: &mut LockTable, mut out: Output| {
+            while let Some(c) = out.proposals.pop_front() {
+                t.apply(&c, 0, &mut out);
+            }
+        };
+        let mut tokens = Vec::new();
+        for (conn, key, owner) in [(1, "a", "alice"), (2, "b", "carol"), (4, "d", "erin")] {
+            let mut out = Output::default();
+            t.acquire(conn, 1, 10, 0, key, owner, 0, 1_000_000, &mut out);
+            commit(&mut t, out);
+            tokens.push(t.state.holder(key).unwrap().token);
+        }
+        let mut out = Output::default();
+        t.acquire(3, 2, 10, 5_000, "a", "bob", 0, 1_000_000, &mut out);
+        t.release(2, 3, tokens[1], "b", "carol", 0, 1_000_000, &mut out);
+        t.acquire(5, 4, 10, 0, "c", "dave", 0, 1_000_000, &mut out);
+        assert_eq!(out.proposals.len(), 2, "b's release and c's grant wait in the log");
+        t.check_invariants();
+        t
+    }
+
+    fn slot(t: &LockTable, key: &str) -> crate::lock::SlotId {
+        t.state.slot_of(key).unwrap()
+    }
+
+    fn owner(t: &LockTable, key: &str) -> OwnerId {
+        t.state.holders().find(|(k, _)| *k == key).unwrap().1.owner_id
+    }
+
+    /// Each rule the walk checks, broken alone, is found and named; through
+    /// `check_invariants`, it stops the node with the name.
+    #[test]
+    fn the_walk_finds_each_broken_rule() {
+        type Break = fn(&mut LockTable);
+        let cases: [(&str, &str, &str, Break); 15] = [
+            ("unpinned override", "does not pin it", OVERRIDES, |t| t.state.unpin(slot(t, "a"))),
+            ("waiters under no holder", "has waiters but no projected holder", WAITER, |t| {
+                let s = slot(t, "a");
+                t.overrides.get_mut(&s).unwrap().holder = Projected::Free;
+            }),
+            ("an override saying nothing", "says nothing", OVERRIDES, |t| {
+                let s = slot(t, "d");
+                let held =
+                    Projected::Held { owner: owner(t, "d"), token: t.state.holder("d").unwrap().token };
+                let d = owner(t, "d");
+                t.state.pin_slot(s);
+                t.state.owners_mut().retain(d);
+                t.overrides.insert(s, Override { holder: held, in_flight: 0, queue: Default::default() });
+            }),
+            ("a queued waiter gone", "which left its queue", WAITER, |t| {
+                let w = t.overrides[&slot(t, "a")].queue[0];
+                t.waiters[w as usize] = None;
+            }),
+            ("a queued waiter without its wait timer", "is not where it should be", WAITER, |t| {
+                let w = t.overrides[&slot(t, "a")].queue[0];
+                t.waits.remove(w);
+            }),
+            ("a live waiter in no queue", "live waiters", WAITER, |t| {
+                let stray = t.waiters.iter().flatten().next().unwrap().clone();
+                t.state.owners_mut().retain(stray.owner);
+                t.waiters.push(Some(stray));
+            }),
+            ("projected holds miscounted", "projected_held", COUNTS, |t| t.projected_held += 1),
+            ("waiters miscounted", "timers", COUNTS, |t| t.waiters_total += 1),
+            ("keys with waiters miscounted", "keys with waiters", COUNTS, |t| t.queued_keys += 1),
+            ("an owner reference too many", "references", OWNERS, |t| {
+                let d = owner(t, "d");
+                t.state.owners_mut().retain(d);
+            }),
+            ("an owner nobody uses", "owners interned", OWNERS, |t| {
+                t.state.owners_mut().intern("nobody");
+            }),
+            ("a hold without its lease timer", "projected current true, lease timer false", LEASES, |t| {
+                t.leases.remove(slot(t, "d").0);
+            }),
+            ("a lease timer of a free key", "lease timers, ", LEASES, |t| {
+                t.leases.insert(Timer { deadline_ms: 9, order: 99, id: 77 });
+            }),
+            ("a follower with leases", "a follower keeps", LEASES, |t| t.leading = false),
+            ("a pin without an override", "slots pinned", OVERRIDES, |t| {
+                t.state.pin("z");
+            }),
+        ];
+        for (what, detail, name, break_it) in cases {
+            let mut t = table();
+            break_it(&mut t);
+            let found = t.find_broken().expect_err(what);
+            assert_eq!(found.0, name, "{what}: {}", found.1);
+            assert!(found.1.contains(detail), "{what}: {}", found.1);
+            let payload = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| t.check_invariants()))
+                .expect_err(what);
+            let message = payload.downcast_ref::<String>().map(String::as_str).unwrap_or("");
+            assert!(message.starts_with(&format!("invariant violated: {name}: ")), "{what}: {message}");
+        }
+    }
+}
