@@ -875,8 +875,10 @@ fn lose_leadership_answers_waiters_moved() {
     assert!(d.acquire(2, 3, 10, 5_000, "a", "y").is_empty());
     assert!(d.acquire(3, 4, 10, 5_000, "a", "z").is_empty());
     assert!(d.acquire(3, 5, 10, 5_000, "b", "z").is_empty());
+    assert_eq!(d.table.overrides(), 2, "the keys with waiters have the leader's overrides");
     let mut out = Output::default();
     d.table.lose_leadership("10.0.0.3:5225", &mut out);
+    assert_eq!(d.table.overrides(), 0);
     assert!(out.proposals.is_empty());
     let mut got = out.replies.clone();
     got.sort_by_key(|r| r.id);
