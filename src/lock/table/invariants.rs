@@ -146,11 +146,14 @@ mod tests {
     use crate::lock::table::{Output, Override, TableConfig};
     use crate::lock::timers::Timer;
 
+    fn config() -> TableConfig {
+        TableConfig { node: 1, incarnation: 1, waiters_per_key_max: 8, keys_max: 100 }
+    }
+
     /// A leader's table with a bit of everything: "a" held with one waiter, "b" held
     /// with its release proposed, "c" granted but not applied yet, "d" held plainly.
     fn table() -> LockTable {
-        let config = TableConfig { node: 1, incarnation: 1, waiters_per_key_max: 8, keys_max: 100 };
-        let mut t = LockTable::new(config);
+        let mut t = LockTable::new(config());
         t.become_leader(0);
         let commit = |t: &mut LockTable, mut out: Output| {
             while let Some(c) = out.proposals.pop_front() {
@@ -230,7 +233,10 @@ mod tests {
             ("a lease timer of a free key", "lease timers, ", LEASES, |t| {
                 t.leases.insert(Timer { deadline_ms: 9, order: 99, id: 77 });
             }),
-            ("a follower with leases", "a follower keeps", LEASES, |t| t.leading = false),
+            ("a follower with the leader's overrides", "a follower keeps", LEASES, |t| {
+                t.leading = false;
+                t.leases.clear();
+            }),
             ("a pin without an override", "slots pinned", OVERRIDES, |t| {
                 t.state.pin("z");
             }),
@@ -246,5 +252,18 @@ mod tests {
             let message = payload.downcast_ref::<String>().map(String::as_str).unwrap_or("");
             assert!(message.starts_with(&format!("invariant violated: {name}: ")), "{what}: {message}");
         }
+    }
+
+    /// Debug builds walk the table where it is rebuilt: a table that starts leading
+    /// with an owner nobody uses stops there, naming it.
+    #[cfg(debug_assertions)]
+    #[test]
+    fn debug_builds_walk_the_table_when_it_starts_leading() {
+        let mut t = LockTable::new(config());
+        t.state.owners_mut().intern("nobody");
+        let payload = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| t.become_leader(0)))
+            .expect_err("a broken table started leading");
+        let message = payload.downcast_ref::<String>().map(String::as_str).unwrap_or("");
+        assert!(message.starts_with(&format!("invariant violated: {OWNERS}: ")), "{message}");
     }
 }
