@@ -244,15 +244,37 @@ pub struct RoleChange {
     pub leader: Option<NodeId>,
 }
 
-impl Ready {
-    /// True when there is nothing to do.
-    pub fn is_empty(&self) -> bool {
-        self.messages.is_empty()
-            && self.snapshot.is_none()
-            && self.committed.is_empty()
-            && self.read_states.is_empty()
-            && self.role_changed.is_none()
-            && self.handover.is_none()
-            && self.autopilot.is_empty()
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The defaults a node runs with unless configured otherwise: the periods in
+    /// docs/configuration.md, and the sizes that keep a snapshot or a catch-up moving in
+    /// few round trips.
+    #[test]
+    fn the_defaults_are_the_documented_ones() {
+        let cfg = RaftConfig::new(7);
+        assert_eq!((cfg.id, cfg.heartbeat_ms, cfg.election_ms), (7, 200, 2_000));
+        assert_eq!((cfg.max_append_entries, cfg.max_append_bytes), (512, 1024 * 1024));
+        assert_eq!((cfg.max_inflight, cfg.snapshot_chunk_bytes), (64, 256 * 1024));
+        assert!(cfg.pre_vote && cfg.check_quorum);
+        assert_eq!(cfg.autopilot_dead_ms, Some(30_000));
+        assert_eq!(cfg.commit_notice_ms(), 20);
+    }
+
+    /// What an operator reads when a change or a proposal is refused.
+    #[test]
+    fn each_refusal_says_why() {
+        let cases = [
+            (RaftError::NotLeader { leader: Some(3) }, "not the leader (leader is 3)"),
+            (RaftError::NotLeader { leader: None }, "not the leader (leader unknown)"),
+            (RaftError::HandingOver, "leadership is being handed over"),
+            (RaftError::ConfigChangePending, "a configuration change is in flight"),
+            (RaftError::InvalidConfig("no voters"), "invalid configuration: no voters"),
+            (RaftError::EntryTooLarge, "entry too large"),
+        ];
+        for (error, text) in cases {
+            assert_eq!(error.to_string(), text);
+        }
     }
 }
