@@ -19,7 +19,10 @@
 #   --quick     without the simulators: a first pass that shows the candidates quickly
 #               (the figures in docs/safety.md come from runs without it)
 #   --iterate   skip the mutants an earlier run of the same group caught (or found
-#               unviable): a second pass after tests were added tests only the rest
+#               unviable): a second pass after tests were added tests only the rest.
+#               A shard's slice is cut after the skipped mutants are removed, so the
+#               slices of an iterated shard move: make the last pass one over the whole
+#               group, in a directory holding the shards' caught.txt and unviable.txt
 #   --list      list the group's mutants and exit
 #
 # Environment: MUTANTS_TIMEOUT (default 120 s) ends a test run that a mutant made loop
@@ -144,6 +147,10 @@ echo
 echo "group $name: $viable viable mutants, $caught caught, $timeout timed out (counted as caught), $missed missed, $unviable unviable; $(( $(date +%s) - started )) s"
 if [ "$viable" -gt 0 ]; then
     echo "caught: $(( (caught + timeout) * 1000 / viable / 10 )).$(( (caught + timeout) * 1000 / viable % 10 )) %"
+fi
+previously=$(count previously_caught.txt)
+if [ "$previously" -gt 0 ]; then
+    echo "(this pass only: $previously mutants that earlier passes caught or found unviable were skipped; they are in $out/mutants.out/previously_caught.txt)"
 fi
 if [ "$missed" -gt 0 ]; then
     echo "missed (each needs a test, or a line in docs/safety.md saying why it cannot change behaviour):"
