@@ -42,3 +42,33 @@ pub(super) fn push_capped(list: &mut Vec<u64>, value: u64) {
         list.push(value);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Clearing forgets every count and observation but keeps the lists' buffers:
+    /// counting allocates nothing in a steady state.
+    #[test]
+    fn clearing_forgets_the_counts_and_keeps_the_buffers() {
+        let mut stats =
+            TableStats { grants_immediate: 3, grants_handoff: 2, lease_expiries: 1, ..Default::default() };
+        for v in 0..100 {
+            push_capped(&mut stats.waits_ms, v);
+            push_capped(&mut stats.holds_us, v);
+        }
+        stats.clear();
+        assert_eq!(stats, TableStats::default());
+        assert!(stats.waits_ms.capacity() >= 100 && stats.holds_us.capacity() >= 100);
+    }
+
+    #[test]
+    fn observations_stop_at_the_cap() {
+        let mut list = Vec::new();
+        for v in 0..STATS_OBSERVATIONS_MAX as u64 + 10 {
+            push_capped(&mut list, v);
+        }
+        assert_eq!(list.len(), STATS_OBSERVATIONS_MAX);
+        assert_eq!(list.last(), Some(&(STATS_OBSERVATIONS_MAX as u64 - 1)));
+    }
+}
