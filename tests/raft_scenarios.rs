@@ -1642,6 +1642,7 @@ fn paused_autopilot_replaces_nothing() {
     assert!(net.autopilot.is_empty());
     assert!(net.node(1).membership().voters.contains(&2));
     net.at(1).set_autopilot_paused(false);
+    assert!(!net.node(1).autopilot_paused());
     net.advance(2 * HEARTBEAT_MS);
     assert!(matches!(net.autopilot_events()[..], [AutopilotEvent::Replacing { dead: 2, standby: 4, .. }]));
 }

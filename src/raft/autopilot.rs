@@ -92,6 +92,11 @@ impl Raft {
         self.autopilot_paused = paused;
     }
 
+    /// Whether autopilot is paused (see [`Raft::set_autopilot_paused`]).
+    pub fn autopilot_paused(&self) -> bool {
+        self.autopilot_paused
+    }
+
     /// Leader only: how long ago this leader last heard an answer from `id`
     /// (`now − last heard`). `None` on a non-leader, for this node itself and
     /// for a node the leader does not replicate to.
