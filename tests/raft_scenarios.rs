@@ -1707,6 +1707,23 @@ fn autopilot_accessors_are_leader_only() {
     assert_eq!(RaftConfig::new(1).autopilot_dead_ms, Some(ticketing::raft::AUTOPILOT_DEAD_MS_DEFAULT));
 }
 
+/// A learner is a standby while the leader heard it within the last election timeout,
+/// and not a millisecond longer.
+#[test]
+fn a_standby_is_one_heard_within_an_election_timeout() {
+    let mut net = autopilot_cluster(autopilot_config);
+    let election_ms = net.node(1).config().election_ms;
+    net.crash(4);
+    let mut seen_at_bound = false;
+    for _ in 0..2 * election_ms {
+        net.advance_1ms(1);
+        let unheard = net.node(1).unreachable_ms(4).unwrap();
+        assert_eq!(net.node(1).standbys().contains(&4), unheard < election_ms, "unheard for {unheard} ms");
+        seen_at_bound |= unheard == election_ms;
+    }
+    assert!(seen_at_bound);
+}
+
 /// A core ticked only at its `next_deadline_ms` takes the autopilot decision at the
 /// same moment as one ticked every millisecond: the moment a voter turns dead is a
 /// deadline.
