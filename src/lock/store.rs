@@ -235,6 +235,7 @@ mod tests {
         let y = owners.intern("y");
         assert_ne!(x, y);
         assert_eq!((owners.len(), owners.refs(x), owners.refs(y)), (2, 2, 1));
+        assert!(!owners.is_empty());
         owners.release(x);
         assert_eq!((owners.len(), owners.name(x)), (2, "x"));
         owners.release(x);
