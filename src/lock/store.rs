@@ -253,21 +253,21 @@ mod tests {
     #[test]
     fn an_unused_slot_is_freed_and_reused() {
         let mut slots = Slots::default();
-        let a = slots.find_or_add("a");
-        let b = slots.find_or_add("bb");
-        assert_eq!(slots.find_or_add("a"), a);
-        assert_eq!((slots.find("bb"), slots.key_bytes), (Some(b), 3));
+        let a = slots.find_or_add("aa");
+        let b = slots.find_or_add("bbb");
+        assert_eq!(slots.find_or_add("aa"), a);
+        assert_eq!((slots.find("bbb"), slots.key_bytes), (Some(b), 5));
         slots.set_pinned(b, true);
         slots.free_if_unused(b);
-        assert_eq!(slots.find("bb"), Some(b), "a pinned slot stays");
+        assert_eq!(slots.find("bbb"), Some(b), "a pinned slot stays");
         slots.set_pinned(b, false);
         slots.slots[a.index()].token = 4;
         slots.free_if_unused(a);
-        assert_eq!(slots.find("a"), Some(a), "a held slot stays");
+        assert_eq!(slots.find("aa"), Some(a), "a held slot stays");
         slots.free_if_unused(b);
-        assert_eq!((slots.find("bb"), slots.key_bytes, slots.index.len()), (None, 1, 1));
+        assert_eq!((slots.find("bbb"), slots.key_bytes, slots.index.len()), (None, 2, 1));
         assert_eq!(slots.find_or_add("ccc"), b, "the freed number goes to the next key");
-        assert_eq!((slots.key_bytes, slots.len()), (4, 2));
+        assert_eq!((slots.key_bytes, slots.len()), (5, 2));
         // Pin bits: one u64 per 64 slots, no more.
         for (n, words) in [(64, 1), (65, 2), (128, 2), (129, 3)] {
             while slots.len() < n {
