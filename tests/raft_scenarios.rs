@@ -1675,6 +1675,52 @@ fn autopilot_removes_a_dead_learner() {
     assert!(m.learners.is_empty() && m.voters == BTreeSet::from([1, 2, 3]), "{m:?}");
 }
 
+/// Of several dead learners, autopilot removes the one unheard longest first; of
+/// learners unheard equally long, the lowest id.
+#[test]
+fn autopilot_removes_the_longest_dead_learner_first() {
+    for (first, second, gap, removed) in [(5, 4, 1_000, 5), (4, 5, 1_000, 4), (5, 4, 0, 4)] {
+        let mut net = autopilot_cluster(autopilot_config);
+        net.add_standby(1, 5);
+        net.at(1).set_autopilot_paused(true);
+        net.crash(first);
+        net.advance(gap);
+        net.crash(second);
+        net.advance(DEAD_MS + 1_000);
+        net.at(1).set_autopilot_paused(false);
+        net.advance(2 * HEARTBEAT_MS);
+        let events = net.autopilot_events();
+        assert!(
+            matches!(events[..], [AutopilotEvent::RemovingLearner { learner, .. }, ..] if learner == removed),
+            "{first} crashed {gap} ms before {second}: {events:?}"
+        );
+    }
+}
+
+/// Of several dead voters, autopilot replaces the one unheard longest first; of voters
+/// unheard equally long, the lowest id.
+#[test]
+fn autopilot_replaces_the_longest_dead_voter_first() {
+    for (first, second, gap, replaced) in [(3, 2, 1_000, 3), (2, 3, 1_000, 2), (3, 2, 0, 2)] {
+        let mut net = Net::with_config(&[1, 2, 3, 4, 5], autopilot_config);
+        net.elect(1);
+        net.advance(500);
+        net.add_standby(1, 6);
+        net.at(1).set_autopilot_paused(true);
+        net.crash(first);
+        net.advance(gap);
+        net.crash(second);
+        net.advance(DEAD_MS + 1_000);
+        net.at(1).set_autopilot_paused(false);
+        net.advance(2 * HEARTBEAT_MS);
+        let events = net.autopilot_events();
+        assert!(
+            matches!(events[..], [AutopilotEvent::Replacing { dead, standby: 6, .. }, ..] if dead == replaced),
+            "{first} crashed {gap} ms before {second}: {events:?}"
+        );
+    }
+}
+
 /// A new leader counts from its election: a voter that died before it waits a full
 /// `autopilot_dead_ms` after the election (the leader knows nothing older).
 #[test]
