@@ -1775,12 +1775,16 @@ fn a_standby_is_one_heard_within_an_election_timeout() {
 /// deadline.
 #[test]
 fn autopilot_decides_on_time_when_ticked_only_when_due() {
+    // A dead time that is no multiple of the heartbeat: the moment the voter turns
+    // dead falls between two heartbeat deadlines, so only its own deadline wakes the
+    // core on time.
+    let dead_ms = DEAD_MS + 37;
     let run = |tick_when_due: bool| {
-        let mut net = autopilot_cluster(autopilot_config);
+        let mut net = autopilot_cluster(|id| RaftConfig { autopilot_dead_ms: Some(dead_ms), ..config(id) });
         net.tick_when_due = tick_when_due;
         net.advance_1ms(37);
         net.crash(2);
-        net.advance_1ms(DEAD_MS + 2 * HEARTBEAT_MS);
+        net.advance_1ms(dead_ms + 2 * HEARTBEAT_MS);
         net.autopilot.clone()
     };
     let every_ms = run(false);
