@@ -1721,6 +1721,32 @@ fn autopilot_replaces_the_longest_dead_voter_first() {
     }
 }
 
+/// A voter unheard for an election timeout is no longer healthy: while one is shaky
+/// (neither healthy nor dead), autopilot replaces no dead voter, even at the millisecond
+/// the shakiness begins.
+#[test]
+fn autopilot_waits_while_a_voter_is_unheard_for_an_election_timeout() {
+    let mut net = Net::with_config(&[1, 2, 3, 4, 5], autopilot_config);
+    net.elect(1);
+    net.advance(500);
+    net.add_standby(1, 6);
+    let election_ms = net.node(1).config().election_ms;
+    net.at(1).set_autopilot_paused(true);
+    net.crash(2);
+    net.advance(DEAD_MS + 1_000);
+    net.crash(3);
+    while net.node(1).unreachable_ms(3).unwrap() < election_ms - 1 {
+        net.advance_1ms(1);
+    }
+    net.at(1).set_autopilot_paused(false);
+    net.advance_1ms(1);
+    assert_eq!(net.node(1).unreachable_ms(3), Some(election_ms));
+    assert!(net.autopilot.is_empty(), "{:?}", net.autopilot_events());
+    // Once 3 is dead too, three of five are healthy: the longest dead goes first.
+    net.advance(DEAD_MS);
+    assert!(matches!(net.autopilot_events()[..], [AutopilotEvent::Replacing { dead: 2, standby: 6, .. }, ..]));
+}
+
 /// A new leader counts from its election: a voter that died before it waits a full
 /// `autopilot_dead_ms` after the election (the leader knows nothing older).
 #[test]
