@@ -1744,7 +1744,10 @@ fn autopilot_waits_while_a_voter_is_unheard_for_an_election_timeout() {
     assert!(net.autopilot.is_empty(), "{:?}", net.autopilot_events());
     // Once 3 is dead too, three of five are healthy: the longest dead goes first.
     net.advance(DEAD_MS);
-    assert!(matches!(net.autopilot_events()[..], [AutopilotEvent::Replacing { dead: 2, standby: 6, .. }, ..]));
+    assert!(matches!(
+        net.autopilot_events()[..],
+        [AutopilotEvent::Replacing { dead: 2, standby: 6, .. }, ..]
+    ));
 }
 
 /// A new leader counts from its election: a voter that died before it waits a full
