@@ -1595,6 +1595,8 @@ fn top_keys_are_made_at_most_once_per_cache_period() {
 fn the_replica_says_which_node_it_is_and_whether_the_log_makes_it_leader() {
     let mut h = H::new();
     assert_eq!(h.r.node(), NODE);
+    let config = TableConfig { node: OTHER, incarnation: 1, waiters_per_key_max: 16, keys_max: usize::MAX };
+    assert_eq!(Replica::new(config).node(), OTHER);
     assert!(!h.r.is_leader(), "a new replica leads nothing");
     h.leader(1, 1);
     // Leading before its no-op is applied: a leader, not serving yet.
