@@ -1517,6 +1517,30 @@ fn autopilot_cluster(cfg: impl Fn(NodeId) -> RaftConfig) -> Net {
     net
 }
 
+/// Five voters (autopilot on) with leader 1 and a caught-up standby, learner 6.
+fn five_voters_with_standby() -> Net {
+    let mut net = Net::with_config(&[1, 2, 3, 4, 5], autopilot_config);
+    net.elect(1);
+    net.advance(500);
+    net.add_standby(1, 6);
+    net
+}
+
+impl Net {
+    /// With leader 1's autopilot paused, `first` crashes, `gap` ms later `second`; once
+    /// both are long dead autopilot resumes: the events it reports then.
+    fn crash_two_while_paused(&mut self, first: NodeId, gap: u64, second: NodeId) -> Vec<AutopilotEvent> {
+        self.at(1).set_autopilot_paused(true);
+        self.crash(first);
+        self.advance(gap);
+        self.crash(second);
+        self.advance(DEAD_MS + 1_000);
+        self.at(1).set_autopilot_paused(false);
+        self.advance(2 * HEARTBEAT_MS);
+        self.autopilot_events()
+    }
+}
+
 /// A crashed follower is replaced by the standby once the leader has not heard from
 /// it for `autopilot_dead_ms`, not before; the voter count stays three throughout,
 /// and the leader leaves the joint configuration by itself.
@@ -1595,10 +1619,7 @@ fn autopilot_waits_for_a_caught_up_standby() {
 /// and the voter count stays five.
 #[test]
 fn autopilot_waits_while_another_voter_is_shaky_and_heals_two_dead_one_at_a_time() {
-    let mut net = Net::with_config(&[1, 2, 3, 4, 5], autopilot_config);
-    net.elect(1);
-    net.advance(500);
-    net.add_standby(1, 6);
+    let mut net = five_voters_with_standby();
     net.add_standby(1, 7);
     net.crash(2);
     let crashed = net.now;
@@ -1682,14 +1703,7 @@ fn autopilot_removes_the_longest_dead_learner_first() {
     for (first, second, gap, removed) in [(5, 4, 1_000, 5), (4, 5, 1_000, 4), (5, 4, 0, 4)] {
         let mut net = autopilot_cluster(autopilot_config);
         net.add_standby(1, 5);
-        net.at(1).set_autopilot_paused(true);
-        net.crash(first);
-        net.advance(gap);
-        net.crash(second);
-        net.advance(DEAD_MS + 1_000);
-        net.at(1).set_autopilot_paused(false);
-        net.advance(2 * HEARTBEAT_MS);
-        let events = net.autopilot_events();
+        let events = net.crash_two_while_paused(first, gap, second);
         assert!(
             matches!(events[..], [AutopilotEvent::RemovingLearner { learner, .. }, ..] if learner == removed),
             "{first} crashed {gap} ms before {second}: {events:?}"
@@ -1702,18 +1716,8 @@ fn autopilot_removes_the_longest_dead_learner_first() {
 #[test]
 fn autopilot_replaces_the_longest_dead_voter_first() {
     for (first, second, gap, replaced) in [(3, 2, 1_000, 3), (2, 3, 1_000, 2), (3, 2, 0, 2)] {
-        let mut net = Net::with_config(&[1, 2, 3, 4, 5], autopilot_config);
-        net.elect(1);
-        net.advance(500);
-        net.add_standby(1, 6);
-        net.at(1).set_autopilot_paused(true);
-        net.crash(first);
-        net.advance(gap);
-        net.crash(second);
-        net.advance(DEAD_MS + 1_000);
-        net.at(1).set_autopilot_paused(false);
-        net.advance(2 * HEARTBEAT_MS);
-        let events = net.autopilot_events();
+        let mut net = five_voters_with_standby();
+        let events = net.crash_two_while_paused(first, gap, second);
         assert!(
             matches!(events[..], [AutopilotEvent::Replacing { dead, standby: 6, .. }, ..] if dead == replaced),
             "{first} crashed {gap} ms before {second}: {events:?}"
@@ -1726,10 +1730,7 @@ fn autopilot_replaces_the_longest_dead_voter_first() {
 /// the shakiness begins.
 #[test]
 fn autopilot_waits_while_a_voter_is_unheard_for_an_election_timeout() {
-    let mut net = Net::with_config(&[1, 2, 3, 4, 5], autopilot_config);
-    net.elect(1);
-    net.advance(500);
-    net.add_standby(1, 6);
+    let mut net = five_voters_with_standby();
     let election_ms = net.node(1).config().election_ms;
     net.at(1).set_autopilot_paused(true);
     net.crash(2);
