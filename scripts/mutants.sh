@@ -8,7 +8,8 @@
 #
 # Usage: scripts/mutants.sh GROUP [--file PATH] [--shard K/N] [--quick] [--iterate] [--list]
 #
-#   GROUP       raft      src/raft/**        lib tests, raft_scenarios, raft_sim, cluster_sim
+#   GROUP       raft      src/raft/**        lib tests, raft_scenarios, raft_guards, raft_sim,
+#                                            cluster_sim
 #               lock      src/lock/**        lib tests, lock_table, lock_model, lock_storage,
 #                                            replica, cluster_sim
 #               replica   src/replica/**     lib tests, replica, lock_storage, cluster_sim
@@ -56,7 +57,7 @@ while [ $# -gt 0 ]; do
 done
 
 case $group in
-    raft) files=('src/raft/**'); tests=(--lib --test=raft_scenarios --test=raft_sim --test=cluster_sim) ;;
+    raft) files=('src/raft/**'); tests=(--lib --test=raft_scenarios --test=raft_guards --test=raft_sim --test=cluster_sim) ;;
     lock) files=('src/lock/**'); tests=(--lib --test=lock_table --test=lock_model --test=lock_storage --test=replica --test=cluster_sim) ;;
     replica) files=('src/replica/**'); tests=(--lib --test=replica --test=lock_storage --test=cluster_sim) ;;
     client) files=('src/client/core/**'); tests=(--lib --test=client_sim) ;;

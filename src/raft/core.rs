@@ -575,3 +575,54 @@ impl Raft {
         Arc::clone(self.log.snapshot())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn first_election_deadline(id: NodeId, seed: u64) -> Option<u64> {
+        Raft::new_bootstrap(RaftConfig::new(id), &[1, 2, 3], seed, 0).next_deadline_ms()
+    }
+
+    /// Nodes started with one seed must not time out in step, and a node's timers
+    /// depend on every bit of its seed.
+    #[test]
+    fn every_node_and_seed_draws_its_own_election_timer() {
+        assert_ne!(first_election_deadline(1, 42), first_election_deadline(2, 42));
+        assert_ne!(first_election_deadline(1, 0), first_election_deadline(1, 1 << 32));
+    }
+
+    /// A lone voter that leads, with a peer's match index past its log: the state
+    /// no input can build, which the invariant walk must refuse.
+    fn corrupt_leader() -> Raft {
+        let mut raft = Raft::new_bootstrap(RaftConfig::new(1), &[1], 7, 0);
+        for t in 1..100 {
+            raft.tick(t * 100);
+            if raft.role() == Role::Leader {
+                break;
+            }
+        }
+        assert_eq!(raft.role(), Role::Leader);
+        raft.ready(); // commits the no-op: nothing left that would prune peers
+        let mut wrong = Progress::new(1, 0);
+        wrong.matched = raft.last_index() + 1;
+        raft.progress.insert(2, wrong);
+        raft
+    }
+
+    #[test]
+    fn the_invariant_walk_refuses_a_match_index_past_the_leaders_log() {
+        let raft = corrupt_leader();
+        let walked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| raft.check_invariants()));
+        assert!(walked.is_err());
+    }
+
+    /// In debug builds every input ends with the walk.
+    #[test]
+    #[cfg(debug_assertions)]
+    fn debug_builds_walk_the_invariants_after_every_input() {
+        let mut raft = corrupt_leader();
+        let ready = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| raft.ready()));
+        assert!(ready.is_err());
+    }
+}

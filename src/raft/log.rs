@@ -354,6 +354,22 @@ mod tests {
         assert!(!log.compact(5, vec![]), "entry 5 was not handed out");
     }
 
+    /// `slice` stops at `hi`, after `max_count` entries, and before the entry that
+    /// takes the payload past `max_bytes` — but never before the first entry.
+    #[test]
+    fn slice_keeps_to_its_bounds() {
+        let mut log = RaftLog::new(Membership::with_voters(&[1, 2, 3]));
+        for index in 1..=5 {
+            log.append(Entry { term: 1, index, kind: EntryKind::Normal(vec![0; 100].into()) });
+        }
+        let indexes = |s: Vec<Entry>| s.iter().map(|e| e.index).collect::<Vec<_>>();
+        assert_eq!(indexes(log.slice(2, 3, usize::MAX, usize::MAX)), [2, 3]);
+        assert_eq!(indexes(log.slice(1, 5, 2, usize::MAX)), [1, 2]);
+        assert_eq!(indexes(log.slice(1, 5, usize::MAX, 200)), [1, 2], "exactly the byte cap");
+        assert_eq!(indexes(log.slice(1, 5, usize::MAX, 250)), [1, 2]);
+        assert_eq!(indexes(log.slice(1, 5, usize::MAX, 10)), [1], "one oversized entry still goes");
+    }
+
     #[test]
     fn conflict_hints() {
         let log = log_with_terms(&[1, 1, 2, 2, 2, 4]);

@@ -173,6 +173,30 @@ mod tests {
     }
 
     #[test]
+    fn node_count_counts_every_set() {
+        let mut m = joint(&[1, 2], &[3, 4, 5]);
+        m.learners.insert(6);
+        assert_eq!(m.node_count(), 6);
+        assert_eq!(Membership::default().node_count(), 0);
+    }
+
+    /// A vote is lost only once too many voters refused for the rest to make a
+    /// majority: one refusal of three, or two of five, leaves it open.
+    #[test]
+    fn vote_is_pending_until_a_majority_is_out_of_reach() {
+        let three = Membership::with_voters(&[1, 2, 3]);
+        let votes: BTreeMap<NodeId, bool> = [(1, true), (2, false)].into();
+        assert_eq!(three.vote_result(&votes), VoteResult::Pending);
+        let votes: BTreeMap<NodeId, bool> = [(1, true), (2, false), (3, false)].into();
+        assert_eq!(three.vote_result(&votes), VoteResult::Lost);
+        let five = Membership::with_voters(&[1, 2, 3, 4, 5]);
+        let votes: BTreeMap<NodeId, bool> = [(1, true), (2, false), (3, false)].into();
+        assert_eq!(five.vote_result(&votes), VoteResult::Pending);
+        let votes: BTreeMap<NodeId, bool> = [(1, true), (2, false), (3, false), (4, false)].into();
+        assert_eq!(five.vote_result(&votes), VoteResult::Lost);
+    }
+
+    #[test]
     fn empty_voter_set_never_commits_or_wins() {
         let m = Membership::default();
         assert_eq!(m.committed_index(|_| 100), 0);

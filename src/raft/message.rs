@@ -170,3 +170,19 @@ impl Message {
         )
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The size an append is capped by: the data of a normal entry, eight bytes per
+    /// node of a configuration, nothing for a no-op.
+    #[test]
+    fn payload_bytes_counts_what_the_entry_carries() {
+        let entry = |kind| Entry { term: 1, index: 1, kind };
+        assert_eq!(entry(EntryKind::Noop).payload_bytes(), 0);
+        assert_eq!(entry(EntryKind::Normal(vec![7u8; 300].into())).payload_bytes(), 300);
+        let config = Membership::with_voters(&[1, 2, 3]);
+        assert_eq!(entry(EntryKind::Config(config)).payload_bytes(), 24);
+    }
+}

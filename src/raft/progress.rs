@@ -230,4 +230,30 @@ mod tests {
         assert!(p.on_success(20));
         assert!(p.can_send(2));
     }
+
+    #[test]
+    fn an_empty_append_in_replicate_mode_takes_no_slot() {
+        let mut p = Progress::new(1, 0);
+        p.on_success(4);
+        p.become_replicate();
+        assert_eq!((p.next, p.inflight_len()), (5, 0));
+        p.on_sent(4, 0);
+        assert_eq!((p.next, p.inflight_len()), (5, 0), "a heartbeat-like append is no slot");
+        p.on_sent(9, 5);
+        p.on_sent(12, 3);
+        assert_eq!((p.next, p.inflight_len()), (13, 2));
+    }
+
+    #[test]
+    fn next_index_is_always_past_the_match() {
+        let mut p = Progress::new(1, 0);
+        assert!(p.on_success(5));
+        assert_eq!(p.next, 6, "a success moves next past it");
+        p.next = 2;
+        p.become_probe();
+        assert_eq!(p.next, 6, "probing never starts at or below the match");
+        p.next = 40;
+        p.become_replicate();
+        assert_eq!(p.next, 6, "replication resumes right after the match");
+    }
 }

@@ -371,3 +371,35 @@ fn trim_committed(
     let new_prev_term = entries[skip - 1].term;
     (committed, new_prev_term, entries.into_iter().skip(skip).collect())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entries(first: u64, terms: &[u64]) -> Vec<Entry> {
+        terms
+            .iter()
+            .zip(first..)
+            .map(|(term, index)| Entry { term: *term, index, kind: EntryKind::Noop })
+            .collect()
+    }
+
+    #[test]
+    fn well_formed_entries_follow_one_by_one_in_terms_up_to_the_leaders() {
+        assert!(well_formed(4, 3, &entries(5, &[1, 2, 2, 3])));
+        assert!(well_formed(4, 3, &[]));
+        assert!(!well_formed(4, 3, &entries(6, &[1, 2])), "a gap after prev_index");
+        assert!(!well_formed(4, 3, &entries(5, &[2, 1])), "a term going back");
+        assert!(!well_formed(4, 3, &entries(5, &[2, 4])), "a term past the leader's");
+        assert!(!well_formed(u64::MAX, 3, &entries(1, &[1])), "an index past u64");
+    }
+
+    #[test]
+    fn trim_committed_drops_what_the_commit_index_covers() {
+        let (prev, prev_term, rest) = trim_committed(2, 1, entries(3, &[1, 2, 2, 3, 3, 3]), 5);
+        assert_eq!((prev, prev_term), (5, 2));
+        assert_eq!(rest, entries(6, &[3, 3, 3]));
+        let (prev, prev_term, rest) = trim_committed(6, 3, entries(7, &[3]), 5);
+        assert_eq!((prev, prev_term, rest), (6, 3, entries(7, &[3])));
+    }
+}
