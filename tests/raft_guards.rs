@@ -78,9 +78,12 @@ fn a_snapshot_arriving_in_chunks_is_reported_until_installed() {
     assert!(net.node(3).receiving_snapshot());
     assert!(!net.snapshots.contains_key(&3));
     net.mangle = None;
+    net.sent.clear();
     net.advance(2000);
     assert_eq!(net.snapshots[&3].len(), 1);
     assert!(!net.node(3).receiving_snapshot());
+    // The snapshot covers the whole log: nothing to append until there is more.
+    assert_eq!(net.count_sent(1, 3, |m| matches!(m, Message::Append { .. })), 0);
 }
 
 #[test]
@@ -489,6 +492,33 @@ fn successor_ranks_reachable_then_caught_up_voters() {
     assert_eq!(net.node(1).successor(), Some(3));
 }
 
+/// A voter last heard exactly one election timeout ago counts as unheard: it is no
+/// reachable successor, and ranks below a voter that answers.
+#[test]
+fn a_voter_unheard_for_an_election_timeout_is_not_reachable() {
+    let mut net = Net::new(&[1, 2, 3]);
+    net.elect(1);
+    net.advance(300);
+    // 2 holds the last entry, 3 does not but keeps answering; then 2 falls silent.
+    net.mangle =
+        Some(Box::new(|f, t, m| (!(f == 1 && t == 3 && matches!(m, Message::Append { .. }))).then_some(m)));
+    net.node_mut(1).propose(b"x".to_vec()).unwrap();
+    net.deliver_all();
+    net.cut_link(1, 2);
+    net.advance(100);
+    assert!(net.node(1).progress_of(3).unwrap().0 < net.node(1).last_index());
+    let election = net.node(1).config().election_ms;
+    let unheard = net.node(1).unreachable_ms(2).unwrap();
+    let edge = net.now + (election - unheard);
+    net.node_mut(1).advance_clock(edge - 1);
+    assert_eq!(net.node(1).reachable_successor(|id| id == 2), Some(2));
+    assert_eq!(net.node(1).successor(), Some(2), "heard and caught up");
+    net.node_mut(1).advance_clock(edge);
+    assert_eq!(net.node(1).unreachable_ms(2), Some(election));
+    assert_eq!(net.node(1).reachable_successor(|id| id == 2), None);
+    assert_eq!(net.node(1).successor(), Some(3));
+}
+
 /// While the target keeps answering, `TimeoutNow` goes out again at most once per
 /// heartbeat interval.
 #[test]
@@ -623,13 +653,42 @@ fn autopilot_deadlines_move_past_each_tick() {
     let mut net = Net::with_config(&[1, 2, 3], cfg);
     net.elect(1);
     net.advance(500);
+    net.tick_when_due = true;
+    // 3 dies with no standby to take its place: it stays dead past its deadline.
+    net.nodes.remove(&3);
+    net.ticking.remove(&3);
+    net.advance_1ms(dead_ms + 500);
+    assert!(net.node(1).committed_membership().1.is_voter(3));
     net.nodes.insert(4, Raft::new_joining(cfg(4), 7, net.now));
     net.ticking.insert(4);
     net.at(1).add_learner(4).unwrap();
-    net.advance(500);
-    net.tick_when_due = true;
-    net.nodes.remove(&3);
-    net.ticking.remove(&3);
-    net.advance_1ms(dead_ms + 2_000);
+    net.advance_1ms(2_000);
     assert!(net.node(1).committed_membership().1.is_voter(4), "the standby replaced 3");
+}
+
+/// A paused autopilot sets no timer: the leader's next deadline is the one it has
+/// with autopilot off, through a dead voter's whole dead time.
+#[test]
+fn a_paused_autopilot_sets_no_timer() {
+    let dead_ms = 3_050; // not a multiple of the heartbeat interval
+    let paused_net = || {
+        let cfg = move |id| RaftConfig { autopilot_dead_ms: Some(dead_ms), ..config(id) };
+        let mut net = Net::with_config(&[1, 2, 3], cfg);
+        net.elect(1);
+        net.at(1).set_autopilot_paused(true);
+        net
+    };
+    let mut paused = paused_net();
+    let mut off = Net::new(&[1, 2, 3]);
+    off.elect(1);
+    for net in [&mut paused, &mut off] {
+        net.advance(500);
+        net.nodes.remove(&3);
+        net.ticking.remove(&3);
+    }
+    for _ in 0..(dead_ms + 500) / 10 {
+        paused.advance(10);
+        off.advance(10);
+        assert_eq!(paused.node(1).next_deadline_ms(), off.node(1).next_deadline_ms(), "at {}", paused.now);
+    }
 }
