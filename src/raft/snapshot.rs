@@ -142,7 +142,7 @@ impl Raft {
             // Out of order or duplicate: ask for what we actually need.
             return Err(buf.len() as u64);
         }
-        if buf.len() + data.len() > wire::SNAPSHOT_MAX_BYTES {
+        if !within_snapshot_limit(buf.len(), data.len()) {
             self.incoming_snapshot = None;
             return Err(0);
         }
@@ -165,5 +165,28 @@ impl Raft {
     fn reply_snapshot(&mut self, to: NodeId, index: u64, next_offset: u64, done: bool) {
         let term = self.term;
         self.send(to, Message::InstallSnapshotResp { term, index, next_offset, done });
+    }
+}
+
+/// Whether a snapshot of `have` bytes may take `more`: at most
+/// `wire::SNAPSHOT_MAX_BYTES` in all. (A function of its own so that the limit is
+/// tested exactly, without assembling a gigabyte.)
+fn within_snapshot_limit(have: usize, more: usize) -> bool {
+    have.saturating_add(more) <= wire::SNAPSHOT_MAX_BYTES
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_snapshot_may_reach_the_limit_and_not_pass_it() {
+        let max = wire::SNAPSHOT_MAX_BYTES;
+        assert!(within_snapshot_limit(0, max));
+        assert!(within_snapshot_limit(max - 1, 1));
+        assert!(within_snapshot_limit(max, 0));
+        assert!(!within_snapshot_limit(max, 1));
+        assert!(!within_snapshot_limit(1, max));
+        assert!(!within_snapshot_limit(usize::MAX, 1), "no overflow");
     }
 }
