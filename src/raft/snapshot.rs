@@ -182,6 +182,7 @@ mod tests {
     #[test]
     fn a_snapshot_may_reach_the_limit_and_not_pass_it() {
         let max = wire::SNAPSHOT_MAX_BYTES;
+        assert!(within_snapshot_limit(10, 20));
         assert!(within_snapshot_limit(0, max));
         assert!(within_snapshot_limit(max - 1, 1));
         assert!(within_snapshot_limit(max, 0));
