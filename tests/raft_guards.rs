@@ -253,6 +253,18 @@ fn the_wire_takes_every_limit_exactly_and_refuses_one_more() {
     assert_eq!(wire_roundtrip(&msg), Ok(msg));
     entries[15] = normal(16, wire::FRAME_LEN_MAX_BYTES - overhead - 15 * mb + 1);
     assert!(matches!(wire_roundtrip(&append_of(entries)), Err(WireError::FrameLen(_))));
+    // A snapshot chunk of exactly the chunk limit.
+    let meta = SnapshotMeta { index: 9, term: 1, membership: Membership::with_voters(&[1, 2, 3]) };
+    let chunk = |len| Message::InstallSnapshot {
+        term: 1,
+        meta: meta.clone(),
+        offset: 0,
+        data: vec![5; len],
+        done: true,
+    };
+    let msg = chunk(wire::SNAPSHOT_CHUNK_MAX_BYTES);
+    assert_eq!(wire_roundtrip(&msg), Ok(msg));
+    assert!(wire_roundtrip(&chunk(wire::SNAPSHOT_CHUNK_MAX_BYTES + 1)).is_err());
     // Exactly the most entries one append may carry.
     let noops = |n: u64| (1..=n).map(|index| Entry { term: 1, index, kind: EntryKind::Noop }).collect();
     let msg = append_of(noops(wire::ENTRIES_PER_APPEND_MAX as u64));
