@@ -378,6 +378,31 @@ mod tests {
         assert_eq!(log.last_index_of_term(3), None);
     }
 
+    /// The hint never points below the first held entry, even when the snapshot's
+    /// last entry is of the same term.
+    #[test]
+    fn conflict_hint_stops_at_the_first_held_entry() {
+        let mut log = log_with_terms(&[1, 1, 2, 2, 2]);
+        log.commit_to(3);
+        log.take_committed();
+        assert!(log.compact(3, vec![]));
+        assert_eq!(log.first_index(), 4);
+        assert_eq!(log.term_at(3), Some(2));
+        assert_eq!(log.first_index_of_term_run(5, 2), 4);
+    }
+
+    /// A voter of long standing is one in the snapshot's configuration and in every
+    /// configuration entry after it.
+    #[test]
+    fn voter_throughout_means_in_every_configuration_held() {
+        let mut log = log_with_terms(&[1]);
+        log.append(Entry { term: 1, index: 2, kind: EntryKind::Config(Membership::with_voters(&[1, 2, 4])) });
+        assert!(log.voter_throughout(1));
+        assert!(!log.voter_throughout(3), "left in the entry");
+        assert!(!log.voter_throughout(4), "added by the entry");
+        assert!(!log.voter_throughout(9));
+    }
+
     #[test]
     fn config_history_follows_truncation() {
         let mut log = log_with_terms(&[1]);
