@@ -68,8 +68,8 @@ pub struct Raft {
     /// The node this (former) leader last sent `TimeoutNow` to, until a
     /// leader is known again: where its clients should look next.
     pub(super) handed_to: Option<NodeId>,
-    /// Counts hand-overs begun, so `ready()` reports one that began and
-    /// ended between two calls.
+    /// Counts leadership transfers begun, so `ready()` reports one that began
+    /// and ended between two calls.
     pub(super) handover_epoch: u64,
     /// (handing over, epoch) as last reported by `ready()`.
     reported_handover: (bool, u64),
@@ -494,13 +494,13 @@ impl Raft {
         debug_assert_eq!(self.role, Role::Leader);
         let index = self.log.last_index() + 1;
         let is_config = matches!(kind, EntryKind::Config(_));
-        let was_handing_over = self.handing_over();
         self.log.append(Entry { term: self.term, index, kind });
         if is_config {
             self.sync_progress();
-            if self.handing_over() && !was_handing_over {
-                self.handover_epoch += 1;
-            }
+            // No `handover_epoch` bump when this configuration leaves us out: a
+            // hand-over begun so ends only when we stop leading, and a node that
+            // stopped leading reports none, so its start is told by the change of
+            // `handing_over()` alone.
         }
         index
     }
