@@ -704,3 +704,40 @@ fn a_paused_autopilot_sets_no_timer() {
         assert_eq!(paused.node(1).next_deadline_ms(), off.node(1).next_deadline_ms(), "at {}", paused.now);
     }
 }
+
+// ----- elections ---------------------------------------------------------------
+
+/// A pre-candidate refused by a majority at its own term gives up at once.
+#[test]
+fn a_pre_vote_refused_by_a_majority_at_our_term_is_lost() {
+    let mut node = Raft::new_bootstrap(config(3), &[1, 2, 3], 42, 0);
+    node.tick(5_000);
+    assert_eq!(node.role(), Role::PreCandidate);
+    let term = node.term();
+    node.step(1, Message::PreVoteResp { term, granted: false }, 5_001);
+    node.step(2, Message::PreVoteResp { term, granted: false }, 5_002);
+    assert_eq!(node.role(), Role::Follower);
+    assert_eq!(node.term(), term);
+}
+
+/// A voter that has appended a configuration without itself does not campaign,
+/// though the committed configuration still names it.
+#[test]
+fn a_node_its_appended_configuration_leaves_out_never_campaigns() {
+    let mut node = Raft::new_bootstrap(config(3), &[1, 2, 3], 42, 0);
+    let without_3 = Entry { term: 1, index: 2, kind: EntryKind::Config(Membership::with_voters(&[1, 2])) };
+    node.step(
+        1,
+        Message::Append { term: 1, prev_index: 1, prev_term: 0, entries: vec![without_3], commit: 1 },
+        10,
+    );
+    assert!(node.committed_membership().1.is_voter(3));
+    assert!(!node.membership().is_voter(3));
+    node.ready();
+    for t in 1..=10 {
+        node.tick(t * 1_000);
+    }
+    let out = node.ready().messages;
+    assert!(!out.iter().any(|(_, m)| matches!(m, Message::PreVote { .. } | Message::Vote { .. })), "{out:?}");
+    assert_ne!(node.role(), Role::PreCandidate);
+}
