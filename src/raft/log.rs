@@ -403,6 +403,46 @@ mod tests {
         assert!(!log.voter_throughout(9));
     }
 
+    /// Only an applied entry past the snapshot may be compacted.
+    #[test]
+    fn compaction_takes_only_applied_entries_past_the_snapshot() {
+        let mut log = log_with_terms(&[1, 1, 2, 2, 3]);
+        log.commit_to(4);
+        log.take_committed();
+        log.commit_to(5);
+        assert!(!log.compact(5, vec![]), "committed but not handed out");
+        assert!(log.compact(3, b"first".to_vec()));
+        assert!(!log.compact(3, b"again".to_vec()), "not past the snapshot");
+        assert_eq!(log.snapshot().data, b"first");
+    }
+
+    /// A snapshot installed over a log holding its last entry keeps exactly the
+    /// configuration entries after it.
+    #[test]
+    fn an_installed_snapshot_keeps_the_configurations_after_it() {
+        let a = Membership::with_voters(&[1, 2, 4]);
+        let b = Membership::with_voters(&[1, 2, 5]);
+        let mut log = RaftLog::new(Membership::with_voters(&[1, 2, 3]));
+        log.append(entry(1, 1));
+        log.append(entry(1, 2));
+        log.append(Entry { term: 1, index: 3, kind: EntryKind::Config(a.clone()) });
+        log.append(entry(1, 4));
+        log.append(Entry { term: 1, index: 5, kind: EntryKind::Config(b.clone()) });
+        let meta = SnapshotMeta { index: 3, term: 1, membership: a };
+        assert!(log.install_snapshot(Snapshot { meta, data: vec![] }));
+        assert_eq!((log.first_index(), log.last_index()), (4, 5));
+        assert_eq!(log.active_membership(), &b);
+        log.check_invariants();
+    }
+
+    #[test]
+    fn the_invariant_walk_refuses_a_commit_index_past_the_log() {
+        let mut log = log_with_terms(&[1, 1]);
+        log.committed = 3;
+        let walked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| log.check_invariants()));
+        assert!(walked.is_err());
+    }
+
     #[test]
     fn config_history_follows_truncation() {
         let mut log = log_with_terms(&[1]);
