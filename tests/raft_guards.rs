@@ -741,3 +741,26 @@ fn a_node_its_appended_configuration_leaves_out_never_campaigns() {
     assert!(!out.iter().any(|(_, m)| matches!(m, Message::PreVote { .. } | Message::Vote { .. })), "{out:?}");
     assert_ne!(node.role(), Role::PreCandidate);
 }
+
+/// Of two pre-candidates with equal logs, the one with the higher id stands back
+/// when asked by the other, and only that one.
+#[test]
+fn of_two_pre_candidates_the_lower_id_goes_on() {
+    let pre_candidate = |id| {
+        let mut node = Raft::new_bootstrap(config(id), &[1, 2, 3], 42, 0);
+        node.tick(5_000);
+        assert_eq!(node.role(), Role::PreCandidate);
+        node
+    };
+    let ask = |node: &Raft| Message::PreVote {
+        term: node.term() + 1,
+        last_index: node.last_index(),
+        last_term: node.last_term(),
+    };
+    let (mut two, mut three) = (pre_candidate(2), pre_candidate(3));
+    let (from_two, from_three) = (ask(&two), ask(&three));
+    three.step(2, from_two, 5_001);
+    two.step(3, from_three, 5_001);
+    assert_eq!(three.role(), Role::Follower, "3 stands back for 2");
+    assert_eq!(two.role(), Role::PreCandidate, "2 goes on");
+}
