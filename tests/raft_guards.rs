@@ -764,3 +764,42 @@ fn of_two_pre_candidates_the_lower_id_goes_on() {
     assert_eq!(three.role(), Role::Follower, "3 stands back for 2");
     assert_eq!(two.role(), Role::PreCandidate, "2 goes on");
 }
+
+/// What a node does with a message from a node its configurations do not name: a
+/// leader answers `Removed` to anything and drops it; a follower answers `Removed` to a
+/// vote request only (and then handles the request as usual).
+#[test]
+fn a_stranger_is_told_it_was_removed_by_a_leader_always_and_by_a_follower_when_it_asks_for_votes() {
+    let mut net = Net::new(&[1, 2, 3]);
+    net.elect(1);
+    net.advance(300);
+    let term = net.node(1).term();
+    let removed = |out: &[(NodeId, Message)]| {
+        out.iter().any(|(to, m)| *to == 9 && matches!(m, Message::Removed { .. }))
+    };
+    let out = answers(&mut net, 1, 9, Message::HeartbeatResp { term, read_seq: 0 });
+    assert!(removed(&out), "{out:?}");
+    let pre_vote = Message::PreVote { term: term + 1, last_index: 100, last_term: term };
+    let out = answers(&mut net, 2, 9, pre_vote);
+    assert!(removed(&out), "{out:?}");
+    let reply = Message::AppendResp { term, success: true, index: 1, conflict_term: None, hint_index: 0 };
+    let out = answers(&mut net, 2, 9, reply);
+    assert!(!removed(&out), "{out:?}");
+    // A notice about our own committed configuration is no news.
+    let (config_index, _) = net.node(2).committed_membership();
+    answers(&mut net, 2, 1, Message::Removed { term, config_index });
+    assert!(!net.node(2).is_removed());
+}
+
+/// A new leader probes each peer just after its own last entry (the one before its
+/// no-op).
+#[test]
+fn a_new_leader_probes_after_its_last_entry() {
+    let mut net = Net::new(&[1, 2, 3]);
+    net.elect(1);
+    let first = net.sent.iter().find_map(|(f, t, m)| match m {
+        Message::Append { prev_index, .. } if *f == 1 && *t == 2 => Some(*prev_index),
+        _ => None,
+    });
+    assert_eq!(first, Some(1), "the founding configuration is entry 1");
+}

@@ -392,3 +392,20 @@ impl Replica {
 fn overloaded() -> Response {
     Response::Error { code: crate::proto::ErrorCode::Overloaded, message: "new leader not ready yet".into() }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A replica serving while the log says another node leads: the state no input
+    /// builds, which the walk must refuse.
+    #[test]
+    fn the_walk_refuses_a_replica_serving_without_leading() {
+        let mut replica =
+            Replica::new(TableConfig { node: 1, incarnation: 1, waiters_per_key_max: 8, keys_max: 8 });
+        replica.check_invariants();
+        replica.serving = true;
+        let walked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| replica.check_invariants()));
+        assert!(walked.is_err());
+    }
+}
