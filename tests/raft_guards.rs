@@ -24,16 +24,6 @@ fn answers(net: &mut Net, id: NodeId, from: NodeId, msg: Message) -> Vec<(NodeId
     node.ready().messages
 }
 
-fn normal_data(entries: &[Entry]) -> Vec<Vec<u8>> {
-    entries
-        .iter()
-        .filter_map(|e| match &e.kind {
-            EntryKind::Normal(d) => Some(d.to_vec()),
-            _ => None,
-        })
-        .collect()
-}
-
 // ----- what the transport and the server read --------------------------------
 
 #[test]
@@ -55,8 +45,9 @@ fn last_term_and_entries_read_the_log() {
     assert_eq!(normal_data(&net.node(3).entries(first, last)), [b"a".to_vec(), b"b".to_vec(), b"c".to_vec()]);
 }
 
-#[test]
-fn a_snapshot_arriving_in_chunks_is_reported_until_installed() {
+/// Leader 1 with 100-byte snapshot chunks has compacted its log (a 1,000-byte
+/// snapshot at the returned index) while 3 was cut off; the links are still cut.
+fn leader_with_a_snapshot_3_lacks() -> (Net, u64) {
     let cfg = |id| RaftConfig { snapshot_chunk_bytes: 100, ..config(id) };
     let mut net = Net::with_config(&[1, 2, 3], cfg);
     net.elect(1);
@@ -67,6 +58,12 @@ fn a_snapshot_arriving_in_chunks_is_reported_until_installed() {
     net.advance(300);
     let applied = net.node(1).applied_index();
     assert!(net.node_mut(1).compact(applied, vec![7u8; 1000]));
+    (net, applied)
+}
+
+#[test]
+fn a_snapshot_arriving_in_chunks_is_reported_until_installed() {
+    let (mut net, _) = leader_with_a_snapshot_3_lacks();
     assert!(!net.node(3).receiving_snapshot());
     // The chunks past the middle are lost: the assembly stops half way.
     net.mangle = Some(Box::new(|_, _, m| match &m {
@@ -424,16 +421,7 @@ fn a_snapshot_answer_beyond_the_leaders_log_is_ignored() {
 /// The answer to an older snapshot does not move the chunk of the one in flight.
 #[test]
 fn an_answer_about_another_snapshot_sends_no_chunk() {
-    let cfg = |id| RaftConfig { snapshot_chunk_bytes: 100, ..config(id) };
-    let mut net = Net::with_config(&[1, 2, 3], cfg);
-    net.elect(1);
-    net.isolate(3);
-    for i in 0..20u8 {
-        net.node_mut(1).propose(vec![i]).unwrap();
-    }
-    net.advance(300);
-    let applied = net.node(1).applied_index();
-    assert!(net.node_mut(1).compact(applied, vec![7u8; 1000]));
+    let (mut net, applied) = leader_with_a_snapshot_3_lacks();
     net.heal();
     net.lose_from(1, |m| matches!(m, Message::InstallSnapshot { .. }));
     net.sent.clear();

@@ -214,17 +214,7 @@ impl Net {
     }
 
     pub fn applied_data(&self, id: NodeId) -> Vec<Vec<u8>> {
-        self.applied
-            .get(&id)
-            .map(|es| {
-                es.iter()
-                    .filter_map(|e| match &e.kind {
-                        EntryKind::Normal(d) => Some(d.to_vec()),
-                        _ => None,
-                    })
-                    .collect()
-            })
-            .unwrap_or_default()
+        self.applied.get(&id).map(|es| normal_data(es)).unwrap_or_default()
     }
 }
 
@@ -266,4 +256,15 @@ impl Net {
     pub fn count_sent(&self, from: NodeId, to: NodeId, pick: fn(&Message) -> bool) -> usize {
         self.sent.iter().filter(|(f, t, m)| *f == from && *t == to && pick(m)).count()
     }
+}
+
+/// The data of the normal entries among `entries`, in order.
+pub fn normal_data(entries: &[Entry]) -> Vec<Vec<u8>> {
+    entries
+        .iter()
+        .filter_map(|e| match &e.kind {
+            EntryKind::Normal(d) => Some(d.to_vec()),
+            _ => None,
+        })
+        .collect()
 }
