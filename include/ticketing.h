@@ -36,9 +36,34 @@
  * naming the argument; nothing is sent. Durations are int64_t milliseconds; a negative
  * one is TICKETING_INVALID.
  *
+ * Counts. addrs_len is at most 64 and auth_token_len at most 4096; a larger count is
+ * TICKETING_INVALID before anything is read or allocated.
+ *
  * Panics. No Rust panic crosses this boundary: each call catches it and returns
  * TICKETING_INTERNAL with the panic's message (a getter returns 0 or NULL). A
- * TICKETING_INTERNAL is a bug in libticketing; the handles stay usable.
+ * TICKETING_INTERNAL is a bug in libticketing; the handles stay usable. The host's
+ * standard error stays the host's: a panic inside the library, on the caller's thread
+ * or on one of the client's own threads, prints nothing; it becomes a log record
+ * (level TICKETING_LOG_ERROR, target "ticketing::panic") that reaches the host only
+ * through ticketing_set_logger. The one exception is misuse that would corrupt memory
+ * (below): one line on standard error, then abort().
+ *
+ * Exit handlers. Every function works from the places a program ends: an atexit()
+ * handler, a C++ global or static object's destructor, a pthread_key_create()
+ * destructor, a thread-local object's destructor. A lock released there is released
+ * (the call blocks as it does anywhere else, while the client's own threads do the
+ * I/O); a lock freed there is handed to the background queue, which the process may
+ * not live long enough to send: release it instead.
+ *
+ * Misuse. Handles are tagged: a handle passed where another kind belongs, or used after
+ * its *_free, is TICKETING_INVALID ("... is not a live ticketing_lock ...") from a call
+ * that returns a status, 0 or NULL from a getter, and a *_free of such a handle (a
+ * double free) prints one line and aborts the process. This is best effort — memory
+ * freed and reused by another handle of the same kind cannot be told apart — so these
+ * stay mistakes to fix, not a way to test whether a handle is alive. A *_free while
+ * another thread's call on the same handle is still running does not pull the handle
+ * from under that call: the call finishes with its own reference, and the handle's
+ * memory is let go when it returns.
  *
  * Blocking. Each function's comment says how long it can block at most. Functions
  * without such a line never block on the network.
@@ -225,13 +250,19 @@ int ticketing_resolve(const ticketing_client *client, const ticketing_error *err
 
 /* Releases the lock and waits for the server's answer. Wraps Lock::release.
  * *outcome_out (may be NULL): TICKETING_RELEASED, TICKETING_NOT_HOLDER or
- * TICKETING_RELEASED_OR_EXPIRED. Errors: TICKETING_UNCONFIRMED (the key may still be
- * held; the client keeps checking and releases it), TICKETING_UNAVAILABLE (no server
- * could take it: never sent, the key stays held until its lease ends; at once when every
- * connection failed with a lasting mistake), TICKETING_QUEUE_FULL (the key may
- * stay held until its lease ends), TICKETING_INVALID (already released). The
- * handle stays allocated: free it with ticketing_lock_free.
- * Blocks at most the release deadline, 5 s. */
+ * TICKETING_RELEASED_OR_EXPIRED; the lock is released for good then. Errors:
+ * TICKETING_UNCONFIRMED (sent, no answer: the key may still be held; the client keeps
+ * checking and releases it), TICKETING_UNAVAILABLE (no server could take it: never
+ * sent; at once when every connection failed with a lasting mistake),
+ * TICKETING_QUEUE_FULL (never sent), TICKETING_INVALID (released already, a release
+ * of it under way on another thread, or refused by the server as invalid).
+ * After any error but TICKETING_INVALID the lock stays releasable: call
+ * ticketing_lock_release again (a retry after TICKETING_UNCONFIRMED that gets `N`
+ * reports TICKETING_RELEASED_OR_EXPIRED: the first attempt may have released it), or
+ * free it, which hands the release to the background queue. ticketing_error_is_retryable
+ * says whether a retry soon may succeed (1 for a passing TICKETING_UNAVAILABLE and for
+ * TICKETING_QUEUE_FULL). The handle stays allocated either way: free it with
+ * ticketing_lock_free. Blocks at most the release deadline, 5 s. */
 int ticketing_lock_release(ticketing_lock *lock, int *outcome_out, ticketing_error **error_out);
 
 /* Releases `key` held by this handle's owner under `token` (a token kept elsewhere; the
@@ -296,6 +327,39 @@ int ticketing_error_is_retryable(const ticketing_error *error);
 
 /* Frees the error. */
 void ticketing_error_free(ticketing_error *error);
+
+/* ---- Logging ------------------------------------------------------------------------ */
+
+/* Levels of ticketing_set_logger, as the Rust `log` crate's. */
+#define TICKETING_LOG_OFF 0
+#define TICKETING_LOG_ERROR 1
+#define TICKETING_LOG_WARN 2
+#define TICKETING_LOG_INFO 3
+#define TICKETING_LOG_DEBUG 4
+#define TICKETING_LOG_TRACE 5
+
+/* Receives one log record of the library: `level` (TICKETING_LOG_ERROR..TRACE), the
+ * module it comes from ("ticketing::client::...", "ticketing::panic" for a caught
+ * panic) and the message; both strings are valid only during the call. */
+typedef void (*ticketing_log_fn)(void *ctx, int level, const char *target, const char *message);
+
+/* Sends the library's log records up to max_level (TICKETING_LOG_OFF..TRACE) to
+ * log_fn with ctx; log_fn NULL or max_level TICKETING_LOG_OFF turns them off (the
+ * default: the library writes nothing anywhere). log_fn is called on a thread of the
+ * library's own ("ticketing-log"), one record at a time, never while the client holds
+ * a lock of its own, so it may take the host's locks (Python's GIL) and may call any
+ * function here but ticketing_set_logger. Records are queued (4096 at most; more are
+ * dropped and counted in a later warning). When this returns, a callback in progress
+ * has returned and the previous log_fn is never called again.
+ * Errors: TICKETING_INVALID (max_level out of range), TICKETING_CONFIG (the process has
+ * a Rust `log` logger of its own: the library's records go there). Blocks at most for a
+ * callback in progress. */
+int ticketing_set_logger(ticketing_log_fn log_fn, void *ctx, int max_level, ticketing_error **error_out);
+
+/* For libticketing's own tests of the rule above: panics inside the library, in this
+ * call (on_client_thread 0) or on a thread of the library's own (1), and returns the
+ * TICKETING_INTERNAL that the panic becomes. Never useful to an application. */
+int ticketing_test_panic(int on_client_thread);
 
 #ifdef __cplusplus
 }

@@ -126,6 +126,11 @@ _declare(quick, "ticketing_error_leader", c_char_p, _P)
 _declare(quick, "ticketing_error_is_retryable", c_int, _P)
 _declare(quick, "ticketing_error_free", None, _P)
 
+#: ticketing_log_fn: (ctx, level, target, message).
+LOG_FN = ctypes.CFUNCTYPE(None, c_void_p, c_int, c_char_p, c_char_p)
+_declare(blocking, "ticketing_set_logger", c_int, LOG_FN, c_void_p, c_int, _OUT)
+_declare(blocking, "ticketing_test_panic", c_int, c_int)
+
 if quick.ticketing_version() != ABI_VERSION:
     raise ImportError(
         f"ticketing: {PATH} has ABI version {quick.ticketing_version()}, this package needs "
@@ -135,4 +140,4 @@ if quick.ticketing_version() != ABI_VERSION:
 #: The signature of the *_free functions, for the finalizers that keep one bound.
 Free = Callable[[Any], None]
 
-__all__ = ["blocking", "quick", "byref", "Holder", "PATH", "Free"]
+__all__ = ["blocking", "quick", "byref", "Holder", "PATH", "Free", "LOG_FN"]

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Literal, Optional, Sequence, Type, Union
 
+from . import _logging
 from . import _native as n
 from .errors import Error, Indeterminate, InvalidArgument, NotHolder, from_handle
 
@@ -94,10 +95,11 @@ class Lock:
     def release(self) -> ReleaseOutcome:
         """Releases the lock and waits for the server's answer: "released", "not_holder" (the
         lease had already ended) or "released_or_expired" (an earlier attempt's answer was
-        lost). Raises ``ReleaseUnconfirmed`` or ``ReleaseQueueFull`` when the release is not
-        confirmed (the key may stay held a while: the client keeps checking and releases
-        it once a leader answers), ``InvalidArgument`` when
-        already released. Wraps ``Lock::release``; blocks at most 5 s."""
+        lost). Raises ``ReleaseUnconfirmed``, ``Unavailable`` or ``ReleaseQueueFull`` when the
+        release is not confirmed (the key may stay held a while: the client keeps checking
+        and releases it once a leader answers); the lock stays releasable then: call
+        ``release()`` again. ``InvalidArgument`` when already released. Wraps
+        ``Lock::release``; blocks at most 5 s."""
         outcome = c_int(0)
         error = c_void_p()
         kind = n.blocking.ticketing_lock_release(self._handle, byref(outcome), byref(error))
@@ -181,6 +183,7 @@ class Client:
             secret = bytes(auth_token)
         else:
             raise TypeError(f"auth_token must be str or bytes, not {type(auth_token).__name__}")
+        _logging.install()
         handle = c_void_p()
         error = c_void_p()
         kind = n.blocking.ticketing_client_new(

@@ -3,126 +3,59 @@
 //! (libticketing.a).
 //!
 //! Each function wraps one call of [`crate::client`], named in its doc comment, and
-//! adds only what a C boundary needs: checking pointers and UTF-8, turning durations
-//! in milliseconds into [`Duration`]s (the client checks their ranges), mapping each
-//! error to a kind (`error.rs`), and catching panics. No request is built, retried or
-//! timed here.
+//! adds only what a C boundary needs: checking handles, pointers and UTF-8, turning
+//! durations in milliseconds into [`Duration`]s (the client checks their ranges),
+//! mapping each error to a kind (`error.rs`), and catching panics. No request is built,
+//! retried or timed here.
 //!
-//! Handles are boxed Rust values behind opaque pointers: `ticketing_client` holds a
-//! [`Client`] (itself `Send + Sync`), `ticketing_lock` a [`Lock`] behind a mutex
-//! (releasing takes it out), `ticketing_error` an immutable [`ErrorHandle`].
+//! Handles are tagged, reference-counted Rust values behind opaque pointers
+//! (`handle.rs`): `ticketing_client` holds a [`Client`](crate::client::Client) (itself
+//! `Send + Sync`), `ticketing_lock` a [`Lock`](crate::client::Lock) behind a mutex
+//! (a release takes it out for its length), `ticketing_error` an immutable
+//! [`ErrorHandle`]. The functions live beside their handle: `client.rs`, `lock.rs`,
+//! `error.rs`; the logger and the panic hook in `logging.rs`.
 
+mod client;
 mod error;
+mod handle;
+#[cfg(test)]
+mod header_check;
+mod lock;
+mod logging;
 #[cfg(test)]
 mod tests;
 
-use std::ffi::{c_char, c_int, CStr, CString};
+use std::ffi::{c_char, c_int, c_void, CStr};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::ptr;
-use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
-use crate::client::{Client, HolderInfo, Lock, ReleaseOutcome, Resolution};
-
+pub use client::*;
 pub use error::*;
+pub use handle::Tagged;
+pub use lock::*;
 
 /// `TICKETING_ABI_VERSION` of include/ticketing.h.
 pub const ABI_VERSION: u32 = 1;
 
-pub const TICKETING_RELEASED: c_int = 1;
-pub const TICKETING_NOT_HOLDER: c_int = 2;
-pub const TICKETING_RELEASED_OR_EXPIRED: c_int = 3;
-
-pub const TICKETING_HELD: c_int = 1;
-pub const TICKETING_NOT_HELD: c_int = 2;
-pub const TICKETING_UNKNOWN: c_int = 3;
-
-/// `ticketing_client`.
-pub struct ClientHandle {
-    client: Client,
-    owner: CString,
-}
-
-impl ClientHandle {
-    fn new(client: Client) -> ClientHandle {
-        let owner = c_string(client.owner());
-        ClientHandle { client, owner }
-    }
-}
-
-/// `ticketing_lock`.
-pub struct LockHandle {
-    lock: Mutex<Option<Lock>>,
-    key: CString,
-    owner: CString,
-    token: u64,
-    lease: Duration,
-}
-
-impl LockHandle {
-    fn new(lock: Lock) -> LockHandle {
-        LockHandle {
-            key: c_string(lock.key()),
-            owner: c_string(lock.owner()),
-            token: lock.token(),
-            lease: lock.lease(),
-            lock: Mutex::new(Some(lock)),
-        }
-    }
-
-    fn held(&self) -> MutexGuard<'_, Option<Lock>> {
-        self.lock.lock().unwrap_or_else(|e| e.into_inner())
-    }
-}
-
-/// `ticketing_holder`, laid out as in the header.
-#[repr(C)]
-pub struct Holder {
-    pub token: u64,
-    pub lease_left_ms: u64,
-    pub waiters: u32,
-    pub owner_len: u32,
-    pub owner: [c_char; 256],
-}
-
-impl Holder {
-    fn fill(&mut self, info: &HolderInfo) {
-        self.token = info.token;
-        self.lease_left_ms = millis(info.remaining);
-        self.waiters = info.waiters;
-        // Owners are at most 255 bytes (docs/protocol.md); cut at a character boundary
-        // should a server ever send more.
-        let mut len = info.owner.len().min(255);
-        while !info.owner.is_char_boundary(len) {
-            len -= 1;
-        }
-        for (dst, src) in self.owner.iter_mut().zip(info.owner.as_bytes()[..len].iter()) {
-            *dst = *src as c_char;
-        }
-        self.owner[len] = 0;
-        self.owner_len = len as u32;
-    }
-}
-
-fn millis(d: Duration) -> u64 {
-    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
-}
+/// Seed addresses a client takes at most (`ticketing_client_new`'s `addrs_len`).
+pub const ADDRS_MAX: usize = 64;
+/// Bytes of a client secret at most (`auth_token_len`).
+pub const AUTH_TOKEN_LEN_MAX: usize = 4096;
 
 /// Runs `body` for a function that returns a status: a panic becomes
-/// `TICKETING_INTERNAL`, and a failure is handed out through `error_out` when the
-/// caller asked for it.
-fn guard(error_out: *mut *mut ErrorHandle, body: impl FnOnce() -> Result<(), Failure>) -> c_int {
-    let result = catch_unwind(AssertUnwindSafe(body)).unwrap_or_else(|panic| Err(Failure::panic(&*panic)));
-    let (kind, handle) = match result {
-        Ok(()) => (TICKETING_OK, ptr::null_mut()),
-        Err(failure) => (failure.kind, Box::into_raw(Box::new(ErrorHandle::from(failure)))),
+/// `TICKETING_INTERNAL` (logged, never printed), and a failure is handed out through
+/// `error_out` when the caller asked for it.
+fn guard(error_out: *mut *mut ErrorPtr, body: impl FnOnce() -> Result<(), Failure>) -> c_int {
+    logging::quiet_panics();
+    let result = logging::in_call(|| catch_unwind(AssertUnwindSafe(body)))
+        .unwrap_or_else(|panic| Err(Failure::panic(&*panic)));
+    let (kind, failure) = match result {
+        Ok(()) => (TICKETING_OK, None),
+        Err(failure) => (failure.kind, Some(failure)),
     };
-    if error_out.is_null() {
-        if !handle.is_null() {
-            // SAFETY: made by Box::into_raw just above and handed to nobody.
-            drop(unsafe { Box::from_raw(handle) });
-        }
-    } else {
+    if !error_out.is_null() {
+        let handle = failure.map_or(ptr::null_mut(), |f| handle::into_raw(ErrorHandle::from(f)));
         // SAFETY: the caller passes a valid `ticketing_error **` or NULL (header rules).
         unsafe { *error_out = handle };
     }
@@ -131,16 +64,8 @@ fn guard(error_out: *mut *mut ErrorHandle, body: impl FnOnce() -> Result<(), Fai
 
 /// Runs a getter: a panic gives `fallback`.
 fn getter<T>(fallback: T, body: impl FnOnce() -> T) -> T {
-    catch_unwind(AssertUnwindSafe(body)).unwrap_or(fallback)
-}
-
-/// The handle behind `p`, or why not.
-///
-/// # Safety
-/// `p` is NULL or a live handle of type `T` made by this module.
-unsafe fn handle<'a, T>(p: *const T, what: &str) -> Result<&'a T, Failure> {
-    // SAFETY: by the caller's contract.
-    unsafe { p.as_ref() }.ok_or_else(|| Failure::invalid(format!("{what} is NULL")))
+    logging::quiet_panics();
+    logging::in_call(|| catch_unwind(AssertUnwindSafe(body))).unwrap_or(fallback)
 }
 
 /// The UTF-8 string behind `p`, or why not.
@@ -195,12 +120,8 @@ fn required<T>(out: *mut T, what: &str) -> Result<*mut T, Failure> {
     }
 }
 
-fn outcome_code(outcome: ReleaseOutcome) -> c_int {
-    match outcome {
-        ReleaseOutcome::Released => TICKETING_RELEASED,
-        ReleaseOutcome::NotHolder => TICKETING_NOT_HOLDER,
-        ReleaseOutcome::ReleasedOrExpired => TICKETING_RELEASED_OR_EXPIRED,
-    }
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
 /// `uint32_t ticketing_version(void)`: the ABI version, [`ABI_VERSION`].
@@ -226,361 +147,35 @@ pub extern "C" fn ticketing_kind_name(kind: c_int) -> *const c_char {
     usize::try_from(kind).ok().and_then(|k| KIND_NAMES.get(k)).copied().unwrap_or(c"unknown").as_ptr()
 }
 
-/// `ticketing_client_new`: wraps [`Client::builder`] … [`ClientBuilder::build`](crate::client::ClientBuilder::build).
+/// `ticketing_set_logger`: the library's log records (and its caught panics) go to
+/// `log_fn` from now on, up to `max_level`; NULL turns them off again.
 ///
 /// # Safety
-/// Pointers as described in include/ticketing.h: `addrs` holds `addrs_len` string
-/// pointers, `auth_token` `auth_token_len` bytes; out-pointers are NULL or writable.
+/// `log_fn` is NULL or a function that may be called from any thread with `ctx`, until
+/// a later call replaces it; out-pointers NULL or writable.
 #[no_mangle]
-pub unsafe extern "C" fn ticketing_client_new(
-    addrs: *const *const c_char,
-    addrs_len: usize,
-    auth_token: *const u8,
-    auth_token_len: usize,
-    owner: *const c_char,
-    tls_ca_file: *const c_char,
-    client_out: *mut *mut ClientHandle,
-    error_out: *mut *mut ErrorHandle,
+pub unsafe extern "C" fn ticketing_set_logger(
+    log_fn: Option<logging::LogFn>,
+    ctx: *mut c_void,
+    max_level: c_int,
+    error_out: *mut *mut ErrorPtr,
 ) -> c_int {
-    guard(error_out, || {
-        let client_out = required(client_out, "client_out")?;
-        if addrs.is_null() && addrs_len > 0 {
-            return Err(Failure::invalid("addrs is NULL"));
+    guard(error_out, || logging::set_logger(log_fn, ctx, max_level))
+}
+
+/// `ticketing_test_panic`: for the library's own tests of the rule that a panic stays
+/// off the host's standard error: panics in the calling thread's call, or on a thread
+/// named as the client's own are, and reports it as `TICKETING_INTERNAL`.
+#[no_mangle]
+pub extern "C" fn ticketing_test_panic(on_client_thread: c_int) -> c_int {
+    guard(ptr::null_mut(), || {
+        if on_client_thread == 0 {
+            panic!("a test panic (ticketing_test_panic, in the call)");
         }
-        let mut list = Vec::with_capacity(addrs_len);
-        for i in 0..addrs_len {
-            // SAFETY: `addrs` holds `addrs_len` pointers (header contract).
-            let addr = unsafe { *addrs.add(i) };
-            list.push(unsafe { text(addr, &format!("addrs[{i}]")) }?.to_owned());
-        }
-        if auth_token.is_null() {
-            return Err(Failure::invalid("auth_token is NULL"));
-        }
-        // SAFETY: `auth_token` holds `auth_token_len` bytes (header contract).
-        let secret = unsafe { std::slice::from_raw_parts(auth_token, auth_token_len) };
-        let mut builder = Client::builder().addrs(list).auth_token(secret);
-        if let Some(owner) = unsafe { optional_text(owner, "owner") }? {
-            builder = builder.owner(owner);
-        }
-        if let Some(ca) = unsafe { optional_text(tls_ca_file, "tls_ca_file") }? {
-            builder = builder.tls_ca_file(ca);
-        }
-        let client = builder.build()?;
-        unsafe { put(client_out, Box::into_raw(Box::new(ClientHandle::new(client)))) };
-        Ok(())
+        let thread = std::thread::Builder::new()
+            .name("ticketing-test".into())
+            .spawn(|| -> () { panic!("a test panic (ticketing_test_panic, on a client thread)") })
+            .map_err(|e| Failure::invalid(format!("cannot start a thread: {e}")))?;
+        thread.join().map_err(|panic| Failure::panic(&*panic))
     })
-}
-
-/// `ticketing_client_with_owner`: wraps [`Client::with_owner`].
-///
-/// # Safety
-/// `client` is NULL or a live client handle; other pointers as in the header.
-#[no_mangle]
-pub unsafe extern "C" fn ticketing_client_with_owner(
-    client: *const ClientHandle,
-    owner: *const c_char,
-    client_out: *mut *mut ClientHandle,
-    error_out: *mut *mut ErrorHandle,
-) -> c_int {
-    guard(error_out, || {
-        let client_out = required(client_out, "client_out")?;
-        let client = unsafe { handle(client, "client") }?;
-        let owner = unsafe { text(owner, "owner") }?;
-        let other = client.client.with_owner(owner)?;
-        unsafe { put(client_out, Box::into_raw(Box::new(ClientHandle::new(other)))) };
-        Ok(())
-    })
-}
-
-/// `ticketing_client_owner`: wraps [`Client::owner`].
-///
-/// # Safety
-/// `client` is NULL or a live client handle.
-#[no_mangle]
-pub unsafe extern "C" fn ticketing_client_owner(client: *const ClientHandle) -> *const c_char {
-    getter(ptr::null(), || unsafe { client.as_ref() }.map_or(ptr::null(), |c| c.owner.as_ptr()))
-}
-
-/// `ticketing_client_close`: wraps [`Client::close`] (on a clone: the handle stays).
-///
-/// # Safety
-/// `client` is NULL or a live client handle; out-pointers NULL or writable.
-#[no_mangle]
-pub unsafe extern "C" fn ticketing_client_close(
-    client: *const ClientHandle,
-    timeout_ms: i64,
-    drained_out: *mut c_int,
-    error_out: *mut *mut ErrorHandle,
-) -> c_int {
-    guard(error_out, || {
-        let client = unsafe { handle(client, "client") }?;
-        let timeout = duration(timeout_ms, "timeout_ms")?;
-        let drained = client.client.clone().close(timeout);
-        unsafe { put(drained_out, c_int::from(drained)) };
-        Ok(())
-    })
-}
-
-/// `ticketing_client_free`: drops the handle's [`Client`].
-///
-/// # Safety
-/// `client` is NULL or a live client handle, not used afterwards.
-#[no_mangle]
-pub unsafe extern "C" fn ticketing_client_free(client: *mut ClientHandle) {
-    if !client.is_null() {
-        // SAFETY: made by Box::into_raw in this module; the caller's last use.
-        let _ = catch_unwind(AssertUnwindSafe(|| drop(unsafe { Box::from_raw(client) })));
-    }
-}
-
-/// `ticketing_acquire`: wraps [`Client::acquire`].
-///
-/// # Safety
-/// `client` is NULL or a live client handle; `key` NULL or a C string; out-pointers
-/// NULL or writable.
-#[no_mangle]
-pub unsafe extern "C" fn ticketing_acquire(
-    client: *const ClientHandle,
-    key: *const c_char,
-    lease_ms: i64,
-    wait_ms: i64,
-    lock_out: *mut *mut LockHandle,
-    error_out: *mut *mut ErrorHandle,
-) -> c_int {
-    unsafe { put(lock_out, ptr::null_mut()) };
-    guard(error_out, || {
-        let lock_out = required(lock_out, "lock_out")?;
-        let client = unsafe { handle(client, "client") }?;
-        let key = unsafe { text(key, "key") }?;
-        let lease = duration(lease_ms, "lease_ms")?;
-        let wait = duration(wait_ms, "wait_ms")?;
-        let lock = client.client.acquire(key, lease, wait)?;
-        unsafe { put(lock_out, Box::into_raw(Box::new(LockHandle::new(lock)))) };
-        Ok(())
-    })
-}
-
-/// `ticketing_resolve`: wraps [`Client::resolve`].
-///
-/// # Safety
-/// `client` and `error` are NULL or live handles; out-pointers NULL or writable.
-#[no_mangle]
-pub unsafe extern "C" fn ticketing_resolve(
-    client: *const ClientHandle,
-    error: *const ErrorHandle,
-    timeout_ms: i64,
-    resolution_out: *mut c_int,
-    lock_out: *mut *mut LockHandle,
-    error_out: *mut *mut ErrorHandle,
-) -> c_int {
-    unsafe { put(lock_out, ptr::null_mut()) };
-    guard(error_out, || {
-        let resolution_out = required(resolution_out, "resolution_out")?;
-        let lock_out = required(lock_out, "lock_out")?;
-        let client = unsafe { handle(client, "client") }?;
-        let error = unsafe { handle(error, "error") }?;
-        let timeout = duration(timeout_ms, "timeout_ms")?;
-        let resolution = match &error.acquire {
-            Some(attempt) => client.client.resolve(attempt, timeout),
-            // Any error but an indeterminate acquire is definitive (Client::resolve).
-            None => Resolution::NotHeld,
-        };
-        let code = match resolution {
-            Resolution::Held(lock) => {
-                unsafe { put(lock_out, Box::into_raw(Box::new(LockHandle::new(lock)))) };
-                TICKETING_HELD
-            }
-            Resolution::NotHeld => TICKETING_NOT_HELD,
-            Resolution::Unknown => TICKETING_UNKNOWN,
-        };
-        unsafe { put(resolution_out, code) };
-        Ok(())
-    })
-}
-
-/// `ticketing_lock_release`: wraps [`Lock::release`].
-///
-/// # Safety
-/// `lock` is NULL or a live lock handle; out-pointers NULL or writable.
-#[no_mangle]
-pub unsafe extern "C" fn ticketing_lock_release(
-    lock: *mut LockHandle,
-    outcome_out: *mut c_int,
-    error_out: *mut *mut ErrorHandle,
-) -> c_int {
-    guard(error_out, || {
-        let lock = unsafe { handle(lock.cast_const(), "lock") }?;
-        let held = lock.held().take();
-        let held = held.ok_or_else(|| Failure::invalid("the lock was already released"))?;
-        let outcome = held.release()?;
-        unsafe { put(outcome_out, outcome_code(outcome)) };
-        Ok(())
-    })
-}
-
-/// `ticketing_release`: wraps [`Client::release`].
-///
-/// # Safety
-/// `client` is NULL or a live client handle; `key` NULL or a C string; out-pointers
-/// NULL or writable.
-#[no_mangle]
-pub unsafe extern "C" fn ticketing_release(
-    client: *const ClientHandle,
-    key: *const c_char,
-    token: u64,
-    outcome_out: *mut c_int,
-    error_out: *mut *mut ErrorHandle,
-) -> c_int {
-    guard(error_out, || {
-        let client = unsafe { handle(client, "client") }?;
-        let key = unsafe { text(key, "key") }?;
-        let outcome = client.client.release(key, token)?;
-        unsafe { put(outcome_out, outcome_code(outcome)) };
-        Ok(())
-    })
-}
-
-/// `ticketing_query`: wraps [`Client::query`].
-///
-/// # Safety
-/// `client` is NULL or a live client handle; `key` NULL or a C string; out-pointers
-/// NULL or writable.
-#[no_mangle]
-pub unsafe extern "C" fn ticketing_query(
-    client: *const ClientHandle,
-    key: *const c_char,
-    held_out: *mut c_int,
-    holder_out: *mut Holder,
-    error_out: *mut *mut ErrorHandle,
-) -> c_int {
-    guard(error_out, || {
-        let held_out = required(held_out, "held_out")?;
-        let client = unsafe { handle(client, "client") }?;
-        let key = unsafe { text(key, "key") }?;
-        let holder = client.client.query(key)?;
-        if let (Some(info), Some(out)) = (&holder, unsafe { holder_out.as_mut() }) {
-            out.fill(info);
-        }
-        unsafe { put(held_out, c_int::from(holder.is_some())) };
-        Ok(())
-    })
-}
-
-/// `ticketing_lock_token`: wraps [`Lock::token`] (kept from the grant).
-///
-/// # Safety
-/// `lock` is NULL or a live lock handle.
-#[no_mangle]
-pub unsafe extern "C" fn ticketing_lock_token(lock: *const LockHandle) -> u64 {
-    getter(0, || unsafe { lock.as_ref() }.map_or(0, |l| l.token))
-}
-
-/// `ticketing_lock_key`: wraps [`Lock::key`].
-///
-/// # Safety
-/// `lock` is NULL or a live lock handle.
-#[no_mangle]
-pub unsafe extern "C" fn ticketing_lock_key(lock: *const LockHandle) -> *const c_char {
-    getter(ptr::null(), || unsafe { lock.as_ref() }.map_or(ptr::null(), |l| l.key.as_ptr()))
-}
-
-/// `ticketing_lock_owner`: wraps [`Lock::owner`].
-///
-/// # Safety
-/// `lock` is NULL or a live lock handle.
-#[no_mangle]
-pub unsafe extern "C" fn ticketing_lock_owner(lock: *const LockHandle) -> *const c_char {
-    getter(ptr::null(), || unsafe { lock.as_ref() }.map_or(ptr::null(), |l| l.owner.as_ptr()))
-}
-
-/// `ticketing_lock_lease_ms`: wraps [`Lock::lease`].
-///
-/// # Safety
-/// `lock` is NULL or a live lock handle.
-#[no_mangle]
-pub unsafe extern "C" fn ticketing_lock_lease_ms(lock: *const LockHandle) -> u64 {
-    getter(0, || unsafe { lock.as_ref() }.map_or(0, |l| millis(l.lease)))
-}
-
-/// `ticketing_lock_remaining_ms`: wraps [`Lock::remaining`]; 0 once released.
-///
-/// # Safety
-/// `lock` is NULL or a live lock handle.
-#[no_mangle]
-pub unsafe extern "C" fn ticketing_lock_remaining_ms(lock: *const LockHandle) -> u64 {
-    getter(0, || {
-        unsafe { lock.as_ref() }
-            .and_then(|l| l.held().as_ref().map(|held| millis(held.remaining())))
-            .unwrap_or(0)
-    })
-}
-
-/// `ticketing_lock_free`: drops the handle; an unreleased [`Lock`] is released in the
-/// background (its `Drop`).
-///
-/// # Safety
-/// `lock` is NULL or a live lock handle, not used afterwards.
-#[no_mangle]
-pub unsafe extern "C" fn ticketing_lock_free(lock: *mut LockHandle) {
-    if !lock.is_null() {
-        // SAFETY: made by Box::into_raw in this module; the caller's last use.
-        let _ = catch_unwind(AssertUnwindSafe(|| drop(unsafe { Box::from_raw(lock) })));
-    }
-}
-
-/// `ticketing_error_kind`.
-///
-/// # Safety
-/// `error` is NULL or a live error handle.
-#[no_mangle]
-pub unsafe extern "C" fn ticketing_error_kind(error: *const ErrorHandle) -> c_int {
-    unsafe { error.as_ref() }.map_or(TICKETING_INVALID, |e| e.kind)
-}
-
-/// `ticketing_error_message`: the Rust error's `Display`.
-///
-/// # Safety
-/// `error` is NULL or a live error handle.
-#[no_mangle]
-pub unsafe extern "C" fn ticketing_error_message(error: *const ErrorHandle) -> *const c_char {
-    unsafe { error.as_ref() }.map_or(ptr::null(), |e| e.message.as_ptr())
-}
-
-/// `ticketing_error_cause`: wraps [`AcquireError::indeterminate_cause`](crate::client::AcquireError::indeterminate_cause).
-///
-/// # Safety
-/// `error` is NULL or a live error handle.
-#[no_mangle]
-pub unsafe extern "C" fn ticketing_error_cause(error: *const ErrorHandle) -> c_int {
-    unsafe { error.as_ref() }.map_or(0, |e| e.cause)
-}
-
-/// `ticketing_error_leader`: the leader an `M` named.
-///
-/// # Safety
-/// `error` is NULL or a live error handle.
-#[no_mangle]
-pub unsafe extern "C" fn ticketing_error_leader(error: *const ErrorHandle) -> *const c_char {
-    unsafe { error.as_ref() }.and_then(|e| e.leader.as_ref()).map_or(ptr::null(), |l| l.as_ptr())
-}
-
-/// `ticketing_error_is_retryable`: wraps `is_retryable` of the client's error.
-///
-/// # Safety
-/// `error` is NULL or a live error handle.
-#[no_mangle]
-pub unsafe extern "C" fn ticketing_error_is_retryable(error: *const ErrorHandle) -> c_int {
-    unsafe { error.as_ref() }.map_or(0, |e| c_int::from(e.retryable))
-}
-
-/// `ticketing_error_free`.
-///
-/// # Safety
-/// `error` is NULL or a live error handle, not used afterwards.
-#[no_mangle]
-pub unsafe extern "C" fn ticketing_error_free(error: *mut ErrorHandle) {
-    if !error.is_null() {
-        // SAFETY: made by Box::into_raw in this module; the caller's last use.
-        let _ = catch_unwind(AssertUnwindSafe(|| drop(unsafe { Box::from_raw(error) })));
-    }
 }

@@ -1,13 +1,13 @@
 //! The C ABI without a server: argument checks, error mapping, panics, ownership.
 //! tests/c_abi.rs runs a C program and these functions against real servers.
 
-use std::ffi::{c_char, c_int, CStr};
+use std::ffi::{c_char, c_int, CStr, CString};
 use std::net::TcpListener;
 use std::ptr;
 use std::time::{Duration, Instant};
 
 use super::*;
-use crate::client::{AcquireError, ClientError, IndeterminateCause, ReleaseError};
+use crate::client::{AcquireError, ClientError, HolderInfo, IndeterminateCause, ReleaseError};
 
 const SECRET: &[u8] = b"capi-unit-secret-0123";
 
@@ -48,7 +48,7 @@ impl NewArgs {
     }
 
     /// `ticketing_client_new`: its status, and the client or the error it handed out.
-    fn call(&self) -> (c_int, *mut ClientHandle, *mut ErrorHandle) {
+    fn call(&self) -> (c_int, *mut ClientPtr, *mut ErrorPtr) {
         let (mut client, mut error) = (ptr::null_mut(), ptr::null_mut());
         let rc = unsafe {
             ticketing_client_new(
@@ -74,7 +74,7 @@ impl NewArgs {
 }
 
 /// A client of `addr`, through the C constructor.
-fn new_client(addr: &str, owner: Option<&CStr>) -> *mut ClientHandle {
+fn new_client(addr: &str, owner: Option<&CStr>) -> *mut ClientPtr {
     let addr = CString::new(addr).unwrap();
     let addrs = [addr.as_ptr()];
     let args = NewArgs { owner: owner.map_or(ptr::null(), CStr::as_ptr), ..NewArgs::of(&addrs) };
@@ -85,7 +85,7 @@ fn new_client(addr: &str, owner: Option<&CStr>) -> *mut ClientHandle {
 }
 
 /// Kind and message of a status call's error, freeing the error.
-fn take_error(rc: c_int, error: *mut ErrorHandle) -> (c_int, String) {
+fn take_error(rc: c_int, error: *mut ErrorPtr) -> (c_int, String) {
     assert!(!error.is_null(), "no error object for status {rc}");
     let kind = unsafe { ticketing_error_kind(error) };
     assert_eq!(kind, rc, "the status is the error's kind");
@@ -140,7 +140,13 @@ fn the_header_defines_every_constant_as_the_library_does() {
         assert_eq!(defined(&format!("TICKETING_CAUSE_{name}")), cause_code(cause), "{name}");
     }
     // Every exported function is declared in the header.
-    let source = include_str!("mod.rs");
+    let source = [
+        include_str!("mod.rs"),
+        include_str!("client.rs"),
+        include_str!("lock.rs"),
+        include_str!("error.rs"),
+    ]
+    .concat();
     let mut exported = 0;
     for line in source.lines() {
         if let Some(rest) = line.split("extern \"C\" fn ").nth(1) {
@@ -189,7 +195,7 @@ fn bad_arguments_are_invalid_errors_that_name_the_argument() {
     let client = new_client(&dead_addr(), None);
     let mut lock = ptr::null_mut();
     let start = Instant::now();
-    let cases: [(*const ClientHandle, *const c_char, i64, i64, &str); 6] = [
+    let cases: [(*const ClientPtr, *const c_char, i64, i64, &str); 6] = [
         (ptr::null(), c"k".as_ptr(), 1000, 0, "client is NULL"),
         (client, ptr::null(), 1000, 0, "key is NULL"),
         (client, bad.as_ptr().cast(), 1000, 0, "key is not UTF-8"),
@@ -320,8 +326,9 @@ fn every_client_error_maps_to_its_kind() {
         (f.kind, f.leader.as_deref(), f.retryable),
         (TICKETING_NOT_LEADER, Some("127.0.0.2:5225"), true)
     );
-    let e = ErrorHandle::from(f);
-    assert_eq!(cstr(unsafe { ticketing_error_leader(&e) }), "127.0.0.2:5225");
+    let e = handle::into_raw(ErrorHandle::from(f));
+    assert_eq!(cstr(unsafe { ticketing_error_leader(e) }), "127.0.0.2:5225");
+    unsafe { ticketing_error_free(e) };
     for (err, kind, retryable) in [
         (AcquireError::Busy, TICKETING_BUSY, false),
         (AcquireError::Timeout, TICKETING_TIMEOUT, false),
@@ -366,8 +373,9 @@ fn every_client_error_maps_to_its_kind() {
 
 #[test]
 fn a_nul_in_a_message_does_not_cut_it() {
-    let e = ErrorHandle::from(Failure::invalid("before\0after"));
-    assert_eq!(cstr(unsafe { ticketing_error_message(&e) }), "before\u{fffd}after");
+    let e = handle::into_raw(ErrorHandle::from(Failure::invalid("before\0after")));
+    assert_eq!(cstr(unsafe { ticketing_error_message(e) }), "before\u{fffd}after");
+    unsafe { ticketing_error_free(e) };
 }
 
 #[test]
@@ -385,7 +393,7 @@ fn a_panic_becomes_an_internal_error_and_never_crosses() {
     assert!(take_error(rc, error).1.ends_with("a panic without a message"));
     assert_eq!(getter(5, || panic!("getter")), 5);
     // A success clears the out-pointer.
-    let mut error = ptr::dangling_mut::<ErrorHandle>();
+    let mut error = ptr::dangling_mut::<ErrorPtr>();
     assert_eq!(guard(&mut error, || Ok(())), TICKETING_OK);
     assert!(error.is_null());
 }

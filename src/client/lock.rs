@@ -28,7 +28,12 @@ pub struct Lock {
     token: u64,
     deadline: Instant,
     lease: Duration,
+    /// True once the key is known released (an outcome came back) or given up without
+    /// releasing: the handle's `Drop` releases nothing then.
     released: bool,
+    /// An earlier release was sent and its outcome never came: an `N` to a later one
+    /// may answer that earlier release (released or expired, not "not the holder").
+    attempted: bool,
 }
 
 /// The plain data of a [`Lock`], from [`Lock::into_parts`];
@@ -54,7 +59,7 @@ impl Lock {
         deadline: Instant,
         lease: Duration,
     ) -> Lock {
-        Lock { handle, key, owner, token, deadline, lease, released: false }
+        Lock { handle, key, owner, token, deadline, lease, released: false, attempted: false }
     }
 
     pub(crate) fn from_parts(handle: Handle, parts: LockParts) -> Lock {
@@ -120,8 +125,37 @@ impl Lock {
     /// the release is not confirmed: the key may stay held until the client, which keeps
     /// checking in the background, releases it or its lease ends.
     pub fn release(mut self) -> Result<ReleaseOutcome, ReleaseError> {
+        let result = self.try_release();
+        // Whatever the outcome, the handle is spent: after `Unconfirmed` or
+        // `Unavailable` the client's own orphan record releases the key.
         self.released = true;
-        release_now(&self.handle, &self.owner, &self.key, self.token)
+        result
+    }
+
+    /// Releases and waits for the outcome, keeping the handle: it counts as released
+    /// only once an outcome came back (or the server refused the release as invalid,
+    /// which no retry changes). After any other error it stays releasable: release it
+    /// again, or drop it to hand the release to the background queue. (The C ABI's
+    /// `ticketing_lock_release`.)
+    pub(crate) fn try_release(&mut self) -> Result<ReleaseOutcome, ReleaseError> {
+        if self.released {
+            return Err(ReleaseError::Invalid("the lock was already released".into()));
+        }
+        let result = release_now(&self.handle, &self.owner, &self.key, self.token);
+        match &result {
+            Ok(_) | Err(ReleaseError::Invalid(_)) => self.released = true,
+            Err(ReleaseError::Unconfirmed) => self.attempted = true,
+            Err(ReleaseError::QueueFull | ReleaseError::Unavailable { .. }) => {}
+        }
+        match result {
+            Ok(ReleaseOutcome::NotHolder) if self.attempted => Ok(ReleaseOutcome::ReleasedOrExpired),
+            other => other,
+        }
+    }
+
+    /// True once the lock was released (an outcome came back) or given up.
+    pub(crate) fn is_released(&self) -> bool {
+        self.released
     }
 }
 

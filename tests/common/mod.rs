@@ -5,6 +5,7 @@
 #![allow(unused_imports)]
 
 pub mod bindings;
+pub mod cc;
 pub mod cluster;
 pub mod load;
 pub mod ports;

@@ -1,10 +1,14 @@
 //! Where a calling thread waits for the outcome of its operation: one cell per thread,
-//! reused by every call it makes (no allocation, no channel per request), woken with
-//! `unpark`. A thread waits for one operation at a time (every call blocks), and the
-//! core ends every operation exactly once, so the cell holds at most one outcome.
+//! reused by every call it makes (no allocation, no channel per request), woken through
+//! its condition variable. A thread waits for one operation at a time (every call
+//! blocks), and the core ends every operation exactly once, so the cell holds at most
+//! one outcome.
+//!
+//! A thread whose thread-local storage is gone or going — a call from an `atexit`
+//! handler, a C++ global destructor, a `pthread_key` destructor — gets a cell of its
+//! own for that call instead (one allocation): every call works from there too.
 
-use std::sync::{Arc, Mutex};
-use std::thread::Thread;
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::Instant;
 
 use super::sync::lock;
@@ -12,51 +16,55 @@ use crate::client::core::{OpId, Outcome};
 
 pub(crate) struct Cell {
     slot: Mutex<Option<(OpId, Outcome)>>,
-    thread: Thread,
+    ready: Condvar,
 }
 
 thread_local! {
-    static CELL: Arc<Cell> = Arc::new(Cell { slot: Mutex::new(None), thread: std::thread::current() });
+    static CELL: Arc<Cell> = Arc::new(Cell::new());
 }
 
 impl Cell {
-    /// The calling thread's cell.
+    fn new() -> Cell {
+        Cell { slot: Mutex::new(None), ready: Condvar::new() }
+    }
+
+    /// The calling thread's cell; a fresh one where thread-local storage cannot be
+    /// used (the thread or the process is shutting down).
     pub(crate) fn mine() -> Arc<Cell> {
-        CELL.with(Arc::clone)
+        CELL.try_with(Arc::clone).unwrap_or_else(|_| Arc::new(Cell::new()))
     }
 
     /// Hands `outcome` of `op` to the waiting thread and wakes it.
     pub(crate) fn put(&self, op: OpId, outcome: Outcome) {
         *lock(&self.slot) = Some((op, outcome));
-        self.thread.unpark();
+        self.ready.notify_one();
     }
 
-    /// The outcome of `op`, if it arrived.
-    pub(crate) fn take(&self, op: OpId) -> Option<Outcome> {
+    /// Waits until the outcome of `op` arrives (returned) or `until` passes (`None`).
+    pub(crate) fn wait(&self, op: OpId, until: Option<Instant>) -> Option<Outcome> {
         let mut slot = lock(&self.slot);
-        match slot.take() {
-            Some((got, outcome)) if got == op => Some(outcome),
-            Some(other) => {
-                // Not this operation's: never happens (one operation per thread at a
-                // time); kept rather than lost.
-                debug_assert!(false, "outcome of {:?} in the cell of {op:?}", other.0);
-                *slot = Some(other);
-                None
-            }
-            None => None,
-        }
-    }
-
-    /// Parks the calling thread (the cell's own) until woken or `until` passes.
-    pub(crate) fn park(until: Option<Instant>) {
-        match until {
-            None => std::thread::park(),
-            Some(until) => {
-                let now = Instant::now();
-                if until > now {
-                    std::thread::park_timeout(until - now);
+        loop {
+            match slot.take() {
+                Some((got, outcome)) if got == op => return Some(outcome),
+                Some(other) => {
+                    // Not this operation's: never happens (one operation per thread at
+                    // a time); kept rather than lost.
+                    debug_assert!(false, "outcome of {:?} in the cell of {op:?}", other.0);
+                    *slot = Some(other);
+                    return None;
                 }
+                None => {}
             }
+            slot = match until {
+                None => self.ready.wait(slot).unwrap_or_else(|e| e.into_inner()),
+                Some(until) => {
+                    let now = Instant::now();
+                    if now >= until {
+                        return None;
+                    }
+                    self.ready.wait_timeout(slot, until - now).unwrap_or_else(|e| e.into_inner()).0
+                }
+            };
         }
     }
 }

@@ -6,7 +6,6 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use super::cell::Cell;
 use super::shared::{Mode, Shared};
 
 pub(super) fn run(shared: Arc<Shared>) {
@@ -27,6 +26,19 @@ pub(super) fn run(shared: Arc<Shared>) {
         if shared.is_stopped() {
             return;
         }
-        Cell::park(next);
+        park_until(next);
+    }
+}
+
+/// Parks the timer thread until woken or `until` passes.
+fn park_until(until: Option<Instant>) {
+    match until {
+        None => std::thread::park(),
+        Some(until) => {
+            let now = Instant::now();
+            if until > now {
+                std::thread::park_timeout(until - now);
+            }
+        }
     }
 }

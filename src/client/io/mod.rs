@@ -4,7 +4,7 @@
 //!
 //! Threads:
 //! - **callers** (any thread of the application) start an operation, write if the core
-//!   makes them a session's writer, and park on their [`Cell`] until the outcome;
+//!   makes them a session's writer, and wait on their [`Cell`] until the outcome;
 //! - **one connection thread per slot** (`ticketing-conn-ADDR`) dials when told, then
 //!   reads its session and hands each read's frames to the core at once ([`reader`]);
 //! - **the timer thread** (`ticketing-timer`) calls [`Core::handle_timeout`] whenever

@@ -129,11 +129,7 @@ impl Shared {
         };
         self.perform(work, Mode::Blocking);
         loop {
-            if let Some(outcome) = cell.take(op) {
-                return Ok(outcome);
-            }
-            Cell::park(deadline.map(|d| d + SELF_DRIVE_SLACK));
-            if let Some(outcome) = cell.take(op) {
+            if let Some(outcome) = cell.wait(op, deadline.map(|d| d + SELF_DRIVE_SLACK)) {
                 return Ok(outcome);
             }
             let now = Instant::now();

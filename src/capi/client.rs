@@ -1,0 +1,294 @@
+//! The client handle (`ticketing_client`) and the blocking operations started on it:
+//! acquire, resolve, release by token, query.
+
+use std::ffi::{c_char, c_int, CString};
+use std::ptr;
+
+use super::error::{c_string, ErrorPtr, Failure};
+use super::handle::{self, Kind, Tagged};
+use super::lock::{outcome_code, LockHandle, LockPtr};
+use super::{duration, guard, optional_text, put, required, text, ADDRS_MAX, AUTH_TOKEN_LEN_MAX};
+use crate::client::{Client, HolderInfo, Resolution};
+
+pub const TICKETING_HELD: c_int = 1;
+pub const TICKETING_NOT_HELD: c_int = 2;
+pub const TICKETING_UNKNOWN: c_int = 3;
+
+/// `ticketing_client`.
+pub struct ClientHandle {
+    pub(super) client: Client,
+    owner: CString,
+}
+
+impl Kind for ClientHandle {
+    const TAG: u64 = 0x7469_636b_2d63_6c69; // "tick-cli"
+    const NAME: &'static str = "ticketing_client";
+}
+
+/// The pointer C holds.
+pub type ClientPtr = Tagged<ClientHandle>;
+
+impl ClientHandle {
+    fn new(client: Client) -> ClientHandle {
+        let owner = c_string(client.owner());
+        ClientHandle { client, owner }
+    }
+}
+
+/// `ticketing_holder`, laid out as in the header.
+#[repr(C)]
+pub struct Holder {
+    pub token: u64,
+    pub lease_left_ms: u64,
+    pub waiters: u32,
+    pub owner_len: u32,
+    pub owner: [c_char; 256],
+}
+
+impl Holder {
+    pub(super) fn fill(&mut self, info: &HolderInfo) {
+        self.token = info.token;
+        self.lease_left_ms = super::millis(info.remaining);
+        self.waiters = info.waiters;
+        // Owners are at most 255 bytes (docs/protocol.md); cut at a character boundary
+        // should a server ever send more.
+        let mut len = info.owner.len().min(255);
+        while !info.owner.is_char_boundary(len) {
+            len -= 1;
+        }
+        for (dst, src) in self.owner.iter_mut().zip(info.owner.as_bytes()[..len].iter()) {
+            *dst = *src as c_char;
+        }
+        self.owner[len] = 0;
+        self.owner_len = len as u32;
+    }
+}
+
+/// `ticketing_client_new`: wraps [`Client::builder`] … [`ClientBuilder::build`](crate::client::ClientBuilder::build).
+///
+/// # Safety
+/// Pointers as described in include/ticketing.h: `addrs` holds `addrs_len` string
+/// pointers, `auth_token` `auth_token_len` bytes; out-pointers are NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn ticketing_client_new(
+    addrs: *const *const c_char,
+    addrs_len: usize,
+    auth_token: *const u8,
+    auth_token_len: usize,
+    owner: *const c_char,
+    tls_ca_file: *const c_char,
+    client_out: *mut *mut ClientPtr,
+    error_out: *mut *mut ErrorPtr,
+) -> c_int {
+    guard(error_out, || {
+        let client_out = required(client_out, "client_out")?;
+        if addrs.is_null() && addrs_len > 0 {
+            return Err(Failure::invalid("addrs is NULL"));
+        }
+        // Counts are checked before anything is read or allocated.
+        if addrs_len > ADDRS_MAX {
+            return Err(Failure::invalid(format!(
+                "addrs_len is {addrs_len}; a client takes at most {ADDRS_MAX} seed addresses"
+            )));
+        }
+        if auth_token_len > AUTH_TOKEN_LEN_MAX {
+            return Err(Failure::invalid(format!(
+                "auth_token_len is {auth_token_len}; a secret is at most {AUTH_TOKEN_LEN_MAX} bytes"
+            )));
+        }
+        let mut list = Vec::with_capacity(addrs_len);
+        for i in 0..addrs_len {
+            // SAFETY: `addrs` holds `addrs_len` pointers (header contract).
+            let addr = unsafe { *addrs.add(i) };
+            list.push(unsafe { text(addr, &format!("addrs[{i}]")) }?.to_owned());
+        }
+        if auth_token.is_null() {
+            return Err(Failure::invalid("auth_token is NULL"));
+        }
+        // SAFETY: `auth_token` holds `auth_token_len` bytes (header contract).
+        let secret = unsafe { std::slice::from_raw_parts(auth_token, auth_token_len) };
+        let mut builder = Client::builder().addrs(list).auth_token(secret);
+        if let Some(owner) = unsafe { optional_text(owner, "owner") }? {
+            builder = builder.owner(owner);
+        }
+        if let Some(ca) = unsafe { optional_text(tls_ca_file, "tls_ca_file") }? {
+            builder = builder.tls_ca_file(ca);
+        }
+        let client = builder.build()?;
+        unsafe { put(client_out, handle::into_raw(ClientHandle::new(client))) };
+        Ok(())
+    })
+}
+
+/// `ticketing_client_with_owner`: wraps [`Client::with_owner`].
+///
+/// # Safety
+/// `client` is NULL or a client handle; other pointers as in the header.
+#[no_mangle]
+pub unsafe extern "C" fn ticketing_client_with_owner(
+    client: *const ClientPtr,
+    owner: *const c_char,
+    client_out: *mut *mut ClientPtr,
+    error_out: *mut *mut ErrorPtr,
+) -> c_int {
+    guard(error_out, || {
+        let client_out = required(client_out, "client_out")?;
+        let client = unsafe { handle::hold(client, "client") }?;
+        let owner = unsafe { text(owner, "owner") }?;
+        let other = client.value.client.with_owner(owner)?;
+        unsafe { put(client_out, handle::into_raw(ClientHandle::new(other))) };
+        Ok(())
+    })
+}
+
+/// `ticketing_client_owner`: wraps [`Client::owner`].
+///
+/// # Safety
+/// `client` is NULL or a client handle.
+#[no_mangle]
+pub unsafe extern "C" fn ticketing_client_owner(client: *const ClientPtr) -> *const c_char {
+    super::getter(ptr::null(), || unsafe { handle::peek(client) }.map_or(ptr::null(), |c| c.owner.as_ptr()))
+}
+
+/// `ticketing_client_close`: wraps [`Client::close`] (on a clone: the handle stays).
+///
+/// # Safety
+/// `client` is NULL or a client handle; out-pointers NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn ticketing_client_close(
+    client: *const ClientPtr,
+    timeout_ms: i64,
+    drained_out: *mut c_int,
+    error_out: *mut *mut ErrorPtr,
+) -> c_int {
+    guard(error_out, || {
+        let client = unsafe { handle::hold(client, "client") }?;
+        let timeout = duration(timeout_ms, "timeout_ms")?;
+        let drained = client.value.client.clone().close(timeout);
+        unsafe { put(drained_out, c_int::from(drained)) };
+        Ok(())
+    })
+}
+
+/// `ticketing_client_free`: drops the handle's [`Client`] (once no call uses it).
+///
+/// # Safety
+/// `client` is NULL or a client handle, not used afterwards.
+#[no_mangle]
+pub unsafe extern "C" fn ticketing_client_free(client: *mut ClientPtr) {
+    super::getter((), || unsafe { handle::free(client, "ticketing_client_free") })
+}
+
+/// `ticketing_acquire`: wraps [`Client::acquire`].
+///
+/// # Safety
+/// `client` is NULL or a client handle; `key` NULL or a C string; out-pointers
+/// NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn ticketing_acquire(
+    client: *const ClientPtr,
+    key: *const c_char,
+    lease_ms: i64,
+    wait_ms: i64,
+    lock_out: *mut *mut LockPtr,
+    error_out: *mut *mut ErrorPtr,
+) -> c_int {
+    unsafe { put(lock_out, ptr::null_mut()) };
+    guard(error_out, || {
+        let lock_out = required(lock_out, "lock_out")?;
+        let client = unsafe { handle::hold(client, "client") }?;
+        let key = unsafe { text(key, "key") }?;
+        let lease = duration(lease_ms, "lease_ms")?;
+        let wait = duration(wait_ms, "wait_ms")?;
+        let lock = client.value.client.acquire(key, lease, wait)?;
+        unsafe { put(lock_out, handle::into_raw(LockHandle::new(lock))) };
+        Ok(())
+    })
+}
+
+/// `ticketing_resolve`: wraps [`Client::resolve`].
+///
+/// # Safety
+/// `client` and `error` are NULL or handles of their kinds; out-pointers NULL or
+/// writable.
+#[no_mangle]
+pub unsafe extern "C" fn ticketing_resolve(
+    client: *const ClientPtr,
+    error: *const ErrorPtr,
+    timeout_ms: i64,
+    resolution_out: *mut c_int,
+    lock_out: *mut *mut LockPtr,
+    error_out: *mut *mut ErrorPtr,
+) -> c_int {
+    unsafe { put(lock_out, ptr::null_mut()) };
+    guard(error_out, || {
+        let resolution_out = required(resolution_out, "resolution_out")?;
+        let lock_out = required(lock_out, "lock_out")?;
+        let client = unsafe { handle::hold(client, "client") }?;
+        let error = unsafe { handle::hold(error, "error") }?;
+        let timeout = duration(timeout_ms, "timeout_ms")?;
+        let resolution = match &error.value.acquire {
+            Some(attempt) => client.value.client.resolve(attempt, timeout),
+            // Any error but an indeterminate acquire is definitive (Client::resolve).
+            None => Resolution::NotHeld,
+        };
+        let code = match resolution {
+            Resolution::Held(lock) => {
+                unsafe { put(lock_out, handle::into_raw(LockHandle::new(lock))) };
+                TICKETING_HELD
+            }
+            Resolution::NotHeld => TICKETING_NOT_HELD,
+            Resolution::Unknown => TICKETING_UNKNOWN,
+        };
+        unsafe { put(resolution_out, code) };
+        Ok(())
+    })
+}
+
+/// `ticketing_release`: wraps [`Client::release`].
+///
+/// # Safety
+/// `client` is NULL or a client handle; `key` NULL or a C string; out-pointers
+/// NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn ticketing_release(
+    client: *const ClientPtr,
+    key: *const c_char,
+    token: u64,
+    outcome_out: *mut c_int,
+    error_out: *mut *mut ErrorPtr,
+) -> c_int {
+    guard(error_out, || {
+        let client = unsafe { handle::hold(client, "client") }?;
+        let key = unsafe { text(key, "key") }?;
+        let outcome = client.value.client.release(key, token)?;
+        unsafe { put(outcome_out, outcome_code(outcome)) };
+        Ok(())
+    })
+}
+
+/// `ticketing_query`: wraps [`Client::query`].
+///
+/// # Safety
+/// `client` is NULL or a client handle; `key` NULL or a C string; out-pointers
+/// NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn ticketing_query(
+    client: *const ClientPtr,
+    key: *const c_char,
+    held_out: *mut c_int,
+    holder_out: *mut Holder,
+    error_out: *mut *mut ErrorPtr,
+) -> c_int {
+    guard(error_out, || {
+        let held_out = required(held_out, "held_out")?;
+        let client = unsafe { handle::hold(client, "client") }?;
+        let key = unsafe { text(key, "key") }?;
+        let holder = client.value.client.query(key)?;
+        if let (Some(info), Some(out)) = (&holder, unsafe { holder_out.as_mut() }) {
+            out.fill(info);
+        }
+        unsafe { put(held_out, c_int::from(holder.is_some())) };
+        Ok(())
+    })
+}

@@ -1,0 +1,171 @@
+//! The handles behind the C ABI's opaque pointers: reference-counted, and tagged so
+//! that the common mistakes of a C caller — a handle used after its `*_free`, freed
+//! twice, or passed where another kind belongs — fail loudly instead of hanging or
+//! corrupting memory (include/ticketing.h, "Misuse").
+//!
+//! A handle is an `Arc<Tagged<T>>` given out with `Arc::into_raw`. Each call checks the
+//! tag (one compare) and holds a reference of its own for its duration, so a
+//! `*_free` on another thread during a call frees nothing the call still uses. A free
+//! clears the tag before it lets go. The check is best effort: memory that was freed
+//! and reused by another handle of the same kind cannot be told apart.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use super::error::Failure;
+
+/// What every kind of handle says of itself.
+pub trait Kind {
+    /// The tag of a live handle of this kind.
+    const TAG: u64;
+    /// The C type's name, for messages.
+    const NAME: &'static str;
+}
+
+/// The tag a freed handle carries until its memory is reused.
+const FREED: u64 = 0x6672_6565_642d_2d2d; // "freed---"
+
+/// A handle's value behind its tag (first, at a fixed place).
+#[repr(C)]
+pub struct Tagged<T> {
+    tag: AtomicU64,
+    pub value: T,
+}
+
+/// A new handle holding `value`, for the caller.
+pub fn into_raw<T: Kind>(value: T) -> *mut Tagged<T> {
+    Arc::into_raw(Arc::new(Tagged { tag: AtomicU64::new(T::TAG), value })).cast_mut()
+}
+
+/// Is `p` (not NULL) a live handle of kind `T`?
+///
+/// # Safety
+/// `p` points to memory that was a `Tagged<T>` handle given out by [`into_raw`] (live,
+/// or freed by the caller's mistake).
+unsafe fn is_live<T: Kind>(p: *const Tagged<T>) -> bool {
+    // SAFETY: by the caller's contract the first field is readable; after a mistaken
+    // free this reads whatever the allocator left there, which is not the tag.
+    unsafe { (*p).tag.load(Ordering::Acquire) == T::TAG }
+}
+
+/// A reference on the live handle `p` for the length of a call, or why not.
+///
+/// # Safety
+/// `p` is NULL or was given out by [`into_raw`] for kind `T`.
+pub unsafe fn hold<T: Kind>(p: *const Tagged<T>, what: &str) -> Result<Arc<Tagged<T>>, Failure> {
+    if p.is_null() {
+        return Err(Failure::invalid(format!("{what} is NULL")));
+    }
+    // SAFETY: by the caller's contract.
+    if !unsafe { is_live(p) } {
+        return Err(not_live::<T>(what));
+    }
+    // SAFETY: `p` came from Arc::into_raw and its reference is still held (tag live).
+    unsafe {
+        Arc::increment_strong_count(p);
+        Ok(Arc::from_raw(p))
+    }
+}
+
+/// The value of the live handle `p` without taking a reference (a getter's quick look),
+/// or `None` for NULL or a handle that is not live.
+///
+/// # Safety
+/// As [`hold`]; the caller does not free `p` during the getter (header rule).
+pub unsafe fn peek<'a, T: Kind>(p: *const Tagged<T>) -> Option<&'a T> {
+    // SAFETY: by the caller's contract.
+    (!p.is_null() && unsafe { is_live(p) }).then(|| unsafe { &(*p).value })
+}
+
+/// Frees the handle `p` (its value is dropped once no call holds it any more). NULL
+/// does nothing. A handle that is not live — freed already, or of another kind —
+/// aborts the process with a message naming `function`: going on would corrupt memory.
+///
+/// # Safety
+/// As [`hold`].
+pub unsafe fn free<T: Kind>(p: *mut Tagged<T>, function: &str) {
+    if p.is_null() {
+        return;
+    }
+    // SAFETY: by the caller's contract; the exchange makes two racing frees fail loudly
+    // rather than both letting go.
+    let live = unsafe { &(*p).tag }.compare_exchange(T::TAG, FREED, Ordering::AcqRel, Ordering::Acquire);
+    if live.is_err() {
+        misuse(&format!(
+            "{function}: the argument is not a live {}: it was freed already, or it is another kind of handle",
+            T::NAME
+        ));
+    }
+    // SAFETY: the tag was live, so the caller's reference from into_raw is still held.
+    drop(unsafe { Arc::from_raw(p) });
+}
+
+/// The failure of a call given a handle that is not live.
+pub fn not_live<T: Kind>(what: &str) -> Failure {
+    Failure::invalid(format!(
+        "{what} is not a live {}: it was freed already, or it is another kind of handle",
+        T::NAME
+    ))
+}
+
+/// Stops the process for a misuse that would otherwise corrupt memory: one line on
+/// standard error (the exception to "the host's standard error is the host's"), then
+/// abort.
+#[cold]
+pub fn misuse(what: &str) -> ! {
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr(), "libticketing: {what}; aborting");
+    std::process::abort()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct Thing(u32);
+    impl Kind for Thing {
+        const TAG: u64 = 0x7468_696e_672d_2d2d;
+        const NAME: &'static str = "thing";
+    }
+    struct Other;
+    impl Kind for Other {
+        const TAG: u64 = 0x6f74_6865_722d_2d2d;
+        const NAME: &'static str = "other";
+    }
+
+    #[test]
+    fn a_call_holds_the_value_while_another_thread_frees_the_handle() {
+        let p = into_raw(Thing(7));
+        let held = unsafe { hold(p, "thing") }.unwrap();
+        assert_eq!(unsafe { peek(p) }.map(|t| t.0), Some(7));
+        unsafe { free(p, "thing_free") };
+        // The call's own reference keeps the value.
+        assert_eq!(held.value.0, 7);
+        assert_eq!(Arc::strong_count(&held), 1);
+    }
+
+    #[test]
+    fn a_handle_of_another_kind_is_refused_by_name() {
+        let p = into_raw(Thing(1));
+        let wrong = p.cast::<Tagged<Other>>();
+        let err = unsafe { hold(wrong, "client") }.err().unwrap();
+        assert_eq!(
+            err.message,
+            "client is not a live other: it was freed already, or it is another kind of handle"
+        );
+        assert!(unsafe { peek(wrong) }.is_none());
+        assert!(unsafe { hold::<Thing>(std::ptr::null(), "lock") }.is_err());
+        unsafe { free(p, "thing_free") };
+    }
+
+    #[test]
+    fn a_freed_handle_reads_as_not_live_while_a_call_keeps_its_memory() {
+        let p = into_raw(Thing(3));
+        let held = unsafe { hold(p, "thing") }.unwrap();
+        unsafe { free(p, "thing_free") };
+        // The memory is still the call's: the tag says freed.
+        assert!(unsafe { hold(p, "thing") }.is_err());
+        assert!(unsafe { peek(p) }.is_none());
+        drop(held);
+    }
+}

@@ -1,0 +1,283 @@
+/* The C ABI at the edges of a process (run by tests/c_edges.rs against a real server):
+ * releases from exit handlers and thread destructors, a failed release retried through
+ * the same handle, counts refused before anything is read, handles used after free,
+ * and panics that stay off standard error.
+ *
+ * Usage: edges ADDR SECRET MODE [KEY]. Prints one line per fact checked; exits 1 with a
+ * line starting "FAILED" when a check fails. Modes that need the test harness to act
+ * (stop the server) print "ready: ..." and wait for a line on standard input. */
+#define _POSIX_C_SOURCE 200809L
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ticketing.h"
+
+static const char *g_addr, *g_secret;
+static ticketing_client *g_client;
+static ticketing_lock *g_lock;
+
+#define CHECK(cond, ...)                                  \
+    do {                                                  \
+        if (!(cond)) {                                    \
+            printf("FAILED line %d: ", __LINE__);         \
+            printf(__VA_ARGS__);                          \
+            printf("\n");                                 \
+            fflush(stdout);                               \
+            exit(1);                                      \
+        }                                                 \
+    } while (0)
+
+static ticketing_client *new_client(void) {
+    ticketing_client *client = NULL;
+    ticketing_error *err = NULL;
+    int rc = ticketing_client_new(&g_addr, 1, (const uint8_t *)g_secret, strlen(g_secret), NULL, NULL, &client, &err);
+    CHECK(rc == TICKETING_OK, "client_new: %s", ticketing_error_message(err));
+    return client;
+}
+
+static ticketing_lock *acquire(ticketing_client *client, const char *key) {
+    ticketing_lock *lock = NULL;
+    ticketing_error *err = NULL;
+    int rc = ticketing_acquire(client, key, 20000, 5000, &lock, &err);
+    CHECK(rc == TICKETING_OK, "acquire %s: %s %s", key, ticketing_kind_name(rc), ticketing_error_message(err));
+    return lock;
+}
+
+/* Releases g_lock and prints the outcome under `where`. */
+static void release_and_report(const char *where, ticketing_lock *lock) {
+    int outcome = 0;
+    ticketing_error *err = NULL;
+    int rc = ticketing_lock_release(lock, &outcome, &err);
+    if (rc == TICKETING_OK) {
+        printf("%s release: %s\n", where, outcome == TICKETING_RELEASED ? "released" : "other outcome");
+    } else {
+        printf("%s release: FAILED %s: %s\n", where, ticketing_kind_name(rc), ticketing_error_message(err));
+        ticketing_error_free(err);
+    }
+    fflush(stdout);
+    ticketing_lock_free(lock);
+}
+
+static void at_exit(void) { release_and_report("atexit", g_lock); }
+
+static pthread_key_t g_key;
+static void key_destructor(void *lock) { release_and_report("pthread_key destructor", lock); }
+
+static void *thread_with_key(void *key) {
+    ticketing_lock *lock = acquire(g_client, key);
+    pthread_setspecific(g_key, lock);
+    return NULL; /* the destructor releases it as the thread ends */
+}
+
+static void wait_for_harness(const char *what) {
+    char line[64];
+    printf("ready: %s\n", what);
+    fflush(stdout);
+    CHECK(fgets(line, sizeof line, stdin) != NULL, "no word from the harness after %s", what);
+}
+
+static double seconds_since(const struct timespec *start) {
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return (double)(now.tv_sec - start->tv_sec) + (double)(now.tv_nsec - start->tv_nsec) / 1e9;
+}
+
+/* The server is paused by the harness, then resumed: the first release is unconfirmed
+ * and the lock stays releasable; the retry learns the first one went through. */
+static void release_retry_paused(const char *key) {
+    ticketing_lock *lock = acquire(g_client, key);
+    wait_for_harness("acquired; pause the server");
+    int outcome = 0;
+    ticketing_error *err = NULL;
+    int rc = ticketing_lock_release(lock, &outcome, &err);
+    CHECK(rc == TICKETING_UNCONFIRMED, "release on a paused server: %s", ticketing_kind_name(rc));
+    CHECK(ticketing_error_is_retryable(err) == 0, "unconfirmed is not retryable (it may have executed)");
+    ticketing_error_free(err);
+    CHECK(ticketing_lock_remaining_ms(lock) > 0, "an unconfirmed lock still counts down its lease");
+    wait_for_harness("release unconfirmed; resume the server");
+    rc = ticketing_lock_release(lock, &outcome, &err);
+    CHECK(rc == TICKETING_OK, "the retry: %s %s", ticketing_kind_name(rc), ticketing_error_message(err));
+    CHECK(outcome == TICKETING_RELEASED_OR_EXPIRED, "the retry's outcome is %d", outcome);
+    printf("retry after unconfirmed: released_or_expired\n");
+    rc = ticketing_lock_release(lock, &outcome, &err);
+    CHECK(rc == TICKETING_INVALID && strstr(ticketing_error_message(err), "already released"),
+          "a third release: %s", ticketing_kind_name(rc));
+    ticketing_error_free(err);
+    CHECK(ticketing_lock_remaining_ms(lock) == 0, "a released lock has no time left");
+    ticketing_lock_free(lock);
+    printf("release after success: invalid, already released\n");
+}
+
+/* The server is killed by the harness: the release is unavailable (never sent), marked
+ * retryable, and a retry through the same handle is another attempt, not "already
+ * released". */
+static void release_retry_dead(const char *key) {
+    ticketing_lock *lock = acquire(g_client, key);
+    wait_for_harness("acquired; kill the server");
+    int outcome = 0, held = 0;
+    ticketing_error *err = NULL;
+    /* A release written before the client saw the connection close would be
+     * unconfirmed, not unavailable: wait until the client knows nothing answers. */
+    struct timespec start;
+    clock_gettime(CLOCK_MONOTONIC, &start);
+    while (ticketing_query(g_client, key, &held, NULL, NULL) != TICKETING_UNAVAILABLE)
+        CHECK(seconds_since(&start) < 30, "the client still reaches a killed server");
+    for (int attempt = 1; attempt <= 2; attempt++) {
+        int rc = ticketing_lock_release(lock, &outcome, &err);
+        CHECK(rc == TICKETING_UNAVAILABLE, "release %d on a dead server: %s %s", attempt, ticketing_kind_name(rc),
+              ticketing_error_message(err));
+        CHECK(ticketing_error_is_retryable(err) == 1, "a refused connection is retryable");
+        ticketing_error_free(err);
+    }
+    printf("release on a dead server: unavailable twice, retryable\n");
+    ticketing_lock_free(lock);
+}
+
+static void limits(void) {
+    ticketing_client *client = NULL;
+    ticketing_error *err = NULL;
+    const char *addrs[] = {g_addr};
+    int rc = ticketing_client_new(addrs, (size_t)1 << 40, (const uint8_t *)g_secret, strlen(g_secret), NULL, NULL,
+                                  &client, &err);
+    CHECK(rc == TICKETING_INVALID && client == NULL, "a huge addrs_len: %s", ticketing_kind_name(rc));
+    CHECK(strstr(ticketing_error_message(err), "addrs_len") != NULL, "%s", ticketing_error_message(err));
+    printf("huge addrs_len: invalid: %s\n", ticketing_error_message(err));
+    ticketing_error_free(err);
+    rc = ticketing_client_new(addrs, 1, (const uint8_t *)g_secret, (size_t)1 << 40, NULL, NULL, &client, &err);
+    CHECK(rc == TICKETING_INVALID && strstr(ticketing_error_message(err), "auth_token_len"), "huge secret");
+    ticketing_error_free(err);
+    printf("huge auth_token_len: invalid\n");
+}
+
+static void use_after_free(const char *key) {
+    ticketing_client *client = new_client();
+    ticketing_lock *lock = acquire(client, key);
+    ticketing_error *err = NULL;
+    /* A lock passed as a client, a client as a lock. */
+    ticketing_lock *other = NULL;
+    int rc = ticketing_acquire((ticketing_client *)lock, key, 1000, 0, &other, &err);
+    CHECK(rc == TICKETING_INVALID && strstr(ticketing_error_message(err), "not a live ticketing_client"),
+          "a lock as a client: %s", ticketing_kind_name(rc));
+    ticketing_error_free(err);
+    int outcome = 0;
+    rc = ticketing_lock_release((ticketing_lock *)client, &outcome, &err);
+    CHECK(rc == TICKETING_INVALID && strstr(ticketing_error_message(err), "not a live ticketing_lock"),
+          "a client as a lock: %s", ticketing_kind_name(rc));
+    ticketing_error_free(err);
+    printf("wrong kind of handle: invalid\n");
+    ticketing_lock_free(lock); /* released in the background */
+    rc = ticketing_lock_release(lock, &outcome, &err);
+    CHECK(rc == TICKETING_INVALID && strstr(ticketing_error_message(err), "not a live ticketing_lock"),
+          "a freed lock: %s", ticketing_kind_name(rc));
+    ticketing_error_free(err);
+    CHECK(ticketing_lock_token(lock) == 0 && ticketing_lock_key(lock) == NULL, "a freed lock's getters");
+    printf("lock used after free: invalid\n");
+    ticketing_client_free(client);
+    ticketing_holder holder;
+    int held = 0;
+    rc = ticketing_query(client, key, &held, &holder, &err);
+    CHECK(rc == TICKETING_INVALID && strstr(ticketing_error_message(err), "not a live ticketing_client"),
+          "a freed client: %s", ticketing_kind_name(rc));
+    ticketing_error_free(err);
+    CHECK(ticketing_client_owner(client) == NULL, "a freed client's owner");
+    printf("client used after free: invalid\n");
+}
+
+static void double_free(const char *key) {
+    ticketing_client *client = new_client();
+    ticketing_lock *lock = acquire(client, key);
+    ticketing_lock_free(lock);
+    printf("freeing the lock again\n");
+    fflush(stdout);
+    ticketing_lock_free(lock); /* aborts */
+    printf("FAILED: a double free went on\n");
+}
+
+static volatile int g_records;
+static char g_record[512];
+static void on_log(void *ctx, int level, const char *target, const char *message) {
+    (void)ctx;
+    if (level == TICKETING_LOG_ERROR && strcmp(target, "ticketing::panic") == 0 && g_records == 0) {
+        snprintf(g_record, sizeof g_record, "%s", message);
+        __atomic_store_n(&g_records, 1, __ATOMIC_RELEASE);
+    }
+}
+
+static void panics(int logged) {
+    ticketing_error *err = NULL;
+    if (logged) {
+        int rc = ticketing_set_logger(on_log, NULL, TICKETING_LOG_WARN, &err);
+        CHECK(rc == TICKETING_OK, "set_logger: %s", ticketing_error_message(err));
+        rc = ticketing_set_logger(on_log, NULL, 6, &err);
+        CHECK(rc == TICKETING_INVALID, "a level out of range");
+        ticketing_error_free(err);
+    }
+    int rc = ticketing_test_panic(0);
+    CHECK(rc == TICKETING_INTERNAL, "a panic in a call: %s", ticketing_kind_name(rc));
+    rc = ticketing_test_panic(1);
+    CHECK(rc == TICKETING_INTERNAL, "a panic on a client thread: %s", ticketing_kind_name(rc));
+    printf("panics: internal, twice\n");
+    if (logged) {
+        struct timespec start;
+        clock_gettime(CLOCK_MONOTONIC, &start);
+        while (!__atomic_load_n(&g_records, __ATOMIC_ACQUIRE)) {
+            CHECK(seconds_since(&start) < 10, "no log record of the panic within 10 s");
+            nanosleep(&(struct timespec){0, 1000000}, NULL);
+        }
+        CHECK(strstr(g_record, "a test panic") != NULL, "the record: %s", g_record);
+        printf("the logger got: %s\n", g_record);
+        rc = ticketing_set_logger(NULL, NULL, TICKETING_LOG_OFF, NULL);
+        CHECK(rc == TICKETING_OK, "set_logger(NULL)");
+    }
+}
+
+int main(int argc, char **argv) {
+    if (argc < 4) {
+        fprintf(stderr, "usage: %s ADDR SECRET MODE [KEY]\n", argv[0]);
+        return 2;
+    }
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    g_addr = argv[1];
+    g_secret = argv[2];
+    const char *mode = argv[3], *key = argc > 4 ? argv[4] : "edge";
+    if (strcmp(mode, "atexit") == 0) {
+        g_client = new_client();
+        g_lock = acquire(g_client, key);
+        /* The client's blocking calls used this thread's storage: gone by atexit time. */
+        atexit(at_exit);
+        printf("acquired %s; exiting\n", key);
+        return 0;
+    } else if (strcmp(mode, "pthread-key") == 0) {
+        g_client = new_client();
+        pthread_key_create(&g_key, key_destructor);
+        pthread_t thread;
+        pthread_create(&thread, NULL, thread_with_key, (void *)key);
+        pthread_join(thread, NULL);
+    } else if (strcmp(mode, "release-retry-paused") == 0) {
+        g_client = new_client();
+        release_retry_paused(key);
+    } else if (strcmp(mode, "release-retry-dead") == 0) {
+        g_client = new_client();
+        release_retry_dead(key);
+    } else if (strcmp(mode, "limits") == 0) {
+        limits();
+    } else if (strcmp(mode, "use-after-free") == 0) {
+        use_after_free(key);
+    } else if (strcmp(mode, "double-free") == 0) {
+        double_free(key);
+    } else if (strcmp(mode, "panic-quiet") == 0) {
+        panics(0);
+    } else if (strcmp(mode, "panic-logged") == 0) {
+        panics(1);
+    } else {
+        fprintf(stderr, "unknown mode %s\n", mode);
+        return 2;
+    }
+    printf("done\n");
+    return 0;
+}
