@@ -119,8 +119,11 @@ extern "C" {
 /* ticketing_client_new: the configuration was refused (no address, a bad address, a short
  * auth token, a bad owner, an unreadable CA file, ...). */
 #define TICKETING_CONFIG 13
-/* A Rust panic was caught: a bug in libticketing. */
+/* A Rust panic was caught: a bug in libticketing (or the system refused a pipe or a thread). */
 #define TICKETING_INTERNAL 14
+/* A future's operation was cancelled before it was sent (an acquire: not acquired), or a
+ * cancelled query or release (a release goes on in the background). */
+#define TICKETING_CANCELLED 15
 
 /* Outcomes of a release (*outcome_out). All three mean the key is no longer held under
  * the lock's token. */
@@ -139,6 +142,7 @@ extern "C" {
 #define TICKETING_CAUSE_NO_ANSWER 3          /* nothing within wait + the commit margin (5 s) */
 #define TICKETING_CAUSE_PROTOCOL_VIOLATION 4 /* an answer of the wrong kind */
 #define TICKETING_CAUSE_EXPIRED_ON_ARRIVAL 5 /* `G` came after the lease had run out locally */
+#define TICKETING_CAUSE_CANCELLED 6          /* its future was cancelled after it was sent */
 
 /* ---- Types -------------------------------------------------------------------------- */
 
@@ -169,7 +173,7 @@ const char *ticketing_version_string(void);
 
 /* The name of a status or error kind: "ok", "busy", "timeout", "not_leader", "invalid",
  * "overloaded", "unavailable", "indeterminate", "no_answer", "unconfirmed",
- * "queue_full", "protocol", "refused", "config", "internal"; "unknown" for any other
+ * "queue_full", "protocol", "refused", "config", "internal", "cancelled"; "unknown" for any other
  * number. Static string. */
 const char *ticketing_kind_name(int kind);
 
@@ -278,6 +282,134 @@ int ticketing_release(const ticketing_client *client, const char *key, uint64_t 
  * Blocks at most the request timeout, 10 s. */
 int ticketing_query(const ticketing_client *client, const char *key, int *held_out,
                     ticketing_holder *holder_out, ticketing_error **error_out);
+
+/* ---- Futures: operations without a waiting thread ---------------------------------- */
+
+/* Each blocking call above has a twin that returns at once with a future, the outcome
+ * to come (FoundationDB's FDBFuture is the model). The program then blocks on it
+ * (ticketing_future_block_until_ready), polls it (ticketing_future_is_ready), hears of it
+ * once through a callback (ticketing_future_set_callback) or a completion queue
+ * (ticketing_future_set_queue, for event loops), or cancels it; once it is ready, one
+ * ticketing_future_get_* takes the outcome, and ticketing_future_free frees it. The
+ * operation is the very one of the blocking call: the same routing, resend rule,
+ * Indeterminate, deadlines. No thread is created or kept per future: 10 000 acquires
+ * waiting in queues cost memory, not threads.
+ *
+ * Starting. A ticketing_*_start function fails (returns an error kind, *future_out
+ * NULL) only when its arguments are refused before anything starts — TICKETING_INVALID:
+ * NULL, not UTF-8, out of range, the lock already released or being released — and
+ * then nothing was sent. Otherwise it returns TICKETING_OK with a new future, which
+ * may already be ready (no server can be used, the release queue is full). Starting
+ * never blocks on the network: the calling thread writes what its socket takes at once
+ * and leaves the rest to a thread of the client, so it may be an event loop.
+ *
+ * Outcomes. ticketing_future_get_lock (acquire), _get_release (both releases),
+ * _get_query and _get_resolve return what the blocking call returns, with the same
+ * out-parameters, once: the outcome is taken by the first get (a lock handle is the
+ * caller's then), and a second get is TICKETING_INVALID, as is a get before the future
+ * is ready or the get of another operation's future.
+ *
+ * Cancelling. ticketing_future_cancel stops waiting and makes the future ready at once
+ * (its callback runs, possibly on the calling thread before cancel returns): an acquire
+ * not yet put on a connection ends TICKETING_CANCELLED (nothing sent, not acquired); an
+ * acquire already sent ends TICKETING_INDETERMINATE with cause TICKETING_CAUSE_CANCELLED:
+ * it is never sent again, and if the server grants it anyway the client releases that
+ * grant by itself (the no-orphan rule), unless ticketing_resolve adopts it first. A query
+ * ends TICKETING_CANCELLED; a resolve ends with *resolution_out TICKETING_UNKNOWN (the
+ * client's background check goes on); a release goes on in the background (its 5 s
+ * deadline, then the client's own check) and its future ends TICKETING_CANCELLED; the
+ * lock handle is releasable again (a later release answered `N` reports
+ * TICKETING_RELEASED_OR_EXPIRED). Freeing a future that is not ready cancels it.
+ *
+ * Callbacks. A future calls its callback exactly once, when it becomes ready: on a
+ * thread of the client (a connection's reader, its timer thread), or on the thread that
+ * set the callback — before ticketing_future_set_callback returns — when it is ready
+ * already, or on the thread that cancels it. Never while the client holds a lock of its
+ * own. The callback must not block: while it runs, that client thread reads nothing
+ * else. It may call any function that never blocks (ticketing_future_get_*,
+ * ticketing_future_free of its own future, ticketing_*_start, ticketing_lock_free, ...);
+ * never a blocking call or ticketing_future_block_until_ready. A program whose
+ * callbacks need its own lock (an interpreter's global lock) uses a queue instead.
+ *
+ * Queues. A completion queue gives a program its ready futures as tags it chose,
+ * through a file descriptor its event loop watches: no program code runs on the
+ * client's threads. The descriptor is readable exactly while tags wait; never read or
+ * write it, take the tags with ticketing_queue_take. One queue serves any number of
+ * futures, of any client. */
+
+/* A pending operation. */
+typedef struct ticketing_future ticketing_future;
+/* Where ready futures leave their tags. */
+typedef struct ticketing_queue ticketing_queue;
+/* Called once when `future` is ready, with the ctx given to ticketing_future_set_callback. */
+typedef void (*ticketing_callback)(ticketing_future *future, void *ctx);
+
+/* The futures of ticketing_acquire, ticketing_lock_release, ticketing_release,
+ * ticketing_query and ticketing_resolve (read with ticketing_future_get_lock, _release,
+ * _release, _query, _resolve). ticketing_lock_release_start takes the lock out of its
+ * handle until the future is ready; afterwards the handle is released for good or, after
+ * an error other than TICKETING_INVALID, releasable again. Never block. */
+int ticketing_acquire_start(const ticketing_client *client, const char *key, int64_t lease_ms, int64_t wait_ms,
+                            ticketing_future **future_out, ticketing_error **error_out);
+int ticketing_lock_release_start(ticketing_lock *lock, ticketing_future **future_out, ticketing_error **error_out);
+int ticketing_release_start(const ticketing_client *client, const char *key, uint64_t token,
+                            ticketing_future **future_out, ticketing_error **error_out);
+int ticketing_query_start(const ticketing_client *client, const char *key, ticketing_future **future_out,
+                          ticketing_error **error_out);
+int ticketing_resolve_start(const ticketing_client *client, const ticketing_error *error, int64_t timeout_ms,
+                            ticketing_future **future_out, ticketing_error **error_out);
+
+/* 1 once the future is ready, else 0. Never blocks. */
+int ticketing_future_is_ready(const ticketing_future *future);
+
+/* Waits until the future is ready (*ready_out 1) or timeout_ms passes (*ready_out 0); a
+ * negative timeout_ms waits as long as it takes (every operation ends by its own
+ * deadline). ready_out may be NULL. Blocks at most timeout_ms. */
+int ticketing_future_block_until_ready(const ticketing_future *future, int64_t timeout_ms, int *ready_out,
+                                       ticketing_error **error_out);
+
+/* Calls callback(future, ctx) once when the future is ready (see "Callbacks" above).
+ * One callback or queue per future: a second is TICKETING_INVALID. Never blocks but for
+ * running the callback itself when the future is ready already. */
+int ticketing_future_set_callback(ticketing_future *future, ticketing_callback callback, void *ctx,
+                                  ticketing_error **error_out);
+
+/* Puts `tag` on `queue` when the future is ready (at once when it is ready already).
+ * One callback or queue per future, as above. Never blocks. */
+int ticketing_future_set_queue(ticketing_future *future, ticketing_queue *queue, uint64_t tag,
+                               ticketing_error **error_out);
+
+/* Stops waiting (see "Cancelling" above): 1 when the operation was still running, 0
+ * when it had ended already (or future is not a live future). Never blocks on the
+ * network. */
+int ticketing_future_cancel(ticketing_future *future);
+
+/* Take the outcome of a ready future (see "Outcomes" above). */
+int ticketing_future_get_lock(ticketing_future *future, ticketing_lock **lock_out, ticketing_error **error_out);
+int ticketing_future_get_release(ticketing_future *future, int *outcome_out, ticketing_error **error_out);
+int ticketing_future_get_query(ticketing_future *future, int *held_out, ticketing_holder *holder_out,
+                               ticketing_error **error_out);
+int ticketing_future_get_resolve(ticketing_future *future, int *resolution_out, ticketing_lock **lock_out,
+                                 ticketing_error **error_out);
+
+/* Frees the future; one not ready yet is cancelled first, and its callback or queue
+ * hears of nothing any more. An outcome never taken is dropped (a lock in it is
+ * released in the background). Never blocks. */
+void ticketing_future_free(ticketing_future *future);
+
+/* A new completion queue. Errors: TICKETING_INTERNAL (no pipe could be made). */
+int ticketing_queue_new(ticketing_queue **queue_out, ticketing_error **error_out);
+
+/* The queue's file descriptor: readable exactly while tags wait (for poll, epoll, an
+ * event loop's add_reader). Owned by the queue; -1 if queue is not a live queue. */
+int ticketing_queue_fd(const ticketing_queue *queue);
+
+/* Takes up to `max` waiting tags into `tags`, oldest first, and returns how many. Never
+ * blocks: 0 when none waits. */
+size_t ticketing_queue_take(ticketing_queue *queue, uint64_t *tags, size_t max);
+
+/* Frees the queue (futures still naming it keep it until they are ready). */
+void ticketing_queue_free(ticketing_queue *queue);
 
 /* ---- The lock ----------------------------------------------------------------------- */
 

@@ -146,6 +146,7 @@ fn simulate_many_seeds() {
     eprintln!("seeds {a}..{b} in {:.1} s: {total:?}", started.elapsed().as_secs_f64());
     if b - a >= 10_000 {
         assert!(total.lasting > 0, "no request met a lasting mistake: the fault is not exercised");
+        assert!(total.cancelled > 0, "no operation was cancelled while it ran: cancel is not exercised");
     }
     for f in failures.iter().take(3) {
         eprintln!("FAILED {f}\n");

@@ -24,9 +24,10 @@ pub const TICKETING_PROTOCOL: c_int = 11;
 pub const TICKETING_REFUSED: c_int = 12;
 pub const TICKETING_CONFIG: c_int = 13;
 pub const TICKETING_INTERNAL: c_int = 14;
+pub const TICKETING_CANCELLED: c_int = 15;
 
 /// Every kind's name, indexed by its number (`ticketing_kind_name`).
-pub const KIND_NAMES: [&std::ffi::CStr; 15] = [
+pub const KIND_NAMES: [&std::ffi::CStr; 16] = [
     c"ok",
     c"busy",
     c"timeout",
@@ -42,6 +43,7 @@ pub const KIND_NAMES: [&std::ffi::CStr; 15] = [
     c"refused",
     c"config",
     c"internal",
+    c"cancelled",
 ];
 
 /// `TICKETING_CAUSE_*` of an indeterminate acquire.
@@ -52,6 +54,7 @@ pub fn cause_code(cause: IndeterminateCause) -> c_int {
         IndeterminateCause::NoAnswer => 3,
         IndeterminateCause::ProtocolViolation => 4,
         IndeterminateCause::ExpiredOnArrival => 5,
+        IndeterminateCause::Cancelled => 6,
     }
 }
 
@@ -77,6 +80,11 @@ impl Failure {
         Failure::plain(TICKETING_INVALID, message.into())
     }
 
+    /// Something the library needed from the system failed (a pipe, a thread).
+    pub fn internal(message: impl Into<String>) -> Failure {
+        Failure::plain(TICKETING_INTERNAL, message.into())
+    }
+
     /// A Rust panic caught at the boundary.
     pub fn panic(payload: &(dyn std::any::Any + Send)) -> Failure {
         let what = payload
@@ -98,6 +106,7 @@ impl From<AcquireError> for Failure {
             AcquireError::Overloaded => TICKETING_OVERLOADED,
             AcquireError::Unavailable { .. } => TICKETING_UNAVAILABLE,
             AcquireError::Indeterminate(_) => TICKETING_INDETERMINATE,
+            AcquireError::Cancelled => TICKETING_CANCELLED,
         };
         let leader = match &e {
             AcquireError::NotLeader { leader } => leader.clone(),
@@ -121,6 +130,7 @@ impl From<ReleaseError> for Failure {
             ReleaseError::Unconfirmed => TICKETING_UNCONFIRMED,
             ReleaseError::Unavailable { .. } => TICKETING_UNAVAILABLE,
             ReleaseError::Invalid(_) => TICKETING_INVALID,
+            ReleaseError::Cancelled => TICKETING_CANCELLED,
         };
         // Never sent, and a new try may get through (not a lasting mistake).
         let retryable = matches!(e, ReleaseError::Unavailable { lasting: false, .. });
@@ -138,6 +148,7 @@ impl From<ClientError> for Failure {
             ClientError::Overloaded => TICKETING_OVERLOADED,
             ClientError::Protocol(_) => TICKETING_PROTOCOL,
             ClientError::Refused(_) => TICKETING_REFUSED,
+            ClientError::Cancelled => TICKETING_CANCELLED,
         };
         let leader = match &e {
             ClientError::NotLeader { leader } => leader.clone(),

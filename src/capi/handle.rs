@@ -34,7 +34,23 @@ pub struct Tagged<T> {
 
 /// A new handle holding `value`, for the caller.
 pub fn into_raw<T: Kind>(value: T) -> *mut Tagged<T> {
-    Arc::into_raw(Arc::new(Tagged { tag: AtomicU64::new(T::TAG), value })).cast_mut()
+    give(new_arc(value))
+}
+
+/// A new handle not yet given to the caller: the library keeps references of its own
+/// (a future's completion) before [`give`] hands one out.
+pub fn new_arc<T: Kind>(value: T) -> Arc<Tagged<T>> {
+    Arc::new(Tagged { tag: AtomicU64::new(T::TAG), value })
+}
+
+/// Gives the caller its reference on `handle`: the pointer it holds until `*_free`.
+pub fn give<T: Kind>(handle: Arc<Tagged<T>>) -> *mut Tagged<T> {
+    Arc::into_raw(handle).cast_mut()
+}
+
+/// The pointer the caller holds for `handle` (the same for every reference).
+pub fn as_ptr<T: Kind>(handle: &Arc<Tagged<T>>) -> *mut Tagged<T> {
+    Arc::as_ptr(handle).cast_mut()
 }
 
 /// Is `p` (not NULL) a live handle of kind `T`?

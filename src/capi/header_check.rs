@@ -29,6 +29,9 @@ fn c_type(rust: &str) -> String {
         "ErrorPtr" => "ticketing_error",
         "Holder" => "ticketing_holder",
         "Option<logging::LogFn>" => "ticketing_log_fn",
+        "Option<CallbackFn>" => "ticketing_callback",
+        "FuturePtr" => "ticketing_future",
+        "QueuePtr" => "ticketing_queue",
         other => panic!("no C spelling for the Rust type {other:?}: add it to header_check.rs"),
     }
     .to_string()
@@ -141,6 +144,8 @@ fn the_header_declares_every_exported_function_with_the_same_signature() {
         include_str!("client.rs"),
         include_str!("lock.rs"),
         include_str!("error.rs"),
+        include_str!("future.rs"),
+        include_str!("queue.rs"),
     ]
     .concat();
     let exported = exported_signatures(&sources);

@@ -54,23 +54,33 @@ impl LockHandle {
         self.lock.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Releases the lock once: an outcome, or an error after which the lock is
-    /// releasable again (put back) unless the server refused it as invalid.
-    pub(super) fn release(&self) -> Result<ReleaseOutcome, Failure> {
+    /// Takes the lock out for a release, or why it cannot be released now.
+    pub(super) fn take_for_release(&self) -> Result<Lock, Failure> {
         let taken = self.slot().take();
-        let Some(mut lock) = taken else {
-            return Err(Failure::invalid(if self.released.load(Ordering::Acquire) {
+        taken.ok_or_else(|| {
+            Failure::invalid(if self.released.load(Ordering::Acquire) {
                 "the lock was already released"
             } else {
                 "a release of this lock is under way on another thread"
-            }));
-        };
-        let result = lock.try_release();
+            })
+        })
+    }
+
+    /// A release of `lock` ended: it is released for good, or put back, releasable.
+    pub(super) fn after_release(&self, lock: Lock) {
         if lock.is_released() {
             self.released.store(true, Ordering::Release);
         } else {
             *self.slot() = Some(lock);
         }
+    }
+
+    /// Releases the lock once: an outcome, or an error after which the lock is
+    /// releasable again (put back) unless the server refused it as invalid.
+    pub(super) fn release(&self) -> Result<ReleaseOutcome, Failure> {
+        let mut lock = self.take_for_release()?;
+        let result = lock.try_release();
+        self.after_release(lock);
         Ok(result?)
     }
 }

@@ -17,11 +17,13 @@
 
 mod client;
 mod error;
+mod future;
 mod handle;
 #[cfg(test)]
 mod header_check;
 mod lock;
 mod logging;
+mod queue;
 #[cfg(test)]
 mod tests;
 
@@ -32,8 +34,10 @@ use std::time::Duration;
 
 pub use client::*;
 pub use error::*;
+pub use future::*;
 pub use handle::Tagged;
 pub use lock::*;
+pub use queue::*;
 
 /// `TICKETING_ABI_VERSION` of include/ticketing.h.
 pub const ABI_VERSION: u32 = 1;

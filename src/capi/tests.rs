@@ -136,6 +136,7 @@ fn the_header_defines_every_constant_as_the_library_does() {
         ("NO_ANSWER", IndeterminateCause::NoAnswer),
         ("PROTOCOL_VIOLATION", IndeterminateCause::ProtocolViolation),
         ("EXPIRED_ON_ARRIVAL", IndeterminateCause::ExpiredOnArrival),
+        ("CANCELLED", IndeterminateCause::Cancelled),
     ] {
         assert_eq!(defined(&format!("TICKETING_CAUSE_{name}")), cause_code(cause), "{name}");
     }
@@ -145,6 +146,8 @@ fn the_header_defines_every_constant_as_the_library_does() {
         include_str!("client.rs"),
         include_str!("lock.rs"),
         include_str!("error.rs"),
+        include_str!("future.rs"),
+        include_str!("queue.rs"),
     ]
     .concat();
     let mut exported = 0;

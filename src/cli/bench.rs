@@ -73,13 +73,15 @@ fn acquire_kind(e: &AcquireError) -> usize {
         AcquireError::Invalid(_) => 3,
         AcquireError::Overloaded => 4,
         AcquireError::Unavailable { .. } => 5,
-        AcquireError::Indeterminate(_) => 6,
+        // The bench never cancels.
+        AcquireError::Indeterminate(_) | AcquireError::Cancelled => 6,
     }
 }
 
 fn release_kind(e: &ReleaseError) -> usize {
     match e {
-        ReleaseError::Unconfirmed | ReleaseError::Unavailable { .. } => 8,
+        // The bench never cancels.
+        ReleaseError::Unconfirmed | ReleaseError::Unavailable { .. } | ReleaseError::Cancelled => 8,
         ReleaseError::QueueFull => 9,
         ReleaseError::Invalid(_) => 10,
     }

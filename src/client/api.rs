@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::core::{Outcome, Resolved, Target};
-use super::error::{unexpected, AcquireError, BuildError, ClientError, ReleaseError};
+use super::error::{unexpected, AcquireError, BuildError, ClientError, Indeterminate, ReleaseError};
 use super::io::Handle;
 use super::lock::{check_key, release_now, Lock, LockParts};
 use super::outcome::{HolderInfo, ReleaseOutcome};
@@ -65,8 +65,16 @@ impl Client {
         Client { inner: Arc::new(Inner { handle, owner: Arc::from(owner), addrs, request_timeout }) }
     }
 
-    fn handle(&self) -> &Handle {
+    pub(crate) fn handle(&self) -> &Handle {
         &self.inner.handle
+    }
+
+    pub(crate) fn owner_arc(&self) -> &Arc<str> {
+        &self.inner.owner
+    }
+
+    pub(crate) fn request_timeout(&self) -> Duration {
+        self.inner.request_timeout
     }
 
     /// The owner string this client acquires and releases as.
@@ -136,30 +144,12 @@ impl Client {
     /// # Ok(()) }
     /// ```
     pub fn acquire(&self, key: &str, lease: Duration, wait: Duration) -> Result<Lock, AcquireError> {
-        let lease_s = lease_seconds(lease).map_err(AcquireError::Invalid)?;
-        check_key(key).map_err(AcquireError::Invalid)?;
-        if wait.as_millis() > u128::from(WAIT_MS_MAX) {
-            return Err(AcquireError::Invalid(format!(
-                "wait is {} ms; must be 0..={WAIT_MS_MAX}",
-                wait.as_millis()
-            )));
-        }
+        let lease_s = check_acquire(key, lease, wait)?;
         let owner = &self.inner.owner;
         let outcome = self.handle().shared.call::<AcquireError>(|core, waker, now| {
             Ok(core.acquire(waker, key, owner, lease_s, wait, now))
         })?;
-        match outcome {
-            Outcome::Acquire(Ok(granted)) => Ok(Lock::new(
-                self.handle().clone(),
-                key.to_owned(),
-                Arc::clone(owner),
-                granted.token,
-                granted.deadline,
-                granted.lease,
-            )),
-            Outcome::Acquire(Err(e)) => Err(e),
-            other => unreachable!("an acquire ended with {other:?}"),
-        }
+        acquired(self.handle(), key, owner, outcome)
     }
 
     /// Finds out, without sending the ACQUIRE again, whether an indeterminate
@@ -191,16 +181,8 @@ impl Client {
             .shared
             .call::<()>(|core, waker, now| Ok(core.resolve(waker, attempt, far(now, timeout), now)));
         match outcome {
-            Ok(Outcome::Resolve(Resolved::Held(granted))) => Resolution::Held(Lock::new(
-                self.handle().clone(),
-                attempt.key.to_string(),
-                Arc::clone(&attempt.owner),
-                granted.token,
-                granted.deadline,
-                granted.lease,
-            )),
-            Ok(Outcome::Resolve(Resolved::NotHeld)) => Resolution::NotHeld,
-            _ => Resolution::Unknown,
+            Ok(outcome) => resolution(self.handle(), attempt, outcome),
+            Err(()) => Resolution::Unknown,
         }
     }
 
@@ -218,16 +200,7 @@ impl Client {
     /// Blocks at most the request timeout (default 10 s).
     pub fn query(&self, key: &str) -> Result<Option<HolderInfo>, ClientError> {
         check_key(key).map_err(ClientError::Invalid)?;
-        match self.read(Request::Query { key: key.to_owned() }, Target::Any)? {
-            Response::Free => Ok(None),
-            Response::Holder { token, remaining_ms, waiters, owner } => Ok(Some(HolderInfo {
-                owner,
-                token,
-                remaining: Duration::from_millis(u64::from(remaining_ms)),
-                waiters,
-            })),
-            other => Err(unexpected(other)),
-        }
+        holder(self.read(Request::Query { key: key.to_owned() }, Target::Any)?)
     }
 
     /// The STATUS text (`name=value` lines, docs/protocol.md) of one node: the
@@ -409,9 +382,74 @@ impl Client {
     }
 }
 
+/// The lease in whole seconds, after checking an acquire's arguments against the
+/// protocol's limits (before any I/O).
+pub(crate) fn check_acquire(key: &str, lease: Duration, wait: Duration) -> Result<u8, AcquireError> {
+    let lease_s = lease_seconds(lease).map_err(AcquireError::Invalid)?;
+    check_key(key).map_err(AcquireError::Invalid)?;
+    if wait.as_millis() > u128::from(WAIT_MS_MAX) {
+        return Err(AcquireError::Invalid(format!(
+            "wait is {} ms; must be 0..={WAIT_MS_MAX}",
+            wait.as_millis()
+        )));
+    }
+    Ok(lease_s)
+}
+
+/// What an acquire's outcome means for its caller: a [`Lock`] of this client, or why not.
+pub(crate) fn acquired(
+    handle: &Handle,
+    key: &str,
+    owner: &Arc<str>,
+    outcome: Outcome,
+) -> Result<Lock, AcquireError> {
+    match outcome {
+        Outcome::Acquire(Ok(granted)) => Ok(Lock::new(
+            handle.clone(),
+            key.to_owned(),
+            Arc::clone(owner),
+            granted.token,
+            granted.deadline,
+            granted.lease,
+        )),
+        Outcome::Acquire(Err(e)) => Err(e),
+        other => unreachable!("an acquire ended with {other:?}"),
+    }
+}
+
+/// What a resolve's outcome means for its caller.
+pub(crate) fn resolution(handle: &Handle, attempt: &Indeterminate, outcome: Outcome) -> Resolution {
+    match outcome {
+        Outcome::Resolve(Resolved::Held(granted)) => Resolution::Held(Lock::new(
+            handle.clone(),
+            attempt.key.to_string(),
+            Arc::clone(&attempt.owner),
+            granted.token,
+            granted.deadline,
+            granted.lease,
+        )),
+        Outcome::Resolve(Resolved::NotHeld) => Resolution::NotHeld,
+        _ => Resolution::Unknown,
+    }
+}
+
+/// A QUERY's answer: the holder, or `None` for a free key.
+pub(crate) fn holder(response: Response) -> Result<Option<HolderInfo>, ClientError> {
+    match response {
+        Response::Free => Ok(None),
+        Response::Holder { token, remaining_ms, waiters, owner } => Ok(Some(HolderInfo {
+            owner,
+            token,
+            remaining: Duration::from_millis(u64::from(remaining_ms)),
+            waiters,
+        })),
+        other => Err(unexpected(other)),
+    }
+}
+
 /// `now + timeout`, or a year from now for a timeout past that (`Duration::MAX` means
 /// "as long as it takes", not an overflow).
-fn far(now: Instant, timeout: Duration) -> Instant {
+pub(crate) fn far(now: Instant, timeout: Duration) -> Instant {
     now + timeout.min(Duration::from_secs(365 * 24 * 3600))
 }
 

@@ -24,6 +24,10 @@ pub enum IndeterminateCause {
     /// The `G` arrived after the lock's local deadline had passed: the lease may have
     /// ended already. The client releases that grant in the background.
     ExpiredOnArrival,
+    /// The caller cancelled the acquire after it was sent (a cancelled future or task).
+    /// Nothing is sent again; a grant that happens anyway is released by the client
+    /// (docs/client.md, "No grant left orphaned").
+    Cancelled,
 }
 
 impl fmt::Display for IndeterminateCause {
@@ -35,6 +39,9 @@ impl fmt::Display for IndeterminateCause {
             IndeterminateCause::ProtocolViolation => "the server sent an answer of the wrong kind",
             IndeterminateCause::ExpiredOnArrival => {
                 "the grant arrived after its lease had run out locally; it is being released"
+            }
+            IndeterminateCause::Cancelled => {
+                "cancelled after the request was sent; a grant that happens anyway is released by the client"
             }
         })
     }
@@ -150,6 +157,10 @@ pub enum AcquireError {
     /// The request was (at least partly) sent and its outcome is unknown.
     /// [`Client::resolve`](super::Client::resolve) can find out later.
     Indeterminate(Indeterminate),
+    /// The caller cancelled the acquire before it was put on a connection: nothing was
+    /// sent (a cancelled acquire that was sent is `Indeterminate` with cause
+    /// [`IndeterminateCause::Cancelled`]).
+    Cancelled,
 }
 
 impl AcquireError {
@@ -202,6 +213,7 @@ impl fmt::Display for AcquireError {
             AcquireError::Indeterminate(cause) => {
                 write!(f, "indeterminate: {cause}; the lock may be held, do not enter the critical section")
             }
+            AcquireError::Cancelled => write!(f, "cancelled before it was sent: not acquired"),
         }
     }
 }
@@ -251,6 +263,9 @@ pub enum ReleaseError {
     Unconfirmed,
     /// The server answered `E 1`: the key or owner is outside the limits of docs/protocol.md §9.
     Invalid(String),
+    /// The caller stopped waiting (a cancelled future or task): the release goes on in
+    /// the background, under the same deadline and orphan record as a dropped lock's.
+    Cancelled,
 }
 
 impl fmt::Display for ReleaseError {
@@ -270,6 +285,9 @@ impl fmt::Display for ReleaseError {
                  checking and releases it once a leader answers, while its lease may run)"
             ),
             ReleaseError::Invalid(why) => write!(f, "invalid release: {why}"),
+            ReleaseError::Cancelled => {
+                write!(f, "cancelled: the caller stopped waiting; the release goes on in the background")
+            }
         }
     }
 }
@@ -301,6 +319,9 @@ pub enum ClientError {
     Protocol(String),
     /// `E 5`: a membership change was refused; the text says why.
     Refused(String),
+    /// The caller cancelled the request (a cancelled future or task); a read changes
+    /// nothing on the server.
+    Cancelled,
 }
 
 impl ClientError {
@@ -340,6 +361,7 @@ impl fmt::Display for ClientError {
             ClientError::Overloaded => write!(f, "server overloaded; try again later"),
             ClientError::Protocol(why) => write!(f, "protocol error: {why}"),
             ClientError::Refused(why) => write!(f, "refused: {why}"),
+            ClientError::Cancelled => write!(f, "cancelled"),
         }
     }
 }

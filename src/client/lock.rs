@@ -142,15 +142,28 @@ impl Lock {
             return Err(ReleaseError::Invalid("the lock was already released".into()));
         }
         let result = release_now(&self.handle, &self.owner, &self.key, self.token);
+        self.settle_release(result)
+    }
+
+    /// What a release's `result` means for this handle (see [`Lock::try_release`]).
+    pub(crate) fn settle_release(
+        &mut self,
+        result: Result<ReleaseOutcome, ReleaseError>,
+    ) -> Result<ReleaseOutcome, ReleaseError> {
         match &result {
             Ok(_) | Err(ReleaseError::Invalid(_)) => self.released = true,
-            Err(ReleaseError::Unconfirmed) => self.attempted = true,
+            Err(ReleaseError::Unconfirmed | ReleaseError::Cancelled) => self.attempted = true,
             Err(ReleaseError::QueueFull | ReleaseError::Unavailable { .. }) => {}
         }
         match result {
             Ok(ReleaseOutcome::NotHolder) if self.attempted => Ok(ReleaseOutcome::ReleasedOrExpired),
             other => other,
         }
+    }
+
+    /// What a release of this lock sends: its client, owner, key and token.
+    pub(crate) fn release_parts(&self) -> (Handle, Arc<str>, String, u64) {
+        (self.handle.clone(), Arc::clone(&self.owner), self.key.clone(), self.token)
     }
 
     /// True once the lock was released (an outcome came back) or given up.

@@ -99,6 +99,7 @@ mod admin;
 mod api;
 mod backoff;
 mod builder;
+mod callback;
 pub mod core;
 mod error;
 mod io;
@@ -107,9 +108,11 @@ mod outcome;
 mod tls;
 
 pub use crate::proto::frame::{TopKey, TOP_KEYS_MAX};
+pub(crate) use api::check_acquire as check_acquire_args;
 pub use api::{Client, Resolution};
 pub use backoff::{Backoff, BACKOFF_INITIAL, BACKOFF_MAX};
 pub use builder::{split_addrs, ClientBuilder, COMMIT_MARGIN, DEFAULT_ADDR, REQUEST_TIMEOUT_DEFAULT};
+pub use callback::Pending;
 pub use core::{
     CONNECT_WAIT_MIN, IDLE_PING_DEFAULT, LEADER_WAIT, LEARNED_ADDRS_MAX, MEMBERSHIP_REFRESH,
     PING_ANSWER_TIMEOUT, RELEASE_DEADLINE, RELEASE_QUEUE_CAPACITY, RETIRE_GRACE, SEED_FALLBACK_AFTER,
@@ -117,6 +120,7 @@ pub use core::{
 pub use error::{AcquireError, BuildError, ClientError, Indeterminate, IndeterminateCause, ReleaseError};
 pub use io::dial::{CONNECT_TIMEOUT, HANDSHAKE_TIMEOUT};
 pub use io::WRITE_DEADLINE;
+pub(crate) use lock::check_key as check_key_arg;
 pub use lock::{Lock, LockParts};
 pub use outcome::{HolderInfo, ReleaseOutcome};
 

@@ -110,6 +110,8 @@ pub struct Stats {
     /// Requests that ended at once because every connection failed with a lasting
     /// mistake.
     pub lasting: u64,
+    /// Operations cancelled while they ran.
+    pub cancelled: u64,
 }
 
 impl Stats {
@@ -122,6 +124,7 @@ impl Stats {
         self.resolved_unknown += o.resolved_unknown;
         self.late_grants += o.late_grants;
         self.lost_grants += o.lost_grants;
+        self.cancelled += o.cancelled;
         self.lasting += o.lasting;
     }
 }
@@ -418,8 +421,8 @@ impl Checker {
                 self.stats.definitive_no += 1;
                 let o = self.ops.get_mut(&op).unwrap();
                 o.said_no = true;
-                if matches!(e, AcquireError::Unavailable { .. }) && o.ever_written {
-                    return Err(format!("invariant 2: {op:?} Unavailable although a byte of it was written"));
+                if matches!(e, AcquireError::Unavailable { .. } | AcquireError::Cancelled) && o.ever_written {
+                    return Err(format!("invariant 2: {op:?} {e:?} although a byte of it was written"));
                 }
                 if let Some((t, _)) = self.grants.iter().find(|(_, g)| g.op == Some(op)) {
                     return Err(format!("invariant 2: {op:?} told {e:?}, but its request was granted ({t})"));
@@ -454,6 +457,11 @@ impl Checker {
             (OpKind::Read, Outcome::Read(_)) => Ok(()),
             (kind, outcome) => Err(format!("{op:?} ({kind:?}) ended with {outcome:?}")),
         }
+    }
+
+    /// True once `op`'s caller heard its outcome.
+    pub fn is_done(&self, op: OpId) -> bool {
+        self.ops.get(&op).is_some_and(|o| o.done.is_some())
     }
 
     /// `server_end`: the server's lease end the lock's deadline must not pass.

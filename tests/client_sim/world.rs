@@ -71,6 +71,9 @@ pub struct Params {
     /// Every caller acquires under one owner, as the threads of one `Client` do with its
     /// default owner: concurrent acquires of one key by one owner.
     pub one_owner: bool,
+    /// Per mille of the callers' operations cancelled at a random moment (a future or
+    /// task cancelled): 0 in most seeds.
+    pub cancels: u64,
     pub bug: Option<Bug>,
     pub trace: bool,
 }
@@ -107,6 +110,9 @@ impl Params {
             // One seed in four: the whole client under one owner (not drawn from `r`, so
             // the other seeds' worlds stay as they were).
             one_owner: seed % 4 == 2,
+            // One seed in three cancels operations (not drawn from `r`, and the callers
+            // draw for it only then: the other seeds' worlds stay as they were).
+            cancels: if seed % 3 == 1 { 150 } else { 0 },
             bug: None,
             trace: false,
         }
@@ -131,6 +137,7 @@ impl Params {
             idle_ping: Duration::from_secs(1),
             leases: (30, 30),
             one_owner: false,
+            cancels: 0,
             bug: None,
             trace: false,
         }
@@ -336,24 +343,65 @@ enum Caller {
 
 #[derive(Clone, Debug)]
 pub enum Ev {
-    Dial { slot: SlotId, addr: String, started: T },
-    WriteDone { session: SessionId, gen: u64 },
-    Arrive { conn: usize, frames: Vec<(u32, Request)> },
-    End { conn: usize },
-    Recv { conn: usize, frames: Vec<(u32, Response)> },
-    ReaderClosed { conn: usize },
+    Dial {
+        slot: SlotId,
+        addr: String,
+        started: T,
+    },
+    WriteDone {
+        session: SessionId,
+        gen: u64,
+    },
+    Arrive {
+        conn: usize,
+        frames: Vec<(u32, Request)>,
+    },
+    End {
+        conn: usize,
+    },
+    Recv {
+        conn: usize,
+        frames: Vec<(u32, Response)>,
+    },
+    ReaderClosed {
+        conn: usize,
+    },
     Commit,
-    WaitEnd { node: usize },
-    Expire { token: u64 },
+    WaitEnd {
+        node: usize,
+    },
+    Expire {
+        token: u64,
+    },
     Elect,
-    Unknowns { node: usize },
+    Unknowns {
+        node: usize,
+    },
     Fault,
-    Resume { node: usize },
-    Heal { node: usize },
-    Caller { c: usize },
-    Read { node: usize, term: u64, conn: usize, rid: u32, key: String },
+    Resume {
+        node: usize,
+    },
+    Heal {
+        node: usize,
+    },
+    Caller {
+        c: usize,
+    },
+    Read {
+        node: usize,
+        term: u64,
+        conn: usize,
+        rid: u32,
+        key: String,
+    },
     HealStart,
-    PenFlush { session: SessionId },
+    PenFlush {
+        session: SessionId,
+    },
+    /// The caller of `op` stops waiting for it.
+    Cancel {
+        op: OpId,
+    },
 }
 
 struct Sched {
@@ -660,6 +708,7 @@ impl World {
                 self.pens.remove(&session);
                 return self.next_write(session);
             }
+            Ev::Cancel { op } => return self.cancel(op),
         }
         Ok(())
     }
@@ -1760,7 +1809,8 @@ impl World {
                 };
                 // The state first: the outcome may come at once.
                 self.callers[c] = Caller::Resolving { acquire: op, attempt: Box::new(i.clone()) };
-                self.resolve(c, op, &i, end)?;
+                let resolve = self.resolve(c, op, &i, end)?;
+                self.maybe_cancel(resolve, end.saturating_sub(self.now));
             }
             // Unknown: sometimes the caller asks again, with time for the whole window.
             (Caller::Resolving { acquire, attempt }, Outcome::Resolve(Resolved::Unknown))
@@ -1780,6 +1830,29 @@ impl World {
         Ok(())
     }
 
+    /// In a seed that cancels, sometimes cancels `op` within `within` from now.
+    fn maybe_cancel(&mut self, op: OpId, within: T) {
+        if self.p.cancels > 0 && self.rng.chance(self.p.cancels) {
+            let at = self.now + self.rng.below(within + 1);
+            self.at(at, Ev::Cancel { op });
+        }
+    }
+
+    /// The caller of `op` cancels it: a running operation ends at once (its caller hears
+    /// of it in this very drain); an ended one is left alone.
+    pub fn cancel(&mut self, op: OpId) -> Check {
+        let running = self.core.cancel(op, self.instant(self.now));
+        note!(self, "cancel {op:?}: {}", if running { "was running" } else { "had ended" });
+        self.drain()?;
+        if running {
+            self.checker.stats.cancelled += 1;
+            if !self.checker.is_done(op) {
+                return Err(format!("{op:?} was cancelled while running but its caller never heard"));
+            }
+        }
+        Ok(())
+    }
+
     fn resolved_lock(&self, token: u64) -> (String, Arc<str>) {
         let g = &self.checker.grants[&token];
         (g.key.clone(), Arc::from(g.owner.as_str()))
@@ -1793,7 +1866,8 @@ impl World {
                 if self.rng.chance(120) {
                     let budget = self.rng.range(200 * MS, 10 * SEC);
                     self.callers[c] = Caller::Reading;
-                    self.query(c, &key, budget)?;
+                    let op = self.query(c, &key, budget)?;
+                    self.maybe_cancel(op, budget);
                     return Ok(());
                 }
                 let shared = self.p.one_owner || self.rng.chance(200);
@@ -1810,7 +1884,8 @@ impl World {
                 };
                 self.callers[c] =
                     Caller::Acquiring { key: key.clone(), owner: Arc::from(owner.as_str()), shared };
-                self.acquire(c, &key, &owner, lease, Duration::from_millis(wait))?;
+                let op = self.acquire(c, &key, &owner, lease, Duration::from_millis(wait))?;
+                self.maybe_cancel(op, wait * MS + 2 * SEC);
                 Ok(())
             }
             Caller::Holding { key, owner, token } => {
@@ -1821,7 +1896,9 @@ impl World {
                     self.at(self.now + think, Ev::Caller { c });
                 } else {
                     self.callers[c] = Caller::Releasing;
-                    self.release(Some(c), &key, &owner, token)?;
+                    if let Some(op) = self.release(Some(c), &key, &owner, token)? {
+                        self.maybe_cancel(op, 5 * SEC);
+                    }
                 }
                 Ok(())
             }

@@ -117,13 +117,37 @@ impl AcquireOp {
             cx.net.kill(session);
         }
         let outcome = self.indeterminate(IndeterminateCause::NoAnswer, pending.as_ref(), cx);
-        if let Outcome::Acquire(Err(AcquireError::Indeterminate(i))) = &outcome {
-            // A `G` that still comes on this session is released, or handed to `resolve`.
+        self.redirect_late_grant(&outcome, session, id, cx);
+        Next::Done(outcome)
+    }
+
+    /// Its caller cancelled it. Not yet on a connection, or its frame still queued
+    /// (taken back: no writer has it): it ends `Cancelled`, nothing sent. In a writer's
+    /// hands or written: it ends `Indeterminate` (cause `Cancelled`) with an orphan
+    /// record, and a `G` that still comes is released — never sent again.
+    pub(crate) fn cancel(&mut self, cx: &mut Cx<'_>) -> Next {
+        let Some(sent) = &self.sent else {
+            return Next::Done(Outcome::Acquire(Err(AcquireError::Cancelled)));
+        };
+        let (session, id) = (sent.session, sent.id);
+        if cx.net.session_mut(session).is_some_and(|s| s.unqueue(id)) {
+            self.sent = None;
+            return Next::Done(Outcome::Acquire(Err(AcquireError::Cancelled)));
+        }
+        let pending = cx.net.session(session).and_then(|s| s.pending_entry(id)).cloned();
+        let outcome = self.indeterminate(IndeterminateCause::Cancelled, pending.as_ref(), cx);
+        self.redirect_late_grant(&outcome, session, id, cx);
+        Next::Done(outcome)
+    }
+
+    /// A `G` that still comes on `session` for request `id` of an indeterminate
+    /// `outcome` is released, or handed to `resolve`.
+    fn redirect_late_grant(&self, outcome: &Outcome, session: SessionId, id: u32, cx: &mut Cx<'_>) {
+        if let Outcome::Acquire(Err(AcquireError::Indeterminate(i))) = outcome {
             if let (Some(orphan), Some(s)) = (i.orphan, cx.net.session_mut(session)) {
                 s.redirect(id, Waiting::LateGrant(orphan));
             }
         }
-        Next::Done(outcome)
     }
 
     /// The answer to its request arrived (the core already updated routing for `M`,

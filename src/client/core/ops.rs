@@ -14,6 +14,7 @@ use super::read::ReadOp;
 use super::release::{ReleaseOp, Reply};
 use super::resolve::{OrphanCheck, ResolveOp};
 use super::session::Pending;
+use crate::client::error::ClientError;
 use crate::proto::frame::Response;
 
 /// An operation's state machine.
@@ -109,6 +110,20 @@ impl Kind {
         }
     }
 
+    /// Its caller cancelled it: how it ends now. `None` for the kinds that go on
+    /// without their caller (a release) or have none (an orphan check).
+    pub(crate) fn cancel(&mut self, cx: &mut Cx<'_>) -> Option<Next> {
+        match self {
+            Kind::Acquire(a) => Some(a.cancel(cx)),
+            Kind::Read(r) => {
+                r.forget(cx);
+                Some(Next::Done(Outcome::Read(Err(ClientError::Cancelled))))
+            }
+            Kind::Resolve(r) => Some(r.cancel(cx)),
+            Kind::Release(_) | Kind::Check(_) => None,
+        }
+    }
+
     /// True while it waits for a session.
     fn unrouted(&self) -> bool {
         match self {
@@ -149,6 +164,16 @@ impl<W> Ops<W> {
         self.next += 1;
         self.table.insert(op, Entry { waker, kind, timer: None });
         op
+    }
+
+    /// Whether `op` is running, and of which kind.
+    pub(crate) fn kind(&self, op: OpId) -> Option<&Kind> {
+        self.table.get(&op).map(|e| &e.kind)
+    }
+
+    /// Takes the caller's waker off `op`, which goes on in the background.
+    pub(crate) fn detach(&mut self, op: OpId) -> Option<W> {
+        self.table.get_mut(&op).and_then(|e| e.waker.take())
     }
 
     /// When `op` next needs the time, if it is still running.

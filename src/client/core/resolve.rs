@@ -177,6 +177,15 @@ impl ResolveOp {
         }
     }
 
+    /// Its caller cancelled it: it ends `Unknown`, and the background check takes the
+    /// record back (a grant it finds is released).
+    pub(crate) fn cancel(&mut self, cx: &mut Cx<'_>) -> Next {
+        if let Phase::Querying(read, _) = &mut self.phase {
+            read.forget(cx);
+        }
+        self.finish(Resolved::Unknown, cx)
+    }
+
     /// The record's `G` arrived while this resolve held it.
     pub(crate) fn on_late_grant(&mut self, token: u64, lease_ms: u32, cx: &mut Cx<'_>) -> Next {
         if let Phase::Querying(read, _) = &mut self.phase {

@@ -256,6 +256,22 @@ impl Session {
         self.pending.remove(&id)
     }
 
+    /// Takes the request `id` back if its frame is still queued — no writer has it, so
+    /// not a byte of it left — and returns true; false when it is in flight, written,
+    /// or unknown.
+    pub(crate) fn unqueue(&mut self, id: u32) -> bool {
+        let Some(at) = self.queued.iter().position(|f| f.id == id) else { return false };
+        let start = if at == 0 { 0 } else { self.queued[at - 1].end };
+        let len = self.queued[at].end - start;
+        self.outbox.drain(start..start + len);
+        self.queued.remove(at);
+        for frame in &mut self.queued[at..] {
+            frame.end -= len;
+        }
+        self.pending.remove(&id);
+        true
+    }
+
     /// Stops listening for `id` (a late answer is dropped).
     pub(crate) fn forget(&mut self, id: u32) {
         self.pending.remove(&id);
@@ -359,6 +375,31 @@ mod tests {
             ended.iter().map(|e| (e.id, e.maybe_written)).collect::<Vec<_>>(),
             vec![(1, true), (2, false)]
         );
+    }
+
+    #[test]
+    fn a_queued_frame_is_taken_back_whole_and_one_in_flight_is_not() {
+        let now = Instant::now();
+        let mut s = Session::new(SessionId(1), true, true, "p".into(), now);
+        s.queue(1, op(1), now, |o| frame(o, 10, 1));
+        let mut buf = Vec::new();
+        assert!(s.take_batch(&mut buf));
+        s.queue(2, op(2), now, |o| frame(o, 5, 2));
+        s.queue(3, op(3), now, |o| frame(o, 7, 3));
+        s.queue(4, op(4), now, |o| frame(o, 3, 4));
+        assert!(!s.unqueue(1), "in flight: some byte may be out");
+        assert!(s.unqueue(3));
+        assert!(!s.unqueue(3), "taken back once");
+        assert!(!s.is_pending(3) && s.is_pending(2) && s.is_pending(4));
+        s.batch_written(now);
+        let mut next = Vec::new();
+        assert!(s.take_batch(&mut next));
+        assert_eq!(next, [vec![2u8; 5], vec![4u8; 3]].concat(), "the other frames stay whole, in order");
+        assert!(!s.unqueue(4), "in flight now");
+        s.queue(5, op(5), now, |o| frame(o, 4, 5));
+        assert!(s.unqueue(5));
+        s.batch_written(now);
+        assert!(!s.take_batch(&mut next), "nothing left to write");
     }
 
     #[test]

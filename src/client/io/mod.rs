@@ -36,7 +36,7 @@ use std::time::Instant;
 use crate::client::core::Config;
 pub use conn::WRITE_DEADLINE;
 use dial::Dialer;
-pub(crate) use shared::{Mode, Shared};
+pub(crate) use shared::{Completion, Mode, Shared, Waker};
 
 /// Closes the client when the last handle on it is gone: the core finishes its
 /// background work (releases, orphan checks), then every thread stops. Never blocks.

@@ -16,8 +16,36 @@ use super::sync::lock;
 use crate::client::core::DialFailure;
 use crate::client::core::{Action, Config, Core, NetEvent, OpId, Outcome, SessionId, SlotId, WriteFailure};
 
-/// How a caller is woken.
-pub(crate) type Waker = Arc<Cell>;
+/// Who waits for an operation's outcome.
+pub(crate) enum Waker {
+    /// A calling thread, parked on its cell.
+    Thread(Arc<Cell>),
+    /// A completion: called once with the outcome, on whichever thread ended the
+    /// operation (a connection's reader, the timer thread, or the starting thread when
+    /// it ended at once), after the state mutex was let go. No thread waits.
+    Done(Completion),
+}
+
+/// What an operation started without a waiting thread runs when it ends.
+pub(crate) type Completion = Box<dyn FnOnce(Outcome) + Send>;
+
+impl Waker {
+    fn wake(self, op: OpId, outcome: Outcome) {
+        match self {
+            Waker::Thread(cell) => cell.put(op, outcome),
+            Waker::Done(done) => done(outcome),
+        }
+    }
+}
+
+impl std::fmt::Debug for Waker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Waker::Thread(_) => "Waker::Thread",
+            Waker::Done(_) => "Waker::Done",
+        })
+    }
+}
 
 /// A caller whose operation's deadline passed this long ago without an outcome drives
 /// the core's time itself (the timer thread is late: a starved machine).
@@ -123,7 +151,7 @@ impl Shared {
         let cell = Cell::mine();
         let (op, mut deadline, work) = {
             let mut state = self.state();
-            let op = start(&mut state.core, Arc::clone(&cell), Instant::now())?;
+            let op = start(&mut state.core, Waker::Thread(Arc::clone(&cell)), Instant::now())?;
             let deadline = state.core.op_deadline(op);
             (op, deadline, state.drain(self))
         };
@@ -145,11 +173,28 @@ impl Shared {
         }
     }
 
+    /// Starts an operation whose outcome goes to `done` instead of a waiting thread
+    /// (the caller returns at once; see [`Waker::Done`]). The calling thread writes only
+    /// what its socket takes at once, as a reader does: it may be an event loop.
+    pub(crate) fn start<R>(
+        self: &Arc<Self>,
+        done: Completion,
+        start: impl FnOnce(&mut Core<Waker>, Waker, Instant) -> R,
+    ) -> R {
+        self.with_core(Mode::NonBlocking, |core, now| start(core, Waker::Done(done), now))
+    }
+
+    /// The caller of `op` stops waiting: see [`Core::cancel`]. False when it had
+    /// ended already.
+    pub(crate) fn cancel(self: &Arc<Self>, op: OpId) -> bool {
+        self.with_core(Mode::NonBlocking, |core, now| core.cancel(op, now))
+    }
+
     /// Does the work found under the mutex.
     pub(super) fn perform(self: &Arc<Self>, work: Vec<Work>, mode: Mode) {
         for item in work {
             match item {
-                Work::Wake(cell, op, outcome) => cell.put(op, outcome),
+                Work::Wake(waker, op, outcome) => waker.wake(op, outcome),
                 Work::Kill(conn) => conn.kill(),
                 Work::Flush(conn) => self.flush(&conn, mode),
                 Work::WakeDriver => {
@@ -389,7 +434,7 @@ mod tests {
     fn queue_status(shared: &Arc<Shared>) -> Vec<Work> {
         let mut state = shared.state();
         let deadline = Instant::now() + Duration::from_secs(60);
-        state.core.read(Cell::mine(), Request::Status, Target::Any, deadline, Instant::now());
+        state.core.read(Waker::Thread(Cell::mine()), Request::Status, Target::Any, deadline, Instant::now());
         state.drain(shared)
     }
 

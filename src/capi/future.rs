@@ -1,0 +1,559 @@
+//! Futures (`ticketing_future`): an operation started without a waiting thread
+//! (`ticketing_*_start`), whose outcome the program blocks on, polls, hears of through
+//! a callback or a completion queue, or cancels — FoundationDB's `FDBFuture` shape
+//! over the client's `*_then` calls (`client::Pending`). No thread is created or kept
+//! per future.
+
+use std::ffi::{c_char, c_int, c_void};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use super::client::{ClientPtr, Holder, TICKETING_HELD, TICKETING_NOT_HELD, TICKETING_UNKNOWN};
+use super::error::{ErrorPtr, Failure};
+use super::handle::{self, Kind, Tagged};
+use super::lock::{outcome_code, LockHandle, LockPtr};
+use super::queue::{QueueHandle, QueuePtr};
+use super::{duration, getter, guard, put, required, text};
+use crate::client::{check_acquire_args, HolderInfo, Lock, Pending, ReleaseOutcome, Resolution};
+
+/// `ticketing_callback`: `(future, ctx)`.
+pub type CallbackFn = unsafe extern "C" fn(*mut FuturePtr, *mut c_void);
+
+/// Which operation a future carries, and so which `ticketing_future_get_*` reads it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Op {
+    Acquire,
+    Release,
+    Query,
+    Resolve,
+}
+
+impl Op {
+    fn getter(self) -> &'static str {
+        match self {
+            Op::Acquire => "ticketing_future_get_lock",
+            Op::Release => "ticketing_future_get_release",
+            Op::Query => "ticketing_future_get_query",
+            Op::Resolve => "ticketing_future_get_resolve",
+        }
+    }
+}
+
+/// A ready future's outcome, until it is taken.
+enum Value {
+    Lock(Lock),
+    Released(ReleaseOutcome),
+    Query(Option<HolderInfo>),
+    Resolved(c_int, Option<Lock>),
+}
+
+/// Who hears that the future is ready (set once).
+enum Notify {
+    None,
+    Callback(CallbackFn, *mut c_void),
+    Queue(Arc<Tagged<QueueHandle>>, u64),
+}
+
+// SAFETY: the context pointer is the program's, only handed back to its own callback,
+// which the header says may run on any thread.
+unsafe impl Send for Notify {}
+
+struct State {
+    /// `None` until ready.
+    result: Option<Result<Value, Failure>>,
+    ready: bool,
+    notify: Notify,
+    /// Set once `ticketing_future_set_callback` or `_set_queue` was called.
+    notify_set: bool,
+}
+
+/// `ticketing_future`.
+pub struct FutureHandle {
+    op: Op,
+    state: Mutex<State>,
+    became_ready: Condvar,
+    /// The operation, to cancel it; dropped once it is ready.
+    pending: Mutex<Option<Pending>>,
+}
+
+impl Kind for FutureHandle {
+    const TAG: u64 = 0x7469_636b_2d66_7574; // "tick-fut"
+    const NAME: &'static str = "ticketing_future";
+}
+
+/// The pointer C holds.
+pub type FuturePtr = Tagged<FutureHandle>;
+
+impl FutureHandle {
+    fn new(op: Op) -> FutureHandle {
+        FutureHandle {
+            op,
+            state: Mutex::new(State { result: None, ready: false, notify: Notify::None, notify_set: false }),
+            became_ready: Condvar::new(),
+            pending: Mutex::new(None),
+        }
+    }
+
+    fn state(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn pending(&self) -> MutexGuard<'_, Option<Pending>> {
+        self.pending.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// Makes `future` ready with `result` and tells whoever asked to hear of it, after
+/// letting go of the future's own lock. Runs once, on the thread that ended the
+/// operation.
+fn complete(future: &Arc<FuturePtr>, result: Result<Value, Failure>) {
+    let notify = {
+        let mut state = future.value.state();
+        state.result = Some(result);
+        state.ready = true;
+        std::mem::replace(&mut state.notify, Notify::None)
+    };
+    future.value.became_ready.notify_all();
+    *future.value.pending() = None;
+    deliver(future, notify);
+}
+
+fn deliver(future: &Arc<FuturePtr>, notify: Notify) {
+    match notify {
+        Notify::None => {}
+        // SAFETY: the program's callback with its own context (header contract).
+        Notify::Callback(callback, ctx) => unsafe { callback(handle::as_ptr(future), ctx) },
+        Notify::Queue(queue, tag) => queue.value.push(tag),
+    }
+}
+
+/// A new future for `op`, started by `start` with the completion that makes it ready;
+/// handed to the caller through `future_out`.
+///
+/// # Safety
+/// `future_out` is writable.
+unsafe fn begin(
+    op: Op,
+    future_out: *mut *mut FuturePtr,
+    start: impl FnOnce(Box<dyn FnOnce(Result<Value, Failure>) + Send>) -> Pending,
+) {
+    let future = handle::new_arc(FutureHandle::new(op));
+    let for_completion = Arc::clone(&future);
+    // The pending slot is held across the look at `ready`: a completion that comes
+    // meanwhile clears it after this stored it, never before.
+    let mut slot = future.value.pending();
+    let pending = start(Box::new(move |result| complete(&for_completion, result)));
+    if !future.value.state().ready {
+        *slot = Some(pending);
+    }
+    drop(slot);
+    unsafe { put(future_out, handle::give(future)) };
+}
+
+/// `ticketing_acquire_start`: [`Client::acquire_then`](crate::client::Client::acquire_then).
+///
+/// # Safety
+/// `client` is NULL or a client handle; `key` NULL or a C string; out-pointers NULL or
+/// writable.
+#[no_mangle]
+pub unsafe extern "C" fn ticketing_acquire_start(
+    client: *const ClientPtr,
+    key: *const c_char,
+    lease_ms: i64,
+    wait_ms: i64,
+    future_out: *mut *mut FuturePtr,
+    error_out: *mut *mut ErrorPtr,
+) -> c_int {
+    unsafe { put(future_out, std::ptr::null_mut()) };
+    guard(error_out, || {
+        let future_out = required(future_out, "future_out")?;
+        let client = unsafe { handle::hold(client, "client") }?;
+        let key = unsafe { text(key, "key") }?;
+        let lease = duration(lease_ms, "lease_ms")?;
+        let wait = duration(wait_ms, "wait_ms")?;
+        // Refused arguments fail the start itself, before any future exists.
+        check_acquire_args(key, lease, wait)?;
+        unsafe {
+            begin(Op::Acquire, future_out, |done| {
+                client
+                    .value
+                    .client
+                    .acquire_then(key, lease, wait, move |r| done(r.map(Value::Lock).map_err(Failure::from)))
+            })
+        };
+        Ok(())
+    })
+}
+
+/// `ticketing_lock_release_start`: [`Lock::release_then`](crate::client::Lock::release_then);
+/// the lock stays releasable after an error other than an invalid release.
+///
+/// # Safety
+/// `lock` is NULL or a lock handle; out-pointers NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn ticketing_lock_release_start(
+    lock: *mut LockPtr,
+    future_out: *mut *mut FuturePtr,
+    error_out: *mut *mut ErrorPtr,
+) -> c_int {
+    unsafe { put(future_out, std::ptr::null_mut()) };
+    guard(error_out, || {
+        let future_out = required(future_out, "future_out")?;
+        let lock = unsafe { handle::hold(lock.cast_const(), "lock") }?;
+        let taken = lock.value.take_for_release()?;
+        unsafe {
+            begin(Op::Release, future_out, |done| {
+                taken.release_keeping(move |back, result| {
+                    lock.value.after_release(back);
+                    done(result.map(Value::Released).map_err(Failure::from))
+                })
+            })
+        };
+        Ok(())
+    })
+}
+
+/// `ticketing_release_start`: [`Client::release_then`](crate::client::Client::release_then).
+///
+/// # Safety
+/// `client` is NULL or a client handle; `key` NULL or a C string; out-pointers NULL or
+/// writable.
+#[no_mangle]
+pub unsafe extern "C" fn ticketing_release_start(
+    client: *const ClientPtr,
+    key: *const c_char,
+    token: u64,
+    future_out: *mut *mut FuturePtr,
+    error_out: *mut *mut ErrorPtr,
+) -> c_int {
+    unsafe { put(future_out, std::ptr::null_mut()) };
+    guard(error_out, || {
+        let future_out = required(future_out, "future_out")?;
+        let client = unsafe { handle::hold(client, "client") }?;
+        let key = unsafe { text(key, "key") }?;
+        crate::client::check_key_arg(key).map_err(Failure::invalid)?;
+        unsafe {
+            begin(Op::Release, future_out, |done| {
+                client
+                    .value
+                    .client
+                    .release_then(key, token, move |r| done(r.map(Value::Released).map_err(Failure::from)))
+            })
+        };
+        Ok(())
+    })
+}
+
+/// `ticketing_query_start`: [`Client::query_then`](crate::client::Client::query_then).
+///
+/// # Safety
+/// `client` is NULL or a client handle; `key` NULL or a C string; out-pointers NULL or
+/// writable.
+#[no_mangle]
+pub unsafe extern "C" fn ticketing_query_start(
+    client: *const ClientPtr,
+    key: *const c_char,
+    future_out: *mut *mut FuturePtr,
+    error_out: *mut *mut ErrorPtr,
+) -> c_int {
+    unsafe { put(future_out, std::ptr::null_mut()) };
+    guard(error_out, || {
+        let future_out = required(future_out, "future_out")?;
+        let client = unsafe { handle::hold(client, "client") }?;
+        let key = unsafe { text(key, "key") }?;
+        crate::client::check_key_arg(key).map_err(Failure::invalid)?;
+        unsafe {
+            begin(Op::Query, future_out, |done| {
+                client.value.client.query_then(key, move |r| done(r.map(Value::Query).map_err(Failure::from)))
+            })
+        };
+        Ok(())
+    })
+}
+
+/// `ticketing_resolve_start`: [`Client::resolve_then`](crate::client::Client::resolve_then).
+///
+/// # Safety
+/// `client` and `error` are NULL or handles of their kinds; out-pointers NULL or
+/// writable.
+#[no_mangle]
+pub unsafe extern "C" fn ticketing_resolve_start(
+    client: *const ClientPtr,
+    error: *const ErrorPtr,
+    timeout_ms: i64,
+    future_out: *mut *mut FuturePtr,
+    error_out: *mut *mut ErrorPtr,
+) -> c_int {
+    unsafe { put(future_out, std::ptr::null_mut()) };
+    guard(error_out, || {
+        let future_out = required(future_out, "future_out")?;
+        let client = unsafe { handle::hold(client, "client") }?;
+        let error = unsafe { handle::hold(error, "error") }?;
+        let timeout = duration(timeout_ms, "timeout_ms")?;
+        let value = |resolution| match resolution {
+            Resolution::Held(lock) => Value::Resolved(TICKETING_HELD, Some(lock)),
+            Resolution::NotHeld => Value::Resolved(TICKETING_NOT_HELD, None),
+            _ => Value::Resolved(TICKETING_UNKNOWN, None),
+        };
+        unsafe {
+            begin(Op::Resolve, future_out, |done| match &error.value.acquire {
+                Some(attempt) => {
+                    client.value.client.resolve_then(attempt, timeout, move |r| done(Ok(value(r))))
+                }
+                // Any error but an indeterminate acquire is definitive (Client::resolve).
+                None => {
+                    done(Ok(Value::Resolved(TICKETING_NOT_HELD, None)));
+                    Pending::ended()
+                }
+            })
+        };
+        Ok(())
+    })
+}
+
+/// `ticketing_future_is_ready`: 1 once ready, 0 before; 0 for a handle that is not a
+/// live future.
+///
+/// # Safety
+/// `future` is NULL or a future handle.
+#[no_mangle]
+pub unsafe extern "C" fn ticketing_future_is_ready(future: *const FuturePtr) -> c_int {
+    getter(0, || unsafe { handle::peek(future) }.map_or(0, |f| c_int::from(f.state().ready)))
+}
+
+/// `ticketing_future_block_until_ready`: waits until ready (1) or `timeout_ms` passed
+/// (0); a negative timeout waits as long as it takes.
+///
+/// # Safety
+/// `future` is NULL or a future handle; out-pointers NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn ticketing_future_block_until_ready(
+    future: *const FuturePtr,
+    timeout_ms: i64,
+    ready_out: *mut c_int,
+    error_out: *mut *mut ErrorPtr,
+) -> c_int {
+    guard(error_out, || {
+        let future = unsafe { handle::hold(future, "future") }?;
+        let until = u64::try_from(timeout_ms).ok().map(|ms| Instant::now() + Duration::from_millis(ms));
+        let mut state = future.value.state();
+        while !state.ready {
+            state = match until {
+                None => future.value.became_ready.wait(state).unwrap_or_else(|e| e.into_inner()),
+                Some(until) => {
+                    let now = Instant::now();
+                    if now >= until {
+                        break;
+                    }
+                    let (state, _) = future
+                        .value
+                        .became_ready
+                        .wait_timeout(state, until - now)
+                        .unwrap_or_else(|e| e.into_inner());
+                    state
+                }
+            };
+        }
+        unsafe { put(ready_out, c_int::from(state.ready)) };
+        Ok(())
+    })
+}
+
+/// Sets who hears of the future: at once (on this thread, before returning) when it
+/// is ready already.
+fn set_notify(future: &Arc<FuturePtr>, notify: Notify) -> Result<(), Failure> {
+    let now = {
+        let mut state = future.value.state();
+        if state.notify_set {
+            return Err(Failure::invalid(
+                "the future has a callback or a queue already (each future takes one, once)",
+            ));
+        }
+        state.notify_set = true;
+        if state.ready {
+            notify
+        } else {
+            state.notify = notify;
+            Notify::None
+        }
+    };
+    deliver(future, now);
+    Ok(())
+}
+
+/// `ticketing_future_set_callback`.
+///
+/// # Safety
+/// `future` is NULL or a future handle; `callback` may be called from any thread with
+/// `ctx`; out-pointers NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn ticketing_future_set_callback(
+    future: *mut FuturePtr,
+    callback: Option<CallbackFn>,
+    ctx: *mut c_void,
+    error_out: *mut *mut ErrorPtr,
+) -> c_int {
+    guard(error_out, || {
+        let future = unsafe { handle::hold(future.cast_const(), "future") }?;
+        let callback = callback.ok_or_else(|| Failure::invalid("callback is NULL"))?;
+        set_notify(&future, Notify::Callback(callback, ctx))
+    })
+}
+
+/// `ticketing_future_set_queue`.
+///
+/// # Safety
+/// `future` and `queue` are NULL or handles of their kinds; out-pointers NULL or
+/// writable.
+#[no_mangle]
+pub unsafe extern "C" fn ticketing_future_set_queue(
+    future: *mut FuturePtr,
+    queue: *mut QueuePtr,
+    tag: u64,
+    error_out: *mut *mut ErrorPtr,
+) -> c_int {
+    guard(error_out, || {
+        let future = unsafe { handle::hold(future.cast_const(), "future") }?;
+        let queue = unsafe { handle::hold(queue.cast_const(), "queue") }?;
+        set_notify(&future, Notify::Queue(queue, tag))
+    })
+}
+
+/// `ticketing_future_cancel`: 1 when the operation was still running (it ends now,
+/// as `client::Pending::cancel` says), 0 when it had ended.
+///
+/// # Safety
+/// `future` is NULL or a future handle.
+#[no_mangle]
+pub unsafe extern "C" fn ticketing_future_cancel(future: *mut FuturePtr) -> c_int {
+    getter(0, || {
+        let Some(future) = (unsafe { handle::peek(future.cast_const()) }) else { return 0 };
+        // Cloned out first: the cancel completes the future on this thread, and the
+        // completion takes the pending slot.
+        let pending = future.pending().clone();
+        c_int::from(pending.is_some_and(|p| p.cancel()))
+    })
+}
+
+/// The ready result of `future` for the getter `getter`, taken.
+fn take(future: &Arc<FuturePtr>, op: Op) -> Result<Value, Failure> {
+    if future.value.op != op {
+        return Err(Failure::invalid(format!(
+            "this future is of another operation: read it with {}",
+            future.value.op.getter()
+        )));
+    }
+    let mut state = future.value.state();
+    if !state.ready {
+        return Err(Failure::invalid("the future is not ready yet"));
+    }
+    state.result.take().unwrap_or_else(|| Err(Failure::invalid("the future's result was taken already")))
+}
+
+/// `ticketing_future_get_lock`: an acquire's outcome, as `ticketing_acquire`'s.
+///
+/// # Safety
+/// `future` is NULL or a future handle; out-pointers NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn ticketing_future_get_lock(
+    future: *mut FuturePtr,
+    lock_out: *mut *mut LockPtr,
+    error_out: *mut *mut ErrorPtr,
+) -> c_int {
+    unsafe { put(lock_out, std::ptr::null_mut()) };
+    guard(error_out, || {
+        let lock_out = required(lock_out, "lock_out")?;
+        let future = unsafe { handle::hold(future.cast_const(), "future") }?;
+        let Value::Lock(lock) = take(&future, Op::Acquire)? else { unreachable!("an acquire's value") };
+        unsafe { put(lock_out, handle::into_raw(LockHandle::new(lock))) };
+        Ok(())
+    })
+}
+
+/// `ticketing_future_get_release`: a release's outcome, as `ticketing_lock_release`'s.
+///
+/// # Safety
+/// `future` is NULL or a future handle; out-pointers NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn ticketing_future_get_release(
+    future: *mut FuturePtr,
+    outcome_out: *mut c_int,
+    error_out: *mut *mut ErrorPtr,
+) -> c_int {
+    guard(error_out, || {
+        let future = unsafe { handle::hold(future.cast_const(), "future") }?;
+        let Value::Released(outcome) = take(&future, Op::Release)? else { unreachable!("a release's value") };
+        unsafe { put(outcome_out, outcome_code(outcome)) };
+        Ok(())
+    })
+}
+
+/// `ticketing_future_get_query`: a query's outcome, as `ticketing_query`'s.
+///
+/// # Safety
+/// `future` is NULL or a future handle; out-pointers NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn ticketing_future_get_query(
+    future: *mut FuturePtr,
+    held_out: *mut c_int,
+    holder_out: *mut Holder,
+    error_out: *mut *mut ErrorPtr,
+) -> c_int {
+    guard(error_out, || {
+        let held_out = required(held_out, "held_out")?;
+        let future = unsafe { handle::hold(future.cast_const(), "future") }?;
+        let Value::Query(holder) = take(&future, Op::Query)? else { unreachable!("a query's value") };
+        if let (Some(info), Some(out)) = (&holder, unsafe { holder_out.as_mut() }) {
+            out.fill(info);
+        }
+        unsafe { put(held_out, c_int::from(holder.is_some())) };
+        Ok(())
+    })
+}
+
+/// `ticketing_future_get_resolve`: a resolve's outcome, as `ticketing_resolve`'s.
+///
+/// # Safety
+/// `future` is NULL or a future handle; out-pointers NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn ticketing_future_get_resolve(
+    future: *mut FuturePtr,
+    resolution_out: *mut c_int,
+    lock_out: *mut *mut LockPtr,
+    error_out: *mut *mut ErrorPtr,
+) -> c_int {
+    unsafe { put(lock_out, std::ptr::null_mut()) };
+    guard(error_out, || {
+        let resolution_out = required(resolution_out, "resolution_out")?;
+        let lock_out = required(lock_out, "lock_out")?;
+        let future = unsafe { handle::hold(future.cast_const(), "future") }?;
+        let Value::Resolved(code, lock) = take(&future, Op::Resolve)? else {
+            unreachable!("a resolve's value")
+        };
+        if let Some(lock) = lock {
+            unsafe { put(lock_out, handle::into_raw(LockHandle::new(lock))) };
+        }
+        unsafe { put(resolution_out, code) };
+        Ok(())
+    })
+}
+
+/// `ticketing_future_free`: a future freed before it is ready cancels its operation
+/// (and hears of nothing any more); an outcome never taken is dropped — a lock in it
+/// is released in the background.
+///
+/// # Safety
+/// `future` is NULL or a future handle, not used afterwards.
+#[no_mangle]
+pub unsafe extern "C" fn ticketing_future_free(future: *mut FuturePtr) {
+    getter((), || {
+        if let Some(f) = unsafe { handle::peek(future.cast_const()) } {
+            f.state().notify = Notify::None;
+            let pending = f.pending().clone();
+            if let Some(pending) = pending {
+                pending.cancel();
+            }
+        }
+        unsafe { handle::free(future, "ticketing_future_free") }
+    })
+}

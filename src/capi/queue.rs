@@ -1,0 +1,169 @@
+//! The completion queue (`ticketing_queue`): where ready futures leave a tag, with a
+//! file descriptor an event loop watches, so that no code of the program runs on the
+//! client's threads (Python's asyncio: a callback there would wait for the GIL and hold
+//! up the connection's reader).
+//!
+//! One pipe per queue. The rule that keeps it from ever blocking: a byte is in the pipe
+//! exactly while the queue holds a tag — written when the first tag comes, read when
+//! the last one is taken, both under the queue's mutex.
+
+use std::collections::VecDeque;
+use std::ffi::c_int;
+use std::io::{PipeReader, PipeWriter, Read, Write};
+use std::os::fd::AsRawFd;
+use std::sync::{Mutex, MutexGuard};
+
+use super::error::{ErrorPtr, Failure};
+use super::handle::{self, Kind, Tagged};
+use super::{getter, guard, put, required};
+
+/// `ticketing_queue`.
+pub struct QueueHandle {
+    tags: Mutex<VecDeque<u64>>,
+    reader: PipeReader,
+    writer: PipeWriter,
+}
+
+impl Kind for QueueHandle {
+    const TAG: u64 = 0x7469_636b_2d71_7565; // "tick-que"
+    const NAME: &'static str = "ticketing_queue";
+}
+
+/// The pointer C holds.
+pub type QueuePtr = Tagged<QueueHandle>;
+
+impl QueueHandle {
+    fn new() -> std::io::Result<QueueHandle> {
+        let (reader, writer) = std::io::pipe()?;
+        Ok(QueueHandle { tags: Mutex::new(VecDeque::new()), reader, writer })
+    }
+
+    fn tags(&self) -> MutexGuard<'_, VecDeque<u64>> {
+        self.tags.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// A future became ready: its tag goes in, and the descriptor becomes readable.
+    pub(super) fn push(&self, tag: u64) {
+        let mut tags = self.tags();
+        if tags.is_empty() {
+            // Never blocks: the pipe holds at most this one byte.
+            if let Err(e) = (&self.writer).write_all(&[1]) {
+                log::error!("ticketing_queue: cannot signal its descriptor: {e}");
+            }
+        }
+        tags.push_back(tag);
+    }
+
+    /// Takes up to `out.len()` tags, oldest first; the descriptor stops being readable
+    /// once none is left.
+    fn take(&self, out: &mut [u64]) -> usize {
+        let mut tags = self.tags();
+        let n = out.len().min(tags.len());
+        for (slot, tag) in out.iter_mut().zip(tags.drain(..n)) {
+            *slot = tag;
+        }
+        if n > 0 && tags.is_empty() {
+            // Never blocks: the byte written with the first tag is there.
+            let mut byte = [0u8; 1];
+            if let Err(e) = (&self.reader).read_exact(&mut byte) {
+                log::error!("ticketing_queue: cannot clear its descriptor: {e}");
+            }
+        }
+        n
+    }
+}
+
+/// `ticketing_queue_new`.
+///
+/// # Safety
+/// Out-pointers NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn ticketing_queue_new(
+    queue_out: *mut *mut QueuePtr,
+    error_out: *mut *mut ErrorPtr,
+) -> c_int {
+    guard(error_out, || {
+        let queue_out = required(queue_out, "queue_out")?;
+        let queue = QueueHandle::new().map_err(|e| Failure::internal(format!("cannot make a pipe: {e}")))?;
+        unsafe { put(queue_out, handle::into_raw(queue)) };
+        Ok(())
+    })
+}
+
+/// `ticketing_queue_fd`: the descriptor that is readable while tags wait; -1 for a
+/// handle that is not a live queue.
+///
+/// # Safety
+/// `queue` is NULL or a queue handle.
+#[no_mangle]
+pub unsafe extern "C" fn ticketing_queue_fd(queue: *const QueuePtr) -> c_int {
+    getter(-1, || unsafe { handle::peek(queue) }.map_or(-1, |q| q.reader.as_raw_fd()))
+}
+
+/// `ticketing_queue_take`: up to `max` tags into `tags`; the number taken.
+///
+/// # Safety
+/// `queue` is NULL or a queue handle; `tags` holds `max` writable slots (or is NULL
+/// with `max` 0).
+#[no_mangle]
+pub unsafe extern "C" fn ticketing_queue_take(queue: *mut QueuePtr, tags: *mut u64, max: usize) -> usize {
+    getter(0, || {
+        let Some(queue) = (unsafe { handle::peek(queue.cast_const()) }) else { return 0 };
+        if tags.is_null() || max == 0 {
+            return 0;
+        }
+        // SAFETY: `tags` holds `max` slots (header contract).
+        queue.take(unsafe { std::slice::from_raw_parts_mut(tags, max) })
+    })
+}
+
+/// `ticketing_queue_free`: futures that still name the queue keep it until they are
+/// ready.
+///
+/// # Safety
+/// `queue` is NULL or a queue handle, not used afterwards.
+#[no_mangle]
+pub unsafe extern "C" fn ticketing_queue_free(queue: *mut QueuePtr) {
+    getter((), || unsafe { handle::free(queue, "ticketing_queue_free") })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn readable(queue: &QueueHandle) -> bool {
+        // The byte is there exactly while tags wait: a second pipe-size check is not
+        // portable, so look with a zero-timeout poll of the descriptor.
+        #[repr(C)]
+        struct PollFd {
+            fd: c_int,
+            events: i16,
+            revents: i16,
+        }
+        extern "C" {
+            fn poll(fds: *mut PollFd, n: u64, timeout: c_int) -> c_int;
+        }
+        let mut fd = PollFd { fd: queue.reader.as_raw_fd(), events: 1, revents: 0 };
+        unsafe { poll(&mut fd, 1, 0) == 1 }
+    }
+
+    #[test]
+    fn the_descriptor_is_readable_exactly_while_tags_wait() {
+        let queue = QueueHandle::new().unwrap();
+        assert!(!readable(&queue));
+        queue.push(7);
+        queue.push(8);
+        queue.push(9);
+        assert!(readable(&queue));
+        let mut out = [0u64; 2];
+        assert_eq!(queue.take(&mut out), 2);
+        assert_eq!(out, [7, 8]);
+        assert!(readable(&queue), "one tag is left");
+        assert_eq!(queue.take(&mut out), 1);
+        assert_eq!(out[0], 9);
+        assert!(!readable(&queue));
+        assert_eq!(queue.take(&mut out), 0, "an empty queue never blocks");
+        queue.push(1);
+        assert!(readable(&queue));
+    }
+}
