@@ -313,7 +313,7 @@ fn too_many_pending_requests_on_one_connection_is_overloaded() {
     granted_token(&a.call(id, &acquire("k", "a", 60, 0)));
     let mut b = connect(server.addr);
     let mut batch = Vec::new();
-    for _ in 0..4096 {
+    for _ in 0..ticketing::server::PENDING_PER_CONN_MAX {
         id += 1;
         ticketing::proto::frame::encode_request(&mut batch, id, &acquire("k", "b", 60, 60_000));
     }

@@ -28,4 +28,5 @@ mod writer;
 pub use crate::config::{Config, ConfigError};
 pub use limits::{Limits, CONNECTIONS_MAX, HANDSHAKES_MAX, HANDSHAKES_PER_IP_MAX, RESERVED_FDS};
 pub use node::Server;
+pub use outbox::{PENDING_PER_CONN_MAX, PENDING_PER_NODE_MAX};
 pub use process::{init_logging, run_from_env};

@@ -26,13 +26,19 @@ use crate::proto::frame::encoded_response_len;
 use crate::proto::Response;
 
 /// Requests one connection may have pending (sent, not yet answered); one more is
-/// answered `E 4 overloaded`.
-pub const PENDING_PER_CONN_MAX: usize = 4096;
+/// answered `E 4 overloaded`. Far above a key's queue: one client — an event-loop
+/// service whose thousands of users each wait for a seat — sends all its waiting
+/// acquires over its one connection to the leader. The node's bound below still caps
+/// the memory all of them can hold.
+pub const PENDING_PER_CONN_MAX: usize = 16_384;
 /// Requests all connections of the node may have pending at once.
 pub const PENDING_PER_NODE_MAX: usize = 1 << 20;
 /// Bytes of answers one connection may have owed or unwritten before its reader stops
-/// reading (a client that sends without reading is not read any more).
-pub const CONN_QUEUE_BYTES_MAX: usize = 2 << 20;
+/// reading (a client that sends without reading is not read any more). Room for every
+/// pending request's answer (checked below): a connection at its pending bound is
+/// answered `E 4`, not left unread.
+pub const CONN_QUEUE_BYTES_MAX: usize = 8 << 20;
+const _: () = assert!(PENDING_PER_CONN_MAX * LOCK_ANSWER_BYTES < CONN_QUEUE_BYTES_MAX);
 /// Bytes of answers all connections together may have owed or unwritten: beyond it,
 /// every connection with more than its fair share queued stops being read.
 pub const NODE_QUEUE_BYTES_MAX: usize = 256 << 20;
