@@ -37,6 +37,7 @@ PROTOCOL = 11
 REFUSED = 12
 CONFIG = 13
 INTERNAL = 14
+CANCELLED = 15
 
 # Release outcomes and resolutions.
 OUTCOMES = {1: "released", 2: "not_holder", 3: "released_or_expired"}
@@ -49,6 +50,7 @@ CAUSES = {
     3: "no_answer",
     4: "protocol_violation",
     5: "expired_on_arrival",
+    6: "cancelled",
 }
 
 
@@ -130,6 +132,26 @@ _declare(quick, "ticketing_error_free", None, _P)
 LOG_FN = ctypes.CFUNCTYPE(None, c_void_p, c_int, c_char_p, c_char_p)
 _declare(blocking, "ticketing_set_logger", c_int, LOG_FN, c_void_p, c_int, _OUT)
 _declare(blocking, "ticketing_test_panic", c_int, c_int)
+
+# Futures (never block but ticketing_future_block_until_ready) and completion queues.
+_declare(quick, "ticketing_acquire_start", c_int, _P, c_char_p, c_int64, c_int64, _OUT, _OUT)
+_declare(quick, "ticketing_lock_release_start", c_int, _P, _OUT, _OUT)
+_declare(quick, "ticketing_release_start", c_int, _P, c_char_p, c_uint64, _OUT, _OUT)
+_declare(quick, "ticketing_query_start", c_int, _P, c_char_p, _OUT, _OUT)
+_declare(quick, "ticketing_resolve_start", c_int, _P, _P, c_int64, _OUT, _OUT)
+_declare(quick, "ticketing_future_is_ready", c_int, _P)
+_declare(blocking, "ticketing_future_block_until_ready", c_int, _P, c_int64, POINTER(c_int), _OUT)
+_declare(quick, "ticketing_future_set_queue", c_int, _P, _P, c_uint64, _OUT)
+_declare(quick, "ticketing_future_cancel", c_int, _P)
+_declare(quick, "ticketing_future_get_lock", c_int, _P, _OUT, _OUT)
+_declare(quick, "ticketing_future_get_release", c_int, _P, POINTER(c_int), _OUT)
+_declare(quick, "ticketing_future_get_query", c_int, _P, POINTER(c_int), POINTER(Holder), _OUT)
+_declare(quick, "ticketing_future_get_resolve", c_int, _P, POINTER(c_int), _OUT, _OUT)
+_declare(quick, "ticketing_future_free", None, _P)
+_declare(quick, "ticketing_queue_new", c_int, _OUT, _OUT)
+_declare(quick, "ticketing_queue_fd", c_int, _P)
+_declare(quick, "ticketing_queue_take", c_size_t, _P, POINTER(c_uint64), c_size_t)
+_declare(quick, "ticketing_queue_free", None, _P)
 
 if quick.ticketing_version() != ABI_VERSION:
     raise ImportError(

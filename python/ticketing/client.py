@@ -49,6 +49,124 @@ def _outcome(code: int) -> ReleaseOutcome:
     return n.OUTCOMES[code]  # type: ignore[return-value]
 
 
+# ---- futures: what the blocking calls here and the asyncio ones (aio.py) share -------
+
+#: How long a blocking call waits inside the library at a time. Between two slices
+#: Python runs its signal handlers, so Ctrl-C (or a SIGTERM handler that raises) ends a
+#: wait within this, whatever the wait's length.
+WAIT_SLICE_MS = 50
+
+
+def _started(kind: int, future: c_void_p, error: c_void_p) -> int:
+    """The future a ``ticketing_*_start`` made, or the exception its refusal means."""
+    if kind or future.value is None:
+        raise from_handle(kind, error)
+    return future.value
+
+
+def _start_acquire(client: int, key: str, lease: float, wait: float) -> int:
+    future, error = c_void_p(), c_void_p()
+    kind = n.quick.ticketing_acquire_start(client, _text(key, "key"), _millis(lease, "lease"),
+                                           _millis(wait, "wait"), byref(future), byref(error))
+    return _started(kind, future, error)
+
+
+def _start_lock_release(lock: Optional[int]) -> int:
+    future, error = c_void_p(), c_void_p()
+    kind = n.quick.ticketing_lock_release_start(lock, byref(future), byref(error))
+    return _started(kind, future, error)
+
+
+def _start_release(client: int, key: str, token: int) -> int:
+    if isinstance(token, bool) or not isinstance(token, int) or not 0 <= token < 2**64:
+        raise InvalidArgument(f"token must be an int in 0..2**64, not {token!r}")
+    future, error = c_void_p(), c_void_p()
+    kind = n.quick.ticketing_release_start(client, _text(key, "key"), token, byref(future), byref(error))
+    return _started(kind, future, error)
+
+
+def _start_query(client: int, key: str) -> int:
+    future, error = c_void_p(), c_void_p()
+    kind = n.quick.ticketing_query_start(client, _text(key, "key"), byref(future), byref(error))
+    return _started(kind, future, error)
+
+
+def _start_resolve(client: int, attempt: Indeterminate, timeout: float) -> int:
+    future, error = c_void_p(), c_void_p()
+    kind = n.quick.ticketing_resolve_start(client, attempt._handle, _millis(timeout, "timeout"), byref(future),
+                                           byref(error))
+    return _started(kind, future, error)
+
+
+def _wait(future: int) -> None:
+    """Blocks until ``future`` is ready, in slices of ``WAIT_SLICE_MS`` with the GIL
+    released. An exception raised meanwhile (``KeyboardInterrupt``, what a SIGTERM
+    handler raises) cancels the operation and goes on: an acquire already sent becomes
+    indeterminate and a grant it gets anyway is released by the client; a release goes
+    on in the background; nothing is sent again."""
+    ready = c_int(0)
+    block = n.blocking.ticketing_future_block_until_ready
+    try:
+        while not ready.value:
+            block(future, WAIT_SLICE_MS, byref(ready), None)
+    except BaseException:
+        n.quick.ticketing_future_cancel(future)
+        n.quick.ticketing_future_free(future)
+        raise
+
+
+def _lock_of(future: int, client: Optional["Client"]) -> "Lock":
+    """A ready acquire future's outcome (the future is freed)."""
+    lock, error = c_void_p(), c_void_p()
+    try:
+        kind = n.quick.ticketing_future_get_lock(future, byref(lock), byref(error))
+    finally:
+        n.quick.ticketing_future_free(future)
+    if kind or lock.value is None:
+        raise from_handle(kind, error, client)
+    return Lock(lock.value)
+
+
+def _release_of(future: int) -> ReleaseOutcome:
+    outcome, error = c_int(0), c_void_p()
+    try:
+        kind = n.quick.ticketing_future_get_release(future, byref(outcome), byref(error))
+    finally:
+        n.quick.ticketing_future_free(future)
+    if kind:
+        raise from_handle(kind, error)
+    return _outcome(outcome.value)
+
+
+def _holder_of(future: int) -> Optional["Holder"]:
+    held, holder, error = c_int(0), n.Holder(), c_void_p()
+    try:
+        kind = n.quick.ticketing_future_get_query(future, byref(held), byref(holder), byref(error))
+    finally:
+        n.quick.ticketing_future_free(future)
+    if kind:
+        raise from_handle(kind, error)
+    if not held.value:
+        return None
+    owner = bytes(holder.owner[: holder.owner_len]).decode("utf-8", "replace")
+    return Holder(owner, holder.token, holder.lease_left_ms / 1000, holder.waiters)
+
+
+def _resolution_of(future: int, attempt: Indeterminate) -> Optional["Lock"]:
+    resolution, lock, error = c_int(0), c_void_p(), c_void_p()
+    try:
+        kind = n.quick.ticketing_future_get_resolve(future, byref(resolution), byref(lock), byref(error))
+    finally:
+        n.quick.ticketing_future_free(future)
+    if kind:
+        raise from_handle(kind, error)
+    if resolution.value == n.HELD and lock.value is not None:
+        return Lock(lock.value)
+    if resolution.value == n.NOT_HELD:
+        return None
+    raise attempt
+
+
 @dataclass(frozen=True)
 class Holder:
     """Who holds a key (``Client.query``): the holder's owner and fencing token, the lease
@@ -100,12 +218,9 @@ class Lock:
         and releases it once a leader answers); the lock stays releasable then: call
         ``release()`` again. ``InvalidArgument`` when already released. Wraps
         ``Lock::release``; blocks at most 5 s."""
-        outcome = c_int(0)
-        error = c_void_p()
-        kind = n.blocking.ticketing_lock_release(self._handle, byref(outcome), byref(error))
-        if kind:
-            raise from_handle(kind, error)
-        return _outcome(outcome.value)
+        future = _start_lock_release(self._handle)
+        _wait(future)
+        return _release_of(future)
 
     def __enter__(self) -> "Lock":
         return self
@@ -235,13 +350,9 @@ class Client:
         ``Indeterminate`` when the outcome is unknown: do not enter the critical section;
         ``err.resolve(timeout)`` finds out later. Wraps ``Client::acquire``; blocks at most
         max(wait, 3 s) to put the request on a connection plus wait + 5 s for the answer."""
-        handle = c_void_p()
-        error = c_void_p()
-        kind = n.blocking.ticketing_acquire(self._live(), _text(key, "key"), _millis(lease, "lease"),
-                                            _millis(wait, "wait"), byref(handle), byref(error))
-        if kind or handle.value is None:
-            raise from_handle(kind, error, self)
-        return Lock(handle.value)
+        future = _start_acquire(self._live(), key, lease, wait)
+        _wait(future)
+        return _lock_of(future, self)
 
     def lock(self, key: str, lease: float = 30, wait: float = 5) -> LockContext:
         """``with client.lock(key, lease=30, wait=5) as lock:`` — ``acquire`` on entry (its
@@ -255,31 +366,17 @@ class Client:
         """Releases ``key`` held by this client's owner under ``token`` (a token kept
         elsewhere); outcomes and errors as ``Lock.release``. Wraps ``Client::release``;
         blocks at most 5 s."""
-        if isinstance(token, bool) or not isinstance(token, int) or not 0 <= token < 2**64:
-            raise InvalidArgument(f"token must be an int in 0..2**64, not {token!r}")
-        outcome = c_int(0)
-        error = c_void_p()
-        kind = n.blocking.ticketing_release(self._live(), _text(key, "key"), token, byref(outcome),
-                                            byref(error))
-        if kind:
-            raise from_handle(kind, error)
-        return _outcome(outcome.value)
+        future = _start_release(self._live(), key, token)
+        _wait(future)
+        return _release_of(future)
 
     def query(self, key: str) -> Optional[Holder]:
         """Who holds ``key``, answered by the leader: a ``Holder``, or ``None`` when free.
         Raises ``Unavailable``, ``NoAnswer``, ... Wraps ``Client::query``; blocks at most
         the request timeout (10 s)."""
-        held = c_int(0)
-        holder = n.Holder()
-        error = c_void_p()
-        kind = n.blocking.ticketing_query(self._live(), _text(key, "key"), byref(held), byref(holder),
-                                          byref(error))
-        if kind:
-            raise from_handle(kind, error)
-        if not held.value:
-            return None
-        owner = bytes(holder.owner[: holder.owner_len]).decode("utf-8", "replace")
-        return Holder(owner, holder.token, holder.lease_left_ms / 1000, holder.waiters)
+        future = _start_query(self._live(), key)
+        _wait(future)
+        return _holder_of(future)
 
     def resolve(self, error: Indeterminate, timeout: float = 15.0) -> Optional[Lock]:
         """``error.resolve(timeout)``: whether the indeterminate acquire ``error`` holds its
@@ -288,18 +385,9 @@ class Client:
         ``timeout``."""
         if not isinstance(error, Indeterminate) or not error._handle:
             return None  # any other error is definitive: not held
-        resolution = c_int(0)
-        handle = c_void_p()
-        failure = c_void_p()
-        kind = n.blocking.ticketing_resolve(self._live(), error._handle, _millis(timeout, "timeout"),
-                                            byref(resolution), byref(handle), byref(failure))
-        if kind:
-            raise from_handle(kind, failure)
-        if resolution.value == n.HELD and handle.value is not None:
-            return Lock(handle.value)
-        if resolution.value == n.NOT_HELD:
-            return None
-        raise error
+        future = _start_resolve(self._live(), error, timeout)
+        _wait(future)
+        return _resolution_of(future, error)
 
     def close(self, timeout: float = 5.0) -> bool:
         """Waits until every release this client still has to make is done (or

@@ -75,7 +75,7 @@ class Indeterminate(Error):
     token this process never learned. Do not enter the critical section.
 
     ``cause`` says why ("connection_lost", "server_unknown", "no_answer",
-    "protocol_violation", "expired_on_arrival"). ``resolve(timeout)`` finds out without
+    "protocol_violation", "expired_on_arrival", "cancelled"). ``resolve(timeout)`` finds out without
     sending the acquire again; when nobody resolves it, the client finds out by itself
     and releases a grant that happened anyway (no grant is left orphaned)."""
 
@@ -156,6 +156,14 @@ class InternalError(Error):
     kind = "internal"
 
 
+class Cancelled(Error):
+    """An operation cancelled before it was sent (its caller stopped waiting). The
+    blocking and asyncio calls raise the exception that cancelled them instead
+    (``KeyboardInterrupt``, ``asyncio.CancelledError``); this is what the C ABI reports."""
+
+    kind = "cancelled"
+
+
 _BY_KIND: Dict[int, Type[Error]] = {
     n.BUSY: Busy,
     n.TIMEOUT: Timeout,
@@ -171,6 +179,7 @@ _BY_KIND: Dict[int, Type[Error]] = {
     n.REFUSED: Refused,
     n.CONFIG: ConfigError,
     n.INTERNAL: InternalError,
+    n.CANCELLED: Cancelled,
 }
 
 
