@@ -11,6 +11,33 @@ extern "C" {
     fn setrlimit(resource: c_int, rlim: *const RLimit) -> c_int;
     #[cfg(target_os = "linux")]
     fn send(fd: c_int, buf: *const std::ffi::c_void, len: usize, flags: c_int) -> isize;
+    fn pthread_atfork(
+        prepare: Option<extern "C" fn()>,
+        parent: Option<extern "C" fn()>,
+        child: Option<extern "C" fn()>,
+    ) -> c_int;
+}
+
+/// Forks this process has gone through, counted in each child (`pthread_atfork`).
+static FORKS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+extern "C" fn count_fork_in_child() {
+    FORKS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// How many times the process was forked on the way to this one, counting from the
+/// first call (which starts the count): a value that differs from one taken earlier
+/// means this is a child of the process that took it. One relaxed load.
+pub fn fork_generation() -> u64 {
+    static REGISTERED: std::sync::Once = std::sync::Once::new();
+    REGISTERED.call_once(|| {
+        // SAFETY: registers a handler that only increments an atomic (async-signal-safe).
+        let rc = unsafe { pthread_atfork(None, None, Some(count_fork_in_child)) };
+        if rc != 0 {
+            log::warn!("pthread_atfork failed ({rc}): a client used after fork() is not detected");
+        }
+    });
+    FORKS.load(std::sync::atomic::Ordering::Relaxed)
 }
 
 /// Writes what the kernel takes at once from `buf` to `sock` without blocking, even

@@ -5,7 +5,8 @@
 //! moment the program has exited); a failed release can be retried through the same
 //! handle as include/ticketing.h says; absurd counts are `TICKETING_INVALID`; handles
 //! used after free fail loudly instead of hanging; a panic inside the library prints
-//! nothing unless the program set a logger.
+//! nothing unless the program set a logger; a client used after fork() fails at once in
+//! the child and the parent goes on.
 
 mod common;
 
@@ -210,4 +211,23 @@ fn a_panic_inside_the_library_prints_nothing_and_reaches_a_logger_when_one_is_se
     let logged = run(&program, &server, &["panic-logged"]);
     let stdout = check(&logged, &["panics: internal, twice", "done"]);
     assert!(stdout.contains("the logger got: ") && stdout.contains("a test panic"), "{stdout}");
+}
+
+#[test]
+fn a_client_used_after_fork_fails_at_once_in_the_child_and_the_parent_goes_on() {
+    let Some((_dir, program)) = edges("a_client_used_after_fork") else { return };
+    let server = start_server(&[]);
+    let output = run(&program, &server, &["fork", "fork:key"]);
+    let stdout = check(
+        &output,
+        &[
+            "child: unavailable in ",
+            "parent after fork release: released",
+            "parent's lock held across the fork release: released",
+            "done",
+        ],
+    );
+    assert!(stdout.contains("create a new client in this process, with its own owner"), "{stdout}");
+    assert_free(&server, "fork:key");
+    assert_free(&server, "fork:held");
 }

@@ -107,6 +107,8 @@ impl From<AcquireError> for Failure {
             AcquireError::Unavailable { .. } => TICKETING_UNAVAILABLE,
             AcquireError::Indeterminate(_) => TICKETING_INDETERMINATE,
             AcquireError::Cancelled => TICKETING_CANCELLED,
+            // Not retryable (is_retryable says no): the message says what to do.
+            AcquireError::Forked(_) => TICKETING_UNAVAILABLE,
         };
         let leader = match &e {
             AcquireError::NotLeader { leader } => leader.clone(),
@@ -131,6 +133,7 @@ impl From<ReleaseError> for Failure {
             ReleaseError::Unavailable { .. } => TICKETING_UNAVAILABLE,
             ReleaseError::Invalid(_) => TICKETING_INVALID,
             ReleaseError::Cancelled => TICKETING_CANCELLED,
+            ReleaseError::Forked(_) => TICKETING_UNAVAILABLE,
         };
         // Never sent, and a new try may get through (not a lasting mistake).
         let retryable = matches!(e, ReleaseError::Unavailable { lasting: false, .. });
@@ -149,6 +152,7 @@ impl From<ClientError> for Failure {
             ClientError::Protocol(_) => TICKETING_PROTOCOL,
             ClientError::Refused(_) => TICKETING_REFUSED,
             ClientError::Cancelled => TICKETING_CANCELLED,
+            ClientError::Forked(_) => TICKETING_UNAVAILABLE,
         };
         let leader = match &e {
             ClientError::NotLeader { leader } => leader.clone(),

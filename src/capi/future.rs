@@ -139,10 +139,12 @@ unsafe fn begin(
 ) {
     let future = handle::new_arc(FutureHandle::new(op));
     let for_completion = Arc::clone(&future);
-    // The pending slot is held across the look at `ready`: a completion that comes
-    // meanwhile clears it after this stored it, never before.
-    let mut slot = future.value.pending();
+    // The completion may run inside `start` (an outcome known at once) or on another
+    // thread at any moment. The pending slot is held across the look at `ready` and the
+    // store, and a completion clears the slot after it set `ready`: so it clears it
+    // after this stored it, never before.
     let pending = start(Box::new(move |result| complete(&for_completion, result)));
+    let mut slot = future.value.pending();
     if !future.value.state().ready {
         *slot = Some(pending);
     }

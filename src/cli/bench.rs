@@ -74,14 +74,17 @@ fn acquire_kind(e: &AcquireError) -> usize {
         AcquireError::Overloaded => 4,
         AcquireError::Unavailable { .. } => 5,
         // The bench never cancels.
-        AcquireError::Indeterminate(_) | AcquireError::Cancelled => 6,
+        AcquireError::Indeterminate(_) | AcquireError::Cancelled | AcquireError::Forked(_) => 6,
     }
 }
 
 fn release_kind(e: &ReleaseError) -> usize {
     match e {
         // The bench never cancels.
-        ReleaseError::Unconfirmed | ReleaseError::Unavailable { .. } | ReleaseError::Cancelled => 8,
+        ReleaseError::Unconfirmed
+        | ReleaseError::Unavailable { .. }
+        | ReleaseError::Cancelled
+        | ReleaseError::Forked(_) => 8,
         ReleaseError::QueueFull => 9,
         ReleaseError::Invalid(_) => 10,
     }

@@ -106,6 +106,9 @@ impl Client {
     /// when none was left. The connections close once the last handle is gone. Blocks
     /// at most `timeout`.
     pub fn close(self, timeout: Duration) -> bool {
+        if self.handle().shared.forked().is_some() {
+            return true; // the parent's background work is the parent's
+        }
         let end = far(Instant::now(), timeout);
         loop {
             if self.handle().shared.state().core.outstanding() == 0 {
@@ -124,7 +127,9 @@ impl Client {
     /// component that took it (not of the process: the deadline is an `Instant`).
     pub fn adopt(&self, parts: LockParts) -> Lock {
         // A holder with this token is a caller's now, never a lost grant.
-        self.handle().shared.state().core.adopted(parts.token, parts.deadline, std::time::Instant::now());
+        if self.handle().shared.forked().is_none() {
+            self.handle().shared.state().core.adopted(parts.token, parts.deadline, std::time::Instant::now());
+        }
         Lock::from_parts(self.handle().clone(), parts)
     }
 
@@ -145,6 +150,9 @@ impl Client {
     /// ```
     pub fn acquire(&self, key: &str, lease: Duration, wait: Duration) -> Result<Lock, AcquireError> {
         let lease_s = check_acquire(key, lease, wait)?;
+        if let Some(why) = self.handle().shared.forked() {
+            return Err(AcquireError::Forked(why));
+        }
         let owner = &self.inner.owner;
         let outcome = self.handle().shared.call::<AcquireError>(|core, waker, now| {
             Ok(core.acquire(waker, key, owner, lease_s, wait, now))
@@ -176,6 +184,9 @@ impl Client {
         let AcquireError::Indeterminate(attempt) = err else {
             return Resolution::NotHeld;
         };
+        if self.handle().shared.forked().is_some() {
+            return Resolution::Unknown;
+        }
         let outcome = self
             .handle()
             .shared
@@ -218,6 +229,7 @@ impl Client {
     /// timeout (plus, for a one-off, 3 s per resolved address to connect and 5 s for
     /// the handshake).
     pub fn status_of(&self, addr: &str) -> Result<String, ClientError> {
+        self.usable()?;
         let dialed = self.handle().shared.state().core.dials(addr);
         let response = if dialed {
             self.read(Request::Status, Target::Addr(addr.to_owned()))?
@@ -299,12 +311,15 @@ impl Client {
     /// attempt failed (connection refused, the auth token, TLS, ...), for messages that
     /// name the cause. Empty when every address it tried is connected.
     pub fn connection_errors(&self) -> Vec<(String, String)> {
+        if let Some(why) = self.handle().shared.forked() {
+            return vec![(String::new(), why)];
+        }
         self.handle().shared.state().core.connection_errors()
     }
 
     /// True while at least one connection to a node is up.
     pub fn is_connected(&self) -> bool {
-        self.handle().shared.state().core.is_connected()
+        self.handle().shared.forked().is_none() && self.handle().shared.state().core.is_connected()
     }
 
     /// The admin op MEMBERS: the membership as a node sees it (the leader's connection
@@ -359,7 +374,11 @@ impl Client {
     /// Every address the client knows: the leader's first, then the dialed ones, then
     /// the seeds.
     fn known_addrs(&self) -> Vec<String> {
-        let mut addrs = self.handle().shared.state().core.known_addrs();
+        let mut addrs = if self.handle().shared.forked().is_some() {
+            Vec::new()
+        } else {
+            self.handle().shared.state().core.known_addrs()
+        };
         for addr in &self.inner.addrs {
             if !addrs.contains(addr) {
                 addrs.push(addr.clone());
@@ -368,8 +387,17 @@ impl Client {
         addrs
     }
 
+    /// `Err` in a child forked after the client was made (see `Shared::forked`).
+    pub(crate) fn usable(&self) -> Result<(), ClientError> {
+        match self.handle().shared.forked() {
+            Some(why) => Err(ClientError::Forked(why)),
+            None => Ok(()),
+        }
+    }
+
     /// A read-only request, answered within the request timeout.
     fn read(&self, request: Request, target: Target) -> Result<Response, ClientError> {
+        self.usable()?;
         let deadline = Instant::now() + self.inner.request_timeout;
         let outcome = self
             .handle()

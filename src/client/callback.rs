@@ -52,7 +52,7 @@ impl Pending {
     /// Returns false when the operation had ended already. Never blocks.
     pub fn cancel(&self) -> bool {
         match (&self.handle, self.op) {
-            (Some(handle), Some(op)) => handle.shared.cancel(op),
+            (Some(handle), Some(op)) if handle.shared.forked().is_none() => handle.shared.cancel(op),
             _ => false,
         }
     }
@@ -83,6 +83,11 @@ impl Client {
         done: impl FnOnce(Result<Lock, AcquireError>) + Send + 'static,
     ) -> Pending {
         let lease_s = match check_acquire(key, lease, wait) {
+            Ok(_) if self.handle().shared.forked().is_some() => {
+                let why = self.handle().shared.forked().unwrap_or_default();
+                done(Err(AcquireError::Forked(why)));
+                return Pending::ended();
+            }
             Ok(lease_s) => lease_s,
             Err(e) => {
                 done(Err(e));
@@ -106,8 +111,8 @@ impl Client {
         key: &str,
         done: impl FnOnce(Result<Option<HolderInfo>, ClientError>) + Send + 'static,
     ) -> Pending {
-        if let Err(why) = check_key(key) {
-            done(Err(ClientError::Invalid(why)));
+        if let Err(e) = check_key(key).map_err(ClientError::Invalid).and_then(|()| self.usable()) {
+            done(Err(e));
             return Pending::ended();
         }
         let completion: Completion = Box::new(move |outcome| {
@@ -146,6 +151,10 @@ impl Client {
             done(Resolution::NotHeld);
             return Pending::ended();
         };
+        if self.handle().shared.forked().is_some() {
+            done(Resolution::Unknown);
+            return Pending::ended();
+        }
         let (handle, kept) = (self.handle().clone(), attempt.clone());
         let completion: Completion = Box::new(move |outcome| done(resolution(&handle, &kept, outcome)));
         start(self.handle(), completion, |core, waker, now| {
@@ -164,6 +173,10 @@ fn release_then(
 ) -> Pending {
     if let Err(why) = check_key(key) {
         done(Err(ReleaseError::Invalid(why)));
+        return Pending::ended();
+    }
+    if let Some(why) = handle.shared.forked() {
+        done(Err(ReleaseError::Forked(why)));
         return Pending::ended();
     }
     // The release queue's bound refuses it at once, before any waker is kept.

@@ -161,6 +161,9 @@ pub enum AcquireError {
     /// sent (a cancelled acquire that was sent is `Indeterminate` with cause
     /// [`IndeterminateCause::Cancelled`]).
     Cancelled,
+    /// Called in a process forked after the client was made: refused before anything
+    /// was touched (the sockets are the parent's). The text says what to do.
+    Forked(String),
 }
 
 impl AcquireError {
@@ -214,6 +217,7 @@ impl fmt::Display for AcquireError {
                 write!(f, "indeterminate: {cause}; the lock may be held, do not enter the critical section")
             }
             AcquireError::Cancelled => write!(f, "cancelled before it was sent: not acquired"),
+            AcquireError::Forked(why) => f.write_str(why),
         }
     }
 }
@@ -266,6 +270,9 @@ pub enum ReleaseError {
     /// The caller stopped waiting (a cancelled future or task): the release goes on in
     /// the background, under the same deadline and orphan record as a dropped lock's.
     Cancelled,
+    /// Called in a process forked after the client was made: nothing was sent (the
+    /// parent's own client releases its locks). The text says what to do.
+    Forked(String),
 }
 
 impl fmt::Display for ReleaseError {
@@ -288,6 +295,7 @@ impl fmt::Display for ReleaseError {
             ReleaseError::Cancelled => {
                 write!(f, "cancelled: the caller stopped waiting; the release goes on in the background")
             }
+            ReleaseError::Forked(why) => f.write_str(why),
         }
     }
 }
@@ -322,6 +330,9 @@ pub enum ClientError {
     /// The caller cancelled the request (a cancelled future or task); a read changes
     /// nothing on the server.
     Cancelled,
+    /// Called in a process forked after the client was made: nothing was sent. The text
+    /// says what to do.
+    Forked(String),
 }
 
 impl ClientError {
@@ -362,6 +373,7 @@ impl fmt::Display for ClientError {
             ClientError::Protocol(why) => write!(f, "protocol error: {why}"),
             ClientError::Refused(why) => write!(f, "refused: {why}"),
             ClientError::Cancelled => write!(f, "cancelled"),
+            ClientError::Forked(why) => f.write_str(why),
         }
     }
 }

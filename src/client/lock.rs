@@ -153,7 +153,7 @@ impl Lock {
         match &result {
             Ok(_) | Err(ReleaseError::Invalid(_)) => self.released = true,
             Err(ReleaseError::Unconfirmed | ReleaseError::Cancelled) => self.attempted = true,
-            Err(ReleaseError::QueueFull | ReleaseError::Unavailable { .. }) => {}
+            Err(ReleaseError::QueueFull | ReleaseError::Unavailable { .. } | ReleaseError::Forked(_)) => {}
         }
         match result {
             Ok(ReleaseOutcome::NotHolder) if self.attempted => Ok(ReleaseOutcome::ReleasedOrExpired),
@@ -210,6 +210,9 @@ pub(crate) fn release_now(
     token: u64,
 ) -> Result<ReleaseOutcome, ReleaseError> {
     check_key(key).map_err(ReleaseError::Invalid)?;
+    if let Some(why) = handle.shared.forked() {
+        return Err(ReleaseError::Forked(why));
+    }
     let outcome = handle.shared.call(|core, waker, now| core.release(Some(waker), key, owner, token, now))?;
     match outcome {
         Outcome::Release(result) => result,
@@ -220,6 +223,9 @@ pub(crate) fn release_now(
 /// Hands a release to the background without waiting (what dropping a [`Lock`] does).
 /// Never blocks: a write the socket cannot take at once goes to a writer thread.
 pub(crate) fn release_in_background(handle: &Handle, owner: &Arc<str>, key: &str, token: u64) {
+    if handle.shared.forked().is_some() {
+        return; // the parent's lock: its own client releases it
+    }
     let result =
         handle.shared.with_core(Mode::NonBlocking, |core, now| core.release(None, key, owner, token, now));
     if let Err(e) = result {

@@ -8,6 +8,7 @@
  * (stop the server) print "ready: ..." and wait for a line on standard input. */
 #define _POSIX_C_SOURCE 200809L
 #include <pthread.h>
+#include <sys/wait.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -236,6 +237,40 @@ static void panics(int logged) {
     }
 }
 
+/* A client used after fork(): the child's call fails at once, the parent goes on. */
+static void after_fork(const char *key) {
+    ticketing_client *client = new_client();
+    ticketing_lock *held = acquire(client, "fork:held"); /* held across the fork */
+    pid_t pid = fork();
+    CHECK(pid >= 0, "fork");
+    if (pid == 0) {
+        struct timespec start;
+        clock_gettime(CLOCK_MONOTONIC, &start);
+        ticketing_lock *lock = NULL;
+        ticketing_error *err = NULL;
+        int rc = ticketing_acquire(client, key, 20000, 1000, &lock, &err);
+        double took = seconds_since(&start);
+        int ok = rc == TICKETING_UNAVAILABLE && ticketing_error_is_retryable(err) == 0 &&
+                 strstr(ticketing_error_message(err), "before a fork") != NULL && took < 0.1;
+        printf("child: %s in %.1f ms: %s\n", ticketing_kind_name(rc), took * 1000, ticketing_error_message(err));
+        fflush(stdout);
+        /* Freeing in the child touches nothing of the parent's. */
+        ticketing_error_free(err);
+        ticketing_lock_free(held);
+        ticketing_client_free(client);
+        _exit(ok ? 0 : 1);
+    }
+    int status = 0;
+    CHECK(waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0,
+          "the child's call did not fail at once as it should");
+    /* The parent goes on: its held lock, a new acquire and release. */
+    int held_flag = 1;
+    CHECK(ticketing_query(client, key, &held_flag, NULL, NULL) == TICKETING_OK && held_flag == 0, "key free");
+    release_and_report("parent after fork", acquire(client, key));
+    release_and_report("parent's lock held across the fork", held);
+    ticketing_client_free(client);
+}
+
 int main(int argc, char **argv) {
     if (argc < 4) {
         fprintf(stderr, "usage: %s ADDR SECRET MODE [KEY]\n", argv[0]);
@@ -270,6 +305,8 @@ int main(int argc, char **argv) {
         use_after_free(key);
     } else if (strcmp(mode, "double-free") == 0) {
         double_free(key);
+    } else if (strcmp(mode, "fork") == 0) {
+        after_fork(key);
     } else if (strcmp(mode, "panic-quiet") == 0) {
         panics(0);
     } else if (strcmp(mode, "panic-logged") == 0) {

@@ -44,7 +44,10 @@ pub(crate) struct Closer(Arc<Shared>);
 
 impl Drop for Closer {
     fn drop(&mut self) {
-        self.0.with_core(Mode::NonBlocking, |core, now| core.close(now));
+        // In a forked child the client is the parent's: nothing to close here.
+        if self.0.forked().is_none() {
+            self.0.with_core(Mode::NonBlocking, |core, now| core.close(now));
+        }
     }
 }
 

@@ -62,6 +62,10 @@ pub(crate) struct Shared {
     stopped: AtomicBool,
     /// The body of a slot's connection thread (`io/reader.rs`), given at start.
     run_slot: SlotThread,
+    /// The process that made the client, and its fork generation then (see
+    /// [`Shared::forked`]).
+    pid: u32,
+    forks: u64,
 }
 
 /// The body of a slot's connection thread: dials the addresses it receives.
@@ -120,7 +124,25 @@ impl Shared {
             driver: OnceLock::new(),
             stopped: AtomicBool::new(false),
             run_slot,
+            pid: std::process::id(),
+            forks: crate::sys::fork_generation(),
         }
+    }
+
+    /// Why this process cannot use the client, when it is a child forked after the
+    /// client was made: it has the parent's sockets but none of its threads, and any
+    /// byte it wrote or read there would be the parent's. Then nothing may touch the
+    /// client's state (a lock held at the fork stays held in the child): each call fails
+    /// before it, and drops do nothing. One relaxed load.
+    pub(crate) fn forked(&self) -> Option<String> {
+        (crate::sys::fork_generation() != self.forks).then(|| {
+            format!(
+                "this client was created in process {} before a fork; process {} cannot use it: create a \
+                 new client in this process, with its own owner",
+                self.pid,
+                std::process::id()
+            )
+        })
     }
 
     pub(crate) fn state(&self) -> MutexGuard<'_, State> {
