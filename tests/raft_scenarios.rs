@@ -1691,7 +1691,10 @@ fn a_stopping_node_never_campaigns_and_is_never_handed_leadership() {
     net.crash(1);
     net.advance(6_000);
     assert_eq!(net.leaders(), vec![3]);
-    assert!(!net.sent.iter().any(|(f, _, m)| *f == 2 && matches!(m, Message::PreVote { .. } | Message::Vote { .. })));
+    assert!(!net
+        .sent
+        .iter()
+        .any(|(f, _, m)| *f == 2 && matches!(m, Message::PreVote { .. } | Message::Vote { .. })));
 }
 
 /// When every node is told to stop at once, leadership does not move to a node that

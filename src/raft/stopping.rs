@@ -23,7 +23,9 @@
 //!   this leader that said it stops with `leave`, while a standby exists, is swapped
 //!   for the best standby with `replace_voter` — the joint-consensus path of `admin
 //!   replace` and the autopilot — and `AutopilotEvent::ReplacingStopping` is
-//!   reported. A learner that said it stops with `leave` is removed
+//!   reported; once the leader's appends flow to it (replicating, within
+//!   `STANDBY_LAG_MAX` of the commit index), so that it receives the joint entry
+//!   before its removal notice and can tell who took its place. A learner that said it stops with `leave` is removed
 //!   (`AutopilotEvent::RemovingStopping`), which frees its standby place at once.
 //!   The preconditions are the autopilot's (this node leads and is a voter, no
 //!   hand-over, no change in flight, not joint, this term's entry committed, not
@@ -45,7 +47,8 @@
 
 use super::core::{Raft, Transfer};
 use super::message::Message;
-use super::{AutopilotEvent, NodeId, Role};
+use super::progress::ProgressState;
+use super::{AutopilotEvent, NodeId, Role, STANDBY_LAG_MAX};
 
 impl Raft {
     /// This node is about to stop; `leave`: ask the leader to swap a standby in for
@@ -145,7 +148,16 @@ impl Raft {
         let me = self.cfg.id;
         let active = self.log.active_membership();
         let leaving = |id: &&NodeId| self.stopping_peers.get(id) == Some(&true);
-        let voter = active.voters.iter().filter(|id| **id != me).find(leaving).copied();
+        // Why only once its appends flow (replicating, caught up like a standby): the
+        // joint entry then reaches it before the removal notice does, on the same link,
+        // so it can tell who took its place. A new leader needs one round trip for this.
+        let commit = self.log.committed();
+        let flowing = |id: &&NodeId| {
+            self.progress.get(id).is_some_and(|p| {
+                p.state == ProgressState::Replicate && p.matched.saturating_add(STANDBY_LAG_MAX) >= commit
+            })
+        };
+        let voter = active.voters.iter().filter(|id| **id != me).filter(flowing).find(leaving).copied();
         let learner = active.learners.iter().find(leaving).copied();
         if let Some(leaving) = voter {
             if let Some(&standby) = self.standbys().first() {
