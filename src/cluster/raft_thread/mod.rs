@@ -353,6 +353,11 @@ impl RaftLoop {
         // received): dial it now, so the messages below wait for that link instead of
         // being lost until the next housekeeping.
         self.dial_members_if_changed();
+        // A new leader's first messages wait for the links being dialed now, rather
+        // than being dropped while a dialer backs off.
+        if ready.role_changed.is_some_and(|c| c.role == Role::Leader) {
+            self.dial_now_unlinked();
+        }
         let mut touched = Vec::new();
         for (to, msg) in &ready.messages {
             if let Some(token) = self.route(*to, msg, now) {
