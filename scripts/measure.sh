@@ -12,7 +12,7 @@
 #                                      (docs/operations.md, "Handing leadership over")
 #   scripts/measure.sh rolling         a rolling restart of 3 voters, each restarted as
 #                                      ticketing-node.service does, under 4 clients;
-#                                      ROLLING_TRIALS=N (default 5)
+#                                      ROLLING_TRIALS=N (default 5), ROLLING_LEAVE=off
 #                                      (docs/operations.md, "Upgrading")
 #   scripts/measure.sh raw-throughput  pairs/s over raw protocol connections, standalone
 #                                      and 3-node cluster (docs/performance.md §4)

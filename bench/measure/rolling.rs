@@ -6,7 +6,8 @@
 //! longest time the cluster ran with fewer than three healthy voters (a voter's process
 //! gone before its standby was swapped in), the longest time one client went without a
 //! grant, the Indeterminate outcomes, and the load average. ROLLING_TRIALS=N trials
-//! (default 5).
+//! (default 5); ROLLING_LEAVE=off runs the nodes with `TICKETING_LEAVE_ON_TERMINATE=off`
+//! (the "before": each stop waits for the autopilot).
 
 use std::time::{Duration, Instant};
 
@@ -21,8 +22,8 @@ struct Trial {
     load: f64,
 }
 
-fn trial() -> Trial {
-    let mut nodes = Nodes::start(3, 1, &[]);
+fn trial(leave: &str) -> Trial {
+    let mut nodes = Nodes::start(3, 1, &[("TICKETING_LEAVE_ON_TERMINATE", leave)]);
     let load = Load::start(nodes.addrs(), 4);
     load.wait_flowing(Duration::from_secs(10));
     std::thread::sleep(Duration::from_millis(500));
@@ -53,9 +54,11 @@ fn ms(d: Duration) -> f64 {
 /// The figures of docs/operations.md ("Upgrading").
 pub fn run() {
     let trials: usize = std::env::var("ROLLING_TRIALS").ok().and_then(|v| v.parse().ok()).unwrap_or(5);
+    let leave = std::env::var("ROLLING_LEAVE").unwrap_or_else(|_| "on".into());
+    println!("TICKETING_LEAVE_ON_TERMINATE={leave}");
     let mut results = Vec::new();
     for t in 0..trials {
-        let r = trial();
+        let r = trial(&leave);
         let steps: Vec<String> = r
             .steps
             .iter()
