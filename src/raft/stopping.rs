@@ -25,8 +25,9 @@
 //!   replace` and the autopilot — and `AutopilotEvent::ReplacingStopping` is
 //!   reported; once the leader's appends flow to it (replicating, within
 //!   `STANDBY_LAG_MAX` of the commit index), so that it receives the joint entry
-//!   before its removal notice and can tell who took its place. A learner that said it stops with `leave` is removed
-//!   (`AutopilotEvent::RemovingStopping`), which frees its standby place at once.
+//!   before its removal notice and can tell who took its place. A learner that said
+//!   it stops with `leave` is removed (`AutopilotEvent::RemovingStopping`), which
+//!   frees its standby place at once.
 //!   The preconditions are the autopilot's (this node leads and is a voter, no
 //!   hand-over, no change in flight, not joint, this term's entry committed, not
 //!   paused by an operator's `admin replace`) without its own setting: leaving is the
@@ -35,8 +36,8 @@
 //!
 //! Why no healthy-majority condition as for a dead voter: the leaving voter is alive
 //! until the change commits or its own bound passes (the server waits for one of the
-//! two), so the joint configuration has the leader and the leaving voter in the old
-//! half and the leader and the standby in the new. If the leaving node stops before
+//! two), so the joint configuration can commit with the leader and the leaving voter
+//! in the old half and the leader and the standby in the new. If the leaving node stops before
 //! the change commits, the cluster needs a majority of both halves: the voters it
 //! would have needed without the change. Never worse than stopping without a word.
 //!

@@ -35,7 +35,7 @@ impl Load {
         let stop = Arc::new(AtomicBool::new(false));
         let grants = Arc::new(Mutex::new(Vec::new()));
         let client =
-            Client::builder().addrs(addrs).auth_token(TOKEN).owner("autopilot-load").build().expect("client");
+            Client::builder().addrs(addrs).auth_token(TOKEN).owner("checked-load").build().expect("client");
         let threads = (0..workers)
             .map(|w| {
                 let (stop, grants, client) = (stop.clone(), grants.clone(), client.clone());
