@@ -10,6 +10,10 @@
 #                                      leader changes, 20 trials each; HANDOVER_TRIALS=N,
 #                                      HANDOVER_ONLY=Transfer|Sigterm|Sigkill|Replace
 #                                      (docs/operations.md, "Handing leadership over")
+#   scripts/measure.sh rolling         a rolling restart of 3 voters, each restarted as
+#                                      ticketing-node.service does, under 4 clients;
+#                                      ROLLING_TRIALS=N (default 5), ROLLING_LEAVE=off
+#                                      (docs/operations.md, "Upgrading")
 #   scripts/measure.sh raw-throughput  pairs/s over raw protocol connections, standalone
 #                                      and 3-node cluster (docs/performance.md §4)
 #
@@ -17,8 +21,8 @@
 set -eu
 cd "$(dirname "$0")/.."
 case "${1:-}" in
-    failover|replacement|handover|raw-throughput) ;;
-    -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
-    *) echo "usage: scripts/measure.sh failover|replacement|handover|raw-throughput (--help)" >&2; exit 2 ;;
+    failover|replacement|handover|rolling|raw-throughput) ;;
+    -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
+    *) echo "usage: scripts/measure.sh failover|replacement|handover|rolling|raw-throughput (--help)" >&2; exit 2 ;;
 esac
 exec cargo bench --quiet --bench measure -- "$1"

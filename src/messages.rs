@@ -69,6 +69,13 @@ pub enum ToRaft {
         target: Option<u64>,
         reply: (u32, Sender<WriterMsg>),
     },
+    /// This node's own stop (SIGTERM), first step: tell the other members it stops
+    /// (`Raft::stop`), and with `leave` ask the leader to swap a standby in for it;
+    /// `reply` is told once that is done and published.
+    Stopping {
+        leave: bool,
+        reply: Sender<()>,
+    },
     /// This node's own stop (SIGTERM): hand leadership to a voter that can take over, if
     /// one can; `reply` is told at once what was done.
     StopHandover {
@@ -85,6 +92,9 @@ pub enum StopHandover {
     /// No voter was heard within an election timeout over a link that is up: no
     /// hand-over could succeed, so none was started.
     NoneReachable,
+    /// Every other voter said it is stopping too: none was started (it would only
+    /// move leadership to a node that stops as well).
+    OthersStopping,
     /// This leader is leaving the configuration: it hands over by itself when that
     /// change commits.
     Leaving,

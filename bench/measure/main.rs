@@ -8,8 +8,9 @@ mod common;
 mod failover;
 mod handover;
 mod raw_throughput;
+mod rolling;
 
-const USAGE: &str = "usage: measure failover|replacement|handover|raw-throughput";
+const USAGE: &str = "usage: measure failover|replacement|handover|rolling|raw-throughput";
 
 fn main() {
     // `cargo bench` adds `--bench`; the first other argument names the measurement.
@@ -18,6 +19,7 @@ fn main() {
         Some("failover") => failover::failover(),
         Some("replacement") => failover::replacement(),
         Some("handover") => handover::run(),
+        Some("rolling") => rolling::run(),
         Some("raw-throughput") => raw_throughput::run(),
         _ => {
             eprintln!("{USAGE}");

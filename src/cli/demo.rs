@@ -300,6 +300,7 @@ fn start_cluster(token: &[u8]) -> std::io::Result<(Vec<Option<Server>>, Vec<Stri
             auto_join: false,
             autopilot_dead_ms: Some(crate::config::AUTOPILOT_DEAD_MS_DEFAULT),
             standbys_max: crate::config::STANDBYS_MAX_DEFAULT as usize,
+            leave_on_terminate: true,
         });
         servers.push(Some(Server::start(config)?));
     }

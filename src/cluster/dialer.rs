@@ -126,8 +126,14 @@ impl Dialer {
                     }
                     DialOutcome::Retry => self.report(false),
                 }
-                std::thread::sleep(backoff);
-                backoff = (backoff * 2).min(DIAL_BACKOFF_MAX);
+                // Asked again meanwhile (a new leader needs its links now): at once.
+                match redial.recv_timeout(backoff) {
+                    Ok(()) => backoff = DIAL_BACKOFF_MIN,
+                    Err(crossbeam_channel::RecvTimeoutError::Timeout) => {
+                        backoff = (backoff * 2).min(DIAL_BACKOFF_MAX)
+                    }
+                    Err(crossbeam_channel::RecvTimeoutError::Disconnected) => return,
+                }
             }
         }
     }

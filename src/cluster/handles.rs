@@ -1,5 +1,5 @@
-//! The running cluster side as the server holds it: its channels and threads, the
-//! hand-over of leadership before a stop, and the stop.
+//! The running cluster side as the server holds it: its channels and threads, what a
+//! stop does first (tell the others, hand leadership over, leave), and the stop.
 
 use std::net::{SocketAddr, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -24,9 +24,12 @@ pub struct ClusterHandles {
     /// Set when this node must not run (e.g. its NodeId was already used).
     pub fatal: Arc<Mutex<Option<String>>>,
     pub(super) stopping: Arc<AtomicBool>,
-    /// Raft timing in force (ms): bounds the hand-over before a stop.
+    /// Raft timing in force (ms): bounds the hand-over and the leave before a stop.
     pub(super) election_ms: u64,
     pub(super) heartbeat_ms: u64,
+    /// `TICKETING_LEAVE_ON_TERMINATE`: on a stop, ask the leader to swap a standby in
+    /// for this voter and wait for it (at most an election timeout).
+    pub(super) leave_on_terminate: bool,
 }
 
 /// After leadership moved on a stop, the node lingers this long as a follower so that
@@ -35,13 +38,78 @@ pub struct ClusterHandles {
 const STOP_LINGER: Duration = Duration::from_millis(200);
 
 impl ClusterHandles {
+    /// On a stop (SIGTERM), before the threads stop: tells the other members this node
+    /// stops (they never hand it leadership from then on), hands leadership over if it
+    /// leads ([`ClusterHandles::hand_over_before_stop`]), then, with
+    /// `TICKETING_LEAVE_ON_TERMINATE=on`, waits until a standby took its place as a
+    /// voter ([`ClusterHandles::leave_before_stop`]). Each wait is bounded.
+    pub fn before_stop(&self) {
+        let within = Duration::from_millis(self.election_ms);
+        let (tx, rx) = crossbeam_channel::bounded(1);
+        let leave = self.leave_on_terminate;
+        if self.raft_tx.send(ToRaft::Stopping { leave, reply: tx }).is_err() {
+            return;
+        }
+        let _ = self.waker.wake();
+        if rx.recv_timeout(within).is_err() {
+            info!("the Raft thread did not answer within {} ms; stopping at once", within.as_millis());
+            return;
+        }
+        self.hand_over_before_stop();
+        if leave {
+            self.leave_before_stop();
+        }
+    }
+
+    /// This voter asked the leader to swap a standby in for it (`Raft::stop`): waits
+    /// until it learns it was removed — a standby took its place, which the Raft thread
+    /// logs with the standby's id — or until no standby may come (none, or none that
+    /// is not stopping too: it stops at once, as without the setting), or at most an
+    /// election timeout (2 s by default): then it stops anyway and the autopilot
+    /// replaces it later, as for a crash. A leader does this after its hand-over (the
+    /// new leader makes the swap); one that still leads stops without leaving.
+    pub fn leave_before_stop(&self) {
+        let started = std::time::Instant::now();
+        let within = Duration::from_millis(self.election_ms);
+        let mut waited = false;
+        loop {
+            if self.view.removed.load(Ordering::SeqCst) {
+                return;
+            }
+            let facts = self.view.facts();
+            // Nothing to wait for (no standby; a standby itself): as without the setting.
+            if facts.role == Some(crate::raft::Role::Leader) || !facts.awaiting_replacement {
+                if waited {
+                    info!(
+                        "no standby took this node's place in {} ms; stopping (the autopilot replaces it \
+                         later)",
+                        started.elapsed().as_millis()
+                    );
+                }
+                return;
+            }
+            if started.elapsed() >= within {
+                info!(
+                    "no standby took this node's place within {} ms; stopping anyway (the autopilot \
+                     replaces it later)",
+                    within.as_millis()
+                );
+                return;
+            }
+            waited = true;
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+
     /// On a stop (SIGTERM): if this node leads, hands leadership to a voter that can
     /// take over and waits until another node leads, at most an election timeout and
     /// two heartbeats from the signal (the core abandons a hand-over after an election
     /// timeout); then lingers [`STOP_LINGER`]. Requests arriving meanwhile wait on the
     /// lock side and are then redirected; none is failed for the stop's sake. When no
-    /// voter was heard within an election timeout over a live link, it does not wait
-    /// for a hand-over that cannot happen. Logs what happened; true if leadership moved.
+    /// voter was heard within an election timeout over a live link, or every other
+    /// voter stops too, it does not wait for a hand-over that cannot happen or would
+    /// only move leadership to a node that stops. Logs what happened; true if
+    /// leadership moved.
     pub fn hand_over_before_stop(&self) -> bool {
         let me_leads = |facts: &view::RaftFacts| facts.role == Some(crate::raft::Role::Leader);
         let facts = self.view.facts();
@@ -66,6 +134,10 @@ impl ClusterHandles {
                 info!("no follower reachable to hand leadership to; stopping without a hand-over");
                 return false;
             }
+            Ok(StopHandover::OthersStopping) => {
+                info!("every other voter is stopping too; stopping without a hand-over");
+                return false;
+            }
             Ok(StopHandover::Refused(why)) => {
                 info!("leadership not passed on before stopping: {why}");
                 return false;
@@ -86,7 +158,9 @@ impl ClusterHandles {
             if !me_leads(&facts) && facts.leader_id.is_some() && facts.leader_id != me {
                 break true;
             }
-            if started.elapsed() >= within {
+            // Still leading and no longer handing over: the core abandoned the hand-over
+            // (its target said it stops too, and no other voter could take over).
+            if started.elapsed() >= within || (me_leads(&facts) && !facts.handing_over) {
                 break false;
             }
             std::thread::sleep(Duration::from_millis(2));

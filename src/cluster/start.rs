@@ -159,5 +159,6 @@ pub fn start(s: ClusterStart<'_>) -> std::io::Result<ClusterHandles> {
         stopping,
         election_ms: config.election_ms,
         heartbeat_ms: config.heartbeat_ms,
+        leave_on_terminate: cluster.leave_on_terminate,
     })
 }

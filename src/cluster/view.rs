@@ -23,6 +23,11 @@ pub struct RaftFacts {
     pub learners: Vec<u64>,
     /// This node leads, or heard from its leader within an election timeout.
     pub live_leader: bool,
+    /// This leader is handing leadership over (`Raft::handing_over`).
+    pub handing_over: bool,
+    /// This node is stopping, asked to leave, and a standby may still take its place
+    /// (`Raft::awaits_replacement`).
+    pub awaiting_replacement: bool,
 }
 
 /// What MEMBERS reports of the autopilot, published at the housekeeping pace (every
@@ -241,6 +246,8 @@ impl ClusterView {
             voters,
             learners: membership.learners.iter().copied().collect(),
             live_leader: raft.has_live_leader(),
+            handing_over: raft.handing_over(),
+            awaiting_replacement: raft.awaits_replacement(),
         };
         *lock(&self.facts) = facts;
     }

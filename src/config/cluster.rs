@@ -38,6 +38,9 @@ pub struct ClusterConfig {
     pub autopilot_dead_ms: Option<u64>,
     /// `TICKETING_STANDBYS_MAX`: learners a leader adds at their own request at most.
     pub standbys_max: usize,
+    /// `TICKETING_LEAVE_ON_TERMINATE`: on SIGTERM a voter asks the leader to swap a
+    /// standby in for it, and waits for that (bounded) before it stops.
+    pub leave_on_terminate: bool,
 }
 
 /// Default `TICKETING_AUTOPILOT_DEAD_MS`: how long a voter must have been unreachable
@@ -158,6 +161,13 @@ pub fn cluster_config(
     }
     let standbys_max =
         number(get, "TICKETING_STANDBYS_MAX", STANDBYS_MAX_DEFAULT, 0, STANDBYS_MAX_LIMIT)? as usize;
+    let leave_on_terminate = match get("TICKETING_LEAVE_ON_TERMINATE").as_deref().map(str::trim) {
+        None | Some("on") => true,
+        Some("off") => false,
+        Some(other) => {
+            return Err(err("TICKETING_LEAVE_ON_TERMINATE", format!("{other:?} is not on or off")))
+        }
+    };
     Ok(Some(ClusterConfig {
         self_addr,
         peers,
@@ -166,6 +176,7 @@ pub fn cluster_config(
         auto_join: false,
         autopilot_dead_ms: autopilot.then_some(dead_ms),
         standbys_max,
+        leave_on_terminate,
     }))
 }
 

@@ -22,6 +22,8 @@ Environment variables (docs/configuration.md):
                                   caught-up standby                default on
   TICKETING_AUTOPILOT_DEAD_MS     unreachable this long = dead     default 30000
   TICKETING_STANDBYS_MAX          learners kept as standbys        default 2
+  TICKETING_LEAVE_ON_TERMINATE    on | off: on SIGTERM a voter lets a caught-up
+                                  standby take its place first     default on
   TICKETING_TLS_CERT              PEM certificate chain; with _KEY enables TLS on both ports
   TICKETING_TLS_KEY               PEM private key
   TICKETING_TLS_CA                PEM CA bundle to verify peers (needs _CERT and _KEY;
@@ -56,6 +58,7 @@ pub const KNOWN_VARS: &[&str] = &[
     "TICKETING_AUTOPILOT",
     "TICKETING_AUTOPILOT_DEAD_MS",
     "TICKETING_STANDBYS_MAX",
+    "TICKETING_LEAVE_ON_TERMINATE",
     "TICKETING_TLS_CERT",
     "TICKETING_TLS_KEY",
     "TICKETING_TLS_CA",

@@ -421,8 +421,13 @@ mod tests {
         assert_eq!(off.cluster.unwrap().autopilot_dead_ms, None);
         let c = cluster_node(&[("TICKETING_AUTOPILOT_DEAD_MS", "6000")]).unwrap();
         assert_eq!(c.cluster.unwrap().autopilot_dead_ms, Some(6000));
+        // Leaving on SIGTERM: on by default, off on request.
+        assert!(cluster_node(&[]).unwrap().cluster.unwrap().leave_on_terminate);
+        let off = cluster_node(&[("TICKETING_LEAVE_ON_TERMINATE", " off")]).unwrap();
+        assert!(!off.cluster.unwrap().leave_on_terminate);
         for (var, value) in [
             ("TICKETING_AUTOPILOT", "yes"),
+            ("TICKETING_LEAVE_ON_TERMINATE", "true"),
             // Under three election timeouts (2000 ms each).
             ("TICKETING_AUTOPILOT_DEAD_MS", "5999"),
             ("TICKETING_AUTOPILOT_DEAD_MS", "x"),

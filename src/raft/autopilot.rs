@@ -19,7 +19,7 @@
 //! - *Standby*: a learner of the active configuration that is healthy and
 //!   caught up: its match index plus [`STANDBY_LAG_MAX`] reaches the commit
 //!   index ([`Raft::standbys`]; the same 64 entries `admin replace` waits
-//!   for).
+//!   for), and that has not said it is about to stop (`stopping.rs`).
 //!
 //! # Rules
 //!
@@ -108,9 +108,10 @@ impl Raft {
     }
 
     /// Leader only: the learners of the active configuration that autopilot
-    /// could promote now — heard within the last election timeout and at most
-    /// [`STANDBY_LAG_MAX`] entries behind the commit index — best first (the
-    /// highest match index, then the lowest id). Empty on a non-leader.
+    /// could promote now — heard within the last election timeout, at most
+    /// [`STANDBY_LAG_MAX`] entries behind the commit index, and not about to
+    /// stop (`Message::Stopping`) — best first (the highest match index, then
+    /// the lowest id). Empty on a non-leader.
     pub fn standbys(&self) -> Vec<NodeId> {
         if self.role != Role::Leader {
             return Vec::new();
@@ -125,7 +126,8 @@ impl Raft {
                 let p = self.progress.get(id)?;
                 let healthy = self.unreachable_ms(*id)? < self.cfg.election_ms;
                 let caught_up = p.matched.saturating_add(STANDBY_LAG_MAX) >= commit;
-                (healthy && caught_up).then_some((p.matched, *id))
+                let staying = !self.stopping_peers.contains_key(id);
+                (healthy && caught_up && staying).then_some((p.matched, *id))
             })
             .collect();
         found.sort_by_key(|(matched, id)| (std::cmp::Reverse(*matched), *id));
@@ -135,8 +137,13 @@ impl Raft {
     /// Whether autopilot may decide anything now (the preconditions in the
     /// module doc).
     fn autopilot_may_act(&self) -> bool {
-        self.cfg.autopilot_dead_ms.is_some()
-            && !self.autopilot_paused
+        self.cfg.autopilot_dead_ms.is_some() && self.membership_change_may_start()
+    }
+
+    /// The preconditions of the module doc but the autopilot's own setting: also
+    /// those of swapping a standby in for a voter that leaves (`stopping.rs`).
+    pub(super) fn membership_change_may_start(&self) -> bool {
+        !self.autopilot_paused
             && self.role == Role::Leader
             && !self.handing_over()
             && self.log.active_membership().is_voter(self.cfg.id)

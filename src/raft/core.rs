@@ -6,7 +6,8 @@
 //! check-quorum), `replication.rs` (append, heartbeat, commit),
 //! `snapshot.rs` (compaction and chunked install), `reconfig.rs`
 //! (membership, leadership transfer, ReadIndex), `autopilot.rs` (replacing
-//! dead voters, removing dead learners).
+//! dead voters, removing dead learners), `stopping.rs` (a planned stop: telling the
+//! others, swapping a standby in for a voter that leaves).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -94,6 +95,12 @@ pub struct Raft {
     pub(super) autopilot_paused: bool,
     /// Autopilot decisions not yet handed out by `ready()`.
     pub(super) autopilot_events: Vec<AutopilotEvent>,
+    /// `Some(leave)` once this node is about to stop (`stop`).
+    pub(super) stopping: Option<bool>,
+    /// When this node last told the others it is stopping.
+    pub(super) stopping_sent_ms: u64,
+    /// Members that said they are about to stop, and whether each asked to leave.
+    pub(super) stopping_peers: BTreeMap<NodeId, bool>,
 }
 
 impl Raft {
@@ -153,6 +160,9 @@ impl Raft {
             removed: false,
             autopilot_paused: false,
             autopilot_events: Vec::new(),
+            stopping: None,
+            stopping_sent_ms: 0,
+            stopping_peers: BTreeMap::new(),
         };
         raft.reset_election_timer();
         raft

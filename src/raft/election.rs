@@ -16,10 +16,12 @@ use super::{NodeId, Role};
 impl Raft {
     /// May this node start an election? Only a voter of both its active and
     /// its committed configuration (docs/operations.md: a joining node never campaigns
-    /// until it is a voter in a committed configuration).
+    /// until it is a voter in a committed configuration), and not once it is about to
+    /// stop (`stop`: leadership won by a node that stops would only move again).
     pub(super) fn can_campaign(&self) -> bool {
         let id = self.cfg.id;
         !self.removed
+            && self.stopping.is_none()
             && self.role != Role::Leader
             && self.log.active_membership().is_voter(id)
             && self.log.committed_membership().1.is_voter(id)
@@ -260,6 +262,7 @@ impl Raft {
             // timeout. We lead on; `ready()` reports the end of the hand-over.
             self.transfer = None;
         }
+        self.tick_leaving();
         self.tick_autopilot();
     }
 

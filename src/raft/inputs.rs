@@ -20,6 +20,7 @@ impl Raft {
         if self.removed {
             return;
         }
+        self.tick_stopping();
         if self.role == Role::Leader {
             self.tick_leader();
         } else if self.now_ms >= self.election_deadline_ms {
@@ -32,7 +33,8 @@ impl Raft {
     /// a heartbeat, a commit notice, an election timeout, a transfer deadline,
     /// a peer whose last answer leaves the CheckQuorum window, a peer turning
     /// dead for autopilot, the end of a follower's lease on its leader
-    /// (`has_live_leader` turns false). `None`
+    /// (`has_live_leader` turns false), the next `Stopping` of a node about to
+    /// stop. `None`
     /// when no timer runs (a removed node). A caller may sleep until then,
     /// waking for inputs meanwhile: ticking earlier changes nothing, ticking at
     /// that time does what a tick on any finer grid would have done by then.
@@ -44,7 +46,7 @@ impl Raft {
         // Moments when a condition turns, kept only while still ahead: past
         // ones are not consumed by a tick and would make the caller spin.
         let ahead = |t: u64| (t > now).then_some(t);
-        let deadlines: [Option<u64>; 5] = if self.role == Role::Leader {
+        let deadlines: [Option<u64>; 6] = if self.role == Role::Leader {
             let election = self.cfg.election_ms;
             let quorum_check = if self.cfg.check_quorum {
                 self.progress.values().filter_map(|p| ahead(p.last_heard_ms.saturating_add(election))).min()
@@ -57,12 +59,13 @@ impl Raft {
                 self.transfer.map(|t| t.deadline_ms),
                 quorum_check,
                 self.autopilot_deadline_ms(),
+                self.stopping_deadline_ms(),
             ]
         } else {
             let lease_end = self
                 .leader_id
                 .and_then(|_| ahead(self.leader_contact_ms.saturating_add(self.cfg.election_ms)));
-            [Some(self.election_deadline_ms), lease_end, None, None, None]
+            [Some(self.election_deadline_ms), lease_end, self.stopping_deadline_ms(), None, None, None]
         };
         deadlines.into_iter().flatten().min()
     }
@@ -81,6 +84,12 @@ impl Raft {
             return;
         }
         if self.answer_non_member(from, &msg) {
+            return;
+        }
+        if let Message::Stopping { leave, .. } = msg {
+            // Why before the term rules: it says something about the sender's process,
+            // and a term it carries must neither depose a leader nor be refused as old.
+            self.handle_stopping(from, leave);
             return;
         }
         let term = msg.term();
@@ -132,6 +141,8 @@ impl Raft {
                 self.handle_snapshot_resp(from, index, next_offset, done)
             }
             Message::Removed { config_index, .. } => self.handle_removed(config_index),
+            // Handled before the term rules (`step_inner`).
+            Message::Stopping { .. } => {}
         }
     }
 

@@ -138,6 +138,14 @@ pub enum Message {
         term: u64,
         config_index: u64,
     },
+    /// "I am about to stop": sent by a node that received SIGTERM to every other
+    /// member, and again every heartbeat period until it stops. With `leave` it asks
+    /// the leader to swap a standby in for it first. Judged without its term (it says
+    /// something about the sender's process, not about any term).
+    Stopping {
+        term: u64,
+        leave: bool,
+    },
 }
 
 impl Message {
@@ -155,7 +163,8 @@ impl Message {
             | Message::InstallSnapshot { term, .. }
             | Message::InstallSnapshotResp { term, .. }
             | Message::TimeoutNow { term }
-            | Message::Removed { term, .. } => *term,
+            | Message::Removed { term, .. }
+            | Message::Stopping { term, .. } => *term,
         }
     }
 

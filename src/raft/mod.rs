@@ -43,9 +43,11 @@
 //! (enter with `propose_membership`, leave automatically once committed),
 //! removal notices (the leader answers every message of a non-member),
 //! planned hand-over (`transfer_leader`, `successor`, `Ready::handover`; a
-//! leader that removes itself hands over too), ReadIndex, and autopilot (the
+//! leader that removes itself hands over too), ReadIndex, autopilot (the
 //! leader replaces a dead voter by a caught-up learner and removes dead
-//! learners, `autopilot.rs`). See docs/raft.md.
+//! learners, `autopilot.rs`), and planned stops (`stop`: a stopping node tells
+//! the others, is never handed leadership, and may ask to be swapped for a
+//! standby first, `stopping.rs`). See docs/raft.md.
 
 mod autopilot;
 mod core;
@@ -59,6 +61,7 @@ mod reconfig;
 mod replication;
 pub mod rng;
 mod snapshot;
+mod stopping;
 pub mod wire;
 
 pub use self::core::{Raft, Transfer};
@@ -219,8 +222,9 @@ pub struct Ready {
     /// True from the moment this node learned it is not in the committed
     /// configuration any more (level, not edge: stays true).
     pub removed: bool,
-    /// Leader only: configuration changes autopilot proposed since the last
-    /// `ready()` (appended, not yet committed), in order.
+    /// Leader only: configuration changes autopilot (or a stopping node's
+    /// leave) proposed since the last `ready()` (appended, not yet committed),
+    /// in order.
     pub autopilot: Vec<AutopilotEvent>,
 }
 
@@ -234,6 +238,14 @@ pub enum AutopilotEvent {
     /// Learner `learner`, unheard for `unreachable_ms`, is being removed by the
     /// configuration appended at `config_index`.
     RemovingLearner { learner: NodeId, unreachable_ms: u64, config_index: u64 },
+    /// Voter `leaving` said it is about to stop and asked to leave
+    /// (`Message::Stopping { leave: true }`): it is being swapped for learner
+    /// `standby`, the joint configuration appended at `config_index`.
+    ReplacingStopping { leaving: NodeId, standby: NodeId, config_index: u64 },
+    /// Learner `learner` said it is about to stop and asked to leave: it is being
+    /// removed by the configuration appended at `config_index`, which frees its
+    /// standby place at once.
+    RemovingStopping { learner: NodeId, config_index: u64 },
 }
 
 /// A change of role, term or known leader.

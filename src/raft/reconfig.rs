@@ -161,7 +161,8 @@ impl Raft {
 
     /// The voter this leader would hand leadership to now, if any: one that
     /// may lead (a voter of the active configuration's incoming set and of the
-    /// committed one), ranked by
+    /// committed one) and has not said it is about to stop (`Message::Stopping`:
+    /// it would only hand leadership on again, or stop leading), ranked by
     /// 1. answered within the last election timeout (it is reachable);
     /// 2. holds the whole log (match == last index: it can win at once);
     /// 3. a voter in every configuration the log knows (why: a newcomer just
@@ -199,7 +200,9 @@ impl Raft {
         let since = self.now_ms.saturating_sub(self.cfg.election_ms);
         self.progress
             .iter()
-            .filter(|(id, p)| self.may_succeed(**id) && usable(**id, p))
+            .filter(|(id, p)| {
+                self.may_succeed(**id) && !self.stopping_peers.contains_key(id) && usable(**id, p)
+            })
             .max_by_key(|(id, p)| {
                 let caught_up = p.matched == last;
                 let veteran = self.log.voter_throughout(**id);

@@ -42,6 +42,7 @@ pub mod op {
     pub const INSTALL_SNAPSHOT_RESP: u8 = b't';
     pub const TIMEOUT_NOW: u8 = b'n';
     pub const REMOVED: u8 = b'x';
+    pub const STOPPING: u8 = b'l';
 }
 
 const KIND_NOOP: u8 = 0;
@@ -162,6 +163,11 @@ pub fn encode_body(msg: &Message, out: &mut Vec<u8>) -> Result<(), WireError> {
             out.push(op::REMOVED);
             put_u64s(out, &[*term, *config_index]);
         }
+        Message::Stopping { term, leave } => {
+            out.push(op::STOPPING);
+            put_u64s(out, &[*term]);
+            out.push(*leave as u8);
+        }
     }
     Ok(())
 }
@@ -263,6 +269,7 @@ pub fn decode_body(frame: &[u8]) -> Result<Message, WireError> {
         },
         op::TIMEOUT_NOW => Message::TimeoutNow { term: r.u64()? },
         op::REMOVED => Message::Removed { term: r.u64()?, config_index: r.u64()? },
+        op::STOPPING => Message::Stopping { term: r.u64()?, leave: r.bool()? },
         other => return Err(WireError::UnknownOp(other)),
     };
     r.finish()?;
@@ -596,6 +603,7 @@ mod tests {
             }),
             u().prop_map(|term| Message::TimeoutNow { term }),
             (u(), u()).prop_map(|(term, config_index)| Message::Removed { term, config_index }),
+            (u(), any::<bool>()).prop_map(|(term, leave)| Message::Stopping { term, leave }),
         ]
     }
 

@@ -230,10 +230,14 @@ impl Server {
         self.shared.cluster.as_ref().and_then(|view| view.broken())
     }
 
-    /// Before a stop: a leader hands leadership over first (see
-    /// `ClusterHandles::hand_over_before_stop`). True if leadership moved.
-    pub fn hand_over_before_stop(&self) -> bool {
-        self.cluster.as_ref().is_some_and(|c| c.hand_over_before_stop())
+    /// Before a stop (SIGTERM), in a cluster: tell the other members this node stops,
+    /// hand leadership over if it leads, and with `TICKETING_LEAVE_ON_TERMINATE=on`
+    /// wait until a standby took its place (see `ClusterHandles::before_stop`; each
+    /// wait bounded).
+    pub fn before_stop(&self) {
+        if let Some(c) = self.cluster.as_ref() {
+            c.before_stop();
+        }
     }
 
     /// Where the metrics listener is bound, if it runs.

@@ -67,11 +67,13 @@ pub fn run_from_env() -> i32 {
             eprintln!("ticketing: this node was removed from the cluster; stopping");
             break;
         }
-        std::thread::sleep(Duration::from_millis(50));
+        // Wakes at once on SIGTERM or SIGINT; otherwise looks again in 50 ms.
+        signals::wait(Duration::from_millis(50));
     }
     if status == 0 && !server.removed() {
-        // SIGTERM to a leader: hand leadership over first, so clients lose no time.
-        server.hand_over_before_stop();
+        // SIGTERM: tell the others; a leader hands leadership over first, so clients
+        // lose no time; a voter lets a standby take its place.
+        server.before_stop();
     }
     info!("stopping");
     server.shutdown();

@@ -7,10 +7,12 @@
 pub mod bindings;
 pub mod cc;
 pub mod cluster;
+pub mod grants;
 pub mod load;
 pub mod ports;
 pub mod process;
 pub mod raw;
+pub mod rolling;
 pub mod wait;
 
 pub use cluster::Cluster;

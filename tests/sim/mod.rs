@@ -961,6 +961,10 @@ impl World {
                 self.stats.autopilot_learners_removed += 1;
                 (learner, dead_ms)
             }
+            // No simulated node is ever told to stop (`Raft::stop`).
+            AutopilotEvent::ReplacingStopping { .. } | AutopilotEvent::RemovingStopping { .. } => {
+                return Err(self.fail(format!("leader {l} reported {e:?}, but no node was told to stop")));
+            }
         };
         let term = self.nodes[&l].raft.term();
         if let Some(&(t, at)) = self.last_answer.get(&(gone, l)) {

@@ -298,6 +298,17 @@ impl RaftLoop {
                  (configuration at index {config_index})",
                 self.view.addr_of(learner)
             ),
+            crate::raft::AutopilotEvent::ReplacingStopping { leaving, standby, config_index } => info!(
+                "voter {leaving} ({}) is stopping and asked to leave; replacing it by standby {standby} ({}) \
+                 (configuration at index {config_index})",
+                self.view.addr_of(leaving),
+                self.view.addr_of(standby)
+            ),
+            crate::raft::AutopilotEvent::RemovingStopping { learner, config_index } => info!(
+                "standby {learner} ({}) is stopping and asked to leave; removing it (configuration at index \
+                 {config_index})",
+                self.view.addr_of(learner)
+            ),
         }
     }
 

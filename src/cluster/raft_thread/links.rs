@@ -209,6 +209,22 @@ impl RaftLoop {
         }
     }
 
+    /// A new leader must reach every member at once: a dialer backing off (a member
+    /// that refused an early attempt, such as a standby that did not know the
+    /// configuration naming this node yet) tries again now instead of after its backoff.
+    pub(super) fn dial_now_unlinked(&mut self) {
+        for id in self.members() {
+            if self.outbound.contains_key(&id) {
+                continue;
+            }
+            if let Some(tx) = self.redial.get(&id) {
+                if tx.send(()).is_ok() {
+                    self.dialing.insert(id);
+                }
+            }
+        }
+    }
+
     /// A dialer's attempt started or failed. A failed attempt drops what waited for it.
     pub(super) fn on_dial(&mut self, peer: u64, started: bool) {
         if started {

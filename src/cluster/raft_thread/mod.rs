@@ -72,6 +72,9 @@ pub struct RaftLoop {
     pub standbys_max: usize,
     /// `admin transfer-leader` requests waiting for the hand-over to end.
     transfers: Vec<TransferWait>,
+    /// This node's stop (SIGTERM) began then (ms), with these voters in force: who
+    /// took its place is told when it is removed.
+    stop_began: Option<(u64, BTreeSet<u64>)>,
     /// Peers a dial attempt is under way to (no link yet).
     dialing: BTreeSet<u64>,
     /// Messages waiting for those attempts.
@@ -139,6 +142,7 @@ impl RaftLoop {
             admin: None,
             standbys_max: crate::config::STANDBYS_MAX_DEFAULT as usize,
             transfers: Vec::new(),
+            stop_began: None,
             dialing: BTreeSet::new(),
             waiting: HashMap::new(),
             last_used: HashMap::new(),
@@ -304,8 +308,17 @@ impl RaftLoop {
                     let _ = reply.send(WriterMsg::Reply { id, response, counted: true });
                 }
                 Ok(ToRaft::Transfer { target, reply }) => self.start_transfer(target, reply, now),
+                Ok(ToRaft::Stopping { leave, reply }) => {
+                    self.begin_stop(leave, now);
+                    // Published first: the stopping thread reads what to wait for.
+                    self.publish();
+                    let _ = reply.send(());
+                }
                 Ok(ToRaft::StopHandover { reply }) => {
-                    let _ = reply.send(self.hand_over_for_stop());
+                    let answer = self.hand_over_for_stop();
+                    // Published first: the stopping thread watches the hand-over.
+                    self.publish();
+                    let _ = reply.send(answer);
                 }
                 Ok(ToRaft::Dial { peer, started }) => self.on_dial(peer, started),
                 Ok(ToRaft::Stop) | Err(TryRecvError::Disconnected) => return false,
@@ -340,6 +353,11 @@ impl RaftLoop {
         // received): dial it now, so the messages below wait for that link instead of
         // being lost until the next housekeeping.
         self.dial_members_if_changed();
+        // A new leader's first messages wait for the links being dialed now, rather
+        // than being dropped while a dialer backs off.
+        if ready.role_changed.is_some_and(|c| c.role == Role::Leader) {
+            self.dial_now_unlinked();
+        }
         let mut touched = Vec::new();
         for (to, msg) in &ready.messages {
             if let Some(token) = self.route(*to, msg, now) {
@@ -397,7 +415,7 @@ impl RaftLoop {
             self.log_autopilot(event);
         }
         if ready.removed && !self.view.removed.swap(true, Ordering::SeqCst) {
-            warn!("this node is no longer a member of the cluster");
+            self.log_removal(now);
         }
         self.publish();
     }

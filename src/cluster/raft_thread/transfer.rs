@@ -1,8 +1,9 @@
-//! Leadership transfers run by the Raft thread: `admin transfer-leader`, and the
-//! hand-over before this node stops.
+//! Leadership transfers run by the Raft thread: `admin transfer-leader`, and this
+//! node's stop: telling the others, the hand-over, and what it logs when a standby
+//! took its place.
 
 use crossbeam_channel::Sender;
-use log::info;
+use log::{info, warn};
 
 use super::limits::TRANSFER_WAITERS_MAX;
 use super::transfer_wait::TransferWait;
@@ -54,16 +55,54 @@ impl RaftLoop {
         self.transfers.push(TransferWait { id, reply, to, deadline_ms });
     }
 
+    /// This node's stop (SIGTERM), first step: the core tells every other member
+    /// (`Raft::stop`); with `leave` the leader will swap a standby in for this voter.
+    pub(super) fn begin_stop(&mut self, leave: bool, now: u64) {
+        self.raft.stop(leave);
+        let voters = self.raft.membership().voters.clone();
+        self.stop_began.get_or_insert((now, voters));
+    }
+
+    /// This node learned it is no longer a member. While it stops after asking to
+    /// leave, that is the planned end: said once, at info, with the node that took its
+    /// place. Otherwise a warning (it was replaced while cut off, or by an operator).
+    pub(super) fn log_removal(&self, now: u64) {
+        let Some((began, before)) = self.stop_began.as_ref().filter(|_| self.raft.stopping() == Some(true))
+        else {
+            warn!("this node is no longer a member of the cluster");
+            return;
+        };
+        let took: Vec<u64> = self.raft.membership().voters.difference(before).copied().collect();
+        let after = now.saturating_sub(*began);
+        if took.is_empty() {
+            info!("left the cluster before stopping ({after} ms after the stop began)");
+        } else {
+            info!(
+                "left the cluster before stopping: {} took this node's place as a voter, {after} ms after \
+                 the stop began",
+                took.iter()
+                    .map(|id| format!("node {id} ({})", self.view.addr_of(*id)))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+        }
+    }
+
     /// This node's stop (SIGTERM): hands leadership to the best voter that could take
-    /// over — heard within an election timeout over an outbound link that is up — or
-    /// starts nothing when none could (why: a hand-over to a node that cannot answer
-    /// only delays the stop by an election timeout, then fails).
+    /// over — heard within an election timeout over an outbound link that is up, and
+    /// not stopping itself — or starts nothing when none could (why: a hand-over to a
+    /// node that cannot answer only delays the stop by an election timeout, then
+    /// fails; one to a node that stops too only moves leadership once more).
     pub(super) fn hand_over_for_stop(&mut self) -> StopHandover {
         if !self.raft.is_leader() {
             return StopHandover::NotLeader;
         }
         let Some(to) = self.raft.reachable_successor(|id| self.outbound.contains_key(&id)) else {
-            return StopHandover::NoneReachable;
+            let me = self.raft.id();
+            let voters = &self.raft.membership().voters;
+            let others_stop = voters.iter().any(|id| *id != me)
+                && voters.iter().all(|id| *id == me || self.raft.is_peer_stopping(*id));
+            return if others_stop { StopHandover::OthersStopping } else { StopHandover::NoneReachable };
         };
         match self.raft.transfer_leader(Some(to)) {
             Ok(to) => {
