@@ -261,8 +261,9 @@ int ticketing_resolve(const ticketing_client *client, const ticketing_error *err
  * TICKETING_QUEUE_FULL (never sent), TICKETING_INVALID (released already, a release
  * of it under way on another thread, or refused by the server as invalid).
  * After any error but TICKETING_INVALID the lock stays releasable: call
- * ticketing_lock_release again (a retry after TICKETING_UNCONFIRMED that gets `N`
- * reports TICKETING_RELEASED_OR_EXPIRED: the first attempt may have released it), or
+ * ticketing_lock_release again (a retry after TICKETING_UNCONFIRMED or
+ * TICKETING_UNAVAILABLE that gets `N` reports TICKETING_RELEASED_OR_EXPIRED: the first
+ * attempt, or the client's own check, may have released it), or
  * free it, which hands the release to the background queue. ticketing_error_is_retryable
  * says whether a retry soon may succeed (1 for a passing TICKETING_UNAVAILABLE and for
  * TICKETING_QUEUE_FULL). The handle stays allocated either way: free it with

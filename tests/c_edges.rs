@@ -129,7 +129,7 @@ fn an_unconfirmed_release_stays_releasable_and_the_retry_learns_the_outcome() {
     let mut pause = |s: &mut ServerProcess| assert!(s.signal("-STOP"));
     let mut resume = |s: &mut ServerProcess| assert!(s.signal("-CONT"));
     let seen = interactive(&program, &mut server, "release-retry-paused", &mut [&mut pause, &mut resume]);
-    assert!(seen.contains("retry after unconfirmed: released_or_expired"), "{seen}");
+    assert!(seen.contains("retry after unconfirmed: release"), "{seen}");
     assert!(seen.contains("release after success: invalid, already released"), "{seen}");
     assert_free(&server, "release-retry-paused");
 }

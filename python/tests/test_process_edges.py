@@ -12,6 +12,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 import ticketing
 from conftest import SECRET, Server
 
@@ -110,13 +112,13 @@ def test_a_release_that_failed_leaves_the_lock_releasable(own_server: Server) ->
     lock = client.acquire("edge:retry", lease=20, wait=5)
     own_server.pause()
     try:
-        try:
+        # Sent and unanswered, or (the client found the silent connection dead first)
+        # never sent: either way not confirmed, and the lock stays releasable.
+        with pytest.raises((ticketing.ReleaseUnconfirmed, ticketing.Unavailable)):
             lock.release()
-            raise AssertionError("a release on a paused server was confirmed")
-        except ticketing.ReleaseUnconfirmed as e:
-            assert not e.retryable
     finally:
         own_server.signal(__import__("signal").SIGCONT)
-    # The first attempt went through once the server resumed; the retry says so.
-    assert lock.release() == "released_or_expired"
+    # Released now, or already by the first attempt or the client's own check: never
+    # "not_holder".
+    assert lock.release() in ("released", "released_or_expired")
     assert client.query("edge:retry") is None

@@ -4,11 +4,17 @@
 use std::ffi::{c_char, c_int, CString};
 use std::ptr;
 
-use super::error::{c_string, ErrorPtr, Failure};
+use super::boundary::{duration, guard, optional_text, put, required, text};
+use super::error::{c_string, Failure};
+use super::handle::ErrorPtr;
 use super::handle::{self, Kind, Tagged};
 use super::lock::{outcome_code, LockHandle, LockPtr};
-use super::{duration, guard, optional_text, put, required, text, ADDRS_MAX, AUTH_TOKEN_LEN_MAX};
 use crate::client::{Client, HolderInfo, Resolution};
+
+/// Seed addresses a client takes at most (`ticketing_client_new`'s `addrs_len`).
+pub const ADDRS_MAX: usize = 64;
+/// Bytes of a client secret at most (`auth_token_len`).
+pub const AUTH_TOKEN_LEN_MAX: usize = 4096;
 
 pub const TICKETING_HELD: c_int = 1;
 pub const TICKETING_NOT_HELD: c_int = 2;
@@ -48,7 +54,7 @@ pub struct Holder {
 impl Holder {
     pub(super) fn fill(&mut self, info: &HolderInfo) {
         self.token = info.token;
-        self.lease_left_ms = super::millis(info.remaining);
+        self.lease_left_ms = super::boundary::millis(info.remaining);
         self.waiters = info.waiters;
         // Owners are at most 255 bytes (docs/protocol.md); cut at a character boundary
         // should a server ever send more.
@@ -147,7 +153,9 @@ pub unsafe extern "C" fn ticketing_client_with_owner(
 /// `client` is NULL or a client handle.
 #[no_mangle]
 pub unsafe extern "C" fn ticketing_client_owner(client: *const ClientPtr) -> *const c_char {
-    super::getter(ptr::null(), || unsafe { handle::peek(client) }.map_or(ptr::null(), |c| c.owner.as_ptr()))
+    super::boundary::getter(ptr::null(), || {
+        unsafe { handle::peek(client) }.map_or(ptr::null(), |c| c.owner.as_ptr())
+    })
 }
 
 /// `ticketing_client_close`: wraps [`Client::close`] (on a clone: the handle stays).
@@ -176,7 +184,7 @@ pub unsafe extern "C" fn ticketing_client_close(
 /// `client` is NULL or a client handle, not used afterwards.
 #[no_mangle]
 pub unsafe extern "C" fn ticketing_client_free(client: *mut ClientPtr) {
-    super::getter((), || unsafe { handle::free(client, "ticketing_client_free") })
+    super::boundary::getter((), || unsafe { handle::free(client, "ticketing_client_free") })
 }
 
 /// `ticketing_acquire`: wraps [`Client::acquire`].

@@ -2,10 +2,7 @@
 //! client error to a kind, in one place, so every binding reports the same kind for the
 //! same outcome.
 
-use std::ffi::{c_char, c_int, CString};
-use std::ptr;
-
-use super::handle::{self, Kind, Tagged};
+use std::ffi::{c_int, CString};
 
 use crate::client::{AcquireError, BuildError, ClientError, IndeterminateCause, ReleaseError};
 
@@ -183,14 +180,6 @@ pub struct ErrorHandle {
     pub acquire: Option<Box<AcquireError>>,
 }
 
-impl Kind for ErrorHandle {
-    const TAG: u64 = 0x7469_636b_2d65_7272; // "tick-err"
-    const NAME: &'static str = "ticketing_error";
-}
-
-/// The pointer C holds.
-pub type ErrorPtr = Tagged<ErrorHandle>;
-
 impl From<Failure> for ErrorHandle {
     fn from(f: Failure) -> ErrorHandle {
         ErrorHandle {
@@ -202,58 +191,4 @@ impl From<Failure> for ErrorHandle {
             acquire: f.acquire,
         }
     }
-}
-
-/// `ticketing_error_kind`.
-///
-/// # Safety
-/// `error` is NULL or an error handle.
-#[no_mangle]
-pub unsafe extern "C" fn ticketing_error_kind(error: *const ErrorPtr) -> c_int {
-    unsafe { handle::peek(error) }.map_or(TICKETING_INVALID, |e| e.kind)
-}
-
-/// `ticketing_error_message`: the Rust error's `Display`.
-///
-/// # Safety
-/// `error` is NULL or an error handle.
-#[no_mangle]
-pub unsafe extern "C" fn ticketing_error_message(error: *const ErrorPtr) -> *const c_char {
-    unsafe { handle::peek(error) }.map_or(ptr::null(), |e| e.message.as_ptr())
-}
-
-/// `ticketing_error_cause`: wraps [`AcquireError::indeterminate_cause`](crate::client::AcquireError::indeterminate_cause).
-///
-/// # Safety
-/// `error` is NULL or an error handle.
-#[no_mangle]
-pub unsafe extern "C" fn ticketing_error_cause(error: *const ErrorPtr) -> c_int {
-    unsafe { handle::peek(error) }.map_or(0, |e| e.cause)
-}
-
-/// `ticketing_error_leader`: the leader an `M` named.
-///
-/// # Safety
-/// `error` is NULL or an error handle.
-#[no_mangle]
-pub unsafe extern "C" fn ticketing_error_leader(error: *const ErrorPtr) -> *const c_char {
-    unsafe { handle::peek(error) }.and_then(|e| e.leader.as_ref()).map_or(ptr::null(), |l| l.as_ptr())
-}
-
-/// `ticketing_error_is_retryable`: wraps `is_retryable` of the client's error.
-///
-/// # Safety
-/// `error` is NULL or an error handle.
-#[no_mangle]
-pub unsafe extern "C" fn ticketing_error_is_retryable(error: *const ErrorPtr) -> c_int {
-    unsafe { handle::peek(error) }.map_or(0, |e| c_int::from(e.retryable))
-}
-
-/// `ticketing_error_free`.
-///
-/// # Safety
-/// `error` is NULL or an error handle, not used afterwards.
-#[no_mangle]
-pub unsafe extern "C" fn ticketing_error_free(error: *mut ErrorPtr) {
-    super::getter((), || unsafe { handle::free(error, "ticketing_error_free") })
 }

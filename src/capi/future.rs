@@ -8,12 +8,13 @@ use std::ffi::{c_char, c_int, c_void};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
+use super::boundary::{duration, getter, guard, put, required, text};
 use super::client::{ClientPtr, Holder, TICKETING_HELD, TICKETING_NOT_HELD, TICKETING_UNKNOWN};
-use super::error::{ErrorPtr, Failure};
+use super::error::Failure;
+use super::handle::ErrorPtr;
 use super::handle::{self, Kind, Tagged};
 use super::lock::{outcome_code, LockHandle, LockPtr};
 use super::queue::{QueueHandle, QueuePtr};
-use super::{duration, getter, guard, put, required, text};
 use crate::client::{check_acquire_args, HolderInfo, Lock, Pending, ReleaseOutcome, Resolution};
 
 /// `ticketing_callback`: `(future, ctx)`.

@@ -12,7 +12,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use super::error::Failure;
+use super::error::{ErrorHandle, Failure};
 
 /// What every kind of handle says of itself.
 pub trait Kind {
@@ -21,6 +21,14 @@ pub trait Kind {
     /// The C type's name, for messages.
     const NAME: &'static str;
 }
+
+impl Kind for ErrorHandle {
+    const TAG: u64 = 0x7469_636b_2d65_7272; // "tick-err"
+    const NAME: &'static str = "ticketing_error";
+}
+
+/// The error handle C holds.
+pub type ErrorPtr = Tagged<ErrorHandle>;
 
 /// The tag a freed handle carries until its memory is reused.
 const FREED: u64 = 0x6672_6565_642d_2d2d; // "freed---"

@@ -144,6 +144,7 @@ fn the_header_declares_every_exported_function_with_the_same_signature() {
         include_str!("client.rs"),
         include_str!("lock.rs"),
         include_str!("error.rs"),
+        include_str!("error_getters.rs"),
         include_str!("future.rs"),
         include_str!("queue.rs"),
     ]

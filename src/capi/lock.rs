@@ -6,9 +6,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use super::error::{c_string, ErrorPtr, Failure};
+use super::boundary::{getter, guard, millis, put};
+use super::error::{c_string, Failure};
+use super::handle::ErrorPtr;
 use super::handle::{self, Kind, Tagged};
-use super::{getter, guard, millis, put};
 use crate::client::{Lock, ReleaseOutcome};
 
 pub const TICKETING_RELEASED: c_int = 1;

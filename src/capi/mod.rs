@@ -15,8 +15,10 @@
 //! [`ErrorHandle`]. The functions live beside their handle: `client.rs`, `lock.rs`,
 //! `error.rs`; the logger and the panic hook in `logging.rs`.
 
+mod boundary;
 mod client;
 mod error;
+mod error_getters;
 mod future;
 mod handle;
 #[cfg(test)]
@@ -28,105 +30,20 @@ mod queue;
 mod tests;
 
 use std::ffi::{c_char, c_int, c_void, CStr};
-use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::ptr;
-use std::time::Duration;
+
+use boundary::guard;
 
 pub use client::*;
 pub use error::*;
+pub use error_getters::*;
 pub use future::*;
-pub use handle::Tagged;
+pub use handle::{ErrorPtr, Tagged};
 pub use lock::*;
 pub use queue::*;
 
 /// `TICKETING_ABI_VERSION` of include/ticketing.h.
 pub const ABI_VERSION: u32 = 1;
-
-/// Seed addresses a client takes at most (`ticketing_client_new`'s `addrs_len`).
-pub const ADDRS_MAX: usize = 64;
-/// Bytes of a client secret at most (`auth_token_len`).
-pub const AUTH_TOKEN_LEN_MAX: usize = 4096;
-
-/// Runs `body` for a function that returns a status: a panic becomes
-/// `TICKETING_INTERNAL` (logged, never printed), and a failure is handed out through
-/// `error_out` when the caller asked for it.
-fn guard(error_out: *mut *mut ErrorPtr, body: impl FnOnce() -> Result<(), Failure>) -> c_int {
-    logging::quiet_panics();
-    let result = logging::in_call(|| catch_unwind(AssertUnwindSafe(body)))
-        .unwrap_or_else(|panic| Err(Failure::panic(&*panic)));
-    let (kind, failure) = match result {
-        Ok(()) => (TICKETING_OK, None),
-        Err(failure) => (failure.kind, Some(failure)),
-    };
-    if !error_out.is_null() {
-        let handle = failure.map_or(ptr::null_mut(), |f| handle::into_raw(ErrorHandle::from(f)));
-        // SAFETY: the caller passes a valid `ticketing_error **` or NULL (header rules).
-        unsafe { *error_out = handle };
-    }
-    kind
-}
-
-/// Runs a getter: a panic gives `fallback`.
-fn getter<T>(fallback: T, body: impl FnOnce() -> T) -> T {
-    logging::quiet_panics();
-    logging::in_call(|| catch_unwind(AssertUnwindSafe(body))).unwrap_or(fallback)
-}
-
-/// The UTF-8 string behind `p`, or why not.
-///
-/// # Safety
-/// `p` is NULL or a NUL-terminated string that stays valid during the call.
-unsafe fn text<'a>(p: *const c_char, what: &str) -> Result<&'a str, Failure> {
-    if p.is_null() {
-        return Err(Failure::invalid(format!("{what} is NULL")));
-    }
-    // SAFETY: by the caller's contract.
-    unsafe { CStr::from_ptr(p) }.to_str().map_err(|_| Failure::invalid(format!("{what} is not UTF-8")))
-}
-
-/// Like [`text`], with NULL meaning "not given".
-///
-/// # Safety
-/// As [`text`].
-unsafe fn optional_text<'a>(p: *const c_char, what: &str) -> Result<Option<&'a str>, Failure> {
-    // SAFETY: by the caller's contract.
-    if p.is_null() {
-        Ok(None)
-    } else {
-        unsafe { text(p, what) }.map(Some)
-    }
-}
-
-/// A non-negative duration in milliseconds; the client checks its range.
-fn duration(ms: i64, what: &str) -> Result<Duration, Failure> {
-    u64::try_from(ms)
-        .map(Duration::from_millis)
-        .map_err(|_| Failure::invalid(format!("{what} is {ms} ms; it must not be negative")))
-}
-
-/// Writes `value` to `out` when `out` is not NULL.
-///
-/// # Safety
-/// `out` is NULL or valid for a write of `T`.
-unsafe fn put<T>(out: *mut T, value: T) {
-    if !out.is_null() {
-        // SAFETY: by the caller's contract.
-        unsafe { out.write(value) };
-    }
-}
-
-/// `out`, or a failure naming it when it is NULL.
-fn required<T>(out: *mut T, what: &str) -> Result<*mut T, Failure> {
-    if out.is_null() {
-        Err(Failure::invalid(format!("{what} is NULL")))
-    } else {
-        Ok(out)
-    }
-}
-
-fn millis(d: Duration) -> u64 {
-    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
-}
 
 /// `uint32_t ticketing_version(void)`: the ABI version, [`ABI_VERSION`].
 #[no_mangle]

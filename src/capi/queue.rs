@@ -13,9 +13,10 @@ use std::io::{PipeReader, PipeWriter, Read, Write};
 use std::os::fd::AsRawFd;
 use std::sync::{Mutex, MutexGuard};
 
-use super::error::{ErrorPtr, Failure};
+use super::boundary::{getter, guard, put, required};
+use super::error::Failure;
+use super::handle::ErrorPtr;
 use super::handle::{self, Kind, Tagged};
-use super::{getter, guard, put, required};
 
 /// `ticketing_queue`.
 pub struct QueueHandle {

@@ -6,6 +6,7 @@ use std::net::TcpListener;
 use std::ptr;
 use std::time::{Duration, Instant};
 
+use super::boundary::getter;
 use super::*;
 use crate::client::{AcquireError, ClientError, HolderInfo, IndeterminateCause, ReleaseError};
 
@@ -146,6 +147,7 @@ fn the_header_defines_every_constant_as_the_library_does() {
         include_str!("client.rs"),
         include_str!("lock.rs"),
         include_str!("error.rs"),
+        include_str!("error_getters.rs"),
         include_str!("future.rs"),
         include_str!("queue.rs"),
     ]

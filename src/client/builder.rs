@@ -4,7 +4,8 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use super::api::{check_owner, Client};
+use super::api::Client;
+use super::calls::check_owner;
 use super::core::{Config, IDLE_PING_DEFAULT};
 use super::error::BuildError;
 use super::io::dial::{Dialer, SettingNames};

@@ -7,7 +7,8 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::api::{acquired, check_acquire, far, holder, resolution, Client, Resolution};
+use super::api::Client;
+use super::calls::{acquired, check_acquire, far, holder, resolution, Resolution};
 use super::core::{OpId, Outcome, Target};
 use super::error::{AcquireError, ClientError, ReleaseError};
 use super::io::{Completion, Handle};

@@ -152,8 +152,12 @@ impl Lock {
     ) -> Result<ReleaseOutcome, ReleaseError> {
         match &result {
             Ok(_) | Err(ReleaseError::Invalid(_)) => self.released = true,
-            Err(ReleaseError::Unconfirmed | ReleaseError::Cancelled) => self.attempted = true,
-            Err(ReleaseError::QueueFull | ReleaseError::Unavailable { .. } | ReleaseError::Forked(_)) => {}
+            // Sent, or (never sent) left to the client's own background check, which
+            // may release it before a retry does.
+            Err(ReleaseError::Unconfirmed | ReleaseError::Cancelled | ReleaseError::Unavailable { .. }) => {
+                self.attempted = true
+            }
+            Err(ReleaseError::QueueFull | ReleaseError::Forked(_)) => {}
         }
         match result {
             Ok(ReleaseOutcome::NotHolder) if self.attempted => Ok(ReleaseOutcome::ReleasedOrExpired),

@@ -79,7 +79,9 @@
 //! 2. `core/`: every decision, as a deterministic state machine with no I/O
 //!    ([`core::Core`]), driven by the I/O below and by the client simulator;
 //! 3. `io/`: sockets, threads and the clock around the core;
-//! 4. `lock.rs` ([`Lock`] and the releases), then `api.rs` ([`Client`]) and `admin.rs`;
+//! 4. `lock.rs` ([`Lock`] and the releases), then `calls.rs` (argument checks and
+//!    what an outcome means), `api.rs` ([`Client`]), `admin.rs`, and `callback.rs`
+//!    (the same calls ending in a callback, [`Pending`]);
 //! 5. `builder.rs` ([`ClientBuilder`]) and `tls.rs`.
 //!
 //! Threads: the callers; one connection thread per dialed address
@@ -100,6 +102,7 @@ mod api;
 mod backoff;
 mod builder;
 mod callback;
+mod calls;
 pub mod core;
 mod error;
 mod io;
@@ -108,11 +111,12 @@ mod outcome;
 mod tls;
 
 pub use crate::proto::frame::{TopKey, TOP_KEYS_MAX};
-pub(crate) use api::check_acquire as check_acquire_args;
-pub use api::{Client, Resolution};
+pub use api::Client;
 pub use backoff::{Backoff, BACKOFF_INITIAL, BACKOFF_MAX};
 pub use builder::{split_addrs, ClientBuilder, COMMIT_MARGIN, DEFAULT_ADDR, REQUEST_TIMEOUT_DEFAULT};
 pub use callback::Pending;
+pub(crate) use calls::check_acquire as check_acquire_args;
+pub use calls::Resolution;
 pub use core::{
     CONNECT_WAIT_MIN, IDLE_PING_DEFAULT, LEADER_WAIT, LEARNED_ADDRS_MAX, MEMBERSHIP_REFRESH,
     PING_ANSWER_TIMEOUT, RELEASE_DEADLINE, RELEASE_QUEUE_CAPACITY, RETIRE_GRACE, SEED_FALLBACK_AFTER,

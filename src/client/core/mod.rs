@@ -12,6 +12,7 @@
 //! (`tests/client_sim.rs`) drive this very type; `W` wakes a waiting caller.
 
 mod acquire;
+mod cancel;
 mod claims;
 mod cx;
 pub(crate) mod ids;
@@ -175,30 +176,6 @@ impl<W> Core<W> {
         let id = self.spawn(Some(waker), Kind::Resolve(ResolveOp::new(attempt, end)));
         self.settle();
         id
-    }
-
-    /// The caller of `op` stops waiting for it (a cancelled future or task). An ACQUIRE
-    /// not yet on a connection ends `Cancelled`; one queued or written ends
-    /// `Indeterminate` (cause `Cancelled`) with an orphan record, so a grant that
-    /// happens anyway is released — nothing is sent again. A read ends `Cancelled`; a
-    /// resolve ends `Unknown` and the background check takes its record back. A release
-    /// goes on in the background (deadline, orphan record) and its caller gets
-    /// `Cancelled` now. Each ends with its [`Action::Complete`] as usual. False when
-    /// `op` had ended already (its outcome was or is being delivered).
-    pub fn cancel(&mut self, op: OpId, now: Instant) -> bool {
-        self.advance(now);
-        match self.ops.kind(op) {
-            None | Some(Kind::Check(_)) => return false,
-            Some(Kind::Release(_)) => {
-                if let Some(waker) = self.ops.detach(op) {
-                    let outcome = Outcome::Release(Err(ReleaseError::Cancelled));
-                    self.actions.push_back(Action::Complete { waker, op, outcome });
-                }
-            }
-            Some(_) => self.run(op, |kind, cx| kind.cancel(cx).unwrap_or(Next::Wait(None))),
-        }
-        self.settle();
-        true
     }
 
     /// Registers an operation and runs its first reaction.

@@ -1,4 +1,5 @@
-//! Where a calling thread waits for the outcome of its operation: one cell per thread,
+//! Who waits for an operation's outcome ([`Waker`]): a completion, or a calling thread
+//! on its [`Cell`] — one cell per thread,
 //! reused by every call it makes (no allocation, no channel per request), woken through
 //! its condition variable. A thread waits for one operation at a time (every call
 //! blocks), and the core ends every operation exactly once, so the cell holds at most
@@ -13,6 +14,37 @@ use std::time::Instant;
 
 use super::sync::lock;
 use crate::client::core::{OpId, Outcome};
+
+/// Who waits for an operation's outcome.
+pub(crate) enum Waker {
+    /// A calling thread, parked on its cell.
+    Thread(Arc<Cell>),
+    /// A completion: called once with the outcome, on whichever thread ended the
+    /// operation (a connection's reader, the timer thread, or the starting thread when
+    /// it ended at once), after the state mutex was let go. No thread waits.
+    Done(Completion),
+}
+
+/// What an operation started without a waiting thread runs when it ends.
+pub(crate) type Completion = Box<dyn FnOnce(Outcome) + Send>;
+
+impl Waker {
+    pub(super) fn wake(self, op: OpId, outcome: Outcome) {
+        match self {
+            Waker::Thread(cell) => cell.put(op, outcome),
+            Waker::Done(done) => done(outcome),
+        }
+    }
+}
+
+impl std::fmt::Debug for Waker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Waker::Thread(_) => "Waker::Thread",
+            Waker::Done(_) => "Waker::Done",
+        })
+    }
+}
 
 pub(crate) struct Cell {
     slot: Mutex<Option<(OpId, Outcome)>>,

@@ -34,9 +34,10 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use crate::client::core::Config;
+pub(crate) use cell::{Completion, Waker};
 pub use conn::WRITE_DEADLINE;
 use dial::Dialer;
-pub(crate) use shared::{Completion, Mode, Shared, Waker};
+pub(crate) use shared::{Mode, Shared};
 
 /// Closes the client when the last handle on it is gone: the core finishes its
 /// background work (releases, orphan checks), then every thread stops. Never blocks.

@@ -9,43 +9,12 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender};
 
-use super::cell::Cell;
+use super::cell::{Cell, Completion, Waker};
 use super::conn::{Conn, Job};
 use super::dial::Dialer;
 use super::sync::lock;
 use crate::client::core::DialFailure;
 use crate::client::core::{Action, Config, Core, NetEvent, OpId, Outcome, SessionId, SlotId, WriteFailure};
-
-/// Who waits for an operation's outcome.
-pub(crate) enum Waker {
-    /// A calling thread, parked on its cell.
-    Thread(Arc<Cell>),
-    /// A completion: called once with the outcome, on whichever thread ended the
-    /// operation (a connection's reader, the timer thread, or the starting thread when
-    /// it ended at once), after the state mutex was let go. No thread waits.
-    Done(Completion),
-}
-
-/// What an operation started without a waiting thread runs when it ends.
-pub(crate) type Completion = Box<dyn FnOnce(Outcome) + Send>;
-
-impl Waker {
-    fn wake(self, op: OpId, outcome: Outcome) {
-        match self {
-            Waker::Thread(cell) => cell.put(op, outcome),
-            Waker::Done(done) => done(outcome),
-        }
-    }
-}
-
-impl std::fmt::Debug for Waker {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            Waker::Thread(_) => "Waker::Thread",
-            Waker::Done(_) => "Waker::Done",
-        })
-    }
-}
 
 /// A caller whose operation's deadline passed this long ago without an outcome drives
 /// the core's time itself (the timer thread is late: a starved machine).
@@ -129,11 +98,9 @@ impl Shared {
         }
     }
 
-    /// Why this process cannot use the client, when it is a child forked after the
-    /// client was made: it has the parent's sockets but none of its threads, and any
-    /// byte it wrote or read there would be the parent's. Then nothing may touch the
-    /// client's state (a lock held at the fork stays held in the child): each call fails
-    /// before it, and drops do nothing. One relaxed load.
+    /// Why this process cannot use the client: a child forked after it was made, with
+    /// the parent's sockets and none of its threads. Nothing may touch the state then (a
+    /// mutex held at the fork stays held): calls fail first, drops do nothing.
     pub(crate) fn forked(&self) -> Option<String> {
         (crate::sys::fork_generation() != self.forks).then(|| {
             format!(
@@ -195,9 +162,8 @@ impl Shared {
         }
     }
 
-    /// Starts an operation whose outcome goes to `done` instead of a waiting thread
-    /// (the caller returns at once; see [`Waker::Done`]). The calling thread writes only
-    /// what its socket takes at once, as a reader does: it may be an event loop.
+    /// Starts an operation whose outcome goes to `done` (see [`Waker::Done`]); the
+    /// caller writes only what its socket takes at once: it may be an event loop.
     pub(crate) fn start<R>(
         self: &Arc<Self>,
         done: Completion,
@@ -206,8 +172,7 @@ impl Shared {
         self.with_core(Mode::NonBlocking, |core, now| start(core, Waker::Done(done), now))
     }
 
-    /// The caller of `op` stops waiting: see [`Core::cancel`]. False when it had
-    /// ended already.
+    /// The caller of `op` stops waiting ([`Core::cancel`]); false when it had ended.
     pub(crate) fn cancel(self: &Arc<Self>, op: OpId) -> bool {
         self.with_core(Mode::NonBlocking, |core, now| core.cancel(op, now))
     }

@@ -1,0 +1,93 @@
+//! What every function of the C ABI does at the boundary: catching panics, handing a
+//! failure out through `error_out`, and reading C arguments (strings, durations,
+//! out-pointers) into Rust values or a failure that names the argument.
+
+use std::ffi::{c_char, CStr};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::ptr;
+use std::time::Duration;
+
+use super::error::{ErrorHandle, Failure, TICKETING_OK};
+use super::handle::{self, ErrorPtr};
+use super::logging;
+
+/// Runs `body` for a function that returns a status: a panic becomes
+/// `TICKETING_INTERNAL` (logged, never printed), and a failure is handed out through
+/// `error_out` when the caller asked for it.
+pub fn guard(error_out: *mut *mut ErrorPtr, body: impl FnOnce() -> Result<(), Failure>) -> std::ffi::c_int {
+    logging::quiet_panics();
+    let result = logging::in_call(|| catch_unwind(AssertUnwindSafe(body)))
+        .unwrap_or_else(|panic| Err(Failure::panic(&*panic)));
+    let (kind, failure) = match result {
+        Ok(()) => (TICKETING_OK, None),
+        Err(failure) => (failure.kind, Some(failure)),
+    };
+    if !error_out.is_null() {
+        let handle = failure.map_or(ptr::null_mut(), |f| handle::into_raw(ErrorHandle::from(f)));
+        // SAFETY: the caller passes a valid `ticketing_error **` or NULL (header rules).
+        unsafe { *error_out = handle };
+    }
+    kind
+}
+
+/// Runs a getter: a panic gives `fallback`.
+pub fn getter<T>(fallback: T, body: impl FnOnce() -> T) -> T {
+    logging::quiet_panics();
+    logging::in_call(|| catch_unwind(AssertUnwindSafe(body))).unwrap_or(fallback)
+}
+
+/// The UTF-8 string behind `p`, or why not.
+///
+/// # Safety
+/// `p` is NULL or a NUL-terminated string that stays valid during the call.
+pub unsafe fn text<'a>(p: *const c_char, what: &str) -> Result<&'a str, Failure> {
+    if p.is_null() {
+        return Err(Failure::invalid(format!("{what} is NULL")));
+    }
+    // SAFETY: by the caller's contract.
+    unsafe { CStr::from_ptr(p) }.to_str().map_err(|_| Failure::invalid(format!("{what} is not UTF-8")))
+}
+
+/// Like [`text`], with NULL meaning "not given".
+///
+/// # Safety
+/// As [`text`].
+pub unsafe fn optional_text<'a>(p: *const c_char, what: &str) -> Result<Option<&'a str>, Failure> {
+    // SAFETY: by the caller's contract.
+    if p.is_null() {
+        Ok(None)
+    } else {
+        unsafe { text(p, what) }.map(Some)
+    }
+}
+
+/// A non-negative duration in milliseconds; the client checks its range.
+pub fn duration(ms: i64, what: &str) -> Result<Duration, Failure> {
+    u64::try_from(ms)
+        .map(Duration::from_millis)
+        .map_err(|_| Failure::invalid(format!("{what} is {ms} ms; it must not be negative")))
+}
+
+/// Writes `value` to `out` when `out` is not NULL.
+///
+/// # Safety
+/// `out` is NULL or valid for a write of `T`.
+pub unsafe fn put<T>(out: *mut T, value: T) {
+    if !out.is_null() {
+        // SAFETY: by the caller's contract.
+        unsafe { out.write(value) };
+    }
+}
+
+/// `out`, or a failure naming it when it is NULL.
+pub fn required<T>(out: *mut T, what: &str) -> Result<*mut T, Failure> {
+    if out.is_null() {
+        Err(Failure::invalid(format!("{what} is NULL")))
+    } else {
+        Ok(out)
+    }
+}
+
+pub fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
