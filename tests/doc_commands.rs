@@ -110,6 +110,9 @@ fn how(block: &Block) -> How {
             "mutants_script_refuses_mistakes_and_lists_a_groups_mutants (below) runs its checks and --list; \
              a run takes hours",
         ),
+        ("docs/conformance.md", l) if l.starts_with("cargo test --release --test conformance") => {
+            How::Elsewhere("`cargo test --release` runs tests/conformance.rs, every library")
+        }
         _ => panic!("{}: a shell block nobody runs: {:?}", block.file, block.first),
     }
 }

@@ -1,0 +1,60 @@
+//! One conformance suite for every library (docs/conformance.md): the same scenarios,
+//! against real server processes, through a small driver program per library that reads
+//! one command per line and writes one outcome per line. A library that fails a
+//! scenario is not released.
+//!
+//! This binary has no test harness of its own: run as a driver (with
+//! `TICKETING_CONFORMANCE_DRIVER=1`) it is the Rust client's driver; otherwise it runs
+//! every scenario against every library this machine can build, prints one line per
+//! library and scenario, and fails when any failed. `CONFORMANCE_ONLY=c,python` limits
+//! it to some libraries.
+
+#[allow(dead_code)]
+mod common;
+#[path = "conformance/driver.rs"]
+mod driver;
+#[path = "conformance/libraries.rs"]
+mod libraries;
+#[path = "conformance/pki.rs"]
+mod pki;
+#[path = "conformance/rust_driver.rs"]
+mod rust_driver;
+#[path = "conformance/scenarios.rs"]
+mod scenarios;
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::time::Instant;
+
+fn main() {
+    if std::env::var(libraries::DRIVER_VAR).is_ok_and(|v| v == "1") {
+        rust_driver::run();
+        return;
+    }
+    let only: Option<Vec<String>> =
+        std::env::var("CONFORMANCE_ONLY").ok().map(|v| v.split(',').map(str::to_owned).collect());
+    let mut failures = Vec::new();
+    let started = Instant::now();
+    for library in libraries::available() {
+        if only.as_ref().is_some_and(|only| !only.iter().any(|o| o == library.name)) {
+            continue;
+        }
+        for (scenario, run) in scenarios::ALL {
+            let t = Instant::now();
+            let result = catch_unwind(AssertUnwindSafe(|| run(&library.launch)));
+            let verdict = if result.is_ok() { "ok" } else { "FAILED" };
+            println!(
+                "conformance {:<15} {scenario:<64} {verdict} ({:.1} s)",
+                library.name,
+                t.elapsed().as_secs_f64()
+            );
+            if result.is_err() {
+                failures.push(format!("{}: {scenario}", library.name));
+            }
+        }
+    }
+    println!("conformance: {} failures in {:.0} s", failures.len(), started.elapsed().as_secs_f64());
+    if !failures.is_empty() {
+        eprintln!("failed:\n  {}", failures.join("\n  "));
+        std::process::exit(1);
+    }
+}

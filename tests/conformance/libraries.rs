@@ -1,0 +1,80 @@
+//! The libraries under test and how to start each one's driver: the Rust client (this
+//! very test binary, run again as a driver), the C ABI (tests/conformance/drivers/
+//! driver.c, built here), the Python package blocking and asyncio
+//! (tests/conformance/drivers/driver.py). Another library plugs in here with its own
+//! driver program.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+use super::common::bindings::{have_or_skip, native_lib_dir};
+use super::common::cc::{build_against_shared, cc_or_skip};
+use super::common::{bin, repo};
+use super::driver::Launch;
+
+/// The environment variable that makes this binary a driver.
+pub const DRIVER_VAR: &str = "TICKETING_CONFORMANCE_DRIVER";
+
+/// A library: its name and how to start its driver, or why it is skipped.
+pub struct Library {
+    pub name: &'static str,
+    pub launch: Launch,
+    /// Kept alive while the driver program lives in it.
+    _dir: Option<tempfile::TempDir>,
+}
+
+fn rust() -> Library {
+    let exe = std::env::current_exe().unwrap().to_string_lossy().into_owned();
+    Library {
+        name: "rust",
+        launch: Launch { program: exe, args: Vec::new(), env: vec![(DRIVER_VAR.into(), "1".into())] },
+        _dir: None,
+    }
+}
+
+fn c() -> Option<Library> {
+    let cc = cc_or_skip("conformance of the C ABI")?;
+    let dir = tempfile::tempdir().unwrap();
+    let program = dir.path().join("driver");
+    let source = repo().join("tests/conformance/drivers/driver.c");
+    build_against_shared(&cc, &source, &program, &["-O2".to_string()]);
+    let env = vec![("LD_LIBRARY_PATH".into(), native_lib_dir().to_string_lossy().into_owned())];
+    let launch = Launch { program: program.to_string_lossy().into_owned(), args: Vec::new(), env };
+    Some(Library { name: "c", launch, _dir: Some(dir) })
+}
+
+fn python(aio: bool) -> Option<Library> {
+    let python = std::env::var("PYTHON").unwrap_or_else(|_| "python3".into());
+    let name = if aio { "python-asyncio" } else { "python" };
+    if !have_or_skip(
+        &format!("conformance of {name}"),
+        &python,
+        &["-c", "import sys; assert sys.version_info >= (3, 9)"],
+        "TICKETING_REQUIRE_PYTHON",
+        "apt-get install python3",
+    ) {
+        return None;
+    }
+    let driver: PathBuf = repo().join("tests/conformance/drivers/driver.py");
+    let mut args = vec!["-u".to_string(), driver.to_string_lossy().into_owned()];
+    if aio {
+        args.push("--aio".into());
+    }
+    let env = vec![
+        ("PYTHONPATH".into(), repo().join("python").to_string_lossy().into_owned()),
+        ("PYTHONDONTWRITEBYTECODE".into(), "1".into()),
+        ("TICKETING_LIBRARY".into(), native_lib_dir().join("libticketing.so").to_string_lossy().into_owned()),
+    ];
+    Some(Library { name, launch: Launch { program: python, args, env }, _dir: None })
+}
+
+/// Every library this machine can test, each built or found once.
+pub fn available() -> Vec<Library> {
+    // The servers the scenarios start are this build's.
+    assert!(Command::new(bin()).arg("--version").output().is_ok_and(|o| o.status.success()));
+    let mut libraries = vec![rust()];
+    libraries.extend(c());
+    libraries.extend(python(false));
+    libraries.extend(python(true));
+    libraries
+}

@@ -1,0 +1,286 @@
+//! The scenarios every library must pass (docs/conformance.md): each starts its own
+//! servers, drives one or more driver processes of the library and checks what they
+//! report. A panic fails the scenario with the drivers' transcripts.
+
+use std::collections::HashMap;
+use std::net::TcpListener;
+use std::time::{Duration, Instant};
+
+use super::common::{start_server, Cluster, Server, ServerProcess, TOKEN};
+use super::driver::{Driver, Launch, Settings};
+use super::pki::Pki;
+
+const S: Duration = Duration::from_secs(1);
+
+/// A named scenario.
+pub type Scenario = (&'static str, fn(&Launch));
+
+pub const ALL: &[Scenario] = &[
+    ("grant, busy, timeout, query, release", grant_busy_timeout),
+    ("waiters are granted in arrival order", fifo),
+    ("tokens increase across grants and keys", tokens_increase),
+    ("64 callers on one client at once", concurrent_callers),
+    ("indeterminate on a paused server, resolved, no grant left held", indeterminate_on_a_paused_server),
+    ("leader killed under load: no double grant", failover),
+    ("TLS, and a wrong secret said at once", tls_and_wrong_secret),
+    ("limits refused before any I/O", limits_before_io),
+];
+
+fn driver(launch: &Launch, addrs: &str, owner: &str) -> Driver {
+    let settings = Settings { addrs, token: TOKEN, owner, tls_ca: None };
+    Driver::start(launch, owner, &settings).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// Waits until `key` has `waiters` queued, as a checker client sees it: a fact, not a
+/// sleep.
+fn wait_for_waiters(checker: &ticketing::client::Client, key: &str, waiters: u32) {
+    let deadline = Instant::now() + 10 * S;
+    while checker.query(key).ok().flatten().map_or(0, |h| h.waiters) < waiters {
+        assert!(Instant::now() < deadline, "{key} never had {waiters} waiters");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+fn wait_for_free(checker: &ticketing::client::Client, key: &str, within: Duration) {
+    let deadline = Instant::now() + within;
+    while !matches!(checker.query(key), Ok(None)) {
+        assert!(Instant::now() < deadline, "{key} still held after {within:?}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn grant_busy_timeout(launch: &Launch) {
+    let server = start_server(&[]);
+    let addr = server.addr.to_string();
+    let (mut a, mut b) = (driver(launch, &addr, "owner-a"), driver(launch, &addr, "owner-b"));
+    let g = a.call("acquire g k 30 0", 10 * S);
+    assert_eq!(g.word, "granted", "{}", g.line);
+    let busy = b.call("acquire b1 k 30 0", 10 * S);
+    assert_eq!((busy.word.as_str(), busy.retryable()), ("busy", false), "{}", busy.line);
+    let timeout = b.call("acquire b2 k 30 0.5", 10 * S);
+    assert_eq!(timeout.word, "timeout", "{}", timeout.line);
+    assert!((400..5000).contains(&timeout.ms()), "a 0.5 s wait took {} ms", timeout.ms());
+    let q = b.call("query q1 k", 10 * S);
+    assert_eq!(
+        (q.word.as_str(), q.args.first().map(String::as_str)),
+        ("held", Some("owner-a")),
+        "{}",
+        q.line
+    );
+    assert_eq!(q.args[1].parse::<u64>().unwrap(), g.token());
+    let r = a.call("release g", 10 * S);
+    assert_eq!(r.word, "released", "{}", r.line);
+    let q = b.call("query q2 k", 10 * S);
+    assert_eq!(q.word, "free", "{}", q.line);
+}
+
+fn fifo(launch: &Launch) {
+    let server = start_server(&[]);
+    let addr = server.addr.to_string();
+    let checker = server.client("checker");
+    let mut holder = driver(launch, &addr, "holder");
+    assert_eq!(holder.call("acquire h fifo 30 0", 10 * S).word, "granted");
+    let mut waiters: Vec<Driver> = (0..3).map(|i| driver(launch, &addr, &format!("waiter-{i}"))).collect();
+    for (i, w) in waiters.iter_mut().enumerate() {
+        w.send(&format!("acquire w{i} fifo 30 20"));
+        wait_for_waiters(&checker, "fifo", i as u32 + 1);
+    }
+    assert_eq!(holder.call("release h", 10 * S).word, "released");
+    let mut last = 0;
+    for (i, w) in waiters.iter_mut().enumerate() {
+        let g = w.outcome(&format!("w{i}"), 20 * S);
+        assert_eq!(g.word, "granted", "waiter {i}: {}", g.line);
+        assert!(g.token() > last, "tokens go up in the order of the queue");
+        last = g.token();
+        assert_eq!(w.call(&format!("release w{i}"), 10 * S).word, "released");
+    }
+}
+
+fn tokens_increase(launch: &Launch) {
+    let server = start_server(&[]);
+    let mut a = driver(launch, &server.addr.to_string(), "tokens");
+    let mut last = 0;
+    for i in 0..6 {
+        let g = a.call(&format!("acquire t{i} key-{} 30 0", i % 3), 10 * S);
+        assert_eq!(g.word, "granted", "{}", g.line);
+        assert!(g.token() > last, "token {} after {last}", g.token());
+        last = g.token();
+        assert_eq!(a.call(&format!("release t{i}"), 10 * S).word, "released");
+    }
+}
+
+fn concurrent_callers(launch: &Launch) {
+    let server = start_server(&[]);
+    let mut a = driver(launch, &server.addr.to_string(), "many");
+    for i in 0..64 {
+        a.send(&format!("acquire c{i} many-{i} 30 5"));
+    }
+    let mut tokens = Vec::new();
+    for i in 0..64 {
+        let g = a.outcome(&format!("c{i}"), 30 * S);
+        assert_eq!(g.word, "granted", "{}", g.line);
+        tokens.push(g.token());
+    }
+    tokens.sort();
+    tokens.dedup();
+    assert_eq!(tokens.len(), 64, "every grant has its own token");
+    for i in 0..64 {
+        a.send(&format!("release c{i}"));
+    }
+    for i in 0..64 {
+        assert_eq!(a.outcome(&format!("c{i}"), 30 * S).word, "released");
+    }
+}
+
+/// SIGSTOP, then wait until every thread of the server is stopped.
+fn pause(server: &ServerProcess) {
+    assert!(server.signal("-STOP"));
+    let tasks = format!("/proc/{}/task", server.child.id());
+    let deadline = Instant::now() + 5 * S;
+    loop {
+        let stopped = std::fs::read_dir(&tasks).map(|d| {
+            d.filter_map(Result::ok).all(|t| {
+                let stat = std::fs::read_to_string(t.path().join("stat")).unwrap_or_default();
+                stat.rsplit(')')
+                    .next()
+                    .and_then(|r| r.split_whitespace().next())
+                    .is_some_and(|s| s == "T" || s == "t")
+            })
+        });
+        if stopped.unwrap_or(false) {
+            return;
+        }
+        assert!(Instant::now() < deadline, "the server did not stop");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+fn indeterminate_on_a_paused_server(launch: &Launch) {
+    let server = start_server(&[]);
+    let checker = server.client("checker");
+    let mut a = driver(launch, &server.addr.to_string(), "paused");
+    assert_eq!(a.call("query q paused-1", 10 * S).word, "free", "connected first");
+    for (name, key, resolve) in [("i1", "paused-1", true), ("i2", "paused-2", false)] {
+        pause(&server);
+        let o = a.call(&format!("acquire {name} {key} 30 1"), 30 * S);
+        assert!(server.signal("-CONT"));
+        assert_eq!(o.word, "indeterminate", "{}", o.line);
+        assert!(!o.retryable(), "{}", o.line);
+        assert!(o.message.contains("do not enter the critical section"), "{}", o.line);
+        if resolve {
+            let r = a.call(&format!("resolve {name} 30"), 40 * S);
+            assert_eq!(r.word, "resolved", "{}", r.line);
+            match r.args[0].as_str() {
+                "held" => assert_eq!(a.call(&format!("release {name}"), 10 * S).word, "released"),
+                "not_held" => {}
+                other => panic!("resolve found {other}: {}", r.line),
+            }
+        }
+        // Resolved or not, no grant of it is left held (the client releases it).
+        wait_for_free(&checker, key, 40 * S);
+    }
+}
+
+fn failover(launch: &Launch) {
+    let mut cluster = Cluster::start(3, &[]);
+    let leader = cluster.wait_leader(20 * S);
+    let addrs = cluster.addrs().join(",");
+    let mut drivers: Vec<Driver> = (0..3).map(|i| driver(launch, &addrs, &format!("fo-{i}"))).collect();
+    // Each round every driver asks for the key; a granted one releases at once.
+    let mut grants: Vec<(u64, u64, u64)> = Vec::new(); // (at grant, at release, token)
+    let mut errors: HashMap<String, usize> = HashMap::new();
+    let started = Instant::now();
+    // Rounds go on until the new leader has granted several times after the kill.
+    let mut killed_after = None;
+    for round in 0.. {
+        if round == 4 {
+            cluster.kill(leader);
+            killed_after = Some(grants.len());
+        }
+        if killed_after.is_some_and(|before| grants.len() >= before + 6) {
+            break;
+        }
+        for (i, d) in drivers.iter_mut().enumerate() {
+            d.send(&format!("acquire r{round}d{i} failover 5 15"));
+        }
+        let mut open = drivers.len();
+        while open > 0 {
+            assert!(started.elapsed() < 150 * S, "the failover scenario took too long");
+            for d in drivers.iter_mut() {
+                let Some(o) = d.poll(Duration::from_millis(20)) else { continue };
+                match o.word.as_str() {
+                    "granted" => {
+                        let r = d.call(&format!("release {}", o.name), 20 * S);
+                        match r.word.as_str() {
+                            "released" | "not_holder" | "released_or_expired" => {
+                                grants.push((o.at(), r.at(), o.token()))
+                            }
+                            _ => *errors.entry(r.word.clone()).or_default() += 1,
+                        }
+                        open -= 1;
+                    }
+                    // What a failover may say: not executed, or not known.
+                    "unavailable" | "not_leader" | "overloaded" | "indeterminate" | "timeout"
+                    | "unconfirmed" => {
+                        *errors.entry(o.word.clone()).or_default() += 1;
+                        open -= 1;
+                    }
+                    other => panic!("{}: a failover answered {other}: {}", d.label, o.line),
+                }
+            }
+        }
+    }
+    assert!(grants.len() >= 18, "only {} grants ({errors:?})", grants.len());
+    grants.sort();
+    for pair in grants.windows(2) {
+        let ((g1, r1, t1), (g2, _, t2)) = (pair[0], pair[1]);
+        assert!(
+            g2 > r1,
+            "two holders at once: one granted at {g1} released at {r1}, the next granted at {g2}"
+        );
+        assert!(t2 > t1, "token {t2} after {t1}");
+    }
+    eprintln!("    failover: {} grants, other outcomes {errors:?}", grants.len());
+}
+
+fn tls_and_wrong_secret(launch: &Launch) {
+    let pki = Pki::new();
+    let server = Server::new().tls(&pki.path("cert.pem"), &pki.path("key.pem")).start();
+    let addr = server.addr.to_string();
+    let ca = pki.path("ca.pem");
+    let settings = Settings { addrs: &addr, token: TOKEN, owner: "tls", tls_ca: Some(&ca) };
+    let mut a = Driver::start(launch, "tls", &settings).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(a.call("acquire t k 30 0", 10 * S).word, "granted");
+    assert_eq!(a.call("release t", 10 * S).word, "released");
+    let plain = start_server(&[]);
+    let plain_addr = plain.addr.to_string();
+    let wrong =
+        Settings { addrs: &plain_addr, token: "not-the-secret-0123456789", owner: "wrong", tls_ca: None };
+    let mut w = Driver::start(launch, "wrong", &wrong).unwrap_or_else(|e| panic!("{e}"));
+    let o = w.call("acquire x k 30 10", 20 * S);
+    assert_eq!((o.word.as_str(), o.retryable()), ("unavailable", false), "{}", o.line);
+    assert!(o.ms() < 2000, "a wrong secret took {} ms to say (a 10 s wait)", o.ms());
+    assert!(o.message.contains("auth token"), "the message names the secret: {}", o.line);
+}
+
+fn limits_before_io(launch: &Launch) {
+    // Nothing listens there: only a check before any I/O can answer at once.
+    let dead = {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().to_string()
+    };
+    let mut a = driver(launch, &dead, "limits");
+    let long_key = "k".repeat(256);
+    for (name, command) in [
+        ("lease0", "acquire lease0 k 0 0".to_string()),
+        ("lease251", "acquire lease251 k 251 0".to_string()),
+        ("leasefrac", "acquire leasefrac k 1.5 0".to_string()),
+        ("wait301", "acquire wait301 k 30 301".to_string()),
+        ("longkey", format!("acquire longkey {long_key} 30 0")),
+        ("qlong", format!("query qlong {long_key}")),
+    ] {
+        let o = a.call(&command, 10 * S);
+        assert_eq!(o.word, "invalid", "{name}: {}", o.line);
+        assert!(o.ms() < 200, "{name} took {} ms: a check before any I/O", o.ms());
+    }
+}
