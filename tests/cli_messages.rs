@@ -211,6 +211,16 @@ fn configuration_mistakes_name_the_variable() {
         timed(&["query", "k"], &[("TICKETING_AUTH_TOKEN_FILE", "nope.token"), ("TICKETING_AUTH_TOKEN", "")]);
     assert_eq!(code, Some(2), "{err}");
     assert!(err.contains("cannot read nope.token (TICKETING_AUTH_TOKEN_FILE)"), "{err}");
+    // An address that is not host:port names where it came from.
+    let (code, err, _) = timed(&["query", "k"], &[("TICKETING_ADDRS", "127.0.0.1")]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("address \"127.0.0.1\" (TICKETING_ADDRS) is not host:port"), "{err}");
+    let (code, err, _) = timed(&["status", "--addr", "127.0.0.1"], &[("TICKETING_ADDRS", "127.0.0.1:1")]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("address \"127.0.0.1\" (--addr) is not host:port"), "{err}");
+    let (code, err, _) = timed(&["bench", "--duration", "1"], &[("TICKETING_ADDRS", "127.0.0.1")]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("address \"127.0.0.1\" (TICKETING_ADDRS) is not host:port"), "{err}");
     // `admin` with a secret the server does not hold names the operator secret.
     let server = start_server(&[("TICKETING_PEER_AUTH_TOKEN", PEER_TOKEN)]);
     let (code, err, took) = timed(

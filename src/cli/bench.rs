@@ -199,7 +199,7 @@ pub(super) fn bench(args: &[String]) -> i32 {
         match built {
             Ok(client) => clients.push(client),
             Err(e) => {
-                eprintln!("ticketing bench: {e}");
+                eprintln!("ticketing bench: {}", build_error(&e, addrs_source(&matches)));
                 return EXIT_USAGE;
             }
         }

@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 use getopts::{Matches, Options};
 
 use crate::client::{
-    split_addrs, AcquireError, Client, ClientBuilder, ClientError, Lock, ReleaseError, DEFAULT_ADDR,
+    split_addrs, AcquireError, BuildError, Client, ClientBuilder, ClientError, Lock, ReleaseError, DEFAULT_ADDR,
 };
 
 /// Success.
@@ -275,10 +275,32 @@ fn client_builder(matches: &Matches, mut builder: ClientBuilder) -> Result<Clien
     let owner = given
         .or_else(|| std::env::var("TICKETING_OWNER").ok().filter(|o| !o.is_empty()))
         .unwrap_or_else(cli_owner);
+    let from = addrs_source(matches);
     builder.owner(owner).request_timeout(CLI_REQUEST_TIMEOUT).build().map_err(|e| {
-        eprintln!("ticketing: {e}");
+        eprintln!("ticketing: {}", build_error(&e, from));
         EXIT_USAGE
     })
+}
+
+/// A refused client configuration in the CLI's words: the setting it came from, an
+/// address's `from` (`--addr` or `TICKETING_ADDRS`), is named.
+pub(crate) fn build_error(e: &BuildError, from: &str) -> String {
+    match e {
+        BuildError::BadAddr(addr) => format!("address {addr:?} ({from}) is not host:port"),
+        BuildError::NoAuthToken => "no auth token given: set TICKETING_AUTH_TOKEN (or TICKETING_AUTH_TOKEN_FILE) \
+                                    to the cluster's client secret"
+            .into(),
+        other => other.to_string(),
+    }
+}
+
+/// Where a command's addresses come from, as its messages name it.
+fn addrs_source(matches: &Matches) -> &'static str {
+    if matches.opt_strs("addr").iter().any(|a| !split_addrs(a).is_empty()) {
+        "--addr"
+    } else {
+        "TICKETING_ADDRS"
+    }
 }
 
 /// The addresses a command talks to (for display).
