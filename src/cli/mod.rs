@@ -22,7 +22,8 @@ use std::time::{Duration, Instant};
 use getopts::{Matches, Options};
 
 use crate::client::{
-    split_addrs, AcquireError, BuildError, Client, ClientBuilder, ClientError, Lock, ReleaseError, DEFAULT_ADDR,
+    split_addrs, AcquireError, BuildError, Client, ClientBuilder, ClientError, Lock, ReleaseError,
+    DEFAULT_ADDR,
 };
 
 /// Success.
@@ -287,9 +288,11 @@ fn client_builder(matches: &Matches, mut builder: ClientBuilder) -> Result<Clien
 pub(crate) fn build_error(e: &BuildError, from: &str) -> String {
     match e {
         BuildError::BadAddr(addr) => format!("address {addr:?} ({from}) is not host:port"),
-        BuildError::NoAuthToken => "no auth token given: set TICKETING_AUTH_TOKEN (or TICKETING_AUTH_TOKEN_FILE) \
+        BuildError::NoAuthToken => {
+            "no auth token given: set TICKETING_AUTH_TOKEN (or TICKETING_AUTH_TOKEN_FILE) \
                                     to the cluster's client secret"
-            .into(),
+                .into()
+        }
         other => other.to_string(),
     }
 }
