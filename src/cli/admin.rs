@@ -103,12 +103,13 @@ fn replace(args: &[String]) -> i32 {
             }
         },
     };
+    let budget = Budget::of(timeout);
     match client.replace_member(old, new_id, new_addr, timeout) {
         Ok(report) => {
             print!("{report}");
             EXIT_OK
         }
-        Err(e) => admin_failed(&client, "admin replace", &e, true),
+        Err(e) => admin_failed(&client, "admin replace", &e, true, budget),
     }
 }
 
@@ -146,12 +147,13 @@ fn transfer_leader(args: &[String]) -> i32 {
         Ok(c) => c,
         Err(code) => return code,
     };
+    let budget = Budget::of(TRANSFER_TIMEOUT);
     match client.transfer_leader(target, TRANSFER_TIMEOUT) {
         Ok(leader) => {
             println!("leader {leader}");
             EXIT_OK
         }
-        Err(e) => admin_failed(&client, "admin transfer-leader", &e, true),
+        Err(e) => admin_failed(&client, "admin transfer-leader", &e, true, budget),
     }
 }
 
@@ -187,6 +189,7 @@ fn found(args: &[String]) -> i32 {
         Ok(c) => c,
         Err(code) => return code,
     };
+    let budget = Budget::of(FOUND_TIMEOUT);
     match client.found_cluster(&addrs, FOUND_TIMEOUT) {
         Ok(answers) => {
             let mut code = EXIT_OK;
@@ -201,7 +204,7 @@ fn found(args: &[String]) -> i32 {
             }
             code
         }
-        Err(e) => admin_failed(&client, "admin found (nothing founded)", &e, false),
+        Err(e) => admin_failed(&client, "admin found (nothing founded)", &e, false, budget),
     }
 }
 
@@ -218,6 +221,7 @@ fn members(args: &[String]) -> i32 {
         Ok(c) => c,
         Err(code) => return code,
     };
+    let budget = Budget::of(CLI_REQUEST_TIMEOUT);
     match client.members() {
         Ok(text) => {
             let field = |name: &str| {
@@ -254,7 +258,7 @@ fn members(args: &[String]) -> i32 {
             }
             EXIT_OK
         }
-        Err(e) => admin_failed(&client, "admin members", &e, false),
+        Err(e) => admin_failed(&client, "admin members", &e, false, budget),
     }
 }
 
@@ -262,7 +266,7 @@ fn members(args: &[String]) -> i32 {
 /// operation itself; 3 when the operator secret given is the client secret (a mistake
 /// that trying again cannot fix: the line names `TICKETING_PEER_AUTH_TOKEN`); otherwise
 /// as for every command (`report_failure`).
-fn admin_failed(client: &Client, command: &str, e: &ClientError, no_leader: bool) -> i32 {
+fn admin_failed(client: &Client, command: &str, e: &ClientError, no_leader: bool, budget: Budget) -> i32 {
     match e {
         ClientError::Refused(why) if why.starts_with(crate::proto::frame::NEEDS_OPERATOR_SECRET) => {
             eprintln!(
@@ -276,7 +280,7 @@ fn admin_failed(client: &Client, command: &str, e: &ClientError, no_leader: bool
             EXIT_NO
         }
         _ => {
-            report_failure(client, command, &Failed::Read(e), no_leader);
+            report_failure(client, command, &Failed::Read(e), no_leader, budget);
             client_exit(e)
         }
     }

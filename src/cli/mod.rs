@@ -353,23 +353,63 @@ fn lease_wait_options(opts: &mut Options) {
 /// overloaded, unreachable); after an `M` naming the leader the next try is at once.
 const CLI_RETRY_PAUSE: Duration = Duration::from_millis(100);
 
+/// How long a command may try, from when it started: what its failure line says it
+/// waited, when it did wait that long.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Budget {
+    pub(crate) started: Instant,
+    pub(crate) length: Duration,
+}
+
+impl Budget {
+    /// A budget of `length` from now.
+    pub(crate) fn of(length: Duration) -> Budget {
+        Budget { started: Instant::now(), length }
+    }
+
+    /// The budget of `acquire` and `run`: `max(wait, CLI_REQUEST_TIMEOUT)`.
+    pub(crate) fn acquire(wait: Duration) -> Budget {
+        Budget::of(wait.max(CLI_REQUEST_TIMEOUT))
+    }
+
+    fn end(&self) -> Instant {
+        self.started + self.length
+    }
+
+    /// "within 8 s" when the budget was spent (the command waited that long); empty
+    /// when the command ended before (every address failed at once).
+    fn spent(&self) -> String {
+        // A command that ends by its budget ends within a few ms of it.
+        if self.started.elapsed() + Duration::from_millis(250) < self.length {
+            return String::new();
+        }
+        let seconds = self.length.as_secs_f64();
+        if self.length.subsec_millis() == 0 {
+            format!(" within {seconds:.0} s")
+        } else {
+            format!(" within {seconds:.1} s")
+        }
+    }
+}
+
 /// `acquire` as the CLI does it: outcomes that say the request was not executed (an
 /// `M`, `E 4`, no server reachable) are tried again, at the leader an `M` named, until
-/// `max(wait, CLI_REQUEST_TIMEOUT)` has passed, so a follower's address or a failover
-/// in progress does not end the command. The wait sent with each try is what is left
-/// of `wait`, so `--wait 0` never queues. Worst case: that budget plus one try's
-/// connection budget (3 s) and commit margin (5 s).
+/// the budget (`max(wait, CLI_REQUEST_TIMEOUT)`) has passed, so a follower's address or
+/// a failover in progress does not end the command. The wait sent with each try is
+/// what is left of `wait`, so `--wait 0` never queues, and no try is sent after the
+/// budget. Worst case: the budget, plus the commit margin (5 s) of a try sent just
+/// before its end whose answer does not come.
 fn acquire_following(
     client: &Client,
     key: &str,
     lease: Duration,
     wait: Duration,
+    budget: Budget,
 ) -> Result<Lock, AcquireError> {
-    let start = Instant::now();
-    let (wait_end, end) = (start + wait, start + wait.max(CLI_REQUEST_TIMEOUT));
+    let (wait_end, end) = (budget.started + wait, budget.end());
     loop {
         let left = wait_end.saturating_duration_since(Instant::now());
-        match client.acquire(key, lease, left) {
+        match client.acquire_by(key, lease, left, Some(end)) {
             Err(e) if e.is_retryable() && Instant::now() < end => {
                 log::debug!("not executed ({e}); trying again");
                 if !matches!(e, AcquireError::NotLeader { leader: Some(_) }) {
@@ -384,12 +424,12 @@ fn acquire_following(
 /// Prints the final message of a failed command: what failed, then, for each address
 /// the client could not connect to, why (refused, the auth token, TLS, ...), and when
 /// the nodes it reached know no leader, that the cluster has no quorum.
-fn report_failure(client: &Client, command: &str, error: &Failed<'_>, no_leader: bool) {
+fn report_failure(client: &Client, command: &str, error: &Failed<'_>, no_leader: bool, budget: Budget) {
     // The connections' failures matter only when the request found no connection or
     // no answer: after a refusal or a definitive answer they are noise (a dial under
     // way would read as a TLS question).
     let reasons = if error.about_connections() { client.connection_errors() } else { Vec::new() };
-    eprintln!("ticketing {command}: {}", error.headline());
+    eprintln!("ticketing {command}: {}", error.headline(budget));
     for (_, why) in &reasons {
         eprintln!("  {why}");
     }
@@ -454,14 +494,16 @@ pub(crate) enum Failed<'a> {
 impl Failed<'_> {
     /// The first line: what failed. When no connection could take the request, the
     /// lines under it (one per address) say why, so the cause is not repeated here.
-    fn headline(&self) -> String {
+    fn headline(&self, budget: Budget) -> String {
         match self.unavailable() {
-            Some((_, true)) => "no server can be used: nothing was sent, and trying again will not help until \
+            Some((_, true)) => {
+                "no server can be used: nothing was sent, and trying again will not help until \
                                 the mistake below is fixed"
-                .into(),
+                    .into()
+            }
             Some((_, false)) => format!(
-                "no server reachable within {} s: nothing was sent (check the addresses and that a server runs)",
-                CLI_REQUEST_TIMEOUT.as_secs()
+                "no server reachable{}: nothing was sent (check the addresses and that a server runs)",
+                budget.spent()
             ),
             None => match self {
                 Failed::Acquire(e) => e.to_string(),

@@ -136,6 +136,18 @@ impl Client {
     /// # Ok(()) }
     /// ```
     pub fn acquire(&self, key: &str, lease: Duration, wait: Duration) -> Result<Lock, AcquireError> {
+        self.acquire_by(key, lease, wait, None)
+    }
+
+    /// [`Client::acquire`] that sends nothing after `send_by`: with no connection
+    /// until then it ends `Unavailable` (the CLI keeps its retries within its budget).
+    pub(crate) fn acquire_by(
+        &self,
+        key: &str,
+        lease: Duration,
+        wait: Duration,
+        send_by: Option<Instant>,
+    ) -> Result<Lock, AcquireError> {
         let lease_s = lease_seconds(lease).map_err(AcquireError::Invalid)?;
         check_key(key).map_err(AcquireError::Invalid)?;
         if wait.as_millis() > u128::from(WAIT_MS_MAX) {
@@ -146,7 +158,7 @@ impl Client {
         }
         let owner = &self.inner.owner;
         let outcome = self.handle().shared.call::<AcquireError>(|core, waker, now| {
-            Ok(core.acquire(waker, key, owner, lease_s, wait, now))
+            Ok(core.acquire_by(waker, key, owner, lease_s, wait, send_by, now))
         })?;
         match outcome {
             Outcome::Acquire(Ok(granted)) => Ok(Lock::new(

@@ -117,9 +117,25 @@ impl<W> Core<W> {
         wait: Duration,
         now: Instant,
     ) -> OpId {
+        self.acquire_by(waker, key, owner, lease_s, wait, None, now)
+    }
+
+    /// [`Core::acquire`], giving up waiting for a session at `send_by` if that comes
+    /// first (nothing is sent after it: `Unavailable`).
+    #[allow(clippy::too_many_arguments)]
+    pub fn acquire_by(
+        &mut self,
+        waker: W,
+        key: &str,
+        owner: &Arc<str>,
+        lease_s: u8,
+        wait: Duration,
+        send_by: Option<Instant>,
+        now: Instant,
+    ) -> OpId {
         let now = self.advance(now);
         self.world.claims.acquire_started(key, owner);
-        let op = AcquireOp::new(key.to_owned(), Arc::clone(owner), lease_s, wait, now);
+        let op = AcquireOp::new(key.to_owned(), Arc::clone(owner), lease_s, wait, send_by, now);
         let id = self.spawn(Some(waker), Kind::Acquire(op));
         self.settle();
         id
