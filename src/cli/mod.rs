@@ -254,6 +254,11 @@ fn build_client(matches: &Matches) -> Result<Client, i32> {
 /// secret, `TICKETING_PEER_AUTH_TOKEN` or `TICKETING_PEER_AUTH_TOKEN_FILE`, because
 /// the servers refuse admin requests on connections that proved only the client secret.
 fn build_admin_client(matches: &Matches) -> Result<Client, i32> {
+    client_builder(matches, admin_builder()?)
+}
+
+/// The builder of `ticketing admin`'s client: the environment, with the operator secret.
+fn admin_builder() -> Result<ClientBuilder, i32> {
     let mut builder = ClientBuilder::from_env();
     if !builder.operator_secret_from_env() {
         eprintln!(
@@ -262,7 +267,7 @@ fn build_admin_client(matches: &Matches) -> Result<Client, i32> {
         );
         return Err(EXIT_USAGE);
     };
-    client_builder(matches, builder)
+    Ok(builder)
 }
 
 fn client_builder(matches: &Matches, mut builder: ClientBuilder) -> Result<Client, i32> {
@@ -429,6 +434,13 @@ fn report_failure(client: &Client, command: &str, error: &Failed<'_>, no_leader:
     // no answer: after a refusal or a definitive answer they are noise (a dial under
     // way would read as a TLS question).
     let reasons = if error.about_connections() { client.connection_errors() } else { Vec::new() };
+    // Only when some node answers: with none reachable there is nobody to ask.
+    let quorum = if no_leader && client.is_connected() { no_quorum(client) } else { None };
+    // A node that knows no cluster yet: that is the news, not "not the leader".
+    if let Some(Standing::NotMember(why)) = &quorum {
+        eprintln!("ticketing {command}: nothing was done: {why}");
+        return;
+    }
     eprintln!("ticketing {command}: {}", error.headline(budget));
     for (_, why) in &reasons {
         eprintln!("  {why}");
@@ -438,17 +450,21 @@ fn report_failure(client: &Client, command: &str, error: &Failed<'_>, no_leader:
             eprintln!("  {why}");
         }
     }
-    // Only when some node answers: with none reachable there is nobody to ask.
-    if no_leader && client.is_connected() {
-        if let Some(text) = no_quorum(client) {
-            eprintln!("  {text}");
-        }
+    if let Some(Standing::NoQuorum(text)) = quorum {
+        eprintln!("  {text}");
     }
 }
 
+/// Why the nodes reached know no leader: no quorum, or no cluster yet.
+enum Standing {
+    NoQuorum(String),
+    NotMember(String),
+}
+
 /// "No quorum", when the reachable nodes confirm it: none of them knows a leader. Says
-/// how many of the voters this host reaches.
-fn no_quorum(client: &Client) -> Option<String> {
+/// how many of the voters this host reaches. A node that knows no cluster yet says so
+/// instead (waiting to be founded, or joining).
+fn no_quorum(client: &Client) -> Option<Standing> {
     let status = client.status().ok()?;
     let field = |name: &str| {
         status
@@ -457,6 +473,11 @@ fn no_quorum(client: &Client) -> Option<String> {
             .unwrap_or("")
             .to_owned()
     };
+    // A node that knows no cluster yet is no quorum lost: it was never founded, or it
+    // has not joined (the runbook is founding, not "Losing a majority").
+    if let Some(why) = admin::not_a_member(&status) {
+        return Some(Standing::NotMember(why));
+    }
     if !field("leader").is_empty() || field("role") == "standalone" {
         return None;
     }
@@ -477,11 +498,11 @@ fn no_quorum(client: &Client) -> Option<String> {
     if with_leader > 0 {
         return None;
     }
-    Some(format!(
+    Some(Standing::NoQuorum(format!(
         "no quorum: the cluster has no leader; {reached} of its {} voters answer from here and none knows a \
          leader (a majority must be up and reach each other; docs/operations.md, \"Losing a majority\")",
         voters.len()
-    ))
+    )))
 }
 
 /// A failed command's error, for [`report_failure`].

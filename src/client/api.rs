@@ -4,6 +4,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use super::admin::Founding;
 use super::core::{Outcome, Resolved, Target};
 use super::error::{unexpected, AcquireError, BuildError, ClientError, ReleaseError};
 use super::io::Handle;
@@ -321,16 +322,13 @@ impl Client {
         }
     }
 
-    /// `admin found` (docs/operations.md "Founding"): asks the waiting nodes at `addrs`
-    /// (3 or 5, started with `TICKETING_CLUSTER_STATE=join`, knowing no cluster) for
-    /// their ids, then tells each to found a new cluster of them all. Returns one line
-    /// per node: its answer or why it refused. `Err` when a node could not be asked
-    /// for its id (nothing was founded then). Blocks at most `timeout` per node and step.
-    pub fn found_cluster(
-        &self,
-        addrs: &[String],
-        timeout: Duration,
-    ) -> Result<Vec<Result<String, ClientError>>, ClientError> {
+    /// `admin found` (docs/operations.md "Founding"): asks each node at `addrs` (3 or
+    /// 5, started with `TICKETING_CLUSTER_STATE=join`) — and no other address — what it
+    /// is, all at once; then, only if each is waiting (knows no cluster), tells each to
+    /// found a new cluster of them all. Returns each node's state and, when FOUND was
+    /// sent, each node's answer ([`Founding`]). `Err` only for a list that is not 3 or
+    /// 5 addresses. Blocks at most `timeout` per step (one step per node for FOUND).
+    pub fn found_cluster(&self, addrs: &[String], timeout: Duration) -> Result<Founding, ClientError> {
         super::admin::found_cluster(self.handle(), addrs, timeout)
     }
 

@@ -107,6 +107,7 @@ mod outcome;
 mod tls;
 
 pub use crate::proto::frame::{TopKey, TOP_KEYS_MAX};
+pub use admin::{FoundNode, Founding};
 pub use api::{Client, Resolution};
 pub use backoff::{Backoff, BACKOFF_INITIAL, BACKOFF_MAX};
 pub use builder::{split_addrs, ClientBuilder, COMMIT_MARGIN, DEFAULT_ADDR, REQUEST_TIMEOUT_DEFAULT};

@@ -103,8 +103,15 @@ impl Joiner {
 
     /// One round: find the leader, vouch for it, ask it to add this node.
     fn round(&self, client: &Client, round: usize) -> Result<(), String> {
-        let (leader_id, leader) = self.find_leader(client, round)?;
+        let (leader_id, leader) = match self.find_leader(client, round) {
+            Ok(found) => found,
+            Err(why) => {
+                self.view.set_joining(None);
+                return Err(why);
+            }
+        };
         self.view.vouch_for_leader(leader_id, &leader);
+        self.view.set_joining(Some((leader_id, leader.clone())));
         if !self.auto {
             return Ok(());
         }
