@@ -116,6 +116,7 @@ pub use core::{
     PING_ANSWER_TIMEOUT, RELEASE_DEADLINE, RELEASE_QUEUE_CAPACITY, RETIRE_GRACE, SEED_FALLBACK_AFTER,
 };
 pub use error::{AcquireError, BuildError, ClientError, Indeterminate, IndeterminateCause, ReleaseError};
+pub(crate) use io::dial::{Words, C_WORDS, ENV_WORDS, PYTHON_WORDS};
 pub use io::dial::{CONNECT_TIMEOUT, HANDSHAKE_TIMEOUT};
 pub use io::WRITE_DEADLINE;
 pub use lock::{Lock, LockParts};

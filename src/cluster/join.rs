@@ -55,10 +55,9 @@ impl Joiner {
         if let Some(ca) = &self.tls_ca {
             builder = builder.tls_ca_file(ca);
         }
-        let builder = builder.setting_names(
-            "TICKETING_PEER_AUTH_TOKEN differs from the cluster's peer secret",
-            "TICKETING_TLS_CA",
-        );
+        let builder = builder
+            .words(&crate::client::ENV_WORDS)
+            .secret_named("TICKETING_PEER_AUTH_TOKEN differs from the cluster's peer secret");
         let client = match builder.build() {
             Ok(client) => client,
             Err(e) => {
