@@ -187,7 +187,7 @@ fn found_node(handle: &Handle, addr: &str, timeout: Duration) -> Result<FoundNod
         })
         .collect();
     voters.sort_unstable();
-    let members = text.lines().any(|l| l.starts_with("member="));
+    let members = text.lines().any(|l| l.strip_prefix("member=").is_some());
     if members {
         return Ok(FoundNode::Member { id, role: field("role="), voters });
     }

@@ -159,7 +159,7 @@ impl Client {
         }
         let owner = &self.inner.owner;
         let outcome = self.handle().shared.call::<AcquireError>(|core, waker, now| {
-            Ok(core.acquire_by(waker, key, owner, lease_s, wait, send_by, now))
+            Ok(core.acquire(waker, key, owner, lease_s, wait, send_by, now))
         })?;
         match outcome {
             Outcome::Acquire(Ok(granted)) => Ok(Lock::new(

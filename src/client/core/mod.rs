@@ -106,24 +106,10 @@ impl<W> Core<W> {
     }
 
     /// Starts an ACQUIRE of `key` for `lease_s` seconds (1..=250), queueing at most
-    /// `wait` (0..=300 s). The caller checked the limits. Ends with
-    /// [`Outcome::Acquire`].
-    pub fn acquire(
-        &mut self,
-        waker: W,
-        key: &str,
-        owner: &Arc<str>,
-        lease_s: u8,
-        wait: Duration,
-        now: Instant,
-    ) -> OpId {
-        self.acquire_by(waker, key, owner, lease_s, wait, None, now)
-    }
-
-    /// [`Core::acquire`], giving up waiting for a session at `send_by` if that comes
-    /// first (nothing is sent after it: `Unavailable`).
+    /// `wait` (0..=300 s), sent no later than `send_by` if given (else `Unavailable`).
+    /// The caller checked the limits. Ends with [`Outcome::Acquire`].
     #[allow(clippy::too_many_arguments)]
-    pub fn acquire_by(
+    pub fn acquire(
         &mut self,
         waker: W,
         key: &str,
