@@ -232,7 +232,18 @@ fn found(args: &[String]) -> i32 {
         eprintln!("ticketing admin found: {NOT_THE_OPERATOR_SECRET}");
         return EXIT_UNKNOWN;
     }
-    let (headline, code) = if unanswered.is_empty() {
+    // Every node a member of one cluster (a heal under way, a standby listed): it runs.
+    let one_cluster = {
+        let mut clusters = founding.nodes.iter().map(|(_, n)| match n {
+            Ok(FoundNode::Member { voters, .. }) => Some(voters),
+            _ => None,
+        });
+        let first = clusters.next().flatten();
+        first.is_some() && clusters.all(|c| c == first)
+    };
+    let (headline, code) = if one_cluster {
+        ("these nodes belong to a running cluster already, whose voters are not exactly these nodes (a cluster is founded once)", EXIT_NO)
+    } else if unanswered.is_empty() {
         ("a cluster is founded once, and these nodes are not all waiting to be founded", EXIT_NO)
     } else {
         ("every node listed must answer, and not all did; no node was told to found", EXIT_UNKNOWN)
