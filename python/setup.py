@@ -9,11 +9,13 @@ TICKETING_PREBUILT_LIBRARY=/path/to/libticketing.so skips cargo and bundles that
 instead (a build from an sdist, where the crate is not next to this file).
 """
 
+import atexit
 import json
 import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 from setuptools import setup
@@ -81,4 +83,14 @@ class NativeDistribution(Distribution):
         return True
 
 
-setup(cmdclass={"build_py": BuildPy}, distclass=NativeDistribution)
+# setuptools builds in the source tree by default (build/, ticketing.egg-info/): `pip
+# install ./python` would leave both in the checkout. They go to a directory of their
+# own, removed when the build ends.
+SCRATCH = tempfile.mkdtemp(prefix="ticketing-build-")
+atexit.register(shutil.rmtree, SCRATCH, ignore_errors=True)
+
+setup(
+    cmdclass={"build_py": BuildPy},
+    distclass=NativeDistribution,
+    options={"build": {"build_base": SCRATCH}, "egg_info": {"egg_base": SCRATCH}},
+)

@@ -211,6 +211,16 @@ fn configuration_mistakes_name_the_variable() {
         timed(&["query", "k"], &[("TICKETING_AUTH_TOKEN_FILE", "nope.token"), ("TICKETING_AUTH_TOKEN", "")]);
     assert_eq!(code, Some(2), "{err}");
     assert!(err.contains("cannot read nope.token (TICKETING_AUTH_TOKEN_FILE)"), "{err}");
+    // An address that is not host:port names where it came from.
+    let (code, err, _) = timed(&["query", "k"], &[("TICKETING_ADDRS", "127.0.0.1")]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("address \"127.0.0.1\" (TICKETING_ADDRS) is not host:port"), "{err}");
+    let (code, err, _) = timed(&["status", "--addr", "127.0.0.1"], &[("TICKETING_ADDRS", "127.0.0.1:1")]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("address \"127.0.0.1\" (--addr) is not host:port"), "{err}");
+    let (code, err, _) = timed(&["bench", "--duration", "1"], &[("TICKETING_ADDRS", "127.0.0.1")]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("address \"127.0.0.1\" (TICKETING_ADDRS) is not host:port"), "{err}");
     // `admin` with a secret the server does not hold names the operator secret.
     let server = start_server(&[("TICKETING_PEER_AUTH_TOKEN", PEER_TOKEN)]);
     let (code, err, took) = timed(
@@ -234,5 +244,38 @@ fn configuration_mistakes_name_the_variable() {
         assert!(err.contains("TICKETING_PEER_AUTH_TOKEN holds the client secret"), "{args:?}: {err}");
         assert!(!err.contains("greeting"), "{args:?}: {err}");
         assert!(took < Duration::from_millis(2500), "{args:?} took {took:?}");
+    }
+}
+
+/// A refused address is reported at once, alone or among live ones: `status` asks each
+/// node once and only a node that stays silent takes the budget (it took 5 s).
+#[test]
+fn a_refused_address_is_reported_at_once() {
+    let server = start_server(&[]);
+    let live = server.addr.to_string();
+    let dead = format!("127.0.0.1:{}", free_port_pair());
+    for addrs in [dead.clone(), format!("{live},{dead}"), format!("{dead},{live}")] {
+        let (code, err, took) = timed(&["status", "--addr", &addrs], &[]);
+        assert!(err.contains(&format!("{dead}: connection refused")), "{addrs}: {err}");
+        assert_eq!(code, Some(if addrs == dead { 3 } else { 0 }), "{addrs}: {err}");
+        // At once: well under the 5 s budget, with room for a loaded machine.
+        assert!(took < Duration::from_millis(2000), "status --addr {addrs} took {took:?}");
+    }
+}
+
+/// `acquire` against a dead address tries for `max(--wait, 5 s)` — no longer — and its
+/// message names the budget it spent: 8 s for `--wait 8000` (it said 5 s), 5 s for
+/// `--wait 0` (which took 6.1 s: a try begun late waited its own 3 s to connect).
+#[test]
+fn acquire_keeps_to_its_budget_and_says_which() {
+    let dead = format!("127.0.0.1:{}", free_port_pair());
+    for (wait, budget) in [("0", 5.0), ("8000", 8.0)] {
+        let (code, err, took) = timed(&["acquire", "k", "--wait", wait, "--addr", &dead], &[]);
+        assert_eq!(code, Some(3), "{err}");
+        let said = format!("no server reachable within {budget:.0} s");
+        assert!(err.contains(&said), "--wait {wait}: {err}");
+        assert!(err.contains(&format!("{dead}: connection refused")), "--wait {wait}: {err}");
+        let took = took.as_secs_f64();
+        assert!(took >= budget - 0.1 && took < budget + 0.6, "--wait {wait} took {took:.2} s");
     }
 }

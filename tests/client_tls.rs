@@ -123,3 +123,109 @@ fn a_bad_ca_file_is_a_build_error() {
     assert!(build(&empty).contains("no PEM certificate"));
     assert!(build(&dir.path().join("missing.pem")).contains("cannot read"));
 }
+
+/// The message of the acquire error a C ABI client of `addr` meets (`binding` NULL:
+/// `ticketing_client_new`; else `ticketing_client_new_for`), trusting `ca` if given.
+fn c_abi_acquire_error(addr: &str, ca: Option<&str>, binding: Option<&str>) -> String {
+    use std::ffi::{CStr, CString};
+    use std::ptr;
+    use ticketing::capi::*;
+    let addr = CString::new(addr).unwrap();
+    let addrs = [addr.as_ptr()];
+    let ca = ca.map(|c| CString::new(c).unwrap());
+    let ca_ptr = ca.as_ref().map_or(ptr::null(), |c| c.as_ptr());
+    let (mut client, mut error) = (ptr::null_mut(), ptr::null_mut());
+    let owner = c"c-tls";
+    let rc = unsafe {
+        match binding {
+            None => ticketing_client_new(
+                addrs.as_ptr(),
+                1,
+                TOKEN.as_ptr(),
+                TOKEN.len(),
+                owner.as_ptr(),
+                ca_ptr,
+                &mut client,
+                &mut error,
+            ),
+            Some(binding) => {
+                let binding = CString::new(binding).unwrap();
+                ticketing_client_new_for(
+                    binding.as_ptr(),
+                    addrs.as_ptr(),
+                    1,
+                    TOKEN.as_ptr(),
+                    TOKEN.len(),
+                    owner.as_ptr(),
+                    ca_ptr,
+                    &mut client,
+                    &mut error,
+                )
+            }
+        }
+    };
+    assert_eq!(rc, 0, "the client is made");
+    let mut lock = ptr::null_mut();
+    let rc = unsafe { ticketing_acquire(client, c"tls:seat".as_ptr(), 30_000, 0, &mut lock, &mut error) };
+    assert_ne!(rc, 0, "no lock over the wrong transport");
+    let message = unsafe { CStr::from_ptr(ticketing_error_message(error)) }.to_str().unwrap().to_owned();
+    unsafe {
+        ticketing_error_free(error);
+        ticketing_client_free(client);
+    }
+    message
+}
+
+/// A TLS mistake names the fix in each caller's own terms: the builder's method for the
+/// Rust library, `tls_ca_file` for C, the `tls_ca=` keyword for the Python package
+/// (through `ticketing_client_new_for`), the variable for the CLI
+/// (`tls_mistakes_are_named`, tests/cli_messages.rs) — and no library names the CLI's.
+#[test]
+fn each_library_names_its_own_tls_setting() {
+    let pki = Pki::new();
+    let tls = tls_server(&pki);
+    let plain = Server::new().start();
+    let (tls_addr, plain_addr) = (tls.addr.to_string(), plain.addr.to_string());
+    let ca = pki.path("ca.pem");
+
+    let rust = |addr: &str, ca: Option<&str>| {
+        let mut builder = Client::builder().addrs([addr]).auth_token(TOKEN).owner("rust-tls");
+        if let Some(ca) = ca {
+            builder = builder.tls_ca_file(ca);
+        }
+        builder
+            .build()
+            .unwrap()
+            .acquire("tls:seat", Duration::from_secs(30), Duration::ZERO)
+            .unwrap_err()
+            .to_string()
+    };
+    let cases = [
+        (
+            "Rust",
+            rust(&tls_addr, None),
+            "give ClientBuilder::tls_ca_file the CA bundle that signed its certificate",
+        ),
+        ("Rust", rust(&plain_addr, Some(&ca)), "build the client without ClientBuilder::tls_ca_file"),
+        (
+            "C",
+            c_abi_acquire_error(&tls_addr, None, None),
+            "pass ticketing_client_new, as tls_ca_file, the CA bundle",
+        ),
+        (
+            "C",
+            c_abi_acquire_error(&plain_addr, Some(&ca), None),
+            "pass ticketing_client_new a NULL tls_ca_file",
+        ),
+        (
+            "Python",
+            c_abi_acquire_error(&tls_addr, None, Some("python")),
+            "pass ticketing.Client the CA bundle as tls_ca=",
+        ),
+        ("Python", c_abi_acquire_error(&plain_addr, Some(&ca), Some("python")), "leave out tls_ca="),
+    ];
+    for (language, message, fix) in cases {
+        assert!(message.contains(fix), "{language}: {message}");
+        assert!(!message.contains("TICKETING_"), "{language} names the CLI's variable: {message}");
+    }
+}

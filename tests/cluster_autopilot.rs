@@ -132,6 +132,31 @@ fn a_killed_follower_then_a_killed_leader_come_back_as_fresh_processes_and_the_c
         assert!(text.contains("member="), "node {} answers MEMBERS: {text}", p.id);
     }
     assert!(cluster.unexpected_exits().is_empty(), "{}", logs(&cluster));
+    // A heal the docs call normal is said at info, once per finding; no node warned of
+    // its fresh neighbour (or of itself) as of a mistake.
+    let mut restarts_said = 0;
+    for p in &cluster.nodes {
+        let log = std::fs::read_to_string(&p.log).unwrap_or_default();
+        for routine in
+            ["is my own node id", "refused this node", "expected node", "not a member of this cluster"]
+        {
+            let warned: Vec<&str> =
+                log.lines().filter(|l| l.contains(" WARN ") && l.contains(routine)).collect();
+            assert!(warned.is_empty(), "node {} warned during a routine heal:\n{}", p.id, warned.join("\n"));
+        }
+        // The lines without their timestamps.
+        let said: Vec<&str> = log
+            .lines()
+            .filter(|l| l.contains(" INFO ") && l.contains(" now runs at "))
+            .filter_map(|l| l.split_once("] ").map(|(_, text)| text))
+            .collect();
+        let mut unique = said.clone();
+        unique.sort_unstable();
+        unique.dedup();
+        assert_eq!(said.len(), unique.len(), "node {} said a restart twice:\n{}", p.id, said.join("\n"));
+        restarts_said += said.len();
+    }
+    assert!(restarts_said > 0, "the survivors say at info that a fresh process runs where a dead one ran");
 }
 
 /// Cuts node `i` off from every other node, both ways.

@@ -159,3 +159,70 @@ fn the_package_version_is_the_crate_version() {
     let init = std::fs::read_to_string(repo().join("python/ticketing/__init__.py")).unwrap();
     assert!(init.contains(&format!("__version__ = \"{version}\"")), "python/ticketing/__init__.py");
 }
+
+/// The files under `dir`, relative, sorted (the test's own copy of the package).
+fn tree(dir: &Path) -> Vec<String> {
+    let mut files = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for entry in std::fs::read_dir(&d).unwrap() {
+            let path = entry.unwrap().path();
+            files.push(path.strip_prefix(dir).unwrap().display().to_string());
+            if path.is_dir() {
+                stack.push(path);
+            }
+        }
+    }
+    files.sort();
+    files
+}
+
+/// `pip install ./python` (docs/python.md) writes nothing into the checkout: setuptools'
+/// build/ and ticketing.egg-info/ go to a directory of their own. Run on a copy of the
+/// package (with TICKETING_PREBUILT_LIBRARY, so no cargo build), installed with
+/// `--target` into a temporary directory. pip fetches the build requirements
+/// (setuptools, wheel): without a package index the test prints `SKIPPED`.
+#[test]
+fn pip_install_leaves_the_package_directory_as_it_was() {
+    let test = "pip_install_leaves_the_package_directory_as_it_was";
+    if !python_has(test, "pip", "apt-get install python3-pip") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let copy = dir.path().join("python");
+    for file in ["README.md", "pyproject.toml", "setup.py"] {
+        std::fs::create_dir_all(&copy).unwrap();
+        std::fs::copy(repo().join("python").join(file), copy.join(file)).unwrap();
+    }
+    std::fs::create_dir_all(copy.join("ticketing")).unwrap();
+    for entry in std::fs::read_dir(repo().join("python/ticketing")).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_name().unwrap().to_str().unwrap().to_owned();
+        if name.ends_with(".py") || name == "py.typed" {
+            std::fs::copy(&path, copy.join("ticketing").join(name)).unwrap();
+        }
+    }
+    let before = tree(&copy);
+    let target = dir.path().join("site");
+    let lib = native_lib_dir().join("libticketing.so");
+    let args = [
+        "-m",
+        "pip",
+        "install",
+        "--no-deps",
+        "--no-cache-dir",
+        "--target",
+        target.to_str().unwrap(),
+        "./python",
+    ];
+    let env = [("TICKETING_PREBUILT_LIBRARY", lib.to_str().unwrap())];
+    let (ok, output) = run_python(&args, dir.path(), &env, Duration::from_secs(300));
+    if !ok && (output.contains("No matching distribution") || output.contains("Could not find a version")) {
+        assert!(!std::env::var("TICKETING_REQUIRE_PYTHON").is_ok_and(|v| v == "1"), "{output}");
+        eprintln!("SKIPPED {test}: pip cannot fetch the build requirements:\n{output}");
+        return;
+    }
+    assert!(ok, "pip install failed:\n{output}");
+    assert!(target.join("ticketing/libticketing.so").is_file(), "the library is in the installed package");
+    assert_eq!(tree(&copy), before, "pip install wrote into the package directory:\n{output}");
+}

@@ -43,12 +43,18 @@ fn members(addr: SocketAddr) -> HashMap<u64, String> {
     }
 }
 
-/// … without what changes from one moment to the next (`unreachable_ms`).
+/// … without what changes from one moment to the next (`heard_ms`, `unreachable_ms`).
 fn members_stable(addr: SocketAddr) -> HashMap<u64, String> {
     members(addr)
         .into_iter()
         .map(|(id, line)| {
-            (id, line.split(' ').filter(|f| !f.starts_with("unreachable_ms=")).collect::<Vec<_>>().join(" "))
+            (
+                id,
+                line.split(' ')
+                    .filter(|f| !f.starts_with("unreachable_ms=") && !f.starts_with("heard_ms="))
+                    .collect::<Vec<_>>()
+                    .join(" "),
+            )
         })
         .collect()
 }

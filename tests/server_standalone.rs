@@ -481,3 +481,24 @@ fn a_request_read_whole_is_answered_while_the_next_frame_is_still_arriving() {
     assert_eq!(id, 2);
     assert!(matches!(response, Response::Holder { token: t, .. } if t == token), "{response:?}");
 }
+
+#[test]
+fn an_unknown_variable_is_warned_about_once_naming_the_closest_one() {
+    // A typo would otherwise be silently ignored: the node would run with the default.
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("node.log");
+    let server = Server::new()
+        .env("TICKETING_MAX_WAITER", "10")
+        .env("TICKETING_ADDRS", "127.0.0.1:5225") // the client's: no typo
+        .log_to(&log)
+        .start();
+    let text = std::fs::read_to_string(&log).unwrap();
+    let warnings: Vec<&str> = text.lines().filter(|l| l.contains(" WARN ")).collect();
+    assert_eq!(warnings.len(), 1, "{text}");
+    assert!(
+        warnings[0].contains("TICKETING_MAX_WAITER is not a variable Ticketing reads")
+            && warnings[0].contains("did you mean TICKETING_MAX_WAITERS?"),
+        "{text}"
+    );
+    drop(server);
+}

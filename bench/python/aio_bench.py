@@ -139,7 +139,14 @@ async def waits(args: argparse.Namespace) -> dict:
     started = time.monotonic()
     tasks = [asyncio.ensure_future(wait(i)) for i in range(args.waits)]
     # Measured once every waiter is queued on the server.
-    while sum(((await holder.query(k)) or ticketing.Holder("", 0, 0, 0)).waiters for k in keys) < args.waits:
+    async def queued() -> int:
+        total = 0
+        for k in keys:
+            held = await holder.query(k)
+            total += held.waiters if held else 0
+        return total
+
+    while await queued() < args.waits:
         await asyncio.sleep(0.05)
     during = {"os_threads": status("Threads"), "rss_kib": status("VmRSS"),
               "queued_after_s": round(time.monotonic() - started, 3)}

@@ -5,6 +5,7 @@ from __future__ import annotations
 import signal
 import threading
 import time
+from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
 import pytest
@@ -232,6 +233,40 @@ def test_a_wrong_secret_is_unavailable_and_says_so(server: Server) -> None:
     assert "the server refused our auth token" in str(caught.value)
 
 
+TLS_FILES = Path(__file__).resolve().parent / "tls"
+
+
+def test_a_tls_mistake_names_the_tls_ca_keyword(server: Server) -> None:
+    """The fix is said in this package's terms (tls_ca=), not the CLI's variable."""
+    tls_server = Server({
+        "TICKETING_LISTEN": "127.0.0.1:0",
+        "TICKETING_TLS_CERT": str(TLS_FILES / "cert.pem"),
+        "TICKETING_TLS_KEY": str(TLS_FILES / "key.pem"),
+    })
+    try:
+        assert tls_server.addr is not None
+        plain = ticketing.Client([tls_server.addr], auth_token=SECRET, owner="plain")
+        with pytest.raises(ticketing.Unavailable) as caught:
+            plain.acquire("tls:seat:1", lease=30, wait=0)
+        message = str(caught.value)
+        assert "the server speaks TLS and this client does not" in message, message
+        assert "tls_ca=" in message and "TICKETING_TLS_CA" not in message, message
+        # With tls_ca= the same server serves.
+        secure = ticketing.Client([tls_server.addr], auth_token=SECRET, owner="secure",
+                                  tls_ca=TLS_FILES / "ca.pem")
+        secure.acquire("tls:seat:1", lease=30, wait=0).release()
+    finally:
+        tls_server.stop()
+    # TLS at a plain server: leave tls_ca= out.
+    assert server.addr is not None
+    wrong = ticketing.Client([server.addr], auth_token=SECRET, owner="tls", tls_ca=TLS_FILES / "ca.pem")
+    with pytest.raises(ticketing.Unavailable) as caught:
+        wrong.acquire("tls:seat:2", lease=30, wait=0)
+    message = str(caught.value)
+    assert "does not speak TLS" in message and "leave out tls_ca=" in message, message
+    assert "TICKETING_TLS_CA" not in message, message
+
+
 def test_bad_arguments_are_refused_before_any_io(server: Server) -> None:
     client = client_of(server, "bad-office")
     start = time.monotonic()
@@ -270,7 +305,7 @@ def test_configuration_errors_name_the_problem() -> None:
         ticketing.Client(["nonsense"], auth_token=SECRET)
     with pytest.raises(ticketing.ConfigError, match="bad owner"):
         ticketing.Client(["127.0.0.1:5225"], auth_token=SECRET, owner="x" * 256)
-    with pytest.raises(ticketing.ConfigError, match="cannot read /nonexistent"):
+    with pytest.raises(ticketing.ConfigError, match=r"cannot read /nonexistent/ca.pem \(tls_ca=\)"):
         ticketing.Client(["127.0.0.1:5225"], auth_token=SECRET, tls_ca="/nonexistent/ca.pem")
     with pytest.raises(TypeError):
         ticketing.Client(["127.0.0.1:5225"], auth_token=12345)  # type: ignore[arg-type]

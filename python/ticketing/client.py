@@ -301,8 +301,10 @@ class Client:
         _logging.install()
         handle = c_void_p()
         error = c_void_p()
-        kind = n.blocking.ticketing_client_new(
-            array, len(encoded), secret, len(secret),
+        # "python": the client's messages name this package's keywords (tls_ca=), not
+        # the C arguments or the CLI's variables.
+        kind = n.blocking.ticketing_client_new_for(
+            b"python", array, len(encoded), secret, len(secret),
             None if owner is None else _text(owner, "owner"),
             None if tls_ca is None else _text(os.fspath(tls_ca), "tls_ca"),
             byref(handle), byref(error),

@@ -9,7 +9,7 @@ use super::error::{c_string, Failure};
 use super::handle::ErrorPtr;
 use super::handle::{self, Kind, Tagged};
 use super::lock::{outcome_code, LockHandle, LockPtr};
-use crate::client::{Client, HolderInfo, Resolution};
+use crate::client::{Client, HolderInfo, Resolution, Words, C_WORDS, PYTHON_WORDS};
 
 /// Seed addresses a client takes at most (`ticketing_client_new`'s `addrs_len`).
 pub const ADDRS_MAX: usize = 64;
@@ -71,6 +71,7 @@ impl Holder {
 }
 
 /// `ticketing_client_new`: wraps [`Client::builder`] … [`ClientBuilder::build`](crate::client::ClientBuilder::build).
+/// Its messages name this function's arguments (`tls_ca_file`, `auth_token`).
 ///
 /// # Safety
 /// Pointers as described in include/ticketing.h: `addrs` holds `addrs_len` string
@@ -87,43 +88,94 @@ pub unsafe extern "C" fn ticketing_client_new(
     error_out: *mut *mut ErrorPtr,
 ) -> c_int {
     guard(error_out, || {
-        let client_out = required(client_out, "client_out")?;
-        if addrs.is_null() && addrs_len > 0 {
-            return Err(Failure::invalid("addrs is NULL"));
-        }
-        // Counts are checked before anything is read or allocated.
-        if addrs_len > ADDRS_MAX {
-            return Err(Failure::invalid(format!(
-                "addrs_len is {addrs_len}; a client takes at most {ADDRS_MAX} seed addresses"
-            )));
-        }
-        if auth_token_len > AUTH_TOKEN_LEN_MAX {
-            return Err(Failure::invalid(format!(
-                "auth_token_len is {auth_token_len}; a secret is at most {AUTH_TOKEN_LEN_MAX} bytes"
-            )));
-        }
-        let mut list = Vec::with_capacity(addrs_len);
-        for i in 0..addrs_len {
-            // SAFETY: `addrs` holds `addrs_len` pointers (header contract).
-            let addr = unsafe { *addrs.add(i) };
-            list.push(unsafe { text(addr, &format!("addrs[{i}]")) }?.to_owned());
-        }
-        if auth_token.is_null() {
-            return Err(Failure::invalid("auth_token is NULL"));
-        }
-        // SAFETY: `auth_token` holds `auth_token_len` bytes (header contract).
-        let secret = unsafe { std::slice::from_raw_parts(auth_token, auth_token_len) };
-        let mut builder = Client::builder().addrs(list).auth_token(secret);
-        if let Some(owner) = unsafe { optional_text(owner, "owner") }? {
-            builder = builder.owner(owner);
-        }
-        if let Some(ca) = unsafe { optional_text(tls_ca_file, "tls_ca_file") }? {
-            builder = builder.tls_ca_file(ca);
-        }
-        let client = builder.build()?;
-        unsafe { put(client_out, handle::into_raw(ClientHandle::new(client))) };
-        Ok(())
+        // SAFETY: the caller's pointers, passed on unchanged (header contract).
+        unsafe { new_client(&C_WORDS, addrs, addrs_len, auth_token, auth_token_len, owner, tls_ca_file, client_out) }
     })
+}
+
+/// `ticketing_client_new_for`: [`ticketing_client_new`] for a binding, whose own
+/// names for the settings the client's messages then give (`binding` "python": the
+/// `tls_ca=` keyword, say; NULL or "c": this ABI's arguments).
+///
+/// # Safety
+/// As [`ticketing_client_new`]; `binding` is NULL or a NUL-terminated string.
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "C" fn ticketing_client_new_for(
+    binding: *const c_char,
+    addrs: *const *const c_char,
+    addrs_len: usize,
+    auth_token: *const u8,
+    auth_token_len: usize,
+    owner: *const c_char,
+    tls_ca_file: *const c_char,
+    client_out: *mut *mut ClientPtr,
+    error_out: *mut *mut ErrorPtr,
+) -> c_int {
+    guard(error_out, || {
+        let words = match unsafe { optional_text(binding, "binding") }? {
+            None | Some("c") => &C_WORDS,
+            Some("python") => &PYTHON_WORDS,
+            Some(other) => {
+                return Err(Failure::invalid(format!("binding {other:?} is not known: \"c\" or \"python\"")))
+            }
+        };
+        // SAFETY: the caller's pointers, passed on unchanged (header contract).
+        unsafe { new_client(words, addrs, addrs_len, auth_token, auth_token_len, owner, tls_ca_file, client_out) }
+    })
+}
+
+/// The body of `ticketing_client_new`, with messages in `words`.
+///
+/// # Safety
+/// As [`ticketing_client_new`].
+#[allow(clippy::too_many_arguments)]
+unsafe fn new_client(
+    words: &'static Words,
+    addrs: *const *const c_char,
+    addrs_len: usize,
+    auth_token: *const u8,
+    auth_token_len: usize,
+    owner: *const c_char,
+    tls_ca_file: *const c_char,
+    client_out: *mut *mut ClientPtr,
+) -> Result<(), Failure> {
+    let client_out = required(client_out, "client_out")?;
+    if addrs.is_null() && addrs_len > 0 {
+        return Err(Failure::invalid("addrs is NULL"));
+    }
+    // Counts are checked before anything is read or allocated.
+    if addrs_len > ADDRS_MAX {
+        return Err(Failure::invalid(format!(
+            "addrs_len is {addrs_len}; a client takes at most {ADDRS_MAX} seed addresses"
+        )));
+    }
+    if auth_token_len > AUTH_TOKEN_LEN_MAX {
+        return Err(Failure::invalid(format!(
+            "auth_token_len is {auth_token_len}; a secret is at most {AUTH_TOKEN_LEN_MAX} bytes"
+        )));
+    }
+    let mut list = Vec::with_capacity(addrs_len);
+    for i in 0..addrs_len {
+        // SAFETY: `addrs` holds `addrs_len` pointers (header contract).
+        let addr = unsafe { *addrs.add(i) };
+        list.push(unsafe { text(addr, &format!("addrs[{i}]")) }?.to_owned());
+    }
+    if auth_token.is_null() {
+        return Err(Failure::invalid("auth_token is NULL"));
+    }
+    // SAFETY: `auth_token` holds `auth_token_len` bytes (header contract).
+    let secret = unsafe { std::slice::from_raw_parts(auth_token, auth_token_len) };
+    let mut builder = Client::builder().words(words).addrs(list).auth_token(secret);
+    if let Some(owner) = unsafe { optional_text(owner, "owner") }? {
+        builder = builder.owner(owner);
+    }
+    if let Some(ca) = unsafe { optional_text(tls_ca_file, "tls_ca_file") }? {
+        builder = builder.tls_ca_file(ca);
+    }
+    let client = builder.build()?;
+    unsafe { put(client_out, handle::into_raw(ClientHandle::new(client))) };
+    Ok(())
 }
 
 /// `ticketing_client_with_owner`: wraps [`Client::with_owner`].

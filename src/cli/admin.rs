@@ -1,6 +1,7 @@
 //! `ticketing admin`: cluster membership (docs/operations.md).
 
 use super::*;
+use crate::client::FoundNode;
 
 /// How long `admin replace` waits for the change to commit (the new node may have a
 /// large snapshot to receive).
@@ -103,12 +104,13 @@ fn replace(args: &[String]) -> i32 {
             }
         },
     };
+    let budget = Budget::of(timeout);
     match client.replace_member(old, new_id, new_addr, timeout) {
         Ok(report) => {
             print!("{report}");
             EXIT_OK
         }
-        Err(e) => admin_failed(&client, "admin replace", &e, true),
+        Err(e) => admin_failed(&client, "admin replace", &e, true, budget),
     }
 }
 
@@ -146,12 +148,13 @@ fn transfer_leader(args: &[String]) -> i32 {
         Ok(c) => c,
         Err(code) => return code,
     };
+    let budget = Budget::of(TRANSFER_TIMEOUT);
     match client.transfer_leader(target, TRANSFER_TIMEOUT) {
         Ok(leader) => {
             println!("leader {leader}");
             EXIT_OK
         }
-        Err(e) => admin_failed(&client, "admin transfer-leader", &e, true),
+        Err(e) => admin_failed(&client, "admin transfer-leader", &e, true, budget),
     }
 }
 
@@ -159,19 +162,19 @@ fn transfer_leader(args: &[String]) -> i32 {
 const FOUND_TIMEOUT: Duration = Duration::from_secs(10);
 
 fn found(args: &[String]) -> i32 {
-    let opts = client_options();
+    // Only the nodes listed are asked: no --addr, and TICKETING_ADDRS is not read.
+    let mut opts = Options::new();
+    opts.optflag("h", "help", "print this help");
     let about = format!(
         "Founds a new cluster of the 3 or 5 nodes at ADDR,...: each must be waiting, started with \
          TICKETING_CLUSTER_STATE=join, and know no cluster (see docs/operations.md, \"Founding\"). \
-         Prints each node's answer, waiting up to {} s for each.",
+         Asks the nodes listed, and no other address, what they are (all at once, up to {} s each), \
+         and prints each node's state; only when every one is waiting does it tell each to found, \
+         and prints each answer. Run again on the cluster it founded, it says so and changes nothing.",
         FOUND_TIMEOUT.as_secs()
     );
-    let matches = match parse_admin(
-        &opts,
-        args,
-        "ticketing admin found ADDR,ADDR,ADDR[,ADDR,ADDR] [options]",
-        &about,
-    ) {
+    let usage = "ticketing admin found ADDR,ADDR,ADDR[,ADDR,ADDR]";
+    let matches = match parse_admin(&opts, args, usage, &about) {
         Ok(m) => m,
         Err(code) => return code,
     };
@@ -183,25 +186,89 @@ fn found(args: &[String]) -> i32 {
         );
         return EXIT_USAGE;
     }
-    let client = match build_admin_client(&matches) {
+    let built = admin_builder().and_then(|builder| {
+        builder.replace_addrs(addrs.clone()).request_timeout(CLI_REQUEST_TIMEOUT).build().map_err(|e| {
+            eprintln!("ticketing admin found: {}", build_error(&e, "ADDR"));
+            EXIT_USAGE
+        })
+    });
+    let client = match built {
         Ok(c) => c,
         Err(code) => return code,
     };
-    match client.found_cluster(&addrs, FOUND_TIMEOUT) {
-        Ok(answers) => {
-            let mut code = EXIT_OK;
-            for (addr, answer) in addrs.iter().zip(answers) {
-                match answer {
-                    Ok(text) => println!("{addr}: {}", text.trim().replace('\n', " ")),
-                    Err(e) => {
-                        println!("{addr}: not founding: {e}");
-                        code = EXIT_NO;
-                    }
+    let founding = match client.found_cluster(&addrs, FOUND_TIMEOUT) {
+        Ok(founding) => founding,
+        Err(e) => {
+            eprintln!("ticketing admin found: {e}");
+            return client_exit(&e);
+        }
+    };
+    if let Some(answers) = &founding.answers {
+        let mut code = EXIT_OK;
+        for (addr, answer) in addrs.iter().zip(answers) {
+            match answer {
+                Ok(text) => println!("{addr}: {}", text.trim().replace('\n', " ")),
+                Err(e) => {
+                    println!("{addr}: not founding: {e}");
+                    code = EXIT_NO;
                 }
             }
-            code
         }
-        Err(e) => admin_failed(&client, "admin found (nothing founded)", &e, false),
+        return code;
+    }
+    let states: Vec<String> =
+        founding.nodes.iter().map(|(addr, node)| format!("{addr}: {}", node_state(addr, node))).collect();
+    if founding.founded_already() {
+        println!("founded already: these nodes are the voters of a running cluster; nothing was sent, nothing changed");
+        for (addr, node) in &founding.nodes {
+            if let Ok(FoundNode::Member { id, role, .. }) = node {
+                println!("{addr}: node {id}, {role}");
+            }
+        }
+        return EXIT_OK;
+    }
+    let unanswered: Vec<&ClientError> = founding.nodes.iter().filter_map(|(_, n)| n.as_ref().err()).collect();
+    if unanswered.iter().any(|e| matches!(e, ClientError::Refused(why) if why.starts_with(crate::proto::frame::NEEDS_OPERATOR_SECRET))) {
+        eprintln!("ticketing admin found: {NOT_THE_OPERATOR_SECRET}");
+        return EXIT_UNKNOWN;
+    }
+    // Every node a member of one cluster (a heal under way, a standby listed): it runs.
+    let one_cluster = {
+        let mut clusters = founding.nodes.iter().map(|(_, n)| match n {
+            Ok(FoundNode::Member { voters, .. }) => Some(voters),
+            _ => None,
+        });
+        let first = clusters.next().flatten();
+        first.is_some() && clusters.all(|c| c == first)
+    };
+    let (headline, code) = if one_cluster {
+        ("these nodes belong to a running cluster already, whose voters are not exactly these nodes (a cluster is founded once)", EXIT_NO)
+    } else if unanswered.is_empty() {
+        ("a cluster is founded once, and these nodes are not all waiting to be founded", EXIT_NO)
+    } else {
+        ("every node listed must answer, and not all did; no node was told to found", EXIT_UNKNOWN)
+    };
+    eprintln!("ticketing admin found: nothing founded: {headline}");
+    for line in states {
+        eprintln!("  {line}");
+    }
+    code
+}
+
+/// What a node listed for `admin found` is, in a few words (or why it did not answer).
+fn node_state(addr: &str, node: &Result<FoundNode, ClientError>) -> String {
+    match node {
+        Ok(FoundNode::Waiting { id, .. }) => format!("waiting to be founded (node {id})"),
+        Ok(FoundNode::Joining { id, leader_id, leader }) => {
+            format!("joining the cluster led by node {leader_id} at {leader} (node {id}): a cluster exists")
+        }
+        Ok(FoundNode::Member { id, role, voters }) => {
+            format!("belongs to a cluster already: node {id}, a {role} there; its voters are {voters:?}")
+        }
+        Err(e) => {
+            let why = why_unanswered(addr, e);
+            why.strip_prefix(&format!("{addr}: ")).map(str::to_owned).unwrap_or(why)
+        }
     }
 }
 
@@ -218,6 +285,7 @@ fn members(args: &[String]) -> i32 {
         Ok(c) => c,
         Err(code) => return code,
     };
+    let budget = Budget::of(CLI_REQUEST_TIMEOUT);
     match client.members() {
         Ok(text) => {
             let field = |name: &str| {
@@ -225,9 +293,14 @@ fn members(args: &[String]) -> i32 {
                     .find_map(|l| l.strip_prefix(name).and_then(|v| v.strip_prefix('=')))
                     .unwrap_or("")
             };
+            if let Some(why) = not_a_member(&text) {
+                eprintln!("ticketing admin members: {why}");
+                return EXIT_UNKNOWN;
+            }
             println!("leader   {} (node {}, term {})", field("leader"), field("leader_id"), field("term"));
-            // member=ID ROLE ADDR incarnation=X [unreachable_ms=N] (the leader adds how
-            // long it has not heard from each member)
+            // member=ID ROLE ADDR incarnation=X [heard_ms=N | unreachable_ms=N] (the
+            // leader adds how long ago it heard from each member: unreachable past three
+            // heartbeats)
             let standbys: Vec<&str> = field("standbys").split(',').filter(|s| !s.is_empty()).collect();
             for line in text.lines().filter_map(|l| l.strip_prefix("member=")) {
                 let parts: Vec<&str> = line.split(' ').collect();
@@ -235,10 +308,11 @@ fn members(args: &[String]) -> i32 {
                     let role = if *role == "learner" && standbys.contains(id) { "standby" } else { role };
                     let mut line = format!("{role:<8} {id}@{addr}  {}", incarnation.replace('=', " "));
                     for field in extra {
-                        if let Some(ms) =
-                            field.strip_prefix("unreachable_ms=").and_then(|v| v.parse::<u64>().ok())
-                        {
+                        let ms = |name: &str| field.strip_prefix(name).and_then(|v| v.parse::<u64>().ok());
+                        if let Some(ms) = ms("unreachable_ms=") {
                             line.push_str(&format!("  unreachable for {:.1} s", ms as f64 / 1000.0));
+                        } else if let Some(ms) = ms("heard_ms=") {
+                            line.push_str(&format!("  heard {:.1} s ago", ms as f64 / 1000.0));
                         }
                     }
                     println!("{line}");
@@ -254,21 +328,52 @@ fn members(args: &[String]) -> i32 {
             }
             EXIT_OK
         }
-        Err(e) => admin_failed(&client, "admin members", &e, false),
+        Err(e) => admin_failed(&client, "admin members", &e, false, budget),
     }
 }
+
+/// What a node that is not a member of a cluster yet says it is (from its MEMBERS or
+/// STATUS text: `role=waiting` or `role=joining`), in one line; `None` for a member.
+pub(super) fn not_a_member(text: &str) -> Option<String> {
+    not_a_member_by(&|name: &str| {
+        text.lines().find_map(|l| l.strip_prefix(name).and_then(|v| v.strip_prefix('='))).unwrap_or("")
+    })
+}
+
+/// [`not_a_member`], reading the fields through `field` (empty when absent).
+pub(super) fn not_a_member_by<'a>(field: &dyn Fn(&str) -> &'a str) -> Option<String> {
+    let at = [field("self"), field("node_id")];
+    let node = match at {
+        ["", id] => format!("node {id}"),
+        [addr, id] => format!("{addr} (node {id})"),
+    };
+    match field("role") {
+        "waiting" => Some(format!("{node} knows no cluster: it is {}", crate::cluster::view::WAITING)),
+        "joining" => {
+            // MEMBERS names the leader on its `joining=` line, STATUS on its leader lines.
+            let leader = match field("joining").split_once('@') {
+                Some((id, addr)) => format!("node {id} at {addr}"),
+                None => format!("node {} at {}", field("leader_id"), field("leader")),
+            };
+            Some(format!("{node} is not a member yet: it is joining the cluster led by {leader}"))
+        }
+        _ => None,
+    }
+}
+
+/// The client secret given as the operator secret: said the same by every admin command.
+const NOT_THE_OPERATOR_SECRET: &str = "TICKETING_PEER_AUTH_TOKEN holds the client secret, not the cluster's \
+                                       peer (operator) secret: nothing was done, and trying again will not \
+                                       help until it is fixed";
 
 /// A failed admin operation: its lines, and its exit status — 1 for a refusal of the
 /// operation itself; 3 when the operator secret given is the client secret (a mistake
 /// that trying again cannot fix: the line names `TICKETING_PEER_AUTH_TOKEN`); otherwise
 /// as for every command (`report_failure`).
-fn admin_failed(client: &Client, command: &str, e: &ClientError, no_leader: bool) -> i32 {
+fn admin_failed(client: &Client, command: &str, e: &ClientError, no_leader: bool, budget: Budget) -> i32 {
     match e {
         ClientError::Refused(why) if why.starts_with(crate::proto::frame::NEEDS_OPERATOR_SECRET) => {
-            eprintln!(
-                "ticketing {command}: TICKETING_PEER_AUTH_TOKEN holds the client secret, not the cluster's peer \
-                 (operator) secret: nothing was done, and trying again will not help until it is fixed"
-            );
+            eprintln!("ticketing {command}: {NOT_THE_OPERATOR_SECRET}");
             EXIT_UNKNOWN
         }
         ClientError::Refused(_) => {
@@ -276,7 +381,7 @@ fn admin_failed(client: &Client, command: &str, e: &ClientError, no_leader: bool
             EXIT_NO
         }
         _ => {
-            report_failure(client, command, &Failed::Read(e), no_leader);
+            report_failure(client, command, &Failed::Read(e), no_leader, budget);
             client_exit(e)
         }
     }

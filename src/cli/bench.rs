@@ -9,7 +9,7 @@
 
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use super::histogram::Histogram;
@@ -121,6 +121,34 @@ struct Live {
     grants: AtomicU64,
     errors: AtomicU64,
     finished: AtomicU64,
+    /// The first message of each error kind: the report names the causes.
+    causes: [OnceLock<String>; KINDS.len()],
+    /// A mistake that trying again cannot fix (the secret, TLS, a certificate): every
+    /// worker stops, and so does the run.
+    fatal: OnceLock<String>,
+}
+
+impl Live {
+    /// Counts an error of `kind` (in the report's figures when `record`).
+    fn error(&self, tally: &mut Tally, kind: usize, record: bool, message: impl FnOnce() -> String) {
+        self.errors.fetch_add(1, Ordering::Relaxed);
+        if record {
+            tally.errors[kind] += 1;
+        }
+        if self.causes[kind].get().is_none() {
+            let _ = self.causes[kind].set(message());
+        }
+    }
+
+    /// An acquire's error: counted; a lasting one stops the run. True when it did.
+    fn acquire_failed(&self, tally: &mut Tally, e: &AcquireError, record: bool) -> bool {
+        self.error(tally, acquire_kind(e), record, || e.to_string());
+        let lasting = matches!(e, AcquireError::Unavailable { lasting: true, .. });
+        if lasting {
+            let _ = self.fatal.set(e.to_string());
+        }
+        lasting
+    }
 }
 
 const ABOUT: &str = "\
@@ -158,7 +186,8 @@ const BENCH_EXIT_CODES: &str = "\
 Exit status:
   0  pairs or grants were made (errors are counted in the report)
   2  usage or configuration error
-  3  nothing was done: no pair and no grant";
+  3  nothing was done: no pair and no grant (a line says why); or, at once, a
+     mistake retrying cannot fix: the secret, the certificate, TLS or plain";
 
 pub(super) fn bench(args: &[String]) -> i32 {
     let mut opts = Options::new();
@@ -204,7 +233,7 @@ pub(super) fn bench(args: &[String]) -> i32 {
         match built {
             Ok(client) => clients.push(client),
             Err(e) => {
-                eprintln!("ticketing bench: {e}");
+                eprintln!("ticketing bench: {}", build_error(&e, addrs_source(&matches)));
                 return EXIT_USAGE;
             }
         }
@@ -216,11 +245,25 @@ pub(super) fn bench(args: &[String]) -> i32 {
     } else {
         print!("{}", result.text(&settings, &addrs));
     }
-    if result.pairs == 0 && result.grants == 0 {
-        EXIT_UNKNOWN
-    } else {
-        EXIT_OK
+    if let Some(why) = &result.stopped {
+        eprintln!("ticketing bench: stopped at once: {why}");
+        return EXIT_UNKNOWN;
     }
+    if result.pairs == 0 && result.grants == 0 {
+        // Say why nothing was done: each address the clients could not use, and why.
+        eprintln!("ticketing bench: nothing was done");
+        let mut lines: Vec<String> =
+            clients.iter().flat_map(|c| c.connection_errors()).map(|(_, why)| why).collect();
+        if lines.is_empty() {
+            lines.extend(result.causes.iter().map(|(kind, why)| format!("{kind}: {why}")));
+        }
+        lines.dedup();
+        for line in lines {
+            eprintln!("  {line}");
+        }
+        return EXIT_UNKNOWN;
+    }
+    EXIT_OK
 }
 
 fn number<T: std::str::FromStr>(matches: &Matches, name: &str) -> Result<Option<T>, String> {
@@ -311,6 +354,12 @@ pub struct BenchResult {
     pub grants: u64,
     pub latency: Histogram,
     pub errors: [u64; KINDS.len()],
+    /// The first message of each error kind seen (its name, the message).
+    pub causes: Vec<(&'static str, String)>,
+    /// Why the run stopped before its end: a mistake retrying cannot fix.
+    pub stopped: Option<String>,
+    /// Errors outside the measured time (the warm-up, or an attempt begun in it).
+    pub unmeasured: u64,
 }
 
 /// A small fast generator (xorshift64*), one per worker.
@@ -371,12 +420,15 @@ pub fn run(settings: &Settings, clients: &[Client], quiet: bool) -> BenchResult 
         if now >= end {
             break;
         }
-        if live.finished.load(Ordering::SeqCst) == settings.threads as u64 {
+        if live.finished.load(Ordering::SeqCst) == settings.threads as u64 || live.fatal.get().is_some() {
             break;
         }
         tick += Duration::from_secs(1);
         let next = tick.min(end).min(if measured_from.is_none() { measure_start } else { end });
-        std::thread::sleep(next.saturating_duration_since(Instant::now()));
+        // In short steps: a mistake that stops the workers ends the run at once.
+        while Instant::now() < next && live.fatal.get().is_none() {
+            std::thread::sleep(next.saturating_duration_since(Instant::now()).min(Duration::from_millis(50)));
+        }
         let now = Instant::now();
         if !quiet && now >= tick {
             let pairs = live.pairs.load(Ordering::Relaxed);
@@ -395,8 +447,16 @@ pub fn run(settings: &Settings, clients: &[Client], quiet: bool) -> BenchResult 
     }
     stop.store(true, Ordering::SeqCst);
     let elapsed = measured_from.map_or(Duration::ZERO, |from| Instant::now().duration_since(from));
-    let mut result =
-        BenchResult { elapsed, pairs: 0, grants: 0, latency: Histogram::new(), errors: [0; KINDS.len()] };
+    let mut result = BenchResult {
+        elapsed,
+        pairs: 0,
+        grants: 0,
+        latency: Histogram::new(),
+        errors: [0; KINDS.len()],
+        causes: Vec::new(),
+        stopped: None,
+        unmeasured: 0,
+    };
     for w in workers {
         if let Ok(tally) = w.join() {
             result.pairs += tally.pairs;
@@ -407,6 +467,10 @@ pub fn run(settings: &Settings, clients: &[Client], quiet: bool) -> BenchResult 
             }
         }
     }
+    result.causes =
+        KINDS.iter().zip(&live.causes).filter_map(|(k, c)| Some((*k, c.get()?.clone()))).collect();
+    result.stopped = live.fatal.get().cloned();
+    result.unmeasured = live.errors.load(Ordering::Relaxed).saturating_sub(result.errors.iter().sum());
     result
 }
 
@@ -460,7 +524,6 @@ fn worker(
         round += 1;
         let record = recording.load(Ordering::Relaxed);
         let t0 = Instant::now();
-        let mut error = None;
         match client.acquire(&key, settings.lease, settings.wait) {
             Ok(lock) => {
                 live.grants.fetch_add(1, Ordering::Relaxed);
@@ -478,23 +541,18 @@ fn worker(
                             tally.latency.record(t0.elapsed().as_nanos() as u64);
                         }
                     }
-                    Ok(_) => error = Some(7),
-                    Err(e) => error = Some(release_kind(&e)),
+                    Ok(other) => live.error(&mut tally, 7, record, || other.to_string()),
+                    Err(e) => live.error(&mut tally, release_kind(&e), record, || e.to_string()),
                 }
             }
             Err(e) => {
-                let kind = acquire_kind(&e);
-                error = Some(kind);
+                if live.acquire_failed(&mut tally, &e, record) {
+                    break;
+                }
                 // Not a lock answer: do not spin while the service is unreachable.
                 if !matches!(e, AcquireError::Busy | AcquireError::Timeout) {
                     std::thread::sleep(Duration::from_millis(10));
                 }
-            }
-        }
-        if let Some(kind) = error {
-            live.errors.fetch_add(1, Ordering::Relaxed);
-            if record {
-                tally.errors[kind] += 1;
             }
         }
     }
@@ -527,8 +585,9 @@ fn hold(
                 k += settings.threads;
             }
             Err(e) => {
-                tally.errors[acquire_kind(&e)] += 1;
-                live.errors.fetch_add(1, Ordering::Relaxed);
+                if live.acquire_failed(tally, &e, true) {
+                    break;
+                }
                 std::thread::sleep(Duration::from_millis(10));
             }
         }
@@ -571,8 +630,12 @@ impl BenchResult {
             ms(h.quantile(0.999)),
             ms(h.max()),
             h.mean() / 1e6,
-            if errors.is_empty() { "none".into() } else { errors.join(" ") },
-        )
+            match (errors.is_empty(), self.unmeasured) {
+                (true, 0) => "none".into(),
+                (true, n) => format!("none measured ({n} in the warm-up)"),
+                (false, _) => errors.join(" "),
+            },
+        ) + &self.causes.iter().map(|(kind, why)| format!("  {kind}: {why}\n")).collect::<String>()
     }
 
     /// One JSON object; latencies in milliseconds.
@@ -581,13 +644,16 @@ impl BenchResult {
         let addrs: Vec<String> = addrs.iter().map(|a| json_string(a)).collect();
         let errors: Vec<String> =
             KINDS.iter().zip(self.errors).map(|(k, n)| format!("\"{k}\":{n}")).collect();
+        let causes: Vec<String> =
+            self.causes.iter().map(|(k, why)| format!("\"{k}\":{}", json_string(why))).collect();
+        let stopped = self.stopped.as_deref().map_or("null".into(), json_string);
         format!(
             "{{\"scenario\":\"{}\",\"addrs\":[{}],\"connections\":{},\"threads\":{},\
              \"duration_s\":{:.3},\"warmup_s\":{:.3},\"elapsed_s\":{:.3},\"lease_s\":{},\"wait_ms\":{},\
              \"hold_ms\":{},\"keys\":{},\
              \"pairs\":{},\"grants\":{},\"pairs_per_s\":{:.1},\"grants_per_s\":{:.1},\
              \"latency_ms\":{{\"p50\":{:.4},\"p90\":{:.4},\"p99\":{:.4},\"p999\":{:.4},\"max\":{:.4},\"mean\":{:.4}}},\
-             \"errors\":{{{}}},\"errors_total\":{}}}",
+             \"errors\":{{{}}},\"errors_total\":{},\"causes\":{{{}}},\"stopped\":{}}}",
             s.scenario.name(),
             addrs.join(","),
             s.connections,
@@ -611,6 +677,8 @@ impl BenchResult {
             h.mean() / 1e6,
             errors.join(","),
             self.errors.iter().sum::<u64>(),
+            causes.join(","),
+            stopped,
         )
     }
 }

@@ -25,7 +25,8 @@ pub(super) fn acquire(args: &[String]) -> i32 {
         Ok(c) => c,
         Err(code) => return code,
     };
-    match acquire_following(&client, key, lease, wait) {
+    let budget = Budget::acquire(wait);
+    match acquire_following(&client, key, lease, wait, budget) {
         Ok(lock) => {
             eprintln!("acquired {key} as owner {} for {} s", lock.owner(), lock.lease().as_secs());
             println!("{}", lock.into_token());
@@ -34,7 +35,7 @@ pub(super) fn acquire(args: &[String]) -> i32 {
         Err(e) => {
             let no_leader =
                 matches!(e, AcquireError::NotLeader { leader: None } | AcquireError::Unavailable { .. });
-            report_failure(&client, "acquire", &Failed::Acquire(&e), no_leader);
+            report_failure(&client, "acquire", &Failed::Acquire(&e), no_leader, budget);
             acquire_exit(&e)
         }
     }
@@ -60,6 +61,7 @@ pub(super) fn release(args: &[String]) -> i32 {
         Ok(c) => c,
         Err(code) => return code,
     };
+    let budget = Budget::of(crate::client::RELEASE_DEADLINE);
     match client.release(key, token) {
         Ok(ReleaseOutcome::Released) => {
             println!("released");
@@ -75,7 +77,7 @@ pub(super) fn release(args: &[String]) -> i32 {
             EXIT_OK
         }
         Err(e) => {
-            report_failure(&client, "release", &Failed::Release(&e), true);
+            report_failure(&client, "release", &Failed::Release(&e), true, budget);
             release_exit(&e)
         }
     }
@@ -96,6 +98,7 @@ pub(super) fn query(args: &[String]) -> i32 {
         Ok(c) => c,
         Err(code) => return code,
     };
+    let budget = Budget::of(CLI_REQUEST_TIMEOUT);
     match client.query(key) {
         Ok(None) => {
             println!("free");
@@ -118,7 +121,7 @@ pub(super) fn query(args: &[String]) -> i32 {
                     | ClientError::Unavailable { lasting: false, .. }
                     | ClientError::NoAnswer
             );
-            report_failure(&client, "query", &Failed::Read(&e), no_leader);
+            report_failure(&client, "query", &Failed::Read(&e), no_leader, budget);
             client_exit(&e)
         }
     }
@@ -150,6 +153,7 @@ pub(super) fn status(args: &[String]) -> i32 {
     // One address: its STATUS is asked once, within the command's budget (5 s); a
     // cluster node names every member in it, and then all of them are shown.
     let mut first = None;
+    let budget = Budget::of(CLI_REQUEST_TIMEOUT);
     if addrs.len() == 1 {
         let answer = client.status_of(&addrs[0]);
         let members = answer.as_ref().map(|text| cluster_members(text)).unwrap_or_default();
@@ -169,7 +173,7 @@ pub(super) fn status(args: &[String]) -> i32 {
                 EXIT_OK
             }
             Err(e) => {
-                report_failure(&client, "status", &Failed::Read(&e), false);
+                report_failure(&client, "status", &Failed::Read(&e), false, budget);
                 client_exit(&e)
             }
         };

@@ -22,7 +22,8 @@ use std::time::{Duration, Instant};
 use getopts::{Matches, Options};
 
 use crate::client::{
-    split_addrs, AcquireError, Client, ClientBuilder, ClientError, Lock, ReleaseError, DEFAULT_ADDR,
+    split_addrs, AcquireError, BuildError, Client, ClientBuilder, ClientError, Lock, ReleaseError,
+    DEFAULT_ADDR,
 };
 
 /// Success.
@@ -253,6 +254,11 @@ fn build_client(matches: &Matches) -> Result<Client, i32> {
 /// secret, `TICKETING_PEER_AUTH_TOKEN` or `TICKETING_PEER_AUTH_TOKEN_FILE`, because
 /// the servers refuse admin requests on connections that proved only the client secret.
 fn build_admin_client(matches: &Matches) -> Result<Client, i32> {
+    client_builder(matches, admin_builder()?)
+}
+
+/// The builder of `ticketing admin`'s client: the environment, with the operator secret.
+fn admin_builder() -> Result<ClientBuilder, i32> {
     let mut builder = ClientBuilder::from_env();
     if !builder.operator_secret_from_env() {
         eprintln!(
@@ -261,7 +267,7 @@ fn build_admin_client(matches: &Matches) -> Result<Client, i32> {
         );
         return Err(EXIT_USAGE);
     };
-    client_builder(matches, builder)
+    Ok(builder)
 }
 
 fn client_builder(matches: &Matches, mut builder: ClientBuilder) -> Result<Client, i32> {
@@ -275,10 +281,34 @@ fn client_builder(matches: &Matches, mut builder: ClientBuilder) -> Result<Clien
     let owner = given
         .or_else(|| std::env::var("TICKETING_OWNER").ok().filter(|o| !o.is_empty()))
         .unwrap_or_else(cli_owner);
+    let from = addrs_source(matches);
     builder.owner(owner).request_timeout(CLI_REQUEST_TIMEOUT).build().map_err(|e| {
-        eprintln!("ticketing: {e}");
+        eprintln!("ticketing: {}", build_error(&e, from));
         EXIT_USAGE
     })
+}
+
+/// A refused client configuration in the CLI's words: the setting it came from, an
+/// address's `from` (`--addr` or `TICKETING_ADDRS`), is named.
+pub(crate) fn build_error(e: &BuildError, from: &str) -> String {
+    match e {
+        BuildError::BadAddr(addr) => format!("address {addr:?} ({from}) is not host:port"),
+        BuildError::NoAuthToken => {
+            "no auth token given: set TICKETING_AUTH_TOKEN (or TICKETING_AUTH_TOKEN_FILE) \
+                                    to the cluster's client secret"
+                .into()
+        }
+        other => other.to_string(),
+    }
+}
+
+/// Where a command's addresses come from, as its messages name it.
+fn addrs_source(matches: &Matches) -> &'static str {
+    if matches.opt_strs("addr").iter().any(|a| !split_addrs(a).is_empty()) {
+        "--addr"
+    } else {
+        "TICKETING_ADDRS"
+    }
 }
 
 /// The addresses a command talks to (for display).
@@ -328,23 +358,63 @@ fn lease_wait_options(opts: &mut Options) {
 /// overloaded, unreachable); after an `M` naming the leader the next try is at once.
 const CLI_RETRY_PAUSE: Duration = Duration::from_millis(100);
 
+/// How long a command may try, from when it started: what its failure line says it
+/// waited, when it did wait that long.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Budget {
+    pub(crate) started: Instant,
+    pub(crate) length: Duration,
+}
+
+impl Budget {
+    /// A budget of `length` from now.
+    pub(crate) fn of(length: Duration) -> Budget {
+        Budget { started: Instant::now(), length }
+    }
+
+    /// The budget of `acquire` and `run`: `max(wait, CLI_REQUEST_TIMEOUT)`.
+    pub(crate) fn acquire(wait: Duration) -> Budget {
+        Budget::of(wait.max(CLI_REQUEST_TIMEOUT))
+    }
+
+    fn end(&self) -> Instant {
+        self.started + self.length
+    }
+
+    /// "within 8 s" when the budget was spent (the command waited that long); empty
+    /// when the command ended before (every address failed at once).
+    fn spent(&self) -> String {
+        // A command that ends by its budget ends within a few ms of it.
+        if self.started.elapsed() + Duration::from_millis(250) < self.length {
+            return String::new();
+        }
+        let seconds = self.length.as_secs_f64();
+        if self.length.subsec_millis() == 0 {
+            format!(" within {seconds:.0} s")
+        } else {
+            format!(" within {seconds:.1} s")
+        }
+    }
+}
+
 /// `acquire` as the CLI does it: outcomes that say the request was not executed (an
 /// `M`, `E 4`, no server reachable) are tried again, at the leader an `M` named, until
-/// `max(wait, CLI_REQUEST_TIMEOUT)` has passed, so a follower's address or a failover
-/// in progress does not end the command. The wait sent with each try is what is left
-/// of `wait`, so `--wait 0` never queues. Worst case: that budget plus one try's
-/// connection budget (3 s) and commit margin (5 s).
+/// the budget (`max(wait, CLI_REQUEST_TIMEOUT)`) has passed, so a follower's address or
+/// a failover in progress does not end the command. The wait sent with each try is
+/// what is left of `wait`, so `--wait 0` never queues, and no try is sent after the
+/// budget. Worst case: the budget, plus the commit margin (5 s) of a try sent just
+/// before its end whose answer does not come.
 fn acquire_following(
     client: &Client,
     key: &str,
     lease: Duration,
     wait: Duration,
+    budget: Budget,
 ) -> Result<Lock, AcquireError> {
-    let start = Instant::now();
-    let (wait_end, end) = (start + wait, start + wait.max(CLI_REQUEST_TIMEOUT));
+    let (wait_end, end) = (budget.started + wait, budget.end());
     loop {
         let left = wait_end.saturating_duration_since(Instant::now());
-        match client.acquire(key, lease, left) {
+        match client.acquire_by(key, lease, left, Some(end)) {
             Err(e) if e.is_retryable() && Instant::now() < end => {
                 log::debug!("not executed ({e}); trying again");
                 if !matches!(e, AcquireError::NotLeader { leader: Some(_) }) {
@@ -359,12 +429,19 @@ fn acquire_following(
 /// Prints the final message of a failed command: what failed, then, for each address
 /// the client could not connect to, why (refused, the auth token, TLS, ...), and when
 /// the nodes it reached know no leader, that the cluster has no quorum.
-fn report_failure(client: &Client, command: &str, error: &Failed<'_>, no_leader: bool) {
+fn report_failure(client: &Client, command: &str, error: &Failed<'_>, no_leader: bool, budget: Budget) {
     // The connections' failures matter only when the request found no connection or
     // no answer: after a refusal or a definitive answer they are noise (a dial under
     // way would read as a TLS question).
     let reasons = if error.about_connections() { client.connection_errors() } else { Vec::new() };
-    eprintln!("ticketing {command}: {}", error.headline());
+    // Only when some node answers: with none reachable there is nobody to ask.
+    let quorum = if no_leader && client.is_connected() { no_quorum(client) } else { None };
+    // A node that knows no cluster yet: that is the news, not "not the leader".
+    if let Some(Standing::NotMember(why)) = &quorum {
+        eprintln!("ticketing {command}: nothing was done: {why}");
+        return;
+    }
+    eprintln!("ticketing {command}: {}", error.headline(budget));
     for (_, why) in &reasons {
         eprintln!("  {why}");
     }
@@ -373,17 +450,21 @@ fn report_failure(client: &Client, command: &str, error: &Failed<'_>, no_leader:
             eprintln!("  {why}");
         }
     }
-    // Only when some node answers: with none reachable there is nobody to ask.
-    if no_leader && client.is_connected() {
-        if let Some(text) = no_quorum(client) {
-            eprintln!("  {text}");
-        }
+    if let Some(Standing::NoQuorum(text)) = quorum {
+        eprintln!("  {text}");
     }
 }
 
+/// Why the nodes reached know no leader: no quorum, or no cluster yet.
+enum Standing {
+    NoQuorum(String),
+    NotMember(String),
+}
+
 /// "No quorum", when the reachable nodes confirm it: none of them knows a leader. Says
-/// how many of the voters this host reaches.
-fn no_quorum(client: &Client) -> Option<String> {
+/// how many of the voters this host reaches. A node that knows no cluster yet says so
+/// instead (waiting to be founded, or joining).
+fn no_quorum(client: &Client) -> Option<Standing> {
     let status = client.status().ok()?;
     let field = |name: &str| {
         status
@@ -392,6 +473,11 @@ fn no_quorum(client: &Client) -> Option<String> {
             .unwrap_or("")
             .to_owned()
     };
+    // A node that knows no cluster yet is no quorum lost: it was never founded, or it
+    // has not joined (the runbook is founding, not "Losing a majority").
+    if let Some(why) = admin::not_a_member(&status) {
+        return Some(Standing::NotMember(why));
+    }
     if !field("leader").is_empty() || field("role") == "standalone" {
         return None;
     }
@@ -412,11 +498,11 @@ fn no_quorum(client: &Client) -> Option<String> {
     if with_leader > 0 {
         return None;
     }
-    Some(format!(
+    Some(Standing::NoQuorum(format!(
         "no quorum: the cluster has no leader; {reached} of its {} voters answer from here and none knows a \
          leader (a majority must be up and reach each other; docs/operations.md, \"Losing a majority\")",
         voters.len()
-    ))
+    )))
 }
 
 /// A failed command's error, for [`report_failure`].
@@ -429,14 +515,16 @@ pub(crate) enum Failed<'a> {
 impl Failed<'_> {
     /// The first line: what failed. When no connection could take the request, the
     /// lines under it (one per address) say why, so the cause is not repeated here.
-    fn headline(&self) -> String {
+    fn headline(&self, budget: Budget) -> String {
         match self.unavailable() {
-            Some((_, true)) => "no server can be used: nothing was sent, and trying again will not help until \
+            Some((_, true)) => {
+                "no server can be used: nothing was sent, and trying again will not help until \
                                 the mistake below is fixed"
-                .into(),
+                    .into()
+            }
             Some((_, false)) => format!(
-                "no server reachable within {} s: nothing was sent (check the addresses and that a server runs)",
-                CLI_REQUEST_TIMEOUT.as_secs()
+                "no server reachable{}: nothing was sent (check the addresses and that a server runs)",
+                budget.spent()
             ),
             None => match self {
                 Failed::Acquire(e) => e.to_string(),

@@ -52,12 +52,13 @@ pub(super) fn run(args: &[String]) -> i32 {
         Ok(c) => c,
         Err(code) => return code,
     };
-    let lock = match acquire_following(&client, key, lease, wait) {
+    let budget = Budget::acquire(wait);
+    let lock = match acquire_following(&client, key, lease, wait, budget) {
         Ok(lock) => lock,
         Err(e) => {
             let no_leader =
                 matches!(e, AcquireError::NotLeader { leader: None } | AcquireError::Unavailable { .. });
-            report_failure(&client, "run", &Failed::Acquire(&e), no_leader);
+            report_failure(&client, "run", &Failed::Acquire(&e), no_leader, budget);
             return acquire_exit(&e);
         }
     };

@@ -178,8 +178,21 @@ impl Viewer {
     /// asked yet; the leader's TOP KEYS meanwhile.
     fn sample(&self) -> Sample {
         let (nodes, keys) = std::thread::scope(|scope| {
-            let keys = scope.spawn(|| self.client.top_keys(self.keys).map_err(|e| describe(&e)));
             let given = self.ask(&self.given);
+            // The queues live on the leader: when no node answering knows one (none was
+            // founded, say), TOP KEYS would only wait out its budget for an `M`.
+            let leader_known = given.iter().any(|(_, answer)| {
+                answer.as_ref().is_ok_and(|text| {
+                    let fields = parse_status(text);
+                    fields
+                        .iter()
+                        .any(|(n, v)| (n == "leader" && !v.is_empty()) || (n == "role" && v == "standalone"))
+                })
+            });
+            let keys = scope.spawn(move || match leader_known {
+                true => self.client.top_keys(self.keys).map_err(|e| describe(&e)),
+                false => Err(NO_LEADER.into()),
+            });
             let members = given
                 .iter()
                 .find_map(|(_, answer)| answer.as_ref().ok().map(|text| cluster_members(text)))
@@ -227,10 +240,13 @@ impl Viewer {
     }
 }
 
+/// Why no queues are shown when no leader answers.
+const NO_LEADER: &str = "no leader known: the queues live on the leader";
+
 fn describe(e: &ClientError) -> String {
     match e {
         ClientError::NotLeader { leader: None } | ClientError::Unavailable { lasting: false, .. } => {
-            "no leader known: the queues live on the leader".into()
+            NO_LEADER.into()
         }
         ClientError::Unavailable { lasting: true, .. } => "no node can be used (see above)".into(),
         other => other.to_string(),
@@ -273,6 +289,15 @@ fn render(previous: Option<&Sample>, current: &Sample, interval: Duration) -> St
         rows.push(row);
     }
     out.push_str(&table(&rows));
+    // A node that knows no cluster yet says what it waits for, and what to do.
+    for node in &current.nodes {
+        if let Ok(status) = &node.status {
+            let field = |name: &str| status.get(name).map(String::as_str).unwrap_or("");
+            if let Some(why) = super::admin::not_a_member_by(&field) {
+                out.push_str(&format!("{why}\n"));
+            }
+        }
+    }
     out.push('\n');
     let rates: Vec<String> = RATES
         .iter()

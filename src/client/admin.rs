@@ -47,72 +47,157 @@ pub(crate) fn transfer_leader(
     Ok(text.lines().find_map(|l| l.strip_prefix("leader=")).unwrap_or("").to_owned())
 }
 
-/// `admin found`: the id of each waiting node (from its MEMBERS answer), then FOUND
-/// with all of them to each. Every node must answer MEMBERS as one that knows no
-/// cluster (no `member=` line): a node of a running cluster is never made a founder.
+/// What a node listed for `admin found` said of itself (its MEMBERS answer) before
+/// anything was founded.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum FoundNode {
+    /// It knows no cluster and no member named it a leader: a founder-to-be. `addr` is
+    /// the address its peers dial (`TICKETING_CLUSTER_SELF`).
+    Waiting { id: u64, addr: String },
+    /// It knows no configuration yet, but a member named it a leader (id, client
+    /// address): a cluster exists, which it is joining.
+    Joining { id: u64, leader_id: u64, leader: String },
+    /// It belongs to a cluster: its role there and that cluster's voters (ids, sorted).
+    Member { id: u64, role: String, voters: Vec<u64> },
+}
+
+impl FoundNode {
+    /// The node's id.
+    pub fn id(&self) -> u64 {
+        match self {
+            FoundNode::Waiting { id, .. } | FoundNode::Joining { id, .. } | FoundNode::Member { id, .. } => {
+                *id
+            }
+        }
+    }
+}
+
+/// What `admin found` did: each node's state, then FOUND's answers if it was sent.
+#[derive(Clone, Debug)]
+pub struct Founding {
+    /// Each address given, in order, with what its node said, or why it did not answer.
+    pub nodes: Vec<(String, Result<FoundNode, ClientError>)>,
+    /// FOUND's answer from each address, in order — when it was sent: only when every
+    /// node answered and each is waiting, or (a founding retried after a lost answer)
+    /// a member of the very cluster these nodes make. Otherwise `None`: nothing was
+    /// sent, nothing changed.
+    pub answers: Option<Vec<Result<String, ClientError>>>,
+}
+
+impl Founding {
+    /// The voters (ids, sorted) the listed nodes would found: their ids.
+    pub fn asked(&self) -> Vec<u64> {
+        let mut ids: Vec<u64> =
+            self.nodes.iter().filter_map(|(_, n)| n.as_ref().ok().map(FoundNode::id)).collect();
+        ids.sort_unstable();
+        ids
+    }
+
+    /// True when every listed node belongs to the cluster these very nodes are the
+    /// voters of: it was founded already (asked again: a lost answer, a Job run twice,
+    /// the recipe re-run after a heal), and nothing was sent.
+    pub fn founded_already(&self) -> bool {
+        let asked = self.asked();
+        self.answers.is_none()
+            && self
+                .nodes
+                .iter()
+                .all(|(_, n)| matches!(n, Ok(FoundNode::Member { voters, .. }) if *voters == asked))
+    }
+}
+
+/// `admin found`: asks each node at `addrs` — and no other address — for its MEMBERS
+/// (all at once: a silent node does not hold up the others' answers), then, if each is
+/// waiting, tells each to found a new cluster of them all. A node of a running cluster
+/// is never made a founder; a founding retried after a lost answer is sent again.
 pub(crate) fn found_cluster(
     handle: &Handle,
     addrs: &[String],
     timeout: Duration,
-) -> Result<Vec<Result<String, ClientError>>, ClientError> {
+) -> Result<Founding, ClientError> {
     if addrs.len() != 3 && addrs.len() != 5 {
         return Err(ClientError::Invalid(format!(
             "a new cluster has 3 or 5 voters; {} addresses given",
             addrs.len()
         )));
     }
-    let mut voters = Vec::with_capacity(addrs.len());
-    // Nodes that belong to a cluster already, with the voters they know: accepted only
-    // when that cluster is the one asked for (a founding retried after a lost answer).
-    let mut members_of: Vec<(String, Vec<u64>)> = Vec::new();
-    for addr in addrs {
-        let text = match one_off(handle, addr, &Request::Members, timeout)? {
-            Response::Status { text } => text,
-            other => return Err(unexpected(other)),
-        };
-        let field =
-            |name: &str| text.lines().find_map(|l| l.strip_prefix(name)).unwrap_or("").trim().to_owned();
-        // member=ID ROLE ADDR ...: documented data, read by position.
-        let members: Vec<(u64, bool)> = text
-            .lines()
-            .filter_map(|l| l.strip_prefix("member="))
-            .filter_map(|l| {
-                let mut parts = l.split(' ');
-                let id = parts.next()?.parse().ok()?;
-                Some((id, parts.next()? == "voter"))
-            })
+    let nodes: Vec<(String, Result<FoundNode, ClientError>)> = std::thread::scope(|scope| {
+        let asks: Vec<_> = addrs
+            .iter()
+            .map(|addr| scope.spawn(move || (addr.clone(), found_node(handle, addr, timeout))))
             .collect();
-        if !members.is_empty() {
-            let voters = members.iter().filter(|(_, voter)| *voter).map(|(id, _)| *id).collect();
-            members_of.push((addr.clone(), voters));
-        }
-        let id: u64 = field("node_id=")
-            .parse()
-            .map_err(|_| ClientError::Invalid(format!("{addr} did not say its node id")))?;
-        // The address the node was started with (TICKETING_CLUSTER_SELF): what its peers
-        // will dial, whatever name the operator reached it by.
-        let own = field("self=");
-        voters.push((id, if own.is_empty() { addr.clone() } else { own }));
+        asks.into_iter()
+            .zip(addrs)
+            .map(|(h, addr)| h.join().unwrap_or((addr.clone(), Err(ClientError::NoAnswer))))
+            .collect()
+    });
+    let mut founding = Founding { nodes, answers: None };
+    let asked = founding.asked();
+    let ready = founding.nodes.iter().all(|(_, node)| match node {
+        Ok(FoundNode::Waiting { .. }) => true,
+        Ok(FoundNode::Member { voters, .. }) => *voters == asked,
+        _ => false,
+    });
+    if !ready || founding.founded_already() {
+        return Ok(founding);
     }
-    let mut asked: Vec<u64> = voters.iter().map(|(id, _)| *id).collect();
-    asked.sort_unstable();
-    for (addr, mut known) in members_of {
-        known.sort_unstable();
-        if known != asked {
-            return Err(ClientError::Refused(format!(
-                "{addr} belongs to a cluster already (voters {known:?}, not {asked:?}); a cluster is founded once"
-            )));
-        }
-    }
-    let request = Request::Found { voters };
-    Ok(addrs
+    let voters: Vec<(u64, String)> = founding
+        .nodes
         .iter()
-        .map(|addr| match one_off(handle, addr, &request, timeout) {
-            Ok(Response::Status { text }) => Ok(text),
-            Ok(other) => Err(unexpected(other)),
-            Err(e) => Err(e),
+        .map(|(given, node)| match node {
+            Ok(FoundNode::Waiting { id, addr }) => {
+                (*id, if addr.is_empty() { given.clone() } else { addr.clone() })
+            }
+            Ok(other) => (other.id(), given.clone()),
+            Err(_) => unreachable!("every node answered"),
         })
-        .collect())
+        .collect();
+    let request = Request::Found { voters };
+    founding.answers = Some(
+        addrs
+            .iter()
+            .map(|addr| match one_off(handle, addr, &request, timeout) {
+                Ok(Response::Status { text }) => Ok(text),
+                Ok(other) => Err(unexpected(other)),
+                Err(e) => Err(e),
+            })
+            .collect(),
+    );
+    Ok(founding)
+}
+
+/// The MEMBERS answer of the node at `addr`, read as a [`FoundNode`].
+fn found_node(handle: &Handle, addr: &str, timeout: Duration) -> Result<FoundNode, ClientError> {
+    let text = match one_off(handle, addr, &Request::Members, timeout)? {
+        Response::Status { text } => text,
+        other => return Err(unexpected(other)),
+    };
+    let field = |name: &str| text.lines().find_map(|l| l.strip_prefix(name)).unwrap_or("").trim().to_owned();
+    let id: u64 = field("node_id=")
+        .parse()
+        .map_err(|_| ClientError::Protocol(format!("{addr} did not say its node id")))?;
+    // member=ID ROLE ADDR ...: documented data, read by position.
+    let mut voters: Vec<u64> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("member="))
+        .filter_map(|l| {
+            let mut parts = l.split(' ');
+            let id = parts.next()?.parse().ok()?;
+            (parts.next()? == "voter").then_some(id)
+        })
+        .collect();
+    voters.sort_unstable();
+    let members = text.lines().any(|l| l.strip_prefix("member=").is_some());
+    if members {
+        return Ok(FoundNode::Member { id, role: field("role="), voters });
+    }
+    if let Some((leader_id, leader)) = field("joining=").split_once('@') {
+        let leader_id = leader_id.parse().unwrap_or(0);
+        return Ok(FoundNode::Joining { id, leader_id, leader: leader.to_owned() });
+    }
+    // The address the node was started with (TICKETING_CLUSTER_SELF): what its peers
+    // will dial, whatever name the operator reached it by.
+    Ok(FoundNode::Waiting { id, addr: field("self=") })
 }
 
 /// Sends `request` to `known` one at a time, following `M` to the leader, until a node

@@ -4,6 +4,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use super::admin::Founding;
 use super::calls::{acquired, check_acquire, check_owner, far, holder, resolution, Resolution};
 use super::core::{Outcome, Target};
 use super::error::{unexpected, AcquireError, BuildError, ClientError, ReleaseError};
@@ -131,13 +132,25 @@ impl Client {
     /// # Ok(()) }
     /// ```
     pub fn acquire(&self, key: &str, lease: Duration, wait: Duration) -> Result<Lock, AcquireError> {
+        self.acquire_by(key, lease, wait, None)
+    }
+
+    /// [`Client::acquire`] that sends nothing after `send_by`: with no connection
+    /// until then it ends `Unavailable` (the CLI keeps its retries within its budget).
+    pub(crate) fn acquire_by(
+        &self,
+        key: &str,
+        lease: Duration,
+        wait: Duration,
+        send_by: Option<Instant>,
+    ) -> Result<Lock, AcquireError> {
         let lease_s = check_acquire(key, lease, wait)?;
         if let Some(why) = self.handle().shared.forked() {
             return Err(AcquireError::Forked(why));
         }
         let owner = &self.inner.owner;
         let outcome = self.handle().shared.call::<AcquireError>(|core, waker, now| {
-            Ok(core.acquire(waker, key, owner, lease_s, wait, now))
+            Ok(core.acquire(waker, key, owner, lease_s, wait, send_by, now))
         })?;
         acquired(self.handle(), key, owner, outcome)
     }
@@ -276,16 +289,13 @@ impl Client {
         }
     }
 
-    /// `admin found` (docs/operations.md "Founding"): asks the waiting nodes at `addrs`
-    /// (3 or 5, started with `TICKETING_CLUSTER_STATE=join`, knowing no cluster) for
-    /// their ids, then tells each to found a new cluster of them all. Returns one line
-    /// per node: its answer or why it refused. `Err` when a node could not be asked
-    /// for its id (nothing was founded then). Blocks at most `timeout` per node and step.
-    pub fn found_cluster(
-        &self,
-        addrs: &[String],
-        timeout: Duration,
-    ) -> Result<Vec<Result<String, ClientError>>, ClientError> {
+    /// `admin found` (docs/operations.md "Founding"): asks each node at `addrs` (3 or
+    /// 5, started with `TICKETING_CLUSTER_STATE=join`) — and no other address — what it
+    /// is, all at once; then, only if each is waiting (knows no cluster), tells each to
+    /// found a new cluster of them all. Returns each node's state and, when FOUND was
+    /// sent, each node's answer ([`Founding`]). `Err` only for a list that is not 3 or
+    /// 5 addresses. Blocks at most `timeout` per step (one step per node for FOUND).
+    pub fn found_cluster(&self, addrs: &[String], timeout: Duration) -> Result<Founding, ClientError> {
         super::admin::found_cluster(self.handle(), addrs, timeout)
     }
 

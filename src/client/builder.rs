@@ -8,7 +8,7 @@ use super::api::Client;
 use super::calls::check_owner;
 use super::core::{Config, IDLE_PING_DEFAULT};
 use super::error::BuildError;
-use super::io::dial::{Dialer, SettingNames};
+use super::io::dial::{Dialer, SettingNames, Words, ENV_WORDS, RUST_WORDS};
 use super::io::{self};
 use super::tls;
 use crate::proto::addr::{host_of, is_tls_server_name};
@@ -52,11 +52,14 @@ pub struct ClientBuilder {
     addrs: Vec<String>,
     secret: Option<Secret>,
     owner: Option<String>,
-    ca: Option<PathBuf>,
-    /// The setting the CA path came from (for messages).
-    ca_setting: &'static str,
-    /// How connection failures name the secret and the CA.
-    names: SettingNames,
+    /// The CA bundle, and the setting it came from when that is not the caller's own
+    /// (for messages).
+    ca: Option<(PathBuf, Option<&'static str>)>,
+    /// The caller's names for its settings: the fixes messages give are in its terms.
+    words: &'static Words,
+    /// What a refused secret is said to be, when not `words`' default (the variable
+    /// it came from).
+    secret_named: Option<String>,
     request_timeout: Duration,
     commit_margin: Duration,
     idle_ping: Duration,
@@ -75,8 +78,8 @@ impl ClientBuilder {
             secret: None,
             owner: None,
             ca: None,
-            ca_setting: "tls_ca_file",
-            names: SettingNames::default(),
+            words: &RUST_WORDS,
+            secret_named: None,
             request_timeout: REQUEST_TIMEOUT_DEFAULT,
             commit_margin: COMMIT_MARGIN,
             idle_ping: IDLE_PING_DEFAULT,
@@ -88,22 +91,20 @@ impl ClientBuilder {
     /// `TICKETING_AUTH_TOKEN` or `TICKETING_AUTH_TOKEN_FILE`, `TICKETING_TLS_CA`,
     /// `TICKETING_OWNER`. Later calls override what it set.
     pub fn from_env() -> ClientBuilder {
-        let mut builder = ClientBuilder::new();
+        let mut builder = ClientBuilder::new().words(&ENV_WORDS);
         let addrs = std::env::var("TICKETING_ADDRS").unwrap_or_default();
         let addrs = split_addrs(&addrs);
         builder = if addrs.is_empty() { builder.addrs([DEFAULT_ADDR]) } else { builder.addrs(addrs) };
         if let Some(token) = std::env::var_os(TOKEN_VAR).filter(|t| !t.is_empty()) {
             builder = builder.auth_token(token.into_encoded_bytes());
-            builder.names.secret = format!("{TOKEN_VAR} is not the server's client secret");
+            builder.secret_named = Some(format!("{TOKEN_VAR} is not the server's client secret"));
         } else if let Some(path) = std::env::var_os(TOKEN_FILE_VAR).filter(|p| !p.is_empty()) {
             builder.secret = Some(Secret::File(path.into(), TOKEN_FILE_VAR));
-            builder.names.secret =
-                format!("the secret in {TOKEN_FILE_VAR} is not the server's client secret");
+            builder.secret_named =
+                Some(format!("the secret in {TOKEN_FILE_VAR} is not the server's client secret"));
         }
         if let Some(ca) = std::env::var_os(CA_VAR).filter(|p| !p.is_empty()) {
-            builder = builder.tls_ca_file(&ca);
-            builder.ca_setting = CA_VAR;
-            builder.names.ca = format!("{CA_VAR} ({})", Path::new(&ca).display());
+            builder.ca = Some((ca.into(), Some(CA_VAR)));
         }
         if let Ok(owner) = std::env::var("TICKETING_OWNER") {
             if !owner.is_empty() {
@@ -136,21 +137,27 @@ impl ClientBuilder {
     /// The shared secret (at least 16 bytes). It never crosses the wire.
     pub fn auth_token(mut self, token: impl AsRef<[u8]>) -> Self {
         self.secret = Some(Secret::Bytes(token.as_ref().to_vec()));
-        self.names.secret = SettingNames::default().secret;
+        self.secret_named = None;
         self
     }
 
     /// Reads the shared secret from a file at `build` (one trailing newline is ignored).
     pub fn auth_token_file(mut self, path: impl AsRef<Path>) -> Self {
         self.secret = Some(Secret::File(path.as_ref().to_owned(), "auth_token_file"));
-        self.names.secret = SettingNames::default().secret;
+        self.secret_named = None;
         self
     }
 
-    /// How connection failures name the secret and the CA (a node's own client, whose
-    /// secret and CA come from its server configuration).
-    pub(crate) fn setting_names(mut self, secret: impl Into<String>, ca: impl Into<String>) -> Self {
-        self.names = SettingNames { secret: secret.into(), ca: ca.into() };
+    /// Whose names messages give the settings in: the environment's (the CLI, a node's
+    /// own client), the C ABI's, the Python package's (default: this builder's).
+    pub(crate) fn words(mut self, words: &'static Words) -> Self {
+        self.words = words;
+        self
+    }
+
+    /// What a refused secret is said to be (a node's own client: its peer secret).
+    pub(crate) fn secret_named(mut self, phrase: impl Into<String>) -> Self {
+        self.secret_named = Some(phrase.into());
         self
     }
 
@@ -160,11 +167,11 @@ impl ClientBuilder {
         const VAR: &str = "TICKETING_PEER_AUTH_TOKEN";
         const FILE_VAR: &str = "TICKETING_PEER_AUTH_TOKEN_FILE";
         let secret = if let Some(token) = std::env::var_os(VAR).filter(|t| !t.is_empty()) {
-            self.names.secret = format!("{VAR} is not the cluster's peer (operator) secret");
+            self.secret_named = Some(format!("{VAR} is not the cluster's peer (operator) secret"));
             Secret::Bytes(token.into_encoded_bytes())
         } else if let Some(path) = std::env::var_os(FILE_VAR).filter(|p| !p.is_empty()) {
-            self.names.secret =
-                format!("the secret in {FILE_VAR} is not the cluster's peer (operator) secret");
+            self.secret_named =
+                Some(format!("the secret in {FILE_VAR} is not the cluster's peer (operator) secret"));
             Secret::File(path.into(), FILE_VAR)
         } else {
             return false;
@@ -186,9 +193,10 @@ impl ClientBuilder {
     /// Turns TLS on, trusting the PEM certificates in `path`. The server name checked
     /// is the host part of each address.
     pub fn tls_ca_file(mut self, path: impl AsRef<Path>) -> Self {
-        self.ca = Some(path.as_ref().to_owned());
-        self.ca_setting = "tls_ca_file";
-        self.names.ca = format!("{}", path.as_ref().display());
+        // Given by a method: named in the caller's words, unless the words are the
+        // environment's (then it is this method's).
+        let setting = (*self.words == ENV_WORDS).then_some(RUST_WORDS.ca);
+        self.ca = Some((path.as_ref().to_owned(), setting));
         self
     }
 
@@ -256,14 +264,20 @@ impl ClientBuilder {
             None => default_owner(),
         };
         check_owner(&owner)?;
+        let mut names = SettingNames::of(self.words);
+        if let Some(phrase) = self.secret_named {
+            names.secret = phrase;
+        }
         let tls = match &self.ca {
-            Some(path) => {
+            Some((path, setting)) => {
                 for host in addrs.iter().filter_map(|a| host_of(a)) {
                     if !is_tls_server_name(host) {
                         return Err(BuildError::Tls(format!("{host:?} cannot be a TLS server name")));
                     }
                 }
-                Some(tls::client_config(path, self.ca_setting)?)
+                let setting = setting.unwrap_or(self.words.ca);
+                names.ca = format!("{setting} ({})", path.display());
+                Some(tls::client_config(path, setting)?)
             }
             None => None,
         };
@@ -273,7 +287,7 @@ impl ClientBuilder {
             commit_margin: self.commit_margin,
             idle_ping: self.idle_ping,
         };
-        let dialer = Dialer { key: auth_key(&secret), tls, names: self.names };
+        let dialer = Dialer { key: auth_key(&secret), tls, names };
         let handle = io::start(config, dialer).map_err(BuildError::Thread)?;
         Ok(Client::new(handle, owner, addrs, self.request_timeout))
     }

@@ -101,7 +101,7 @@ impl Client {
             Box::new(move |outcome| done(acquired(&handle, &key_owned, &owner, outcome)));
         let owner = self.owner_arc();
         start(self.handle(), completion, |core, waker, now| {
-            core.acquire(waker, key, owner, lease_s, wait, now)
+            core.acquire(waker, key, owner, lease_s, wait, None, now)
         })
     }
 

@@ -418,8 +418,8 @@ impl fmt::Display for BuildError {
             BuildError::BadAddr(a) => write!(f, "address {a:?} is not host:port"),
             BuildError::NoAuthToken => write!(
                 f,
-                "no auth token given: set TICKETING_AUTH_TOKEN (or TICKETING_AUTH_TOKEN_FILE) to the cluster's \
-                 client secret"
+                "no auth token given: call ClientBuilder::auth_token (or auth_token_file) with the cluster's \
+                 client secret (ClientBuilder::from_env reads TICKETING_AUTH_TOKEN or TICKETING_AUTH_TOKEN_FILE)"
             ),
             BuildError::AuthTokenTooShort(n) => {
                 write!(f, "auth token is {n} bytes; at least 16 are required")

@@ -111,6 +111,7 @@ mod outcome;
 mod tls;
 
 pub use crate::proto::frame::{TopKey, TOP_KEYS_MAX};
+pub use admin::{FoundNode, Founding};
 pub use api::Client;
 pub use backoff::{Backoff, BACKOFF_INITIAL, BACKOFF_MAX};
 pub use builder::{split_addrs, ClientBuilder, COMMIT_MARGIN, DEFAULT_ADDR, REQUEST_TIMEOUT_DEFAULT};
@@ -122,6 +123,7 @@ pub use core::{
     PING_ANSWER_TIMEOUT, RELEASE_DEADLINE, RELEASE_QUEUE_CAPACITY, RETIRE_GRACE, SEED_FALLBACK_AFTER,
 };
 pub use error::{AcquireError, BuildError, ClientError, Indeterminate, IndeterminateCause, ReleaseError};
+pub(crate) use io::dial::{Words, C_WORDS, ENV_WORDS, PYTHON_WORDS};
 pub use io::dial::{CONNECT_TIMEOUT, HANDSHAKE_TIMEOUT};
 pub use io::WRITE_DEADLINE;
 pub(crate) use lock::check_key as check_key_arg;

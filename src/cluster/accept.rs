@@ -178,6 +178,14 @@ impl Acceptor {
                 let _ = self.raft_tx.send(ToRaft::Conn { established, outbound: false });
                 let _ = self.waker.wake();
             }
+            // A node that knows no configuration yet (waiting, or joining: its first
+            // entries are on their way) refuses the members that dial it: expected, and
+            // said by its join thread already.
+            Err(PeerError::Refused { code: refusal::NOT_MEMBER, reason, .. })
+                if !self.view.admission().config_known =>
+            {
+                debug!("{from}: peer refused before this node knows a configuration: {reason}");
+            }
             Err(PeerError::Refused { code, reason, .. }) => {
                 crate::warn_limited!(
                     PEER_REFUSED_LOG[usize::from(code).min(6)],

@@ -52,6 +52,7 @@ impl DialerKit {
             kit: self.clone(),
             failures_log: crate::lograte::RateLimit::every(DIAL_FAILURE_LOG_MS),
             last_failure: std::cell::Cell::new(""),
+            told: std::cell::Cell::new(None),
         };
         std::thread::Builder::new().name(format!("dial-{peer}")).spawn(move || dialer.run(rx))?;
         Ok(tx)
@@ -95,6 +96,9 @@ struct Dialer {
     /// another kind is logged at once (a peer that comes up with another secret is not
     /// hidden behind a minute of "unreachable").
     last_failure: std::cell::Cell<&'static str>,
+    /// The routine finding at this address already logged (a restarted process found
+    /// where this peer ran: its id; this node's own address: 0), so it is said once.
+    told: std::cell::Cell<Option<u64>>,
 }
 
 /// What a dial attempt came to.
@@ -148,6 +152,19 @@ impl Dialer {
     fn attempt(&self) -> DialOutcome {
         let kit = &self.kit;
         let hello = (kit.hello)();
+        if self.addr == hello.addr {
+            // The peer ran at this node's own address: it is this node's predecessor, a
+            // process that ended (this one holds the port now). Nothing answers as it;
+            // the leader's autopilot replaces it. Dialing would reach this node itself.
+            if self.told.replace(Some(0)) != Some(0) {
+                info!(
+                    "node {} ran at this node's address {} before it (a process that ended); not dialing it: \
+                     the leader replaces it once it has been unreachable for the autopilot's threshold",
+                    self.peer, self.addr
+                );
+            }
+            return DialOutcome::Retry;
+        }
         let established = match peer::dial(&self.addr, &hello, &kit.key, kit.tls.as_ref()) {
             Ok(established) => established,
             Err(PeerError::Refused { code, reason, leader, leader_id, domain }) => {
@@ -170,6 +187,22 @@ impl Dialer {
             DialOutcome::Retry
         };
         if p.node_id != self.peer {
+            // A fresh process at the address where `self.peer` ran: the self-healing
+            // recipe's restart (docs/operations.md, "Self-healing"), not a mistake — when
+            // that node is known at this address, or not known at all yet.
+            let known_at = kit.view.addr_of(p.node_id);
+            if known_at.is_empty() || known_at == self.addr {
+                if self.told.replace(Some(p.node_id)) != Some(p.node_id) {
+                    info!(
+                        "node {} now runs at {}, where node {} ran: a restarted process; node {} stays \
+                         unreachable until the leader's autopilot replaces it",
+                        p.node_id, self.addr, self.peer, self.peer
+                    );
+                } else {
+                    debug!("{}: node {} runs there, not node {}", self.addr, p.node_id, self.peer);
+                }
+                return DialOutcome::Retry;
+            }
             return refused(format!("expected node {}, found node {}", self.peer, p.node_id));
         }
         if hello.domain != 0 && p.domain != 0 && hello.domain != p.domain {

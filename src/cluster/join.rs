@@ -55,10 +55,9 @@ impl Joiner {
         if let Some(ca) = &self.tls_ca {
             builder = builder.tls_ca_file(ca);
         }
-        let builder = builder.setting_names(
-            "TICKETING_PEER_AUTH_TOKEN differs from the cluster's peer secret",
-            "TICKETING_TLS_CA",
-        );
+        let builder = builder
+            .words(&crate::client::ENV_WORDS)
+            .secret_named("TICKETING_PEER_AUTH_TOKEN differs from the cluster's peer secret");
         let client = match builder.build() {
             Ok(client) => client,
             Err(e) => {
@@ -103,8 +102,15 @@ impl Joiner {
 
     /// One round: find the leader, vouch for it, ask it to add this node.
     fn round(&self, client: &Client, round: usize) -> Result<(), String> {
-        let (leader_id, leader) = self.find_leader(client, round)?;
+        let (leader_id, leader) = match self.find_leader(client, round) {
+            Ok(found) => found,
+            Err(why) => {
+                self.view.set_joining(None);
+                return Err(why);
+            }
+        };
         self.view.vouch_for_leader(leader_id, &leader);
+        self.view.set_joining(Some((leader_id, leader.clone())));
         if !self.auto {
             return Ok(());
         }

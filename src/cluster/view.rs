@@ -35,14 +35,20 @@ pub struct RaftFacts {
 #[derive(Clone, Debug, Default)]
 pub struct AutopilotFacts {
     /// Leader only: how long ago it last heard from each other member (ms).
-    pub unreachable_ms: Vec<(u64, u64)>,
+    pub heard_ms: Vec<(u64, u64)>,
     /// Leader only: learners caught up and healthy, ready to replace a dead voter.
     pub standbys: Vec<u64>,
+    /// A member unheard for longer than this is called unreachable (three heartbeat
+    /// intervals: a healthy member answers every heartbeat).
+    pub unreachable_after_ms: u64,
     /// The autopilot's threshold (`None`: off) and whether it waits for an
     /// operator's replacement.
     pub dead_ms: Option<u64>,
     pub paused: bool,
 }
+
+/// A member unheard for this many heartbeat intervals is reported unreachable.
+pub const UNREACHABLE_HEARTBEATS: u64 = 3;
 
 /// Who may speak Raft to this node: published by the Raft thread, read by the peer
 /// acceptor (at PEER HELLO) and by the Raft thread itself (before stepping a message).
@@ -115,6 +121,28 @@ pub struct ClusterView {
     last_leader: std::sync::atomic::AtomicU64,
     /// Peers this node has an established outbound link to (set by the transport).
     links_up: Mutex<BTreeSet<u64>>,
+    /// The leader (id, client address) a node that knows no configuration yet asks to
+    /// add it, as its join thread last found it (`None`: none named).
+    joining: Mutex<Option<(u64, String)>>,
+}
+
+/// What a node that knows no cluster says it is (`/readyz`, and the CLI about it).
+pub const WAITING: &str = "waiting to be founded or to join: no member of TICKETING_CLUSTER_PEERS named a \
+                           leader; when the cluster is born, found it once with `ticketing admin found \
+                           ADDR,ADDR,ADDR` (docs/operations.md, \"Founding\")";
+
+/// Where a cluster node stands before it is a member: what STATUS, MEMBERS, `/readyz`
+/// and the CLI call it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Standing {
+    /// It knows a configuration: a member (or a removed one), in the Raft role it has.
+    Member,
+    /// It knows no configuration and no member named a leader: it waits to be founded
+    /// (`ticketing admin found`) or for a cluster to join.
+    Waiting,
+    /// It knows no configuration yet; a member named this leader (id, client address),
+    /// which it asks to add it.
+    Joining(u64, String),
 }
 
 /// Milliseconds since the first call, on the monotonic clock (for loop stamps).
@@ -176,6 +204,38 @@ impl ClusterView {
             return Ok(Admitted::Stranger);
         }
         Err(NotAdmitted::NotMember)
+    }
+
+    /// The leader the join thread asks to add this node (`None`: no member named one).
+    pub fn set_joining(&self, leader: Option<(u64, String)>) {
+        *lock(&self.joining) = leader;
+    }
+
+    /// Where this node stands: a member, or waiting, or joining (see [`Standing`]).
+    pub fn standing(&self) -> Standing {
+        // Before the Raft thread's first publication nothing is known yet: a member's
+        // view is the one to show (its role then reads `follower`).
+        // Each lock taken alone (docs/architecture.md §1: `admission` is never taken
+        // under `facts`).
+        let published = lock(&self.facts).role.is_some();
+        let config_known = lock(&self.admission).config_known;
+        if !published || config_known {
+            return Standing::Member;
+        }
+        match lock(&self.joining).clone() {
+            Some((id, addr)) => Standing::Joining(id, addr),
+            None => Standing::Waiting,
+        }
+    }
+
+    /// The role STATUS and MEMBERS report: the Raft role of a member, `waiting` or
+    /// `joining` before it is one.
+    pub fn role_text(&self, role: Option<Role>) -> &'static str {
+        match self.standing() {
+            Standing::Member => role_name(role),
+            Standing::Waiting => "waiting",
+            Standing::Joining(..) => "joining",
+        }
     }
 
     /// Records the leader (`id` at client address `addr`) a configured peer named (only
@@ -318,15 +378,16 @@ impl ClusterView {
     /// Publishes what MEMBERS reports of the autopilot (the Raft thread's housekeeping).
     pub fn publish_autopilot(&self, raft: &Raft) {
         let leading = raft.is_leader();
-        let unreachable_ms = if leading {
+        let heard_ms = if leading {
             let members = raft.membership().all_nodes();
             members.into_iter().filter_map(|id| Some((id, raft.unreachable_ms(id)?))).collect()
         } else {
             Vec::new()
         };
         *lock(&self.autopilot) = AutopilotFacts {
-            unreachable_ms,
+            heard_ms,
             standbys: if leading { raft.standbys() } else { Vec::new() },
+            unreachable_after_ms: UNREACHABLE_HEARTBEATS * raft.config().heartbeat_ms,
             dead_ms: raft.config().autopilot_dead_ms,
             paused: raft.autopilot_paused(),
         };

@@ -1,5 +1,6 @@
 //! What `ticketing server --help` prints, and the names of every variable the server
-//! reads (a `TICKETING_` variable not among them is a typo, refused at start).
+//! reads, taken from it (a `TICKETING_` variable not among them is a typo, warned
+//! about at start).
 
 /// Shown by `ticketing server --help`.
 pub const HELP: &str = "\
@@ -44,27 +45,82 @@ Exit status:
       of their threads panicked (one line names it; replace the node)
 ";
 
-/// Every variable the server reads.
-pub const KNOWN_VARS: &[&str] = &[
-    "TICKETING_LISTEN",
-    "TICKETING_AUTH_TOKEN",
-    "TICKETING_AUTH_TOKEN_FILE",
-    "TICKETING_PEER_AUTH_TOKEN",
-    "TICKETING_PEER_AUTH_TOKEN_FILE",
-    "TICKETING_NODE_ID",
-    "TICKETING_CLUSTER_SELF",
-    "TICKETING_CLUSTER_PEERS",
-    "TICKETING_CLUSTER_STATE",
-    "TICKETING_AUTOPILOT",
-    "TICKETING_AUTOPILOT_DEAD_MS",
-    "TICKETING_STANDBYS_MAX",
-    "TICKETING_LEAVE_ON_TERMINATE",
-    "TICKETING_TLS_CERT",
-    "TICKETING_TLS_KEY",
-    "TICKETING_TLS_CA",
-    "TICKETING_HEARTBEAT_MS",
-    "TICKETING_ELECTION_MS",
-    "TICKETING_MAX_WAITERS",
-    "TICKETING_MAX_KEYS",
-    "TICKETING_METRICS_LISTEN",
+/// Every variable the server reads: the names [`HELP`] lists, read from it, so a new
+/// variable is known once it is in the help (`every_variable_read_is_in_the_help`
+/// checks that none is read without being there).
+pub fn known_vars() -> impl Iterator<Item = &'static str> {
+    HELP.lines().filter_map(|line| {
+        let name = line.strip_prefix("  ")?.split_whitespace().next()?;
+        name.starts_with("TICKETING_").then_some(name)
+    })
+}
+
+/// `TICKETING_` variables that other parts of Ticketing read, not the server: the
+/// client's and `ticketing admin`'s (docs/cli.md), the ones `ticketing run` gives its
+/// command, the Python package's (docs/python.md). A server started from the same
+/// shell or file sees them; they are not typos.
+const OTHER_VARS: &[&str] = &[
+    "TICKETING_ADDRS",
+    "TICKETING_OWNER",
+    "TICKETING_KEY",
+    "TICKETING_FENCE",
+    "TICKETING_LIBRARY",
+    "TICKETING_PREBUILT_LIBRARY",
 ];
+
+/// One warning per `TICKETING_` variable among `names` that Ticketing does not read (a
+/// typo is otherwise silently ignored), naming the known variable closest to it.
+pub fn unknown_vars<'a>(names: impl IntoIterator<Item = &'a str>) -> Vec<String> {
+    let known: Vec<&str> = known_vars().chain(OTHER_VARS.iter().copied()).collect();
+    let mut warnings = Vec::new();
+    for name in names {
+        if !name.starts_with("TICKETING_") || known.contains(&name) {
+            continue;
+        }
+        let closest = known.iter().min_by_key(|k| edit_distance(name, k)).copied().unwrap_or("");
+        warnings.push(format!(
+            "{name} is not a variable Ticketing reads, so it changes nothing: did you mean {closest}? \
+             (ticketing server --help lists them)"
+        ));
+    }
+    warnings
+}
+
+/// Levenshtein distance between `a` and `b`, in characters.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut diagonal = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let above = row[j + 1];
+            row[j + 1] = (diagonal + usize::from(ca != *cb)).min(above + 1).min(row[j] + 1);
+            diagonal = above;
+        }
+    }
+    row[b.len()]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_known_variables_are_the_helps() {
+        let known: Vec<&str> = known_vars().collect();
+        assert!(known.len() >= 20, "{known:?}");
+        assert!(known.contains(&"TICKETING_MAX_WAITERS") && known.contains(&"TICKETING_METRICS_LISTEN"));
+        assert!(!known.iter().any(|k| k.ends_with('\'') || k.contains(' ')), "{known:?}");
+    }
+
+    #[test]
+    fn a_typo_names_the_closest_variable() {
+        let warnings = unknown_vars(["TICKETING_MAX_WAITER", "TICKETING_ADDRS", "PATH", "TICKETING_LISTEN"]);
+        assert_eq!(warnings.len(), 1, "{warnings:?}");
+        assert!(warnings[0].starts_with("TICKETING_MAX_WAITER is not a variable"), "{}", warnings[0]);
+        assert!(warnings[0].contains("did you mean TICKETING_MAX_WAITERS?"), "{}", warnings[0]);
+        assert!(unknown_vars(["TICKETING_AUTH_TOKN"])[0].contains("TICKETING_AUTH_TOKEN?"));
+        assert_eq!(edit_distance("kitten", "sitting"), 3);
+    }
+}

@@ -15,7 +15,7 @@ use std::net::SocketAddr;
 
 use crate::proto::limits::WAITERS_PER_KEY_MAX_DEFAULT;
 use cluster::{check_cluster_listen, cluster_config, NodeIdSetting};
-use help::KNOWN_VARS;
+use help::known_vars;
 use secrets::{check_peer_secret, secret, tls_files};
 use values::{err, number, resolve};
 
@@ -131,13 +131,15 @@ impl Config {
                     vars.insert(name.to_owned(), value);
                 }
                 Err(_) if name.starts_with("TICKETING_") => {
-                    let var = KNOWN_VARS.iter().find(|v| **v == name).copied().unwrap_or("TICKETING_*");
+                    let var = known_vars().find(|v| *v == name).unwrap_or("TICKETING_*");
                     return Err(err(var, format!("{name} is not valid UTF-8")));
                 }
                 Err(_) => {}
             }
         }
-        Config::from_vars(&|name| vars.get(name).cloned())
+        let mut config = Config::from_vars(&|name| vars.get(name).cloned())?;
+        config.warnings.extend(help::unknown_vars(vars.keys().map(String::as_str)));
+        Ok(config)
     }
 
     /// Reads configuration through `get` (the environment, or a map in tests).
@@ -439,6 +441,45 @@ mod tests {
         // A long election timeout raises the default threshold with it.
         let slow = cluster_node(&[("TICKETING_ELECTION_MS", "20000")]).unwrap();
         assert_eq!(slow.cluster.unwrap().autopilot_dead_ms, Some(60_000));
+    }
+
+    #[test]
+    fn every_variable_read_is_in_the_help() {
+        // The warning about unknown variables takes the help's list: a variable read
+        // here and missing there would be called a typo at every start.
+        let asked = std::cell::RefCell::new(std::collections::BTreeSet::new());
+        for pairs in [
+            vec![TOKEN],
+            vec![
+                TOKEN,
+                PEER_TOKEN,
+                ("TICKETING_NODE_ID", "1"),
+                ("TICKETING_CLUSTER_SELF", "127.0.0.1:5225"),
+                ("TICKETING_CLUSTER_PEERS", "1@127.0.0.1:5225,2@127.0.0.2:5225,3@127.0.0.3:5225"),
+            ],
+            vec![
+                TOKEN,
+                PEER_TOKEN,
+                ("TICKETING_CLUSTER_STATE", "join"),
+                ("TICKETING_CLUSTER_SELF", "127.0.0.9:5225"),
+                ("TICKETING_LISTEN", "127.0.0.9:5225"),
+                ("TICKETING_CLUSTER_PEERS", "127.0.0.1:5225"),
+            ],
+        ] {
+            let map: BTreeMap<String, String> =
+                pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+            Config::from_vars(&|name| {
+                asked.borrow_mut().insert(name.to_owned());
+                map.get(name).cloned()
+            })
+            .unwrap();
+        }
+        let known: Vec<&str> = known_vars().collect();
+        let asked = asked.into_inner();
+        assert!(asked.len() >= 18, "{asked:?}");
+        for name in &asked {
+            assert!(known.contains(&name.as_str()), "{name} is read but not in ticketing server --help");
+        }
     }
 
     #[test]

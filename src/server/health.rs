@@ -4,7 +4,7 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use crate::cluster::view::ClusterView;
+use crate::cluster::view::{ClusterView, Standing, WAITING};
 
 /// Clears its flag when dropped: when the thread that holds it ends, a panic included.
 pub struct AliveFlag(pub Arc<AtomicBool>);
@@ -49,6 +49,13 @@ pub fn ready_check(view: Option<Arc<ClusterView>>) -> crate::metrics::http::Chec
         let Some(view) = &view else { return Ok(()) };
         if view.removed.load(Ordering::SeqCst) {
             return Err("this node was removed from the cluster".into());
+        }
+        match view.standing() {
+            Standing::Member => {}
+            Standing::Waiting => return Err(WAITING.into()),
+            Standing::Joining(id, addr) => {
+                return Err(format!("joining the cluster led by node {id} at {addr}: not a member yet"))
+            }
         }
         let facts = view.facts();
         // A live leader: this node leads, or heard from its leader within an election

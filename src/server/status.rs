@@ -1,6 +1,7 @@
 //! What STATUS reports (docs/protocol.md §6.1). The lock-table thread publishes its figures in
 //! atomics after every batch, so connection threads answer STATUS without asking it.
 
+use crate::cluster::view::Standing;
 use crate::metrics::Metrics;
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -64,11 +65,17 @@ pub fn cluster_text(
     view: &crate::cluster::view::ClusterView,
 ) -> String {
     let facts = view.facts();
+    // A joining node names the leader it asks to add it: a client given its address
+    // goes there.
+    let leader = match view.standing() {
+        Standing::Joining(id, addr) => Some((id, addr)),
+        _ => facts.leader_id.map(|id| (id, view.addr_of(id))),
+    };
     let raft = RaftLines {
-        role: crate::cluster::view::role_name(facts.role),
+        role: view.role_text(facts.role),
         term: facts.term,
-        leader: facts.leader_id.map(|id| view.addr_of(id)).unwrap_or_default(),
-        leader_id: facts.leader_id.map_or(String::new(), |id| id.to_string()),
+        leader: leader.as_ref().map(|(_, addr)| addr.clone()).unwrap_or_default(),
+        leader_id: leader.map_or(String::new(), |(id, _)| id.to_string()),
         commit_index: facts.commit_index,
         voters: view.members_text(&facts.voters),
         learners: view.members_text(&facts.learners),
@@ -83,9 +90,12 @@ pub fn cluster_text(
 /// node_id=2            role=follower        term=7
 /// leader_id=1          leader=10.0.0.1:5225 commit_index=812
 /// self=ADDR           this node's own client address (TICKETING_CLUSTER_SELF)
-/// member=ID ROLE ADDR incarnation=HEX|unrecorded [unreachable_ms=N]
+/// member=ID ROLE ADDR incarnation=HEX|unrecorded [heard_ms=N | unreachable_ms=N]
 ///                      one line per voter, then learner; the leader adds how long
-///                      ago it last heard from each
+///                      ago it last heard from each: unreachable_ms past three
+///                      heartbeat intervals, heard_ms before
+/// joining=ID@ADDR      (a node that knows no configuration yet) the leader a member
+///                      named, which it asks to add it
 /// retired=ID,...       nodes removed by a committed configuration
 /// standbys=ID,...      (leader) learners caught up, ready to replace a dead voter
 /// autopilot=on dead_after_ms=N | off | paused dead_after_ms=N (…)
@@ -96,11 +106,14 @@ pub fn members_text(info: &NodeInfo, view: &crate::cluster::view::ClusterView) -
     let mut text = String::with_capacity(256);
     let _ = writeln!(text, "node_id={}", info.node_id);
     let _ = writeln!(text, "self={}", view.addr_of(info.node_id));
-    let _ = writeln!(text, "role={}", crate::cluster::view::role_name(facts.role));
+    let _ = writeln!(text, "role={}", view.role_text(facts.role));
     let _ = writeln!(text, "term={}", facts.term);
     let _ = writeln!(text, "leader_id={}", facts.leader_id.map_or(String::new(), |id| id.to_string()));
     let _ = writeln!(text, "leader={}", facts.leader_id.map(|id| view.addr_of(id)).unwrap_or_default());
     let _ = writeln!(text, "commit_index={}", facts.commit_index);
+    if let Standing::Joining(id, addr) = view.standing() {
+        let _ = writeln!(text, "joining={id}@{addr}");
+    }
     for (role, ids) in [("voter", &facts.voters), ("learner", &facts.learners)] {
         for id in ids {
             let incarnation = match view.record_of(*id) {
@@ -109,8 +122,14 @@ pub fn members_text(info: &NodeInfo, view: &crate::cluster::view::ClusterView) -
             };
             let addr = view.addr_of(*id);
             let _ = write!(text, "member={id} {role} {addr} incarnation={incarnation}");
-            if let Some((_, ms)) = autopilot.unreachable_ms.iter().find(|(n, _)| n == id) {
-                let _ = write!(text, " unreachable_ms={ms}");
+            match autopilot.heard_ms.iter().find(|(n, _)| n == id) {
+                Some((_, ms)) if *ms > autopilot.unreachable_after_ms => {
+                    let _ = write!(text, " unreachable_ms={ms}");
+                }
+                Some((_, ms)) => {
+                    let _ = write!(text, " heard_ms={ms}");
+                }
+                None => {}
             }
             text.push('\n');
         }

@@ -1706,7 +1706,7 @@ impl World {
     ) -> Result<OpId, String> {
         let owner: Arc<str> = Arc::from(owner);
         let now = self.instant(self.now);
-        let op = self.core.acquire(c, key, &owner, lease_s, wait, now);
+        let op = self.core.acquire(c, key, &owner, lease_s, wait, None, now);
         let bound = us(wait.max(CONNECT_WAIT_MIN) + wait + COMMIT_MARGIN);
         note!(self, "c{c} acquire {key} as {owner} (lease {lease_s} s, wait {wait:?}): {op:?}");
         self.checker.started(

@@ -46,9 +46,19 @@ pub(crate) struct AcquireOp {
 }
 
 impl AcquireOp {
-    /// `lease_s` and `wait` are already checked against the protocol's limits.
-    pub(crate) fn new(key: String, owner: Arc<str>, lease_s: u8, wait: Duration, now: Instant) -> AcquireOp {
+    /// `lease_s` and `wait` are already checked against the protocol's limits. With
+    /// `send_by`, it gives up waiting for a session then at the latest (a caller's
+    /// own budget, shorter than `CONNECT_WAIT_MIN`).
+    pub(crate) fn new(
+        key: String,
+        owner: Arc<str>,
+        lease_s: u8,
+        wait: Duration,
+        send_by: Option<Instant>,
+        now: Instant,
+    ) -> AcquireOp {
         let send_end = now + wait.max(CONNECT_WAIT_MIN);
+        let send_end = send_by.map_or(send_end, |by| send_end.min(by.max(now)));
         AcquireOp {
             key,
             owner,

@@ -107,8 +107,9 @@ impl<W> Core<W> {
     }
 
     /// Starts an ACQUIRE of `key` for `lease_s` seconds (1..=250), queueing at most
-    /// `wait` (0..=300 s). The caller checked the limits. Ends with
-    /// [`Outcome::Acquire`].
+    /// `wait` (0..=300 s), sent no later than `send_by` if given (else `Unavailable`).
+    /// The caller checked the limits. Ends with [`Outcome::Acquire`].
+    #[allow(clippy::too_many_arguments)]
     pub fn acquire(
         &mut self,
         waker: W,
@@ -116,11 +117,12 @@ impl<W> Core<W> {
         owner: &Arc<str>,
         lease_s: u8,
         wait: Duration,
+        send_by: Option<Instant>,
         now: Instant,
     ) -> OpId {
         let now = self.advance(now);
         self.world.claims.acquire_started(key, owner);
-        let op = AcquireOp::new(key.to_owned(), Arc::clone(owner), lease_s, wait, now);
+        let op = AcquireOp::new(key.to_owned(), Arc::clone(owner), lease_s, wait, send_by, now);
         let id = self.spawn(Some(waker), Kind::Acquire(op));
         self.settle();
         id

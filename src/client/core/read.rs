@@ -75,8 +75,9 @@ impl ReadOp {
         }
         let patient = now < self.patient_until;
         let Some(session) = cx.net.choose(&self.target, patient, None) else {
-            if self.moved.is_none() && cx.net.hopeless(&self.target) {
-                // No connection can take it until the operator fixes a mistake.
+            if self.moved.is_none() && (cx.net.hopeless(&self.target) || cx.net.addr_down(&self.target)) {
+                // No connection can take it until the operator fixes a mistake, or the
+                // one node it is for is down (its last dial failed): said at once.
                 return self.out_of_time(cx);
             }
             return Next::Wait(Some(if patient { self.patient_until } else { self.deadline }));

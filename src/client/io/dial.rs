@@ -36,7 +36,8 @@ pub(crate) struct Dialer {
 }
 
 /// How failures name the settings an operator fixes: the variables when the client
-/// was configured from the environment.
+/// was configured from the environment, the builder's methods, the C ABI's arguments,
+/// the Python keywords ([`Words`]).
 #[derive(Clone, Debug)]
 pub(crate) struct SettingNames {
     /// Said when the server refuses the secret, e.g. "TICKETING_AUTH_TOKEN is not the
@@ -44,16 +45,73 @@ pub(crate) struct SettingNames {
     pub(crate) secret: String,
     /// Where the trusted CA comes from, e.g. "TICKETING_TLS_CA (ca.pem)".
     pub(crate) ca: String,
+    /// How this caller turns TLS on and off.
+    pub(crate) words: &'static Words,
 }
 
 impl Default for SettingNames {
     fn default() -> Self {
+        SettingNames::of(&RUST_WORDS)
+    }
+}
+
+impl SettingNames {
+    /// The names `words` gives, before any setting is known.
+    pub(crate) fn of(words: &'static Words) -> SettingNames {
         SettingNames {
-            secret: "the auth token is not the server's client secret".into(),
+            secret: format!("{} is not the server's client secret", words.secret),
             ca: "the configured CA bundle".into(),
+            words,
         }
     }
 }
+
+/// Each caller's names for the settings a connection failure asks to fix. One message
+/// per failure is built in one place (this file); only these names differ, so a fix is
+/// given in the caller's own terms.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) struct Words {
+    /// The client secret's setting.
+    pub(crate) secret: &'static str,
+    /// The CA bundle's setting.
+    pub(crate) ca: &'static str,
+    /// How to turn TLS on, followed by "that signed its certificate" in a message.
+    pub(crate) tls_on: &'static str,
+    /// How to turn TLS off.
+    pub(crate) tls_off: &'static str,
+}
+
+/// The CLI and `ClientBuilder::from_env`: the environment variables.
+pub(crate) const ENV_WORDS: Words = Words {
+    secret: "TICKETING_AUTH_TOKEN",
+    ca: "TICKETING_TLS_CA",
+    tls_on: "set TICKETING_TLS_CA to the CA bundle",
+    tls_off: "unset TICKETING_TLS_CA",
+};
+
+/// The Rust library: the builder's methods.
+pub(crate) const RUST_WORDS: Words = Words {
+    secret: "the token given to ClientBuilder::auth_token",
+    ca: "tls_ca_file",
+    tls_on: "give ClientBuilder::tls_ca_file the CA bundle",
+    tls_off: "build the client without ClientBuilder::tls_ca_file",
+};
+
+/// The C ABI: `ticketing_client_new`'s arguments.
+pub(crate) const C_WORDS: Words = Words {
+    secret: "the auth_token given to ticketing_client_new",
+    ca: "tls_ca_file",
+    tls_on: "pass ticketing_client_new, as tls_ca_file, the CA bundle",
+    tls_off: "pass ticketing_client_new a NULL tls_ca_file",
+};
+
+/// The Python package: `ticketing.Client`'s keywords.
+pub(crate) const PYTHON_WORDS: Words = Words {
+    secret: "the auth_token= given to ticketing.Client",
+    ca: "tls_ca=",
+    tls_on: "pass ticketing.Client the CA bundle as tls_ca=",
+    tls_off: "leave out tls_ca=",
+};
 
 /// An authenticated connection, split for a reader and a writer.
 pub(crate) struct Dialed {
@@ -108,7 +166,8 @@ impl Dialer {
         } else {
             format!(
                 "{addr}: connected, but the server has not sent its greeting yet (a TLS server waits for TLS: \
-                 set TICKETING_TLS_CA)"
+                 {})",
+                self.names.words.tls_on
             )
         });
         sock.set_nodelay(true).map_err(transient)?;
@@ -118,8 +177,9 @@ impl Dialer {
             && crate::tls::speaks_tls(target, left(PROBE_LIMIT)) == Some(true)
         {
             return Err(DialFailure::lasting(format!(
-                "{addr}: the server speaks TLS and this client does not: set TICKETING_TLS_CA to the CA bundle \
-                 that signed its certificate (docs/tls.md)"
+                "{addr}: the server speaks TLS and this client does not: {} that signed its certificate \
+                 (docs/tls.md)",
+                self.names.words.tls_on
             )));
         }
         let tls_state = match &self.tls {
@@ -206,8 +266,8 @@ fn explain_handshake_io(
     let timed_out = matches!(io.kind(), io::ErrorKind::TimedOut | io::ErrorKind::WouldBlock);
     if timed_out && !tls {
         return DialFailure::transient(format!(
-            "{addr}: no greeting from the server within {HANDSHAKE_TIMEOUT:?}: does it use TLS? (then set \
-             TICKETING_TLS_CA)"
+            "{addr}: no greeting from the server within {HANDSHAKE_TIMEOUT:?}: does it use TLS? (then {})",
+            names.words.tls_on
         ));
     }
     if !tls || io.kind() != io::ErrorKind::InvalidData {
@@ -227,7 +287,7 @@ fn explain_handshake_io(
         }
         TlsCause::TheirsExpired => format!("{addr}: TLS: the server's certificate has expired"),
         TlsCause::NotTls => {
-            format!("{addr}: TLS: the server does not speak TLS (a plain server: unset TICKETING_TLS_CA)")
+            format!("{addr}: TLS: the server does not speak TLS (a plain server: {})", names.words.tls_off)
         }
         _ => format!("{addr}: TLS: {tls_error}"),
     })

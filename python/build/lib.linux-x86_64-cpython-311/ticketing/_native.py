@@ -1,0 +1,165 @@
+"""ctypes declarations of include/ticketing.h, and the library they load.
+
+The library is found at $TICKETING_LIBRARY when that is set, else next to this file
+(where `pip install ./python` puts it). Its ABI version must be the one declared here.
+
+Two handles on the same library: `blocking` (ctypes.CDLL) releases the GIL for the
+duration of each call, so threads sharing one Client wait in parallel; `quick`
+(ctypes.PyDLL) keeps it, for the calls that never block (getters, frees), which are
+cheaper without a GIL hand-over.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import sys
+from ctypes import POINTER, byref, c_char, c_char_p, c_int, c_int64, c_size_t, c_uint32, c_uint64, c_void_p
+from pathlib import Path
+from typing import Any, Callable
+
+ABI_VERSION = 1
+_NAME = "libticketing.dylib" if sys.platform == "darwin" else "libticketing.so"
+
+# Status and error kinds (TICKETING_*).
+OK = 0
+BUSY = 1
+TIMEOUT = 2
+NOT_LEADER = 3
+INVALID = 4
+OVERLOADED = 5
+UNAVAILABLE = 6
+INDETERMINATE = 7
+NO_ANSWER = 8
+UNCONFIRMED = 9
+QUEUE_FULL = 10
+PROTOCOL = 11
+REFUSED = 12
+CONFIG = 13
+INTERNAL = 14
+CANCELLED = 15
+
+# Release outcomes and resolutions.
+OUTCOMES = {1: "released", 2: "not_holder", 3: "released_or_expired"}
+HELD, NOT_HELD, UNKNOWN = 1, 2, 3
+
+# Causes of an indeterminate acquire (TICKETING_CAUSE_*).
+CAUSES = {
+    1: "connection_lost",
+    2: "server_unknown",
+    3: "no_answer",
+    4: "protocol_violation",
+    5: "expired_on_arrival",
+    6: "cancelled",
+}
+
+
+class Holder(ctypes.Structure):
+    """ticketing_holder."""
+
+    _fields_ = [
+        ("token", c_uint64),
+        ("lease_left_ms", c_uint64),
+        ("waiters", c_uint32),
+        ("owner_len", c_uint32),
+        ("owner", c_char * 256),
+    ]
+
+
+def _library_path() -> str:
+    configured = os.environ.get("TICKETING_LIBRARY")
+    if configured:
+        return configured
+    bundled = Path(__file__).with_name(_NAME)
+    if bundled.is_file():
+        return str(bundled)
+    raise ImportError(
+        f"ticketing: the native library is missing: no {bundled} and TICKETING_LIBRARY is not set. "
+        "Install the package from the repository with `pip install ./python` (it builds the library "
+        "with cargo), or set TICKETING_LIBRARY to a libticketing.so built by `cargo build --release --lib`."
+    )
+
+
+PATH = _library_path()
+try:
+    blocking = ctypes.CDLL(PATH)
+    quick = ctypes.PyDLL(PATH)
+except OSError as e:
+    raise ImportError(f"ticketing: cannot load {PATH}: {e}") from e
+
+
+def _declare(lib: ctypes.CDLL, name: str, restype: Any, *argtypes: Any) -> None:
+    function = getattr(lib, name)
+    function.restype = restype
+    function.argtypes = list(argtypes)
+
+
+_P = c_void_p  # every handle is opaque
+_OUT = POINTER(c_void_p)
+
+_declare(quick, "ticketing_version", c_uint32)
+_declare(quick, "ticketing_version_string", c_char_p)
+_declare(quick, "ticketing_kind_name", c_char_p, c_int)
+
+_declare(blocking, "ticketing_client_new", c_int,
+         POINTER(c_char_p), c_size_t, c_char_p, c_size_t, c_char_p, c_char_p, _OUT, _OUT)
+_declare(quick, "ticketing_client_with_owner", c_int, _P, c_char_p, _OUT, _OUT)
+_declare(quick, "ticketing_client_owner", c_char_p, _P)
+_declare(blocking, "ticketing_client_close", c_int, _P, c_int64, POINTER(c_int), _OUT)
+_declare(blocking, "ticketing_client_free", None, _P)
+
+_declare(blocking, "ticketing_acquire", c_int, _P, c_char_p, c_int64, c_int64, _OUT, _OUT)
+_declare(blocking, "ticketing_resolve", c_int, _P, _P, c_int64, POINTER(c_int), _OUT, _OUT)
+_declare(blocking, "ticketing_lock_release", c_int, _P, POINTER(c_int), _OUT)
+_declare(blocking, "ticketing_release", c_int, _P, c_char_p, c_uint64, POINTER(c_int), _OUT)
+_declare(blocking, "ticketing_query", c_int, _P, c_char_p, POINTER(c_int), POINTER(Holder), _OUT)
+
+_declare(quick, "ticketing_lock_token", c_uint64, _P)
+_declare(quick, "ticketing_lock_key", c_char_p, _P)
+_declare(quick, "ticketing_lock_owner", c_char_p, _P)
+_declare(quick, "ticketing_lock_lease_ms", c_uint64, _P)
+_declare(quick, "ticketing_lock_remaining_ms", c_uint64, _P)
+_declare(quick, "ticketing_lock_free", None, _P)
+
+_declare(quick, "ticketing_error_kind", c_int, _P)
+_declare(quick, "ticketing_error_message", c_char_p, _P)
+_declare(quick, "ticketing_error_cause", c_int, _P)
+_declare(quick, "ticketing_error_leader", c_char_p, _P)
+_declare(quick, "ticketing_error_is_retryable", c_int, _P)
+_declare(quick, "ticketing_error_free", None, _P)
+
+#: ticketing_log_fn: (ctx, level, target, message).
+LOG_FN = ctypes.CFUNCTYPE(None, c_void_p, c_int, c_char_p, c_char_p)
+_declare(blocking, "ticketing_set_logger", c_int, LOG_FN, c_void_p, c_int, _OUT)
+_declare(blocking, "ticketing_test_panic", c_int, c_int)
+
+# Futures (never block but ticketing_future_block_until_ready) and completion queues.
+_declare(quick, "ticketing_acquire_start", c_int, _P, c_char_p, c_int64, c_int64, _OUT, _OUT)
+_declare(quick, "ticketing_lock_release_start", c_int, _P, _OUT, _OUT)
+_declare(quick, "ticketing_release_start", c_int, _P, c_char_p, c_uint64, _OUT, _OUT)
+_declare(quick, "ticketing_query_start", c_int, _P, c_char_p, _OUT, _OUT)
+_declare(quick, "ticketing_resolve_start", c_int, _P, _P, c_int64, _OUT, _OUT)
+_declare(quick, "ticketing_future_is_ready", c_int, _P)
+_declare(blocking, "ticketing_future_block_until_ready", c_int, _P, c_int64, POINTER(c_int), _OUT)
+_declare(quick, "ticketing_future_set_queue", c_int, _P, _P, c_uint64, _OUT)
+_declare(quick, "ticketing_future_cancel", c_int, _P)
+_declare(quick, "ticketing_future_get_lock", c_int, _P, _OUT, _OUT)
+_declare(quick, "ticketing_future_get_release", c_int, _P, POINTER(c_int), _OUT)
+_declare(quick, "ticketing_future_get_query", c_int, _P, POINTER(c_int), POINTER(Holder), _OUT)
+_declare(quick, "ticketing_future_get_resolve", c_int, _P, POINTER(c_int), _OUT, _OUT)
+_declare(quick, "ticketing_future_free", None, _P)
+_declare(quick, "ticketing_queue_new", c_int, _OUT, _OUT)
+_declare(quick, "ticketing_queue_fd", c_int, _P)
+_declare(quick, "ticketing_queue_take", c_size_t, _P, POINTER(c_uint64), c_size_t)
+_declare(quick, "ticketing_queue_free", None, _P)
+
+if quick.ticketing_version() != ABI_VERSION:
+    raise ImportError(
+        f"ticketing: {PATH} has ABI version {quick.ticketing_version()}, this package needs "
+        f"{ABI_VERSION}: reinstall the package from the same repository checkout as the library"
+    )
+
+#: The signature of the *_free functions, for the finalizers that keep one bound.
+Free = Callable[[Any], None]
+
+__all__ = ["blocking", "quick", "byref", "Holder", "PATH", "Free", "LOG_FN"]

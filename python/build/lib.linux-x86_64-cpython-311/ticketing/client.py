@@ -1,0 +1,420 @@
+"""Client, Lock and Holder: thin wrappers over the C ABI (include/ticketing.h), each
+method naming the Rust call it ends in. Every behaviour — routing to the leader,
+pipelining, reconnecting, never resending a written acquire, the release queue and its
+deadline, resolving — is the Rust client's (docs/client.md); this module only converts
+arguments and results and raises the exception of each error kind."""
+
+from __future__ import annotations
+
+import math
+import os
+from ctypes import byref, c_char_p, c_int, c_void_p
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Literal, Optional, Sequence, Type, Union
+
+from . import _logging
+from . import _native as n
+from .errors import Error, Indeterminate, InvalidArgument, NotHolder, from_handle
+
+ReleaseOutcome = Literal["released", "not_holder", "released_or_expired"]
+
+_INT64_MAX = 2**63 - 1
+
+
+def _text(value: object, what: str) -> bytes:
+    """`value` as the NUL-terminated UTF-8 the C ABI reads."""
+    if not isinstance(value, str):
+        raise TypeError(f"{what} must be a str, not {type(value).__name__}")
+    if "\0" in value:
+        raise InvalidArgument(f"{what} contains a NUL character")
+    try:
+        return value.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise InvalidArgument(f"{what} is not valid Unicode: {e}") from None
+
+
+def _millis(seconds: object, what: str) -> int:
+    """Seconds (int or float) as whole milliseconds; the Rust client checks the range."""
+    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)):
+        raise TypeError(f"{what} must be a number of seconds, not {type(seconds).__name__}")
+    if isinstance(seconds, float) and not math.isfinite(seconds):
+        raise InvalidArgument(f"{what} must be finite, not {seconds}")
+    ms = round(seconds * 1000)
+    # Out of int64 range: pass the largest value, which the client refuses as out of range.
+    return max(-_INT64_MAX, min(ms, _INT64_MAX))
+
+
+def _outcome(code: int) -> ReleaseOutcome:
+    return n.OUTCOMES[code]  # type: ignore[return-value]
+
+
+# ---- futures: what the blocking calls here and the asyncio ones (aio.py) share -------
+
+#: How long a blocking call waits inside the library at a time. Between two slices
+#: Python runs its signal handlers, so Ctrl-C (or a SIGTERM handler that raises) ends a
+#: wait within this, whatever the wait's length.
+WAIT_SLICE_MS = 50
+
+
+def _started(kind: int, future: c_void_p, error: c_void_p) -> int:
+    """The future a ``ticketing_*_start`` made, or the exception its refusal means."""
+    if kind or future.value is None:
+        raise from_handle(kind, error)
+    return future.value
+
+
+def _start_acquire(client: int, key: str, lease: float, wait: float) -> int:
+    future, error = c_void_p(), c_void_p()
+    kind = n.quick.ticketing_acquire_start(client, _text(key, "key"), _millis(lease, "lease"),
+                                           _millis(wait, "wait"), byref(future), byref(error))
+    return _started(kind, future, error)
+
+
+def _start_lock_release(lock: Optional[int]) -> int:
+    future, error = c_void_p(), c_void_p()
+    kind = n.quick.ticketing_lock_release_start(lock, byref(future), byref(error))
+    return _started(kind, future, error)
+
+
+def _start_release(client: int, key: str, token: int) -> int:
+    if isinstance(token, bool) or not isinstance(token, int) or not 0 <= token < 2**64:
+        raise InvalidArgument(f"token must be an int in 0..2**64, not {token!r}")
+    future, error = c_void_p(), c_void_p()
+    kind = n.quick.ticketing_release_start(client, _text(key, "key"), token, byref(future), byref(error))
+    return _started(kind, future, error)
+
+
+def _start_query(client: int, key: str) -> int:
+    future, error = c_void_p(), c_void_p()
+    kind = n.quick.ticketing_query_start(client, _text(key, "key"), byref(future), byref(error))
+    return _started(kind, future, error)
+
+
+def _start_resolve(client: int, attempt: Indeterminate, timeout: float) -> int:
+    future, error = c_void_p(), c_void_p()
+    kind = n.quick.ticketing_resolve_start(client, attempt._handle, _millis(timeout, "timeout"), byref(future),
+                                           byref(error))
+    return _started(kind, future, error)
+
+
+def _wait(future: int) -> None:
+    """Blocks until ``future`` is ready, in slices of ``WAIT_SLICE_MS`` with the GIL
+    released. An exception raised meanwhile (``KeyboardInterrupt``, what a SIGTERM
+    handler raises) cancels the operation and goes on: an acquire already sent becomes
+    indeterminate and a grant it gets anyway is released by the client; a release goes
+    on in the background; nothing is sent again."""
+    ready = c_int(0)
+    block = n.blocking.ticketing_future_block_until_ready
+    try:
+        while not ready.value:
+            block(future, WAIT_SLICE_MS, byref(ready), None)
+    except BaseException:
+        n.quick.ticketing_future_cancel(future)
+        n.quick.ticketing_future_free(future)
+        raise
+
+
+def _lock_of(future: int, client: Optional["Client"]) -> "Lock":
+    """A ready acquire future's outcome (the future is freed)."""
+    lock, error = c_void_p(), c_void_p()
+    try:
+        kind = n.quick.ticketing_future_get_lock(future, byref(lock), byref(error))
+    finally:
+        n.quick.ticketing_future_free(future)
+    if kind or lock.value is None:
+        raise from_handle(kind, error, client)
+    return Lock(lock.value)
+
+
+def _release_of(future: int) -> ReleaseOutcome:
+    outcome, error = c_int(0), c_void_p()
+    try:
+        kind = n.quick.ticketing_future_get_release(future, byref(outcome), byref(error))
+    finally:
+        n.quick.ticketing_future_free(future)
+    if kind:
+        raise from_handle(kind, error)
+    return _outcome(outcome.value)
+
+
+def _holder_of(future: int) -> Optional["Holder"]:
+    held, holder, error = c_int(0), n.Holder(), c_void_p()
+    try:
+        kind = n.quick.ticketing_future_get_query(future, byref(held), byref(holder), byref(error))
+    finally:
+        n.quick.ticketing_future_free(future)
+    if kind:
+        raise from_handle(kind, error)
+    if not held.value:
+        return None
+    owner = bytes(holder.owner[: holder.owner_len]).decode("utf-8", "replace")
+    return Holder(owner, holder.token, holder.lease_left_ms / 1000, holder.waiters)
+
+
+def _resolution_of(future: int, attempt: Indeterminate) -> Optional["Lock"]:
+    resolution, lock, error = c_int(0), c_void_p(), c_void_p()
+    try:
+        kind = n.quick.ticketing_future_get_resolve(future, byref(resolution), byref(lock), byref(error))
+    finally:
+        n.quick.ticketing_future_free(future)
+    if kind:
+        raise from_handle(kind, error)
+    if resolution.value == n.HELD and lock.value is not None:
+        return Lock(lock.value)
+    if resolution.value == n.NOT_HELD:
+        return None
+    raise attempt
+
+
+@dataclass(frozen=True)
+class Holder:
+    """Who holds a key (``Client.query``): the holder's owner and fencing token, the lease
+    left on the leader's clock when it answered (seconds), and how many acquires wait."""
+
+    owner: str
+    token: int
+    lease_left: float
+    waiters: int
+
+
+class Lock:
+    """A held lock: the server granted ``key`` to ``owner`` under fencing token ``token``
+    (larger than every earlier grant's). Pass the token to every write the critical
+    section makes (docs/fencing.md).
+
+    ``release()`` gives the key back and returns the server's answer. Used as a context
+    manager, the lock is released when the block ends. A Lock that is garbage-collected
+    unreleased is released in the background (the Rust ``Lock``'s drop)."""
+
+    __slots__ = ("_handle", "key", "owner", "token", "lease", "__weakref__")
+
+    def __init__(self, handle: int) -> None:
+        q = n.quick
+        self._handle: Optional[int] = handle
+        self.key: str = q.ticketing_lock_key(handle).decode()
+        self.owner: str = q.ticketing_lock_owner(handle).decode()
+        self.token: int = q.ticketing_lock_token(handle)
+        #: The lease the server granted, in seconds.
+        self.lease: float = q.ticketing_lock_lease_ms(handle) / 1000
+
+    @property
+    def remaining(self) -> float:
+        """Seconds left until the lock's local deadline (the instant before the acquire was
+        written plus the lease; the server's lease never ends before it); 0 once passed
+        or once released. Wraps ``Lock::remaining``."""
+        return n.quick.ticketing_lock_remaining_ms(self._handle) / 1000 if self._handle else 0.0
+
+    @property
+    def expired(self) -> bool:
+        """True once the local deadline has passed: the key may be someone else's now."""
+        return self.remaining == 0
+
+    def release(self) -> ReleaseOutcome:
+        """Releases the lock and waits for the server's answer: "released", "not_holder" (the
+        lease had already ended) or "released_or_expired" (an earlier attempt's answer was
+        lost). Raises ``ReleaseUnconfirmed``, ``Unavailable`` or ``ReleaseQueueFull`` when the
+        release is not confirmed (the key may stay held a while: the client keeps checking
+        and releases it once a leader answers); the lock stays releasable then: call
+        ``release()`` again. ``InvalidArgument`` when already released. Wraps
+        ``Lock::release``; blocks at most 5 s."""
+        future = _start_lock_release(self._handle)
+        _wait(future)
+        return _release_of(future)
+
+    def __enter__(self) -> "Lock":
+        return self
+
+    def __exit__(self, exc_type: Optional[Type[BaseException]], exc: Optional[BaseException],
+                 tb: Optional[TracebackType]) -> None:
+        _release_at_exit(self, failed=exc_type is not None)
+
+    def __del__(self, _free: n.Free = n.quick.ticketing_lock_free) -> None:
+        handle, self._handle = self._handle, None
+        if handle:
+            _free(handle)
+
+    def __repr__(self) -> str:
+        return f"Lock(key={self.key!r}, owner={self.owner!r}, token={self.token}, remaining={self.remaining:.3f})"
+
+
+def _release_at_exit(lock: Lock, failed: bool) -> None:
+    """The end of a ``with`` block: release; an unconfirmed release, or a lease that had
+    already ended ("not_holder"), is an error unless the block is already failing."""
+    try:
+        outcome = lock.release()
+    except Error:
+        if failed:
+            return  # the block's own exception goes on
+        raise
+    if outcome == "not_holder" and not failed:
+        raise NotHolder(
+            f"the lease on {lock.key!r} (token {lock.token}) had ended before the block did: the key "
+            "may have been granted to someone else meanwhile; only the fencing token protected the writes"
+        )
+
+
+class LockContext:
+    """``with client.lock(key, lease, wait) as lock:`` acquires on entry and releases on
+    exit (see ``Client.lock``)."""
+
+    __slots__ = ("_client", "_key", "_lease", "_wait", "_lock")
+
+    def __init__(self, client: "Client", key: str, lease: float, wait: float) -> None:
+        self._client, self._key, self._lease, self._wait = client, key, lease, wait
+        self._lock: Optional[Lock] = None
+
+    def __enter__(self) -> Lock:
+        self._lock = self._client.acquire(self._key, lease=self._lease, wait=self._wait)
+        return self._lock
+
+    def __exit__(self, exc_type: Optional[Type[BaseException]], exc: Optional[BaseException],
+                 tb: Optional[TracebackType]) -> None:
+        lock, self._lock = self._lock, None
+        if lock is not None:
+            _release_at_exit(lock, failed=exc_type is not None)
+
+
+class Client:
+    """A client of a Ticketing node or cluster, shared by any number of threads.
+
+    ``addrs`` are seeds ("host:port"): one live member is enough; the client finds the
+    leader and the other members. ``auth_token`` is the client secret (at least 16 bytes).
+    ``owner`` is sent with every acquire and release (default: host-pid-random, unique
+    per client). ``tls_ca`` (a PEM CA bundle) turns TLS on. No network I/O happens here:
+    connections are made in the background. Raises ``ConfigError``.
+    Wraps ``ClientBuilder::build``."""
+
+    def __init__(self, addrs: Union[str, Sequence[str]], *, auth_token: Union[str, bytes],
+                 owner: Optional[str] = None, tls_ca: Optional[Union[str, "os.PathLike[str]"]] = None) -> None:
+        self._handle: Optional[int] = None
+        if isinstance(addrs, str):
+            addrs = [addrs]
+        encoded = [_text(a, "address") for a in addrs]
+        array = (c_char_p * max(len(encoded), 1))(*encoded)
+        if isinstance(auth_token, str):
+            secret = auth_token.encode("utf-8")
+        elif isinstance(auth_token, (bytes, bytearray)):
+            secret = bytes(auth_token)
+        else:
+            raise TypeError(f"auth_token must be str or bytes, not {type(auth_token).__name__}")
+        _logging.install()
+        handle = c_void_p()
+        error = c_void_p()
+        kind = n.blocking.ticketing_client_new(
+            array, len(encoded), secret, len(secret),
+            None if owner is None else _text(owner, "owner"),
+            None if tls_ca is None else _text(os.fspath(tls_ca), "tls_ca"),
+            byref(handle), byref(error),
+        )
+        if kind:
+            raise from_handle(kind, error)
+        self._adopt(handle.value)
+
+    def _adopt(self, handle: Optional[int]) -> None:
+        self._handle = handle
+        self._closed = False
+        self._owner: str = n.quick.ticketing_client_owner(handle).decode()
+
+    @property
+    def owner(self) -> str:
+        """The owner this client acquires and releases as. Wraps ``Client::owner``."""
+        return self._owner
+
+    def with_owner(self, owner: str) -> "Client":
+        """The same client (connections, release queue) acquiring and releasing as
+        ``owner``. Give each logical caller its own owner when ``resolve`` must tell an
+        indeterminate acquire's grant from another grant to the same owner.
+        Wraps ``Client::with_owner``; never blocks."""
+        handle = c_void_p()
+        error = c_void_p()
+        kind = n.quick.ticketing_client_with_owner(self._live(), _text(owner, "owner"), byref(handle),
+                                                   byref(error))
+        if kind:
+            raise from_handle(kind, error)
+        other = Client.__new__(Client)
+        other._adopt(handle.value)
+        return other
+
+    def _live(self) -> int:
+        if self._closed or not self._handle:
+            raise InvalidArgument("the client is closed")
+        return self._handle
+
+    def acquire(self, key: str, lease: float = 30, wait: float = 0) -> Lock:
+        """Acquires ``key`` for ``lease`` seconds (whole seconds, 1..250), queueing at most
+        ``wait`` seconds (0..300; 0 is one immediate try). Returns the ``Lock``.
+
+        Raises, definitive (the key is NOT held by this call): ``Busy``, ``Timeout``,
+        ``NotLeader``, ``Overloaded``, ``Unavailable``, ``InvalidArgument``. Raises
+        ``Indeterminate`` when the outcome is unknown: do not enter the critical section;
+        ``err.resolve(timeout)`` finds out later. Wraps ``Client::acquire``; blocks at most
+        max(wait, 3 s) to put the request on a connection plus wait + 5 s for the answer."""
+        future = _start_acquire(self._live(), key, lease, wait)
+        _wait(future)
+        return _lock_of(future, self)
+
+    def lock(self, key: str, lease: float = 30, wait: float = 5) -> LockContext:
+        """``with client.lock(key, lease=30, wait=5) as lock:`` — ``acquire`` on entry (its
+        exceptions propagate: the block does not run), ``release`` on exit, also when the
+        block raises. At the end of a block that did not raise, an unconfirmed release
+        raises ``ReleaseUnconfirmed`` and a lease that had already ended raises
+        ``NotHolder``."""
+        return LockContext(self, key, lease, wait)
+
+    def release(self, key: str, token: int) -> ReleaseOutcome:
+        """Releases ``key`` held by this client's owner under ``token`` (a token kept
+        elsewhere); outcomes and errors as ``Lock.release``. Wraps ``Client::release``;
+        blocks at most 5 s."""
+        future = _start_release(self._live(), key, token)
+        _wait(future)
+        return _release_of(future)
+
+    def query(self, key: str) -> Optional[Holder]:
+        """Who holds ``key``, answered by the leader: a ``Holder``, or ``None`` when free.
+        Raises ``Unavailable``, ``NoAnswer``, ... Wraps ``Client::query``; blocks at most
+        the request timeout (10 s)."""
+        future = _start_query(self._live(), key)
+        _wait(future)
+        return _holder_of(future)
+
+    def resolve(self, error: Indeterminate, timeout: float = 15.0) -> Optional[Lock]:
+        """``error.resolve(timeout)``: whether the indeterminate acquire ``error`` holds its
+        key after all. Returns the ``Lock`` (held), ``None`` (certainly not held); raises
+        ``error`` again when still unknown. Wraps ``Client::resolve``; blocks at most
+        ``timeout``."""
+        if not isinstance(error, Indeterminate) or not error._handle:
+            return None  # any other error is definitive: not held
+        future = _start_resolve(self._live(), error, timeout)
+        _wait(future)
+        return _resolution_of(future, error)
+
+    def close(self, timeout: float = 5.0) -> bool:
+        """Waits until every release this client still has to make is done (or
+        ``timeout`` seconds pass) and closes this handle: later calls raise. True when
+        none was left. Wraps ``Client::close``; blocks at most ``timeout``."""
+        if self._closed or not self._handle:
+            return True
+        drained = c_int(0)
+        error = c_void_p()
+        kind = n.blocking.ticketing_client_close(self._handle, _millis(timeout, "timeout"), byref(drained),
+                                                 byref(error))
+        if kind:
+            raise from_handle(kind, error)
+        self._closed = True
+        return bool(drained.value)
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, exc_type: Optional[Type[BaseException]], exc: Optional[BaseException],
+                 tb: Optional[TracebackType]) -> None:
+        self.close()
+
+    def __del__(self, _free: n.Free = n.blocking.ticketing_client_free) -> None:
+        handle, self._handle = getattr(self, "_handle", None), None
+        if handle:
+            _free(handle)
+
+    def __repr__(self) -> str:
+        return f"Client(owner={self._owner!r})"
