@@ -499,6 +499,26 @@ typedef void (*ticketing_log_fn)(void *ctx, int level, const char *target, const
  * callback in progress. */
 int ticketing_set_logger(ticketing_log_fn log_fn, void *ctx, int max_level, ticketing_error **error_out);
 
+/* ---- Waits that answer the host's signals ----------------------------------------- */
+
+/* Called on a waiting thread; nonzero stops the wait. */
+typedef int (*ticketing_wait_check_fn)(void *ctx);
+
+/* From now on, a blocking call (ticketing_acquire, ticketing_lock_release,
+ * ticketing_release, ticketing_query, ticketing_resolve) made by the calling thread that
+ * waits longer than slice_ms calls check(ctx) every slice_ms on that thread — to run the
+ * host's own signal handling, as the Python package runs Python's (Ctrl-C) on its main
+ * thread, or to see that the thread was interrupted. Each thread sets its own check. A nonzero return stops the wait at once: the operation is
+ * cancelled by the rule of ticketing_future_cancel (an acquire not yet sent ends
+ * TICKETING_CANCELLED; one already sent TICKETING_INDETERMINATE with cause
+ * TICKETING_CAUSE_CANCELLED, its grant, if any, released by the client; a query
+ * TICKETING_CANCELLED; a resolve TICKETING_UNKNOWN; a release goes on in the background
+ * and the call returns TICKETING_CANCELLED, the lock releasable again), and the call
+ * returns that outcome. A call whose outcome comes within slice_ms never calls check.
+ * check NULL removes the thread's check. slice_ms is 1..=60 000.
+ * Errors: TICKETING_INVALID. Never blocks. */
+int ticketing_set_wait_check(ticketing_wait_check_fn check, void *ctx, int64_t slice_ms, ticketing_error **error_out);
+
 /* For libticketing's own tests of the rule above: panics inside the library, in this
  * call (on_client_thread 0) or on a thread of the library's own (1), and returns the
  * TICKETING_INTERNAL that the panic becomes. Never useful to an application. */

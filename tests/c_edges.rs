@@ -231,3 +231,15 @@ fn a_client_used_after_fork_fails_at_once_in_the_child_and_the_parent_goes_on() 
     assert_free(&server, "fork:key");
     assert_free(&server, "fork:held");
 }
+
+#[test]
+fn a_wait_check_stops_a_blocking_wait_and_the_key_is_released_afterwards() {
+    let Some((_dir, program)) = edges("a_wait_check_stops_a_blocking_wait") else { return };
+    let server = start_server(&[]);
+    let output = run(&program, &server, &["wait-check", "checked"]);
+    check(&output, &["wait check: ", "after 3 checks", "holder release: released", "done"]);
+    // The holder let go; the stopped waiter's grant, if the server made one, is the
+    // client's to release: the key ends free.
+    let checker = server.client("checker");
+    assert!(common::eventually(Duration::from_secs(10), || matches!(checker.query("checked"), Ok(None))));
+}

@@ -9,7 +9,6 @@
 //! library and scenario, and fails when any failed. `CONFORMANCE_ONLY=c,python` limits
 //! it to some libraries.
 
-#[allow(dead_code)]
 mod common;
 #[path = "conformance/driver.rs"]
 mod driver;

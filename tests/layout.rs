@@ -56,6 +56,7 @@ const CLIENT_RANKS: &[(&str, u32)] = &[
     ("io/dial.rs", 13),
     ("io/oneoff.rs", 14),
     ("io/shared.rs", 14),
+    ("io/shared_tests.rs", 15),
     ("io/reader.rs", 15),
     ("io/driver.rs", 15),
     ("io/mod.rs", 16),

@@ -136,6 +136,10 @@ LOG_FN = ctypes.CFUNCTYPE(None, c_void_p, c_int, c_char_p, c_char_p)
 _declare(blocking, "ticketing_set_logger", c_int, LOG_FN, c_void_p, c_int, _OUT)
 _declare(blocking, "ticketing_test_panic", c_int, c_int)
 
+#: ticketing_wait_check_fn: (ctx) -> nonzero to stop the wait.
+WAIT_CHECK_FN = ctypes.CFUNCTYPE(c_int, c_void_p)
+_declare(blocking, "ticketing_set_wait_check", c_int, WAIT_CHECK_FN, c_void_p, c_int64, _OUT)
+
 # Futures (never block but ticketing_future_block_until_ready) and completion queues.
 _declare(quick, "ticketing_acquire_start", c_int, _P, c_char_p, c_int64, c_int64, _OUT, _OUT)
 _declare(quick, "ticketing_lock_release_start", c_int, _P, _OUT, _OUT)
@@ -165,4 +169,4 @@ if quick.ticketing_version() != ABI_VERSION:
 #: The signature of the *_free functions, for the finalizers that keep one bound.
 Free = Callable[[Any], None]
 
-__all__ = ["blocking", "quick", "byref", "Holder", "PATH", "Free", "LOG_FN"]
+__all__ = ["blocking", "quick", "byref", "Holder", "PATH", "Free", "LOG_FN", "WAIT_CHECK_FN"]

@@ -6,12 +6,15 @@ arguments and results and raises the exception of each error kind."""
 
 from __future__ import annotations
 
+import atexit
+import ctypes
 import math
 import os
+import threading
 from ctypes import byref, c_char_p, c_int, c_void_p
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Literal, Optional, Sequence, Type, Union
+from typing import Iterator, Literal, Optional, Sequence, Type, Union
 
 from . import _logging
 from . import _native as n
@@ -51,10 +54,69 @@ def _outcome(code: int) -> ReleaseOutcome:
 
 # ---- futures: what the blocking calls here and the asyncio ones (aio.py) share -------
 
-#: How long a blocking call waits inside the library at a time. Between two slices
-#: Python runs its signal handlers, so Ctrl-C (or a SIGTERM handler that raises) ends a
-#: wait within this, whatever the wait's length.
+#: How often a blocking call that waits runs Python's signal handlers (through the
+#: library's wait check): Ctrl-C, or a SIGTERM handler that raises, ends a wait within
+#: this, whatever the wait's length. A call whose outcome comes sooner never pays for it.
 WAIT_SLICE_MS = 50
+
+_interrupted = threading.local()
+
+
+def _checker() -> Iterator[int]:
+    """The library's wait check (``ticketing_set_wait_check``), as a generator whose
+    ``send`` the library calls: resuming at the ``yield`` — inside the ``try`` — is where
+    Python runs the signal handlers that are due, so what one raises is caught here
+    (a plain function would get it at its first instruction, outside any ``try``). It
+    stops the wait; the call raises it once the library has cancelled the operation."""
+    result = 0
+    while True:
+        try:
+            yield result
+            result = 0
+        except GeneratorExit:  # closed at interpreter exit
+            return
+        except BaseException as e:  # KeyboardInterrupt, SystemExit, what a handler raises
+            _interrupted.error = e
+            result = 1
+
+
+_CHECKER = _checker()
+next(_CHECKER)
+_CHECK = n.WAIT_CHECK_FN(_CHECKER.send)
+
+
+_main_checks = False
+
+
+def _check_signals_in_this_thread() -> None:
+    """Python runs signal handlers in the main thread only: that is the thread whose
+    waits answer them. Set once, at import or at its first call."""
+    global _main_checks
+    if not _main_checks and threading.current_thread() is threading.main_thread():
+        n.blocking.ticketing_set_wait_check(_CHECK, None, WAIT_SLICE_MS, None)
+        _main_checks = True
+
+
+_check_signals_in_this_thread()
+
+
+@atexit.register
+def _stop_checking() -> None:
+    global _main_checks
+    if _main_checks:
+        n.blocking.ticketing_set_wait_check(n.WAIT_CHECK_FN(), None, WAIT_SLICE_MS, None)
+        _main_checks = False
+
+
+def _raise_if_interrupted(failure: c_void_p) -> None:
+    """After a blocking call: the exception a signal handler raised while it waited
+    (the call's own error, `failure`, is freed then)."""
+    error = getattr(_interrupted, "error", None)
+    if error is not None:
+        _interrupted.error = None
+        if failure.value:
+            n.quick.ticketing_error_free(failure.value)
+        raise error
 
 
 def _started(kind: int, future: c_void_p, error: c_void_p) -> int:
@@ -96,23 +158,6 @@ def _start_resolve(client: int, attempt: Indeterminate, timeout: float) -> int:
     kind = n.quick.ticketing_resolve_start(client, attempt._handle, _millis(timeout, "timeout"), byref(future),
                                            byref(error))
     return _started(kind, future, error)
-
-
-def _wait(future: int) -> None:
-    """Blocks until ``future`` is ready, in slices of ``WAIT_SLICE_MS`` with the GIL
-    released. An exception raised meanwhile (``KeyboardInterrupt``, what a SIGTERM
-    handler raises) cancels the operation and goes on: an acquire already sent becomes
-    indeterminate and a grant it gets anyway is released by the client; a release goes
-    on in the background; nothing is sent again."""
-    ready = c_int(0)
-    block = n.blocking.ticketing_future_block_until_ready
-    try:
-        while not ready.value:
-            block(future, WAIT_SLICE_MS, byref(ready), None)
-    except BaseException:
-        n.quick.ticketing_future_cancel(future)
-        n.quick.ticketing_future_free(future)
-        raise
 
 
 def _lock_of(future: int, client: Optional["Client"]) -> "Lock":
@@ -218,9 +263,15 @@ class Lock:
         and releases it once a leader answers); the lock stays releasable then: call
         ``release()`` again. ``InvalidArgument`` when already released. Wraps
         ``Lock::release``; blocks at most 5 s."""
-        future = _start_lock_release(self._handle)
-        _wait(future)
-        return _release_of(future)
+        outcome = c_int(0)
+        error = c_void_p()
+        if not _main_checks:
+            _check_signals_in_this_thread()
+        kind = n.blocking.ticketing_lock_release(self._handle, byref(outcome), byref(error))
+        _raise_if_interrupted(error)
+        if kind:
+            raise from_handle(kind, error)
+        return _outcome(outcome.value)
 
     def __enter__(self) -> "Lock":
         return self
@@ -352,9 +403,17 @@ class Client:
         ``Indeterminate`` when the outcome is unknown: do not enter the critical section;
         ``err.resolve(timeout)`` finds out later. Wraps ``Client::acquire``; blocks at most
         max(wait, 3 s) to put the request on a connection plus wait + 5 s for the answer."""
-        future = _start_acquire(self._live(), key, lease, wait)
-        _wait(future)
-        return _lock_of(future, self)
+        handle = c_void_p()
+        error = c_void_p()
+        if not _main_checks:
+            _check_signals_in_this_thread()
+        kind = n.blocking.ticketing_acquire(self._live(), _text(key, "key"), _millis(lease, "lease"),
+                                            _millis(wait, "wait"), byref(handle), byref(error))
+        lock = Lock(handle.value) if kind == 0 and handle.value is not None else None
+        _raise_if_interrupted(error)  # a lock granted meanwhile is released with `lock`
+        if lock is None:
+            raise from_handle(kind, error, self)
+        return lock
 
     def lock(self, key: str, lease: float = 30, wait: float = 5) -> LockContext:
         """``with client.lock(key, lease=30, wait=5) as lock:`` — ``acquire`` on entry (its
@@ -368,17 +427,37 @@ class Client:
         """Releases ``key`` held by this client's owner under ``token`` (a token kept
         elsewhere); outcomes and errors as ``Lock.release``. Wraps ``Client::release``;
         blocks at most 5 s."""
-        future = _start_release(self._live(), key, token)
-        _wait(future)
-        return _release_of(future)
+        if isinstance(token, bool) or not isinstance(token, int) or not 0 <= token < 2**64:
+            raise InvalidArgument(f"token must be an int in 0..2**64, not {token!r}")
+        outcome = c_int(0)
+        error = c_void_p()
+        if not _main_checks:
+            _check_signals_in_this_thread()
+        kind = n.blocking.ticketing_release(self._live(), _text(key, "key"), token, byref(outcome),
+                                            byref(error))
+        _raise_if_interrupted(error)
+        if kind:
+            raise from_handle(kind, error)
+        return _outcome(outcome.value)
 
     def query(self, key: str) -> Optional[Holder]:
         """Who holds ``key``, answered by the leader: a ``Holder``, or ``None`` when free.
         Raises ``Unavailable``, ``NoAnswer``, ... Wraps ``Client::query``; blocks at most
         the request timeout (10 s)."""
-        future = _start_query(self._live(), key)
-        _wait(future)
-        return _holder_of(future)
+        held = c_int(0)
+        holder = n.Holder()
+        error = c_void_p()
+        if not _main_checks:
+            _check_signals_in_this_thread()
+        kind = n.blocking.ticketing_query(self._live(), _text(key, "key"), byref(held), byref(holder),
+                                          byref(error))
+        _raise_if_interrupted(error)
+        if kind:
+            raise from_handle(kind, error)
+        if not held.value:
+            return None
+        owner = bytes(holder.owner[: holder.owner_len]).decode("utf-8", "replace")
+        return Holder(owner, holder.token, holder.lease_left_ms / 1000, holder.waiters)
 
     def resolve(self, error: Indeterminate, timeout: float = 15.0) -> Optional[Lock]:
         """``error.resolve(timeout)``: whether the indeterminate acquire ``error`` holds its
@@ -387,9 +466,22 @@ class Client:
         ``timeout``."""
         if not isinstance(error, Indeterminate) or not error._handle:
             return None  # any other error is definitive: not held
-        future = _start_resolve(self._live(), error, timeout)
-        _wait(future)
-        return _resolution_of(future, error)
+        resolution = c_int(0)
+        handle = c_void_p()
+        failure = c_void_p()
+        if not _main_checks:
+            _check_signals_in_this_thread()
+        kind = n.blocking.ticketing_resolve(self._live(), error._handle, _millis(timeout, "timeout"),
+                                            byref(resolution), byref(handle), byref(failure))
+        lock = Lock(handle.value) if kind == 0 and handle.value is not None else None
+        _raise_if_interrupted(failure)
+        if kind:
+            raise from_handle(kind, failure)
+        if resolution.value == n.HELD and lock is not None:
+            return lock
+        if resolution.value == n.NOT_HELD:
+            return None
+        raise error
 
     def close(self, timeout: float = 5.0) -> bool:
         """Waits until every release this client still has to make is done (or

@@ -89,7 +89,9 @@ pub unsafe extern "C" fn ticketing_client_new(
 ) -> c_int {
     guard(error_out, || {
         // SAFETY: the caller's pointers, passed on unchanged (header contract).
-        unsafe { new_client(&C_WORDS, addrs, addrs_len, auth_token, auth_token_len, owner, tls_ca_file, client_out) }
+        unsafe {
+            new_client(&C_WORDS, addrs, addrs_len, auth_token, auth_token_len, owner, tls_ca_file, client_out)
+        }
     })
 }
 
@@ -121,7 +123,9 @@ pub unsafe extern "C" fn ticketing_client_new_for(
             }
         };
         // SAFETY: the caller's pointers, passed on unchanged (header contract).
-        unsafe { new_client(words, addrs, addrs_len, auth_token, auth_token_len, owner, tls_ca_file, client_out) }
+        unsafe {
+            new_client(words, addrs, addrs_len, auth_token, auth_token_len, owner, tls_ca_file, client_out)
+        }
     })
 }
 

@@ -30,6 +30,7 @@ fn c_type(rust: &str) -> String {
         "Holder" => "ticketing_holder",
         "Option<logging::LogFn>" => "ticketing_log_fn",
         "Option<CallbackFn>" => "ticketing_callback",
+        "Option<WaitCheckFn>" => "ticketing_wait_check_fn",
         "FuturePtr" => "ticketing_future",
         "QueuePtr" => "ticketing_queue",
         other => panic!("no C spelling for the Rust type {other:?}: add it to header_check.rs"),

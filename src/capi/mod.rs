@@ -84,6 +84,44 @@ pub unsafe extern "C" fn ticketing_set_logger(
     guard(error_out, || logging::set_logger(log_fn, ctx, max_level))
 }
 
+/// `ticketing_wait_check_fn`: `(ctx) -> int`; nonzero stops the wait.
+pub type WaitCheckFn = unsafe extern "C" fn(*mut c_void) -> c_int;
+
+/// Longest `slice_ms` of `ticketing_set_wait_check`.
+pub const WAIT_SLICE_MS_MAX: i64 = 60_000;
+
+/// `ticketing_set_wait_check`: the calling thread's blocking calls that wait longer
+/// than `slice_ms` call `check(ctx)` every `slice_ms`; nonzero cancels the operation
+/// and ends the call with its cancelled outcome. NULL removes the check.
+///
+/// # Safety
+/// `check` is NULL or a function that may be called with `ctx` on this thread, until
+/// a later call on it replaces it.
+#[no_mangle]
+pub unsafe extern "C" fn ticketing_set_wait_check(
+    check: Option<WaitCheckFn>,
+    ctx: *mut c_void,
+    slice_ms: i64,
+    error_out: *mut *mut ErrorPtr,
+) -> c_int {
+    guard(error_out, || {
+        let Some(check) = check else {
+            crate::client::set_wait_check(None);
+            return Ok(());
+        };
+        if !(1..=WAIT_SLICE_MS_MAX).contains(&slice_ms) {
+            return Err(Failure::invalid(format!("slice_ms is {slice_ms}; must be 1..={WAIT_SLICE_MS_MAX}")));
+        }
+        crate::client::set_wait_check(Some(crate::client::WaitCheck {
+            // SAFETY: the host's function with its own context, on this thread (header
+            // contract).
+            check: Box::new(move || unsafe { check(ctx) } != 0),
+            slice: std::time::Duration::from_millis(slice_ms as u64),
+        }));
+        Ok(())
+    })
+}
+
 /// `ticketing_test_panic`: for the library's own tests of the rule that a panic stays
 /// off the host's standard error: panics in the calling thread's call, or on a thread
 /// named as the client's own are, and reports it as `TICKETING_INTERNAL`.

@@ -126,6 +126,7 @@ pub use error::{AcquireError, BuildError, ClientError, Indeterminate, Indetermin
 pub(crate) use io::dial::{Words, C_WORDS, ENV_WORDS, PYTHON_WORDS};
 pub use io::dial::{CONNECT_TIMEOUT, HANDSHAKE_TIMEOUT};
 pub use io::WRITE_DEADLINE;
+pub(crate) use io::{set_wait_check, WaitCheck};
 pub(crate) use lock::check_key as check_key_arg;
 pub use lock::{Lock, LockParts};
 pub use outcome::{HolderInfo, ReleaseOutcome};

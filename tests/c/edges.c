@@ -244,6 +244,40 @@ static void panics(int logged) {
     }
 }
 
+/* The wait check: a blocking acquire on a held key, stopped by the check's third
+ * answer; a release and a query that come back at once never call it. */
+static volatile int g_checks;
+static int stop_on_third(void *ctx) {
+    (void)ctx;
+    return ++g_checks >= 3;
+}
+
+static void wait_check(const char *key) {
+    ticketing_client *holder = new_client(), *client = new_client();
+    ticketing_error *err = NULL;
+    CHECK(ticketing_set_wait_check(stop_on_third, NULL, 0, &err) == TICKETING_INVALID, "slice 0 is refused");
+    ticketing_error_free(err);
+    CHECK(ticketing_set_wait_check(stop_on_third, NULL, 20, NULL) == TICKETING_OK, "set_wait_check");
+    ticketing_lock *held = acquire(holder, key);
+    CHECK(g_checks == 0, "a call answered at once never checks");
+    struct timespec start;
+    clock_gettime(CLOCK_MONOTONIC, &start);
+    ticketing_lock *lock = NULL;
+    int rc = ticketing_acquire(client, key, 20000, 20000, &lock, &err);
+    double took = seconds_since(&start);
+    CHECK((rc == TICKETING_INDETERMINATE && ticketing_error_cause(err) == TICKETING_CAUSE_CANCELLED) ||
+              rc == TICKETING_CANCELLED,
+          "a stopped wait: %s", ticketing_kind_name(rc));
+    CHECK(g_checks == 3 && took < 2.0, "stopped at the third check (%d checks, %.3f s)", g_checks, took);
+    printf("wait check: %s after %d checks, %.0f ms\n", ticketing_kind_name(rc), g_checks, took * 1000);
+    ticketing_error_free(err);
+    /* Another thread's calls have no check: it is the calling thread's. */
+    CHECK(ticketing_set_wait_check(NULL, NULL, 20, NULL) == TICKETING_OK, "removed");
+    release_and_report("holder", held);
+    ticketing_client_free(client);
+    ticketing_client_free(holder);
+}
+
 /* A client used after fork(): the child's call fails at once, the parent goes on. */
 static void after_fork(const char *key) {
     ticketing_client *client = new_client();
@@ -312,6 +346,8 @@ int main(int argc, char **argv) {
         use_after_free(key);
     } else if (strcmp(mode, "double-free") == 0) {
         double_free(key);
+    } else if (strcmp(mode, "wait-check") == 0) {
+        wait_check(key);
     } else if (strcmp(mode, "fork") == 0) {
         after_fork(key);
     } else if (strcmp(mode, "panic-quiet") == 0) {

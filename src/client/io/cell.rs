@@ -9,8 +9,10 @@
 //! handler, a C++ global destructor, a `pthread_key` destructor — gets a cell of its
 //! own for that call instead (one allocation): every call works from there too.
 
+use std::cell::RefCell;
+use std::rc::Rc;
 use std::sync::{Arc, Condvar, Mutex};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use super::sync::lock;
 use crate::client::core::{OpId, Outcome};
@@ -99,4 +101,29 @@ impl Cell {
             };
         }
     }
+}
+
+/// What a blocking caller runs every `slice` while it waits — a host's own signal
+/// handling (Python's Ctrl-C, Java's interrupt). True stops the wait: the operation is
+/// cancelled (`Core::cancel`) and its cancelled outcome is the call's.
+pub(crate) struct WaitCheck {
+    pub(crate) check: Box<dyn Fn() -> bool>,
+    pub(crate) slice: Duration,
+}
+
+thread_local! {
+    /// The calling thread's wait check, if its host set one: signals and interrupts
+    /// belong to threads (Python runs its handlers on the main thread only).
+    static WAIT_CHECK: RefCell<Option<Rc<WaitCheck>>> = const { RefCell::new(None) };
+}
+
+/// Sets (or, with `None`, removes) the wait check of the calling thread's blocking
+/// calls from now on.
+pub(crate) fn set_wait_check(check: Option<WaitCheck>) {
+    let _ = WAIT_CHECK.try_with(|c| *c.borrow_mut() = check.map(Rc::new));
+}
+
+/// The calling thread's wait check.
+pub(crate) fn wait_check() -> Option<Rc<WaitCheck>> {
+    WAIT_CHECK.try_with(|c| c.borrow().clone()).ok().flatten()
 }
