@@ -2,7 +2,7 @@
 //!
 //! A broken invariant says the code is wrong, not the input (input from the network is
 //! refused with an error long before it could break one). A node that found one must not
-//! serve another answer from state it no longer trusts: [`invariant!`] panics with a
+//! serve another answer from state it no longer trusts: [`invariant!`](crate::invariant!) panics with a
 //! message that starts with [`VIOLATED`] and names the invariant, and the server's panic
 //! hook ([`stop_on_violation`]) ends the process with [`EXIT_VIOLATION`]. In a cluster
 //! that is a minority failure the others survive; the operator replaces the node

@@ -21,6 +21,7 @@ pub const TICKETING_NOT_HELD: c_int = 2;
 pub const TICKETING_UNKNOWN: c_int = 3;
 
 /// `ticketing_client`.
+#[doc(hidden)]
 pub struct ClientHandle {
     pub(super) client: Client,
     owner: CString,
@@ -32,6 +33,7 @@ impl Kind for ClientHandle {
 }
 
 /// The pointer C holds.
+#[doc(hidden)]
 pub type ClientPtr = Tagged<ClientHandle>;
 
 impl ClientHandle {

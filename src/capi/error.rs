@@ -24,7 +24,7 @@ pub const TICKETING_INTERNAL: c_int = 14;
 pub const TICKETING_CANCELLED: c_int = 15;
 
 /// Every kind's name, indexed by its number (`ticketing_kind_name`).
-pub const KIND_NAMES: [&std::ffi::CStr; 16] = [
+pub(crate) const KIND_NAMES: [&std::ffi::CStr; 16] = [
     c"ok",
     c"busy",
     c"timeout",
@@ -44,7 +44,7 @@ pub const KIND_NAMES: [&std::ffi::CStr; 16] = [
 ];
 
 /// `TICKETING_CAUSE_*` of an indeterminate acquire.
-pub fn cause_code(cause: IndeterminateCause) -> c_int {
+pub(crate) fn cause_code(cause: IndeterminateCause) -> c_int {
     match cause {
         IndeterminateCause::ConnectionLost => 1,
         IndeterminateCause::ServerUnknown => 2,
@@ -57,6 +57,7 @@ pub fn cause_code(cause: IndeterminateCause) -> c_int {
 
 /// A failed call, before it becomes a `ticketing_error` for the caller.
 #[derive(Debug)]
+#[doc(hidden)]
 pub struct Failure {
     pub kind: c_int,
     pub message: String,
@@ -166,11 +167,12 @@ impl From<BuildError> for Failure {
 }
 
 /// A C string of `text`; a NUL inside (a server's message could hold one) becomes U+FFFD.
-pub fn c_string(text: &str) -> CString {
+pub(crate) fn c_string(text: &str) -> CString {
     CString::new(text.replace('\0', "\u{fffd}")).unwrap_or_default()
 }
 
 /// `ticketing_error`: what a failed call hands the caller.
+#[doc(hidden)]
 pub struct ErrorHandle {
     pub kind: c_int,
     pub message: CString,

@@ -69,6 +69,7 @@ struct State {
 }
 
 /// `ticketing_future`.
+#[doc(hidden)]
 pub struct FutureHandle {
     op: Op,
     state: Mutex<State>,
@@ -83,6 +84,7 @@ impl Kind for FutureHandle {
 }
 
 /// The pointer C holds.
+#[doc(hidden)]
 pub type FuturePtr = Tagged<FutureHandle>;
 
 impl FutureHandle {

@@ -28,6 +28,7 @@ impl Kind for ErrorHandle {
 }
 
 /// The error handle C holds.
+#[doc(hidden)]
 pub type ErrorPtr = Tagged<ErrorHandle>;
 
 /// The tag a freed handle carries until its memory is reused.
@@ -35,6 +36,7 @@ const FREED: u64 = 0x6672_6565_642d_2d2d; // "freed---"
 
 /// A handle's value behind its tag (first, at a fixed place).
 #[repr(C)]
+#[doc(hidden)]
 pub struct Tagged<T> {
     tag: AtomicU64,
     pub value: T,

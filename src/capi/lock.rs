@@ -17,6 +17,7 @@ pub const TICKETING_NOT_HOLDER: c_int = 2;
 pub const TICKETING_RELEASED_OR_EXPIRED: c_int = 3;
 
 /// `ticketing_lock`.
+#[doc(hidden)]
 pub struct LockHandle {
     /// The lock; taken out while a release of it runs, and put back when that release
     /// did not end with an outcome (the lock stays releasable).
@@ -36,6 +37,7 @@ impl Kind for LockHandle {
 }
 
 /// The pointer C holds.
+#[doc(hidden)]
 pub type LockPtr = Tagged<LockHandle>;
 
 impl LockHandle {

@@ -4,7 +4,7 @@
 //!
 //! Each function wraps one call of [`crate::client`], named in its doc comment, and
 //! adds only what a C boundary needs: checking handles, pointers and UTF-8, turning
-//! durations in milliseconds into [`Duration`]s (the client checks their ranges),
+//! durations in milliseconds into `Duration`s (the client checks their ranges),
 //! mapping each error to a kind (`error.rs`), and catching panics. No request is built,
 //! retried or timed here.
 //!
@@ -38,6 +38,7 @@ pub use client::*;
 pub use error::*;
 pub use error_getters::*;
 pub use future::*;
+#[doc(hidden)]
 pub use handle::{ErrorPtr, Tagged};
 pub use lock::*;
 pub use queue::*;

@@ -19,6 +19,7 @@ use super::handle::ErrorPtr;
 use super::handle::{self, Kind, Tagged};
 
 /// `ticketing_queue`.
+#[doc(hidden)]
 pub struct QueueHandle {
     tags: Mutex<VecDeque<u64>>,
     reader: PipeReader,
@@ -31,6 +32,7 @@ impl Kind for QueueHandle {
 }
 
 /// The pointer C holds.
+#[doc(hidden)]
 pub type QueuePtr = Tagged<QueueHandle>;
 
 impl QueueHandle {

@@ -12,7 +12,7 @@ use super::outcome::HolderInfo;
 use crate::proto::frame::Response;
 use crate::proto::limits::{LEASE_S_MAX, LEASE_S_MIN, OWNER_LEN_MAX, OWNER_LEN_MIN, WAIT_MS_MAX};
 
-/// What [`Client::resolve`] found out about an indeterminate ACQUIRE.
+/// What [`Client::resolve`](super::Client::resolve) found out about an indeterminate ACQUIRE.
 #[derive(Debug)]
 #[non_exhaustive]
 pub enum Resolution {

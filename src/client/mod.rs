@@ -103,6 +103,9 @@ mod backoff;
 mod builder;
 mod callback;
 mod calls;
+// The client's decisions as a state machine: public for the client simulator
+// (tests/client_sim.rs), not for applications.
+#[doc(hidden)]
 pub mod core;
 mod error;
 mod io;
@@ -110,26 +113,39 @@ mod lock;
 mod outcome;
 mod tls;
 
-pub use crate::proto::frame::{TopKey, TOP_KEYS_MAX};
+pub use crate::proto::frame::TopKey;
 pub use admin::{FoundNode, Founding};
 pub use api::Client;
-pub use backoff::{Backoff, BACKOFF_INITIAL, BACKOFF_MAX};
-pub use builder::{split_addrs, ClientBuilder, COMMIT_MARGIN, DEFAULT_ADDR, REQUEST_TIMEOUT_DEFAULT};
+pub use builder::{ClientBuilder, COMMIT_MARGIN, DEFAULT_ADDR, REQUEST_TIMEOUT_DEFAULT};
 pub use callback::Pending;
-pub(crate) use calls::check_acquire as check_acquire_args;
 pub use calls::Resolution;
-pub use core::{
-    CONNECT_WAIT_MIN, IDLE_PING_DEFAULT, LEADER_WAIT, LEARNED_ADDRS_MAX, MEMBERSHIP_REFRESH,
-    PING_ANSWER_TIMEOUT, RELEASE_DEADLINE, RELEASE_QUEUE_CAPACITY, RETIRE_GRACE, SEED_FALLBACK_AFTER,
-};
+pub use core::RELEASE_DEADLINE;
 pub use error::{AcquireError, BuildError, ClientError, Indeterminate, IndeterminateCause, ReleaseError};
-pub(crate) use io::dial::{Words, C_WORDS, ENV_WORDS, PYTHON_WORDS};
-pub use io::dial::{CONNECT_TIMEOUT, HANDSHAKE_TIMEOUT};
-pub use io::WRITE_DEADLINE;
-pub(crate) use io::{set_wait_check, WaitCheck};
-pub(crate) use lock::check_key as check_key_arg;
 pub use lock::{Lock, LockParts};
 pub use outcome::{HolderInfo, ReleaseOutcome};
 
+// The client's tuning, for the tests and the docs' figures: not settings.
+#[doc(hidden)]
+pub use crate::proto::frame::TOP_KEYS_MAX;
+#[doc(hidden)]
+pub use backoff::{Backoff, BACKOFF_INITIAL, BACKOFF_MAX};
+#[doc(hidden)]
+pub use builder::split_addrs;
+#[doc(hidden)]
+pub use core::{
+    CONNECT_WAIT_MIN, IDLE_PING_DEFAULT, LEADER_WAIT, LEARNED_ADDRS_MAX, MEMBERSHIP_REFRESH,
+    PING_ANSWER_TIMEOUT, RELEASE_QUEUE_CAPACITY, RETIRE_GRACE, SEED_FALLBACK_AFTER,
+};
+#[doc(hidden)]
+pub use io::dial::{CONNECT_TIMEOUT, HANDSHAKE_TIMEOUT};
+#[doc(hidden)]
+pub use io::WRITE_DEADLINE;
+
+pub(crate) use calls::check_acquire as check_acquire_args;
+pub(crate) use io::dial::{Words, C_WORDS, ENV_WORDS, PYTHON_WORDS};
+pub(crate) use io::{set_wait_check, WaitCheck};
+pub(crate) use lock::check_key as check_key_arg;
+
 /// The longest blocking write of one batch (the name of earlier versions).
+#[doc(hidden)]
 pub const WRITE_TIMEOUT: std::time::Duration = WRITE_DEADLINE;

@@ -31,7 +31,7 @@ impl fmt::Display for ReleaseOutcome {
     }
 }
 
-/// The answer to [`Client::query`] for a held key.
+/// The answer to [`Client::query`](super::Client::query) for a held key.
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct HolderInfo {

@@ -20,7 +20,7 @@ pub struct Peer {
     pub addr: String,
 }
 
-/// Cluster settings; `None` in [`Config::cluster`] means standalone.
+/// Cluster settings; `None` in [`Config::cluster`](super::Config::cluster) means standalone.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ClusterConfig {
     pub self_addr: String,

@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 /// keeps a leader's appends in the order the replica planned them across a hand-over.
 ///
 /// A leader that hands leadership over refuses proposals (`RaftError::HandingOver`);
-/// the log then answers the replica [`Replica::on_deferred`] and the replica proposes
+/// the log then answers the replica [`Replica::on_deferred`](super::Replica::on_deferred) and the replica proposes
 /// the command again later. Commands the replica sent before it heard of the hand-over
 /// are still on their way; were one of them taken while an earlier one is deferred, the
 /// log would hold them out of order (a later token before an earlier one). So while any

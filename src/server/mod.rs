@@ -16,17 +16,26 @@ mod handshake_log;
 mod health;
 mod inbox;
 mod limits;
+#[doc(hidden)]
 pub mod lock_thread;
 mod node;
 mod outbox;
 mod process;
 mod shared;
+#[doc(hidden)]
 pub mod signals;
+#[doc(hidden)]
 pub mod status;
 mod writer;
 
 pub use crate::config::{Config, ConfigError};
-pub use limits::{Limits, CONNECTIONS_MAX, HANDSHAKES_MAX, HANDSHAKES_PER_IP_MAX, RESERVED_FDS};
 pub use node::Server;
+pub use process::run_from_env;
+
+// The server's own bounds and plumbing, for the binary and the tests.
+#[doc(hidden)]
+pub use limits::{Limits, CONNECTIONS_MAX, HANDSHAKES_MAX, HANDSHAKES_PER_IP_MAX, RESERVED_FDS};
+#[doc(hidden)]
 pub use outbox::{PENDING_PER_CONN_MAX, PENDING_PER_NODE_MAX};
-pub use process::{init_logging, run_from_env};
+#[doc(hidden)]
+pub use process::init_logging;

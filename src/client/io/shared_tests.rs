@@ -2,9 +2,9 @@
 //! wait does with a full socket, and what a session's end does to queued frames.
 
 use std::io::Read;
+use std::net::{TcpListener, TcpStream};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use std::net::{TcpListener, TcpStream};
 
 use crate::client::core::{Config, SlotId, Target, IDLE_PING_DEFAULT};
 use crate::client::io::cell::{Cell, Waker};

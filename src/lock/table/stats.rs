@@ -1,7 +1,7 @@
 //! What a leading table counts for monitoring (docs/metrics.md), bounded between
 //! two reads.
 
-/// What the table counted since the caller last cleared it ([`LockTable::stats_mut`]), for monitoring
+/// What the table counted since the caller last cleared it ([`LockTable::stats_mut`](super::LockTable::stats_mut)), for monitoring
 /// (docs/metrics.md). Only a leading table counts: followers apply the same commands
 /// and would count every grant once per node.
 #[derive(Debug, Default, PartialEq, Eq)]
@@ -33,7 +33,7 @@ impl TableStats {
 }
 
 /// Most observations [`TableStats`] keeps of each kind between two clears
-/// ([`LockTable::stats_mut`]): a driver that never takes them (a test, a simulator) does
+/// ([`LockTable::stats_mut`](super::LockTable::stats_mut)): a driver that never takes them (a test, a simulator) does
 /// not make it grow without bound.
 pub const STATS_OBSERVATIONS_MAX: usize = 1 << 16;
 
