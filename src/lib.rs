@@ -25,6 +25,8 @@ pub mod cluster;
 #[doc(hidden)]
 pub mod config;
 #[doc(hidden)]
+pub mod established;
+#[doc(hidden)]
 pub mod invariant;
 #[doc(hidden)]
 pub mod lock;
@@ -38,6 +40,8 @@ pub mod metrics;
 pub mod proto;
 #[doc(hidden)]
 pub mod raft;
+#[doc(hidden)]
+pub mod raft_waker;
 #[doc(hidden)]
 pub mod random;
 #[doc(hidden)]

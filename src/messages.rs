@@ -8,7 +8,7 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use crossbeam_channel::Sender;
 
-use crate::cluster::peer::Established;
+use crate::established::Established;
 use crate::lock::Command;
 use crate::proto::Response;
 use crate::raft::Entry;

@@ -636,10 +636,13 @@ impl SrcTree {
         let mut arrows: std::collections::BTreeMap<_, std::collections::BTreeMap<_, Vec<String>>> =
             Default::default();
         for (file, code) in &self.code {
-            // A `pub use` passes a name on (a module's face) and is no arrow of its own:
-            // whoever imports the name through it gets an arrow to the defining file.
-            let mut paths: Vec<String> =
-                use_leaves(code).into_iter().filter(|(public, _)| !public).map(|(_, p)| p).collect();
+            // A `pub use` is an arrow too: a module that passes on a name from a file
+            // depends on that file. (Whoever imports the name through it gets an arrow to
+            // the defining file, not to the module.) A glob passes on a whole file.
+            let mut paths: Vec<String> = use_leaves(code)
+                .into_iter()
+                .map(|(_, p)| p.rsplit(" as ").last().unwrap().trim().trim_end_matches("::*").to_owned())
+                .collect();
             paths.extend(inline_paths(code));
             for path in paths {
                 let Some(abs) = self.absolute(file, &path) else { continue };

@@ -6,12 +6,17 @@ made with ticketing_client_new_for("python", ...), so a fix names the keyword
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Dict, Optional, Type
+from typing import Any, Dict, Optional, Protocol, Type
 
 from . import _native as n
 
-if TYPE_CHECKING:
-    from .client import Client, Lock
+
+
+class _Resolver(Protocol):
+    """What an ``Indeterminate`` resolves through: its ``ticketing.Client`` (a protocol
+    here, so that this module imports nothing of the client's)."""
+
+    def resolve(self, error: "Indeterminate", timeout: float = 15.0) -> Optional[Any]: ...
 
 
 class Error(Exception):
@@ -84,13 +89,13 @@ class Indeterminate(Error):
     kind = "indeterminate"
 
     def __init__(self, message: str, *, retryable: bool = False, cause: str = "", handle: Any = None,
-                 client: Optional["Client"] = None) -> None:
+                 client: Optional[_Resolver] = None) -> None:
         super().__init__(message, retryable=retryable)
         self.cause = cause
         self._handle = handle
         self._client = client
 
-    def resolve(self, timeout: float = 15.0) -> Optional["Lock"]:
+    def resolve(self, timeout: float = 15.0) -> Optional[Any]:
         """Waits until this acquire's grant can no longer happen (its send instant + its
         wait + 5 s), then asks the leader. Returns the ``Lock`` if the grant did happen
         (adopted: use or release it), ``None`` if the key is certainly not held by it;
@@ -185,7 +190,7 @@ _BY_KIND: Dict[int, Type[Error]] = {
 }
 
 
-def from_handle(kind: int, handle: Any, client: Optional["Client"] = None) -> Error:
+def from_handle(kind: int, handle: Any, client: Optional[_Resolver] = None) -> Error:
     """The exception for a failed call's `ticketing_error` (which it takes over)."""
     q = n.quick
     message = (q.ticketing_error_message(handle) or b"").decode("utf-8", "replace")

@@ -12,10 +12,10 @@ use log::debug;
 use super::explain;
 use super::first_contact::FirstContact;
 use super::peer::{self, refusal, PeerError, PeerHello};
-use super::raft_thread::waker::RaftWaker;
 use super::view::{self, ClusterView, NotAdmitted};
 use crate::messages::{DomainSource, ToRaft};
 use crate::proto::handshake::Welcome;
+use crate::raft_waker::RaftWaker;
 
 /// Concurrent peer handshakes at most; more connections are closed at once. Members
 /// are few (3 or 5, plus a learner) and dial one connection each at a time.

@@ -12,9 +12,9 @@ use super::accept::PEER_REFUSED_LOG;
 use super::explain;
 use super::first_contact::FirstContact;
 use super::peer::{self, refusal, PeerError, PeerHello};
-use super::raft_thread::waker::RaftWaker;
 use super::view::ClusterView;
 use crate::messages::ToRaft;
+use crate::raft_waker::RaftWaker;
 
 /// A peer that stays unreachable is logged once, then once per this many milliseconds.
 const DIAL_FAILURE_LOG_MS: u64 = 60_000;

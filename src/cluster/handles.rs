@@ -10,9 +10,9 @@ use std::time::Duration;
 use crossbeam_channel::Sender;
 use log::info;
 
-use super::raft_thread::waker::RaftWaker;
 use super::view::{self, ClusterView};
 use crate::messages::{StopHandover, ToRaft};
+use crate::raft_waker::RaftWaker;
 
 /// What the rest of the server needs from a running cluster side.
 pub struct ClusterHandles {

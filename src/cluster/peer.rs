@@ -17,6 +17,7 @@ use std::time::{Duration, Instant};
 
 use byteorder::{BigEndian, ByteOrder};
 
+pub use crate::established::{Established, PeerHello};
 use crate::proto::handshake::{self, Welcome, PEER_LABELS};
 use crate::transport::{self, Duplex};
 
@@ -56,16 +57,6 @@ pub struct Refusal {
     pub code: u8,
     pub reason: String,
     pub leader_id: u64,
-}
-
-/// What a node says about itself when connecting.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct PeerHello {
-    pub node_id: u64,
-    pub incarnation: u64,
-    pub domain: u64,
-    /// Its client address as configured (`TICKETING_CLUSTER_SELF`).
-    pub addr: String,
 }
 
 /// Why a peer connection could not be made.
@@ -191,17 +182,6 @@ fn read_hello<R: Read>(stream: &mut R) -> Result<PeerHello, PeerError> {
         }
         _ => Err(PeerError::Malformed("neither H nor X")),
     }
-}
-
-/// A connection whose handshake is done, ready for the event loop.
-pub struct Established {
-    pub tcp: TcpStream,
-    pub tls: Option<rustls::Connection>,
-    /// Ciphertext already read past the handshake.
-    pub leftover: Vec<u8>,
-    pub peer: PeerHello,
-    /// The leader address the listener's WELCOME named (dialer side; empty otherwise).
-    pub welcome_leader: String,
 }
 
 /// The peer address for a client address: same host, port + 1000.

@@ -15,12 +15,12 @@ use super::first_contact::FirstContact;
 use super::handles::ClusterHandles;
 use super::join;
 use super::peer::{self, PeerHello};
-use super::raft_thread::waker::RaftWaker;
 use super::raft_thread::RaftLoop;
 use super::view::ClusterView;
 use crate::config::{ClusterConfig, ClusterState, Config};
 use crate::messages::{Clock, DomainSource, FromLogSink, ToRaft};
 use crate::raft::{Raft, RaftConfig};
+use crate::raft_waker::RaftWaker;
 
 /// Everything `start` needs from the server.
 pub struct ClusterStart<'a> {

@@ -1,6 +1,7 @@
 //! Commands: the entries of the replicated log that change lock state.
 
-use super::ConnId;
+/// Identifies one client connection on one node.
+pub type ConnId = u64;
 
 /// Where the answer to a command must go: the node (and process incarnation) that
 /// received the request, its connection, and the request id. Every node applies every

@@ -23,10 +23,7 @@ pub mod store;
 pub mod table;
 pub mod timers;
 
-pub use command::{Command, CommandRef, Grant, Origin};
+pub use command::{Command, CommandRef, ConnId, Grant, Origin};
 pub use state::{Effect, Holder, HolderRef, LockState, MemberRecord};
 pub use store::{OwnerId, SlotId};
 pub use table::{LockTable, Output, Reply, TableConfig};
-
-/// Identifies one client connection on one node.
-pub type ConnId = u64;

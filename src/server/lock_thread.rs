@@ -86,7 +86,7 @@ pub enum LogLink {
     /// snapshot began.
     Raft {
         tx: Sender<ToRaft>,
-        waker: Arc<crate::cluster::raft_thread::RaftWaker>,
+        waker: Arc<crate::raft_waker::RaftWaker>,
         snapshot_index: u64,
         log_bytes: u64,
         wake_due: bool,

@@ -78,7 +78,7 @@ impl Server {
             }
             Some(cluster_config) => {
                 let poll = mio::Poll::new()?;
-                let waker = cluster::raft_thread::waker(&poll)?;
+                let waker = crate::raft_waker::waker(&poll)?;
                 let (raft_tx, raft_rx) = crossbeam_channel::unbounded();
                 let (tls_client, tls_peer_server) = match &config.tls {
                     Some(files) => (

@@ -34,7 +34,7 @@ pub struct Shared {
     /// The cluster as the Raft thread last published it; `None` standalone.
     pub(super) cluster: Option<Arc<ClusterView>>,
     /// The Raft thread's inbox (for `admin replace`); `None` standalone.
-    pub(super) raft: Option<(Sender<crate::messages::ToRaft>, Arc<crate::cluster::raft_thread::RaftWaker>)>,
+    pub(super) raft: Option<(Sender<crate::messages::ToRaft>, Arc<crate::raft_waker::RaftWaker>)>,
     /// What all connections owe and have queued together (src/server/outbox.rs).
     pub(super) budget: Arc<NodeBudget>,
     pub(super) limits: Limits,

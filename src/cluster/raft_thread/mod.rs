@@ -14,7 +14,7 @@
 //! across src/raft/: `links` (peer connections, routing, dialing), `admission` (whose
 //! messages are stepped), `transfer` (leadership hand-overs), `admin` (membership
 //! changes) and `housekeeping` (dialers per member, member records). Why the leaves:
-//! everything `RaftLoop`'s fields or this file name (`limits`, `waker`, `dial_queue`,
+//! everything `RaftLoop`'s fields or this file name (`limits`, `dial_queue`,
 //! `config_watch`, `transfer_wait`, `admin_job`) lives in files that import nothing
 //! from here, so imports run one way: the concept files name `RaftLoop`, nothing they
 //! hold is named back.
@@ -38,7 +38,6 @@ mod limits;
 mod links;
 mod transfer;
 mod transfer_wait;
-pub(super) mod waker;
 
 use super::dialer::{DialerKit, Redial};
 use super::net::PeerConn;
@@ -46,6 +45,7 @@ use super::view::ClusterView;
 use crate::lock::codec::encode_command;
 use crate::messages::{Clock, FromLog, FromLogSink, ToRaft, WriterMsg};
 use crate::raft::{Raft, Role};
+pub use crate::raft_waker::{waker, RaftWaker, WAKER};
 use crate::replica::ToLog;
 use admin_job::AdminJob;
 use config_watch::ConfigWatch;
@@ -53,7 +53,6 @@ use dial_queue::DialQueue;
 pub use limits::{DIAL_QUEUE_BYTES_MAX, DIAL_QUEUE_MESSAGES_MAX};
 use limits::{HOUSEKEEPING_MS, SLEEP_MIN, TIMED_PROPOSALS_MAX};
 use transfer_wait::TransferWait;
-pub use waker::{waker, RaftWaker, WAKER};
 
 pub struct RaftLoop {
     pub raft: Raft,
@@ -172,7 +171,7 @@ impl RaftLoop {
         // (`next_wake_ms`) or an event.
         let mut sleep = Duration::ZERO;
         loop {
-            self.kit.waker.sleeping.store(true, Ordering::SeqCst);
+            self.kit.waker.set_sleeping(true);
             std::sync::atomic::fence(Ordering::SeqCst);
             // The last look (see `RaftWaker`): a message queued before the flag was
             // set woke nobody.
@@ -180,7 +179,7 @@ impl RaftLoop {
                 sleep = Duration::ZERO;
             }
             let polled = self.poll.poll(&mut events, Some(sleep));
-            self.kit.waker.sleeping.store(false, Ordering::SeqCst);
+            self.kit.waker.set_sleeping(false);
             if let Err(e) = polled {
                 if e.kind() != std::io::ErrorKind::Interrupted {
                     warn!("peer event loop: {e}");

@@ -1,4 +1,5 @@
-//! How other threads wake the Raft loop: the waker's token and `RaftWaker`.
+//! How other threads wake the Raft loop: the waker's token and `RaftWaker` — a leaf
+//! below `server/` (the lock-table thread wakes the loop) and `cluster/` (which runs it).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -24,10 +25,16 @@ pub fn waker(poll: &Poll) -> std::io::Result<Arc<RaftWaker>> {
 /// sides).
 pub struct RaftWaker {
     waker: Waker,
-    pub(super) sleeping: AtomicBool,
+    sleeping: AtomicBool,
 }
 
 impl RaftWaker {
+    /// The loop's own: whether it may sleep (true just before its last look at its
+    /// queue, false once awake).
+    pub fn set_sleeping(&self, sleeping: bool) {
+        self.sleeping.store(sleeping, Ordering::SeqCst);
+    }
+
     /// Wakes the loop if it sleeps or is about to; call after queueing its message.
     pub fn wake(&self) -> std::io::Result<()> {
         // The fence pairs with the loop's (see `run`), whatever orderings the channel
