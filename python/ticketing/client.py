@@ -59,7 +59,15 @@ def _outcome(code: int) -> ReleaseOutcome:
 #: this, whatever the wait's length. A call whose outcome comes sooner never pays for it.
 WAIT_SLICE_MS = 50
 
-_interrupted = threading.local()
+class _Interrupted(threading.local):
+    """What a signal handler raised during this thread's wait, until the call raises it
+    (a class attribute as the default: reading it costs a dictionary look-up, not a
+    caught AttributeError, on every call)."""
+
+    error: Optional[BaseException] = None
+
+
+_interrupted = _Interrupted()
 
 
 def _checker() -> Iterator[int]:
@@ -111,7 +119,7 @@ def _stop_checking() -> None:
 def _raise_if_interrupted(failure: c_void_p) -> None:
     """After a blocking call: the exception a signal handler raised while it waited
     (the call's own error, `failure`, is freed then)."""
-    error = getattr(_interrupted, "error", None)
+    error = _interrupted.error
     if error is not None:
         _interrupted.error = None
         if failure.value:
