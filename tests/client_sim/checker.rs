@@ -225,6 +225,11 @@ impl Checker {
         Ok(())
     }
 
+    /// The request ids the ACQUIREs went out under.
+    pub fn request_ids(&self) -> Vec<u32> {
+        self.frames.keys().map(|(_, rid)| *rid).collect()
+    }
+
     /// A batch's write ended: `reached` says, per frame, whether any byte of it left.
     pub fn written(&mut self, session: SessionId, frames: &[(u32, Request, bool)], now: T) {
         for (rid, request, reached) in frames {
