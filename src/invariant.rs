@@ -21,9 +21,30 @@ pub const VIOLATED: &str = "invariant violated: ";
 /// Raft thread panicked (EX_SOFTWARE: an internal error).
 pub const EXIT_VIOLATION: i32 = 70;
 
-/// The threads whose panic leaves the node unable to answer truthfully: their state is
-/// the node's state, and nothing restarts them.
-const VITAL_THREADS: &[&str] = &["lock-table", "raft"];
+thread_local! {
+    /// True on a thread started by [`spawn_vital`].
+    static VITAL: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Starts a thread whose panic leaves the node unable to answer truthfully (the
+/// lock-table and Raft threads: their state is the node's state, and nothing restarts
+/// them): under the server's panic hook ([`stop_on_violation`]) its panic stops the
+/// process. A thread is vital because it was started here, whatever its name.
+pub fn spawn_vital<F, T>(name: &str, f: F) -> std::io::Result<std::thread::JoinHandle<T>>
+where
+    F: FnOnce() -> T + Send + 'static,
+    T: Send + 'static,
+{
+    std::thread::Builder::new().name(name.to_string()).spawn(move || {
+        VITAL.with(|v| v.set(true));
+        f()
+    })
+}
+
+/// True on a thread started by [`spawn_vital`] (false where thread-local storage is gone).
+fn on_vital_thread() -> bool {
+    VITAL.try_with(|v| v.get()).unwrap_or(false)
+}
 
 /// `invariant!(cond, "name", "detail {}", x)`: if `cond` is false, the invariant called
 /// `name` is violated; the panic message is `invariant violated: name: detail`.
@@ -71,7 +92,7 @@ pub fn stop_on_violation() {
             let thread = std::thread::current();
             let name = thread.name().unwrap_or("");
             let message = panic_message(info.payload()).unwrap_or("(no message)");
-            if let Some(why) = stop_reason(message, name) {
+            if let Some(why) = stop_reason(message, name, on_vital_thread()) {
                 eprintln!(
                     "ticketing: stopping: {why}; this is a bug: replace this node (docs/operations.md)"
                 );
@@ -81,11 +102,12 @@ pub fn stop_on_violation() {
     });
 }
 
-/// Why a panic with `message` on the thread called `thread` stops the node, if it does.
-fn stop_reason(message: &str, thread: &str) -> Option<String> {
+/// Why a panic with `message` on the thread called `thread` (started by [`spawn_vital`]
+/// if `vital`) stops the node, if it does.
+fn stop_reason(message: &str, thread: &str, vital: bool) -> Option<String> {
     if message.starts_with(VIOLATED) {
         Some(message.to_string())
-    } else if VITAL_THREADS.contains(&thread) {
+    } else if vital {
         Some(format!("the {thread} thread panicked: {message}"))
     } else {
         None
@@ -111,12 +133,22 @@ mod tests {
 
     #[test]
     fn violations_anywhere_and_panics_of_vital_threads_stop_the_node_others_do_not() {
-        let v = stop_reason("invariant violated: one holder per key: key \"a\"", "conn-7");
+        let v = stop_reason("invariant violated: one holder per key: key \"a\"", "conn-7", false);
         assert_eq!(v.as_deref(), Some("invariant violated: one holder per key: key \"a\""));
-        let lock = stop_reason("index out of bounds", "lock-table").unwrap();
+        let lock = stop_reason("index out of bounds", "lock-table", true).unwrap();
         assert_eq!(lock, "the lock-table thread panicked: index out of bounds");
-        assert!(stop_reason("index out of bounds", "raft").is_some());
-        assert_eq!(stop_reason("index out of bounds", "conn-7"), None);
-        assert_eq!(stop_reason("index out of bounds", ""), None);
+        // The name does not make a thread vital; how it was started does.
+        assert_eq!(stop_reason("index out of bounds", "raft", false), None);
+        assert!(stop_reason("index out of bounds", "renamed", true).is_some());
+        assert_eq!(stop_reason("index out of bounds", "conn-7", false), None);
+    }
+
+    #[test]
+    fn a_thread_is_vital_because_spawn_vital_started_it() {
+        assert!(!on_vital_thread());
+        let vital = spawn_vital("any-name", on_vital_thread).unwrap().join().unwrap();
+        assert!(vital);
+        let named = std::thread::Builder::new().name("lock-table".into()).spawn(on_vital_thread).unwrap();
+        assert!(!named.join().unwrap());
     }
 }

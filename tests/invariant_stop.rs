@@ -1,6 +1,7 @@
 //! A violated invariant stops the process (src/invariant.rs): the server's panic hook
-//! turns it into exit status 70, from any thread, and so does a panic of a vital thread;
-//! another thread's ordinary panic ends only that thread.
+//! turns it into exit status 70, from any thread, and so does a panic of a vital thread
+//! (one started by `invariant::spawn_vital`, whatever its name); another thread's
+//! ordinary panic ends only that thread.
 //!
 //! Each case runs in a child process (this test binary run again with `INVARIANT_CASE`),
 //! because the hook ends the whole process.
@@ -28,6 +29,10 @@ fn child() {
             let _ = on("conn-1", || ticketing::invariant!(1 + 1 == 3, "arithmetic", "1 + 1 is {}", 1 + 1));
         }
         "vital" => {
+            let _ = invariant::spawn_vital("lock-table", || panic!("index out of bounds")).unwrap().join();
+        }
+        "named" => {
+            // Named like a vital thread, started like any other: its panic ends it alone.
             let _ = on("lock-table", || panic!("index out of bounds"));
         }
         "other" => {
@@ -58,6 +63,13 @@ fn a_panic_of_the_lock_table_thread_stops_the_process() {
 #[test]
 fn a_connection_threads_ordinary_panic_ends_only_that_thread() {
     let out = case("other");
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("still running"));
+}
+
+#[test]
+fn a_thread_is_vital_by_how_it_was_started_not_by_its_name() {
+    let out = case("named");
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(String::from_utf8_lossy(&out.stdout).contains("still running"));
 }

@@ -129,7 +129,7 @@ pub fn start(s: ClusterStart<'_>) -> std::io::Result<ClusterHandles> {
     let mut raft_loop =
         RaftLoop::new(raft, s.poll, s.raft_rx, s.to_table, view.clone(), redial, s.clock.clone(), kit);
     raft_loop.standbys_max = cluster.standbys_max;
-    threads.push(std::thread::Builder::new().name("raft".into()).spawn(move || raft_loop.run())?);
+    threads.push(crate::invariant::spawn_vital("raft", move || raft_loop.run())?);
 
     let acceptor = Acceptor {
         me,

@@ -3,39 +3,32 @@
 //! Connection threads send it requests over one crossbeam channel (so one connection's
 //! requests are handled in arrival order); it answers on each connection's own reply
 //! channel, so a queued ACQUIRE never holds back other answers. It drives a
-//! [`Replica`]; the log behind it is Raft in a cluster, and in standalone mode a log
-//! that commits on append — one code path for both.
+//! [`Replica`]; the log behind it is a [`LogLink`] (log_link.rs): Raft in a cluster, and
+//! in standalone mode a log that commits on append — one code path for both.
 
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::Sender;
 
+use super::health::AliveFlag;
 use super::inbox::{Empty, TableInbox, TableMsg};
+use super::log_link::LogLink;
 use super::outbox::DirectWriter;
 use super::status::Counters;
 use crate::cluster::view::ClusterView;
 use crate::lock::codec::{decode_command_ref, decode_snapshot};
 use crate::lock::table::TableStats;
 use crate::lock::ConnId;
-use crate::messages::{Clock, FromLog, ToRaft, WriterMsg};
+use crate::messages::{Clock, FromLog, WriterMsg};
 use crate::metrics::{LockMetrics, Metrics};
 use crate::proto::frame::encode_response;
 
 use crate::raft::EntryKind;
-use crate::replica::{LogRole, Replica, ReplicaOutput, ToLog, SNAPSHOT_SLICE_SLOTS};
-
-/// A snapshot is handed to Raft (so it can drop its log) after at least this many
-/// applied entries, and then when either the entries since the last one are twice the
-/// keys held (so the cost of snapshots stays proportional to the work done) or their
-/// commands add up to `SNAPSHOT_LOG_BYTES` (so the log's memory stays bounded while
-/// many keys are held: a million held keys would otherwise keep two million entries).
-const SNAPSHOT_ENTRIES_MIN: u64 = 10_000;
-/// Command bytes applied since the last snapshot that start a new one (about 100,000
-/// ACQUIREs, some 25 MiB of log in memory).
-const SNAPSHOT_LOG_BYTES: u64 = 8 << 20;
+use crate::replica::{LogRole, Replica, ReplicaOutput};
 
 /// Messages this thread takes at most between two timer checks, so timers and answers
 /// are never starved by a flood of requests; a batch of requests counts as its length.
@@ -49,214 +42,100 @@ const BATCH_MESSAGES_MAX: usize = 1024;
 /// node that has just become one, never waits.
 const FOLLOWER_BATCH: Duration = Duration::from_millis(10);
 
-/// The standalone log: one node, so an entry is committed as soon as it is appended.
-pub struct LoopbackLog {
-    last_index: u64,
+/// Everything the lock-table thread owns; [`LockThread::spawn`] starts it.
+pub(crate) struct LockThread<L> {
+    pub replica: Replica,
+    /// Where the replica's commands go to be ordered.
+    pub log: L,
+    pub inbox: TableInbox,
+    pub counters: Arc<Counters>,
+    pub metrics: Arc<Metrics>,
+    pub clock: Arc<Clock>,
+    /// In a cluster: where the replicated members are published.
+    pub view: Option<Arc<ClusterView>>,
+    /// Cleared when the thread ends, however it ends (for `/healthz`).
+    pub alive: AliveFlag,
 }
 
-impl LoopbackLog {
-    /// Feeds everything the replica asked of the log straight back as done.
-    fn settle(&mut self, replica: &mut Replica, clock: &Clock, out: &mut ReplicaOutput) -> u64 {
-        let mut applied = 0;
-        while !out.to_log.is_empty() {
-            for ask in std::mem::take(&mut out.to_log) {
-                let now = clock.apply_ms();
-                match ask {
-                    ToLog::Append { seq, command, .. } => {
-                        self.last_index += 1;
-                        replica.on_appended(seq, self.last_index, 1);
-                        replica.on_committed(self.last_index, 1, Some(&command), now, Clock::unix_us(), out);
-                        applied += 1;
-                    }
-                    ToLog::ReadIndex { ctx } => {
-                        replica.on_read_ready(ctx, self.last_index, now, Clock::unix_us(), out)
-                    }
+impl<L: LogLink + Send + 'static> LockThread<L> {
+    /// Starts the thread (a vital one: its panic stops the node). It runs until `Stop`
+    /// arrives or every sender is gone.
+    pub(crate) fn spawn(self) -> std::io::Result<JoinHandle<()>> {
+        crate::invariant::spawn_vital("lock-table", move || self.run())
+    }
+
+    fn run(self) {
+        let LockThread { mut replica, mut log, inbox, counters, metrics, clock, view, alive } = self;
+        let _alive = alive;
+        let clock = &*clock;
+        let mut out = ReplicaOutput::default();
+        let mut conns: HashMap<ConnId, ConnEntry> = HashMap::new();
+        let mut batches = Batches::default();
+        let mut batched = false;
+        loop {
+            // A follower lets news gather (FOLLOWER_BATCH) after a round that did work.
+            if batched && !replica.is_leader() {
+                std::thread::sleep(FOLLOWER_BATCH);
+            }
+            let deadline = match replica.next_deadline() {
+                // A snapshot under way goes on between messages: no waiting.
+                _ if replica.snapshot_in_progress() => Some(Instant::now()),
+                Some(deadline) => Some(clock.instant_of(deadline)),
+                None => None,
+            };
+            let first = match inbox.recv_until(deadline) {
+                Ok(msg) => Some(msg),
+                Err(Empty::Timeout) => None,
+                Err(Empty::Closed) => return,
+            };
+            batched = first.is_some();
+            let mut next = first;
+            let mut handled = 0;
+            while let Some(msg) = next.take() {
+                if let TableMsg::Log(FromLog::Committed(entries)) = &msg {
+                    log.note_applied(entries.iter().map(|e| e.payload_bytes() as u64).sum());
                 }
-            }
-        }
-        applied
-    }
-}
-
-/// Where the replica's requests to the log go.
-pub enum LogLink {
-    /// Standalone: a log that commits on append.
-    Loopback(LoopbackLog),
-    /// Cluster: the Raft thread. `log_bytes`: command bytes applied since the last
-    /// snapshot began.
-    Raft {
-        tx: Sender<ToRaft>,
-        waker: Arc<crate::raft_waker::RaftWaker>,
-        snapshot_index: u64,
-        log_bytes: u64,
-        wake_due: bool,
-    },
-}
-
-impl LogLink {
-    pub fn loopback() -> LogLink {
-        LogLink::Loopback(LoopbackLog { last_index: 0 })
-    }
-
-    /// Passes on what the replica asked of the log.
-    fn submit(&mut self, replica: &mut Replica, clock: &Clock, out: &mut ReplicaOutput) {
-        match self {
-            LogLink::Loopback(log) => {
-                log.settle(replica, clock, out);
-            }
-            LogLink::Raft { tx, wake_due, .. } => {
-                if out.to_log.is_empty() {
+                handled += match &msg {
+                    TableMsg::Requests { batch, .. } => batch.len(),
+                    _ => 1,
+                };
+                if !handle(&mut replica, &mut conns, msg, clock, &mut out, view.as_deref()) {
                     return;
                 }
-                for ask in out.to_log.drain(..) {
-                    let _ = tx.send(ToRaft::Log(ask));
+                log.submit(&mut replica, clock, &mut out);
+                if handled >= BATCH_MESSAGES_MAX {
+                    break;
                 }
-                *wake_due = true;
+                next = match inbox.try_recv() {
+                    Ok(msg) => msg,
+                    Err(_) => return,
+                };
             }
-        }
-    }
-
-    /// Wakes the Raft thread once for everything this round sent it (one wake-up
-    /// per round, not per command).
-    fn end_round(&mut self) {
-        if let LogLink::Raft { waker, wake_due, .. } = self {
-            if std::mem::take(wake_due) {
-                let _ = waker.wake();
+            replica.tick(clock.now_ms(), Clock::unix_us(), &mut out);
+            log.submit(&mut replica, clock, &mut out);
+            // Publish before answering: a client that reads its answer and then asks for
+            // STATUS must see the state that answer came from.
+            publish(&replica, &counters);
+            record(replica.table_stats(), &metrics.lock);
+            if let Some(view) = &view {
+                view.set_replicated(replica.state().members());
             }
-        }
-    }
-
-    /// Command bytes of committed entries about to be applied.
-    fn note_applied(&mut self, bytes: u64) {
-        if let LogLink::Raft { log_bytes, .. } = self {
-            *log_bytes += bytes;
-        }
-    }
-
-    /// Starts a snapshot when enough has been applied since the last one, and goes on
-    /// encoding the one under way: one slice of `SNAPSHOT_SLICE_SLOTS` key slots per
-    /// round, so the thread never stops for long (docs/security.md §4). When done,
-    /// Raft gets it and may drop its log up to the index it was begun at.
-    fn maybe_snapshot(&mut self, replica: &mut Replica) {
-        let LogLink::Raft { tx, waker, snapshot_index, log_bytes, .. } = self else {
-            return;
-        };
-        if !replica.snapshot_in_progress() {
-            let since = replica.applied_index().saturating_sub(*snapshot_index);
-            let keys = replica.state().keys_held() as u64;
-            if since < SNAPSHOT_ENTRIES_MIN || (since < 2 * keys && *log_bytes < SNAPSHOT_LOG_BYTES) {
-                return;
-            }
-            *snapshot_index = replica.applied_index();
-            *log_bytes = 0;
-            replica.begin_snapshot();
-        }
-        if let Some((index, data)) = replica.snapshot_step(SNAPSHOT_SLICE_SLOTS) {
-            let _ = tx.send(ToRaft::Compact { index, data });
-            let _ = waker.wake();
+            log.end_round();
+            deliver(&mut conns, &mut batches, &mut out, &metrics);
+            log.maybe_snapshot(&mut replica);
+            log.end_round();
         }
     }
 }
 
-/// Runs a standalone node's lock table until `Stop` arrives or every sender is gone.
-pub fn run_standalone(
-    mut replica: Replica,
-    new_domain: u64,
-    rx: TableInbox,
-    counters: Arc<Counters>,
-    metrics: Arc<Metrics>,
-) {
-    let clock = Clock::new();
-    let mut link = LogLink::loopback();
+/// A standalone node leads its one-node log from the start, in a fresh fencing domain:
+/// done before the thread starts, so that clients never see domain 0.
+pub(crate) fn lead_alone(replica: &mut Replica, log: &mut impl LogLink, clock: &Clock, counters: &Counters) {
     let mut out = ReplicaOutput::default();
-    let leader = LogRole::Leader { term: 1, noop_index: 0, new_domain };
+    let leader = LogRole::Leader { term: 1, noop_index: 0, new_domain: random_domain() };
     replica.on_role(leader, clock.apply_ms(), Clock::unix_us(), &mut out);
-    link.submit(&mut replica, &clock, &mut out);
-    publish(&replica, &counters);
-    run(replica, link, rx, counters, metrics, &clock, out, None);
-}
-
-/// Runs a cluster node's lock table: roles, commits and reads come from the Raft
-/// thread as `TableMsg::Log`.
-pub fn run_cluster(
-    replica: Replica,
-    link: LogLink,
-    rx: TableInbox,
-    counters: Arc<Counters>,
-    metrics: Arc<Metrics>,
-    clock: &Clock,
-    view: Arc<ClusterView>,
-) {
-    run(replica, link, rx, counters, metrics, clock, ReplicaOutput::default(), Some(view));
-}
-
-#[allow(clippy::too_many_arguments)]
-fn run(
-    mut replica: Replica,
-    mut link: LogLink,
-    rx: TableInbox,
-    counters: Arc<Counters>,
-    metrics: Arc<Metrics>,
-    clock: &Clock,
-    mut out: ReplicaOutput,
-    view: Option<Arc<ClusterView>>,
-) {
-    let mut conns: HashMap<ConnId, ConnEntry> = HashMap::new();
-    let mut batches = Batches::default();
-    let mut batched = false;
-    loop {
-        // A follower lets news gather (FOLLOWER_BATCH) after a round that did work.
-        if batched && !replica.is_leader() {
-            std::thread::sleep(FOLLOWER_BATCH);
-        }
-        let deadline = match replica.next_deadline() {
-            // A snapshot under way goes on between messages: no waiting.
-            _ if replica.snapshot_in_progress() => Some(Instant::now()),
-            Some(deadline) => Some(clock.instant_of(deadline)),
-            None => None,
-        };
-        let first = match rx.recv_until(deadline) {
-            Ok(msg) => Some(msg),
-            Err(Empty::Timeout) => None,
-            Err(Empty::Closed) => return,
-        };
-        batched = first.is_some();
-        let mut next = first;
-        let mut handled = 0;
-        while let Some(msg) = next.take() {
-            if let TableMsg::Log(FromLog::Committed(entries)) = &msg {
-                link.note_applied(entries.iter().map(|e| e.payload_bytes() as u64).sum());
-            }
-            handled += match &msg {
-                TableMsg::Requests { batch, .. } => batch.len(),
-                _ => 1,
-            };
-            if !handle(&mut replica, &mut conns, msg, clock, &mut out, view.as_deref()) {
-                return;
-            }
-            link.submit(&mut replica, clock, &mut out);
-            if handled >= BATCH_MESSAGES_MAX {
-                break;
-            }
-            next = match rx.try_recv() {
-                Ok(msg) => msg,
-                Err(_) => return,
-            };
-        }
-        replica.tick(clock.now_ms(), Clock::unix_us(), &mut out);
-        link.submit(&mut replica, clock, &mut out);
-        // Publish before answering: a client that reads its answer and then asks for
-        // STATUS must see the state that answer came from.
-        publish(&replica, &counters);
-        record(replica.table_stats(), &metrics.lock);
-        if let Some(view) = &view {
-            view.set_replicated(replica.state().members());
-        }
-        link.end_round();
-        deliver(&mut conns, &mut batches, &mut out, &metrics);
-        link.maybe_snapshot(&mut replica);
-        link.end_round();
-    }
+    log.submit(replica, clock, &mut out);
+    publish(replica, counters);
 }
 
 /// What the thread keeps of an open connection.
