@@ -10,8 +10,8 @@
 #                                  add SIM_TRACE=1 to the environment for a trace,
 #                                  SIM_DEBUG=1 for nodes and links at a liveness failure
 #   scripts/sim.sh --base 5000 --seeds 1000   seeds 5000..5999
-#   scripts/sim.sh --transport real           every seed over one transport model
-#                                  (real|legacy; default: half the seeds each)
+#   scripts/sim.sh --transport legacy         every seed over the transport model the
+#                                  real one replaced (default: real), to explore
 #   scripts/sim.sh --only lock --no-term-check   an exploration: the lock-level seeds
 #                                  with the glue's term check on appends left out
 set -eu

@@ -1,6 +1,7 @@
 //! Deterministic simulation of Raft clusters (3 and 5 nodes) over simulated
-//! peer connections (the real transport of `src/cluster/` on half the seeds, the
-//! legacy one it replaced on the other half; see `sim/net.rs`), with partitions, link breaks, one-way
+//! peer connections (the real transport of `src/cluster/`, see `sim/net.rs`; the
+//! legacy one it replaced only in the scripted tests that show what changed), with
+//! partitions and link breaks (`sim/faults.rs`), one-way
 //! link outages, pauses and crash-replacements (by the admin, or by autopilot
 //! once a fresh node joined); safety checked after every
 //! step; after the last fault heals a leader must serve within two election
@@ -9,70 +10,21 @@
 
 mod sim;
 
-use std::collections::BTreeMap;
-use std::time::Instant;
-
-use sim::{env_u64, run_seed, Bug, Checker, SimParams, TransportModel, World};
+use sim::{run_seed, Bug, Checker, SimParams, TransportModel, World};
 use ticketing::raft::{AutopilotEvent, Membership, NodeId};
 
 /// Default seed count: sized so this test takes well under a minute in
 /// `--release` on 2 cores.
 const SEEDS_DEFAULT: u64 = 3000;
-const THREADS: u64 = 2;
 
 #[test]
 fn simulate_many_seeds() {
-    if let Some(seed) = env_u64("SIM_SEED") {
-        let stats = run_seed(SimParams::from_seed(seed)).unwrap_or_else(|e| panic!("{e}"));
-        eprintln!("seed={seed} ok: {stats:?}");
-        return;
-    }
-    let seeds = env_u64("SIM_SEEDS").unwrap_or(SEEDS_DEFAULT);
-    let base = env_u64("SIM_SEED_BASE").unwrap_or(0);
-    let started = Instant::now();
-    let handles: Vec<_> = (0..THREADS)
-        .map(|t| {
-            std::thread::spawn(move || {
-                let mut failures = Vec::new();
-                let mut totals: BTreeMap<&'static str, sim::Stats> = BTreeMap::new();
-                // Why seed / 2: odd seeds (5 nodes) cost more; this gives
-                // every thread the same mix.
-                for seed in (base..base + seeds).filter(|s| (s / 2) % THREADS == t) {
-                    let p = SimParams::from_seed(seed);
-                    let transport = p.transport.name;
-                    match run_seed(p) {
-                        Ok(s) => totals.entry(transport).or_default().add(&s),
-                        Err(e) => failures.push(e),
-                    }
-                }
-                (failures, totals)
-            })
-        })
-        .collect();
-    let mut failures = Vec::new();
-    let mut totals: BTreeMap<&'static str, sim::Stats> = BTreeMap::new();
-    for h in handles {
-        let (f, t) = h.join().unwrap();
-        for (transport, s) in t {
-            totals.entry(transport).or_default().add(&s);
-        }
-        failures.extend(f);
-    }
-    for (transport, s) in &totals {
-        eprintln!("{transport} transport: {s:?}");
-    }
-    eprintln!("{seeds} seeds in {:.1}s", started.elapsed().as_secs_f64());
-    for f in &failures {
-        eprintln!("FAILED {f}");
-    }
-    assert!(
-        failures.is_empty(),
-        "{} seeds failed; first: {}\nreplay one: SIM_SEED=<seed> cargo test --release --test raft_sim \
-         simulate_many_seeds -- --nocapture, with the same SIM_TRANSPORT if set (or scripts/sim.sh --only raft \
-         --seed <seed>); SIM_DEBUG=1 dumps \
-         the nodes and links at a liveness failure, SIM_TRACE=<ms> prints every delivery from then on)",
-        failures.len(),
-        failures[0]
+    sim::seeds::run_many(
+        SEEDS_DEFAULT,
+        "cargo test --release --test raft_sim simulate_many_seeds -- --nocapture (or scripts/sim.sh --only raft \
+         --seed <seed>); SIM_DEBUG=1 dumps the nodes and links at a liveness failure, SIM_TRACE=<ms> prints every \
+         delivery from then on",
+        |seed| run_seed(SimParams::from_seed(seed)),
     );
 }
 

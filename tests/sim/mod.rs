@@ -15,8 +15,10 @@
 #![allow(dead_code)]
 
 pub mod checker;
+pub mod faults;
 pub mod net;
 pub mod rng;
+pub mod seeds;
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -76,7 +78,7 @@ impl SimParams {
         let mut r = Rng::new(seed ^ 0x5EED);
         let nodes = if seed.is_multiple_of(2) { 3 } else { 5 };
         let chaos_ms = 8_000 + r.below(8_000);
-        let (transport, cond) = network_from(&mut r, seed, nodes as u64, ELECTION_MS);
+        let (transport, cond) = network_from(&mut r, nodes as u64, ELECTION_MS);
         SimParams {
             seed,
             nodes,
@@ -92,18 +94,17 @@ impl SimParams {
     }
 }
 
-/// The transport model and network conditions of a seed: half the seeds (by
-/// `seed / 4`, so both cluster sizes and both test threads get both) run
-/// the real transport (what `src/cluster/` does), half the legacy one it replaced
-/// (`SIM_TRANSPORT=real|legacy` runs every seed over one of them); half have TCP-like links, the others also lose, duplicate and
-/// reorder; a fifth have one slow node. Latencies are the real ones scaled to
+/// The transport model and network conditions of a seed: every seed runs the real
+/// transport (what `src/cluster/` does); `SIM_TRANSPORT=legacy` runs them over the one
+/// it replaced, kept for the scripted tests that show what the real one fixed
+/// (`tests/raft_sim.rs`). Half the seeds have TCP-like links, the others also lose,
+/// duplicate and reorder; a fifth have one slow node. Latencies are the real ones scaled to
 /// the simulator's election timeout (real: 2000 ms).
-pub fn network_from(r: &mut Rng, seed: u64, nodes: u64, election_ms: u64) -> (TransportModel, Conditions) {
+pub fn network_from(r: &mut Rng, nodes: u64, election_ms: u64) -> (TransportModel, Conditions) {
     let transport = match std::env::var("SIM_TRANSPORT").as_deref() {
         Ok("legacy") => TransportModel::legacy(election_ms),
         Ok("real") => TransportModel::real(election_ms),
         Ok(other) => panic!("SIM_TRANSPORT must be real or legacy, not {other}"),
-        Err(_) if (seed / 4).is_multiple_of(2) => TransportModel::legacy(election_ms),
         Err(_) => TransportModel::real(election_ms),
     };
     let latency_ms = 1 + r.below(8);
@@ -280,6 +281,12 @@ pub struct Stats {
     /// Seeds whose liveness check failed over a transport not held to it.
     pub liveness_misses: Vec<u64>,
     pub net: NetStats,
+}
+
+impl seeds::Totals for Stats {
+    fn add(&mut self, o: &Stats) {
+        Stats::add(self, o)
+    }
 }
 
 impl Stats {
@@ -547,46 +554,21 @@ impl World {
     // ----- faults ----------------------------------------------------------
 
     fn perturb(&mut self) {
-        if self.now >= self.partition_until && !self.net.blocked.is_empty() {
-            self.net.blocked.clear();
+        let ids = self.live_ids();
+        let decided = faults::step(
+            &mut self.rng,
+            &mut self.net,
+            &mut self.partition_until,
+            self.p.break_per_mille,
+            &ids,
+            self.now,
+        );
+        if let Some((x, until)) = decided.pause {
+            self.nodes.get_mut(&x).unwrap().paused_until = until;
         }
-        if self.net.blocked.is_empty() && self.rng.chance(3) {
-            self.partition();
-        }
-        if self.rng.chance(self.p.break_per_mille) {
-            self.net.break_random_link(self.now);
-        }
-        if self.rng.chance(self.p.break_per_mille) {
-            // One direction cannot be dialed for a while: a one-way link.
-            let ids = self.live_ids();
-            let a = ids[self.rng.below(ids.len() as u64) as usize];
-            let b = ids[self.rng.below(ids.len() as u64) as usize];
-            let until = self.now + self.rng.range(100, 3000);
-            if a != b {
-                self.net.block_dials(a, b, until, self.now);
-            }
-        }
-        if self.rng.chance(2) {
-            self.pause_one();
-        }
-        if self.rng.chance(1) {
+        if decided.crash {
             self.crash_one();
         }
-    }
-
-    fn partition(&mut self) {
-        let ids = self.live_ids();
-        self.partition_until = self.now + self.rng.range(300, 4000);
-        let cut = random_partition(&mut self.rng, &ids);
-        self.net.blocked.extend(cut);
-    }
-
-    fn pause_one(&mut self) {
-        let ids = self.live_ids();
-        let x = ids[self.rng.below(ids.len() as u64) as usize];
-        let until = self.now + self.rng.range(100, 3000);
-        self.nodes.get_mut(&x).unwrap().paused_until = until;
-        self.net.set_paused(x, until);
     }
 
     /// Crashes a voter for good (its id is never reused) and starts the
