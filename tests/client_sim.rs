@@ -578,3 +578,77 @@ fn one_mistaken_node_of_three_does_not_end_requests() {
     run(&mut w, 5 * SEC);
     granted(&w, op);
 }
+
+#[test]
+fn a_grant_teaches_the_client_where_the_leader_is() {
+    /// Acquires `k{n}` and runs only until it ends: no STATUS read comes in between.
+    fn acquire(w: &mut World, n: usize) -> OpId {
+        let op = w.acquire(SCRIPT, &format!("k{n}"), &format!("o-{n}"), 30, ms(0)).unwrap();
+        while !w.outcomes.contains_key(&op) {
+            let next = w.now + MS;
+            run(w, next);
+        }
+        op
+    }
+    let mut w = World::new(Params { trace: true, ..Params::script(3) });
+    // Connected while no node leads: no greeting named a leader, no hint.
+    w.set_leader(None);
+    run(&mut w, SEC);
+    // A leader is elected; the client is not told (its STATUS read while no leader is
+    // known comes every 500 ms). Its first request may meet a follower (answered `M`,
+    // which names the leader) or the leader itself.
+    let mut n = 0;
+    loop {
+        w.set_leader(Some(1));
+        n += 1;
+        assert!(n < 10, "no request went straight to the leader");
+        let before = w.misrouted;
+        let op = acquire(&mut w, n);
+        if matches!(outcome(&w, op).1, Outcome::Acquire(Ok(_))) && w.misrouted == before {
+            break;
+        }
+        // Not this time: start again from not knowing.
+        w.set_leader(None);
+        let until = w.now + SEC;
+        run(&mut w, until);
+    }
+    // That `G` named its node the leader: the next requests go there first.
+    let before = w.misrouted;
+    for i in 0..4 {
+        let op = acquire(&mut w, 100 + i);
+        granted(&w, op);
+    }
+    assert_eq!(w.misrouted, before, "requests sent to followers after a grant named the leader");
+}
+
+/// A late `G` for a token a caller took over before it arrived (`Client::adopt`, or a
+/// `resolve` that found it by QUERY) is the caller's lock: the client must not release
+/// it as an orphan.
+#[test]
+fn a_late_grant_for_a_token_a_caller_already_took_is_left_to_the_caller() {
+    let mut w = script(3);
+    // The ACQUIRE waits 2 s behind a blocked write; its commit takes 4 s more: the
+    // caller's answer budget ends first (NoAnswer, the connection stays up).
+    w.write_plans.push_back(WritePlan::Block(2 * SEC));
+    w.commit_override = Some(4 * SEC);
+    w.query(SCRIPT, "other", 10 * SEC).unwrap();
+    let op = w.acquire(SCRIPT, "k", "o-1", 30, ms(0)).unwrap();
+    run(&mut w, 5200 * MS);
+    assert_eq!(indeterminate(&w, op).cause(), IndeterminateCause::NoAnswer);
+    // Up to the commit, not past it: the `G` is on its way (0.5 ms).
+    while w.checker.grants.is_empty() {
+        let next = w.now + 100;
+        run(&mut w, next);
+    }
+    let token = *w.checker.grants.keys().next().unwrap();
+    if let Err(e) = w.adopt(token) {
+        fail(&w, e);
+    }
+    let until = w.now + 20 * SEC;
+    run(&mut w, until);
+    assert_eq!(w.holders(), vec![("k".to_string(), "o-1".to_string(), token)], "the caller's lock stands");
+    w.release(Some(SCRIPT), "k", "o-1", token).unwrap();
+    let until = w.now + 40 * SEC;
+    run(&mut w, until);
+    all_released(&w);
+}

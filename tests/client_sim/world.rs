@@ -468,6 +468,8 @@ pub struct World {
     pub closes: Vec<(SessionId, T)>,
     /// Grants committed: token → (time, node that led).
     pub grant_log: Vec<(u64, T)>,
+    /// Requests that reached a node not leading (answered `M`).
+    pub misrouted: u64,
     healing: bool,
 }
 
@@ -539,6 +541,7 @@ impl World {
             read_round: None,
             closes: Vec::new(),
             grant_log: Vec::new(),
+            misrouted: 0,
             healing: false,
             p,
         };
@@ -1070,6 +1073,7 @@ impl World {
                 self.send(conn, rid, Response::Status { text });
             }
             _ if self.cluster.leader != Some(n) || !self.cluster.nodes[n].deposed.is_empty() => {
+                self.misrouted += 1;
                 let leader = self.cluster.leader_addr();
                 self.send(conn, rid, Response::Moved { leader });
             }
