@@ -42,6 +42,8 @@ mod rng;
 
 #[path = "client_sim/checker.rs"]
 mod checker;
+#[path = "client_sim/redial.rs"]
+mod redial;
 #[path = "client_sim/views.rs"]
 mod views;
 #[path = "client_sim/world.rs"]

@@ -743,6 +743,45 @@ fn the_circle_checker_sees_circles_and_follows_re_exports() {
     assert_eq!(circles(&arrows), vec![vec!["a.rs".to_owned(), "b.rs".to_owned()]]);
 }
 
+/// Most lines a test source file may have (tests/**): past it, a file holds several
+/// subjects and its reader cannot keep it in view; split it into submodules of the test
+/// (`#[path = "name/part.rs"] mod part;`), as raft_scenarios, replica, cluster_sim and
+/// client_sim are.
+const TEST_FILE_LINES_MAX: usize = 1_250;
+
+/// No Rust file under tests/ over TEST_FILE_LINES_MAX lines, and each opens with a
+/// comment that says what it holds.
+#[test]
+fn every_test_file_is_small_and_says_what_it_holds() {
+    fn walk(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                walk(&path, out);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                out.push(path);
+            }
+        }
+    }
+    let tests = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests");
+    let mut files = Vec::new();
+    walk(&tests, &mut files);
+    assert!(files.len() > 50, "found only {} test files", files.len());
+    let mut problems = Vec::new();
+    for path in files {
+        let text = std::fs::read_to_string(&path).unwrap();
+        let name = path.strip_prefix(&tests).unwrap().display().to_string();
+        let lines = text.lines().count();
+        if lines > TEST_FILE_LINES_MAX {
+            problems.push(format!("tests/{name}: {lines} lines (at most {TEST_FILE_LINES_MAX})"));
+        }
+        if !text.starts_with("//!") {
+            problems.push(format!("tests/{name}: does not open with a //! comment saying what it holds"));
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
 /// No file in src/ over SRC_FILE_LINES_MAX lines, and each opens with a comment that
 /// says what it owns.
 #[test]
