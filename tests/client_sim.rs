@@ -654,3 +654,20 @@ fn a_late_grant_for_a_token_a_caller_already_took_is_left_to_the_caller() {
     run(&mut w, until);
     all_released(&w);
 }
+
+#[test]
+fn one_mistaken_node_and_two_unreachable_do_not_end_requests_as_lasting() {
+    let mut w = World::new(Params { trace: true, ..Params::script(3) });
+    // Node 0 refuses the client for good; nodes 1 and 2 cannot be reached for a while
+    // (a passing fault: they may come back). Not a lasting mistake of the client's.
+    w.mistake(0, 60 * SEC);
+    w.partition(1, 60 * SEC);
+    w.partition(2, 60 * SEC);
+    run(&mut w, 3 * SEC);
+    let op = w.acquire(SCRIPT, "k", "o-1", 30, ms(1000)).unwrap();
+    run(&mut w, 20 * SEC);
+    match outcome(&w, op).1 {
+        Outcome::Acquire(Err(AcquireError::Unavailable { lasting: false, .. })) => {}
+        other => fail(&w, format!("expected a passing Unavailable, got {other:?}")),
+    }
+}

@@ -74,6 +74,7 @@ impl World {
         match request {
             Request::Ping => self.send(conn, rid, Response::Pong),
             Request::Status => {
+                self.statuses += 1;
                 let text = self.cluster.status(n);
                 self.send(conn, rid, Response::Status { text });
             }

@@ -153,3 +153,34 @@ fn an_unconfirmed_release_is_checked_until_the_lease_can_have_ended_and_no_soone
     run(&mut w, granted_at + 45 * SEC);
     assert_eq!(w.core.outstanding(), 0, "the record closed once the lease surely ended");
 }
+
+#[test]
+fn the_first_status_read_after_an_election_names_the_leader_whoever_answers_it() {
+    // The client asks STATUS of the nodes in turn while no leader is known; each
+    // leader in turn, so that one of the runs asks the leader itself first.
+    for leader in 0..3 {
+        let mut w = World::new(Params { trace: true, ..Params::script(3) });
+        w.set_leader(None);
+        run(&mut w, 2 * SEC);
+        assert!(w.core.known_addrs().len() == 3);
+        w.set_leader(Some(leader));
+        let elected = w.now;
+        // The next read — of the leader itself ("role=leader") or of a follower
+        // ("leader=ADDR") — makes the leader the first address the client knows.
+        while w.core.known_addrs().first() != Some(&addr(leader)) {
+            if w.now > elected + 700 * MS {
+                fail(&w, format!("leader {leader}: not known 700 ms after the election"));
+            }
+            let next = w.now + 10 * MS;
+            run(&mut w, next);
+        }
+        // Known: the reads while none was known (every 500 ms) stop.
+        let asked = w.statuses;
+        let until = w.now + 5 * SEC;
+        run(&mut w, until);
+        // At most the read that follows a leader change (of the leader, for its voter
+        // set), and one more if the change was learned from a follower.
+        let more = w.statuses - asked;
+        assert!(more <= 2, "leader {leader}: {more} STATUS reads in the 5 s after the leader was known");
+    }
+}

@@ -470,6 +470,8 @@ pub struct World {
     pub grant_log: Vec<(u64, T)>,
     /// Requests that reached a node not leading (answered `M`).
     pub misrouted: u64,
+    /// STATUS requests the nodes answered.
+    pub statuses: u64,
     healing: bool,
 }
 
@@ -542,6 +544,7 @@ impl World {
             closes: Vec::new(),
             grant_log: Vec::new(),
             misrouted: 0,
+            statuses: 0,
             healing: false,
             p,
         };
