@@ -122,7 +122,9 @@ pub unsafe extern "C" fn ticketing_client_new_for(
             Some("python") => &PYTHON_WORDS,
             Some("go") => &GO_WORDS,
             Some(other) => {
-                return Err(Failure::invalid(format!("binding {other:?} is not known: \"c\", \"python\" or \"go\"")))
+                return Err(Failure::invalid(format!(
+                    "binding {other:?} is not known: \"c\", \"python\" or \"go\""
+                )))
             }
         };
         // SAFETY: the caller's pointers, passed on unchanged (header contract).
