@@ -184,7 +184,7 @@ func (ind *IndeterminateError) Resolve(ctx context.Context) (*Lock, error) {
 	}
 	timeout := 15 * time.Second
 	if deadline, ok := ctx.Deadline(); ok {
-		timeout = max(time.Until(deadline), 0)
+		timeout = untilDeadline(deadline)
 	}
 	c := ind.client
 	c.mu.RLock()

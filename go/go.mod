@@ -1,3 +1,3 @@
 module github.com/ticketing-lock/ticketing/go
 
-go 1.22
+go 1.19

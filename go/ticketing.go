@@ -49,14 +49,30 @@ type Holder struct {
 	Waiters   uint32        // acquires queued for the key
 }
 
-var abiChecked = sync.OnceValue(func() error {
-	if v := uint32(C.ticketing_version()); v != C.TICKETING_ABI_VERSION {
-		return &Error{Kind: KindInternal, Message: fmt.Sprintf(
-			"libticketing speaks ABI version %d and this module version %d: rebuild with `go generate`",
-			v, C.TICKETING_ABI_VERSION)}
+var (
+	abiOnce sync.Once
+	abiErr  error
+)
+
+// abiChecked compares the library's ABI version with the header's, once.
+func abiChecked() error {
+	abiOnce.Do(func() {
+		if v := uint32(C.ticketing_version()); v != C.TICKETING_ABI_VERSION {
+			abiErr = &Error{Kind: KindInternal, Message: fmt.Sprintf(
+				"libticketing speaks ABI version %d and this module version %d: rebuild with `go generate`",
+				v, C.TICKETING_ABI_VERSION)}
+		}
+	})
+	return abiErr
+}
+
+// untilDeadline is the time left until deadline, 0 once past.
+func untilDeadline(deadline time.Time) time.Duration {
+	if left := time.Until(deadline); left > 0 {
+		return left
 	}
-	return nil
-})
+	return 0
+}
 
 // LibraryVersion is the native library's release, e.g. "0.2.0".
 func LibraryVersion() string { return C.GoString(C.ticketing_version_string()) }
@@ -101,6 +117,28 @@ func New(cfg Config) (*Client, error) {
 		C.size_t(len(cfg.AuthToken)), owner, ca, &h, &e)
 	if rc != C.TICKETING_OK {
 		return nil, (*Client)(nil).failure(rc, e, nil)
+	}
+	return &Client{h: h, owner: C.GoString(C.ticketing_client_owner(h))}, nil
+}
+
+// WithOwner is a new handle on the same client (connections, release queue) that
+// acquires and releases as owner: one owner per logical caller when Resolve must tell an
+// indeterminate acquire's grant from another grant to the same owner. Close it too.
+func (c *Client) WithOwner(owner string) (*Client, error) {
+	o, err := cString("owner", owner)
+	if err != nil {
+		return nil, err
+	}
+	defer C.free(unsafe.Pointer(o))
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	if c.h == nil {
+		return nil, closedError()
+	}
+	var h *C.ticketing_client
+	var e *C.ticketing_error
+	if rc := C.ticketing_client_with_owner(c.h, o, &h, &e); rc != C.TICKETING_OK {
+		return nil, c.failure(rc, e, nil)
 	}
 	return &Client{h: h, owner: C.GoString(C.ticketing_client_owner(h))}, nil
 }
@@ -166,7 +204,9 @@ func (c *Client) Acquire(ctx context.Context, key string, lease, wait time.Durat
 			ctxErr: err}
 	}
 	if deadline, ok := ctx.Deadline(); ok {
-		wait = min(wait, max(time.Until(deadline), 0))
+		if left := untilDeadline(deadline); left < wait {
+			wait = left
+		}
 	}
 	k, err := cString("key", key)
 	if err != nil {
@@ -210,7 +250,7 @@ func (c *Client) WithLock(ctx context.Context, key string, lease, wait time.Dura
 		return err
 	}
 	defer func() {
-		outcome, rerr := lock.Release(context.WithoutCancel(ctx))
+		outcome, rerr := lock.Release(context.Background())
 		if err != nil {
 			return
 		}

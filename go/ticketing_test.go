@@ -490,6 +490,20 @@ func TestTheLibraryIsLinkedAndClosedClientsRefuse(t *testing.T) {
 	if c.Owner() == "" {
 		t.Fatal("no default owner")
 	}
+	other, err := c.WithOwner("box-office-7/request-9")
+	if err != nil || other.Owner() != "box-office-7/request-9" {
+		t.Fatalf("WithOwner: %v", err)
+	}
+	lock, err := other.Acquire(context.Background(), "owned:seat", 30*time.Second, 0)
+	if err != nil || lock.Owner() != "box-office-7/request-9" {
+		t.Fatalf("acquire as the other owner: %v", err)
+	}
+	if _, err := lock.Release(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := other.Close(); err != nil {
+		t.Fatal(err)
+	}
 	if err := c.Close(); err != nil {
 		t.Fatal(err)
 	}
