@@ -197,6 +197,7 @@ func (ind *IndeterminateError) Resolve(ctx context.Context) (*Lock, error) {
 	var e *C.ticketing_error
 	rc := C.ticketing_resolve_start(c.h, ind.native.p, C.int64_t(timeout.Milliseconds()), &f, &e)
 	ind.native.mu.Unlock()
+	runtime.KeepAlive(ind.native)
 	c.mu.RUnlock()
 	if rc != C.TICKETING_OK {
 		return nil, c.failure(rc, e, nil)

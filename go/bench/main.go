@@ -160,6 +160,9 @@ func median(xs []float64) float64 {
 	if len(xs) == 0 {
 		return 0
 	}
+	if len(xs)%2 == 0 {
+		return (xs[len(xs)/2-1] + xs[len(xs)/2]) / 2
+	}
 	return xs[len(xs)/2]
 }
 
