@@ -1,6 +1,7 @@
 // The Go module against real servers: grant and token, FIFO hand-off, busy and timeout,
 // release outcomes, query, WithLock released on error and panic, concurrent goroutines
-// on one client, a cancelled written acquire, bad arguments, a paused server's
+// on one client, a cancelled written acquire, bad arguments, a wrong secret and TLS on
+// one side named in Config's terms, a paused server's
 // indeterminate acquire and its resolve, 1,000 waiting goroutines on a few OS threads.
 
 package ticketing_test
@@ -512,5 +513,29 @@ func TestTheLibraryIsLinkedAndClosedClientsRefuse(t *testing.T) {
 	}
 	if _, err := c.Acquire(context.Background(), "closed:seat", 30*time.Second, 0); !errors.Is(err, ticketing.ErrInvalid) {
 		t.Fatalf("acquire on a closed client: %v", err)
+	}
+}
+
+func TestATLSMistakeNamesTheConfigField(t *testing.T) {
+	tls := "../python/tests/tls/"
+	s := startServer(t, "TICKETING_TLS_CERT="+tls+"cert.pem", "TICKETING_TLS_KEY="+tls+"key.pem")
+	ctx := context.Background()
+	plain := newClient(t, s, "plain")
+	_, err := plain.Acquire(ctx, "tls:seat", 30*time.Second, 0)
+	if !errors.Is(err, ticketing.ErrUnavailable) || !strings.Contains(err.Error(), "Config.TLSCAFile") ||
+		strings.Contains(err.Error(), "TICKETING_TLS_CA") {
+		t.Fatalf("plain client at a TLS server: %v", err)
+	}
+	secure, err := ticketing.New(ticketing.Config{Addrs: []string{s.addr}, AuthToken: secret, TLSCAFile: tls + "ca.pem"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer secure.Close()
+	lock, err := secure.Acquire(ctx, "tls:seat", 30*time.Second, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := lock.Release(ctx); err != nil {
+		t.Fatal(err)
 	}
 }
