@@ -1,8 +1,8 @@
 // The Go module against real servers: grant and token, FIFO hand-off, busy and timeout,
 // release outcomes, query, WithLock released on error and panic, concurrent goroutines
 // on one client, a cancelled written acquire, bad arguments, a wrong secret and TLS on
-// one side named in Config's terms, a paused server's
-// indeterminate acquire and its resolve, 1,000 waiting goroutines on a few OS threads.
+// one side named in Config's terms, a paused server's indeterminate acquire and its
+// resolve, 1,000 waiting goroutines on a few OS threads.
 
 package ticketing_test
 
