@@ -3,7 +3,8 @@
 //! error and panic, 64 goroutines on one client, a cancelled written acquire, bad
 //! arguments, a wrong secret, a paused server's indeterminate acquire and its resolve,
 //! 1,000 waiting goroutines on a few OS threads), and the README's Go example, built as
-//! a program of its own through `replace` and run as written against a node.
+//! a program of its own through `replace` and run as written against a node; and the
+//! fencing example (go/examples/fenced_postgres) against a throw-away PostgreSQL.
 //!
 //! The module links this cargo run's libticketing.a (CGO_LDFLAGS puts its directory
 //! first) and starts this run's `ticketing` binary (TICKETING_BIN), so it tests this
@@ -12,6 +13,10 @@
 //! that a failure.
 
 mod common;
+
+#[path = "../examples/fenced_postgres.rs"]
+#[allow(dead_code)]
+mod fenced_postgres;
 
 use std::fs::File;
 use std::os::unix::process::CommandExt;
@@ -147,4 +152,42 @@ fn the_readme_go_example_builds_into_one_file_and_runs_as_written() {
     for expected in ["selling seat 42 under fencing token", "held by box-office-7", "released"] {
         assert!(output.contains(expected), "no {expected:?} in:\n{output}");
     }
+}
+
+/// go/examples/fenced_postgres (docs/go.md, "Fencing with the token"; a module of its own
+/// with pgx) against a real server and a throw-away PostgreSQL: A's late write is
+/// rejected, sold once to B. Needs PostgreSQL (`.ci/run` installs it) and Go 1.23 or
+/// newer (pgx's); with an older Go it prints `SKIPPED`.
+#[test]
+fn the_go_fencing_example_sells_once_against_postgres() {
+    let test = "the_go_fencing_example_sells_once_against_postgres";
+    if !have_go(test) {
+        return;
+    }
+    let version = Command::new(go()).args(["env", "GOVERSION"]).output().unwrap();
+    let version = String::from_utf8_lossy(&version.stdout).trim().to_string();
+    let minor: u32 =
+        version.strip_prefix("go1.").and_then(|v| v.split('.').next()?.parse().ok()).unwrap_or(0);
+    if minor < 23 {
+        eprintln!("SKIPPED {test}: {version} is older than pgx's Go 1.23");
+        return;
+    }
+    if fenced_postgres::postgres_bin_dir().is_none() {
+        assert!(!std::env::var("TICKETING_REQUIRE_POSTGRES").is_ok_and(|v| v == "1"), "no PostgreSQL");
+        eprintln!("SKIPPED {test}: PostgreSQL is not installed (apt-get install postgresql)");
+        return;
+    }
+    let server = start_server(&[]);
+    let pg = fenced_postgres::Postgres::start().expect("start PostgreSQL");
+    let mut env = go_env();
+    env.push(("TICKETING_ADDRS".into(), server.addr.to_string()));
+    env.push(("TICKETING_AUTH_TOKEN".into(), TOKEN.into()));
+    env.push(("FENCE_PG".into(), pg.conn.clone()));
+    let dir = repo().join("go/examples/fenced_postgres");
+    let (ok, output) = run(&go(), &["run", "."], &dir, &env, Duration::from_secs(300));
+    assert!(ok, "the Go fencing example failed:\n{output}\nPostgreSQL:\n{}", pg.log());
+    for expected in ["sells with token", ": rejected", "release: not_holder", "sold once, to B"] {
+        assert!(output.contains(expected), "no {expected:?} in:\n{output}");
+    }
+    eprintln!("{output}");
 }
