@@ -103,6 +103,12 @@ fn how(block: &Block) -> How {
         ("docs/python.md", "cargo build --release") => How::Elsewhere(
             "tests/python_package.rs runs the suite this way, with the library and server of its own build",
         ),
+        ("README.md" | "docs/go.md", l) if l.trim_start_matches('(').starts_with("cd go && go generate") => {
+            How::Elsewhere(".ci/run runs `(cd go && go generate)`; tests/go_package.rs runs the module's tests")
+        }
+        ("docs/go.md", l) if l.starts_with("cargo build --release") => How::Elsewhere(
+            "tests/go_package.rs runs `go test -race ./...` this way, with the library and server of its own build",
+        ),
         ("docs/c.md", "cargo build --release") => {
             How::Elsewhere("tests/c_abi.rs builds tests/c/ticketing_test.c both ways and runs it")
         }

@@ -1,8 +1,8 @@
 //! The libraries under test and how to start each one's driver: the Rust client (this
 //! very test binary, run again as a driver), the C ABI (tests/conformance/drivers/
 //! driver.c, built here), the Python package blocking and asyncio
-//! (tests/conformance/drivers/driver.py). Another library plugs in here with its own
-//! driver program.
+//! (tests/conformance/drivers/driver.py), the Go module (tests/conformance/drivers/
+//! driver.go, built here). Another library plugs in here with its own driver program.
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -68,6 +68,39 @@ fn python(aio: bool) -> Option<Library> {
     Some(Library { name, launch: Launch { program: python, args, env }, _dir: None })
 }
 
+/// The Go module (go/): tests/conformance/drivers/driver.go, built here as a program of
+/// its own that uses the module through `replace`, linked to this build's libticketing.a.
+fn go() -> Option<Library> {
+    let go = std::env::var("GO").unwrap_or_else(|_| "go".into());
+    let install = "apt-get install golang-go (Go 1.19 or newer)";
+    if !have_or_skip("conformance of go", &go, &["version"], "TICKETING_REQUIRE_GO", install) {
+        return None;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let module = "github.com/ticketing-lock/ticketing/go";
+    let go_mod = format!(
+        "module driver\n\ngo 1.19\n\nrequire {module} v0.0.0\n\nreplace {module} => {}\n",
+        repo().join("go").display()
+    );
+    std::fs::write(dir.path().join("go.mod"), go_mod).unwrap();
+    std::fs::copy(repo().join("tests/conformance/drivers/driver.go"), dir.path().join("main.go")).unwrap();
+    let program = dir.path().join("driver");
+    let built = Command::new(&go)
+        .args(["build", "-o"])
+        .arg(&program)
+        .arg(".")
+        .current_dir(dir.path())
+        .env("CGO_ENABLED", "1")
+        .env("CGO_LDFLAGS", format!("-L{}", native_lib_dir().display()))
+        .env("GOFLAGS", "-mod=mod")
+        .output()
+        .unwrap();
+    assert!(built.status.success(), "go build of driver.go:\n{}", String::from_utf8_lossy(&built.stderr));
+    let launch =
+        Launch { program: program.to_string_lossy().into_owned(), args: Vec::new(), env: Vec::new() };
+    Some(Library { name: "go", launch, _dir: Some(dir) })
+}
+
 /// Every library this machine can test, each built or found once.
 pub fn available() -> Vec<Library> {
     // The servers the scenarios start are this build's.
@@ -76,5 +109,6 @@ pub fn available() -> Vec<Library> {
     libraries.extend(c());
     libraries.extend(python(false));
     libraries.extend(python(true));
+    libraries.extend(go());
     libraries
 }

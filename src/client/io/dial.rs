@@ -113,6 +113,14 @@ pub(crate) const PYTHON_WORDS: Words = Words {
     tls_off: "leave out tls_ca=",
 };
 
+/// The Go module: `ticketing.Config`'s fields.
+pub(crate) const GO_WORDS: Words = Words {
+    secret: "the Config.AuthToken given to ticketing.New",
+    ca: "Config.TLSCAFile",
+    tls_on: "set Config.TLSCAFile to the CA bundle",
+    tls_off: "leave Config.TLSCAFile empty",
+};
+
 /// An authenticated connection, split for a reader and a writer.
 pub(crate) struct Dialed {
     pub(crate) welcome: Welcome,

@@ -1,0 +1,3 @@
+module github.com/ticketing-lock/ticketing/go
+
+go 1.19

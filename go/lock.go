@@ -1,0 +1,132 @@
+// The held lock: its fencing token, key and lease, and its release.
+
+package ticketing
+
+/*
+#include "ticketing.h"
+*/
+import "C"
+
+import (
+	"context"
+	"runtime"
+	"sync"
+	"time"
+)
+
+// ReleaseOutcome is what a release found. Each means the key is no longer held under the
+// lock's token.
+type ReleaseOutcome int
+
+const (
+	// Released: the next waiter has the key, or it is free.
+	Released ReleaseOutcome = C.TICKETING_RELEASED
+	// NotHolder: the lease had already ended (another may have held the key meanwhile).
+	NotHolder ReleaseOutcome = C.TICKETING_NOT_HOLDER
+	// ReleasedOrExpired: `N` after an earlier attempt's answer was lost.
+	ReleasedOrExpired ReleaseOutcome = C.TICKETING_RELEASED_OR_EXPIRED
+)
+
+func (o ReleaseOutcome) String() string {
+	switch o {
+	case Released:
+		return "released"
+	case NotHolder:
+		return "not_holder"
+	case ReleasedOrExpired:
+		return "released_or_expired"
+	}
+	return "unknown"
+}
+
+// Lock is a held lock. A Lock dropped unreleased is released in the background once the
+// garbage collector finds it; release it instead.
+type Lock struct {
+	client *Client
+	token  uint64
+	key    string
+	owner  string
+	lease  time.Duration
+
+	mu sync.Mutex
+	h  *C.ticketing_lock // nil once released for good
+}
+
+func (c *Client) newLock(h *C.ticketing_lock) *Lock {
+	l := &Lock{
+		client: c,
+		token:  uint64(C.ticketing_lock_token(h)),
+		key:    C.GoString(C.ticketing_lock_key(h)),
+		owner:  C.GoString(C.ticketing_lock_owner(h)),
+		lease:  time.Duration(C.ticketing_lock_lease_ms(h)) * time.Millisecond,
+		h:      h,
+	}
+	runtime.SetFinalizer(l, func(l *Lock) {
+		if l.h != nil {
+			C.ticketing_lock_free(l.h) // unreleased: the client's background queue releases it
+		}
+	})
+	return l
+}
+
+// Token is the fencing token: larger than every earlier grant's. Pass it to every write
+// the critical section makes.
+func (l *Lock) Token() uint64 { return l.token }
+
+// Key is the key the lock holds.
+func (l *Lock) Key() string { return l.key }
+
+// Owner is the owner it was granted to.
+func (l *Lock) Owner() string { return l.owner }
+
+// Lease is the lease the server granted.
+func (l *Lock) Lease() time.Duration { return l.lease }
+
+// Remaining is the time left until the lock's local deadline (the instant before the
+// acquire was written plus the lease; the server's lease never ends before it); 0 once
+// passed or once released.
+func (l *Lock) Remaining() time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.h == nil {
+		return 0
+	}
+	return time.Duration(C.ticketing_lock_remaining_ms(l.h)) * time.Millisecond
+}
+
+// Release releases the lock and waits for the server's answer: Released, NotHolder (the
+// lease had already ended) or ReleasedOrExpired. Errors: ErrUnconfirmed (sent, no answer
+// within 5 s: the client keeps checking and releases it), ErrUnavailable (never sent),
+// ErrQueueFull (never sent), ErrInvalid (released already, or a release of it under
+// way); after any but ErrInvalid the lock stays releasable: call Release again. ctx
+// ending first is ErrCancelled (wrapping ctx's error): the release goes on in the
+// background and the lock is releasable again.
+func (l *Lock) Release(ctx context.Context) (ReleaseOutcome, error) {
+	l.mu.Lock()
+	if l.h == nil {
+		l.mu.Unlock()
+		return 0, &Error{Kind: KindInvalid, Message: "the lock " + l.key + " was released already"}
+	}
+	h := l.h
+	var f *C.ticketing_future
+	var e *C.ticketing_error
+	rc := C.ticketing_lock_release_start(h, &f, &e)
+	l.mu.Unlock()
+	if rc != C.TICKETING_OK {
+		return 0, l.client.failure(rc, e, nil)
+	}
+	fu := watch(f)
+	defer fu.free()
+	ctxErr := fu.wait(ctx)
+	var outcome C.int
+	if rc := C.ticketing_future_get_release(f, &outcome, &e); rc != C.TICKETING_OK {
+		return 0, l.client.failure(rc, e, ctxErr)
+	}
+	l.mu.Lock()
+	if l.h == h {
+		C.ticketing_lock_free(h) // released for good: nothing left for the handle to do
+		l.h = nil
+	}
+	l.mu.Unlock()
+	return ReleaseOutcome(outcome), nil
+}

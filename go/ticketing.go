@@ -1,0 +1,327 @@
+// Package ticketing is the Go client of Ticketing, a lock service: a thin binding over
+// the native client's C ABI (include/ticketing.h, the static libticketing.a), so every
+// rule — leader first, pipelining, reconnects, an ACQUIRE never resent once written,
+// indeterminate outcomes, the release queue — is the native client's. Operations run
+// as the C ABI's futures: a goroutine waiting on one holds no OS thread. docs/go.md.
+package ticketing
+
+/*
+#include <stdlib.h>
+#include "ticketing.h"
+*/
+import "C"
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+	"unsafe"
+)
+
+// Config is what a client needs.
+type Config struct {
+	// Addrs are seed addresses "host:port": one live member of the cluster is enough.
+	Addrs []string
+	// AuthToken is the client secret (at least 16 bytes).
+	AuthToken string
+	// Owner is sent with every acquire and release (1..255 bytes); empty for the
+	// default host-pid-random, unique per client.
+	Owner string
+	// TLSCAFile is the path of a PEM CA bundle: turns TLS on; empty for plain TCP.
+	TLSCAFile string
+}
+
+// Client is one native client: connections, the release queue and background threads,
+// shared by any number of goroutines. One per process is the intended use.
+type Client struct {
+	mu    sync.RWMutex
+	h     *C.ticketing_client
+	owner string
+}
+
+// Holder is who holds a key, as the leader answered a Query.
+type Holder struct {
+	Owner     string
+	Token     uint64
+	LeaseLeft time.Duration // lease left on the leader's clock when it answered
+	Waiters   uint32        // acquires queued for the key
+}
+
+var (
+	abiOnce sync.Once
+	abiErr  error
+)
+
+// abiChecked compares the library's ABI version with the header's, once.
+func abiChecked() error {
+	abiOnce.Do(func() {
+		if v := uint32(C.ticketing_version()); v != C.TICKETING_ABI_VERSION {
+			abiErr = &Error{Kind: KindInternal, Message: fmt.Sprintf(
+				"libticketing speaks ABI version %d and this module version %d: rebuild with `go generate`",
+				v, C.TICKETING_ABI_VERSION)}
+		}
+	})
+	return abiErr
+}
+
+// untilDeadline is the time left until deadline, 0 once past.
+func untilDeadline(deadline time.Time) time.Duration {
+	if left := time.Until(deadline); left > 0 {
+		return left
+	}
+	return 0
+}
+
+// LibraryVersion is the native library's release, e.g. "0.2.0".
+func LibraryVersion() string { return C.GoString(C.ticketing_version_string()) }
+
+// New creates a client. It does no network I/O: connections are made in the
+// background, and an unreachable server is an ErrUnavailable of the first operation.
+// Errors: ErrConfig (the message names the Config field), ErrInvalid.
+func New(cfg Config) (*Client, error) {
+	if err := abiChecked(); err != nil {
+		return nil, err
+	}
+	for _, s := range append(append([]string{}, cfg.Addrs...), cfg.Owner, cfg.TLSCAFile) {
+		if strings.IndexByte(s, 0) >= 0 {
+			return nil, &Error{Kind: KindConfig, Message: fmt.Sprintf("%q contains a NUL byte", s)}
+		}
+	}
+	addrs := make([]*C.char, len(cfg.Addrs)+1)
+	for i, a := range cfg.Addrs {
+		addrs[i] = C.CString(a)
+	}
+	defer func() {
+		for _, p := range addrs {
+			C.free(unsafe.Pointer(p))
+		}
+	}()
+	token := C.CBytes([]byte(cfg.AuthToken))
+	defer C.free(token)
+	var owner, ca *C.char
+	if cfg.Owner != "" {
+		owner = C.CString(cfg.Owner)
+		defer C.free(unsafe.Pointer(owner))
+	}
+	if cfg.TLSCAFile != "" {
+		ca = C.CString(cfg.TLSCAFile)
+		defer C.free(unsafe.Pointer(ca))
+	}
+	binding := C.CString("go")
+	defer C.free(unsafe.Pointer(binding))
+	var h *C.ticketing_client
+	var e *C.ticketing_error
+	rc := C.ticketing_client_new_for(binding, &addrs[0], C.size_t(len(cfg.Addrs)), (*C.uint8_t)(token),
+		C.size_t(len(cfg.AuthToken)), owner, ca, &h, &e)
+	if rc != C.TICKETING_OK {
+		return nil, (*Client)(nil).failure(rc, e, nil)
+	}
+	return &Client{h: h, owner: C.GoString(C.ticketing_client_owner(h))}, nil
+}
+
+// WithOwner is a new handle on the same client (connections, release queue) that
+// acquires and releases as owner: one owner per logical caller when Resolve must tell an
+// indeterminate acquire's grant from another grant to the same owner. Close it too.
+func (c *Client) WithOwner(owner string) (*Client, error) {
+	o, err := cString("owner", owner)
+	if err != nil {
+		return nil, err
+	}
+	defer C.free(unsafe.Pointer(o))
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	if c.h == nil {
+		return nil, closedError()
+	}
+	var h *C.ticketing_client
+	var e *C.ticketing_error
+	if rc := C.ticketing_client_with_owner(c.h, o, &h, &e); rc != C.TICKETING_OK {
+		return nil, c.failure(rc, e, nil)
+	}
+	return &Client{h: h, owner: C.GoString(C.ticketing_client_owner(h))}, nil
+}
+
+// Owner is the owner this client acquires as.
+func (c *Client) Owner() string { return c.owner }
+
+// Close waits until every release the client still has to make is finished (at most
+// 5 s), then frees the native client. Locks taken through it stay valid; any later call
+// on the client is ErrInvalid. A second Close does nothing.
+func (c *Client) Close() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.h == nil {
+		return nil
+	}
+	var e *C.ticketing_error
+	rc := C.ticketing_client_close(c.h, 5000, nil, &e)
+	C.ticketing_client_free(c.h)
+	c.h = nil
+	if rc != C.TICKETING_OK {
+		return c.failure(rc, e, nil)
+	}
+	return nil
+}
+
+// cString copies a key for the C ABI; a NUL inside is refused (C would cut it there).
+func cString(name, s string) (*C.char, error) {
+	if strings.IndexByte(s, 0) >= 0 {
+		return nil, &Error{Kind: KindInvalid, Message: fmt.Sprintf("%s %q contains a NUL byte", name, s)}
+	}
+	return C.CString(s), nil
+}
+
+// start runs one ticketing_*_start under the client's read lock (Close waits for it).
+func (c *Client) start(run func(h *C.ticketing_client, f **C.ticketing_future, e **C.ticketing_error) C.int) (*future, error) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	if c.h == nil {
+		return nil, closedError()
+	}
+	var f *C.ticketing_future
+	var e *C.ticketing_error
+	if rc := run(c.h, &f, &e); rc != C.TICKETING_OK {
+		return nil, c.failure(rc, e, nil)
+	}
+	return watch(f), nil
+}
+
+// Acquire acquires key for lease (whole seconds, 1 s to 250 s), queueing at most
+// min(wait, ctx's deadline) (0 is one immediate try; at most 300 s).
+//
+// On success the *Lock is held: pass Lock.Token() to every write of the critical
+// section, then Release it. Definitive errors, the key NOT held by this call: ErrBusy,
+// ErrTimeout, ErrNotLeader, ErrInvalid, ErrOverloaded, ErrUnavailable, ErrCancelled
+// (ctx ended before the request was written). *IndeterminateError: the key MAY be held;
+// do not enter the critical section. Cancelling ctx after the request was written ends
+// the call at once with an *IndeterminateError of cause "cancelled" (wrapping ctx's
+// error): a grant that comes anyway is released by the client, unless Resolve adopts it.
+func (c *Client) Acquire(ctx context.Context, key string, lease, wait time.Duration) (*Lock, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, &Error{Kind: KindCancelled, Message: "ctx ended before the acquire started; nothing was sent",
+			ctxErr: err}
+	}
+	if deadline, ok := ctx.Deadline(); ok {
+		if left := untilDeadline(deadline); left < wait {
+			wait = left
+		}
+	}
+	k, err := cString("key", key)
+	if err != nil {
+		return nil, err
+	}
+	defer C.free(unsafe.Pointer(k))
+	fu, err := c.start(func(h *C.ticketing_client, f **C.ticketing_future, e **C.ticketing_error) C.int {
+		return C.ticketing_acquire_start(h, k, millis(lease), millis(wait), f, e)
+	})
+	if err != nil {
+		return nil, err
+	}
+	defer fu.free()
+	ctxErr := fu.wait(ctx)
+	var lock *C.ticketing_lock
+	var e *C.ticketing_error
+	if rc := C.ticketing_future_get_lock(fu.f, &lock, &e); rc != C.TICKETING_OK {
+		return nil, c.failure(rc, e, ctxErr)
+	}
+	return c.newLock(lock), nil
+}
+
+// millis is a duration in the C ABI's milliseconds: a sub-millisecond rest is kept as a
+// whole millisecond more, so that 1.5 s stays refused as a lease and never becomes 1 s.
+func millis(d time.Duration) C.int64_t {
+	ms := d.Milliseconds()
+	if d > 0 && d%time.Millisecond != 0 {
+		ms++
+	}
+	return C.int64_t(ms)
+}
+
+// WithLock acquires key (as Acquire), runs fn with the lock, and releases it when fn
+// returns or panics. It returns fn's error; else the release's error, or ErrNotHolder
+// when the lease had ended before the release (only the fencing token protected the
+// writes). The release is not cancelled by ctx (it is bounded by the client's 5 s
+// release deadline).
+func (c *Client) WithLock(ctx context.Context, key string, lease, wait time.Duration, fn func(*Lock) error) (err error) {
+	lock, err := c.Acquire(ctx, key, lease, wait)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		outcome, rerr := lock.Release(context.Background())
+		if err != nil {
+			return
+		}
+		if rerr != nil {
+			err = rerr
+		} else if outcome == NotHolder {
+			err = &Error{Kind: KindNotHolder, Message: fmt.Sprintf(
+				"the lease of %s (token %d) had ended before the release: another may have held it meanwhile",
+				lock.key, lock.token)}
+		}
+	}()
+	return fn(lock)
+}
+
+// Query says who holds key, linearizably (the leader answers): a *Holder, or nil when
+// the key is free. Errors: ErrUnavailable, ErrNoAnswer, ErrInvalid, ErrCancelled (ctx
+// ended), ...
+func (c *Client) Query(ctx context.Context, key string) (*Holder, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, &Error{Kind: KindCancelled, Message: "ctx ended before the query started", ctxErr: err}
+	}
+	k, err := cString("key", key)
+	if err != nil {
+		return nil, err
+	}
+	defer C.free(unsafe.Pointer(k))
+	fu, err := c.start(func(h *C.ticketing_client, f **C.ticketing_future, e **C.ticketing_error) C.int {
+		return C.ticketing_query_start(h, k, f, e)
+	})
+	if err != nil {
+		return nil, err
+	}
+	defer fu.free()
+	ctxErr := fu.wait(ctx)
+	var held C.int
+	var holder C.ticketing_holder
+	var e *C.ticketing_error
+	if rc := C.ticketing_future_get_query(fu.f, &held, &holder, &e); rc != C.TICKETING_OK {
+		return nil, c.failure(rc, e, ctxErr)
+	}
+	if held == 0 {
+		return nil, nil
+	}
+	return &Holder{
+		Owner:     C.GoStringN(&holder.owner[0], C.int(holder.owner_len)),
+		Token:     uint64(holder.token),
+		LeaseLeft: time.Duration(holder.lease_left_ms) * time.Millisecond,
+		Waiters:   uint32(holder.waiters),
+	}, nil
+}
+
+// Release releases key held by this client's owner under token (a token kept
+// elsewhere; Lock.Release is the usual way). Outcomes and errors as Lock.Release.
+func (c *Client) Release(ctx context.Context, key string, token uint64) (ReleaseOutcome, error) {
+	k, err := cString("key", key)
+	if err != nil {
+		return 0, err
+	}
+	defer C.free(unsafe.Pointer(k))
+	fu, err := c.start(func(h *C.ticketing_client, f **C.ticketing_future, e **C.ticketing_error) C.int {
+		return C.ticketing_release_start(h, k, C.uint64_t(token), f, e)
+	})
+	if err != nil {
+		return 0, err
+	}
+	defer fu.free()
+	ctxErr := fu.wait(ctx)
+	var outcome C.int
+	var e *C.ticketing_error
+	if rc := C.ticketing_future_get_release(fu.f, &outcome, &e); rc != C.TICKETING_OK {
+		return 0, c.failure(rc, e, ctxErr)
+	}
+	return ReleaseOutcome(outcome), nil
+}
