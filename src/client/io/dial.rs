@@ -121,6 +121,14 @@ pub(crate) const GO_WORDS: Words = Words {
     tls_off: "leave Config.TLSCAFile empty",
 };
 
+/// The Node.js package: the options of `new Client({...})`.
+pub(crate) const NODE_WORDS: Words = Words {
+    secret: "the authToken given to new Client",
+    ca: "tlsCa",
+    tls_on: "give new Client the CA bundle as tlsCa",
+    tls_off: "leave out tlsCa",
+};
+
 /// An authenticated connection, split for a reader and a writer.
 pub(crate) struct Dialed {
     pub(crate) welcome: Welcome,
