@@ -1,0 +1,428 @@
+// client.cjs: Client and Lock, thin wrappers over the C ABI's futures
+// (include/ticketing.h): each method starts the native client's operation and returns a
+// promise its completion queue settles. Every behaviour — routing to the leader,
+// pipelining, reconnecting, never resending a written acquire, deadlines, the release
+// queue, resolving — is the native client's (docs/client.md); this file only converts
+// arguments and results and rejects with the error class of each kind.
+"use strict";
+
+const { C, K, OUTCOMES, HELD, NOT_HELD, dispatch } = require("./native.cjs");
+const { Cancelled, InvalidArgument, Indeterminate, NotHolder, TicketingError, fromHandle } = require("./errors.cjs");
+
+const clients = new FinalizationRegistry((handle) => C.client_free(handle));
+// A lock collected unreleased goes to the client's background release queue.
+const locks = new FinalizationRegistry((handle) => C.lock_free(handle));
+
+function describe(value) {
+  if (value === null) return "null";
+  if (typeof value === "string") return JSON.stringify(value);
+  if (typeof value === "object" || typeof value === "function") return `a ${value.constructor?.name ?? typeof value}`;
+  return `${typeof value} ${String(value)}`;
+}
+
+/** `value` as the NUL-terminated UTF-8 string the C ABI reads. */
+function text(value, name) {
+  if (typeof value !== "string") throw new InvalidArgument(`${name} must be a string, not ${describe(value)}`);
+  if (value.includes("\0")) throw new InvalidArgument(`${name} contains a NUL character`);
+  return value;
+}
+
+/** Seconds as whole milliseconds; the native client checks the range and says it. */
+function millis(value, name) {
+  if (typeof value !== "number" || !Number.isFinite(value)) {
+    throw new InvalidArgument(`${name} must be a finite number of seconds, not ${describe(value)}`);
+  }
+  if (value < 0) throw new InvalidArgument(`${name} is ${value} s; it must not be negative`);
+  // Beyond any limit: the largest exact integer, which the client refuses as out of range.
+  return Math.min(Math.round(value * 1000), Number.MAX_SAFE_INTEGER);
+}
+
+/** The options object of `call`, with no key but `allowed`. */
+function options(value, call, allowed) {
+  if (value === undefined || value === null) return {};
+  if (typeof value !== "object") throw new InvalidArgument(`${call}: options must be an object, not ${describe(value)}`);
+  for (const key of Object.keys(value)) {
+    if (!allowed.includes(key)) {
+      throw new InvalidArgument(`${call}: unknown option ${JSON.stringify(key)}; the options are ${allowed.join(", ")}`);
+    }
+  }
+  return value;
+}
+
+function abortSignal(signal) {
+  if (signal === undefined || signal === null) return null;
+  if (typeof signal !== "object" || typeof signal.aborted !== "boolean" || typeof signal.addEventListener !== "function") {
+    throw new InvalidArgument(`signal must be an AbortSignal, not ${describe(signal)}`);
+  }
+  return signal;
+}
+
+/** The future a `ticketing_*_start` made, or the error its refusal means. */
+function started(kind, future, error) {
+  if (kind !== K.OK || !future[0]) throw fromHandle(kind, error[0]);
+  return future[0];
+}
+
+/** Awaits the native `future`: `read(future, cause)` takes its outcome (and frees it).
+ * An abort of `signal` cancels the operation by the C ABI's rule; the outcome then is
+ * what the cancel made of it (Cancelled, or Indeterminate for an acquire already
+ * sent), with the signal's reason as the error's `cause`. */
+function run(future, read, signal) {
+  const dispatcher = dispatch();
+  const { promise, entry } = dispatcher.start(future, read);
+  if (signal) {
+    const onAbort = () => {
+      entry.cause = signal.reason;
+      dispatcher.cancel(entry);
+    };
+    signal.addEventListener("abort", onAbort, { once: true });
+    entry.onSettle = () => signal.removeEventListener("abort", onAbort);
+  }
+  return promise;
+}
+
+function readLock(client) {
+  return (future, cause) => {
+    const lock = [null];
+    const error = [null];
+    let kind;
+    try {
+      kind = C.future_get_lock(future, lock, error);
+    } finally {
+      C.future_free(future);
+    }
+    if (kind !== K.OK || !lock[0]) throw fromHandle(kind, error[0], cause);
+    return new Lock(lock[0], client);
+  };
+}
+
+function readRelease(future, cause) {
+  const outcome = [0];
+  const error = [null];
+  let kind;
+  try {
+    kind = C.future_get_release(future, outcome, error);
+  } finally {
+    C.future_free(future);
+  }
+  if (kind !== K.OK) throw fromHandle(kind, error[0], cause);
+  return OUTCOMES[outcome[0]];
+}
+
+function readQuery(future, cause) {
+  const held = [0];
+  const holder = [{}];
+  const error = [null];
+  let kind;
+  try {
+    kind = C.future_get_query(future, held, holder, error);
+  } finally {
+    C.future_free(future);
+  }
+  if (kind !== K.OK) throw fromHandle(kind, error[0], cause);
+  if (!held[0]) return null;
+  const h = holder[0];
+  return { owner: h.owner, token: BigInt(h.token), leaseLeft: Number(h.lease_left_ms) / 1000, waiters: h.waiters };
+}
+
+/**
+ * A held lock: `key`, `owner`, the fencing `token` (a bigint larger than every earlier
+ * grant's: pass it to every write the critical section makes), `lease` in seconds.
+ * `await lock.release()`; `await using lock = await client.acquire(...)` releases at the
+ * end of the block. A lock garbage-collected unreleased is released in the background.
+ */
+class Lock {
+  constructor(handle, client) {
+    Object.defineProperty(this, "_handle", { value: handle, writable: true });
+    Object.defineProperty(this, "_client", { value: client, writable: true });
+    Object.defineProperty(this, "_releasing", { value: false, writable: true });
+    this.key = C.lock_key(handle);
+    this.owner = C.lock_owner(handle);
+    this.token = BigInt(C.lock_token(handle));
+    this.lease = Number(C.lock_lease_ms(handle)) / 1000;
+    locks.register(this, handle, this);
+  }
+
+  /** Seconds left until the local deadline (the instant before the acquire was written
+   * plus the lease; the server's lease never ends before it); 0 once passed or released. */
+  get remaining() {
+    return this._handle ? Number(C.lock_remaining_ms(this._handle)) / 1000 : 0;
+  }
+
+  /** True once the local deadline has passed: the key may be someone else's now. */
+  get expired() {
+    return this.remaining === 0;
+  }
+
+  /** True once a release came back with an outcome. */
+  get released() {
+    return this._handle === null;
+  }
+
+  /**
+   * Releases and resolves to the server's answer: "released", "notHolder" (the lease had
+   * already ended) or "releasedOrExpired" (an earlier attempt's answer was lost). Rejects
+   * with ReleaseUnconfirmed, Unavailable or ReleaseQueueFull when not confirmed (the lock
+   * stays releasable: call it again), InvalidArgument when released already. At most 5 s.
+   */
+  async release() {
+    const handle = this._handle;
+    if (!handle) throw new InvalidArgument(`the lock on ${JSON.stringify(this.key)} was released already`);
+    const future = [null];
+    const error = [null];
+    const started_ = started(C.lock_release_start(handle, future, error), future, error);
+    this._releasing = true;
+    try {
+      const outcome = await run(started_, readRelease, null);
+      // Released for good: the handle has nothing left to do.
+      if (this._handle === handle) {
+        this._handle = null;
+        locks.unregister(this);
+        C.lock_free(handle);
+      }
+      return outcome;
+    } finally {
+      this._releasing = false;
+    }
+  }
+
+  /** `await using`: releases unless released already (or a release is under way). */
+  async [Symbol.asyncDispose ?? Symbol.for("Symbol.asyncDispose")]() {
+    if (this._handle && !this._releasing) await this.release();
+  }
+
+  toString() {
+    return `Lock(key=${JSON.stringify(this.key)}, owner=${JSON.stringify(this.owner)}, token=${this.token})`;
+  }
+}
+
+const CLIENT_OPTIONS = ["addrs", "authToken", "owner", "tlsCa"];
+
+/**
+ * A client of a Ticketing node or cluster; share one per process. Makes no connection
+ * here (connections are made in the background, on the client's own threads).
+ *
+ *   new Client({ addrs: ["10.0.0.1:5225"], authToken: "…", owner: "box-office-7" })
+ *
+ * addrs: seed addresses "host:port" (an array, or one string with commas); one live
+ * member is enough. authToken: the client secret (a string or bytes, at least 16).
+ * owner: names this client (1..255 bytes; default host-pid-random). tlsCa: path of a
+ * PEM CA bundle: turns TLS on.
+ */
+class Client {
+  constructor(opts) {
+    if (opts === undefined || opts === null || typeof opts !== "object") {
+      throw new InvalidArgument(`new Client(options): options must be an object { addrs, authToken, owner, tlsCa }, not ${describe(opts)}`);
+    }
+    options(opts, "new Client", CLIENT_OPTIONS);
+    let addrs = opts.addrs;
+    if (typeof addrs === "string") addrs = addrs.split(",").filter((a) => a !== "");
+    if (!Array.isArray(addrs)) throw new InvalidArgument(`addrs must be an array of "host:port" strings, not ${describe(addrs)}`);
+    addrs = addrs.map((a, i) => text(a, `addrs[${i}]`));
+    let token = opts.authToken;
+    if (typeof token === "string") {
+      token = Buffer.from(text(token, "authToken"), "utf8");
+    } else if (token instanceof Uint8Array) {
+      token = Buffer.from(token);
+    } else {
+      throw new InvalidArgument(`authToken must be a string or a Uint8Array, not ${describe(token)}`);
+    }
+    const owner = opts.owner === undefined || opts.owner === null ? null : text(opts.owner, "owner");
+    const tlsCa = opts.tlsCa === undefined || opts.tlsCa === null ? null : text(opts.tlsCa, "tlsCa");
+    const client = [null];
+    const error = [null];
+    const kind = C.client_new_for("node", addrs, addrs.length, token, token.length, owner, tlsCa, client, error);
+    if (kind !== K.OK || !client[0]) throw fromHandle(kind, error[0]);
+    this._adopt(client[0]);
+  }
+
+  _adopt(handle) {
+    Object.defineProperty(this, "_handle", { value: handle, writable: true });
+    clients.register(this, handle, this);
+  }
+
+  _live() {
+    if (!this._handle) throw new InvalidArgument("this Client is closed");
+    return this._handle;
+  }
+
+  /** The owner this client acquires and releases as. */
+  get owner() {
+    return C.client_owner(this._live());
+  }
+
+  /** The same client (connections, release queue) acquiring and releasing as `owner`:
+   * one owner per logical caller when resolve must tell an indeterminate acquire's
+   * grant from another grant to the same owner. Close it as any client. */
+  withOwner(owner) {
+    const client = [null];
+    const error = [null];
+    const kind = C.client_with_owner(this._live(), text(owner, "owner"), client, error);
+    if (kind !== K.OK || !client[0]) throw fromHandle(kind, error[0]);
+    const other = Object.create(Client.prototype);
+    other._adopt(client[0]);
+    return other;
+  }
+
+  /**
+   * Acquires `key` for `lease` seconds (whole, 1..250; default 30), queueing at most
+   * `wait` seconds (0..300; default 0: one immediate try). Resolves to the Lock.
+   * Rejects, definitive (not acquired), with Busy, Timeout, NotLeader, Overloaded,
+   * Unavailable, InvalidArgument, Cancelled; or with Indeterminate: the key MAY be held —
+   * do not enter the critical section; `client.resolve(err)` finds out. An abort of
+   * `signal` before the request was written ends it Cancelled; after, Indeterminate
+   * (never sent again; a grant that comes anyway is released by the client).
+   */
+  async acquire(key, opts) {
+    const o = options(opts, "acquire", ["lease", "wait", "signal"]);
+    return this._acquire(key, o.lease ?? 30, o.wait ?? 0, abortSignal(o.signal));
+  }
+
+  async _acquire(key, lease, wait, signal) {
+    const handle = this._live();
+    const k = text(key, "key");
+    const leaseMs = millis(lease, "lease");
+    const waitMs = millis(wait, "wait");
+    if (signal?.aborted) {
+      throw new Cancelled("the signal was aborted before the acquire started: nothing was sent", { cause: signal.reason });
+    }
+    const future = [null];
+    const error = [null];
+    const f = started(C.acquire_start(handle, k, leaseMs, waitMs, future, error), future, error);
+    return run(f, readLock(this), signal);
+  }
+
+  /**
+   * Acquires `key` (options as acquire; `wait` defaults to 5 s here), calls `fn(lock)` and
+   * releases when it settles — also when it throws. Resolves to what `fn` resolved to.
+   * When `fn` succeeded but the lease had ended before the release (the key may have been
+   * granted to another meanwhile), rejects with NotHolder.
+   */
+  async withLock(key, opts, fn) {
+    if (typeof opts === "function" && fn === undefined) {
+      fn = opts;
+      opts = undefined;
+    }
+    if (typeof fn !== "function") throw new InvalidArgument(`withLock: the callback must be a function, not ${describe(fn)}`);
+    const o = options(opts, "withLock", ["lease", "wait", "signal"]);
+    const lock = await this._acquire(key, o.lease ?? 30, o.wait ?? 5, abortSignal(o.signal));
+    let result;
+    try {
+      result = await fn(lock);
+    } catch (e) {
+      if (!lock.released) {
+        try {
+          await lock.release();
+        } catch {
+          // The callback's error is the one to see; the client keeps checking the release.
+        }
+      }
+      throw e;
+    }
+    if (lock.released) return result;
+    const outcome = await lock.release();
+    if (outcome === "notHolder") {
+      throw new NotHolder(
+        `the lease on ${JSON.stringify(lock.key)} (token ${lock.token}) had ended before the callback did: the key ` +
+          "may have been granted to someone else meanwhile; only the fencing token protected the writes",
+      );
+    }
+    return result;
+  }
+
+  /** Releases `key` held by this client's owner under `token` (a bigint kept
+   * elsewhere). Outcomes and errors as Lock.release. */
+  async release(key, token) {
+    const handle = this._live();
+    const k = text(key, "key");
+    if (typeof token === "number" && Number.isSafeInteger(token)) token = BigInt(token);
+    if (typeof token !== "bigint" || token < 0n || token >= 1n << 64n) {
+      throw new InvalidArgument(`token must be a bigint in 0..2**64, not ${describe(token)}`);
+    }
+    const future = [null];
+    const error = [null];
+    return run(started(C.release_start(handle, k, token, future, error), future, error), readRelease, null);
+  }
+
+  /** Who holds `key`, as the leader answers: null when free, else
+   * { owner, token (bigint), leaseLeft (seconds), waiters }. Rejects with NoAnswer,
+   * Unavailable, InvalidArgument, ... At most 10 s. */
+  async query(key, opts) {
+    const o = options(opts, "query", ["signal"]);
+    const handle = this._live();
+    const k = text(key, "key");
+    const signal = abortSignal(o.signal);
+    const future = [null];
+    const error = [null];
+    return run(started(C.query_start(handle, k, future, error), future, error), readQuery, signal);
+  }
+
+  /**
+   * Whether the indeterminate acquire `err` holds its key after all, found out without
+   * sending it again: waits until its grant can no longer happen (its send instant + its
+   * wait + 5 s), then asks the leader. Resolves to the Lock (adopted: use or release it)
+   * or null (certainly not held); rejects with `err` itself when still unknown after
+   * `timeout` seconds (default 15). Any other TicketingError resolves to null.
+   */
+  async resolve(err, opts) {
+    const o = options(opts, "resolve", ["timeout", "signal"]);
+    const handle = this._live();
+    const timeoutMs = millis(o.timeout ?? 15, "timeout");
+    const signal = abortSignal(o.signal);
+    if (!(err instanceof TicketingError)) {
+      throw new InvalidArgument(`resolve takes the Indeterminate an acquire rejected with, not ${describe(err)}`);
+    }
+    if (!(err instanceof Indeterminate) || !err._handle) return null;
+    const future = [null];
+    const error = [null];
+    const f = started(C.resolve_start(handle, err._handle, timeoutMs, future, error), future, error);
+    return run(
+      f,
+      (future_, cause) => {
+        const resolution = [0];
+        const lock = [null];
+        const failure = [null];
+        let kind;
+        try {
+          kind = C.future_get_resolve(future_, resolution, lock, failure);
+        } finally {
+          C.future_free(future_);
+        }
+        if (kind !== K.OK) throw fromHandle(kind, failure[0], cause);
+        if (resolution[0] === HELD && lock[0]) return new Lock(lock[0], this);
+        if (resolution[0] === NOT_HELD) return null;
+        throw err;
+      },
+      signal,
+    );
+  }
+
+  /**
+   * Waits until every release the client still has to make is done (at most `timeout`
+   * seconds, default 5, on a worker thread: the event loop stays free), then frees this
+   * handle. Resolves to true when nothing was left, false when the timeout came first.
+   * Operations still pending end by their own deadlines; locks stay valid.
+   */
+  async close(opts) {
+    const o = options(opts, "close", ["timeout"]);
+    const timeoutMs = millis(o.timeout ?? 5, "timeout");
+    const handle = this._handle;
+    if (!handle) return true;
+    this._handle = null;
+    clients.unregister(this);
+    const drained = [0];
+    const error = [null];
+    const kind = await new Promise((resolve, reject) => {
+      C.client_close.async(handle, timeoutMs, drained, error, (e, rc) => (e ? reject(e) : resolve(rc)));
+    }).finally(() => C.client_free(handle));
+    if (kind !== K.OK) throw fromHandle(kind, error[0]);
+    return drained[0] === 1;
+  }
+
+  /** `await using client = new Client(...)`: closes at the end of the block. */
+  async [Symbol.asyncDispose ?? Symbol.for("Symbol.asyncDispose")]() {
+    await this.close();
+  }
+}
+
+module.exports = { Client, Lock };

@@ -1,0 +1,249 @@
+// native.cjs: the koffi declarations of include/ticketing.h, the library they load (its
+// ABI version checked before any other call), and the completion queue through which
+// every operation's native future reports back to this thread's event loop.
+"use strict";
+
+const fs = require("node:fs");
+const path = require("node:path");
+const koffi = require("koffi");
+
+/** The ABI version this package was written against (TICKETING_ABI_VERSION). */
+const ABI_VERSION = 1;
+const NAME = process.platform === "darwin" ? "libticketing.dylib" : "libticketing.so";
+
+// Status and error kinds (TICKETING_*).
+const K = {
+  OK: 0,
+  BUSY: 1,
+  TIMEOUT: 2,
+  NOT_LEADER: 3,
+  INVALID: 4,
+  OVERLOADED: 5,
+  UNAVAILABLE: 6,
+  INDETERMINATE: 7,
+  NO_ANSWER: 8,
+  UNCONFIRMED: 9,
+  QUEUE_FULL: 10,
+  PROTOCOL: 11,
+  REFUSED: 12,
+  CONFIG: 13,
+  INTERNAL: 14,
+  CANCELLED: 15,
+};
+const OUTCOMES = { 1: "released", 2: "notHolder", 3: "releasedOrExpired" };
+const HELD = 1;
+const NOT_HELD = 2;
+const CAUSES = {
+  1: "connection_lost",
+  2: "server_unknown",
+  3: "no_answer",
+  4: "protocol_violation",
+  5: "expired_on_arrival",
+  6: "cancelled",
+};
+
+/** Where the library is: $TICKETING_LIBRARY, else node/native/ (where the install step
+ * puts the one cargo built). */
+function libraryPath() {
+  const configured = process.env.TICKETING_LIBRARY;
+  if (configured) return configured;
+  const bundled = path.join(__dirname, "..", "native", NAME);
+  if (fs.existsSync(bundled)) return bundled;
+  throw new Error(
+    `ticketing: the native library is missing: no ${bundled} and TICKETING_LIBRARY is not set. ` +
+      "Install the package from the repository with `npm install ./node` (its install step builds the " +
+      "library with cargo), or set TICKETING_LIBRARY to a libticketing.so built by `cargo build --release --lib`.",
+  );
+}
+
+const PATH = libraryPath();
+let lib;
+try {
+  lib = koffi.load(PATH);
+} catch (e) {
+  throw new Error(`ticketing: cannot load ${PATH}: ${e.message}`);
+}
+
+const version = lib.func("uint32_t ticketing_version(void)");
+if (version() !== ABI_VERSION) {
+  throw new Error(
+    `ticketing: ${PATH} has ABI version ${version()}, this package needs ${ABI_VERSION}: ` +
+      "reinstall the package from the same repository checkout as the library",
+  );
+}
+
+const Holder = koffi.struct("ticketing_holder", {
+  token: "uint64_t",
+  lease_left_ms: "uint64_t",
+  waiters: "uint32_t",
+  owner_len: "uint32_t",
+  owner: "char[256]",
+});
+
+// Every handle is an opaque pointer (a BigInt for koffi); out-parameters are
+// one-element arrays.
+const fn = (signature) => lib.func(signature);
+const C = {
+  version,
+  version_string: fn("const char *ticketing_version_string(void)"),
+  kind_name: fn("const char *ticketing_kind_name(int kind)"),
+
+  client_new_for: fn(
+    "int ticketing_client_new_for(const char *binding, const char **addrs, size_t addrs_len, " +
+      "const uint8_t *auth_token, size_t auth_token_len, const char *owner, const char *tls_ca_file, " +
+      "_Out_ void **client_out, _Out_ void **error_out)",
+  ),
+  client_with_owner: fn(
+    "int ticketing_client_with_owner(void *client, const char *owner, _Out_ void **client_out, _Out_ void **error_out)",
+  ),
+  client_owner: fn("const char *ticketing_client_owner(void *client)"),
+  // Blocks up to timeout_ms: only ever called through .async (a libuv worker thread).
+  client_close: fn(
+    "int ticketing_client_close(void *client, int64_t timeout_ms, _Out_ int *drained_out, _Out_ void **error_out)",
+  ),
+  client_free: fn("void ticketing_client_free(void *client)"),
+
+  lock_token: fn("uint64_t ticketing_lock_token(void *lock)"),
+  lock_key: fn("const char *ticketing_lock_key(void *lock)"),
+  lock_owner: fn("const char *ticketing_lock_owner(void *lock)"),
+  lock_lease_ms: fn("uint64_t ticketing_lock_lease_ms(void *lock)"),
+  lock_remaining_ms: fn("uint64_t ticketing_lock_remaining_ms(void *lock)"),
+  lock_free: fn("void ticketing_lock_free(void *lock)"),
+
+  error_kind: fn("int ticketing_error_kind(void *error)"),
+  error_message: fn("const char *ticketing_error_message(void *error)"),
+  error_cause: fn("int ticketing_error_cause(void *error)"),
+  error_leader: fn("const char *ticketing_error_leader(void *error)"),
+  error_is_retryable: fn("int ticketing_error_is_retryable(void *error)"),
+  error_free: fn("void ticketing_error_free(void *error)"),
+
+  // Futures: none of these blocks.
+  acquire_start: fn(
+    "int ticketing_acquire_start(void *client, const char *key, int64_t lease_ms, int64_t wait_ms, " +
+      "_Out_ void **future_out, _Out_ void **error_out)",
+  ),
+  lock_release_start: fn("int ticketing_lock_release_start(void *lock, _Out_ void **future_out, _Out_ void **error_out)"),
+  release_start: fn(
+    "int ticketing_release_start(void *client, const char *key, uint64_t token, _Out_ void **future_out, _Out_ void **error_out)",
+  ),
+  query_start: fn("int ticketing_query_start(void *client, const char *key, _Out_ void **future_out, _Out_ void **error_out)"),
+  resolve_start: fn(
+    "int ticketing_resolve_start(void *client, void *error, int64_t timeout_ms, _Out_ void **future_out, _Out_ void **error_out)",
+  ),
+  future_is_ready: fn("int ticketing_future_is_ready(void *future)"),
+  future_set_queue: fn("int ticketing_future_set_queue(void *future, void *queue, uint64_t tag, _Out_ void **error_out)"),
+  future_cancel: fn("int ticketing_future_cancel(void *future)"),
+  future_get_lock: fn("int ticketing_future_get_lock(void *future, _Out_ void **lock_out, _Out_ void **error_out)"),
+  future_get_release: fn("int ticketing_future_get_release(void *future, _Out_ int *outcome_out, _Out_ void **error_out)"),
+  future_get_query: fn(
+    "int ticketing_future_get_query(void *future, _Out_ int *held_out, _Out_ ticketing_holder *holder_out, _Out_ void **error_out)",
+  ),
+  future_get_resolve: fn(
+    "int ticketing_future_get_resolve(void *future, _Out_ int *resolution_out, _Out_ void **lock_out, _Out_ void **error_out)",
+  ),
+  future_free: fn("void ticketing_future_free(void *future)"),
+  queue_new: fn("int ticketing_queue_new(_Out_ void **queue_out, _Out_ void **error_out)"),
+  queue_fd: fn("int ticketing_queue_fd(void *queue)"),
+  queue_take: fn("size_t ticketing_queue_take(void *queue, void *tags, size_t max)"),
+  queue_free: fn("void ticketing_queue_free(void *queue)"),
+  // poll(2), found through the library's own dependencies (libc): waits for the queue's
+  // descriptor on a libuv worker thread (.async), never on the event loop.
+  poll: fn("int poll(void *fds, unsigned long nfds, int timeout)"),
+};
+
+/**
+ * This thread's completion queue (one per JS thread: module state is per thread).
+ *
+ * Every started operation's native future is handed to the queue with a tag. While at
+ * least one is pending, one poll(2) on the queue's descriptor waits on a libuv worker
+ * thread (koffi's async call, an napi_async_work): the client's own threads only put
+ * tags on the queue and never wait for JavaScript; the event loop runs nothing until
+ * the descriptor is readable, then takes every ready tag at once and settles each
+ * operation's promise. Pending work keeps the process alive (the async work is
+ * referenced); with nothing pending nothing is outstanding, so the client never keeps
+ * a process from exiting.
+ */
+class Dispatcher {
+  constructor() {
+    const queue = [null];
+    const error = [null];
+    const kind = C.queue_new(queue, error);
+    if (kind !== K.OK) {
+      const message = error[0] ? C.error_message(error[0]) : "no pipe could be made";
+      if (error[0]) C.error_free(error[0]);
+      throw new Error(`ticketing: cannot make a completion queue: ${message}`);
+    }
+    this.queue = queue[0];
+    this.pollfd = Buffer.alloc(8); // struct pollfd { int fd; short events; short revents; }
+    this.pollfd.writeInt32LE(C.queue_fd(this.queue), 0);
+    this.pollfd.writeInt16LE(1 /* POLLIN */, 4);
+    this.tags = new BigUint64Array(256);
+    this.waiting = new Map();
+    this.nextTag = 1;
+    this.polling = false;
+    this.onPolled = () => {
+      this.polling = false;
+      this.drain();
+      this.arm();
+    };
+  }
+
+  /** Hands `future` to the queue; `read(future)` (which frees it) gives the outcome or
+   * throws the error. Returns the promise and the entry (for cancel). */
+  start(future, read) {
+    const tag = this.nextTag++;
+    let entry;
+    const promise = new Promise((resolve, reject) => {
+      entry = { future, read, resolve, reject, done: false, onSettle: null };
+    });
+    this.waiting.set(tag, entry);
+    C.future_set_queue(future, this.queue, tag, null);
+    this.arm();
+    return { promise, entry };
+  }
+
+  /** Cancels the operation if it is still pending (the future ends at once, and its tag
+   * comes through the queue as any other). */
+  cancel(entry) {
+    if (!entry.done) C.future_cancel(entry.future);
+  }
+
+  arm() {
+    if (this.polling || this.waiting.size === 0) return;
+    this.polling = true;
+    C.poll.async(this.pollfd, 1, -1, this.onPolled);
+  }
+
+  drain() {
+    for (;;) {
+      const count = Number(C.queue_take(this.queue, this.tags, this.tags.length));
+      for (let i = 0; i < count; i++) {
+        const tag = Number(this.tags[i]);
+        const entry = this.waiting.get(tag);
+        if (entry === undefined) continue;
+        this.waiting.delete(tag);
+        entry.done = true;
+        if (entry.onSettle) entry.onSettle();
+        let value;
+        try {
+          value = entry.read(entry.future);
+        } catch (e) {
+          entry.reject(e);
+          continue;
+        }
+        entry.resolve(value);
+      }
+      if (count < this.tags.length) return;
+    }
+  }
+}
+
+let dispatcher = null;
+
+/** This thread's dispatcher, made at first use. */
+function dispatch() {
+  if (dispatcher === null) dispatcher = new Dispatcher();
+  return dispatcher;
+}
+
+module.exports = { koffi, C, K, OUTCOMES, HELD, NOT_HELD, CAUSES, PATH, ABI_VERSION, dispatch };
