@@ -226,7 +226,7 @@ class Dispatcher {
         if (entry.onSettle) entry.onSettle();
         let value;
         try {
-          value = entry.read(entry.future);
+          value = entry.read(entry.future, entry.cause);
         } catch (e) {
           entry.reject(e);
           continue;
