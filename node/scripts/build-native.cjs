@@ -1,8 +1,11 @@
 // build-native.cjs: the package's install step — builds the crate's shared library with
-// cargo and copies it into node/native/, where lib/native.cjs loads it. The package
-// itself is JavaScript over koffi: no compiler, no Node headers, no addon of its own.
+// cargo and copies it into node/native/, where lib/native.cjs loads it; and, when npm
+// linked the package (`npm install ./node` makes node_modules/ticketing a link to the
+// repository's node/ and installs none of its dependencies), installs its one run-time
+// dependency, koffi, in node/ from node/package-lock.json. The package itself is
+// JavaScript over koffi: no compiler, no Node headers, no addon of its own.
 //
-// TICKETING_LIBRARY set: nothing is built (the package loads that file at run time).
+// TICKETING_LIBRARY set: no library is built (the package loads that file at run time).
 // TICKETING_PREBUILT_LIBRARY=/path/to/libticketing.so: copied instead of building.
 "use strict";
 
@@ -44,6 +47,24 @@ function build() {
   return fail(`cargo built no ${NAME}`);
 }
 
+/** koffi where node/lib/native.cjs looks for it, installed there when it is not. */
+function dependencies() {
+  try {
+    require.resolve("koffi", { paths: [here] });
+    return;
+  } catch {
+    // not installed: the package was linked
+  }
+  const npm = process.env.npm_execpath;
+  const args = ["install", "--omit=dev", "--ignore-scripts", "--no-audit", "--no-fund"];
+  console.error(`ticketing: npm ${args.join(" ")} (in ${here}: the package's dependencies)`);
+  const result = npm
+    ? spawnSync(process.execPath, [npm, ...args], { cwd: here, stdio: ["ignore", "inherit", "inherit"] })
+    : spawnSync("npm", args, { cwd: here, stdio: ["ignore", "inherit", "inherit"] });
+  if (result.status !== 0) fail(`installing koffi in ${here} failed (npm exit status ${result.status})`);
+}
+
+dependencies();
 if (process.env.TICKETING_LIBRARY) {
   console.error(`ticketing: TICKETING_LIBRARY is set: the package loads ${process.env.TICKETING_LIBRARY}; nothing built`);
 } else {

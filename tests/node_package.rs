@@ -1,0 +1,150 @@
+//! The Node.js package (node/, docs/node.md) against real servers: its `node --test`
+//! suite (grant, FIFO, busy and timeout, release outcomes, withLock on throw, 64
+//! concurrent operations on one client, an aborted written acquire, bad arguments, a
+//! wrong secret, a paused server's indeterminate acquire and its resolve, client threads
+//! never held by the event loop, 1,000 waits without a thread each, exit and close, the
+//! TypeScript types with `await using`) and the README's Node example, run as written
+//! against a node.
+//!
+//! The package is used from the source tree with the libticketing.so and the `ticketing`
+//! binary of this cargo run (TICKETING_LIBRARY, TICKETING_BIN), so it tests this
+//! checkout; its npm dependencies (koffi, and TypeScript for the types test) are
+//! installed in node/ by `npm install` when missing. Needs Node.js 18 or newer with npm.
+//! Without them the tests print `SKIPPED` and pass, unless `TICKETING_REQUIRE_NODE=1`
+//! (set by `.ci/run`) makes that a failure.
+
+mod common;
+
+use std::fs::File;
+use std::os::unix::process::CommandExt;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use common::bindings::{have_or_skip, native_lib_dir};
+use common::{bin, repo, start_server, TOKEN};
+
+fn node() -> String {
+    std::env::var("NODE").unwrap_or_else(|_| "node".into())
+}
+
+/// True when Node.js 18 or newer and npm run; else `SKIPPED` (or a failure under
+/// TICKETING_REQUIRE_NODE=1), naming how to install them.
+fn have_node(test: &str) -> bool {
+    let install = "apt-get install nodejs npm (Node.js 18 or newer)";
+    let probe = ["-e", "process.exit(Number(process.versions.node.split('.')[0]) >= 18 ? 0 : 1)"];
+    have_or_skip(test, &node(), &probe, "TICKETING_REQUIRE_NODE", install)
+        && have_or_skip(test, "npm", &["--version"], "TICKETING_REQUIRE_NODE", install)
+}
+
+/// node/node_modules with the package's dependencies, installed once per run when missing
+/// (`--ignore-scripts`: the library is this run's, through TICKETING_LIBRARY).
+fn dependencies() {
+    static ONCE: Mutex<bool> = Mutex::new(false);
+    let mut done = ONCE.lock().unwrap_or_else(|e| e.into_inner());
+    let modules = repo().join("node/node_modules");
+    if *done
+        || (modules.join("koffi/package.json").is_file() && modules.join("typescript/package.json").is_file())
+    {
+        *done = true;
+        return;
+    }
+    let args = ["install", "--ignore-scripts", "--no-audit", "--no-fund"];
+    let (ok, output) = run("npm", &args, &repo().join("node"), &[], Duration::from_secs(300));
+    assert!(ok, "npm install in node/ failed:\n{output}");
+    *done = true;
+}
+
+/// `program args…` in `dir` with this build's library and binary, in a process group of
+/// its own that is killed when it ends or after `limit`: the servers the suite starts go
+/// with it whatever happens. Returns (success, output).
+fn run(program: &str, args: &[&str], dir: &Path, env: &[(&str, &str)], limit: Duration) -> (bool, String) {
+    let log = tempfile::NamedTempFile::new().unwrap();
+    let mut cmd = Command::new(program);
+    cmd.args(args)
+        .current_dir(dir)
+        .env("TICKETING_LIBRARY", native_lib_dir().join("libticketing.so"))
+        .env("TICKETING_BIN", bin())
+        .stdin(Stdio::null())
+        .stdout(Stdio::from(File::create(log.path()).unwrap()))
+        .stderr(Stdio::from(log.reopen().unwrap()))
+        .process_group(0);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let mut child = cmd.spawn().unwrap();
+    let group = format!("-{}", child.id());
+    let end = Instant::now() + limit;
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break Some(status);
+        }
+        if Instant::now() >= end {
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let _ = Command::new("kill").args(["-KILL", "--", &group]).stderr(Stdio::null()).status();
+    let _ = child.wait();
+    let output = std::fs::read_to_string(log.path()).unwrap_or_default();
+    match status {
+        Some(status) => (status.success(), output),
+        None => (false, format!("{output}\n(killed after {limit:?})")),
+    }
+}
+
+#[test]
+fn the_node_test_suite_passes_against_real_servers() {
+    if !have_node("the_node_test_suite_passes_against_real_servers") {
+        return;
+    }
+    dependencies();
+    let dir = repo().join("node");
+    let mut files: Vec<String> = std::fs::read_dir(dir.join("test"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|name| name.ends_with(".test.mjs"))
+        .map(|name| format!("test/{name}"))
+        .collect();
+    files.sort();
+    let mut args = vec!["--test"];
+    args.extend(files.iter().map(String::as_str));
+    let (ok, output) = run(&node(), &args, &dir, &[], Duration::from_secs(400));
+    assert!(ok, "node --test failed:\n{output}");
+    assert!(output.contains("\n# fail 0") && output.contains("\n# skipped 0"), "{output}");
+    // The summary lines, for the log of this run.
+    for line in output.lines().filter(|l| l.starts_with("# threads:") || l.starts_with("# indeterminate")) {
+        eprintln!("{line}");
+    }
+}
+
+/// The README's ```js block, run as written against a standalone node: its address
+/// (127.0.0.1:5225) is the node's, TICKETING_AUTH_TOKEN its secret; "ticketing" is the
+/// package as `npm install ./node` links it.
+#[test]
+fn the_readme_node_example_runs_as_written_against_a_node() {
+    if !have_node("the_readme_node_example_runs_as_written_against_a_node") {
+        return;
+    }
+    dependencies();
+    let readme = std::fs::read_to_string(repo().join("README.md")).unwrap();
+    let start = readme.find("```js\n").expect("a ```js block in README.md") + 6;
+    let example = &readme[start..start + readme[start..].find("```").unwrap()];
+    assert!(example.contains("127.0.0.1:5225"), "the example talks to the node the CLI section starts");
+    let server = start_server(&[]);
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("example.mjs"),
+        example.replace("127.0.0.1:5225", &server.addr.to_string()),
+    )
+    .unwrap();
+    std::fs::create_dir(dir.path().join("node_modules")).unwrap();
+    std::os::unix::fs::symlink(repo().join("node"), dir.path().join("node_modules/ticketing")).unwrap();
+    let env = [("TICKETING_AUTH_TOKEN", TOKEN)];
+    let (ok, output) = run(&node(), &["example.mjs"], dir.path(), &env, Duration::from_secs(60));
+    assert!(ok, "README's Node example failed:\n{output}");
+    for expected in ["selling seat 42 under fencing token", "held by box-office-7", "released"] {
+        assert!(output.contains(expected), "no {expected:?} in:\n{output}");
+    }
+}
