@@ -2,7 +2,8 @@
 //! very test binary, run again as a driver), the C ABI (tests/conformance/drivers/
 //! driver.c, built here), the Python package blocking and asyncio
 //! (tests/conformance/drivers/driver.py), the Go module (tests/conformance/drivers/
-//! driver.go, built here). Another library plugs in here with its own driver program.
+//! driver.go, built here), the Node.js package (tests/conformance/drivers/driver.mjs).
+//! Another library plugs in here with its own driver program.
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -101,6 +102,33 @@ fn go() -> Option<Library> {
     Some(Library { name: "go", launch, _dir: Some(dir) })
 }
 
+/// The Node.js package (node/): tests/conformance/drivers/driver.mjs, given the package's
+/// directory, with this build's libticketing.so; koffi installed in node/ when missing.
+fn node() -> Option<Library> {
+    let node = std::env::var("NODE").unwrap_or_else(|_| "node".into());
+    let install = "apt-get install nodejs npm (Node.js 18 or newer)";
+    let probe = ["-e", "process.exit(Number(process.versions.node.split('.')[0]) >= 18 ? 0 : 1)"];
+    if !have_or_skip("conformance of node", &node, &probe, "TICKETING_REQUIRE_NODE", install) {
+        return None;
+    }
+    let package = repo().join("node");
+    if !package.join("node_modules/koffi/package.json").is_file() {
+        let npm = Command::new("npm")
+            .args(["install", "--omit=dev", "--ignore-scripts", "--no-audit", "--no-fund"])
+            .current_dir(&package)
+            .output()
+            .unwrap();
+        assert!(npm.status.success(), "npm install in node/:\n{}", String::from_utf8_lossy(&npm.stderr));
+    }
+    let driver = repo().join("tests/conformance/drivers/driver.mjs");
+    let args = vec![driver.to_string_lossy().into_owned(), package.to_string_lossy().into_owned()];
+    let env = vec![(
+        "TICKETING_LIBRARY".into(),
+        native_lib_dir().join("libticketing.so").to_string_lossy().into_owned(),
+    )];
+    Some(Library { name: "node", launch: Launch { program: node, args, env }, _dir: None })
+}
+
 /// Every library this machine can test, each built or found once.
 pub fn available() -> Vec<Library> {
     // The servers the scenarios start are this build's.
@@ -110,5 +138,6 @@ pub fn available() -> Vec<Library> {
     libraries.extend(python(false));
     libraries.extend(python(true));
     libraries.extend(go());
+    libraries.extend(node());
     libraries
 }

@@ -1,0 +1,98 @@
+// The conformance driver of the Node.js package (docs/conformance.md): commands on
+// standard input, one outcome line each on standard output, each command an async task
+// of its own on one event loop, all sharing one Client. Its argument is the package's
+// directory (node/ of the repository).
+import path from "node:path";
+import readline from "node:readline";
+import { pathToFileURL } from "node:url";
+
+const ticketing = await import(pathToFileURL(path.join(process.argv[2] ?? "node", "index.mjs")).href);
+const { Client, Indeterminate, TicketingError } = ticketing;
+
+const OUTCOMES = { released: "released", notHolder: "not_holder", releasedOrExpired: "released_or_expired" };
+
+function say(line) {
+  process.stdout.write(`${line}\n`);
+}
+
+/** CLOCK_MONOTONIC in nanoseconds (libuv's hrtime), which every process on the machine shares. */
+const now = () => process.hrtime.bigint();
+const ms = (start) => Math.floor(performance.now() - start);
+
+function failed(name, e, start) {
+  if (!(e instanceof TicketingError)) return `${name} internal retryable=0 ms=${ms(start)} : ${e?.stack ?? e}`;
+  const cause = e instanceof Indeterminate ? ` cause=${e.reason}` : "";
+  return `${name} ${e.kind} retryable=${e.retryable ? 1 : 0} ms=${ms(start)}${cause} : ${e.message}`;
+}
+
+const locks = new Map();
+const indeterminate = new Map();
+
+async function command(client, [verb, name, ...args]) {
+  const start = performance.now();
+  try {
+    if (verb === "acquire" && args.length === 3) {
+      const lock = await client.acquire(args[0], { lease: Number(args[1]), wait: Number(args[2]) });
+      locks.set(name, lock);
+      return `${name} granted ${lock.token} at=${now()} ms=${ms(start)}`;
+    }
+    if (verb === "release") {
+      const lock = locks.get(name);
+      locks.delete(name);
+      if (lock === undefined) return `${name} invalid retryable=0 ms=0 : no lock named ${name}`;
+      const at = now();
+      return `${name} ${OUTCOMES[await lock.release()]} at=${at} ms=${ms(start)}`;
+    }
+    if (verb === "query" && args.length === 1) {
+      const holder = await client.query(args[0]);
+      if (holder === null) return `${name} free ms=${ms(start)}`;
+      return `${name} held ${holder.owner} ${holder.token} ${holder.waiters} ms=${ms(start)}`;
+    }
+    if (verb === "resolve" && args.length === 1) {
+      const err = indeterminate.get(name);
+      indeterminate.delete(name);
+      if (err === undefined) return `${name} invalid retryable=0 ms=0 : no indeterminate acquire named ${name}`;
+      let lock;
+      try {
+        lock = await client.resolve(err, { timeout: Number(args[0]) });
+      } catch (e) {
+        if (e === err) return `${name} resolved unknown ms=${ms(start)}`;
+        throw e;
+      }
+      if (lock === null) return `${name} resolved not_held ms=${ms(start)}`;
+      locks.set(name, lock);
+      return `${name} resolved held ${lock.token} at=${now()} ms=${ms(start)}`;
+    }
+    return `${name} invalid retryable=0 ms=0 : unknown command ${verb}`;
+  } catch (e) {
+    if (e instanceof Indeterminate) indeterminate.set(name, e);
+    return failed(name, e, start);
+  }
+}
+
+let client;
+try {
+  const env = process.env;
+  client = new Client({
+    addrs: (env.TICKETING_ADDRS ?? "").split(",").filter((a) => a !== ""),
+    authToken: env.TICKETING_AUTH_TOKEN ?? "",
+    owner: env.TICKETING_OWNER || null,
+    tlsCa: env.TICKETING_TLS_CA || null,
+  });
+} catch (e) {
+  say(`config-error : ${e.message}`);
+  process.exit(0);
+}
+say("ready");
+
+const running = [];
+for await (const line of readline.createInterface({ input: process.stdin, crlfDelay: Infinity })) {
+  const words = line.trim().split(/\s+/).filter((w) => w !== "");
+  if (words.length === 0) continue;
+  if (words[0] === "quit") break;
+  if (words.length < 2) continue;
+  running.push(command(client, words).then(say));
+}
+await Promise.all(running);
+await client.close();
+process.exit(0);
