@@ -3,17 +3,22 @@
 //! concurrent operations on one client, an aborted written acquire, bad arguments, a
 //! wrong secret, a paused server's indeterminate acquire and its resolve, client threads
 //! never held by the event loop, 1,000 waits without a thread each, exit and close, the
-//! TypeScript types with `await using`) and the README's Node example, run as written
-//! against a node.
+//! TypeScript types with `await using`), the README's Node example, run as written
+//! against a node, and the fencing example (node/examples/fenced-postgres.mjs, `pg`)
+//! against a throw-away PostgreSQL.
 //!
 //! The package is used from the source tree with the libticketing.so and the `ticketing`
 //! binary of this cargo run (TICKETING_LIBRARY, TICKETING_BIN), so it tests this
-//! checkout; its npm dependencies (koffi, and TypeScript for the types test) are
+//! checkout; its npm dependencies (koffi; TypeScript and pg for the tests) are
 //! installed in node/ by `npm install` when missing. Needs Node.js 18 or newer with npm.
 //! Without them the tests print `SKIPPED` and pass, unless `TICKETING_REQUIRE_NODE=1`
 //! (set by `.ci/run`) makes that a failure.
 
 mod common;
+
+#[path = "../examples/fenced_postgres.rs"]
+#[allow(dead_code)]
+mod fenced_postgres;
 
 use std::fs::File;
 use std::os::unix::process::CommandExt;
@@ -44,9 +49,9 @@ fn dependencies() {
     static ONCE: Mutex<bool> = Mutex::new(false);
     let mut done = ONCE.lock().unwrap_or_else(|e| e.into_inner());
     let modules = repo().join("node/node_modules");
-    if *done
-        || (modules.join("koffi/package.json").is_file() && modules.join("typescript/package.json").is_file())
-    {
+    let installed =
+        ["koffi", "typescript", "pg"].iter().all(|m| modules.join(m).join("package.json").is_file());
+    if *done || installed {
         *done = true;
         return;
     }
@@ -147,4 +152,33 @@ fn the_readme_node_example_runs_as_written_against_a_node() {
     for expected in ["selling seat 42 under fencing token", "held by box-office-7", "released"] {
         assert!(output.contains(expected), "no {expected:?} in:\n{output}");
     }
+}
+
+/// node/examples/fenced-postgres.mjs (docs/node.md, "Fencing with the token") against a
+/// real server and a throw-away PostgreSQL: A's late write is rejected, sold once to B.
+/// Needs PostgreSQL (`.ci/run` installs it); without it `SKIPPED`.
+#[test]
+fn the_node_fencing_example_sells_once_against_postgres() {
+    let test = "the_node_fencing_example_sells_once_against_postgres";
+    if !have_node(test) {
+        return;
+    }
+    if fenced_postgres::postgres_bin_dir().is_none() {
+        assert!(!std::env::var("TICKETING_REQUIRE_POSTGRES").is_ok_and(|v| v == "1"), "no PostgreSQL");
+        eprintln!("SKIPPED {test}: PostgreSQL is not installed (apt-get install postgresql)");
+        return;
+    }
+    dependencies();
+    let server = start_server(&[]);
+    let pg = fenced_postgres::Postgres::start().expect("start PostgreSQL");
+    let addr = server.addr.to_string();
+    let env =
+        [("TICKETING_ADDRS", addr.as_str()), ("TICKETING_AUTH_TOKEN", TOKEN), ("FENCE_PG", pg.conn.as_str())];
+    let args = ["examples/fenced-postgres.mjs"];
+    let (ok, output) = run(&node(), &args, &repo().join("node"), &env, Duration::from_secs(120));
+    assert!(ok, "the Node fencing example failed:\n{output}\nPostgreSQL:\n{}", pg.log());
+    for expected in ["sells with token", ": rejected", "release: notHolder", "sold once, to B"] {
+        assert!(output.contains(expected), "no {expected:?} in:\n{output}");
+    }
+    eprintln!("{output}");
 }
