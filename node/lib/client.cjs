@@ -75,8 +75,12 @@ function run(future, read, signal) {
       entry.cause = signal.reason;
       dispatcher.cancel(entry);
     };
-    signal.addEventListener("abort", onAbort, { once: true });
-    entry.onSettle = () => signal.removeEventListener("abort", onAbort);
+    if (signal.aborted) {
+      onAbort();
+    } else {
+      signal.addEventListener("abort", onAbort, { once: true });
+      entry.onSettle = () => signal.removeEventListener("abort", onAbort);
+    }
   }
   return promise;
 }

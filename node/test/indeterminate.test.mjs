@@ -56,6 +56,8 @@ test("aborting an acquire never written ends it Cancelled: nothing was sent", as
   const pending = client.acquire(key("abort-unsent"), { lease: 30, wait: 10, signal: controller.signal });
   controller.abort();
   await assert.rejects(pending, (e) => e instanceof Cancelled && e.definitive && e.cause === controller.signal.reason);
+  // A query whose signal aborts before it was written: Cancelled too.
+  await assert.rejects(client.query(key("abort-query"), { signal: AbortSignal.abort() }), Cancelled);
   // An aborted signal stops an acquire before it starts.
   await assert.rejects(
     client.acquire(key("abort-before"), { signal: AbortSignal.abort() }),
