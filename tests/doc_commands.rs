@@ -109,6 +109,12 @@ fn how(block: &Block) -> How {
         ("docs/go.md", l) if l.starts_with("cargo build --release") => How::Elsewhere(
             "tests/go_package.rs runs `go test -race ./...` this way, with the library and server of its own build",
         ),
+        ("README.md" | "docs/node.md", l) if l.starts_with("npm install ./node") => How::Elsewhere(
+            ".ci/run installs the package this way; tests/node_package.rs runs the README's example with it",
+        ),
+        ("docs/node.md", l) if l.starts_with("cargo build --release") => How::Elsewhere(
+            "tests/node_package.rs runs `node --test` this way, with the library and server of its own build",
+        ),
         ("docs/c.md", "cargo build --release") => {
             How::Elsewhere("tests/c_abi.rs builds tests/c/ticketing_test.c both ways and runs it")
         }
