@@ -85,7 +85,7 @@ function run(future, read, signal) {
   return promise;
 }
 
-function readLock(client) {
+function readLock(client, key) {
   return (future, cause) => {
     const lock = [null];
     const error = [null];
@@ -96,7 +96,7 @@ function readLock(client) {
       C.future_free(future);
     }
     if (kind !== K.OK || !lock[0]) throw fromHandle(kind, error[0], cause);
-    return new Lock(lock[0], client);
+    return new Lock(lock[0], client, key, client._owner);
   };
 }
 
@@ -136,12 +136,14 @@ function readQuery(future, cause) {
  * end of the block. A lock garbage-collected unreleased is released in the background.
  */
 class Lock {
-  constructor(handle, client) {
+  /** `key` and `owner`, when the caller knows them (the acquire's), spare reading them
+   * back from the handle. */
+  constructor(handle, client, key, owner) {
     Object.defineProperty(this, "_handle", { value: handle, writable: true });
     Object.defineProperty(this, "_client", { value: client, writable: true });
     Object.defineProperty(this, "_releasing", { value: false, writable: true });
-    this.key = C.lock_key(handle);
-    this.owner = C.lock_owner(handle);
+    this.key = key ?? C.lock_key(handle);
+    this.owner = owner ?? C.lock_owner(handle);
     this.token = BigInt(C.lock_token(handle));
     this.lease = Number(C.lock_lease_ms(handle)) / 1000;
     locks.register(this, handle, this);
@@ -242,6 +244,7 @@ class Client {
 
   _adopt(handle) {
     Object.defineProperty(this, "_handle", { value: handle, writable: true });
+    Object.defineProperty(this, "_owner", { value: C.client_owner(handle) });
     clients.register(this, handle, this);
   }
 
@@ -252,7 +255,8 @@ class Client {
 
   /** The owner this client acquires and releases as. */
   get owner() {
-    return C.client_owner(this._live());
+    this._live();
+    return this._owner;
   }
 
   /** The same client (connections, release queue) acquiring and releasing as `owner`:
@@ -293,7 +297,7 @@ class Client {
     const future = [null];
     const error = [null];
     const f = started(C.acquire_start(handle, k, leaseMs, waitMs, future, error), future, error);
-    return run(f, readLock(this), signal);
+    return run(f, readLock(this, k), signal);
   }
 
   /**

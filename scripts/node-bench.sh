@@ -1,0 +1,109 @@
+#!/usr/bin/env bash
+# What a Node.js developer would pick, side by side, in one run on this machine: Ticketing's
+# 3-node cluster through the Node package vs redlock 5 over ioredis on one Redis. One Node
+# process per run, LOOPS concurrent async loops sharing one client, every loop on a key of
+# its own; acquire+release pairs/s and p50/p99 of a pair; at 64 loops and at 1.
+#
+#   scripts/node-bench.sh                       # DURATION=10 ROUNDS=2
+#   DURATION=5 ROUNDS=1 scripts/node-bench.sh
+#
+# Installs Debian's etcd-server and redis-server when missing (apt-get; etcd only because
+# scripts/lock-services.sh starts it beside the others), builds Ticketing (`cargo build
+# --release`: the server and libticketing.so), installs bench/node's packages (ioredis,
+# redlock, and the package from node/ through a link), and starts on loopback the
+# services of scripts/lock-services.sh (Ticketing on :15325, Redis on :16479). Systems
+# alternate run by run; the table reports medians over the rounds. Writes the table, the
+# commands, the date and the load average into docs/benchmarks.md between the node-bench
+# markers. Everything it starts it stops.
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+DURATION=${DURATION:-10}
+WARMUP=${WARMUP:-1}
+ROUNDS=${ROUNDS:-2}
+TPORT=15325
+EPORT=12479
+RPORT=16479
+export TICKETING_AUTH_TOKEN=${TICKETING_AUTH_TOKEN:-node-bench-secret-0123456789}
+export TICKETING_PEER_AUTH_TOKEN=${TICKETING_PEER_AUTH_TOKEN:-node-bench-peer-secret-0123456789}
+
+log() { echo "node-bench: $*" >&2; }
+
+# --- what it needs -------------------------------------------------------------
+source "$ROOT/scripts/lock-services.sh"
+install_lock_services
+log "building"
+cargo build --release --quiet --manifest-path "$ROOT/Cargo.toml"
+TICKETING="$ROOT/target/release/ticketing"
+export TICKETING_LIBRARY="$ROOT/target/release/libticketing.so"
+(cd "$ROOT/bench/node" && npm install --no-audit --no-fund --silent >/dev/null)
+BENCH="$ROOT/bench/node/lock_bench.mjs"
+version() { node -p "require('$1/package.json').version"; }
+
+# --- start and always stop -----------------------------------------------------
+start_lock_services node-bench
+declare -A ADDRS=([ticketing]="$TADDRS" [redis]="$RADDRS")
+run() { node "$BENCH" "$1" "${ADDRS[$1]}" "$2" "$3" "$4"; }
+# Up means serving: a short run that did pairs and met no error.
+probe() {
+    local out
+    [[ $1 == etcd ]] && return 0
+    out=$(timeout 10 node "$BENCH" "$1" "${ADDRS[$1]}" 1 0.2 0 2>/dev/null) \
+        && [[ $out == *'"errors":0'* && $out != *'"pairs":0,'* ]]
+}
+wait_lock_services ticketing redis
+
+# --- the runs --------------------------------------------------------------------
+RESULTS="$WORK/results.jsonl"
+SYSTEMS=(ticketing redis)
+STARTED=$(date -u '+%Y-%m-%d %H:%M UTC')
+UPTIME_BEFORE=$(uptime)
+for round in $(seq 1 "$ROUNDS"); do
+    for loops in 64 1; do
+        for k in 0 1; do
+            system=${SYSTEMS[$(((k + round) % 2))]}
+            line=$(run "$system" "$loops" "$DURATION" "$WARMUP")
+            echo "$line" >>"$RESULTS"
+            log "round $round: $line"
+        done
+    done
+done
+UPTIME_AFTER=$(uptime)
+
+# --- the report ------------------------------------------------------------------
+TABLE=$(node "$ROOT/bench/node/report.mjs" "$RESULTS")
+echo "$TABLE"
+BLOCK="$WORK/block.md"
+{
+    echo "<!-- node-bench:begin (written by scripts/node-bench.sh; do not edit by hand) -->"
+    echo "Run of $STARTED: $ROUNDS round(s) of $DURATION s per system and loop count (+$WARMUP s"
+    echo "warm-up), one Node process per run, the loops sharing one client, each on a key of its"
+    echo "own; systems alternating run by run; medians over the rounds."
+    echo
+    echo "$TABLE"
+    echo
+    echo "Machine: $(nproc) CPUs ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')),"
+    echo "kernel $(uname -r). \`uptime\` before and after the runs:"
+    echo
+    echo "    $UPTIME_BEFORE"
+    echo "    $UPTIME_AFTER"
+    echo
+    echo "Versions: $("$TICKETING" --version), Node.js $(node --version),"
+    echo "koffi $(version "$ROOT/node/node_modules/koffi"), ioredis $(version "$ROOT/bench/node/node_modules/ioredis"),"
+    echo "redlock $(version "$ROOT/bench/node/node_modules/redlock"), $(redis-server --version | cut -d' ' -f1-3)."
+    echo
+    echo "Commands (each \`ROUNDS\` times; bench/node/lock_bench.mjs, with TICKETING_LIBRARY=target/release/libticketing.so):"
+    echo
+    for loops in 64 1; do
+        for system in ticketing redis; do
+            echo "    node bench/node/lock_bench.mjs $system ${ADDRS[$system]} $loops $DURATION $WARMUP"
+        done
+    done
+    echo
+    echo "Raw results:"
+    echo
+    sed 's/^/    /' "$RESULTS"
+    echo "<!-- node-bench:end -->"
+} >"$BLOCK"
+replace_doc_block "$ROOT/docs/benchmarks.md" node-bench "$BLOCK" "## Node.js clients"
+log "wrote docs/benchmarks.md"
