@@ -9,7 +9,7 @@ use super::error::{c_string, Failure};
 use super::handle::ErrorPtr;
 use super::handle::{self, Kind, Tagged};
 use super::lock::{outcome_code, LockHandle, LockPtr};
-use crate::client::{Client, HolderInfo, Resolution, Words, C_WORDS, GO_WORDS, PYTHON_WORDS};
+use crate::client::{Client, HolderInfo, Resolution, Words, C_WORDS, GO_WORDS, JAVA_WORDS, PYTHON_WORDS};
 
 /// Seed addresses a client takes at most (`ticketing_client_new`'s `addrs_len`).
 pub const ADDRS_MAX: usize = 64;
@@ -99,7 +99,8 @@ pub unsafe extern "C" fn ticketing_client_new(
 
 /// `ticketing_client_new_for`: [`ticketing_client_new`] for a binding, whose own
 /// names for the settings the client's messages then give (`binding` "python": the
-/// `tls_ca=` keyword, say; "go": `Config.TLSCAFile`; NULL or "c": this ABI's arguments).
+/// `tls_ca=` keyword, say; "go": `Config.TLSCAFile`; "java": the builder's `tlsCaFile`;
+/// NULL or "c": this ABI's arguments).
 ///
 /// # Safety
 /// As [`ticketing_client_new`]; `binding` is NULL or a NUL-terminated string.
@@ -121,9 +122,10 @@ pub unsafe extern "C" fn ticketing_client_new_for(
             None | Some("c") => &C_WORDS,
             Some("python") => &PYTHON_WORDS,
             Some("go") => &GO_WORDS,
+            Some("java") => &JAVA_WORDS,
             Some(other) => {
                 return Err(Failure::invalid(format!(
-                    "binding {other:?} is not known: \"c\", \"python\" or \"go\""
+                    "binding {other:?} is not known: \"c\", \"python\", \"go\" or \"java\""
                 )))
             }
         };
