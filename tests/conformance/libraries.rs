@@ -115,9 +115,11 @@ fn java(asynchronous: bool) -> Option<Library> {
     let dir = tempfile::tempdir().unwrap();
     let source = dir.path().join("Driver.java");
     std::fs::copy(repo().join("tests/conformance/drivers/driver.java"), &source).unwrap();
-    let built = Command::new("javac").args(["-cp", &classpath, "-d"]).arg(dir.path()).arg(&source).output().unwrap();
+    let built =
+        Command::new("javac").args(["-cp", &classpath, "-d"]).arg(dir.path()).arg(&source).output().unwrap();
     assert!(built.status.success(), "javac of driver.java:\n{}", String::from_utf8_lossy(&built.stderr));
-    let mut args = vec!["-cp".to_string(), format!("{}:{classpath}", dir.path().display()), "Driver".to_string()];
+    let mut args =
+        vec!["-cp".to_string(), format!("{}:{classpath}", dir.path().display()), "Driver".to_string()];
     if asynchronous {
         args.push("--async".into());
     }
