@@ -5,7 +5,8 @@
 //! resolve, async stages off the client's threads), its virtual-thread test on a Java 21
 //! or newer with one carrier thread, and the README's Java example as a consumer
 //! project of its own that depends on the artifact `mvn install` put in the local
-//! repository, run as written against a node.
+//! repository, run as written against a node; and the JDBC fencing example
+//! (java/examples/fenced-postgres) against a throw-away PostgreSQL.
 //!
 //! Maven builds around this cargo run's libticketing.so (no cargo inside:
 //! tests/common/java.rs) and the tests start this run's `ticketing` binary
@@ -13,6 +14,10 @@
 //! `TICKETING_REQUIRE_JAVA=1` (set by `.ci/run`) makes that a failure.
 
 mod common;
+
+#[path = "../examples/fenced_postgres.rs"]
+#[allow(dead_code)]
+mod fenced_postgres;
 
 use std::fs::File;
 use std::os::unix::process::CommandExt;
@@ -176,16 +181,19 @@ fn artifact_version() -> String {
     after[start..start + after[start..].find('<').unwrap()].to_string()
 }
 
-/// `mvn install` (as docs/java.md says, around this run's library), then a consumer
-/// project in `dir` compiled against the local repository's artifact; returns the
-/// class path to run it with.
+/// `mvn install` in java/, as docs/java.md says, around this run's library: the
+/// artifact goes to the local repository (~/.m2).
+fn install() {
+    let _guard = maven_lock();
+    let (ok, output) =
+        run(&mvn(), &args(&["-q", "install", "-DskipTests"]), &project(), &[], Duration::from_secs(600));
+    assert!(ok, "mvn install in java/ failed:\n{output}");
+}
+
+/// `mvn install`, then a consumer project in `dir` compiled against the local
+/// repository's artifact; returns the class path to run it with.
 fn install_and_build_consumer(dir: &Path, extra_dependencies: &str) -> String {
-    {
-        let _guard = maven_lock();
-        let (ok, output) =
-            run(&mvn(), &args(&["-q", "install", "-DskipTests"]), &project(), &[], Duration::from_secs(600));
-        assert!(ok, "mvn install in java/ failed:\n{output}");
-    }
+    install();
     std::fs::write(dir.join("pom.xml"), consumer_pom(&artifact_version(), extra_dependencies)).unwrap();
     let build = [
         "-B",
@@ -228,6 +236,113 @@ fn the_readme_java_example_runs_from_the_installed_artifact() {
     let (ok, output) = run("java", &java, dir.path(), &env, Duration::from_secs(60));
     assert!(ok, "README's Java example failed:\n{output}");
     for expected in ["selling seat 42 under fencing token", "held by box-office-7", "RELEASED"] {
+        assert!(output.contains(expected), "no {expected:?} in:\n{output}");
+    }
+    eprintln!("{output}");
+}
+
+/// A throw-away PostgreSQL on a TCP port of 127.0.0.1 (JDBC speaks TCP; the shared
+/// helper of examples/fenced_postgres.rs listens on a unix socket only). As root, it
+/// runs as `nobody`. Stopped and deleted when dropped.
+struct TcpPostgres {
+    child: std::process::Child,
+    dir: tempfile::TempDir,
+    port: u16,
+}
+
+impl TcpPostgres {
+    fn start(bin: &Path) -> TcpPostgres {
+        use std::os::unix::fs::MetadataExt;
+        let dir = tempfile::Builder::new().prefix("java-fenced-pg-").tempdir().unwrap();
+        let nobody = (std::fs::metadata("/proc/self").unwrap().uid() == 0).then(|| {
+            let passwd = std::fs::read_to_string("/etc/passwd").unwrap();
+            let f: Vec<&str> = passwd
+                .lines()
+                .find(|l| l.starts_with("nobody:"))
+                .expect("a user nobody")
+                .split(':')
+                .collect();
+            let ids: (u32, u32) = (f[2].parse().unwrap(), f[3].parse().unwrap());
+            std::os::unix::fs::chown(dir.path(), Some(ids.0), Some(ids.1)).unwrap();
+            ids
+        });
+        let command = |name: &str| {
+            let mut c = Command::new(bin.join(name));
+            c.env("LC_ALL", "C").env_remove("PGDATA").stdin(Stdio::null()).current_dir(dir.path());
+            if let Some((uid, gid)) = nobody {
+                c.uid(uid).gid(gid);
+            }
+            c
+        };
+        let data = dir.path().join("data");
+        let out = command("initdb")
+            .arg("-D")
+            .arg(&data)
+            .args(["--auth=trust", "--username=fence", "--encoding=UTF8", "--no-sync", "--no-instructions"])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "initdb: {}", String::from_utf8_lossy(&out.stderr));
+        let port = common::free_port();
+        let log = File::create(dir.path().join("postgres.log")).unwrap();
+        let child = command("postgres")
+            .arg("-D")
+            .arg(&data)
+            .arg("-k")
+            .arg(dir.path())
+            .args(["-c", "listen_addresses=127.0.0.1", "-p", &port.to_string(), "-c", "fsync=off"])
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .unwrap();
+        let pg = TcpPostgres { child, dir, port };
+        let conn = format!("host=127.0.0.1 port={port} user=fence dbname=postgres");
+        let end = Instant::now() + Duration::from_secs(30);
+        while postgres::Client::connect(&conn, postgres::NoTls).is_err() {
+            assert!(Instant::now() < end, "PostgreSQL not ready within 30 s: {}", pg.log());
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        pg
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("postgres.log")).unwrap_or_default()
+    }
+}
+
+impl Drop for TcpPostgres {
+    fn drop(&mut self) {
+        let _ = Command::new("kill").args(["-INT", &self.child.id().to_string()]).status();
+        let _ = self.child.wait();
+    }
+}
+
+/// java/examples/fenced-postgres (docs/java.md, "Fencing with the token"; a project of
+/// its own with the PostgreSQL JDBC driver) against a real server and a throw-away
+/// PostgreSQL: A's late write is rejected, sold once to B.
+#[test]
+fn the_java_fencing_example_sells_once_against_postgres() {
+    let test = "the_java_fencing_example_sells_once_against_postgres";
+    if !have_java(test) {
+        return;
+    }
+    let Some(pg_bin) = fenced_postgres::postgres_bin_dir() else {
+        assert!(!std::env::var("TICKETING_REQUIRE_POSTGRES").is_ok_and(|v| v == "1"), "no PostgreSQL");
+        eprintln!("SKIPPED {test}: PostgreSQL is not installed (apt-get install postgresql)");
+        return;
+    };
+    let server = start_server(&[]);
+    let pg = TcpPostgres::start(&pg_bin);
+    let example = project().join("examples/fenced-postgres");
+    install();
+    let env = [
+        ("TICKETING_ADDRS", server.addr.to_string()),
+        ("TICKETING_AUTH_TOKEN", TOKEN.to_string()),
+        ("FENCE_JDBC", format!("jdbc:postgresql://127.0.0.1:{}/postgres?user=fence", pg.port)),
+    ];
+    let run_args = ["-B", "-q", "compile", "exec:exec"].map(String::from);
+    let (ok, output) = run(&mvn(), &run_args, &example, &env, Duration::from_secs(300));
+    assert!(ok, "the Java fencing example failed:\n{output}\nPostgreSQL:\n{}", pg.log());
+    for expected in ["sells with token", ": rejected", "release: not_holder", "sold once, to B"] {
         assert!(output.contains(expected), "no {expected:?} in:\n{output}");
     }
     eprintln!("{output}");
