@@ -71,6 +71,13 @@ fn run(
     }
 }
 
+/// One test of this file at a time: the suite's timings (an interrupt answered within
+/// 1.2 s) are not measured beside a Maven compile of another test.
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 fn args(list: &[&str]) -> Vec<String> {
     native_args().into_iter().chain(list.iter().map(|s| s.to_string())).collect()
 }
@@ -102,6 +109,7 @@ fn the_java_suite_passes_against_real_servers() {
     if !have_java("the_java_suite_passes_against_real_servers") {
         return;
     }
+    let _serial = serial();
     let env = [("TICKETING_BIN", bin().to_string())];
     let _guard = maven_lock();
     let (ok, output) = run(&mvn(), &args(&["test"]), &project(), &env, Duration::from_secs(600));
@@ -220,6 +228,7 @@ fn the_readme_java_example_runs_from_the_installed_artifact() {
     if !have_java("the_readme_java_example_runs_from_the_installed_artifact") {
         return;
     }
+    let _serial = serial();
     let readme = std::fs::read_to_string(repo().join("README.md")).unwrap();
     let start = readme.find("```java\n").expect("a ```java block in README.md") + 8;
     let example = &readme[start..start + readme[start..].find("```").unwrap()];
@@ -325,6 +334,7 @@ fn the_java_fencing_example_sells_once_against_postgres() {
     if !have_java(test) {
         return;
     }
+    let _serial = serial();
     let Some(pg_bin) = fenced_postgres::postgres_bin_dir() else {
         assert!(!std::env::var("TICKETING_REQUIRE_POSTGRES").is_ok_and(|v| v == "1"), "no PostgreSQL");
         eprintln!("SKIPPED {test}: PostgreSQL is not installed (apt-get install postgresql)");
