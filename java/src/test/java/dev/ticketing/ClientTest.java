@@ -324,6 +324,37 @@ class ClientTest {
     }
 
     @Test
+    void aThousandAsyncWaitsTakeNoThreadEach() throws Exception {
+        List<Lock> held = new ArrayList<>();
+        for (int k = 0; k < 10; k++) {
+            held.add(other.acquire("many-" + k, LEASE, Duration.ZERO));
+        }
+        int before = java.lang.management.ManagementFactory.getThreadMXBean().getThreadCount();
+        List<CompletableFuture<ReleaseOutcome>> waits = new ArrayList<>();
+        for (int i = 0; i < 1000; i++) {
+            waits.add(client.acquireAsync("many-" + (i % 10), LEASE, Duration.ofSeconds(60))
+                    .thenCompose(Lock::releaseAsync));
+        }
+        eventually(Duration.ofSeconds(20), "1000 acquires queued", () -> {
+            int n = 0;
+            for (int k = 0; k < 10; k++) {
+                n += waiters("many-" + k);
+            }
+            return n == 1000;
+        });
+        int during = java.lang.management.ManagementFactory.getThreadMXBean().getThreadCount();
+        System.out.println("1000 async acquires waiting: JVM threads " + before + " before, " + during + " during");
+        assertTrue(during - before < 20, "threads went from " + before + " to " + during);
+        for (Lock lock : held) {
+            assertEquals(ReleaseOutcome.RELEASED, lock.release());
+        }
+        CompletableFuture.allOf(waits.toArray(new CompletableFuture<?>[0])).get(60, TimeUnit.SECONDS);
+        for (CompletableFuture<ReleaseOutcome> w : waits) {
+            assertEquals(ReleaseOutcome.RELEASED, w.get());
+        }
+    }
+
+    @Test
     void badArgumentsNameTheOption() {
         InvalidArgumentException lease = assertThrows(InvalidArgumentException.class,
                 () -> client.acquire("k", Duration.ofMillis(1500), Duration.ZERO));
