@@ -1,8 +1,8 @@
 // The library against real servers: grant and token, FIFO hand-off, busy and timeout,
 // release outcomes, query, try-with-resources, 64 threads on one client, 1,000 async
-// waits without a thread each, cancel of a
-// written acquire, an interrupted wait, bad arguments, a wrong secret, a paused server's
-// indeterminate acquire and its resolve, async completion off the client's threads.
+// waits without a thread each, cancel of a written acquire, an interrupted wait, bad
+// arguments, a wrong secret, a paused server's indeterminate acquire and its resolve,
+// async completion off the client's threads.
 package dev.ticketing;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
