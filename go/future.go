@@ -14,7 +14,9 @@ import "C"
 
 import (
 	"context"
+	"errors"
 	"runtime/cgo"
+	"time"
 )
 
 // future is one operation of the C ABI under way, and the channel its callback closes.
@@ -51,6 +53,35 @@ func (fu *future) wait(ctx context.Context) error {
 	case <-fu.done:
 		return nil
 	case <-ctx.Done():
+	}
+	C.ticketing_future_cancel(fu.f)
+	<-fu.done
+	return ctx.Err()
+}
+
+// deadlineGrace is how long past ctx's deadline an acquire whose wait that deadline
+// bounded still waits for the server's answer before it cancels. The server ends such a
+// wait itself at about the deadline; a busy machine may deliver its TIMEOUT a little
+// late, and cancelling then would turn a definitive ErrTimeout into an indeterminate.
+const deadlineGrace = time.Second
+
+// waitBounded is wait for an acquire whose wait ctx's deadline bounded: when the deadline
+// passes first, the server's answer gets deadlineGrace more; an explicit cancel of ctx
+// cancels at once, as in wait.
+func (fu *future) waitBounded(ctx context.Context) error {
+	select {
+	case <-fu.done:
+		return nil
+	case <-ctx.Done():
+	}
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		grace := time.NewTimer(deadlineGrace)
+		defer grace.Stop()
+		select {
+		case <-fu.done:
+			return nil
+		case <-grace.C:
+		}
 	}
 	C.ticketing_future_cancel(fu.f)
 	<-fu.done

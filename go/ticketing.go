@@ -74,6 +74,16 @@ func untilDeadline(deadline time.Time) time.Duration {
 	return 0
 }
 
+// answerMargin is how much earlier than ctx's deadline an acquire asks the server to end
+// its wait, so that the server's TIMEOUT (a definitive "not acquired") normally arrives
+// before the deadline: a tenth of the time left, at most 100 ms.
+func answerMargin(left time.Duration) time.Duration {
+	if m := left / 10; m < 100*time.Millisecond {
+		return m
+	}
+	return 100 * time.Millisecond
+}
+
 // LibraryVersion is the native library's release, e.g. "0.2.0".
 func LibraryVersion() string { return C.GoString(C.ticketing_version_string()) }
 
@@ -198,14 +208,17 @@ func (c *Client) start(run func(h *C.ticketing_client, f **C.ticketing_future, e
 // do not enter the critical section. Cancelling ctx after the request was written ends
 // the call at once with an *IndeterminateError of cause "cancelled" (wrapping ctx's
 // error): a grant that comes anyway is released by the client, unless Resolve adopts it.
+// ctx's deadline bounds the wait: the server is asked to end it shortly before the
+// deadline (ErrTimeout), and its answer gets up to 1 s past the deadline to arrive.
 func (c *Client) Acquire(ctx context.Context, key string, lease, wait time.Duration) (*Lock, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, &Error{Kind: KindCancelled, Message: "ctx ended before the acquire started; nothing was sent",
 			ctxErr: err}
 	}
+	bounded := false
 	if deadline, ok := ctx.Deadline(); ok {
 		if left := untilDeadline(deadline); left < wait {
-			wait = left
+			wait, bounded = left-answerMargin(left), true
 		}
 	}
 	k, err := cString("key", key)
@@ -220,7 +233,12 @@ func (c *Client) Acquire(ctx context.Context, key string, lease, wait time.Durat
 		return nil, err
 	}
 	defer fu.free()
-	ctxErr := fu.wait(ctx)
+	var ctxErr error
+	if bounded {
+		ctxErr = fu.waitBounded(ctx)
+	} else {
+		ctxErr = fu.wait(ctx)
+	}
 	var lock *C.ticketing_lock
 	var e *C.ticketing_error
 	if rc := C.ticketing_future_get_lock(fu.f, &lock, &e); rc != C.TICKETING_OK {

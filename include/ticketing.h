@@ -200,7 +200,7 @@ int ticketing_client_new(const char *const *addrs, size_t addrs_len, const uint8
 /* ticketing_client_new for a language binding built on this ABI: the client's messages
  * then name that language's settings where they name a fix (the Python package's
  * `tls_ca=` keyword, say, where a C caller reads "tls_ca_file"). binding: "python",
- * "go" (the Go module's Config fields), "node" (the Node.js package's options), or NULL or "c" for this header's argument names (as ticketing_client_new); any other
+ * "go" (the Go module's Config fields), "java" (the Java library's builder methods), "node" (the Node.js package's options), or NULL or "c" for this header's argument names (as ticketing_client_new); any other
  * is TICKETING_INVALID. Otherwise as ticketing_client_new. */
 int ticketing_client_new_for(const char *binding, const char *const *addrs, size_t addrs_len,
                              const uint8_t *auth_token, size_t auth_token_len, const char *owner,

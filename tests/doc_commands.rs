@@ -115,6 +115,9 @@ fn how(block: &Block) -> How {
         ("docs/node.md", l) if l.starts_with("cargo build --release") => How::Elsewhere(
             "tests/node_package.rs runs `node --test` this way, with the library and server of its own build",
         ),
+        ("README.md" | "docs/java.md", l) if l.starts_with("(cd java && mvn -q install)") => How::Elsewhere(
+            ".ci/run runs `(cd java && mvn -q -B install -DskipTests)`; tests/java_package.rs runs the JUnit suite and a consumer of the installed artifact",
+        ),
         ("docs/c.md", "cargo build --release") => {
             How::Elsewhere("tests/c_abi.rs builds tests/c/ticketing_test.c both ways and runs it")
         }

@@ -9,8 +9,9 @@ use super::error::{c_string, Failure};
 use super::handle::ErrorPtr;
 use super::handle::{self, Kind, Tagged};
 use super::lock::{outcome_code, LockHandle, LockPtr};
-use crate::client::NODE_WORDS;
-use crate::client::{Client, HolderInfo, Resolution, Words, C_WORDS, GO_WORDS, PYTHON_WORDS};
+use crate::client::{
+    Client, HolderInfo, Resolution, Words, C_WORDS, GO_WORDS, JAVA_WORDS, NODE_WORDS, PYTHON_WORDS,
+};
 
 /// Seed addresses a client takes at most (`ticketing_client_new`'s `addrs_len`).
 pub const ADDRS_MAX: usize = 64;
@@ -100,8 +101,8 @@ pub unsafe extern "C" fn ticketing_client_new(
 
 /// `ticketing_client_new_for`: [`ticketing_client_new`] for a binding, whose own
 /// names for the settings the client's messages then give (`binding` "python": the
-/// `tls_ca=` keyword, say; "go": `Config.TLSCAFile`; NULL or "c": this ABI's arguments;
-/// "node": the Node.js package's `tlsCa` option).
+/// `tls_ca=` keyword, say; "go": `Config.TLSCAFile`; "java": the builder's `tlsCaFile`;
+/// "node": the Node.js package's `tlsCa` option; NULL or "c": this ABI's arguments).
 ///
 /// # Safety
 /// As [`ticketing_client_new`]; `binding` is NULL or a NUL-terminated string.
@@ -123,10 +124,11 @@ pub unsafe extern "C" fn ticketing_client_new_for(
             None | Some("c") => &C_WORDS,
             Some("python") => &PYTHON_WORDS,
             Some("go") => &GO_WORDS,
+            Some("java") => &JAVA_WORDS,
             Some("node") => &NODE_WORDS,
             Some(other) => {
                 return Err(Failure::invalid(format!(
-                    "binding {other:?} is not known: \"c\", \"python\", \"go\" or \"node\""
+                    "binding {other:?} is not known: \"c\", \"python\", \"go\", \"java\" or \"node\""
                 )))
             }
         };

@@ -8,6 +8,7 @@ pub mod bindings;
 pub mod cc;
 pub mod cluster;
 pub mod grants;
+pub mod java;
 pub mod load;
 pub mod ports;
 pub mod process;

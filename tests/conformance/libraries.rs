@@ -2,8 +2,9 @@
 //! very test binary, run again as a driver), the C ABI (tests/conformance/drivers/
 //! driver.c, built here), the Python package blocking and asyncio
 //! (tests/conformance/drivers/driver.py), the Go module (tests/conformance/drivers/
-//! driver.go, built here), the Node.js package (tests/conformance/drivers/driver.mjs).
-//! Another library plugs in here with its own driver program.
+//! driver.go, built here), the Java library blocking and async (tests/conformance/
+//! drivers/driver.java, compiled here), the Node.js package (tests/conformance/drivers/
+//! driver.mjs). Another library plugs in here with its own driver program.
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -129,6 +130,29 @@ fn node() -> Option<Library> {
     Some(Library { name: "node", launch: Launch { program: node, args, env }, _dir: None })
 }
 
+/// The Java library (java/): tests/conformance/drivers/driver.java compiled with javac
+/// against the library's jar, which carries this build's libticketing.so; blocking (a
+/// thread per command) or `--async` (the CompletableFuture forms).
+fn java(asynchronous: bool) -> Option<Library> {
+    let name = if asynchronous { "java-async" } else { "java" };
+    if !super::common::java::have_java(&format!("conformance of {name}")) {
+        return None;
+    }
+    let classpath = super::common::java::classpath();
+    let dir = tempfile::tempdir().unwrap();
+    let source = dir.path().join("Driver.java");
+    std::fs::copy(repo().join("tests/conformance/drivers/driver.java"), &source).unwrap();
+    let built =
+        Command::new("javac").args(["-cp", &classpath, "-d"]).arg(dir.path()).arg(&source).output().unwrap();
+    assert!(built.status.success(), "javac of driver.java:\n{}", String::from_utf8_lossy(&built.stderr));
+    let mut args =
+        vec!["-cp".to_string(), format!("{}:{classpath}", dir.path().display()), "Driver".to_string()];
+    if asynchronous {
+        args.push("--async".into());
+    }
+    Some(Library { name, launch: Launch { program: "java".into(), args, env: Vec::new() }, _dir: Some(dir) })
+}
+
 /// Every library this machine can test, each built or found once.
 pub fn available() -> Vec<Library> {
     // The servers the scenarios start are this build's.
@@ -139,5 +163,7 @@ pub fn available() -> Vec<Library> {
     libraries.extend(python(true));
     libraries.extend(go());
     libraries.extend(node());
+    libraries.extend(java(false));
+    libraries.extend(java(true));
     libraries
 }

@@ -121,6 +121,14 @@ pub(crate) const GO_WORDS: Words = Words {
     tls_off: "leave Config.TLSCAFile empty",
 };
 
+/// The Java library: `Client.builder()`'s methods.
+pub(crate) const JAVA_WORDS: Words = Words {
+    secret: "the authToken given to Client.builder()",
+    ca: "tlsCaFile",
+    tls_on: "give Client.builder() the CA bundle as tlsCaFile",
+    tls_off: "build the client without tlsCaFile",
+};
+
 /// The Node.js package: the options of `new Client({...})`.
 pub(crate) const NODE_WORDS: Words = Words {
     secret: "the authToken given to new Client",

@@ -1,0 +1,174 @@
+// The C ABI (include/ticketing.h) as JNA direct-mapped methods, and the loading of the
+// libticketing.so this jar carries (or the one TICKETING_LIBRARY names).
+package dev.ticketing;
+
+import com.sun.jna.Callback;
+import com.sun.jna.CallbackThreadInitializer;
+import com.sun.jna.Native;
+import com.sun.jna.NativeLibrary;
+import com.sun.jna.Pointer;
+import java.io.IOException;
+import java.io.InputStream;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.StandardCopyOption;
+import java.util.Locale;
+
+/**
+ * Every handle of the C ABI is a {@code long} here (a pointer on a 64-bit platform),
+ * every string passed in a NUL-terminated UTF-8 {@code byte[]}, every out-parameter a
+ * one-element array. Nothing here blocks on the network but the calls named in {@link
+ * Client#close()}: operations run as the C ABI's futures.
+ */
+final class NativeLib {
+    /** The ABI version this library speaks ({@code TICKETING_ABI_VERSION}). */
+    static final int ABI_VERSION = 1;
+
+    /** The jar's copy of the library, at JNA's name for the platform. */
+    static final String RESOURCE = "/linux-x86-64/libticketing.so";
+
+    static final int OK = 0;
+    static final int BUSY = 1;
+    static final int TIMEOUT = 2;
+    static final int NOT_LEADER = 3;
+    static final int INVALID = 4;
+    static final int OVERLOADED = 5;
+    static final int UNAVAILABLE = 6;
+    static final int INDETERMINATE = 7;
+    static final int NO_ANSWER = 8;
+    static final int UNCONFIRMED = 9;
+    static final int QUEUE_FULL = 10;
+    static final int PROTOCOL = 11;
+    static final int REFUSED = 12;
+    static final int CONFIG = 13;
+    static final int INTERNAL = 14;
+    static final int CANCELLED = 15;
+
+    static final int HELD = 1;
+    static final int NOT_HELD = 2;
+
+    /** Bytes of {@code ticketing_holder}: token, lease_left_ms, waiters, owner_len, owner[256]. */
+    static final int HOLDER_SIZE = 8 + 8 + 4 + 4 + 256;
+
+    /** Where the library was loaded from. */
+    static final String PATH;
+
+    static {
+        PATH = locate();
+        Native.register(NativeLib.class, NativeLibrary.getInstance(PATH));
+        int version = ticketing_version();
+        if (version != ABI_VERSION) {
+            throw new UnsatisfiedLinkError("ticketing: " + PATH + " has ABI version " + version
+                    + ", this library needs " + ABI_VERSION
+                    + ": use the libticketing.so of the same checkout as this jar");
+        }
+    }
+
+    private NativeLib() {}
+
+    /** Forces the library to load (and its ABI version to be checked) now. */
+    static void load() {}
+
+    private static String locate() {
+        String configured = System.getProperty("ticketing.library");
+        if (configured == null || configured.isEmpty()) {
+            configured = System.getenv("TICKETING_LIBRARY");
+        }
+        if (configured != null && !configured.isEmpty()) {
+            return configured;
+        }
+        String os = System.getProperty("os.name", "").toLowerCase(Locale.ROOT);
+        String arch = System.getProperty("os.arch", "").toLowerCase(Locale.ROOT);
+        if (!os.startsWith("linux") || !(arch.equals("amd64") || arch.equals("x86_64"))) {
+            throw new UnsatisfiedLinkError("ticketing: this jar carries libticketing.so for linux-x86-64 only, "
+                    + "not " + os + "-" + arch + ": set TICKETING_LIBRARY (or -Dticketing.library) to a "
+                    + "libticketing built for this platform by `cargo build --release`");
+        }
+        try (InputStream in = NativeLib.class.getResourceAsStream(RESOURCE)) {
+            if (in == null) {
+                throw new UnsatisfiedLinkError("ticketing: " + RESOURCE + " is missing from the jar: build it with "
+                        + "`mvn install` in java/ (it runs cargo), or set TICKETING_LIBRARY");
+            }
+            Path dir = Files.createTempDirectory("ticketing-native");
+            Path file = dir.resolve("libticketing.so");
+            Files.copy(in, file, StandardCopyOption.REPLACE_EXISTING);
+            file.toFile().deleteOnExit();
+            dir.toFile().deleteOnExit();
+            return file.toString();
+        } catch (IOException e) {
+            throw new UnsatisfiedLinkError("ticketing: cannot extract " + RESOURCE + " to a temporary file: " + e);
+        }
+    }
+
+    /** A NUL-terminated UTF-8 copy of a string known to hold no NUL. */
+    static byte[] cString(String s) {
+        byte[] utf8 = s.getBytes(StandardCharsets.UTF_8);
+        byte[] out = new byte[utf8.length + 1];
+        System.arraycopy(utf8, 0, out, 0, utf8.length);
+        return out;
+    }
+
+    /** A C string the library returned, or null for NULL. */
+    static String string(long p) {
+        return p == 0 ? null : new Pointer(p).getString(0, "UTF-8");
+    }
+
+    // ---- Versions --------------------------------------------------------------------
+    static native int ticketing_version();
+    static native long ticketing_version_string();
+    static native long ticketing_kind_name(int kind);
+
+    // ---- The client ------------------------------------------------------------------
+    static native int ticketing_client_new_for(byte[] binding, Pointer addrs, long addrsLen, byte[] authToken,
+            long authTokenLen, byte[] owner, byte[] tlsCaFile, long[] clientOut, long[] errorOut);
+    static native int ticketing_client_with_owner(long client, byte[] owner, long[] clientOut, long[] errorOut);
+    static native long ticketing_client_owner(long client);
+    static native int ticketing_client_close(long client, long timeoutMs, int[] drainedOut, long[] errorOut);
+    static native void ticketing_client_free(long client);
+
+    // ---- Futures -----------------------------------------------------------------------
+    static native int ticketing_acquire_start(long client, byte[] key, long leaseMs, long waitMs, long[] futureOut,
+            long[] errorOut);
+    static native int ticketing_lock_release_start(long lock, long[] futureOut, long[] errorOut);
+    static native int ticketing_release_start(long client, byte[] key, long token, long[] futureOut,
+            long[] errorOut);
+    static native int ticketing_query_start(long client, byte[] key, long[] futureOut, long[] errorOut);
+    static native int ticketing_resolve_start(long client, long error, long timeoutMs, long[] futureOut,
+            long[] errorOut);
+
+    /** {@code ticketing_callback}: called once when the future is ready. */
+    interface FutureDone extends Callback {
+        void invoke(long future, long ctx);
+    }
+
+    static native int ticketing_future_set_callback(long future, FutureDone callback, long ctx, long errorOut);
+    static native int ticketing_future_cancel(long future);
+    static native int ticketing_future_get_lock(long future, long[] lockOut, long[] errorOut);
+    static native int ticketing_future_get_release(long future, int[] outcomeOut, long[] errorOut);
+    static native int ticketing_future_get_query(long future, int[] heldOut, byte[] holderOut, long[] errorOut);
+    static native int ticketing_future_get_resolve(long future, int[] resolutionOut, long[] lockOut,
+            long[] errorOut);
+    static native void ticketing_future_free(long future);
+
+    // ---- The lock ------------------------------------------------------------------------
+    static native long ticketing_lock_token(long lock);
+    static native long ticketing_lock_key(long lock);
+    static native long ticketing_lock_owner(long lock);
+    static native long ticketing_lock_lease_ms(long lock);
+    static native long ticketing_lock_remaining_ms(long lock);
+    static native void ticketing_lock_free(long lock);
+
+    // ---- Errors --------------------------------------------------------------------------
+    static native int ticketing_error_kind(long error);
+    static native long ticketing_error_message(long error);
+    static native int ticketing_error_cause(long error);
+    static native long ticketing_error_leader(long error);
+    static native int ticketing_error_is_retryable(long error);
+    static native void ticketing_error_free(long error);
+
+    /** Keeps a callback's client threads attached to the JVM (as daemons) between calls. */
+    static void keepAttached(Callback callback) {
+        Native.setCallbackThreadInitializer(callback, new CallbackThreadInitializer(true, false, "ticketing-client"));
+    }
+}

@@ -1,0 +1,203 @@
+// One operation of the C ABI under way: its future, the callback that hears it is ready,
+// the blocking wait (interruptible, cancelling by the C ABI's rule) and the async form.
+package dev.ticketing;
+
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.Executor;
+import java.util.concurrent.RejectedExecutionException;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.atomic.AtomicLong;
+import java.util.function.Consumer;
+
+/**
+ * A {@code ticketing_future} and who still uses it. The callback (one for the whole
+ * library, on a client thread) only signals: the outcome is taken on the waiting thread
+ * (a blocking call) or on the client's executor (an async one), so no program code ever
+ * runs on the client's threads, and a waiting thread — a virtual one too — parks in
+ * Java, not in a native call.
+ *
+ * <p>The future is freed once its outcome was taken and no cancel is in progress: a
+ * reference count, 1 for the taker, one more for each cancel running.
+ */
+final class Operation {
+    /** Reads a ready future's outcome (never frees it). */
+    interface Taker<T> {
+        T take(long future);
+    }
+
+    /** Runs one {@code ticketing_*_start}: fills future[0], or returns an error kind and fills error[0]. */
+    interface Starter {
+        int start(long[] future, long[] error);
+    }
+
+    private static final ConcurrentHashMap<Long, Operation> PENDING = new ConcurrentHashMap<>();
+    private static final AtomicLong IDS = new AtomicLong();
+    /** The one callback of every future; kept here for the life of the class (JNA holds it weakly). */
+    private static final NativeLib.FutureDone DONE = Operation::ready;
+
+    static {
+        NativeLib.keepAttached(DONE);
+    }
+
+    private final long future;
+    private final AtomicInteger users = new AtomicInteger(1);
+    private Runnable onReady;
+
+    private Operation(long future) {
+        this.future = future;
+    }
+
+    /** Starts an operation; a refusal before anything started is thrown (nothing was sent). */
+    static Operation start(Starter starter) {
+        long[] future = new long[1];
+        long[] error = new long[1];
+        int kind = starter.start(future, error);
+        if (kind != NativeLib.OK || future[0] == 0) {
+            throw Errors.of(kind, error[0], null);
+        }
+        return new Operation(future[0]);
+    }
+
+    /** The callback: on a client thread, on the thread that set it, or on a cancelling one. */
+    private static void ready(long future, long ctx) {
+        try {
+            Operation op = PENDING.remove(ctx);
+            if (op != null) {
+                op.onReady.run();
+            }
+        } catch (Throwable ignored) {
+            // Nothing may cross into the native caller; onReady only signals.
+        }
+    }
+
+    private void watch(Runnable onReady) {
+        this.onReady = onReady;
+        long id = IDS.incrementAndGet();
+        PENDING.put(id, this);
+        if (NativeLib.ticketing_future_set_callback(future, DONE, id, 0) != NativeLib.OK) {
+            // Only a second callback is refused, and this is the first.
+            PENDING.remove(id);
+            onReady.run();
+        }
+    }
+
+    /**
+     * Stops waiting by the C ABI's rule (ticketing_future_cancel): an acquire not yet sent
+     * ends cancelled, one already written indeterminate (its grant, if one comes, released
+     * by the client). True when the operation was still running.
+     */
+    boolean cancel() {
+        int u;
+        do {
+            u = users.get();
+            if (u == 0) {
+                return false; // taken and freed: it had ended
+            }
+        } while (!users.compareAndSet(u, u + 1));
+        try {
+            return NativeLib.ticketing_future_cancel(future) == 1;
+        } finally {
+            unref();
+        }
+    }
+
+    private void unref() {
+        if (users.decrementAndGet() == 0) {
+            NativeLib.ticketing_future_free(future);
+        }
+    }
+
+    private <T> T take(Taker<T> taker) {
+        try {
+            return taker.take(future);
+        } finally {
+            unref();
+        }
+    }
+
+    /**
+     * Waits for the outcome on this thread. An interrupt cancels the operation, keeps the
+     * thread's interrupt status, and ends the call at once with the cancelled operation's
+     * exception, its cause the InterruptedException; an operation that had ended before
+     * the cancel keeps its own outcome.
+     */
+    <T> T await(Taker<T> taker) {
+        CompletableFuture<Void> ready = new CompletableFuture<>();
+        watch(() -> ready.complete(null));
+        try {
+            ready.get();
+        } catch (InterruptedException interrupted) {
+            boolean stopped = cancel();
+            ready.join(); // cancel made it ready; its callback may still be finishing on a client thread
+            Thread.currentThread().interrupt();
+            try {
+                return take(taker);
+            } catch (TicketingException e) {
+                if (stopped && e.getCause() == null) {
+                    e.initCause(interrupted);
+                }
+                throw e;
+            }
+        } catch (ExecutionException e) {
+            throw new IllegalStateException(e); // never completed exceptionally
+        }
+        return take(taker);
+    }
+
+    /**
+     * The outcome as a CompletableFuture completed on {@code executor} (never on a client
+     * thread). Cancelling it cancels the operation by the C ABI's rule; an outcome that
+     * comes anyway and can no longer be delivered goes to {@code discard} (a lock is
+     * released in the background).
+     */
+    <T> CompletableFuture<T> async(Taker<T> taker, Executor executor, Consumer<T> discard) {
+        OperationFuture<T> result = new OperationFuture<>(this);
+        watch(() -> {
+            Runnable finish = () -> result.finish(taker, discard);
+            try {
+                executor.execute(finish);
+            } catch (RejectedExecutionException e) {
+                finish.run();
+            }
+        });
+        return result;
+    }
+
+    /** The future an async call returns: its cancel reaches the native operation. */
+    static final class OperationFuture<T> extends CompletableFuture<T> {
+        private final Operation op;
+
+        OperationFuture(Operation op) {
+            this.op = op;
+        }
+
+        @Override
+        public boolean cancel(boolean mayInterruptIfRunning) {
+            boolean cancelled = super.cancel(mayInterruptIfRunning);
+            if (cancelled) {
+                op.cancel();
+            }
+            return cancelled;
+        }
+
+        @Override
+        public <U> CompletableFuture<U> newIncompleteFuture() {
+            return new CompletableFuture<>();
+        }
+
+        private void finish(Taker<T> taker, Consumer<T> discard) {
+            T value;
+            try {
+                value = op.take(taker);
+            } catch (Throwable e) {
+                completeExceptionally(e);
+                return;
+            }
+            if (!complete(value) && discard != null) {
+                discard.accept(value);
+            }
+        }
+    }
+}

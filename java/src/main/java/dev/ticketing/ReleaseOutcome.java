@@ -1,0 +1,21 @@
+// ReleaseOutcome: what a release found (the C ABI's TICKETING_RELEASED...).
+package dev.ticketing;
+
+/** What a release found. Each means the key is no longer held under the lock's token. */
+public enum ReleaseOutcome {
+    /** Released: the next waiter has the key, or it is free. */
+    RELEASED,
+    /** Not the holder: the lease had already ended (another may have held the key meanwhile). */
+    NOT_HOLDER,
+    /** Not the holder after an earlier attempt's answer was lost: released by it, or expired. */
+    RELEASED_OR_EXPIRED;
+
+    static ReleaseOutcome of(int code) {
+        switch (code) {
+            case 1: return RELEASED;
+            case 2: return NOT_HOLDER;
+            case 3: return RELEASED_OR_EXPIRED;
+            default: throw new InternalException("unknown release outcome " + code, false);
+        }
+    }
+}

@@ -1,0 +1,228 @@
+// The conformance driver of the Java library (docs/conformance.md): commands on standard
+// input, one outcome line each on standard output, all sharing one dev.ticketing.Client.
+// Blocking, a thread per command; with --async, every command through the library's
+// CompletableFuture forms, its line written when the future completes. Compiled with
+// javac by tests/conformance/libraries.rs against the library's jar.
+
+import dev.ticketing.Client;
+import dev.ticketing.Holder;
+import dev.ticketing.IndeterminateException;
+import dev.ticketing.Lock;
+import dev.ticketing.ReleaseOutcome;
+import dev.ticketing.TicketingException;
+import java.io.BufferedReader;
+import java.io.InputStreamReader;
+import java.math.BigDecimal;
+import java.nio.charset.StandardCharsets;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Locale;
+import java.util.Map;
+import java.util.Optional;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CompletionException;
+import java.util.concurrent.ConcurrentHashMap;
+
+public final class Driver {
+    static final Map<String, Lock> LOCKS = new ConcurrentHashMap<>();
+    static final Map<String, IndeterminateException> PENDING = new ConcurrentHashMap<>();
+
+    static synchronized void say(String line) {
+        System.out.println(line);
+        System.out.flush();
+    }
+
+    /** CLOCK_MONOTONIC in nanoseconds on Linux: every process on the machine shares it. */
+    static long now() {
+        return System.nanoTime();
+    }
+
+    static long ms(long start) {
+        return (System.nanoTime() - start) / 1_000_000;
+    }
+
+    static Duration seconds(String s) {
+        return Duration.ofNanos(new BigDecimal(s).movePointRight(9).longValue());
+    }
+
+    static String failed(String name, TicketingException e, long start) {
+        String cause = e instanceof IndeterminateException
+                ? " cause=" + ((IndeterminateException) e).cause().name().toLowerCase(Locale.ROOT) : "";
+        return name + " " + e.kind() + " retryable=" + (e.isRetryable() ? 1 : 0) + " ms=" + ms(start) + cause
+                + " : " + e.getMessage();
+    }
+
+    static String outcome(ReleaseOutcome o) {
+        return o.name().toLowerCase(Locale.ROOT);
+    }
+
+    static String granted(String name, Lock lock, long start) {
+        LOCKS.put(name, lock);
+        return name + " granted " + lock.token() + " at=" + now() + " ms=" + ms(start);
+    }
+
+    static String holder(String name, Optional<Holder> h, long start) {
+        if (h.isEmpty()) {
+            return name + " free ms=" + ms(start);
+        }
+        Holder holder = h.get();
+        return name + " held " + holder.owner() + " " + holder.token() + " " + holder.waiters() + " ms=" + ms(start);
+    }
+
+    static String resolved(String name, Optional<Lock> lock, long start) {
+        if (lock.isEmpty()) {
+            return name + " resolved not_held ms=" + ms(start);
+        }
+        LOCKS.put(name, lock.get());
+        return name + " resolved held " + lock.get().token() + " at=" + now() + " ms=" + ms(start);
+    }
+
+    static String error(String name, String verb, Throwable t, long start) {
+        if (t instanceof CompletionException && t.getCause() != null) {
+            t = t.getCause();
+        }
+        if (!(t instanceof TicketingException)) {
+            return name + " internal retryable=0 ms=" + ms(start) + " : " + t;
+        }
+        if (verb.equals("resolve") && t instanceof IndeterminateException) {
+            return name + " resolved unknown ms=" + ms(start);
+        }
+        if (t instanceof IndeterminateException) {
+            PENDING.put(name, (IndeterminateException) t);
+        }
+        return failed(name, (TicketingException) t, start);
+    }
+
+    /** A command on its own thread, through the blocking calls. */
+    static String blocking(Client client, String verb, String name, String[] args) {
+        long start = System.nanoTime();
+        try {
+            switch (verb) {
+                case "acquire":
+                    return granted(name, client.acquire(args[0], seconds(args[1]), seconds(args[2])), start);
+                case "release": {
+                    Lock lock = LOCKS.remove(name);
+                    if (lock == null) {
+                        return name + " invalid retryable=0 ms=0 : no lock named " + name;
+                    }
+                    long at = now();
+                    return name + " " + outcome(lock.release()) + " at=" + at + " ms=" + ms(start);
+                }
+                case "query":
+                    return holder(name, client.query(args[0]), start);
+                case "resolve": {
+                    IndeterminateException e = PENDING.remove(name);
+                    if (e == null) {
+                        return name + " invalid retryable=0 ms=0 : no indeterminate acquire named " + name;
+                    }
+                    return resolved(name, e.resolve(seconds(args[0])), start);
+                }
+                default:
+                    return name + " invalid retryable=0 ms=0 : unknown command " + verb;
+            }
+        } catch (RuntimeException e) {
+            return error(name, verb, e, start);
+        }
+    }
+
+    /** A command through the CompletableFuture forms: its line is written when it completes. */
+    static CompletableFuture<Void> async(Client client, String verb, String name, String[] args) {
+        long start = System.nanoTime();
+        CompletableFuture<String> line;
+        try {
+            switch (verb) {
+                case "acquire":
+                    line = client.acquireAsync(args[0], seconds(args[1]), seconds(args[2]))
+                            .thenApply(lock -> granted(name, lock, start));
+                    break;
+                case "release": {
+                    Lock lock = LOCKS.remove(name);
+                    if (lock == null) {
+                        line = CompletableFuture.completedFuture(name + " invalid retryable=0 ms=0 : no lock named " + name);
+                        break;
+                    }
+                    long at = now();
+                    line = lock.releaseAsync().thenApply(o -> name + " " + outcome(o) + " at=" + at + " ms=" + ms(start));
+                    break;
+                }
+                case "query":
+                    line = client.queryAsync(args[0]).thenApply(h -> holder(name, h, start));
+                    break;
+                case "resolve": {
+                    IndeterminateException e = PENDING.remove(name);
+                    if (e == null) {
+                        line = CompletableFuture.completedFuture(
+                                name + " invalid retryable=0 ms=0 : no indeterminate acquire named " + name);
+                        break;
+                    }
+                    line = e.resolveAsync(seconds(args[0])).thenApply(l -> resolved(name, l, start));
+                    break;
+                }
+                default:
+                    line = CompletableFuture.completedFuture(name + " invalid retryable=0 ms=0 : unknown command " + verb);
+            }
+        } catch (RuntimeException e) {
+            line = CompletableFuture.completedFuture(error(name, verb, e, start));
+        }
+        return line.handle((ok, t) -> ok != null ? ok : error(name, verb, t, start)).thenAccept(Driver::say);
+    }
+
+    public static void main(String[] argv) throws Exception {
+        boolean asyncMode = List.of(argv).contains("--async");
+        Map<String, String> env = System.getenv();
+        List<String> addrs = new ArrayList<>();
+        for (String a : env.getOrDefault("TICKETING_ADDRS", "").split(",")) {
+            if (!a.isEmpty()) {
+                addrs.add(a);
+            }
+        }
+        Client client;
+        try {
+            Client.Builder builder = Client.builder().addrs(addrs).authToken(env.getOrDefault("TICKETING_AUTH_TOKEN", ""));
+            String owner = env.getOrDefault("TICKETING_OWNER", "");
+            if (!owner.isEmpty()) {
+                builder.owner(owner);
+            }
+            String ca = env.getOrDefault("TICKETING_TLS_CA", "");
+            if (!ca.isEmpty()) {
+                builder.tlsCaFile(ca);
+            }
+            client = builder.build();
+        } catch (TicketingException e) {
+            say("config-error : " + e.getMessage());
+            return;
+        }
+        say("ready");
+        List<Thread> threads = new ArrayList<>();
+        List<CompletableFuture<Void>> futures = new ArrayList<>();
+        BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
+        for (String text; (text = in.readLine()) != null; ) {
+            String[] words = text.trim().split("\\s+");
+            if (words.length == 0 || words[0].isEmpty()) {
+                continue;
+            }
+            if (words[0].equals("quit")) {
+                break;
+            }
+            if (words.length < 2) {
+                continue;
+            }
+            String verb = words[0];
+            String name = words[1];
+            String[] args = java.util.Arrays.copyOfRange(words, 2, words.length);
+            if (asyncMode) {
+                futures.add(async(client, verb, name, args));
+            } else {
+                Thread t = new Thread(() -> say(blocking(client, verb, name, args)));
+                t.start();
+                threads.add(t);
+            }
+        }
+        for (Thread t : threads) {
+            t.join();
+        }
+        CompletableFuture.allOf(futures.toArray(new CompletableFuture<?>[0])).join();
+        client.close();
+    }
+}

@@ -1,0 +1,359 @@
+//! The Java library (java/, docs/java.md) against real servers: its JUnit suite through
+//! Maven (grant, FIFO, busy and timeout, release outcomes, try-with-resources on an
+//! exception, 64 threads on one client, a cancelled written acquire, an interrupted
+//! wait, bad arguments, a wrong secret, a paused server's indeterminate acquire and its
+//! resolve, async stages off the client's threads), its virtual-thread test on a Java 21
+//! or newer with one carrier thread, and the README's Java example as a consumer
+//! project of its own that depends on the artifact `mvn install` put in the local
+//! repository, run as written against a node; and the JDBC fencing example
+//! (java/examples/fenced-postgres) against a throw-away PostgreSQL.
+//!
+//! Maven builds around this cargo run's libticketing.so (no cargo inside:
+//! tests/common/java.rs) and the tests start this run's `ticketing` binary
+//! (TICKETING_BIN). Without Maven and a JDK the tests print `SKIPPED` and pass, unless
+//! `TICKETING_REQUIRE_JAVA=1` (set by `.ci/run`) makes that a failure.
+
+mod common;
+
+#[path = "../examples/fenced_postgres.rs"]
+#[allow(dead_code)]
+mod fenced_postgres;
+
+use std::fs::File;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::java::{have_java, maven_lock, mvn, native_args, project};
+use common::{bin, repo, start_server, TOKEN};
+
+/// `program args…` in `dir`, in a process group of its own that is killed when it ends
+/// or after `limit`: the servers a suite starts go with it whatever happens.
+/// Returns (success, output).
+fn run(
+    program: &str,
+    args: &[String],
+    dir: &Path,
+    env: &[(&str, String)],
+    limit: Duration,
+) -> (bool, String) {
+    let log = tempfile::NamedTempFile::new().unwrap();
+    let mut cmd = Command::new(program);
+    cmd.args(args)
+        .current_dir(dir)
+        .env_remove("TICKETING_LIBRARY")
+        .stdin(Stdio::null())
+        .stdout(Stdio::from(File::create(log.path()).unwrap()))
+        .stderr(Stdio::from(log.reopen().unwrap()))
+        .process_group(0);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let mut child = cmd.spawn().unwrap();
+    let group = format!("-{}", child.id());
+    let end = Instant::now() + limit;
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break Some(status);
+        }
+        if Instant::now() >= end {
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let _ = Command::new("kill").args(["-KILL", "--", &group]).stderr(Stdio::null()).status();
+    let _ = child.wait();
+    let output = std::fs::read_to_string(log.path()).unwrap_or_default();
+    match status {
+        Some(status) => (status.success(), output),
+        None => (false, format!("{output}\n(killed after {limit:?})")),
+    }
+}
+
+/// One test of this file at a time: the suite's timings (an interrupt answered within
+/// 1.2 s) are not measured beside a Maven compile of another test.
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn args(list: &[&str]) -> Vec<String> {
+    native_args().into_iter().chain(list.iter().map(|s| s.to_string())).collect()
+}
+
+/// A JDK of Java 21 or newer for the virtual-thread test: `$JAVA21_HOME`, else the newest
+/// under /usr/lib/jvm whose `release` file says 21 or more.
+fn java21() -> Option<PathBuf> {
+    if let Ok(home) = std::env::var("JAVA21_HOME") {
+        return Some(PathBuf::from(home).join("bin/java"));
+    }
+    let mut found: Vec<(u32, PathBuf)> = std::fs::read_dir("/usr/lib/jvm")
+        .ok()?
+        .flatten()
+        .filter_map(|e| {
+            let release = std::fs::read_to_string(e.path().join("release")).ok()?;
+            let line = release.lines().find(|l| l.starts_with("JAVA_VERSION="))?;
+            let major: u32 =
+                line.trim_start_matches("JAVA_VERSION=").trim_matches('"').split('.').next()?.parse().ok()?;
+            let java = e.path().join("bin/java");
+            (major >= 21 && java.is_file()).then_some((major, java))
+        })
+        .collect();
+    found.sort();
+    found.pop().map(|(_, java)| java)
+}
+
+#[test]
+fn the_java_suite_passes_against_real_servers() {
+    if !have_java("the_java_suite_passes_against_real_servers") {
+        return;
+    }
+    let _serial = serial();
+    let env = [("TICKETING_BIN", bin().to_string())];
+    let _guard = maven_lock();
+    let (ok, output) = run(&mvn(), &args(&["test"]), &project(), &env, Duration::from_secs(600));
+    assert!(ok && output.contains("BUILD SUCCESS"), "mvn test in java/ failed:\n{output}");
+    let summary: Vec<&str> = output.lines().filter(|l| l.contains("Tests run:")).collect();
+    eprintln!("{}", summary.join("\n"));
+    assert!(output.contains("Failures: 0, Errors: 0"), "{output}");
+
+    let Some(java) = java21() else {
+        eprintln!("SKIPPED the virtual-thread test: no Java 21 or newer (JAVA21_HOME, /usr/lib/jvm)");
+        return;
+    };
+    let vt = args(&[
+        "test",
+        "-Dtest=VirtualThreadsTest",
+        &format!("-Djvm={}", java.display()),
+        "-DargLine=-Djdk.virtualThreadScheduler.parallelism=1 -Djdk.virtualThreadScheduler.maxPoolSize=1 \
+         --enable-native-access=ALL-UNNAMED",
+    ]);
+    let (ok, output) = run(&mvn(), &vt, &project(), &env, Duration::from_secs(300));
+    assert!(ok, "the virtual-thread test under {} failed:\n{output}", java.display());
+    assert!(output.contains("Tests run: 1, Failures: 0, Errors: 0, Skipped: 0"), "{output}");
+    for line in output.lines().filter(|l| l.starts_with("virtual threads:") || l.contains("Tests run:")) {
+        eprintln!("{line}");
+    }
+}
+
+/// The pom of a project of its own that depends on the installed artifact.
+fn consumer_pom(version: &str, extra_dependencies: &str) -> String {
+    format!(
+        r#"<?xml version="1.0" encoding="UTF-8"?>
+<project xmlns="http://maven.apache.org/POM/4.0.0">
+  <modelVersion>4.0.0</modelVersion>
+  <groupId>example</groupId>
+  <artifactId>consumer</artifactId>
+  <version>1</version>
+  <properties>
+    <maven.compiler.release>17</maven.compiler.release>
+    <project.build.sourceEncoding>UTF-8</project.build.sourceEncoding>
+  </properties>
+  <dependencies>
+    <dependency>
+      <groupId>dev.ticketing</groupId>
+      <artifactId>ticketing</artifactId>
+      <version>{version}</version>
+    </dependency>{extra_dependencies}
+  </dependencies>
+  <build>
+    <plugins>
+      <plugin>
+        <groupId>org.apache.maven.plugins</groupId>
+        <artifactId>maven-compiler-plugin</artifactId>
+        <version>3.14.1</version>
+      </plugin>
+      <plugin>
+        <groupId>org.apache.maven.plugins</groupId>
+        <artifactId>maven-resources-plugin</artifactId>
+        <version>3.5.0</version>
+      </plugin>
+      <plugin>
+        <groupId>org.apache.maven.plugins</groupId>
+        <artifactId>maven-dependency-plugin</artifactId>
+        <version>3.9.0</version>
+      </plugin>
+    </plugins>
+  </build>
+</project>
+"#
+    )
+}
+
+/// The version in java/pom.xml (the one right after the artifactId).
+fn artifact_version() -> String {
+    let pom = std::fs::read_to_string(project().join("pom.xml")).unwrap();
+    let after = &pom[pom.find("<artifactId>ticketing</artifactId>").unwrap()..];
+    let start = after.find("<version>").unwrap() + "<version>".len();
+    after[start..start + after[start..].find('<').unwrap()].to_string()
+}
+
+/// `mvn install` in java/, as docs/java.md says, around this run's library: the
+/// artifact goes to the local repository (~/.m2).
+fn install() {
+    let _guard = maven_lock();
+    let (ok, output) =
+        run(&mvn(), &args(&["-q", "install", "-DskipTests"]), &project(), &[], Duration::from_secs(600));
+    assert!(ok, "mvn install in java/ failed:\n{output}");
+}
+
+/// `mvn install`, then a consumer project in `dir` compiled against the local
+/// repository's artifact; returns the class path to run it with.
+fn install_and_build_consumer(dir: &Path, extra_dependencies: &str) -> String {
+    install();
+    std::fs::write(dir.join("pom.xml"), consumer_pom(&artifact_version(), extra_dependencies)).unwrap();
+    let build = [
+        "-B",
+        "-q",
+        "compile",
+        "dependency:build-classpath",
+        "-Dmdep.outputFile=classpath.txt",
+        "-Dmdep.includeScope=runtime",
+    ]
+    .map(String::from);
+    let (ok, output) = run(&mvn(), &build, dir, &[], Duration::from_secs(600));
+    assert!(ok, "building the consumer project failed:\n{output}");
+    let deps = std::fs::read_to_string(dir.join("classpath.txt")).unwrap();
+    assert!(deps.contains("ticketing-"), "the consumer's class path lacks the artifact: {deps}");
+    format!("{}:{}", dir.join("target/classes").display(), deps.trim())
+}
+
+/// The README's ```java block as Example.java of a consumer project that depends on the
+/// installed artifact (whose jar carries libticketing.so: TICKETING_LIBRARY is unset),
+/// run as written against a standalone node: its address (127.0.0.1:5225) is the
+/// node's, TICKETING_AUTH_TOKEN its secret.
+#[test]
+fn the_readme_java_example_runs_from_the_installed_artifact() {
+    if !have_java("the_readme_java_example_runs_from_the_installed_artifact") {
+        return;
+    }
+    let _serial = serial();
+    let readme = std::fs::read_to_string(repo().join("README.md")).unwrap();
+    let start = readme.find("```java\n").expect("a ```java block in README.md") + 8;
+    let example = &readme[start..start + readme[start..].find("```").unwrap()];
+    assert!(example.contains("127.0.0.1:5225"), "the example talks to the node the CLI section starts");
+    let server = start_server(&[]);
+    let dir = tempfile::tempdir().unwrap();
+    let sources = dir.path().join("src/main/java");
+    std::fs::create_dir_all(&sources).unwrap();
+    std::fs::write(sources.join("Example.java"), example.replace("127.0.0.1:5225", &server.addr.to_string()))
+        .unwrap();
+    let classpath = install_and_build_consumer(dir.path(), "");
+    let env = [("TICKETING_AUTH_TOKEN", TOKEN.to_string())];
+    let java = ["-cp".to_string(), classpath, "Example".to_string()];
+    let (ok, output) = run("java", &java, dir.path(), &env, Duration::from_secs(60));
+    assert!(ok, "README's Java example failed:\n{output}");
+    for expected in ["selling seat 42 under fencing token", "held by box-office-7", "RELEASED"] {
+        assert!(output.contains(expected), "no {expected:?} in:\n{output}");
+    }
+    eprintln!("{output}");
+}
+
+/// A throw-away PostgreSQL on a TCP port of 127.0.0.1 (JDBC speaks TCP; the shared
+/// helper of examples/fenced_postgres.rs listens on a unix socket only). As root, it
+/// runs as `nobody`. Stopped and deleted when dropped.
+struct TcpPostgres {
+    child: std::process::Child,
+    dir: tempfile::TempDir,
+    port: u16,
+}
+
+impl TcpPostgres {
+    fn start(bin: &Path) -> TcpPostgres {
+        use std::os::unix::fs::MetadataExt;
+        let dir = tempfile::Builder::new().prefix("java-fenced-pg-").tempdir().unwrap();
+        let nobody = (std::fs::metadata("/proc/self").unwrap().uid() == 0).then(|| {
+            let passwd = std::fs::read_to_string("/etc/passwd").unwrap();
+            let f: Vec<&str> = passwd
+                .lines()
+                .find(|l| l.starts_with("nobody:"))
+                .expect("a user nobody")
+                .split(':')
+                .collect();
+            let ids: (u32, u32) = (f[2].parse().unwrap(), f[3].parse().unwrap());
+            std::os::unix::fs::chown(dir.path(), Some(ids.0), Some(ids.1)).unwrap();
+            ids
+        });
+        let command = |name: &str| {
+            let mut c = Command::new(bin.join(name));
+            c.env("LC_ALL", "C").env_remove("PGDATA").stdin(Stdio::null()).current_dir(dir.path());
+            if let Some((uid, gid)) = nobody {
+                c.uid(uid).gid(gid);
+            }
+            c
+        };
+        let data = dir.path().join("data");
+        let out = command("initdb")
+            .arg("-D")
+            .arg(&data)
+            .args(["--auth=trust", "--username=fence", "--encoding=UTF8", "--no-sync", "--no-instructions"])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "initdb: {}", String::from_utf8_lossy(&out.stderr));
+        let port = common::free_port();
+        let log = File::create(dir.path().join("postgres.log")).unwrap();
+        let child = command("postgres")
+            .arg("-D")
+            .arg(&data)
+            .arg("-k")
+            .arg(dir.path())
+            .args(["-c", "listen_addresses=127.0.0.1", "-p", &port.to_string(), "-c", "fsync=off"])
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .unwrap();
+        let pg = TcpPostgres { child, dir, port };
+        let conn = format!("host=127.0.0.1 port={port} user=fence dbname=postgres");
+        let end = Instant::now() + Duration::from_secs(30);
+        while postgres::Client::connect(&conn, postgres::NoTls).is_err() {
+            assert!(Instant::now() < end, "PostgreSQL not ready within 30 s: {}", pg.log());
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        pg
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("postgres.log")).unwrap_or_default()
+    }
+}
+
+impl Drop for TcpPostgres {
+    fn drop(&mut self) {
+        let _ = Command::new("kill").args(["-INT", &self.child.id().to_string()]).status();
+        let _ = self.child.wait();
+    }
+}
+
+/// java/examples/fenced-postgres (docs/java.md, "Fencing with the token"; a project of
+/// its own with the PostgreSQL JDBC driver) against a real server and a throw-away
+/// PostgreSQL: A's late write is rejected, sold once to B.
+#[test]
+fn the_java_fencing_example_sells_once_against_postgres() {
+    let test = "the_java_fencing_example_sells_once_against_postgres";
+    if !have_java(test) {
+        return;
+    }
+    let _serial = serial();
+    let Some(pg_bin) = fenced_postgres::postgres_bin_dir() else {
+        assert!(!std::env::var("TICKETING_REQUIRE_POSTGRES").is_ok_and(|v| v == "1"), "no PostgreSQL");
+        eprintln!("SKIPPED {test}: PostgreSQL is not installed (apt-get install postgresql)");
+        return;
+    };
+    let server = start_server(&[]);
+    let pg = TcpPostgres::start(&pg_bin);
+    let example = project().join("examples/fenced-postgres");
+    install();
+    let env = [
+        ("TICKETING_ADDRS", server.addr.to_string()),
+        ("TICKETING_AUTH_TOKEN", TOKEN.to_string()),
+        ("FENCE_JDBC", format!("jdbc:postgresql://127.0.0.1:{}/postgres?user=fence", pg.port)),
+    ];
+    let run_args = ["-B", "-q", "compile", "exec:exec"].map(String::from);
+    let (ok, output) = run(&mvn(), &run_args, &example, &env, Duration::from_secs(300));
+    assert!(ok, "the Java fencing example failed:\n{output}\nPostgreSQL:\n{}", pg.log());
+    for expected in ["sells with token", ": rejected", "release: not_holder", "sold once, to B"] {
+        assert!(output.contains(expected), "no {expected:?} in:\n{output}");
+    }
+    eprintln!("{output}");
+}
