@@ -311,8 +311,8 @@ int ticketing_query(const ticketing_client *client, const char *key, int *held_o
  * NULL, not UTF-8, out of range, the lock already released or being released — and
  * then nothing was sent. Otherwise it returns TICKETING_OK with a new future, which
  * may already be ready (no server can be used, the release queue is full). Starting
- * never blocks on the network: the calling thread writes what its socket takes at once
- * and leaves the rest to a thread of the client, so it may be an event loop.
+ * does no network I/O: a thread of the client writes the request, so the caller may be
+ * an event loop.
  *
  * Outcomes. ticketing_future_get_lock (acquire), _get_release (both releases),
  * _get_query and _get_resolve return what the blocking call returns, with the same

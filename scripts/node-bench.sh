@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # What a Node.js developer would pick, side by side, in one run on this machine: Ticketing's
-# 3-node cluster through the Node package vs redlock 5 over ioredis on one Redis. One Node
+# 3-node cluster through the Node package vs redlock 5 over ioredis on one Redis (and, as the
+# ceiling of any binding, the same cluster through the Rust client). One Node
 # process per run, LOOPS concurrent async loops sharing one client, every loop on a key of
 # its own; acquire+release pairs/s and p50/p99 of a pair; at 64 loops and at 1.
 #
@@ -43,7 +44,18 @@ version() { node -p "require('$1/package.json').version"; }
 # --- start and always stop -----------------------------------------------------
 start_lock_services node-bench
 declare -A ADDRS=([ticketing]="$TADDRS" [redis]="$RADDRS")
-run() { node "$BENCH" "$1" "${ADDRS[$1]}" "$2" "$3" "$4"; }
+# rust: the same cluster through the Rust client (`ticketing bench`, LOOPS threads on one
+# client): what the cluster itself gives on this machine, the ceiling of any binding.
+rust() {
+    "$TICKETING" bench uncontended --addr "$TADDRS" --threads "$1" --duration "$2" --warmup "$3" --json --quiet \
+        | node -e 'let s = ""; process.stdin.on("data", (d) => (s += d)).on("end", () => { const r = JSON.parse(s);
+            console.log(JSON.stringify({ system: "rust", loops: r.threads, pairs: r.pairs, seconds: r.elapsed_s,
+              pairs_per_s: Math.round(r.pairs_per_s), p50_ms: r.latency_ms.p50, p99_ms: r.latency_ms.p99,
+              errors: r.errors_total })); })'
+}
+run() {
+    if [[ $1 == rust ]]; then rust "$2" "$3" "$4"; else node "$BENCH" "$1" "${ADDRS[$1]}" "$2" "$3" "$4"; fi
+}
 # Up means serving: a short run that did pairs and met no error.
 probe() {
     local out
@@ -55,13 +67,13 @@ wait_lock_services ticketing redis
 
 # --- the runs --------------------------------------------------------------------
 RESULTS="$WORK/results.jsonl"
-SYSTEMS=(ticketing redis)
+SYSTEMS=(ticketing redis rust)
 STARTED=$(date -u '+%Y-%m-%d %H:%M UTC')
 UPTIME_BEFORE=$(uptime)
 for round in $(seq 1 "$ROUNDS"); do
     for loops in 64 1; do
-        for k in 0 1; do
-            system=${SYSTEMS[$(((k + round) % 2))]}
+        for k in 0 1 2; do
+            system=${SYSTEMS[$(((k + round) % 3))]}
             line=$(run "$system" "$loops" "$DURATION" "$WARMUP")
             echo "$line" >>"$RESULTS"
             log "round $round: $line"
@@ -78,7 +90,9 @@ BLOCK="$WORK/block.md"
     echo "<!-- node-bench:begin (written by scripts/node-bench.sh; do not edit by hand) -->"
     echo "Run of $STARTED: $ROUNDS round(s) of $DURATION s per system and loop count (+$WARMUP s"
     echo "warm-up), one Node process per run, the loops sharing one client, each on a key of its"
-    echo "own; systems alternating run by run; medians over the rounds."
+    echo "own; systems alternating run by run; medians over the rounds. The Rust client's row"
+    echo "(\`ticketing bench\`, as many threads on one client) is the same cluster without Node.js:"
+    echo "what the three nodes give on this machine, and so the most any binding could reach."
     echo
     echo "$TABLE"
     echo
@@ -98,6 +112,7 @@ BLOCK="$WORK/block.md"
         for system in ticketing redis; do
             echo "    node bench/node/lock_bench.mjs $system ${ADDRS[$system]} $loops $DURATION $WARMUP"
         done
+        echo "    ticketing bench uncontended --addr $TADDRS --threads $loops --duration $DURATION --warmup $WARMUP --json"
     done
     echo
     echo "Raw results:"
