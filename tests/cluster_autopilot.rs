@@ -11,9 +11,9 @@ mod faults;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
+use common::facts_cluster::wait_log_file;
 use common::grants::Load;
 use common::raw::{call, status};
-use common::facts_cluster::wait_log_file;
 use common::{eventually, free_port_pair, tail, PEER_TOKEN, TOKEN};
 use faults::cluster::Cluster;
 use faults::netns::Netns;
@@ -278,7 +278,12 @@ fn waiting_join_nodes_found_nothing_by_themselves_and_admin_found_makes_them_a_c
     for p in &cluster.nodes {
         let role = status(p.addr).map(|s| s.get("role").cloned().unwrap_or_default());
         assert!(role.is_some(), "the waiting node at {} answers STATUS", p.addr);
-        assert_ne!(role.as_deref(), Some("leader"), "a waiting node founded a cluster by itself\n{}", logs(&cluster));
+        assert_ne!(
+            role.as_deref(),
+            Some("leader"),
+            "a waiting node founded a cluster by itself\n{}",
+            logs(&cluster)
+        );
     }
     assert_eq!(cluster.leader(), None, "a waiting node founded a cluster by itself\n{}", logs(&cluster));
     for p in &cluster.nodes {

@@ -49,7 +49,8 @@ fn follow(cluster: &Cluster, leader: usize) -> bool {
     let Some(l) = facts(cluster, leader) else { return false };
     (0..cluster.nodes.len()).filter(|i| *i != leader).all(|i| {
         facts(cluster, i).is_some_and(|s| {
-            s.get("leader_id") == Some(&cluster.nodes[leader].id.to_string()) && s.get("term") == l.get("term")
+            s.get("leader_id") == Some(&cluster.nodes[leader].id.to_string())
+                && s.get("term") == l.get("term")
         })
     })
 }

@@ -216,9 +216,11 @@ fn a_crashed_node_restarted_under_its_old_id_exits_2() {
     let mut again = cluster.spawn(victim as u64 + 1, &addr, "new", &[]);
     assert_eq!(again.exit_code_within(Duration::from_secs(15), "the restarted node"), Some(2));
     // Its last lines may still be on their way from its standard error.
-    again.wait_log(Duration::from_secs(5), "the exit message telling the operator to replace the node", |l| {
-        l.contains("new NodeId")
-    });
+    again.wait_log(
+        Duration::from_secs(5),
+        "the exit message telling the operator to replace the node",
+        |l| l.contains("new NodeId"),
+    );
     // The rest of the cluster still serves.
     let leader = cluster.wait_leader(Duration::from_secs(15));
     let mut l = connect(cluster.addr(leader));
@@ -265,7 +267,8 @@ fn a_founding_node_that_finds_the_domain_formed_exits_2() {
         &[("TICKETING_CLUSTER_PEERS", &stranger_peers)],
     );
     assert_eq!(stranger.exit_code_within(Duration::from_secs(15), "the stranger"), Some(2));
-    stranger.wait_log(Duration::from_secs(5), "the stranger's exit message", |l| l.contains("already exists"));
+    stranger
+        .wait_log(Duration::from_secs(5), "the stranger's exit message", |l| l.contains("already exists"));
 }
 
 #[test]

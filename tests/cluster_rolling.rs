@@ -186,7 +186,9 @@ fn rolling(n: usize) {
         }
     };
     let leader_addr = eventually_some(Duration::from_secs(20), || {
-        live.iter().map(|i| addr_of(*i)).find(|a| connect_with(*a, TOKEN).is_ok_and(|c| c.welcome.role == b'L'))
+        live.iter()
+            .map(|i| addr_of(*i))
+            .find(|a| connect_with(*a, TOKEN).is_ok_and(|c| c.welcome.role == b'L'))
     })
     .expect("a leader among the new nodes");
     let mut c = connect(leader_addr);
