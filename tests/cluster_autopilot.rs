@@ -45,6 +45,21 @@ fn voters(cluster: &Cluster) -> Option<Vec<u64>> {
     Some(voters.split(',').filter_map(|v| v.split('@').next()?.parse().ok()).collect())
 }
 
+/// True when every live node's STATUS names the live nodes, and only them, as voters.
+fn all_know_voters(cluster: &Cluster) -> bool {
+    let mut want: Vec<u64> = cluster.nodes.iter().map(|p| p.id).collect();
+    want.sort_unstable();
+    cluster.nodes.iter().all(|p| {
+        let Some(s) = status(p.addr) else { return false };
+        let mut ids: Vec<u64> = s
+            .get("voters")
+            .map(|v| v.split(',').filter_map(|v| v.split('@').next()?.parse().ok()).collect())
+            .unwrap_or_default();
+        ids.sort_unstable();
+        ids == want
+    })
+}
+
 fn logs(cluster: &Cluster) -> String {
     cluster
         .nodes
@@ -122,6 +137,12 @@ fn a_killed_follower_then_a_killed_leader_come_back_as_fresh_processes_and_the_c
         "grants go on after the first healing\n{}",
         logs(&cluster)
     );
+    // The next kill begins from a settled cluster: every node knows the new voters.
+    assert!(
+        eventually(Duration::from_secs(10), || all_know_voters(&cluster)),
+        "not every node knows the voters after the first healing\n{}",
+        logs(&cluster)
+    );
 
     // Then the leader; this fresh process is given one member's address only.
     let leader = cluster.wait_leader(Duration::from_secs(10)).expect("a leader");
@@ -132,6 +153,11 @@ fn a_killed_follower_then_a_killed_leader_come_back_as_fresh_processes_and_the_c
     assert!(
         eventually(GRANT_WITHIN, || load.grants_since(after) > 0),
         "grants go on after the second healing\n{}",
+        logs(&cluster)
+    );
+    assert!(
+        eventually(Duration::from_secs(10), || all_know_voters(&cluster)),
+        "not every node knows the voters after the second healing\n{}",
         logs(&cluster)
     );
 
