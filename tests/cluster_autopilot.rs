@@ -11,9 +11,10 @@ mod faults;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
+use common::facts_cluster::wait_log_file;
 use common::grants::Load;
 use common::raw::{call, status};
-use common::{free_port_pair, tail, PEER_TOKEN, TOKEN};
+use common::{eventually, free_port_pair, tail, PEER_TOKEN, TOKEN};
 use faults::cluster::Cluster;
 use faults::netns::Netns;
 use ticketing::client::Client;
@@ -24,6 +25,9 @@ const ENV: &[(&str, &str)] = &[("TICKETING_AUTOPILOT_DEAD_MS", "6000")];
 /// The leader counts from the last answer it had, up to a heartbeat (200 ms) before the
 /// node died or was cut off; the test sees the new voters within a poll (100 ms).
 const EARLIEST_MS: u64 = DEAD_MS - 300;
+/// How long the load may take to show a grant after a change: far more than it takes
+/// on an idle machine (milliseconds), for a loaded one.
+const GRANT_WITHIN: Duration = Duration::from_secs(5);
 
 /// The admin op MEMBERS of the node at `addr`, as `name=value` lines.
 fn members(addr: SocketAddr) -> Option<String> {
@@ -39,6 +43,21 @@ fn voters(cluster: &Cluster) -> Option<Vec<u64>> {
     let s = status(cluster.nodes[l].addr)?;
     let voters = s.get("voters")?;
     Some(voters.split(',').filter_map(|v| v.split('@').next()?.parse().ok()).collect())
+}
+
+/// True when every live node's STATUS names the live nodes, and only them, as voters.
+fn all_know_voters(cluster: &Cluster) -> bool {
+    let mut want: Vec<u64> = cluster.nodes.iter().map(|p| p.id).collect();
+    want.sort_unstable();
+    cluster.nodes.iter().all(|p| {
+        let Some(s) = status(p.addr) else { return false };
+        let mut ids: Vec<u64> = s
+            .get("voters")
+            .map(|v| v.split(',').filter_map(|v| v.split('@').next()?.parse().ok()).collect())
+            .unwrap_or_default();
+        ids.sort_unstable();
+        ids == want
+    })
 }
 
 fn logs(cluster: &Cluster) -> String {
@@ -67,6 +86,7 @@ fn wait_voters(cluster: &Cluster, want: &[u64], within: Duration) -> Result<Dura
         if started.elapsed() > within {
             return Err(format!("voters {:?}, wanted {want:?}\n{}", voters(cluster), logs(cluster)));
         }
+        // sleep: the poll interval of this bounded wait (each poll asks every node).
         std::thread::sleep(Duration::from_millis(100));
     }
 }
@@ -101,9 +121,9 @@ fn a_killed_follower_then_a_killed_leader_come_back_as_fresh_processes_and_the_c
     let mut cluster = Cluster::start_with_env(3, port, dir.path().to_path_buf(), None, ENV).expect("cluster");
     let seeds = cluster.client_addrs().join(",");
     cluster.wait_leader(Duration::from_secs(30)).expect("a leader");
+    let started = Instant::now();
     let load = Load::start(cluster.client_addrs(), 4, 3);
-    std::thread::sleep(Duration::from_secs(1));
-    assert!(load.grants_since(Instant::now() - Duration::from_secs(1)) > 0, "the load runs");
+    assert!(eventually(GRANT_WITHIN, || load.grants_since(started) > 0), "the load runs");
 
     // A follower dies and its process manager starts a fresh process.
     let leader = cluster.wait_leader(Duration::from_secs(10)).expect("a leader");
@@ -112,8 +132,17 @@ fn a_killed_follower_then_a_killed_leader_come_back_as_fresh_processes_and_the_c
     eprintln!("follower replaced by node {first} {} ms after the kill", took.as_millis());
     assert!(took >= Duration::from_millis(EARLIEST_MS), "replaced before the threshold: {took:?}");
     let after = Instant::now();
-    std::thread::sleep(Duration::from_secs(1));
-    assert!(load.grants_since(after) > 0, "grants go on after the first healing\n{}", logs(&cluster));
+    assert!(
+        eventually(GRANT_WITHIN, || load.grants_since(after) > 0),
+        "grants go on after the first healing\n{}",
+        logs(&cluster)
+    );
+    // The next kill begins from a settled cluster: every node knows the new voters.
+    assert!(
+        eventually(Duration::from_secs(10), || all_know_voters(&cluster)),
+        "not every node knows the voters after the first healing\n{}",
+        logs(&cluster)
+    );
 
     // Then the leader; this fresh process is given one member's address only.
     let leader = cluster.wait_leader(Duration::from_secs(10)).expect("a leader");
@@ -121,8 +150,16 @@ fn a_killed_follower_then_a_killed_leader_come_back_as_fresh_processes_and_the_c
     let (second, took) = kill_and_restart(&mut cluster, leader, &one_seed);
     eprintln!("leader replaced by node {second} {} ms after the kill", took.as_millis());
     let after = Instant::now();
-    std::thread::sleep(Duration::from_secs(1));
-    assert!(load.grants_since(after) > 0, "grants go on after the second healing\n{}", logs(&cluster));
+    assert!(
+        eventually(GRANT_WITHIN, || load.grants_since(after) > 0),
+        "grants go on after the second healing\n{}",
+        logs(&cluster)
+    );
+    assert!(
+        eventually(Duration::from_secs(10), || all_know_voters(&cluster)),
+        "not every node knows the voters after the second healing\n{}",
+        logs(&cluster)
+    );
 
     let grants = load.finish().unwrap_or_else(|e| panic!("{e}\n{}", logs(&cluster)));
     eprintln!("{grants} grants, none doubled, tokens increasing");
@@ -159,6 +196,13 @@ fn a_killed_follower_then_a_killed_leader_come_back_as_fresh_processes_and_the_c
     assert!(restarts_said > 0, "the survivors say at info that a fresh process runs where a dead one ran");
 }
 
+/// True when the leader at `leader` lists voter `id` as heard from lately (`heard_ms=`
+/// on its MEMBERS line, not `unreachable_ms=`).
+fn heard_again(leader: SocketAddr, id: u64) -> bool {
+    let text = members(leader).unwrap_or_default();
+    text.lines().any(|l| l.starts_with(&format!("member={id} voter ")) && l.contains(" heard_ms="))
+}
+
 /// Cuts node `i` off from every other node, both ways.
 fn isolate(net: &Netns, cluster: &Cluster, i: usize) {
     let n = cluster.nodes.len();
@@ -184,9 +228,20 @@ fn a_voter_partitioned_below_the_threshold_stays_and_past_it_is_replaced_and_exi
     // Cut off for half the threshold: still a voter afterwards.
     let cut = (leader + 1) % 3;
     isolate(&net, &cluster, cut);
+    // sleep: the partition lasts half the threshold (the fault being tested).
     std::thread::sleep(Duration::from_millis(DEAD_MS / 2));
     net.heal().unwrap();
+    let cut_id = cluster.nodes[cut].id;
+    assert!(
+        eventually(Duration::from_secs(5), || heard_again(cluster.nodes[leader].addr, cut_id)),
+        "the leader does not hear node {cut_id} again after the heal: {}\n{}",
+        members(cluster.nodes[leader].addr).unwrap_or_default(),
+        logs(&cluster)
+    );
+    // A threshold counted from the cut, not from the last answer, would replace it now.
+    // sleep: a negative window (no replacement), begun once the leader hears it again.
     std::thread::sleep(Duration::from_millis(DEAD_MS));
+    assert!(heard_again(cluster.nodes[leader].addr, cut_id), "the same leader still hears node {cut_id}");
     wait_voters(&cluster, &founders, Duration::from_secs(1)).expect("a short partition replaces nobody");
     let text = members(cluster.nodes[leader].addr).unwrap_or_default();
     assert!(text.lines().any(|l| l == format!("standbys={standby_id}")), "the standby waits still: {text}");
@@ -235,8 +290,27 @@ fn waiting_join_nodes_found_nothing_by_themselves_and_admin_found_makes_them_a_c
         cluster.nodes.push(p);
     }
     assert_eq!(cluster.client_addrs(), seeds, "the harness put the nodes at the seed addresses");
-    // Three election timeouts: nobody founds anything, each says what it waits for.
+    // Each says what it waits for, then for three election timeouts nobody founds anything.
+    for p in &cluster.nodes {
+        assert!(
+            wait_log_file(&p.log, "waits to join", Duration::from_secs(10)),
+            "node at {} never said it waits\n{}",
+            p.addr,
+            logs(&cluster)
+        );
+    }
+    // sleep: a negative window (no founding) of three election timeouts, begun once all wait.
     std::thread::sleep(Duration::from_millis(6_000));
+    for p in &cluster.nodes {
+        let role = status(p.addr).map(|s| s.get("role").cloned().unwrap_or_default());
+        assert!(role.is_some(), "the waiting node at {} answers STATUS", p.addr);
+        assert_ne!(
+            role.as_deref(),
+            Some("leader"),
+            "a waiting node founded a cluster by itself\n{}",
+            logs(&cluster)
+        );
+    }
     assert_eq!(cluster.leader(), None, "a waiting node founded a cluster by itself\n{}", logs(&cluster));
     for p in &cluster.nodes {
         let log = tail(&p.log, 50);
@@ -292,6 +366,7 @@ fn wait_standby(cluster: &Cluster, id: u64, within: Duration) {
             return;
         }
         assert!(Instant::now() < deadline, "node {id} is no standby: {text}\n{}", logs(cluster));
+        // sleep: the poll interval of this bounded wait.
         std::thread::sleep(Duration::from_millis(100));
     }
 }

@@ -14,6 +14,10 @@ use common::load::Load;
 use common::*;
 use ticketing::proto::frame::{ErrorCode, Request, Response};
 
+/// How long every client of the load may take to be served again once the new leader
+/// leads: a bound for a loaded machine; the gap each client saw is checked on its own.
+const SERVED_WITHIN: Duration = Duration::from_secs(5);
+
 fn node_index(cluster: &Cluster, leader_text: &str) -> usize {
     // leader=ID@ADDR
     let line = leader_text.lines().find_map(|l| l.strip_prefix("leader=")).expect("a leader= line");
@@ -101,7 +105,12 @@ fn requests_during_transfers_wait_and_none_is_failed_or_indeterminate() {
         let next = node_index(&cluster, &text);
         assert_ne!(next, leader);
         leader = next;
-        std::thread::sleep(Duration::from_millis(700));
+        let answered = Instant::now();
+        assert!(
+            load.wait_each_granted_since(answered, SERVED_WITHIN),
+            "round {round}: not every client was served after the transfer to node {}",
+            next + 1
+        );
         let seen = load.seen(from, Instant::now());
         println!("transfer {round}: {seen:?}");
         assert!(seen.grants > 0, "round {round}: {seen:?}");
@@ -129,7 +138,12 @@ fn sigterm_to_the_leader_hands_leadership_over_before_it_stops() {
     cluster.nodes[leader] = None;
     let next = cluster.wait_leader(Duration::from_secs(2));
     assert_ne!(next, leader);
-    std::thread::sleep(Duration::from_millis(500));
+    let leads = Instant::now();
+    assert!(
+        load.wait_each_granted_since(leads, SERVED_WITHIN),
+        "not every client was served after node {} took over",
+        next + 1
+    );
     let seen = load.seen(from, Instant::now());
     println!("SIGTERM: stopped after {stopped:?}; {seen:?}");
     load.stop();
@@ -153,13 +167,7 @@ fn sigterm_to_a_leader_whose_followers_are_dead_stops_without_waiting_for_a_hand
     let from = Instant::now();
     cluster.signal(leader, "-TERM");
     let node = cluster.nodes[leader].as_mut().unwrap();
-    let code = loop {
-        if let Some(status) = node.child.try_wait().unwrap() {
-            break status.code();
-        }
-        assert!(from.elapsed() < Duration::from_secs(10), "the leader did not stop within 10 s of SIGTERM");
-        std::thread::sleep(Duration::from_millis(10));
-    };
+    let code = node.exit_code_within(Duration::from_secs(10), "the leader, 10 s after SIGTERM,");
     let stopped = from.elapsed();
     let log: Vec<String> = node.log.try_iter().collect();
     println!("SIGTERM with both followers dead: stopped after {stopped:?}");
@@ -215,7 +223,12 @@ fn replacing_the_leader_under_load_leaves_no_gap_of_a_second() {
     cluster.nodes.push(Some(new_node));
     let next = cluster.wait_leader(Duration::from_secs(5));
     assert_ne!(next, leader);
-    std::thread::sleep(Duration::from_millis(700));
+    let leads = Instant::now();
+    assert!(
+        load.wait_each_granted_since(leads, SERVED_WITHIN),
+        "not every client was served after node {} took over",
+        next + 1
+    );
     let seen = load.seen(from, Instant::now());
     println!("replace the leader: {seen:?}");
     load.stop();

@@ -10,8 +10,10 @@
 
 mod common;
 
+use std::sync::mpsc::RecvTimeoutError;
 use std::time::{Duration, Instant};
 
+use common::eventually;
 use common::grants::Load;
 use common::load::load_average;
 use common::rolling::{Member, Nodes};
@@ -20,12 +22,26 @@ use common::rolling::{Member, Nodes};
 /// (docs/operations.md): loose enough for a loaded 2-core machine, far below the
 /// autopilot's 30 s.
 const SWAP_BOUND: Duration = Duration::from_secs(3);
+/// How long the load may take to show a grant after a change: far more than it takes
+/// on an idle machine (milliseconds), for a loaded one.
+const GRANT_WITHIN: Duration = Duration::from_secs(5);
 /// The longest a leaving node waits for its swap: one election timeout (default timing).
 const LEAVE_WAIT: Duration = Duration::from_millis(2_000);
 
-/// Every line of `member`'s log so far (it logs to its channel).
+/// Every line of `member`'s log not read yet, once it has exited: up to the end of its
+/// output (its standard error closed), which may come a moment after the exit is seen.
 fn log_lines(member: &Member) -> Vec<String> {
-    member.process.log.try_iter().collect()
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let mut lines = Vec::new();
+    loop {
+        match member.process.log.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+            Ok(line) => lines.push(line),
+            Err(RecvTimeoutError::Disconnected) => return lines,
+            Err(RecvTimeoutError::Timeout) => {
+                panic!("node {}: its output did not end: {lines:#?}", member.id)
+            }
+        }
+    }
 }
 
 /// Waits up to `within` for `member` to exit by itself; its exit code and how long.
@@ -38,9 +54,9 @@ fn wait_exit(member: &mut Member, within: Duration) -> (Option<i32>, Duration) {
 #[test]
 fn sigterm_to_a_follower_then_to_the_leader_hands_each_vote_to_a_standby_under_load() {
     let mut nodes = Nodes::start(3, 1, &[]);
+    let started = Instant::now();
     let load = Load::start(nodes.addrs(), 4, 3);
-    std::thread::sleep(Duration::from_millis(500));
-    assert!(load.grants_since(Instant::now() - Duration::from_millis(500)) > 0, "the load runs");
+    assert!(eventually(GRANT_WITHIN, || load.grants_since(started) > 0), "the load runs");
 
     for who in ["follower", "leader"] {
         let leader = nodes.wait_leader(Duration::from_secs(10)).expect("a leader");
@@ -67,8 +83,10 @@ fn sigterm_to_a_follower_then_to_the_leader_hands_each_vote_to_a_standby_under_l
         assert_eq!(left.len(), 1, "{who} {old}: said once: {lines:#?}");
         assert!(left[0].contains(" INFO ") && left[0].contains(&format!("node {standby} (")), "{}", left[0]);
         let after = Instant::now();
-        std::thread::sleep(Duration::from_millis(500));
-        assert!(load.grants_since(after) > 0, "grants go on after the {who}'s restart");
+        assert!(
+            eventually(GRANT_WITHIN, || load.grants_since(after) > 0),
+            "grants go on after the {who}'s restart"
+        );
     }
     let grants = load.finish().unwrap_or_else(|e| panic!("{e}"));
     eprintln!("{grants} grants, none doubled, tokens increasing");
@@ -114,21 +132,18 @@ fn with_the_leader_frozen_a_leaving_follower_stops_within_its_bound() {
     );
 }
 
-/// Leadership as each node's log tells it: (node, the terms in which it logged
-/// becoming leader).
-fn leaderships(members: &[&Member]) -> Vec<(u64, Vec<String>)> {
-    members
+/// The terms in which a node logged becoming leader, of its log `lines`.
+fn terms_led(lines: &[String]) -> Vec<String> {
+    lines
         .iter()
-        .map(|m| {
-            let terms = log_lines(m)
-                .iter()
-                .filter_map(|l| {
-                    l.split("role Leader in term ").nth(1)?.split_whitespace().next().map(String::from)
-                })
-                .collect();
-            (m.id, terms)
-        })
+        .filter_map(|l| l.split("role Leader in term ").nth(1)?.split_whitespace().next().map(String::from))
         .collect()
+}
+
+/// Leadership as each node's log tells it: (node, the terms in which it logged
+/// becoming leader), of the lines `lines` gives for each.
+fn leaderships(members: &[Member], lines: impl Fn(&Member) -> Vec<String>) -> Vec<(u64, Vec<String>)> {
+    members.iter().map(|m| (m.id, terms_led(&lines(m)))).collect()
 }
 
 #[test]
@@ -137,8 +152,16 @@ fn stopping_every_node_at_once_never_hands_leadership_back() {
         let mut nodes = Nodes::start(3, 0, &[]);
         let leader = nodes.wait_leader(Duration::from_secs(10)).unwrap();
         let first = nodes.live[leader].id;
-        // Give the nodes' logs of the election to the check below: read them now.
-        let before = leaderships(&nodes.live.iter().collect::<Vec<_>>());
+        // Give the nodes' logs of the election to the check below: read them now, the
+        // leader's up to its line of the election (which may still be on its way).
+        let elected = nodes.live[leader]
+            .process
+            .log_until(Duration::from_secs(5), "the election", |l| l.contains("role Leader in term "));
+        let before = leaderships(&nodes.live, |m| {
+            let mut lines = if m.id == first { elected.clone() } else { Vec::new() };
+            lines.extend(m.process.log.try_iter());
+            lines
+        });
         let pids: Vec<String> = nodes.live.iter().map(|m| m.process.child.id().to_string()).collect();
         let killed = std::process::Command::new("kill").arg("-TERM").args(&pids).status().unwrap();
         assert!(killed.success());
@@ -146,7 +169,7 @@ fn stopping_every_node_at_once_never_hands_leadership_back() {
             let (code, took) = wait_exit(m, Duration::from_secs(15));
             assert_eq!(code, Some(0), "node {} after {took:?}", m.id);
         }
-        let after = leaderships(&nodes.live.iter().collect::<Vec<_>>());
+        let after = leaderships(&nodes.live, log_lines);
         eprintln!("round {round}: first leader {first}; became leader before {before:?}, after the signal {after:?}");
         // Leadership may move on to a node that had not yet told the others it stops
         // (the signals arrive within microseconds of each other, a hand-over takes a
@@ -165,8 +188,9 @@ fn stopping_every_node_at_once_never_hands_leadership_back() {
 #[test]
 fn a_rolling_restart_of_every_voter_keeps_three_healthy_voters_but_for_moments() {
     let mut nodes = Nodes::start(3, 1, &[]);
+    let before = Instant::now();
     let load = Load::start(nodes.addrs(), 4, 3);
-    std::thread::sleep(Duration::from_millis(500));
+    assert!(eventually(GRANT_WITHIN, || load.grants_since(before) > 0), "the load runs");
     let started = Instant::now();
     let founders: Vec<u64> = vec![1, 2, 3];
     let mut longest_short = Duration::ZERO;

@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use common::raw::status;
-use common::tail;
+use common::{eventually, tail};
 use faults::cluster::Cluster;
 use faults::netns::Netns;
 
@@ -44,6 +44,17 @@ fn term(cluster: &Cluster, i: usize) -> u64 {
     facts(cluster, i).and_then(|s| s.get("term").and_then(|t| t.parse().ok())).unwrap_or(0)
 }
 
+/// True when every node other than `leader` follows it, in its term.
+fn follow(cluster: &Cluster, leader: usize) -> bool {
+    let Some(l) = facts(cluster, leader) else { return false };
+    (0..cluster.nodes.len()).filter(|i| *i != leader).all(|i| {
+        facts(cluster, i).is_some_and(|s| {
+            s.get("leader_id") == Some(&cluster.nodes[leader].id.to_string())
+                && s.get("term") == l.get("term")
+        })
+    })
+}
+
 fn logs(cluster: &Cluster) -> String {
     cluster
         .nodes
@@ -58,17 +69,20 @@ fn a_minority_leader_steps_down_within_an_election_timeout_and_a_heartbeat() {
     let Some(net) = faults::netns::for_test("a_minority_leader_steps_down") else { return };
     let (cluster, _dir) = start(&net, 3);
     let leader = cluster.wait_leader(Duration::from_secs(30)).expect("a leader");
-    std::thread::sleep(Duration::from_millis(1000));
+    // Settled: both followers follow it in its term (it heard them a heartbeat ago).
+    assert!(
+        eventually(Duration::from_secs(10), || follow(&cluster, leader)),
+        "the followers do not follow node {}\n{}",
+        cluster.nodes[leader].id,
+        logs(&cluster)
+    );
     isolate(&net, &cluster, leader);
     let cut = Instant::now();
-    while role(&cluster, leader) == "leader" {
-        assert!(
-            cut.elapsed() < Duration::from_secs(10),
-            "the cut-off leader still leads\n{}",
-            logs(&cluster)
-        );
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    assert!(
+        eventually(Duration::from_secs(10), || role(&cluster, leader) != "leader"),
+        "the cut-off leader still leads\n{}",
+        logs(&cluster)
+    );
     let took = cut.elapsed();
     eprintln!("minority leader stepped down {} ms after the cut", took.as_millis());
     // The bound, plus what polling STATUS adds (a connection and a handshake).
@@ -89,8 +103,13 @@ fn a_removed_voter_partitioned_during_its_removal_stops_within_two_election_time
     cluster.nodes.push(new);
     isolate(&net, &cluster, cut_off);
     cluster.replace(old_id, new_id, new_addr, Duration::from_secs(30)).expect("replace");
-    // The removed node pre-campaigns, unheard, for a while.
-    std::thread::sleep(Duration::from_millis(3000));
+    // The removed node pre-campaigns, unheard.
+    assert!(
+        eventually(Duration::from_secs(10), || role(&cluster, cut_off) == "candidate"),
+        "the cut-off node does not campaign: {:?}\n{}",
+        facts(&cluster, cut_off),
+        logs(&cluster)
+    );
     let leader_term = term(&cluster, leader);
     net.heal().unwrap();
     let healed = Instant::now();
@@ -145,10 +164,11 @@ fn a_lagging_voter_elects_a_new_voter_its_log_does_not_name() {
     // for, may win the next term); what matters is that one does, with both following.
     let deadline = healed + Duration::from_millis(4 * ELECTION_MAX_MS);
     let leads = |i: usize| role(&cluster, i) == "leader";
-    while !leads(new_index) && !leads(lagging) {
-        assert!(Instant::now() < deadline, "no leader within four election timeouts\n{}", logs(&cluster));
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    assert!(
+        eventually(deadline.saturating_duration_since(Instant::now()), || leads(new_index) || leads(lagging)),
+        "no leader within four election timeouts\n{}",
+        logs(&cluster)
+    );
     eprintln!("a leader serves {} ms after the heal", healed.elapsed().as_millis());
     // The lagging voter caught up: its log names node 4, and both follow one leader.
     let deadline = Instant::now() + Duration::from_secs(5);
@@ -170,6 +190,7 @@ fn a_lagging_voter_elects_a_new_voter_its_log_does_not_name() {
             "the lagging voter did not catch up: {a:?} {b:?}\n{}",
             logs(&cluster)
         );
+        // sleep: the poll interval of this bounded wait.
         std::thread::sleep(Duration::from_millis(50));
     }
 }

@@ -4,6 +4,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
+use common::facts_cluster::{eventually_some, wait_stopped, wait_waiters};
 use common::*;
 use ticketing::proto::frame::{Request, Response};
 
@@ -33,16 +34,29 @@ fn three_nodes_elect_a_leader_grant_and_redirect() {
     assert_eq!(s["role"], "follower");
     assert_eq!(s["leader"], cluster.addr(leader).to_string());
     assert_eq!(s["voters"].split(',').count(), 3);
-    // Hand-off works through the log.
+    // Hand-off works through the log: a waiter queued behind "a" gets the key when
+    // "a" releases it.
     let mut w = connect(cluster.addr(leader));
-    w.send(1, &acquire("seat", "w", 30, 5_000));
-    std::thread::sleep(Duration::from_millis(100));
-    assert_eq!(l.call(3, &release("seat", "a", token)), Response::Released);
+    w.send(1, &acquire("seat", "w", 30, 20_000));
+    assert!(
+        wait_waiters(cluster.addr(leader), "seat", 1, Duration::from_secs(10)),
+        "the waiter never queued behind the holder on the leader"
+    );
+    match l.call(3, &Request::Query { key: "seat".into() }) {
+        Response::Holder { owner, token: held, waiters, .. } => {
+            assert_eq!((owner.as_str(), held, waiters), ("a", token, 1), "the waiter waits on a's hold")
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(l.call(4, &release("seat", "a", token)), Response::Released);
     let (id, g) = w.recv();
     assert_eq!(id, 1);
-    assert!(granted_token(&g) > token);
-    match l.call(4, &Request::Query { key: "seat".into() }) {
-        Response::Holder { owner, .. } => assert_eq!(owner, "w"),
+    let handed = granted_token(&g);
+    assert!(handed > token, "the handed-off token {handed} is above the released {token}");
+    match l.call(5, &Request::Query { key: "seat".into() }) {
+        Response::Holder { owner, token, waiters, .. } => {
+            assert_eq!((owner.as_str(), token, waiters), ("w", handed, 0), "the waiter holds the key")
+        }
         other => panic!("{other:?}"),
     }
 }
@@ -90,6 +104,11 @@ fn an_isolated_minority_never_grants() {
     // Pause both followers: the leader is now a minority of one.
     for &i in &others {
         cluster.signal(i, "-STOP");
+    }
+    // Signalled is not stopped yet: a follower still running could make a majority.
+    for &i in &others {
+        let pid = cluster.nodes[i].as_ref().unwrap().child.id();
+        assert!(wait_stopped(pid, Duration::from_secs(5)), "follower {i} (pid {pid}) never stopped");
     }
     let mut l = connect(cluster.addr(leader));
     l.stream.set_read_timeout(Some(Duration::from_secs(12))).unwrap();
@@ -145,36 +164,31 @@ fn a_paused_leader_is_replaced_and_its_late_answers_are_safe() {
     o.stream.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
     let held = granted_token(&o.call(1, &acquire("p", "first", 60, 0)));
     cluster.signal(old, "-STOP");
-    // `kill` returns when the signal is sent, not when the process has stopped: give
-    // the kernel a moment, so the next request really sits unread in the socket.
-    std::thread::sleep(Duration::from_millis(300));
+    // `kill` returns when the signal is sent, not when the process has stopped: wait
+    // until the kernel has stopped it, so the next request really sits unread.
+    let pid = cluster.nodes[old].as_ref().unwrap().child.id();
+    assert!(wait_stopped(pid, Duration::from_secs(5)), "the old leader (pid {pid}) never stopped");
     // A request sent to the paused leader sits in its socket.
     o.send(2, &acquire("q", "stale", 60, 0));
-    let mut new = None;
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while new.is_none() {
-        assert!(Instant::now() < deadline, "no new leader while the old one is paused");
-        for i in (0..3).filter(|i| *i != old) {
-            if let Ok(c) = connect_with(cluster.addr(i), TOKEN) {
-                if c.welcome.role == b'L' {
-                    new = Some(i);
-                }
-            }
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    let new = new.unwrap();
-    let mut n = connect(cluster.addr(new));
-    n.stream.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let new = eventually_some(Duration::from_secs(20), || {
+        (0..3)
+            .filter(|i| *i != old)
+            .find(|i| connect_with(cluster.addr(*i), TOKEN).is_ok_and(|c| c.welcome.role == b'L'))
+    })
+    .expect("no new leader while the old one is paused");
     // Wait until the new leader serves, then take "q" there.
-    let q_token = loop {
+    let q_token = eventually_some(Duration::from_secs(10), || {
+        let mut n = connect(cluster.addr(new));
         match n.call(1, &acquire("q", "new-side", 60, 0)) {
-            Response::Granted { token, .. } => break token,
-            Response::Moved { .. } | Response::Error { .. } => std::thread::sleep(Duration::from_millis(100)),
+            Response::Granted { token, .. } => Some(token),
+            Response::Moved { .. } | Response::Error { .. } => None,
             other => panic!("{other:?}"),
         }
-    };
+    })
+    .expect("the new leader never granted \"q\"");
     assert!(q_token > held);
+    let mut n = connect(cluster.addr(new));
+    n.stream.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
     cluster.signal(old, "-CONT");
     // The old leader's answer to request 2: never a grant of a key the new side holds.
     let (id, r) = o.recv();
@@ -201,11 +215,12 @@ fn a_crashed_node_restarted_under_its_old_id_exits_2() {
     let addr = cluster.addr(victim).to_string();
     let mut again = cluster.spawn(victim as u64 + 1, &addr, "new", &[]);
     assert_eq!(again.exit_code_within(Duration::from_secs(15), "the restarted node"), Some(2));
-    let mut saw_message = false;
-    while let Ok(line) = again.log.try_recv() {
-        saw_message |= line.contains("new NodeId");
-    }
-    assert!(saw_message, "the exit message tells the operator to replace the node");
+    // Its last lines may still be on their way from its standard error.
+    again.wait_log(
+        Duration::from_secs(5),
+        "the exit message telling the operator to replace the node",
+        |l| l.contains("new NodeId"),
+    );
     // The rest of the cluster still serves.
     let leader = cluster.wait_leader(Duration::from_secs(15));
     let mut l = connect(cluster.addr(leader));
@@ -234,11 +249,9 @@ fn a_founding_node_that_finds_the_domain_formed_exits_2() {
     }
     let mut late = cluster.spawn(3, &format!("127.0.0.3:{port}"), "new", &[]);
     assert_eq!(late.exit_code_within(Duration::from_secs(15), "the late founding node"), Some(2));
-    let log: Vec<String> = late.log.try_iter().collect();
-    assert!(
-        log.iter().any(|l| l.contains("TICKETING_CLUSTER_STATE") && l.contains("already exists")),
-        "the exit message names the variable and the cause: {log:?}"
-    );
+    late.wait_log(Duration::from_secs(5), "the exit message naming the variable and the cause", |l| {
+        l.contains("TICKETING_CLUSTER_STATE") && l.contains("already exists")
+    });
     // The two founders go on serving, the lock intact.
     match l.call(2, &Request::Query { key: "before".into() }) {
         Response::Holder { owner, .. } => assert_eq!(owner, "o"),
@@ -254,8 +267,8 @@ fn a_founding_node_that_finds_the_domain_formed_exits_2() {
         &[("TICKETING_CLUSTER_PEERS", &stranger_peers)],
     );
     assert_eq!(stranger.exit_code_within(Duration::from_secs(15), "the stranger"), Some(2));
-    let log: Vec<String> = stranger.log.try_iter().collect();
-    assert!(log.iter().any(|l| l.contains("already exists")), "{log:?}");
+    stranger
+        .wait_log(Duration::from_secs(5), "the stranger's exit message", |l| l.contains("already exists"));
 }
 
 #[test]
@@ -295,11 +308,10 @@ fn a_node_with_the_wrong_peer_secret_is_kept_out() {
     let s = status_map(&mut outsider, 1);
     assert_eq!(s["leader"], "", "the outsider never heard from the leader: {s:?}");
     assert_eq!((s["term"].as_str(), s["domain"].as_str()), ("0", "0"), "{s:?}");
-    let mut warned = false;
-    while let Ok(line) = cluster.nodes[leader].as_ref().unwrap().log.try_recv() {
-        warned |= line.contains("peer authentication failed");
-    }
-    assert!(warned, "the leader logs the refused peer");
+    let leader_node = cluster.nodes[leader].as_ref().unwrap();
+    leader_node.wait_log(Duration::from_secs(10), "the leader about the refused peer", |l| {
+        l.contains("peer authentication failed")
+    });
 }
 
 /// A connection to `addr` whose WELCOME shows a fencing domain, trying for up to 2 s:
@@ -307,11 +319,6 @@ fn a_node_with_the_wrong_peer_secret_is_kept_out() {
 /// index may lag the leader's by the commit-notice delay, 20 ms, docs/raft.md "Commit
 /// propagation", and its lock table gathers news for 10 ms). The last one if none does.
 fn welcome_with_domain(addr: std::net::SocketAddr) -> Raw {
-    let until = Instant::now() + Duration::from_secs(2);
-    let mut c = connect(addr);
-    while c.welcome.domain == 0 && Instant::now() < until {
-        std::thread::sleep(Duration::from_millis(10));
-        c = connect(addr);
-    }
-    c
+    let with_domain = || Some(connect(addr)).filter(|c| c.welcome.domain != 0);
+    eventually_some(Duration::from_secs(2), with_domain).unwrap_or_else(|| connect(addr))
 }

@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use common::facts_cluster::eventually_some;
 use common::*;
 use ticketing::proto::frame::{Request, Response};
 
@@ -38,6 +39,7 @@ fn worker(n: usize, addrs: Arc<Mutex<Vec<SocketAddr>>>, stop: Arc<AtomicBool>, l
                 c.stream.set_read_timeout(Some(Duration::from_secs(8))).unwrap();
             });
             if conn.is_none() {
+                // sleep: pacing between reconnection attempts to a node that refused.
                 std::thread::sleep(Duration::from_millis(50));
             }
             continue;
@@ -54,6 +56,7 @@ fn worker(n: usize, addrs: Arc<Mutex<Vec<SocketAddr>>>, stop: Arc<AtomicBool>, l
         match r {
             Response::Granted { token, .. } => {
                 let start = Instant::now();
+                // sleep: the time the holder spends in its critical section.
                 std::thread::sleep(Duration::from_millis(5));
                 id += 1;
                 let released_at = Instant::now();
@@ -109,6 +112,20 @@ fn check_windows(windows: &[Window]) {
     }
 }
 
+/// Grants the workload must make between two steps (a proof it runs on the current
+/// configuration).
+const PROGRESS: usize = 10;
+
+/// Waits until the workers have recorded `more` windows beyond those logged now.
+fn wait_windows(log: &Mutex<Vec<Window>>, more: usize, when: &str) {
+    let now = log.lock().unwrap().len();
+    assert!(
+        eventually(Duration::from_secs(20), || log.lock().unwrap().len() >= now + more),
+        "the workload made no progress {when}: {} grants in all",
+        log.lock().unwrap().len()
+    );
+}
+
 fn rolling(n: usize) {
     let mut cluster = Cluster::start(n, &[]);
     let leader = cluster.wait_leader(Duration::from_secs(20));
@@ -126,8 +143,8 @@ fn rolling(n: usize) {
         .collect();
     let mut durations = Vec::new();
     for old in 0..n {
-        // Let the workload run between replacements.
-        std::thread::sleep(Duration::from_millis(700));
+        // The workload runs between replacements: a few more grants on this configuration.
+        wait_windows(&log, PROGRESS, &format!("before the replacement of node {}", old + 1));
         let new_id = (n + old + 1) as u64;
         let new_addr = format!("127.0.0.{}:{}", new_id, cluster.port);
         let new_node = cluster.spawn(new_id, &new_addr, "join", &[]);
@@ -153,7 +170,7 @@ fn rolling(n: usize) {
         cluster.nodes.push(Some(new_node));
         addrs.lock().unwrap()[old] = new_addr.parse().unwrap();
     }
-    std::thread::sleep(Duration::from_millis(500));
+    wait_windows(&log, PROGRESS, "after the last replacement");
     stop.store(true, Ordering::SeqCst);
     for w in workers {
         w.join().unwrap();
@@ -168,16 +185,12 @@ fn rolling(n: usize) {
             format!("127.0.0.{}:{}", i + 1, cluster.port).parse().unwrap()
         }
     };
-    let leader_addr = loop {
-        let found = live
-            .iter()
+    let leader_addr = eventually_some(Duration::from_secs(20), || {
+        live.iter()
             .map(|i| addr_of(*i))
-            .find(|a| connect_with(*a, TOKEN).is_ok_and(|c| c.welcome.role == b'L'));
-        if let Some(a) = found {
-            break a;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    };
+            .find(|a| connect_with(*a, TOKEN).is_ok_and(|c| c.welcome.role == b'L'))
+    })
+    .expect("a leader among the new nodes");
     let mut c = connect(leader_addr);
     let s = status_map(&mut c, 1);
     let voters: Vec<u64> =

@@ -3,8 +3,10 @@
 
 mod common;
 
+use std::cell::RefCell;
 use std::time::Duration;
 
+use common::facts_cluster::eventually_some;
 use common::*;
 use rcgen::{BasicConstraints, CertificateParams, IsCa, KeyPair};
 use ticketing::client::Client;
@@ -30,16 +32,14 @@ fn a_tls_cluster_elects_replicates_and_serves_verified_clients() {
     let addrs: Vec<String> = (0..3).map(|i| cluster.addr(i).to_string()).collect();
     let client = Client::builder().addrs(addrs).auth_token(TOKEN).tls_ca_file(&ca_path).build().unwrap();
     // A leader is elected over TLS peer links and serves grants committed by a majority.
-    let deadline = std::time::Instant::now() + Duration::from_secs(20);
-    let lock = loop {
-        match client.acquire("tls-seat", Duration::from_secs(60), Duration::from_secs(1)) {
-            Ok(lock) => break lock,
-            Err(e) => {
-                assert!(std::time::Instant::now() < deadline, "no grant over TLS: {e}");
-                std::thread::sleep(Duration::from_millis(200));
-            }
-        }
-    };
+    let last = RefCell::new(String::new());
+    let lock = eventually_some(Duration::from_secs(20), || {
+        client
+            .acquire("tls-seat", Duration::from_secs(60), Duration::from_secs(1))
+            .map_err(|e| last.replace(e.to_string()))
+            .ok()
+    })
+    .unwrap_or_else(|| panic!("no grant over TLS: {}", last.borrow()));
     let status = client.status().unwrap();
     // Kill the leader: the remaining two still elect a leader over TLS and keep the lock.
     let leader_addr = status.lines().find_map(|l| l.strip_prefix("leader=")).unwrap().to_owned();
@@ -48,20 +48,16 @@ fn a_tls_cluster_elects_replicates_and_serves_verified_clients() {
     let token = lock.token();
     std::mem::forget(lock);
     cluster.kill(leader);
-    let deadline = std::time::Instant::now() + Duration::from_secs(20);
-    loop {
-        match client.query("tls-seat") {
-            Ok(Some(holder)) => {
-                assert_eq!(holder.token, token);
-                break;
-            }
-            Ok(None) => panic!("the lock was lost in the failover"),
-            Err(e) => {
-                assert!(std::time::Instant::now() < deadline, "no leader after failover: {e}");
-                std::thread::sleep(Duration::from_millis(200));
-            }
+    let holder = eventually_some(Duration::from_secs(20), || match client.query("tls-seat") {
+        Ok(Some(holder)) => Some(holder),
+        Ok(None) => panic!("the lock was lost in the failover"),
+        Err(e) => {
+            last.replace(e.to_string());
+            None
         }
-    }
+    })
+    .unwrap_or_else(|| panic!("no leader after failover: {}", last.borrow()));
+    assert_eq!(holder.token, token);
 }
 
 /// A node's certificate, its key and the CA written as `cert.pem`, `key.pem` and
@@ -302,11 +298,7 @@ fn a_tls_cluster_heals_a_killed_follower_with_a_fresh_process() {
         let line = status.lines().find_map(|l| l.strip_prefix("voters=")).unwrap_or("").to_owned();
         line.split(',').filter(|v| !v.is_empty()).map(|v| v.split('@').next().unwrap().to_owned()).collect()
     };
-    let deadline = std::time::Instant::now() + Duration::from_secs(20);
-    while voters(&client).len() != 3 {
-        assert!(std::time::Instant::now() < deadline, "no leader over TLS");
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    assert!(eventually(Duration::from_secs(20), || voters(&client).len() == 3), "no leader over TLS");
     let leader_addr =
         client.status().unwrap().lines().find_map(|l| l.strip_prefix("leader=")).unwrap().to_owned();
     let victim = (0..3).find(|i| cluster.addr(*i).to_string() != leader_addr).unwrap();
@@ -323,15 +315,12 @@ fn a_tls_cluster_heals_a_killed_follower_with_a_fresh_process() {
     fresh_env.extend_from_slice(&env);
     let _fresh = start_server(&fresh_env);
     let old = (victim + 1).to_string();
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    loop {
-        let v = voters(&client);
-        if v.len() == 3 && !v.contains(&old) {
-            break;
-        }
-        assert!(std::time::Instant::now() < deadline, "node {old} not replaced over TLS: voters {v:?}");
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    let replaced = |v: &Vec<String>| v.len() == 3 && !v.contains(&old);
+    assert!(
+        eventually(Duration::from_secs(30), || replaced(&voters(&client))),
+        "node {old} not replaced over TLS: voters {:?}",
+        voters(&client)
+    );
     let lock = client.acquire("tls-healed", Duration::from_secs(5), Duration::from_secs(5)).expect("a grant");
     assert!(lock.token() > 0);
 }

@@ -254,6 +254,7 @@ fn delay_proxy_delays_in_order_limits_bandwidth_and_turns_loss_into_delay() {
     for i in 0..30u8 {
         sent.push(Instant::now());
         out.write_all(&[i]).unwrap();
+        // sleep: paces the writes, 5 ms apart, to see each one delayed on its own.
         std::thread::sleep(Duration::from_millis(5));
     }
     let got = reader.join().unwrap();

@@ -66,6 +66,7 @@ impl Cluster {
                 }
             }
             assert!(std::time::Instant::now() < deadline, "no leader within {timeout:?}");
+            // sleep: the poll interval of this bounded wait (each poll asks every node).
             std::thread::sleep(Duration::from_millis(50));
         }
     }

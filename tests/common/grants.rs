@@ -46,11 +46,13 @@ impl Load {
                         i += 1;
                         let Ok(lock) = client.acquire(&key, Duration::from_secs(5), Duration::from_secs(1))
                         else {
+                            // sleep: pacing after a failed acquire, so a worker does not spin.
                             std::thread::sleep(Duration::from_millis(20));
                             continue;
                         };
                         let got = Instant::now();
                         let token = lock.token();
+                        // sleep: the time the holder spends in its critical section.
                         std::thread::sleep(Duration::from_millis(3));
                         let sent = Instant::now();
                         let confirmed = matches!(lock.release(), Ok(ReleaseOutcome::Released));

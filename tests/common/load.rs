@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use ticketing::client::{AcquireError, Client};
 
+use super::wait::eventually;
 use super::TOKEN;
 
 /// Clients acquiring and releasing their own keys in a loop, recording when each grant
@@ -57,6 +58,7 @@ impl Load {
                         }
                         // Redirected: the client goes to the leader it was told about.
                         Err(AcquireError::NotLeader { .. } | AcquireError::Unavailable { .. }) => {
+                            // sleep: pacing, so a client without a leader does not spin.
                             std::thread::sleep(Duration::from_millis(1));
                         }
                         Err(e) => other.lock().unwrap().push(format!("{e:?}")),
@@ -67,14 +69,23 @@ impl Load {
         Load { stop, grants, indeterminate, other, threads }
     }
 
-    /// Waits until grants flow (a first one after `after`).
+    /// Waits until grants flow (a first one from now on).
     pub fn wait_flowing(&self, within: Duration) {
-        let deadline = Instant::now() + within;
         let since = Instant::now();
-        while !self.grants.lock().unwrap().iter().any(|(_, t)| *t > since) {
-            assert!(Instant::now() < deadline, "the load got no grant within {within:?}");
-            std::thread::sleep(Duration::from_millis(10));
-        }
+        assert!(
+            eventually(within, || self.grants.lock().unwrap().iter().any(|(_, t)| *t > since)),
+            "the load got no grant within {within:?}"
+        );
+    }
+
+    /// Waits until every client got a grant after `since` (all of them served again
+    /// after a change); whether they did within `within`.
+    pub fn wait_each_granted_since(&self, since: Instant, within: Duration) -> bool {
+        let workers = self.threads.len();
+        eventually(within, || {
+            let grants = self.grants.lock().unwrap();
+            (0..workers).all(|w| grants.iter().any(|(g, t)| *g == w && *t > since))
+        })
     }
 
     /// What was seen between `from` and `to`, then forgets it (counters restart).

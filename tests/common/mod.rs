@@ -7,6 +7,7 @@
 pub mod bindings;
 pub mod cc;
 pub mod cluster;
+pub mod facts_cluster;
 pub mod grants;
 pub mod java;
 pub mod load;

@@ -226,6 +226,7 @@ fn wait_in_file(child: &mut Child, path: &Path, within: Duration) -> Result<Sock
         if Instant::now() > deadline {
             return Err((false, tail(path, 20)));
         }
+        // sleep: the poll interval of this bounded wait for a line in the log file.
         std::thread::sleep(Duration::from_millis(20));
     }
 }
@@ -255,6 +256,7 @@ impl ServerProcess {
             if Instant::now() > deadline {
                 return None;
             }
+            // sleep: the poll interval (EXIT_POLL) of this bounded wait for the exit.
             std::thread::sleep(EXIT_POLL);
         }
     }
@@ -268,6 +270,7 @@ impl ServerProcess {
                 return status.code();
             }
             assert!(Instant::now() < deadline, "{what} kept running");
+            // sleep: the poll interval (EXIT_POLL) of this bounded wait for the exit.
             std::thread::sleep(EXIT_POLL);
         }
     }

@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 
 use ticketing::proto::frame::{Request, Response};
 
+use super::facts_cluster::eventually_some;
 use super::ports::free_port_pair;
 use super::process::{Server, ServerProcess};
 use super::raw::{call, status};
@@ -98,14 +99,9 @@ impl Nodes {
     pub fn fresh(&self, addr: &str) -> Member {
         let process = self.server(addr).member(None, addr, &self.seeds, "join").start();
         let addr: SocketAddr = addr.parse().unwrap();
-        let deadline = Instant::now() + Duration::from_secs(5);
-        loop {
-            if let Some(id) = status(addr).and_then(|s| s.get("node_id")?.parse().ok()) {
-                return Member { id, addr, process };
-            }
-            assert!(Instant::now() < deadline, "the fresh node at {addr} answers no STATUS");
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        let id = eventually_some(Duration::from_secs(5), || status(addr)?.get("node_id")?.parse().ok())
+            .unwrap_or_else(|| panic!("the fresh node at {addr} answers no STATUS"));
+        Member { id, addr, process }
     }
 
     pub fn addrs(&self) -> Vec<String> {
@@ -126,16 +122,7 @@ impl Nodes {
     }
 
     pub fn wait_leader(&self, within: Duration) -> Option<usize> {
-        let deadline = Instant::now() + within;
-        loop {
-            if let Some(l) = self.leader() {
-                return Some(l);
-            }
-            if Instant::now() > deadline {
-                return None;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        eventually_some(within, || self.leader())
     }
 
     /// The voters (ids) as the leader's STATUS names them (during a joint change, both
@@ -167,6 +154,7 @@ impl Nodes {
             if started.elapsed() > within {
                 return Err(format!("node {id} is no standby after {within:?}: {text}"));
             }
+            // sleep: the poll interval of this bounded wait, which measures how long it took.
             std::thread::sleep(Duration::from_millis(20));
         }
     }
@@ -200,6 +188,7 @@ impl Nodes {
                     self.voters()
                 ));
             }
+            // sleep: the poll interval (5 ms) of this bounded wait, which times two facts.
             std::thread::sleep(Duration::from_millis(5));
         }
         let (exited, whole) = (exited.unwrap(), whole.unwrap());

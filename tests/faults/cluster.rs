@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use ticketing::proto::frame::{Request, Response};
 
+use crate::common::facts_cluster::eventually_some;
 use crate::common::raw::{call, status};
 use crate::common::{tail, Server, ServerProcess};
 
@@ -190,16 +191,13 @@ impl Cluster {
     ) -> Result<NodeProc, String> {
         assert!(self.links.is_none(), "fresh processes run without delay proxies");
         let mut p = self.spawn_with("join", seeds, net, at, false, extra)?;
-        let deadline = Instant::now() + Duration::from_secs(5);
-        loop {
-            if let Some(id) = status(p.addr).and_then(|s| s.get("node_id").and_then(|v| v.parse().ok())) {
+        let addr = p.addr;
+        match eventually_some(Duration::from_secs(5), || status(addr)?.get("node_id")?.parse().ok()) {
+            Some(id) => {
                 p.id = id;
-                return Ok(p);
+                Ok(p)
             }
-            if Instant::now() > deadline {
-                return Err(format!("the fresh node at {} answers no STATUS: {}", p.addr, tail(&p.log, 20)));
-            }
-            std::thread::sleep(Duration::from_millis(20));
+            None => Err(format!("the fresh node at {} answers no STATUS: {}", p.addr, tail(&p.log, 20))),
         }
     }
 
@@ -286,16 +284,7 @@ impl Cluster {
     }
 
     pub fn wait_leader(&self, within: Duration) -> Option<usize> {
-        let deadline = Instant::now() + within;
-        loop {
-            if let Some(l) = self.leader() {
-                return Some(l);
-            }
-            if Instant::now() > deadline {
-                return None;
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
+        eventually_some(within, || self.leader())
     }
 
     /// Sends `Replace {old, new, addr}` to the leader until it is done (or `within`
@@ -305,6 +294,7 @@ impl Cluster {
         let mut last = String::new();
         while Instant::now() < deadline {
             let Some(l) = self.leader() else {
+                // sleep: pacing while no leader answers (each try asks every node).
                 std::thread::sleep(Duration::from_millis(200));
                 continue;
             };
@@ -325,6 +315,7 @@ impl Cluster {
                     }
                 }
             }
+            // sleep: pacing between tries of the replacement.
             std::thread::sleep(Duration::from_millis(300));
         }
         Err(format!("replace {old} by {new}: not done within {within:?} (last answer: {last})"))

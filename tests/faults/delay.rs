@@ -197,6 +197,7 @@ fn write_side(rx: crossbeam_channel::Receiver<(Instant, Vec<u8>)>, mut to: TcpSt
     for (due, bytes) in rx {
         let now = Instant::now();
         if due > now {
+            // sleep: the delay the proxy injects, until the bytes are due.
             std::thread::sleep(due - now);
         }
         if to.write_all(&bytes).is_err() {

@@ -186,7 +186,7 @@ pub fn run(cfg: &RunConfig) -> Outcome {
     let end = start + cfg.duration;
     let mut faults: Vec<Event> = Vec::new();
     let mut harness_errors: Vec<String> = Vec::new();
-    // Warm up before the first fault.
+    // sleep: the workload's warm-up before the first fault, a timed part of the run.
     std::thread::sleep(Duration::from_secs(3).min(cfg.duration / 4));
     for kind in plan {
         let hold = nemesis::hold(kind, &mut rng);
@@ -204,11 +204,13 @@ pub fn run(cfg: &RunConfig) -> Outcome {
             Err(e) => {
                 eprintln!("fault suite: could not inject {}: {e}", kind.name());
                 harness_errors.push(format!("inject {}: {e}", kind.name()));
+                // sleep: pacing before the next fault of the plan.
                 std::thread::sleep(Duration::from_secs(1));
                 continue;
             }
         };
         eprintln!("fault suite: {:>7.1}s inject {}: {}", t0 as f64 / 1e6, kind.name(), injected.detail);
+        // sleep: the fault lasts its hold (the nemesis's timing).
         std::thread::sleep(hold);
         // Evidence that the fault bit: who leads just before the heal.
         let during = match cluster.leader() {
@@ -243,12 +245,14 @@ pub fn run(cfg: &RunConfig) -> Outcome {
         }
         let quiet_end = Instant::now() + cfg.quiet;
         while Instant::now() < quiet_end.min(end) {
+            // sleep: the quiet time after a heal, a timed part of the run.
             std::thread::sleep(Duration::from_millis(100));
         }
     }
     // Let the workload run on a healthy cluster until the end (at least the recovery
     // bound after the last heal).
     while Instant::now() < end {
+        // sleep: the workload runs on a healthy cluster until the run's end.
         std::thread::sleep(Duration::from_millis(100));
     }
     let run_end = clock.now();

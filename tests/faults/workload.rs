@@ -157,6 +157,7 @@ fn worker(shared: &Shared, group: &Group, g: u32, t: u32, mut rng: Rng) {
                 let contended = matches!(outcome, AcqOutcome::Busy | AcqOutcome::Timeout);
                 push(base(outcome));
                 if !contended {
+                    // sleep: the workload's pacing after an uncontended failure.
                     std::thread::sleep(Duration::from_millis(20 + rng.below(80)));
                 }
                 continue;
@@ -180,11 +181,13 @@ fn worker(shared: &Shared, group: &Group, g: u32, t: u32, mut rng: Rng) {
             // The holder checked its deadline, then stalled past it (a GC pause, a
             // stopped VM) and writes anyway: only the fence can stop this write.
             let checked = in_time(Instant::now());
+            // sleep: the zombie holder's stall past its lease (the fault being tested).
             std::thread::sleep(lease + Duration::from_millis(300 + rng.below(1200)));
             if checked {
                 shared.fence.write(g, t, &key, token, true);
             }
         } else {
+            // sleep: the holder's time in its critical section before it writes.
             std::thread::sleep(Duration::from_millis(rng.below(120)));
             if in_time(Instant::now()) {
                 shared.fence.write(g, t, &key, token, false);

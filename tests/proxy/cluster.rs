@@ -63,6 +63,7 @@ impl ProxiedCluster {
                 }
             }
             assert!(Instant::now() < deadline, "no leader within {timeout:?}");
+            // sleep: the poll interval of this bounded wait (each poll asks every node).
             std::thread::sleep(Duration::from_millis(50));
         }
     }

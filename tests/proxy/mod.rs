@@ -316,6 +316,7 @@ fn pump(shared: &Shared, pair: &Pair, dir: Dir) {
             if now >= until {
                 break;
             }
+            // sleep: the delay the proxy injects, in slices so a stop is seen.
             std::thread::sleep((until - now).min(SLEEP_SLICE));
         }
         if !pair.alive.load(Ordering::Acquire) {
