@@ -6,7 +6,7 @@
 // arguments and results and rejects with the error class of each kind.
 "use strict";
 
-const { C, K, OUTCOMES, HELD, NOT_HELD, dispatch } = require("./native.cjs");
+const { C, K, OUTCOMES, HELD, NOT_HELD, PATH, dispatch } = require("./native.cjs");
 const { Cancelled, InvalidArgument, Indeterminate, NotHolder, TicketingError, fromHandle } = require("./errors.cjs");
 
 const clients = new FinalizationRegistry((handle) => C.client_free(handle));
@@ -14,7 +14,7 @@ const clients = new FinalizationRegistry((handle) => C.client_free(handle));
 const locks = new FinalizationRegistry((handle) => C.lock_free(handle));
 
 function describe(value) {
-  if (value === null) return "null";
+  if (value === null || value === undefined) return String(value);
   if (typeof value === "string") return JSON.stringify(value);
   if (typeof value === "object" || typeof value === "function") return `a ${value.constructor?.name ?? typeof value}`;
   return `${typeof value} ${String(value)}`;
@@ -230,6 +230,11 @@ class Client {
       token = Buffer.from(text(token, "authToken"), "utf8");
     } else if (token instanceof Uint8Array) {
       token = Buffer.from(token);
+    } else if (token === undefined || token === null) {
+      throw new InvalidArgument(
+        `authToken is missing (${token}): give new Client the cluster's client secret, ` +
+          "e.g. authToken: process.env.TICKETING_AUTH_TOKEN (and check that variable is set)",
+      );
     } else {
       throw new InvalidArgument(`authToken must be a string or a Uint8Array, not ${describe(token)}`);
     }
@@ -238,6 +243,13 @@ class Client {
     const client = [null];
     const error = [null];
     const kind = C.client_new_for("node", addrs, addrs.length, token, token.length, owner, tlsCa, client, error);
+    if (kind === K.INVALID && error[0] && C.error_message(error[0]).includes('binding "node" is not known')) {
+      C.error_free(error[0]);
+      throw new InvalidArgument(
+        `${PATH} is older than this package (it does not know the Node.js package): rebuild it ` +
+          "(`cargo build --release --lib`) or reinstall the package from the same checkout",
+      );
+    }
     if (kind !== K.OK || !client[0]) throw fromHandle(kind, error[0]);
     this._adopt(client[0]);
   }

@@ -196,8 +196,16 @@ class Dispatcher {
     const promise = new Promise((resolve, reject) => {
       entry = { future, read, resolve, reject, done: false, onSettle: null };
     });
+    // Refused only for a future that has a callback or queue already: never one just
+    // started. Were it refused, the promise would never settle: say so at once.
+    const error = [null];
+    if (C.future_set_queue(future, this.queue, tag, error) !== K.OK) {
+      const message = error[0] ? C.error_message(error[0]) : "refused";
+      if (error[0]) C.error_free(error[0]);
+      C.future_free(future);
+      throw new Error(`ticketing: internal: a new future refused the completion queue: ${message}`);
+    }
     this.waiting.set(tag, entry);
-    C.future_set_queue(future, this.queue, tag, null);
     this.arm();
     return { promise, entry };
   }

@@ -196,12 +196,13 @@ test("64 concurrent acquires on one client: all granted, distinct tokens, all re
 
 test("bad arguments are InvalidArgument naming the option, before anything is sent", async () => {
   const cases = [
-    [() => client.acquire(key("bad"), { lease: 0 }), /lease/],
-    [() => client.acquire(key("bad"), { lease: 251 }), /lease/],
-    [() => client.acquire(key("bad"), { lease: 1.5 }), /lease/],
+    // In seconds, as they were given: not milliseconds, not a Rust Duration.
+    [() => client.acquire(key("bad"), { lease: 0 }), /lease must be whole seconds from 1 to 250, not 0 s$/],
+    [() => client.acquire(key("bad"), { lease: 251 }), /lease must be whole seconds from 1 to 250, not 251 s$/],
+    [() => client.acquire(key("bad"), { lease: 1.5 }), /lease must be whole seconds from 1 to 250, not 1.5 s$/],
     [() => client.acquire(key("bad"), { lease: -1 }), /lease is -1 s/],
     [() => client.acquire(key("bad"), { lease: "30" }), /lease must be a finite number of seconds/],
-    [() => client.acquire(key("bad"), { wait: 301 }), /wait/],
+    [() => client.acquire(key("bad"), { wait: 301 }), /wait is 301 s; it must be 0 to 300 s$/],
     [() => client.acquire(key("bad"), { wait: NaN }), /wait must be a finite number/],
     [() => client.acquire("k".repeat(256)), /key is 256 bytes/],
     [() => client.acquire(""), /key is 0 bytes/],
@@ -231,6 +232,8 @@ test("the client's options: errors name them", () => {
     [{ addrs: ["127.0.0.1:1"], authToken: SECRET, tlsCa: "/nonexistent/ca.pem" }, ConfigError, /tlsCa/],
     [{ addrs: ["127.0.0.1:1"], authToken: SECRET, owner: "a\nb" }, ConfigError, /owner/],
     [{ addrs: "127.0.0.1:1", authToken: 42 }, InvalidArgument, /authToken must be a string or a Uint8Array/],
+    // The usual mistake: an environment variable that is not set.
+    [{ addrs: "127.0.0.1:1", authToken: undefined }, InvalidArgument, /authToken is missing \(undefined\): give new Client the cluster's client secret/],
     [{ addrs: 5225, authToken: SECRET }, InvalidArgument, /addrs must be an array/],
     [{ addrs: ["127.0.0.1:1"], auth_token: SECRET }, InvalidArgument, /unknown option "auth_token"; the options are addrs, authToken, owner, tlsCa/],
   ];

@@ -212,7 +212,13 @@ fn bad_arguments_are_invalid_errors_that_name_the_argument() {
             i64::MIN,
             "wait_ms is -9223372036854775808 ms; it must not be negative",
         ),
-        (client, c"k".as_ptr(), 1500, 0, "invalid request: lease must be whole seconds in 1..=250, not 1.5s"),
+        (
+            client,
+            c"k".as_ptr(),
+            1500,
+            0,
+            "invalid request: lease must be whole seconds from 1 to 250, not 1.5 s",
+        ),
     ];
     for (c, key, lease, wait, message) in cases {
         let rc = unsafe { ticketing_acquire(c, key, lease, wait, &mut lock, &mut error) };

@@ -37,8 +37,9 @@ pub(crate) fn check_acquire(key: &str, lease: Duration, wait: Duration) -> Resul
     check_key(key).map_err(AcquireError::Invalid)?;
     if wait.as_millis() > u128::from(WAIT_MS_MAX) {
         return Err(AcquireError::Invalid(format!(
-            "wait is {} ms; must be 0..={WAIT_MS_MAX}",
-            wait.as_millis()
+            "wait is {} s; it must be 0 to {} s",
+            wait.as_secs_f64(),
+            WAIT_MS_MAX / 1000
         )));
     }
     Ok(lease_s)
@@ -105,7 +106,12 @@ pub(crate) fn far(now: Instant, timeout: Duration) -> Instant {
 fn lease_seconds(lease: Duration) -> Result<u8, String> {
     let secs = lease.as_secs();
     if lease.subsec_nanos() != 0 || secs < u64::from(LEASE_S_MIN) || secs > u64::from(LEASE_S_MAX) {
-        return Err(format!("lease must be whole seconds in {LEASE_S_MIN}..={LEASE_S_MAX}, not {lease:?}"));
+        // In seconds, the unit every library's lease is given in (a C caller's 1500 ms
+        // reads as 1.5 s), not in a Rust type's notation.
+        return Err(format!(
+            "lease must be whole seconds from {LEASE_S_MIN} to {LEASE_S_MAX}, not {} s",
+            lease.as_secs_f64()
+        ));
     }
     Ok(secs as u8)
 }
