@@ -11,6 +11,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use common::facts_cluster::wait_waiters;
 use common::*;
 use ticketing::proto::Response;
 
@@ -86,6 +87,7 @@ fn every_metric_is_documented_and_every_documented_metric_exists() {
         if Instant::now() > deadline || documented.iter().all(|n| exposed(&text).contains(n)) {
             break (code, text);
         }
+        // sleep: the poll interval of this bounded wait.
         std::thread::sleep(Duration::from_millis(100));
     };
     assert_eq!(code, 200, "{text}");
@@ -183,6 +185,7 @@ fn readyz_follows_the_quorum() {
             "still ready {:?} after the majority froze",
             stopped.elapsed()
         );
+        // sleep: the poll interval of this bounded wait.
         std::thread::sleep(Duration::from_millis(50));
     };
     // /healthz is another matter: the node's own loops still run.
@@ -193,6 +196,7 @@ fn readyz_follows_the_quorum() {
     let healed = Instant::now();
     while http_get(metrics[lone], "/readyz").0 != 200 {
         assert!(healed.elapsed() < Duration::from_secs(15), "not ready again after the heal");
+        // sleep: the poll interval of this bounded wait.
         std::thread::sleep(Duration::from_millis(100));
     }
     println!("not ready {not_ready_after:?} after the freeze, ready {:?} after the heal", healed.elapsed());
@@ -264,6 +268,7 @@ fn a_real_prometheus_scrapes_the_cluster() {
                 last = text;
             }
             assert!(Instant::now() < deadline, "{what}: Prometheus answered {promql:?} with {last}");
+            // sleep: the poll interval of this bounded wait.
             std::thread::sleep(Duration::from_millis(300));
         }
     };
@@ -277,10 +282,12 @@ fn a_real_prometheus_scrapes_the_cluster() {
     let mut b = connect(cluster.addr(leader));
     let mut c = connect(cluster.addr(leader));
     let t1 = granted_token(&a.call(1, &acquire("p:1", "a", 30, 0)));
-    b.send(2, &acquire("p:1", "b", 30, 10_000));
-    std::thread::sleep(Duration::from_millis(100));
-    c.send(3, &acquire("p:1", "c", 30, 10_000));
-    std::thread::sleep(Duration::from_millis(100));
+    // Queued in this order before the release, or the hand-offs would not be the ones
+    // counted below.
+    b.send(2, &acquire("p:1", "b", 30, 30_000));
+    assert!(wait_waiters(cluster.addr(leader), "p:1", 1, Duration::from_secs(10)), "b queued");
+    c.send(3, &acquire("p:1", "c", 30, 30_000));
+    assert!(wait_waiters(cluster.addr(leader), "p:1", 2, Duration::from_secs(10)), "c queued behind b");
     assert_eq!(a.call(4, &release("p:1", "a", t1)), Response::Released);
     let t2 = granted_token(&b.recv().1);
     assert_eq!(b.call(5, &release("p:1", "b", t2)), Response::Released);
@@ -308,7 +315,10 @@ fn the_figures_count_what_clients_are_answered() {
     let t1 = granted_token(&a.call(1, &acquire("m:1", "alice", 30, 0)));
     assert_eq!(b.call(2, &acquire("m:1", "bob", 30, 0)), Response::Busy);
     assert_eq!(b.call(3, &acquire("m:1", "bob", 30, 100)), Response::Timeout);
-    b.send(4, &acquire("m:1", "bob", 1, 10_000));
+    b.send(4, &acquire("m:1", "bob", 1, 30_000));
+    // Bob waits in the queue before Alice lets go: his grant is a hand-off.
+    assert!(wait_waiters(cluster.addr(leader), "m:1", 1, Duration::from_secs(10)), "bob queued");
+    // sleep: the wait the histogram must measure (≥ 0.3 s, below).
     std::thread::sleep(Duration::from_millis(300));
     assert_eq!(a.call(5, &release("m:1", "alice", t1)), Response::Released);
     let (id, granted) = b.recv();
@@ -328,6 +338,7 @@ fn the_figures_count_what_clients_are_answered() {
             break text;
         }
         assert!(Instant::now() < deadline, "no lease expiry counted:\n{text}");
+        // sleep: the poll interval of this bounded wait.
         std::thread::sleep(Duration::from_millis(100));
     };
     for (name, want) in [
@@ -386,6 +397,7 @@ fn the_figures_count_what_clients_are_answered() {
             break;
         }
         assert!(Instant::now() < deadline, "after the leader died:\n{text}");
+        // sleep: the poll interval of this bounded wait.
         std::thread::sleep(Duration::from_millis(100));
     }
 }

@@ -68,6 +68,7 @@ fn wait_records(addr: SocketAddr, count: usize) {
             return;
         }
         assert!(Instant::now() < deadline, "members never all recorded: {m:?}");
+        // sleep: the poll interval of this bounded wait.
         std::thread::sleep(Duration::from_millis(100));
     }
 }
@@ -110,6 +111,8 @@ fn the_client_secret_opens_nothing_on_the_peer_port_nor_admin_on_the_client_port
         }
     }
     granted_token(&c.call(3, &acquire("k", "o", 5, 0)));
+    // sleep: a window for a change that must not happen (the grant above shows the
+    // cluster live and past the refused requests); a term change would show in it.
     std::thread::sleep(Duration::from_millis(500));
     assert_eq!(cluster_facts(&cluster), before, "term, leader and voters unchanged");
 }
@@ -153,6 +156,8 @@ fn a_non_member_with_the_peer_secret_is_refused_and_changes_nothing() {
     let mut answer = Vec::new();
     let _ = raw.read_to_end(&mut answer);
     assert_eq!(answer.get(4), Some(&b'X'), "a refusal: {answer:?}");
+    // sleep: a window for a change that must not happen (the refusal above was read
+    // back, so the frames after it reached the node); an election would show in it.
     std::thread::sleep(Duration::from_secs(1));
     assert_eq!(cluster_facts(&cluster), before, "term, leader and voters unchanged");
     match c.call(3, &Request::Query { key: "held".into() }) {
@@ -208,6 +213,7 @@ fn a_member_id_from_another_process_is_refused_by_every_member_including_one_tha
             break;
         }
         assert!(Instant::now() < deadline, "the paused node never caught up: {s:?}");
+        // sleep: the poll interval of this bounded wait.
         std::thread::sleep(Duration::from_millis(100));
     }
 }
@@ -216,6 +222,8 @@ fn a_member_id_from_another_process_is_refused_by_every_member_including_one_tha
 fn garbage_hello_addresses_are_refused_never_stored_and_the_node_keeps_serving() {
     let cluster = Cluster::start(3, &[]);
     let leader = cluster.wait_leader(Duration::from_secs(15));
+    // Every member's process recorded first: a record landing later is no stored address.
+    wait_records(cluster.addr(leader), 3);
     let before = members_stable(cluster.addr(leader));
     for addr in [vec![0xffu8; 255], b"no-port-here".to_vec(), b"a b:5225".to_vec()] {
         let mut raw = TcpStream::connect(peer_port(cluster.addr(leader))).unwrap();
@@ -273,6 +281,7 @@ fn a_removed_node_that_was_frozen_during_its_removal_learns_it_and_stops() {
                 break;
             }
             assert!(Instant::now() < deadline, "{target} never retired node {}: {text}", old + 1);
+            // sleep: the poll interval of this bounded wait.
             std::thread::sleep(Duration::from_millis(50));
         }
         let hello = PeerHello {
@@ -307,9 +316,19 @@ fn a_joining_node_admits_only_the_leader_its_configured_peer_named() {
     let only_follower = format!("{}@{}", follower + 1, cluster.addr(follower));
     let new_node = cluster.spawn(4, &new_addr, "join", &[("TICKETING_CLUSTER_PEERS", &only_follower)]);
     let node4: SocketAddr = new_addr.parse().unwrap();
-    // Give it time to dial the follower and be refused (which names the leader).
-    std::thread::sleep(Duration::from_millis(1500));
     let leader_addr = cluster.addr(leader).to_string();
+    // The follower has named the leader to it (its MEMBERS says whom it joins through):
+    // from now on the leader is the one node besides its peers it may admit.
+    let joining = format!("joining={}@{leader_addr}", leader + 1);
+    assert!(
+        eventually(Duration::from_secs(15), || {
+            match common::raw::call(node4, &Request::Members, Duration::from_secs(2)) {
+                Some(Response::Status { text }) => text.lines().any(|l| l == joining),
+                _ => false,
+            }
+        }),
+        "node 4 never named the leader it joins through ({joining})"
+    );
     for (who, id, addr) in [
         ("a non-member claiming the leader's address", 99, leader_addr.clone()),
         ("the leader's id at another address", leader as u64 + 1, "127.0.0.9:5225".to_string()),
@@ -394,11 +413,15 @@ fn a_stranger_is_heard_only_by_a_node_without_a_live_leader() {
     // no leader.
     cluster.kill(leader);
     cluster.kill((leader + 2) % 3);
-    std::thread::sleep(Duration::from_millis(2600));
     let facts = |c: &mut Raw| {
         let s = status_map(c, 1);
         (s["term"].parse::<u64>().unwrap(), s["leader_id"].clone(), s["voters"].clone())
     };
+    let lone_addr = cluster.addr(lone);
+    assert!(
+        eventually(Duration::from_secs(10), || facts(&mut connect(lone_addr)).1.is_empty()),
+        "{lone_addr} still names a leader after its leader and the other voter were killed"
+    );
     let mut c = connect(cluster.addr(lone));
     let (term, _, voters) = facts(&mut c);
     let mut est = rogue_dial(cluster.addr(lone), PEER_TOKEN, &hello).expect("a stranger is heard now");
@@ -410,6 +433,8 @@ fn a_stranger_is_heard_only_by_a_node_without_a_live_leader() {
             Message::TimeoutNow { term: term + 100 },
         ],
     );
+    // sleep: a window for a change that must not happen; the pre-vote answered below
+    // on the same connection shows the node read these frames.
     std::thread::sleep(Duration::from_millis(500));
     assert_eq!(facts(&mut c), (term, String::new(), voters.clone()), "nothing changed");
     // What it may: ask for a pre-vote; the answer comes back on its own connection.
@@ -429,13 +454,16 @@ fn a_stranger_is_heard_only_by_a_node_without_a_live_leader() {
     let got = read_messages(&mut est, Duration::from_secs(3), |m| matches!(m, Message::VoteResp { .. }));
     assert!(got.iter().any(|m| matches!(m, Message::VoteResp { granted: true, .. })), "{got:?}");
     // (STATUS is published right after the answer leaves.)
-    std::thread::sleep(Duration::from_millis(100));
-    assert_eq!(facts(&mut c).0, term + 1, "{got:?}");
+    assert!(eventually(Duration::from_secs(5), || facts(&mut connect(lone_addr)).0 == term + 1), "{got:?}");
     // And, claiming to lead that term, have the node follow it.
     send_messages(&mut est, &[Message::Heartbeat { term: term + 1, commit: 0, read_seq: 1 }]);
     let got = read_messages(&mut est, Duration::from_secs(3), |m| matches!(m, Message::HeartbeatResp { .. }));
     assert!(got.iter().any(|m| matches!(m, Message::HeartbeatResp { .. })), "{got:?}");
-    std::thread::sleep(Duration::from_millis(100));
-    assert_eq!(facts(&mut c), (term + 1, "99".to_string(), voters), "it follows the stranger");
+    let following = (term + 1, "99".to_string(), voters);
+    assert!(
+        eventually(Duration::from_secs(5), || facts(&mut connect(lone_addr)) == following),
+        "it follows the stranger: {:?}",
+        facts(&mut c)
+    );
     assert!(trap.accept().is_err(), "the node dialed the address a stranger claimed");
 }
