@@ -394,12 +394,12 @@ pub fn run_scenario(setup: &Setup, variant: Variant, stall: Stall, seat: i32) ->
 // ---------------------------------------------------------------------------------
 // A throw-away PostgreSQL server.
 
-/// A private PostgreSQL server in a temp dir, listening on a unix socket only.
-/// Stopped (fast shutdown) and deleted when dropped.
+/// A private PostgreSQL server in a temp dir, listening on a unix socket (and on a TCP
+/// port of 127.0.0.1 when asked to). Stopped (fast shutdown) and deleted when dropped.
 pub struct Postgres {
     child: Child,
     dir: tempfile::TempDir,
-    /// libpq connection string for it.
+    /// libpq connection string for it (the unix socket).
     pub conn: String,
 }
 
@@ -434,9 +434,20 @@ fn passwd_ids(user: &str) -> Option<(u32, u32)> {
 }
 
 impl Postgres {
-    /// Runs `initdb` and starts `postgres`; waits until it accepts connections.
-    /// PostgreSQL refuses to run as root: as root, both run as `nobody`.
+    /// Runs `initdb` and starts `postgres` on a unix socket only (no TCP port to collide
+    /// with anything); waits until it accepts connections. PostgreSQL refuses to run as
+    /// root: as root, both run as `nobody`.
     pub fn start() -> Result<Postgres, BoxError> {
+        Postgres::start_listening(None)
+    }
+
+    /// As [`Postgres::start`], and also listening on 127.0.0.1:`port`, for clients
+    /// that speak TCP only (JDBC).
+    pub fn start_with_tcp(port: u16) -> Result<Postgres, BoxError> {
+        Postgres::start_listening(Some(port))
+    }
+
+    fn start_listening(tcp: Option<u16>) -> Result<Postgres, BoxError> {
         use std::os::unix::fs::MetadataExt;
         use std::os::unix::process::CommandExt;
 
@@ -475,13 +486,15 @@ impl Postgres {
             .arg(&data)
             .arg("-k")
             .arg(dir.path())
-            // Unix socket only: no TCP port to collide with anything.
-            .args(["-c", "listen_addresses=", "-p", "5432", "-c", "fsync=off"])
+            .arg("-c")
+            .arg(if tcp.is_some() { "listen_addresses=127.0.0.1" } else { "listen_addresses=" })
+            .args(["-p", &tcp.unwrap_or(5432).to_string(), "-c", "fsync=off"])
             .args(["-c", "synchronous_commit=off", "-c", "full_page_writes=off"])
             .stdout(Stdio::null())
             .stderr(log)
             .spawn()?;
-        let conn = format!("host={} port=5432 user=fence dbname=postgres", dir.path().display());
+        let conn =
+            format!("host={} port={} user=fence dbname=postgres", dir.path().display(), tcp.unwrap_or(5432));
         let mut pg = Postgres { child, dir, conn };
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {

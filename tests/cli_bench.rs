@@ -99,7 +99,13 @@ fn short_connections_keep_the_node_wide_pending_count() {
     for t in threads {
         t.join().unwrap();
     }
-    std::thread::sleep(std::time::Duration::from_millis(200));
+    // The node has seen every short connection close (only the asking one is open).
+    assert!(
+        eventually(std::time::Duration::from_secs(10), || status_map(&mut connect(server.addr), 1)
+            ["connections"]
+            == "1"),
+        "the short connections are still open at the node"
+    );
     let mut c = connect(server.addr);
     let token = granted_token(&c.call(1, &acquire("after", "o", 5, 0)));
     assert_eq!(c.call(2, &release("after", "o", token)), Response::Released);
@@ -127,6 +133,7 @@ fn peak_rss_kb(mut child: std::process::Child, within: std::time::Duration) -> (
             let _ = child.wait();
             panic!("bench still running after {within:?} (peak {peak} kB so far)");
         }
+        // sleep: the sampling interval of the memory figure.
         std::thread::sleep(std::time::Duration::from_millis(10));
     }
     (peak, child.wait_with_output().unwrap())

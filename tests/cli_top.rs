@@ -24,8 +24,9 @@ fn top_once(addr: &str) -> (Option<i32>, String, String) {
     )
 }
 
-/// Queues `waiters` ACQUIREs behind a holder of `key` on the leader; returns the
-/// connections (the waiters stay queued while they are open).
+/// Queues `waiters` ACQUIREs behind a holder of `key` on the leader, and waits until
+/// they are queued; returns the connections (the waiters stay queued while they are
+/// open).
 fn queue_on(addr: std::net::SocketAddr, key: &str, waiters: usize) -> Vec<Raw> {
     let mut holder = connect(addr);
     assert!(granted_token(&holder.call(1, &acquire(key, "holder", 60, 0))) > 0);
@@ -34,6 +35,10 @@ fn queue_on(addr: std::net::SocketAddr, key: &str, waiters: usize) -> Vec<Raw> {
     for i in 0..waiters {
         queue.send(i as u32 + 1, &acquire(key, &format!("waiter-{i}"), 10, 120_000));
     }
+    assert!(
+        common::facts_cluster::wait_waiters(addr, key, waiters as u32, Duration::from_secs(10)),
+        "{waiters} waiters never queued on {key}"
+    );
     conns.push(queue);
     conns
 }
@@ -59,12 +64,8 @@ fn top_once_against_a_cluster_names_the_hot_key_first() {
     let _hot = queue_on(cluster.addr(leader), "hot", 5);
     let mut c = connect(cluster.addr(leader));
     assert!(granted_token(&c.call(1, &acquire("cold", "o", 60, 0))) > 0);
-    // The queues are the leader's: wait until it has seen all seven ACQUIREs.
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    while status_map(&mut c, 2)["waiters"] != "7" {
-        assert!(std::time::Instant::now() < deadline, "the waiters never queued");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    // The queues are the leader's: it counts all seven ACQUIREs.
+    assert_eq!(status_map(&mut c, 2)["waiters"], "7");
 
     // One follower's address is enough: top finds the others and the leader.
     let (code, view, err) = top_once(&cluster.addr(follower).to_string());
@@ -133,7 +134,11 @@ fn top_stops_cleanly_on_sigterm_and_sighup() {
             .stdout(std::process::Stdio::null())
             .spawn()
             .unwrap();
-        std::thread::sleep(Duration::from_millis(700));
+        // top catches both signals (its handlers are installed) before one is sent.
+        assert!(
+            eventually(Duration::from_secs(10), || catches(child.id(), 1) && catches(child.id(), 15)),
+            "top never installed its SIGTERM and SIGHUP handlers"
+        );
         let sent =
             Command::new("kill").args([&format!("-{signal}"), &child.id().to_string()]).status().unwrap();
         assert!(sent.success());
@@ -146,8 +151,19 @@ fn top_stops_cleanly_on_sigterm_and_sighup() {
                 let _ = child.kill();
                 panic!("top did not stop on SIG{signal}");
             }
+            // sleep: the poll interval while waiting for the process to end.
             std::thread::sleep(Duration::from_millis(20));
         };
         assert_eq!(status.code(), Some(0), "SIG{signal}: {status:?}");
     }
+}
+
+/// Whether process `pid` has a handler installed for signal `signo` (its SigCgt mask).
+fn catches(pid: u32, signo: u32) -> bool {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("SigCgt:"))
+        .and_then(|mask| u64::from_str_radix(mask.trim(), 16).ok())
+        .is_some_and(|mask| mask & (1 << (signo - 1)) != 0)
 }

@@ -50,6 +50,7 @@ fn the_client_finds_the_leader_and_survives_its_death() {
                     killed.elapsed() < Duration::from_secs(20),
                     "no service 20 s after the leader died: {e}"
                 );
+                // sleep: the interval between tries while the cluster elects a new leader.
                 std::thread::sleep(Duration::from_millis(100));
             }
         }

@@ -102,7 +102,10 @@ fn a_restarted_server_is_reconnected_to() {
     // Once the client has seen the connections close, nothing can be sent: a
     // definitive Unavailable. (A request written in the instant between the server's
     // exit and the client noticing it would be Indeterminate, correctly.)
-    std::thread::sleep(Duration::from_millis(300));
+    assert!(
+        eventually(Duration::from_secs(10), || !client.is_connected()),
+        "the client never saw the server go"
+    );
     let err = client.acquire("k", LEASE, Duration::ZERO).unwrap_err();
     assert!(matches!(err, AcquireError::Unavailable { .. }), "{err:?}");
     // A new server on the same address: the client finds it on its own.

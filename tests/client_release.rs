@@ -70,6 +70,7 @@ fn release_retries_stop_at_the_five_second_deadline_without_success() {
     assert!(sent.iter().all(|(t, k, o)| *t == token && k == "k" && o == "test-owner"));
     // And nothing more after the deadline.
     let count = sent.len();
+    // sleep: a window for a further attempt that must not be sent.
     std::thread::sleep(Duration::from_millis(400));
     assert_eq!(releases(&fake).len(), count);
 }

@@ -29,7 +29,6 @@ fn setup(owner: &str, margin: Duration) -> (ServerProcess, Proxy, Client) {
     client.ping().unwrap();
     // Both handshakes done: HELLO (40) + WELCOME (at least 51) reached the client twice.
     assert!(eventually(Duration::from_secs(5), || proxy.forwarded(Dir::ToClient) >= 2 * (40 + 51)));
-    std::thread::sleep(Duration::from_millis(100));
     (server, proxy, client)
 }
 
@@ -86,7 +85,9 @@ fn a_late_grant_is_kept_for_the_caller_that_resolves_it() {
     let err = client.acquire("seat:4", LEASE, Duration::ZERO).unwrap_err();
     assert_eq!(err.indeterminate_cause(), Some(IndeterminateCause::NoAnswer));
     let Resolution::Held(lock) = client.resolve(&err, Duration::from_secs(10)) else { panic!("not held") };
-    // The late G arrived meanwhile; without resolve the client would have released it.
+    // The late G arrives meanwhile (answers take 1.5 s); without resolve the client
+    // would release it.
+    // sleep: a window past the late G's arrival in which no release may be sent.
     std::thread::sleep(Duration::from_millis(1000));
     assert_eq!(holder(&server, "seat:4"), Some(("late-resolver".to_owned(), lock.token())), "kept");
     assert_eq!(lock.release(), Ok(ReleaseOutcome::Released));

@@ -535,6 +535,7 @@ fn cli_acquires(key: &str, addrs: &str, ca: &str) {
         }
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(Instant::now() < deadline, "no grant of {key} over TLS from {addrs}: {err}");
+        // sleep: the interval between tries while the nodes start and elect a leader.
         std::thread::sleep(Duration::from_millis(200));
     }
 }
@@ -706,6 +707,7 @@ fn replace_node_script_replaces_the_leader_from_a_stale_cluster_env() {
                 break;
             }
             assert!(Instant::now() < deadline, "{a} is no live voter that knows the leader: {text}");
+            // sleep: the interval between tries of a CLI command.
             std::thread::sleep(Duration::from_millis(100));
         }
     }

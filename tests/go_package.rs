@@ -18,13 +18,11 @@ mod common;
 #[allow(dead_code)]
 mod fenced_postgres;
 
-use std::fs::File;
-use std::os::unix::process::CommandExt;
 use std::path::Path;
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Duration;
 
-use common::bindings::{have_or_skip, native_lib_dir};
+use common::bindings::{have_or_skip, native_lib_dir, run_in_group};
 use common::{bin, repo, start_server, TOKEN};
 
 fn go() -> String {
@@ -51,9 +49,7 @@ fn go_env() -> Vec<(String, String)> {
     ]
 }
 
-/// `program args…` in `dir`, in a process group of its own that is killed when it ends
-/// or after `limit`: the servers the suite starts go with it whatever happens.
-/// Returns (success, output).
+/// `program args…` in `dir` (see [`run_in_group`]). Returns (success, output).
 fn run(
     program: &str,
     args: &[&str],
@@ -61,36 +57,9 @@ fn run(
     env: &[(String, String)],
     limit: Duration,
 ) -> (bool, String) {
-    let log = tempfile::NamedTempFile::new().unwrap();
     let mut cmd = Command::new(program);
-    cmd.args(args)
-        .current_dir(dir)
-        .stdin(Stdio::null())
-        .stdout(Stdio::from(File::create(log.path()).unwrap()))
-        .stderr(Stdio::from(log.reopen().unwrap()))
-        .process_group(0);
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
-    let mut child = cmd.spawn().unwrap();
-    let group = format!("-{}", child.id());
-    let end = Instant::now() + limit;
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break Some(status);
-        }
-        if Instant::now() >= end {
-            break None;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    };
-    let _ = Command::new("kill").args(["-KILL", "--", &group]).stderr(Stdio::null()).status();
-    let _ = child.wait();
-    let output = std::fs::read_to_string(log.path()).unwrap_or_default();
-    match status {
-        Some(status) => (status.success(), output),
-        None => (false, format!("{output}\n(killed after {limit:?})")),
-    }
+    cmd.args(args).current_dir(dir).envs(env.iter().map(|(k, v)| (k, v)));
+    run_in_group(&mut cmd, limit)
 }
 
 #[test]

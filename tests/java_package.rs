@@ -19,18 +19,16 @@ mod common;
 #[allow(dead_code)]
 mod fenced_postgres;
 
-use std::fs::File;
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Duration;
 
+use common::bindings::run_in_group;
 use common::java::{have_java, maven_lock, mvn, native_args, project};
 use common::{bin, repo, start_server, TOKEN};
 
-/// `program args…` in `dir`, in a process group of its own that is killed when it ends
-/// or after `limit`: the servers a suite starts go with it whatever happens.
-/// Returns (success, output).
+/// `program args…` in `dir`, without a TICKETING_LIBRARY from the caller's environment
+/// (the jar loads the library it carries; see [`run_in_group`]). Returns (success, output).
 fn run(
     program: &str,
     args: &[String],
@@ -38,37 +36,9 @@ fn run(
     env: &[(&str, String)],
     limit: Duration,
 ) -> (bool, String) {
-    let log = tempfile::NamedTempFile::new().unwrap();
     let mut cmd = Command::new(program);
-    cmd.args(args)
-        .current_dir(dir)
-        .env_remove("TICKETING_LIBRARY")
-        .stdin(Stdio::null())
-        .stdout(Stdio::from(File::create(log.path()).unwrap()))
-        .stderr(Stdio::from(log.reopen().unwrap()))
-        .process_group(0);
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
-    let mut child = cmd.spawn().unwrap();
-    let group = format!("-{}", child.id());
-    let end = Instant::now() + limit;
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break Some(status);
-        }
-        if Instant::now() >= end {
-            break None;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    };
-    let _ = Command::new("kill").args(["-KILL", "--", &group]).stderr(Stdio::null()).status();
-    let _ = child.wait();
-    let output = std::fs::read_to_string(log.path()).unwrap_or_default();
-    match status {
-        Some(status) => (status.success(), output),
-        None => (false, format!("{output}\n(killed after {limit:?})")),
-    }
+    cmd.args(args).current_dir(dir).env_remove("TICKETING_LIBRARY").envs(env.iter().map(|(k, v)| (k, v)));
+    run_in_group(&mut cmd, limit)
 }
 
 /// One test of this file at a time: the suite's timings (an interrupt answered within
@@ -250,81 +220,6 @@ fn the_readme_java_example_runs_from_the_installed_artifact() {
     eprintln!("{output}");
 }
 
-/// A throw-away PostgreSQL on a TCP port of 127.0.0.1 (JDBC speaks TCP; the shared
-/// helper of examples/fenced_postgres.rs listens on a unix socket only). As root, it
-/// runs as `nobody`. Stopped and deleted when dropped.
-struct TcpPostgres {
-    child: std::process::Child,
-    dir: tempfile::TempDir,
-    port: u16,
-}
-
-impl TcpPostgres {
-    fn start(bin: &Path) -> TcpPostgres {
-        use std::os::unix::fs::MetadataExt;
-        let dir = tempfile::Builder::new().prefix("java-fenced-pg-").tempdir().unwrap();
-        let nobody = (std::fs::metadata("/proc/self").unwrap().uid() == 0).then(|| {
-            let passwd = std::fs::read_to_string("/etc/passwd").unwrap();
-            let f: Vec<&str> = passwd
-                .lines()
-                .find(|l| l.starts_with("nobody:"))
-                .expect("a user nobody")
-                .split(':')
-                .collect();
-            let ids: (u32, u32) = (f[2].parse().unwrap(), f[3].parse().unwrap());
-            std::os::unix::fs::chown(dir.path(), Some(ids.0), Some(ids.1)).unwrap();
-            ids
-        });
-        let command = |name: &str| {
-            let mut c = Command::new(bin.join(name));
-            c.env("LC_ALL", "C").env_remove("PGDATA").stdin(Stdio::null()).current_dir(dir.path());
-            if let Some((uid, gid)) = nobody {
-                c.uid(uid).gid(gid);
-            }
-            c
-        };
-        let data = dir.path().join("data");
-        let out = command("initdb")
-            .arg("-D")
-            .arg(&data)
-            .args(["--auth=trust", "--username=fence", "--encoding=UTF8", "--no-sync", "--no-instructions"])
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "initdb: {}", String::from_utf8_lossy(&out.stderr));
-        let port = common::free_port();
-        let log = File::create(dir.path().join("postgres.log")).unwrap();
-        let child = command("postgres")
-            .arg("-D")
-            .arg(&data)
-            .arg("-k")
-            .arg(dir.path())
-            .args(["-c", "listen_addresses=127.0.0.1", "-p", &port.to_string(), "-c", "fsync=off"])
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .unwrap();
-        let pg = TcpPostgres { child, dir, port };
-        let conn = format!("host=127.0.0.1 port={port} user=fence dbname=postgres");
-        let end = Instant::now() + Duration::from_secs(30);
-        while postgres::Client::connect(&conn, postgres::NoTls).is_err() {
-            assert!(Instant::now() < end, "PostgreSQL not ready within 30 s: {}", pg.log());
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        pg
-    }
-
-    fn log(&self) -> String {
-        std::fs::read_to_string(self.dir.path().join("postgres.log")).unwrap_or_default()
-    }
-}
-
-impl Drop for TcpPostgres {
-    fn drop(&mut self) {
-        let _ = Command::new("kill").args(["-INT", &self.child.id().to_string()]).status();
-        let _ = self.child.wait();
-    }
-}
-
 /// java/examples/fenced-postgres (docs/java.md, "Fencing with the token"; a project of
 /// its own with the PostgreSQL JDBC driver) against a real server and a throw-away
 /// PostgreSQL: A's late write is rejected, sold once to B.
@@ -335,19 +230,20 @@ fn the_java_fencing_example_sells_once_against_postgres() {
         return;
     }
     let _serial = serial();
-    let Some(pg_bin) = fenced_postgres::postgres_bin_dir() else {
+    if fenced_postgres::postgres_bin_dir().is_none() {
         assert!(!std::env::var("TICKETING_REQUIRE_POSTGRES").is_ok_and(|v| v == "1"), "no PostgreSQL");
         eprintln!("SKIPPED {test}: PostgreSQL is not installed (apt-get install postgresql)");
         return;
-    };
+    }
     let server = start_server(&[]);
-    let pg = TcpPostgres::start(&pg_bin);
+    let port = common::free_port();
+    let pg = fenced_postgres::Postgres::start_with_tcp(port).expect("a throw-away PostgreSQL");
     let example = project().join("examples/fenced-postgres");
     install();
     let env = [
         ("TICKETING_ADDRS", server.addr.to_string()),
         ("TICKETING_AUTH_TOKEN", TOKEN.to_string()),
-        ("FENCE_JDBC", format!("jdbc:postgresql://127.0.0.1:{}/postgres?user=fence", pg.port)),
+        ("FENCE_JDBC", format!("jdbc:postgresql://127.0.0.1:{port}/postgres?user=fence")),
     ];
     let run_args = ["-B", "-q", "compile", "exec:exec"].map(String::from);
     let (ok, output) = run(&mvn(), &run_args, &example, &env, Duration::from_secs(300));

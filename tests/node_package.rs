@@ -20,14 +20,12 @@ mod common;
 #[allow(dead_code)]
 mod fenced_postgres;
 
-use std::fs::File;
-use std::os::unix::process::CommandExt;
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use common::bindings::{have_or_skip, native_lib_dir};
+use common::bindings::{have_or_skip, native_lib_dir, run_in_group};
 use common::{bin, repo, start_server, TOKEN};
 
 fn node() -> String {
@@ -61,42 +59,16 @@ fn dependencies() {
     *done = true;
 }
 
-/// `program args…` in `dir` with this build's library and binary, in a process group of
-/// its own that is killed when it ends or after `limit`: the servers the suite starts go
-/// with it whatever happens. Returns (success, output).
+/// `program args…` in `dir` with this build's library and binary (see
+/// [`run_in_group`]). Returns (success, output).
 fn run(program: &str, args: &[&str], dir: &Path, env: &[(&str, &str)], limit: Duration) -> (bool, String) {
-    let log = tempfile::NamedTempFile::new().unwrap();
     let mut cmd = Command::new(program);
     cmd.args(args)
         .current_dir(dir)
         .env("TICKETING_LIBRARY", native_lib_dir().join("libticketing.so"))
         .env("TICKETING_BIN", bin())
-        .stdin(Stdio::null())
-        .stdout(Stdio::from(File::create(log.path()).unwrap()))
-        .stderr(Stdio::from(log.reopen().unwrap()))
-        .process_group(0);
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
-    let mut child = cmd.spawn().unwrap();
-    let group = format!("-{}", child.id());
-    let end = Instant::now() + limit;
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break Some(status);
-        }
-        if Instant::now() >= end {
-            break None;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    };
-    let _ = Command::new("kill").args(["-KILL", "--", &group]).stderr(Stdio::null()).status();
-    let _ = child.wait();
-    let output = std::fs::read_to_string(log.path()).unwrap_or_default();
-    match status {
-        Some(status) => (status.success(), output),
-        None => (false, format!("{output}\n(killed after {limit:?})")),
-    }
+        .envs(env.iter().copied());
+    run_in_group(&mut cmd, limit)
 }
 
 #[test]

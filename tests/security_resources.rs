@@ -8,7 +8,7 @@ mod common;
 
 use std::io::{Read, Write};
 use std::net::{IpAddr, SocketAddr, TcpStream};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -90,20 +90,26 @@ fn a_legitimate_client_is_served_through_a_connection_flood() {
                     grants.fetch_add(1, Ordering::SeqCst);
                     let _ = lock.release();
                 }
+                // sleep: the legitimate client's pace, a request every 20 ms.
                 std::thread::sleep(Duration::from_millis(20));
             }
         })
     };
-    std::thread::sleep(Duration::from_millis(500));
+    assert!(
+        eventually(Duration::from_secs(15), || grants.load(Ordering::SeqCst) >= 3),
+        "the legitimate client got no grants before the attack"
+    );
 
     let mut held: Vec<TcpStream> = Vec::new();
     // 1 and 2. Silent connections — no AUTH, ever — on the client port from 24
     // addresses (more than enough to fill every handshake place: 24 × 64 > 1 024) and
     // on the peer port from 24 more, renewed all the time so that they never age out.
     let peer_port = SocketAddr::new(target.ip(), target.port() + 1000);
+    let flooded: Vec<Arc<AtomicUsize>> = (0..2).map(|_| Arc::new(AtomicUsize::new(0))).collect();
     let flooders: Vec<_> = [(target, 100, silent), (peer_port, 140, silent_peer)]
         .into_iter()
-        .map(|(to, base, keep)| {
+        .zip(flooded.clone())
+        .map(|((to, base, keep), flooded)| {
             let stop = stop.clone();
             std::thread::spawn(move || {
                 let mut open = std::collections::VecDeque::new();
@@ -113,11 +119,13 @@ fn a_legitimate_client_is_served_through_a_connection_flood() {
                     if let Ok(s) = connect_from(from, to) {
                         open.push_back(s);
                         made += 1;
+                        flooded.store(made, Ordering::SeqCst);
                     }
                     if open.len() > keep {
                         open.pop_front();
                     }
                     if made.is_multiple_of(64) {
+                        // sleep: the flood's pace, 64 connections at a time.
                         std::thread::sleep(Duration::from_millis(5));
                     }
                 }
@@ -125,7 +133,16 @@ fn a_legitimate_client_is_served_through_a_connection_flood() {
             })
         })
         .collect();
-    std::thread::sleep(Duration::from_secs(2));
+    // The flood at full strength: each flooder has made as many silent connections as
+    // it keeps open.
+    assert!(
+        eventually(Duration::from_secs(60), || {
+            flooded[0].load(Ordering::SeqCst) >= silent && flooded[1].load(Ordering::SeqCst) >= silent_peer
+        }),
+        "the flood did not reach full strength: {} and {} connections made",
+        flooded[0].load(Ordering::SeqCst),
+        flooded[1].load(Ordering::SeqCst)
+    );
     // 3. Authenticated connections that then say nothing.
     let key = auth_key(TOKEN.as_bytes());
     let mut idle_open = 0;
@@ -156,6 +173,7 @@ fn a_legitimate_client_is_served_through_a_connection_flood() {
             "a new connection took {:?}",
             started.elapsed()
         );
+        // sleep: new connections spread over the flood's renewals, one each 200 ms.
         std::thread::sleep(Duration::from_millis(200));
     }
     // 4. Clients that pipeline STATUS or PING requests without ever reading an answer.
@@ -178,6 +196,7 @@ fn a_legitimate_client_is_served_through_a_connection_flood() {
                 while !stop.load(Ordering::SeqCst) {
                     match s.write(&frames) {
                         Ok(n) => sent += n,
+                        // sleep: the server applies back-pressure; try again a little later.
                         Err(_) => std::thread::sleep(Duration::from_millis(50)),
                     }
                 }

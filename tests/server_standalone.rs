@@ -207,16 +207,16 @@ fn holder_disconnect_keeps_the_hold_waiter_disconnect_leaves_the_queue() {
     drop(a);
     let mut b = connect(server.addr);
     b.send(1, &acquire("k", "b", 30, 20_000));
-    std::thread::sleep(Duration::from_millis(100));
-    let mut q = connect(server.addr);
-    let Response::Holder { token, waiters, .. } = q.call(1, &Request::Query { key: "k".into() }) else {
-        panic!()
+    let query = |id| match connect(server.addr).call(id, &Request::Query { key: "k".into() }) {
+        Response::Holder { token, waiters, .. } => Some((token, waiters)),
+        _ => None,
     };
-    assert_eq!((token, waiters), (t, 1));
+    // The holder's hold outlives its connection; b waits behind it.
+    assert!(eventually(Duration::from_secs(10), || query(1) == Some((t, 1))), "{:?}", query(1));
     drop(b);
-    std::thread::sleep(Duration::from_millis(200));
-    let Response::Holder { waiters, .. } = q.call(2, &Request::Query { key: "k".into() }) else { panic!() };
-    assert_eq!(waiters, 0);
+    // b's wait leaves the queue with its connection; a's hold stays.
+    assert!(eventually(Duration::from_secs(10), || query(2) == Some((t, 0))), "{:?}", query(2));
+    let mut q = connect(server.addr);
     assert_eq!(q.call(3, &release("k", "a", t)), Response::Released);
 }
 
@@ -318,7 +318,16 @@ fn too_many_pending_requests_on_one_connection_is_overloaded() {
         ticketing::proto::frame::encode_request(&mut batch, id, &acquire("k", "b", 60, 60_000));
     }
     b.send_raw(&batch);
-    std::thread::sleep(Duration::from_millis(300));
+    let queued = || match connect(server.addr).call(1, &Request::Query { key: "k".into() }) {
+        Response::Holder { waiters, .. } => waiters as usize,
+        _ => 0,
+    };
+    assert!(
+        eventually(Duration::from_secs(30), || queued() == ticketing::server::PENDING_PER_CONN_MAX),
+        "{} of the connection's {} requests queued",
+        queued(),
+        ticketing::server::PENDING_PER_CONN_MAX
+    );
     match b.call(id + 1, &acquire("k", "b", 60, 60_000)) {
         Response::Error { code: ErrorCode::Overloaded, .. } => {}
         other => panic!("{other:?}"),

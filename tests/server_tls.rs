@@ -217,9 +217,13 @@ fn the_client_port_logs_what_a_client_got_wrong() {
     let tls = start_server(&[
         ("TICKETING_TLS_CERT", cert.to_str().unwrap()),
         ("TICKETING_TLS_KEY", key.to_str().unwrap()),
+        ("RUST_LOG", "info,ticketing::server::handshake_log=debug"),
     ]);
     assert_eq!(ticketing::tls::speaks_tls(tls.addr, within), Some(true));
-    std::thread::sleep(std::time::Duration::from_millis(300));
+    // The probe's closed handshake is logged at debug, not as a warning.
+    let probe = tls.log_until(within, "the probe's handshake", |l| l.contains("handshake failed"));
+    let line = probe.last().unwrap();
+    assert!(line.contains("DEBUG") && !probe.iter().any(|l| l.contains("WARN")), "{probe:?}");
     let silent = TcpStream::connect(tls.addr).unwrap();
     let local = silent.local_addr().unwrap();
     drop(silent);

@@ -80,6 +80,7 @@ fn the_tls_recipe_in_the_docs_starts_a_cluster_the_cli_can_use() {
             break;
         }
         assert!(Instant::now() < deadline, "no grant over TLS: {}", String::from_utf8_lossy(&out.stderr));
+        // sleep: the interval between tries while the cluster elects its first leader.
         std::thread::sleep(Duration::from_millis(300));
     }
     drop(nodes);

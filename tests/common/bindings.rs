@@ -1,8 +1,13 @@
-//! What the tests of the C ABI and the Python package share: this build's native
-//! library, and tools that may be missing on a developer's machine.
+//! What the tests of the C ABI and the language packages share: this build's native
+//! library, tools that may be missing on a developer's machine, and running a
+//! package's suite in a process group that goes when the run ends.
 
+use std::fs::File;
+use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
-use std::process::Command;
+use std::process::{Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
 
 /// The directory holding this build's libticketing.so and libticketing.a (the crate's
 /// cdylib and staticlib): `<target>/<profile>/deps`, where the test binary runs from and
@@ -32,4 +37,31 @@ pub fn have_or_skip(test: &str, program: &str, probe: &[&str], require: &str, in
         eprintln!("SKIPPED {test}: {why}");
     }
     ok
+}
+
+/// Runs `cmd` (its program, arguments, directory and environment already set) in a
+/// process group of its own, with its output in one log, until it ends or `limit` has
+/// passed; then the whole group is killed, so the servers a suite starts go with it
+/// whatever happens. Returns (success, output); a run that outlived `limit` fails and
+/// says so.
+pub fn run_in_group(cmd: &mut Command, limit: Duration) -> (bool, String) {
+    let log = tempfile::NamedTempFile::new().unwrap();
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::from(File::create(log.path()).unwrap()))
+        .stderr(Stdio::from(log.reopen().unwrap()))
+        .process_group(0);
+    let mut child = cmd.spawn().unwrap_or_else(|e| panic!("cannot start {:?}: {e}", cmd.get_program()));
+    let group = format!("-{}", child.id());
+    let (ended, status) = mpsc::channel();
+    let waiter = std::thread::spawn(move || {
+        let _ = ended.send(child.wait());
+    });
+    let status = status.recv_timeout(limit).ok().and_then(Result::ok);
+    let _ = Command::new("kill").args(["-KILL", "--", &group]).stderr(Stdio::null()).status();
+    waiter.join().unwrap();
+    let output = std::fs::read_to_string(log.path()).unwrap_or_default();
+    match status {
+        Some(status) => (status.success(), output),
+        None => (false, format!("{output}\n(killed after {limit:?})")),
+    }
 }

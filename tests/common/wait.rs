@@ -9,6 +9,7 @@ pub fn eventually(limit: Duration, cond: impl Fn() -> bool) -> bool {
         if cond() {
             return true;
         }
+        // sleep: the poll interval.
         std::thread::sleep(Duration::from_millis(10));
     }
     cond()

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::net::TcpListener;
 use std::time::{Duration, Instant};
 
-use super::common::{start_server, Cluster, Server, ServerProcess, TOKEN};
+use super::common::{eventually, start_server, Cluster, Server, ServerProcess, TOKEN};
 use super::driver::{Driver, Launch, Settings};
 use super::pki::Pki;
 
@@ -34,19 +34,17 @@ fn driver(launch: &Launch, addrs: &str, owner: &str) -> Driver {
 /// Waits until `key` has `waiters` queued, as a checker client sees it: a fact, not a
 /// sleep.
 fn wait_for_waiters(checker: &ticketing::client::Client, key: &str, waiters: u32) {
-    let deadline = Instant::now() + 10 * S;
-    while checker.query(key).ok().flatten().map_or(0, |h| h.waiters) < waiters {
-        assert!(Instant::now() < deadline, "{key} never had {waiters} waiters");
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    assert!(
+        eventually(10 * S, || checker.query(key).ok().flatten().map_or(0, |h| h.waiters) >= waiters),
+        "{key} never had {waiters} waiters"
+    );
 }
 
 fn wait_for_free(checker: &ticketing::client::Client, key: &str, within: Duration) {
-    let deadline = Instant::now() + within;
-    while !matches!(checker.query(key), Ok(None)) {
-        assert!(Instant::now() < deadline, "{key} still held after {within:?}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    assert!(
+        eventually(within, || matches!(checker.query(key), Ok(None))),
+        "{key} still held after {within:?}"
+    );
 }
 
 fn grant_busy_timeout(launch: &Launch) {
@@ -136,9 +134,8 @@ fn concurrent_callers(launch: &Launch) {
 fn pause(server: &ServerProcess) {
     assert!(server.signal("-STOP"));
     let tasks = format!("/proc/{}/task", server.child.id());
-    let deadline = Instant::now() + 5 * S;
-    loop {
-        let stopped = std::fs::read_dir(&tasks).map(|d| {
+    let every_thread_stopped = || {
+        std::fs::read_dir(&tasks).is_ok_and(|d| {
             d.filter_map(Result::ok).all(|t| {
                 let stat = std::fs::read_to_string(t.path().join("stat")).unwrap_or_default();
                 stat.rsplit(')')
@@ -146,13 +143,9 @@ fn pause(server: &ServerProcess) {
                     .and_then(|r| r.split_whitespace().next())
                     .is_some_and(|s| s == "T" || s == "t")
             })
-        });
-        if stopped.unwrap_or(false) {
-            return;
-        }
-        assert!(Instant::now() < deadline, "the server did not stop");
-        std::thread::sleep(Duration::from_millis(5));
-    }
+        })
+    };
+    assert!(eventually(5 * S, every_thread_stopped), "the server did not stop");
 }
 
 fn indeterminate_on_a_paused_server(launch: &Launch) {
