@@ -417,11 +417,9 @@ impl Net {
             slot.backoff.reset();
         }
         slot.next_dial = Some(now + slot.backoff.next().expect("backoff is endless"));
-        if gone.leads || self.hint.as_ref().is_some_and(|h| *h == slot.addr || *h == gone.peer) {
-            // The node may have left, or the leader may be gone: read both again.
-            self.refresh_due = true;
-        }
-        self.refresh_due |= !gone.standalone;
+        // The node may have left, or the leader may be gone: read both again. (A
+        // standalone node's session leads, so this holds for every session.)
+        self.refresh_due = true;
         self.forget_ended_slots();
         ended
     }
@@ -508,3 +506,7 @@ impl Net {
         id
     }
 }
+
+#[cfg(test)]
+#[path = "net_tests.rs"]
+mod tests;

@@ -338,8 +338,10 @@ mod tests {
         let mut buf = Vec::new();
         assert!(s.take_batch(&mut buf));
         s.queue(4, op(4), now, |o| frame(o, 10, 4));
+        assert_eq!(s.pending_len(), 4);
         // 11 bytes out: frame 1 whole, one byte of frame 2.
         let unsent = s.write_failed(WriteFailure::After(11));
+        assert_eq!(s.pending_len(), 2, "the unsent ones leave the session");
         let ids: Vec<u32> = unsent.iter().map(|(id, _)| *id).collect();
         assert_eq!(ids.len(), 2);
         assert!(ids.contains(&3) && ids.contains(&4));
@@ -348,6 +350,19 @@ mod tests {
             ended.iter().map(|e| (e.id, e.maybe_written)).collect::<Vec<_>>(),
             vec![(1, true), (2, true)]
         );
+    }
+
+    #[test]
+    fn a_failed_write_that_ended_on_a_frame_boundary_did_not_start_the_next() {
+        let now = Instant::now();
+        let mut s = Session::new(SessionId(1), true, true, "p".into(), now);
+        s.queue(1, op(1), now, |o| frame(o, 10, 1));
+        s.queue(2, op(2), now, |o| frame(o, 10, 2));
+        let mut buf = Vec::new();
+        assert!(s.take_batch(&mut buf));
+        let unsent = s.write_failed(WriteFailure::After(10));
+        assert_eq!(unsent.iter().map(|(id, _)| *id).collect::<Vec<_>>(), vec![2]);
+        assert_eq!(s.end().iter().map(|e| (e.id, e.maybe_written)).collect::<Vec<_>>(), vec![(1, true)]);
     }
 
     #[test]
