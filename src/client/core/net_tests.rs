@@ -157,6 +157,15 @@ fn a_due_dial_starts_once_and_a_failed_one_again_after_its_backoff() {
     assert!(net.events.is_empty());
     net.dial_due(now + Duration::from_millis(100));
     assert_eq!(net.events, vec![NetEvent::Dial { slot: a, addr: "a:1".into() }]);
+    // A retired slot is not dialed, even when its redial fell due.
+    net.dial_failed(a, DialFailure::transient("refused"), now);
+    net.events.clear();
+    net.slots.iter_mut().find(|s| s.id == a).unwrap().retired_at = Some(now);
+    net.dial_due(now + Duration::from_secs(10));
+    assert!(net.events.is_empty(), "{:?}", net.events);
+    net.slots.iter_mut().find(|s| s.id == a).unwrap().retired_at = None;
+    net.dial_due(now + Duration::from_secs(10));
+    assert_eq!(net.events, vec![NetEvent::Dial { slot: a, addr: "a:1".into() }]);
     let b = welcome(&mut net, "b:1", LEADER, "", now);
     net.events.clear();
     net.dial_due(now + Duration::from_secs(10));

@@ -366,6 +366,26 @@ mod tests {
     }
 
     #[test]
+    fn a_forgotten_request_is_no_longer_pending() {
+        let now = Instant::now();
+        let mut s = Session::new(SessionId(1), true, true, "p".into(), now);
+        s.queue(1, op(1), now, |o| frame(o, 10, 1));
+        s.queue(2, op(2), now, |o| frame(o, 10, 2));
+        s.forget(1);
+        assert!(!s.is_pending(1) && s.is_pending(2));
+        assert_eq!(s.pending_len(), 1);
+    }
+
+    #[test]
+    fn silent_since_means_nothing_arrived_after_that_instant() {
+        let now = Instant::now();
+        let s = Session::new(SessionId(1), true, true, "p".into(), now);
+        assert!(!s.silent_since(now), "the welcome arrived at that instant");
+        assert!(!s.silent_since(now - Duration::from_millis(1)));
+        assert!(s.silent_since(now + Duration::from_millis(1)));
+    }
+
+    #[test]
     fn tls_failures_count_every_frame_of_the_batch_as_maybe_written() {
         let now = Instant::now();
         let mut s = Session::new(SessionId(1), true, true, "p".into(), now);
