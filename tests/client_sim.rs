@@ -44,6 +44,8 @@ mod rng;
 mod checker;
 #[path = "client_sim/redial.rs"]
 mod redial;
+#[path = "client_sim/release.rs"]
+mod release;
 #[path = "client_sim/views.rs"]
 mod views;
 #[path = "client_sim/world.rs"]

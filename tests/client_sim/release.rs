@@ -1,0 +1,60 @@
+//! How a release that cannot get through ends: never sent to a node that refuses with a
+//! lasting mistake, it ends `Unavailable` at once; sent once and then cut off, it may
+//! have executed, so it ends `Unconfirmed` at its deadline however hopeless the
+//! connections look.
+
+use super::*;
+use ticketing::client::ReleaseError;
+
+fn released(w: &World, op: OpId) -> (u64, Result<ticketing::client::ReleaseOutcome, ReleaseError>) {
+    match outcome(w, op) {
+        (t, Outcome::Release(r)) => (t, r),
+        (_, other) => fail(w, format!("{op:?}: expected a release outcome, got {other:?}")),
+    }
+}
+
+#[test]
+fn a_release_never_sent_to_a_mistaken_node_ends_unavailable_at_once() {
+    let mut w = script(1);
+    let op = w.acquire(SCRIPT, "k", "o-1", 30, ms(0)).unwrap();
+    run(&mut w, SEC);
+    let token = granted(&w, op);
+    // The node now refuses every connection with a wrong secret; the ones up break.
+    w.mistake(0, 60 * SEC);
+    for s in w.session_of_node(0) {
+        w.break_session(s);
+    }
+    // The client has seen both connections end and its redials refused.
+    let broke = w.now;
+    run(&mut w, broke + 500 * MS);
+    assert!(!w.core.is_connected());
+    let started = w.now;
+    let r = w.release(Some(SCRIPT), "k", "o-1", token).unwrap().unwrap();
+    run(&mut w, started + 2 * SEC);
+    let (at, result) = released(&w, r);
+    assert!(matches!(result, Err(ReleaseError::Unavailable { lasting: true, .. })), "{result:?}");
+    assert!(at - started < 100 * MS, "ended {} ms after it began, not at once", (at - started) / MS);
+}
+
+#[test]
+fn a_release_put_on_a_connection_that_then_broke_ends_unconfirmed_at_its_deadline() {
+    let mut w = script(1);
+    let op = w.acquire(SCRIPT, "k", "o-1", 30, ms(0)).unwrap();
+    run(&mut w, SEC);
+    let token = granted(&w, op);
+    w.mistake(0, 60 * SEC);
+    let started = w.now;
+    let r = w.release(Some(SCRIPT), "k", "o-1", token).unwrap().unwrap();
+    // Its session breaks before any answer: the release may have reached the node.
+    for s in w.session_of_node(0) {
+        w.break_session(s);
+    }
+    run(&mut w, started + 8 * SEC);
+    let (at, result) = released(&w, r);
+    assert_eq!(result, Err(ReleaseError::Unconfirmed), "it may have executed: not Unavailable");
+    assert!(
+        at - started >= 4900 * MS,
+        "ended {} ms after it began, before its deadline",
+        (at - started) / MS
+    );
+}
