@@ -63,6 +63,9 @@ fn definitive_answers_are_returned_at_once_and_never_retried() {
         let err = client.acquire("k", LEASE, Duration::from_millis(100)).unwrap_err();
         assert_eq!(err, expected);
         assert!(err.is_definitive());
+        // A later request on the same client is answered: the client went on past the answer.
+        client.query("k").expect("a QUERY after the definitive answer is answered");
+        // sleep: a wrong retry would be sent in the background; give it time to arrive.
         std::thread::sleep(Duration::from_millis(100));
         assert_eq!(acquires(&fake), 1, "{answer:?} was retried");
     }
@@ -81,8 +84,15 @@ fn a_written_acquire_is_never_resent_when_the_connection_drops() {
     let err = client.acquire("k", LEASE, Duration::from_secs(2)).unwrap_err();
     assert_eq!(err.indeterminate_cause(), Some(IndeterminateCause::ConnectionLost));
     assert!(!err.is_definitive());
-    // Give a wrong resend every chance to show up, on the other connection or a new one.
-    std::thread::sleep(Duration::from_millis(700));
+    // The dropped connection comes back and a later request is answered: a resend had its
+    // chance on the other connection and on the new one.
+    assert!(
+        eventually(Duration::from_secs(5), || fake.handshakes() == 3),
+        "the dropped connection was not reopened"
+    );
+    client.query("k").expect("a QUERY after the lost ACQUIRE is answered");
+    // sleep: a wrong resend cannot be awaited; give it time to show up.
+    std::thread::sleep(Duration::from_millis(300));
     assert_eq!(acquires(&fake), 1);
 }
 
@@ -331,6 +341,9 @@ fn owner_views_and_lock_parts_round_trip() {
     let (token, deadline) = (lock.token(), lock.deadline());
     let parts = lock.into_parts();
     assert_eq!((parts.token, parts.deadline, parts.owner.as_str()), (token, deadline, "test-owner-7"));
+    // A later request is answered: a RELEASE sent by into_parts would have gone out before it.
+    client.query("k").expect("a QUERY after into_parts is answered");
+    // sleep: a background RELEASE cannot be awaited; give it time to show up.
     std::thread::sleep(Duration::from_millis(100));
     assert_eq!(fake.count(|r| matches!(r, Request::Release { .. })), 0, "into_parts does not release");
     // Any handle of the client adopts it; the release keeps the lock's owner.
@@ -372,10 +385,17 @@ fn a_failed_write_after_an_acquire_went_out_never_sends_that_acquire_again() {
     while !waiting.is_finished() && Instant::now() < end {
         client.inject_write_failures(1);
         let _ = client.query("q");
+        // sleep: paces the injected failures while the ACQUIRE is pending.
         std::thread::sleep(Duration::from_millis(50));
     }
     let err = waiting.join().unwrap().unwrap_err();
     assert_eq!(err.indeterminate_cause(), Some(IndeterminateCause::ConnectionLost), "{err}");
+    // Both connections are up again and a later request is answered: a resend had its chance.
+    assert!(
+        eventually(Duration::from_secs(5), || client.query("q").is_ok()),
+        "no QUERY answered after the lost ACQUIRE"
+    );
+    // sleep: a wrong resend cannot be awaited; give it time to show up.
     std::thread::sleep(Duration::from_millis(300));
     assert_eq!(acquires(&fake), 1, "the written ACQUIRE was sent again");
 }

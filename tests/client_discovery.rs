@@ -9,6 +9,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use common::facts_cluster::wait_stopped;
 use common::{connect, connect_with, eventually, Cluster, Raw, PEER_TOKEN, TOKEN};
 use proxy::cluster::ProxiedCluster;
 use proxy::{Dir, Proxy};
@@ -31,6 +32,8 @@ fn client(addrs: &[String], owner: &str) -> Client {
 fn both_sessions_up(proxy: &Proxy) {
     assert!(eventually(Duration::from_secs(5), || proxy.live() == 2));
     assert!(eventually(Duration::from_secs(5), || proxy.forwarded(Dir::ToClient) >= 2 * (40 + 51)));
+    // sleep: the client reads the WELCOMEs on its own threads; no public fact says
+    // which sessions are ready, and callers count bytes from here.
     std::thread::sleep(Duration::from_millis(50));
 }
 
@@ -96,7 +99,8 @@ fn a_frozen_leader_stalls_callers_no_longer_than_the_failover_plus_two_seconds()
     // freeze counts from the signal; requests start once it has surely taken effect.
     cluster.signal(leader, "-STOP");
     let frozen = Instant::now();
-    std::thread::sleep(Duration::from_millis(100));
+    let pid = cluster.nodes[leader].as_ref().unwrap().child.id();
+    assert!(wait_stopped(pid, Duration::from_secs(5)), "the leader (pid {pid}) never stopped");
     // Watch, on fresh connections to the other two nodes only, when a new leader serves.
     let others: Vec<std::net::SocketAddr> =
         (0..3).filter(|&i| i != leader).map(|i| cluster.addr(i)).collect();
@@ -109,6 +113,7 @@ fn a_frozen_leader_stalls_callers_no_longer_than_the_failover_plus_two_seconds()
                     *serving_at.lock().unwrap() = Some(Instant::now());
                     return;
                 }
+                // sleep: the watcher's polling interval.
                 std::thread::sleep(Duration::from_millis(20));
             }
         })
@@ -222,6 +227,7 @@ fn replace(cluster: &mut Cluster, old: usize, new_id: u64) {
         let Some(leader) =
             live.iter().find(|a| raw(**a, Duration::from_secs(1)).is_some_and(|c| c.welcome.role == b'L'))
         else {
+            // sleep: no leader yet; polls again after a pause.
             std::thread::sleep(Duration::from_millis(100));
             continue;
         };
@@ -275,6 +281,7 @@ fn a_client_built_on_the_original_addresses_outlives_a_rolling_replacement_to_ne
                     }
                     Err(e) => {
                         errors.push(e.to_string());
+                        // sleep: paces the workload's retry after an error.
                         std::thread::sleep(Duration::from_millis(20));
                     }
                 }
@@ -282,15 +289,24 @@ fn a_client_built_on_the_original_addresses_outlives_a_rolling_replacement_to_ne
             errors
         })
     };
-    std::thread::sleep(Duration::from_secs(1));
+    let granted_since = |t: Instant| grants.lock().unwrap().iter().filter(|g| **g >= t).count();
+    let built = Instant::now();
+    assert!(eventually(Duration::from_secs(10), || granted_since(built) >= 5), "the workload never granted");
     let began = Instant::now();
     for old in 0..3 {
         replace(&mut cluster, old, 4 + old as u64);
+        let replaced = Instant::now();
+        assert!(
+            eventually(Duration::from_secs(15), || granted_since(replaced) >= 1),
+            "no grant after node {} was replaced",
+            old + 1
+        );
+        // sleep: paces the operator's replacements a second apart, under load.
         std::thread::sleep(Duration::from_millis(1000));
     }
     let all_replaced = Instant::now();
     // Every original address is gone now; the client goes on granting.
-    std::thread::sleep(Duration::from_secs(3));
+    eventually(Duration::from_secs(10), || granted_since(all_replaced) >= 5);
     stop.store(true, Ordering::SeqCst);
     let errors = worker.join().unwrap();
     let grants = grants.lock().unwrap().clone();
@@ -335,6 +351,7 @@ fn releases_meeting_m_back_off_instead_of_storming_the_followers() {
         loop {
             match client.acquire(key, LEASE, Duration::from_secs(2)) {
                 Err(e) if e.is_retryable() && Instant::now() < deadline => {
+                    // sleep: paces the retry after an M.
                     std::thread::sleep(Duration::from_millis(20))
                 }
                 other => break other.expect("granted"),
@@ -346,7 +363,11 @@ fn releases_meeting_m_back_off_instead_of_storming_the_followers() {
     // release meets a follower, which answers M naming the unreachable leader.
     pc.proxies[leader].refuse(true);
     pc.proxies[leader].cut_all();
-    std::thread::sleep(Duration::from_millis(200));
+    // The client saw the cut: it tried to reconnect to the leader and was refused.
+    assert!(
+        eventually(Duration::from_secs(5), || pc.proxies[leader].refused() >= 1),
+        "the client never noticed the cut to the leader"
+    );
     let followers: Vec<usize> = (0..3).filter(|&i| i != leader).collect();
     let sent_before: u64 = followers.iter().map(|&i| pc.proxies[i].forwarded(Dir::ToServer)).sum();
     let start = Instant::now();

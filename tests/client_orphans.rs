@@ -48,6 +48,7 @@ fn stop_all_threads(pid: u32) {
             return;
         }
         assert!(Instant::now() < deadline, "process {pid} did not stop: thread states {states:?}");
+        // sleep: polls the threads' states until every one is stopped.
         std::thread::sleep(Duration::from_millis(5));
     }
 }
@@ -68,6 +69,7 @@ fn acquire_across_a_pause(client: &Client, pid: u32, key: &str, pause: Duration)
         Some(IndeterminateCause::ConnectionLost),
         "dead-session detection closes the silent connection: {err}"
     );
+    // sleep: the node stays paused for the pause being simulated.
     std::thread::sleep(pause.saturating_sub(stopped.elapsed()));
     signal(pid, "-CONT");
     (err, Instant::now())
@@ -88,6 +90,7 @@ fn freed_within(
             from.elapsed() < within,
             "{key:?} still held {within:?} after the resume: the grant was orphaned"
         );
+        // sleep: polls the holder until the key is free (the time taken is the result).
         std::thread::sleep(Duration::from_millis(100));
     }
 }

@@ -77,6 +77,11 @@ fn standalone_via_proxy(owner: &str) -> (ServerProcess, Proxy, Client) {
     client.ping().unwrap();
     // Both handshakes done: HELLO (40) + WELCOME (at least 51) reached the client twice.
     assert!(eventually(Duration::from_secs(5), || proxy.forwarded(Dir::ToClient) >= 2 * (40 + 51)));
+    assert!(
+        eventually(Duration::from_secs(5), || client.is_connected() && client.connection_errors().is_empty())
+    );
+    // sleep: the client reads the second WELCOME on its own thread; no public fact says
+    // that session is ready, and the tests below count bytes from here.
     std::thread::sleep(Duration::from_millis(50));
     (server, proxy, client)
 }
@@ -85,6 +90,7 @@ fn standalone_via_proxy(owner: &str) -> (ServerProcess, Proxy, Client) {
 fn acquire_cut_before_its_answer_is_indeterminate_and_executed_exactly_once() {
     let (server, proxy, client) = standalone_via_proxy("cut-answer");
     let sent_before = request_bytes(&proxy);
+    let raw_before = proxy.forwarded(Dir::ToServer);
     // The ACQUIRE goes through whole; the connection is cut when its G comes back.
     proxy.cut_after(Dir::ToClient, 0);
     let err = client.acquire("seat:1", LEASE, Duration::from_secs(2)).unwrap_err();
@@ -92,7 +98,16 @@ fn acquire_cut_before_its_answer_is_indeterminate_and_executed_exactly_once() {
     assert!(!err.is_definitive());
     assert!(!proxy.cut_pending(Dir::ToClient), "the cut fired on the answer");
     // Exactly one ACQUIRE's bytes crossed the proxy (the cut connection's
-    // reconnect sends only its AUTH): nothing was resent.
+    // reconnect sends only its AUTH): nothing was resent. First the cut connection is
+    // back and its AUTH went through, so a resend had its chance on either connection.
+    let frame = acquire_frame_len("seat:1", "cut-answer");
+    assert!(
+        eventually(Duration::from_secs(5), || proxy.accepted() == 3
+            && proxy.live() == 2
+            && proxy.forwarded(Dir::ToServer) >= raw_before + frame + AUTH_LEN),
+        "the cut connection was not reopened past its AUTH"
+    );
+    // sleep: a wrong resend cannot be awaited; give it time to cross the proxy.
     std::thread::sleep(Duration::from_millis(300));
     assert_eq!(request_bytes(&proxy) - sent_before, acquire_frame_len("seat:1", "cut-answer"));
     // The server executed it once: held by this owner, nobody queued behind (a resend
@@ -108,11 +123,20 @@ fn acquire_cut_before_its_answer_is_indeterminate_and_executed_exactly_once() {
 fn acquire_cut_mid_request_is_indeterminate_and_never_resent() {
     let (server, proxy, client) = standalone_via_proxy("cut-request");
     let sent_before = request_bytes(&proxy);
+    let raw_before = proxy.forwarded(Dir::ToServer);
     // Five bytes of the ACQUIRE reach the server, then the connection is cut: the
     // client wrote the request, so it may not send it again on the other connection.
     proxy.cut_after(Dir::ToServer, 5);
     let err = client.acquire("seat:2", LEASE, Duration::from_secs(2)).unwrap_err();
     assert_eq!(err.indeterminate_cause(), Some(IndeterminateCause::ConnectionLost));
+    // The cut connection is back past its AUTH: a resend had its chance on either one.
+    assert!(
+        eventually(Duration::from_secs(5), || proxy.accepted() == 3
+            && proxy.live() == 2
+            && proxy.forwarded(Dir::ToServer) >= raw_before + 5 + AUTH_LEN),
+        "the cut connection was not reopened past its AUTH"
+    );
+    // sleep: a wrong resend cannot be awaited; give it time to cross the proxy.
     std::thread::sleep(Duration::from_millis(300));
     assert_eq!(request_bytes(&proxy) - sent_before, 5, "no byte of a resend");
     // The server saw a truncated frame and executed nothing.
@@ -187,9 +211,10 @@ fn one_address_keeps_two_connections_and_survives_losing_one() {
     proxy.refuse(true);
     assert!(proxy.cut_oldest());
     assert_eq!(proxy.live(), 1);
-    // Let the client's reader see the EOF (a write racing it could land on the dead
-    // socket, which is a different test: the Indeterminate cases above).
-    std::thread::sleep(Duration::from_millis(200));
+    // Wait until the client's reader saw the EOF: it tried to reconnect and was refused
+    // (a write racing the EOF could land on the dead socket, which is a different test:
+    // the Indeterminate cases above).
+    assert!(eventually(Duration::from_secs(5), || proxy.refused() >= 1), "the client never noticed the cut");
     let start = Instant::now();
     for i in 0..20 {
         let key = format!("two:{i}");
@@ -373,6 +398,14 @@ fn combined_writes_resend_only_the_acquires_not_a_byte_of_which_went_out() {
             .collect();
         handles.into_iter().map(|h| h.join().unwrap()).collect()
     });
+    // The cut connection is back: a resend had its chance on either connection.
+    assert!(
+        eventually(Duration::from_secs(5), || proxy.live() == 2
+            && proxy.forwarded(Dir::ToServer)
+                >= AUTH_LEN * (proxy.accepted() - proxy.refused()) as u64 + sent_before),
+        "the cut connection was not reopened past its AUTH"
+    );
+    // sleep: a wrong resend cannot be awaited; give it time to cross the proxy.
     std::thread::sleep(Duration::from_millis(300));
     let sent = request_bytes(&proxy) - sent_before;
     let mut held = 0u64;

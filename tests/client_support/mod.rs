@@ -210,6 +210,7 @@ fn serve(state: Arc<State>, number: usize, mut stream: TcpStream) {
             Action::ReplyAfter(pause, response) => {
                 let writer = Arc::clone(&writer);
                 std::thread::spawn(move || {
+                    // sleep: the answer's injected delay.
                     std::thread::sleep(pause);
                     send(&writer, id, &response);
                 });
