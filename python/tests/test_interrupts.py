@@ -41,6 +41,10 @@ sys.stdin.readline()  # stay alive (the connection stays up) until the test says
 """
 
 
+def _sigint_by_default() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def interrupt(server: Server, key: str, call: str, sig: int = signal.SIGINT, handler: str = "",
               caught: str = "KeyboardInterrupt") -> None:
     assert server.addr is not None
@@ -50,8 +54,12 @@ def interrupt(server: Server, key: str, call: str, sig: int = signal.SIGINT, han
                                              handler=handler, caught=caught)
     env = dict(os.environ)
     env["PYTHONPATH"] = _PACKAGE + os.pathsep + env.get("PYTHONPATH", "")
+    # The child is a program in a terminal's foreground: Ctrl-C is not ignored there,
+    # even when this suite runs in the background of a non-interactive shell (which
+    # ignores SIGINT for its children, and Python then installs no KeyboardInterrupt).
     child = subprocess.Popen([sys.executable, "-c", script], env=env, stdin=subprocess.PIPE,
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             preexec_fn=_sigint_by_default)
     try:
         assert child.stdout is not None and child.stdin is not None
         assert child.stdout.readline().strip() == "waiting"
