@@ -312,6 +312,16 @@ mod tests {
         Waiting::Op(OpId(n))
     }
 
+    /// A session with `n` requests of 10 bytes queued, ids 1 to `n`.
+    fn with_frames(n: u32) -> Session {
+        let now = Instant::now();
+        let mut s = Session::new(SessionId(1), true, true, "p".into(), now);
+        for id in 1..=n {
+            s.queue(id, op(u64::from(id)), now, |o| frame(o, 10, id as u8));
+        }
+        s
+    }
+
     #[test]
     fn the_first_sender_writes_and_the_others_only_queue() {
         let now = Instant::now();
@@ -331,10 +341,7 @@ mod tests {
     #[test]
     fn a_failed_write_keeps_the_frames_it_reached_and_frees_the_rest() {
         let now = Instant::now();
-        let mut s = Session::new(SessionId(1), true, true, "p".into(), now);
-        s.queue(1, op(1), now, |o| frame(o, 10, 1));
-        s.queue(2, op(2), now, |o| frame(o, 10, 2));
-        s.queue(3, op(3), now, |o| frame(o, 10, 3));
+        let mut s = with_frames(3);
         let mut buf = Vec::new();
         assert!(s.take_batch(&mut buf));
         s.queue(4, op(4), now, |o| frame(o, 10, 4));
@@ -354,10 +361,7 @@ mod tests {
 
     #[test]
     fn a_failed_write_that_ended_on_a_frame_boundary_did_not_start_the_next() {
-        let now = Instant::now();
-        let mut s = Session::new(SessionId(1), true, true, "p".into(), now);
-        s.queue(1, op(1), now, |o| frame(o, 10, 1));
-        s.queue(2, op(2), now, |o| frame(o, 10, 2));
+        let mut s = with_frames(2);
         let mut buf = Vec::new();
         assert!(s.take_batch(&mut buf));
         let unsent = s.write_failed(WriteFailure::After(10));
@@ -367,10 +371,7 @@ mod tests {
 
     #[test]
     fn a_forgotten_request_is_no_longer_pending() {
-        let now = Instant::now();
-        let mut s = Session::new(SessionId(1), true, true, "p".into(), now);
-        s.queue(1, op(1), now, |o| frame(o, 10, 1));
-        s.queue(2, op(2), now, |o| frame(o, 10, 2));
+        let mut s = with_frames(2);
         s.forget(1);
         assert!(!s.is_pending(1) && s.is_pending(2));
         assert_eq!(s.pending_len(), 1);
@@ -387,10 +388,7 @@ mod tests {
 
     #[test]
     fn tls_failures_count_every_frame_of_the_batch_as_maybe_written() {
-        let now = Instant::now();
-        let mut s = Session::new(SessionId(1), true, true, "p".into(), now);
-        s.queue(1, op(1), now, |o| frame(o, 10, 1));
-        s.queue(2, op(2), now, |o| frame(o, 10, 2));
+        let mut s = with_frames(2);
         let mut buf = Vec::new();
         assert!(s.take_batch(&mut buf));
         assert!(s.write_failed(WriteFailure::SomeTls).is_empty());
