@@ -354,49 +354,5 @@ impl ReleaseOp {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::client::core::claims::Claims;
-    use crate::client::core::net::Net;
-    use crate::client::core::orphans::Orphans;
-
-    /// A release whose lease is unknown (`Client::release` with a bare token) claims
-    /// the token for the longest lease plus the commit margin: a holder a QUERY finds
-    /// with it meanwhile is this release's, never taken for a lost grant.
-    #[test]
-    fn a_release_of_unknown_lease_claims_its_token_for_the_longest_lease() {
-        let now = Instant::now();
-        let margin = Duration::from_secs(2);
-        let mut world = World {
-            net: Net::new(vec!["a:1".into()], false, now),
-            orphans: Orphans::new(margin),
-            claims: Claims::new(margin),
-            jobs: Vec::new(),
-        };
-        let job = ReleaseJob {
-            key: "k".into(),
-            owner: Arc::from("o"),
-            token: 7,
-            origin: Origin::Explicit,
-            until: None,
-        };
-        ReleaseOp::begin(job, &mut world, margin, now);
-        let longest = Duration::from_secs(u64::from(LEASE_S_MAX)) + margin;
-        assert!(world.claims.owns_token(7, now + longest - Duration::from_millis(1)));
-        assert!(!world.claims.owns_token(7, now + longest));
-        // A known lease end is kept as given.
-        let until = now + Duration::from_secs(3);
-        let job = ReleaseJob {
-            key: "k".into(),
-            owner: Arc::from("o"),
-            token: 8,
-            origin: Origin::Explicit,
-            until: Some(until),
-        };
-        ReleaseOp::begin(job, &mut world, margin, now);
-        assert!(
-            world.claims.owns_token(8, until - Duration::from_millis(1))
-                && !world.claims.owns_token(8, until)
-        );
-    }
-}
+#[path = "release_tests.rs"]
+mod tests;

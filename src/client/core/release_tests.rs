@@ -1,0 +1,361 @@
+//! Unit tests of one release's rules (`release.rs`): each answer an attempt can get, on
+//! hand-built connections, where the simulator sees most of them only as a slower
+//! release or a vaguer outcome.
+
+use std::time::{Duration, Instant};
+
+use super::*;
+use crate::client::core::claims::Claims;
+use crate::client::core::cx::Config;
+use crate::client::core::ids::{OpId, SlotId};
+use crate::client::core::net::{DialFailure, Net};
+use crate::client::core::orphans::Orphans;
+use crate::proto::handshake::role::{FOLLOWER, LEADER, STANDALONE};
+
+const MARGIN: Duration = Duration::from_secs(2);
+const OP: OpId = OpId(1);
+const TOKEN: u64 = 7;
+
+fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+/// One release of (k, o, 7) and the connections it acts on; time moves only by `at`.
+struct Bench {
+    world: World,
+    config: Config,
+    start: Instant,
+    now: Instant,
+    op: ReleaseOp,
+}
+
+impl Bench {
+    /// A release asked for now, with every one of `seeds` still connecting.
+    fn new(seeds: &[&str]) -> Bench {
+        let start = Instant::now();
+        let seeds: Vec<String> = seeds.iter().map(|s| s.to_string()).collect();
+        let mut world = World {
+            net: Net::new(seeds.clone(), false, start),
+            orphans: Orphans::new(MARGIN),
+            claims: Claims::new(MARGIN),
+            jobs: Vec::new(),
+        };
+        let job = ReleaseJob {
+            key: "k".into(),
+            owner: Arc::from("o"),
+            token: TOKEN,
+            origin: Origin::Explicit,
+            until: None,
+        };
+        let op = ReleaseOp::begin(job, &mut world, MARGIN, start);
+        let config = Config { seeds, tls: false, commit_margin: MARGIN, idle_ping: Duration::from_secs(1) };
+        Bench { world, config, start, now: start, op }
+    }
+
+    /// A connection to `addr` is up, its node in `role` naming `leader` (the client's
+    /// other connection to it failed, so nothing is still making its first one).
+    fn up(&mut self, addr: &str, role: u8, leader: &str) -> SessionId {
+        let net = &mut self.world.net;
+        let slot = net.slots.iter().find(|s| s.addr == addr && s.session.is_none()).expect("a slot").id;
+        let session =
+            net.connected(slot, 1, role, leader, addr.to_owned(), self.now).expect("the slot exists");
+        self.down(addr);
+        session
+    }
+
+    /// Every connection attempt to `addr` not up failed.
+    fn down(&mut self, addr: &str) {
+        let net = &mut self.world.net;
+        let slots: Vec<SlotId> =
+            net.slots.iter().filter(|s| s.addr == addr && s.session.is_none()).map(|s| s.id).collect();
+        for slot in slots {
+            net.dial_failed(slot, DialFailure::transient("refused"), self.now);
+        }
+    }
+
+    /// `n` ms after the release was asked for.
+    fn at(&mut self, n: u64) {
+        self.now = self.start + ms(n);
+    }
+
+    fn timer(&mut self) -> Next {
+        let mut cx = self.world.cx(&self.config, self.now, OP, false);
+        self.op.on_timer(&mut cx)
+    }
+
+    fn reply(&mut self, attempt: (SessionId, u32), reply: Reply) -> Next {
+        let mut cx = self.world.cx(&self.config, self.now, OP, false);
+        self.op.on_reply(attempt.0, attempt.1, reply, &mut cx)
+    }
+
+    /// The attempt awaiting its answer.
+    fn in_flight(&self) -> Option<(SessionId, u32)> {
+        self.op.in_flight.map(|(s, id, _)| (s, id))
+    }
+
+    fn sent(&self) -> (SessionId, u32) {
+        self.in_flight().expect("an attempt in flight")
+    }
+
+    fn pending(&self, (session, id): (SessionId, u32)) -> bool {
+        self.world.net.session(session).is_some_and(|s| s.is_pending(id))
+    }
+
+    /// A `Wait`'s instant, in ms after the start.
+    fn wakes_after(&self, next: &Next) -> u64 {
+        match next {
+            Next::Wait(Some(at)) => at.duration_since(self.start).as_millis() as u64,
+            other => panic!("expected a wait with a wake-up, got {other:?}"),
+        }
+    }
+}
+
+fn ended(next: Next) -> Result<ReleaseOutcome, ReleaseError> {
+    match next {
+        Next::Done(Outcome::Release(r)) => r,
+        other => panic!("expected the release to end, got {other:?}"),
+    }
+}
+
+fn waits(next: &Next) -> bool {
+    matches!(next, Next::Wait(_))
+}
+
+fn answer(r: Response) -> Reply {
+    Reply::Answer(r)
+}
+
+/// A standalone node, up, with the release's first attempt sent to it.
+fn sent_to_standalone() -> (Bench, SessionId, (SessionId, u32)) {
+    let mut b = Bench::new(&["a:1"]);
+    let a = b.up("a:1", STANDALONE, "");
+    b.timer();
+    let first = b.sent();
+    (b, a, first)
+}
+
+#[test]
+fn an_attempt_is_sent_again_only_after_its_timeout_and_the_first_answer_still_counts() {
+    let (mut b, a, first) = sent_to_standalone();
+    assert_eq!(first.0, a);
+    b.at(500);
+    let next = b.timer();
+    assert_eq!(b.in_flight(), Some(first), "not sent again while its answer may still come");
+    assert_eq!(b.wakes_after(&next), 1000, "the attempt's timeout");
+    b.at(1000);
+    b.timer();
+    let second = b.sent();
+    assert_ne!(second, first, "sent again at its timeout");
+    assert!(b.pending(first), "the first attempt is still listened to");
+    // The first attempt's R arrives late: that is the outcome, and the second attempt
+    // is no longer waited for (a late answer to it is dropped).
+    b.at(1200);
+    assert_eq!(ended(b.reply(first, answer(Response::Released))), Ok(ReleaseOutcome::Released));
+    assert!(!b.pending(second), "the attempts were forgotten when it ended");
+}
+
+#[test]
+fn an_answer_counts_only_for_the_attempt_it_answers() {
+    let mut b = Bench::new(&["a:1", "b:1"]);
+    let a = b.up("a:1", LEADER, "");
+    let other = b.up("b:1", FOLLOWER, "a:1");
+    b.timer();
+    let (session, id) = b.sent();
+    assert_eq!(session, a, "the leader takes it");
+    assert!(waits(&b.reply((other, id), answer(Response::Released))), "same id, another connection");
+    assert!(waits(&b.reply((a, id + 1), answer(Response::Released))), "same connection, another id");
+    assert_eq!(ended(b.reply((a, id), answer(Response::Released))), Ok(ReleaseOutcome::Released));
+}
+
+#[test]
+fn an_m_sends_again_at_once_when_another_connection_leads() {
+    let mut b = Bench::new(&["a:1", "b:1"]);
+    let a = b.up("a:1", LEADER, "");
+    let other = b.up("b:1", FOLLOWER, "a:1");
+    b.timer();
+    b.at(1000);
+    b.timer();
+    let (session, id) = b.sent();
+    assert_eq!(session, a);
+    // Leadership moved to b; a's answer says so (routing has taken in the M first).
+    b.at(1100);
+    b.world.net.moved(a, "b:1", b.now);
+    b.reply((a, id), answer(Response::Moved { leader: "b:1".into() }));
+    let (to, _) = b.in_flight().expect("sent again within the M's handling");
+    assert_eq!(to, other, "to the leader");
+}
+
+#[test]
+fn repeated_ms_with_nowhere_else_to_go_back_off_doubling_and_news_starts_over() {
+    // a answers but does not lead; the leader it names (b, then c) cannot be reached.
+    let mut b = Bench::new(&["a:1", "b:1", "c:1"]);
+    let a = b.up("a:1", FOLLOWER, "");
+    b.down("b:1");
+    b.down("c:1");
+    let mut t = 0;
+    let mut gaps = Vec::new();
+    for leader in ["b:1", "b:1", "b:1", "b:1", "b:1", "c:1", "c:1"] {
+        b.at(t);
+        b.timer();
+        let attempt = b.sent();
+        assert_eq!(attempt.0, a);
+        b.world.net.moved(a, leader, b.now);
+        let next = b.reply(attempt, answer(Response::Moved { leader: leader.into() }));
+        assert_eq!(b.in_flight(), None, "nowhere else to go: not sent again at once");
+        let wake = b.wakes_after(&next);
+        gaps.push(wake - t);
+        t = wake;
+    }
+    assert_eq!(gaps, [100, 200, 400, 800, 1000, 100, 200], "doubling to 1 s; a new leader starts over");
+}
+
+#[test]
+fn a_lost_attempt_may_have_executed_so_a_later_n_is_released_or_expired() {
+    let (mut b, a, first) = sent_to_standalone();
+    b.at(10);
+    b.reply(first, Reply::Lost);
+    let second = b.in_flight().expect("sent again at once");
+    assert_eq!(second.0, a);
+    assert_eq!(ended(b.reply(second, answer(Response::NotHolder))), Ok(ReleaseOutcome::ReleasedOrExpired));
+}
+
+#[test]
+fn an_unsent_attempt_did_not_execute_so_a_later_n_is_not_holder() {
+    let (mut b, _, first) = sent_to_standalone();
+    b.at(10);
+    b.reply(first, Reply::Unsent);
+    let second = b.in_flight().expect("sent again at once");
+    assert_eq!(ended(b.reply(second, answer(Response::NotHolder))), Ok(ReleaseOutcome::NotHolder));
+}
+
+#[test]
+fn a_u_may_have_executed_and_is_tried_again_after_a_pause() {
+    let (mut b, _, first) = sent_to_standalone();
+    b.at(10);
+    let next = b.reply(first, answer(Response::Unknown));
+    assert_eq!(b.wakes_after(&next), 110, "tried again after the retry pause");
+    b.at(60);
+    b.timer();
+    assert_eq!(b.in_flight(), None, "not before the pause is over");
+    b.at(110);
+    b.timer();
+    let second = b.sent();
+    assert_eq!(ended(b.reply(second, answer(Response::NotHolder))), Ok(ReleaseOutcome::ReleasedOrExpired));
+}
+
+#[test]
+fn an_n_with_no_earlier_attempt_out_is_not_holder_at_once() {
+    let (mut b, _, first) = sent_to_standalone();
+    assert_eq!(ended(b.reply(first, answer(Response::NotHolder))), Ok(ReleaseOutcome::NotHolder));
+}
+
+#[test]
+fn an_n_while_an_earlier_attempt_is_out_waits_for_that_attempts_answer() {
+    let (mut b, _, first) = sent_to_standalone();
+    b.at(1000);
+    b.timer();
+    let second = b.sent();
+    assert!(waits(&b.reply(second, answer(Response::NotHolder))), "the first attempt may yet answer R");
+    assert_eq!(ended(b.reply(first, answer(Response::Released))), Ok(ReleaseOutcome::Released));
+}
+
+#[test]
+fn an_earlier_attempts_n_waits_for_the_newer_attempt_but_not_for_nothing() {
+    // The newer attempt still out: it may have executed first (R), so wait for it.
+    let (mut b, _, first) = sent_to_standalone();
+    b.at(1000);
+    b.timer();
+    let second = b.sent();
+    assert!(waits(&b.reply(first, answer(Response::NotHolder))));
+    assert_eq!(ended(b.reply(second, answer(Response::Released))), Ok(ReleaseOutcome::Released));
+
+    // Nothing else out (the newer attempt got U and waits out its pause): it ends now.
+    let (mut b, _, first) = sent_to_standalone();
+    b.at(1000);
+    b.timer();
+    let second = b.sent();
+    b.reply(second, answer(Response::Unknown));
+    assert_eq!(ended(b.reply(first, answer(Response::NotHolder))), Ok(ReleaseOutcome::ReleasedOrExpired));
+}
+
+/// The open orphan record's (token, give-up instant).
+fn orphan(world: &World, now: Instant) -> Option<(Option<u64>, Instant)> {
+    let due = world.orphans.due(now);
+    assert!(due.len() <= 1, "{due:?}");
+    due.first().map(|(id, _)| {
+        let record = world.orphans.get(*id).unwrap();
+        (record.token, record.give_up_at)
+    })
+}
+
+#[test]
+fn an_unconfirmed_release_leaves_a_check_until_its_lease_has_surely_ended() {
+    let unconfirmed = Outcome::Release(Err(ReleaseError::Unconfirmed));
+    let longest = Duration::from_secs(u64::from(LEASE_S_MAX)) + MARGIN;
+    // Lease unknown: until the longest lease plus the margin from the end.
+    let mut b = Bench::new(&["a:1"]);
+    b.at(5000);
+    b.op.ended(&unconfirmed, &mut b.world, false, MARGIN, b.now);
+    assert_eq!(orphan(&b.world, b.now), Some((Some(TOKEN), b.now + longest)));
+    // Lease known: until it ends.
+    let mut b = Bench::new(&["a:1"]);
+    let until = b.start + Duration::from_secs(30);
+    b.op.until = Some(until);
+    b.at(5000);
+    b.op.ended(&unconfirmed, &mut b.world, false, MARGIN, b.now);
+    assert_eq!(orphan(&b.world, b.now), Some((Some(TOKEN), until)));
+    // A closing client checks nothing more.
+    let mut b = Bench::new(&["a:1"]);
+    b.at(5000);
+    b.op.ended(&unconfirmed, &mut b.world, true, MARGIN, b.now);
+    assert_eq!(orphan(&b.world, b.now), None);
+}
+
+#[test]
+fn a_confirmed_release_leaves_no_check_and_gives_its_token_up() {
+    let mut b = Bench::new(&["a:1"]);
+    assert!(b.world.claims.owns_token(TOKEN, b.now), "claimed while it is being released");
+    b.at(100);
+    b.op.ended(&Outcome::Release(Ok(ReleaseOutcome::Released)), &mut b.world, false, MARGIN, b.now);
+    assert_eq!(orphan(&b.world, b.now), None);
+    assert!(!b.world.claims.owns_token(TOKEN, b.now));
+}
+
+/// A release whose lease is unknown (`Client::release` with a bare token) claims
+/// the token for the longest lease plus the commit margin: a holder a QUERY finds
+/// with it meanwhile is this release's, never taken for a lost grant.
+#[test]
+fn a_release_of_unknown_lease_claims_its_token_for_the_longest_lease() {
+    let now = Instant::now();
+    let margin = Duration::from_secs(2);
+    let mut world = World {
+        net: Net::new(vec!["a:1".into()], false, now),
+        orphans: Orphans::new(margin),
+        claims: Claims::new(margin),
+        jobs: Vec::new(),
+    };
+    let job = ReleaseJob {
+        key: "k".into(),
+        owner: Arc::from("o"),
+        token: 7,
+        origin: Origin::Explicit,
+        until: None,
+    };
+    ReleaseOp::begin(job, &mut world, margin, now);
+    let longest = Duration::from_secs(u64::from(LEASE_S_MAX)) + margin;
+    assert!(world.claims.owns_token(7, now + longest - Duration::from_millis(1)));
+    assert!(!world.claims.owns_token(7, now + longest));
+    // A known lease end is kept as given.
+    let until = now + Duration::from_secs(3);
+    let job = ReleaseJob {
+        key: "k".into(),
+        owner: Arc::from("o"),
+        token: 8,
+        origin: Origin::Explicit,
+        until: Some(until),
+    };
+    ReleaseOp::begin(job, &mut world, margin, now);
+    assert!(
+        world.claims.owns_token(8, until - Duration::from_millis(1)) && !world.claims.owns_token(8, until)
+    );
+}
