@@ -240,6 +240,16 @@ fn script(nodes: usize) -> World {
     w
 }
 
+/// A standalone world in which "o-1" holds "k" for `lease_s` seconds, granted within
+/// its first second; with the token.
+fn held(lease_s: u8) -> (World, u64) {
+    let mut w = script(1);
+    let op = w.acquire(SCRIPT, "k", "o-1", lease_s, ms(0)).unwrap();
+    run(&mut w, SEC);
+    let token = granted(&w, op);
+    (w, token)
+}
+
 fn ms(n: u64) -> Duration {
     Duration::from_millis(n)
 }
@@ -457,10 +467,7 @@ fn a_grant_that_arrives_after_its_lease_is_released_as_expired_on_arrival() {
 
 #[test]
 fn a_dropped_lock_whose_release_meets_an_outage_is_released_once_the_server_is_back() {
-    let mut w = script(1);
-    let op = w.acquire(SCRIPT, "k", "o-1", 60, ms(0)).unwrap();
-    run(&mut w, SEC);
-    let token = granted(&w, op);
+    let (mut w, token) = held(60);
     // Cut off for longer than the release deadline right when the lock is dropped.
     w.partition(0, 9 * SEC);
     w.release(None, "k", "o-1", token).unwrap();

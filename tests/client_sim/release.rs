@@ -15,10 +15,7 @@ fn released(w: &World, op: OpId) -> (u64, Result<ticketing::client::ReleaseOutco
 
 #[test]
 fn a_release_never_sent_to_a_mistaken_node_ends_unavailable_at_once() {
-    let mut w = script(1);
-    let op = w.acquire(SCRIPT, "k", "o-1", 30, ms(0)).unwrap();
-    run(&mut w, SEC);
-    let token = granted(&w, op);
+    let (mut w, token) = held(30);
     // The node now refuses every connection with a wrong secret; the ones up break.
     w.mistake(0, 60 * SEC);
     for s in w.session_of_node(0) {
@@ -38,10 +35,7 @@ fn a_release_never_sent_to_a_mistaken_node_ends_unavailable_at_once() {
 
 #[test]
 fn a_release_put_on_a_connection_that_then_broke_ends_unconfirmed_at_its_deadline() {
-    let mut w = script(1);
-    let op = w.acquire(SCRIPT, "k", "o-1", 30, ms(0)).unwrap();
-    run(&mut w, SEC);
-    let token = granted(&w, op);
+    let (mut w, token) = held(30);
     w.mistake(0, 60 * SEC);
     let started = w.now;
     let r = w.release(Some(SCRIPT), "k", "o-1", token).unwrap().unwrap();

@@ -47,10 +47,7 @@ fn a_client_that_cannot_connect_names_each_address_and_why() {
 
 #[test]
 fn outstanding_work_counts_releases_and_open_records_until_they_end() {
-    let mut w = script(1);
-    let op = w.acquire(SCRIPT, "k", "o-1", 30, ms(0)).unwrap();
-    run(&mut w, SEC);
-    let token = granted(&w, op);
+    let (mut w, token) = held(30);
     // A release that gets no answer (the node is paused) stays outstanding.
     w.pause(0, 3 * SEC);
     let r = w.release(Some(SCRIPT), "k", "o-1", token).unwrap().unwrap();
@@ -67,10 +64,7 @@ fn outstanding_work_counts_releases_and_open_records_until_they_end() {
 
 #[test]
 fn close_shuts_down_only_once_the_background_work_is_done() {
-    let mut w = script(1);
-    let op = w.acquire(SCRIPT, "k", "o-1", 30, ms(0)).unwrap();
-    run(&mut w, SEC);
-    let token = granted(&w, op);
+    let (mut w, token) = held(30);
     w.pause(0, 2 * SEC);
     // A dropped lock's release, in the background, with the node paused.
     w.release(None, "k", "o-1", token).unwrap();
