@@ -1,6 +1,6 @@
-//! How a release that cannot get through ends: never sent to a node that refuses with a
-//! lasting mistake, it ends `Unavailable` at once; sent once and then cut off, it may
-//! have executed, so it ends `Unconfirmed` at its deadline however hopeless the
+//! How a release that cannot get through ends: never written to a node that refuses
+//! with a lasting mistake, it ends `Unavailable` at once; written and then cut off, it
+//! may have executed, so it ends `Unconfirmed` at its deadline however hopeless the
 //! connections look.
 
 use super::*;
@@ -34,12 +34,15 @@ fn a_release_never_sent_to_a_mistaken_node_ends_unavailable_at_once() {
 }
 
 #[test]
-fn a_release_put_on_a_connection_that_then_broke_ends_unconfirmed_at_its_deadline() {
+fn a_release_written_to_a_connection_that_then_broke_ends_unconfirmed_at_its_deadline() {
     let (mut w, token) = held(30);
     w.mistake(0, 60 * SEC);
+    // Paused: the node takes the release into its socket and answers nothing.
+    w.pause(0, 10 * SEC);
     let started = w.now;
     let r = w.release(Some(SCRIPT), "k", "o-1", token).unwrap().unwrap();
-    // Its session breaks before any answer: the release may have reached the node.
+    run(&mut w, started + 10 * MS);
+    // Its session breaks after the release was written: it may have reached the node.
     for s in w.session_of_node(0) {
         w.break_session(s);
     }
@@ -49,6 +52,26 @@ fn a_release_put_on_a_connection_that_then_broke_ends_unconfirmed_at_its_deadlin
     assert!(
         at - started >= 4900 * MS,
         "ended {} ms after it began, before its deadline",
+        (at - started) / MS
+    );
+}
+
+#[test]
+fn a_release_whose_connection_broke_before_it_was_written_ends_unavailable() {
+    let (mut w, token) = held(30);
+    w.mistake(0, 60 * SEC);
+    let started = w.now;
+    let r = w.release(Some(SCRIPT), "k", "o-1", token).unwrap().unwrap();
+    // The session breaks at once, before the writer put a byte of the release out.
+    for s in w.session_of_node(0) {
+        w.break_session(s);
+    }
+    run(&mut w, started + 8 * SEC);
+    let (at, result) = released(&w, r);
+    assert!(matches!(result, Err(ReleaseError::Unavailable { lasting: true, .. })), "{result:?}");
+    assert!(
+        at - started < 500 * MS,
+        "ended {} ms after it began, not once the redials were refused",
         (at - started) / MS
     );
 }

@@ -5,7 +5,7 @@
 //! is idempotent) after a lost connection, an `M`, a `U`, an `E 4` or an attempt
 //! unanswered for [`RELEASE_ATTEMPT_TIMEOUT`], until the server answers `R` or `N` or
 //! the deadline passes. Only `R`/`N` count: a release that runs out of time is
-//! `Unconfirmed` (`Unavailable` when no attempt was ever sent, at once when every
+//! `Unconfirmed` (`Unavailable` when no byte of any attempt was written, at once when every
 //! connection failed with a lasting mistake), and the server's lease is the last
 //! safety net.
 //!
@@ -72,9 +72,10 @@ pub(crate) struct ReleaseOp {
     maybe_executed: bool,
     /// The newest attempt got `N` while earlier attempts were still out: wait for them.
     not_holder: bool,
-    /// Some attempt was put on a session: without one, the release was never sent and
-    /// ends `Unavailable`, not `Unconfirmed`.
-    sent_once: bool,
+    /// Attempts put on a session and not reported unsent (`Reply::Unsent`: not a byte
+    /// written): while none, the release was never sent and ends `Unavailable`, not
+    /// `Unconfirmed`.
+    maybe_sent: u32,
     /// The pause after the next `M` with nowhere else to go (doubles each time, and
     /// starts over when an `M` brings news: a leader hint other than the last one).
     moved_pause: Duration,
@@ -111,7 +112,7 @@ impl ReleaseOp {
             next_try: now,
             maybe_executed: false,
             not_holder: false,
-            sent_once: false,
+            maybe_sent: 0,
             moved_pause: RELEASE_RETRY_PAUSE,
             moved_hint: None,
         }
@@ -127,7 +128,7 @@ impl ReleaseOp {
             // who ended the hold is unknown.
             let outcome = if self.not_holder {
                 Ok(ReleaseOutcome::ReleasedOrExpired)
-            } else if !self.sent_once {
+            } else if self.maybe_sent == 0 {
                 Err(self.unavailable(cx))
             } else {
                 Err(ReleaseError::Unconfirmed)
@@ -148,7 +149,7 @@ impl ReleaseOp {
         }
         if self.in_flight.is_none() && now >= self.next_try {
             self.attempt(cx);
-            if self.in_flight.is_none() && !self.sent_once && cx.net.hopeless(&Target::Any) {
+            if self.in_flight.is_none() && self.maybe_sent == 0 && cx.net.hopeless(&Target::Any) {
                 // Never sent, and no connection can take it until the operator fixes a
                 // mistake: say so now rather than at the deadline.
                 return Next::Done(Outcome::Release(Err(self.unavailable(cx))));
@@ -186,7 +187,7 @@ impl ReleaseOp {
             .net
             .send(session, Waiting::Op(cx.op), now, |out, id| encode_release(out, id, token, key, owner));
         self.in_flight = Some((session, id, now + RELEASE_ATTEMPT_TIMEOUT));
-        self.sent_once = true;
+        self.maybe_sent += 1;
     }
 
     /// Unregisters every attempt: a late answer to any of them is dropped.
@@ -272,6 +273,9 @@ impl ReleaseOp {
             // An attempt already sent again: only a definitive answer matters; anything
             // else leaves the newer attempt in charge.
             self.earlier.swap_remove(at);
+            if matches!(reply, Reply::Unsent) {
+                self.maybe_sent -= 1;
+            }
             if !definitive {
                 if matches!(reply, Reply::Lost | Reply::Answer(Response::Unknown)) {
                     self.maybe_executed = true;
@@ -316,6 +320,7 @@ impl ReleaseOp {
                 }
                 Reply::Unsent => {
                     // Not a byte went out: simply send it again, elsewhere.
+                    self.maybe_sent -= 1;
                     self.next_try = now;
                     return self.on_timer(cx);
                 }

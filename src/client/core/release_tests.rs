@@ -278,6 +278,45 @@ fn an_earlier_attempts_n_waits_for_the_newer_attempt_but_not_for_nothing() {
     assert_eq!(ended(b.reply(first, answer(Response::NotHolder))), Ok(ReleaseOutcome::ReleasedOrExpired));
 }
 
+#[test]
+fn a_release_whose_every_attempt_went_unwritten_is_unavailable_not_unconfirmed() {
+    // The connection ends before a byte of the attempt left; no other comes up.
+    let (mut b, a, first) = sent_to_standalone();
+    b.at(10);
+    b.world.net.closed(a, b.now);
+    let next = b.reply(first, Reply::Unsent);
+    assert_eq!(b.in_flight(), None, "no connection to send it on");
+    assert!(waits(&next));
+    b.at(5000);
+    assert!(
+        matches!(ended(b.timer()), Err(ReleaseError::Unavailable { lasting: false, .. })),
+        "never sent: retryable, not 'may have executed'"
+    );
+
+    // The same, and the redials meet a lasting mistake: it says so at once.
+    let (mut b, a, first) = sent_to_standalone();
+    b.at(10);
+    b.world.net.closed(a, b.now);
+    b.reply(first, Reply::Unsent);
+    let slots: Vec<SlotId> = b.world.net.slots.iter().map(|s| s.id).collect();
+    for slot in slots {
+        b.world.net.dial_failed(slot, DialFailure::lasting("wrong secret"), b.now);
+    }
+    b.at(200);
+    assert!(matches!(ended(b.timer()), Err(ReleaseError::Unavailable { lasting: true, .. })));
+
+    // One attempt written (it timed out), the next unwritten: it may have executed.
+    let (mut b, a, first) = sent_to_standalone();
+    b.at(1000);
+    b.timer();
+    let second = b.sent();
+    b.world.net.closed(a, b.now);
+    b.reply(second, Reply::Unsent);
+    b.reply(first, Reply::Lost);
+    b.at(5000);
+    assert_eq!(ended(b.timer()), Err(ReleaseError::Unconfirmed));
+}
+
 /// The open orphan record's (token, give-up instant).
 fn orphan(world: &World, now: Instant) -> Option<(Option<u64>, Instant)> {
     let due = world.orphans.due(now);
