@@ -41,3 +41,31 @@ impl Hasher for IdHasher {
         self.0 = n;
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::hash::{BuildHasher, BuildHasherDefault, Hash};
+
+    use super::*;
+
+    fn hash(value: impl Hash) -> u64 {
+        BuildHasherDefault::<IdHasher>::default().hash_one(value)
+    }
+
+    /// The ids' hash is the counter itself: distinct ids never collide (a map keyed by
+    /// them stays one probe per lookup), whatever the width.
+    #[test]
+    fn an_id_is_its_own_hash() {
+        for n in [0u64, 1, 255, 256, 1 << 40, u64::MAX] {
+            assert_eq!(hash(SessionId(n)), n);
+            assert_eq!(hash(OpId(n)), n);
+        }
+        for n in [0u32, 1, 256, u32::MAX] {
+            assert_eq!(hash(n), u64::from(n));
+        }
+        // Anything else hashed as bytes: each byte shifts in, so short keys stay apart.
+        let mut h = IdHasher::default();
+        h.write(&[1, 2, 3]);
+        assert_eq!(h.finish(), 0x010203);
+    }
+}
