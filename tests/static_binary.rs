@@ -13,7 +13,7 @@ use std::net::SocketAddr;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
-use std::sync::mpsc;
+use std::sync::{mpsc, RwLock};
 use std::time::Duration;
 
 const TOKEN: &str = "chroot-secret-0123456789";
@@ -57,10 +57,27 @@ fn chroot_command() -> Option<&'static str> {
         .find(|p| Path::new(p).exists())
 }
 
+/// Held for writing while a jail's binary is being copied, for reading while a child is
+/// spawned. A child forked while the copy is open for writing inherits that descriptor
+/// until it execs, and exec of the copy fails with "Text file busy" as long as any
+/// process holds it: on a loaded machine the other test's fork can sit in that window
+/// (seen in CI). `spawn` returns only after the child's exec, so the window is the
+/// spawn call.
+static SPAWNING: RwLock<()> = RwLock::new(());
+
+/// Spawns `cmd` outside any jail's copy.
+fn spawn(cmd: &mut Command) -> Child {
+    let _no_copy = SPAWNING.read().unwrap_or_else(|e| e.into_inner());
+    cmd.spawn().unwrap()
+}
+
 /// An empty directory holding only `/ticketing`.
 fn jail(binary: &Path) -> tempfile::TempDir {
     let dir = tempfile::Builder::new().prefix("ticketing-chroot-").tempdir().unwrap();
-    std::fs::copy(binary, dir.path().join("ticketing")).unwrap();
+    {
+        let _no_spawn = SPAWNING.write().unwrap_or_else(|e| e.into_inner());
+        std::fs::copy(binary, dir.path().join("ticketing")).unwrap();
+    }
     let entries: Vec<_> = std::fs::read_dir(dir.path()).unwrap().flatten().map(|e| e.file_name()).collect();
     assert_eq!(entries, vec![std::ffi::OsString::from("ticketing")], "the jail holds the binary only");
     dir
@@ -77,7 +94,9 @@ fn in_jail(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Command {
 }
 
 fn run(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
-    let out = in_jail(dir, args, env).output().unwrap();
+    let out = spawn(in_jail(dir, args, env).stdout(Stdio::piped()).stderr(Stdio::piped()))
+        .wait_with_output()
+        .unwrap();
     eprintln!(
         "chroot {} /ticketing {}: {}\n  stdout: {}  stderr: {}",
         dir.display(),
@@ -101,8 +120,7 @@ impl Drop for Server {
 /// A standalone server inside the jail; returns it and its listen address.
 fn start_server(dir: &Path, listen: &str) -> (Server, SocketAddr) {
     let env = [("TICKETING_AUTH_TOKEN", TOKEN), ("TICKETING_LISTEN", listen), ("RUST_LOG", "info")];
-    let mut child =
-        in_jail(dir, &["server"], &env).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
+    let mut child = spawn(in_jail(dir, &["server"], &env).stdout(Stdio::null()).stderr(Stdio::piped()));
     let stderr = child.stderr.take().unwrap();
     let server = Server(child);
     let (tx, rx) = mpsc::channel();
@@ -149,7 +167,10 @@ fn acquire_query_release(dir: &Path, addr: &str, key: &str) {
 #[test]
 fn the_static_binary_runs_alone_in_an_empty_chroot() {
     let Some(binary) = binary_or_skip("the_static_binary_runs_alone_in_an_empty_chroot") else { return };
-    let readelf = Command::new("readelf").arg("-d").arg(&binary).output();
+    let readelf = {
+        let _no_copy = SPAWNING.read().unwrap_or_else(|e| e.into_inner());
+        Command::new("readelf").arg("-d").arg(&binary).output()
+    };
     if let Ok(out) = readelf {
         assert!(!String::from_utf8_lossy(&out.stdout).contains("NEEDED"), "no shared library needed");
     }
