@@ -150,10 +150,19 @@ impl World {
     }
 
     /// The caller of `op` cancels it: a running operation ends at once (its caller hears
-    /// of it in this very drain); an ended one is left alone.
+    /// of it in this very drain); an ended one is left alone. The core says which it
+    /// was, and that must match what the caller had heard.
     pub fn cancel(&mut self, op: OpId) -> Check {
+        let told = self.checker.is_done(op);
         let running = self.core.cancel(op, self.instant(self.now));
         note!(self, "cancel {op:?}: {}", if running { "was running" } else { "had ended" });
+        if running == told {
+            return Err(format!(
+                "cancel of {op:?} said {} but its caller had {}heard its outcome",
+                if running { "running" } else { "ended" },
+                if told { "" } else { "not " }
+            ));
+        }
         self.drain()?;
         if running {
             self.checker.stats.cancelled += 1;

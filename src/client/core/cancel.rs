@@ -17,16 +17,17 @@ impl<W> Core<W> {
     /// resolve ends `Unknown` and the background check takes its record back. A release
     /// goes on in the background (deadline, orphan record) and its caller gets
     /// `Cancelled` now. Each ends with its [`Action::Complete`] as usual. False when
-    /// `op` had ended already (its outcome was or is being delivered).
+    /// `op`'s caller has had its outcome already (or it is being delivered), a
+    /// cancelled release's `Cancelled` included.
     pub fn cancel(&mut self, op: OpId, now: Instant) -> bool {
         self.advance(now);
         match self.ops.kind(op) {
             None | Some(Kind::Check(_)) => return false,
             Some(Kind::Release(_)) => {
-                if let Some(waker) = self.ops.detach(op) {
-                    let outcome = Outcome::Release(Err(ReleaseError::Cancelled));
-                    self.actions.push_back(Action::Complete { waker, op, outcome });
-                }
+                // Its caller was told already (an earlier cancel): nothing to end.
+                let Some(waker) = self.ops.detach(op) else { return false };
+                let outcome = Outcome::Release(Err(ReleaseError::Cancelled));
+                self.actions.push_back(Action::Complete { waker, op, outcome });
             }
             Some(_) => self.run(op, |kind, cx| kind.cancel(cx).unwrap_or(Next::Wait(None))),
         }

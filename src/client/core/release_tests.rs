@@ -305,6 +305,18 @@ fn a_release_whose_every_attempt_went_unwritten_is_unavailable_not_unconfirmed()
     b.at(200);
     assert!(matches!(ended(b.timer()), Err(ReleaseError::Unavailable { lasting: true, .. })));
 
+    // Two attempts, the first timed out unanswered (still queued behind a stuck write),
+    // and the connection ends with neither written: never sent.
+    let (mut b, a, first) = sent_to_standalone();
+    b.at(1000);
+    b.timer();
+    let second = b.sent();
+    b.world.net.closed(a, b.now);
+    b.reply(second, Reply::Unsent);
+    b.reply(first, Reply::Unsent);
+    b.at(5000);
+    assert!(matches!(ended(b.timer()), Err(ReleaseError::Unavailable { .. })));
+
     // One attempt written (it timed out), the next unwritten: it may have executed.
     let (mut b, a, first) = sent_to_standalone();
     b.at(1000);
