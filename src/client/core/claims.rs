@@ -135,4 +135,59 @@ mod tests {
         claims.acquire_ended("k", "o");
         assert!(!claims.acquiring("k", "o"));
     }
+
+    /// A sweep runs at doubling sizes from SWEEP_AT (each is a pass over the map, so a
+    /// claim costs O(1) amortized) and keeps exactly the claims that still count.
+    #[test]
+    fn ended_claims_are_swept_at_doubling_sizes_and_live_ones_kept() {
+        let start = Instant::now();
+        let slack = Duration::from_secs(5);
+        let mut claims = Claims::new(slack);
+        // Below SWEEP_AT nothing is swept, not even a claim that ended.
+        // Token 1's claim ends exactly at `start` (its deadline plus the slack).
+        claims.hand_out(1, start - slack, start);
+        let later = start + Duration::from_secs(60);
+        for token in 2..SWEEP_AT as u64 {
+            claims.hand_out(token, later, start);
+        }
+        assert_eq!(claims.held.len(), SWEEP_AT - 1);
+        assert_eq!(claims.deadline(1), Some(start - slack), "kept until the map reaches SWEEP_AT");
+        // At SWEEP_AT: the one that ended (exactly now) goes, the rest stay.
+        let now = start;
+        claims.hand_out(SWEEP_AT as u64, later, now);
+        claims.hand_out(SWEEP_AT as u64 + 1, later, now);
+        assert_eq!(claims.deadline(1), None);
+        assert_eq!(claims.held.len(), SWEEP_AT);
+        assert!((2..SWEEP_AT as u64 + 2).all(|t| claims.owns_token(t, now)));
+    }
+
+    #[test]
+    fn claims_of_ended_leases_do_not_pile_up() {
+        let start = Instant::now();
+        let mut claims = Claims::new(Duration::from_secs(1));
+        for i in 0..20_000u64 {
+            // Each claim ends before the next is made.
+            let now = start + Duration::from_secs(2 * i);
+            claims.hand_out(i, now, now);
+            claims.releasing(1_000_000 + i, now + Duration::from_secs(1), now);
+        }
+        assert!(claims.held.len() <= 2 * SWEEP_AT, "{} held claims kept", claims.held.len());
+        assert!(claims.releasing.len() <= 2 * SWEEP_AT, "{} releasing claims kept", claims.releasing.len());
+    }
+
+    /// Different (key, owner) pairs rarely share a hash: a shared one would make the
+    /// background check of one wait for the other's acquire.
+    #[test]
+    fn key_and_owner_pairs_hash_apart() {
+        let mut seen = std::collections::HashSet::new();
+        for k in 0..200 {
+            for o in 0..20 {
+                assert!(
+                    seen.insert(key_owner(&format!("seat:{k}"), &format!("box-office-{o}"))),
+                    "seat:{k} box-office-{o}"
+                );
+            }
+        }
+        assert_ne!(key_owner("ab", "c"), key_owner("a", "bc"), "the key ends where the owner starts");
+    }
 }

@@ -24,6 +24,8 @@ mod read;
 mod release;
 mod resolve;
 mod routing;
+#[cfg(test)]
+mod scene_tests;
 mod session;
 mod watch;
 

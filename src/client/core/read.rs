@@ -161,3 +161,7 @@ pub(crate) fn check_answer(response: Response) -> Result<Response, ClientError> 
         other => Ok(other),
     }
 }
+
+#[cfg(test)]
+#[path = "read_tests.rs"]
+mod tests;

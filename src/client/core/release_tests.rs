@@ -5,41 +5,22 @@
 use std::time::{Duration, Instant};
 
 use super::*;
-use crate::client::core::claims::Claims;
-use crate::client::core::cx::Config;
-use crate::client::core::ids::{OpId, SlotId};
-use crate::client::core::net::{DialFailure, Net};
-use crate::client::core::orphans::Orphans;
+use crate::client::core::ids::SlotId;
+use crate::client::core::net::DialFailure;
+use crate::client::core::scene_tests::{Scene, MARGIN};
 use crate::proto::handshake::role::{FOLLOWER, LEADER, STANDALONE};
 
-const MARGIN: Duration = Duration::from_secs(2);
-const OP: OpId = OpId(1);
 const TOKEN: u64 = 7;
 
-fn ms(n: u64) -> Duration {
-    Duration::from_millis(n)
-}
-
-/// One release of (k, o, 7) and the connections it acts on; time moves only by `at`.
+/// One release of (k, o, 7), asked for when its scene began.
 struct Bench {
-    world: World,
-    config: Config,
-    start: Instant,
-    now: Instant,
+    scene: Scene,
     op: ReleaseOp,
 }
 
 impl Bench {
-    /// A release asked for now, with every one of `seeds` still connecting.
     fn new(seeds: &[&str]) -> Bench {
-        let start = Instant::now();
-        let seeds: Vec<String> = seeds.iter().map(|s| s.to_string()).collect();
-        let mut world = World {
-            net: Net::new(seeds.clone(), false, start),
-            orphans: Orphans::new(MARGIN),
-            claims: Claims::new(MARGIN),
-            jobs: Vec::new(),
-        };
+        let mut scene = Scene::new(seeds);
         let job = ReleaseJob {
             key: "k".into(),
             owner: Arc::from("o"),
@@ -47,45 +28,28 @@ impl Bench {
             origin: Origin::Explicit,
             until: None,
         };
-        let op = ReleaseOp::begin(job, &mut world, MARGIN, start);
-        let config = Config { seeds, tls: false, commit_margin: MARGIN, idle_ping: Duration::from_secs(1) };
-        Bench { world, config, start, now: start, op }
+        let op = ReleaseOp::begin(job, &mut scene.world, MARGIN, scene.now);
+        Bench { scene, op }
     }
 
-    /// A connection to `addr` is up, its node in `role` naming `leader` (the client's
-    /// other connection to it failed, so nothing is still making its first one).
     fn up(&mut self, addr: &str, role: u8, leader: &str) -> SessionId {
-        let net = &mut self.world.net;
-        let slot = net.slots.iter().find(|s| s.addr == addr && s.session.is_none()).expect("a slot").id;
-        let session =
-            net.connected(slot, 1, role, leader, addr.to_owned(), self.now).expect("the slot exists");
-        self.down(addr);
-        session
+        self.scene.up(addr, role, leader)
     }
 
-    /// Every connection attempt to `addr` not up failed.
     fn down(&mut self, addr: &str) {
-        let net = &mut self.world.net;
-        let slots: Vec<SlotId> =
-            net.slots.iter().filter(|s| s.addr == addr && s.session.is_none()).map(|s| s.id).collect();
-        for slot in slots {
-            net.dial_failed(slot, DialFailure::transient("refused"), self.now);
-        }
+        self.scene.down(addr)
     }
 
-    /// `n` ms after the release was asked for.
     fn at(&mut self, n: u64) {
-        self.now = self.start + ms(n);
+        self.scene.at(n)
     }
 
     fn timer(&mut self) -> Next {
-        let mut cx = self.world.cx(&self.config, self.now, OP, false);
-        self.op.on_timer(&mut cx)
+        self.op.on_timer(&mut self.scene.cx())
     }
 
     fn reply(&mut self, attempt: (SessionId, u32), reply: Reply) -> Next {
-        let mut cx = self.world.cx(&self.config, self.now, OP, false);
-        self.op.on_reply(attempt.0, attempt.1, reply, &mut cx)
+        self.op.on_reply(attempt.0, attempt.1, reply, &mut self.scene.cx())
     }
 
     /// The attempt awaiting its answer.
@@ -98,13 +62,13 @@ impl Bench {
     }
 
     fn pending(&self, (session, id): (SessionId, u32)) -> bool {
-        self.world.net.session(session).is_some_and(|s| s.is_pending(id))
+        self.scene.world.net.session(session).is_some_and(|s| s.is_pending(id))
     }
 
     /// A `Wait`'s instant, in ms after the start.
     fn wakes_after(&self, next: &Next) -> u64 {
         match next {
-            Next::Wait(Some(at)) => at.duration_since(self.start).as_millis() as u64,
+            Next::Wait(Some(at)) => self.scene.ms_of(*at),
             other => panic!("expected a wait with a wake-up, got {other:?}"),
         }
     }
@@ -179,7 +143,7 @@ fn an_m_sends_again_at_once_when_another_connection_leads() {
     assert_eq!(session, a);
     // Leadership moved to b; a's answer says so (routing has taken in the M first).
     b.at(1100);
-    b.world.net.moved(a, "b:1", b.now);
+    b.scene.world.net.moved(a, "b:1", b.scene.now);
     b.reply((a, id), answer(Response::Moved { leader: "b:1".into() }));
     let (to, _) = b.in_flight().expect("sent again within the M's handling");
     assert_eq!(to, other, "to the leader");
@@ -199,7 +163,7 @@ fn repeated_ms_with_nowhere_else_to_go_back_off_doubling_and_news_starts_over() 
         b.timer();
         let attempt = b.sent();
         assert_eq!(attempt.0, a);
-        b.world.net.moved(a, leader, b.now);
+        b.scene.world.net.moved(a, leader, b.scene.now);
         let next = b.reply(attempt, answer(Response::Moved { leader: leader.into() }));
         assert_eq!(b.in_flight(), None, "nowhere else to go: not sent again at once");
         let wake = b.wakes_after(&next);
@@ -283,7 +247,7 @@ fn a_release_whose_every_attempt_went_unwritten_is_unavailable_not_unconfirmed()
     // The connection ends before a byte of the attempt left; no other comes up.
     let (mut b, a, first) = sent_to_standalone();
     b.at(10);
-    b.world.net.closed(a, b.now);
+    b.scene.world.net.closed(a, b.scene.now);
     let next = b.reply(first, Reply::Unsent);
     assert_eq!(b.in_flight(), None, "no connection to send it on");
     assert!(waits(&next));
@@ -296,11 +260,11 @@ fn a_release_whose_every_attempt_went_unwritten_is_unavailable_not_unconfirmed()
     // The same, and the redials meet a lasting mistake: it says so at once.
     let (mut b, a, first) = sent_to_standalone();
     b.at(10);
-    b.world.net.closed(a, b.now);
+    b.scene.world.net.closed(a, b.scene.now);
     b.reply(first, Reply::Unsent);
-    let slots: Vec<SlotId> = b.world.net.slots.iter().map(|s| s.id).collect();
+    let slots: Vec<SlotId> = b.scene.world.net.slots.iter().map(|s| s.id).collect();
     for slot in slots {
-        b.world.net.dial_failed(slot, DialFailure::lasting("wrong secret"), b.now);
+        b.scene.world.net.dial_failed(slot, DialFailure::lasting("wrong secret"), b.scene.now);
     }
     b.at(200);
     assert!(matches!(ended(b.timer()), Err(ReleaseError::Unavailable { lasting: true, .. })));
@@ -311,7 +275,7 @@ fn a_release_whose_every_attempt_went_unwritten_is_unavailable_not_unconfirmed()
     b.at(1000);
     b.timer();
     let second = b.sent();
-    b.world.net.closed(a, b.now);
+    b.scene.world.net.closed(a, b.scene.now);
     b.reply(second, Reply::Unsent);
     b.reply(first, Reply::Unsent);
     b.at(5000);
@@ -322,7 +286,7 @@ fn a_release_whose_every_attempt_went_unwritten_is_unavailable_not_unconfirmed()
     b.at(1000);
     b.timer();
     let second = b.sent();
-    b.world.net.closed(a, b.now);
+    b.scene.world.net.closed(a, b.scene.now);
     b.reply(second, Reply::Unsent);
     b.reply(first, Reply::Lost);
     b.at(5000);
@@ -346,30 +310,36 @@ fn an_unconfirmed_release_leaves_a_check_until_its_lease_has_surely_ended() {
     // Lease unknown: until the longest lease plus the margin from the end.
     let mut b = Bench::new(&["a:1"]);
     b.at(5000);
-    b.op.ended(&unconfirmed, &mut b.world, false, MARGIN, b.now);
-    assert_eq!(orphan(&b.world, b.now), Some((Some(TOKEN), b.now + longest)));
+    b.op.ended(&unconfirmed, &mut b.scene.world, false, MARGIN, b.scene.now);
+    assert_eq!(orphan(&b.scene.world, b.scene.now), Some((Some(TOKEN), b.scene.now + longest)));
     // Lease known: until it ends.
     let mut b = Bench::new(&["a:1"]);
-    let until = b.start + Duration::from_secs(30);
+    let until = b.scene.start + Duration::from_secs(30);
     b.op.until = Some(until);
     b.at(5000);
-    b.op.ended(&unconfirmed, &mut b.world, false, MARGIN, b.now);
-    assert_eq!(orphan(&b.world, b.now), Some((Some(TOKEN), until)));
+    b.op.ended(&unconfirmed, &mut b.scene.world, false, MARGIN, b.scene.now);
+    assert_eq!(orphan(&b.scene.world, b.scene.now), Some((Some(TOKEN), until)));
     // A closing client checks nothing more.
     let mut b = Bench::new(&["a:1"]);
     b.at(5000);
-    b.op.ended(&unconfirmed, &mut b.world, true, MARGIN, b.now);
-    assert_eq!(orphan(&b.world, b.now), None);
+    b.op.ended(&unconfirmed, &mut b.scene.world, true, MARGIN, b.scene.now);
+    assert_eq!(orphan(&b.scene.world, b.scene.now), None);
 }
 
 #[test]
 fn a_confirmed_release_leaves_no_check_and_gives_its_token_up() {
     let mut b = Bench::new(&["a:1"]);
-    assert!(b.world.claims.owns_token(TOKEN, b.now), "claimed while it is being released");
+    assert!(b.scene.world.claims.owns_token(TOKEN, b.scene.now), "claimed while it is being released");
     b.at(100);
-    b.op.ended(&Outcome::Release(Ok(ReleaseOutcome::Released)), &mut b.world, false, MARGIN, b.now);
-    assert_eq!(orphan(&b.world, b.now), None);
-    assert!(!b.world.claims.owns_token(TOKEN, b.now));
+    b.op.ended(
+        &Outcome::Release(Ok(ReleaseOutcome::Released)),
+        &mut b.scene.world,
+        false,
+        MARGIN,
+        b.scene.now,
+    );
+    assert_eq!(orphan(&b.scene.world, b.scene.now), None);
+    assert!(!b.scene.world.claims.owns_token(TOKEN, b.scene.now));
 }
 
 /// A release whose lease is unknown (`Client::release` with a bare token) claims
@@ -377,27 +347,14 @@ fn a_confirmed_release_leaves_no_check_and_gives_its_token_up() {
 /// with it meanwhile is this release's, never taken for a lost grant.
 #[test]
 fn a_release_of_unknown_lease_claims_its_token_for_the_longest_lease() {
-    let now = Instant::now();
-    let margin = Duration::from_secs(2);
-    let mut world = World {
-        net: Net::new(vec!["a:1".into()], false, now),
-        orphans: Orphans::new(margin),
-        claims: Claims::new(margin),
-        jobs: Vec::new(),
-    };
-    let job = ReleaseJob {
-        key: "k".into(),
-        owner: Arc::from("o"),
-        token: 7,
-        origin: Origin::Explicit,
-        until: None,
-    };
-    ReleaseOp::begin(job, &mut world, margin, now);
-    let longest = Duration::from_secs(u64::from(LEASE_S_MAX)) + margin;
-    assert!(world.claims.owns_token(7, now + longest - Duration::from_millis(1)));
-    assert!(!world.claims.owns_token(7, now + longest));
+    let b = Bench::new(&["a:1"]);
+    let (claims, now) = (&b.scene.world.claims, b.scene.now);
+    let longest = Duration::from_secs(u64::from(LEASE_S_MAX)) + MARGIN;
+    assert!(claims.owns_token(TOKEN, now + longest - Duration::from_millis(1)));
+    assert!(!claims.owns_token(TOKEN, now + longest));
     // A known lease end is kept as given.
-    let until = now + Duration::from_secs(3);
+    let mut scene = Scene::new(&["a:1"]);
+    let until = scene.now + Duration::from_secs(3);
     let job = ReleaseJob {
         key: "k".into(),
         owner: Arc::from("o"),
@@ -405,8 +362,7 @@ fn a_release_of_unknown_lease_claims_its_token_for_the_longest_lease() {
         origin: Origin::Explicit,
         until: Some(until),
     };
-    ReleaseOp::begin(job, &mut world, margin, now);
-    assert!(
-        world.claims.owns_token(8, until - Duration::from_millis(1)) && !world.claims.owns_token(8, until)
-    );
+    ReleaseOp::begin(job, &mut scene.world, MARGIN, scene.now);
+    let claims = &scene.world.claims;
+    assert!(claims.owns_token(8, until - Duration::from_millis(1)) && !claims.owns_token(8, until));
 }

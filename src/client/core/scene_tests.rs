@@ -1,0 +1,74 @@
+//! A hand-built scene for the core's unit tests: the connections brought up or failed
+//! by hand, the clock moved by hand, and the `Cx` an operation acts through.
+
+use std::time::{Duration, Instant};
+
+use super::claims::Claims;
+use super::cx::{Config, Cx, World};
+use super::ids::{OpId, SessionId, SlotId};
+use super::net::{DialFailure, Net};
+use super::orphans::Orphans;
+
+/// The commit margin of every scene.
+pub(crate) const MARGIN: Duration = Duration::from_secs(2);
+/// The operation under test.
+pub(crate) const OP: OpId = OpId(1);
+
+pub(crate) struct Scene {
+    pub(crate) world: World,
+    pub(crate) config: Config,
+    pub(crate) start: Instant,
+    pub(crate) now: Instant,
+}
+
+impl Scene {
+    /// A client of `seeds`, every one still making its first connection.
+    pub(crate) fn new(seeds: &[&str]) -> Scene {
+        let start = Instant::now();
+        let seeds: Vec<String> = seeds.iter().map(|s| s.to_string()).collect();
+        let world = World {
+            net: Net::new(seeds.clone(), false, start),
+            orphans: Orphans::new(MARGIN),
+            claims: Claims::new(MARGIN),
+            jobs: Vec::new(),
+        };
+        let config = Config { seeds, tls: false, commit_margin: MARGIN, idle_ping: Duration::from_secs(1) };
+        Scene { world, config, start, now: start }
+    }
+
+    /// A connection to `addr` is up, its node in `role` naming `leader` (the client's
+    /// other connections to it failed, so nothing is still making its first one).
+    pub(crate) fn up(&mut self, addr: &str, role: u8, leader: &str) -> SessionId {
+        let net = &mut self.world.net;
+        let slot = net.slots.iter().find(|s| s.addr == addr && s.session.is_none()).expect("a slot").id;
+        let session =
+            net.connected(slot, 1, role, leader, addr.to_owned(), self.now).expect("the slot exists");
+        self.down(addr);
+        session
+    }
+
+    /// Every connection attempt to `addr` not up failed.
+    pub(crate) fn down(&mut self, addr: &str) {
+        let net = &mut self.world.net;
+        let slots: Vec<SlotId> =
+            net.slots.iter().filter(|s| s.addr == addr && s.session.is_none()).map(|s| s.id).collect();
+        for slot in slots {
+            net.dial_failed(slot, DialFailure::transient("refused"), self.now);
+        }
+    }
+
+    /// `n` ms after the scene began.
+    pub(crate) fn at(&mut self, n: u64) {
+        self.now = self.start + Duration::from_millis(n);
+    }
+
+    /// How the operation under test sees the world now.
+    pub(crate) fn cx(&mut self) -> Cx<'_> {
+        self.world.cx(&self.config, self.now, OP, false)
+    }
+
+    /// A `Wait`'s instant, in ms after the start.
+    pub(crate) fn ms_of(&self, at: Instant) -> u64 {
+        at.duration_since(self.start).as_millis() as u64
+    }
+}
