@@ -238,3 +238,38 @@ impl<W> Ops<W> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::client::core::net::Target;
+    use crate::client::core::scene_tests::Scene;
+    use crate::proto::frame::Request;
+
+    /// Operations waiting for a connection stay on the routing list when another ends:
+    /// a connection that comes up sends each at once, not at its next timer.
+    #[test]
+    fn an_operation_that_ends_leaves_the_others_waiting_for_a_connection_listed() {
+        let mut scene = Scene::new(&["a:1"]);
+        let mut ops: Ops<()> = Ops::new();
+        let deadline = scene.now + Duration::from_secs(5);
+        let read =
+            || Kind::Read(ReadOp::new(Request::Query { key: "k".into() }, Target::Any, deadline, scene.now));
+        let (first, second) = (ops.insert(None, read()), ops.insert(None, read()));
+        let (now, config) = (scene.now, &scene.config);
+        for op in [first, second] {
+            assert!(ops.run(op, &mut scene.world, config, now, false, |k, cx| k.start(cx)).is_none());
+        }
+        assert_eq!(ops.take_unrouted(), vec![first, second], "no connection up: both wait to be routed");
+        for op in [first, second] {
+            ops.run(op, &mut scene.world, config, now, false, |k, cx| k.start(cx));
+        }
+        let ended = ops.run(first, &mut scene.world, config, now, false, |_, _| {
+            Next::Done(Outcome::Read(Err(ClientError::Cancelled)))
+        });
+        assert!(ended.is_some());
+        assert_eq!(ops.take_unrouted(), vec![second]);
+    }
+}
