@@ -13,7 +13,7 @@ mod bench;
 mod commands;
 mod demo;
 pub mod histogram;
-mod run;
+mod hold;
 mod top;
 mod zipf;
 
@@ -143,7 +143,7 @@ pub fn main(args: Vec<String>) -> i32 {
         Some("release") => commands::release(rest),
         Some("query") => commands::query(rest),
         Some("status") => commands::status(rest),
-        Some("run") => run::run(rest),
+        Some("run") => hold::run(rest),
         Some("demo") => demo::demo(rest),
         Some("admin") => admin::admin(rest),
         Some("top") => top::top(rest),
