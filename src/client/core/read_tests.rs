@@ -174,8 +174,7 @@ fn an_m_naming_a_leader_that_is_up_asks_it_at_once() {
 fn sent_to_a_with_b_coming() -> (Bench, SessionId) {
     let mut b = Bench::new(&["a:1", "b:1", "c:1"]);
     let a = b.scene.up("a:1", LEADER, "");
-    let slot = b.scene.world.net.slots.iter().find(|s| s.addr == "c:1").unwrap().id;
-    b.scene.world.net.connected(slot, 3, FOLLOWER, "", "c:1".into(), b.scene.now).unwrap();
+    b.scene.up("c:1", FOLLOWER, "");
     b.route();
     assert_eq!(b.sent().map(|s| s.0), Some(a));
     (b, a)

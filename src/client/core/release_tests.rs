@@ -98,6 +98,16 @@ fn sent_to_standalone() -> (Bench, SessionId, (SessionId, u32)) {
     (b, a, first)
 }
 
+/// The same, with the first attempt unanswered for its timeout (1 s) and sent again:
+/// (bench, connection, first attempt, second attempt).
+fn sent_twice_to_standalone() -> (Bench, SessionId, (SessionId, u32), (SessionId, u32)) {
+    let (mut b, a, first) = sent_to_standalone();
+    b.at(1000);
+    b.timer();
+    let second = b.sent();
+    (b, a, first, second)
+}
+
 #[test]
 fn an_attempt_is_sent_again_only_after_its_timeout_and_the_first_answer_still_counts() {
     let (mut b, a, first) = sent_to_standalone();
@@ -215,10 +225,7 @@ fn an_n_with_no_earlier_attempt_out_is_not_holder_at_once() {
 
 #[test]
 fn an_n_while_an_earlier_attempt_is_out_waits_for_that_attempts_answer() {
-    let (mut b, _, first) = sent_to_standalone();
-    b.at(1000);
-    b.timer();
-    let second = b.sent();
+    let (mut b, _, first, second) = sent_twice_to_standalone();
     assert!(waits(&b.reply(second, answer(Response::NotHolder))), "the first attempt may yet answer R");
     assert_eq!(ended(b.reply(first, answer(Response::Released))), Ok(ReleaseOutcome::Released));
 }
@@ -226,18 +233,12 @@ fn an_n_while_an_earlier_attempt_is_out_waits_for_that_attempts_answer() {
 #[test]
 fn an_earlier_attempts_n_waits_for_the_newer_attempt_but_not_for_nothing() {
     // The newer attempt still out: it may have executed first (R), so wait for it.
-    let (mut b, _, first) = sent_to_standalone();
-    b.at(1000);
-    b.timer();
-    let second = b.sent();
+    let (mut b, _, first, second) = sent_twice_to_standalone();
     assert!(waits(&b.reply(first, answer(Response::NotHolder))));
     assert_eq!(ended(b.reply(second, answer(Response::Released))), Ok(ReleaseOutcome::Released));
 
     // Nothing else out (the newer attempt got U and waits out its pause): it ends now.
-    let (mut b, _, first) = sent_to_standalone();
-    b.at(1000);
-    b.timer();
-    let second = b.sent();
+    let (mut b, _, first, second) = sent_twice_to_standalone();
     b.reply(second, answer(Response::Unknown));
     assert_eq!(ended(b.reply(first, answer(Response::NotHolder))), Ok(ReleaseOutcome::ReleasedOrExpired));
 }
@@ -271,10 +272,7 @@ fn a_release_whose_every_attempt_went_unwritten_is_unavailable_not_unconfirmed()
 
     // Two attempts, the first timed out unanswered (still queued behind a stuck write),
     // and the connection ends with neither written: never sent.
-    let (mut b, a, first) = sent_to_standalone();
-    b.at(1000);
-    b.timer();
-    let second = b.sent();
+    let (mut b, a, first, second) = sent_twice_to_standalone();
     b.scene.world.net.closed(a, b.scene.now);
     b.reply(second, Reply::Unsent);
     b.reply(first, Reply::Unsent);
@@ -282,10 +280,7 @@ fn a_release_whose_every_attempt_went_unwritten_is_unavailable_not_unconfirmed()
     assert!(matches!(ended(b.timer()), Err(ReleaseError::Unavailable { .. })));
 
     // One attempt written (it timed out), the next unwritten: it may have executed.
-    let (mut b, a, first) = sent_to_standalone();
-    b.at(1000);
-    b.timer();
-    let second = b.sent();
+    let (mut b, a, first, second) = sent_twice_to_standalone();
     b.scene.world.net.closed(a, b.scene.now);
     b.reply(second, Reply::Unsent);
     b.reply(first, Reply::Lost);
