@@ -277,3 +277,7 @@ fn unavailable(cx: &Cx<'_>) -> Next {
     let (last_error, lasting) = cx.net.unavailable(&Target::Any);
     Next::Done(Outcome::Acquire(Err(AcquireError::Unavailable { last_error, lasting })))
 }
+
+#[cfg(test)]
+#[path = "acquire_tests.rs"]
+mod tests;
