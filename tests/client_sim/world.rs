@@ -609,11 +609,32 @@ impl World {
                 self.core.outstanding()
             ));
         }
+        self.check_follows_membership()?;
         self.core.close(self.instant(self.now));
         self.drain()?;
         self.run_until(end + 10 * SEC)?;
         if !self.shut_down {
             return Err("the closed client did not shut down".into());
+        }
+        Ok(())
+    }
+
+    /// After the heal phase (longer than the membership refresh) the client dials
+    /// exactly the voters: each one, and no node that left (replaced while dead).
+    fn check_follows_membership(&self) -> Check {
+        for node in &self.cluster.nodes {
+            if node.voter && !self.core.dials(&node.addr) {
+                return Err(format!(
+                    "liveness: after the heal phase the client does not dial the voter n{} ({})",
+                    node.id, node.addr
+                ));
+            }
+            if !node.voter && self.core.dials(&node.addr) {
+                return Err(format!(
+                    "after the heal phase the client still dials n{} ({}), which left the voter set",
+                    node.id, node.addr
+                ));
+            }
         }
         Ok(())
     }

@@ -131,11 +131,13 @@ impl Net {
         self.forget_ended_slots();
     }
 
-    /// Each address tried and not connected now, with why its last attempt failed.
+    /// Each address tried and not connected now, with why its last attempt failed (an
+    /// address with a connection up is connected, whatever its second slot's dial).
     pub(crate) fn connection_errors(&self) -> Vec<(String, String)> {
         let mut out: Vec<(String, String)> = Vec::new();
         for slot in &self.slots {
-            if slot.live().is_some() || out.iter().any(|(a, _)| *a == slot.addr) {
+            let up = |addr: &str| self.slots.iter().any(|s| s.addr == addr && s.live().is_some());
+            if out.iter().any(|(a, _)| *a == slot.addr) || up(&slot.addr) {
                 continue;
             }
             if let Some(e) = slot.last_error.as_ref().or(slot.note.as_ref().filter(|_| slot.dialing)) {
@@ -156,3 +158,7 @@ impl Net {
         out
     }
 }
+
+#[cfg(test)]
+#[path = "members_tests.rs"]
+mod tests;

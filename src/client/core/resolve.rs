@@ -119,9 +119,9 @@ impl ResolveOp {
             Claim::Missing => {}
         }
         let Phase::Settling(settle_at) = self.phase else { unreachable!("a new resolve settles first") };
-        if settle_at > self.end {
-            // The window does not end within the caller's time: the background check
-            // keeps the record.
+        if settle_at >= self.end {
+            // The window does not end before the caller's time does (a QUERY would have
+            // none left): the background check keeps the record.
             return self.finish(Resolved::Unknown, cx);
         }
         self.on_timer(cx)
@@ -324,3 +324,7 @@ impl OrphanCheck {
         }
     }
 }
+
+#[cfg(test)]
+#[path = "resolve_tests.rs"]
+mod tests;
