@@ -135,6 +135,7 @@ fn a_grant_that_arrives_after_its_lease_is_released_and_is_not_handed_out() {
     assert_eq!((job.key.as_str(), &*job.owner, job.token), ("k", "o", TOKEN));
     assert_eq!(job.origin, Origin::Compensation);
     assert_eq!(job.until.map(|u| b.scene.ms_of(u)), Some(10 + 4000 + 4000), "now plus the lease");
+    assert!(!b.scene.world.claims.owns_token(TOKEN, b.scene.now), "no caller holds it");
 }
 
 #[test]
@@ -182,13 +183,13 @@ fn a_request_out_for_less_than_the_ping_allowance_does_not_close_its_connection(
 }
 
 #[test]
-fn an_attempt_cut_before_its_write_holds_out_for_a_leader_still_connecting() {
+fn an_attempt_cut_before_its_write_holds_out_for_a_node_still_connecting() {
     let mut b = Bench::new(&["a:1", "b:1"]);
     b.scene.up("a:1", LEADER, "a:1");
     b.scene.at(10);
     b.route();
     // Its connection ends at 1500 ms with the frame still queued: it may go elsewhere,
-    // and b:1 is still making its first connection.
+    // and b:1 is still making its first connection (it may be the leader).
     b.scene.at(1500);
     let next = b.cut();
     assert!(b.sent().is_none(), "not one byte left: free to go elsewhere");
@@ -205,7 +206,7 @@ fn an_attempt_cut_before_its_write_holds_out_for_a_leader_still_connecting() {
 }
 
 #[test]
-fn an_attempt_cut_after_its_write_is_indeterminate_and_never_sent_again() {
+fn an_attempt_cut_after_its_write_is_indeterminate_with_its_window_from_the_write() {
     let (mut b, a) = sent_to_standalone();
     // The send made this client the writer: the batch is taken and written whole.
     let mut buf = Vec::new();

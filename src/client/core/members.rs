@@ -135,9 +135,10 @@ impl Net {
     /// address with a connection up is connected, whatever its second slot's dial).
     pub(crate) fn connection_errors(&self) -> Vec<(String, String)> {
         let mut out: Vec<(String, String)> = Vec::new();
+        let up: Vec<&str> =
+            self.slots.iter().filter(|s| s.live().is_some()).map(|s| s.addr.as_str()).collect();
         for slot in &self.slots {
-            let up = |addr: &str| self.slots.iter().any(|s| s.addr == addr && s.live().is_some());
-            if out.iter().any(|(a, _)| *a == slot.addr) || up(&slot.addr) {
+            if out.iter().any(|(a, _)| *a == slot.addr) || up.contains(&slot.addr.as_str()) {
                 continue;
             }
             if let Some(e) = slot.last_error.as_ref().or(slot.note.as_ref().filter(|_| slot.dialing)) {

@@ -25,7 +25,7 @@ use super::ids::{OpId, OrphanId};
 pub const ORPHAN_RETRY: Duration = Duration::from_secs(1);
 /// How long a finished record is kept for a `resolve` that comes late.
 const DONE_KEPT: Duration = Duration::from_secs(600);
-/// Most records kept; the oldest finished ones go first.
+/// Most records kept; beyond it the finished ones opened first go first.
 const RECORDS_MAX: usize = 4096;
 
 /// Where an orphan record stands.
@@ -332,8 +332,8 @@ impl Orphans {
         self.open
     }
 
-    /// Drops finished records past [`DONE_KEPT`], and the oldest finished ones beyond
-    /// [`RECORDS_MAX`].
+    /// Drops finished records past [`DONE_KEPT`], and beyond [`RECORDS_MAX`] the finished
+    /// ones opened first.
     fn prune(&mut self, now: Instant) {
         if self.records.len() < RECORDS_MAX / 4 {
             return;
@@ -495,7 +495,7 @@ mod tests {
     }
 
     #[test]
-    fn finished_records_are_kept_for_a_late_resolve_then_dropped_and_capped() {
+    fn finished_records_are_kept_for_a_late_resolve_then_dropped() {
         let now = Instant::now();
         let mut orphans = Orphans::new(Duration::from_secs(5));
         let ids: Vec<OrphanId> = (0..RECORDS_MAX / 4).map(|_| record(&mut orphans, now)).collect();
@@ -536,18 +536,19 @@ mod tests {
     }
 
     #[test]
-    fn at_the_cap_the_oldest_finished_records_go_first_and_open_ones_never() {
+    fn at_the_cap_the_finished_records_opened_first_go_first_and_open_ones_never() {
         let now = Instant::now();
         let mut orphans = Orphans::new(Duration::from_secs(5));
         let first = record(&mut orphans, now);
         let ids: Vec<OrphanId> = (1..RECORDS_MAX).map(|_| record(&mut orphans, now)).collect();
-        for &id in &ids[..10] {
-            orphans.finish(id, false, now);
+        // Finished in reverse order: the first opened goes first, not the first finished.
+        for (n, &id) in ids[..10].iter().enumerate().rev() {
+            orphans.finish(id, false, now + Duration::from_millis(n as u64));
         }
         assert_eq!(orphans.records.len(), RECORDS_MAX);
         record(&mut orphans, now);
         assert_eq!(orphans.records.len(), RECORDS_MAX, "one finished record made room");
-        assert!(orphans.get(ids[0]).is_none(), "the oldest finished");
+        assert!(orphans.get(ids[0]).is_none(), "the finished record opened first");
         assert!(orphans.get(ids[1]).is_some());
         assert!(orphans.get(first).is_some(), "open: never dropped");
         // With nothing finished left beyond the cap, open records are all kept.

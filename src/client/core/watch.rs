@@ -7,8 +7,10 @@
 //!   A PING is never waited for: while a write is under way on the session it is
 //!   skipped and tried again [`PING_RETRY`] later.
 //! - After a leader change, after a connection ends, and every [`MEMBERSHIP_REFRESH`]
-//!   at least, STATUS is asked of the leader (or of the nodes in turn while none is
-//!   known, every [`LEADER_UNKNOWN_RETRY`]); the leader it names is followed and, from a
+//!   at least, STATUS is asked of the leader — the node the hint names, even when its
+//!   connection's WELCOME said follower — (or of the nodes in turn while none is known,
+//!   every [`LEADER_UNKNOWN_RETRY`]; a hinted node that knows no leader loses the
+//!   hint); the leader it names is followed and, from a
 //!   leader's STATUS only, the slots are reconciled with its voter set (a follower's or
 //!   a new learner's may lag behind a change).
 
@@ -210,6 +212,11 @@ impl Discovery {
                 if !leader.is_empty() {
                     // Ask the leader itself next (its STATUS carries the membership).
                     net.set_hint(Some(leader), now);
+                } else if net.is_hinted(session) {
+                    // The node the hint named knows no leader (cut off from its peers,
+                    // an election under way): as after an `M` naming none, the hint
+                    // goes, and the others are asked in turn.
+                    net.set_hint(None, now);
                 }
             }
         }
@@ -302,27 +309,20 @@ mod tests {
     #[test]
     fn a_dead_leader_is_closed_and_the_membership_read_again_but_not_for_a_follower() {
         let t = Instant::now();
-        for (role, hinted, refresh) in
-            [(LEADER, true, true), (FOLLOWER, false, false), (FOLLOWER, true, true)]
+        // A leader not hinted (the hint names another node), a follower, a hinted follower.
+        for (role, hint, refresh) in
+            [(LEADER, Some("b:1"), true), (FOLLOWER, None, false), (FOLLOWER, Some("a:1"), true)]
         {
             let mut net = net(&["a:1", "b:1"], t);
             let a = welcome(&mut net, "a:1", role, t);
             down(&mut net, "b:1", t);
-            if hinted {
-                net.hint = Some("a:1".into());
-            } else {
-                net.hint = None;
-            }
-            // A leader not hinted (the hint names another) counts as well.
-            if role == LEADER {
-                net.hint = Some("b:1".into());
-            }
+            net.hint = hint.map(str::to_owned);
             pings(&mut net, IDLE, t + IDLE);
             flush(&mut net, a, t + IDLE);
             net.refresh_due = false;
             pings(&mut net, IDLE, t + IDLE + PING_ANSWER_TIMEOUT);
             assert!(!net.session(a).unwrap().usable(), "silent after its PING: closed");
-            assert_eq!(net.refresh_due, refresh, "role {role}, hinted {hinted}");
+            assert_eq!(net.refresh_due, refresh, "role {role}, hint {hint:?}");
         }
     }
 
@@ -343,7 +343,6 @@ mod tests {
         let (s, _, _) = d.in_flight.expect("a STATUS to the leader");
         assert_eq!(s, b);
         d.answered(&mut net, b, Some("role=leader\nvoters=1@a:1,2@b:1\n"), t);
-        assert!(!net.refresh_due);
         assert_eq!(d.due_at(&net, t), Some(t + MEMBERSHIP_REFRESH));
         net.refresh_due = true;
         assert_eq!(d.due_at(&net, t + Duration::from_secs(1)), Some(t + Duration::from_secs(1)));
@@ -358,7 +357,7 @@ mod tests {
         net.hint = None;
         let mut d = Discovery::default();
         d.step(&mut net, t);
-        let (first, id, _) = d.in_flight.unwrap();
+        let (first, _, _) = d.in_flight.unwrap();
         d.answered(&mut net, first, Some("role=follower\nleader=\n"), t);
         assert_eq!(d.in_flight, None);
         assert_eq!(d.due_at(&net, t), Some(t + LEADER_UNKNOWN_RETRY));
@@ -366,7 +365,53 @@ mod tests {
         let (second, _, _) = d.in_flight.unwrap();
         assert_ne!(first, second, "the nodes in turn");
         assert!([a, b].contains(&second));
-        let _ = id;
+    }
+
+    #[test]
+    fn a_hinted_node_that_knows_no_leader_loses_the_hint_and_the_others_are_asked() {
+        let t = Instant::now();
+        let mut net = net(&["a:1", "b:1"], t);
+        let a = welcome(&mut net, "a:1", FOLLOWER, t);
+        let b = welcome(&mut net, "b:1", FOLLOWER, t);
+        // a was the leader; cut off from its peers it is a candidate now.
+        net.hint = Some("a:1".into());
+        let mut d = Discovery::default();
+        d.step(&mut net, t);
+        assert_eq!(d.in_flight.map(|f| f.0), Some(a), "the hinted node");
+        d.answered(&mut net, a, Some("role=candidate\nleader=\n"), t);
+        assert_eq!(net.hint(), None, "it knows no leader: the hint goes");
+        assert_eq!(d.due_at(&net, t), Some(t + STATUS_SPACING), "at once, spaced: not in 30 s");
+        d.step(&mut net, t + STATUS_SPACING);
+        assert_eq!(d.in_flight.map(|f| f.0), Some(b), "the next node in turn");
+        // A hint that names another node is not cleared by a node that knows no leader.
+        net.hint = Some("b:1".into());
+        d.answered(&mut net, b, None, t);
+        d.answered(&mut net, a, Some("role=candidate\nleader=\n"), t);
+        assert_eq!(net.hint(), Some("b:1"));
+    }
+
+    #[test]
+    fn a_follower_naming_a_new_leader_sends_the_next_status_there_and_its_voters_are_followed() {
+        let t = Instant::now();
+        let mut net = net(&["a:1", "b:1", "c:1"], t);
+        let a = welcome(&mut net, "a:1", FOLLOWER, t);
+        // b's WELCOME came before it was elected.
+        let b = welcome(&mut net, "b:1", FOLLOWER, t);
+        welcome(&mut net, "c:1", FOLLOWER, t);
+        net.hint = Some("a:1".into());
+        let mut d = Discovery::default();
+        d.step(&mut net, t);
+        assert_eq!(d.in_flight.map(|f| f.0), Some(a));
+        d.answered(&mut net, a, Some("role=follower\nleader=b:1\n"), t);
+        assert_eq!(net.hint(), Some("b:1"));
+        let next = d.due_at(&net, t).unwrap();
+        assert_eq!(next, t + STATUS_SPACING, "at once, spaced from the last");
+        d.step(&mut net, next);
+        assert_eq!(d.in_flight.map(|f| f.0), Some(b), "the leader named");
+        // c was replaced by d.
+        d.answered(&mut net, b, Some("role=leader\nvoters=1@a:1,2@b:1,4@d:1\n"), next);
+        assert!(net.session(b).unwrap().leads);
+        assert_eq!(net.dialed(), ["a:1", "b:1", "d:1"], "c retired, d dialed");
     }
 
     #[test]
