@@ -5,20 +5,16 @@
 use std::time::{Duration, Instant};
 
 use super::*;
-use crate::client::core::ids::{OpId, SlotId};
-use crate::client::core::net::{DialFailure, NetEvent};
+use crate::client::core::ids::OpId;
+use crate::client::core::net::NetEvent;
+use crate::client::core::scene_tests::{self, fail_dials as fail_all, net_of as net};
 use crate::client::core::session::Waiting;
 use crate::proto::handshake::role::{FOLLOWER, LEADER};
 
-fn net(seeds: &[&str], now: Instant) -> Net {
-    Net::new(seeds.iter().map(|s| s.to_string()).collect(), false, now)
-}
-
-/// A WELCOME from node `node` on the first free slot dialing `addr`.
+/// A WELCOME from node `node` (node 1 leads) on the first free slot dialing `addr`.
 fn welcome(net: &mut Net, addr: &str, node: u64, now: Instant) -> SessionId {
-    let slot = net.slots.iter().find(|s| s.addr == addr && s.session.is_none()).expect("a free slot").id;
     let role = if node == 1 { LEADER } else { FOLLOWER };
-    net.connected(slot, node, role, "", addr.to_owned(), now).expect("the slot exists")
+    scene_tests::welcome(net, addr, node, role, "", now)
 }
 
 fn voters(list: &[(u64, &str)]) -> Vec<(u64, String)> {
@@ -39,14 +35,6 @@ fn usable(net: &Net, s: SessionId) -> bool {
 /// A request left pending on `s`.
 fn pending_on(net: &mut Net, s: SessionId, now: Instant) -> u32 {
     net.send(s, Waiting::Op(OpId(1)), now, |out, _| out.push(0))
-}
-
-fn fail_all(net: &mut Net, addr: &str, now: Instant) {
-    let slots: Vec<SlotId> =
-        net.slots.iter().filter(|s| s.addr == addr && s.session.is_none()).map(|s| s.id).collect();
-    for slot in slots {
-        net.dial_failed(slot, DialFailure::transient("refused"), now);
-    }
 }
 
 #[test]

@@ -6,11 +6,8 @@ use std::time::{Duration, Instant};
 
 use super::*;
 use crate::client::core::routing::LEARNED_ADDRS_MAX;
+use crate::client::core::scene_tests::{self, net_of as net};
 use crate::proto::handshake::role::{FOLLOWER, LEADER, STANDALONE};
-
-fn net(seeds: &[&str], now: Instant) -> Net {
-    Net::new(seeds.iter().map(|s| s.to_string()).collect(), false, now)
-}
 
 /// The first slot dialing `addr` that has no session.
 fn slot(net: &Net, addr: &str) -> SlotId {
@@ -20,8 +17,7 @@ fn slot(net: &Net, addr: &str) -> SlotId {
 /// A WELCOME on `addr`'s slot from a node with `role` naming `leader`; the peer is
 /// the address itself.
 fn welcome(net: &mut Net, addr: &str, role: u8, leader: &str, now: Instant) -> SessionId {
-    let slot = slot(net, addr);
-    net.connected(slot, 1, role, leader, addr.to_owned(), now).expect("the slot exists")
+    scene_tests::welcome(net, addr, 1, role, leader, now)
 }
 
 fn any() -> Target {

@@ -32,7 +32,12 @@ fn with_node(settle_ms: u64, with_record: bool) -> (Scene, SessionId, Indetermin
             scene.now,
         )
     });
-    let attempt = Indeterminate {
+    (scene, a, attempt(sent_at, settle_at, orphan))
+}
+
+/// The error of an indeterminate acquire of (k, o) with no wait.
+fn attempt(sent_at: Instant, settle_at: Instant, orphan: Option<OrphanId>) -> Indeterminate {
+    Indeterminate {
         cause: IndeterminateCause::NoAnswer,
         key: "k".into(),
         owner: Arc::from("o"),
@@ -41,8 +46,7 @@ fn with_node(settle_ms: u64, with_record: bool) -> (Scene, SessionId, Indetermin
         sent_at,
         settle_at,
         orphan,
-    };
-    (scene, a, attempt)
+    }
 }
 
 fn resolved(next: Next) -> Resolved {
@@ -134,16 +138,7 @@ fn a_late_grant_runs_from_the_acquire_queueing_and_after_its_lease_is_released()
 #[test]
 fn a_query_waiting_for_a_connection_is_unrouted() {
     let mut scene = Scene::new(&["a:1"]);
-    let attempt = Indeterminate {
-        cause: IndeterminateCause::NoAnswer,
-        key: "k".into(),
-        owner: Arc::from("o"),
-        lease: LEASE,
-        wait: Duration::ZERO,
-        sent_at: scene.now,
-        settle_at: scene.now,
-        orphan: None,
-    };
+    let attempt = attempt(scene.now, scene.now, None);
     let mut op = ResolveOp::new(&attempt, scene.start + Duration::from_secs(10));
     assert!(matches!(op.start(&mut scene.cx()), Next::Wait(_)), "a:1 is still connecting");
     assert!(op.unrouted(), "its QUERY waits for a connection");

@@ -39,22 +39,14 @@ impl Scene {
     /// A connection to `addr` is up, its node in `role` naming `leader` (the client's
     /// other connections to it failed, so nothing is still making its first one).
     pub(crate) fn up(&mut self, addr: &str, role: u8, leader: &str) -> SessionId {
-        let net = &mut self.world.net;
-        let slot = net.slots.iter().find(|s| s.addr == addr && s.session.is_none()).expect("a slot").id;
-        let session =
-            net.connected(slot, 1, role, leader, addr.to_owned(), self.now).expect("the slot exists");
+        let session = welcome(&mut self.world.net, addr, 1, role, leader, self.now);
         self.down(addr);
         session
     }
 
     /// Every connection attempt to `addr` not up failed.
     pub(crate) fn down(&mut self, addr: &str) {
-        let net = &mut self.world.net;
-        let slots: Vec<SlotId> =
-            net.slots.iter().filter(|s| s.addr == addr && s.session.is_none()).map(|s| s.id).collect();
-        for slot in slots {
-            net.dial_failed(slot, DialFailure::transient("refused"), self.now);
-        }
+        fail_dials(&mut self.world.net, addr, self.now);
     }
 
     /// `n` ms after the scene began.
@@ -70,5 +62,33 @@ impl Scene {
     /// A `Wait`'s instant, in ms after the start.
     pub(crate) fn ms_of(&self, at: Instant) -> u64 {
         at.duration_since(self.start).as_millis() as u64
+    }
+}
+
+/// The connections of a client of `seeds`, every one dialing (for tests of `Net` alone).
+pub(crate) fn net_of(seeds: &[&str], now: Instant) -> Net {
+    Net::new(seeds.iter().map(|s| s.to_string()).collect(), false, now)
+}
+
+/// A WELCOME on the first slot dialing `addr` that has no session, from node `node` in
+/// `role` naming `leader`; the peer is the address itself.
+pub(crate) fn welcome(
+    net: &mut Net,
+    addr: &str,
+    node: u64,
+    role: u8,
+    leader: &str,
+    now: Instant,
+) -> SessionId {
+    let slot = net.slots.iter().find(|s| s.addr == addr && s.session.is_none()).expect("a free slot").id;
+    net.connected(slot, node, role, leader, addr.to_owned(), now).expect("the slot exists")
+}
+
+/// Every slot dialing `addr` that has no session failed its attempt ("refused").
+pub(crate) fn fail_dials(net: &mut Net, addr: &str, now: Instant) {
+    let slots: Vec<SlotId> =
+        net.slots.iter().filter(|s| s.addr == addr && s.session.is_none()).map(|s| s.id).collect();
+    for slot in slots {
+        net.dial_failed(slot, DialFailure::transient("refused"), now);
     }
 }

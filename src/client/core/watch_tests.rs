@@ -2,28 +2,14 @@
 //! STATUS is asked, what an answer changes, and member lists.
 
 use super::*;
-use crate::client::core::net::DialFailure;
+use crate::client::core::scene_tests::{self, fail_dials as down, net_of as net};
 use crate::proto::handshake::role::{FOLLOWER, LEADER};
 
 const IDLE: Duration = Duration::from_secs(1);
 
-fn net(seeds: &[&str], now: Instant) -> Net {
-    Net::new(seeds.iter().map(|s| s.to_string()).collect(), false, now)
-}
-
 /// A WELCOME on `addr`'s first free slot from a node in `role`.
 fn welcome(net: &mut Net, addr: &str, role: u8, now: Instant) -> SessionId {
-    let slot = net.slots.iter().find(|s| s.addr == addr && s.session.is_none()).expect("a free slot").id;
-    net.connected(slot, 1, role, "", addr.to_owned(), now).expect("the slot exists")
-}
-
-/// Every other attempt of `addr` failed.
-fn down(net: &mut Net, addr: &str, now: Instant) {
-    let slots: Vec<_> =
-        net.slots.iter().filter(|s| s.addr == addr && s.session.is_none()).map(|s| s.id).collect();
-    for slot in slots {
-        net.dial_failed(slot, DialFailure::transient("refused"), now);
-    }
+    scene_tests::welcome(net, addr, 1, role, "", now)
 }
 
 /// The writer of `s` wrote everything queued.
