@@ -12,6 +12,8 @@ pub struct PeerHello {
     pub domain: u64,
     /// Its client address as configured (`TICKETING_CLUSTER_SELF`).
     pub addr: String,
+    /// Its `TICKETING_CLUSTER_NAME`; empty when it has none.
+    pub name: String,
 }
 
 /// A connection whose handshake is done, ready for the event loop.

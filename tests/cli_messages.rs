@@ -232,7 +232,7 @@ fn configuration_mistakes_name_the_variable() {
         &[("TICKETING_PEER_AUTH_TOKEN", "not-the-peer-secret-0123")],
     );
     assert_eq!(code, Some(3), "{err}");
-    assert!(err.contains("TICKETING_PEER_AUTH_TOKEN is not the cluster's peer (operator) secret"), "{err}");
+    assert!(err.contains("TICKETING_PEER_AUTH_TOKEN is not that node's peer (operator) secret: wrong here, or, if other nodes accept it, wrong on that node"), "{err}");
     assert!(took < Duration::from_millis(2500), "admin members took {took:?}");
     // ... and the client secret given as the operator secret: the server answers, and
     // refuses; that is the same mistake, not a refusal of the operation (exit 1).

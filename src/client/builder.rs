@@ -167,11 +167,17 @@ impl ClientBuilder {
         const VAR: &str = "TICKETING_PEER_AUTH_TOKEN";
         const FILE_VAR: &str = "TICKETING_PEER_AUTH_TOKEN_FILE";
         let secret = if let Some(token) = std::env::var_os(VAR).filter(|t| !t.is_empty()) {
-            self.secret_named = Some(format!("{VAR} is not the cluster's peer (operator) secret"));
+            self.secret_named = Some(format!(
+                "{VAR} is not that node's peer (operator) secret: wrong here, or, if other nodes accept it, \
+                 wrong on that node"
+            ));
             Secret::Bytes(token.into_encoded_bytes())
         } else if let Some(path) = std::env::var_os(FILE_VAR).filter(|p| !p.is_empty()) {
             self.secret_named =
-                Some(format!("the secret in {FILE_VAR} is not the cluster's peer (operator) secret"));
+                Some(format!(
+                    "the secret in {FILE_VAR} is not that node's peer (operator) secret: wrong here, or, if \
+                     other nodes accept it, wrong on that node"
+                ));
             Secret::File(path.into(), FILE_VAR)
         } else {
             return false;

@@ -25,8 +25,8 @@ pub const PEER_HANDSHAKES_MAX: usize = 128;
 pub const PEER_HANDSHAKES_PER_IP_MAX: usize = 8;
 
 /// Refused PEER HELLOs, logged at most once a second per reason.
-pub(super) static PEER_REFUSED_LOG: [crate::lograte::RateLimit; 7] =
-    [const { crate::lograte::RateLimit::new() }; 7];
+pub(super) static PEER_REFUSED_LOG: [crate::lograte::RateLimit; 9] =
+    [const { crate::lograte::RateLimit::new() }; 9];
 
 /// Accepts peer connections and runs their handshakes on short-lived threads.
 pub(super) struct Acceptor {
@@ -100,6 +100,12 @@ impl Acceptor {
     ) -> Result<(), (u8, String)> {
         if hello.node_id == self.me {
             return Err((refusal::SAME_NODE, format!("{} is my own node id", self.me)));
+        }
+        // Before membership: a node of another cluster is told so, not that it is no
+        // member (which would send it looking for a leader to add it).
+        let ours = (self.hello)().name;
+        if hello.name != ours {
+            return Err((refusal::OTHER_NAME, name_words((self.me, &ours), (hello.node_id, &hello.name))));
         }
         if let Some(cert) = cert {
             // Mutual TLS proved the certificate is the CA's; it must also be the
@@ -188,7 +194,7 @@ impl Acceptor {
             }
             Err(PeerError::Refused { code, reason, .. }) => {
                 crate::warn_limited!(
-                    PEER_REFUSED_LOG[usize::from(code).min(6)],
+                    PEER_REFUSED_LOG[usize::from(code).min(8)],
                     "{from}: peer refused: {reason}"
                 );
             }
@@ -209,6 +215,19 @@ impl Acceptor {
             }
         }
     }
+}
+
+/// The words of a refusal for another cluster name, the same on both sides of the link:
+/// each node (id, name) and its name (empty: none).
+pub(super) fn name_words(refuser: (u64, &str), dialer: (u64, &str)) -> String {
+    let name = |n: &str| if n.is_empty() { "none".to_owned() } else { format!("{n:?}") };
+    format!(
+        "node {} has TICKETING_CLUSTER_NAME {} and node {} has {}",
+        refuser.0,
+        name(refuser.1),
+        dialer.0,
+        name(dialer.1)
+    )
 }
 
 /// Strangers admitted to ask for votes, logged at most once a second.

@@ -10,7 +10,7 @@ use log::{debug, info};
 
 use super::accept::PEER_REFUSED_LOG;
 use super::explain;
-use super::first_contact::FirstContact;
+use super::first_contact::{FirstContact, Verdict};
 use super::peer::{self, refusal, PeerError, PeerHello};
 use super::view::ClusterView;
 use crate::messages::ToRaft;
@@ -81,6 +81,19 @@ impl DialerKit {
 
     fn set_fatal(&self, msg: String) {
         *self.fatal.lock().unwrap_or_else(|p| p.into_inner()) = Some(msg);
+    }
+
+    /// Records how configured peer `peer` at `addr` answered (see [`FirstContact::verdict`]);
+    /// false when that stops this node.
+    fn verdict(&self, peer: u64, addr: &str, verdict: Verdict) -> bool {
+        let config_known = self.view.admission().config_known;
+        match self.first_contact.verdict(peer, addr, verdict, config_known) {
+            Ok(()) => true,
+            Err(msg) => {
+                self.set_fatal(msg);
+                false
+            }
+        }
     }
 }
 
@@ -173,9 +186,23 @@ impl Dialer {
                     kit.set_fatal(msg);
                     return DialOutcome::Stop;
                 }
+                if code == refusal::OTHER_NAME && !kit.verdict(self.peer, &self.addr, Verdict::OtherName(reason.clone()))
+                {
+                    return DialOutcome::Stop;
+                }
                 return self.refused(code, &reason, leader_id, &leader);
             }
             Err(e) => {
+                let secret = matches!(
+                    e,
+                    PeerError::Handshake(
+                        crate::proto::handshake::HandshakeError::Rejected(_)
+                            | crate::proto::handshake::HandshakeError::BadProof
+                    )
+                );
+                if secret && !kit.verdict(self.peer, &self.addr, Verdict::OtherSecret) {
+                    return DialOutcome::Stop;
+                }
                 self.failed(&e);
                 return DialOutcome::Retry;
             }
@@ -186,6 +213,15 @@ impl Dialer {
             crate::warn_limited!(PEER_REFUSED_LOG[0], "{}: {why}; not talking to it", self.addr);
             DialOutcome::Retry
         };
+        if p.name != hello.name {
+            // The listener judges names too; this side checks what it was told.
+            let words = super::accept::name_words((p.node_id, &p.name), (hello.node_id, &hello.name));
+            if !kit.verdict(self.peer, &self.addr, Verdict::OtherName(words.clone())) {
+                return DialOutcome::Stop;
+            }
+            return refused(words);
+        }
+        kit.verdict(self.peer, &self.addr, Verdict::Agreed);
         if p.node_id != self.peer {
             // A fresh process at the address where `self.peer` ran: the self-healing
             // recipe's restart (docs/operations.md, "Self-healing"), not a mistake — when
@@ -264,7 +300,7 @@ impl Dialer {
             }
             _ => {
                 crate::warn_limited!(
-                    PEER_REFUSED_LOG[usize::from(code).min(6)],
+                    PEER_REFUSED_LOG[usize::from(code).min(8)],
                     "node {} at {} refused this node: {reason}",
                     self.peer,
                     self.addr

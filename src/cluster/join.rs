@@ -11,9 +11,13 @@
 //!
 //! It never founds anything: a node that finds no leader keeps asking and says so in
 //! its log (a new cluster is founded by `new` founders or by `ticketing admin found`).
+//!
+//! Before each round it reads every member's STATUS, and stops the node (exit 2) when
+//! they show it cannot belong ([`check_members`]): a member of another cluster name,
+//! members of two fencing domains, or members that all refuse its peer secret.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use log::info;
@@ -28,6 +32,8 @@ const ROUND_PAUSE_MAX: Duration = Duration::from_secs(5);
 /// One MEMBERS or JOIN exchange waits this long at most. A JOIN is answered once the
 /// learner's configuration commits (the leader dials this node first: 5 s at most).
 const EXCHANGE_TIMEOUT: Duration = Duration::from_secs(25);
+/// One member's STATUS waits this long at most (an unanswered one proves nothing).
+const STATUS_TIMEOUT: Duration = Duration::from_secs(5);
 /// A waiting node says why at most this often.
 static WAITING_LOG: crate::lograte::RateLimit = crate::lograte::RateLimit::every(30_000);
 
@@ -43,6 +49,71 @@ pub struct Joiner {
     pub tls_ca: Option<std::path::PathBuf>,
     pub view: Arc<ClusterView>,
     pub stopping: Arc<AtomicBool>,
+    /// `TICKETING_CLUSTER_NAME` (empty: none).
+    pub name: String,
+    /// Set to the reason when this node must stop (exit 2).
+    pub fatal: Arc<Mutex<Option<String>>>,
+}
+
+/// How a member at an address answered STATUS.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum MemberAnswer {
+    /// Its STATUS text.
+    Status(String),
+    /// A mistake that asking again cannot fix (its secret refused ours, TLS, a port of
+    /// another kind): the words name it.
+    Refused(String),
+    /// No answer now (down, unreachable): may pass.
+    Silent,
+}
+
+/// Judges the members' STATUS answers (address, answer) for a node named `name`:
+/// `Err` is why the node must stop (exit 2) — a member of another cluster name, members
+/// of two fencing domains, or no member that accepted it while at least one refused it.
+/// A member that is silent proves nothing.
+pub fn check_members(name: &str, answers: &[(String, MemberAnswer)]) -> Result<(), String> {
+    let field = |text: &str, f: &str| {
+        text.lines().find_map(|l| l.strip_prefix(f).and_then(|v| v.strip_prefix('='))).unwrap_or("").to_owned()
+    };
+    let mut domains: Vec<(u64, Vec<&str>)> = Vec::new();
+    let mut refused = Vec::new();
+    let mut accepted = false;
+    for (addr, answer) in answers {
+        match answer {
+            MemberAnswer::Status(text) => {
+                accepted = true;
+                let theirs = field(text, "cluster_name");
+                if theirs != name {
+                    let said = |n: &str| if n.is_empty() { "none".to_owned() } else { format!("{n:?}") };
+                    return Err(format!(
+                        "TICKETING_CLUSTER_NAME: the member at {addr} (TICKETING_CLUSTER_PEERS) has cluster name                          {} and this node {}: it is a node of another cluster, or one of the two names is wrong.                          Give every node of a cluster the same TICKETING_CLUSTER_NAME and each cluster its own                          (docs/security.md)",
+                        said(&theirs),
+                        said(name)
+                    ));
+                }
+                let domain = field(text, "domain").parse::<u64>().unwrap_or(0);
+                if domain != 0 {
+                    match domains.iter_mut().find(|(d, _)| *d == domain) {
+                        Some((_, addrs)) => addrs.push(addr),
+                        None => domains.push((domain, vec![addr])),
+                    }
+                }
+            }
+            MemberAnswer::Refused(why) => refused.push(why.as_str()),
+            MemberAnswer::Silent => {}
+        }
+    }
+    if let [(a, a_addrs), (b, b_addrs), ..] = &domains[..] {
+        return Err(format!(
+            "TICKETING_CLUSTER_PEERS names members of two clusters: fencing domain {a} ({}) and fencing domain              {b} ({}). List the members of one cluster only, and give each cluster its own              TICKETING_CLUSTER_NAME (docs/security.md)",
+            a_addrs.join(", "),
+            b_addrs.join(", ")
+        ));
+    }
+    if !accepted && !refused.is_empty() {
+        return Err(format!("cannot join: every member that answered refused this node: {}", refused.join("; ")));
+    }
+    Ok(())
 }
 
 impl Joiner {
@@ -56,6 +127,7 @@ impl Joiner {
             builder = builder.tls_ca_file(ca);
         }
         let builder = builder
+            .request_timeout(EXCHANGE_TIMEOUT.min(STATUS_TIMEOUT))
             .words(&crate::client::ENV_WORDS)
             .secret_named("TICKETING_PEER_AUTH_TOKEN differs from the cluster's peer secret");
         let client = match builder.build() {
@@ -79,6 +151,10 @@ impl Joiner {
         let mut pause = ROUND_PAUSE_MIN;
         let mut round = 0;
         while !self.done() {
+            if let Err(why) = self.check(&client) {
+                *self.fatal.lock().unwrap_or_else(|p| p.into_inner()) = Some(why);
+                return;
+            }
             // Each round starts at the next member: one that names a stale leader (a
             // learner cut off from the cluster, say) is not asked first every time.
             if let Err(why) = self.round(&client, round) {
@@ -96,6 +172,25 @@ impl Joiner {
         }
     }
 
+    /// Reads every member's STATUS and judges them ([`check_members`]).
+    fn check(&self, client: &Client) -> Result<(), String> {
+        let mut answers = Vec::new();
+        for addr in &self.ask {
+            if self.done() {
+                return Ok(());
+            }
+            let answer = match client.status_of(addr) {
+                Ok(text) => MemberAnswer::Status(text),
+                Err(ClientError::Unavailable { last_error: Some(why), lasting: true }) => {
+                    MemberAnswer::Refused(why)
+                }
+                Err(_) => MemberAnswer::Silent,
+            };
+            answers.push((addr.clone(), answer));
+        }
+        check_members(&self.name, &answers)
+    }
+
     fn done(&self) -> bool {
         self.stopping.load(Ordering::SeqCst) || self.view.admission().config_known
     }
@@ -104,11 +199,13 @@ impl Joiner {
     fn round(&self, client: &Client, round: usize) -> Result<(), String> {
         let (leader_id, leader) = match self.find_leader(client, round) {
             Ok(found) => found,
-            Err(why) => {
+            Err((why, all_without_leader)) => {
                 self.view.set_joining(None);
+                self.view.set_waiting_why((!all_without_leader).then(|| why.clone()));
                 return Err(why);
             }
         };
+        self.view.set_waiting_why(None);
         self.view.vouch_for_leader(leader_id, &leader);
         self.view.set_joining(Some((leader_id, leader.clone())));
         if !self.auto {
@@ -130,9 +227,10 @@ impl Joiner {
     }
 
     /// The leader (id, client address) the first member (from the round's turn on) that
-    /// knows one names.
-    fn find_leader(&self, client: &Client, round: usize) -> Result<(u64, String), String> {
+    /// knows one names. `Err`: why none, and whether every member answered knowing none.
+    fn find_leader(&self, client: &Client, round: usize) -> Result<(u64, String), (String, bool)> {
         let mut why = Vec::new();
+        let mut all_without_leader = true;
         let first = round % self.ask.len().max(1);
         for addr in self.ask.iter().cycle().skip(first).take(self.ask.len()) {
             if self.done() {
@@ -148,14 +246,60 @@ impl Joiner {
                         _ => why.push(format!("{addr} knows no leader")),
                     }
                 }
-                Err(e) => why.push(format!("{addr}: {e}")),
+                Err(e) => {
+                    all_without_leader = false;
+                    why.push(format!("{addr}: {e}"))
+                }
             }
         }
-        Err(format!(
+        let why = format!(
             "no member of TICKETING_CLUSTER_PEERS named a leader ({}); a node never founds a cluster by \
              itself: found one with `ticketing admin found` or start the founders with \
              TICKETING_CLUSTER_STATE=new",
             why.join("; ")
-        ))
+        );
+        Err((why, all_without_leader))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn status(name: &str, domain: u64) -> MemberAnswer {
+        MemberAnswer::Status(format!("node_id=1\ndomain={domain}\ncluster_name={name}\n"))
+    }
+
+    fn answers(list: &[(&str, MemberAnswer)]) -> Vec<(String, MemberAnswer)> {
+        list.iter().map(|(a, m)| (a.to_string(), m.clone())).collect()
+    }
+
+    #[test]
+    fn members_of_one_cluster_with_this_name_pass() {
+        let list = answers(&[("a:1", status("prod", 7)), ("b:1", status("prod", 0)), ("c:1", MemberAnswer::Silent)]);
+        assert_eq!(check_members("prod", &list), Ok(()));
+        assert_eq!(check_members("", &answers(&[("a:1", status("", 7))])), Ok(()));
+        // A node from before names existed sends no cluster_name line: no name.
+        let old = MemberAnswer::Status("node_id=1\ndomain=7\n".into());
+        assert_eq!(check_members("", &answers(&[("a:1", old.clone())])), Ok(()));
+        assert!(check_members("prod", &answers(&[("a:1", old)])).is_err());
+    }
+
+    #[test]
+    fn another_name_two_domains_or_only_refusals_stop_the_node_naming_the_variable() {
+        let why = check_members("prod", &answers(&[("a:1", status("staging", 7))])).unwrap_err();
+        assert!(why.starts_with("TICKETING_CLUSTER_NAME: the member at a:1"), "{why}");
+        assert!(why.contains("\"staging\" and this node \"prod\""), "{why}");
+        let why = check_members("prod", &answers(&[("a:1", status("", 7))])).unwrap_err();
+        assert!(why.contains("cluster name none and this node \"prod\""), "{why}");
+        let two = answers(&[("a:1", status("", 7)), ("b:1", status("", 7)), ("c:1", status("", 9))]);
+        let why = check_members("", &two).unwrap_err();
+        assert!(why.contains("fencing domain 7 (a:1, b:1) and fencing domain 9 (c:1)"), "{why}");
+        let refused = MemberAnswer::Refused("a:1: the server refused our auth token (TICKETING_PEER_AUTH_TOKEN)".into());
+        let why = check_members("", &answers(&[("a:1", refused.clone()), ("b:1", MemberAnswer::Silent)])).unwrap_err();
+        assert!(why.contains("TICKETING_PEER_AUTH_TOKEN"), "{why}");
+        // One member accepted it: the one that refused is not proof enough.
+        assert_eq!(check_members("", &answers(&[("a:1", refused), ("b:1", status("", 7))])), Ok(()));
+        assert_eq!(check_members("", &answers(&[("a:1", MemberAnswer::Silent)])), Ok(()));
     }
 }

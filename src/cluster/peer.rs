@@ -4,6 +4,7 @@
 //!
 //! ```text
 //! PEER HELLO   = len u32 · 'H' · node_id u64 · incarnation u64 · domain u64 · addr str8
+//!                [· name str8]                              (only when the node has a name)
 //! PEER REFUSAL = len u32 · 'X' · code u8 · reason str8      (then the listener closes)
 //! ```
 //! The dialer sends its HELLO first; the listener answers with its own or a refusal.
@@ -19,6 +20,7 @@ use byteorder::{BigEndian, ByteOrder};
 
 pub use crate::established::{Established, PeerHello};
 use crate::proto::handshake::{self, Welcome, PEER_LABELS};
+use crate::proto::limits::{check_cluster_name, CLUSTER_NAME_LEN_MAX};
 use crate::transport::{self, Duplex};
 
 pub use crate::proto::addr::PEER_PORT_OFFSET;
@@ -27,7 +29,7 @@ pub const PEER_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long a dial may take to connect.
 pub const DIAL_CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
 /// Largest PEER HELLO / REFUSAL frame `len`.
-const HELLO_LEN_MAX: usize = 1 + 8 + 8 + 8 + 1 + 255;
+const HELLO_LEN_MAX: usize = 1 + 8 + 8 + 8 + 1 + 255 + 1 + CLUSTER_NAME_LEN_MAX;
 const _: () = assert!(1 + 1 + 1 + 255 + 8 <= HELLO_LEN_MAX, "a REFUSAL fits too");
 
 /// Refusal codes.
@@ -49,6 +51,9 @@ pub mod refusal {
     /// With TLS: the dialer's certificate is not valid for the host its node id is
     /// known at.
     pub const CERT_MISMATCH: u8 = 7;
+    /// The two nodes have different cluster names (`TICKETING_CLUSTER_NAME`; one of
+    /// them may have none).
+    pub const OTHER_NAME: u8 = 8;
 }
 
 /// Why a listener refuses a PEER HELLO, and the leader it knows (0: none).
@@ -114,14 +119,21 @@ impl From<handshake::HandshakeError> for PeerError {
 
 pub fn encode_hello(hello: &PeerHello) -> Vec<u8> {
     let addr = &hello.addr.as_bytes()[..hello.addr.len().min(255)];
+    let name = &hello.name.as_bytes()[..hello.name.len().min(CLUSTER_NAME_LEN_MAX)];
+    let name_len = if name.is_empty() { 0 } else { 1 + name.len() };
     let mut out = Vec::with_capacity(4 + HELLO_LEN_MAX);
-    out.extend_from_slice(&((1 + 24 + 1 + addr.len()) as u32).to_be_bytes());
+    out.extend_from_slice(&((1 + 24 + 1 + addr.len() + name_len) as u32).to_be_bytes());
     out.push(b'H');
     out.extend_from_slice(&hello.node_id.to_be_bytes());
     out.extend_from_slice(&hello.incarnation.to_be_bytes());
     out.extend_from_slice(&hello.domain.to_be_bytes());
     out.push(addr.len() as u8);
     out.extend_from_slice(addr);
+    // Why only when set: a node without a name sends the HELLO it always sent.
+    if !name.is_empty() {
+        out.push(name.len() as u8);
+        out.extend_from_slice(name);
+    }
     out
 }
 
@@ -151,12 +163,21 @@ fn read_hello<R: Read>(stream: &mut R) -> Result<PeerHello, PeerError> {
     stream.read_exact(&mut body)?;
     match body[0] {
         b'H' => {
-            if len < 26 || len != 26 + body[25] as usize {
+            if len < 26 || len < 26 + body[25] as usize {
                 return Err(PeerError::Malformed("bad HELLO size"));
             }
+            let addr_end = 26 + body[25] as usize;
+            let name = match &body[addr_end..] {
+                [] => "",
+                [n, name @ ..] if *n as usize == name.len() => std::str::from_utf8(name)
+                    .ok()
+                    .filter(|name| check_cluster_name(name).is_ok())
+                    .ok_or(PeerError::Malformed("HELLO cluster name is not a valid name"))?,
+                _ => return Err(PeerError::Malformed("bad HELLO size")),
+            };
             // Strict: an address that is not UTF-8 `host:port` is refused, never
             // stored or turned into something else.
-            let addr = std::str::from_utf8(&body[26..])
+            let addr = std::str::from_utf8(&body[26..addr_end])
                 .map_err(|_| PeerError::Malformed("HELLO address is not UTF-8"))?;
             crate::proto::addr::check_client_addr(addr)
                 .map_err(|_| PeerError::Malformed("HELLO address is not host:port"))?;
@@ -165,6 +186,7 @@ fn read_hello<R: Read>(stream: &mut R) -> Result<PeerHello, PeerError> {
                 incarnation: BigEndian::read_u64(&body[9..17]),
                 domain: BigEndian::read_u64(&body[17..25]),
                 addr: addr.to_owned(),
+                name: name.to_owned(),
             })
         }
         b'X' => {
@@ -317,9 +339,18 @@ mod tests {
 
     #[test]
     fn hello_round_trips_and_refusal_is_an_error() {
-        let hello = PeerHello { node_id: 7, incarnation: 9, domain: 11, addr: "127.0.0.1:5225".into() };
+        let mut hello =
+            PeerHello { node_id: 7, incarnation: 9, domain: 11, addr: "127.0.0.1:5225".into(), name: "".into() };
         let bytes = encode_hello(&hello);
+        assert_eq!(bytes.len(), 4 + 26 + 14, "a node without a name sends the HELLO without one");
         assert_eq!(read_hello(&mut &bytes[..]).unwrap(), hello);
+        hello.name = "prod-eu.1".into();
+        let named = encode_hello(&hello);
+        assert_eq!(&named[4 + 26 + 14..], b"\x09prod-eu.1");
+        assert_eq!(read_hello(&mut &named[..]).unwrap(), hello);
+        for cut in 0..named.len() {
+            assert!(read_hello(&mut &named[..cut]).is_err());
+        }
         let bytes = encode_refusal(refusal::NODE_ID_REUSED, "replace me", 3);
         match read_hello(&mut &bytes[..]) {
             Err(PeerError::Refused { code: 1, reason, leader_id: 3, .. }) => assert_eq!(reason, "replace me"),
@@ -334,13 +365,34 @@ mod tests {
     fn a_hello_address_that_is_not_utf8_host_port_is_refused() {
         for addr in [&b"\xff\xff:5225"[..], b"no-port", b"a b:5225", &[0xffu8; 255][..]] {
             let mut bytes =
-                encode_hello(&PeerHello { node_id: 7, incarnation: 9, domain: 0, addr: "x:1".into() });
+                encode_hello(&PeerHello { node_id: 7, incarnation: 9, domain: 0, addr: "x:1".into(), name: "".into() });
             bytes.truncate(4 + 25);
             bytes.push(addr.len() as u8);
             bytes.extend_from_slice(addr);
             let len = (bytes.len() - 4) as u32;
             bytes[..4].copy_from_slice(&len.to_be_bytes());
             assert!(matches!(read_hello(&mut &bytes[..]), Err(PeerError::Malformed(_))), "{addr:?}");
+        }
+    }
+
+    #[test]
+    fn a_hello_whose_name_is_not_a_cluster_name_or_does_not_fill_it_is_refused() {
+        let hello = |tail: &[u8]| {
+            let mut bytes = encode_hello(&PeerHello {
+                node_id: 7,
+                incarnation: 9,
+                domain: 0,
+                addr: "x:1".into(),
+                name: "".into(),
+            });
+            bytes.extend_from_slice(tail);
+            let len = (bytes.len() - 4) as u32;
+            bytes[..4].copy_from_slice(&len.to_be_bytes());
+            read_hello(&mut &bytes[..])
+        };
+        assert_eq!(hello(b"\x01a").unwrap().name, "a");
+        for tail in [&b"\x00"[..], b"\x02a", b"\x01ab", b"\x03a b", b"\x02\xff\xfe", b"\x01a\x00"] {
+            assert!(matches!(hello(tail), Err(PeerError::Malformed(_))), "{tail:?}");
         }
     }
 

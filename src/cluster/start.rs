@@ -78,16 +78,15 @@ pub fn start(s: ClusterStart<'_>) -> std::io::Result<ClusterHandles> {
     let hello = {
         let domain = s.domain.clone();
         let addr = cluster.self_addr.clone();
+        let name = config.cluster_name.clone().unwrap_or_default();
         let incarnation = s.incarnation;
-        move || PeerHello { node_id: me, incarnation, domain: domain(), addr: addr.clone() }
+        move || PeerHello { node_id: me, incarnation, domain: domain(), addr: addr.clone(), name: name.clone() }
     };
 
     let mut threads = Vec::new();
-    let first_contact = Arc::new(FirstContact {
-        started_new: cluster.state == ClusterState::New,
-        founding: AtomicBool::new(cluster.state == ClusterState::New),
-        made: AtomicBool::new(false),
-    });
+    let started_new = cluster.state == ClusterState::New;
+    let first_contact =
+        Arc::new(FirstContact::new(started_new, if started_new { cluster.peers.len() } else { 0 }));
     let kit = DialerKit {
         hello: Arc::new(hello.clone()),
         key: peer_key.clone(),
@@ -121,6 +120,8 @@ pub fn start(s: ClusterStart<'_>) -> std::io::Result<ClusterHandles> {
             tls_ca: config.tls.as_ref().and_then(|t| t.ca.clone()),
             view: view.clone(),
             stopping: stopping.clone(),
+            name: config.cluster_name.clone().unwrap_or_default(),
+            fatal: fatal.clone(),
         };
         // Not joined at stop: an exchange under way may take seconds, and the thread
         // holds nothing that must be given back.

@@ -124,6 +124,10 @@ pub struct ClusterView {
     /// The leader (id, client address) a node that knows no configuration yet asks to
     /// add it, as its join thread last found it (`None`: none named).
     joining: Mutex<Option<(u64, String)>>,
+    /// Why a waiting node found no leader, when not because every member it asked
+    /// answered that it knows none (some were silent or refused it): then founding is
+    /// not the advice.
+    waiting_why: Mutex<Option<String>>,
 }
 
 /// What a node that knows no cluster says it is (`/readyz`, and the CLI about it).
@@ -209,6 +213,21 @@ impl ClusterView {
     /// The leader the join thread asks to add this node (`None`: no member named one).
     pub fn set_joining(&self, leader: Option<(u64, String)>) {
         *lock(&self.joining) = leader;
+    }
+
+    /// Records why a waiting node found no leader (`None`: every member it asked
+    /// answered, knowing none; see [`ClusterView::waiting_words`]).
+    pub fn set_waiting_why(&self, why: Option<String>) {
+        *lock(&self.waiting_why) = why;
+    }
+
+    /// What a waiting node says it is (`/readyz`): founding is advised only when every
+    /// member it asked answered that it knows no leader.
+    pub fn waiting_words(&self) -> String {
+        match &*lock(&self.waiting_why) {
+            None => WAITING.to_owned(),
+            Some(why) => format!("waiting to join: {why}"),
+        }
     }
 
     /// Where this node stands: a member, or waiting, or joining (see [`Standing`]).

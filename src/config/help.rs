@@ -19,6 +19,8 @@ Environment variables (docs/configuration.md):
   TICKETING_CLUSTER_PEERS         id@host:port,... of all voters (new); host:port or
                                   id@host:port of any members (join) unset: standalone
   TICKETING_CLUSTER_STATE         new | join                       default new
+  TICKETING_CLUSTER_NAME          this cluster's name (letters, digits, . _ -; 1-63):
+                                  peers and clients of another name are refused
   TICKETING_AUTOPILOT             on | off: the leader replaces a dead voter by a
                                   caught-up standby                default on
   TICKETING_AUTOPILOT_DEAD_MS     unreachable this long = dead     default 30000

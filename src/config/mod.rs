@@ -65,6 +65,10 @@ pub struct Config {
     /// `None`: off.
     pub metrics_listen: Option<SocketAddr>,
     pub cluster: Option<ClusterConfig>,
+    /// `TICKETING_CLUSTER_NAME`: reported in STATUS as `cluster_name`, compared in the
+    /// peer handshake (a peer of another name, or none when this node has one, is
+    /// refused) and checked by clients given a name (docs/security.md §6).
+    pub cluster_name: Option<String>,
     /// Things worth a warning at start that are not errors (a secret file others may
     /// read); logged by `run_from_env`.
     pub warnings: Vec<String>,
@@ -85,6 +89,7 @@ impl std::fmt::Debug for Config {
             .field("max_keys", &self.max_keys)
             .field("metrics_listen", &self.metrics_listen)
             .field("cluster", &self.cluster)
+            .field("cluster_name", &self.cluster_name)
             .field("warnings", &self.warnings)
             .finish()
     }
@@ -105,6 +110,7 @@ impl Config {
             max_keys: MAX_KEYS_DEFAULT,
             metrics_listen: None,
             cluster: None,
+            cluster_name: None,
             warnings: Vec::new(),
         }
     }
@@ -201,6 +207,15 @@ impl Config {
                 Ok(id) => Some(NodeIdSetting::Fixed(id)),
             },
         };
+        let cluster_name = match get("TICKETING_CLUSTER_NAME") {
+            None => None,
+            Some(text) if text.trim().is_empty() => None,
+            Some(text) => {
+                crate::proto::limits::check_cluster_name(text.trim())
+                    .map_err(|m| err("TICKETING_CLUSTER_NAME", m))?;
+                Some(text.trim().to_owned())
+            }
+        };
         let mut cluster = cluster_config(get, node_id, election_ms)?;
         let node_id = match (&mut cluster, node_id) {
             (_, Some(NodeIdSetting::Fixed(id))) => Some(id),
@@ -236,6 +251,7 @@ impl Config {
             max_keys,
             metrics_listen,
             cluster,
+            cluster_name,
             warnings,
         })
     }

@@ -29,3 +29,19 @@ pub const HANDSHAKE_TIMEOUT_MS: u64 = 5_000;
 pub const AUTH_TOKEN_LEN_MIN: usize = 16;
 /// Longest STATUS text, in bytes (`str16`).
 pub const STATUS_TEXT_LEN_MAX: usize = 65_535 - 5 - 2;
+/// Longest cluster name (`TICKETING_CLUSTER_NAME`), in bytes.
+pub const CLUSTER_NAME_LEN_MAX: usize = 63;
+
+/// Checks a cluster name (docs/configuration.md): 1 to [`CLUSTER_NAME_LEN_MAX`] bytes of
+/// ASCII letters, digits, `.`, `_` and `-`. Why so narrow: it travels in a STATUS line
+/// and in the peer HELLO, and an operator types and compares it; a space or a
+/// look-alike character would make two names that read the same differ.
+pub fn check_cluster_name(name: &str) -> Result<(), String> {
+    if name.is_empty() || name.len() > CLUSTER_NAME_LEN_MAX {
+        return Err(format!("{name:?} must be 1 to {CLUSTER_NAME_LEN_MAX} bytes long"));
+    }
+    match name.bytes().find(|b| !(b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))) {
+        Some(_) => Err(format!("{name:?} may hold only ASCII letters, digits, '.', '_' and '-'")),
+        None => Ok(()),
+    }
+}

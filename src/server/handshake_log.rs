@@ -28,8 +28,9 @@ pub fn log_failure(e: &HandshakeError, peer: SocketAddr, tls: bool, heard: bool,
         }
         HandshakeError::AuthFailed => crate::warn_limited!(
             AUTH_FAILED_LOG,
-            "client authentication failed from {peer}: its TICKETING_AUTH_TOKEN differs from this node's client \
-             secret"
+            "client authentication failed from {peer}: it proved neither this node's client secret \
+             (TICKETING_AUTH_TOKEN, for clients) nor its peer secret (TICKETING_PEER_AUTH_TOKEN, for `ticketing \
+             admin` and joining nodes)"
         ),
         HandshakeError::SpokeTls => crate::warn_limited!(
             SPOKE_TLS_LOG,

@@ -4,7 +4,7 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use crate::cluster::view::{ClusterView, Standing, WAITING};
+use crate::cluster::view::{ClusterView, Standing};
 
 /// Clears its flag when dropped: when the thread that holds it ends, a panic included.
 pub struct AliveFlag(pub Arc<AtomicBool>);
@@ -52,7 +52,7 @@ pub fn ready_check(view: Option<Arc<ClusterView>>) -> crate::metrics::http::Chec
         }
         match view.standing() {
             Standing::Member => {}
-            Standing::Waiting => return Err(WAITING.into()),
+            Standing::Waiting => return Err(view.waiting_words()),
             Standing::Joining(id, addr) => {
                 return Err(format!("joining the cluster led by node {id} at {addr}: not a member yet"))
             }

@@ -163,7 +163,12 @@ fn shared(
     let limits = Limits::for_open_files(crate::sys::raise_open_files_limit());
     let cluster = started.cluster.as_ref();
     Shared {
-        info: NodeInfo { node_id: config.node_id, addr: started.advertised.clone(), started: Instant::now() },
+        info: NodeInfo {
+            node_id: config.node_id,
+            addr: started.advertised.clone(),
+            cluster_name: config.cluster_name.clone().unwrap_or_default(),
+            started: Instant::now(),
+        },
         counters: parts.counters.clone(),
         metrics: parts.metrics.clone(),
         auth_key: crate::proto::handshake::auth_key(&config.auth_token),

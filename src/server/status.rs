@@ -27,6 +27,8 @@ pub struct NodeInfo {
     pub node_id: u64,
     /// This node's client address as clients should dial it.
     pub addr: String,
+    /// `TICKETING_CLUSTER_NAME`; empty when none.
+    pub cluster_name: String,
     pub started: Instant,
 }
 
@@ -164,6 +166,7 @@ fn text(info: &NodeInfo, counters: &Counters, metrics: &Metrics, raft: &RaftLine
     line("voters", &raft.voters);
     line("learners", &raft.learners);
     line("domain", &get(&counters.domain));
+    line("cluster_name", &info.cluster_name);
     line("last_token", &get(&counters.last_token));
     line("keys_held", &get(&counters.keys_held));
     line("waiters", &get(&counters.waiters));
