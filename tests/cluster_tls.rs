@@ -162,7 +162,13 @@ fn the_peer_port_requires_a_certificate_from_the_ca_valid_for_the_node_it_claims
     }
     let target = cluster.addr(0).to_string();
     let key = ticketing::proto::handshake::auth_key(PEER_TOKEN.as_bytes());
-    let hello = PeerHello { node_id: 2, incarnation: 5, domain: 0, addr: cluster.addr(1).to_string() };
+    let hello = PeerHello {
+        node_id: 2,
+        incarnation: 5,
+        domain: 0,
+        addr: cluster.addr(1).to_string(),
+        name: String::new(),
+    };
     // No certificate, and one from another CA: the TLS handshake itself fails.
     let stranger = Pki::new();
     let foreign_identity = stranger.leaf(&["127.0.0.2"]);

@@ -39,6 +39,7 @@ const CLIENT_RANKS: &[(&str, u32)] = &[
     ("core/claims.rs", 2),
     ("core/net.rs", 3),
     ("core/routing.rs", 4),
+    ("core/domains.rs", 4),
     ("core/members.rs", 5),
     ("core/cx.rs", 6),
     ("core/acquire.rs", 7),

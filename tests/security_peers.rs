@@ -92,7 +92,13 @@ fn the_client_secret_opens_nothing_on_the_peer_port_nor_admin_on_the_client_port
     let leader = cluster.wait_leader(Duration::from_secs(15));
     let before = cluster_facts(&cluster);
     for i in 0..3 {
-        let hello = PeerHello { node_id: 1, incarnation: 7, domain: 0, addr: "127.0.0.9:5225".into() };
+        let hello = PeerHello {
+            node_id: 1,
+            incarnation: 7,
+            domain: 0,
+            addr: "127.0.0.9:5225".into(),
+            name: String::new(),
+        };
         match rogue_dial(cluster.addr(i), TOKEN, &hello) {
             Err(PeerError::Handshake(HandshakeError::Rejected(_) | HandshakeError::BadProof)) => {}
             Err(e) => panic!("node {i}: expected an authentication failure, got {e}"),
@@ -132,13 +138,19 @@ fn a_non_member_with_the_peer_secret_is_refused_and_changes_nothing() {
         incarnation: 1,
         domain: domain ^ 1,
         addr: cluster.addr(other).to_string(),
+        name: String::new(),
     };
     assert_eq!(refusal_code(rogue_dial(cluster.addr(leader), PEER_TOKEN, &hello)), refusal::OTHER_DOMAIN);
     for i in 0..3 {
         // A node id that is no member, with the right domain, and then with none.
         for d in [domain, 0] {
-            let hello =
-                PeerHello { node_id: 99, incarnation: 1, domain: d, addr: cluster.addr(i).to_string() };
+            let hello = PeerHello {
+                node_id: 99,
+                incarnation: 1,
+                domain: d,
+                addr: cluster.addr(i).to_string(),
+                name: String::new(),
+            };
             assert_eq!(refusal_code(rogue_dial(cluster.addr(i), PEER_TOKEN, &hello)), refusal::NOT_MEMBER);
         }
     }
@@ -147,7 +159,8 @@ fn a_non_member_with_the_peer_secret_is_refused_and_changes_nothing() {
     let mut raw = TcpStream::connect(peer_port(cluster.addr(leader))).unwrap();
     raw.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
     handshake::client_handshake(&mut raw, &auth_key(PEER_TOKEN.as_bytes()), &PEER_LABELS).unwrap();
-    let hello = PeerHello { node_id: 99, incarnation: 1, domain, addr: "127.0.0.9:5225".into() };
+    let hello =
+        PeerHello { node_id: 99, incarnation: 1, domain, addr: "127.0.0.9:5225".into(), name: String::new() };
     let mut bytes = peer::encode_hello(&hello);
     let vote =
         ticketing::raft::Message::Vote { term: 1000, last_index: 1 << 40, last_term: 999, transfer: true };
@@ -197,6 +210,7 @@ fn a_member_id_from_another_process_is_refused_by_every_member_including_one_tha
             incarnation: 12345,
             domain,
             addr: cluster.addr(paused).to_string(),
+            name: String::new(),
         };
         assert_eq!(
             refusal_code(rogue_dial(target, PEER_TOKEN, &hello)),
@@ -289,6 +303,7 @@ fn a_removed_node_that_was_frozen_during_its_removal_learns_it_and_stops() {
             incarnation: 1,
             domain,
             addr: cluster.addr(old).to_string(),
+            name: String::new(),
         };
         assert_eq!(refusal_code(rogue_dial(target, PEER_TOKEN, &hello)), refusal::REMOVED, "{target}");
     }
@@ -334,7 +349,7 @@ fn a_joining_node_admits_only_the_leader_its_configured_peer_named() {
         ("the leader's id at another address", leader as u64 + 1, "127.0.0.9:5225".to_string()),
         ("a voter that is not the leader", old as u64 + 1, cluster.addr(old).to_string()),
     ] {
-        let hello = PeerHello { node_id: id, incarnation: 77, domain: 0, addr };
+        let hello = PeerHello { node_id: id, incarnation: 77, domain: 0, addr, name: String::new() };
         assert_eq!(refusal_code(rogue_dial(node4, PEER_TOKEN, &hello)), refusal::NOT_MEMBER, "{who}");
     }
     // The real leader is admitted: the replacement goes through.
@@ -403,8 +418,13 @@ fn a_stranger_is_heard_only_by_a_node_without_a_live_leader() {
     let claimed_port = free_port_pair();
     let trap = std::net::TcpListener::bind(("127.0.0.9", claimed_port + 1000)).unwrap();
     trap.set_nonblocking(true).unwrap();
-    let hello =
-        PeerHello { node_id: 99, incarnation: 7, domain: 0, addr: format!("127.0.0.9:{claimed_port}") };
+    let hello = PeerHello {
+        node_id: 99,
+        incarnation: 7,
+        domain: 0,
+        addr: format!("127.0.0.9:{claimed_port}"),
+        name: String::new(),
+    };
     // With a live leader, every node refuses it.
     for i in 0..3 {
         assert_eq!(refusal_code(rogue_dial(cluster.addr(i), PEER_TOKEN, &hello)), refusal::NOT_MEMBER);

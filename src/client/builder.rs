@@ -34,6 +34,7 @@ enum Secret {
 const TOKEN_VAR: &str = "TICKETING_AUTH_TOKEN";
 const TOKEN_FILE_VAR: &str = "TICKETING_AUTH_TOKEN_FILE";
 const CA_VAR: &str = "TICKETING_TLS_CA";
+const NAME_VAR: &str = "TICKETING_CLUSTER_NAME";
 
 impl Client {
     /// Starts a configuration. See [`ClientBuilder`].
@@ -63,6 +64,9 @@ pub struct ClientBuilder {
     request_timeout: Duration,
     commit_margin: Duration,
     idle_ping: Duration,
+    /// The cluster's name: the client sends nothing to a node that reports another or
+    /// none.
+    cluster_name: Option<String>,
 }
 
 impl Default for ClientBuilder {
@@ -83,6 +87,7 @@ impl ClientBuilder {
             request_timeout: REQUEST_TIMEOUT_DEFAULT,
             commit_margin: COMMIT_MARGIN,
             idle_ping: IDLE_PING_DEFAULT,
+            cluster_name: None,
         }
     }
 
@@ -111,7 +116,22 @@ impl ClientBuilder {
                 builder = builder.owner(owner);
             }
         }
+        if let Ok(name) = std::env::var(NAME_VAR) {
+            if !name.trim().is_empty() {
+                builder.cluster_name = Some(name.trim().to_owned());
+            }
+        }
         builder
+    }
+
+    /// The name of the cluster this client serves (`TICKETING_CLUSTER_NAME` on its
+    /// nodes; docs/client.md, "One cluster per client"): each new connection reads the
+    /// node's STATUS first, and a node that reports another name or none is never sent
+    /// a request — the connection fails as a lasting mistake naming both names. Without
+    /// a name, the client compares the fencing domains its nodes report instead.
+    pub fn cluster_name(mut self, name: impl Into<String>) -> Self {
+        self.cluster_name = Some(name.into());
+        self
     }
 
     /// Adds server client-port addresses (`host:port`), one per cluster node.
@@ -173,11 +193,10 @@ impl ClientBuilder {
             ));
             Secret::Bytes(token.into_encoded_bytes())
         } else if let Some(path) = std::env::var_os(FILE_VAR).filter(|p| !p.is_empty()) {
-            self.secret_named =
-                Some(format!(
-                    "the secret in {FILE_VAR} is not that node's peer (operator) secret: wrong here, or, if \
+            self.secret_named = Some(format!(
+                "the secret in {FILE_VAR} is not that node's peer (operator) secret: wrong here, or, if \
                      other nodes accept it, wrong on that node"
-                ));
+            ));
             Secret::File(path.into(), FILE_VAR)
         } else {
             return false;
@@ -287,13 +306,20 @@ impl ClientBuilder {
             }
             None => None,
         };
+        if let Some(name) = &self.cluster_name {
+            crate::proto::limits::check_cluster_name(name)
+                .map_err(|why| BuildError::BadClusterName(format!("{} {why}", self.words.name)))?;
+        }
         let config = Config {
             seeds: addrs.clone(),
             tls: tls.is_some(),
             commit_margin: self.commit_margin,
             idle_ping: self.idle_ping,
+            named: self.cluster_name.is_some(),
+            seeds_setting: self.words.addrs,
+            name_setting: self.words.name,
         };
-        let dialer = Dialer { key: auth_key(&secret), tls, names };
+        let dialer = Dialer { key: auth_key(&secret), tls, names, cluster_name: self.cluster_name };
         let handle = io::start(config, dialer).map_err(BuildError::Thread)?;
         Ok(Client::new(handle, owner, addrs, self.request_timeout))
     }

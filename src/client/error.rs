@@ -409,6 +409,9 @@ pub enum BuildError {
     Thread(std::io::Error),
     /// A time setting (`request_timeout`, `commit_margin`, `idle_ping`) is out of range.
     Setting(String),
+    /// The cluster name is not 1 to 63 ASCII letters, digits, `.`, `_` and `-`; the
+    /// words name the setting and what is wrong.
+    BadClusterName(String),
 }
 
 impl fmt::Display for BuildError {
@@ -431,6 +434,7 @@ impl fmt::Display for BuildError {
             BuildError::Tls(why) => write!(f, "TLS configuration: {why}"),
             BuildError::Thread(error) => write!(f, "cannot start a client thread: {error}"),
             BuildError::Setting(why) => write!(f, "bad setting: {why}"),
+            BuildError::BadClusterName(why) => write!(f, "bad cluster name: {why}"),
         }
     }
 }

@@ -186,7 +186,8 @@ impl Dialer {
                     kit.set_fatal(msg);
                     return DialOutcome::Stop;
                 }
-                if code == refusal::OTHER_NAME && !kit.verdict(self.peer, &self.addr, Verdict::OtherName(reason.clone()))
+                if code == refusal::OTHER_NAME
+                    && !kit.verdict(self.peer, &self.addr, Verdict::OtherName(reason.clone()))
                 {
                     return DialOutcome::Stop;
                 }

@@ -167,7 +167,9 @@ mod tests {
         assert_eq!(configured.verdict(2, "b:1", Verdict::OtherSecret, true), Ok(()));
         let named = FirstContact::new(false, 0);
         let why = named.verdict(2, "b:1", Verdict::OtherName("its name is \"b\"".into()), false).unwrap_err();
-        assert!(why.starts_with("TICKETING_CLUSTER_NAME: this node's peers belong to another cluster (node 2"));
+        assert!(
+            why.starts_with("TICKETING_CLUSTER_NAME: this node's peers belong to another cluster (node 2")
+        );
     }
 
     #[test]

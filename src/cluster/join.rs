@@ -73,7 +73,10 @@ pub enum MemberAnswer {
 /// A member that is silent proves nothing.
 pub fn check_members(name: &str, answers: &[(String, MemberAnswer)]) -> Result<(), String> {
     let field = |text: &str, f: &str| {
-        text.lines().find_map(|l| l.strip_prefix(f).and_then(|v| v.strip_prefix('='))).unwrap_or("").to_owned()
+        text.lines()
+            .find_map(|l| l.strip_prefix(f).and_then(|v| v.strip_prefix('=')))
+            .unwrap_or("")
+            .to_owned()
     };
     let mut domains: Vec<(u64, Vec<&str>)> = Vec::new();
     let mut refused = Vec::new();
@@ -111,7 +114,10 @@ pub fn check_members(name: &str, answers: &[(String, MemberAnswer)]) -> Result<(
         ));
     }
     if !accepted && !refused.is_empty() {
-        return Err(format!("cannot join: every member that answered refused this node: {}", refused.join("; ")));
+        return Err(format!(
+            "cannot join: every member that answered refused this node: {}",
+            refused.join("; ")
+        ));
     }
     Ok(())
 }
@@ -276,7 +282,8 @@ mod tests {
 
     #[test]
     fn members_of_one_cluster_with_this_name_pass() {
-        let list = answers(&[("a:1", status("prod", 7)), ("b:1", status("prod", 0)), ("c:1", MemberAnswer::Silent)]);
+        let list =
+            answers(&[("a:1", status("prod", 7)), ("b:1", status("prod", 0)), ("c:1", MemberAnswer::Silent)]);
         assert_eq!(check_members("prod", &list), Ok(()));
         assert_eq!(check_members("", &answers(&[("a:1", status("", 7))])), Ok(()));
         // A node from before names existed sends no cluster_name line: no name.
@@ -295,8 +302,11 @@ mod tests {
         let two = answers(&[("a:1", status("", 7)), ("b:1", status("", 7)), ("c:1", status("", 9))]);
         let why = check_members("", &two).unwrap_err();
         assert!(why.contains("fencing domain 7 (a:1, b:1) and fencing domain 9 (c:1)"), "{why}");
-        let refused = MemberAnswer::Refused("a:1: the server refused our auth token (TICKETING_PEER_AUTH_TOKEN)".into());
-        let why = check_members("", &answers(&[("a:1", refused.clone()), ("b:1", MemberAnswer::Silent)])).unwrap_err();
+        let refused = MemberAnswer::Refused(
+            "a:1: the server refused our auth token (TICKETING_PEER_AUTH_TOKEN)".into(),
+        );
+        let why = check_members("", &answers(&[("a:1", refused.clone()), ("b:1", MemberAnswer::Silent)]))
+            .unwrap_err();
         assert!(why.contains("TICKETING_PEER_AUTH_TOKEN"), "{why}");
         // One member accepted it: the one that refused is not proof enough.
         assert_eq!(check_members("", &answers(&[("a:1", refused), ("b:1", status("", 7))])), Ok(()));

@@ -339,8 +339,13 @@ mod tests {
 
     #[test]
     fn hello_round_trips_and_refusal_is_an_error() {
-        let mut hello =
-            PeerHello { node_id: 7, incarnation: 9, domain: 11, addr: "127.0.0.1:5225".into(), name: "".into() };
+        let mut hello = PeerHello {
+            node_id: 7,
+            incarnation: 9,
+            domain: 11,
+            addr: "127.0.0.1:5225".into(),
+            name: "".into(),
+        };
         let bytes = encode_hello(&hello);
         assert_eq!(bytes.len(), 4 + 26 + 14, "a node without a name sends the HELLO without one");
         assert_eq!(read_hello(&mut &bytes[..]).unwrap(), hello);
@@ -364,8 +369,13 @@ mod tests {
     #[test]
     fn a_hello_address_that_is_not_utf8_host_port_is_refused() {
         for addr in [&b"\xff\xff:5225"[..], b"no-port", b"a b:5225", &[0xffu8; 255][..]] {
-            let mut bytes =
-                encode_hello(&PeerHello { node_id: 7, incarnation: 9, domain: 0, addr: "x:1".into(), name: "".into() });
+            let mut bytes = encode_hello(&PeerHello {
+                node_id: 7,
+                incarnation: 9,
+                domain: 0,
+                addr: "x:1".into(),
+                name: "".into(),
+            });
             bytes.truncate(4 + 25);
             bytes.push(addr.len() as u8);
             bytes.extend_from_slice(addr);

@@ -80,7 +80,13 @@ pub fn start(s: ClusterStart<'_>) -> std::io::Result<ClusterHandles> {
         let addr = cluster.self_addr.clone();
         let name = config.cluster_name.clone().unwrap_or_default();
         let incarnation = s.incarnation;
-        move || PeerHello { node_id: me, incarnation, domain: domain(), addr: addr.clone(), name: name.clone() }
+        move || PeerHello {
+            node_id: me,
+            incarnation,
+            domain: domain(),
+            addr: addr.clone(),
+            name: name.clone(),
+        }
     };
 
     let mut threads = Vec::new();

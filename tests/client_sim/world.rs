@@ -71,6 +71,9 @@ pub struct Params {
     /// Every caller acquires under one owner, as the threads of one `Client` do with its
     /// default owner: concurrent acquires of one key by one owner.
     pub one_owner: bool,
+    /// The client was given the cluster's name (it then does not wait for every seed's
+    /// first connection before its first request).
+    pub named: bool,
     /// Per mille of the callers' operations cancelled at a random moment (a future or
     /// task cancelled): 0 in most seeds.
     pub cancels: u64,
@@ -110,6 +113,7 @@ impl Params {
             // One seed in four: the whole client under one owner (not drawn from `r`, so
             // the other seeds' worlds stay as they were).
             one_owner: seed % 4 == 2,
+            named: seed % 3 == 1,
             // One seed in three cancels operations (not drawn from `r`, and the callers
             // draw for it only then: the other seeds' worlds stay as they were).
             cancels: if seed % 3 == 1 { 150 } else { 0 },
@@ -137,6 +141,7 @@ impl Params {
             idle_ping: Duration::from_secs(1),
             leases: (30, 30),
             one_owner: false,
+            named: false,
             cancels: 0,
             bug: None,
             trace: false,
@@ -513,8 +518,15 @@ impl World {
         let start = rng.below(p.nodes as u64) as usize;
         let seeds: Vec<String> =
             (0..p.seeds).map(|i| cluster.nodes[(start + i) % p.nodes].addr.clone()).collect();
-        let config =
-            Config { seeds: seeds.clone(), tls: p.tls, commit_margin: COMMIT_MARGIN, idle_ping: p.idle_ping };
+        let config = Config {
+            seeds: seeds.clone(),
+            tls: p.tls,
+            commit_margin: COMMIT_MARGIN,
+            idle_ping: p.idle_ping,
+            named: p.named,
+            seeds_setting: "TICKETING_ADDRS",
+            name_setting: "TICKETING_CLUSTER_NAME",
+        };
         let core = Core::new(config, base);
         let callers = vec![Caller::Idle; p.callers];
         let mut w = World {

@@ -34,6 +34,13 @@ pub struct Config {
     pub commit_margin: Duration,
     /// A session that received nothing for this long is PINGed.
     pub idle_ping: Duration,
+    /// The client was given a cluster name: each connection's node was checked to
+    /// report it before the session started (docs/client.md, "One cluster per client").
+    pub named: bool,
+    /// How messages name the addresses' setting and the cluster name's, in the
+    /// caller's words (`TICKETING_ADDRS`, `Config.Addrs`, ...).
+    pub seeds_setting: &'static str,
+    pub name_setting: &'static str,
 }
 
 /// A granted lock, as the core hands it to the caller.

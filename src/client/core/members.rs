@@ -29,6 +29,12 @@ impl Net {
         if voters.is_empty() || self.stopped {
             return;
         }
+        // Nodes of two clusters: one leader's voter set must not retire the other
+        // cluster's connections, or the disagreement would drop out of sight
+        // (`domains.rs`).
+        if self.domain_conflict().is_some() {
+            return;
+        }
         let per_voter = if voters.len() == 1 { 2 } else { 1 };
         let mut count = vec![0usize; voters.len()];
         let by_addr = |slot: &Slot| voters.iter().position(|(_, a)| *a == slot.addr);
@@ -43,6 +49,10 @@ impl Net {
                 // A second slot to a node that is still a voter: what it carries is
                 // answered in time, so its session closes once nothing is pending.
                 Some(_) => retire.push((i, false)),
+                // Without a cluster name, a seed still making its first connection
+                // stays: its domain must be compared before it can be dropped
+                // (`domains.rs`).
+                None if !self.domains.named && self.slots[i].seed && !self.slots[i].tried => {}
                 None => retire.push((i, true)),
             }
         }
@@ -79,6 +89,7 @@ impl Net {
     /// grace ran out; dials the seeds again when nothing has been reachable for
     /// [`SEED_FALLBACK_AFTER`].
     pub(crate) fn housekeeping(&mut self, now: Instant) {
+        self.domains_housekeeping(now);
         let mut kill = Vec::new();
         for slot in &self.slots {
             if let (Some(at), Some(s)) = (slot.retired_at, slot.live()) {
@@ -113,7 +124,7 @@ impl Net {
             .filter_map(|s| s.retired_at.map(|at| at + RETIRE_GRACE))
             .min();
         let fallback = (!self.stopped && !self.any_live()).then_some(self.last_live + SEED_FALLBACK_AFTER);
-        [retire, fallback, self.next_dial()].into_iter().flatten().min()
+        [retire, fallback, self.next_dial(), self.next_domains_change()].into_iter().flatten().min()
     }
 
     /// Stops dialing and closes every session (the client shut down).

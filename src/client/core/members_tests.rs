@@ -228,6 +228,6 @@ fn connection_errors_name_each_address_not_up_once() {
     assert!(errors.iter().all(|(_, why)| why == "refused"), "{errors:?}");
     // An address up is not an error, even with a failed second slot.
     let slot = net.slots.iter().find(|s| s.addr == "b:1" && s.session.is_none()).unwrap().id;
-    net.connected(slot, 2, LEADER, "", "b:1".into(), t);
+    net.connected(slot, 2, LEADER, 0, "", "b:1".into(), t);
     assert!(!net.connection_errors().iter().any(|(a, _)| a == "b:1"), "{:?}", net.connection_errors());
 }

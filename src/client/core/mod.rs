@@ -15,6 +15,7 @@ mod acquire;
 mod cancel;
 mod claims;
 mod cx;
+mod domains;
 pub(crate) mod ids;
 mod members;
 mod net;
@@ -35,6 +36,7 @@ use std::time::{Duration, Instant};
 
 pub use acquire::CONNECT_WAIT_MIN;
 pub use cx::{Action, Config, Granted, Outcome, Resolved, PING_ANSWER_TIMEOUT};
+pub use domains::SEED_SETTLE_MAX;
 pub use ids::{OpId, OrphanId, SessionId, SlotId};
 pub use members::{RETIRE_GRACE, SEED_FALLBACK_AFTER};
 pub use net::{DialFailure, NetEvent, Target};
@@ -83,7 +85,12 @@ impl<W> Core<W> {
     /// A core that dials its seeds at once (see the first [`Action`]s).
     pub fn new(config: Config, now: Instant) -> Core<W> {
         let world = World {
-            net: Net::new(config.seeds.clone(), config.tls, now),
+            net: Net::new(
+                config.seeds.clone(),
+                config.tls,
+                domains::Domains::new(config.named, config.seeds_setting, config.name_setting),
+                now,
+            ),
             orphans: Orphans::new(config.commit_margin),
             claims: Claims::new(config.commit_margin),
             jobs: Vec::new(),
@@ -105,6 +112,7 @@ impl<W> Core<W> {
 
     fn advance(&mut self, now: Instant) -> Instant {
         self.now = self.now.max(now);
+        self.world.net.now = self.now;
         self.now
     }
 
@@ -215,7 +223,8 @@ impl<W> Core<W> {
     ) -> Option<SessionId> {
         let now = self.advance(now);
         let net = &mut self.world.net;
-        let session = net.connected(slot, welcome.node_id, welcome.role, &welcome.leader, peer, now);
+        let session =
+            net.connected(slot, welcome.node_id, welcome.role, welcome.domain, &welcome.leader, peer, now);
         if session.is_some() {
             log::debug!("connected (node {}, role {})", welcome.node_id, welcome.role as char);
         }
@@ -260,7 +269,16 @@ impl<W> Core<W> {
             };
             match &response {
                 Response::Moved { leader } => net.moved(session, leader, now),
-                Response::Granted { .. } | Response::Released => net.leads(session, now),
+                Response::Granted { lease_ms, .. } => {
+                    net.leads(session, now);
+                    let lease = Duration::from_millis(u64::from(*lease_ms));
+                    net.granted_on(session, lease, self.config.commit_margin, now);
+                }
+                Response::Released => net.leads(session, now),
+                Response::Status { text } => {
+                    let domain = text.lines().find_map(|l| l.strip_prefix("domain="));
+                    net.reports_domain(session, domain.and_then(|d| d.parse().ok()).unwrap_or(0));
+                }
                 _ => {}
             }
             self.answered(session, id, pending, response);

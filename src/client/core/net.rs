@@ -8,6 +8,7 @@
 
 use std::time::Instant;
 
+use super::domains::Domains;
 use super::ids::{OrphanId, SessionId, SlotId};
 use super::session::{Ended, Session, Waiting, WriteFailure};
 use crate::client::backoff::Backoff;
@@ -87,6 +88,8 @@ pub(crate) struct Slot {
     pub(super) tried: bool,
     /// The node id of the last WELCOME on this slot; 0 before any.
     pub(crate) node: u64,
+    /// The fencing domain its node last reported (WELCOME, STATUS); 0 before any.
+    pub(crate) domain: u64,
     pub(super) retired_at: Option<Instant>,
     /// Retired because its node left the voter set (not a second slot to a voter).
     pub(super) left: bool,
@@ -137,12 +140,18 @@ pub(crate) struct Net {
     pub(crate) events: Vec<NetEvent>,
     /// The client is shutting down: nothing is dialed any more.
     pub(crate) stopped: bool,
+    /// The fencing domains seen (`domains.rs`).
+    pub(crate) domains: Domains,
+    /// When the client started.
+    pub(crate) created: Instant,
+    /// The core's clock: the latest instant an input brought.
+    pub(crate) now: Instant,
 }
 
 impl Net {
     /// One slot per seed, two when there is a single seed (so one broken socket does
     /// not stop service while it reconnects); all dialed at once.
-    pub(crate) fn new(seeds: Vec<String>, tls: bool, now: Instant) -> Net {
+    pub(crate) fn new(seeds: Vec<String>, tls: bool, domains: Domains, now: Instant) -> Net {
         let mut net = Net {
             slots: Vec::new(),
             seeds: seeds.clone(),
@@ -157,6 +166,9 @@ impl Net {
             last_error: None,
             events: Vec::new(),
             stopped: false,
+            domains,
+            created: now,
+            now,
         };
         let per_addr = if seeds.len() == 1 { 2 } else { 1 };
         for addr in seeds {
@@ -180,6 +192,7 @@ impl Net {
             next_dial: Some(now),
             tried: false,
             node: 0,
+            domain: 0,
             retired_at: None,
             left: false,
             last_error: None,
@@ -258,6 +271,9 @@ impl Net {
     /// Why a request for `target` found no connection: the last connection error and
     /// whether the mistake is lasting ([`Net::hopeless`]).
     pub(crate) fn unavailable(&self, target: &Target) -> (Option<String>, bool) {
+        if let Some(why) = (*target == Target::Any).then(|| self.domain_conflict()).flatten() {
+            return (Some(why), true);
+        }
         let lasting = self.hopeless(target);
         let last = match target {
             Target::Any => self.last_error.clone(),
@@ -278,6 +294,9 @@ impl Net {
     /// round trip, so waiting for it costs little). A request then ends at once:
     /// waiting out its budget would only delay the same answer.
     pub(crate) fn hopeless(&self, target: &Target) -> bool {
+        if *target == Target::Any && self.domain_conflict().is_some() {
+            return true;
+        }
         let mut any = false;
         for slot in self.slots.iter().filter(|s| !s.retired() && target.accepts(s)) {
             if slot.live().is_some() || !slot.lasting || slot.dialing {
@@ -324,6 +343,7 @@ impl Net {
         slot: SlotId,
         node: u64,
         role: u8,
+        domain: u64,
         leader: &str,
         peer: String,
         now: Instant,
@@ -352,6 +372,7 @@ impl Net {
         slot.dialing = false;
         slot.tried = true;
         slot.node = node;
+        slot.domain = domain;
         slot.last_error = None;
         slot.lasting = false;
         slot.note = None;

@@ -42,6 +42,9 @@ impl Net {
         patient: bool,
         avoid: Option<SessionId>,
     ) -> Option<SessionId> {
+        if !self.domains_allow(target) {
+            return None;
+        }
         let hint = self.hint.clone();
         let candidates: Vec<(SessionId, bool, bool)> = self
             .slots

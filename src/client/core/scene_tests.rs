@@ -27,12 +27,20 @@ impl Scene {
         let start = Instant::now();
         let seeds: Vec<String> = seeds.iter().map(|s| s.to_string()).collect();
         let world = World {
-            net: Net::new(seeds.clone(), false, start),
+            net: Net::new(seeds.clone(), false, named(), start),
             orphans: Orphans::new(MARGIN),
             claims: Claims::new(MARGIN),
             jobs: Vec::new(),
         };
-        let config = Config { seeds, tls: false, commit_margin: MARGIN, idle_ping: Duration::from_secs(1) };
+        let config = Config {
+            seeds,
+            tls: false,
+            commit_margin: MARGIN,
+            idle_ping: Duration::from_secs(1),
+            named: true,
+            seeds_setting: "TICKETING_ADDRS",
+            name_setting: "TICKETING_CLUSTER_NAME",
+        };
         Scene { world, config, start, now: start }
     }
 
@@ -67,7 +75,7 @@ impl Scene {
 
 /// The connections of a client of `seeds`, every one dialing (for tests of `Net` alone).
 pub(crate) fn net_of(seeds: &[&str], now: Instant) -> Net {
-    Net::new(seeds.iter().map(|s| s.to_string()).collect(), false, now)
+    Net::new(seeds.iter().map(|s| s.to_string()).collect(), false, named(), now)
 }
 
 /// A WELCOME on the first slot dialing `addr` that has no session, from node `node` in
@@ -81,7 +89,7 @@ pub(crate) fn welcome(
     now: Instant,
 ) -> SessionId {
     let slot = net.slots.iter().find(|s| s.addr == addr && s.session.is_none()).expect("a free slot").id;
-    net.connected(slot, node, role, leader, addr.to_owned(), now).expect("the slot exists")
+    net.connected(slot, node, role, 0, leader, addr.to_owned(), now).expect("the slot exists")
 }
 
 /// Every slot dialing `addr` that has no session failed its attempt ("refused").
@@ -91,4 +99,11 @@ pub(crate) fn fail_dials(net: &mut Net, addr: &str, now: Instant) {
     for slot in slots {
         net.dial_failed(slot, DialFailure::transient("refused"), now);
     }
+}
+
+/// The domain settings of a client given a cluster name: each connection checked before
+/// use, so requests never wait for the other seeds (the tests of `domains.rs` build
+/// unnamed clients themselves).
+pub(crate) fn named() -> super::domains::Domains {
+    super::domains::Domains::new(true, "TICKETING_ADDRS", "TICKETING_CLUSTER_NAME")
 }

@@ -33,6 +33,9 @@ pub(crate) struct Dialer {
     pub(crate) key: hmac::Key,
     pub(crate) tls: Option<Arc<ClientConfig>>,
     pub(crate) names: SettingNames,
+    /// The cluster name the client was given: a node's STATUS must report it before
+    /// the connection is used ([`check_cluster_name`]).
+    pub(crate) cluster_name: Option<String>,
 }
 
 /// How failures name the settings an operator fixes: the variables when the client
@@ -79,6 +82,10 @@ pub(crate) struct Words {
     pub(crate) tls_on: &'static str,
     /// How to turn TLS off.
     pub(crate) tls_off: &'static str,
+    /// The addresses' setting.
+    pub(crate) addrs: &'static str,
+    /// The cluster name's setting.
+    pub(crate) name: &'static str,
 }
 
 /// The CLI and `ClientBuilder::from_env`: the environment variables.
@@ -87,6 +94,8 @@ pub(crate) const ENV_WORDS: Words = Words {
     ca: "TICKETING_TLS_CA",
     tls_on: "set TICKETING_TLS_CA to the CA bundle",
     tls_off: "unset TICKETING_TLS_CA",
+    addrs: "TICKETING_ADDRS",
+    name: "TICKETING_CLUSTER_NAME",
 };
 
 /// The Rust library: the builder's methods.
@@ -95,6 +104,8 @@ pub(crate) const RUST_WORDS: Words = Words {
     ca: "tls_ca_file",
     tls_on: "give ClientBuilder::tls_ca_file the CA bundle",
     tls_off: "build the client without ClientBuilder::tls_ca_file",
+    addrs: "ClientBuilder::addrs",
+    name: "ClientBuilder::cluster_name",
 };
 
 /// The C ABI: `ticketing_client_new`'s arguments.
@@ -103,6 +114,8 @@ pub(crate) const C_WORDS: Words = Words {
     ca: "tls_ca_file",
     tls_on: "pass ticketing_client_new, as tls_ca_file, the CA bundle",
     tls_off: "pass ticketing_client_new a NULL tls_ca_file",
+    addrs: "the addrs given to ticketing_client_new",
+    name: "the cluster_name given to ticketing_client_open",
 };
 
 /// The Python package: `ticketing.Client`'s keywords.
@@ -111,6 +124,8 @@ pub(crate) const PYTHON_WORDS: Words = Words {
     ca: "tls_ca=",
     tls_on: "pass ticketing.Client the CA bundle as tls_ca=",
     tls_off: "leave out tls_ca=",
+    addrs: "addrs=",
+    name: "cluster_name=",
 };
 
 /// The Go module: `ticketing.Config`'s fields.
@@ -119,6 +134,8 @@ pub(crate) const GO_WORDS: Words = Words {
     ca: "Config.TLSCAFile",
     tls_on: "set Config.TLSCAFile to the CA bundle",
     tls_off: "leave Config.TLSCAFile empty",
+    addrs: "Config.Addrs",
+    name: "Config.ClusterName",
 };
 
 /// The Java library: `Client.builder()`'s methods.
@@ -127,6 +144,8 @@ pub(crate) const JAVA_WORDS: Words = Words {
     ca: "tlsCaFile",
     tls_on: "give Client.builder() the CA bundle as tlsCaFile",
     tls_off: "build the client without tlsCaFile",
+    addrs: "addrs",
+    name: "clusterName",
 };
 
 /// The Node.js package: the options of `new Client({...})`.
@@ -135,6 +154,8 @@ pub(crate) const NODE_WORDS: Words = Words {
     ca: "tlsCa",
     tls_on: "give new Client the CA bundle as tlsCa",
     tls_off: "leave out tlsCa",
+    addrs: "addrs",
+    name: "clusterName",
 };
 
 /// An authenticated connection, split for a reader and a writer.
@@ -226,12 +247,54 @@ impl Dialer {
             &CLIENT_LABELS,
         )
         .map_err(|e| explain_handshake_error(addr, host, tls, &self.names, &e))?;
+        if let Some(name) = &self.cluster_name {
+            let text = read_status(&mut reader, &mut writer, deadline)
+                .map_err(|why| DialFailure::transient(format!("{addr}: reading its cluster name: {why}")))?;
+            check_cluster_name(name, &text).map_err(|why| {
+                DialFailure::lasting(format!(
+                    "{addr}: {why}: this client serves cluster {name:?} only ({}), so it sends that node \
+                     nothing; list only that cluster's nodes in {}",
+                    self.names.words.name, self.names.words.addrs
+                ))
+            })?;
+        }
         // Why no read deadline from here on: answers to queued ACQUIREs may take up to
         // the longest wait; callers time out on their own, dead-session detection
         // PINGs a silent session, and closing the socket wakes the reader.
         reader.set_deadline(None).map_err(transient)?;
         writer.set_write_deadline(None).map_err(transient)?;
         Ok(Dialed { welcome, peer, reader, writer })
+    }
+}
+
+/// The request id of the STATUS that reads a node's cluster name before the session
+/// starts (no other request is pending on the connection then).
+const NAME_STATUS_ID: u32 = 1;
+
+/// Sends STATUS on a fresh connection and reads its answer by `deadline`.
+fn read_status(reader: &mut ReadHalf, writer: &mut WriteHalf, deadline: Instant) -> Result<String, String> {
+    use crate::proto::frame::{decode_response, encode_request, Request, Response};
+    let mut frame = Vec::with_capacity(16);
+    encode_request(&mut frame, NAME_STATUS_ID, &Request::Status);
+    writer.write_counted(&frame, deadline).map_err(|e| format!("{e:?}"))?;
+    let mut frames = crate::proto::io::FrameReader::new(reader, crate::proto::limits::RESPONSE_FRAME_LEN_MAX);
+    let payload = frames.read_payload().map_err(|e| format!("{e:?}"))?;
+    match decode_response(payload) {
+        Ok((NAME_STATUS_ID, Response::Status { text })) => Ok(text),
+        Ok((_, other)) => Err(format!("answer {other:?} to STATUS")),
+        Err(e) => Err(format!("bad frame: {e}")),
+    }
+}
+
+/// Does the STATUS `text` of a node report cluster name `name`? `Err` says what it
+/// reports instead (another name, or none: a node without `TICKETING_CLUSTER_NAME`, or
+/// one from before names existed, which sends no `cluster_name` line).
+pub(crate) fn check_cluster_name(name: &str, text: &str) -> Result<(), String> {
+    let theirs = text.lines().find_map(|l| l.strip_prefix("cluster_name=")).unwrap_or("");
+    match theirs {
+        t if t == name => Ok(()),
+        "" => Err("the node reports no cluster name (its TICKETING_CLUSTER_NAME is unset)".to_owned()),
+        t => Err(format!("the node reports cluster name {t:?}")),
     }
 }
 

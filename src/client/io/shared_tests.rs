@@ -26,11 +26,15 @@ fn session_on_loopback() -> (Arc<Shared>, Arc<Conn>, TcpStream) {
         tls: false,
         commit_margin: Duration::from_secs(5),
         idle_ping: IDLE_PING_DEFAULT,
+        named: false,
+        seeds_setting: "addrs",
+        name_setting: "cluster_name",
     };
     let dialer = Dialer {
         key: crate::proto::handshake::auth_key(b"0123456789abcdef"),
         tls: None,
         names: Default::default(),
+        cluster_name: None,
     };
     let shared = Arc::new(Shared::new(config, dialer, |_, _, _| {}, Instant::now()));
     let welcome = Welcome { node_id: 1, role: role::STANDALONE, domain: 1, leader: String::new() };
