@@ -260,6 +260,40 @@ fn bad_arguments_are_invalid_errors_that_name_the_argument() {
     unsafe { ticketing_client_free(client) };
 }
 
+/// `ticketing_acquire_check` refuses exactly what `ticketing_acquire_start` refuses, with
+/// the same kind and message, and passes what it accepts: one rule, no client needed.
+#[test]
+fn the_acquire_check_is_the_starts_own() {
+    let client = new_client(&dead_addr(), None);
+    let bad = [0xffu8, 0xfe, 0];
+    let long = CString::new("k".repeat(256)).unwrap();
+    let keys = [c"k".as_ptr(), c"".as_ptr(), long.as_ptr(), bad.as_ptr().cast(), ptr::null()];
+    let durations = [(1000, 0), (0, 0), (1500, 0), (251_000, 0), (-1, 0), (1000, -1), (1000, 300_001)];
+    for key in keys {
+        for (lease, wait) in durations {
+            let (mut future, mut error) = (ptr::null_mut(), ptr::null_mut());
+            let started =
+                unsafe { ticketing_acquire_start(client, key, lease, wait, &mut future, &mut error) };
+            if started == TICKETING_OK {
+                unsafe { ticketing_future_free(future) };
+            }
+            let mut check_error = ptr::null_mut();
+            let checked = unsafe { ticketing_acquire_check(key, lease, wait, &mut check_error) };
+            assert_eq!(checked, started, "lease {lease} wait {wait}");
+            if started == TICKETING_OK {
+                assert!(check_error.is_null());
+            } else {
+                assert_eq!(take_error(checked, check_error), take_error(started, error));
+            }
+        }
+    }
+    let checked = unsafe { ticketing_acquire_check(c"k".as_ptr(), 1000, 300_000, ptr::null_mut()) };
+    assert_eq!(checked, TICKETING_OK);
+    let checked = unsafe { ticketing_acquire_check(c"k".as_ptr(), 1000, 300_001, ptr::null_mut()) };
+    assert_eq!(checked, TICKETING_INVALID);
+    unsafe { ticketing_client_free(client) };
+}
+
 #[test]
 fn configuration_errors_say_what_is_wrong() {
     let addrs = [c"127.0.0.1:1".as_ptr()];
