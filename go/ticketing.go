@@ -94,9 +94,16 @@ func New(cfg Config) (*Client, error) {
 	if err := abiChecked(); err != nil {
 		return nil, err
 	}
-	for _, s := range append(append([]string{}, cfg.Addrs...), cfg.Owner, cfg.TLSCAFile) {
+	texts := append(append([]string{}, cfg.Addrs...), cfg.Owner, cfg.TLSCAFile)
+	for i, s := range texts {
 		if strings.IndexByte(s, 0) >= 0 {
-			return nil, &Error{Kind: KindConfig, Message: fmt.Sprintf("%q contains a NUL byte", s)}
+			field := fmt.Sprintf("Config.Addrs[%d]", i)
+			if i == len(cfg.Addrs) {
+				field = "Config.Owner"
+			} else if i > len(cfg.Addrs) {
+				field = "Config.TLSCAFile"
+			}
+			return nil, &Error{Kind: KindConfig, Message: fmt.Sprintf("%s %q contains a NUL byte", field, s)}
 		}
 	}
 	addrs := make([]*C.char, len(cfg.Addrs)+1)

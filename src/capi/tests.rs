@@ -72,6 +72,26 @@ impl NewArgs {
         assert!(client.is_null(), "no client on failure");
         take_error(rc, error)
     }
+
+    /// The kind and message of the error `ticketing_client_new_for(binding, ...)` fails with.
+    fn fails_for(&self, binding: &CStr) -> (c_int, String) {
+        let (mut client, mut error) = (ptr::null_mut(), ptr::null_mut());
+        let rc = unsafe {
+            ticketing_client_new_for(
+                binding.as_ptr(),
+                self.addrs,
+                self.addrs_len,
+                self.secret,
+                self.secret_len,
+                self.owner,
+                self.ca,
+                &mut client,
+                &mut error,
+            )
+        };
+        assert!(client.is_null(), "no client on failure");
+        take_error(rc, error)
+    }
 }
 
 /// A client of `addr`, through the C constructor.
@@ -304,9 +324,12 @@ fn configuration_errors_say_what_is_wrong() {
     };
     let short = b"short";
     let message = config(NewArgs { secret: short.as_ptr(), secret_len: 5, ..NewArgs::of(&addrs) });
-    assert_eq!(message, "auth token is 5 bytes; at least 16 are required");
-    assert_eq!(config(NewArgs::of(&[])), "no server address given");
-    assert_eq!(config(NewArgs::of(&[c"no-port".as_ptr()])), "address \"no-port\" is not host:port");
+    assert_eq!(message, "auth token is 5 bytes (auth_token); at least 16 are required");
+    assert_eq!(config(NewArgs::of(&[])), "no server address given in addrs");
+    assert_eq!(config(NewArgs::of(&[c"no-port".as_ptr()])), "address \"no-port\" (addrs) is not host:port");
+    let long = CString::new("o".repeat(256)).unwrap();
+    let message = config(NewArgs { owner: long.as_ptr(), ..NewArgs::of(&addrs) });
+    assert_eq!(message, "bad owner (owner): 256 bytes; must be 1..=255");
     let message = config(NewArgs { ca: c"/nonexistent/ca.pem".as_ptr(), ..NewArgs::of(&addrs) });
     assert!(message.starts_with("cannot read /nonexistent/ca.pem"), "{message}");
     // A binary secret is fine: the length, not a NUL, ends it.
@@ -314,6 +337,43 @@ fn configuration_errors_say_what_is_wrong() {
     let (rc, client, _) = NewArgs { secret: binary.as_ptr(), secret_len: 20, ..NewArgs::of(&addrs) }.call();
     assert_eq!(rc, TICKETING_OK);
     unsafe { ticketing_client_free(client) };
+}
+
+/// Each binding's refused configuration names the setting in that language's terms: the
+/// Go module's `Config` fields, the Java builder's and the Node.js package's options, the
+/// Python keywords.
+#[test]
+fn configuration_errors_name_each_bindings_own_setting() {
+    let addrs = [c"127.0.0.1:1".as_ptr()];
+    let long = CString::new("o".repeat(256)).unwrap();
+    let short = b"short";
+    let cases = [
+        (c"go", ["Config.Addrs", "Config.AuthToken", "Config.Owner"]),
+        (c"java", ["addrs", "authToken", "owner"]),
+        (c"node", ["addrs", "authToken", "owner"]),
+        (c"python", ["addrs", "auth_token=", "owner="]),
+        (c"c", ["addrs", "auth_token", "owner"]),
+    ];
+    for (binding, [addrs_word, token_word, owner_word]) in cases {
+        let fails = |args: NewArgs| {
+            let (kind, message) = args.fails_for(binding);
+            assert_eq!(kind, TICKETING_CONFIG, "{binding:?}: {message}");
+            message
+        };
+        assert_eq!(fails(NewArgs::of(&[])), format!("no server address given in {addrs_word}"));
+        assert_eq!(
+            fails(NewArgs::of(&[c"no-port".as_ptr()])),
+            format!("address \"no-port\" ({addrs_word}) is not host:port")
+        );
+        assert_eq!(
+            fails(NewArgs { secret: short.as_ptr(), secret_len: 5, ..NewArgs::of(&addrs) }),
+            format!("auth token is 5 bytes ({token_word}); at least 16 are required")
+        );
+        assert_eq!(
+            fails(NewArgs { owner: long.as_ptr(), ..NewArgs::of(&addrs) }),
+            format!("bad owner ({owner_word}): 256 bytes; must be 1..=255")
+        );
+    }
 }
 
 #[test]

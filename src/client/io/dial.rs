@@ -15,6 +15,7 @@ use rustls::pki_types::ServerName;
 use rustls::ClientConfig;
 
 use crate::client::core::DialFailure;
+use crate::client::error::SettingWords;
 use crate::proto::addr::host_of;
 use crate::proto::handshake::{client_handshake, HandshakeError, Welcome, CLIENT_LABELS};
 use crate::proto::limits::HANDSHAKE_TIMEOUT_MS;
@@ -79,6 +80,8 @@ pub(crate) struct Words {
     pub(crate) tls_on: &'static str,
     /// How to turn TLS off.
     pub(crate) tls_off: &'static str,
+    /// The settings a refused configuration names (`ClientBuilder::build`'s errors).
+    pub(crate) settings: SettingWords,
 }
 
 /// The CLI and `ClientBuilder::from_env`: the environment variables.
@@ -87,6 +90,11 @@ pub(crate) const ENV_WORDS: Words = Words {
     ca: "TICKETING_TLS_CA",
     tls_on: "set TICKETING_TLS_CA to the CA bundle",
     tls_off: "unset TICKETING_TLS_CA",
+    settings: SettingWords {
+        addrs: "TICKETING_ADDRS",
+        auth_token: "TICKETING_AUTH_TOKEN",
+        owner: "TICKETING_OWNER",
+    },
 };
 
 /// The Rust library: the builder's methods.
@@ -95,6 +103,11 @@ pub(crate) const RUST_WORDS: Words = Words {
     ca: "tls_ca_file",
     tls_on: "give ClientBuilder::tls_ca_file the CA bundle",
     tls_off: "build the client without ClientBuilder::tls_ca_file",
+    settings: SettingWords {
+        addrs: "ClientBuilder::addrs",
+        auth_token: "ClientBuilder::auth_token",
+        owner: "ClientBuilder::owner",
+    },
 };
 
 /// The C ABI: `ticketing_client_new`'s arguments.
@@ -103,6 +116,7 @@ pub(crate) const C_WORDS: Words = Words {
     ca: "tls_ca_file",
     tls_on: "pass ticketing_client_new, as tls_ca_file, the CA bundle",
     tls_off: "pass ticketing_client_new a NULL tls_ca_file",
+    settings: SettingWords { addrs: "addrs", auth_token: "auth_token", owner: "owner" },
 };
 
 /// The Python package: `ticketing.Client`'s keywords.
@@ -111,6 +125,7 @@ pub(crate) const PYTHON_WORDS: Words = Words {
     ca: "tls_ca=",
     tls_on: "pass ticketing.Client the CA bundle as tls_ca=",
     tls_off: "leave out tls_ca=",
+    settings: SettingWords { addrs: "addrs", auth_token: "auth_token=", owner: "owner=" },
 };
 
 /// The Go module: `ticketing.Config`'s fields.
@@ -119,6 +134,7 @@ pub(crate) const GO_WORDS: Words = Words {
     ca: "Config.TLSCAFile",
     tls_on: "set Config.TLSCAFile to the CA bundle",
     tls_off: "leave Config.TLSCAFile empty",
+    settings: SettingWords { addrs: "Config.Addrs", auth_token: "Config.AuthToken", owner: "Config.Owner" },
 };
 
 /// The Java library: `Client.builder()`'s methods.
@@ -127,6 +143,7 @@ pub(crate) const JAVA_WORDS: Words = Words {
     ca: "tlsCaFile",
     tls_on: "give Client.builder() the CA bundle as tlsCaFile",
     tls_off: "build the client without tlsCaFile",
+    settings: SettingWords { addrs: "addrs", auth_token: "authToken", owner: "owner" },
 };
 
 /// The Node.js package: the options of `new Client({...})`.
@@ -135,6 +152,7 @@ pub(crate) const NODE_WORDS: Words = Words {
     ca: "tlsCa",
     tls_on: "give new Client the CA bundle as tlsCa",
     tls_off: "leave out tlsCa",
+    settings: SettingWords { addrs: "addrs", auth_token: "authToken", owner: "owner" },
 };
 
 /// An authenticated connection, split for a reader and a writer.

@@ -5,6 +5,7 @@
 // async completion off the client's threads.
 package dev.ticketing;
 
+import static org.junit.jupiter.api.Assertions.assertAll;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertInstanceOf;
@@ -34,6 +35,7 @@ import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.TestInstance;
 import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.api.function.Executable;
 
 @TestInstance(TestInstance.Lifecycle.PER_CLASS)
 @Timeout(120)
@@ -379,6 +381,31 @@ class ClientTest {
         ConfigException noAddr = assertThrows(ConfigException.class,
                 () -> Client.builder().authToken(TestServer.SECRET).build());
         assertTrue(noAddr.isDefinitive());
+    }
+
+    @Test
+    void configurationErrorsNameTheBuilderMethod() {
+        record Refusal(Client.Builder builder, List<String> says) {}
+        String addr = server.addr;
+        String secret = TestServer.SECRET;
+        List<Refusal> refusals = List.of(
+                new Refusal(Client.builder().authToken(secret), List.of("no server address", "addrs")),
+                new Refusal(Client.builder().addrs("nonsense").authToken(secret),
+                        List.of("\"nonsense\"", "not host:port", "(addrs)")),
+                new Refusal(Client.builder().addrs(addr).authToken("short"), List.of("5 bytes", "authToken")),
+                new Refusal(Client.builder().addrs(addr).authToken(secret).owner("o".repeat(256)),
+                        List.of("256 bytes", "(owner)")),
+                new Refusal(Client.builder().addrs(addr).authToken(secret).tlsCaFile("/nonexistent/ca.pem"),
+                        List.of("tlsCaFile")));
+        List<Executable> checks = new ArrayList<>();
+        for (Refusal refusal : refusals) {
+            ConfigException e = assertThrows(ConfigException.class, refusal.builder()::build);
+            assertTrue(e.isDefinitive());
+            for (String word : refusal.says()) {
+                checks.add(() -> assertTrue(e.getMessage().contains(word), "no " + word + " in: " + e.getMessage()));
+            }
+        }
+        assertAll(checks);
     }
 
     @Test
