@@ -148,7 +148,12 @@ public final class Client implements AutoCloseable {
             return this;
         }
 
-        /** Where async calls complete their futures (default ForkJoinPool.commonPool()). */
+        /**
+         * Where async calls complete their futures (default ForkJoinPool.commonPool()). A
+         * completion it rejects (RejectedExecutionException: shut down) ends the future
+         * with that exception, completed on ForkJoinPool.commonPool(), never on a client
+         * thread; the outcome is dropped (a lock acquired meanwhile is released).
+         */
         public Builder executor(Executor executor) {
             if (executor == null) {
                 throw new ConfigException("executor is null", false);

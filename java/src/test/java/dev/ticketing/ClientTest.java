@@ -23,9 +23,11 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.ExecutionException;
+import java.util.concurrent.Executor;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
+import java.util.concurrent.RejectedExecutionException;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicReference;
@@ -323,6 +325,37 @@ class ClientTest {
         }
         for (String name : threads) {
             assertFalse(name.startsWith("ticketing"), "a stage ran on the client's thread " + name);
+        }
+    }
+
+    @Test
+    void anExecutorThatRejectsGetsTheRejectionOffTheClientThreadAndLeavesNoGrant() throws Exception {
+        Set<String> threads = ConcurrentHashMap.newKeySet();
+        // An executor shut down with the application: it rejects every task.
+        Executor rejecting = task -> {
+            throw new RejectedExecutionException("the application is shutting down");
+        };
+        try (Client c = Client.builder().addrs(server.addr).authToken(TestServer.SECRET).owner("java-rejected")
+                .executor(rejecting).build()) {
+            Lock holder = other.acquire("rejected", LEASE, Duration.ZERO);
+            CompletableFuture<Lock> waiting = c.acquireAsync("rejected", LEASE, Duration.ofSeconds(10));
+            // Added before the outcome comes: it runs where the future is completed.
+            CompletableFuture<Throwable> stage = waiting.handle((lock, failure) -> {
+                threads.add(Thread.currentThread().getName());
+                return failure;
+            });
+            eventually(Duration.ofSeconds(5), "the acquire queued", () -> waiters("rejected") == 1);
+            assertEquals(ReleaseOutcome.RELEASED, holder.release());
+            ExecutionException e = assertThrows(ExecutionException.class, () -> waiting.get(10, TimeUnit.SECONDS));
+            assertInstanceOf(RejectedExecutionException.class, e.getCause());
+            assertInstanceOf(RejectedExecutionException.class, stage.get(10, TimeUnit.SECONDS));
+            assertEquals(1, threads.size(), threads.toString());
+            for (String name : threads) {
+                assertFalse(name.startsWith("ticketing"), "a stage ran on the client's thread " + name);
+            }
+            // The grant it could not deliver is released by the client: the key is free again.
+            eventually(Duration.ofSeconds(10), "the undelivered grant released",
+                    () -> client.query("rejected").isEmpty());
         }
     }
 
