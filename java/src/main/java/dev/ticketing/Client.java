@@ -87,7 +87,10 @@ public final class Client implements AutoCloseable {
         return NativeLib.string(NativeLib.ticketing_version_string());
     }
 
-    /** Where the native library was loaded from. */
+    /**
+     * Where the native library was loaded from. The jar's own copy is deleted as soon as it
+     * is loaded (it stays mapped), so that path no longer exists.
+     */
     public static String libraryPath() {
         return NativeLib.PATH;
     }
