@@ -94,9 +94,16 @@ func New(cfg Config) (*Client, error) {
 	if err := abiChecked(); err != nil {
 		return nil, err
 	}
-	for _, s := range append(append([]string{}, cfg.Addrs...), cfg.Owner, cfg.TLSCAFile) {
+	texts := append(append([]string{}, cfg.Addrs...), cfg.Owner, cfg.TLSCAFile)
+	for i, s := range texts {
 		if strings.IndexByte(s, 0) >= 0 {
-			return nil, &Error{Kind: KindConfig, Message: fmt.Sprintf("%q contains a NUL byte", s)}
+			field := fmt.Sprintf("Config.Addrs[%d]", i)
+			if i == len(cfg.Addrs) {
+				field = "Config.Owner"
+			} else if i > len(cfg.Addrs) {
+				field = "Config.TLSCAFile"
+			}
+			return nil, &Error{Kind: KindConfig, Message: fmt.Sprintf("%s %q contains a NUL byte", field, s)}
 		}
 	}
 	addrs := make([]*C.char, len(cfg.Addrs)+1)
@@ -199,7 +206,8 @@ func (c *Client) start(run func(h *C.ticketing_client, f **C.ticketing_future, e
 }
 
 // Acquire acquires key for lease (whole seconds, 1 s to 250 s), queueing at most
-// min(wait, ctx's deadline) (0 is one immediate try; at most 300 s).
+// min(wait, ctx's deadline) (0 is one immediate try; at most 300 s). Arguments out of
+// these limits are ErrInvalid at once, whatever ctx's deadline: nothing is sent.
 //
 // On success the *Lock is held: pass Lock.Token() to every write of the critical
 // section, then Release it. Definitive errors, the key NOT held by this call: ErrBusy,
@@ -211,6 +219,18 @@ func (c *Client) start(run func(h *C.ticketing_client, f **C.ticketing_future, e
 // ctx's deadline bounds the wait: the server is asked to end it shortly before the
 // deadline (ErrTimeout), and its answer gets up to 1 s past the deadline to arrive.
 func (c *Client) Acquire(ctx context.Context, key string, lease, wait time.Duration) (*Lock, error) {
+	k, err := cString("key", key)
+	if err != nil {
+		return nil, err
+	}
+	defer C.free(unsafe.Pointer(k))
+	// The caller's own arguments, checked by the native client's rule before ctx's
+	// deadline shortens the wait below: a wait out of its limits is ErrInvalid (naming
+	// it) whatever the deadline, and nothing is sent.
+	var refused *C.ticketing_error
+	if rc := C.ticketing_acquire_check(k, millis(lease), millis(wait), &refused); rc != C.TICKETING_OK {
+		return nil, c.failure(rc, refused, nil)
+	}
 	if err := ctx.Err(); err != nil {
 		return nil, &Error{Kind: KindCancelled, Message: "ctx ended before the acquire started; nothing was sent",
 			ctxErr: err}
@@ -221,11 +241,6 @@ func (c *Client) Acquire(ctx context.Context, key string, lease, wait time.Durat
 			wait, bounded = left-answerMargin(left), true
 		}
 	}
-	k, err := cString("key", key)
-	if err != nil {
-		return nil, err
-	}
-	defer C.free(unsafe.Pointer(k))
 	fu, err := c.start(func(h *C.ticketing_client, f **C.ticketing_future, e **C.ticketing_error) C.int {
 		return C.ticketing_acquire_start(h, k, millis(lease), millis(wait), f, e)
 	})

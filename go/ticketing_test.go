@@ -1,8 +1,9 @@
 // The Go module against real servers: grant and token, FIFO hand-off, busy and timeout,
 // release outcomes, query, WithLock released on error and panic, concurrent goroutines
-// on one client, a cancelled written acquire, bad arguments, a wrong secret and TLS on
-// one side named in Config's terms, a paused server's indeterminate acquire and its
-// resolve, 1,000 waiting goroutines on a few OS threads.
+// on one client, a cancelled written acquire, bad arguments (a wait refused whatever
+// ctx's deadline), refused Configs, a wrong secret and TLS on one side named in Config's
+// terms, a paused server's indeterminate acquire and its resolve, 1,000 waiting
+// goroutines on a few OS threads.
 
 package ticketing_test
 
@@ -10,6 +11,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"strings"
 	"sync"
@@ -353,20 +355,77 @@ func TestBadArgumentsAreRefusedNamingTheOption(t *testing.T) {
 	if took := time.Since(start); took > time.Second {
 		t.Errorf("refusals took %v", took)
 	}
-	configs := []struct {
-		cfg  ticketing.Config
-		says string
-	}{
-		{ticketing.Config{Addrs: []string{s.addr}, AuthToken: "short"}, "5 bytes"},
-		{ticketing.Config{AuthToken: secret}, "no server address"},
-		{ticketing.Config{Addrs: []string{"nonsense"}, AuthToken: secret}, "not host:port"},
-		{ticketing.Config{Addrs: []string{s.addr}, AuthToken: secret, Owner: strings.Repeat("o", 256)}, "owner"},
-		{ticketing.Config{Addrs: []string{s.addr}, AuthToken: secret, TLSCAFile: "/nonexistent/ca.pem"}, "Config.TLSCAFile"},
+}
+
+// deadAddr is a loopback address where nothing listens: a port bound and closed again.
+func deadAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
 	}
-	for _, tc := range configs {
+	addr := l.Addr().String()
+	_ = l.Close()
+	return addr
+}
+
+// A wait out of its limits is refused as the caller gave it, before ctx's deadline
+// shortens it: ErrInvalid naming the caller's own wait, whatever the deadline (shorter
+// than 300 s, longer, or already past), and nothing sent — the client's one address has
+// no server, so an acquire that went out would end ErrUnavailable.
+func TestAWaitOutOfItsLimitsIsInvalidWhateverTheDeadline(t *testing.T) {
+	c, err := ticketing.New(ticketing.Config{Addrs: []string{deadAddr(t)}, AuthToken: secret, Owner: "deadline"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	cases := []struct {
+		deadline, lease, wait time.Duration
+		says                  string
+	}{
+		{2 * time.Second, 30 * time.Second, 301 * time.Second, "wait is 301 s"},
+		{350 * time.Second, 30 * time.Second, 1000 * time.Second, "wait is 1000 s"},
+		{time.Hour, 30 * time.Second, 301 * time.Second, "wait is 301 s"},
+		{-time.Second, 30 * time.Second, 301 * time.Second, "wait is 301 s"},
+		{2 * time.Second, 251 * time.Second, 5 * time.Second, "lease"},
+	}
+	for _, tc := range cases {
+		ctx, cancel := context.WithTimeout(context.Background(), tc.deadline)
+		_, err := c.Acquire(ctx, "deadline:seat", tc.lease, tc.wait)
+		cancel()
+		if !errors.Is(err, ticketing.ErrInvalid) || !strings.Contains(err.Error(), tc.says) {
+			t.Errorf("acquire(lease %v, wait %v) with a deadline %v away: %v (want ErrInvalid, %q)",
+				tc.lease, tc.wait, tc.deadline, err, tc.says)
+		}
+	}
+}
+
+// ErrConfig names the Config field to fix, for each refusal New can make.
+func TestConfigErrorsNameTheConfigField(t *testing.T) {
+	addr := deadAddr(t)
+	cases := []struct {
+		cfg  ticketing.Config
+		says []string
+	}{
+		{ticketing.Config{AuthToken: secret}, []string{"no server address", "Config.Addrs"}},
+		{ticketing.Config{Addrs: []string{"nonsense"}, AuthToken: secret}, []string{`"nonsense"`, "not host:port", "Config.Addrs"}},
+		{ticketing.Config{Addrs: []string{addr}, AuthToken: "short"}, []string{"5 bytes", "Config.AuthToken"}},
+		{ticketing.Config{Addrs: []string{addr}, AuthToken: secret, Owner: strings.Repeat("o", 256)}, []string{"256 bytes", "Config.Owner"}},
+		{ticketing.Config{Addrs: []string{addr}, AuthToken: secret, Owner: "box\noffice"}, []string{"control characters", "Config.Owner"}},
+		{ticketing.Config{Addrs: []string{addr}, AuthToken: secret, Owner: "box\x00office"}, []string{"NUL", "Config.Owner"}},
+		{ticketing.Config{Addrs: []string{addr, "a\x00b:1"}, AuthToken: secret}, []string{"NUL", "Config.Addrs[1]"}},
+		{ticketing.Config{Addrs: []string{addr}, AuthToken: secret, TLSCAFile: "/nonexistent/ca.pem"}, []string{"Config.TLSCAFile"}},
+	}
+	for _, tc := range cases {
 		_, err := ticketing.New(tc.cfg)
-		if !errors.Is(err, ticketing.ErrConfig) || !strings.Contains(err.Error(), tc.says) {
-			t.Errorf("New(%+v): %v (want %q)", tc.cfg, err, tc.says)
+		if !errors.Is(err, ticketing.ErrConfig) {
+			t.Errorf("New(%+v): %v (want ErrConfig)", tc.cfg, err)
+			continue
+		}
+		for _, says := range tc.says {
+			if !strings.Contains(err.Error(), says) {
+				t.Errorf("New(%+v): %v (want %q)", tc.cfg, err, says)
+			}
 		}
 	}
 }

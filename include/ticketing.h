@@ -355,6 +355,13 @@ typedef struct ticketing_queue ticketing_queue;
 /* Called once when `future` is ready, with the ctx given to ticketing_future_set_callback. */
 typedef void (*ticketing_callback)(ticketing_future *future, void *ctx);
 
+/* The checks ticketing_acquire_start makes of its arguments (the limits of the lease,
+ * the wait and the key), alone: no client, no future, no I/O. TICKETING_OK, or
+ * TICKETING_INVALID naming the argument. A binding that shortens the wait it starts with
+ * (to its caller's deadline) checks the caller's own arguments here first, so that an
+ * argument is refused alike whatever the deadline. Never blocks. */
+int ticketing_acquire_check(const char *key, int64_t lease_ms, int64_t wait_ms, ticketing_error **error_out);
+
 /* The futures of ticketing_acquire, ticketing_lock_release, ticketing_release,
  * ticketing_query and ticketing_resolve (read with ticketing_future_get_lock, _release,
  * _release, _query, _resolve). ticketing_lock_release_start takes the lock out of its

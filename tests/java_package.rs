@@ -2,10 +2,11 @@
 //! Maven (grant, FIFO, busy and timeout, release outcomes, try-with-resources on an
 //! exception, 64 threads on one client, a cancelled written acquire, an interrupted
 //! wait, bad arguments, a wrong secret, a paused server's indeterminate acquire and its
-//! resolve, async stages off the client's threads), its virtual-thread test on a Java 21
-//! or newer with one carrier thread, and the README's Java example as a consumer
-//! project of its own that depends on the artifact `mvn install` put in the local
-//! repository, run as written against a node; and the JDBC fencing example
+//! resolve, async stages off the client's threads also when the executor rejects them),
+//! that no extracted library is left in the temporary directory, its virtual-thread
+//! test on a Java 21 or newer with one carrier thread, and the README's Java example as
+//! a consumer project of its own that depends on the artifact `mvn install` put in the
+//! local repository, run as written against a node; and the JDBC fencing example
 //! (java/examples/fenced-postgres) against a throw-away PostgreSQL.
 //!
 //! Maven builds around this cargo run's libticketing.so (no cargo inside:

@@ -187,7 +187,8 @@ unsafe fn new_client(
     if let Some(ca) = unsafe { optional_text(tls_ca_file, "tls_ca_file") }? {
         builder = builder.tls_ca_file(ca);
     }
-    let client = builder.build()?;
+    // A refused setting is named as the binding names it (Go's `Config.Addrs`).
+    let client = builder.build().map_err(|e| Failure::config(e.in_words(&words.settings)))?;
     unsafe { put(client_out, handle::into_raw(ClientHandle::new(client))) };
     Ok(())
 }

@@ -78,6 +78,11 @@ impl Failure {
         Failure::plain(TICKETING_INVALID, message.into())
     }
 
+    /// A refused configuration (its message names the setting to fix).
+    pub(crate) fn config(message: impl Into<String>) -> Failure {
+        Failure::plain(TICKETING_CONFIG, message.into())
+    }
+
     /// Something the library needed from the system failed (a pipe, a thread).
     pub fn internal(message: impl Into<String>) -> Failure {
         Failure::plain(TICKETING_INTERNAL, message.into())
@@ -162,7 +167,7 @@ impl From<ClientError> for Failure {
 
 impl From<BuildError> for Failure {
     fn from(e: BuildError) -> Failure {
-        Failure::plain(TICKETING_CONFIG, e.to_string())
+        Failure::config(e.to_string())
     }
 }
 

@@ -155,6 +155,40 @@ unsafe fn begin(
     unsafe { put(future_out, handle::give(future)) };
 }
 
+/// An acquire's arguments, checked by the client's rule (limits of the lease, the wait
+/// and the key) before any I/O.
+///
+/// # Safety
+/// `key` is NULL or a C string.
+unsafe fn acquire_args<'a>(
+    key: *const c_char,
+    lease_ms: i64,
+    wait_ms: i64,
+) -> Result<(&'a str, Duration, Duration), Failure> {
+    let key = unsafe { text(key, "key") }?;
+    let lease = duration(lease_ms, "lease_ms")?;
+    let wait = duration(wait_ms, "wait_ms")?;
+    check_acquire_args(key, lease, wait)?;
+    Ok((key, lease, wait))
+}
+
+/// `ticketing_acquire_check`: the checks `ticketing_acquire_start` makes of its
+/// arguments, alone: no client, no future, no I/O. A binding that shortens the wait it
+/// starts with (to its caller's deadline) checks the caller's own arguments first, so
+/// that one argument is refused alike whatever the deadline.
+///
+/// # Safety
+/// `key` is NULL or a C string; `error_out` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn ticketing_acquire_check(
+    key: *const c_char,
+    lease_ms: i64,
+    wait_ms: i64,
+    error_out: *mut *mut ErrorPtr,
+) -> c_int {
+    guard(error_out, || unsafe { acquire_args(key, lease_ms, wait_ms) }.map(|_| ()))
+}
+
 /// `ticketing_acquire_start`: [`Client::acquire_then`](crate::client::Client::acquire_then).
 ///
 /// # Safety
@@ -173,11 +207,8 @@ pub unsafe extern "C" fn ticketing_acquire_start(
     guard(error_out, || {
         let future_out = required(future_out, "future_out")?;
         let client = unsafe { handle::hold(client, "client") }?;
-        let key = unsafe { text(key, "key") }?;
-        let lease = duration(lease_ms, "lease_ms")?;
-        let wait = duration(wait_ms, "wait_ms")?;
         // Refused arguments fail the start itself, before any future exists.
-        check_acquire_args(key, lease, wait)?;
+        let (key, lease, wait) = unsafe { acquire_args(key, lease_ms, wait_ms) }?;
         unsafe {
             begin(Op::Acquire, future_out, |done| {
                 client

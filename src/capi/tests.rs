@@ -72,6 +72,26 @@ impl NewArgs {
         assert!(client.is_null(), "no client on failure");
         take_error(rc, error)
     }
+
+    /// The kind and message of the error `ticketing_client_new_for(binding, ...)` fails with.
+    fn fails_for(&self, binding: &CStr) -> (c_int, String) {
+        let (mut client, mut error) = (ptr::null_mut(), ptr::null_mut());
+        let rc = unsafe {
+            ticketing_client_new_for(
+                binding.as_ptr(),
+                self.addrs,
+                self.addrs_len,
+                self.secret,
+                self.secret_len,
+                self.owner,
+                self.ca,
+                &mut client,
+                &mut error,
+            )
+        };
+        assert!(client.is_null(), "no client on failure");
+        take_error(rc, error)
+    }
 }
 
 /// A client of `addr`, through the C constructor.
@@ -260,6 +280,40 @@ fn bad_arguments_are_invalid_errors_that_name_the_argument() {
     unsafe { ticketing_client_free(client) };
 }
 
+/// `ticketing_acquire_check` refuses exactly what `ticketing_acquire_start` refuses, with
+/// the same kind and message, and passes what it accepts: one rule, no client needed.
+#[test]
+fn the_acquire_check_is_the_starts_own() {
+    let client = new_client(&dead_addr(), None);
+    let bad = [0xffu8, 0xfe, 0];
+    let long = CString::new("k".repeat(256)).unwrap();
+    let keys = [c"k".as_ptr(), c"".as_ptr(), long.as_ptr(), bad.as_ptr().cast(), ptr::null()];
+    let durations = [(1000, 0), (0, 0), (1500, 0), (251_000, 0), (-1, 0), (1000, -1), (1000, 300_001)];
+    for key in keys {
+        for (lease, wait) in durations {
+            let (mut future, mut error) = (ptr::null_mut(), ptr::null_mut());
+            let started =
+                unsafe { ticketing_acquire_start(client, key, lease, wait, &mut future, &mut error) };
+            if started == TICKETING_OK {
+                unsafe { ticketing_future_free(future) };
+            }
+            let mut check_error = ptr::null_mut();
+            let checked = unsafe { ticketing_acquire_check(key, lease, wait, &mut check_error) };
+            assert_eq!(checked, started, "lease {lease} wait {wait}");
+            if started == TICKETING_OK {
+                assert!(check_error.is_null());
+            } else {
+                assert_eq!(take_error(checked, check_error), take_error(started, error));
+            }
+        }
+    }
+    let checked = unsafe { ticketing_acquire_check(c"k".as_ptr(), 1000, 300_000, ptr::null_mut()) };
+    assert_eq!(checked, TICKETING_OK);
+    let checked = unsafe { ticketing_acquire_check(c"k".as_ptr(), 1000, 300_001, ptr::null_mut()) };
+    assert_eq!(checked, TICKETING_INVALID);
+    unsafe { ticketing_client_free(client) };
+}
+
 #[test]
 fn configuration_errors_say_what_is_wrong() {
     let addrs = [c"127.0.0.1:1".as_ptr()];
@@ -270,9 +324,12 @@ fn configuration_errors_say_what_is_wrong() {
     };
     let short = b"short";
     let message = config(NewArgs { secret: short.as_ptr(), secret_len: 5, ..NewArgs::of(&addrs) });
-    assert_eq!(message, "auth token is 5 bytes; at least 16 are required");
-    assert_eq!(config(NewArgs::of(&[])), "no server address given");
-    assert_eq!(config(NewArgs::of(&[c"no-port".as_ptr()])), "address \"no-port\" is not host:port");
+    assert_eq!(message, "auth token is 5 bytes (auth_token); at least 16 are required");
+    assert_eq!(config(NewArgs::of(&[])), "no server address given in addrs");
+    assert_eq!(config(NewArgs::of(&[c"no-port".as_ptr()])), "address \"no-port\" (addrs) is not host:port");
+    let long = CString::new("o".repeat(256)).unwrap();
+    let message = config(NewArgs { owner: long.as_ptr(), ..NewArgs::of(&addrs) });
+    assert_eq!(message, "bad owner (owner): 256 bytes; must be 1..=255");
     let message = config(NewArgs { ca: c"/nonexistent/ca.pem".as_ptr(), ..NewArgs::of(&addrs) });
     assert!(message.starts_with("cannot read /nonexistent/ca.pem"), "{message}");
     // A binary secret is fine: the length, not a NUL, ends it.
@@ -280,6 +337,43 @@ fn configuration_errors_say_what_is_wrong() {
     let (rc, client, _) = NewArgs { secret: binary.as_ptr(), secret_len: 20, ..NewArgs::of(&addrs) }.call();
     assert_eq!(rc, TICKETING_OK);
     unsafe { ticketing_client_free(client) };
+}
+
+/// Each binding's refused configuration names the setting in that language's terms: the
+/// Go module's `Config` fields, the Java builder's and the Node.js package's options, the
+/// Python keywords.
+#[test]
+fn configuration_errors_name_each_bindings_own_setting() {
+    let addrs = [c"127.0.0.1:1".as_ptr()];
+    let long = CString::new("o".repeat(256)).unwrap();
+    let short = b"short";
+    let cases = [
+        (c"go", ["Config.Addrs", "Config.AuthToken", "Config.Owner"]),
+        (c"java", ["addrs", "authToken", "owner"]),
+        (c"node", ["addrs", "authToken", "owner"]),
+        (c"python", ["addrs", "auth_token=", "owner="]),
+        (c"c", ["addrs", "auth_token", "owner"]),
+    ];
+    for (binding, [addrs_word, token_word, owner_word]) in cases {
+        let fails = |args: NewArgs| {
+            let (kind, message) = args.fails_for(binding);
+            assert_eq!(kind, TICKETING_CONFIG, "{binding:?}: {message}");
+            message
+        };
+        assert_eq!(fails(NewArgs::of(&[])), format!("no server address given in {addrs_word}"));
+        assert_eq!(
+            fails(NewArgs::of(&[c"no-port".as_ptr()])),
+            format!("address \"no-port\" ({addrs_word}) is not host:port")
+        );
+        assert_eq!(
+            fails(NewArgs { secret: short.as_ptr(), secret_len: 5, ..NewArgs::of(&addrs) }),
+            format!("auth token is 5 bytes ({token_word}); at least 16 are required")
+        );
+        assert_eq!(
+            fails(NewArgs { owner: long.as_ptr(), ..NewArgs::of(&addrs) }),
+            format!("bad owner ({owner_word}): 256 bytes; must be 1..=255")
+        );
+    }
 }
 
 #[test]

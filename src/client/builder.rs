@@ -307,8 +307,7 @@ impl ClientBuilder {
             None => None,
         };
         if let Some(name) = &self.cluster_name {
-            crate::proto::limits::check_cluster_name(name)
-                .map_err(|why| BuildError::BadClusterName(format!("{} {why}", self.words.name)))?;
+            crate::proto::limits::check_cluster_name(name).map_err(BuildError::BadClusterName)?;
         }
         let config = Config {
             seeds: addrs.clone(),
@@ -316,8 +315,8 @@ impl ClientBuilder {
             commit_margin: self.commit_margin,
             idle_ping: self.idle_ping,
             named: self.cluster_name.is_some(),
-            seeds_setting: self.words.addrs,
-            name_setting: self.words.name,
+            seeds_setting: self.words.settings.addrs,
+            name_setting: self.words.settings.cluster_name,
         };
         let dialer = Dialer { key: auth_key(&secret), tls, names, cluster_name: self.cluster_name };
         let handle = io::start(config, dialer).map_err(BuildError::Thread)?;

@@ -409,33 +409,72 @@ pub enum BuildError {
     Thread(std::io::Error),
     /// A time setting (`request_timeout`, `commit_margin`, `idle_ping`) is out of range.
     Setting(String),
-    /// The cluster name is not 1 to 63 ASCII letters, digits, `.`, `_` and `-`; the
-    /// words name the setting and what is wrong.
+    /// The cluster name is not 1 to 63 ASCII letters, digits, `.`, `_` and `-`.
     BadClusterName(String),
 }
 
-impl fmt::Display for BuildError {
+/// How one caller spells the settings a refused configuration names: the Go module's
+/// `Config.Addrs`, the Java builder's `authToken`, the C ABI's `owner` argument.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) struct SettingWords {
+    /// The seed addresses.
+    pub(crate) addrs: &'static str,
+    /// The client secret.
+    pub(crate) auth_token: &'static str,
+    /// The owner.
+    pub(crate) owner: &'static str,
+    /// The cluster's name.
+    pub(crate) cluster_name: &'static str,
+}
+
+impl BuildError {
+    /// The message, naming the setting to fix in `words` (a binding's own terms).
+    pub(crate) fn in_words(&self, words: &SettingWords) -> String {
+        Named(self, Some(words)).to_string()
+    }
+}
+
+/// A [`BuildError`]'s message, naming its setting when the caller's words are known.
+struct Named<'a>(&'a BuildError, Option<&'a SettingWords>);
+
+impl fmt::Display for Named<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            BuildError::NoAddrs => write!(f, "no server address given"),
-            BuildError::BadAddr(a) => write!(f, "address {a:?} is not host:port"),
+        // " (Config.Addrs)": the caller's name of a setting, when known.
+        let setting = |name: fn(&SettingWords) -> &'static str| match self.1 {
+            Some(words) => format!(" ({})", name(words)),
+            None => String::new(),
+        };
+        match self.0 {
+            BuildError::NoAddrs => match self.1 {
+                Some(words) => write!(f, "no server address given in {}", words.addrs),
+                None => write!(f, "no server address given"),
+            },
+            BuildError::BadAddr(a) => write!(f, "address {a:?}{} is not host:port", setting(|w| w.addrs)),
             BuildError::NoAuthToken => write!(
                 f,
                 "no auth token given: call ClientBuilder::auth_token (or auth_token_file) with the cluster's \
                  client secret (ClientBuilder::from_env reads TICKETING_AUTH_TOKEN or TICKETING_AUTH_TOKEN_FILE)"
             ),
             BuildError::AuthTokenTooShort(n) => {
-                write!(f, "auth token is {n} bytes; at least 16 are required")
+                write!(f, "auth token is {n} bytes{}; at least 16 are required", setting(|w| w.auth_token))
             }
-            BuildError::BadOwner(why) => write!(f, "bad owner: {why}"),
+            BuildError::BadOwner(why) => write!(f, "bad owner{}: {why}", setting(|w| w.owner)),
             BuildError::File { setting, path, error } => {
                 write!(f, "cannot read {} ({setting}): {error}", path.display())
             }
             BuildError::Tls(why) => write!(f, "TLS configuration: {why}"),
             BuildError::Thread(error) => write!(f, "cannot start a client thread: {error}"),
             BuildError::Setting(why) => write!(f, "bad setting: {why}"),
-            BuildError::BadClusterName(why) => write!(f, "bad cluster name: {why}"),
+            BuildError::BadClusterName(why) => {
+                write!(f, "bad cluster name{}: {why}", setting(|w| w.cluster_name))
+            }
         }
+    }
+}
+
+impl fmt::Display for BuildError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        Named(self, None).fmt(f)
     }
 }
 

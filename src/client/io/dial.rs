@@ -15,6 +15,7 @@ use rustls::pki_types::ServerName;
 use rustls::ClientConfig;
 
 use crate::client::core::DialFailure;
+use crate::client::error::SettingWords;
 use crate::proto::addr::host_of;
 use crate::proto::handshake::{client_handshake, HandshakeError, Welcome, CLIENT_LABELS};
 use crate::proto::limits::HANDSHAKE_TIMEOUT_MS;
@@ -82,10 +83,8 @@ pub(crate) struct Words {
     pub(crate) tls_on: &'static str,
     /// How to turn TLS off.
     pub(crate) tls_off: &'static str,
-    /// The addresses' setting.
-    pub(crate) addrs: &'static str,
-    /// The cluster name's setting.
-    pub(crate) name: &'static str,
+    /// The settings a refused configuration names (`ClientBuilder::build`'s errors).
+    pub(crate) settings: SettingWords,
 }
 
 /// The CLI and `ClientBuilder::from_env`: the environment variables.
@@ -94,8 +93,12 @@ pub(crate) const ENV_WORDS: Words = Words {
     ca: "TICKETING_TLS_CA",
     tls_on: "set TICKETING_TLS_CA to the CA bundle",
     tls_off: "unset TICKETING_TLS_CA",
-    addrs: "TICKETING_ADDRS",
-    name: "TICKETING_CLUSTER_NAME",
+    settings: SettingWords {
+        addrs: "TICKETING_ADDRS",
+        auth_token: "TICKETING_AUTH_TOKEN",
+        owner: "TICKETING_OWNER",
+        cluster_name: "TICKETING_CLUSTER_NAME",
+    },
 };
 
 /// The Rust library: the builder's methods.
@@ -104,8 +107,12 @@ pub(crate) const RUST_WORDS: Words = Words {
     ca: "tls_ca_file",
     tls_on: "give ClientBuilder::tls_ca_file the CA bundle",
     tls_off: "build the client without ClientBuilder::tls_ca_file",
-    addrs: "ClientBuilder::addrs",
-    name: "ClientBuilder::cluster_name",
+    settings: SettingWords {
+        addrs: "ClientBuilder::addrs",
+        auth_token: "ClientBuilder::auth_token",
+        owner: "ClientBuilder::owner",
+        cluster_name: "ClientBuilder::cluster_name",
+    },
 };
 
 /// The C ABI: `ticketing_client_new`'s arguments.
@@ -114,8 +121,12 @@ pub(crate) const C_WORDS: Words = Words {
     ca: "tls_ca_file",
     tls_on: "pass ticketing_client_new, as tls_ca_file, the CA bundle",
     tls_off: "pass ticketing_client_new a NULL tls_ca_file",
-    addrs: "the addrs given to ticketing_client_new",
-    name: "the cluster_name given to ticketing_client_open",
+    settings: SettingWords {
+        addrs: "addrs",
+        auth_token: "auth_token",
+        owner: "owner",
+        cluster_name: "cluster_name",
+    },
 };
 
 /// The Python package: `ticketing.Client`'s keywords.
@@ -124,8 +135,12 @@ pub(crate) const PYTHON_WORDS: Words = Words {
     ca: "tls_ca=",
     tls_on: "pass ticketing.Client the CA bundle as tls_ca=",
     tls_off: "leave out tls_ca=",
-    addrs: "addrs=",
-    name: "cluster_name=",
+    settings: SettingWords {
+        addrs: "addrs",
+        auth_token: "auth_token=",
+        owner: "owner=",
+        cluster_name: "cluster_name=",
+    },
 };
 
 /// The Go module: `ticketing.Config`'s fields.
@@ -134,8 +149,12 @@ pub(crate) const GO_WORDS: Words = Words {
     ca: "Config.TLSCAFile",
     tls_on: "set Config.TLSCAFile to the CA bundle",
     tls_off: "leave Config.TLSCAFile empty",
-    addrs: "Config.Addrs",
-    name: "Config.ClusterName",
+    settings: SettingWords {
+        addrs: "Config.Addrs",
+        auth_token: "Config.AuthToken",
+        owner: "Config.Owner",
+        cluster_name: "Config.ClusterName",
+    },
 };
 
 /// The Java library: `Client.builder()`'s methods.
@@ -144,8 +163,12 @@ pub(crate) const JAVA_WORDS: Words = Words {
     ca: "tlsCaFile",
     tls_on: "give Client.builder() the CA bundle as tlsCaFile",
     tls_off: "build the client without tlsCaFile",
-    addrs: "addrs",
-    name: "clusterName",
+    settings: SettingWords {
+        addrs: "addrs",
+        auth_token: "authToken",
+        owner: "owner",
+        cluster_name: "clusterName",
+    },
 };
 
 /// The Node.js package: the options of `new Client({...})`.
@@ -154,8 +177,12 @@ pub(crate) const NODE_WORDS: Words = Words {
     ca: "tlsCa",
     tls_on: "give new Client the CA bundle as tlsCa",
     tls_off: "leave out tlsCa",
-    addrs: "addrs",
-    name: "clusterName",
+    settings: SettingWords {
+        addrs: "addrs",
+        auth_token: "authToken",
+        owner: "owner",
+        cluster_name: "clusterName",
+    },
 };
 
 /// An authenticated connection, split for a reader and a writer.
@@ -254,7 +281,7 @@ impl Dialer {
                 DialFailure::lasting(format!(
                     "{addr}: {why}: this client serves cluster {name:?} only ({}), so it sends that node \
                      nothing; list only that cluster's nodes in {}",
-                    self.names.words.name, self.names.words.addrs
+                    self.names.words.settings.cluster_name, self.names.words.settings.addrs
                 ))
             })?;
         }

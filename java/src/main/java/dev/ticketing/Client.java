@@ -87,7 +87,10 @@ public final class Client implements AutoCloseable {
         return NativeLib.string(NativeLib.ticketing_version_string());
     }
 
-    /** Where the native library was loaded from. */
+    /**
+     * Where the native library was loaded from. The jar's own copy is deleted as soon as it
+     * is loaded (it stays mapped), so that path no longer exists.
+     */
     public static String libraryPath() {
         return NativeLib.PATH;
     }
@@ -148,7 +151,12 @@ public final class Client implements AutoCloseable {
             return this;
         }
 
-        /** Where async calls complete their futures (default ForkJoinPool.commonPool()). */
+        /**
+         * Where async calls complete their futures (default ForkJoinPool.commonPool()). A
+         * completion it rejects (RejectedExecutionException: shut down) ends the future
+         * with that exception, completed on ForkJoinPool.commonPool(), never on a client
+         * thread; the outcome is dropped (a lock acquired meanwhile is released).
+         */
         public Builder executor(Executor executor) {
             if (executor == null) {
                 throw new ConfigException("executor is null", false);

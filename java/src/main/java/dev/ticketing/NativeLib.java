@@ -10,10 +10,15 @@ import com.sun.jna.Pointer;
 import java.io.IOException;
 import java.io.InputStream;
 import java.nio.charset.StandardCharsets;
+import java.nio.file.DirectoryStream;
 import java.nio.file.Files;
+import java.nio.file.LinkOption;
 import java.nio.file.Path;
 import java.nio.file.StandardCopyOption;
+import java.time.Duration;
+import java.time.Instant;
 import java.util.Locale;
+import java.util.stream.Stream;
 
 /**
  * Every handle of the C ABI is a {@code long} here (a pointer on a 64-bit platform),
@@ -54,9 +59,25 @@ final class NativeLib {
     /** Where the library was loaded from. */
     static final String PATH;
 
+    /** The prefix of the temporary directory the jar's copy is extracted to. */
+    static final String TEMP_PREFIX = "ticketing-native";
+
+    /** How old a leftover temporary directory must be before it is removed (see {@link #removeStale}). */
+    static final Duration STALE_AFTER = Duration.ofHours(1);
+
     static {
-        PATH = locate();
-        Native.register(NativeLib.class, NativeLibrary.getInstance(PATH));
+        Path extracted = extracted();
+        PATH = extracted != null ? extracted.toString() : configured();
+        try {
+            Native.register(NativeLib.class, NativeLibrary.getInstance(PATH));
+        } finally {
+            if (extracted != null) {
+                // Loaded (or not loadable): the file is needed no more. A loaded library
+                // stays mapped, so nothing is left behind on any exit, a crash included.
+                remove(extracted);
+                removeStale(extracted.getParent().getParent());
+            }
+        }
         int version = ticketing_version();
         if (version != ABI_VERSION) {
             throw new UnsatisfiedLinkError("ticketing: " + PATH + " has ABI version " + version
@@ -70,13 +91,22 @@ final class NativeLib {
     /** Forces the library to load (and its ABI version to be checked) now. */
     static void load() {}
 
-    private static String locate() {
+    /** The library TICKETING_LIBRARY (or -Dticketing.library) names, or null. */
+    private static String configured() {
         String configured = System.getProperty("ticketing.library");
         if (configured == null || configured.isEmpty()) {
             configured = System.getenv("TICKETING_LIBRARY");
         }
-        if (configured != null && !configured.isEmpty()) {
-            return configured;
+        return configured == null || configured.isEmpty() ? null : configured;
+    }
+
+    /**
+     * The jar's copy of the library, extracted to a new temporary directory (under
+     * java.io.tmpdir) for loading; null when TICKETING_LIBRARY names another.
+     */
+    private static Path extracted() {
+        if (configured() != null) {
+            return null;
         }
         String os = System.getProperty("os.name", "").toLowerCase(Locale.ROOT);
         String arch = System.getProperty("os.arch", "").toLowerCase(Locale.ROOT);
@@ -90,14 +120,69 @@ final class NativeLib {
                 throw new UnsatisfiedLinkError("ticketing: " + RESOURCE + " is missing from the jar: build it with "
                         + "`mvn install` in java/ (it runs cargo), or set TICKETING_LIBRARY");
             }
-            Path dir = Files.createTempDirectory("ticketing-native");
+            Path dir = Files.createTempDirectory(TEMP_PREFIX);
             Path file = dir.resolve("libticketing.so");
-            Files.copy(in, file, StandardCopyOption.REPLACE_EXISTING);
-            file.toFile().deleteOnExit();
-            dir.toFile().deleteOnExit();
-            return file.toString();
+            try {
+                Files.copy(in, file, StandardCopyOption.REPLACE_EXISTING);
+            } catch (IOException e) {
+                remove(file);
+                throw e;
+            }
+            return file;
         } catch (IOException e) {
             throw new UnsatisfiedLinkError("ticketing: cannot extract " + RESOURCE + " to a temporary file: " + e);
+        }
+    }
+
+    /** Deletes the extracted file and its directory; at exit should that fail now. */
+    private static void remove(Path file) {
+        Path dir = file.getParent();
+        try {
+            Files.deleteIfExists(file);
+            Files.deleteIfExists(dir);
+        } catch (IOException | RuntimeException e) {
+            // Files registered later are deleted first: the file, then its directory.
+            dir.toFile().deleteOnExit();
+            file.toFile().deleteOnExit();
+        }
+    }
+
+    /**
+     * Removes what a process that died between extracting and loading its copy left in
+     * {@code tmp} (and what earlier releases of this library, which kept the copy until
+     * exit, left after a crash): {@code ticketing-native*} directories holding nothing but
+     * a libticketing.so, untouched for {@link #STALE_AFTER}. That is far longer than any
+     * process takes from extracting to loading, so it is never a copy another process is
+     * still about to load; one already loaded may go (it stays mapped). Best effort: what
+     * cannot be removed (another user's) stays.
+     */
+    static void removeStale(Path tmp) {
+        Instant before = Instant.now().minus(STALE_AFTER);
+        try (DirectoryStream<Path> dirs = Files.newDirectoryStream(tmp, TEMP_PREFIX + "*")) {
+            for (Path dir : dirs) {
+                try {
+                    if (!Files.isDirectory(dir, LinkOption.NOFOLLOW_LINKS)
+                            || !Files.getLastModifiedTime(dir).toInstant().isBefore(before)) {
+                        continue;
+                    }
+                    Path file = dir.resolve("libticketing.so");
+                    try (Stream<Path> entries = Files.list(dir)) {
+                        if (entries.anyMatch(e -> !e.equals(file))) {
+                            continue; // not only our copy: not ours to remove
+                        }
+                    }
+                    if (Files.exists(file, LinkOption.NOFOLLOW_LINKS) && !Files
+                            .getLastModifiedTime(file, LinkOption.NOFOLLOW_LINKS).toInstant().isBefore(before)) {
+                        continue;
+                    }
+                    Files.deleteIfExists(file);
+                    Files.deleteIfExists(dir);
+                } catch (IOException | RuntimeException e) {
+                    // another process removed it first, or it is not ours: leave it
+                }
+            }
+        } catch (IOException | RuntimeException e) {
+            // an unreadable temporary directory: nothing to clean
         }
     }
 

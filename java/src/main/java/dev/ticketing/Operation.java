@@ -6,6 +6,7 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.Executor;
+import java.util.concurrent.ForkJoinPool;
 import java.util.concurrent.RejectedExecutionException;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
@@ -40,6 +41,9 @@ final class Operation {
     static {
         NativeLib.keepAttached(DONE);
     }
+
+    /** Where a completion the client's executor rejected runs: the JVM's common pool. */
+    private static final Executor FALLBACK = ForkJoinPool.commonPool();
 
     private final long future;
     private final AtomicInteger users = new AtomicInteger(1);
@@ -151,18 +155,34 @@ final class Operation {
      * thread). Cancelling it cancels the operation by the C ABI's rule; an outcome that
      * comes anyway and can no longer be delivered goes to {@code discard} (a lock is
      * released in the background).
+     *
+     * <p>An executor that rejects the completion (one shut down) gets no outcome: the
+     * future completes exceptionally with its RejectedExecutionException, as a
+     * CompletableFuture's own async stage on such an executor does; the outcome is taken
+     * and discarded. That completion runs on {@link #FALLBACK}, never on the client
+     * thread the callback is on, so no stage of the program runs there.
      */
     <T> CompletableFuture<T> async(Taker<T> taker, Executor executor, Consumer<T> discard) {
         OperationFuture<T> result = new OperationFuture<>(this);
         watch(() -> {
-            Runnable finish = () -> result.finish(taker, discard);
             try {
-                executor.execute(finish);
-            } catch (RejectedExecutionException e) {
-                finish.run();
+                executor.execute(() -> result.finish(taker, discard));
+            } catch (RejectedExecutionException rejected) {
+                elsewhere(() -> result.reject(taker, discard, rejected));
             }
         });
         return result;
+    }
+
+    /** Runs {@code task} on {@link #FALLBACK}, or on a thread of its own should that refuse too. */
+    private static void elsewhere(Runnable task) {
+        try {
+            FALLBACK.execute(task);
+        } catch (RejectedExecutionException saturated) {
+            Thread thread = new Thread(task, "ticketing-rejected-completion");
+            thread.setDaemon(true);
+            thread.start();
+        }
     }
 
     /** The future an async call returns: its cancel reaches the native operation. */
@@ -185,6 +205,23 @@ final class Operation {
         @Override
         public <U> CompletableFuture<U> newIncompleteFuture() {
             return new CompletableFuture<>();
+        }
+
+        /**
+         * Takes the outcome and discards it, and completes with the executor's rejection;
+         * an exceptional outcome (an indeterminate acquire, say) stays attached to it as a
+         * suppressed exception.
+         */
+        private void reject(Taker<T> taker, Consumer<T> discard, RejectedExecutionException rejected) {
+            try {
+                T value = op.take(taker);
+                if (discard != null) {
+                    discard.accept(value);
+                }
+            } catch (Throwable outcome) {
+                rejected.addSuppressed(outcome);
+            }
+            completeExceptionally(rejected);
         }
 
         private void finish(Taker<T> taker, Consumer<T> discard) {

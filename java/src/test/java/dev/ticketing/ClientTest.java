@@ -5,6 +5,7 @@
 // async completion off the client's threads.
 package dev.ticketing;
 
+import static org.junit.jupiter.api.Assertions.assertAll;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertInstanceOf;
@@ -22,9 +23,11 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.ExecutionException;
+import java.util.concurrent.Executor;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
+import java.util.concurrent.RejectedExecutionException;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicReference;
@@ -34,6 +37,7 @@ import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.TestInstance;
 import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.api.function.Executable;
 
 @TestInstance(TestInstance.Lifecycle.PER_CLASS)
 @Timeout(120)
@@ -325,6 +329,37 @@ class ClientTest {
     }
 
     @Test
+    void anExecutorThatRejectsGetsTheRejectionOffTheClientThreadAndLeavesNoGrant() throws Exception {
+        Set<String> threads = ConcurrentHashMap.newKeySet();
+        // An executor shut down with the application: it rejects every task.
+        Executor rejecting = task -> {
+            throw new RejectedExecutionException("the application is shutting down");
+        };
+        try (Client c = Client.builder().addrs(server.addr).authToken(TestServer.SECRET).owner("java-rejected")
+                .executor(rejecting).build()) {
+            Lock holder = other.acquire("rejected", LEASE, Duration.ZERO);
+            CompletableFuture<Lock> waiting = c.acquireAsync("rejected", LEASE, Duration.ofSeconds(10));
+            // Added before the outcome comes: it runs where the future is completed.
+            CompletableFuture<Throwable> stage = waiting.handle((lock, failure) -> {
+                threads.add(Thread.currentThread().getName());
+                return failure;
+            });
+            eventually(Duration.ofSeconds(5), "the acquire queued", () -> waiters("rejected") == 1);
+            assertEquals(ReleaseOutcome.RELEASED, holder.release());
+            ExecutionException e = assertThrows(ExecutionException.class, () -> waiting.get(10, TimeUnit.SECONDS));
+            assertInstanceOf(RejectedExecutionException.class, e.getCause());
+            assertInstanceOf(RejectedExecutionException.class, stage.get(10, TimeUnit.SECONDS));
+            assertEquals(1, threads.size(), threads.toString());
+            for (String name : threads) {
+                assertFalse(name.startsWith("ticketing"), "a stage ran on the client's thread " + name);
+            }
+            // The grant it could not deliver is released by the client: the key is free again.
+            eventually(Duration.ofSeconds(10), "the undelivered grant released",
+                    () -> client.query("rejected").isEmpty());
+        }
+    }
+
+    @Test
     void aThousandAsyncWaitsTakeNoThreadEach() throws Exception {
         List<Lock> held = new ArrayList<>();
         for (int k = 0; k < 10; k++) {
@@ -379,6 +414,31 @@ class ClientTest {
         ConfigException noAddr = assertThrows(ConfigException.class,
                 () -> Client.builder().authToken(TestServer.SECRET).build());
         assertTrue(noAddr.isDefinitive());
+    }
+
+    @Test
+    void configurationErrorsNameTheBuilderMethod() {
+        record Refusal(Client.Builder builder, List<String> says) {}
+        String addr = server.addr;
+        String secret = TestServer.SECRET;
+        List<Refusal> refusals = List.of(
+                new Refusal(Client.builder().authToken(secret), List.of("no server address", "addrs")),
+                new Refusal(Client.builder().addrs("nonsense").authToken(secret),
+                        List.of("\"nonsense\"", "not host:port", "(addrs)")),
+                new Refusal(Client.builder().addrs(addr).authToken("short"), List.of("5 bytes", "authToken")),
+                new Refusal(Client.builder().addrs(addr).authToken(secret).owner("o".repeat(256)),
+                        List.of("256 bytes", "(owner)")),
+                new Refusal(Client.builder().addrs(addr).authToken(secret).tlsCaFile("/nonexistent/ca.pem"),
+                        List.of("tlsCaFile")));
+        List<Executable> checks = new ArrayList<>();
+        for (Refusal refusal : refusals) {
+            ConfigException e = assertThrows(ConfigException.class, refusal.builder()::build);
+            assertTrue(e.isDefinitive());
+            for (String word : refusal.says()) {
+                checks.add(() -> assertTrue(e.getMessage().contains(word), "no " + word + " in: " + e.getMessage()));
+            }
+        }
+        assertAll(checks);
     }
 
     @Test
