@@ -207,6 +207,19 @@ int ticketing_client_new_for(const char *binding, const char *const *addrs, size
                              const char *tls_ca_file, ticketing_client **client_out,
                              ticketing_error **error_out);
 
+/* ticketing_client_new_for with the name of the cluster this client serves (the nodes'
+ * TICKETING_CLUSTER_NAME): each connection reads its node's STATUS first, and a node
+ * that reports another name or none is sent nothing (its connection fails as a lasting
+ * mistake naming both names). cluster_name: 1 to 63 ASCII letters, digits, '.', '_'
+ * and '-' (else TICKETING_CONFIG), or NULL for none: the client then compares the
+ * fencing domains its nodes report, and serves nothing while they disagree (docs/c.md,
+ * "One cluster per client"). Otherwise as ticketing_client_new_for. */
+int ticketing_client_new_named(const char *binding, const char *cluster_name,
+                               const char *const *addrs, size_t addrs_len,
+                               const uint8_t *auth_token, size_t auth_token_len,
+                               const char *owner, const char *tls_ca_file,
+                               ticketing_client **client_out, ticketing_error **error_out);
+
 /* A new handle on the same client (connections, release queue) that acquires and
  * releases as `owner`. Wraps Client::with_owner. Use one owner per logical caller when
  * ticketing_resolve must tell an indeterminate acquire's grant from another grant to the

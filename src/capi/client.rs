@@ -94,7 +94,17 @@ pub unsafe extern "C" fn ticketing_client_new(
     guard(error_out, || {
         // SAFETY: the caller's pointers, passed on unchanged (header contract).
         unsafe {
-            new_client(&C_WORDS, addrs, addrs_len, auth_token, auth_token_len, owner, tls_ca_file, client_out)
+            new_client(
+                &C_WORDS,
+                addrs,
+                addrs_len,
+                auth_token,
+                auth_token_len,
+                owner,
+                tls_ca_file,
+                None,
+                client_out,
+            )
         }
     })
 }
@@ -120,21 +130,76 @@ pub unsafe extern "C" fn ticketing_client_new_for(
     error_out: *mut *mut ErrorPtr,
 ) -> c_int {
     guard(error_out, || {
-        let words = match unsafe { optional_text(binding, "binding") }? {
-            None | Some("c") => &C_WORDS,
-            Some("python") => &PYTHON_WORDS,
-            Some("go") => &GO_WORDS,
-            Some("java") => &JAVA_WORDS,
-            Some("node") => &NODE_WORDS,
-            Some(other) => {
-                return Err(Failure::invalid(format!(
-                    "binding {other:?} is not known: \"c\", \"python\", \"go\", \"java\" or \"node\""
-                )))
-            }
-        };
+        let words = binding_words(unsafe { optional_text(binding, "binding") }?)?;
         // SAFETY: the caller's pointers, passed on unchanged (header contract).
         unsafe {
-            new_client(words, addrs, addrs_len, auth_token, auth_token_len, owner, tls_ca_file, client_out)
+            new_client(
+                words,
+                addrs,
+                addrs_len,
+                auth_token,
+                auth_token_len,
+                owner,
+                tls_ca_file,
+                None,
+                client_out,
+            )
+        }
+    })
+}
+
+/// `ticketing_client_new_named`: [`ticketing_client_new_for`] with the cluster's name
+/// ([`ClientBuilder::cluster_name`](crate::client::ClientBuilder::cluster_name); NULL:
+/// none, the fencing domains are compared instead).
+///
+/// # Safety
+/// As [`ticketing_client_new_for`]; `cluster_name` is NULL or a NUL-terminated string.
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "C" fn ticketing_client_new_named(
+    binding: *const c_char,
+    cluster_name: *const c_char,
+    addrs: *const *const c_char,
+    addrs_len: usize,
+    auth_token: *const u8,
+    auth_token_len: usize,
+    owner: *const c_char,
+    tls_ca_file: *const c_char,
+    client_out: *mut *mut ClientPtr,
+    error_out: *mut *mut ErrorPtr,
+) -> c_int {
+    guard(error_out, || {
+        let words = binding_words(unsafe { optional_text(binding, "binding") }?)?;
+        let name = unsafe { optional_text(cluster_name, "cluster_name") }?;
+        // SAFETY: the caller's pointers, passed on unchanged (header contract).
+        unsafe {
+            new_client(
+                words,
+                addrs,
+                addrs_len,
+                auth_token,
+                auth_token_len,
+                owner,
+                tls_ca_file,
+                name,
+                client_out,
+            )
+        }
+    })
+}
+
+/// The words of `binding` (see [`ticketing_client_new_for`]).
+fn binding_words(binding: Option<&str>) -> Result<&'static Words, Failure> {
+    Ok(match binding {
+        None | Some("c") => &C_WORDS,
+        Some("python") => &PYTHON_WORDS,
+        Some("go") => &GO_WORDS,
+        Some("java") => &JAVA_WORDS,
+        Some("node") => &NODE_WORDS,
+        Some(other) => {
+            return Err(Failure::invalid(format!(
+                "binding {other:?} is not known: \"c\", \"python\", \"go\", \"java\" or \"node\""
+            )))
         }
     })
 }
@@ -152,6 +217,7 @@ unsafe fn new_client(
     auth_token_len: usize,
     owner: *const c_char,
     tls_ca_file: *const c_char,
+    cluster_name: Option<&str>,
     client_out: *mut *mut ClientPtr,
 ) -> Result<(), Failure> {
     let client_out = required(client_out, "client_out")?;
@@ -186,6 +252,9 @@ unsafe fn new_client(
     }
     if let Some(ca) = unsafe { optional_text(tls_ca_file, "tls_ca_file") }? {
         builder = builder.tls_ca_file(ca);
+    }
+    if let Some(name) = cluster_name {
+        builder = builder.cluster_name(name);
     }
     // A refused setting is named as the binding names it (Go's `Config.Addrs`).
     let client = builder.build().map_err(|e| Failure::config(e.in_words(&words.settings)))?;
