@@ -58,6 +58,8 @@ Environment:
   TICKETING_PEER_AUTH_TOKEN       the operator (peer) secret, >= 16 bytes (or _FILE)
   TICKETING_PEER_AUTH_TOKEN_FILE  file holding it
   TICKETING_TLS_CA                PEM CA bundle; turns TLS on
+  TICKETING_CLUSTER_NAME          the cluster's name: nodes of another name or none are
+                                  sent nothing
   RUST_LOG                        log filter (default warn)";
 
 const CLIENT_ENV: &str = "\
@@ -67,6 +69,8 @@ Environment:
   TICKETING_AUTH_TOKEN_FILE   file holding the secret
   TICKETING_TLS_CA            PEM CA bundle; turns TLS on
   TICKETING_OWNER             owner of acquire, release and run (default cli-USER@HOST)
+  TICKETING_CLUSTER_NAME      the cluster's name: nodes of another name or none are sent
+                              nothing (without it: nodes of two fencing domains are)
   RUST_LOG                    log filter (default warn)";
 
 fn top_usage() -> String {
@@ -298,6 +302,7 @@ pub(crate) fn build_error(e: &BuildError, from: &str) -> String {
                                     to the cluster's client secret"
                 .into()
         }
+        BuildError::BadClusterName(why) => format!("TICKETING_CLUSTER_NAME: {why}"),
         other => other.to_string(),
     }
 }

@@ -181,14 +181,16 @@ impl Dialer {
         let established = match peer::dial(&self.addr, &hello, &kit.key, kit.tls.as_ref()) {
             Ok(established) => established,
             Err(PeerError::Refused { code, reason, leader, leader_id, domain }) => {
-                if let Err(msg) = kit.first_contact.domain_exists(hello.domain, self.peer, domain, &self.addr)
+                // Another name first: that the other cluster has a domain says nothing
+                // about this one.
+                if code == refusal::OTHER_NAME {
+                    if !kit.verdict(self.peer, &self.addr, Verdict::OtherName(reason.clone())) {
+                        return DialOutcome::Stop;
+                    }
+                } else if let Err(msg) =
+                    kit.first_contact.domain_exists(hello.domain, self.peer, domain, &self.addr)
                 {
                     kit.set_fatal(msg);
-                    return DialOutcome::Stop;
-                }
-                if code == refusal::OTHER_NAME
-                    && !kit.verdict(self.peer, &self.addr, Verdict::OtherName(reason.clone()))
-                {
                     return DialOutcome::Stop;
                 }
                 return self.refused(code, &reason, leader_id, &leader);

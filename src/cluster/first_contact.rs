@@ -95,7 +95,8 @@ impl FirstContact {
     }
 
     /// Records how configured peer `peer` at `addr` answered this node's dial.
-    /// `config_known`: this node is part of a configuration (then nothing is fatal).
+    /// `config_known`: this node knows a configuration (then nothing is fatal for a
+    /// joining node; a founder knows its own from the start).
     /// `Err` is the fatal message (see the type's docs).
     pub(super) fn verdict(
         &self,
@@ -106,7 +107,10 @@ impl FirstContact {
     ) -> Result<(), String> {
         let mut verdicts = self.verdicts.lock().unwrap_or_else(|p| p.into_inner());
         verdicts.insert(peer, (addr.to_owned(), verdict));
-        if config_known || self.made.load(Ordering::SeqCst) {
+        // A founder knows its bootstrap configuration from the start: it is part of the
+        // cluster once a handshake with a founder went through (`made`).
+        let founding = self.founding.load(Ordering::SeqCst);
+        if self.made.load(Ordering::SeqCst) || (config_known && !founding) {
             return Ok(());
         }
         let differ: Vec<(u64, &str, &Verdict)> = verdicts
@@ -114,7 +118,7 @@ impl FirstContact {
             .filter(|(_, (_, v))| *v != Verdict::Agreed)
             .map(|(id, (addr, v))| (*id, addr.as_str(), v))
             .collect();
-        let tolerated = if self.founding.load(Ordering::SeqCst) && self.founders > 0 {
+        let tolerated = if founding && self.founders > 0 {
             // Founders beside this one that may disagree while it is still in a majority.
             self.founders - (self.founders / 2 + 1)
         } else {
@@ -165,6 +169,11 @@ mod tests {
         assert!(why.starts_with("TICKETING_PEER_AUTH_TOKEN: node 2 at b:1 refused"), "{why}");
         let configured = FirstContact::new(false, 0);
         assert_eq!(configured.verdict(2, "b:1", Verdict::OtherSecret, true), Ok(()));
+        // A founder knows its bootstrap configuration: that alone does not make it part
+        // of the cluster.
+        let founder = FirstContact::new(true, 3);
+        let _ = founder.verdict(1, "a:1", Verdict::OtherSecret, true);
+        assert!(founder.verdict(2, "b:1", Verdict::OtherSecret, true).is_err());
         let named = FirstContact::new(false, 0);
         let why = named.verdict(2, "b:1", Verdict::OtherName("its name is \"b\"".into()), false).unwrap_err();
         assert!(

@@ -89,7 +89,10 @@ pub fn check_members(name: &str, answers: &[(String, MemberAnswer)]) -> Result<(
                 if theirs != name {
                     let said = |n: &str| if n.is_empty() { "none".to_owned() } else { format!("{n:?}") };
                     return Err(format!(
-                        "TICKETING_CLUSTER_NAME: the member at {addr} (TICKETING_CLUSTER_PEERS) has cluster name                          {} and this node {}: it is a node of another cluster, or one of the two names is wrong.                          Give every node of a cluster the same TICKETING_CLUSTER_NAME and each cluster its own                          (docs/security.md)",
+                        "TICKETING_CLUSTER_NAME: the member at {addr} (TICKETING_CLUSTER_PEERS) has cluster name \
+                         {} and this node {}: it is a node of another cluster, or one of the two names is wrong. \
+                         Give every node of a cluster the same TICKETING_CLUSTER_NAME and each cluster its own \
+                         (docs/security.md)",
                         said(&theirs),
                         said(name)
                     ));
@@ -108,7 +111,9 @@ pub fn check_members(name: &str, answers: &[(String, MemberAnswer)]) -> Result<(
     }
     if let [(a, a_addrs), (b, b_addrs), ..] = &domains[..] {
         return Err(format!(
-            "TICKETING_CLUSTER_PEERS names members of two clusters: fencing domain {a} ({}) and fencing domain              {b} ({}). List the members of one cluster only, and give each cluster its own              TICKETING_CLUSTER_NAME (docs/security.md)",
+            "TICKETING_CLUSTER_PEERS names members of two clusters: fencing domain {a} ({}) and fencing domain \
+                         {b} ({}). List the members of one cluster only, and give each cluster its own \
+                         TICKETING_CLUSTER_NAME (docs/security.md)",
             a_addrs.join(", "),
             b_addrs.join(", ")
         ));
