@@ -120,7 +120,7 @@ pub fn check_members(name: &str, answers: &[(String, MemberAnswer)]) -> Result<(
     }
     if !accepted && !refused.is_empty() {
         return Err(format!(
-            "cannot join: every member that answered refused this node: {}",
+            "cannot join: no member that answered could be asked, for reasons that retrying cannot fix: {}",
             refused.join("; ")
         ));
     }

@@ -42,7 +42,9 @@ Exit status:
   0  stopped by SIGTERM or SIGINT, or removed from the cluster
   1  cannot start (the port cannot be bound) or cannot go on (a snapshot it cannot decode)
   2  a bad value (one line names the variable, checked at start), or, in a cluster,
-     this NodeId already ran or a founding node found the cluster formed
+     this NodeId already ran, a founding node found the cluster formed, or a node not
+     yet in a cluster met peers of another name, two fencing domains or another peer
+     secret
   70  a bug: an invariant of the lock table, Raft or the server was violated, or one
       of their threads panicked (one line names it; replace the node)
 ";

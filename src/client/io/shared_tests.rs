@@ -26,7 +26,8 @@ fn session_on_loopback() -> (Arc<Shared>, Arc<Conn>, TcpStream) {
         tls: false,
         commit_margin: Duration::from_secs(5),
         idle_ping: IDLE_PING_DEFAULT,
-        named: false,
+        // Named: requests do not wait for the seed's second connection.
+        named: true,
         seeds_setting: "addrs",
         name_setting: "cluster_name",
     };
