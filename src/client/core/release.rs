@@ -211,7 +211,10 @@ impl ReleaseOp {
         let patient = now < self.patient_until;
         let Some(session) = cx.net.choose(&Target::Any, patient, None) else {
             log::debug!("release of {:?}: no connection up", self.key);
-            self.next_try = if patient { self.patient_until } else { now + RELEASE_RETRY_PAUSE };
+            // Holding out for a first connection: until the patience ends (a connection
+            // that comes up meanwhile sends it at once); otherwise look again soon.
+            let holding = patient && cx.net.coming(&Target::Any);
+            self.next_try = if holding { self.patient_until } else { now + RELEASE_RETRY_PAUSE };
             return;
         };
         self.awaiting = false;
