@@ -188,9 +188,14 @@ fn founded_cluster(port: u16) -> (Vec<String>, Vec<ServerProcess>) {
     let nodes: Vec<ServerProcess> = addrs.iter().map(|a| join_node(a, &seeds, &[])).collect();
     let (code, out, err, _) = cli(&["admin", "found", &seeds]);
     assert_eq!(code, 0, "{out}{err}");
+    // Every node names the same leader.
     let led = || {
-        let (code, out, _, _) = cli(&["admin", "members", "--addr", &addrs[0]]);
-        code == 0 && out.starts_with("leader ")
+        let leaders: Vec<Option<String>> = addrs
+            .iter()
+            .map(|a| common::raw::status(a.parse().unwrap()).and_then(|s| s.get("leader_id").cloned()))
+            .collect();
+        leaders[0].as_ref().is_some_and(|l| !l.is_empty() && l != "0")
+            && leaders.iter().all(|l| *l == leaders[0])
     };
     assert!(eventually(Duration::from_secs(15), led), "no leader after founding on port {port}");
     (addrs, nodes)
