@@ -10,16 +10,18 @@
 
 mod common;
 
+use std::cell::RefCell;
+use std::io::Read;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::facts_cluster::eventually_some;
 use common::grants::Load;
 use common::load::load_average;
 use common::raw::{call, status};
-use common::{bin, eventually, free_port_pair, Server, ServerProcess, PEER_TOKEN, TOKEN};
+use common::{bin, eventually, free_port_pair, KillOnDrop, Server, ServerProcess, PEER_TOKEN, TOKEN};
 use ticketing::proto::frame::{Request, Response};
 
 /// The autopilot's smallest threshold for the default timing: a heal takes seconds.
@@ -170,17 +172,26 @@ impl Recipe {
     }
 }
 
-/// `ticketing admin found ADDRS` with the operator secret: (exit status, stdout, stderr).
+/// `ticketing admin found ADDRS` with the operator secret: (exit status, stdout,
+/// stderr). It asks each node for up to 10 s; killed if it runs past 30 s.
 fn found(addrs: &str) -> (i32, String, String) {
-    let out = Command::new(bin())
+    let child = Command::new(bin())
         .args(["admin", "found", addrs])
         .env_clear()
         .env("TICKETING_AUTH_TOKEN", TOKEN)
         .env("TICKETING_PEER_AUTH_TOKEN", PEER_TOKEN)
-        .output()
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
         .unwrap();
-    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
-    (out.status.code().unwrap_or(-1), text(&out.stdout), text(&out.stderr))
+    let child = RefCell::new(KillOnDrop(child));
+    let exited = eventually(Duration::from_secs(30), || child.borrow_mut().0.try_wait().unwrap().is_some());
+    assert!(exited, "admin found {addrs} still runs after 30 s");
+    let mut child = child.into_inner();
+    let (mut out, mut err) = (String::new(), String::new());
+    child.0.stdout.take().unwrap().read_to_string(&mut out).unwrap();
+    child.0.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+    (child.0.wait().unwrap().code().unwrap_or(-1), out, err)
 }
 
 /// The lines of `lines` logged at WARN or ERROR.
