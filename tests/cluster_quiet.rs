@@ -2,15 +2,17 @@
 //! processes started as the self-healing recipe starts them (`join`, no node id, every
 //! node's address as seeds; founded once by `ticketing admin found`), a rolling planned
 //! restart of every voter under load (SIGTERM, the process exits, a fresh one at its
-//! address joins as the next standby) and a heal (a voter SIGKILLed, a fresh process at
-//! its address, the autopilot swaps it in) leave not one WARN or ERROR line in any
+//! address joins as the next standby) and heals (a follower, then the leader,
+//! SIGKILLed; a fresh process at its address; the autopilot swaps it in) leave not one WARN or ERROR line in any
 //! node's log — a warning is for something an operator must act on, and none of these
-//! asks for anything. Afterwards the recipe's `admin found`, run again with the
+//! asks for anything — and no node speaks of a node as still to be replaced after it
+//! said that node left. Afterwards the recipe's `admin found`, run again with the
 //! original addresses, says the cluster is founded already and exits 0.
 
 mod common;
 
 use std::cell::RefCell;
+use std::collections::HashSet;
 use std::io::Read;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -194,6 +196,29 @@ fn found(addrs: &str) -> (i32, String, String) {
     (child.0.wait().unwrap().code().unwrap_or(-1), out, err)
 }
 
+/// Lines that speak of node N as of a node still to be replaced (`… where node N ran: …`,
+/// `node N ran at this node's address …`) after the same log said `node N left the
+/// cluster`: its place was settled, and the line would be false.
+fn said_after_it_left(lines: &[(String, String)]) -> Vec<String> {
+    let mut left: HashSet<(String, String)> = HashSet::new();
+    let mut out = Vec::new();
+    for (f, l) in lines {
+        let text = l.split_once("] ").map_or(l.as_str(), |(_, t)| t);
+        if let Some(id) = text.strip_prefix("node ").and_then(|t| t.strip_suffix(" left the cluster")) {
+            left.insert((f.clone(), id.to_owned()));
+        }
+        let named = text
+            .split_once(", where node ")
+            .and_then(|(_, t)| t.split_once(" ran"))
+            .or_else(|| text.strip_prefix("node ").and_then(|t| t.split_once(" ran at this node's address")))
+            .map(|(id, _)| id.to_owned());
+        if named.is_some_and(|id| left.contains(&(f.clone(), id))) {
+            out.push(format!("{f}: {l}"));
+        }
+    }
+    out
+}
+
 /// The lines of `lines` logged at WARN or ERROR.
 fn warnings(lines: &[(String, String)]) -> Vec<String> {
     lines
@@ -281,6 +306,9 @@ fn a_rolling_planned_restart_and_a_heal_log_no_warning_and_found_again_says_foun
         }
     }
 
+    let stale = said_after_it_left(&lines);
+    assert!(stale.is_empty(), "lines about a node after it left:\n{}", stale.join("\n"));
+
     // The recipe's founding, run again with the original addresses, which now run other
     // node ids (voters and a standby): founded already.
     assert!(
@@ -294,4 +322,16 @@ fn a_rolling_planned_restart_and_a_heal_log_no_warning_and_found_again_says_foun
         warned.len(),
         warned.join("\n")
     );
+}
+
+#[test]
+fn the_check_for_lines_after_a_node_left_sees_them() {
+    let line = |t: &str| ("a.log".to_owned(), format!("[2026-01-01T00:00:00.000Z INFO  ticketing::x] {t}"));
+    let before = line("node 7 now runs at 127.0.0.1:1, where node 3 ran: a restarted process under a new id");
+    let own = line("node 3 ran at this node's address 127.0.0.1:1 before it (a process that ended)");
+    let left = line("node 3 left the cluster");
+    assert!(said_after_it_left(&[before.clone(), own.clone(), left.clone()]).is_empty());
+    assert_eq!(said_after_it_left(&[left.clone(), before.clone(), own.clone()]).len(), 2);
+    let elsewhere = ("b.log".to_owned(), before.1.clone());
+    assert!(said_after_it_left(&[left, elsewhere]).is_empty(), "another node's log");
 }
