@@ -170,7 +170,9 @@ fn found(args: &[String]) -> i32 {
          TICKETING_CLUSTER_STATE=join, and know no cluster (see docs/operations.md, \"Founding\"). \
          Asks the nodes listed, and no other address, what they are (all at once, up to {} s each), \
          and prints each node's state; only when every one is waiting does it tell each to found, \
-         and prints each answer. Run again on the cluster it founded, it says so and changes nothing.",
+         and prints each answer. Run again on the cluster it founded (also after restarts and heals, \
+         when the addresses run other node ids: every node answering a member of one cluster that has \
+         a leader, or joining it), it says so and changes nothing.",
         FOUND_TIMEOUT.as_secs()
     );
     let usage = "ticketing admin found ADDR,ADDR,ADDR[,ADDR,ADDR]";
