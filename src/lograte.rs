@@ -78,7 +78,8 @@ pub fn suppressed_note(n: u64) -> String {
     }
 }
 
-fn process_ms() -> u64 {
+/// Milliseconds since the first call in this process (the limiters' clock).
+pub fn process_ms() -> u64 {
     static EPOCH: OnceLock<Instant> = OnceLock::new();
     EPOCH.get_or_init(Instant::now).elapsed().as_millis() as u64
 }

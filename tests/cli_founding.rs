@@ -4,8 +4,9 @@
 //! name the fix; `admin found` with a listed node down names each listed node's state
 //! and talks to no other address; founded, `admin members` shows healthy members as
 //! heard, not unreachable; run again (also after a heal), `admin found` says the
-//! cluster is founded already and changes nothing; a node joining under a fixed id
-//! says whom it joins.
+//! cluster is founded already and changes nothing — only for nodes of one running
+//! cluster: nodes of two clusters, or a waiting node beside members, are refused; a
+//! node joining under a fixed id says whom it joins.
 
 mod common;
 
@@ -178,4 +179,61 @@ fn the_recipe_s_ceremonies_and_views_say_what_each_node_is() {
     assert_eq!((code, out.trim()), (0, "free"), "{err}");
     drop(joining);
     drop(nodes);
+}
+
+/// Three nodes on `port` started as the recipe starts them and founded by `admin found`.
+fn founded_cluster(port: u16) -> (Vec<String>, Vec<ServerProcess>) {
+    let addrs: Vec<String> = (1..=3).map(|i| format!("127.0.0.{i}:{port}")).collect();
+    let seeds = addrs.join(",");
+    let nodes: Vec<ServerProcess> = addrs.iter().map(|a| join_node(a, &seeds, &[])).collect();
+    let (code, out, err, _) = cli(&["admin", "found", &seeds]);
+    assert_eq!(code, 0, "{out}{err}");
+    // Every node names the same leader.
+    let led = || {
+        let leaders: Vec<Option<String>> = addrs
+            .iter()
+            .map(|a| common::raw::status(a.parse().unwrap()).and_then(|s| s.get("leader_id").cloned()))
+            .collect();
+        leaders[0].as_ref().is_some_and(|l| !l.is_empty() && l != "0")
+            && leaders.iter().all(|l| *l == leaders[0])
+    };
+    assert!(eventually(Duration::from_secs(15), led), "no leader after founding on port {port}");
+    (addrs, nodes)
+}
+
+#[test]
+fn found_again_is_founded_already_only_for_one_running_cluster() {
+    let (x, _x_nodes) = founded_cluster(free_port_pair());
+    let (y, _y_nodes) = founded_cluster(free_port_pair());
+
+    // One running cluster, one listed address down: founded already, the address named.
+    let nobody = format!("127.0.0.9:{}", free_port());
+    let list = format!("{},{},{nobody}", x[0], x[1]);
+    let (code, out, err, _) = cli(&["admin", "found", &list]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.starts_with("founded already: ") && out.contains("led by node "), "{out}");
+    assert!(out.contains(&format!("{nobody}: connection refused")), "{out}");
+
+    // Nodes of two clusters: refused, each node's line says which leader it follows.
+    let list = format!("{},{},{}", x[0], x[1], y[0]);
+    let (code, out, err, _) = cli(&["admin", "found", &list]);
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(!out.contains("founded already") && err.contains("nothing founded"), "{out}{err}");
+    assert_eq!(err.matches("belongs to a cluster already").count(), 3, "{err}");
+
+    // A node waiting to be founded beside members of a cluster: refused too.
+    let port = free_port_pair();
+    let lone = format!("127.0.0.4:{port}");
+    let _waiting = join_node(&lone, &format!("127.0.0.5:{port}"), &[]);
+    let list = format!("{},{},{lone}", x[0], x[1]);
+    let (code, out, err, _) = cli(&["admin", "found", &list]);
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(err.contains(&format!("{lone}: waiting to be founded")), "{err}");
+
+    // Nothing answering but waiting nodes and a refused address: nothing founded (3).
+    let lone2 = format!("127.0.0.6:{port}");
+    let _waiting2 = join_node(&lone2, &format!("127.0.0.5:{port}"), &[]);
+    let (code, out, err, _) = cli(&["admin", "found", &format!("{lone},{lone2},{nobody}")]);
+    assert_eq!(code, 3, "{out}{err}");
+    assert!(err.contains("nothing founded"), "{err}");
 }

@@ -1,5 +1,7 @@
 //! Planned hand-over of leadership on real processes (docs/operations.md): `admin
-//! transfer-leader`, SIGTERM to the leader, and what clients under load see meanwhile.
+//! transfer-leader`, SIGTERM to the leader, and what clients under load see meanwhile:
+//! grants, and for an acquire the old leader held, `NotLeader` (`M`, not executed) —
+//! a few per client at most — never an indeterminate outcome or another error.
 //!
 //! The checks here use bounds far above what a hand-over takes (it is a round trip or
 //! two) but below an election timeout (2 s by default): a hand-over that failed and fell
@@ -93,7 +95,7 @@ fn cli_transfer_leader_prints_the_new_leader() {
 }
 
 #[test]
-fn requests_during_transfers_wait_and_none_is_failed_or_indeterminate() {
+fn requests_during_transfers_are_answered_or_moved_and_none_is_indeterminate() {
     let cluster = Cluster::start(3, &[]);
     let mut leader = cluster.wait_leader(Duration::from_secs(15));
     let load = Load::start(cluster.addrs(), 4);
@@ -116,6 +118,9 @@ fn requests_during_transfers_wait_and_none_is_failed_or_indeterminate() {
         assert!(seen.grants > 0, "round {round}: {seen:?}");
         assert_eq!(seen.indeterminate, 0, "round {round}: {seen:?}");
         assert!(seen.other.is_empty(), "round {round}: {seen:?}");
+        // An acquire at the old leader when it hands over may end NotLeader (`M`: not
+        // executed); the client's next request goes to the new leader.
+        assert!(seen.not_leader_per_worker() <= 3, "round {round}: {seen:?}");
         assert!(seen.longest_gap < Duration::from_millis(1000), "round {round}: {seen:?}");
     }
     load.stop();
@@ -150,6 +155,10 @@ fn sigterm_to_the_leader_hands_leadership_over_before_it_stops() {
     assert!(seen.grants > 0, "{seen:?}");
     assert_eq!(seen.indeterminate, 0, "{seen:?}");
     assert!(seen.other.is_empty(), "{seen:?}");
+    // What a caller may see of the hand-over (docs/operations.md): NotLeader for an
+    // acquire the old leader held, at most a few per client, never an error of another
+    // kind; every client is granted again right after.
+    assert!(seen.not_leader_per_worker() <= 3, "{seen:?}");
     assert!(seen.longest_gap < Duration::from_millis(1000), "{seen:?}");
 }
 
@@ -235,12 +244,14 @@ fn replacing_the_leader_under_load_leaves_no_gap_of_a_second() {
     assert!(seen.grants > 0, "{seen:?}");
     assert_eq!(seen.indeterminate, 0, "{seen:?}");
     assert!(seen.other.is_empty(), "{seen:?}");
+    assert!(seen.not_leader_per_worker() <= 3, "{seen:?}");
     assert!(seen.longest_gap < Duration::from_millis(1000), "{seen:?}");
 }
 
 #[test]
 fn messages_for_a_peer_without_a_link_are_dropped_and_logged() {
-    let mut cluster = Cluster::start(3, &[]);
+    // Routine (the peer died or restarts, Raft sends again): said at debug, not warn.
+    let mut cluster = Cluster::start(3, &[("RUST_LOG", "info,ticketing::cluster::raft_thread::links=debug")]);
     let leader = cluster.wait_leader(Duration::from_secs(15));
     let follower = (leader + 1) % 3;
     cluster.kill(follower);
@@ -250,7 +261,10 @@ fn messages_for_a_peer_without_a_link_are_dropped_and_logged() {
     loop {
         let line = node.log.recv_timeout(deadline.saturating_duration_since(Instant::now()));
         match line {
-            Ok(line) if line.contains(&wanted) => break,
+            Ok(line) if line.contains(&wanted) => {
+                assert!(line.contains(" DEBUG "), "{line}");
+                break;
+            }
             Ok(_) => {}
             Err(_) => panic!("the leader did not log dropped messages for the dead node"),
         }

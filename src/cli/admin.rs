@@ -170,7 +170,9 @@ fn found(args: &[String]) -> i32 {
          TICKETING_CLUSTER_STATE=join, and know no cluster (see docs/operations.md, \"Founding\"). \
          Asks the nodes listed, and no other address, what they are (all at once, up to {} s each), \
          and prints each node's state; only when every one is waiting does it tell each to found, \
-         and prints each answer. Run again on the cluster it founded, it says so and changes nothing.",
+         and prints each answer. Run again on the cluster it founded (also after restarts and heals, \
+         when the addresses run other node ids: every node answering a member of one cluster that has \
+         a leader, or joining it), it says so and changes nothing.",
         FOUND_TIMEOUT.as_secs()
     );
     let usage = "ticketing admin found ADDR,ADDR,ADDR[,ADDR,ADDR]";
@@ -218,11 +220,15 @@ fn found(args: &[String]) -> i32 {
     }
     let states: Vec<String> =
         founding.nodes.iter().map(|(addr, node)| format!("{addr}: {}", node_state(addr, node))).collect();
-    if founding.founded_already() {
-        println!("founded already: these nodes are the voters of a running cluster; nothing was sent, nothing changed");
+    if let Some(leader) = founding.running_cluster() {
+        println!(
+            "founded already: these nodes belong to a running cluster, led by node {leader}; nothing was sent, \
+             nothing changed"
+        );
         for (addr, node) in &founding.nodes {
-            if let Ok(FoundNode::Member { id, role, .. }) = node {
-                println!("{addr}: node {id}, {role}");
+            match node {
+                Ok(FoundNode::Member { id, role, .. }) => println!("{addr}: node {id}, {role}"),
+                other => println!("{addr}: {}", node_state(addr, other)),
             }
         }
         return EXIT_OK;
@@ -232,17 +238,11 @@ fn found(args: &[String]) -> i32 {
         eprintln!("ticketing admin found: {NOT_THE_OPERATOR_SECRET}");
         return EXIT_UNKNOWN;
     }
-    // Every node a member of one cluster (a heal under way, a standby listed): it runs.
-    let one_cluster = {
-        let mut clusters = founding.nodes.iter().map(|(_, n)| match n {
-            Ok(FoundNode::Member { voters, .. }) => Some(voters),
-            _ => None,
-        });
-        let first = clusters.next().flatten();
-        first.is_some() && clusters.all(|c| c == first)
-    };
-    let (headline, code) = if one_cluster {
-        ("these nodes belong to a running cluster already, whose voters are not exactly these nodes (a cluster is founded once)", EXIT_NO)
+    // Members that know no leader: a cluster founded once, which cannot elect one now.
+    let leaderless =
+        founding.nodes.iter().any(|(_, n)| matches!(n, Ok(FoundNode::Member { leader_id: 0, .. })));
+    let (headline, code) = if leaderless {
+        ("a node listed belongs to a cluster that knows no leader (a cluster is founded once; after losing a majority, start every node again before founding: docs/operations.md, \"Losing a majority\")", EXIT_NO)
     } else if unanswered.is_empty() {
         ("a cluster is founded once, and these nodes are not all waiting to be founded", EXIT_NO)
     } else {
@@ -262,8 +262,15 @@ fn node_state(addr: &str, node: &Result<FoundNode, ClientError>) -> String {
         Ok(FoundNode::Joining { id, leader_id, leader }) => {
             format!("joining the cluster led by node {leader_id} at {leader} (node {id}): a cluster exists")
         }
-        Ok(FoundNode::Member { id, role, voters }) => {
-            format!("belongs to a cluster already: node {id}, a {role} there; its voters are {voters:?}")
+        Ok(FoundNode::Member { id, role, voters, leader_id }) => {
+            let led = if *leader_id == 0 {
+                "no leader known".to_owned()
+            } else {
+                format!("led by node {leader_id}")
+            };
+            format!(
+                "belongs to a cluster already: node {id}, a {role} there; its voters are {voters:?}, {led}"
+            )
         }
         Err(e) => {
             let why = why_unanswered(addr, e);

@@ -57,8 +57,9 @@ pub enum FoundNode {
     /// It knows no configuration yet, but a member named it a leader (id, client
     /// address): a cluster exists, which it is joining.
     Joining { id: u64, leader_id: u64, leader: String },
-    /// It belongs to a cluster: its role there and that cluster's voters (ids, sorted).
-    Member { id: u64, role: String, voters: Vec<u64> },
+    /// It belongs to a cluster: its role there, that cluster's voters (ids, sorted) and
+    /// the leader it knows (0: none).
+    Member { id: u64, role: String, voters: Vec<u64>, leader_id: u64 },
 }
 
 impl FoundNode {
@@ -93,16 +94,43 @@ impl Founding {
         ids
     }
 
-    /// True when every listed node belongs to the cluster these very nodes are the
-    /// voters of: it was founded already (asked again: a lost answer, a Job run twice,
-    /// the recipe re-run after a heal), and nothing was sent.
+    /// The leader of the one running cluster the listed nodes belong to, when nothing
+    /// was sent and they do: every listed node that answered is a member of a cluster
+    /// (a voter or a standby) or joining one, and all name the same leader, which the
+    /// members know. A cluster founded already — asked again after a lost answer, by a
+    /// Job run twice, or by the recipe re-run after a rolling restart or a heal, when
+    /// the addresses listed run other node ids (some voters, some standbys). A node
+    /// waiting to be founded, nodes that name different leaders or none (a cluster
+    /// that lost its majority), or no member answering: `None`. A listed node that
+    /// does not answer does not undo the others' answer: the cluster runs.
+    pub fn running_cluster(&self) -> Option<u64> {
+        if self.answers.is_some() {
+            return None;
+        }
+        let mut leader = None;
+        let mut members = 0;
+        for (_, node) in &self.nodes {
+            let named = match node {
+                Ok(FoundNode::Member { leader_id, .. }) => {
+                    members += 1;
+                    *leader_id
+                }
+                Ok(FoundNode::Joining { leader_id, .. }) => *leader_id,
+                Ok(FoundNode::Waiting { .. }) => return None,
+                Err(_) => continue,
+            };
+            if named == 0 || leader.is_some_and(|l| l != named) {
+                return None;
+            }
+            leader = Some(named);
+        }
+        leader.filter(|_| members > 0)
+    }
+
+    /// True when the listed nodes belong to one running cluster and nothing was sent
+    /// ([`Founding::running_cluster`]): founded already.
     pub fn founded_already(&self) -> bool {
-        let asked = self.asked();
-        self.answers.is_none()
-            && self
-                .nodes
-                .iter()
-                .all(|(_, n)| matches!(n, Ok(FoundNode::Member { voters, .. }) if *voters == asked))
+        self.running_cluster().is_some()
     }
 }
 
@@ -133,6 +161,8 @@ pub(crate) fn found_cluster(
     });
     let mut founding = Founding { nodes, answers: None };
     let asked = founding.asked();
+    // Every node waiting, or (a founding retried after a lost answer) some already
+    // voters of the very cluster these nodes make and the others waiting to join it.
     let ready = founding.nodes.iter().all(|(_, node)| match node {
         Ok(FoundNode::Waiting { .. }) => true,
         Ok(FoundNode::Member { voters, .. }) => *voters == asked,
@@ -189,7 +219,8 @@ fn found_node(handle: &Handle, addr: &str, timeout: Duration) -> Result<FoundNod
     voters.sort_unstable();
     let members = text.lines().any(|l| l.strip_prefix("member=").is_some());
     if members {
-        return Ok(FoundNode::Member { id, role: field("role="), voters });
+        let leader_id = field("leader_id=").parse().unwrap_or(0);
+        return Ok(FoundNode::Member { id, role: field("role="), voters, leader_id });
     }
     if let Some((leader_id, leader)) = field("joining=").split_once('@') {
         let leader_id = leader_id.parse().unwrap_or(0);

@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crossbeam_channel::Sender;
-use log::debug;
+use log::{debug, info};
 
 use super::explain;
 use super::first_contact::FirstContact;
@@ -191,6 +191,21 @@ impl Acceptor {
                 if !self.view.admission().config_known =>
             {
                 debug!("{from}: peer refused before this node knows a configuration: {reason}");
+            }
+            // A node a committed configuration removed — one that left before it stops
+            // (a planned restart), or one replaced while cut off — is told so and stops
+            // by itself, saying why: nothing for this node's operator to do.
+            Err(PeerError::Refused { code: refusal::REMOVED, reason, .. }) => {
+                debug!("{from}: peer refused: {reason}");
+            }
+            // A node this node's configuration does not name (yet): a standby whose
+            // configuration lags behind the swap that made the dialer a voter, a node
+            // joining under a fixed id before `admin replace`. Routine; the dialer
+            // keeps trying, and a node that never joins says so itself (its STATUS).
+            Err(PeerError::Refused { code: refusal::NOT_MEMBER, reason, .. }) => {
+                if let Some(n) = PEER_REFUSED_LOG[usize::from(refusal::NOT_MEMBER).min(6)].allow() {
+                    info!("{from}: peer refused: {reason}{}", crate::lograte::suppressed_note(n));
+                }
             }
             Err(PeerError::Refused { code, reason, .. }) => {
                 crate::warn_limited!(

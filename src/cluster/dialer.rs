@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crossbeam_channel::{Receiver, Sender};
-use log::{debug, info};
+use log::{debug, info, warn};
 
 use super::accept::PEER_REFUSED_LOG;
 use super::explain;
@@ -18,6 +18,11 @@ use crate::raft_waker::RaftWaker;
 
 /// A peer that stays unreachable is logged once, then once per this many milliseconds.
 const DIAL_FAILURE_LOG_MS: u64 = 60_000;
+/// A member unreachable this long (or twice the autopilot's threshold, if longer) is a
+/// warning: by then a voter with a standby to take its place would have been replaced.
+const UNREACHABLE_WARN_MS: u64 = 60_000;
+/// `explain::DialFailure::kind` of a peer that does not answer.
+const UNREACHABLE: &str = "unreachable";
 /// Dial retries back off from this delay…
 const DIAL_BACKOFF_MIN: Duration = Duration::from_millis(100);
 /// …doubling up to this one.
@@ -52,6 +57,7 @@ impl DialerKit {
             kit: self.clone(),
             failures_log: crate::lograte::RateLimit::every(DIAL_FAILURE_LOG_MS),
             last_failure: std::cell::Cell::new(""),
+            unreachable_since: std::cell::Cell::new(0),
             told: std::cell::Cell::new(None),
         };
         std::thread::Builder::new().name(format!("dial-{peer}")).spawn(move || dialer.run(rx))?;
@@ -97,6 +103,16 @@ impl DialerKit {
     }
 }
 
+/// True when the peer closed the connection during the handshake, with no TLS verdict:
+/// what a node that is stopping (or whose process just ended) does, as routine as a
+/// refused connection. A mistake — a secret, a certificate — has its own answer.
+fn closed_in_handshake(e: &PeerError) -> bool {
+    use std::io::ErrorKind::{BrokenPipe, ConnectionAborted, ConnectionReset, UnexpectedEof};
+    matches!(e, PeerError::Handshake(crate::proto::handshake::HandshakeError::Io(io))
+        if crate::tls_verdict::rustls_error(io).is_none()
+            && matches!(io.kind(), UnexpectedEof | ConnectionReset | ConnectionAborted | BrokenPipe))
+}
+
 /// Keeps one outbound connection to one peer, redialing when asked.
 struct Dialer {
     peer: u64,
@@ -109,6 +125,9 @@ struct Dialer {
     /// another kind is logged at once (a peer that comes up with another secret is not
     /// hidden behind a minute of "unreachable").
     last_failure: std::cell::Cell<&'static str>,
+    /// When the peer became unreachable (ms of `lograte::process_ms`), for the warning
+    /// of a member that stays so.
+    unreachable_since: std::cell::Cell<u64>,
     /// The routine finding at this address already logged (a restarted process found
     /// where this peer ran: its id; this node's own address: 0), so it is said once.
     told: std::cell::Cell<Option<u64>>,
@@ -169,12 +188,18 @@ impl Dialer {
             // The peer ran at this node's own address: it is this node's predecessor, a
             // process that ended (this one holds the port now). Nothing answers as it;
             // the leader's autopilot replaces it. Dialing would reach this node itself.
+            // Said at info once, unless it is known to have left: a node catching up may
+            // hold a configuration older than the swap that removed it.
             if self.told.replace(Some(0)) != Some(0) {
-                info!(
-                    "node {} ran at this node's address {} before it (a process that ended); not dialing it: \
-                     the leader replaces it once it has been unreachable for the autopilot's threshold",
-                    self.peer, self.addr
-                );
+                if kit.view.gone_or_going(self.peer) {
+                    debug!("node {} ran at this node's address {} before it and left", self.peer, self.addr);
+                } else {
+                    info!(
+                        "node {} ran at this node's address {} before it (a process that ended); not dialing \
+                         it: the leader's autopilot swaps a standby in for it, unless that is done already",
+                        self.peer, self.addr
+                    );
+                }
             }
             return DialOutcome::Retry;
         }
@@ -231,10 +256,18 @@ impl Dialer {
             // that node is known at this address, or not known at all yet.
             let known_at = kit.view.addr_of(p.node_id);
             if known_at.is_empty() || known_at == self.addr {
-                if self.told.replace(Some(p.node_id)) != Some(p.node_id) {
+                if kit.view.gone_or_going(self.peer) {
+                    // Its place is settled already (it left, or leaves): nothing to say
+                    // beyond the "left the cluster" line.
+                    debug!(
+                        "{}: node {} runs there, where node {} ran before it left",
+                        self.addr, p.node_id, self.peer
+                    );
+                } else if self.told.replace(Some(p.node_id)) != Some(p.node_id) {
                     info!(
-                        "node {} now runs at {}, where node {} ran: a restarted process; node {} stays \
-                         unreachable until the leader's autopilot replaces it",
+                        "node {} now runs at {}, where node {} ran: a restarted process under a new id; node \
+                         {}'s process ended, and the leader's autopilot swaps a standby in for it, unless that \
+                         is done already",
                         p.node_id, self.addr, self.peer, self.peer
                     );
                 } else {
@@ -266,6 +299,10 @@ impl Dialer {
     fn failed(&self, e: &PeerError) {
         let (host, port) = peer::peer_addr_of(&self.addr).unwrap_or_default();
         let failure = explain::dial_failure(self.peer, &self.addr, port, &host, self.kit.tls.is_some(), e);
+        if failure.kind == UNREACHABLE || closed_in_handshake(e) {
+            self.unreachable(&failure.text);
+            return;
+        }
         if self.last_failure.replace(failure.kind) != failure.kind {
             // Lines suppressed before were of the other kind: not counted in this one.
             self.failures_log.restart();
@@ -273,6 +310,42 @@ impl Dialer {
         } else {
             crate::warn_limited!(self.failures_log, "{}", failure.text);
         }
+    }
+
+    /// A peer that does not answer (nothing listens, no route, no answer in time). A
+    /// member that stopped, died or restarts is routine under self-healing: said at
+    /// info, or at debug for one that said it stops or has left. A warning only when it
+    /// stays unreachable and still a member for [`UNREACHABLE_WARN_MS`]: by then the
+    /// autopilot would have replaced it had it a standby to take its place.
+    fn unreachable(&self, text: &str) {
+        let now = crate::lograte::process_ms();
+        let first = self.last_failure.replace(UNREACHABLE) != UNREACHABLE;
+        if first {
+            self.failures_log.restart();
+            self.unreachable_since.set(now);
+        }
+        if self.kit.view.gone_or_going(self.peer) {
+            debug!("{text} (it stopped or left the cluster)");
+            return;
+        }
+        if first {
+            info!("{text}");
+            return;
+        }
+        let Some(suppressed) = self.failures_log.allow() else { return };
+        let for_ms = now.saturating_sub(self.unreachable_since.get());
+        let dead_ms = self.kit.view.autopilot().dead_ms.unwrap_or(0);
+        if for_ms < UNREACHABLE_WARN_MS.max(dead_ms.saturating_mul(2)) {
+            debug!("{text}{}", crate::lograte::suppressed_note(suppressed));
+            return;
+        }
+        warn!(
+            "{text}, for {} s now, and it is still a member: if its host is gone for good, start a fresh node \
+             (TICKETING_CLUSTER_STATE=join) for the autopilot to swap in for it (docs/operations.md, \
+             \"Self-healing\"){}",
+            for_ms / 1000,
+            crate::lograte::suppressed_note(suppressed)
+        );
     }
 
     fn refused(&self, code: u8, reason: &str, leader_id: u64, leader: &str) -> DialOutcome {

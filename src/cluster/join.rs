@@ -169,7 +169,11 @@ impl Joiner {
             // Each round starts at the next member: one that names a stale leader (a
             // learner cut off from the cluster, say) is not asked first every time.
             if let Err(why) = self.round(&client, round) {
-                crate::warn_limited!(WAITING_LOG, "node {} waits to join: {why}", self.me);
+                // Info: the recipe's state until `admin found` (and a fresh process's
+                // until it reaches the leader); STATUS, MEMBERS and /readyz say it too.
+                if let Some(n) = WAITING_LOG.allow() {
+                    info!("node {} waits to join: {why}{}", self.me, crate::lograte::suppressed_note(n));
+                }
             }
             round += 1;
             // Backing off either way: a node waiting for `admin replace` (or for a

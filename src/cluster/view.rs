@@ -28,6 +28,8 @@ pub struct RaftFacts {
     /// This node is stopping, asked to leave, and a standby may still take its place
     /// (`Raft::awaits_replacement`).
     pub awaiting_replacement: bool,
+    /// Members that said they are about to stop (`Raft::stopping_peers`).
+    pub stopping: Vec<u64>,
 }
 
 /// What MEMBERS reports of the autopilot, published at the housekeeping pace (every
@@ -210,6 +212,17 @@ impl ClusterView {
         Err(NotAdmitted::NotMember)
     }
 
+    /// True when node `id` left the cluster (a committed configuration removed it, or
+    /// the configuration this node knows no longer names it) or said it is about to
+    /// stop: a planned stop, whose silence is expected and asks nothing of anyone.
+    pub fn gone_or_going(&self, id: u64) -> bool {
+        let left = {
+            let admission = lock(&self.admission);
+            admission.retired.contains(&id) || (admission.config_known && !admission.members.contains(&id))
+        };
+        left || lock(&self.facts).stopping.contains(&id)
+    }
+
     /// The leader the join thread asks to add this node (`None`: no member named one).
     pub fn set_joining(&self, leader: Option<(u64, String)>) {
         *lock(&self.joining) = leader;
@@ -327,6 +340,7 @@ impl ClusterView {
             live_leader: raft.has_live_leader(),
             handing_over: raft.handing_over(),
             awaiting_replacement: raft.awaits_replacement(),
+            stopping: raft.stopping_peers().collect(),
         };
         *lock(&self.facts) = facts;
     }

@@ -69,6 +69,11 @@ impl Raft {
         self.stopping_peers.contains_key(&id)
     }
 
+    /// The members that said they are about to stop.
+    pub fn stopping_peers(&self) -> impl Iterator<Item = NodeId> + '_ {
+        self.stopping_peers.keys().copied()
+    }
+
     /// This node asked to leave and should wait for it: it is not removed, it is a
     /// voter of its committed configuration, and a swap may still come — a
     /// configuration change is under way (appended, uncommitted, or joint), or a

@@ -1,6 +1,7 @@
 //! A load of official clients for the tests and measurements of changes under load:
 //! workers acquiring and releasing keys of their own in a loop, recording when each
-//! grant arrived and every outcome that is not a grant.
+//! grant arrived and every outcome that is not a grant (`NotLeader` counted apart: the
+//! `M` a request may meet during a hand-over, definitive and retryable).
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -17,6 +18,8 @@ pub struct Load {
     stop: Arc<AtomicBool>,
     pub grants: Arc<Mutex<Vec<(usize, Instant)>>>,
     indeterminate: Arc<AtomicU64>,
+    /// `NotLeader` outcomes: (worker, whether it named a leader).
+    not_leader: Arc<Mutex<Vec<(usize, bool)>>>,
     other: Arc<Mutex<Vec<String>>>,
     threads: Vec<std::thread::JoinHandle<()>>,
 }
@@ -28,7 +31,20 @@ pub struct Seen {
     pub longest_gap: Duration,
     pub grants: usize,
     pub indeterminate: u64,
+    /// `NotLeader` outcomes: (worker, whether it named a leader).
+    pub not_leader: Vec<(usize, bool)>,
     pub other: Vec<String>,
+}
+
+impl Seen {
+    /// The most `NotLeader` outcomes one worker saw.
+    pub fn not_leader_per_worker(&self) -> usize {
+        let mut counts = std::collections::HashMap::new();
+        for (w, _) in &self.not_leader {
+            *counts.entry(*w).or_insert(0) += 1;
+        }
+        counts.into_values().max().unwrap_or(0)
+    }
 }
 
 impl Load {
@@ -37,11 +53,12 @@ impl Load {
         let grants = Arc::new(Mutex::new(Vec::new()));
         let indeterminate = Arc::new(AtomicU64::new(0));
         let other = Arc::new(Mutex::new(Vec::new()));
+        let not_leader = Arc::new(Mutex::new(Vec::new()));
         let mut threads = Vec::new();
         for w in 0..workers {
             let client = Client::builder().addrs(addrs.clone()).auth_token(TOKEN).build().unwrap();
-            let (stop, grants, indeterminate, other) =
-                (stop.clone(), grants.clone(), indeterminate.clone(), other.clone());
+            let (stop, grants, indeterminate, other, not_leader) =
+                (stop.clone(), grants.clone(), indeterminate.clone(), other.clone(), not_leader.clone());
             threads.push(std::thread::spawn(move || {
                 let mut n = 0u64;
                 while !stop.load(Ordering::SeqCst) {
@@ -57,7 +74,12 @@ impl Load {
                             indeterminate.fetch_add(1, Ordering::SeqCst);
                         }
                         // Redirected: the client goes to the leader it was told about.
-                        Err(AcquireError::NotLeader { .. } | AcquireError::Unavailable { .. }) => {
+                        Err(AcquireError::NotLeader { leader }) => {
+                            not_leader.lock().unwrap().push((w, leader.is_some()));
+                            // sleep: pacing, so a client without a leader does not spin.
+                            std::thread::sleep(Duration::from_millis(1));
+                        }
+                        Err(AcquireError::Unavailable { .. }) => {
                             // sleep: pacing, so a client without a leader does not spin.
                             std::thread::sleep(Duration::from_millis(1));
                         }
@@ -66,7 +88,7 @@ impl Load {
                 }
             }));
         }
-        Load { stop, grants, indeterminate, other, threads }
+        Load { stop, grants, indeterminate, not_leader, other, threads }
     }
 
     /// Waits until grants flow (a first one from now on).
@@ -111,6 +133,7 @@ impl Load {
             longest_gap,
             grants: count,
             indeterminate: self.indeterminate.swap(0, Ordering::SeqCst),
+            not_leader: std::mem::take(&mut *self.not_leader.lock().unwrap()),
             other: std::mem::take(&mut *self.other.lock().unwrap()),
         }
     }

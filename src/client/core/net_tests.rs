@@ -69,6 +69,14 @@ fn the_leader_is_connecting_while_the_hinted_slot_has_not_connected_yet() {
     assert!(net.leader_connecting());
     welcome(&mut net, "b:1", LEADER, "", now);
     assert!(!net.leader_connecting(), "b connected; c, still connecting, is not the leader");
+
+    // One seed, two slots: the first up is the leader's connection, the second still
+    // connecting is no reason to hold a request back.
+    let mut one = scene_tests::net_of(&["a:1"], now);
+    welcome(&mut one, "a:1", STANDALONE, "", now);
+    assert_eq!(one.hint(), Some("a:1"));
+    assert!(one.coming(&any()), "the second slot still connects");
+    assert!(!one.leader_connecting());
 }
 
 #[test]

@@ -41,7 +41,7 @@ impl Kind {
     pub(crate) fn route(&mut self, cx: &mut Cx<'_>) -> Next {
         match self {
             Kind::Acquire(a) => a.route(cx),
-            Kind::Release(r) => r.on_timer(cx),
+            Kind::Release(r) => r.route(cx),
             Kind::Read(r) => r.route(cx),
             Kind::Resolve(r) => r.route(cx),
             Kind::Check(c) => {
@@ -131,7 +131,7 @@ impl Kind {
             Kind::Read(r) => r.unrouted(),
             Kind::Resolve(r) => r.unrouted(),
             Kind::Check(c) => c.read.unrouted(),
-            Kind::Release(_) => false,
+            Kind::Release(r) => r.unrouted(),
         }
     }
 }

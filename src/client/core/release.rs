@@ -9,6 +9,11 @@
 //! connection failed with a lasting mistake), and the server's lease is the last
 //! safety net.
 //!
+//! A release that finds no connection up waits on the routing list, as an acquire
+//! does: it goes out the moment one comes up (a fresh client's first connection, the
+//! CLI's one-shot `release`), holding out up to `LEADER_WAIT` for the leader's while
+//! a slot is still making its first connection — not a retry pause later.
+//!
 //! An attempt sent again is still listened to: on a path slower than one attempt
 //! timeout every answer arrives after its attempt was abandoned, so listening only to
 //! the newest would report `Unconfirmed` although the server answered `R` to each.
@@ -22,6 +27,7 @@ use std::time::{Duration, Instant};
 use super::cx::{Cx, Next, Origin, Outcome, ReleaseJob, World};
 use super::ids::SessionId;
 use super::net::Target;
+use super::routing::LEADER_WAIT;
 use super::session::Waiting;
 use crate::client::error::ReleaseError;
 use crate::client::outcome::ReleaseOutcome;
@@ -35,8 +41,10 @@ pub const RELEASE_QUEUE_CAPACITY: usize = 1024;
 pub const RELEASE_DEADLINE: Duration = Duration::from_secs(5);
 /// An attempt without an answer for this long is sent again, on any connection.
 pub const RELEASE_ATTEMPT_TIMEOUT: Duration = Duration::from_secs(1);
-/// Pause before the next attempt when no connection is up or the server said `U`/`E 4`;
-/// also the first pause after an `M` that leaves no other connection to try.
+/// Pause before the next attempt when the server said `U`/`E 4` (and the longest a
+/// release without a connection waits before it looks again, though a connection
+/// that comes up sends it at once); also the first pause after an `M` that leaves no
+/// other connection to try.
 const RELEASE_RETRY_PAUSE: Duration = Duration::from_millis(100);
 /// How often a release waiting for the leader's first connection looks again.
 const RELEASE_LEADER_POLL: Duration = Duration::from_millis(20);
@@ -67,6 +75,12 @@ pub(crate) struct ReleaseOp {
     /// Attempts that ran past the attempt timeout and were sent again, still listened to.
     earlier: Vec<(SessionId, u32)>,
     next_try: Instant,
+    /// Until then an attempt holds out for the leader's connection while a slot is
+    /// still making its first one (`LEADER_WAIT` from the start).
+    patient_until: Instant,
+    /// The last attempt due found no connection to take it: it waits on the routing
+    /// list, and a connection that comes up sends it at once.
+    awaiting: bool,
     /// Some attempt was written and then lost, unanswered or answered `U`: it may have
     /// executed, so a later `N` cannot tell whether this release did it.
     maybe_executed: bool,
@@ -110,12 +124,28 @@ impl ReleaseOp {
             in_flight: None,
             earlier: Vec::new(),
             next_try: now,
+            patient_until: now + LEADER_WAIT,
+            awaiting: false,
             maybe_executed: false,
             not_holder: false,
             maybe_sent: 0,
             moved_pause: RELEASE_RETRY_PAUSE,
             moved_hint: None,
         }
+    }
+
+    /// True while it waits for a connection to take its attempt.
+    pub(crate) fn unrouted(&self) -> bool {
+        self.awaiting
+    }
+
+    /// Routing may have changed (a connection came up, the leader moved): an attempt
+    /// waiting for a connection goes now if one can take it.
+    pub(crate) fn route(&mut self, cx: &mut Cx<'_>) -> Next {
+        if self.awaiting {
+            self.next_try = self.next_try.min(cx.now);
+        }
+        self.on_timer(cx)
     }
 
     /// Moves it on: gives up past the deadline, sends again an attempt that ran out of
@@ -172,16 +202,22 @@ impl ReleaseOp {
 
     fn attempt(&mut self, cx: &mut Cx<'_>) {
         let now = cx.now;
+        self.awaiting = true;
         if cx.net.leader_connecting() {
             // The leader an `M` named is being dialed; sending elsewhere would earn an `M`.
             self.next_try = now + RELEASE_LEADER_POLL;
             return;
         }
-        let Some(session) = cx.net.choose(&Target::Any, false, None) else {
+        let patient = now < self.patient_until;
+        let Some(session) = cx.net.choose(&Target::Any, patient, None) else {
             log::debug!("release of {:?}: no connection up", self.key);
-            self.next_try = now + RELEASE_RETRY_PAUSE;
+            // Holding out for a first connection: until the patience ends (a connection
+            // that comes up meanwhile sends it at once); otherwise look again soon.
+            let holding = patient && cx.net.coming(&Target::Any);
+            self.next_try = if holding { self.patient_until } else { now + RELEASE_RETRY_PAUSE };
             return;
         };
+        self.awaiting = false;
         let (token, key, owner) = (self.token, &self.key, &self.owner);
         let id = cx
             .net

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use super::*;
 use crate::client::core::ids::SlotId;
 use crate::client::core::net::DialFailure;
-use crate::client::core::scene_tests::{Scene, MARGIN};
+use crate::client::core::scene_tests::{welcome, Scene, MARGIN};
 use crate::proto::handshake::role::{FOLLOWER, LEADER, STANDALONE};
 
 const TOKEN: u64 = 7;
@@ -46,6 +46,12 @@ impl Bench {
 
     fn timer(&mut self) -> Next {
         self.op.on_timer(&mut self.scene.cx())
+    }
+
+    /// Routing may have changed: what `Core` does for an operation on the routing list
+    /// after every input.
+    fn route(&mut self) -> Next {
+        self.op.route(&mut self.scene.cx())
     }
 
     fn reply(&mut self, attempt: (SessionId, u32), reply: Reply) -> Next {
@@ -360,4 +366,59 @@ fn a_release_of_unknown_lease_claims_its_token_for_the_longest_lease() {
     ReleaseOp::begin(job, &mut scene.world, MARGIN, scene.now);
     let claims = &scene.world.claims;
     assert!(claims.owns_token(8, until - Duration::from_millis(1)) && !claims.owns_token(8, until));
+}
+
+#[test]
+fn a_release_asked_before_any_connection_is_up_goes_the_moment_the_first_one_comes_up() {
+    // A one-shot client (the CLI's `release`): both connections to its one address are
+    // still being made when the release is asked for.
+    let mut b = Bench::new(&["a:1"]);
+    let next = b.timer();
+    assert_eq!(b.in_flight(), None, "no connection to send it on yet");
+    assert!(b.op.unrouted(), "it waits on the routing list");
+    assert!(b.wakes_after(&next) <= 1000, "it looks again within LEADER_WAIT at the latest");
+    // 3 ms later the first connection is up: the release goes at once, on it.
+    b.at(3);
+    let a = welcome(&mut b.scene.world.net, "a:1", 1, STANDALONE, "", b.scene.now);
+    b.route();
+    assert_eq!(b.sent().0, a, "sent the moment a connection came up, not a retry pause later");
+    assert!(!b.op.unrouted());
+    assert_eq!(ended(b.reply(b.sent(), answer(Response::Released))), Ok(ReleaseOutcome::Released));
+
+    // Nothing comes up for a while: it is still sent as soon as something does.
+    let mut b = Bench::new(&["a:1"]);
+    b.timer();
+    b.down("a:1");
+    b.at(50);
+    b.timer();
+    assert_eq!(b.in_flight(), None);
+    b.at(170);
+    let a = welcome(&mut b.scene.world.net, "a:1", 1, STANDALONE, "", b.scene.now);
+    b.route();
+    assert_eq!(b.sent().0, a);
+}
+
+#[test]
+fn a_release_holds_out_for_the_leaders_first_connection_then_settles_for_any() {
+    // A follower that knows no leader is up first while the other seed still connects:
+    // the release waits for that one (it may lead) rather than earn an `M`.
+    let mut b = Bench::new(&["a:1", "b:1"]);
+    b.at(2);
+    b.up("b:1", FOLLOWER, "");
+    b.timer();
+    assert_eq!(b.in_flight(), None, "held out while a:1 is still making its first connection");
+    b.at(5);
+    let leader = welcome(&mut b.scene.world.net, "a:1", 2, LEADER, "", b.scene.now);
+    b.route();
+    assert_eq!(b.sent().0, leader, "the leader's connection takes it");
+
+    // The other seed never answers: after LEADER_WAIT it goes to the follower.
+    let mut b = Bench::new(&["a:1", "b:1"]);
+    let follower_only = b.up("b:1", FOLLOWER, "");
+    let next = b.timer();
+    assert_eq!(b.in_flight(), None);
+    assert_eq!(b.wakes_after(&next), 1000, "LEADER_WAIT");
+    b.at(1000);
+    b.timer();
+    assert_eq!(b.sent().0, follower_only);
 }

@@ -76,11 +76,14 @@ impl Net {
         self.slots.iter().any(|s| !s.retired() && target.accepts(s) && !s.tried)
     }
 
-    /// True while the hinted leader's slot is making its first connection: a request is
-    /// better held back briefly than sent to a node that will answer `M`.
+    /// True while the hinted leader's slot is making its first connection and no other
+    /// slot of that address is up: a request is better held back briefly than sent to
+    /// a node that will answer `M`. (A single seed has two slots: the first one up
+    /// carries requests while the second still connects.)
     pub(crate) fn leader_connecting(&self) -> bool {
         let Some(hint) = &self.hint else { return false };
-        self.slots.iter().any(|s| !s.retired() && s.addr == *hint && !s.tried)
+        let at_hint = || self.slots.iter().filter(|s| !s.retired() && s.addr == *hint);
+        at_hint().any(|s| !s.tried) && !at_hint().any(|s| s.live().is_some())
     }
 
     /// True when a session other than `except` is up whose node leads or is hinted.

@@ -220,7 +220,8 @@ impl RaftLoop {
             // (docs/protocol.md §5.5). The change is safe to ask again: the new leader
             // finds the learner already added, or adds it.
             let leader = self.leader_addr();
-            warn!("{}: this node stopped leading; redirecting to {leader:?}", job.what());
+            // Info: a redirect the asker follows by itself, not a failure.
+            info!("{}: this node stopped leading; redirecting to {leader:?}", job.what());
             job.answer(Response::Moved { leader });
             return None;
         }

@@ -2,10 +2,13 @@
 //! adds, the phase it is in, its deadline, and how it answers.
 
 use crossbeam_channel::Sender;
-use log::warn;
+use log::{info, warn};
 
 use crate::messages::WriterMsg;
 use crate::proto::{ErrorCode, Response};
+
+/// Refused JOINs, said at most this often.
+static JOIN_REFUSED_LOG: crate::lograte::RateLimit = crate::lograte::RateLimit::every(30_000);
 
 /// A membership change in progress on this leader (one at a time).
 pub struct AdminJob {
@@ -95,8 +98,19 @@ impl AdminJob {
         let _ = self.reply.send(WriterMsg::Reply { id: self.id, response, counted: true });
     }
 
+    /// Refuses it with `why`. An operator's `admin replace` refused is a warning; a
+    /// JOIN refused (a change under way, the standby places taken) is routine: the
+    /// joining node asks again and says why it waits, so the leader says it at info,
+    /// at most every 30 s.
     pub(super) fn refuse(&self, why: String) {
-        warn!("{}: refused: {why}", self.what());
+        match self.kind {
+            JobKind::Join => {
+                if let Some(n) = JOIN_REFUSED_LOG.allow() {
+                    info!("{}: refused: {why}{}", self.what(), crate::lograte::suppressed_note(n));
+                }
+            }
+            JobKind::Replace { .. } => warn!("{}: refused: {why}", self.what()),
+        }
         self.answer(Response::Error { code: ErrorCode::Refused, message: why });
     }
 }

@@ -14,6 +14,8 @@ use crate::cluster::peer::Established;
 /// Messages dropped for want of a link (no link, no dial under way, or the dial
 /// failed), and for a full send queue.
 static DROPPED_LOG: crate::lograte::RateLimit = crate::lograte::RateLimit::every(DROP_LOG_MS);
+/// Why messages to a linked peer were dropped: its send queue is full.
+pub(super) const SEND_QUEUE_FULL: &str = "its send queue is full";
 
 impl RaftLoop {
     pub(super) fn register(&mut self, established: Established, outbound: bool, _now: u64) {
@@ -45,7 +47,7 @@ impl RaftLoop {
             self.dialing.remove(&peer.node_id);
             if let Some(queue) = self.waiting.remove(&peer.node_id) {
                 if !conn.queue_encoded(&queue.frames) {
-                    self.dropped(peer.node_id, queue.count, "its send queue is full");
+                    self.dropped(peer.node_id, queue.count, SEND_QUEUE_FULL);
                 }
             }
             self.view.set_link_up(peer.node_id, true);
@@ -149,7 +151,7 @@ impl RaftLoop {
             if conn.queue(msg) {
                 return Some(token);
             }
-            self.dropped(to, 1, "its send queue is full");
+            self.dropped(to, 1, SEND_QUEUE_FULL);
             return None;
         }
         if !self.redial.contains_key(&to) && !self.dial(to) {
@@ -254,9 +256,18 @@ impl RaftLoop {
         }
     }
 
+    /// Messages dropped: Raft takes it as network loss and sends again. For want of a
+    /// link it is routine (a peer stopping, restarting, or not yet knowing this node:
+    /// the dialer says why when that lasts), logged at debug; a full send queue is a
+    /// peer too slow to keep up, a warning.
     pub(super) fn dropped(&self, to: u64, count: usize, why: &str) {
-        if count > 0 {
+        if count == 0 {
+            return;
+        }
+        if why == SEND_QUEUE_FULL {
             crate::warn_limited!(DROPPED_LOG, "{count} message(s) to node {to} dropped: {why}");
+        } else {
+            debug!("{count} message(s) to node {to} dropped: {why}");
         }
     }
 

@@ -293,7 +293,7 @@ impl RaftLoop {
                     if self.raft.membership().all_nodes().is_empty()
                         && !self.view.removed.swap(true, Ordering::SeqCst)
                     {
-                        warn!("node {peer} says this node was removed before it received the configuration");
+                        info!("node {peer} says this node was removed before it received the configuration");
                     }
                 }
                 Ok(ToRaft::Admin { id, old, new, addr, reply }) => {

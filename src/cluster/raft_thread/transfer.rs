@@ -3,7 +3,7 @@
 //! took its place.
 
 use crossbeam_channel::Sender;
-use log::{info, warn};
+use log::info;
 
 use super::limits::TRANSFER_WAITERS_MAX;
 use super::transfer_wait::TransferWait;
@@ -69,7 +69,10 @@ impl RaftLoop {
     pub(super) fn log_removal(&self, now: u64) {
         let Some((began, before)) = self.stop_began.as_ref().filter(|_| self.raft.stopping() == Some(true))
         else {
-            warn!("this node is no longer a member of the cluster");
+            info!(
+                "this node is no longer a member of the cluster (replaced while it was cut off, or by an \
+                 operator); it stops, and its process manager starts a fresh standby"
+            );
             return;
         };
         let took: Vec<u64> = self.raft.membership().voters.difference(before).copied().collect();
