@@ -278,3 +278,37 @@ fn a_founder_with_a_typo_stops_and_the_other_two_found_the_cluster() {
         }
     }
 }
+
+/// (status code, body) of `GET path` on `addr`.
+fn http_get(addr: &str, path: &str) -> (u16, String) {
+    use std::io::{Read, Write};
+    let addr: std::net::SocketAddr = addr.parse().unwrap();
+    let Ok(mut s) = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(2)) else {
+        return (0, String::new());
+    };
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let _ = write!(s, "GET {path} HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n");
+    let mut text = String::new();
+    let _ = s.read_to_string(&mut text);
+    let code = text.split_whitespace().nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
+    (code, text.split_once("\r\n\r\n").map_or("", |(_, b)| b).to_string())
+}
+
+#[test]
+fn a_waiting_node_whose_members_cannot_be_asked_is_not_advised_to_found() {
+    // Its one member address has no server: founding is not the fix.
+    let nobody = format!("127.0.0.1:{}", free_port_pair());
+    let metrics = format!("127.0.0.1:{}", free_port());
+    let node = joiner(&nobody, &[("TICKETING_METRICS_LISTEN", &metrics)]);
+    let said = std::cell::RefCell::new(String::new());
+    let waiting = eventually(DEADLINE, || {
+        let (code, body) = http_get(&metrics, "/readyz");
+        let done = code == 503 && body.contains("waiting to join");
+        *said.borrow_mut() = body;
+        done
+    });
+    let said = said.into_inner();
+    assert!(waiting, "/readyz never said why the node waits: {said}");
+    assert!(said.contains(&nobody) && !said.contains("admin found"), "{said}");
+    drop(node);
+}

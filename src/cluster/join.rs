@@ -267,12 +267,21 @@ impl Joiner {
                 }
             }
         }
-        let why = format!(
-            "no member of TICKETING_CLUSTER_PEERS named a leader ({}); a node never founds a cluster by \
-             itself: found one with `ticketing admin found` or start the founders with \
-             TICKETING_CLUSTER_STATE=new",
-            why.join("; ")
-        );
+        let why = if all_without_leader {
+            format!(
+                "no member of TICKETING_CLUSTER_PEERS named a leader ({}); a node never founds a cluster by \
+                 itself: found one with `ticketing admin found` or start the founders with \
+                 TICKETING_CLUSTER_STATE=new",
+                why.join("; ")
+            )
+        } else {
+            // Some member could not be asked: it may lead, so founding is not the advice.
+            format!(
+                "no member of TICKETING_CLUSTER_PEERS named a leader ({}): check that the members run and \
+                 that this node reaches them",
+                why.join("; ")
+            )
+        };
         Err((why, all_without_leader))
     }
 }
