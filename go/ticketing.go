@@ -31,6 +31,12 @@ type Config struct {
 	Owner string
 	// TLSCAFile is the path of a PEM CA bundle: turns TLS on; empty for plain TCP.
 	TLSCAFile string
+	// ClusterName is the name of the cluster this client serves (its nodes'
+	// TICKETING_CLUSTER_NAME): a node that reports another name or none is sent nothing,
+	// and operations end in ErrUnavailable naming both names. Empty for none: the client
+	// then compares the fencing domains its nodes report instead (docs/go.md, "One
+	// cluster per client").
+	ClusterName string
 }
 
 // Client is one native client: connections, the release queue and background threads,
@@ -94,14 +100,17 @@ func New(cfg Config) (*Client, error) {
 	if err := abiChecked(); err != nil {
 		return nil, err
 	}
-	texts := append(append([]string{}, cfg.Addrs...), cfg.Owner, cfg.TLSCAFile)
+	texts := append(append([]string{}, cfg.Addrs...), cfg.Owner, cfg.TLSCAFile, cfg.ClusterName)
 	for i, s := range texts {
 		if strings.IndexByte(s, 0) >= 0 {
 			field := fmt.Sprintf("Config.Addrs[%d]", i)
-			if i == len(cfg.Addrs) {
+			switch i - len(cfg.Addrs) {
+			case 0:
 				field = "Config.Owner"
-			} else if i > len(cfg.Addrs) {
+			case 1:
 				field = "Config.TLSCAFile"
+			case 2:
+				field = "Config.ClusterName"
 			}
 			return nil, &Error{Kind: KindConfig, Message: fmt.Sprintf("%s %q contains a NUL byte", field, s)}
 		}
@@ -126,11 +135,16 @@ func New(cfg Config) (*Client, error) {
 		ca = C.CString(cfg.TLSCAFile)
 		defer C.free(unsafe.Pointer(ca))
 	}
+	var name *C.char
+	if cfg.ClusterName != "" {
+		name = C.CString(cfg.ClusterName)
+		defer C.free(unsafe.Pointer(name))
+	}
 	binding := C.CString("go")
 	defer C.free(unsafe.Pointer(binding))
 	var h *C.ticketing_client
 	var e *C.ticketing_error
-	rc := C.ticketing_client_new_for(binding, &addrs[0], C.size_t(len(cfg.Addrs)), (*C.uint8_t)(token),
+	rc := C.ticketing_client_new_named(binding, name, &addrs[0], C.size_t(len(cfg.Addrs)), (*C.uint8_t)(token),
 		C.size_t(len(cfg.AuthToken)), owner, ca, &h, &e)
 	if rc != C.TICKETING_OK {
 		return nil, (*Client)(nil).failure(rc, e, nil)

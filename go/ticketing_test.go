@@ -415,6 +415,9 @@ func TestConfigErrorsNameTheConfigField(t *testing.T) {
 		{ticketing.Config{Addrs: []string{addr}, AuthToken: secret, Owner: "box\x00office"}, []string{"NUL", "Config.Owner"}},
 		{ticketing.Config{Addrs: []string{addr, "a\x00b:1"}, AuthToken: secret}, []string{"NUL", "Config.Addrs[1]"}},
 		{ticketing.Config{Addrs: []string{addr}, AuthToken: secret, TLSCAFile: "/nonexistent/ca.pem"}, []string{"Config.TLSCAFile"}},
+		{ticketing.Config{Addrs: []string{addr}, AuthToken: secret, ClusterName: "blue cluster"}, []string{"bad cluster name", "ASCII letters", "Config.ClusterName"}},
+		{ticketing.Config{Addrs: []string{addr}, AuthToken: secret, ClusterName: strings.Repeat("b", 64)}, []string{"1 to 63 bytes", "Config.ClusterName"}},
+		{ticketing.Config{Addrs: []string{addr}, AuthToken: secret, ClusterName: "blue\x00"}, []string{"NUL", "Config.ClusterName"}},
 	}
 	for _, tc := range cases {
 		_, err := ticketing.New(tc.cfg)

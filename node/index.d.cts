@@ -11,6 +11,11 @@ export interface ClientOptions {
   owner?: string | null;
   /** Path of a PEM CA bundle: turns TLS on. */
   tlsCa?: string | null;
+  /** The name of the cluster this client serves (its nodes' TICKETING_CLUSTER_NAME; 1..63
+   * ASCII letters, digits, ".", "_", "-"): a node that reports another name or none is
+   * sent nothing, and calls reject with Unavailable naming both names. Without it the
+   * client compares the fencing domains its nodes report instead. */
+  clusterName?: string | null;
 }
 
 /** Options of `client.acquire(...)` and `client.withLock(...)`. */

@@ -2,7 +2,9 @@
 //! include/ticketing.h, once linked to libticketing.so and once to libticketing.a (both
 //! made by this `cargo test` run: the crate's cdylib and staticlib), and run against a
 //! real standalone server: acquire, query, release and their outcomes, busy, timeout,
-//! bad arguments, a wrong secret, and 8 threads sharing one client on one key.
+//! bad arguments, a wrong secret, and 8 threads sharing one client on one key; and
+//! tests/c/cluster_name.c against a server named `blue` and one without a name
+//! (`ticketing_client_new_named`).
 //!
 //! Needs a C compiler (`cc`, or `$CC`). Without one the tests print `SKIPPED` and pass,
 //! unless `TICKETING_REQUIRE_CC=1` (set by `.ci/run`) makes that a failure.
@@ -13,8 +15,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::bindings::{have_or_skip, native_lib_dir};
-use common::{repo, start_server, TOKEN};
+use common::bindings::{have_or_skip, native_lib_dir, run_in_group};
+use common::{repo, start_server, Server, TOKEN};
 
 /// The C compiler (`$CC`, else `cc`), or `None` after printing why the test is skipped.
 fn cc_or_skip(test: &str) -> Option<String> {
@@ -154,4 +156,28 @@ fn the_example_of_docs_c_md_links_and_runs_as_written() {
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(output.status.success(), "{stdout}{}", String::from_utf8_lossy(&output.stderr));
     assert!(stdout.starts_with("seat 42 sold under fencing token "), "{stdout}");
+}
+
+/// `ticketing_client_new_named`: a bad name is `TICKETING_CONFIG` naming `cluster_name`
+/// (or the binding's own setting); against a server named `blue`, a client named `blue`
+/// (or given NULL) acquires, and one named `green` — or named at a server without a
+/// name — is sent nothing: unavailable, not retryable, naming both names.
+#[test]
+fn a_c_client_named_for_one_cluster_is_sent_nothing_by_another() {
+    let Some(cc) = cc_or_skip("a_c_client_named_for_one_cluster_is_sent_nothing_by_another") else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let program = dir.path().join("cluster_name");
+    let search = format!("-L{}", native_lib_dir().display());
+    build(&cc, &repo().join("tests/c/cluster_name.c"), &program, &[&search, "-lticketing"]);
+    let blue = Server::new().env("TICKETING_CLUSTER_NAME", "blue").start();
+    let unnamed = start_server(&[]);
+    let mut cmd = Command::new(&program);
+    cmd.args([blue.addr.to_string().as_str(), unnamed.addr.to_string().as_str(), TOKEN])
+        .env("LD_LIBRARY_PATH", native_lib_dir());
+    let (ok, output) = run_in_group(&mut cmd, Duration::from_secs(120));
+    assert!(ok, "{} failed:\n{output}", program.display());
+    for line in ["bad names: config", "blue at blue, and no name anywhere: acquired", "checks passed"] {
+        assert!(output.contains(line), "no {line:?} in:\n{output}");
+    }
+    eprintln!("{output}");
 }

@@ -1,8 +1,9 @@
 //! The Go module (go/, docs/go.md) against real servers: `go vet` and its test suite
 //! under the race detector (grant, FIFO, busy and timeout, release outcomes, WithLock on
 //! error and panic, 64 goroutines on one client, a cancelled written acquire, bad
-//! arguments, a wrong secret, a paused server's indeterminate acquire and its resolve,
-//! 1,000 waiting goroutines on a few OS threads), and the README's Go example, built as
+//! arguments, a wrong secret, `Config.ClusterName` against servers named `blue` and
+//! unnamed, a paused server's indeterminate acquire and its resolve, 1,000 waiting
+//! goroutines on a few OS threads), and the README's Go example, built as
 //! a program of its own through `replace` and run as written against a node; and the
 //! fencing example (go/examples/fenced_postgres) against a throw-away PostgreSQL.
 //!

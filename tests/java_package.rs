@@ -1,7 +1,8 @@
 //! The Java library (java/, docs/java.md) against real servers: its JUnit suite through
 //! Maven (grant, FIFO, busy and timeout, release outcomes, try-with-resources on an
 //! exception, 64 threads on one client, a cancelled written acquire, an interrupted
-//! wait, bad arguments, a wrong secret, a paused server's indeterminate acquire and its
+//! wait, bad arguments, a wrong secret, `clusterName` against servers named `blue` and
+//! unnamed, a paused server's indeterminate acquire and its
 //! resolve, async stages off the client's threads also when the executor rejects them),
 //! that no extracted library is left in the temporary directory, its virtual-thread
 //! test on a Java 21 or newer with one carrier thread, and the README's Java example as

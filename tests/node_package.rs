@@ -1,8 +1,9 @@
 //! The Node.js package (node/, docs/node.md) against real servers: its `node --test`
 //! suite (grant, FIFO, busy and timeout, release outcomes, withLock on throw, 64
 //! concurrent operations on one client, an aborted written acquire, bad arguments, a
-//! wrong secret, a paused server's indeterminate acquire and its resolve, client threads
-//! never held by the event loop, 1,000 waits without a thread each, exit and close, the
+//! wrong secret, `clusterName` against servers named `blue` and unnamed, a paused
+//! server's indeterminate acquire and its resolve, client threads never held by the
+//! event loop, 1,000 waits without a thread each, exit and close, the
 //! TypeScript types with `await using`), the README's Node example, run as written
 //! against a node, and the fencing example (node/examples/fenced-postgres.mjs, `pg`)
 //! against a throw-away PostgreSQL.

@@ -1,7 +1,8 @@
 //! The Python package (python/, docs/python.md) against real servers: its pytest suite
 //! (python/tests: grant, FIFO, busy and timeout, tokens, the context manager, 16
 //! threads on one client, a paused server's indeterminate acquire and its resolve, a
-//! leader killed mid-loop in a 3-node cluster, a wrong secret, bad arguments) and the
+//! leader killed mid-loop in a 3-node cluster, a wrong secret, bad arguments,
+//! `cluster_name=` against servers named `blue` and unnamed) and the
 //! README's Python example, run as written against a node.
 //!
 //! The package is used from the source tree (PYTHONPATH=python) with the libticketing.so

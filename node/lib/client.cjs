@@ -6,7 +6,7 @@
 // arguments and results and rejects with the error class of each kind.
 "use strict";
 
-const { C, K, OUTCOMES, HELD, NOT_HELD, PATH, dispatch } = require("./native.cjs");
+const { C, K, OUTCOMES, HELD, NOT_HELD, dispatch } = require("./native.cjs");
 const { Cancelled, InvalidArgument, Indeterminate, NotHolder, TicketingError, fromHandle } = require("./errors.cjs");
 
 const clients = new FinalizationRegistry((handle) => C.client_free(handle));
@@ -202,7 +202,7 @@ class Lock {
   }
 }
 
-const CLIENT_OPTIONS = ["addrs", "authToken", "owner", "tlsCa"];
+const CLIENT_OPTIONS = ["addrs", "authToken", "owner", "tlsCa", "clusterName"];
 
 /**
  * A client of a Ticketing node or cluster; share one per process. Makes no connection
@@ -213,12 +213,15 @@ const CLIENT_OPTIONS = ["addrs", "authToken", "owner", "tlsCa"];
  * addrs: seed addresses "host:port" (an array, or one string with commas); one live
  * member is enough. authToken: the client secret (a string or bytes, at least 16).
  * owner: names this client (1..255 bytes; default host-pid-random). tlsCa: path of a
- * PEM CA bundle: turns TLS on.
+ * PEM CA bundle: turns TLS on. clusterName: the name of the cluster this client serves
+ * (its nodes' TICKETING_CLUSTER_NAME): a node that reports another name or none is sent
+ * nothing, and calls reject with Unavailable naming both names; without it the client
+ * compares the fencing domains its nodes report instead.
  */
 class Client {
   constructor(opts) {
     if (opts === undefined || opts === null || typeof opts !== "object") {
-      throw new InvalidArgument(`new Client(options): options must be an object { addrs, authToken, owner, tlsCa }, not ${describe(opts)}`);
+      throw new InvalidArgument(`new Client(options): options must be an object { addrs, authToken, owner, tlsCa, clusterName }, not ${describe(opts)}`);
     }
     options(opts, "new Client", CLIENT_OPTIONS);
     let addrs = opts.addrs;
@@ -240,16 +243,12 @@ class Client {
     }
     const owner = opts.owner === undefined || opts.owner === null ? null : text(opts.owner, "owner");
     const tlsCa = opts.tlsCa === undefined || opts.tlsCa === null ? null : text(opts.tlsCa, "tlsCa");
+    const name =
+      opts.clusterName === undefined || opts.clusterName === null ? null : text(opts.clusterName, "clusterName");
     const client = [null];
     const error = [null];
-    const kind = C.client_new_for("node", addrs, addrs.length, token, token.length, owner, tlsCa, client, error);
-    if (kind === K.INVALID && error[0] && C.error_message(error[0]).includes('binding "node" is not known')) {
-      C.error_free(error[0]);
-      throw new InvalidArgument(
-        `${PATH} is older than this package (it does not know the Node.js package): rebuild it ` +
-          "(`cargo build --release --lib`) or reinstall the package from the same checkout",
-      );
-    }
+    // "node": the client's messages name these options (authToken, tlsCa, clusterName).
+    const kind = C.client_new_named("node", name, addrs, addrs.length, token, token.length, owner, tlsCa, client, error);
     if (kind !== K.OK || !client[0]) throw fromHandle(kind, error[0]);
     this._adopt(client[0]);
   }

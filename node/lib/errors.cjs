@@ -1,7 +1,7 @@
 // errors.cjs: the error classes, one per error kind of the C ABI (include/ticketing.h),
 // all under TicketingError. The message is the native client's own text, which names
 // this package's options where it names a fix (the client is made with
-// ticketing_client_new_for("node", ...)).
+// ticketing_client_new_named("node", ...)).
 "use strict";
 
 const { C, K, CAUSES } = require("./native.cjs");

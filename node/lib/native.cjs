@@ -83,15 +83,27 @@ const Holder = koffi.struct("ticketing_holder", {
 // Every handle is an opaque pointer (a BigInt for koffi); out-parameters are
 // one-element arrays.
 const fn = (signature) => lib.func(signature);
+// A function the library may be too old to have.
+const newer = (signature) => {
+  try {
+    return fn(signature);
+  } catch (e) {
+    throw new Error(
+      `ticketing: ${PATH} is older than this package (${e.message}): rebuild it ` +
+        "(`cargo build --release --lib`) or reinstall the package from the same checkout",
+    );
+  }
+};
 const C = {
   version,
   version_string: fn("const char *ticketing_version_string(void)"),
   kind_name: fn("const char *ticketing_kind_name(int kind)"),
 
-  client_new_for: fn(
-    "int ticketing_client_new_for(const char *binding, const char **addrs, size_t addrs_len, " +
-      "const uint8_t *auth_token, size_t auth_token_len, const char *owner, const char *tls_ca_file, " +
-      "_Out_ void **client_out, _Out_ void **error_out)",
+  // A library without it is older than this package: said at load, naming the fix.
+  client_new_named: newer(
+    "int ticketing_client_new_named(const char *binding, const char *cluster_name, const char **addrs, " +
+      "size_t addrs_len, const uint8_t *auth_token, size_t auth_token_len, const char *owner, " +
+      "const char *tls_ca_file, _Out_ void **client_out, _Out_ void **error_out)",
   ),
   client_with_owner: fn(
     "int ticketing_client_with_owner(void *client, const char *owner, _Out_ void **client_out, _Out_ void **error_out)",

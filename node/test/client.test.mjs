@@ -231,11 +231,14 @@ test("the client's options: errors name them", () => {
     [{ addrs: ["127.0.0.1:1"], authToken: "short" }, ConfigError, /auth token is 5 bytes/],
     [{ addrs: ["127.0.0.1:1"], authToken: SECRET, tlsCa: "/nonexistent/ca.pem" }, ConfigError, /tlsCa/],
     [{ addrs: ["127.0.0.1:1"], authToken: SECRET, owner: "a\nb" }, ConfigError, /owner/],
+    [{ addrs: ["127.0.0.1:1"], authToken: SECRET, clusterName: "blue cluster" }, ConfigError, /^bad cluster name \(clusterName\): .*ASCII letters/],
+    [{ addrs: ["127.0.0.1:1"], authToken: SECRET, clusterName: "" }, ConfigError, /^bad cluster name \(clusterName\): .*1 to 63 bytes/],
+    [{ addrs: ["127.0.0.1:1"], authToken: SECRET, clusterName: 42 }, InvalidArgument, /clusterName must be a string/],
     [{ addrs: "127.0.0.1:1", authToken: 42 }, InvalidArgument, /authToken must be a string or a Uint8Array/],
     // The usual mistake: an environment variable that is not set.
     [{ addrs: "127.0.0.1:1", authToken: undefined }, InvalidArgument, /authToken is missing \(undefined\): give new Client the cluster's client secret/],
     [{ addrs: 5225, authToken: SECRET }, InvalidArgument, /addrs must be an array/],
-    [{ addrs: ["127.0.0.1:1"], auth_token: SECRET }, InvalidArgument, /unknown option "auth_token"; the options are addrs, authToken, owner, tlsCa/],
+    [{ addrs: ["127.0.0.1:1"], auth_token: SECRET }, InvalidArgument, /unknown option "auth_token"; the options are addrs, authToken, owner, tlsCa, clusterName$/],
   ];
   for (const [opts, cls, message] of cases) {
     assert.throws(() => new Client(opts), (e) => e instanceof cls && message.test(e.message), JSON.stringify(opts));

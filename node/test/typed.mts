@@ -1,9 +1,12 @@
 // typed.mts: the package used from TypeScript (strict), with `await using`: compiled by
 // types.test.mjs with the package's own index.d.ts, then run against a real node.
-import { Busy, Client, Indeterminate, TicketingError, type Holder, type Lock, type ReleaseOutcome } from "ticketing";
+import { Busy, Client, Indeterminate, TicketingError, type ClientOptions, type Holder, type Lock, type ReleaseOutcome } from "ticketing";
 
 const addr = process.env.ADDR ?? "127.0.0.1:5225";
 const authToken = process.env.SECRET ?? "";
+
+// Every option of the declaration (an option it lacked would not compile: strict).
+export const options: ClientOptions = { addrs: [addr], authToken, owner: "typed", tlsCa: null, clusterName: null };
 
 async function main(): Promise<void> {
   await using client = new Client({ addrs: [addr], authToken, owner: "typed" });

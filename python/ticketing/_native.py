@@ -106,6 +106,9 @@ _declare(blocking, "ticketing_client_new", c_int,
 # ticketing_client_new whose messages name this package's keywords (tls_ca=, auth_token=).
 _declare(blocking, "ticketing_client_new_for", c_int,
          c_char_p, POINTER(c_char_p), c_size_t, c_char_p, c_size_t, c_char_p, c_char_p, _OUT, _OUT)
+# ticketing_client_new_for with the cluster's name (NULL: none).
+_declare(blocking, "ticketing_client_new_named", c_int,
+         c_char_p, c_char_p, POINTER(c_char_p), c_size_t, c_char_p, c_size_t, c_char_p, c_char_p, _OUT, _OUT)
 _declare(quick, "ticketing_client_with_owner", c_int, _P, c_char_p, _OUT, _OUT)
 _declare(quick, "ticketing_client_owner", c_char_p, _P)
 _declare(blocking, "ticketing_client_close", c_int, _P, c_int64, POINTER(c_int), _OUT)

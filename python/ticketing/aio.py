@@ -196,8 +196,10 @@ class Client:
     rules); share one per process. No network I/O happens here."""
 
     def __init__(self, addrs: Union[str, Sequence[str]], *, auth_token: Union[str, bytes],
-                 owner: Optional[str] = None, tls_ca: Optional[Union[str, "os.PathLike[str]"]] = None) -> None:
-        self._client = sync.Client(addrs, auth_token=auth_token, owner=owner, tls_ca=tls_ca)
+                 owner: Optional[str] = None, tls_ca: Optional[Union[str, "os.PathLike[str]"]] = None,
+                 cluster_name: Optional[str] = None) -> None:
+        self._client = sync.Client(addrs, auth_token=auth_token, owner=owner, tls_ca=tls_ca,
+                                   cluster_name=cluster_name)
 
     @classmethod
     def _of(cls, client: sync.Client) -> "Client":

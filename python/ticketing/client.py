@@ -340,12 +340,16 @@ class Client:
     ``addrs`` are seeds ("host:port"): one live member is enough; the client finds the
     leader and the other members. ``auth_token`` is the client secret (at least 16 bytes).
     ``owner`` is sent with every acquire and release (default: host-pid-random, unique
-    per client). ``tls_ca`` (a PEM CA bundle) turns TLS on. No network I/O happens here:
-    connections are made in the background. Raises ``ConfigError``.
-    Wraps ``ClientBuilder::build``."""
+    per client). ``tls_ca`` (a PEM CA bundle) turns TLS on. ``cluster_name`` is the name
+    of the cluster this client serves (its nodes' ``TICKETING_CLUSTER_NAME``): a node
+    that reports another name or none is sent nothing, and calls end in ``Unavailable``
+    naming both names; without it the client compares the fencing domains its nodes
+    report instead. No network I/O happens here: connections are made in the background.
+    Raises ``ConfigError``. Wraps ``ClientBuilder::build``."""
 
     def __init__(self, addrs: Union[str, Sequence[str]], *, auth_token: Union[str, bytes],
-                 owner: Optional[str] = None, tls_ca: Optional[Union[str, "os.PathLike[str]"]] = None) -> None:
+                 owner: Optional[str] = None, tls_ca: Optional[Union[str, "os.PathLike[str]"]] = None,
+                 cluster_name: Optional[str] = None) -> None:
         self._handle: Optional[int] = None
         if isinstance(addrs, str):
             addrs = [addrs]
@@ -360,10 +364,11 @@ class Client:
         _logging.install()
         handle = c_void_p()
         error = c_void_p()
-        # "python": the client's messages name this package's keywords (tls_ca=), not
-        # the C arguments or the CLI's variables.
-        kind = n.blocking.ticketing_client_new_for(
-            b"python", array, len(encoded), secret, len(secret),
+        # "python": the client's messages name this package's keywords (tls_ca=,
+        # cluster_name=), not the C arguments or the CLI's variables.
+        kind = n.blocking.ticketing_client_new_named(
+            b"python", None if cluster_name is None else _text(cluster_name, "cluster_name"),
+            array, len(encoded), secret, len(secret),
             None if owner is None else _text(owner, "owner"),
             None if tls_ca is None else _text(os.fspath(tls_ca), "tls_ca"),
             byref(handle), byref(error),

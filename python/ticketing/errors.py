@@ -1,7 +1,7 @@
 """The exceptions: one class per error kind of the C ABI (include/ticketing.h), which
 maps each error of the Rust client (docs/client.md) to a kind. The message is the Rust
 error's own text, which says what to do next in this package's terms: the client is
-made with ticketing_client_new_for("python", ...), so a fix names the keyword
+made with ticketing_client_new_named("python", ...), so a fix names the keyword
 (``tls_ca=``), not the C argument or the command line's variable."""
 
 from __future__ import annotations

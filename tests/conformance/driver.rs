@@ -93,6 +93,8 @@ pub struct Settings<'a> {
     pub token: &'a str,
     pub owner: &'a str,
     pub tls_ca: Option<&'a str>,
+    /// The cluster's name the client is given (`None`: none).
+    pub cluster_name: Option<&'a str>,
 }
 
 impl Driver {
@@ -107,7 +109,8 @@ impl Driver {
             .env("TICKETING_ADDRS", settings.addrs)
             .env("TICKETING_AUTH_TOKEN", settings.token)
             .env("TICKETING_OWNER", settings.owner)
-            .env("TICKETING_TLS_CA", settings.tls_ca.unwrap_or(""));
+            .env("TICKETING_TLS_CA", settings.tls_ca.unwrap_or(""))
+            .env("TICKETING_CLUSTER_NAME", settings.cluster_name.unwrap_or(""));
         let mut child = command.spawn().map_err(|e| format!("cannot start {}: {e}", launch.program))?;
         let stdin = child.stdin.take().unwrap();
         let stdout = child.stdout.take().unwrap();

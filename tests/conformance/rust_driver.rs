@@ -88,6 +88,9 @@ pub fn run() {
     if !var("TICKETING_TLS_CA").is_empty() {
         builder = builder.tls_ca_file(var("TICKETING_TLS_CA"));
     }
+    if !var("TICKETING_CLUSTER_NAME").is_empty() {
+        builder = builder.cluster_name(var("TICKETING_CLUSTER_NAME"));
+    }
     let out = Arc::new(Mutex::new(std::io::stdout()));
     let say = {
         let out = Arc::clone(&out);

@@ -24,10 +24,11 @@ pub const ALL: &[Scenario] = &[
     ("leader killed under load: no double grant", failover),
     ("TLS, and a wrong secret said at once", tls_and_wrong_secret),
     ("limits refused before any I/O", limits_before_io),
+    ("cluster name", cluster_name),
 ];
 
 fn driver(launch: &Launch, addrs: &str, owner: &str) -> Driver {
-    let settings = Settings { addrs, token: TOKEN, owner, tls_ca: None };
+    let settings = Settings { addrs, token: TOKEN, owner, tls_ca: None, cluster_name: None };
     Driver::start(launch, owner, &settings).unwrap_or_else(|e| panic!("{e}"))
 }
 
@@ -228,14 +229,20 @@ fn tls_and_wrong_secret(launch: &Launch) {
     let server = Server::new().tls(&pki.path("cert.pem"), &pki.path("key.pem")).start();
     let addr = server.addr.to_string();
     let ca = pki.path("ca.pem");
-    let settings = Settings { addrs: &addr, token: TOKEN, owner: "tls", tls_ca: Some(&ca) };
+    let settings =
+        Settings { addrs: &addr, token: TOKEN, owner: "tls", tls_ca: Some(&ca), cluster_name: None };
     let mut a = Driver::start(launch, "tls", &settings).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(a.call("acquire t k 30 0", 10 * S).word, "granted");
     assert_eq!(a.call("release t", 10 * S).word, "released");
     let plain = start_server(&[]);
     let plain_addr = plain.addr.to_string();
-    let wrong =
-        Settings { addrs: &plain_addr, token: "not-the-secret-0123456789", owner: "wrong", tls_ca: None };
+    let wrong = Settings {
+        addrs: &plain_addr,
+        token: "not-the-secret-0123456789",
+        owner: "wrong",
+        tls_ca: None,
+        cluster_name: None,
+    };
     let mut w = Driver::start(launch, "wrong", &wrong).unwrap_or_else(|e| panic!("{e}"));
     let o = w.call("acquire x k 30 10", 20 * S);
     assert_eq!((o.word.as_str(), o.retryable()), ("unavailable", false), "{}", o.line);
@@ -263,4 +270,28 @@ fn limits_before_io(launch: &Launch) {
         assert_eq!(o.word, "invalid", "{name}: {}", o.line);
         assert!(o.ms() < 200, "{name} took {} ms: a check before any I/O", o.ms());
     }
+}
+
+/// A server named `blue`: a driver given `blue` acquires and releases; one given `green`
+/// is sent nothing — `unavailable`, not retryable, before its 20 s wait ran out (a
+/// mistake trying again could fix would wait for a connection that long), naming both
+/// names.
+fn cluster_name(launch: &Launch) {
+    let server = Server::new().env("TICKETING_CLUSTER_NAME", "blue").start();
+    let addr = server.addr.to_string();
+    let named = |owner: &str, name: &str| {
+        let settings = Settings { addrs: &addr, token: TOKEN, owner, tls_ca: None, cluster_name: Some(name) };
+        Driver::start(launch, owner, &settings).unwrap_or_else(|e| panic!("{e}"))
+    };
+    let mut blue = named("blue", "blue");
+    let g = blue.call("acquire b named 30 0", 10 * S);
+    assert_eq!(g.word, "granted", "{}", g.line);
+    assert_eq!(blue.call("release b", 10 * S).word, "released");
+    let mut green = named("green", "green");
+    let o = green.call("acquire g named 30 20", 40 * S);
+    assert_eq!((o.word.as_str(), o.retryable()), ("unavailable", false), "{}", o.line);
+    assert!(o.ms() < 20_000, "the refusal waited out its 20 s wait: {}", o.line);
+    assert!(o.message.contains("\"blue\"") && o.message.contains("\"green\""), "both names: {}", o.line);
+    let q = blue.call("query q named", 10 * S);
+    assert_eq!(q.word, "free", "the green driver sent nothing: {}", q.line);
 }

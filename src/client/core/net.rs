@@ -338,6 +338,7 @@ impl Net {
     }
 
     /// A connection attempt of `slot` succeeded: installs the session.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn connected(
         &mut self,
         slot: SlotId,

@@ -160,13 +160,15 @@ static void *command(void *arg) {
 int main(void) {
     const char *addrs_env = getenv("TICKETING_ADDRS"), *token = getenv("TICKETING_AUTH_TOKEN");
     const char *owner = getenv("TICKETING_OWNER"), *ca = getenv("TICKETING_TLS_CA");
+    const char *name = getenv("TICKETING_CLUSTER_NAME");
     char *addrs_copy = strdup(addrs_env ? addrs_env : ""), *save = NULL;
     const char *addrs[64];
     size_t n = 0;
     for (char *p = strtok_r(addrs_copy, ",", &save); p && n < 64; p = strtok_r(NULL, ",", &save)) addrs[n++] = p;
     ticketing_error *err = NULL;
-    int rc = ticketing_client_new(addrs, n, (const uint8_t *)(token ? token : ""), token ? strlen(token) : 0,
-                                  owner && *owner ? owner : NULL, ca && *ca ? ca : NULL, &g_client, &err);
+    int rc = ticketing_client_new_named(NULL, name && *name ? name : NULL, addrs, n,
+                                        (const uint8_t *)(token ? token : ""), token ? strlen(token) : 0,
+                                        owner && *owner ? owner : NULL, ca && *ca ? ca : NULL, &g_client, &err);
     if (rc != TICKETING_OK) {
         char out[1024];
         snprintf(out, sizeof out, "config-error : %s", ticketing_error_message(err));

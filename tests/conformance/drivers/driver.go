@@ -147,7 +147,8 @@ func main() {
 		}
 	}
 	c, err := ticketing.New(ticketing.Config{Addrs: addrs, AuthToken: os.Getenv("TICKETING_AUTH_TOKEN"),
-		Owner: os.Getenv("TICKETING_OWNER"), TLSCAFile: os.Getenv("TICKETING_TLS_CA")})
+		Owner: os.Getenv("TICKETING_OWNER"), TLSCAFile: os.Getenv("TICKETING_TLS_CA"),
+		ClusterName: os.Getenv("TICKETING_CLUSTER_NAME")})
 	if err != nil {
 		var e *ticketing.Error
 		if errors.As(err, &e) {

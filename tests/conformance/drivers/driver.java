@@ -188,6 +188,10 @@ public final class Driver {
             if (!ca.isEmpty()) {
                 builder.tlsCaFile(ca);
             }
+            String clusterName = env.getOrDefault("TICKETING_CLUSTER_NAME", "");
+            if (!clusterName.isEmpty()) {
+                builder.clusterName(clusterName);
+            }
             client = builder.build();
         } catch (TicketingException e) {
             say("config-error : " + e.getMessage());

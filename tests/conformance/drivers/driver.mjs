@@ -78,6 +78,7 @@ try {
     authToken: env.TICKETING_AUTH_TOKEN ?? "",
     owner: env.TICKETING_OWNER || null,
     tlsCa: env.TICKETING_TLS_CA || null,
+    clusterName: env.TICKETING_CLUSTER_NAME || null,
   });
 } catch (e) {
   say(`config-error : ${e.message}`);

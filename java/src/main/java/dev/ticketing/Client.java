@@ -101,6 +101,7 @@ public final class Client implements AutoCloseable {
         private byte[] authToken;
         private String owner;
         private String tlsCaFile;
+        private String clusterName;
         private Executor executor = ForkJoinPool.commonPool();
 
         private Builder() {}
@@ -152,6 +153,17 @@ public final class Client implements AutoCloseable {
         }
 
         /**
+         * The name of the cluster this client serves (its nodes' TICKETING_CLUSTER_NAME): a
+         * node that reports another name or none is sent nothing, and calls end in an
+         * {@link UnavailableException} naming both names. Default (null): none, and the
+         * client compares the fencing domains its nodes report instead.
+         */
+        public Builder clusterName(String clusterName) {
+            this.clusterName = clusterName;
+            return this;
+        }
+
+        /**
          * Where async calls complete their futures (default ForkJoinPool.commonPool()). A
          * completion it rejects (RejectedExecutionException: shut down) ends the future
          * with that exception, completed on ForkJoinPool.commonPool(), never on a client
@@ -181,13 +193,15 @@ public final class Client implements AutoCloseable {
             }
             byte[] ownerBytes = owner == null ? null : NativeLib.cString(noNul(owner, "owner"));
             byte[] ca = tlsCaFile == null ? null : NativeLib.cString(noNul(tlsCaFile, "tlsCaFile"));
+            byte[] name = clusterName == null ? null : NativeLib.cString(noNul(clusterName, "clusterName"));
             StringArray array = new StringArray(addrs.isEmpty() ? new String[] {""} : addrs.toArray(new String[0]),
                     "UTF-8");
             long[] client = new long[1];
             long[] error = new long[1];
-            // "java": the client's messages name this builder's methods (authToken, tlsCaFile).
-            int kind = NativeLib.ticketing_client_new_for(NativeLib.cString("java"), array, addrs.size(), authToken,
-                    authToken.length, ownerBytes, ca, client, error);
+            // "java": the client's messages name this builder's methods (authToken, tlsCaFile,
+            // clusterName).
+            int kind = NativeLib.ticketing_client_new_named(NativeLib.cString("java"), name, array, addrs.size(),
+                    authToken, authToken.length, ownerBytes, ca, client, error);
             Reference.reachabilityFence(array);
             if (kind != NativeLib.OK) {
                 throw Errors.of(kind, error[0], null);

@@ -205,8 +205,8 @@ final class NativeLib {
     static native long ticketing_kind_name(int kind);
 
     // ---- The client ------------------------------------------------------------------
-    static native int ticketing_client_new_for(byte[] binding, Pointer addrs, long addrsLen, byte[] authToken,
-            long authTokenLen, byte[] owner, byte[] tlsCaFile, long[] clientOut, long[] errorOut);
+    static native int ticketing_client_new_named(byte[] binding, byte[] clusterName, Pointer addrs, long addrsLen,
+            byte[] authToken, long authTokenLen, byte[] owner, byte[] tlsCaFile, long[] clientOut, long[] errorOut);
     static native int ticketing_client_with_owner(long client, byte[] owner, long[] clientOut, long[] errorOut);
     static native long ticketing_client_owner(long client);
     static native int ticketing_client_close(long client, long timeoutMs, int[] drainedOut, long[] errorOut);

@@ -429,7 +429,13 @@ class ClientTest {
                 new Refusal(Client.builder().addrs(addr).authToken(secret).owner("o".repeat(256)),
                         List.of("256 bytes", "(owner)")),
                 new Refusal(Client.builder().addrs(addr).authToken(secret).tlsCaFile("/nonexistent/ca.pem"),
-                        List.of("tlsCaFile")));
+                        List.of("tlsCaFile")),
+                new Refusal(Client.builder().addrs(addr).authToken(secret).clusterName("blue cluster"),
+                        List.of("bad cluster name (clusterName)", "ASCII letters")),
+                new Refusal(Client.builder().addrs(addr).authToken(secret).clusterName(""),
+                        List.of("bad cluster name (clusterName)", "1 to 63 bytes")),
+                new Refusal(Client.builder().addrs(addr).authToken(secret).clusterName("blue\0"),
+                        List.of("clusterName contains a NUL")));
         List<Executable> checks = new ArrayList<>();
         for (Refusal refusal : refusals) {
             ConfigException e = assertThrows(ConfigException.class, refusal.builder()::build);
