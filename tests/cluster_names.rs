@@ -75,8 +75,8 @@ fn status_field(addr: std::net::SocketAddr, name: &str) -> String {
 /// A seed list that mixes the clusters: two nodes of one, one of the other, in an order
 /// drawn from `draw`.
 fn mixed_seeds(a: &Cluster, b: &Cluster, draw: u64) -> String {
-    let (two, one) = if draw % 2 == 0 { (a, b) } else { (b, a) };
-    let mut seeds = vec![
+    let (two, one) = if draw.is_multiple_of(2) { (a, b) } else { (b, a) };
+    let mut seeds = [
         two.addr((draw / 2 % 3) as usize).to_string(),
         two.addr(((draw / 2 + 1) % 3) as usize).to_string(),
         one.addr((draw / 6 % 3) as usize).to_string(),
