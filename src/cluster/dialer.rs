@@ -209,7 +209,9 @@ impl Dialer {
                 // Another name first: that the other cluster has a domain says nothing
                 // about this one.
                 if code == refusal::OTHER_NAME {
-                    if !kit.verdict(self.peer, &self.addr, Verdict::OtherName(reason.clone())) {
+                    // A peer's words go into this node's exit line: printable ones only.
+                    let words: String = reason.chars().filter(|c| !c.is_control()).collect();
+                    if !kit.verdict(self.peer, &self.addr, Verdict::OtherName(words)) {
                         return DialOutcome::Stop;
                     }
                 } else if let Err(msg) =
@@ -221,13 +223,14 @@ impl Dialer {
                 return self.refused(code, &reason, leader_id, &leader);
             }
             Err(e) => {
-                let secret = matches!(
-                    e,
-                    PeerError::Handshake(
-                        crate::proto::handshake::HandshakeError::Rejected(_)
-                            | crate::proto::handshake::HandshakeError::BadProof
-                    )
-                );
+                // Only the secret's verdicts: a refusal for another protocol version is not one.
+                let secret = match &e {
+                    PeerError::Handshake(crate::proto::handshake::HandshakeError::Rejected(why)) => {
+                        why == "authentication failed"
+                    }
+                    PeerError::Handshake(crate::proto::handshake::HandshakeError::BadProof) => true,
+                    _ => false,
+                };
                 if secret && !kit.verdict(self.peer, &self.addr, Verdict::OtherSecret) {
                     return DialOutcome::Stop;
                 }

@@ -27,11 +27,12 @@ pub(super) enum Verdict {
 ///   restarted after a crash under a NodeId that already ran. Either way it must not
 ///   take part;
 /// - a peer with another `TICKETING_CLUSTER_NAME` or another peer secret belongs to
-///   another cluster, or one of the two was given the wrong value. A joining node's
-///   peers are members of the cluster it joins, so one that disagrees is enough to
-///   stop it. A founder stops once too many founders disagree for it to be part of a
-///   majority: of three founders of which one has a typo, the one with the typo stops
-///   and the other two found the cluster.
+///   another cluster, or one of the two was given the wrong value. A joining node stops
+///   once every configured peer has answered and none agreed (one peer that agrees
+///   shows the node is right and that peer list names a stranger, which it keeps
+///   refusing and logging). A founder stops once too many founders disagree for it to
+///   be part of a majority: of three founders of which one has a typo, the one with the
+///   typo stops and the other two found the cluster.
 ///
 /// A node that is part of a configuration never stops for these: it keeps refusing the
 /// odd peer, and says so in its log.
@@ -46,17 +47,20 @@ pub(super) struct FirstContact {
     pub(super) made: AtomicBool,
     /// The founders configured (this node included); 0 for a joining node.
     pub(super) founders: usize,
+    /// The peers this node dials by id (this node left out).
+    pub(super) peers: usize,
     /// Each configured peer's last answer, by node id.
     verdicts: Mutex<BTreeMap<u64, (String, Verdict)>>,
 }
 
 impl FirstContact {
-    pub(super) fn new(started_new: bool, founders: usize) -> FirstContact {
+    pub(super) fn new(started_new: bool, founders: usize, peers: usize) -> FirstContact {
         FirstContact {
             started_new,
             founding: AtomicBool::new(started_new),
             made: AtomicBool::new(false),
             founders,
+            peers,
             verdicts: Mutex::new(BTreeMap::new()),
         }
     }
@@ -118,13 +122,14 @@ impl FirstContact {
             .filter(|(_, (_, v))| *v != Verdict::Agreed)
             .map(|(id, (addr, v))| (*id, addr.as_str(), v))
             .collect();
-        let tolerated = if founding && self.founders > 0 {
+        if founding && self.founders > 0 {
             // Founders beside this one that may disagree while it is still in a majority.
-            self.founders - (self.founders / 2 + 1)
-        } else {
-            0
-        };
-        if differ.len() <= tolerated {
+            let tolerated = self.founders - (self.founders / 2 + 1);
+            if differ.len() <= tolerated {
+                return Ok(());
+            }
+        } else if verdicts.len() < self.peers || differ.len() < verdicts.len() {
+            // A joining node: some peer has not answered yet, or one agreed.
             return Ok(());
         }
         Err(fatal_words(&differ))
@@ -162,19 +167,26 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_joining_node_stops_at_the_first_peer_that_disagrees_and_never_once_configured() {
-        let joiner = FirstContact::new(false, 0);
+    fn a_joining_node_stops_once_every_peer_answered_and_none_agreed_and_never_once_configured() {
+        let joiner = FirstContact::new(false, 0, 2);
         assert_eq!(joiner.verdict(1, "a:1", Verdict::Agreed, false), Ok(()));
-        let why = joiner.verdict(2, "b:1", Verdict::OtherSecret, false).unwrap_err();
-        assert!(why.starts_with("TICKETING_PEER_AUTH_TOKEN: node 2 at b:1 refused"), "{why}");
-        let configured = FirstContact::new(false, 0);
+        assert_eq!(
+            joiner.verdict(2, "b:1", Verdict::OtherSecret, false),
+            Ok(()),
+            "a agreed: b is the stranger"
+        );
+        let joiner = FirstContact::new(false, 0, 2);
+        assert_eq!(joiner.verdict(2, "b:1", Verdict::OtherSecret, false), Ok(()), "a has not answered");
+        let why = joiner.verdict(1, "a:1", Verdict::OtherSecret, false).unwrap_err();
+        assert!(why.starts_with("TICKETING_PEER_AUTH_TOKEN: node 1 at a:1, node 2 at b:1 refused"), "{why}");
+        let configured = FirstContact::new(false, 0, 1);
         assert_eq!(configured.verdict(2, "b:1", Verdict::OtherSecret, true), Ok(()));
         // A founder knows its bootstrap configuration: that alone does not make it part
         // of the cluster.
-        let founder = FirstContact::new(true, 3);
+        let founder = FirstContact::new(true, 3, 2);
         let _ = founder.verdict(1, "a:1", Verdict::OtherSecret, true);
         assert!(founder.verdict(2, "b:1", Verdict::OtherSecret, true).is_err());
-        let named = FirstContact::new(false, 0);
+        let named = FirstContact::new(false, 0, 1);
         let why = named.verdict(2, "b:1", Verdict::OtherName("its name is \"b\"".into()), false).unwrap_err();
         assert!(
             why.starts_with("TICKETING_CLUSTER_NAME: this node's peers belong to another cluster (node 2")
@@ -184,20 +196,20 @@ mod tests {
     #[test]
     fn a_founder_stops_only_when_too_few_founders_agree_with_it_for_a_majority() {
         for (founders, tolerated) in [(3, 1), (5, 2)] {
-            let founder = FirstContact::new(true, founders);
+            let founder = FirstContact::new(true, founders, founders - 1);
             for peer in 1..=tolerated as u64 {
                 assert_eq!(founder.verdict(peer, "x:1", Verdict::OtherSecret, false), Ok(()));
             }
             assert!(founder.verdict(9, "x:1", Verdict::OtherSecret, false).is_err(), "{founders}");
             // An answer that changed to agreement counts as such.
-            let founder = FirstContact::new(true, founders);
+            let founder = FirstContact::new(true, founders, founders - 1);
             for peer in 1..=tolerated as u64 + 1 {
                 let _ = founder.verdict(peer, "x:1", Verdict::OtherSecret, false);
             }
             assert_eq!(founder.verdict(1, "x:1", Verdict::Agreed, false), Ok(()));
         }
         // Part of the domain being founded: never stops.
-        let made = FirstContact::new(true, 3);
+        let made = FirstContact::new(true, 3, 2);
         made.made.store(true, Ordering::SeqCst);
         assert_eq!(made.verdict(1, "x:1", Verdict::OtherSecret, false), Ok(()));
         assert_eq!(made.verdict(2, "x:1", Verdict::OtherSecret, false), Ok(()));

@@ -68,9 +68,11 @@ pub enum MemberAnswer {
 }
 
 /// Judges the members' STATUS answers (address, answer) for a node named `name`:
-/// `Err` is why the node must stop (exit 2) — a member of another cluster name, members
-/// of two fencing domains, or no member that accepted it while at least one refused it.
-/// A member that is silent proves nothing.
+/// `Err` is why the node must stop (exit 2) — members of another cluster name and none
+/// of its own, members of two fencing domains, or members that refused it and none that
+/// accepted it. A member that is silent proves nothing; one of another name beside
+/// members of this node's name is a stranger in the list (its dialer refuses it and says
+/// so), not a reason to stop.
 pub fn check_members(name: &str, answers: &[(String, MemberAnswer)]) -> Result<(), String> {
     let field = |text: &str, f: &str| {
         text.lines()
@@ -78,25 +80,20 @@ pub fn check_members(name: &str, answers: &[(String, MemberAnswer)]) -> Result<(
             .unwrap_or("")
             .to_owned()
     };
+    let said = |n: &str| if n.is_empty() { "none".to_owned() } else { format!("{n:?}") };
     let mut domains: Vec<(u64, Vec<&str>)> = Vec::new();
     let mut refused = Vec::new();
-    let mut accepted = false;
+    let mut other_names = Vec::new();
+    let mut ours = false;
     for (addr, answer) in answers {
         match answer {
             MemberAnswer::Status(text) => {
-                accepted = true;
                 let theirs = field(text, "cluster_name");
                 if theirs != name {
-                    let said = |n: &str| if n.is_empty() { "none".to_owned() } else { format!("{n:?}") };
-                    return Err(format!(
-                        "TICKETING_CLUSTER_NAME: the member at {addr} (TICKETING_CLUSTER_PEERS) has cluster name \
-                         {} and this node {}: it is a node of another cluster, or one of the two names is wrong. \
-                         Give every node of a cluster the same TICKETING_CLUSTER_NAME and each cluster its own \
-                         (docs/security.md)",
-                        said(&theirs),
-                        said(name)
-                    ));
+                    other_names.push(format!("{addr} has cluster name {}", said(&theirs)));
+                    continue;
                 }
+                ours = true;
                 let domain = field(text, "domain").parse::<u64>().unwrap_or(0);
                 if domain != 0 {
                     match domains.iter_mut().find(|(d, _)| *d == domain) {
@@ -109,16 +106,25 @@ pub fn check_members(name: &str, answers: &[(String, MemberAnswer)]) -> Result<(
             MemberAnswer::Silent => {}
         }
     }
+    if !ours && !other_names.is_empty() {
+        return Err(format!(
+            "TICKETING_CLUSTER_NAME: the members of TICKETING_CLUSTER_PEERS belong to another cluster ({}), and \
+             this node's name is {}: one of the names is wrong, or the list names another cluster. Give every \
+             node of a cluster the same TICKETING_CLUSTER_NAME and each cluster its own (docs/security.md)",
+            other_names.join("; "),
+            said(name)
+        ));
+    }
     if let [(a, a_addrs), (b, b_addrs), ..] = &domains[..] {
         return Err(format!(
             "TICKETING_CLUSTER_PEERS names members of two clusters: fencing domain {a} ({}) and fencing domain \
-                         {b} ({}). List the members of one cluster only, and give each cluster its own \
-                         TICKETING_CLUSTER_NAME (docs/security.md)",
+             {b} ({}). List the members of one cluster only, and give each cluster its own \
+             TICKETING_CLUSTER_NAME (docs/security.md)",
             a_addrs.join(", "),
             b_addrs.join(", ")
         ));
     }
-    if !accepted && !refused.is_empty() {
+    if !ours && other_names.is_empty() && !refused.is_empty() {
         return Err(format!(
             "cannot join: no member that answered could be asked, for reasons that retrying cannot fix: {}",
             refused.join("; ")
@@ -313,10 +319,13 @@ mod tests {
     #[test]
     fn another_name_two_domains_or_only_refusals_stop_the_node_naming_the_variable() {
         let why = check_members("prod", &answers(&[("a:1", status("staging", 7))])).unwrap_err();
-        assert!(why.starts_with("TICKETING_CLUSTER_NAME: the member at a:1"), "{why}");
-        assert!(why.contains("\"staging\" and this node \"prod\""), "{why}");
+        assert!(why.starts_with("TICKETING_CLUSTER_NAME: the members of TICKETING_CLUSTER_PEERS"), "{why}");
+        assert!(why.contains("a:1 has cluster name \"staging\"), and this node's name is \"prod\""), "{why}");
         let why = check_members("prod", &answers(&[("a:1", status("", 7))])).unwrap_err();
-        assert!(why.contains("cluster name none and this node \"prod\""), "{why}");
+        assert!(why.contains("a:1 has cluster name none"), "{why}");
+        // Beside a member of its own name, one of another is a stranger in the list.
+        let mixed = answers(&[("a:1", status("staging", 9)), ("b:1", status("prod", 7))]);
+        assert_eq!(check_members("prod", &mixed), Ok(()));
         let two = answers(&[("a:1", status("", 7)), ("b:1", status("", 7)), ("c:1", status("", 9))]);
         let why = check_members("", &two).unwrap_err();
         assert!(why.contains("fencing domain 7 (a:1, b:1) and fencing domain 9 (c:1)"), "{why}");

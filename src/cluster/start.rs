@@ -91,8 +91,11 @@ pub fn start(s: ClusterStart<'_>) -> std::io::Result<ClusterHandles> {
 
     let mut threads = Vec::new();
     let started_new = cluster.state == ClusterState::New;
-    let first_contact =
-        Arc::new(FirstContact::new(started_new, if started_new { cluster.peers.len() } else { 0 }));
+    let first_contact = Arc::new(FirstContact::new(
+        started_new,
+        if started_new { cluster.peers.len() } else { 0 },
+        cluster.peers.iter().filter(|p| p.id != me).count(),
+    ));
     let kit = DialerKit {
         hello: Arc::new(hello.clone()),
         key: peer_key.clone(),

@@ -1,35 +1,44 @@
 //! One cluster per client (docs/client.md, "One cluster per client"): the fencing
 //! domains the client's nodes report, and when they forbid sending anything.
 //!
-//! Every node reports its cluster's fencing domain (WELCOME, STATUS). Two clusters that
-//! share a secret have two domains, and a seed list that mixes them would otherwise get
-//! grants of one key from both. So requests for any node (not those for one named
-//! address: a view of one node) wait while
+//! Every node reports its cluster's fencing domain (WELCOME; a node that reports none
+//! there is asked STATUS at once). Two clusters that share a secret have two domains,
+//! and a seed list that mixes them would otherwise get grants of one key from both. The
+//! rules, for every client (a cluster name filters nodes before this, in the dial):
 //!
-//! - a seed is still making its first connection, for a client given no cluster name:
-//!   until every seed has answered or failed once, the client cannot know that they
-//!   agree (a named client checks each node's name before it uses the connection);
-//! - the connections up report two domains, or one other than the domain of locks this
-//!   client may still hold: it serves nothing until they agree, and says why as a
-//!   lasting mistake naming both domains and their addresses. Meanwhile no connection is
-//!   retired, so the disagreement stays in sight until the operator fixes the list.
+//! - **The seeds define the cluster.** Each address keeps the last domain it reported,
+//!   connected or not. A seed whose domain is not known yet is never retired: it is
+//!   dialed until it reports one.
+//! - **Settling.** Requests for any node (not those for one named address: a view of one
+//!   node) wait while a seed is making its first connection and has not reported a
+//!   domain, at most [`SEED_SETTLE_MAX`] from when the seed was added (at start, or when
+//!   the seeds are dialed again after everything was unreachable).
+//! - **Disagreement.** While the addresses report two domains, nothing is sent: requests
+//!   end at once with a lasting mistake naming both domains and their addresses, and no
+//!   slot is retired, so the disagreement stays in sight until it is resolved (an
+//!   address reports the agreeing domain) or the client is rebuilt with one cluster's
+//!   addresses. A learned address (named by the cluster, not configured) whose domain
+//!   differs from the one the seeds agree on is not ours: it is dropped, never used.
+//! - **Locks still held.** The domain of the grants this client may still hold counts
+//!   until their leases end: a cluster founded anew at the same addresses is used only
+//!   once the old one's locks are over (requests wait meanwhile; not a lasting mistake).
 
 use std::time::{Duration, Instant};
 
 use super::ids::SessionId;
-use super::net::{Net, Target};
+use super::net::{Net, Slot, Target};
 
-/// A client without a cluster name holds requests for any node at most this long after
-/// it starts while a seed is still making its first connection. Why a bound: a seed
-/// whose host is down answers nothing until the connect timeout (3 s), and the other
-/// seeds should serve before a short budget ends. A seed that answers later is still
-/// compared, and a disagreement then stops the client.
+/// Requests wait at most this long after a seed is added for it to report its domain.
+/// Why a bound: a seed whose host is down answers nothing until the connect timeout
+/// (3 s), and the other seeds should serve before a short budget ends. A seed that
+/// reports later is still compared, and a disagreement then stops the client.
 pub const SEED_SETTLE_MAX: Duration = Duration::from_secs(2);
 
-/// What the client knows of fencing domains.
+/// What the client knows of fencing domains beyond each slot's own.
 #[derive(Debug, Default)]
 pub(crate) struct Domains {
-    /// The client was given a cluster name: each connection was checked before use.
+    /// The client was given a cluster name: two domains then mean two clusters that
+    /// share it (the advice differs).
     pub(crate) named: bool,
     /// How the messages name the addresses' setting and the name's (the caller's words).
     pub(crate) seeds_setting: &'static str,
@@ -37,83 +46,190 @@ pub(crate) struct Domains {
     /// The domain of the latest grant, and until when a lock from it may be held
     /// (its lease plus the commit margin, the latest of them).
     held: Option<(u64, Instant)>,
-    /// The last disagreement said in the log (said once, not at every request).
-    said: Option<String>,
+    /// The domains of the last disagreement said in the log (said once, not at every
+    /// request).
+    said: Vec<u64>,
+    /// How long requests wait for a seed to report its domain ([`SEED_SETTLE_MAX`]).
+    settle: Duration,
 }
 
 impl Domains {
     pub(crate) fn new(named: bool, seeds_setting: &'static str, name_setting: &'static str) -> Domains {
-        Domains { named, seeds_setting, name_setting, held: None, said: None }
+        Domains { named, seeds_setting, name_setting, held: None, said: Vec::new(), settle: SEED_SETTLE_MAX }
+    }
+
+    /// Tests of other rules: requests never wait for seeds to report their domain.
+    #[cfg(test)]
+    pub(crate) fn without_settling(mut self) -> Domains {
+        self.settle = Duration::ZERO;
+        self
+    }
+}
+
+/// Why requests for any node must not be sent now.
+pub(crate) struct Conflict {
+    pub(crate) why: String,
+    /// The addresses disagree: only the operator ends it (requests end at once). Not
+    /// lasting: only locks of an older domain may still be held (requests wait).
+    pub(crate) lasting: bool,
+    domains: Vec<u64>,
+}
+
+impl Slot {
+    /// Its domain is known, or cannot be learned now: the node reported one, answered
+    /// STATUS without one, or the connection attempt ended without a session.
+    pub(super) fn domain_settled(&self) -> bool {
+        self.domain != 0 || self.probed || (self.tried && self.session.is_none())
     }
 }
 
 impl Net {
-    /// The node of `session` reports fencing domain `domain` (0: none yet).
+    /// The node of `session` reports fencing domain `domain` (0: none yet) in a STATUS.
     pub(crate) fn reports_domain(&mut self, session: SessionId, domain: u64) {
-        if domain == 0 {
-            return;
-        }
         if let Some(slot) =
             self.slots.iter_mut().find(|s| s.session.as_ref().is_some_and(|x| x.id == session))
         {
-            slot.domain = domain;
+            slot.probed = true;
+            if domain != 0 {
+                slot.domain = domain;
+            }
         }
+        self.drop_foreign();
+    }
+
+    /// The domain every seed that reported one agrees on, if they agree.
+    fn seeds_domain(&self) -> Option<u64> {
+        let mut known =
+            self.slots.iter().filter(|s| s.seed && !s.retired() && s.domain != 0).map(|s| s.domain);
+        let first = known.next()?;
+        known.all(|d| d == first).then_some(first)
+    }
+
+    /// Retires learned slots whose domain differs from the one the seeds agree on: the
+    /// cluster named a node of another (an address reused by another cluster, say).
+    pub(super) fn drop_foreign(&mut self) {
+        let Some(ours) = self.seeds_domain() else { return };
+        let now = self.now;
+        let mut kill = Vec::new();
+        for slot in
+            self.slots.iter_mut().filter(|s| !s.seed && !s.retired() && s.domain != 0 && s.domain != ours)
+        {
+            log::warn!(
+                "{} (named by the cluster) belongs to fencing domain {}, not to the seeds' {ours}: not using it",
+                slot.addr,
+                slot.domain
+            );
+            slot.retired_at = Some(now);
+            slot.left = true;
+            slot.next_dial = None;
+            kill.extend(slot.session.as_ref().map(|s| s.id));
+        }
+        for id in kill {
+            self.kill(id);
+        }
+        self.forget_ended_slots();
     }
 
     /// A grant of `lease` came on `session`: a lock of its node's domain may be held
     /// until `lease + margin` from now.
     pub(crate) fn granted_on(&mut self, session: SessionId, lease: Duration, margin: Duration, now: Instant) {
-        let Some(domain) = self.slot_of(session).map(|s| s.domain).filter(|d| *d != 0) else { return };
-        let until = now + lease + margin;
+        let domain = self.slot_of(session).map_or(0, |s| s.domain);
+        self.holding(domain, now + lease + margin);
+    }
+
+    /// A caller holds a lock until `until` (adopted by `resolve`, say): of the domain the
+    /// addresses agree on.
+    pub(crate) fn holding_until(&mut self, until: Instant) {
+        let domain = self.agreed_domain().unwrap_or(0);
+        self.holding(domain, until);
+    }
+
+    fn holding(&mut self, domain: u64, until: Instant) {
+        let domain = if domain != 0 { domain } else { self.agreed_domain().unwrap_or(0) };
+        if domain == 0 {
+            return;
+        }
         self.domains.held = match self.domains.held {
             Some((d, at)) if d == domain => Some((d, at.max(until))),
             _ => Some((domain, until)),
         };
     }
 
-    /// Why requests for any node must not be sent now: the disagreement in the
-    /// caller's words, or `None` when the domains agree.
-    pub(crate) fn domain_conflict(&self) -> Option<String> {
-        let now = self.now;
-        let mut seen: Vec<(u64, Vec<String>)> = Vec::new();
-        let mut add = |domain: u64, who: String| match seen.iter_mut().find(|(d, _)| *d == domain) {
-            Some((_, who_all)) => who_all.push(who),
-            None => seen.push((domain, vec![who])),
-        };
-        for slot in self.slots.iter().filter(|s| s.domain != 0 && s.live().is_some()) {
-            add(slot.domain, slot.addr.clone());
-        }
-        if let Some((domain, until)) = self.domains.held.filter(|(_, until)| *until > now) {
-            let left = until.saturating_duration_since(now).as_secs() + 1;
-            add(domain, format!("locks this client may still hold, for {left} s more"));
-        }
-        if seen.len() < 2 {
-            return None;
-        }
-        let list: Vec<String> =
-            seen.iter().map(|(d, who)| format!("fencing domain {d} ({})", who.join(", "))).collect();
-        Some(format!(
-            "the nodes report {} fencing domains, {}: {} mixes nodes of two clusters; this client sends nothing \
-             until they agree. List one cluster's nodes only, and give each cluster its own name ({})",
-            seen.len(),
-            list.join(" and "),
-            self.domains.seeds_setting,
-            self.domains.name_setting
-        ))
+    /// The one domain the addresses report, if they report exactly one.
+    fn agreed_domain(&self) -> Option<u64> {
+        let mut known = self.slots.iter().filter(|s| !s.retired() && s.domain != 0).map(|s| s.domain);
+        let first = known.next()?;
+        known.all(|d| d == first).then_some(first)
     }
 
-    /// True while requests for `target` must wait because the domains are not known to
-    /// agree yet: a seed of a client without a cluster name is making its first
-    /// connection (see the module docs). A view of one address never waits.
+    /// Why requests for any node must not be sent now, in the caller's words; `None`
+    /// when the domains agree.
+    pub(crate) fn domain_conflict(&self) -> Option<Conflict> {
+        let mut seen: Vec<(u64, Vec<String>)> = Vec::new();
+        for slot in self.slots.iter().filter(|s| !s.retired() && s.domain != 0) {
+            let who = if slot.seed { slot.addr.clone() } else { format!("{} (learned)", slot.addr) };
+            match seen.iter_mut().find(|(d, _)| *d == slot.domain) {
+                Some((_, all)) => all.push(who),
+                None => seen.push((slot.domain, vec![who])),
+            }
+        }
+        let list = |seen: &[(u64, Vec<String>)]| {
+            let parts: Vec<String> =
+                seen.iter().map(|(d, who)| format!("fencing domain {d} ({})", who.join(", "))).collect();
+            parts.join(" and ")
+        };
+        if seen.len() >= 2 {
+            let advice = if self.domains.named {
+                "two clusters have the name this client was given: give each cluster its own \
+                 TICKETING_CLUSTER_NAME on its nodes"
+                    .to_owned()
+            } else {
+                format!("give each cluster its own name ({})", self.domains.name_setting)
+            };
+            return Some(Conflict {
+                why: format!(
+                    "the nodes report {} fencing domains, {}: {} mixes nodes of two clusters; this client sends \
+                     nothing until they agree. List one cluster's nodes only, and {advice}",
+                    seen.len(),
+                    list(&seen),
+                    self.domains.seeds_setting
+                ),
+                lasting: true,
+                domains: seen.iter().map(|(d, _)| *d).collect(),
+            });
+        }
+        let (held, until) = self.domains.held.filter(|(_, until)| *until > self.now)?;
+        let (now_domain, who) = seen.first()?;
+        if *now_domain == held {
+            return None;
+        }
+        let left = until.saturating_duration_since(self.now).as_secs() + 1;
+        Some(Conflict {
+            why: format!(
+                "the nodes now report fencing domain {now_domain} ({}), and this client may still hold locks of \
+                 fencing domain {held} (a cluster founded anew?): it sends nothing until those locks' leases end, \
+                 in {left} s at most",
+                who.join(", ")
+            ),
+            lasting: false,
+            domains: vec![held, *now_domain],
+        })
+    }
+
+    /// True while requests for `target` must wait because the seeds have not all
+    /// reported a domain yet (see the module docs). A view of one address never waits.
     pub(crate) fn domains_unsettled(&self, target: &Target) -> bool {
         *target == Target::Any && self.settle_until().is_some_and(|until| self.now < until)
     }
 
-    /// Until when requests wait for seeds still making their first connection (`None`:
-    /// they do not, see [`Net::domains_unsettled`]).
+    /// Until when requests wait for seeds to report their domain (`None`: they do not).
     pub(crate) fn settle_until(&self) -> Option<Instant> {
-        let waiting = !self.domains.named && self.slots.iter().any(|s| s.seed && !s.retired() && !s.tried);
-        waiting.then_some(self.created + SEED_SETTLE_MAX)
+        self.slots
+            .iter()
+            .filter(|s| s.seed && !s.retired() && !s.domain_settled())
+            .map(|s| s.added + self.domains.settle)
+            .filter(|until| *until > self.now)
+            .max()
     }
 
     /// May requests for `target` be sent now (the domains agree and are known to)?
@@ -122,22 +238,22 @@ impl Net {
         if *target != Target::Any {
             return true;
         }
-        if let Some(why) = self.domain_conflict() {
-            if self.domains.said.as_ref() != Some(&why) {
-                log::warn!("{why}");
-                self.domains.said = Some(why);
+        if let Some(conflict) = self.domain_conflict() {
+            if self.domains.said != conflict.domains {
+                log::warn!("{}", conflict.why);
+                self.domains.said = conflict.domains;
             }
             return false;
         }
-        self.domains.said = None;
+        self.domains.said.clear();
         !self.domains_unsettled(target)
     }
 
     /// When waiting requests should look again: the domain of held locks stops
-    /// counting, or the wait for the seeds ends.
+    /// counting, or the wait for a seed ends.
     pub(crate) fn next_domains_change(&self) -> Option<Instant> {
-        let settle = self.settle_until().filter(|until| self.now < *until);
-        [self.domains.held.map(|(_, until)| until), settle].into_iter().flatten().min()
+        let held = self.domains.held.map(|(_, until)| until).filter(|until| *until > self.now);
+        [held, self.settle_until()].into_iter().flatten().min()
     }
 
     /// Forgets the domain of held locks once none can be held.

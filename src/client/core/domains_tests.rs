@@ -1,5 +1,5 @@
-//! Unit tests of `domains.rs`: a client without a cluster name waits for its seeds'
-//! first connections, and serves nothing while its nodes report two fencing domains.
+//! Unit tests of `domains.rs`: requests wait for the seeds to report their fencing
+//! domains, and nothing is sent while the addresses report two.
 
 use std::time::{Duration, Instant};
 
@@ -9,11 +9,15 @@ use crate::client::core::net::Target;
 use crate::client::core::scene_tests::fail_dials;
 use crate::proto::handshake::role::{FOLLOWER, LEADER};
 
-fn unnamed(seeds: &[&str], now: Instant) -> Net {
-    let domains = Domains::new(false, "TICKETING_ADDRS", "TICKETING_CLUSTER_NAME");
+fn client(seeds: &[&str], named: bool, now: Instant) -> Net {
+    let domains = Domains::new(named, "TICKETING_ADDRS", "TICKETING_CLUSTER_NAME");
     let mut net = Net::new(seeds.iter().map(|s| s.to_string()).collect(), false, domains, now);
     net.now = now;
     net
+}
+
+fn unnamed(seeds: &[&str], now: Instant) -> Net {
+    client(seeds, false, now)
 }
 
 /// A WELCOME from node `node` of fencing domain `domain` on the first free slot of `addr`.
@@ -23,8 +27,16 @@ fn up(net: &mut Net, addr: &str, node: u64, role: u8, domain: u64) -> SessionId 
     net.connected(slot, node, role, domain, "", addr.to_owned(), now).expect("the slot exists")
 }
 
+fn voters(list: &[(u64, &str)]) -> Vec<(u64, String)> {
+    list.iter().map(|(id, a)| (*id, a.to_string())).collect()
+}
+
+fn retired(net: &Net, addr: &str) -> bool {
+    net.slots.iter().filter(|s| s.addr == addr).all(|s| s.retired())
+}
+
 #[test]
-fn an_unnamed_client_sends_nothing_while_a_seed_makes_its_first_connection() {
+fn requests_wait_until_every_seed_reported_its_domain_or_failed() {
     let t = Instant::now();
     let mut net = unnamed(&["a:1", "b:1", "c:1"], t);
     let a = up(&mut net, "a:1", 1, LEADER, 7);
@@ -35,11 +47,24 @@ fn an_unnamed_client_sends_nothing_while_a_seed_makes_its_first_connection() {
     fail_dials(&mut net, "b:1", t);
     assert_eq!(net.choose(&Target::Any, false, None), None, "c has not answered yet");
     up(&mut net, "c:1", 3, FOLLOWER, 7);
-    assert_eq!(net.choose(&Target::Any, false, None), Some(a), "every seed answered or failed");
+    assert_eq!(net.choose(&Target::Any, false, None), Some(a), "every seed reported or failed");
 }
 
 #[test]
-fn the_wait_for_the_seeds_ends_after_its_bound_and_wakes_the_waiting_requests() {
+fn a_named_client_waits_for_its_seeds_too() {
+    // Two clusters that share a name differ only in their domains.
+    let t = Instant::now();
+    let mut net = client(&["a:1", "b:1"], true, t);
+    up(&mut net, "a:1", 1, LEADER, 7);
+    assert_eq!(net.choose(&Target::Any, false, None), None);
+    up(&mut net, "b:1", 2, LEADER, 9);
+    let (why, lasting) = net.unavailable(&Target::Any);
+    assert!(lasting);
+    assert!(why.unwrap().contains("two clusters have the name this client was given"));
+}
+
+#[test]
+fn the_wait_ends_after_its_bound_and_starts_again_when_the_seeds_are_added_again() {
     let t = Instant::now();
     let mut net = unnamed(&["a:1", "b:1"], t);
     let a = up(&mut net, "a:1", 1, LEADER, 7);
@@ -53,23 +78,37 @@ fn the_wait_for_the_seeds_ends_after_its_bound_and_wakes_the_waiting_requests() 
     up(&mut net, "b:1", 2, FOLLOWER, 9);
     assert_eq!(net.choose(&Target::Any, false, None), None);
     assert!(net.hopeless(&Target::Any));
+    // Seeds dialed again after everything was unreachable settle again.
+    let later = t + Duration::from_secs(60);
+    net.now = later;
+    net.add_slot("c:1".into(), true, later);
+    assert_eq!(net.settle_until(), Some(later + SEED_SETTLE_MAX));
 }
 
 #[test]
-fn a_named_client_never_waits_for_the_other_seeds() {
+fn a_node_without_a_domain_in_its_welcome_is_asked_status_and_waited_for() {
     let t = Instant::now();
-    let domains = Domains::new(true, "TICKETING_ADDRS", "TICKETING_CLUSTER_NAME");
-    let mut net = Net::new(vec!["a:1".into(), "b:1".into()], false, domains, t);
+    let mut net = unnamed(&["a:1", "b:1"], t);
+    up(&mut net, "a:1", 1, LEADER, 7);
+    let b = up(&mut net, "b:1", 2, FOLLOWER, 0);
+    assert_eq!(net.session(b).unwrap().pending_len(), 1, "a STATUS asked at once");
+    assert_eq!(net.choose(&Target::Any, false, None), None, "b's domain is not known yet");
+    net.reports_domain(b, 9);
+    assert_eq!(net.choose(&Target::Any, false, None), None, "two domains");
+    assert!(net.hopeless(&Target::Any));
+    // A node that has no domain yet (a standby still catching up) says so: settled.
+    let mut net = unnamed(&["a:1", "b:1"], t);
     let a = up(&mut net, "a:1", 1, LEADER, 7);
+    let b = up(&mut net, "b:1", 2, FOLLOWER, 0);
+    net.reports_domain(b, 0);
     assert_eq!(net.choose(&Target::Any, false, None), Some(a));
-    assert_eq!(net.next_domains_change(), None, "nothing to wait for");
 }
 
 #[test]
 fn two_domains_stop_every_request_for_any_node_with_a_lasting_mistake_naming_both() {
     let t = Instant::now();
     let mut net = unnamed(&["a:1", "b:1", "c:1"], t);
-    let a = up(&mut net, "a:1", 1, LEADER, 7);
+    up(&mut net, "a:1", 1, LEADER, 7);
     up(&mut net, "b:1", 2, FOLLOWER, 7);
     let c = up(&mut net, "c:1", 9, LEADER, 11);
     assert_eq!(net.choose(&Target::Any, false, None), None);
@@ -83,18 +122,56 @@ fn two_domains_stop_every_request_for_any_node_with_a_lasting_mistake_naming_bot
     // Views of one node still work (`ticketing status` shows both clusters).
     assert_eq!(net.choose(&Target::Addr("c:1".into()), false, None), Some(c));
     // One leader's voter set retires nothing while they disagree.
-    net.reconcile(&[(1, "a:1".into()), (2, "b:1".into()), (3, "d:1".into())], t);
+    net.reconcile(&voters(&[(1, "a:1"), (2, "b:1"), (3, "d:1")]), t);
     assert!(net.slots.iter().all(|s| !s.retired()), "nothing retired");
     assert!(!net.slots.iter().any(|s| s.addr == "d:1"), "nothing added");
-    // They agree once c's node is gone (the operator stopped it, or fixed the list).
+    // c's connection ends (its node restarts, or missed a PING): c:1 is still of
+    // domain 11 until it reports another, and stays in sight.
     net.closed(c, t);
-    assert_eq!(net.choose(&Target::Any, false, None), Some(a));
-    let (why, _) = net.unavailable(&Target::Any);
-    assert!(why.as_ref().is_none_or(|w| !w.contains("fencing domain")), "{why:?}");
+    assert_eq!(net.choose(&Target::Any, false, None), None);
+    net.reconcile(&voters(&[(1, "a:1"), (2, "b:1")]), t);
+    assert!(!retired(&net, "c:1"), "the odd seed is never retired");
+    // It comes back as a node of the seeds' cluster: they agree.
+    let c = up(&mut net, "c:1", 12, FOLLOWER, 7);
+    assert!(net.choose(&Target::Any, false, None).is_some());
+    let _ = c;
 }
 
 #[test]
-fn a_domain_whose_locks_may_still_be_held_counts_until_their_lease_ends() {
+fn a_seed_that_never_reported_a_domain_is_never_retired() {
+    let t = Instant::now();
+    let mut net = unnamed(&["a:1", "x:1"], t);
+    up(&mut net, "a:1", 1, LEADER, 7);
+    net.reconcile(&voters(&[(1, "a:1"), (2, "b:1"), (3, "c:1")]), t);
+    assert!(!retired(&net, "x:1"), "still making its first connection");
+    fail_dials(&mut net, "x:1", t);
+    net.reconcile(&voters(&[(1, "a:1"), (2, "b:1"), (3, "c:1")]), t);
+    assert!(!retired(&net, "x:1"), "refused once proves nothing: it is dialed until it reports");
+    // It reports the seeds' domain and the voter set leaves it out: retired as usual.
+    let now = t + Duration::from_secs(1);
+    net.now = now;
+    let slot = net.slots.iter().find(|s| s.addr == "x:1").unwrap().id;
+    net.connected(slot, 4, FOLLOWER, 7, "", "x:1".into(), now).unwrap();
+    net.reconcile(&voters(&[(1, "a:1"), (2, "b:1"), (3, "c:1")]), now);
+    assert!(retired(&net, "x:1"));
+}
+
+#[test]
+fn a_learned_address_of_another_domain_is_dropped_not_a_reason_to_stop() {
+    let t = Instant::now();
+    let mut net = unnamed(&["a:1", "b:1"], t);
+    up(&mut net, "a:1", 1, LEADER, 7);
+    up(&mut net, "b:1", 2, FOLLOWER, 7);
+    // The cluster names d:1 (a voter's old address, now another cluster's node).
+    net.reconcile(&voters(&[(1, "a:1"), (2, "b:1"), (3, "d:1")]), t);
+    let d = up(&mut net, "d:1", 30, FOLLOWER, 9);
+    assert!(retired(&net, "d:1"), "not ours");
+    assert!(!net.session(d).is_some_and(|s| s.usable()), "its connection closes");
+    assert!(net.choose(&Target::Any, false, None).is_some(), "the seeds agree: served");
+}
+
+#[test]
+fn a_domain_whose_locks_may_still_be_held_makes_requests_wait_until_their_lease_ends() {
     let t = Instant::now();
     let mut net = unnamed(&["a:1"], t);
     let a = up(&mut net, "a:1", 1, LEADER, 7);
@@ -104,39 +181,43 @@ fn a_domain_whose_locks_may_still_be_held_counts_until_their_lease_ends() {
     // The node comes back in another domain (its cluster founded anew).
     let a2 = up(&mut net, "a:1", 4, LEADER, 9);
     let (why, lasting) = net.unavailable(&Target::Any);
-    assert!(lasting);
-    assert!(why
-        .unwrap()
-        .contains("fencing domain 9 (a:1) and fencing domain 7 (locks this client may still hold"));
+    assert!(!lasting, "it passes by itself: requests wait");
+    assert!(!net.hopeless(&Target::Any));
+    let why = why.unwrap();
+    assert!(
+        why.contains("fencing domain 9 (a:1), and this client may still hold locks of fencing domain 7"),
+        "{why}"
+    );
     assert_eq!(net.choose(&Target::Any, false, None), None);
     let until = t + Duration::from_secs(15);
     assert_eq!(net.next_domains_change(), Some(until), "woken when the last lease ends");
-    assert!(net.next_housekeeping() <= Some(until));
     net.now = until;
     net.housekeeping(until);
     assert_eq!(net.choose(&Target::Any, false, None), Some(a2));
 }
 
 #[test]
-fn a_status_reports_the_domain_of_a_node_that_had_none_at_its_welcome() {
+fn an_adopted_lock_counts_as_one_of_the_domain_the_nodes_agree_on() {
     let t = Instant::now();
-    let mut net = unnamed(&["a:1", "b:1"], t);
-    up(&mut net, "a:1", 1, LEADER, 7);
-    let b = up(&mut net, "b:1", 2, FOLLOWER, 0);
-    assert!(net.choose(&Target::Any, false, None).is_some(), "domain 0 is no domain");
-    net.reports_domain(b, 8);
+    let mut net = unnamed(&["a:1"], t);
+    let a = up(&mut net, "a:1", 1, LEADER, 7);
+    fail_dials(&mut net, "a:1", t);
+    net.holding_until(t + Duration::from_secs(30));
+    net.closed(a, t);
+    up(&mut net, "a:1", 4, LEADER, 9);
     assert_eq!(net.choose(&Target::Any, false, None), None);
+    assert_eq!(net.next_domains_change(), Some(t + Duration::from_secs(30)));
 }
 
 #[test]
-fn a_seed_still_connecting_is_not_retired_by_a_voter_set_that_leaves_it_out() {
+fn a_disagreement_is_said_once_however_many_requests_meet_it() {
     let t = Instant::now();
-    let mut net = unnamed(&["a:1", "x:1"], t);
+    let mut net = unnamed(&["a:1", "b:1"], t);
     up(&mut net, "a:1", 1, LEADER, 7);
-    net.reconcile(&[(1, "a:1".into()), (2, "b:1".into()), (3, "c:1".into())], t);
-    let x = net.slots.iter().find(|s| s.addr == "x:1").expect("x kept");
-    assert!(!x.retired(), "its domain must be compared first");
-    fail_dials(&mut net, "x:1", t);
-    net.reconcile(&[(1, "a:1".into()), (2, "b:1".into()), (3, "c:1".into())], t);
-    assert!(net.slots.iter().filter(|s| s.addr == "x:1").all(|s| s.retired()), "retired once it answered");
+    up(&mut net, "b:1", 2, LEADER, 9);
+    assert!(!net.domains_allow(&Target::Any));
+    assert_eq!(net.domains.said, vec![7, 9]);
+    net.now = t + Duration::from_secs(3);
+    assert!(!net.domains_allow(&Target::Any));
+    assert_eq!(net.domains.said, vec![7, 9], "the same disagreement: not said again");
 }

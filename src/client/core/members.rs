@@ -32,7 +32,7 @@ impl Net {
         // Nodes of two clusters: one leader's voter set must not retire the other
         // cluster's connections, or the disagreement would drop out of sight
         // (`domains.rs`).
-        if self.domain_conflict().is_some() {
+        if self.domain_conflict().is_some_and(|c| c.lasting) {
             return;
         }
         let per_voter = if voters.len() == 1 { 2 } else { 1 };
@@ -49,10 +49,9 @@ impl Net {
                 // A second slot to a node that is still a voter: what it carries is
                 // answered in time, so its session closes once nothing is pending.
                 Some(_) => retire.push((i, false)),
-                // Without a cluster name, a seed still making its first connection
-                // stays: its domain must be compared before it can be dropped
-                // (`domains.rs`).
-                None if !self.domains.named && self.slots[i].seed && !self.slots[i].tried => {}
+                // A seed that has not reported its domain stays: it must be compared
+                // before it can be dropped (`domains.rs`).
+                None if self.slots[i].seed && self.slots[i].domain == 0 => {}
                 None => retire.push((i, true)),
             }
         }

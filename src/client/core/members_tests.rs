@@ -76,8 +76,10 @@ fn a_single_voter_gets_two_slots_and_each_of_several_one() {
 fn a_seed_that_reached_a_voter_under_another_name_keeps_serving_it() {
     let t = Instant::now();
     let mut net = net(&["lb:1", "b:1"], t);
-    // lb:1 (a name the operator gave) welcomed as node 1; b:1 not connected yet.
+    // lb:1 (a name the operator gave) welcomed as node 1; b:1 not connected now (it
+    // reported the cluster's domain before: a seed that never did is never retired).
     welcome(&mut net, "lb:1", 1, t);
+    reported(&mut net, "b:1");
     net.reconcile(&voters(&[(1, "a:1"), (2, "b:1")]), t);
     assert_eq!(kept(&net), ["b:1", "lb:1"], "lb:1 serves node 1: a:1 is not dialed as well");
     // A slot never welcomed (node 0) names no voter.
@@ -138,6 +140,7 @@ fn with_nothing_reachable_for_the_fallback_time_the_seeds_are_dialed_again() {
     let t = Instant::now();
     let mut net = net(&["a:1", "b:1"], t);
     let a = welcome(&mut net, "a:1", 1, t);
+    reported(&mut net, "b:1");
     // The leader moved everyone elsewhere: the seeds' slots are retired.
     net.reconcile(&voters(&[(3, "c:1"), (4, "d:1")]), t);
     assert!(!usable(&net, a));
@@ -163,6 +166,7 @@ fn a_live_connection_holds_off_the_seed_fallback() {
     let mut net = net(&["a:1", "b:1"], t);
     welcome(&mut net, "a:1", 1, t);
     fail_all(&mut net, "b:1", t);
+    reported(&mut net, "b:1");
     net.reconcile(&voters(&[(1, "a:1")]), t);
     // b:1 left; a:1's second slot is dialing: nothing due, no fallback while a:1 is up.
     assert_eq!(kept(&net), ["a:1", "a:1"]);
@@ -228,6 +232,14 @@ fn connection_errors_name_each_address_not_up_once() {
     assert!(errors.iter().all(|(_, why)| why == "refused"), "{errors:?}");
     // An address up is not an error, even with a failed second slot.
     let slot = net.slots.iter().find(|s| s.addr == "b:1" && s.session.is_none()).unwrap().id;
-    net.connected(slot, 2, LEADER, 0, "", "b:1".into(), t);
+    net.connected(slot, 2, LEADER, 7, "", "b:1".into(), t);
     assert!(!net.connection_errors().iter().any(|(a, _)| a == "b:1"), "{:?}", net.connection_errors());
+}
+
+/// The seed `addr` reported the scene's fencing domain on an earlier connection (a seed
+/// that never did is never retired: `domains.rs`).
+fn reported(net: &mut Net, addr: &str) {
+    for slot in net.slots.iter_mut().filter(|s| s.addr == addr) {
+        slot.domain = crate::client::core::scene_tests::SCENE_DOMAIN;
+    }
 }

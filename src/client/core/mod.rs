@@ -290,7 +290,7 @@ impl<W> Core<W> {
         let now = self.now;
         match pending.waiting {
             Waiting::Op(op) => self.run(op, |kind, cx| kind.on_answer(session, id, &pending, response, cx)),
-            Waiting::Ping => {}
+            Waiting::Ping | Waiting::Probe => {}
             Waiting::Status => {
                 let text = if let Response::Status { text } = &response { Some(text.as_str()) } else { None };
                 self.discovery.answered(&mut self.world.net, session, text, now);
@@ -333,7 +333,7 @@ impl<W> Core<W> {
                 }
                 Waiting::Status => self.discovery.answered(&mut self.world.net, session, None, now),
                 // A `G` lost with its connection: the orphan record's check finds it.
-                Waiting::Ping | Waiting::LateGrant(_) => {}
+                Waiting::Ping | Waiting::Probe | Waiting::LateGrant(_) => {}
             }
         }
     }
@@ -463,6 +463,7 @@ impl<W> Core<W> {
     pub fn adopted(&mut self, token: u64, deadline: Instant, now: Instant) {
         let now = self.advance(now);
         self.world.claims.hand_out(token, deadline, now);
+        self.world.net.holding_until(deadline + self.config.commit_margin);
     }
 
     /// Tests: the next request id to try (ids still pending on a session are skipped).

@@ -88,8 +88,14 @@ pub(crate) struct Slot {
     pub(super) tried: bool,
     /// The node id of the last WELCOME on this slot; 0 before any.
     pub(crate) node: u64,
-    /// The fencing domain its node last reported (WELCOME, STATUS); 0 before any.
+    /// The fencing domain its node last reported (WELCOME, STATUS); 0 before any. Kept
+    /// when the connection ends: the address stays of that domain until it reports
+    /// another (`domains.rs`).
     pub(crate) domain: u64,
+    /// Its current session's node answered a STATUS (its domain is as known as it gets).
+    pub(super) probed: bool,
+    /// When the slot was added (the wait for seeds to settle counts from it).
+    pub(super) added: Instant,
     pub(super) retired_at: Option<Instant>,
     /// Retired because its node left the voter set (not a second slot to a voter).
     pub(super) left: bool,
@@ -142,8 +148,6 @@ pub(crate) struct Net {
     pub(crate) stopped: bool,
     /// The fencing domains seen (`domains.rs`).
     pub(crate) domains: Domains,
-    /// When the client started.
-    pub(crate) created: Instant,
     /// The core's clock: the latest instant an input brought.
     pub(crate) now: Instant,
 }
@@ -167,7 +171,6 @@ impl Net {
             events: Vec::new(),
             stopped: false,
             domains,
-            created: now,
             now,
         };
         let per_addr = if seeds.len() == 1 { 2 } else { 1 };
@@ -193,6 +196,8 @@ impl Net {
             tried: false,
             node: 0,
             domain: 0,
+            probed: false,
+            added: now,
             retired_at: None,
             left: false,
             last_error: None,
@@ -271,8 +276,8 @@ impl Net {
     /// Why a request for `target` found no connection: the last connection error and
     /// whether the mistake is lasting ([`Net::hopeless`]).
     pub(crate) fn unavailable(&self, target: &Target) -> (Option<String>, bool) {
-        if let Some(why) = (*target == Target::Any).then(|| self.domain_conflict()).flatten() {
-            return (Some(why), true);
+        if let Some(conflict) = (*target == Target::Any).then(|| self.domain_conflict()).flatten() {
+            return (Some(conflict.why), conflict.lasting);
         }
         let lasting = self.hopeless(target);
         let last = match target {
@@ -294,7 +299,7 @@ impl Net {
     /// round trip, so waiting for it costs little). A request then ends at once:
     /// waiting out its budget would only delay the same answer.
     pub(crate) fn hopeless(&self, target: &Target) -> bool {
-        if *target == Target::Any && self.domain_conflict().is_some() {
+        if *target == Target::Any && self.domain_conflict().is_some_and(|c| c.lasting) {
             return true;
         }
         let mut any = false;
@@ -373,7 +378,10 @@ impl Net {
         slot.dialing = false;
         slot.tried = true;
         slot.node = node;
-        slot.domain = domain;
+        if domain != 0 {
+            slot.domain = domain;
+        }
+        slot.probed = false;
         slot.last_error = None;
         slot.lasting = false;
         slot.note = None;
@@ -392,6 +400,14 @@ impl Net {
         }
         if !standalone {
             self.refresh_due = true;
+        }
+        if domain == 0 {
+            // Its domain is needed before requests may go anywhere (`domains.rs`).
+            self.send(id, Waiting::Probe, now, |out, rid| {
+                crate::proto::frame::encode_request(out, rid, &crate::proto::frame::Request::Status)
+            });
+        } else {
+            self.drop_foreign();
         }
         Some(id)
     }

@@ -183,7 +183,7 @@ fn a_due_dial_starts_once_and_a_failed_one_again_after_its_backoff() {
 fn sessions_are_named_by_their_address_and_the_nodes_socket() {
     let now = Instant::now();
     let mut net = net(&["a:1", "b:1"], now);
-    let a = net.connected(slot(&net, "a:1"), 1, FOLLOWER, 0, "", "10.0.0.1:5225".into(), now).unwrap();
+    let a = net.connected(slot(&net, "a:1"), 1, FOLLOWER, 7, "", "10.0.0.1:5225".into(), now).unwrap();
     let b = welcome(&mut net, "b:1", FOLLOWER, "", now);
     assert_eq!(net.name(a), "a:1 (10.0.0.1:5225)");
     assert_eq!(net.name(b), "b:1");
@@ -275,20 +275,20 @@ fn the_reconnect_schedule_starts_over_only_after_a_session_that_served() {
         net.dial_failed(a, DialFailure::transient("refused"), t); // 100, 200, 400 ms
     }
     // Welcomed, then dropped at once without an answer: the schedule goes on.
-    let s = net.connected(a, 1, FOLLOWER, 0, "", "a:1".into(), t).unwrap();
+    let s = net.connected(a, 1, FOLLOWER, 7, "", "a:1".into(), t).unwrap();
     let end = t + Duration::from_millis(10);
     net.closed(s, end);
     assert_eq!(next_dial(&net), Some(end + Duration::from_millis(800)));
     // One that carried an answer served: back to 0.1 s.
-    let s = net.connected(a, 1, FOLLOWER, 0, "", "a:1".into(), t).unwrap();
+    let s = net.connected(a, 1, FOLLOWER, 7, "", "a:1".into(), t).unwrap();
     net.session_mut(s).unwrap().last_rx = t + Duration::from_millis(5);
     net.closed(s, end);
     assert_eq!(next_dial(&net), Some(end + Duration::from_millis(100)));
     // So did one that lasted 2 s, silent; not one of 1.999 s.
-    let s = net.connected(a, 1, FOLLOWER, 0, "", "a:1".into(), t).unwrap();
+    let s = net.connected(a, 1, FOLLOWER, 7, "", "a:1".into(), t).unwrap();
     net.closed(s, t + Duration::from_millis(1999));
     assert_eq!(next_dial(&net), Some(t + Duration::from_millis(1999 + 200)));
-    let s = net.connected(a, 1, FOLLOWER, 0, "", "a:1".into(), t).unwrap();
+    let s = net.connected(a, 1, FOLLOWER, 7, "", "a:1".into(), t).unwrap();
     net.closed(s, t + Duration::from_secs(2));
     assert_eq!(next_dial(&net), Some(t + Duration::from_millis(2000 + 100)));
 }

@@ -241,6 +241,8 @@ impl ResolveOp {
 
     fn adopt(&mut self, granted: Granted, cx: &mut Cx<'_>) -> Next {
         cx.claims.hand_out(granted.token, granted.deadline, cx.now);
+        // A lock of the domain the nodes agree on (`domains.rs`).
+        cx.net.holding_until(granted.deadline + cx.config.commit_margin);
         self.finish(Resolved::Held(granted), cx)
     }
 

@@ -89,8 +89,11 @@ pub(crate) fn welcome(
     now: Instant,
 ) -> SessionId {
     let slot = net.slots.iter().find(|s| s.addr == addr && s.session.is_none()).expect("a free slot").id;
-    net.connected(slot, node, role, 0, leader, addr.to_owned(), now).expect("the slot exists")
+    net.connected(slot, node, role, SCENE_DOMAIN, leader, addr.to_owned(), now).expect("the slot exists")
 }
+
+/// The fencing domain every node of a scene reports.
+pub(crate) const SCENE_DOMAIN: u64 = 7;
 
 /// Every slot dialing `addr` that has no session failed its attempt ("refused").
 pub(crate) fn fail_dials(net: &mut Net, addr: &str, now: Instant) {
@@ -101,9 +104,8 @@ pub(crate) fn fail_dials(net: &mut Net, addr: &str, now: Instant) {
     }
 }
 
-/// The domain settings of a client given a cluster name: each connection checked before
-/// use, so requests never wait for the other seeds (the tests of `domains.rs` build
-/// unnamed clients themselves).
+/// The domain settings of these scenes: requests never wait for the other seeds to
+/// report their domain (`domains_tests.rs` tests that wait).
 pub(crate) fn named() -> super::domains::Domains {
-    super::domains::Domains::new(true, "TICKETING_ADDRS", "TICKETING_CLUSTER_NAME")
+    super::domains::Domains::new(true, "TICKETING_ADDRS", "TICKETING_CLUSTER_NAME").without_settling()
 }

@@ -23,6 +23,9 @@ pub(crate) enum Waiting {
     Ping,
     /// The STATUS of discovery (the leader and the voter set).
     Status,
+    /// The STATUS asked of a node whose WELCOME reported no fencing domain: only its
+    /// `domain=` matters (`domains.rs`).
+    Probe,
     /// An ACQUIRE whose caller stopped waiting: a `G` that still arrives is released
     /// (or handed to the `resolve` that claimed the orphan record).
     LateGrant(OrphanId),
