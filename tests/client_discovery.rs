@@ -157,6 +157,10 @@ fn an_m_naming_an_address_never_configured_is_followed() {
     // answers every ACQUIRE with M naming the real one.
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let seed_addr = listener.local_addr().unwrap().to_string();
+    // The seed reports the leader's fencing domain, as a node of its cluster does (one
+    // of another domain would be another cluster's: docs/client.md, "One cluster per
+    // client").
+    let domain: u64 = common::status_map(&mut common::connect(server.addr), 1)["domain"].parse().unwrap();
     let moved_to = leader.clone();
     let acquires_at_seed = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let counter = Arc::clone(&acquires_at_seed);
@@ -166,7 +170,7 @@ fn an_m_naming_an_address_never_configured_is_followed() {
             let Ok(mut stream) = stream else { return };
             let (moved_to, counter) = (moved_to.clone(), Arc::clone(&counter));
             std::thread::spawn(move || {
-                let welcome = Welcome { node_id: 9, role: b'F', domain: 1, leader: String::new() };
+                let welcome = Welcome { node_id: 9, role: b'F', domain, leader: String::new() };
                 if server_handshake(&mut stream, &auth_key(TOKEN.as_bytes()), &CLIENT_LABELS, || welcome)
                     .is_err()
                 {

@@ -86,13 +86,23 @@ impl Slot {
 impl Net {
     /// The node of `session` reports fencing domain `domain` (0: none yet) in a STATUS.
     pub(crate) fn reports_domain(&mut self, session: SessionId, domain: u64) {
-        if let Some(slot) =
-            self.slots.iter_mut().find(|s| s.session.as_ref().is_some_and(|x| x.id == session))
-        {
-            slot.probed = true;
-            if domain != 0 {
-                slot.domain = domain;
-            }
+        let Some(slot) = self.slots.iter_mut().find(|s| s.session.as_ref().is_some_and(|x| x.id == session))
+        else {
+            return;
+        };
+        slot.probed = true;
+        let addr = slot.addr.clone();
+        self.address_reports(&addr, domain);
+    }
+
+    /// The node at `addr` reports `domain` (0: none): the domain is the address's, so
+    /// every slot of it takes it (a single seed has two), and the last report wins.
+    pub(super) fn address_reports(&mut self, addr: &str, domain: u64) {
+        if domain == 0 {
+            return;
+        }
+        for slot in self.slots.iter_mut().filter(|s| s.addr == addr) {
+            slot.domain = domain;
         }
         self.drop_foreign();
     }
@@ -169,7 +179,8 @@ impl Net {
         for slot in self.slots.iter().filter(|s| !s.retired() && s.domain != 0) {
             let who = if slot.seed { slot.addr.clone() } else { format!("{} (learned)", slot.addr) };
             match seen.iter_mut().find(|(d, _)| *d == slot.domain) {
-                Some((_, all)) => all.push(who),
+                Some((_, all)) if !all.contains(&who) => all.push(who),
+                Some(_) => {}
                 None => seen.push((slot.domain, vec![who])),
             }
         }

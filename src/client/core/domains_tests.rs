@@ -221,3 +221,17 @@ fn a_disagreement_is_said_once_however_many_requests_meet_it() {
     assert!(!net.domains_allow(&Target::Any));
     assert_eq!(net.domains.said, vec![7, 9], "the same disagreement: not said again");
 }
+
+#[test]
+fn the_domain_is_the_addresses_so_a_restarted_single_node_is_one_domain_not_two() {
+    let t = Instant::now();
+    let mut net = unnamed(&["a:1"], t);
+    let first = up(&mut net, "a:1", 1, LEADER, 7);
+    let second = up(&mut net, "a:1", 1, LEADER, 7);
+    // The node restarts in a new domain; one of the two connections is back.
+    net.closed(first, t);
+    net.closed(second, t);
+    let again = up(&mut net, "a:1", 2, LEADER, 9);
+    assert!(net.domain_conflict().is_none(), "the address reports 9 now");
+    assert_eq!(net.choose(&Target::Any, false, None), Some(again));
+}

@@ -378,9 +378,6 @@ impl Net {
         slot.dialing = false;
         slot.tried = true;
         slot.node = node;
-        if domain != 0 {
-            slot.domain = domain;
-        }
         slot.probed = false;
         slot.last_error = None;
         slot.lasting = false;
@@ -407,7 +404,7 @@ impl Net {
                 crate::proto::frame::encode_request(out, rid, &crate::proto::frame::Request::Status)
             });
         } else {
-            self.drop_foreign();
+            self.address_reports(&addr, domain);
         }
         Some(id)
     }
