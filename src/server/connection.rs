@@ -44,6 +44,9 @@ enum Rights {
     Operator,
 }
 
+/// The index in [`crate::metrics::HANDSHAKE_FAILURES`] of a client that went away.
+const CLOSED: usize = 4;
+
 /// The index in [`crate::metrics::HANDSHAKE_FAILURES`] of why a handshake failed.
 fn handshake_failure_reason(e: &HandshakeError) -> usize {
     match e {
@@ -55,11 +58,21 @@ fn handshake_failure_reason(e: &HandshakeError) -> usize {
             std::io::ErrorKind::UnexpectedEof
             | std::io::ErrorKind::ConnectionReset
             | std::io::ErrorKind::ConnectionAborted
-            | std::io::ErrorKind::BrokenPipe => 4,
+            | std::io::ErrorKind::BrokenPipe => CLOSED,
             _ => 3,
         },
         _ => 3,
     }
+}
+
+/// True when a handshake that failed with `reason` is a client that went away before it
+/// said anything: it closed the connection before sending a byte (`heard`), and — at a
+/// TLS port (`tls`) — within [`crate::tls::GREETING_PROBE_AFTER`] of the accept
+/// (`silent_for`). A port probe, or a one-shot command that ended while it still dialed
+/// other nodes: no failure, and no warning. A plain client at a TLS port waits at least
+/// that long for a greeting that never comes before it closes: that stays a failure.
+fn went_away(reason: usize, heard: bool, tls: bool, silent_for: Duration) -> bool {
+    reason == CLOSED && !heard && (!tls || silent_for < crate::tls::GREETING_PROBE_AFTER)
 }
 
 /// Serves one accepted connection until it closes. `handshaking` is given back when
@@ -72,6 +85,7 @@ pub fn serve(
     handshaking: crate::slots::HandshakeTicket,
 ) {
     let _ = tcp.set_nodelay(true);
+    let accepted = Instant::now();
     let tls = match &shared.tls {
         Some(config) => match rustls::ServerConnection::new(config.clone()) {
             Ok(c) => Some(rustls::Connection::Server(c)),
@@ -109,7 +123,13 @@ pub fn serve(
         Ok((_, 0)) => Rights::Client,
         Ok(_) => Rights::Operator,
         Err(e) => {
-            shared.metrics.server.handshake_failures[handshake_failure_reason(&e)].inc();
+            let reason = handshake_failure_reason(&e);
+            if went_away(reason, reader.heard(), shared.tls.is_some(), accepted.elapsed()) {
+                shared.metrics.server.abandoned.inc();
+                debug!("{peer}: closed before it sent a byte of its handshake (it went away)");
+                return;
+            }
+            shared.metrics.server.handshake_failures[reason].inc();
             // A plain client whose greeting was slow asks whether this port speaks TLS:
             // that ClientHello is no TLS client's.
             let probe = matches!(e, HandshakeError::SpokeTls) && crate::tls::rest_is_probe(writer.tcp());
@@ -339,4 +359,29 @@ fn connection_error(
 ) {
     let response = Response::Error { code, message: error.to_string() };
     local_reply(tx, counters, shared, 0, response);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_client_that_closes_before_a_byte_went_away_unless_it_waited_at_a_tls_port() {
+        let eof = HandshakeError::Io(std::io::Error::from(std::io::ErrorKind::UnexpectedEof));
+        let closed = handshake_failure_reason(&eof);
+        let soon = Duration::from_millis(3);
+        let late = crate::tls::GREETING_PROBE_AFTER;
+        // A plain port: whenever it closes without a word.
+        assert!(went_away(closed, false, false, soon));
+        assert!(went_away(closed, false, false, late * 10));
+        // A TLS port: at once (a TLS command that ended before its ClientHello left),
+        // but not after waiting as a plain client waits for a greeting.
+        assert!(went_away(closed, false, true, soon));
+        assert!(!went_away(closed, false, true, late));
+        // Anything heard first, or another reason, is a failure.
+        assert!(!went_away(closed, true, false, soon));
+        let timeout = HandshakeError::Io(std::io::Error::from(std::io::ErrorKind::TimedOut));
+        assert!(!went_away(handshake_failure_reason(&timeout), false, false, soon));
+        assert!(!went_away(handshake_failure_reason(&HandshakeError::AuthFailed), false, false, soon));
+    }
 }
