@@ -14,9 +14,10 @@ Exit status:
   0  done
   1  refused, with the reason (found: a node refused)
   2  usage or configuration error (no TICKETING_PEER_AUTH_TOKEN)
-  3  no answer or no leader in time; at once, a mistake retrying cannot fix: the
-     client secret instead of the operator secret, the certificate, TLS or plain,
-     a peer port (a line names it)";
+  3  no answer or no leader in time (members: the freshest view printed, labelled
+     as possibly stale); at once, a mistake retrying cannot fix: the client secret
+     instead of the operator secret, the certificate, TLS or plain, a peer port (a
+     line names it)";
 
 /// [`parse`] for the admin subcommands: their help names the operator secret and
 /// their own exit statuses.
@@ -39,7 +40,7 @@ pub(super) fn admin(args: &[String]) -> i32 {
                  replace: the leader adds NEW (started with TICKETING_CLUSTER_STATE=join and a\n\
                  NodeId never used in the cluster) as a learner, streams it the state, then swaps\n\
                  OLD for NEW with joint consensus. OLD stops by itself once removed.\n\
-                 members: the leader, the voters, standbys and learners, and the autopilot.\n\
+                 members: the leader's view of the voters and standbys, and the autopilot.\n\
                  transfer-leader: the leader hands leadership to voter ID (without ID: the\n\
                  caught-up voter it chooses) and the command waits until that node leads.\n\
                  found: the 3 or 5 waiting nodes at ADDR (started with TICKETING_CLUSTER_STATE=join,\n\
