@@ -7,7 +7,7 @@
 //! batches whatever is queued into one write — or, on a plain connection, straight
 //! from the lock-table thread (src/server/outbox.rs, `DirectWriter`).
 
-use std::io::BufReader;
+use std::io::{BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -47,6 +47,13 @@ enum Rights {
 /// The index in [`crate::metrics::HANDSHAKE_FAILURES`] of a client that went away.
 const CLOSED: usize = 4;
 
+/// At a TLS port, a connection silent this long before it closed is taken for a plain
+/// client: it waits [`crate::tls::GREETING_PROBE_AFTER`] (200 ms) for a greeting before
+/// it gives up, and a TLS client sends its ClientHello as soon as it connects. Half of
+/// it: this node starts timing a moment after the client's connect returned.
+const SILENT_LIKE_A_PLAIN_CLIENT: Duration =
+    Duration::from_millis(crate::tls::GREETING_PROBE_AFTER.as_millis() as u64 / 2);
+
 /// The index in [`crate::metrics::HANDSHAKE_FAILURES`] of why a handshake failed.
 fn handshake_failure_reason(e: &HandshakeError) -> usize {
     match e {
@@ -66,13 +73,38 @@ fn handshake_failure_reason(e: &HandshakeError) -> usize {
 }
 
 /// True when a handshake that failed with `reason` is a client that went away before it
-/// said anything: it closed the connection before sending a byte (`heard`), and — at a
-/// TLS port (`tls`) — within [`crate::tls::GREETING_PROBE_AFTER`] of the accept
-/// (`silent_for`). A port probe, or a one-shot command that ended while it still dialed
-/// other nodes: no failure, and no warning. A plain client at a TLS port waits at least
-/// that long for a greeting that never comes before it closes: that stays a failure.
-fn went_away(reason: usize, heard: bool, tls: bool, silent_for: Duration) -> bool {
-    reason == CLOSED && !heard && (!tls || silent_for < crate::tls::GREETING_PROBE_AFTER)
+/// sent a byte of its AUTH (`authing`): a port probe, or a one-shot command that ended
+/// while it still dialed other nodes, in the middle of TLS or before — no failure, and
+/// no warning. One case stays a failure: at a TLS port (`tls`), nothing at all heard
+/// (`heard`: not even a ClientHello) for [`SILENT_LIKE_A_PLAIN_CLIENT`] or more
+/// (`silent_for`) — what a plain client does, waiting for a greeting that never comes.
+fn went_away(reason: usize, authing: bool, heard: bool, tls: bool, silent_for: Duration) -> bool {
+    let plain_client_at_tls_port = tls && !heard && silent_for >= SILENT_LIKE_A_PLAIN_CLIENT;
+    reason == CLOSED && !authing && !plain_client_at_tls_port
+}
+
+/// The handshake's stream, noting whether the client sent any byte of the handshake
+/// itself (the TLS records under it do not count).
+struct Noting<'a> {
+    stream: Duplex<'a>,
+    spoke: bool,
+}
+
+impl Read for Noting<'_> {
+    fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.stream.read(out)?;
+        self.spoke |= n > 0;
+        Ok(n)
+    }
+}
+
+impl Write for Noting<'_> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.stream.write(buf)
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.stream.flush()
+    }
 }
 
 /// Serves one accepted connection until it closes. `handshaking` is given back when
@@ -112,21 +144,18 @@ pub fn serve(
     // the admin ops.
     let mut keys = vec![&shared.auth_key];
     keys.extend(shared.operator_key.as_ref());
-    let result = handshake::server_handshake_any(
-        &mut Duplex { reader: &mut reader, writer: &mut writer },
-        &keys,
-        &CLIENT_LABELS,
-        welcome,
-    );
+    let mut noting = Noting { stream: Duplex { reader: &mut reader, writer: &mut writer }, spoke: false };
+    let result = handshake::server_handshake_any(&mut noting, &keys, &CLIENT_LABELS, welcome);
+    let authing = noting.spoke;
     drop(handshaking);
     let rights = match result {
         Ok((_, 0)) => Rights::Client,
         Ok(_) => Rights::Operator,
         Err(e) => {
             let reason = handshake_failure_reason(&e);
-            if went_away(reason, reader.heard(), shared.tls.is_some(), accepted.elapsed()) {
+            if went_away(reason, authing, reader.heard(), shared.tls.is_some(), accepted.elapsed()) {
                 shared.metrics.server.abandoned.inc();
-                debug!("{peer}: closed before it sent a byte of its handshake (it went away)");
+                super::handshake_log::log_went_away(peer);
                 return;
             }
             shared.metrics.server.handshake_failures[reason].inc();
@@ -366,22 +395,25 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_client_that_closes_before_a_byte_went_away_unless_it_waited_at_a_tls_port() {
+    fn a_client_that_closes_before_its_auth_went_away_unless_it_waited_silent_at_a_tls_port() {
         let eof = HandshakeError::Io(std::io::Error::from(std::io::ErrorKind::UnexpectedEof));
         let closed = handshake_failure_reason(&eof);
         let soon = Duration::from_millis(3);
-        let late = crate::tls::GREETING_PROBE_AFTER;
-        // A plain port: whenever it closes without a word.
-        assert!(went_away(closed, false, false, soon));
-        assert!(went_away(closed, false, false, late * 10));
+        let late = SILENT_LIKE_A_PLAIN_CLIENT;
+        // A plain port: whenever it closes before its AUTH.
+        assert!(went_away(closed, false, false, false, soon));
+        assert!(went_away(closed, false, false, false, late * 10));
         // A TLS port: at once (a TLS command that ended before its ClientHello left),
-        // but not after waiting as a plain client waits for a greeting.
-        assert!(went_away(closed, false, true, soon));
-        assert!(!went_away(closed, false, true, late));
-        // Anything heard first, or another reason, is a failure.
-        assert!(!went_away(closed, true, false, soon));
+        // or in the middle of TLS (its ClientHello heard), however late...
+        assert!(went_away(closed, false, false, true, soon));
+        assert!(went_away(closed, false, true, true, late * 10));
+        // ... but not after waiting in silence, as a plain client waits for a greeting.
+        assert!(!went_away(closed, false, false, true, late));
+        // Part of an AUTH, then gone: a failure; and any other reason.
+        assert!(!went_away(closed, true, true, false, soon));
+        assert!(!went_away(closed, true, true, true, soon));
         let timeout = HandshakeError::Io(std::io::Error::from(std::io::ErrorKind::TimedOut));
-        assert!(!went_away(handshake_failure_reason(&timeout), false, false, soon));
-        assert!(!went_away(handshake_failure_reason(&HandshakeError::AuthFailed), false, false, soon));
+        assert!(!went_away(handshake_failure_reason(&timeout), false, false, false, soon));
+        assert!(!went_away(handshake_failure_reason(&HandshakeError::AuthFailed), true, true, false, soon));
     }
 }
