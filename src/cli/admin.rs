@@ -38,7 +38,7 @@ pub(super) fn admin(args: &[String]) -> i32 {
                  ticketing admin transfer-leader [ID] [--addr ADDR]\n       \
                  ticketing admin found ADDR,ADDR,ADDR[,ADDR,ADDR]\n\n\
                  replace: the leader adds NEW (started with TICKETING_CLUSTER_STATE=join and a\n\
-                 NodeId never used in the cluster) as a learner, streams it the state, then swaps\n\
+                 NodeId never used in the cluster) as a standby, streams it the state, then swaps\n\
                  OLD for NEW with joint consensus. OLD stops by itself once removed.\n\
                  members: the leader's view of the voters and standbys, and the autopilot.\n\
                  transfer-leader: the leader hands leadership to voter ID (without ID: the\n\

@@ -87,7 +87,7 @@ Commands:
   run KEY -- CMD [ARGS...]     run CMD while holding KEY
   demo                         run a self-contained demonstration (~{demo_s} s)
   admin replace OLD NEW@ADDR   replace voter OLD by the joined node NEW (cluster)
-  admin members                list the cluster's voters, standbys and learners
+  admin members                the leader's view of the voters and standbys
   admin transfer-leader [ID]   hand leadership to voter ID (or the one the leader picks)
   admin found ADDR,ADDR,ADDR   found a new cluster of waiting join nodes (once)
   bench [SCENARIO]             load generator: pairs/s, latency percentiles
