@@ -64,6 +64,7 @@ const CLIENT_RANKS: &[(&str, u32)] = &[
     // The API.
     ("lock.rs", 17),
     ("admin.rs", 18),
+    ("direct.rs", 18),
     ("calls.rs", 18),
     ("api.rs", 19),
     ("tls.rs", 19),

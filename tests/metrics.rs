@@ -401,3 +401,56 @@ fn the_figures_count_what_clients_are_answered() {
         std::thread::sleep(Duration::from_millis(100));
     }
 }
+
+/// The cluster's shape is in gauges — voters, standbys, and on the leader alone the
+/// healthy voters — and the leader is a `node_id` label, exact for any id. A client
+/// that closes its connection before sending a byte (a one-shot command that ended
+/// while it still dialed) is counted apart, not as a failed handshake; one that went
+/// away mid-handshake still is.
+#[test]
+fn gauges_of_the_cluster_s_shape_the_leader_as_a_label_and_abandoned_connections() {
+    let (mut cluster, metrics) = cluster_with_metrics();
+    let leader = cluster.wait_leader(Duration::from_secs(15));
+    let label = format!("ticketing_raft_leader{{node_id=\"{}\"}}", leader + 1);
+    let shaped = |at: usize, healthy: Option<f64>| {
+        let (_, text) = http_get(metrics[at], "/metrics");
+        let ok = sample(&text, &label) == Some(1.0)
+            && sample(&text, "ticketing_raft_voters") == Some(3.0)
+            && sample(&text, "ticketing_raft_standbys") == Some(0.0)
+            && sample(&text, "ticketing_raft_healthy_voters") == healthy
+            && sample(&text, "ticketing_raft_ready_standbys") == healthy.map(|_| 0.0);
+        (ok, text)
+    };
+    for at in 0..3 {
+        // The followers know the leader within a heartbeat; only the leader counts.
+        let healthy = (at == leader).then_some(3.0);
+        assert!(eventually(Duration::from_secs(10), || shaped(at, healthy).0), "{}", shaped(at, healthy).1);
+    }
+    let figure = |name: &str| sample(&http_get(metrics[leader], "/metrics").1, name).unwrap_or(-1.0);
+    let closed = "ticketing_handshake_failures_total{reason=\"closed\"}";
+    let abandoned = "ticketing_client_connections_abandoned_total";
+    let (closed_before, abandoned_before) = (figure(closed), figure(abandoned));
+    for _ in 0..5 {
+        drop(std::net::TcpStream::connect(cluster.addr(leader)).unwrap());
+    }
+    // Part of an AUTH, then gone: a failure.
+    let mut half = std::net::TcpStream::connect(cluster.addr(leader)).unwrap();
+    half.write_all(b"TKT1").unwrap();
+    drop(half);
+    let counted = || figure(abandoned) == abandoned_before + 5.0 && figure(closed) == closed_before + 1.0;
+    assert!(
+        eventually(Duration::from_secs(10), counted),
+        "abandoned {} (before {abandoned_before}), closed {} (before {closed_before})",
+        figure(abandoned),
+        figure(closed)
+    );
+    // The leader dies: the new one counts two healthy voters of three.
+    cluster.kill(leader);
+    let next = cluster.wait_leader(Duration::from_secs(15));
+    let healthy = |text: &str| sample(text, "ticketing_raft_healthy_voters");
+    let two_of_three = || {
+        let (_, text) = http_get(metrics[next], "/metrics");
+        healthy(&text) == Some(2.0) && sample(&text, "ticketing_raft_voters") == Some(3.0)
+    };
+    assert!(eventually(Duration::from_secs(10), two_of_three), "{}", http_get(metrics[next], "/metrics").1);
+}

@@ -1,5 +1,6 @@
 //! `ticketing admin`: cluster membership (docs/operations.md).
 
+use super::views;
 use super::*;
 use crate::client::FoundNode;
 
@@ -13,9 +14,10 @@ Exit status:
   0  done
   1  refused, with the reason (found: a node refused)
   2  usage or configuration error (no TICKETING_PEER_AUTH_TOKEN)
-  3  no answer or no leader in time; at once, a mistake retrying cannot fix: the
-     client secret instead of the operator secret, the certificate, TLS or plain,
-     a peer port (a line names it)";
+  3  no answer or no leader in time (members: the freshest view printed, labelled
+     as possibly stale); at once, a mistake retrying cannot fix: the client secret
+     instead of the operator secret, the certificate, TLS or plain, a peer port (a
+     line names it)";
 
 /// [`parse`] for the admin subcommands: their help names the operator secret and
 /// their own exit statuses.
@@ -36,9 +38,9 @@ pub(super) fn admin(args: &[String]) -> i32 {
                  ticketing admin transfer-leader [ID] [--addr ADDR]\n       \
                  ticketing admin found ADDR,ADDR,ADDR[,ADDR,ADDR]\n\n\
                  replace: the leader adds NEW (started with TICKETING_CLUSTER_STATE=join and a\n\
-                 NodeId never used in the cluster) as a learner, streams it the state, then swaps\n\
+                 NodeId never used in the cluster) as a standby, streams it the state, then swaps\n\
                  OLD for NEW with joint consensus. OLD stops by itself once removed.\n\
-                 members: the leader, the voters, standbys and learners, and the autopilot.\n\
+                 members: the leader's view of the voters and standbys, and the autopilot.\n\
                  transfer-leader: the leader hands leadership to voter ID (without ID: the\n\
                  caught-up voter it chooses) and the command waits until that node leads.\n\
                  found: the 3 or 5 waiting nodes at ADDR (started with TICKETING_CLUSTER_STATE=join,\n\
@@ -279,63 +281,192 @@ fn node_state(addr: &str, node: &Result<FoundNode, ClientError>) -> String {
     }
 }
 
+/// Pause between two rounds of `admin members` while no node answering leads (an
+/// election runs).
+const MEMBERS_ROUND_PAUSE: Duration = Duration::from_millis(200);
+
 fn members(args: &[String]) -> i32 {
     let opts = client_options();
-    let about = "Prints, as the leader sees them: the leader; each voter, standby and learner (id@address, \
+    let about =
+        "Prints the membership as the leader sees it: the leader; each voter and standby (id@address, \
                  the process incarnation the log recorded for it, how long the leader has not heard from \
-                 it); the autopilot's state; the nodes a committed configuration removed.";
+                 it); the autopilot's state; the nodes a committed configuration removed. Asks every node \
+                 it knows of for its view, and waits for a leader's (5 s at most); without one it prints \
+                 the most recent view, says whose and how old, and exits 3.";
     let matches = match parse_admin(&opts, args, "ticketing admin members [options]", about) {
         Ok(m) => m,
         Err(code) => return code,
     };
-    let client = match build_admin_client(&matches) {
-        Ok(c) => c,
+    let direct = match admin_builder().and_then(|builder| direct_from(&matches, builder)) {
+        Ok(d) => d,
         Err(code) => return code,
     };
     let budget = Budget::of(CLI_REQUEST_TIMEOUT);
-    match client.members() {
-        Ok(text) => {
-            let field = |name: &str| {
-                text.lines()
-                    .find_map(|l| l.strip_prefix(name).and_then(|v| v.strip_prefix('=')))
-                    .unwrap_or("")
-            };
-            if let Some(why) = not_a_member(&text) {
-                eprintln!("ticketing admin members: {why}");
-                return EXIT_UNKNOWN;
+    let mut known = addrs_of(&matches);
+    let ask: views::Ask<String> =
+        std::sync::Arc::new(move |addr: &str, budget: Duration| direct.members_of(addr, budget));
+    let (views, failures) = loop {
+        let left = budget.length.saturating_sub(budget.started.elapsed());
+        let (mut views, mut failures) = (Vec::new(), Vec::new());
+        for answer in views::ask_each(&known, left, known.len(), 0, ask.clone()) {
+            match answer.reply {
+                Ok(text) => views.push((answer.addr, text)),
+                Err(u) => failures.push(u),
             }
-            println!("leader   {} (node {}, term {})", field("leader"), field("leader_id"), field("term"));
-            // member=ID ROLE ADDR incarnation=X [heard_ms=N | unreachable_ms=N] (the
-            // leader adds how long ago it heard from each member: unreachable past three
-            // heartbeats)
-            let standbys: Vec<&str> = field("standbys").split(',').filter(|s| !s.is_empty()).collect();
-            for line in text.lines().filter_map(|l| l.strip_prefix("member=")) {
-                let parts: Vec<&str> = line.split(' ').collect();
-                if let [id, role, addr, incarnation, extra @ ..] = parts.as_slice() {
-                    let role = if *role == "learner" && standbys.contains(id) { "standby" } else { role };
-                    let mut line = format!("{role:<8} {id}@{addr}  {}", incarnation.replace('=', " "));
-                    for field in extra {
-                        let ms = |name: &str| field.strip_prefix(name).and_then(|v| v.parse::<u64>().ok());
-                        if let Some(ms) = ms("unreachable_ms=") {
-                            line.push_str(&format!("  unreachable for {:.1} s", ms as f64 / 1000.0));
-                        } else if let Some(ms) = ms("heard_ms=") {
-                            line.push_str(&format!("  heard {:.1} s ago", ms as f64 / 1000.0));
-                        }
-                    }
-                    println!("{line}");
+        }
+        if failures.iter().any(|u| needs_operator_secret(&u.error)) {
+            eprintln!("ticketing admin members: {NOT_THE_OPERATOR_SECRET}");
+            return EXIT_UNKNOWN;
+        }
+        if let Some((_, text)) = leader_view(&views) {
+            print_members(text, false);
+            return EXIT_OK;
+        }
+        // Next round: also the leader each node names and every member it lists.
+        let before = known.len();
+        for (_, text) in &views {
+            for addr in named_addrs(text) {
+                if !known.contains(&addr) {
+                    known.push(addr);
                 }
             }
-            let autopilot = field("autopilot");
-            if !autopilot.is_empty() {
-                println!("autopilot {autopilot}");
-            }
-            let retired = field("retired");
-            if !retired.is_empty() {
-                println!("retired  {retired}");
-            }
-            EXIT_OK
         }
-        Err(e) => admin_failed(&client, "admin members", &e, false, budget),
+        let out_of_time = budget.started.elapsed() + MEMBERS_ROUND_PAUSE >= budget.length;
+        // Nothing to wait for: a mistake retrying cannot fix everywhere, or nodes that
+        // wait to be founded (no leader comes of waiting).
+        let hopeless =
+            views.is_empty() && !failures.is_empty() && failures.iter().all(|u| is_lasting(&u.error));
+        let waiting = !views.is_empty() && views.iter().all(|(_, text)| field_of(text, "role") == "waiting");
+        if out_of_time || hopeless || waiting {
+            break (views, failures);
+        }
+        if known.len() == before {
+            // sleep: the pause between two rounds while no node leads (an election runs).
+            std::thread::sleep(MEMBERS_ROUND_PAUSE);
+        }
+    };
+    // No leader answered in time: the most recent view a member gave, labelled.
+    match freshest_view(&views) {
+        Some((_, text)) => {
+            print_members(text, true);
+            EXIT_UNKNOWN
+        }
+        None => {
+            if let Some(why) = views.iter().find_map(|(_, text)| not_a_member(text)) {
+                eprintln!("ticketing admin members: {why}");
+            } else if let Some(first) = failures.first() {
+                views::report_unanswered("admin members", first, budget);
+                for u in &failures[1..] {
+                    eprintln!("  {}", u.why);
+                }
+            }
+            EXIT_UNKNOWN
+        }
+    }
+}
+
+/// The value of the line `name=` of a MEMBERS (or STATUS) text; empty when absent.
+fn field_of<'a>(text: &'a str, name: &str) -> &'a str {
+    text.lines().find_map(|l| l.strip_prefix(name).and_then(|v| v.strip_prefix('='))).unwrap_or("")
+}
+
+fn number_of(text: &str, name: &str) -> u64 {
+    field_of(text, name).parse().unwrap_or(0)
+}
+
+/// The MEMBERS text of the node that says it leads (the highest term if two do).
+fn leader_view(views: &[(String, String)]) -> Option<&(String, String)> {
+    views.iter().filter(|(_, t)| field_of(t, "role") == "leader").max_by_key(|(_, t)| number_of(t, "term"))
+}
+
+/// The most recent view a member gave: the highest term, then commit index, then the
+/// one that heard from a leader last.
+fn freshest_view(views: &[(String, String)]) -> Option<&(String, String)> {
+    views.iter().filter(|(_, t)| not_a_member(t).is_none()).max_by_key(|(_, t)| {
+        let heard = field_of(t, "leader_heard_ms").parse::<u64>().map_or(0, |ms| u64::MAX - ms);
+        (number_of(t, "term"), number_of(t, "commit_index"), heard)
+    })
+}
+
+/// The client addresses a MEMBERS text names: its leader, the leader a joining node
+/// asks, and every member.
+fn named_addrs(text: &str) -> Vec<String> {
+    let mut out = vec![field_of(text, "leader").to_owned()];
+    out.extend(field_of(text, "joining").split_once('@').map(|(_, addr)| addr.to_owned()));
+    for line in text.lines().filter_map(|l| l.strip_prefix("member=")) {
+        out.extend(line.split(' ').nth(2).map(str::to_owned));
+    }
+    out.retain(|a| !a.is_empty());
+    out
+}
+
+fn needs_operator_secret(e: &ClientError) -> bool {
+    matches!(e, ClientError::Refused(why) if why.starts_with(crate::proto::frame::NEEDS_OPERATOR_SECRET))
+}
+
+fn is_lasting(e: &ClientError) -> bool {
+    matches!(e, ClientError::Unavailable { lasting: true, .. })
+}
+
+/// Prints a MEMBERS text: whose view it is and how old, the leader, a line per member,
+/// the autopilot and the retired nodes. `stale`: no node answering leads, so this is a
+/// node's own view, which may be out of date.
+fn print_members(text: &str, stale: bool) {
+    let field = |name: &str| field_of(text, name);
+    let leader = match (field("leader"), field("leader_id")) {
+        ("", _) | (_, "") => format!("none known (term {})", field("term")),
+        (addr, id) => format!("{addr} (node {id}, term {})", field("term")),
+    };
+    println!("leader   {leader}");
+    let role = views::role_word(field("role"));
+    let view = match (stale, field("leader_heard_ms").parse::<u64>()) {
+        (false, _) => format!("as seen by node {} (the leader), now", field("node_id")),
+        (true, heard) => {
+            let heard = match heard {
+                Ok(ms) => format!("it last heard from a leader {:.1} s ago", ms as f64 / 1000.0),
+                Err(_) => "it has not heard from a leader".to_owned(),
+            };
+            format!(
+                "as seen by node {} ({role}); {heard}; no node answering leads now: this view may be stale",
+                field("node_id")
+            )
+        }
+    };
+    println!("view     {view}");
+    // member=ID ROLE ADDR incarnation=X [heard_ms=N | unreachable_ms=N] (the leader adds
+    // how long ago it heard from each member: unreachable past three heartbeats)
+    let ready: Option<Vec<&str>> = text
+        .lines()
+        .any(|l| l.starts_with("standbys="))
+        .then(|| field("standbys").split(',').filter(|s| !s.is_empty()).collect());
+    for line in text.lines().filter_map(|l| l.strip_prefix("member=")) {
+        let parts: Vec<&str> = line.split(' ').collect();
+        if let [id, role, addr, incarnation, extra @ ..] = parts.as_slice() {
+            let role = views::role_word(role);
+            let mut line = format!("{role:<8} {id}@{addr}  {}", incarnation.replace('=', " "));
+            for field in extra {
+                let ms = |name: &str| field.strip_prefix(name).and_then(|v| v.parse::<u64>().ok());
+                if let Some(ms) = ms("unreachable_ms=") {
+                    line.push_str(&format!("  unreachable for {:.1} s", ms as f64 / 1000.0));
+                } else if let Some(ms) = ms("unheard_ms=") {
+                    line.push_str(&format!("  unheard for {:.1} s", ms as f64 / 1000.0));
+                } else if let Some(ms) = ms("heard_ms=") {
+                    line.push_str(&format!("  heard {:.1} s ago", ms as f64 / 1000.0));
+                }
+            }
+            if role == "standby" && ready.as_ref().is_some_and(|r| !r.contains(id)) {
+                line.push_str("  not ready");
+            }
+            println!("{line}");
+        }
+    }
+    let autopilot = field("autopilot");
+    if !autopilot.is_empty() {
+        println!("autopilot {autopilot}");
+    }
+    let retired = field("retired");
+    if !retired.is_empty() {
+        println!("retired  {retired}");
     }
 }
 

@@ -135,7 +135,7 @@ pub(super) fn status(args: &[String]) -> i32 {
     opts.optflag("", "node", "print the STATUS text of the (single) given node only");
     let about = "With one address of a standalone node, prints its STATUS (name=value \
                  lines). With one address of a cluster node, or several addresses, prints one \
-                 table of every node (a cluster node's voters and learners are found from its \
+                 table of every node (a cluster node's voters and standbys are found from its \
                  STATUS). --node prints one node's STATUS text as it is.";
     let matches = match parse(&opts, args, "ticketing status [options]", about) {
         Ok(m) => m,
@@ -145,80 +145,59 @@ pub(super) fn status(args: &[String]) -> i32 {
         eprintln!("ticketing status: unexpected argument {extra:?}");
         return EXIT_USAGE;
     }
-    let mut addrs = addrs_of(&matches);
-    let client = match build_client(&matches) {
-        Ok(c) => c,
+    let addrs = addrs_of(&matches);
+    let direct = match build_direct(&matches) {
+        Ok(d) => d,
         Err(code) => return code,
     };
-    // One address: its STATUS is asked once, within the command's budget (5 s); a
-    // cluster node names every member in it, and then all of them are shown.
-    let mut first = None;
     let budget = Budget::of(CLI_REQUEST_TIMEOUT);
+    // One address: its STATUS as it is, unless it names other members (then a table).
     if addrs.len() == 1 {
-        let answer = client.status_of(&addrs[0]);
+        let answer = direct.status_of(&addrs[0], CLI_REQUEST_TIMEOUT);
         let members = answer.as_ref().map(|text| cluster_members(text)).unwrap_or_default();
         if matches.opt_present("node") || members.len() <= 1 {
-            first = Some(answer);
-        } else {
-            addrs = members;
+            return match answer {
+                Ok(text) => {
+                    print!("{text}");
+                    if !text.ends_with('\n') {
+                        println!();
+                    }
+                    EXIT_OK
+                }
+                Err(error) => {
+                    let why = why_unanswered(&addrs[0], &error);
+                    views::report_unanswered("status", &views::Unanswered { error, why }, budget);
+                    EXIT_UNKNOWN
+                }
+            };
         }
     }
-    if let Some(answer) = first {
-        return match answer {
-            Ok(text) => {
-                print!("{text}");
-                if !text.ends_with('\n') {
-                    println!();
-                }
-                EXIT_OK
-            }
-            Err(e) => {
-                report_failure(&client, "status", &Failed::Read(&e), false, budget);
-                client_exit(&e)
-            }
-        };
-    }
-    // Ask every node at once: an unreachable one must not delay the others' rows.
-    let answers: Vec<Result<String, ClientError>> = std::thread::scope(|scope| {
-        let handles: Vec<_> = addrs
-            .iter()
-            .map(|addr| {
-                let client = &client;
-                scope.spawn(move || client.status_of(addr))
-            })
-            .collect();
-        handles.into_iter().map(|h| h.join().unwrap_or(Err(ClientError::NoAnswer))).collect()
-    });
+    // Every node at once, each on a connection of its own: a silent one does not hold
+    // up the others' rows past a short wait once a majority answered.
+    let (_, view) = views::gather(&direct, &addrs, budget);
     let mut rows =
         vec![std::iter::once("addr").chain(STATUS_COLUMNS).map(str::to_owned).collect::<Vec<String>>()];
-    let mut reachable = 0;
-    for (addr, answer) in addrs.iter().zip(&answers) {
-        let mut row = vec![addr.clone()];
-        match answer {
-            Ok(text) => {
-                reachable += 1;
-                let fields = parse_status(text);
-                for column in STATUS_COLUMNS {
-                    let value = fields
-                        .iter()
-                        .find(|(name, _)| name == column)
-                        .map(|(_, v)| v.clone())
-                        .filter(|v| !v.is_empty())
-                        .unwrap_or_else(|| "-".into());
-                    row.push(value);
-                }
+    for row in &view.rows {
+        let mut cells = vec![row.addr.clone(), row.id.clone(), row.role().to_owned()];
+        match &row.status {
+            Ok(_) => {
+                cells.push(row.field("term").unwrap_or("-").to_owned());
+                cells.push(view.leader_of(row).unwrap_or_else(|| "-".into()));
+                cells.push(row.field("commit_index").unwrap_or("-").to_owned());
+                cells.push(row.field("applied_index").unwrap_or("-").to_owned());
             }
-            Err(e) => {
-                eprintln!("ticketing status: {}", why_unanswered(addr, e));
-                for column in STATUS_COLUMNS {
-                    row.push(if column == "role" { "unreachable" } else { "-" }.into());
-                }
+            Err(why) => {
+                eprintln!("ticketing status: {why}");
+                cells.extend(["-", "-", "-", "-"].map(str::to_owned));
             }
         }
-        rows.push(row);
+        rows.push(cells);
     }
     print!("{}", table(&rows));
-    if reachable == 0 {
+    if let Some(whose) = view.whose() {
+        eprintln!("ticketing status: {whose}");
+    }
+    if view.answering() == 0 {
         EXIT_UNKNOWN
     } else {
         EXIT_OK

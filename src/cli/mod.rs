@@ -15,6 +15,7 @@ mod demo;
 pub mod histogram;
 mod hold;
 mod top;
+mod views;
 mod zipf;
 
 use std::time::{Duration, Instant};
@@ -22,7 +23,7 @@ use std::time::{Duration, Instant};
 use getopts::{Matches, Options};
 
 use crate::client::{
-    split_addrs, AcquireError, BuildError, Client, ClientBuilder, ClientError, Lock, ReleaseError,
+    split_addrs, AcquireError, BuildError, Client, ClientBuilder, ClientError, Direct, Lock, ReleaseError,
     DEFAULT_ADDR,
 };
 
@@ -90,7 +91,7 @@ Commands:
   run KEY -- CMD [ARGS...]     run CMD while holding KEY
   demo                         run a self-contained demonstration (~{demo_s} s)
   admin replace OLD NEW@ADDR   replace voter OLD by the joined node NEW (cluster)
-  admin members                list the cluster's voters, standbys and learners
+  admin members                the leader's view of the voters and standbys
   admin transfer-leader [ID]   hand leadership to voter ID (or the one the leader picks)
   admin found ADDR,ADDR,ADDR   found a new cluster of waiting join nodes (once)
   bench [SCENARIO]             load generator: pairs/s, latency percentiles
@@ -254,6 +255,21 @@ fn build_client(matches: &Matches) -> Result<Client, i32> {
     client_builder(matches, ClientBuilder::from_env())
 }
 
+/// The one-request-per-connection asker of the views (`status`, `top`), configured as
+/// [`build_client`] configures a client.
+fn build_direct(matches: &Matches) -> Result<Direct, i32> {
+    direct_from(matches, ClientBuilder::from_env())
+}
+
+/// [`build_direct`] from `builder` (the operator secret's, for `admin members`).
+fn direct_from(matches: &Matches, builder: ClientBuilder) -> Result<Direct, i32> {
+    let from = addrs_source(matches);
+    configured(matches, builder).build_direct().map_err(|e| {
+        eprintln!("ticketing: {}", build_error(&e, from));
+        EXIT_USAGE
+    })
+}
+
 /// Builds the client of `ticketing admin`: it authenticates with the operator (peer)
 /// secret, `TICKETING_PEER_AUTH_TOKEN` or `TICKETING_PEER_AUTH_TOKEN_FILE`, because
 /// the servers refuse admin requests on connections that proved only the client secret.
@@ -274,7 +290,16 @@ fn admin_builder() -> Result<ClientBuilder, i32> {
     Ok(builder)
 }
 
-fn client_builder(matches: &Matches, mut builder: ClientBuilder) -> Result<Client, i32> {
+fn client_builder(matches: &Matches, builder: ClientBuilder) -> Result<Client, i32> {
+    let from = addrs_source(matches);
+    configured(matches, builder).build().map_err(|e| {
+        eprintln!("ticketing: {}", build_error(&e, from));
+        EXIT_USAGE
+    })
+}
+
+/// `builder` with the command's addresses, owner and request budget.
+fn configured(matches: &Matches, mut builder: ClientBuilder) -> ClientBuilder {
     let addrs: Vec<String> = matches.opt_strs("addr").iter().flat_map(|a| split_addrs(a)).collect();
     if !addrs.is_empty() {
         builder = builder.replace_addrs(addrs);
@@ -285,11 +310,7 @@ fn client_builder(matches: &Matches, mut builder: ClientBuilder) -> Result<Clien
     let owner = given
         .or_else(|| std::env::var("TICKETING_OWNER").ok().filter(|o| !o.is_empty()))
         .unwrap_or_else(cli_owner);
-    let from = addrs_source(matches);
-    builder.owner(owner).request_timeout(CLI_REQUEST_TIMEOUT).build().map_err(|e| {
-        eprintln!("ticketing: {}", build_error(&e, from));
-        EXIT_USAGE
-    })
+    builder.owner(owner).request_timeout(CLI_REQUEST_TIMEOUT)
 }
 
 /// A refused client configuration in the CLI's words: the setting it came from, an

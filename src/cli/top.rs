@@ -1,17 +1,17 @@
 //! `ticketing top`: a live view of a node or a cluster (docs/cli.md). Each refresh
 //! asks every member its STATUS (role, term, indexes, connections and the lock
-//! counters) and the leader its TOP KEYS; rates are the counters' change between two
-//! refreshes, summed over the nodes that answered both times.
+//! counters), each on a connection of its own (`views.rs`), and the leader its TOP
+//! KEYS; rates are the counters' change between two refreshes over the time between
+//! each node's two answers, summed over the nodes that answered both times.
 
 use std::collections::BTreeMap;
 use std::io::{IsTerminal, Read, Write};
 use std::time::{Duration, Instant};
 
-use super::commands::{cluster_members, parse_status, table};
-use super::{
-    addrs_of, build_client, client_options, parse, why_unanswered, EXIT_OK, EXIT_UNKNOWN, EXIT_USAGE,
-};
-use crate::client::{Client, ClientError, TopKey, TOP_KEYS_MAX};
+use super::commands::table;
+use super::views::{self, Row, View};
+use super::{addrs_of, build_direct, client_options, parse, Budget, EXIT_OK, EXIT_UNKNOWN, EXIT_USAGE};
+use crate::client::{ClientError, Direct, TopKey, TOP_KEYS_MAX};
 
 /// The STATUS counters `top` turns into rates: (STATUS name, column title).
 const RATES: [(&str, &str); 3] = [
@@ -20,25 +20,9 @@ const RATES: [(&str, &str); 3] = [
     ("lease_expiries_total", "lease expiries/s"),
 ];
 
-/// One node's STATUS, or why it did not answer.
-struct NodeSample {
-    addr: String,
-    status: Result<BTreeMap<String, String>, String>,
-}
-
-impl NodeSample {
-    fn field(&self, name: &str) -> Option<&str> {
-        self.status.as_ref().ok()?.get(name).map(String::as_str).filter(|v| !v.is_empty())
-    }
-    fn number(&self, name: &str) -> Option<u64> {
-        self.field(name)?.parse().ok()
-    }
-}
-
-/// Everything one refresh learned.
+/// Everything one refresh learned: a row per node (its STATUS and when it came).
 struct Sample {
-    at: Instant,
-    nodes: Vec<NodeSample>,
+    view: View,
     keys: Result<Vec<TopKey>, String>,
 }
 
@@ -77,11 +61,11 @@ pub(super) fn top(args: &[String]) -> i32 {
         }
     };
     let given = addrs_of(&matches);
-    let client = match build_client(&matches) {
-        Ok(c) => c,
+    let direct = match build_direct(&matches) {
+        Ok(d) => d,
         Err(code) => return code,
     };
-    let view = Viewer { client, given, keys, interval };
+    let view = Viewer { direct, given, keys, interval };
     if matches.opt_present("once") {
         return view.once();
     }
@@ -89,7 +73,7 @@ pub(super) fn top(args: &[String]) -> i32 {
 }
 
 struct Viewer {
-    client: Client,
+    direct: Direct,
     given: Vec<String>,
     keys: u8,
     interval: Duration,
@@ -99,14 +83,14 @@ impl Viewer {
     /// Two samples an interval apart, one view.
     fn once(&self) -> i32 {
         let first = self.sample();
-        if first.nodes.iter().all(|n| n.status.is_err()) {
+        if first.view.answering() == 0 {
             print!("{}", render(None, &first, self.interval));
             return EXIT_UNKNOWN;
         }
         std::thread::sleep(self.interval);
         let second = self.sample();
         print!("{}", render(Some(&first), &second, self.interval));
-        if second.nodes.iter().all(|n| n.status.is_err()) {
+        if second.view.answering() == 0 {
             EXIT_UNKNOWN
         } else {
             EXIT_OK
@@ -172,71 +156,22 @@ impl Viewer {
         }
     }
 
-    /// One refresh, within one request budget (5 s) when every member was among the
-    /// addresses given: the given addresses are asked at once (an unreachable one must
-    /// not delay the others), then the members the first answer names that were not
-    /// asked yet; the leader's TOP KEYS meanwhile.
+    /// One refresh, within one request budget (5 s): every node's STATUS at once
+    /// (`views::gather`: a silent node costs a short wait once a majority answered),
+    /// then the queues from the node that says it leads.
     fn sample(&self) -> Sample {
-        let (nodes, keys) = std::thread::scope(|scope| {
-            let given = self.ask(&self.given);
-            // The queues live on the leader: when no node answering knows one (none was
-            // founded, say), TOP KEYS would only wait out its budget for an `M`.
-            let leader_known = given.iter().any(|(_, answer)| {
-                answer.as_ref().is_ok_and(|text| {
-                    let fields = parse_status(text);
-                    fields
-                        .iter()
-                        .any(|(n, v)| (n == "leader" && !v.is_empty()) || (n == "role" && v == "standalone"))
-                })
-            });
-            let keys = scope.spawn(move || match leader_known {
-                true => self.client.top_keys(self.keys).map_err(|e| describe(&e)),
-                false => Err(NO_LEADER.into()),
-            });
-            let members = given
-                .iter()
-                .find_map(|(_, answer)| answer.as_ref().ok().map(|text| cluster_members(text)))
-                .filter(|m| !m.is_empty());
-            let answers = match members {
-                None => given,
-                Some(members) => {
-                    let missing: Vec<String> =
-                        members.iter().filter(|m| !self.given.contains(m)).cloned().collect();
-                    let mut known = given;
-                    known.extend(self.ask(&missing));
-                    members
-                        .iter()
-                        .filter_map(|m| {
-                            known.iter().position(|(a, _)| a == m).map(|at| known.swap_remove(at))
-                        })
-                        .collect()
-                }
-            };
-            let nodes = answers
-                .into_iter()
-                .map(|(addr, answer)| {
-                    let status = answer
-                        .map(|text| parse_status(&text).into_iter().collect())
-                        .map_err(|e| why_unanswered(&addr, &e));
-                    NodeSample { addr, status }
-                })
-                .collect();
-            (nodes, keys.join().unwrap_or_else(|_| Err("failed".into())))
-        });
-        Sample { at: Instant::now(), nodes, keys }
-    }
-
-    /// The STATUS text of each of `addrs`, asked at once.
-    fn ask(&self, addrs: &[String]) -> Vec<(String, Result<String, ClientError>)> {
-        std::thread::scope(|scope| {
-            let handles: Vec<_> =
-                addrs.iter().map(|addr| scope.spawn(move || self.client.status_of(addr))).collect();
-            handles
-                .into_iter()
-                .zip(addrs)
-                .map(|(h, addr)| (addr.clone(), h.join().unwrap_or(Err(ClientError::NoAnswer))))
-                .collect()
-        })
+        let budget = Budget::of(super::CLI_REQUEST_TIMEOUT);
+        let (_, view) = views::gather(&self.direct, &self.given, budget);
+        // The queues live on the leader: when no node answering leads (none was
+        // founded, an election runs), TOP KEYS would only be answered `M`.
+        let keys = match view.leader.map(|i| &view.rows[i]) {
+            None => Err(NO_LEADER.into()),
+            Some(leader) => {
+                let left = budget.length.saturating_sub(budget.started.elapsed());
+                self.direct.top_keys_of(&leader.addr, self.keys, left).map_err(|e| describe(&e))
+            }
+        };
+        Sample { view, keys }
     }
 }
 
@@ -245,9 +180,7 @@ const NO_LEADER: &str = "no leader known: the queues live on the leader";
 
 fn describe(e: &ClientError) -> String {
     match e {
-        ClientError::NotLeader { leader: None } | ClientError::Unavailable { lasting: false, .. } => {
-            NO_LEADER.into()
-        }
+        ClientError::NotLeader { .. } | ClientError::Unavailable { lasting: false, .. } => NO_LEADER.into(),
         ClientError::Unavailable { lasting: true, .. } => "no node can be used (see above)".into(),
         other => other.to_string(),
     }
@@ -256,52 +189,56 @@ fn describe(e: &ClientError) -> String {
 /// The view: nodes, rates, keys. `previous` gives the rates (none on the first view).
 fn render(previous: Option<&Sample>, current: &Sample, interval: Duration) -> String {
     let mut out = String::new();
-    let leader = current.nodes.iter().find(|n| matches!(n.field("role"), Some("leader" | "standalone")));
-    let reachable = current.nodes.iter().filter(|n| n.status.is_ok()).count();
+    let view = &current.view;
+    let leader = view.leader.map(|i| &view.rows[i]);
     out.push_str(&format!(
         "ticketing top: {} node{}, {} answering, leader {}, every {:.1} s\n\n",
-        current.nodes.len(),
-        if current.nodes.len() == 1 { "" } else { "s" },
-        reachable,
+        view.rows.len(),
+        if view.rows.len() == 1 { "" } else { "s" },
+        view.answering(),
         leader.and_then(|l| l.field("node_id")).unwrap_or("unknown"),
         interval.as_secs_f64()
     ));
     let leader_commit = leader.and_then(|l| l.number("commit_index"));
     let mut rows =
         vec![["NODE", "ADDR", "ROLE", "TERM", "COMMIT", "LAG", "CONNS"].map(str::to_owned).to_vec()];
-    for node in &current.nodes {
+    for node in &view.rows {
         let cell = |name: &str| node.field(name).unwrap_or("-").to_owned();
-        let row = match &node.status {
-            Ok(_) => vec![
-                cell("node_id"),
-                node.addr.clone(),
-                cell("role"),
-                cell("term"),
-                cell("commit_index"),
-                match (leader_commit, node.number("applied_index")) {
-                    (Some(commit), Some(applied)) => commit.saturating_sub(applied).to_string(),
-                    _ => "-".into(),
-                },
-                cell("connections"),
-            ],
-            Err(why) => vec!["-".into(), node.addr.clone(), format!("unreachable ({why})")],
+        let lag = match (leader_commit, node.number("applied_index")) {
+            (Some(commit), Some(applied)) => commit.saturating_sub(applied).to_string(),
+            _ => "-".into(),
         };
-        rows.push(row);
+        rows.push(vec![
+            node.id.clone(),
+            node.addr.clone(),
+            node.role().to_owned(),
+            cell("term"),
+            cell("commit_index"),
+            lag,
+            cell("connections"),
+        ]);
     }
     out.push_str(&table(&rows));
-    // A node that knows no cluster yet says what it waits for, and what to do.
-    for node in &current.nodes {
-        if let Ok(status) = &node.status {
-            let field = |name: &str| status.get(name).map(String::as_str).unwrap_or("");
-            if let Some(why) = super::admin::not_a_member_by(&field) {
-                out.push_str(&format!("{why}\n"));
+    // Why each node that did not answer gave nothing; a node that knows no cluster
+    // yet says what it waits for, and what to do.
+    for node in &view.rows {
+        match &node.status {
+            Err(why) => out.push_str(&format!("node {} unreachable: {why}\n", node.id)),
+            Ok(status) => {
+                let field = |name: &str| status.get(name).map(String::as_str).unwrap_or("");
+                if let Some(why) = super::admin::not_a_member_by(&field) {
+                    out.push_str(&format!("{why}\n"));
+                }
             }
         }
+    }
+    if let Some(whose) = view.whose() {
+        out.push_str(&format!("{whose}\n"));
     }
     out.push('\n');
     let rates: Vec<String> = RATES
         .iter()
-        .map(|(name, title)| match previous.and_then(|p| rate(p, current, name)) {
+        .map(|(name, title)| match previous.and_then(|p| rate(&p.view.rows, &view.rows, name)) {
             Some(r) => format!("{title} {r:.1}"),
             None => format!("{title} -"),
         })
@@ -331,24 +268,27 @@ fn render(previous: Option<&Sample>, current: &Sample, interval: Duration) -> St
     out
 }
 
-/// Per second, of the counter `name` summed over nodes that answered both samples
+/// Per second, of the counter `name` summed over the nodes that answered both samples
 /// (keyed by node id, so a node that stopped answering does not look like a drop; a
-/// restarted node's counter starting over counts as no change).
-fn rate(previous: &Sample, current: &Sample, name: &str) -> Option<f64> {
-    let by_node = |s: &Sample| -> BTreeMap<String, u64> {
-        s.nodes.iter().filter_map(|n| Some((n.field("node_id")?.to_owned(), n.number(name)?))).collect()
+/// restarted node's counter starting over counts as no change). Each node's change is
+/// divided by the time between its own two answers — not by the refresh interval: a
+/// sample that waited for a silent node took longer than that.
+fn rate(previous: &[Row], current: &[Row], name: &str) -> Option<f64> {
+    let by_node = |rows: &[Row]| -> BTreeMap<String, (u64, Instant)> {
+        rows.iter().filter_map(|n| Some((n.field("node_id")?.to_owned(), (n.number(name)?, n.at)))).collect()
     };
     let (before, after) = (by_node(previous), by_node(current));
-    let mut delta = 0u64;
+    let mut sum = 0.0;
     let mut any = false;
-    for (node, now) in &after {
-        if let Some(then) = before.get(node) {
-            delta += now.saturating_sub(*then);
+    for (node, (now, at)) in &after {
+        let Some((then, was)) = before.get(node) else { continue };
+        let elapsed = at.saturating_duration_since(*was).as_secs_f64();
+        if elapsed > 0.0 {
+            sum += now.saturating_sub(*then) as f64 / elapsed;
             any = true;
         }
     }
-    let elapsed = current.at.duration_since(previous.at).as_secs_f64();
-    (any && elapsed > 0.0).then(|| delta as f64 / elapsed)
+    any.then_some(sum)
 }
 
 fn seconds(ms: u32) -> String {
@@ -401,33 +341,52 @@ impl Drop for RawTerminal {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cli::views::Fields;
 
-    fn node(id: &str, fields: &[(&str, &str)]) -> NodeSample {
-        let mut status: BTreeMap<String, String> =
-            fields.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+    fn node(id: &str, at: Instant, fields: &[(&str, &str)]) -> Row {
+        let mut status: Fields = fields.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
         status.insert("node_id".into(), id.into());
-        NodeSample { addr: format!("127.0.0.{id}:5225"), status: Ok(status) }
+        Row { id: id.into(), addr: format!("127.0.0.{id}:5225"), status: Ok(status), at }
+    }
+
+    fn sample(rows: Vec<Row>, leader: Option<usize>) -> Sample {
+        Sample { view: View { rows, source: None, leader }, keys: Ok(vec![]) }
     }
 
     #[test]
     fn rates_sum_the_nodes_seen_twice_and_ignore_restarts() {
         let t0 = Instant::now();
-        let before = Sample {
-            at: t0,
-            nodes: vec![node("1", &[("grants_total", "100")]), node("2", &[("grants_total", "50")])],
-            keys: Ok(vec![]),
-        };
-        let after = Sample {
-            at: t0 + Duration::from_secs(2),
-            nodes: vec![
-                node("1", &[("grants_total", "300")]),
-                node("2", &[("grants_total", "10")]), // restarted: counts as no change
-                node("3", &[("grants_total", "999")]), // new: not in the first sample
-            ],
-            keys: Ok(vec![]),
-        };
+        let t2 = t0 + Duration::from_secs(2);
+        let before =
+            vec![node("1", t0, &[("grants_total", "100")]), node("2", t0, &[("grants_total", "50")])];
+        let after = vec![
+            node("1", t2, &[("grants_total", "300")]),
+            node("2", t2, &[("grants_total", "10")]), // restarted: counts as no change
+            node("3", t2, &[("grants_total", "999")]), // new: not in the first sample
+        ];
         assert_eq!(rate(&before, &after, "grants_total"), Some(100.0));
         assert_eq!(rate(&before, &after, "handoffs_total"), None);
+    }
+
+    /// The first sample waited 5 s for a silent node after the live ones answered, then
+    /// `top --once` slept its 1 s interval: the live nodes' answers are 6 s apart, and
+    /// 300 grants in them are 50 a second — not 300 (it divided by the interval).
+    #[test]
+    fn rates_divide_by_the_time_between_each_node_s_two_answers() {
+        let t0 = Instant::now();
+        let before = vec![node("1", t0 + Duration::from_millis(10), &[("grants_total", "1000")])];
+        let after = vec![node("1", t0 + Duration::from_millis(6010), &[("grants_total", "1300")])];
+        assert_eq!(rate(&before, &after, "grants_total"), Some(50.0));
+        // Two nodes answering at different moments: each over its own interval.
+        let before = vec![
+            node("1", t0, &[("grants_total", "0")]),
+            node("2", t0 + Duration::from_secs(3), &[("grants_total", "0")]),
+        ];
+        let after = vec![
+            node("1", t0 + Duration::from_secs(4), &[("grants_total", "40")]),
+            node("2", t0 + Duration::from_secs(4), &[("grants_total", "10")]),
+        ];
+        assert_eq!(rate(&before, &after, "grants_total"), Some(20.0));
     }
 
     #[test]
@@ -441,20 +400,33 @@ mod tests {
             owner: "svc-7".into(),
             remaining_ms: 29_000,
         }];
-        let sample = Sample {
-            at: t0,
-            nodes: vec![
-                node("1", &[("role", "leader"), ("commit_index", "120"), ("applied_index", "120")]),
-                node("2", &[("role", "follower"), ("commit_index", "118"), ("applied_index", "100")]),
-                NodeSample { addr: "127.0.0.3:5225".into(), status: Err("connection refused".into()) },
+        let mut current = sample(
+            vec![
+                node("1", t0, &[("role", "leader"), ("commit_index", "120"), ("applied_index", "120")]),
+                node("2", t0, &[("role", "follower"), ("commit_index", "118"), ("applied_index", "100")]),
+                node("4", t0, &[("role", "standby"), ("commit_index", "118"), ("applied_index", "118")]),
+                Row {
+                    id: "3".into(),
+                    addr: "127.0.0.3:5225".into(),
+                    status: Err("127.0.0.3:5225: connection refused".into()),
+                    at: t0,
+                },
             ],
-            keys: Ok(keys),
-        };
-        let text = render(None, &sample, Duration::from_secs(1));
-        assert!(text.contains("3 nodes, 2 answering, leader 1"), "{text}");
+            Some(0),
+        );
+        current.keys = Ok(keys);
+        let text = render(None, &current, Duration::from_secs(1));
+        assert!(text.contains("4 nodes, 3 answering, leader 1"), "{text}");
         let lag_of_2 = text.lines().find(|l| l.starts_with("2 ")).unwrap();
         assert!(lag_of_2.split_whitespace().nth(5) == Some("20"), "{text}");
-        assert!(text.contains("unreachable (connection refused)"), "{text}");
+        // The unreachable node's row keeps the table's columns; why is under it.
+        let row_of_3 = text.lines().find(|l| l.starts_with("3 ")).unwrap();
+        assert_eq!(
+            row_of_3.split_whitespace().collect::<Vec<_>>(),
+            ["3", "127.0.0.3:5225", "unreachable", "-", "-", "-", "-"]
+        );
+        assert!(text.contains("node 3 unreachable: 127.0.0.3:5225: connection refused"), "{text}");
+        assert!(text.lines().find(|l| l.starts_with("4 ")).unwrap().contains(" standby "), "{text}");
         assert!(text.contains("seat:\\n42  7"), "{text}");
         assert!(text.contains("grants/s -"), "{text}");
     }

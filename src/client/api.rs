@@ -220,16 +220,22 @@ impl Client {
     }
 
     /// The STATUS text of the node at `addr`. An address the client dials uses its
-    /// connection; any other gets a one-off connection. Blocks at most the request
-    /// timeout (plus, for a one-off, 3 s per resolved address to connect and 5 s for
-    /// the handshake).
+    /// connection; any other gets a one-off connection — also one the client stops
+    /// dialing while the request waits (its node is no voter: a standby among the
+    /// addresses given). Blocks at most the request timeout (plus, for a one-off, 3 s
+    /// per resolved address to connect and 5 s for the handshake).
     pub fn status_of(&self, addr: &str) -> Result<String, ClientError> {
         self.usable()?;
-        let dialed = self.handle().shared.state().core.dials(addr);
-        let response = if dialed {
-            self.read(Request::Status, Target::Addr(addr.to_owned()))?
+        let dials = || self.handle().shared.state().core.dials(addr);
+        let one_off =
+            || super::admin::one_off(self.handle(), addr, &Request::Status, self.inner.request_timeout);
+        let response = if dials() {
+            match self.read(Request::Status, Target::Addr(addr.to_owned())) {
+                Err(ClientError::Unavailable { lasting: false, .. }) if !dials() => one_off()?,
+                other => other?,
+            }
         } else {
-            super::admin::one_off(self.handle(), addr, &Request::Status, self.inner.request_timeout)?
+            one_off()?
         };
         match response {
             Response::Status { text } => Ok(text),

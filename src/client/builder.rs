@@ -7,6 +7,7 @@ use std::time::Duration;
 use super::api::Client;
 use super::calls::check_owner;
 use super::core::{Config, IDLE_PING_DEFAULT};
+use super::direct::Direct;
 use super::error::BuildError;
 use super::io::dial::{Dialer, SettingNames, Words, ENV_WORDS, RUST_WORDS};
 use super::io::{self};
@@ -248,6 +249,20 @@ impl ClientBuilder {
 
     /// Validates the configuration and starts the client's background threads.
     pub fn build(self) -> Result<Client, BuildError> {
+        let settled = self.settle()?;
+        let handle = io::start(settled.config, settled.dialer).map_err(BuildError::Thread)?;
+        Ok(Client::new(handle, settled.owner, settled.addrs, settled.request_timeout))
+    }
+
+    /// Validates the configuration as [`ClientBuilder::build`] does, and makes a
+    /// [`Direct`]: no thread, no connection until it is asked something (the CLI's
+    /// views of every node: `status`, `top`, `admin members`).
+    pub(crate) fn build_direct(self) -> Result<Direct, BuildError> {
+        Ok(Direct::new(self.settle()?.dialer))
+    }
+
+    /// Checks every setting and prepares what a client runs on, without I/O.
+    fn settle(self) -> Result<Settled, BuildError> {
         check_setting("request_timeout", self.request_timeout, Duration::ZERO)?;
         check_setting("commit_margin", self.commit_margin, Duration::ZERO)?;
         check_setting("idle_ping", self.idle_ping, IDLE_PING_MIN)?;
@@ -319,9 +334,17 @@ impl ClientBuilder {
             name_setting: self.words.settings.cluster_name,
         };
         let dialer = Dialer { key: auth_key(&secret), tls, names, cluster_name: self.cluster_name };
-        let handle = io::start(config, dialer).map_err(BuildError::Thread)?;
-        Ok(Client::new(handle, owner, addrs, self.request_timeout))
+        Ok(Settled { config, dialer, owner, addrs, request_timeout: self.request_timeout })
     }
+}
+
+/// A checked configuration, before anything runs.
+struct Settled {
+    config: Config,
+    dialer: Dialer,
+    owner: String,
+    addrs: Vec<String>,
+    request_timeout: Duration,
 }
 
 /// The longest any time setting may be: a bound on every deadline the client computes.

@@ -80,8 +80,9 @@
 //!    ([`core::Core`]), driven by the I/O below and by the client simulator;
 //! 3. `io/`: sockets, threads and the clock around the core;
 //! 4. `lock.rs` ([`Lock`] and the releases), then `calls.rs` (argument checks and
-//!    what an outcome means), `api.rs` ([`Client`]), `admin.rs`, and `callback.rs`
-//!    (the same calls ending in a callback, [`Pending`]);
+//!    what an outcome means), `api.rs` ([`Client`]), `admin.rs`, `direct.rs` (one
+//!    request per connection to the one node asked, for views of every node), and
+//!    `callback.rs` (the same calls ending in a callback, [`Pending`]);
 //! 5. `builder.rs` ([`ClientBuilder`]) and `tls.rs`.
 //!
 //! Threads: the callers; one connection thread per dialed address
@@ -107,6 +108,7 @@ mod calls;
 // (tests/client_sim.rs), not for applications.
 #[doc(hidden)]
 pub mod core;
+mod direct;
 mod error;
 mod io;
 mod lock;
@@ -142,6 +144,7 @@ pub use io::dial::{CONNECT_TIMEOUT, HANDSHAKE_TIMEOUT};
 pub use io::WRITE_DEADLINE;
 
 pub(crate) use calls::check_acquire as check_acquire_args;
+pub(crate) use direct::Direct;
 pub(crate) use io::dial::{Words, C_WORDS, ENV_WORDS, GO_WORDS, JAVA_WORDS, NODE_WORDS, PYTHON_WORDS};
 pub(crate) use io::{set_wait_check, WaitCheck};
 pub(crate) use lock::check_key as check_key_arg;

@@ -23,6 +23,9 @@ pub struct RaftFacts {
     pub learners: Vec<u64>,
     /// This node leads, or heard from its leader within an election timeout.
     pub live_leader: bool,
+    /// When this node last heard from a leader, in ms of [`loop_clock_ms`] (`None`:
+    /// it leads, or never heard from one): how old its view of the cluster is.
+    pub leader_heard_at: Option<u64>,
     /// This leader is handing leadership over (`Raft::handing_over`).
     pub handing_over: bool,
     /// This node is stopping, asked to leave, and a standby may still take its place
@@ -38,6 +41,9 @@ pub struct RaftFacts {
 pub struct AutopilotFacts {
     /// Leader only: how long ago it last heard from each other member (ms).
     pub heard_ms: Vec<(u64, u64)>,
+    /// Leader only: the members it has had no answer from since it began replicating
+    /// to them (its election, or their joining): their `heard_ms` counts from then.
+    pub unheard: Vec<u64>,
     /// Leader only: learners caught up and healthy, ready to replace a dead voter.
     pub standbys: Vec<u64>,
     /// A member unheard for longer than this is called unreachable (three heartbeat
@@ -338,6 +344,7 @@ impl ClusterView {
             voters,
             learners: membership.learners.iter().copied().collect(),
             live_leader: raft.has_live_leader(),
+            leader_heard_at: raft.leader_heard_ms().map(|age| loop_clock_ms().saturating_sub(age)),
             handing_over: raft.handing_over(),
             awaiting_replacement: raft.awaits_replacement(),
             stopping: raft.stopping_peers().collect(),
@@ -363,6 +370,20 @@ impl ClusterView {
         });
         let leader = raft.leader_id().unwrap_or(0);
         r.leader_id.set(leader);
+        let membership = raft.membership();
+        r.voters.set(membership.voters.len() as u64);
+        r.standbys.set(membership.learners.len() as u64);
+        // Leader only (rendered only while this node leads): the voters heard within
+        // an election timeout, itself included, and the standbys ready to take a
+        // voter's place.
+        let election = raft.config().election_ms;
+        let healthy = membership
+            .voters
+            .iter()
+            .filter(|&&id| id == raft.id() || raft.unreachable_ms(id).is_some_and(|ms| ms < election))
+            .count();
+        r.healthy_voters.set(healthy as u64);
+        r.ready_standbys.set(raft.standbys().len() as u64);
         // A change from one known leader to another: learning the first leader (a
         // process that just started) is none, nor is the same node elected again.
         if leader != 0 {
@@ -408,6 +429,12 @@ impl ClusterView {
         lock(&self.facts).clone()
     }
 
+    /// How long ago this node last heard from a leader (ms); `None` on the leader, or
+    /// before it ever heard from one.
+    pub fn leader_heard_ms(&self) -> Option<u64> {
+        lock(&self.facts).leader_heard_at.map(|at| loop_clock_ms().saturating_sub(at))
+    }
+
     /// Publishes what MEMBERS reports of the autopilot (the Raft thread's housekeeping).
     pub fn publish_autopilot(&self, raft: &Raft) {
         let leading = raft.is_leader();
@@ -417,8 +444,14 @@ impl ClusterView {
         } else {
             Vec::new()
         };
+        let unheard = heard_ms
+            .iter()
+            .filter(|(id, _)| raft.heard_from(*id) == Some(false))
+            .map(|(id, _)| *id)
+            .collect();
         *lock(&self.autopilot) = AutopilotFacts {
             heard_ms,
+            unheard,
             standbys: if leading { raft.standbys() } else { Vec::new() },
             unreachable_after_ms: UNREACHABLE_HEARTBEATS * raft.config().heartbeat_ms,
             dead_ms: raft.config().autopilot_dead_ms,

@@ -165,8 +165,12 @@ impl LockMetrics {
     }
 }
 
-/// Roles, as the `role` label says them.
-pub const ROLES: [&str; 5] = ["leader", "follower", "candidate", "learner", "standalone"];
+/// Roles, as the `role` label says them: a Raft learner is a `standby`, the word every
+/// view uses (docs/metrics.md).
+pub const ROLES: [&str; 5] = ["leader", "follower", "candidate", "standby", "standalone"];
+
+/// The index in [`ROLES`] of the leader.
+pub const ROLE_LEADER: u64 = 0;
 
 /// The Raft side (set by the Raft thread).
 #[derive(Debug, Default)]
@@ -176,6 +180,14 @@ pub struct RaftMetrics {
     pub role: Gauge,
     /// 0 when no leader is known.
     pub leader_id: Gauge,
+    /// Voters of the node's configuration (while a change runs, the incoming set's).
+    pub voters: Gauge,
+    /// Standbys (Raft learners) of the node's configuration.
+    pub standbys: Gauge,
+    /// Leader only: voters heard within an election timeout, itself included.
+    pub healthy_voters: Gauge,
+    /// Leader only: standbys caught up and heard, ready to take a voter's place.
+    pub ready_standbys: Gauge,
     pub leader_changes: Counter,
     pub commit_index: Gauge,
     pub applied_index: Gauge,
@@ -202,7 +214,8 @@ pub struct PeerFigures {
 }
 
 /// Why a client handshake failed (the `reason` label).
-/// `closed`: the client went away mid-handshake (a port probe, a client that gave up).
+/// `closed`: the client went away mid-handshake, after it had sent part of it. One that
+/// closes before sending any byte is no failure: [`ServerMetrics::abandoned`].
 pub const HANDSHAKE_FAILURES: [&str; 5] = ["auth", "timeout", "tls", "protocol", "closed"];
 
 /// The client port (counted by the accept loop and the connection threads).
@@ -212,6 +225,10 @@ pub struct ServerMetrics {
     pub connections_authenticated: Gauge,
     /// By [`HANDSHAKE_FAILURES`].
     pub handshake_failures: [Counter; 5],
+    /// Connections the client closed before it sent a byte of its handshake: a port
+    /// probe, a client that went away (a one-shot command that ended while it still
+    /// dialed other nodes). Not failures.
+    pub abandoned: Counter,
     pub requests_pending: Gauge,
     /// Requests answered `E 4` for too many pending, or connections refused at accept.
     pub overloaded: Counter,
@@ -329,13 +346,47 @@ impl Metrics {
         let roles: Vec<(&str, u64)> =
             ROLES.iter().enumerate().map(|(i, name)| (*name, u64::from(i == role))).collect();
         labelled(out, "ticketing_raft_role", "1 for the node's current role.", "gauge", "role", &roles);
+        // The id as a label: a 63-bit id does not survive a float sample value.
+        header(
+            out,
+            "ticketing_raft_leader",
+            "1, labelled with the leader's NodeId as this node knows it.",
+            "gauge",
+        );
+        if r.leader_id.get() != 0 {
+            let _ = writeln!(out, "ticketing_raft_leader{{node_id=\"{}\"}} 1", r.leader_id.get());
+        }
         single(
             out,
             "ticketing_raft_leader_id",
-            "The leader's NodeId as this node knows it; 0 when none.",
+            "Deprecated (a float cannot hold every NodeId): use ticketing_raft_leader. The leader's NodeId; 0 when none.",
             "gauge",
             r.leader_id.get(),
         );
+        single(out, "ticketing_raft_voters", "Voters of the node's configuration.", "gauge", r.voters.get());
+        single(
+            out,
+            "ticketing_raft_standbys",
+            "Standbys (learners) of the node's configuration.",
+            "gauge",
+            r.standbys.get(),
+        );
+        if r.role.get() == ROLE_LEADER {
+            single(
+                out,
+                "ticketing_raft_healthy_voters",
+                "Leader only: voters heard within an election timeout, the leader included.",
+                "gauge",
+                r.healthy_voters.get(),
+            );
+            single(
+                out,
+                "ticketing_raft_ready_standbys",
+                "Leader only: standbys caught up and heard, ready to take a voter's place.",
+                "gauge",
+                r.ready_standbys.get(),
+            );
+        }
         single(
             out,
             "ticketing_raft_leader_changes_total",
@@ -444,6 +495,13 @@ impl Metrics {
             "counter",
             "reason",
             &reasons,
+        );
+        single(
+            out,
+            "ticketing_client_connections_abandoned_total",
+            "Client connections closed by the client before it sent a byte of its handshake (no failure).",
+            "counter",
+            s.abandoned.get(),
         );
         single(
             out,

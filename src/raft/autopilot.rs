@@ -107,6 +107,16 @@ impl Raft {
         self.progress.get(&id).map(|p| self.now_ms.saturating_sub(p.last_heard_ms))
     }
 
+    /// Leader only: whether any answer came from `id` since this leader began
+    /// replicating to it (its election, or `id` joining). `None` as for
+    /// [`Raft::unreachable_ms`].
+    pub fn heard_from(&self, id: NodeId) -> Option<bool> {
+        if self.role != Role::Leader || id == self.cfg.id {
+            return None;
+        }
+        self.progress.get(&id).map(|p| p.heard)
+    }
+
     /// Leader only: the learners of the active configuration that autopilot
     /// could promote now — heard within the last election timeout, at most
     /// [`STANDBY_LAG_MAX`] entries behind the commit index, and not about to

@@ -280,6 +280,16 @@ impl Raft {
             }
         }
     }
+    /// How long ago (ms, as of the latest `tick`/`step`) this node last heard
+    /// from a leader; `None` on the leader itself, or before it ever heard
+    /// from one. Kept when the leader is lost: how old this node's view is.
+    pub fn leader_heard_ms(&self) -> Option<u64> {
+        match self.role {
+            Role::Leader => None,
+            _ if self.leader_contact_ms == 0 => None,
+            _ => Some(self.now_ms.saturating_sub(self.leader_contact_ms)),
+        }
+    }
     /// After this node stopped leading by handing over, the node it sent
     /// `TimeoutNow` to, until it learns who leads: a hint for redirecting
     /// clients (it is not known to lead yet).

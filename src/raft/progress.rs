@@ -38,6 +38,9 @@ pub struct Progress {
     /// milliseconds. CheckQuorum counts the peer while this is within the
     /// last election timeout.
     pub last_heard_ms: u64,
+    /// Any answer came from the peer since this progress began (a new leader's
+    /// `last_heard_ms` is its election time, not an answer).
+    pub heard: bool,
     /// Highest read-index round the peer has confirmed in this term.
     pub read_ack: u64,
     /// Replicate: send an empty append at `next - 1` even with a full window,
@@ -72,6 +75,7 @@ impl Progress {
             probe_sent: false,
             inflight: VecDeque::new(),
             last_heard_ms: now_ms,
+            heard: false,
             read_ack: 0,
             sent_commit: 0,
             commit_due_ms: None,

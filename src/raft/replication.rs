@@ -138,6 +138,7 @@ impl Raft {
             return;
         };
         pr.last_heard_ms = now;
+        pr.heard = true;
         if !success {
             pr.on_reject(index, retry);
             return;
@@ -161,6 +162,7 @@ impl Raft {
             return;
         };
         pr.last_heard_ms = now;
+        pr.heard = true;
         pr.read_ack = pr.read_ack.max(read_seq.min(self.read_seq));
         pr.on_heartbeat_resp();
         if pr.state == ProgressState::Snapshot && now >= pr.snap_sent_ms.saturating_add(resend_after) {

@@ -65,6 +65,7 @@ impl Raft {
             return;
         };
         pr.last_heard_ms = now;
+        pr.heard = true;
         if done {
             // The peer holds everything up to `index`: resume with entries.
             pr.on_success(index);

@@ -7,7 +7,7 @@
 //! batches whatever is queued into one write — or, on a plain connection, straight
 //! from the lock-table thread (src/server/outbox.rs, `DirectWriter`).
 
-use std::io::BufReader;
+use std::io::{BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -44,6 +44,16 @@ enum Rights {
     Operator,
 }
 
+/// The index in [`crate::metrics::HANDSHAKE_FAILURES`] of a client that went away.
+const CLOSED: usize = 4;
+
+/// At a TLS port, a connection silent this long before it closed is taken for a plain
+/// client: it waits [`crate::tls::GREETING_PROBE_AFTER`] (200 ms) for a greeting before
+/// it gives up, and a TLS client sends its ClientHello as soon as it connects. Half of
+/// it: this node starts timing a moment after the client's connect returned.
+const SILENT_LIKE_A_PLAIN_CLIENT: Duration =
+    Duration::from_millis(crate::tls::GREETING_PROBE_AFTER.as_millis() as u64 / 2);
+
 /// The index in [`crate::metrics::HANDSHAKE_FAILURES`] of why a handshake failed.
 fn handshake_failure_reason(e: &HandshakeError) -> usize {
     match e {
@@ -55,10 +65,45 @@ fn handshake_failure_reason(e: &HandshakeError) -> usize {
             std::io::ErrorKind::UnexpectedEof
             | std::io::ErrorKind::ConnectionReset
             | std::io::ErrorKind::ConnectionAborted
-            | std::io::ErrorKind::BrokenPipe => 4,
+            | std::io::ErrorKind::BrokenPipe => CLOSED,
             _ => 3,
         },
         _ => 3,
+    }
+}
+
+/// True when a handshake that failed with `reason` is a client that went away before it
+/// sent a byte of its AUTH (`authing`): a port probe, or a one-shot command that ended
+/// while it still dialed other nodes, in the middle of TLS or before — no failure, and
+/// no warning. One case stays a failure: at a TLS port (`tls`), nothing at all heard
+/// (`heard`: not even a ClientHello) for [`SILENT_LIKE_A_PLAIN_CLIENT`] or more
+/// (`silent_for`) — what a plain client does, waiting for a greeting that never comes.
+fn went_away(reason: usize, authing: bool, heard: bool, tls: bool, silent_for: Duration) -> bool {
+    let plain_client_at_tls_port = tls && !heard && silent_for >= SILENT_LIKE_A_PLAIN_CLIENT;
+    reason == CLOSED && !authing && !plain_client_at_tls_port
+}
+
+/// The handshake's stream, noting whether the client sent any byte of the handshake
+/// itself (the TLS records under it do not count).
+struct Noting<'a> {
+    stream: Duplex<'a>,
+    spoke: bool,
+}
+
+impl Read for Noting<'_> {
+    fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.stream.read(out)?;
+        self.spoke |= n > 0;
+        Ok(n)
+    }
+}
+
+impl Write for Noting<'_> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.stream.write(buf)
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.stream.flush()
     }
 }
 
@@ -72,6 +117,7 @@ pub fn serve(
     handshaking: crate::slots::HandshakeTicket,
 ) {
     let _ = tcp.set_nodelay(true);
+    let accepted = Instant::now();
     let tls = match &shared.tls {
         Some(config) => match rustls::ServerConnection::new(config.clone()) {
             Ok(c) => Some(rustls::Connection::Server(c)),
@@ -98,18 +144,21 @@ pub fn serve(
     // the admin ops.
     let mut keys = vec![&shared.auth_key];
     keys.extend(shared.operator_key.as_ref());
-    let result = handshake::server_handshake_any(
-        &mut Duplex { reader: &mut reader, writer: &mut writer },
-        &keys,
-        &CLIENT_LABELS,
-        welcome,
-    );
+    let mut noting = Noting { stream: Duplex { reader: &mut reader, writer: &mut writer }, spoke: false };
+    let result = handshake::server_handshake_any(&mut noting, &keys, &CLIENT_LABELS, welcome);
+    let authing = noting.spoke;
     drop(handshaking);
     let rights = match result {
         Ok((_, 0)) => Rights::Client,
         Ok(_) => Rights::Operator,
         Err(e) => {
-            shared.metrics.server.handshake_failures[handshake_failure_reason(&e)].inc();
+            let reason = handshake_failure_reason(&e);
+            if went_away(reason, authing, reader.heard(), shared.tls.is_some(), accepted.elapsed()) {
+                shared.metrics.server.abandoned.inc();
+                super::handshake_log::log_went_away(peer);
+                return;
+            }
+            shared.metrics.server.handshake_failures[reason].inc();
             // A plain client whose greeting was slow asks whether this port speaks TLS:
             // that ClientHello is no TLS client's.
             let probe = matches!(e, HandshakeError::SpokeTls) && crate::tls::rest_is_probe(writer.tcp());
@@ -339,4 +388,32 @@ fn connection_error(
 ) {
     let response = Response::Error { code, message: error.to_string() };
     local_reply(tx, counters, shared, 0, response);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_client_that_closes_before_its_auth_went_away_unless_it_waited_silent_at_a_tls_port() {
+        let eof = HandshakeError::Io(std::io::Error::from(std::io::ErrorKind::UnexpectedEof));
+        let closed = handshake_failure_reason(&eof);
+        let soon = Duration::from_millis(3);
+        let late = SILENT_LIKE_A_PLAIN_CLIENT;
+        // A plain port: whenever it closes before its AUTH.
+        assert!(went_away(closed, false, false, false, soon));
+        assert!(went_away(closed, false, false, false, late * 10));
+        // A TLS port: at once (a TLS command that ended before its ClientHello left),
+        // or in the middle of TLS (its ClientHello heard), however late...
+        assert!(went_away(closed, false, false, true, soon));
+        assert!(went_away(closed, false, true, true, late * 10));
+        // ... but not after waiting in silence, as a plain client waits for a greeting.
+        assert!(!went_away(closed, false, false, true, late));
+        // Part of an AUTH, then gone: a failure; and any other reason.
+        assert!(!went_away(closed, true, true, false, soon));
+        assert!(!went_away(closed, true, true, true, soon));
+        let timeout = HandshakeError::Io(std::io::Error::from(std::io::ErrorKind::TimedOut));
+        assert!(!went_away(handshake_failure_reason(&timeout), false, false, false, soon));
+        assert!(!went_away(handshake_failure_reason(&HandshakeError::AuthFailed), true, true, false, soon));
+    }
 }

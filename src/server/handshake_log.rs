@@ -62,6 +62,13 @@ pub fn log_failure(e: &HandshakeError, peer: SocketAddr, tls: bool, heard: bool,
     }
 }
 
+/// Logs a client that closed its connection before it sent a byte of its AUTH (a port
+/// probe, a plain client's question whether this port speaks TLS, a command that ended
+/// while it still dialed): no mistake, so debug only.
+pub fn log_went_away(peer: SocketAddr) {
+    debug!("{peer}: closed before it sent a byte of its AUTH (it went away)");
+}
+
 /// A client's verdict on this node's certificate, if that is what failed.
 fn certificate_words(e: &rustls::Error) -> Option<String> {
     Some(match tls_cause(e) {

@@ -91,11 +91,16 @@ pub fn cluster_text(
 /// ```text
 /// node_id=2            role=follower        term=7
 /// leader_id=1          leader=10.0.0.1:5225 commit_index=812
+/// leader_heard_ms=N    (a node that does not lead) how long ago it last heard from a
+///                      leader: how old its view is; absent if it never heard from one
 /// self=ADDR           this node's own client address (TICKETING_CLUSTER_SELF)
-/// member=ID ROLE ADDR incarnation=HEX|unrecorded [heard_ms=N | unreachable_ms=N]
+/// member=ID ROLE ADDR incarnation=HEX|unrecorded [heard_ms=N | unreachable_ms=N |
+///                      unheard_ms=N]
 ///                      one line per voter, then learner; the leader adds how long
 ///                      ago it last heard from each: unreachable_ms past three
-///                      heartbeat intervals, heard_ms before
+///                      heartbeat intervals, heard_ms before — unheard_ms instead for
+///                      a member it has had no answer from since it began
+///                      replicating to it
 /// joining=ID@ADDR      (a node that knows no configuration yet) the leader a member
 ///                      named, which it asks to add it
 /// retired=ID,...       nodes removed by a committed configuration
@@ -113,6 +118,9 @@ pub fn members_text(info: &NodeInfo, view: &crate::cluster::view::ClusterView) -
     let _ = writeln!(text, "leader_id={}", facts.leader_id.map_or(String::new(), |id| id.to_string()));
     let _ = writeln!(text, "leader={}", facts.leader_id.map(|id| view.addr_of(id)).unwrap_or_default());
     let _ = writeln!(text, "commit_index={}", facts.commit_index);
+    if let Some(ms) = view.leader_heard_ms() {
+        let _ = writeln!(text, "leader_heard_ms={ms}");
+    }
     if let Standing::Joining(id, addr) = view.standing() {
         let _ = writeln!(text, "joining={id}@{addr}");
     }
@@ -127,6 +135,9 @@ pub fn members_text(info: &NodeInfo, view: &crate::cluster::view::ClusterView) -
             match autopilot.heard_ms.iter().find(|(n, _)| n == id) {
                 Some((_, ms)) if *ms > autopilot.unreachable_after_ms => {
                     let _ = write!(text, " unreachable_ms={ms}");
+                }
+                Some((_, ms)) if autopilot.unheard.contains(id) => {
+                    let _ = write!(text, " unheard_ms={ms}");
                 }
                 Some((_, ms)) => {
                     let _ = write!(text, " heard_ms={ms}");

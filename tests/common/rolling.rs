@@ -35,6 +35,8 @@ pub struct Nodes {
     pub seeds: String,
     env: Vec<(String, String)>,
     next_host: usize,
+    /// Every node serves `/metrics` on its host at this port, when set.
+    pub metrics_port: Option<u16>,
 }
 
 /// What one planned restart took, from its SIGTERM.
@@ -59,6 +61,15 @@ pub struct Restart {
 impl Nodes {
     /// `voters` founders and `standbys` standbys, each standby caught up.
     pub fn start(voters: usize, standbys: usize, env: &[(&str, &str)]) -> Nodes {
+        Nodes::launch(voters, standbys, env, None)
+    }
+
+    /// [`Nodes::start`], every node serving `/metrics` at its host and one port.
+    pub fn start_with_metrics(voters: usize, standbys: usize, env: &[(&str, &str)]) -> Nodes {
+        Nodes::launch(voters, standbys, env, Some(super::ports::free_port()))
+    }
+
+    fn launch(voters: usize, standbys: usize, env: &[(&str, &str)], metrics_port: Option<u16>) -> Nodes {
         let port = free_port_pair();
         let peers: Vec<String> = (1..=voters).map(|i| format!("{i}@127.0.0.{i}:{port}")).collect();
         let mut nodes = Nodes {
@@ -68,6 +79,7 @@ impl Nodes {
             seeds: (1..=voters).map(|i| format!("127.0.0.{i}:{port}")).collect::<Vec<_>>().join(","),
             env: env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
             next_host: voters + 1,
+            metrics_port,
         };
         for i in 1..=voters {
             let addr = format!("127.0.0.{i}:{port}");
@@ -90,6 +102,9 @@ impl Nodes {
         let mut server = Server::new().listen(addr);
         for (k, v) in &self.env {
             server = server.env(k, v);
+        }
+        if let (Some(port), Some((host, _))) = (self.metrics_port, addr.rsplit_once(':')) {
+            server = server.env("TICKETING_METRICS_LISTEN", &format!("{host}:{port}"));
         }
         server
     }

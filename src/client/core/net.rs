@@ -314,20 +314,19 @@ impl Net {
 
     /// True when `target` names one address and every connection to it failed its
     /// last attempt (refused, reset, unresolved, silent past the connect timeout) and
-    /// none is up or dialing: a request meant for that node alone is answered at once
-    /// — nothing else could carry it, and only a dial under way is worth waiting for.
+    /// none is up or dialing — or no slot dials it any more (its node is no voter: the
+    /// slot was retired): a request meant for that node alone is answered at once —
+    /// nothing else could carry it, and only a dial under way is worth waiting for.
     pub(crate) fn addr_down(&self, target: &Target) -> bool {
         if *target == Target::Any {
             return false;
         }
-        let mut any = false;
         for slot in self.slots.iter().filter(|s| !s.retired() && target.accepts(s)) {
             if slot.live().is_some() || slot.dialing || !slot.tried || slot.last_error.is_none() {
                 return false;
             }
-            any = true;
         }
-        any
+        true
     }
 
     pub(crate) fn hint(&self) -> Option<&str> {

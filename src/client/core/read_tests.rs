@@ -221,3 +221,23 @@ fn an_m_names_its_leader_or_none() {
     );
     assert_eq!(check_answer(Response::Free), Ok(Response::Free));
 }
+
+/// A read for one address whose slot the client retired — its node is no voter (a
+/// standby among the addresses given): the leader's voter set left it out — ends at
+/// once, since nothing dials it any more (`Client::status_of` then asks it on a
+/// connection of its own). It used to wait out its whole budget.
+#[test]
+fn a_read_for_an_address_no_longer_dialed_ends_at_once() {
+    let mut scene = Scene::new(&["a:1", "d:1"]);
+    let deadline = scene.now + Duration::from_millis(BUDGET_MS);
+    let mut op = ReadOp::new(Request::Status, Target::Addr("d:1".into()), deadline, scene.now);
+    scene.up("a:1", LEADER, "a:1");
+    assert!(
+        matches!(op.route(&mut scene.cx()), Next::Wait(_)),
+        "d:1 is still dialing: its answer is awaited"
+    );
+    scene.world.net.reconcile(&[(1, "a:1".into()), (2, "b:1".into()), (3, "c:1".into())], scene.now);
+    scene.at(5);
+    let e = failed(op.route(&mut scene.cx()));
+    assert!(matches!(e, ClientError::Unavailable { lasting: false, .. }), "{e:?}");
+}

@@ -51,7 +51,7 @@ impl RaftLoop {
         }
         if self.raft.membership().learners.contains(&job.new) {
             // A standby already: it only has to be caught up.
-            info!("{}: node {} is a learner already", job.what(), job.new);
+            info!("{}: node {} is a standby already", job.what(), job.new);
             job.phase = AdminPhase::CatchingUp;
             job.deadline_ms = now + ADMIN_CATCH_UP_MS;
             self.set_admin(job);
@@ -108,7 +108,7 @@ impl RaftLoop {
         let standby = membership.learners.contains(&job.new);
         if standby && self.view.addr_of(job.new) != job.addr {
             return Err(format!(
-                "node {} is a learner at {}, not at {}",
+                "node {} is a standby at {}, not at {}",
                 job.new,
                 self.view.addr_of(job.new),
                 job.addr
@@ -229,7 +229,7 @@ impl RaftLoop {
             let why = match job.phase {
                 AdminPhase::Dialing => format!("node {} at {} is unreachable", job.new, job.addr),
                 AdminPhase::CatchingUp => format!("node {} did not catch up in time", job.new),
-                AdminPhase::Adding => "the learner's configuration did not commit in time".into(),
+                AdminPhase::Adding => "the standby's configuration did not commit in time".into(),
                 AdminPhase::Swapping => "the change did not commit in time: not enough voters alive".into(),
             };
             if job.phase == AdminPhase::CatchingUp && job.added_learner && self.raft.is_leader() {
@@ -247,15 +247,15 @@ impl RaftLoop {
                 let record = Command::SetMember { node: job.new, incarnation, addr: job.addr.clone() };
                 self.propose_command(&record);
                 if let Err(e) = self.raft.add_learner(job.new) {
-                    job.refuse(format!("cannot add the learner: {e}"));
+                    job.refuse(format!("cannot add the standby: {e}"));
                     return None;
                 }
                 if job.kind == JobKind::Join {
-                    info!("{}: learner added", job.what());
+                    info!("{}: standby added", job.what());
                     job.phase = AdminPhase::Adding;
                     job.deadline_ms = now + ADMIN_COMMIT_MS;
                 } else {
-                    info!("{}: learner added, catching up", job.what());
+                    info!("{}: standby added, catching up", job.what());
                     job.phase = AdminPhase::CatchingUp;
                     job.deadline_ms = now + ADMIN_CATCH_UP_MS;
                 }
@@ -295,7 +295,7 @@ impl RaftLoop {
                 self.view.addr_of(standby)
             ),
             crate::raft::AutopilotEvent::RemovingLearner { learner, unreachable_ms, config_index } => info!(
-                "autopilot: learner {learner} ({}) unreachable for {unreachable_ms} ms; removing it \
+                "autopilot: standby {learner} ({}) unreachable for {unreachable_ms} ms; removing it \
                  (configuration at index {config_index})",
                 self.view.addr_of(learner)
             ),
