@@ -11,7 +11,7 @@
 //!   dialed until it reports one.
 //! - **Settling.** Requests for any node (not those for one named address: a view of one
 //!   node) wait while a seed is making its first connection and has not reported a
-//!   domain, at most [`SEED_SETTLE_MAX`] from when the seed was added (at start, or when
+//!   domain, at most [`SEED_SETTLE_MAX`](super::SEED_SETTLE_MAX) from when the seed was added (at start, or when
 //!   the seeds are dialed again after everything was unreachable).
 //! - **Disagreement.** While the addresses report two domains, nothing is sent: requests
 //!   end at once with a lasting mistake naming both domains and their addresses, and no
@@ -26,45 +26,8 @@
 use std::time::{Duration, Instant};
 
 use super::ids::SessionId;
-use super::net::{Net, Slot, Target};
-
-/// Requests wait at most this long after a seed is added for it to report its domain.
-/// Why a bound: a seed whose host is down answers nothing until the connect timeout
-/// (3 s), and the other seeds should serve before a short budget ends. A seed that
-/// reports later is still compared, and a disagreement then stops the client.
-pub const SEED_SETTLE_MAX: Duration = Duration::from_secs(2);
-
-/// What the client knows of fencing domains beyond each slot's own.
-#[derive(Debug, Default)]
-pub(crate) struct Domains {
-    /// The client was given a cluster name: two domains then mean two clusters that
-    /// share it (the advice differs).
-    pub(crate) named: bool,
-    /// How the messages name the addresses' setting and the name's (the caller's words).
-    pub(crate) seeds_setting: &'static str,
-    pub(crate) name_setting: &'static str,
-    /// The domain of the latest grant, and until when a lock from it may be held
-    /// (its lease plus the commit margin, the latest of them).
-    held: Option<(u64, Instant)>,
-    /// The domains of the last disagreement said in the log (said once, not at every
-    /// request).
-    said: Vec<u64>,
-    /// How long requests wait for a seed to report its domain ([`SEED_SETTLE_MAX`]).
-    settle: Duration,
-}
-
-impl Domains {
-    pub(crate) fn new(named: bool, seeds_setting: &'static str, name_setting: &'static str) -> Domains {
-        Domains { named, seeds_setting, name_setting, held: None, said: Vec::new(), settle: SEED_SETTLE_MAX }
-    }
-
-    /// Tests of other rules: requests never wait for seeds to report their domain.
-    #[cfg(test)]
-    pub(crate) fn without_settling(mut self) -> Domains {
-        self.settle = Duration::ZERO;
-        self
-    }
-}
+use super::net::{Net, Target};
+use super::slot::Slot;
 
 /// Why requests for any node must not be sent now.
 pub(crate) struct Conflict {

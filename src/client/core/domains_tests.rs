@@ -4,6 +4,7 @@
 use std::time::{Duration, Instant};
 
 use super::*;
+use crate::client::core::domain_record::{Domains, SEED_SETTLE_MAX};
 use crate::client::core::ids::SessionId;
 use crate::client::core::net::Target;
 use crate::client::core::scene_tests::fail_dials;

@@ -1,20 +1,19 @@
 //! The client's decisions, as a deterministic state machine with no I/O
 //! (docs/client.md, "Structure").
 //!
-//! [`Core`] takes every decision of the client — routing, the resend rule,
-//! `Indeterminate`, late grants, release retries, leader following, discovery,
-//! dead-session detection, resolve and the orphan checks — and never touches a socket,
-//! a thread or the clock. Inputs: caller requests ([`Core::acquire`], [`Core::release`],
-//! [`Core::read`], [`Core::resolve`]), connection events (`on_*`), time
-//! ([`Core::handle_timeout`]), each with `now`. Outputs: [`Action`]s
-//! ([`Core::poll_action`]) and the next instant it needs the time
-//! ([`Core::poll_timeout`]). The I/O around it (`client::io`) and the client simulator
-//! (`tests/client_sim.rs`) drive this very type; `W` wakes a waiting caller.
+//! [`Core`] takes every decision of the client (routing, the resend rule, `Indeterminate`,
+//! late grants, release retries, leader following, discovery, dead-session detection,
+//! resolve, orphan checks) and never touches a socket, a thread or the clock. Inputs:
+//! caller requests, connection events (`on_*`), time ([`Core::handle_timeout`]), each with
+//! `now`. Outputs: [`Action`]s ([`Core::poll_action`]) and the next instant it needs the
+//! time ([`Core::poll_timeout`]). `client::io` and `tests/client_sim.rs` drive this very
+//! type; `W` wakes a waiting caller.
 
 mod acquire;
 mod cancel;
 mod claims;
 mod cx;
+mod domain_record;
 mod domains;
 pub(crate) mod ids;
 mod members;
@@ -28,6 +27,7 @@ mod routing;
 #[cfg(test)]
 mod scene_tests;
 mod session;
+mod slot;
 mod watch;
 
 use std::collections::VecDeque;
@@ -36,7 +36,7 @@ use std::time::{Duration, Instant};
 
 pub use acquire::CONNECT_WAIT_MIN;
 pub use cx::{Action, Config, Granted, Outcome, Resolved, PING_ANSWER_TIMEOUT};
-pub use domains::SEED_SETTLE_MAX;
+pub use domain_record::SEED_SETTLE_MAX;
 pub use ids::{OpId, OrphanId, SessionId, SlotId};
 pub use members::{RETIRE_GRACE, SEED_FALLBACK_AFTER};
 pub use net::{DialFailure, NetEvent, Target};
@@ -52,6 +52,7 @@ pub use watch::{IDLE_PING_DEFAULT, LEADER_UNKNOWN_RETRY, MEMBERSHIP_REFRESH};
 use acquire::AcquireOp;
 use claims::Claims;
 use cx::{Cx, Next, Origin, ReleaseJob, World};
+use domain_record::Domains;
 use net::Net;
 use ops::{Entry, Kind, Ops};
 use orphans::{LateGrant, Orphans};
@@ -84,13 +85,9 @@ pub struct Core<W> {
 impl<W> Core<W> {
     /// A core that dials its seeds at once (see the first [`Action`]s).
     pub fn new(config: Config, now: Instant) -> Core<W> {
+        let domains = Domains::new(config.named, config.seeds_setting, config.name_setting);
         let world = World {
-            net: Net::new(
-                config.seeds.clone(),
-                config.tls,
-                domains::Domains::new(config.named, config.seeds_setting, config.name_setting),
-                now,
-            ),
+            net: Net::new(config.seeds.clone(), config.tls, domains, now),
             orphans: Orphans::new(config.commit_margin),
             claims: Claims::new(config.commit_margin),
             jobs: Vec::new(),
@@ -262,25 +259,11 @@ impl<W> Core<W> {
                 continue;
             }
             let Some(pending) = net.session_mut(session).and_then(|s| s.answered(id)) else {
-                // Also no lesson about the leader from it: only answers to requests
-                // this client sent move routing.
+                // No lesson about the leader either: only answers we await move routing.
                 log::debug!("answer to id {id} that nobody waits for");
                 continue;
             };
-            match &response {
-                Response::Moved { leader } => net.moved(session, leader, now),
-                Response::Granted { lease_ms, .. } => {
-                    net.leads(session, now);
-                    let lease = Duration::from_millis(u64::from(*lease_ms));
-                    net.granted_on(session, lease, self.config.commit_margin, now);
-                }
-                Response::Released => net.leads(session, now),
-                Response::Status { text } => {
-                    let domain = text.lines().find_map(|l| l.strip_prefix("domain="));
-                    net.reports_domain(session, domain.and_then(|d| d.parse().ok()).unwrap_or(0));
-                }
-                _ => {}
-            }
+            net.learn_from(session, &response, self.config.commit_margin, now);
             self.answered(session, id, pending, response);
         }
         self.settle();
@@ -303,8 +286,7 @@ impl<W> Core<W> {
                         _ => Next::Wait(None),
                     }),
                     Some(LateGrant::Release { .. }) if self.world.claims.owns_token(token, now) => {
-                        // A `resolve` found this grant by QUERY and handed it to its
-                        // caller before the `G` came, or it is being released already.
+                        // A `resolve` handed it out (found by QUERY), or it is being released.
                         log::debug!("late grant (token {token}) already claimed");
                     }
                     Some(LateGrant::Release { key, owner }) => {
@@ -338,8 +320,7 @@ impl<W> Core<W> {
         }
     }
 
-    /// The connection of `session` ended (the reader saw EOF or an error, or the
-    /// session was closed).
+    /// The connection of `session` ended (EOF or an error, or the session was closed).
     pub fn on_closed(&mut self, session: SessionId, now: Instant) {
         let now = self.advance(now);
         let ended = self.world.net.closed(session, now);

@@ -8,9 +8,10 @@
 
 use std::time::Instant;
 
-use super::domains::Domains;
+use super::domain_record::Domains;
 use super::ids::{OrphanId, SessionId, SlotId};
 use super::session::{Ended, Session, Waiting, WriteFailure};
+pub(crate) use super::slot::Slot;
 use crate::client::backoff::Backoff;
 
 /// A session that lasted this long served, even without an answer (its backoff starts
@@ -71,57 +72,6 @@ impl Target {
             Target::Any => true,
             Target::Addr(addr) => slot.addr == *addr,
         }
-    }
-}
-
-/// One address the client dials, and its current session, if any.
-pub(crate) struct Slot {
-    pub(crate) id: SlotId,
-    pub(crate) addr: String,
-    /// Configured by the user, not learned.
-    pub(crate) seed: bool,
-    pub(crate) session: Option<Session>,
-    pub(super) dialing: bool,
-    /// When to dial next (no session, not dialing).
-    pub(super) next_dial: Option<Instant>,
-    /// A connection attempt of this slot has ended (see [`LEADER_WAIT`]).
-    pub(super) tried: bool,
-    /// The node id of the last WELCOME on this slot; 0 before any.
-    pub(crate) node: u64,
-    /// The fencing domain its node last reported (WELCOME, STATUS); 0 before any. Kept
-    /// when the connection ends: the address stays of that domain until it reports
-    /// another (`domains.rs`).
-    pub(crate) domain: u64,
-    /// Its current session's node answered a STATUS (its domain is as known as it gets).
-    pub(super) probed: bool,
-    /// When the slot was added (the wait for seeds to settle counts from it).
-    pub(super) added: Instant,
-    pub(super) retired_at: Option<Instant>,
-    /// Retired because its node left the voter set (not a second slot to a voter).
-    pub(super) left: bool,
-    /// Why the last attempt failed (cleared when one works).
-    pub(crate) last_error: Option<String>,
-    /// The last attempt failed with a mistake that trying again cannot fix
-    /// ([`DialFailure::lasting`]).
-    pub(super) lasting: bool,
-    /// How far the attempt under way got, when that says something (a TCP connection
-    /// taken but no greeting: the server may wait for TLS).
-    pub(super) note: Option<String>,
-    backoff: Backoff,
-}
-
-impl Slot {
-    pub(super) fn retired(&self) -> bool {
-        self.retired_at.is_some()
-    }
-
-    pub(super) fn live(&self) -> Option<&Session> {
-        self.session.as_ref().filter(|s| s.usable())
-    }
-
-    /// Does the address `leader` (from WELCOME, `M` or STATUS) name this slot?
-    pub(super) fn is(&self, leader: &str) -> bool {
-        leader == self.addr || self.live().is_some_and(|s| s.peer == leader)
     }
 }
 

@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use super::ids::SessionId;
 use super::net::{Net, Target};
 use crate::proto::addr::{host_of, is_tls_server_name};
+use crate::proto::frame::Response;
 
 /// How long a request waits for a better connection (the leader's) while a slot is
 /// still connecting for the first time, before it settles for any connected node.
@@ -107,6 +108,31 @@ impl Net {
         self.refresh_due = true;
         if let Some(addr) = addr {
             self.learn(addr, now);
+        }
+    }
+
+    /// What an answer to this client's own request on `session` teaches: `M` names the
+    /// leader, `G`/`R` show the node leads, a `G` is a lock of the node's fencing domain
+    /// until its lease (plus `margin`) ends, a STATUS reports that domain (`domains.rs`).
+    pub(crate) fn learn_from(
+        &mut self,
+        session: SessionId,
+        response: &Response,
+        margin: Duration,
+        now: Instant,
+    ) {
+        match response {
+            Response::Moved { leader } => self.moved(session, leader, now),
+            Response::Granted { lease_ms, .. } => {
+                self.leads(session, now);
+                self.granted_on(session, Duration::from_millis(u64::from(*lease_ms)), margin, now);
+            }
+            Response::Released => self.leads(session, now),
+            Response::Status { text } => {
+                let domain = text.lines().find_map(|l| l.strip_prefix("domain="));
+                self.reports_domain(session, domain.and_then(|d| d.parse().ok()).unwrap_or(0));
+            }
+            _ => {}
         }
     }
 

@@ -106,6 +106,6 @@ pub(crate) fn fail_dials(net: &mut Net, addr: &str, now: Instant) {
 
 /// The domain settings of these scenes: requests never wait for the other seeds to
 /// report their domain (`domains_tests.rs` tests that wait).
-pub(crate) fn named() -> super::domains::Domains {
-    super::domains::Domains::new(true, "TICKETING_ADDRS", "TICKETING_CLUSTER_NAME").without_settling()
+pub(crate) fn named() -> super::domain_record::Domains {
+    super::domain_record::Domains::new(true, "TICKETING_ADDRS", "TICKETING_CLUSTER_NAME").without_settling()
 }
