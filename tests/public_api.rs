@@ -3,7 +3,7 @@
 //! item that is not fails this test — list it (with its reason) or hide it
 //! (`#[doc(hidden)]` for what the binary and the tests need, `pub(crate)` otherwise).
 //! The C ABI's functions and constants are listed by the header instead
-//! (`include/ticketing.h`, checked against the library by src/capi/header_check.rs).
+//! (`include/ticketing.h`, generated from src/capi and checked by tests/c_header.rs).
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};

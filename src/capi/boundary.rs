@@ -7,14 +7,19 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::ptr;
 use std::time::Duration;
 
-use super::error::{ErrorHandle, Failure, TICKETING_OK};
-use super::handle::{self, ErrorPtr};
+use super::abi::ticketing_error;
+use super::abi::TICKETING_OK;
+use super::error::{ErrorHandle, Failure};
+use super::handle;
 use super::logging;
 
 /// Runs `body` for a function that returns a status: a panic becomes
 /// `TICKETING_INTERNAL` (logged, never printed), and a failure is handed out through
 /// `error_out` when the caller asked for it.
-pub fn guard(error_out: *mut *mut ErrorPtr, body: impl FnOnce() -> Result<(), Failure>) -> std::ffi::c_int {
+pub fn guard(
+    error_out: *mut *mut ticketing_error,
+    body: impl FnOnce() -> Result<(), Failure>,
+) -> std::ffi::c_int {
     logging::quiet_panics();
     let result = logging::in_call(|| catch_unwind(AssertUnwindSafe(body)))
         .unwrap_or_else(|panic| Err(Failure::panic(&*panic)));
@@ -27,7 +32,7 @@ pub fn guard(error_out: *mut *mut ErrorPtr, body: impl FnOnce() -> Result<(), Fa
         // SAFETY: the caller passes a valid `ticketing_error **` or NULL (header rules).
         unsafe { *error_out = handle };
     }
-    kind
+    kind as std::ffi::c_int
 }
 
 /// Runs a getter: a panic gives `fallback`.

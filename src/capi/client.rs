@@ -4,23 +4,14 @@
 use std::ffi::{c_char, c_int, CString};
 use std::ptr;
 
+use super::abi::*;
 use super::boundary::{duration, guard, optional_text, put, required, text};
 use super::error::{c_string, Failure};
-use super::handle::ErrorPtr;
-use super::handle::{self, Kind, Tagged};
-use super::lock::{outcome_code, LockHandle, LockPtr};
+use super::handle::{self, Kind, Opaque};
+use super::lock::{outcome_code, LockHandle};
 use crate::client::{
     Client, HolderInfo, Resolution, Words, C_WORDS, GO_WORDS, JAVA_WORDS, NODE_WORDS, PYTHON_WORDS,
 };
-
-/// Seed addresses a client takes at most (`ticketing_client_new`'s `addrs_len`).
-pub const ADDRS_MAX: usize = 64;
-/// Bytes of a client secret at most (`auth_token_len`).
-pub const AUTH_TOKEN_LEN_MAX: usize = 4096;
-
-pub const TICKETING_HELD: c_int = 1;
-pub const TICKETING_NOT_HELD: c_int = 2;
-pub const TICKETING_UNKNOWN: c_int = 3;
 
 /// `ticketing_client`.
 #[doc(hidden)]
@@ -34,9 +25,9 @@ impl Kind for ClientHandle {
     const NAME: &'static str = "ticketing_client";
 }
 
-/// The pointer C holds.
-#[doc(hidden)]
-pub type ClientPtr = Tagged<ClientHandle>;
+impl Opaque for ticketing_client {
+    type Value = ClientHandle;
+}
 
 impl ClientHandle {
     fn new(client: Client) -> ClientHandle {
@@ -45,15 +36,22 @@ impl ClientHandle {
     }
 }
 
-/// `ticketing_holder`, laid out as in the header.
+/// What ticketing_query fills in for a held key. The caller owns the storage.
 #[repr(C)]
 pub struct Holder {
+    /// The holder's fencing token.
     pub token: u64,
+    /// Lease left on the leader's clock when it answered.
     pub lease_left_ms: u64,
+    /// Acquires queued for the key.
     pub waiters: u32,
+    /// Bytes of owner, without the NUL.
     pub owner_len: u32,
+    /// The holder's owner, NUL-terminated (owners are 1..=TICKETING_OWNER_LEN_MAX bytes).
     pub owner: [c_char; 256],
 }
+
+const _: () = assert!(256 == TICKETING_OWNER_LEN_MAX + 1, "room for the longest owner and its NUL");
 
 impl Holder {
     pub(super) fn fill(&mut self, info: &HolderInfo) {
@@ -74,8 +72,20 @@ impl Holder {
     }
 }
 
-/// `ticketing_client_new`: wraps [`Client::builder`] … [`ClientBuilder::build`](crate::client::ClientBuilder::build).
-/// Its messages name this function's arguments (`tls_ca_file`, `auth_token`).
+/// Creates a client. Wraps ClientBuilder::new().addrs(..).auth_token(..).owner(..)
+/// .tls_ca_file(..).build().
+///
+/// addrs, addrs_len: seed addresses "host:port" (one live member of the cluster is
+///   enough; the client finds the leader and the other members).
+/// auth_token, auth_token_len: the client secret, any bytes, at least 16.
+/// owner: the owner string sent with every acquire and release (1..=255 bytes, no control
+///   characters); NULL for the default host-pid-random, unique per client.
+/// tls_ca_file: path of a PEM CA bundle: turns TLS on; NULL for plain TCP.
+/// *client_out: the new client, on success.
+///
+/// Errors: TICKETING_CONFIG (the message names what is wrong), TICKETING_INVALID.
+/// Does no network I/O (connections are made in the background). Blocks at most for
+/// reading the CA file.
 ///
 /// # Safety
 /// Pointers as described in include/ticketing.h: `addrs` holds `addrs_len` string
@@ -88,8 +98,8 @@ pub unsafe extern "C" fn ticketing_client_new(
     auth_token_len: usize,
     owner: *const c_char,
     tls_ca_file: *const c_char,
-    client_out: *mut *mut ClientPtr,
-    error_out: *mut *mut ErrorPtr,
+    client_out: *mut *mut ticketing_client,
+    error_out: *mut *mut ticketing_error,
 ) -> c_int {
     guard(error_out, || {
         // SAFETY: the caller's pointers, passed on unchanged (header contract).
@@ -109,10 +119,11 @@ pub unsafe extern "C" fn ticketing_client_new(
     })
 }
 
-/// `ticketing_client_new_for`: [`ticketing_client_new`] for a binding, whose own
-/// names for the settings the client's messages then give (`binding` "python": the
-/// `tls_ca=` keyword, say; "go": `Config.TLSCAFile`; "java": the builder's `tlsCaFile`;
-/// "node": the Node.js package's `tlsCa` option; NULL or "c": this ABI's arguments).
+/// ticketing_client_new for a language binding built on this ABI: the client's messages
+/// then name that language's settings where they name a fix (the Python package's
+/// `tls_ca=` keyword, say, where a C caller reads "tls_ca_file"). binding: "python",
+/// "go" (the Go module's Config fields), "java" (the Java library's builder methods), "node" (the Node.js package's options), or NULL or "c" for this header's argument names (as ticketing_client_new); any other
+/// is TICKETING_INVALID. Otherwise as ticketing_client_new.
 ///
 /// # Safety
 /// As [`ticketing_client_new`]; `binding` is NULL or a NUL-terminated string.
@@ -126,8 +137,8 @@ pub unsafe extern "C" fn ticketing_client_new_for(
     auth_token_len: usize,
     owner: *const c_char,
     tls_ca_file: *const c_char,
-    client_out: *mut *mut ClientPtr,
-    error_out: *mut *mut ErrorPtr,
+    client_out: *mut *mut ticketing_client,
+    error_out: *mut *mut ticketing_error,
 ) -> c_int {
     guard(error_out, || {
         let words = binding_words(unsafe { optional_text(binding, "binding") }?)?;
@@ -148,9 +159,13 @@ pub unsafe extern "C" fn ticketing_client_new_for(
     })
 }
 
-/// `ticketing_client_new_named`: [`ticketing_client_new_for`] with the cluster's name
-/// ([`ClientBuilder::cluster_name`](crate::client::ClientBuilder::cluster_name); NULL:
-/// none, the fencing domains are compared instead).
+/// ticketing_client_new_for with the name of the cluster this client serves (the nodes'
+/// TICKETING_CLUSTER_NAME): each connection reads its node's STATUS first, and a node
+/// that reports another name or none is sent nothing (its connection fails as a lasting
+/// mistake naming both names). cluster_name: 1 to 63 ASCII letters, digits, '.', '_'
+/// and '-' (else TICKETING_CONFIG), or NULL for none: the client then compares the
+/// fencing domains its nodes report, and serves nothing while they disagree (docs/c.md,
+/// "One cluster per client"). Otherwise as ticketing_client_new_for.
 ///
 /// # Safety
 /// As [`ticketing_client_new_for`]; `cluster_name` is NULL or a NUL-terminated string.
@@ -165,8 +180,8 @@ pub unsafe extern "C" fn ticketing_client_new_named(
     auth_token_len: usize,
     owner: *const c_char,
     tls_ca_file: *const c_char,
-    client_out: *mut *mut ClientPtr,
-    error_out: *mut *mut ErrorPtr,
+    client_out: *mut *mut ticketing_client,
+    error_out: *mut *mut ticketing_error,
 ) -> c_int {
     guard(error_out, || {
         let words = binding_words(unsafe { optional_text(binding, "binding") }?)?;
@@ -218,21 +233,21 @@ unsafe fn new_client(
     owner: *const c_char,
     tls_ca_file: *const c_char,
     cluster_name: Option<&str>,
-    client_out: *mut *mut ClientPtr,
+    client_out: *mut *mut ticketing_client,
 ) -> Result<(), Failure> {
     let client_out = required(client_out, "client_out")?;
     if addrs.is_null() && addrs_len > 0 {
         return Err(Failure::invalid("addrs is NULL"));
     }
     // Counts are checked before anything is read or allocated.
-    if addrs_len > ADDRS_MAX {
+    if addrs_len > TICKETING_ADDRS_MAX {
         return Err(Failure::invalid(format!(
-            "addrs_len is {addrs_len}; a client takes at most {ADDRS_MAX} seed addresses"
+            "addrs_len is {addrs_len}; a client takes at most {TICKETING_ADDRS_MAX} seed addresses"
         )));
     }
-    if auth_token_len > AUTH_TOKEN_LEN_MAX {
+    if auth_token_len > TICKETING_AUTH_TOKEN_LEN_MAX {
         return Err(Failure::invalid(format!(
-            "auth_token_len is {auth_token_len}; a secret is at most {AUTH_TOKEN_LEN_MAX} bytes"
+            "auth_token_len is {auth_token_len}; a secret is at most {TICKETING_AUTH_TOKEN_LEN_MAX} bytes"
         )));
     }
     let mut list = Vec::with_capacity(addrs_len);
@@ -262,16 +277,19 @@ unsafe fn new_client(
     Ok(())
 }
 
-/// `ticketing_client_with_owner`: wraps [`Client::with_owner`].
+/// A new handle on the same client (connections, release queue) that acquires and
+/// releases as `owner`. Wraps Client::with_owner. Use one owner per logical caller when
+/// ticketing_resolve must tell an indeterminate acquire's grant from another grant to the
+/// same owner. Free it with ticketing_client_free. Never blocks.
 ///
 /// # Safety
 /// `client` is NULL or a client handle; other pointers as in the header.
 #[no_mangle]
 pub unsafe extern "C" fn ticketing_client_with_owner(
-    client: *const ClientPtr,
+    client: *const ticketing_client,
     owner: *const c_char,
-    client_out: *mut *mut ClientPtr,
-    error_out: *mut *mut ErrorPtr,
+    client_out: *mut *mut ticketing_client,
+    error_out: *mut *mut ticketing_error,
 ) -> c_int {
     guard(error_out, || {
         let client_out = required(client_out, "client_out")?;
@@ -283,27 +301,32 @@ pub unsafe extern "C" fn ticketing_client_with_owner(
     })
 }
 
-/// `ticketing_client_owner`: wraps [`Client::owner`].
+/// The owner this handle acquires as. Wraps Client::owner. Valid until the handle is
+/// freed. NULL if client is NULL.
 ///
 /// # Safety
 /// `client` is NULL or a client handle.
 #[no_mangle]
-pub unsafe extern "C" fn ticketing_client_owner(client: *const ClientPtr) -> *const c_char {
+pub unsafe extern "C" fn ticketing_client_owner(client: *const ticketing_client) -> *const c_char {
     super::boundary::getter(ptr::null(), || {
         unsafe { handle::peek(client) }.map_or(ptr::null(), |c| c.owner.as_ptr())
     })
 }
 
-/// `ticketing_client_close`: wraps [`Client::close`] (on a clone: the handle stays).
+/// Waits until every release the client still has to make (freed locks, late grants,
+/// releases in progress) is finished, or timeout_ms passes. Wraps Client::close.
+/// *drained_out (may be NULL) is 1 when none was left, 0 when the timeout came first.
+/// The handle stays valid: free it with ticketing_client_free. Blocks at most
+/// timeout_ms.
 ///
 /// # Safety
 /// `client` is NULL or a client handle; out-pointers NULL or writable.
 #[no_mangle]
 pub unsafe extern "C" fn ticketing_client_close(
-    client: *const ClientPtr,
+    client: *const ticketing_client,
     timeout_ms: i64,
     drained_out: *mut c_int,
-    error_out: *mut *mut ErrorPtr,
+    error_out: *mut *mut ticketing_error,
 ) -> c_int {
     guard(error_out, || {
         let client = unsafe { handle::hold(client, "client") }?;
@@ -314,28 +337,41 @@ pub unsafe extern "C" fn ticketing_client_close(
     })
 }
 
-/// `ticketing_client_free`: drops the handle's [`Client`] (once no call uses it).
+/// Frees the handle (drops the Rust Client). Never blocks. The connections close once
+/// the last handle and the last lock of the client are gone and the releases still
+/// queued are done; locks taken through this handle stay valid.
 ///
 /// # Safety
 /// `client` is NULL or a client handle, not used afterwards.
 #[no_mangle]
-pub unsafe extern "C" fn ticketing_client_free(client: *mut ClientPtr) {
+pub unsafe extern "C" fn ticketing_client_free(client: *mut ticketing_client) {
     super::boundary::getter((), || unsafe { handle::free(client, "ticketing_client_free") })
 }
 
-/// `ticketing_acquire`: wraps [`Client::acquire`].
+/// Acquires `key` for lease_ms (whole seconds, 1 000..=250 000 ms), queueing at most
+/// wait_ms (0..=300 000; 0 is one immediate try). Wraps Client::acquire.
+///
+/// TICKETING_OK: *lock_out is the held lock (free it with ticketing_lock_free; release it
+/// with ticketing_lock_release first, or freeing it releases it in the background).
+/// Definitive, the key is NOT held by this call: TICKETING_BUSY, TICKETING_TIMEOUT,
+/// TICKETING_NOT_LEADER, TICKETING_INVALID, TICKETING_OVERLOADED, TICKETING_UNAVAILABLE.
+/// TICKETING_INDETERMINATE: it MAY be held; do not enter the critical section; keep the
+/// error to pass to ticketing_resolve. lock_out must not be NULL.
+///
+/// Blocks at most max(wait, 3 s) to put the request on a connection, then what is left
+/// of wait plus the commit margin (5 s) for the answer.
 ///
 /// # Safety
 /// `client` is NULL or a client handle; `key` NULL or a C string; out-pointers
 /// NULL or writable.
 #[no_mangle]
 pub unsafe extern "C" fn ticketing_acquire(
-    client: *const ClientPtr,
+    client: *const ticketing_client,
     key: *const c_char,
     lease_ms: i64,
     wait_ms: i64,
-    lock_out: *mut *mut LockPtr,
-    error_out: *mut *mut ErrorPtr,
+    lock_out: *mut *mut ticketing_lock,
+    error_out: *mut *mut ticketing_error,
 ) -> c_int {
     unsafe { put(lock_out, ptr::null_mut()) };
     guard(error_out, || {
@@ -350,19 +386,29 @@ pub unsafe extern "C" fn ticketing_acquire(
     })
 }
 
-/// `ticketing_resolve`: wraps [`Client::resolve`].
+/// Finds out, without sending it again, whether the indeterminate acquire `error` (a
+/// TICKETING_INDETERMINATE error from ticketing_acquire) holds its key after all. Wraps
+/// Client::resolve: it waits until the acquire's grant can no longer happen (its send
+/// instant + its wait + 5 s), then asks the leader.
+///
+/// *resolution_out: TICKETING_HELD (*lock_out is the lock, adopted: free it as any
+/// other), TICKETING_NOT_HELD, or TICKETING_UNKNOWN (not known within timeout_ms: do not
+/// enter the critical section). Any other kind of error resolves as TICKETING_NOT_HELD.
+/// Safe only when the acquire's owner did not acquire the same key meanwhile (see
+/// ticketing_client_with_owner). resolution_out and lock_out must not be NULL.
+/// Blocks at most timeout_ms.
 ///
 /// # Safety
 /// `client` and `error` are NULL or handles of their kinds; out-pointers NULL or
 /// writable.
 #[no_mangle]
 pub unsafe extern "C" fn ticketing_resolve(
-    client: *const ClientPtr,
-    error: *const ErrorPtr,
+    client: *const ticketing_client,
+    error: *const ticketing_error,
     timeout_ms: i64,
     resolution_out: *mut c_int,
-    lock_out: *mut *mut LockPtr,
-    error_out: *mut *mut ErrorPtr,
+    lock_out: *mut *mut ticketing_lock,
+    error_out: *mut *mut ticketing_error,
 ) -> c_int {
     unsafe { put(lock_out, ptr::null_mut()) };
     guard(error_out, || {
@@ -379,28 +425,30 @@ pub unsafe extern "C" fn ticketing_resolve(
         let code = match resolution {
             Resolution::Held(lock) => {
                 unsafe { put(lock_out, handle::into_raw(LockHandle::new(lock))) };
-                TICKETING_HELD
+                TICKETING_HELD as c_int
             }
-            Resolution::NotHeld => TICKETING_NOT_HELD,
-            Resolution::Unknown => TICKETING_UNKNOWN,
+            Resolution::NotHeld => TICKETING_NOT_HELD as c_int,
+            Resolution::Unknown => TICKETING_UNKNOWN as c_int,
         };
         unsafe { put(resolution_out, code) };
         Ok(())
     })
 }
 
-/// `ticketing_release`: wraps [`Client::release`].
+/// Releases `key` held by this handle's owner under `token` (a token kept elsewhere; the
+/// CLI's `release`). Wraps Client::release. Outcomes and errors as ticketing_lock_release.
+/// Blocks at most the release deadline, 5 s.
 ///
 /// # Safety
 /// `client` is NULL or a client handle; `key` NULL or a C string; out-pointers
 /// NULL or writable.
 #[no_mangle]
 pub unsafe extern "C" fn ticketing_release(
-    client: *const ClientPtr,
+    client: *const ticketing_client,
     key: *const c_char,
     token: u64,
     outcome_out: *mut c_int,
-    error_out: *mut *mut ErrorPtr,
+    error_out: *mut *mut ticketing_error,
 ) -> c_int {
     guard(error_out, || {
         let client = unsafe { handle::hold(client, "client") }?;
@@ -411,18 +459,22 @@ pub unsafe extern "C" fn ticketing_release(
     })
 }
 
-/// `ticketing_query`: wraps [`Client::query`].
+/// Who holds `key`, linearizably (answered by the leader). Wraps Client::query.
+/// *held_out is 1 and *holder_out filled when the key is held, 0 when it is free
+/// (holder_out untouched). held_out must not be NULL; holder_out may be NULL.
+/// Errors: TICKETING_UNAVAILABLE, TICKETING_NO_ANSWER, TICKETING_INVALID, ...
+/// Blocks at most the request timeout, 10 s.
 ///
 /// # Safety
 /// `client` is NULL or a client handle; `key` NULL or a C string; out-pointers
 /// NULL or writable.
 #[no_mangle]
 pub unsafe extern "C" fn ticketing_query(
-    client: *const ClientPtr,
+    client: *const ticketing_client,
     key: *const c_char,
     held_out: *mut c_int,
     holder_out: *mut Holder,
-    error_out: *mut *mut ErrorPtr,
+    error_out: *mut *mut ticketing_error,
 ) -> c_int {
     guard(error_out, || {
         let held_out = required(held_out, "held_out")?;

@@ -4,62 +4,14 @@
 
 use std::ffi::{c_int, CString};
 
-use crate::client::{AcquireError, BuildError, ClientError, IndeterminateCause, ReleaseError};
-
-pub const TICKETING_OK: c_int = 0;
-pub const TICKETING_BUSY: c_int = 1;
-pub const TICKETING_TIMEOUT: c_int = 2;
-pub const TICKETING_NOT_LEADER: c_int = 3;
-pub const TICKETING_INVALID: c_int = 4;
-pub const TICKETING_OVERLOADED: c_int = 5;
-pub const TICKETING_UNAVAILABLE: c_int = 6;
-pub const TICKETING_INDETERMINATE: c_int = 7;
-pub const TICKETING_NO_ANSWER: c_int = 8;
-pub const TICKETING_UNCONFIRMED: c_int = 9;
-pub const TICKETING_QUEUE_FULL: c_int = 10;
-pub const TICKETING_PROTOCOL: c_int = 11;
-pub const TICKETING_REFUSED: c_int = 12;
-pub const TICKETING_CONFIG: c_int = 13;
-pub const TICKETING_INTERNAL: c_int = 14;
-pub const TICKETING_CANCELLED: c_int = 15;
-
-/// Every kind's name, indexed by its number (`ticketing_kind_name`).
-pub(crate) const KIND_NAMES: [&std::ffi::CStr; 16] = [
-    c"ok",
-    c"busy",
-    c"timeout",
-    c"not_leader",
-    c"invalid",
-    c"overloaded",
-    c"unavailable",
-    c"indeterminate",
-    c"no_answer",
-    c"unconfirmed",
-    c"queue_full",
-    c"protocol",
-    c"refused",
-    c"config",
-    c"internal",
-    c"cancelled",
-];
-
-/// `TICKETING_CAUSE_*` of an indeterminate acquire.
-pub(crate) fn cause_code(cause: IndeterminateCause) -> c_int {
-    match cause {
-        IndeterminateCause::ConnectionLost => 1,
-        IndeterminateCause::ServerUnknown => 2,
-        IndeterminateCause::NoAnswer => 3,
-        IndeterminateCause::ProtocolViolation => 4,
-        IndeterminateCause::ExpiredOnArrival => 5,
-        IndeterminateCause::Cancelled => 6,
-    }
-}
+use super::abi::*;
+use crate::client::{AcquireError, BuildError, ClientError, ReleaseError};
 
 /// A failed call, before it becomes a `ticketing_error` for the caller.
 #[derive(Debug)]
 #[doc(hidden)]
 pub struct Failure {
-    pub kind: c_int,
+    pub kind: ticketing_kind,
     pub message: String,
     pub leader: Option<String>,
     pub cause: c_int,
@@ -69,7 +21,7 @@ pub struct Failure {
 }
 
 impl Failure {
-    fn plain(kind: c_int, message: String) -> Failure {
+    fn plain(kind: ticketing_kind, message: String) -> Failure {
         Failure { kind, message, leader: None, cause: 0, retryable: false, acquire: None }
     }
 
@@ -121,7 +73,7 @@ impl From<AcquireError> for Failure {
             kind,
             message: e.to_string(),
             leader,
-            cause: e.indeterminate_cause().map_or(0, cause_code),
+            cause: e.indeterminate_cause().map_or(0, |c| ticketing_cause::of(c) as c_int),
             retryable: e.is_retryable(),
             acquire: (kind == TICKETING_INDETERMINATE).then(|| Box::new(e)),
         }
@@ -179,7 +131,7 @@ pub(crate) fn c_string(text: &str) -> CString {
 /// `ticketing_error`: what a failed call hands the caller.
 #[doc(hidden)]
 pub struct ErrorHandle {
-    pub kind: c_int,
+    pub kind: ticketing_kind,
     pub message: CString,
     pub leader: Option<CString>,
     pub cause: c_int,

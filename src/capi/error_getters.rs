@@ -4,60 +4,67 @@
 use std::ffi::{c_char, c_int};
 use std::ptr;
 
+use super::abi::ticketing_error;
+use super::abi::TICKETING_INVALID;
 use super::boundary::getter;
-use super::error::TICKETING_INVALID;
-use super::handle::{self, ErrorPtr};
+use super::handle;
 
-/// `ticketing_error_kind`.
+/// The kind: one of the TICKETING_* kinds above (never TICKETING_OK).
+/// TICKETING_INVALID if error is NULL.
 ///
 /// # Safety
 /// `error` is NULL or an error handle.
 #[no_mangle]
-pub unsafe extern "C" fn ticketing_error_kind(error: *const ErrorPtr) -> c_int {
-    unsafe { handle::peek(error) }.map_or(TICKETING_INVALID, |e| e.kind)
+pub unsafe extern "C" fn ticketing_error_kind(error: *const ticketing_error) -> c_int {
+    unsafe { handle::peek(error) }.map_or(TICKETING_INVALID as c_int, |e| e.kind as c_int)
 }
 
-/// `ticketing_error_message`: the Rust error's `Display`.
+/// What happened and what to do, in words (the Rust error's Display). Valid until the
+/// error is freed.
 ///
 /// # Safety
 /// `error` is NULL or an error handle.
 #[no_mangle]
-pub unsafe extern "C" fn ticketing_error_message(error: *const ErrorPtr) -> *const c_char {
+pub unsafe extern "C" fn ticketing_error_message(error: *const ticketing_error) -> *const c_char {
     unsafe { handle::peek(error) }.map_or(ptr::null(), |e| e.message.as_ptr())
 }
 
-/// `ticketing_error_cause`: wraps [`AcquireError::indeterminate_cause`](crate::client::AcquireError::indeterminate_cause).
+/// For TICKETING_INDETERMINATE: one of the TICKETING_CAUSE_* values
+/// (AcquireError::indeterminate_cause); 0 for other kinds.
 ///
 /// # Safety
 /// `error` is NULL or an error handle.
 #[no_mangle]
-pub unsafe extern "C" fn ticketing_error_cause(error: *const ErrorPtr) -> c_int {
+pub unsafe extern "C" fn ticketing_error_cause(error: *const ticketing_error) -> c_int {
     unsafe { handle::peek(error) }.map_or(0, |e| e.cause)
 }
 
-/// `ticketing_error_leader`: the leader an `M` named.
+/// For TICKETING_NOT_LEADER: the leader's client address when the node knew it; NULL
+/// otherwise. Valid until the error is freed.
 ///
 /// # Safety
 /// `error` is NULL or an error handle.
 #[no_mangle]
-pub unsafe extern "C" fn ticketing_error_leader(error: *const ErrorPtr) -> *const c_char {
+pub unsafe extern "C" fn ticketing_error_leader(error: *const ticketing_error) -> *const c_char {
     unsafe { handle::peek(error) }.and_then(|e| e.leader.as_ref()).map_or(ptr::null(), |l| l.as_ptr())
 }
 
-/// `ticketing_error_is_retryable`: wraps `is_retryable` of the client's error.
+/// 1 when the request was certainly not executed and a new try soon may succeed
+/// (NOT_LEADER, OVERLOADED, UNAVAILABLE: AcquireError::is_retryable,
+/// ClientError::is_retryable); 0 otherwise.
 ///
 /// # Safety
 /// `error` is NULL or an error handle.
 #[no_mangle]
-pub unsafe extern "C" fn ticketing_error_is_retryable(error: *const ErrorPtr) -> c_int {
+pub unsafe extern "C" fn ticketing_error_is_retryable(error: *const ticketing_error) -> c_int {
     unsafe { handle::peek(error) }.map_or(0, |e| c_int::from(e.retryable))
 }
 
-/// `ticketing_error_free`.
+/// Frees the error.
 ///
 /// # Safety
 /// `error` is NULL or an error handle, not used afterwards.
 #[no_mangle]
-pub unsafe extern "C" fn ticketing_error_free(error: *mut ErrorPtr) {
+pub unsafe extern "C" fn ticketing_error_free(error: *mut ticketing_error) {
     getter((), || unsafe { handle::free(error, "ticketing_error_free") })
 }

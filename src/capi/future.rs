@@ -8,17 +8,21 @@ use std::ffi::{c_char, c_int, c_void};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
+use super::abi::*;
 use super::boundary::{duration, getter, guard, put, required, text};
-use super::client::{ClientPtr, Holder, TICKETING_HELD, TICKETING_NOT_HELD, TICKETING_UNKNOWN};
+use super::client::Holder;
 use super::error::Failure;
-use super::handle::ErrorPtr;
-use super::handle::{self, Kind, Tagged};
-use super::lock::{outcome_code, LockHandle, LockPtr};
-use super::queue::{QueueHandle, QueuePtr};
+use super::handle::{self, Kind, Opaque, Tagged};
+use super::lock::{outcome_code, LockHandle};
+use super::queue::QueueHandle;
 use crate::client::{check_acquire_args, HolderInfo, Lock, Pending, ReleaseOutcome, Resolution};
 
 /// `ticketing_callback`: `(future, ctx)`.
-pub type CallbackFn = unsafe extern "C" fn(*mut FuturePtr, *mut c_void);
+pub(crate) type CallbackFn = unsafe extern "C" fn(*mut ticketing_future, *mut c_void);
+
+/// Called once when `future` is ready, with the ctx given to ticketing_future_set_callback.
+#[allow(non_camel_case_types)]
+pub type ticketing_callback = Option<unsafe extern "C" fn(future: *mut ticketing_future, ctx: *mut c_void)>;
 
 /// Which operation a future carries, and so which `ticketing_future_get_*` reads it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -83,9 +87,9 @@ impl Kind for FutureHandle {
     const NAME: &'static str = "ticketing_future";
 }
 
-/// The pointer C holds.
-#[doc(hidden)]
-pub type FuturePtr = Tagged<FutureHandle>;
+impl Opaque for ticketing_future {
+    type Value = FutureHandle;
+}
 
 impl FutureHandle {
     fn new(op: Op) -> FutureHandle {
@@ -109,7 +113,7 @@ impl FutureHandle {
 /// Makes `future` ready with `result` and tells whoever asked to hear of it, after
 /// letting go of the future's own lock. Runs once, on the thread that ended the
 /// operation.
-fn complete(future: &Arc<FuturePtr>, result: Result<Value, Failure>) {
+fn complete(future: &Arc<Tagged<FutureHandle>>, result: Result<Value, Failure>) {
     let notify = {
         let mut state = future.value.state();
         state.result = Some(result);
@@ -121,7 +125,7 @@ fn complete(future: &Arc<FuturePtr>, result: Result<Value, Failure>) {
     deliver(future, notify);
 }
 
-fn deliver(future: &Arc<FuturePtr>, notify: Notify) {
+fn deliver(future: &Arc<Tagged<FutureHandle>>, notify: Notify) {
     match notify {
         Notify::None => {}
         // SAFETY: the program's callback with its own context (header contract).
@@ -137,7 +141,7 @@ fn deliver(future: &Arc<FuturePtr>, notify: Notify) {
 /// `future_out` is writable.
 unsafe fn begin(
     op: Op,
-    future_out: *mut *mut FuturePtr,
+    future_out: *mut *mut ticketing_future,
     start: impl FnOnce(Box<dyn FnOnce(Result<Value, Failure>) + Send>) -> Pending,
 ) {
     let future = handle::new_arc(FutureHandle::new(op));
@@ -172,10 +176,11 @@ unsafe fn acquire_args<'a>(
     Ok((key, lease, wait))
 }
 
-/// `ticketing_acquire_check`: the checks `ticketing_acquire_start` makes of its
-/// arguments, alone: no client, no future, no I/O. A binding that shortens the wait it
-/// starts with (to its caller's deadline) checks the caller's own arguments first, so
-/// that one argument is refused alike whatever the deadline.
+/// The checks ticketing_acquire_start makes of its arguments (the limits of the lease,
+/// the wait and the key), alone: no client, no future, no I/O. TICKETING_OK, or
+/// TICKETING_INVALID naming the argument. A binding that shortens the wait it starts with
+/// (to its caller's deadline) checks the caller's own arguments here first, so that an
+/// argument is refused alike whatever the deadline. Never blocks.
 ///
 /// # Safety
 /// `key` is NULL or a C string; `error_out` NULL or writable.
@@ -184,24 +189,28 @@ pub unsafe extern "C" fn ticketing_acquire_check(
     key: *const c_char,
     lease_ms: i64,
     wait_ms: i64,
-    error_out: *mut *mut ErrorPtr,
+    error_out: *mut *mut ticketing_error,
 ) -> c_int {
     guard(error_out, || unsafe { acquire_args(key, lease_ms, wait_ms) }.map(|_| ()))
 }
 
-/// `ticketing_acquire_start`: [`Client::acquire_then`](crate::client::Client::acquire_then).
+/// The futures of ticketing_acquire, ticketing_lock_release, ticketing_release,
+/// ticketing_query and ticketing_resolve (read with ticketing_future_get_lock, _release,
+/// _release, _query, _resolve). ticketing_lock_release_start takes the lock out of its
+/// handle until the future is ready; afterwards the handle is released for good or, after
+/// an error other than TICKETING_INVALID, releasable again. Never block.
 ///
 /// # Safety
 /// `client` is NULL or a client handle; `key` NULL or a C string; out-pointers NULL or
 /// writable.
 #[no_mangle]
 pub unsafe extern "C" fn ticketing_acquire_start(
-    client: *const ClientPtr,
+    client: *const ticketing_client,
     key: *const c_char,
     lease_ms: i64,
     wait_ms: i64,
-    future_out: *mut *mut FuturePtr,
-    error_out: *mut *mut ErrorPtr,
+    future_out: *mut *mut ticketing_future,
+    error_out: *mut *mut ticketing_error,
 ) -> c_int {
     unsafe { put(future_out, std::ptr::null_mut()) };
     guard(error_out, || {
@@ -221,16 +230,15 @@ pub unsafe extern "C" fn ticketing_acquire_start(
     })
 }
 
-/// `ticketing_lock_release_start`: [`Lock::release_then`](crate::client::Lock::release_then);
-/// the lock stays releasable after an error other than an invalid release.
+/// The future of ticketing_lock_release (read with ticketing_future_get_release); see ticketing_acquire_start.
 ///
 /// # Safety
 /// `lock` is NULL or a lock handle; out-pointers NULL or writable.
 #[no_mangle]
 pub unsafe extern "C" fn ticketing_lock_release_start(
-    lock: *mut LockPtr,
-    future_out: *mut *mut FuturePtr,
-    error_out: *mut *mut ErrorPtr,
+    lock: *mut ticketing_lock,
+    future_out: *mut *mut ticketing_future,
+    error_out: *mut *mut ticketing_error,
 ) -> c_int {
     unsafe { put(future_out, std::ptr::null_mut()) };
     guard(error_out, || {
@@ -249,18 +257,18 @@ pub unsafe extern "C" fn ticketing_lock_release_start(
     })
 }
 
-/// `ticketing_release_start`: [`Client::release_then`](crate::client::Client::release_then).
+/// The future of ticketing_release (read with ticketing_future_get_release); see ticketing_acquire_start.
 ///
 /// # Safety
 /// `client` is NULL or a client handle; `key` NULL or a C string; out-pointers NULL or
 /// writable.
 #[no_mangle]
 pub unsafe extern "C" fn ticketing_release_start(
-    client: *const ClientPtr,
+    client: *const ticketing_client,
     key: *const c_char,
     token: u64,
-    future_out: *mut *mut FuturePtr,
-    error_out: *mut *mut ErrorPtr,
+    future_out: *mut *mut ticketing_future,
+    error_out: *mut *mut ticketing_error,
 ) -> c_int {
     unsafe { put(future_out, std::ptr::null_mut()) };
     guard(error_out, || {
@@ -280,17 +288,17 @@ pub unsafe extern "C" fn ticketing_release_start(
     })
 }
 
-/// `ticketing_query_start`: [`Client::query_then`](crate::client::Client::query_then).
+/// The future of ticketing_query (read with ticketing_future_get_query); see ticketing_acquire_start.
 ///
 /// # Safety
 /// `client` is NULL or a client handle; `key` NULL or a C string; out-pointers NULL or
 /// writable.
 #[no_mangle]
 pub unsafe extern "C" fn ticketing_query_start(
-    client: *const ClientPtr,
+    client: *const ticketing_client,
     key: *const c_char,
-    future_out: *mut *mut FuturePtr,
-    error_out: *mut *mut ErrorPtr,
+    future_out: *mut *mut ticketing_future,
+    error_out: *mut *mut ticketing_error,
 ) -> c_int {
     unsafe { put(future_out, std::ptr::null_mut()) };
     guard(error_out, || {
@@ -307,18 +315,18 @@ pub unsafe extern "C" fn ticketing_query_start(
     })
 }
 
-/// `ticketing_resolve_start`: [`Client::resolve_then`](crate::client::Client::resolve_then).
+/// The future of ticketing_resolve (read with ticketing_future_get_resolve); see ticketing_acquire_start.
 ///
 /// # Safety
 /// `client` and `error` are NULL or handles of their kinds; out-pointers NULL or
 /// writable.
 #[no_mangle]
 pub unsafe extern "C" fn ticketing_resolve_start(
-    client: *const ClientPtr,
-    error: *const ErrorPtr,
+    client: *const ticketing_client,
+    error: *const ticketing_error,
     timeout_ms: i64,
-    future_out: *mut *mut FuturePtr,
-    error_out: *mut *mut ErrorPtr,
+    future_out: *mut *mut ticketing_future,
+    error_out: *mut *mut ticketing_error,
 ) -> c_int {
     unsafe { put(future_out, std::ptr::null_mut()) };
     guard(error_out, || {
@@ -327,9 +335,9 @@ pub unsafe extern "C" fn ticketing_resolve_start(
         let error = unsafe { handle::hold(error, "error") }?;
         let timeout = duration(timeout_ms, "timeout_ms")?;
         let value = |resolution| match resolution {
-            Resolution::Held(lock) => Value::Resolved(TICKETING_HELD, Some(lock)),
-            Resolution::NotHeld => Value::Resolved(TICKETING_NOT_HELD, None),
-            _ => Value::Resolved(TICKETING_UNKNOWN, None),
+            Resolution::Held(lock) => Value::Resolved(TICKETING_HELD as c_int, Some(lock)),
+            Resolution::NotHeld => Value::Resolved(TICKETING_NOT_HELD as c_int, None),
+            _ => Value::Resolved(TICKETING_UNKNOWN as c_int, None),
         };
         unsafe {
             begin(Op::Resolve, future_out, |done| match &error.value.acquire {
@@ -338,7 +346,7 @@ pub unsafe extern "C" fn ticketing_resolve_start(
                 }
                 // Any error but an indeterminate acquire is definitive (Client::resolve).
                 None => {
-                    done(Ok(Value::Resolved(TICKETING_NOT_HELD, None)));
+                    done(Ok(Value::Resolved(TICKETING_NOT_HELD as c_int, None)));
                     Pending::ended()
                 }
             })
@@ -347,27 +355,27 @@ pub unsafe extern "C" fn ticketing_resolve_start(
     })
 }
 
-/// `ticketing_future_is_ready`: 1 once ready, 0 before; 0 for a handle that is not a
-/// live future.
+/// 1 once the future is ready, else 0. Never blocks.
 ///
 /// # Safety
 /// `future` is NULL or a future handle.
 #[no_mangle]
-pub unsafe extern "C" fn ticketing_future_is_ready(future: *const FuturePtr) -> c_int {
+pub unsafe extern "C" fn ticketing_future_is_ready(future: *const ticketing_future) -> c_int {
     getter(0, || unsafe { handle::peek(future) }.map_or(0, |f| c_int::from(f.state().ready)))
 }
 
-/// `ticketing_future_block_until_ready`: waits until ready (1) or `timeout_ms` passed
-/// (0); a negative timeout waits as long as it takes.
+/// Waits until the future is ready (*ready_out 1) or timeout_ms passes (*ready_out 0); a
+/// negative timeout_ms waits as long as it takes (every operation ends by its own
+/// deadline). ready_out may be NULL. Blocks at most timeout_ms.
 ///
 /// # Safety
 /// `future` is NULL or a future handle; out-pointers NULL or writable.
 #[no_mangle]
 pub unsafe extern "C" fn ticketing_future_block_until_ready(
-    future: *const FuturePtr,
+    future: *const ticketing_future,
     timeout_ms: i64,
     ready_out: *mut c_int,
-    error_out: *mut *mut ErrorPtr,
+    error_out: *mut *mut ticketing_error,
 ) -> c_int {
     guard(error_out, || {
         let future = unsafe { handle::hold(future, "future") }?;
@@ -397,7 +405,7 @@ pub unsafe extern "C" fn ticketing_future_block_until_ready(
 
 /// Sets who hears of the future: at once (on this thread, before returning) when it
 /// is ready already.
-fn set_notify(future: &Arc<FuturePtr>, notify: Notify) -> Result<(), Failure> {
+fn set_notify(future: &Arc<Tagged<FutureHandle>>, notify: Notify) -> Result<(), Failure> {
     let now = {
         let mut state = future.value.state();
         if state.notify_set {
@@ -417,17 +425,19 @@ fn set_notify(future: &Arc<FuturePtr>, notify: Notify) -> Result<(), Failure> {
     Ok(())
 }
 
-/// `ticketing_future_set_callback`.
+/// Calls callback(future, ctx) once when the future is ready (see "Callbacks" above).
+/// One callback or queue per future: a second is TICKETING_INVALID. Never blocks but for
+/// running the callback itself when the future is ready already.
 ///
 /// # Safety
 /// `future` is NULL or a future handle; `callback` may be called from any thread with
 /// `ctx`; out-pointers NULL or writable.
 #[no_mangle]
 pub unsafe extern "C" fn ticketing_future_set_callback(
-    future: *mut FuturePtr,
-    callback: Option<CallbackFn>,
+    future: *mut ticketing_future,
+    callback: ticketing_callback,
     ctx: *mut c_void,
-    error_out: *mut *mut ErrorPtr,
+    error_out: *mut *mut ticketing_error,
 ) -> c_int {
     guard(error_out, || {
         let future = unsafe { handle::hold(future.cast_const(), "future") }?;
@@ -436,17 +446,18 @@ pub unsafe extern "C" fn ticketing_future_set_callback(
     })
 }
 
-/// `ticketing_future_set_queue`.
+/// Puts `tag` on `queue` when the future is ready (at once when it is ready already).
+/// One callback or queue per future, as above. Never blocks.
 ///
 /// # Safety
 /// `future` and `queue` are NULL or handles of their kinds; out-pointers NULL or
 /// writable.
 #[no_mangle]
 pub unsafe extern "C" fn ticketing_future_set_queue(
-    future: *mut FuturePtr,
-    queue: *mut QueuePtr,
+    future: *mut ticketing_future,
+    queue: *mut ticketing_queue,
     tag: u64,
-    error_out: *mut *mut ErrorPtr,
+    error_out: *mut *mut ticketing_error,
 ) -> c_int {
     guard(error_out, || {
         let future = unsafe { handle::hold(future.cast_const(), "future") }?;
@@ -455,13 +466,14 @@ pub unsafe extern "C" fn ticketing_future_set_queue(
     })
 }
 
-/// `ticketing_future_cancel`: 1 when the operation was still running (it ends now,
-/// as `client::Pending::cancel` says), 0 when it had ended.
+/// Stops waiting (see "Cancelling" above): 1 when the operation was still running, 0
+/// when it had ended already (or future is not a live future). Never blocks on the
+/// network.
 ///
 /// # Safety
 /// `future` is NULL or a future handle.
 #[no_mangle]
-pub unsafe extern "C" fn ticketing_future_cancel(future: *mut FuturePtr) -> c_int {
+pub unsafe extern "C" fn ticketing_future_cancel(future: *mut ticketing_future) -> c_int {
     getter(0, || {
         let Some(future) = (unsafe { handle::peek(future.cast_const()) }) else { return 0 };
         // Cloned out first: the cancel completes the future on this thread, and the
@@ -472,7 +484,7 @@ pub unsafe extern "C" fn ticketing_future_cancel(future: *mut FuturePtr) -> c_in
 }
 
 /// The ready result of `future` for the getter `getter`, taken.
-fn take(future: &Arc<FuturePtr>, op: Op) -> Result<Value, Failure> {
+fn take(future: &Arc<Tagged<FutureHandle>>, op: Op) -> Result<Value, Failure> {
     if future.value.op != op {
         return Err(Failure::invalid(format!(
             "this future is of another operation: read it with {}",
@@ -486,15 +498,15 @@ fn take(future: &Arc<FuturePtr>, op: Op) -> Result<Value, Failure> {
     state.result.take().unwrap_or_else(|| Err(Failure::invalid("the future's result was taken already")))
 }
 
-/// `ticketing_future_get_lock`: an acquire's outcome, as `ticketing_acquire`'s.
+/// Take the outcome of a ready future (see "Outcomes" above).
 ///
 /// # Safety
 /// `future` is NULL or a future handle; out-pointers NULL or writable.
 #[no_mangle]
 pub unsafe extern "C" fn ticketing_future_get_lock(
-    future: *mut FuturePtr,
-    lock_out: *mut *mut LockPtr,
-    error_out: *mut *mut ErrorPtr,
+    future: *mut ticketing_future,
+    lock_out: *mut *mut ticketing_lock,
+    error_out: *mut *mut ticketing_error,
 ) -> c_int {
     unsafe { put(lock_out, std::ptr::null_mut()) };
     guard(error_out, || {
@@ -506,15 +518,15 @@ pub unsafe extern "C" fn ticketing_future_get_lock(
     })
 }
 
-/// `ticketing_future_get_release`: a release's outcome, as `ticketing_lock_release`'s.
+/// The outcome of a ready release future, as ticketing_lock_release gives it (see ticketing_future_get_lock).
 ///
 /// # Safety
 /// `future` is NULL or a future handle; out-pointers NULL or writable.
 #[no_mangle]
 pub unsafe extern "C" fn ticketing_future_get_release(
-    future: *mut FuturePtr,
+    future: *mut ticketing_future,
     outcome_out: *mut c_int,
-    error_out: *mut *mut ErrorPtr,
+    error_out: *mut *mut ticketing_error,
 ) -> c_int {
     guard(error_out, || {
         let future = unsafe { handle::hold(future.cast_const(), "future") }?;
@@ -524,16 +536,16 @@ pub unsafe extern "C" fn ticketing_future_get_release(
     })
 }
 
-/// `ticketing_future_get_query`: a query's outcome, as `ticketing_query`'s.
+/// The outcome of a ready query future, as ticketing_query gives it (see ticketing_future_get_lock).
 ///
 /// # Safety
 /// `future` is NULL or a future handle; out-pointers NULL or writable.
 #[no_mangle]
 pub unsafe extern "C" fn ticketing_future_get_query(
-    future: *mut FuturePtr,
+    future: *mut ticketing_future,
     held_out: *mut c_int,
     holder_out: *mut Holder,
-    error_out: *mut *mut ErrorPtr,
+    error_out: *mut *mut ticketing_error,
 ) -> c_int {
     guard(error_out, || {
         let held_out = required(held_out, "held_out")?;
@@ -547,16 +559,16 @@ pub unsafe extern "C" fn ticketing_future_get_query(
     })
 }
 
-/// `ticketing_future_get_resolve`: a resolve's outcome, as `ticketing_resolve`'s.
+/// The outcome of a ready resolve future, as ticketing_resolve gives it (see ticketing_future_get_lock).
 ///
 /// # Safety
 /// `future` is NULL or a future handle; out-pointers NULL or writable.
 #[no_mangle]
 pub unsafe extern "C" fn ticketing_future_get_resolve(
-    future: *mut FuturePtr,
+    future: *mut ticketing_future,
     resolution_out: *mut c_int,
-    lock_out: *mut *mut LockPtr,
-    error_out: *mut *mut ErrorPtr,
+    lock_out: *mut *mut ticketing_lock,
+    error_out: *mut *mut ticketing_error,
 ) -> c_int {
     unsafe { put(lock_out, std::ptr::null_mut()) };
     guard(error_out, || {
@@ -574,14 +586,14 @@ pub unsafe extern "C" fn ticketing_future_get_resolve(
     })
 }
 
-/// `ticketing_future_free`: a future freed before it is ready cancels its operation
-/// (and hears of nothing any more); an outcome never taken is dropped — a lock in it
-/// is released in the background.
+/// Frees the future; one not ready yet is cancelled first, and its callback or queue
+/// hears of nothing any more. An outcome never taken is dropped (a lock in it is
+/// released in the background). Never blocks.
 ///
 /// # Safety
 /// `future` is NULL or a future handle, not used afterwards.
 #[no_mangle]
-pub unsafe extern "C" fn ticketing_future_free(future: *mut FuturePtr) {
+pub unsafe extern "C" fn ticketing_future_free(future: *mut ticketing_future) {
     getter((), || {
         if let Some(f) = unsafe { handle::peek(future.cast_const()) } {
             f.state().notify = Notify::None;

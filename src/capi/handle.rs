@@ -12,6 +12,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
+use super::abi::ticketing_error;
 use super::error::{ErrorHandle, Failure};
 
 /// What every kind of handle says of itself.
@@ -27,9 +28,14 @@ impl Kind for ErrorHandle {
     const NAME: &'static str = "ticketing_error";
 }
 
-/// The error handle C holds.
-#[doc(hidden)]
-pub type ErrorPtr = Tagged<ErrorHandle>;
+/// The C type of a handle (an opaque struct of abi.rs), and the value behind it.
+pub trait Opaque {
+    type Value: Kind;
+}
+
+impl Opaque for ticketing_error {
+    type Value = ErrorHandle;
+}
 
 /// The tag a freed handle carries until its memory is reused.
 const FREED: u64 = 0x6672_6565_642d_2d2d; // "freed---"
@@ -43,7 +49,7 @@ pub struct Tagged<T> {
 }
 
 /// A new handle holding `value`, for the caller.
-pub fn into_raw<T: Kind>(value: T) -> *mut Tagged<T> {
+pub fn into_raw<P: Opaque>(value: P::Value) -> *mut P {
     give(new_arc(value))
 }
 
@@ -54,13 +60,13 @@ pub fn new_arc<T: Kind>(value: T) -> Arc<Tagged<T>> {
 }
 
 /// Gives the caller its reference on `handle`: the pointer it holds until `*_free`.
-pub fn give<T: Kind>(handle: Arc<Tagged<T>>) -> *mut Tagged<T> {
-    Arc::into_raw(handle).cast_mut()
+pub fn give<P: Opaque>(handle: Arc<Tagged<P::Value>>) -> *mut P {
+    Arc::into_raw(handle).cast_mut().cast()
 }
 
 /// The pointer the caller holds for `handle` (the same for every reference).
-pub fn as_ptr<T: Kind>(handle: &Arc<Tagged<T>>) -> *mut Tagged<T> {
-    Arc::as_ptr(handle).cast_mut()
+pub fn as_ptr<P: Opaque>(handle: &Arc<Tagged<P::Value>>) -> *mut P {
+    Arc::as_ptr(handle).cast_mut().cast()
 }
 
 /// Is `p` (not NULL) a live handle of kind `T`?
@@ -78,13 +84,14 @@ unsafe fn is_live<T: Kind>(p: *const Tagged<T>) -> bool {
 ///
 /// # Safety
 /// `p` is NULL or was given out by [`into_raw`] for kind `T`.
-pub unsafe fn hold<T: Kind>(p: *const Tagged<T>, what: &str) -> Result<Arc<Tagged<T>>, Failure> {
+pub unsafe fn hold<P: Opaque>(p: *const P, what: &str) -> Result<Arc<Tagged<P::Value>>, Failure> {
+    let p = p.cast::<Tagged<P::Value>>();
     if p.is_null() {
         return Err(Failure::invalid(format!("{what} is NULL")));
     }
     // SAFETY: by the caller's contract.
     if !unsafe { is_live(p) } {
-        return Err(not_live::<T>(what));
+        return Err(not_live::<P::Value>(what));
     }
     // SAFETY: `p` came from Arc::into_raw and its reference is still held (tag live).
     unsafe {
@@ -98,7 +105,8 @@ pub unsafe fn hold<T: Kind>(p: *const Tagged<T>, what: &str) -> Result<Arc<Tagge
 ///
 /// # Safety
 /// As [`hold`]; the caller does not free `p` during the getter (header rule).
-pub unsafe fn peek<'a, T: Kind>(p: *const Tagged<T>) -> Option<&'a T> {
+pub unsafe fn peek<'a, P: Opaque>(p: *const P) -> Option<&'a P::Value> {
+    let p = p.cast::<Tagged<P::Value>>();
     // SAFETY: by the caller's contract.
     (!p.is_null() && unsafe { is_live(p) }).then(|| unsafe { &(*p).value })
 }
@@ -109,17 +117,19 @@ pub unsafe fn peek<'a, T: Kind>(p: *const Tagged<T>) -> Option<&'a T> {
 ///
 /// # Safety
 /// As [`hold`].
-pub unsafe fn free<T: Kind>(p: *mut Tagged<T>, function: &str) {
+pub unsafe fn free<P: Opaque>(p: *mut P, function: &str) {
+    let p = p.cast::<Tagged<P::Value>>();
     if p.is_null() {
         return;
     }
     // SAFETY: by the caller's contract; the exchange makes two racing frees fail loudly
     // rather than both letting go.
-    let live = unsafe { &(*p).tag }.compare_exchange(T::TAG, FREED, Ordering::AcqRel, Ordering::Acquire);
+    let live =
+        unsafe { &(*p).tag }.compare_exchange(P::Value::TAG, FREED, Ordering::AcqRel, Ordering::Acquire);
     if live.is_err() {
         misuse(&format!(
             "{function}: the argument is not a live {}: it was freed already, or it is another kind of handle",
-            T::NAME
+            P::Value::NAME
         ));
     }
     // SAFETY: the tag was live, so the caller's reference from into_raw is still held.
@@ -158,10 +168,19 @@ mod tests {
         const TAG: u64 = 0x6f74_6865_722d_2d2d;
         const NAME: &'static str = "other";
     }
+    /// The opaque C types of the two.
+    struct CThing;
+    impl Opaque for CThing {
+        type Value = Thing;
+    }
+    struct COther;
+    impl Opaque for COther {
+        type Value = Other;
+    }
 
     #[test]
     fn a_call_holds_the_value_while_another_thread_frees_the_handle() {
-        let p = into_raw(Thing(7));
+        let p = into_raw::<CThing>(Thing(7));
         let held = unsafe { hold(p, "thing") }.unwrap();
         assert_eq!(unsafe { peek(p) }.map(|t| t.0), Some(7));
         unsafe { free(p, "thing_free") };
@@ -172,21 +191,21 @@ mod tests {
 
     #[test]
     fn a_handle_of_another_kind_is_refused_by_name() {
-        let p = into_raw(Thing(1));
-        let wrong = p.cast::<Tagged<Other>>();
+        let p = into_raw::<CThing>(Thing(1));
+        let wrong = p.cast::<COther>();
         let err = unsafe { hold(wrong, "client") }.err().unwrap();
         assert_eq!(
             err.message,
             "client is not a live other: it was freed already, or it is another kind of handle"
         );
         assert!(unsafe { peek(wrong) }.is_none());
-        assert!(unsafe { hold::<Thing>(std::ptr::null(), "lock") }.is_err());
+        assert!(unsafe { hold::<CThing>(std::ptr::null(), "lock") }.is_err());
         unsafe { free(p, "thing_free") };
     }
 
     #[test]
     fn a_freed_handle_reads_as_not_live_while_a_call_keeps_its_memory() {
-        let p = into_raw(Thing(3));
+        let p = into_raw::<CThing>(Thing(3));
         let held = unsafe { hold(p, "thing") }.unwrap();
         unsafe { free(p, "thing_free") };
         // The memory is still the call's: the tag says freed.

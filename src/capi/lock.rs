@@ -6,15 +6,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
+use super::abi::*;
 use super::boundary::{getter, guard, millis, put};
 use super::error::{c_string, Failure};
-use super::handle::ErrorPtr;
-use super::handle::{self, Kind, Tagged};
+use super::handle::{self, Kind, Opaque};
 use crate::client::{Lock, ReleaseOutcome};
-
-pub const TICKETING_RELEASED: c_int = 1;
-pub const TICKETING_NOT_HOLDER: c_int = 2;
-pub const TICKETING_RELEASED_OR_EXPIRED: c_int = 3;
 
 /// `ticketing_lock`.
 #[doc(hidden)]
@@ -36,9 +32,9 @@ impl Kind for LockHandle {
     const NAME: &'static str = "ticketing_lock";
 }
 
-/// The pointer C holds.
-#[doc(hidden)]
-pub type LockPtr = Tagged<LockHandle>;
+impl Opaque for ticketing_lock {
+    type Value = LockHandle;
+}
 
 impl LockHandle {
     pub(super) fn new(lock: Lock) -> LockHandle {
@@ -88,24 +84,35 @@ impl LockHandle {
     }
 }
 
+/// `TICKETING_RELEASED`, `TICKETING_NOT_HOLDER` or `TICKETING_RELEASED_OR_EXPIRED`.
 pub(super) fn outcome_code(outcome: ReleaseOutcome) -> c_int {
-    match outcome {
-        ReleaseOutcome::Released => TICKETING_RELEASED,
-        ReleaseOutcome::NotHolder => TICKETING_NOT_HOLDER,
-        ReleaseOutcome::ReleasedOrExpired => TICKETING_RELEASED_OR_EXPIRED,
-    }
+    super::abi::ticketing_release_outcome::of(outcome) as c_int
 }
 
-/// `ticketing_lock_release`: wraps [`Lock::release`]; the handle stays releasable after
-/// an error other than an invalid release.
+/// Releases the lock and waits for the server's answer. Wraps Lock::release.
+/// *outcome_out (may be NULL): TICKETING_RELEASED, TICKETING_NOT_HOLDER or
+/// TICKETING_RELEASED_OR_EXPIRED; the lock is released for good then. Errors:
+/// TICKETING_UNCONFIRMED (sent, no answer: the key may still be held; the client keeps
+/// checking and releases it), TICKETING_UNAVAILABLE (no server could take it: never
+/// sent; at once when every connection failed with a lasting mistake),
+/// TICKETING_QUEUE_FULL (never sent), TICKETING_INVALID (released already, a release
+/// of it under way on another thread, or refused by the server as invalid).
+/// After any error but TICKETING_INVALID the lock stays releasable: call
+/// ticketing_lock_release again (a retry after TICKETING_UNCONFIRMED or
+/// TICKETING_UNAVAILABLE that gets `N` reports TICKETING_RELEASED_OR_EXPIRED: the first
+/// attempt, or the client's own check, may have released it), or
+/// free it, which hands the release to the background queue. ticketing_error_is_retryable
+/// says whether a retry soon may succeed (1 for a passing TICKETING_UNAVAILABLE and for
+/// TICKETING_QUEUE_FULL). The handle stays allocated either way: free it with
+/// ticketing_lock_free. Blocks at most the release deadline, 5 s.
 ///
 /// # Safety
 /// `lock` is NULL or a lock handle; out-pointers NULL or writable.
 #[no_mangle]
 pub unsafe extern "C" fn ticketing_lock_release(
-    lock: *mut LockPtr,
+    lock: *mut ticketing_lock,
     outcome_out: *mut c_int,
-    error_out: *mut *mut ErrorPtr,
+    error_out: *mut *mut ticketing_error,
 ) -> c_int {
     guard(error_out, || {
         let lock = unsafe { handle::hold(lock.cast_const(), "lock") }?;
@@ -115,48 +122,52 @@ pub unsafe extern "C" fn ticketing_lock_release(
     })
 }
 
-/// `ticketing_lock_token`: wraps [`Lock::token`] (kept from the grant).
+/// The fencing token: larger than every earlier grant's. Pass it to every write the
+/// critical section makes (docs/fencing.md). Wraps Lock::token. 0 if lock is NULL.
 ///
 /// # Safety
 /// `lock` is NULL or a lock handle.
 #[no_mangle]
-pub unsafe extern "C" fn ticketing_lock_token(lock: *const LockPtr) -> u64 {
+pub unsafe extern "C" fn ticketing_lock_token(lock: *const ticketing_lock) -> u64 {
     getter(0, || unsafe { handle::peek(lock) }.map_or(0, |l| l.token))
 }
 
-/// `ticketing_lock_key`: wraps [`Lock::key`].
+/// The key and the owner the lock was granted to. Wrap Lock::key and Lock::owner. Valid
+/// until the lock is freed. NULL if lock is NULL.
 ///
 /// # Safety
 /// `lock` is NULL or a lock handle.
 #[no_mangle]
-pub unsafe extern "C" fn ticketing_lock_key(lock: *const LockPtr) -> *const c_char {
+pub unsafe extern "C" fn ticketing_lock_key(lock: *const ticketing_lock) -> *const c_char {
     getter(ptr::null(), || unsafe { handle::peek(lock) }.map_or(ptr::null(), |l| l.key.as_ptr()))
 }
 
-/// `ticketing_lock_owner`: wraps [`Lock::owner`].
+/// The owner the lock was granted to. Wraps Lock::owner. Valid until the lock is freed. NULL if lock is NULL.
 ///
 /// # Safety
 /// `lock` is NULL or a lock handle.
 #[no_mangle]
-pub unsafe extern "C" fn ticketing_lock_owner(lock: *const LockPtr) -> *const c_char {
+pub unsafe extern "C" fn ticketing_lock_owner(lock: *const ticketing_lock) -> *const c_char {
     getter(ptr::null(), || unsafe { handle::peek(lock) }.map_or(ptr::null(), |l| l.owner.as_ptr()))
 }
 
-/// `ticketing_lock_lease_ms`: wraps [`Lock::lease`].
+/// The lease the server granted, in ms. Wraps Lock::lease.
 ///
 /// # Safety
 /// `lock` is NULL or a lock handle.
 #[no_mangle]
-pub unsafe extern "C" fn ticketing_lock_lease_ms(lock: *const LockPtr) -> u64 {
+pub unsafe extern "C" fn ticketing_lock_lease_ms(lock: *const ticketing_lock) -> u64 {
     getter(0, || unsafe { handle::peek(lock) }.map_or(0, |l| millis(l.lease)))
 }
 
-/// `ticketing_lock_remaining_ms`: wraps [`Lock::remaining`]; 0 once released.
+/// Time left until the lock's local deadline (the instant before the ACQUIRE was written
+/// plus the lease; the server's lease never ends before it), in ms; 0 once passed or
+/// once released. Wraps Lock::remaining.
 ///
 /// # Safety
 /// `lock` is NULL or a lock handle.
 #[no_mangle]
-pub unsafe extern "C" fn ticketing_lock_remaining_ms(lock: *const LockPtr) -> u64 {
+pub unsafe extern "C" fn ticketing_lock_remaining_ms(lock: *const ticketing_lock) -> u64 {
     getter(0, || {
         unsafe { handle::peek(lock) }
             .filter(|l| !l.released.load(Ordering::Acquire))
@@ -164,12 +175,12 @@ pub unsafe extern "C" fn ticketing_lock_remaining_ms(lock: *const LockPtr) -> u6
     })
 }
 
-/// `ticketing_lock_free`: lets go of the handle; an unreleased [`Lock`] is released in
-/// the background (its `Drop`) once no call uses it.
+/// Frees the handle. If it was not released, the release goes to the client's background
+/// queue (dropping a Rust Lock): it never blocks.
 ///
 /// # Safety
 /// `lock` is NULL or a lock handle, not used afterwards.
 #[no_mangle]
-pub unsafe extern "C" fn ticketing_lock_free(lock: *mut LockPtr) {
+pub unsafe extern "C" fn ticketing_lock_free(lock: *mut ticketing_lock) {
     getter((), || unsafe { handle::free(lock, "ticketing_lock_free") })
 }

@@ -18,13 +18,21 @@ use super::error::{c_string, Failure};
 
 /// The host's callback: `(ctx, level, target, message)`, both strings valid only during
 /// the call.
-pub type LogFn = unsafe extern "C" fn(*mut c_void, c_int, *const c_char, *const c_char);
+pub(crate) type LogFn = unsafe extern "C" fn(*mut c_void, c_int, *const c_char, *const c_char);
+
+/// Receives one log record of the library: `level` (TICKETING_LOG_ERROR..TRACE), the
+/// module it comes from ("ticketing::client::...", "ticketing::panic" for a caught
+/// panic) and the message; both strings are valid only during the call.
+#[allow(non_camel_case_types)]
+pub type ticketing_log_fn = Option<
+    unsafe extern "C" fn(ctx: *mut c_void, level: c_int, target: *const c_char, message: *const c_char),
+>;
 
 /// Records waiting for the callback at most; past it they are dropped and counted.
-pub const QUEUE_MAX: usize = 4096;
+pub(crate) const QUEUE_MAX: usize = 4096;
 
 /// `TICKETING_LOG_OFF` … `TICKETING_LOG_TRACE`.
-pub const LOG_LEVEL_MAX: c_int = 5;
+pub(crate) const LOG_LEVEL_MAX: c_int = 5;
 
 /// The callback and its context (a pointer the host owns: kept, never read).
 struct Sink {
@@ -104,7 +112,7 @@ fn install() -> Result<(), Failure> {
                 .map_err(|e| format!("cannot start the logging thread: {e}"))
         })
         .clone()
-        .map_err(|why| Failure { kind: super::error::TICKETING_CONFIG, ..Failure::invalid(why) })
+        .map_err(|why| Failure { kind: super::abi::TICKETING_CONFIG, ..Failure::invalid(why) })
 }
 
 /// The `ticketing-log` thread: hands each record to the callback of the moment.

@@ -15,44 +15,49 @@
 //! [`ErrorHandle`]. The functions live beside their handle: `client.rs`, `lock.rs`,
 //! `error.rs`; the logger and the panic hook in `logging.rs`.
 
-mod boundary;
+// The declared values first, then the functions in the order the header shows them.
+mod abi;
+
 mod client;
-mod error;
-mod error_getters;
+
 mod future;
-mod handle;
-#[cfg(test)]
-mod header_check;
-mod lock;
-mod logging;
+
 mod queue;
+
+mod lock;
+
+mod error_getters;
+
+mod host;
+
+// What the functions share.
+mod boundary;
+mod error;
+mod handle;
+mod logging;
 #[cfg(test)]
 mod tests;
 
-use std::ffi::{c_char, c_int, c_void, CStr};
-use std::ptr;
+use std::ffi::{c_char, c_int, CStr};
 
-use boundary::guard;
-
+pub use abi::*;
 pub use client::*;
 pub use error::*;
 pub use error_getters::*;
 pub use future::*;
 #[doc(hidden)]
-pub use handle::{ErrorPtr, Tagged};
+pub use handle::Tagged;
+pub use host::*;
 pub use lock::*;
 pub use queue::*;
 
-/// `TICKETING_ABI_VERSION` of include/ticketing.h.
-pub const ABI_VERSION: u32 = 1;
-
-/// `uint32_t ticketing_version(void)`: the ABI version, [`ABI_VERSION`].
+/// The library's ABI version: TICKETING_ABI_VERSION of the header it was built with.
 #[no_mangle]
 pub extern "C" fn ticketing_version() -> u32 {
-    ABI_VERSION
+    TICKETING_ABI_VERSION
 }
 
-/// `const char *ticketing_version_string(void)`: the crate's version.
+/// The library's release, e.g. "0.2.0" (the crate's version). Static string.
 #[no_mangle]
 pub extern "C" fn ticketing_version_string() -> *const c_char {
     const VERSION: &CStr =
@@ -63,79 +68,43 @@ pub extern "C" fn ticketing_version_string() -> *const c_char {
     VERSION.as_ptr()
 }
 
-/// `const char *ticketing_kind_name(int kind)`.
+/// The name of a status or error kind: "ok", "busy", "timeout", "not_leader", "invalid",
+/// "overloaded", "unavailable", "indeterminate", "no_answer", "unconfirmed",
+/// "queue_full", "protocol", "refused", "config", "internal", "cancelled"; "unknown" for any other
+/// number. Static string.
 #[no_mangle]
 pub extern "C" fn ticketing_kind_name(kind: c_int) -> *const c_char {
-    usize::try_from(kind).ok().and_then(|k| KIND_NAMES.get(k)).copied().unwrap_or(c"unknown").as_ptr()
+    name_of(&ticketing_kind::ALL, 0, kind, ticketing_kind::name).as_ptr()
 }
 
-/// `ticketing_set_logger`: the library's log records (and its caught panics) go to
-/// `log_fn` from now on, up to `max_level`; NULL turns them off again.
-///
-/// # Safety
-/// `log_fn` is NULL or a function that may be called from any thread with `ctx`, until
-/// a later call replaces it; out-pointers NULL or writable.
+/// 1 when an error of this kind means the operation certainly did not take effect (an
+/// acquire: the key is NOT held by this call; a release: not sent), 0 when its effect is
+/// not known (TICKETING_INDETERMINATE, TICKETING_UNCONFIRMED, TICKETING_PROTOCOL,
+/// TICKETING_INTERNAL), for TICKETING_OK and for any other number. A binding reads it
+/// for every kind rather than keeping a table of its own.
 #[no_mangle]
-pub unsafe extern "C" fn ticketing_set_logger(
-    log_fn: Option<logging::LogFn>,
-    ctx: *mut c_void,
-    max_level: c_int,
-    error_out: *mut *mut ErrorPtr,
-) -> c_int {
-    guard(error_out, || logging::set_logger(log_fn, ctx, max_level))
+pub extern "C" fn ticketing_kind_is_definitive(kind: c_int) -> c_int {
+    ticketing_kind::of(kind).map_or(0, |k| c_int::from(k != TICKETING_OK && k.is_definitive()))
 }
 
-/// `ticketing_wait_check_fn`: `(ctx) -> int`; nonzero stops the wait.
-pub type WaitCheckFn = unsafe extern "C" fn(*mut c_void) -> c_int;
-
-/// Longest `slice_ms` of `ticketing_set_wait_check`.
-pub const WAIT_SLICE_MS_MAX: i64 = 60_000;
-
-/// `ticketing_set_wait_check`: the calling thread's blocking calls that wait longer
-/// than `slice_ms` call `check(ctx)` every `slice_ms`; nonzero cancels the operation
-/// and ends the call with its cancelled outcome. NULL removes the check.
-///
-/// # Safety
-/// `check` is NULL or a function that may be called with `ctx` on this thread, until
-/// a later call on it replaces it.
+/// The name of a TICKETING_CAUSE_* value: "connection_lost", "server_unknown",
+/// "no_answer", "protocol_violation", "expired_on_arrival", "cancelled"; "unknown" for
+/// any other number. Static string.
 #[no_mangle]
-pub unsafe extern "C" fn ticketing_set_wait_check(
-    check: Option<WaitCheckFn>,
-    ctx: *mut c_void,
-    slice_ms: i64,
-    error_out: *mut *mut ErrorPtr,
-) -> c_int {
-    guard(error_out, || {
-        let Some(check) = check else {
-            crate::client::set_wait_check(None);
-            return Ok(());
-        };
-        if !(1..=WAIT_SLICE_MS_MAX).contains(&slice_ms) {
-            return Err(Failure::invalid(format!("slice_ms is {slice_ms}; must be 1..={WAIT_SLICE_MS_MAX}")));
-        }
-        crate::client::set_wait_check(Some(crate::client::WaitCheck {
-            // SAFETY: the host's function with its own context, on this thread (header
-            // contract).
-            check: Box::new(move || unsafe { check(ctx) } != 0),
-            slice: std::time::Duration::from_millis(slice_ms as u64),
-        }));
-        Ok(())
-    })
+pub extern "C" fn ticketing_cause_name(cause: c_int) -> *const c_char {
+    name_of(&ticketing_cause::ALL, 1, cause, ticketing_cause::name).as_ptr()
 }
 
-/// `ticketing_test_panic`: for the library's own tests of the rule that a panic stays
-/// off the host's standard error: panics in the calling thread's call, or on a thread
-/// named as the client's own are, and reports it as `TICKETING_INTERNAL`.
+/// The name of a release outcome: "released", "not_holder", "released_or_expired";
+/// "unknown" for any other number. Static string.
 #[no_mangle]
-pub extern "C" fn ticketing_test_panic(on_client_thread: c_int) -> c_int {
-    guard(ptr::null_mut(), || {
-        if on_client_thread == 0 {
-            panic!("a test panic (ticketing_test_panic, in the call)");
-        }
-        let thread = std::thread::Builder::new()
-            .name("ticketing-test".into())
-            .spawn(|| -> () { panic!("a test panic (ticketing_test_panic, on a client thread)") })
-            .map_err(|e| Failure::invalid(format!("cannot start a thread: {e}")))?;
-        thread.join().map_err(|panic| Failure::panic(&*panic))
-    })
+pub extern "C" fn ticketing_release_outcome_name(outcome: c_int) -> *const c_char {
+    name_of(&ticketing_release_outcome::ALL, 1, outcome, ticketing_release_outcome::name).as_ptr()
+}
+
+/// The name of a resolution: "held", "not_held", "unknown" (TICKETING_UNKNOWN, and any
+/// other number). Static string.
+#[no_mangle]
+pub extern "C" fn ticketing_resolution_name(resolution: c_int) -> *const c_char {
+    name_of(&ticketing_resolution::ALL, 1, resolution, ticketing_resolution::name).as_ptr()
 }

@@ -13,10 +13,10 @@ use std::io::{PipeReader, PipeWriter, Read, Write};
 use std::os::fd::AsRawFd;
 use std::sync::{Mutex, MutexGuard};
 
+use super::abi::*;
 use super::boundary::{getter, guard, put, required};
 use super::error::Failure;
-use super::handle::ErrorPtr;
-use super::handle::{self, Kind, Tagged};
+use super::handle::{self, Kind, Opaque};
 
 /// `ticketing_queue`.
 #[doc(hidden)]
@@ -31,9 +31,9 @@ impl Kind for QueueHandle {
     const NAME: &'static str = "ticketing_queue";
 }
 
-/// The pointer C holds.
-#[doc(hidden)]
-pub type QueuePtr = Tagged<QueueHandle>;
+impl Opaque for ticketing_queue {
+    type Value = QueueHandle;
+}
 
 impl QueueHandle {
     fn new() -> std::io::Result<QueueHandle> {
@@ -76,14 +76,14 @@ impl QueueHandle {
     }
 }
 
-/// `ticketing_queue_new`.
+/// A new completion queue. Errors: TICKETING_INTERNAL (no pipe could be made).
 ///
 /// # Safety
 /// Out-pointers NULL or writable.
 #[no_mangle]
 pub unsafe extern "C" fn ticketing_queue_new(
-    queue_out: *mut *mut QueuePtr,
-    error_out: *mut *mut ErrorPtr,
+    queue_out: *mut *mut ticketing_queue,
+    error_out: *mut *mut ticketing_error,
 ) -> c_int {
     guard(error_out, || {
         let queue_out = required(queue_out, "queue_out")?;
@@ -93,23 +93,28 @@ pub unsafe extern "C" fn ticketing_queue_new(
     })
 }
 
-/// `ticketing_queue_fd`: the descriptor that is readable while tags wait; -1 for a
-/// handle that is not a live queue.
+/// The queue's file descriptor: readable exactly while tags wait (for poll, epoll, an
+/// event loop's add_reader). Owned by the queue; -1 if queue is not a live queue.
 ///
 /// # Safety
 /// `queue` is NULL or a queue handle.
 #[no_mangle]
-pub unsafe extern "C" fn ticketing_queue_fd(queue: *const QueuePtr) -> c_int {
+pub unsafe extern "C" fn ticketing_queue_fd(queue: *const ticketing_queue) -> c_int {
     getter(-1, || unsafe { handle::peek(queue) }.map_or(-1, |q| q.reader.as_raw_fd()))
 }
 
-/// `ticketing_queue_take`: up to `max` tags into `tags`; the number taken.
+/// Takes up to `max` waiting tags into `tags`, oldest first, and returns how many. Never
+/// blocks: 0 when none waits.
 ///
 /// # Safety
 /// `queue` is NULL or a queue handle; `tags` holds `max` writable slots (or is NULL
 /// with `max` 0).
 #[no_mangle]
-pub unsafe extern "C" fn ticketing_queue_take(queue: *mut QueuePtr, tags: *mut u64, max: usize) -> usize {
+pub unsafe extern "C" fn ticketing_queue_take(
+    queue: *mut ticketing_queue,
+    tags: *mut u64,
+    max: usize,
+) -> usize {
     getter(0, || {
         let Some(queue) = (unsafe { handle::peek(queue.cast_const()) }) else { return 0 };
         if tags.is_null() || max == 0 {
@@ -120,13 +125,12 @@ pub unsafe extern "C" fn ticketing_queue_take(queue: *mut QueuePtr, tags: *mut u
     })
 }
 
-/// `ticketing_queue_free`: futures that still name the queue keep it until they are
-/// ready.
+/// Frees the queue (futures still naming it keep it until they are ready).
 ///
 /// # Safety
 /// `queue` is NULL or a queue handle, not used afterwards.
 #[no_mangle]
-pub unsafe extern "C" fn ticketing_queue_free(queue: *mut QueuePtr) {
+pub unsafe extern "C" fn ticketing_queue_free(queue: *mut ticketing_queue) {
     getter((), || unsafe { handle::free(queue, "ticketing_queue_free") })
 }
 
