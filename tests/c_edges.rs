@@ -221,7 +221,7 @@ fn a_client_used_after_fork_fails_at_once_in_the_child_and_the_parent_goes_on() 
     let stdout = check(
         &output,
         &[
-            "child: unavailable in ",
+            "child: unavailable, the same error object twice: ",
             "parent after fork release: released",
             "parent's lock held across the fork release: released",
             "done",
