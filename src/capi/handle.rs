@@ -45,11 +45,8 @@ impl Kind for ErrorHandle {
 /// The error of every call given, in a child forked after it was made, a handle of the
 /// parent's: one object for the life of the process, handed out without allocating;
 /// freeing it does nothing.
-pub static AFTER_FORK: Tagged<ErrorHandle> = Tagged {
-    tag: AtomicU64::new(ErrorHandle::TAG),
-    forks: 0,
-    value: ErrorHandle::AFTER_FORK,
-};
+pub static AFTER_FORK: Tagged<ErrorHandle> =
+    Tagged { tag: AtomicU64::new(ErrorHandle::TAG), forks: 0, value: ErrorHandle::AFTER_FORK };
 
 /// The error handle C holds.
 #[doc(hidden)]

@@ -32,8 +32,12 @@ pub fn native_lib_dir() -> PathBuf {
 pub fn have_or_skip(test: &str, program: &str, probe: &[&str], require: &str, install: &str) -> bool {
     let mut cmd = Command::new(program);
     cmd.args(probe);
-    let ok = super::children::try_run_within(&mut cmd, super::children::TOOL, &format!("{program} {}", probe.join(" ")))
-        .is_ok_and(|o| o.status.success());
+    let ok = super::children::try_run_within(
+        &mut cmd,
+        super::children::TOOL,
+        &format!("{program} {}", probe.join(" ")),
+    )
+    .is_ok_and(|o| o.status.success());
     if !ok {
         let why = format!("`{program} {}` failed ({install})", probe.join(" "));
         assert!(!std::env::var(require).is_ok_and(|v| v == "1"), "{require}=1 but {why}");

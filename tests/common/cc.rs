@@ -31,8 +31,12 @@ pub fn sanitizers(compiler: &str) -> Vec<String> {
     let program = dir.path().join("probe");
     let mut build = Command::new(compiler);
     build.args(["-x", "c"]).arg(&source).args(flags).arg("-o").arg(&program);
-    let built = try_run_within(&mut build, BUILD, "the sanitizer probe's build").is_ok_and(|o| o.status.success());
-    let ran = || try_run_within(&mut Command::new(&program), TOOL, "the sanitizer probe").is_ok_and(|o| o.status.success());
+    let built =
+        try_run_within(&mut build, BUILD, "the sanitizer probe's build").is_ok_and(|o| o.status.success());
+    let ran = || {
+        try_run_within(&mut Command::new(&program), TOOL, "the sanitizer probe")
+            .is_ok_and(|o| o.status.success())
+    };
     if built && ran() {
         flags.map(String::from).to_vec()
     } else {

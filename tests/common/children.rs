@@ -165,3 +165,23 @@ pub fn wait_within(child: &mut Child, within: Duration, what: &str, group: bool)
     deadline.end();
     status.unwrap_or_else(|e| panic!("waiting for {what}: {e}"))
 }
+
+/// [`run_within`] as a method of the command, naming it by its program.
+pub trait Within {
+    /// `output()` within `within`; panics if it cannot be started or runs past it.
+    fn output_within(&mut self, within: Duration) -> Output;
+    /// `output()` within `within`; `Err` if it cannot be started (a missing tool).
+    fn try_output_within(&mut self, within: Duration) -> std::io::Result<Output>;
+}
+
+impl Within for Command {
+    fn output_within(&mut self, within: Duration) -> Output {
+        let what = self.get_program().to_string_lossy().into_owned();
+        run_within(self, within, &what)
+    }
+
+    fn try_output_within(&mut self, within: Duration) -> std::io::Result<Output> {
+        let what = self.get_program().to_string_lossy().into_owned();
+        try_run_within(self, within, &what)
+    }
+}

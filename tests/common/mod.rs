@@ -18,7 +18,7 @@ pub mod raw;
 pub mod rolling;
 pub mod wait;
 
-pub use children::run_within;
+pub use children::{run_within, Within};
 pub use cluster::Cluster;
 pub use ports::{free_port, free_port_pair};
 pub use process::{bin, start_server, tail, KillOnDrop, Server, ServerProcess};
