@@ -4,6 +4,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
+use common::children::{Within, CLI};
 use common::facts_cluster::{eventually_some, wait_waiters};
 use common::*;
 use ticketing::proto::frame::{Request, Response};
@@ -269,8 +270,7 @@ fn cli_status_with_one_address_shows_every_node() {
     let out = std::process::Command::new(bin())
         .args(["status", "--addr", &cluster.addr(0).to_string()])
         .env("TICKETING_AUTH_TOKEN", TOKEN)
-        .output()
-        .unwrap();
+        .output_within(CLI);
     let table = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "{table}");
     for i in 0..3 {
