@@ -16,7 +16,8 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use common::bindings::{have_or_skip, native_lib_dir, run_in_group};
-use common::{repo, start_server, Server, TOKEN};
+use common::children::{try_run_within, BUILD, TOOL};
+use common::{repo, run_within, start_server, Server, TOKEN};
 
 /// The C compiler (`$CC`, else `cc`), or `None` after printing why the test is skipped.
 fn cc_or_skip(test: &str) -> Option<String> {
@@ -27,15 +28,17 @@ fn cc_or_skip(test: &str) -> Option<String> {
 /// Builds `source` (against include/ticketing.h, warnings as errors) into `out`,
 /// linking `link` (the arguments naming the library).
 fn build(cc: &str, source: &Path, out: &Path, link: &[&str]) {
-    let output = Command::new(cc)
-        .args(["-std=c11", "-Wall", "-Wextra", "-Werror", "-pthread", "-I"])
-        .arg(repo().join("include"))
-        .arg(source)
-        .arg("-o")
-        .arg(out)
-        .args(link)
-        .output()
-        .unwrap();
+    let output = run_within(
+        Command::new(cc)
+            .args(["-std=c11", "-Wall", "-Wextra", "-Werror", "-pthread", "-I"])
+            .arg(repo().join("include"))
+            .arg(source)
+            .arg("-o")
+            .arg(out)
+            .args(link),
+        BUILD,
+        cc,
+    );
     assert!(output.status.success(), "{cc} failed:\n{}", String::from_utf8_lossy(&output.stderr));
 }
 
@@ -43,11 +46,11 @@ fn build(cc: &str, source: &Path, out: &Path, link: &[&str]) {
 fn run(program: &Path, lib_dir: &Path) -> String {
     let server = start_server(&[]);
     let started = Instant::now();
-    let output = Command::new(program)
-        .args([server.addr.to_string().as_str(), TOKEN])
-        .env("LD_LIBRARY_PATH", lib_dir)
-        .output()
-        .unwrap();
+    let output = run_within(
+        Command::new(program).args([server.addr.to_string().as_str(), TOKEN]).env("LD_LIBRARY_PATH", lib_dir),
+        TOOL,
+        "the C test program",
+    );
     let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
     assert!(
         output.status.success(),
@@ -120,7 +123,7 @@ fn a_c_program_linked_to_the_static_library_needs_no_shared_ticketing() {
         empty
     };
     let Some((_dir, program, _)) = build_and_run(test, "ticketing_test_static", link, empty) else { return };
-    if let Ok(needed) = Command::new("readelf").arg("-d").arg(&program).output() {
+    if let Ok(needed) = try_run_within(Command::new("readelf").arg("-d").arg(&program), TOOL, "readelf") {
         let text = String::from_utf8_lossy(&needed.stdout);
         assert!(!text.contains("libticketing"), "linked to the shared library:\n{text}");
     }
@@ -152,7 +155,8 @@ fn the_example_of_docs_c_md_links_and_runs_as_written() {
     std::fs::write(&source, local).unwrap();
     let program = dir.path().join("local");
     build(&cc, &source, &program, &[&search, "-lticketing"]);
-    let output = Command::new(&program).env("LD_LIBRARY_PATH", native_lib_dir()).output().unwrap();
+    let output =
+        run_within(Command::new(&program).env("LD_LIBRARY_PATH", native_lib_dir()), TOOL, "the example");
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(output.status.success(), "{stdout}{}", String::from_utf8_lossy(&output.stderr));
     assert!(stdout.starts_with("seat 42 sold under fencing token "), "{stdout}");

@@ -16,7 +16,8 @@ use std::process::{Output, Stdio};
 use std::time::{Duration, Instant};
 
 use common::cc::{build_against_shared, cc_or_skip, command, cxx_or_skip, sanitizers, test_source};
-use common::{start_server, ServerProcess, TOKEN};
+use common::children::{Deadline, TOOL};
+use common::{run_within, start_server, ServerProcess, TOKEN};
 
 /// tests/c/edges.c built once per test (with the sanitizers when available).
 fn edges(test: &str) -> Option<(tempfile::TempDir, PathBuf)> {
@@ -28,7 +29,9 @@ fn edges(test: &str) -> Option<(tempfile::TempDir, PathBuf)> {
 }
 
 fn run(program: &Path, server: &ServerProcess, args: &[&str]) -> Output {
-    command(program).arg(server.addr.to_string()).arg(TOKEN).args(args).output().unwrap()
+    let mut cmd = command(program);
+    cmd.arg(server.addr.to_string()).arg(TOKEN).args(args);
+    run_within(&mut cmd, TOOL, &format!("tests/c/edges.c {}", args[0]))
 }
 
 fn text(bytes: &[u8]) -> String {
@@ -79,7 +82,9 @@ fn a_release_from_a_cxx_global_destructor_releases_the_key() {
     let program = dir.path().join("global_guard");
     build_against_shared(&cxx, &test_source("global_guard.cpp"), &program, &sanitizers(&cxx));
     let server = start_server(&[]);
-    let output = command(&program).arg(server.addr.to_string()).arg(TOKEN).arg("global").output().unwrap();
+    let mut cmd = command(&program);
+    cmd.arg(server.addr.to_string()).arg(TOKEN).arg("global");
+    let output = run_within(&mut cmd, TOOL, "tests/c/global_guard.cpp");
     check(&output, &["acquired global", "global destructor release: released"]);
     assert_free(&server, "global");
 }
@@ -100,6 +105,8 @@ fn interactive(
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
+    // Its output ends when it exits, or when the deadline kills it.
+    let deadline = Deadline::watch(&child, TOOL, &format!("tests/c/edges.c {mode}"), false);
     let mut stdin = child.stdin.take().unwrap();
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
     let mut seen = String::new();
@@ -115,6 +122,7 @@ fn interactive(
         }
     }
     let output = child.wait_with_output().unwrap();
+    deadline.end();
     let stderr = text(&output.stderr);
     assert!(output.status.success(), "{mode} failed ({}):\n{seen}\n{stderr}", output.status);
     assert!(stderr.is_empty(), "standard error is not empty:\n{stderr}");
@@ -200,13 +208,9 @@ fn a_panic_inside_the_library_prints_nothing_and_reaches_a_logger_when_one_is_se
     let Some((_dir, program)) = edges("a_panic_inside_the_library") else { return };
     let server = start_server(&[]);
     // RUST_BACKTRACE would make Rust's default hook print a backtrace too.
-    let quiet = command(&program)
-        .arg(server.addr.to_string())
-        .arg(TOKEN)
-        .arg("panic-quiet")
-        .env("RUST_BACKTRACE", "1")
-        .output()
-        .unwrap();
+    let mut cmd = command(&program);
+    cmd.arg(server.addr.to_string()).arg(TOKEN).arg("panic-quiet").env("RUST_BACKTRACE", "1");
+    let quiet = run_within(&mut cmd, TOOL, "tests/c/edges.c panic-quiet");
     check(&quiet, &["panics: internal, twice", "done"]);
     let logged = run(&program, &server, &["panic-logged"]);
     let stdout = check(&logged, &["panics: internal, twice", "done"]);
@@ -221,7 +225,7 @@ fn a_client_used_after_fork_fails_at_once_in_the_child_and_the_parent_goes_on() 
     let stdout = check(
         &output,
         &[
-            "child: unavailable in ",
+            "child: unavailable, the same error object twice: ",
             "parent after fork release: released",
             "parent's lock held across the fork release: released",
             "done",

@@ -12,7 +12,8 @@ use std::path::PathBuf;
 use std::process::Output;
 
 use common::cc::{build_against_shared, cc_or_skip, command, sanitizers, test_source};
-use common::{start_server, TOKEN};
+use common::children::TOOL;
+use common::{run_within, start_server, TOKEN};
 
 fn futures(test: &str, sanitized: bool) -> Option<(tempfile::TempDir, PathBuf)> {
     let cc = cc_or_skip(test)?;
@@ -38,7 +39,8 @@ fn check(output: &Output, lines: &[&str]) -> String {
 fn a_future_is_blocked_on_heard_through_a_callback_or_a_queue_and_read_once() {
     let Some((_dir, program)) = futures("a_future_is_blocked_on", true) else { return };
     let server = start_server(&[]);
-    let output = command(&program).arg(server.addr.to_string()).arg(TOKEN).arg("basics").output().unwrap();
+    let output =
+        run_within(command(&program).arg(server.addr.to_string()).arg(TOKEN).arg("basics"), TOOL, "basics");
     check(
         &output,
         &[
@@ -59,8 +61,11 @@ fn a_cancelled_waiter_is_indeterminate_and_its_grant_is_released() {
         let l = TcpListener::bind("127.0.0.1:0").unwrap();
         l.local_addr().unwrap().to_string()
     };
-    let output =
-        command(&program).arg(server.addr.to_string()).arg(TOKEN).args(["cancel", &dead]).output().unwrap();
+    let output = run_within(
+        command(&program).arg(server.addr.to_string()).arg(TOKEN).args(["cancel", &dead]),
+        TOOL,
+        "cancel",
+    );
     check(
         &output,
         &[
@@ -78,8 +83,11 @@ fn ten_thousand_acquires_wait_at_once_without_a_thread_each() {
     // Optimised, without the sanitizers: this one measures the library's own threads.
     let Some((_dir, program)) = futures("ten_thousand_acquires_wait_at_once", false) else { return };
     let server = start_server(&[]);
-    let output =
-        command(&program).arg(server.addr.to_string()).arg(TOKEN).arg("ten-thousand").output().unwrap();
+    let output = run_within(
+        command(&program).arg(server.addr.to_string()).arg(TOKEN).arg("ten-thousand"),
+        TOOL,
+        "ten-thousand",
+    );
     let stdout = check(&output, &["done"]);
     eprintln!("{stdout}");
     let line = stdout.lines().find(|l| l.starts_with("waiting: ")).expect("a waiting line");

@@ -5,6 +5,7 @@ mod common;
 
 use std::process::Command;
 
+use common::children::{Within, CLI};
 use common::*;
 
 fn bench_json(addr: &str, args: &[&str]) -> String {
@@ -13,8 +14,7 @@ fn bench_json(addr: &str, args: &[&str]) -> String {
         .args(args)
         .args(["--addr", addr, "--duration", "1", "--warmup", "0", "--json", "--quiet"])
         .env("TICKETING_AUTH_TOKEN", TOKEN)
-        .output()
-        .expect("run ticketing bench");
+        .output_within(CLI);
     assert!(out.status.success(), "bench failed: {}", String::from_utf8_lossy(&out.stderr));
     String::from_utf8(out.stdout).unwrap()
 }
@@ -59,20 +59,19 @@ fn bench_prints_json_for_each_scenario() {
 
 #[test]
 fn bench_help_and_usage_errors() {
-    let out = Command::new(bin()).args(["bench", "--help"]).output().unwrap();
+    let out = Command::new(bin()).args(["bench", "--help"]).output_within(CLI);
     assert!(out.status.success());
     let help = String::from_utf8_lossy(&out.stdout);
     for word in ["uncontended", "hot", "mixed", "--connections", "--pipeline", "--json", "--warmup"] {
         assert!(help.contains(word), "help lacks {word}");
     }
     let out =
-        Command::new(bin()).args(["bench", "sideways"]).env("TICKETING_AUTH_TOKEN", TOKEN).output().unwrap();
+        Command::new(bin()).args(["bench", "sideways"]).env("TICKETING_AUTH_TOKEN", TOKEN).output_within(CLI);
     assert_eq!(out.status.code(), Some(2));
     let out = Command::new(bin())
         .args(["bench", "--lease", "0"])
         .env("TICKETING_AUTH_TOKEN", TOKEN)
-        .output()
-        .unwrap();
+        .output_within(CLI);
     assert_eq!(out.status.code(), Some(2));
 }
 
@@ -176,8 +175,7 @@ fn bench_with(token: &str, args: &[&str]) -> (Option<i32>, String, String, std::
         .env_remove("TICKETING_ADDRS")
         .env_remove("TICKETING_TLS_CA")
         .env("TICKETING_AUTH_TOKEN", token)
-        .output()
-        .expect("run ticketing bench");
+        .output_within(CLI);
     let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
     (out.status.code(), text(&out.stdout), text(&out.stderr), started.elapsed())
 }

@@ -7,6 +7,7 @@ mod common;
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
+use common::children::{Within, CLI};
 use common::{Cluster, PEER_TOKEN, TOKEN};
 
 fn ticketing(addr: &str, args: &[&str]) -> Output {
@@ -17,8 +18,7 @@ fn ticketing(addr: &str, args: &[&str]) -> Output {
         .env("TICKETING_AUTH_TOKEN", TOKEN)
         .env("TICKETING_PEER_AUTH_TOKEN", PEER_TOKEN)
         .env("TICKETING_OWNER", "cli-follower")
-        .output()
-        .expect("run ticketing")
+        .output_within(CLI)
 }
 
 fn text(out: &Output) -> String {

@@ -6,6 +6,7 @@ mod common;
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
+use common::children::{Within, CLI};
 use common::{Server, ServerProcess, TOKEN};
 
 fn ticketing(args: &[&str], env: &[(&str, &str)]) -> Output {
@@ -14,7 +15,7 @@ fn ticketing(args: &[&str], env: &[(&str, &str)]) -> Output {
     for (k, v) in env {
         command.env(k, v);
     }
-    command.output().expect("run the ticketing binary")
+    command.output_within(CLI)
 }
 
 fn on(server: &ServerProcess, args: &[&str]) -> Output {

@@ -10,9 +10,10 @@ use std::collections::BTreeSet;
 use std::process::Command;
 
 use common::bin;
+use common::children::{Within, CLI};
 
 fn help(args: &[&str]) -> String {
-    let out = Command::new(bin()).args(args).arg("--help").output().unwrap();
+    let out = Command::new(bin()).args(args).arg("--help").output_within(CLI);
     assert!(out.status.success(), "{args:?} --help: {}", String::from_utf8_lossy(&out.stderr));
     String::from_utf8_lossy(&out.stdout).into_owned()
 }

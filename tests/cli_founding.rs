@@ -15,6 +15,7 @@ use std::net::{SocketAddr, TcpStream};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use common::children::{Within, CLI};
 use common::{bin, eventually, free_port, free_port_pair, Server, ServerProcess, PEER_TOKEN, TOKEN};
 
 /// The autopilot's smallest threshold for the default timing: the heal takes seconds.
@@ -29,8 +30,7 @@ fn cli(args: &[&str]) -> (i32, String, String, Duration) {
         .env_clear()
         .env("TICKETING_AUTH_TOKEN", TOKEN)
         .env("TICKETING_PEER_AUTH_TOKEN", PEER_TOKEN)
-        .output()
-        .unwrap();
+        .output_within(CLI);
     let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
     (out.status.code().unwrap_or(-1), text(&out.stdout), text(&out.stderr), started.elapsed())
 }

@@ -7,6 +7,7 @@ mod common;
 use std::process::{Command, Output};
 use std::time::Duration;
 
+use common::children::{Within, CLI};
 use common::*;
 use rcgen::{BasicConstraints, CertificateParams, IsCa, KeyPair};
 
@@ -19,7 +20,7 @@ fn cli(args: &[&str], env: &[(&str, &str)]) -> Output {
     for (k, v) in env {
         cmd.env(k, v);
     }
-    cmd.output().unwrap()
+    cmd.output_within(CLI)
 }
 
 /// Runs `ticketing query k --addr ADDR` and returns (exit status, stderr).
@@ -206,8 +207,7 @@ fn configuration_mistakes_name_the_variable() {
         .args(["query", "k"])
         .env_remove("TICKETING_AUTH_TOKEN")
         .env_remove("TICKETING_AUTH_TOKEN_FILE")
-        .output()
-        .unwrap();
+        .output_within(CLI);
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.contains("no auth token given: set TICKETING_AUTH_TOKEN"), "{err}");

@@ -6,6 +6,7 @@ mod common;
 use std::process::Command;
 use std::time::Duration;
 
+use common::children::{Within, CLI};
 use common::*;
 use ticketing::proto::{Request, Response, TopKey};
 
@@ -15,8 +16,7 @@ fn top_once(addr: &str) -> (Option<i32>, String, String) {
         .env_remove("TICKETING_ADDRS")
         .env_remove("TICKETING_TLS_CA")
         .env("TICKETING_AUTH_TOKEN", TOKEN)
-        .output()
-        .unwrap();
+        .output_within(CLI);
     (
         out.status.code(),
         String::from_utf8_lossy(&out.stdout).into_owned(),
@@ -139,8 +139,10 @@ fn top_stops_cleanly_on_sigterm_and_sighup() {
             eventually(Duration::from_secs(10), || catches(child.id(), 1) && catches(child.id(), 15)),
             "top never installed its SIGTERM and SIGHUP handlers"
         );
-        let sent =
-            Command::new("kill").args([&format!("-{signal}"), &child.id().to_string()]).status().unwrap();
+        let sent = Command::new("kill")
+            .args([&format!("-{signal}"), &child.id().to_string()])
+            .output_within(CLI)
+            .status;
         assert!(sent.success());
         let deadline = std::time::Instant::now() + Duration::from_secs(3);
         let status = loop {

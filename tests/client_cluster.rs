@@ -5,6 +5,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
+use common::children::{Within, CLI};
 use common::{Cluster, TOKEN};
 use ticketing::client::{Client, ReleaseOutcome};
 
@@ -72,8 +73,7 @@ fn cli_status_shows_one_table_of_the_cluster() {
         .args(["status", "--addr", &addrs.join(",")])
         .env_clear()
         .env("TICKETING_AUTH_TOKEN", TOKEN)
-        .output()
-        .unwrap();
+        .output_within(CLI);
     let table = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "{table}");
     let lines: Vec<&str> = table.lines().collect();

@@ -7,6 +7,7 @@ mod proxy;
 
 use std::time::{Duration, Instant};
 
+use common::children::{Within, TOOL};
 use common::facts_cluster::wait_stopped;
 use common::{connect_with, eventually, Cluster, ServerProcess, TOKEN};
 use proxy::{Dir, Proxy};
@@ -27,7 +28,8 @@ fn holder(addr: std::net::SocketAddr, key: &str) -> Option<(String, u64)> {
 }
 
 fn signal(pid: u32, sig: &str) {
-    let ok = std::process::Command::new("kill").args([sig, &pid.to_string()]).status().unwrap().success();
+    let ok =
+        std::process::Command::new("kill").args([sig, &pid.to_string()]).output_within(TOOL).status.success();
     assert!(ok, "kill {sig} {pid}");
 }
 

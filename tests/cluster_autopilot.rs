@@ -11,6 +11,7 @@ mod faults;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
+use common::children::{Within, CLI};
 use common::facts_cluster::wait_log_file;
 use common::grants::Load;
 use common::raw::{call, status};
@@ -273,8 +274,7 @@ fn admin(args: &[&str]) -> (i32, String, String) {
         .args(args)
         .env_clear()
         .env("TICKETING_PEER_AUTH_TOKEN", PEER_TOKEN)
-        .output()
-        .unwrap();
+        .output_within(CLI);
     let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
     (out.status.code().unwrap_or(-1), text(&out.stdout), text(&out.stderr))
 }

@@ -12,6 +12,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
+use common::children::{Within, CLI};
 use common::load::Load;
 use common::*;
 use ticketing::proto::frame::{ErrorCode, Request, Response};
@@ -86,8 +87,7 @@ fn cli_transfer_leader_prints_the_new_leader() {
         .env_clear()
         .env("TICKETING_ADDRS", cluster.addrs().join(","))
         .env("TICKETING_PEER_AUTH_TOKEN", PEER_TOKEN)
-        .output()
-        .unwrap();
+        .output_within(CLI);
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{stdout} {}", String::from_utf8_lossy(&out.stderr));
     assert_eq!(stdout.trim(), format!("leader {}@{}", target + 1, cluster.addr(target)));

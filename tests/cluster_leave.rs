@@ -13,6 +13,7 @@ mod common;
 use std::sync::mpsc::RecvTimeoutError;
 use std::time::{Duration, Instant};
 
+use common::children::{Within, TOOL};
 use common::eventually;
 use common::grants::Load;
 use common::load::load_average;
@@ -163,7 +164,7 @@ fn stopping_every_node_at_once_never_hands_leadership_back() {
             lines
         });
         let pids: Vec<String> = nodes.live.iter().map(|m| m.process.child.id().to_string()).collect();
-        let killed = std::process::Command::new("kill").arg("-TERM").args(&pids).status().unwrap();
+        let killed = std::process::Command::new("kill").arg("-TERM").args(&pids).output_within(TOOL).status;
         assert!(killed.success());
         for m in nodes.live.iter_mut() {
             let (code, took) = wait_exit(m, Duration::from_secs(15));

@@ -4,6 +4,7 @@ mod common;
 
 use std::time::Duration;
 
+use common::children::{Within, CLI};
 use common::*;
 use ticketing::proto::frame::{ErrorCode, Request, Response};
 
@@ -119,8 +120,7 @@ fn cli_replace_while_another_node_is_paused() {
         .args(["--addr", &cluster.addr(paused).to_string(), "--addr", &cluster.addr(old).to_string()])
         .env("TICKETING_AUTH_TOKEN", TOKEN)
         .env("TICKETING_PEER_AUTH_TOKEN", PEER_TOKEN)
-        .output()
-        .unwrap();
+        .output_within(CLI);
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "{stdout} {}", String::from_utf8_lossy(&out.stderr));
     assert!(stdout.contains("replaced") && stdout.contains("4@"), "{stdout}");
@@ -134,8 +134,7 @@ fn cli_replace_while_another_node_is_paused() {
         .args(["admin", "members", "--addr", &new_addr])
         .env("TICKETING_AUTH_TOKEN", TOKEN)
         .env("TICKETING_PEER_AUTH_TOKEN", PEER_TOKEN)
-        .output()
-        .unwrap();
+        .output_within(CLI);
     let listing = String::from_utf8_lossy(&out.stdout);
     assert_eq!(listing.lines().filter(|l| l.starts_with("voter")).count(), 3, "{listing}");
     assert!(listing.contains("voter    4@"), "{listing}");

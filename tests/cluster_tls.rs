@@ -6,6 +6,7 @@ mod common;
 use std::cell::RefCell;
 use std::time::Duration;
 
+use common::children::{Within, CLI};
 use common::facts_cluster::eventually_some;
 use common::*;
 use rcgen::{BasicConstraints, CertificateParams, IsCa, KeyPair};
@@ -219,8 +220,7 @@ fn start_with_certificate(pki: &Pki, cert: &rcgen::Certificate, key: &KeyPair) -
         .env("TICKETING_TLS_CERT", path("cert.pem"))
         .env("TICKETING_TLS_KEY", path("key.pem"))
         .env("TICKETING_TLS_CA", path("ca.pem"))
-        .output()
-        .unwrap();
+        .output_within(CLI);
     (out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned())
 }
 

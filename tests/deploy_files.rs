@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use common::children::{Within, TOOL};
 use common::{free_port, free_port_pair, repo, Cluster, PEER_TOKEN, TOKEN};
 
 fn read(path: &str) -> String {
@@ -39,7 +40,7 @@ fn systemd_units_pass_systemd_analyze_verify() {
         std::fs::write(dir.path().join(unit), text).unwrap();
     }
     for unit in ["ticketing.service", "ticketing-node.service", "ticketing@7.service"] {
-        let out = Command::new(&tool).arg("verify").arg(dir.path().join(unit)).output().unwrap();
+        let out = Command::new(&tool).arg("verify").arg(dir.path().join(unit)).output_within(TOOL);
         let stderr = String::from_utf8_lossy(&out.stderr);
         eprintln!("systemd-analyze verify {unit}: {}\n{stderr}", out.status);
         assert!(out.status.success(), "{unit}: {stderr}");
@@ -211,20 +212,22 @@ for key, value in [
 ]:
     print(f'{key}={value}')
 "#;
-    let parsed =
-        match Command::new("python3").args(["-c", check]).arg(repo().join("deploy/kubernetes.yaml")).output()
-        {
-            Ok(out) if out.status.success() => Some(String::from_utf8_lossy(&out.stdout).into_owned()),
-            Ok(out) if String::from_utf8_lossy(&out.stderr).contains("No module named 'yaml'") => {
-                eprintln!("kubernetes.yaml not parsed: PyYAML is not installed");
-                None
-            }
-            Ok(out) => panic!("kubernetes.yaml: {}", String::from_utf8_lossy(&out.stderr)),
-            Err(_) => {
-                eprintln!("kubernetes.yaml not parsed: no python3");
-                None
-            }
-        };
+    let parsed = match Command::new("python3")
+        .args(["-c", check])
+        .arg(repo().join("deploy/kubernetes.yaml"))
+        .try_output_within(TOOL)
+    {
+        Ok(out) if out.status.success() => Some(String::from_utf8_lossy(&out.stdout).into_owned()),
+        Ok(out) if String::from_utf8_lossy(&out.stderr).contains("No module named 'yaml'") => {
+            eprintln!("kubernetes.yaml not parsed: PyYAML is not installed");
+            None
+        }
+        Ok(out) => panic!("kubernetes.yaml: {}", String::from_utf8_lossy(&out.stderr)),
+        Err(_) => {
+            eprintln!("kubernetes.yaml not parsed: no python3");
+            None
+        }
+    };
     // Without PyYAML, the same values read from the text (each appears once).
     let field = |name: &str| -> String {
         let at = text.find(&format!("- name: {name}\n")).unwrap_or_else(|| panic!("no {name}"));
@@ -289,7 +292,7 @@ for key, value in [
 /// offline; `.ci/run` installs it).
 #[test]
 fn the_kubernetes_files_validate_against_the_schemas() {
-    let Ok(probe) = Command::new("kubernetes-validate").arg("--version").output() else {
+    let Ok(probe) = Command::new("kubernetes-validate").arg("--version").try_output_within(TOOL) else {
         assert!(
             std::env::var_os("TICKETING_REQUIRE_K8S_VALIDATE").is_none(),
             "kubernetes-validate is required here but not installed"
@@ -299,7 +302,7 @@ fn the_kubernetes_files_validate_against_the_schemas() {
     };
     assert!(probe.status.success());
     let file = repo().join("deploy/kubernetes.yaml");
-    let out = Command::new("kubernetes-validate").arg("--strict").arg(&file).output().unwrap();
+    let out = Command::new("kubernetes-validate").arg("--strict").arg(&file).output_within(TOOL);
     let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     eprintln!("kubernetes-validate --strict {}:\n{text}", file.display());
     assert!(out.status.success() && !text.contains("ERROR"), "{}: {text}", file.display());
@@ -325,7 +328,7 @@ struct PidFile(PathBuf);
 impl Drop for PidFile {
     fn drop(&mut self) {
         if let Ok(pid) = std::fs::read_to_string(&self.0) {
-            let _ = Command::new("kill").arg(pid.trim()).status();
+            let _ = Command::new("kill").arg(pid.trim()).try_output_within(TOOL);
         }
     }
 }
@@ -421,8 +424,7 @@ impl Conf {
             .env_remove("TICKETING_AUTH_TOKEN")
             .env_remove("TICKETING_PEER_AUTH_TOKEN")
             .env_remove("TICKETING_TLS_CA")
-            .output()
-            .unwrap();
+            .output_within(TOOL);
         let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
         eprintln!("replace-node.sh {}: {} in {:?}\n{stderr}", args.join(" "), out.status, started.elapsed());
         (out.status.code(), stderr, started.elapsed())
@@ -509,7 +511,7 @@ fn leader_id(addrs: &str, ca: Option<&str>) -> u64 {
     if let Some(ca) = ca {
         cmd.env("TICKETING_TLS_CA", ca);
     }
-    let out = cmd.output().unwrap();
+    let out = cmd.output_within(TOOL);
     let text = String::from_utf8_lossy(&out.stdout);
     // "leader   ADDR (node ID, term T)"
     let line = text.lines().find(|l| l.starts_with("leader ")).unwrap_or_else(|| panic!("{text}"));
@@ -526,8 +528,7 @@ fn cli_acquires(key: &str, addrs: &str, ca: &str) {
             .args(["acquire", key, "--addr", addrs, "--wait", "1000"])
             .env("TICKETING_AUTH_TOKEN", TOKEN)
             .env("TICKETING_TLS_CA", ca)
-            .output()
-            .unwrap();
+            .output_within(TOOL);
         if out.status.success() {
             let token = String::from_utf8_lossy(&out.stdout);
             assert!(token.trim().parse::<u64>().is_ok(), "a fencing token: {token}");
@@ -674,8 +675,7 @@ fn replace_node_script_replaces_the_leader_from_a_stale_cluster_env() {
     let out = Command::new(env!("CARGO_BIN_EXE_ticketing"))
         .args(["admin", "transfer-leader", "4", "--addr", &conf.addrs()])
         .env("TICKETING_PEER_AUTH_TOKEN", PEER_TOKEN)
-        .output()
-        .unwrap();
+        .output_within(TOOL);
     assert!(out.status.success(), "transfer-leader 4: {}", String::from_utf8_lossy(&out.stderr));
 
     // Node 4, the leader, replaced by node 5, from a cluster.env naming only node 4 and a
@@ -699,8 +699,7 @@ fn replace_node_script_replaces_the_leader_from_a_stale_cluster_env() {
             let out = Command::new(env!("CARGO_BIN_EXE_ticketing"))
                 .args(["admin", "members", "--addr", a])
                 .env("TICKETING_PEER_AUTH_TOKEN", PEER_TOKEN)
-                .output()
-                .unwrap();
+                .output_within(TOOL);
             let text = String::from_utf8_lossy(&out.stdout);
             let leads = expected.iter().any(|id| text.contains(&format!("(node {id}, ")));
             if out.status.success() && leads {

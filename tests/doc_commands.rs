@@ -12,6 +12,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
+use common::children::TOOL;
+use common::children::{Within, BUILD};
 use common::{bin, free_port, free_port_pair, repo, PEER_TOKEN, TOKEN};
 
 /// A ```sh block: the file it is in, its first line, its text.
@@ -148,7 +150,7 @@ fn bash(script: &str, dir: &Path, addrs: &str) -> Output {
         .env_remove("TICKETING_AUTH_TOKEN_FILE")
         .env_remove("TICKETING_PEER_AUTH_TOKEN")
         .env_remove("TICKETING_PEER_AUTH_TOKEN_FILE");
-    cmd.output().unwrap()
+    cmd.output_within(BUILD)
 }
 
 fn ok(out: &Output, what: &str) {
@@ -361,15 +363,17 @@ fn every_shell_block_in_the_docs_runs_here_or_names_what_runs_it() {
 fn mutants_script_refuses_mistakes_and_lists_a_groups_mutants() {
     let script = repo().join("scripts/mutants.sh");
     let run =
-        |args: &[&str]| Command::new("bash").arg(&script).args(args).current_dir(repo()).output().unwrap();
+        |args: &[&str]| Command::new("bash").arg(&script).args(args).current_dir(repo()).output_within(BUILD);
     let out = run(&["nothing"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("GROUP must be raft, lock, replica or client"));
     let out = run(&["lock", "--bogus"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("unknown argument --bogus"));
-    let installed =
-        Command::new("cargo").args(["mutants", "--version"]).output().is_ok_and(|o| o.status.success());
+    let installed = Command::new("cargo")
+        .args(["mutants", "--version"])
+        .try_output_within(TOOL)
+        .is_ok_and(|o| o.status.success());
     if !installed {
         eprintln!("cargo-mutants is not installed: --list not checked");
         return;
@@ -391,7 +395,7 @@ fn mutants_script_refuses_mistakes_and_lists_a_groups_mutants() {
 fn measure_script_refuses_an_unknown_measurement_and_the_docs_name_known_ones() {
     let script = repo().join("scripts/measure.sh");
     let run =
-        |args: &[&str]| Command::new("sh").arg(&script).args(args).current_dir(repo()).output().unwrap();
+        |args: &[&str]| Command::new("sh").arg(&script).args(args).current_dir(repo()).output_within(BUILD);
     let out = run(&["nothing"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("usage: scripts/measure.sh"));

@@ -24,6 +24,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use common::bindings::{have_or_skip, native_lib_dir, run_in_group};
+use common::children::{Within, TOOL};
 use common::{bin, repo, start_server, TOKEN};
 
 fn go() -> String {
@@ -110,7 +111,7 @@ fn the_readme_go_example_builds_into_one_file_and_runs_as_written() {
         run(&go(), &["build", "-o", "example", "."], dir.path(), &go_env(), Duration::from_secs(300));
     assert!(ok, "building the README's Go example failed:\n{output}");
     // One file to copy: libticketing is inside it, not beside it.
-    let ldd = Command::new("ldd").arg(dir.path().join("example")).output();
+    let ldd = Command::new("ldd").arg(dir.path().join("example")).try_output_within(TOOL);
     if let Ok(ldd) = ldd {
         let libs = String::from_utf8_lossy(&ldd.stdout);
         assert!(!libs.contains("libticketing"), "the example links libticketing dynamically:\n{libs}");
@@ -134,7 +135,7 @@ fn the_go_fencing_example_sells_once_against_postgres() {
     if !have_go(test) {
         return;
     }
-    let version = Command::new(go()).args(["env", "GOVERSION"]).output().unwrap();
+    let version = Command::new(go()).args(["env", "GOVERSION"]).output_within(TOOL);
     let version = String::from_utf8_lossy(&version.stdout).trim().to_string();
     let minor: u32 =
         version.strip_prefix("go1.").and_then(|v| v.split('.').next()?.parse().ok()).unwrap_or(0);

@@ -6,16 +6,18 @@
 //! Each case runs in a child process (this test binary run again with `INVARIANT_CASE`),
 //! because the hook ends the whole process.
 
+mod common;
+
 use std::process::Command;
 
+use common::children::{Within, CLI};
 use ticketing::invariant::{self, EXIT_VIOLATION};
 
 fn case(name: &str) -> std::process::Output {
     Command::new(std::env::current_exe().unwrap())
         .args(["--exact", "child", "--nocapture", "--test-threads=1"])
         .env("INVARIANT_CASE", name)
-        .output()
-        .unwrap()
+        .output_within(CLI)
 }
 
 /// The child: installs the hook, then does what `INVARIANT_CASE` says.

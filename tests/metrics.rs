@@ -11,6 +11,8 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use common::children::output_within;
+use common::children::{Within, TOOL};
 use common::facts_cluster::wait_waiters;
 use common::*;
 use ticketing::proto::Response;
@@ -29,18 +31,12 @@ fn http_get(addr: SocketAddr, path: &str) -> (u16, String) {
 
 /// A 3-node cluster whose nodes serve metrics on 127.0.0.N:(a port of their own).
 fn cluster_with_metrics() -> (Cluster, Vec<SocketAddr>) {
-    let port = free_port_pair();
-    let metrics_port = free_port();
-    let peers: String = (1..=3).map(|i| format!("{i}@127.0.0.{i}:{port}")).collect::<Vec<_>>().join(",");
-    let mut cluster = Cluster { port, nodes: Vec::new(), peers };
-    let mut metrics = Vec::new();
-    for i in 1..=3u64 {
-        let m = format!("127.0.0.{i}:{metrics_port}");
-        let node =
-            cluster.spawn(i, &format!("127.0.0.{i}:{port}"), "new", &[("TICKETING_METRICS_LISTEN", &m)]);
-        cluster.nodes.push(Some(node));
-        metrics.push(m.parse().unwrap());
-    }
+    let metrics_listen = |i: usize, port: u16| format!("127.0.0.{i}:{port}");
+    let (cluster, metrics_port) = Cluster::start_each(3, |i, port| {
+        vec![("TICKETING_METRICS_LISTEN".to_string(), metrics_listen(i, port))]
+    });
+    // The metrics port of the attempt that started.
+    let metrics = (1..=3).map(|i| metrics_listen(i, metrics_port).parse().unwrap()).collect();
     (cluster, metrics)
 }
 
@@ -57,8 +53,7 @@ fn sample(text: &str, name: &str) -> Option<f64> {
 }
 
 fn have(tool: &str) -> bool {
-    let found =
-        Command::new(tool).arg("--version").stdout(Stdio::null()).stderr(Stdio::null()).status().is_ok();
+    let found = Command::new(tool).arg("--version").try_output_within(TOOL).is_ok();
     if !found {
         assert!(
             std::env::var_os("TICKETING_REQUIRE_PROMETHEUS").is_none(),
@@ -114,7 +109,7 @@ fn every_metric_is_documented_and_every_documented_metric_exists() {
             .spawn()
             .unwrap();
         child.stdin.take().unwrap().write_all(text.as_bytes()).unwrap();
-        let out = child.wait_with_output().unwrap();
+        let out = output_within(child, TOOL, "promtool check metrics", false);
         assert!(out.status.success(), "promtool check metrics: {}", String::from_utf8_lossy(&out.stderr));
     }
     let (code, _) = http_get(metrics[leader], "/healthz");
@@ -127,7 +122,11 @@ fn the_monitoring_files_validate_and_the_alerts_behave() {
     // The dashboard is JSON, and every metric its queries use is one the nodes expose.
     let dashboard = std::fs::read_to_string(dir.join("grafana-dashboard.json")).unwrap();
     let py = "import json,sys; d=json.load(open(sys.argv[1])); assert d['panels'] and all(p['targets'] for p in d['panels'])";
-    match Command::new("python3").args(["-c", py]).arg(dir.join("grafana-dashboard.json")).output() {
+    match Command::new("python3")
+        .args(["-c", py])
+        .arg(dir.join("grafana-dashboard.json"))
+        .try_output_within(TOOL)
+    {
         Ok(out) => assert!(out.status.success(), "dashboard: {}", String::from_utf8_lossy(&out.stderr)),
         Err(_) => eprintln!("dashboard JSON not parsed: no python3"),
     }
@@ -146,7 +145,7 @@ fn the_monitoring_files_validate_and_the_alerts_behave() {
         return;
     }
     let run = |args: &[&str], cwd: &Path| {
-        let out = Command::new("promtool").args(args).current_dir(cwd).output().unwrap();
+        let out = Command::new("promtool").args(args).current_dir(cwd).output_within(TOOL);
         assert!(
             out.status.success(),
             "promtool {args:?}: {}{}",

@@ -6,6 +6,7 @@ use std::io::Write;
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
+use common::children::{Within, CLI};
 use common::*;
 use ticketing::proto::frame::{ErrorCode, Request, Response};
 use ticketing::proto::handshake::{self, HandshakeError};
@@ -433,7 +434,7 @@ fn bad_configuration_exits_2_naming_the_variable() {
         ),
     ] {
         let out =
-            std::process::Command::new(bin()).arg("server").env_clear().envs(env.clone()).output().unwrap();
+            std::process::Command::new(bin()).arg("server").env_clear().envs(env.clone()).output_within(CLI);
         assert_eq!(out.status.code(), Some(2), "{env:?}");
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(stderr.lines().count(), 1, "one line: {stderr}");

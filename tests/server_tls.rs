@@ -5,6 +5,7 @@ mod common;
 use std::net::TcpStream;
 use std::sync::Arc;
 
+use common::children::{Within, TOOL};
 use common::*;
 use rcgen::{BasicConstraints, CertificateParams, IsCa, KeyPair};
 use ticketing::proto::frame::{decode_response, encode_request, Request, Response};
@@ -98,8 +99,7 @@ fn a_key_that_is_not_pem_exits_2_naming_the_variable() {
         .env("TICKETING_LISTEN", "127.0.0.1:0")
         .env("TICKETING_TLS_CERT", &cert)
         .env("TICKETING_TLS_KEY", &bad)
-        .output()
-        .unwrap();
+        .output_within(TOOL);
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("TICKETING_TLS_KEY"));
 }
@@ -108,13 +108,14 @@ fn a_key_that_is_not_pem_exits_2_naming_the_variable() {
 /// is blamed on TICKETING_TLS_CERT with what to do, not on the key.
 #[test]
 fn a_version_1_certificate_is_blamed_on_the_certificate() {
-    if std::process::Command::new("openssl").arg("version").output().is_err() {
+    if std::process::Command::new("openssl").arg("version").try_output_within(TOOL).is_err() {
         eprintln!("SKIPPED: no openssl command to make a version 1 certificate");
         return;
     }
     let dir = tempfile::tempdir().unwrap();
     let run = |args: &[&str]| {
-        let out = std::process::Command::new("openssl").args(args).current_dir(dir.path()).output().unwrap();
+        let out =
+            std::process::Command::new("openssl").args(args).current_dir(dir.path()).output_within(TOOL);
         assert!(out.status.success(), "openssl {args:?}: {}", String::from_utf8_lossy(&out.stderr));
     };
     run(&[
@@ -167,8 +168,7 @@ fn a_version_1_certificate_is_blamed_on_the_certificate() {
         .env("TICKETING_LISTEN", "127.0.0.1:0")
         .env("TICKETING_TLS_CERT", path("cert.pem"))
         .env("TICKETING_TLS_KEY", path("key.pem"))
-        .output()
-        .unwrap();
+        .output_within(TOOL);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(stderr.starts_with("ticketing: TICKETING_TLS_CERT:") && stderr.contains("version 1"), "{stderr}");

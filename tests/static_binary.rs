@@ -8,6 +8,9 @@
 //! sets `TICKETING_REQUIRE_STATIC=1`, which turns a skip into a failure. Elsewhere the
 //! test skips with a message. `TICKETING_STATIC_BIN` overrides the binary's path.
 
+mod common;
+
+use common::children::{output_within, Within, CLI, TOOL};
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::os::unix::fs::MetadataExt;
@@ -94,9 +97,9 @@ fn in_jail(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Command {
 }
 
 fn run(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
-    let out = spawn(in_jail(dir, args, env).stdout(Stdio::piped()).stderr(Stdio::piped()))
-        .wait_with_output()
-        .unwrap();
+    let child = spawn(in_jail(dir, args, env).stdout(Stdio::piped()).stderr(Stdio::piped()));
+    let out =
+        output_within(child, CLI, &format!("chroot {} /ticketing {}", dir.display(), args.join(" ")), false);
     eprintln!(
         "chroot {} /ticketing {}: {}\n  stdout: {}  stderr: {}",
         dir.display(),
@@ -169,7 +172,7 @@ fn the_static_binary_runs_alone_in_an_empty_chroot() {
     let Some(binary) = binary_or_skip("the_static_binary_runs_alone_in_an_empty_chroot") else { return };
     let readelf = {
         let _no_copy = SPAWNING.read().unwrap_or_else(|e| e.into_inner());
-        Command::new("readelf").arg("-d").arg(&binary).output()
+        Command::new("readelf").arg("-d").arg(&binary).try_output_within(TOOL)
     };
     if let Ok(out) = readelf {
         assert!(!String::from_utf8_lossy(&out.stdout).contains("NEEDED"), "no shared library needed");

@@ -7,6 +7,7 @@ mod common;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use common::children::{Within, TOOL};
 use common::*;
 
 /// The shell blocks of `doc` that follow the heading `section`, up to the next heading.
@@ -27,7 +28,7 @@ fn shell_blocks(doc: &str, section: &str) -> Vec<String> {
 
 #[test]
 fn the_tls_recipe_in_the_docs_starts_a_cluster_the_cli_can_use() {
-    if Command::new("openssl").arg("version").output().is_err() {
+    if Command::new("openssl").arg("version").try_output_within(TOOL).is_err() {
         eprintln!("SKIPPED: no openssl command (.ci/run installs it)");
         return;
     }
@@ -36,7 +37,7 @@ fn the_tls_recipe_in_the_docs_starts_a_cluster_the_cli_can_use() {
     assert_eq!(recipe.len(), 1, "one recipe block");
     let recipe = recipe[0].replace("10.0.0.", "127.0.0.");
     let dir = tempfile::tempdir().unwrap();
-    let out = Command::new("bash").args(["-euc", &recipe]).current_dir(dir.path()).output().unwrap();
+    let out = Command::new("bash").args(["-euc", &recipe]).current_dir(dir.path()).output_within(TOOL);
     assert!(out.status.success(), "the recipe failed: {}", String::from_utf8_lossy(&out.stderr));
     let path = |name: &str| dir.path().join(name).to_str().unwrap().to_owned();
     for node in ["node1", "node2", "node3"] {
@@ -47,7 +48,7 @@ fn the_tls_recipe_in_the_docs_starts_a_cluster_the_cli_can_use() {
     }
     // The checks the doc suggests pass on what it made.
     let checks = shell_blocks(&doc, "Check a certificate before you deploy it:");
-    let out = Command::new("bash").args(["-euc", &checks[0]]).current_dir(dir.path()).output().unwrap();
+    let out = Command::new("bash").args(["-euc", &checks[0]]).current_dir(dir.path()).output_within(TOOL);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(String::from_utf8_lossy(&out.stdout).contains("IP Address:127.0.0.1"));
 
@@ -72,8 +73,7 @@ fn the_tls_recipe_in_the_docs_starts_a_cluster_the_cli_can_use() {
             .args(["acquire", "seat:42", "--addr", &format!("127.0.0.2:{port}"), "--wait", "1000"])
             .env("TICKETING_AUTH_TOKEN", TOKEN)
             .env("TICKETING_TLS_CA", path("ca.pem"))
-            .output()
-            .unwrap();
+            .output_within(TOOL);
         if out.status.success() {
             let token = String::from_utf8_lossy(&out.stdout);
             assert!(token.trim().parse::<u64>().is_ok(), "a fencing token: {token}");

@@ -28,7 +28,12 @@ pub fn guard(
         Err(failure) => (failure.kind, Some(failure)),
     };
     if !error_out.is_null() {
-        let handle = failure.map_or(ptr::null_mut(), |f| handle::into_raw(ErrorHandle::from(f)));
+        let handle = match failure {
+            None => ptr::null_mut(),
+            // Not a new allocation: it may be a forked child's call.
+            Some(f) if f.after_fork => ptr::addr_of!(handle::AFTER_FORK).cast_mut().cast(),
+            Some(f) => handle::into_raw(ErrorHandle::from(f)),
+        };
         // SAFETY: the caller passes a valid `ticketing_error **` or NULL (header rules).
         unsafe { *error_out = handle };
     }

@@ -415,9 +415,9 @@ pub unsafe extern "C" fn ticketing_resolve(
         let resolution_out = required(resolution_out, "resolution_out")?;
         let lock_out = required(lock_out, "lock_out")?;
         let client = unsafe { handle::hold(client, "client") }?;
-        let error = unsafe { handle::hold(error, "error") }?;
+        let error = unsafe { handle::hold_error(error, "error") }?;
         let timeout = duration(timeout_ms, "timeout_ms")?;
-        let resolution = match &error.value.acquire {
+        let resolution = match error.as_ref().and_then(|e| e.value.acquire.as_ref()) {
             Some(attempt) => client.value.client.resolve(attempt, timeout),
             // Any error but an indeterminate acquire is definitive (Client::resolve).
             None => Resolution::NotHeld,

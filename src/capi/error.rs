@@ -2,7 +2,7 @@
 //! client error to a kind, in one place, so every binding reports the same kind for the
 //! same outcome.
 
-use std::ffi::{c_int, CString};
+use std::ffi::{c_int, CStr, CString};
 
 use super::abi::*;
 use crate::client::{AcquireError, BuildError, ClientError, ReleaseError};
@@ -18,11 +18,20 @@ pub struct Failure {
     pub retryable: bool,
     /// Kept for `ticketing_resolve`: an indeterminate acquire's state.
     pub acquire: Option<Box<AcquireError>>,
+    /// A handle of the parent's used in a forked child: the caller gets
+    /// [`AFTER_FORK`](super::handle::AFTER_FORK), nothing allocated.
+    pub after_fork: bool,
 }
 
 impl Failure {
     fn plain(kind: ticketing_kind, message: String) -> Failure {
-        Failure { kind, message, leader: None, cause: 0, retryable: false, acquire: None }
+        Failure { kind, message, leader: None, cause: 0, retryable: false, acquire: None, after_fork: false }
+    }
+
+    /// A handle made before a fork, used in the child (made without allocating: the
+    /// message is [`ErrorHandle::AFTER_FORK`]'s).
+    pub fn after_fork() -> Failure {
+        Failure { after_fork: true, ..Failure::plain(TICKETING_UNAVAILABLE, String::new()) }
     }
 
     /// A bad argument from the caller: nothing was sent.
@@ -76,6 +85,7 @@ impl From<AcquireError> for Failure {
             cause: e.indeterminate_cause().map_or(0, |c| ticketing_cause::of(c) as c_int),
             retryable: e.is_retryable(),
             acquire: (kind == TICKETING_INDETERMINATE).then(|| Box::new(e)),
+            after_fork: false,
         }
     }
 }
@@ -128,22 +138,56 @@ pub(crate) fn c_string(text: &str) -> CString {
     CString::new(text.replace('\0', "\u{fffd}")).unwrap_or_default()
 }
 
+/// An error's message: made for the failure, or a fixed text.
+#[doc(hidden)]
+pub enum Message {
+    Made(CString),
+    Fixed(&'static CStr),
+}
+
+impl Message {
+    pub fn as_ptr(&self) -> *const std::ffi::c_char {
+        match self {
+            Message::Made(text) => text.as_ptr(),
+            Message::Fixed(text) => text.as_ptr(),
+        }
+    }
+}
+
 /// `ticketing_error`: what a failed call hands the caller.
 #[doc(hidden)]
 pub struct ErrorHandle {
     pub kind: ticketing_kind,
-    pub message: CString,
+    pub message: Message,
     pub leader: Option<CString>,
     pub cause: c_int,
     pub retryable: bool,
     pub acquire: Option<Box<AcquireError>>,
 }
 
+impl ErrorHandle {
+    /// The error of a call given a handle of the parent's in a forked child
+    /// ([`AFTER_FORK`](super::handle::AFTER_FORK)). No process id in it: it is made
+    /// once, before any fork.
+    pub const AFTER_FORK: ErrorHandle = ErrorHandle {
+        kind: TICKETING_UNAVAILABLE,
+        message: Message::Fixed(
+            c"this client was created in another process before a fork; this process cannot use it (nor a \
+              lock, future or queue made before the fork): create a new client in this process, with its own \
+              owner",
+        ),
+        leader: None,
+        cause: 0,
+        retryable: false,
+        acquire: None,
+    };
+}
+
 impl From<Failure> for ErrorHandle {
     fn from(f: Failure) -> ErrorHandle {
         ErrorHandle {
             kind: f.kind,
-            message: c_string(&f.message),
+            message: Message::Made(c_string(&f.message)),
             leader: f.leader.as_deref().map(c_string),
             cause: f.cause,
             retryable: f.retryable,

@@ -332,7 +332,7 @@ pub unsafe extern "C" fn ticketing_resolve_start(
     guard(error_out, || {
         let future_out = required(future_out, "future_out")?;
         let client = unsafe { handle::hold(client, "client") }?;
-        let error = unsafe { handle::hold(error, "error") }?;
+        let error = unsafe { handle::hold_error(error, "error") }?;
         let timeout = duration(timeout_ms, "timeout_ms")?;
         let value = |resolution| match resolution {
             Resolution::Held(lock) => Value::Resolved(TICKETING_HELD as c_int, Some(lock)),
@@ -340,14 +340,16 @@ pub unsafe extern "C" fn ticketing_resolve_start(
             _ => Value::Resolved(TICKETING_UNKNOWN as c_int, None),
         };
         unsafe {
-            begin(Op::Resolve, future_out, |done| match &error.value.acquire {
-                Some(attempt) => {
-                    client.value.client.resolve_then(attempt, timeout, move |r| done(Ok(value(r))))
-                }
-                // Any error but an indeterminate acquire is definitive (Client::resolve).
-                None => {
-                    done(Ok(Value::Resolved(TICKETING_NOT_HELD as c_int, None)));
-                    Pending::ended()
+            begin(Op::Resolve, future_out, |done| {
+                match error.as_ref().and_then(|e| e.value.acquire.as_ref()) {
+                    Some(attempt) => {
+                        client.value.client.resolve_then(attempt, timeout, move |r| done(Ok(value(r))))
+                    }
+                    // Any error but an indeterminate acquire is definitive (Client::resolve).
+                    None => {
+                        done(Ok(Value::Resolved(TICKETING_NOT_HELD as c_int, None)));
+                        Pending::ended()
+                    }
                 }
             })
         };

@@ -8,6 +8,12 @@
 //! `*_free` on another thread during a call frees nothing the call still uses. A free
 //! clears the tag before it lets go. The check is best effort: memory that was freed
 //! and reused by another handle of the same kind cannot be told apart.
+//!
+//! A handle also keeps the process's fork generation at its making. In a child forked
+//! after that, every call given the handle fails with [`AFTER_FORK`] and a free lets go
+//! of nothing: both without allocating or taking a lock, the only things safe there (a
+//! lock the parent's other threads held at the fork, the allocator's among them, stays
+//! held in the child for good).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -16,17 +22,32 @@ use super::abi::ticketing_error;
 use super::error::{ErrorHandle, Failure};
 
 /// What every kind of handle says of itself.
-pub trait Kind {
+pub trait Kind: Sized {
     /// The tag of a live handle of this kind.
     const TAG: u64;
     /// The C type's name, for messages.
     const NAME: &'static str;
+
+    /// Is `p` a handle that is no allocation of its own ([`AFTER_FORK`])?
+    fn is_static(_p: *const Tagged<Self>) -> bool {
+        false
+    }
 }
 
 impl Kind for ErrorHandle {
     const TAG: u64 = 0x7469_636b_2d65_7272; // "tick-err"
     const NAME: &'static str = "ticketing_error";
+
+    fn is_static(p: *const Tagged<Self>) -> bool {
+        std::ptr::eq(p, &AFTER_FORK)
+    }
 }
+
+/// The error of every call given, in a child forked after it was made, a handle of the
+/// parent's: one object for the life of the process, handed out without allocating;
+/// freeing it does nothing.
+pub static AFTER_FORK: Tagged<ErrorHandle> =
+    Tagged { tag: AtomicU64::new(ErrorHandle::TAG), forks: 0, value: ErrorHandle::AFTER_FORK };
 
 /// The C type of a handle (an opaque struct of abi.rs), and the value behind it.
 pub trait Opaque {
@@ -45,7 +66,18 @@ const FREED: u64 = 0x6672_6565_642d_2d2d; // "freed---"
 #[doc(hidden)]
 pub struct Tagged<T> {
     tag: AtomicU64,
+    /// The fork generation of the process that made it ([`crate::sys::fork_generation`]).
+    forks: u64,
     pub value: T,
+}
+
+/// Was the handle `p` (live) made in this process, not in a parent before a fork?
+///
+/// # Safety
+/// As [`is_live`].
+unsafe fn made_here<T>(p: *const Tagged<T>) -> bool {
+    // SAFETY: by the caller's contract; one plain load and one relaxed atomic load.
+    unsafe { (*p).forks == crate::sys::fork_generation() }
 }
 
 /// A new handle holding `value`, for the caller.
@@ -56,7 +88,7 @@ pub fn into_raw<P: Opaque>(value: P::Value) -> *mut P {
 /// A new handle not yet given to the caller: the library keeps references of its own
 /// (a future's completion) before [`give`] hands one out.
 pub fn new_arc<T: Kind>(value: T) -> Arc<Tagged<T>> {
-    Arc::new(Tagged { tag: AtomicU64::new(T::TAG), value })
+    Arc::new(Tagged { tag: AtomicU64::new(T::TAG), forks: crate::sys::fork_generation(), value })
 }
 
 /// Gives the caller its reference on `handle`: the pointer it holds until `*_free`.
@@ -93,11 +125,32 @@ pub unsafe fn hold<P: Opaque>(p: *const P, what: &str) -> Result<Arc<Tagged<P::V
     if !unsafe { is_live(p) } {
         return Err(not_live::<P::Value>(what));
     }
+    // Checked before the reference is taken: a reference dropped in a forked child could
+    // be the last, and freeing is not safe there.
+    if P::Value::is_static(p) || !unsafe { made_here(p) } {
+        return Err(Failure::after_fork());
+    }
     // SAFETY: `p` came from Arc::into_raw and its reference is still held (tag live).
     unsafe {
         Arc::increment_strong_count(p);
         Ok(Arc::from_raw(p))
     }
+}
+
+/// [`hold`] for an error argument: `None` for [`AFTER_FORK`], which is definitive and
+/// holds nothing.
+///
+/// # Safety
+/// As [`hold`].
+pub unsafe fn hold_error(
+    p: *const ticketing_error,
+    what: &str,
+) -> Result<Option<Arc<Tagged<ErrorHandle>>>, Failure> {
+    if ErrorHandle::is_static(p.cast()) {
+        return Ok(None);
+    }
+    // SAFETY: by the caller's contract.
+    unsafe { hold(p, what) }.map(Some)
 }
 
 /// The value of the live handle `p` without taking a reference (a getter's quick look),
@@ -112,14 +165,17 @@ pub unsafe fn peek<'a, P: Opaque>(p: *const P) -> Option<&'a P::Value> {
 }
 
 /// Frees the handle `p` (its value is dropped once no call holds it any more). NULL
-/// does nothing. A handle that is not live — freed already, or of another kind —
+/// and [`AFTER_FORK`] do nothing. In a child forked after `p` was made, the handle is
+/// marked freed and its memory (the child's copy of the parent's) is left as it is:
+/// dropping the value would free memory, and the allocator's lock may be held for good
+/// there. A handle that is not live — freed already, or of another kind —
 /// aborts the process with a message naming `function`: going on would corrupt memory.
 ///
 /// # Safety
 /// As [`hold`].
 pub unsafe fn free<P: Opaque>(p: *mut P, function: &str) {
     let p = p.cast::<Tagged<P::Value>>();
-    if p.is_null() {
+    if p.is_null() || P::Value::is_static(p) {
         return;
     }
     // SAFETY: by the caller's contract; the exchange makes two racing frees fail loudly
@@ -131,6 +187,10 @@ pub unsafe fn free<P: Opaque>(p: *mut P, function: &str) {
             "{function}: the argument is not a live {}: it was freed already, or it is another kind of handle",
             P::Value::NAME
         ));
+    }
+    // SAFETY: the tag was live, so the memory is a handle's.
+    if !unsafe { made_here(p) } {
+        return;
     }
     // SAFETY: the tag was live, so the caller's reference from into_raw is still held.
     drop(unsafe { Arc::from_raw(p) });
@@ -201,6 +261,16 @@ mod tests {
         assert!(unsafe { peek(wrong) }.is_none());
         assert!(unsafe { hold::<CThing>(std::ptr::null(), "lock") }.is_err());
         unsafe { free(p, "thing_free") };
+    }
+
+    #[test]
+    fn the_after_fork_error_is_never_freed_and_resolves_as_definitive() {
+        let p = std::ptr::addr_of!(AFTER_FORK).cast_mut().cast::<ticketing_error>();
+        unsafe { free(p, "ticketing_error_free") };
+        unsafe { free(p, "ticketing_error_free") };
+        assert!(unsafe { peek(p) }.is_some_and(|e| e.kind == super::super::abi::TICKETING_UNAVAILABLE));
+        assert!(unsafe { hold_error(p, "error") }.unwrap().is_none());
+        assert!(unsafe { hold(p, "error") }.err().unwrap().after_fork);
     }
 
     #[test]

@@ -191,7 +191,7 @@ fn bad_arguments_are_invalid_errors_that_name_the_argument() {
     let nulls = [ptr::null::<c_char>()];
     let bad = [0xffu8, 0xfe, 0];
     let invalid =
-        |args: NewArgs, message: &str| assert_eq!(args.fails(), (TICKETING_INVALID, message.into()));
+        |args: NewArgs, message: &str| assert_eq!(args.fails(), (TICKETING_INVALID as c_int, message.into()));
     invalid(NewArgs { addrs: ptr::null(), ..NewArgs::of(&addrs) }, "addrs is NULL");
     invalid(NewArgs::of(&nulls), "addrs[0] is NULL");
     invalid(NewArgs { secret: ptr::null(), ..NewArgs::of(&addrs) }, "auth_token is NULL");
@@ -210,7 +210,7 @@ fn bad_arguments_are_invalid_errors_that_name_the_argument() {
             &mut error,
         )
     };
-    assert_eq!(take_error(rc, error), (TICKETING_INVALID, "client_out is NULL".into()));
+    assert_eq!(take_error(rc, error), (TICKETING_INVALID as c_int, "client_out is NULL".into()));
 
     let client = new_client(&dead_addr(), None);
     let mut lock = ptr::null_mut();
@@ -237,7 +237,7 @@ fn bad_arguments_are_invalid_errors_that_name_the_argument() {
     ];
     for (c, key, lease, wait, message) in cases {
         let rc = unsafe { ticketing_acquire(c, key, lease, wait, &mut lock, &mut error) };
-        assert_eq!(take_error(rc, error), (TICKETING_INVALID, message.into()));
+        assert_eq!(take_error(rc, error), (TICKETING_INVALID as c_int, message.into()));
         assert!(lock.is_null());
     }
     // The client's own limits, before any I/O.
@@ -248,27 +248,27 @@ fn bad_arguments_are_invalid_errors_that_name_the_argument() {
     let rc = unsafe { ticketing_acquire(client, c"".as_ptr(), 1000, 0, &mut lock, ptr::null_mut()) };
     assert_eq!(rc, TICKETING_INVALID);
     let rc = unsafe { ticketing_acquire(client, c"k".as_ptr(), 1000, 0, ptr::null_mut(), &mut error) };
-    assert_eq!(take_error(rc, error), (TICKETING_INVALID, "lock_out is NULL".into()));
+    assert_eq!(take_error(rc, error), (TICKETING_INVALID as c_int, "lock_out is NULL".into()));
     assert!(start.elapsed() < Duration::from_secs(1), "no I/O for bad arguments");
 
     let mut held = 0;
     let rc = unsafe { ticketing_query(client, c"k".as_ptr(), ptr::null_mut(), ptr::null_mut(), &mut error) };
-    assert_eq!(take_error(rc, error), (TICKETING_INVALID, "held_out is NULL".into()));
+    assert_eq!(take_error(rc, error), (TICKETING_INVALID as c_int, "held_out is NULL".into()));
     let rc = unsafe { ticketing_query(client, ptr::null(), &mut held, ptr::null_mut(), &mut error) };
-    assert_eq!(take_error(rc, error), (TICKETING_INVALID, "key is NULL".into()));
+    assert_eq!(take_error(rc, error), (TICKETING_INVALID as c_int, "key is NULL".into()));
     let rc = unsafe { ticketing_release(client, c"".as_ptr(), 1, ptr::null_mut(), ptr::null_mut()) };
     assert_eq!(rc, TICKETING_INVALID);
     let rc = unsafe { ticketing_lock_release(ptr::null_mut(), ptr::null_mut(), &mut error) };
-    assert_eq!(take_error(rc, error), (TICKETING_INVALID, "lock is NULL".into()));
+    assert_eq!(take_error(rc, error), (TICKETING_INVALID as c_int, "lock is NULL".into()));
     let mut drained = 0;
     let rc = unsafe { ticketing_client_close(client, -5, &mut drained, &mut error) };
     assert_eq!(
         take_error(rc, error),
-        (TICKETING_INVALID, "timeout_ms is -5 ms; it must not be negative".into())
+        (TICKETING_INVALID as c_int, "timeout_ms is -5 ms; it must not be negative".into())
     );
     let mut resolution = 0;
     let rc = unsafe { ticketing_resolve(client, ptr::null(), 0, &mut resolution, &mut lock, &mut error) };
-    assert_eq!(take_error(rc, error), (TICKETING_INVALID, "error is NULL".into()));
+    assert_eq!(take_error(rc, error), (TICKETING_INVALID as c_int, "error is NULL".into()));
     let rc =
         unsafe { ticketing_client_with_owner(client, c"bad\nowner".as_ptr(), &mut lock.cast(), &mut error) };
     assert_eq!(take_error(rc, error).0, TICKETING_CONFIG);
@@ -413,7 +413,7 @@ fn an_unreachable_server_is_unavailable_and_retryable() {
     // Not indeterminate: resolving it is definitive.
     let mut resolution = 0;
     let rc = unsafe { ticketing_resolve(client, error, 0, &mut resolution, &mut lock, ptr::null_mut()) };
-    assert_eq!((rc, resolution), (TICKETING_OK, TICKETING_NOT_HELD));
+    assert_eq!((rc, resolution), (TICKETING_OK as c_int, TICKETING_NOT_HELD as c_int));
     assert!(lock.is_null());
     unsafe { ticketing_error_free(error) };
     unsafe { ticketing_client_free(client) };
@@ -484,7 +484,7 @@ fn a_panic_becomes_an_internal_error_and_never_crosses() {
     let rc = guard(&mut error, || panic!("boom {}", 42));
     assert_eq!(
         take_error(rc, error),
-        (TICKETING_INTERNAL, "internal error in libticketing (a bug): boom 42".into())
+        (TICKETING_INTERNAL as c_int, "internal error in libticketing (a bug): boom 42".into())
     );
     let rc = guard(ptr::null_mut(), || std::panic::panic_any(7u8));
     assert_eq!(rc, TICKETING_INTERNAL);

@@ -89,7 +89,7 @@ impl Client {
     /// when none was left. The connections close once the last handle is gone. Blocks
     /// at most `timeout`.
     pub fn close(self, timeout: Duration) -> bool {
-        if self.handle().shared.forked().is_some() {
+        if self.handle().shared.is_forked() {
             return true; // the parent's background work is the parent's
         }
         let end = far(Instant::now(), timeout);
@@ -110,7 +110,7 @@ impl Client {
     /// component that took it (not of the process: the deadline is an `Instant`).
     pub fn adopt(&self, parts: LockParts) -> Lock {
         // A holder with this token is a caller's now, never a lost grant.
-        if self.handle().shared.forked().is_none() {
+        if !self.handle().shared.is_forked() {
             self.handle().shared.state().core.adopted(parts.token, parts.deadline, std::time::Instant::now());
         }
         Lock::from_parts(self.handle().clone(), parts)
@@ -179,7 +179,7 @@ impl Client {
         let AcquireError::Indeterminate(attempt) = err else {
             return Resolution::NotHeld;
         };
-        if self.handle().shared.forked().is_some() {
+        if self.handle().shared.is_forked() {
             return Resolution::Unknown;
         }
         let outcome = self
@@ -317,7 +317,7 @@ impl Client {
 
     /// True while at least one connection to a node is up.
     pub fn is_connected(&self) -> bool {
-        self.handle().shared.forked().is_none() && self.handle().shared.state().core.is_connected()
+        !self.handle().shared.is_forked() && self.handle().shared.state().core.is_connected()
     }
 
     /// The admin op MEMBERS: the membership as a node sees it (the leader's connection
@@ -372,7 +372,7 @@ impl Client {
     /// Every address the client knows: the leader's first, then the dialed ones, then
     /// the seeds.
     fn known_addrs(&self) -> Vec<String> {
-        let mut addrs = if self.handle().shared.forked().is_some() {
+        let mut addrs = if self.handle().shared.is_forked() {
             Vec::new()
         } else {
             self.handle().shared.state().core.known_addrs()

@@ -53,7 +53,7 @@ impl Pending {
     /// Returns false when the operation had ended already. Never blocks.
     pub fn cancel(&self) -> bool {
         match (&self.handle, self.op) {
-            (Some(handle), Some(op)) if handle.shared.forked().is_none() => handle.shared.cancel(op),
+            (Some(handle), Some(op)) if !handle.shared.is_forked() => handle.shared.cancel(op),
             _ => false,
         }
     }
@@ -84,7 +84,7 @@ impl Client {
         done: impl FnOnce(Result<Lock, AcquireError>) + Send + 'static,
     ) -> Pending {
         let lease_s = match check_acquire(key, lease, wait) {
-            Ok(_) if self.handle().shared.forked().is_some() => {
+            Ok(_) if self.handle().shared.is_forked() => {
                 let why = self.handle().shared.forked().unwrap_or_default();
                 done(Err(AcquireError::Forked(why)));
                 return Pending::ended();
@@ -152,7 +152,7 @@ impl Client {
             done(Resolution::NotHeld);
             return Pending::ended();
         };
-        if self.handle().shared.forked().is_some() {
+        if self.handle().shared.is_forked() {
             done(Resolution::Unknown);
             return Pending::ended();
         }

@@ -227,7 +227,7 @@ pub(crate) fn release_now(
 /// Hands a release to the background without waiting (what dropping a [`Lock`] does).
 /// Never blocks: a write the socket cannot take at once goes to a writer thread.
 pub(crate) fn release_in_background(handle: &Handle, owner: &Arc<str>, key: &str, token: u64) {
-    if handle.shared.forked().is_some() {
+    if handle.shared.is_forked() {
         return; // the parent's lock: its own client releases it
     }
     let result =

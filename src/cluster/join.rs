@@ -167,6 +167,7 @@ impl Joiner {
         );
         let mut pause = ROUND_PAUSE_MIN;
         let mut round = 0;
+        let mut last_advice = false;
         while !self.done() {
             if let Err(why) = self.check(&client) {
                 *self.fatal.lock().unwrap_or_else(|p| p.into_inner()) = Some(why);
@@ -177,7 +178,13 @@ impl Joiner {
             if let Err(why) = self.round(&client, round) {
                 // Info: the recipe's state until `admin found` (and a fresh process's
                 // until it reaches the leader); STATUS, MEMBERS and /readyz say it too.
-                if let Some(n) = WAITING_LOG.allow() {
+                // Said at once when the advice changes (every member answered now, so
+                // founding is the advice), else at the log's rate.
+                let advice = why.contains("ticketing admin found");
+                if advice != last_advice {
+                    last_advice = advice;
+                    info!("node {} waits to join: {why}", self.me);
+                } else if let Some(n) = WAITING_LOG.allow() {
                     info!("node {} waits to join: {why}{}", self.me, crate::lograte::suppressed_note(n));
                 }
             }

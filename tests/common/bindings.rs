@@ -30,7 +30,14 @@ pub fn native_lib_dir() -> PathBuf {
 /// and returns false, unless the environment variable `require` is `1` (`.ci/run`
 /// sets it after installing the tool): then it panics.
 pub fn have_or_skip(test: &str, program: &str, probe: &[&str], require: &str, install: &str) -> bool {
-    let ok = Command::new(program).args(probe).output().is_ok_and(|o| o.status.success());
+    let mut cmd = Command::new(program);
+    cmd.args(probe);
+    let ok = super::children::try_run_within(
+        &mut cmd,
+        super::children::TOOL,
+        &format!("{program} {}", probe.join(" ")),
+    )
+    .is_ok_and(|o| o.status.success());
     if !ok {
         let why = format!("`{program} {}` failed ({install})", probe.join(" "));
         assert!(!std::env::var(require).is_ok_and(|v| v == "1"), "{require}=1 but {why}");
@@ -51,13 +58,13 @@ pub fn run_in_group(cmd: &mut Command, limit: Duration) -> (bool, String) {
         .stderr(Stdio::from(log.reopen().unwrap()))
         .process_group(0);
     let mut child = cmd.spawn().unwrap_or_else(|e| panic!("cannot start {:?}: {e}", cmd.get_program()));
-    let group = format!("-{}", child.id());
+    let group = child.id();
     let (ended, status) = mpsc::channel();
     let waiter = std::thread::spawn(move || {
         let _ = ended.send(child.wait());
     });
     let status = status.recv_timeout(limit).ok().and_then(Result::ok);
-    let _ = Command::new("kill").args(["-KILL", "--", &group]).stderr(Stdio::null()).status();
+    super::children::kill_group(group);
     waiter.join().unwrap();
     let output = std::fs::read_to_string(log.path()).unwrap_or_default();
     match status {

@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use super::bindings::{have_or_skip, native_lib_dir};
+use super::children::{try_run_within, BUILD, TOOL};
 use super::repo;
 
 /// The C compiler (`$CC`, else `cc`), or `None` after printing why the test is skipped
@@ -28,15 +29,15 @@ pub fn sanitizers(compiler: &str) -> Vec<String> {
     std::fs::write(&source, "int main(void) { return 0; }\n").unwrap();
     let flags = ["-fsanitize=address,undefined", "-fno-omit-frame-pointer"];
     let program = dir.path().join("probe");
-    let built = Command::new(compiler)
-        .args(["-x", "c"])
-        .arg(&source)
-        .args(flags)
-        .arg("-o")
-        .arg(&program)
-        .status()
-        .is_ok_and(|s| s.success());
-    if built && Command::new(&program).status().is_ok_and(|s| s.success()) {
+    let mut build = Command::new(compiler);
+    build.args(["-x", "c"]).arg(&source).args(flags).arg("-o").arg(&program);
+    let built =
+        try_run_within(&mut build, BUILD, "the sanitizer probe's build").is_ok_and(|o| o.status.success());
+    let ran = || {
+        try_run_within(&mut Command::new(&program), TOOL, "the sanitizer probe")
+            .is_ok_and(|o| o.status.success())
+    };
+    if built && ran() {
         flags.map(String::from).to_vec()
     } else {
         eprintln!("note: {compiler} cannot build with -fsanitize=address,undefined here; building without");
@@ -50,17 +51,16 @@ pub fn build_against_shared(compiler: &str, source: &Path, out: &Path, flags: &[
     let lib = native_lib_dir();
     let c_source = source.extension().is_some_and(|e| e == "c");
     let std = if c_source { "-std=c11" } else { "-std=c++17" };
-    let output = Command::new(compiler)
-        .args([std, "-Wall", "-Wextra", "-Werror", "-pthread", "-I"])
+    let mut cmd = Command::new(compiler);
+    cmd.args([std, "-Wall", "-Wextra", "-Werror", "-pthread", "-I"])
         .arg(repo().join("include"))
         .arg(source)
         .args(flags)
         .arg("-o")
         .arg(out)
         .arg(format!("-L{}", lib.display()))
-        .arg("-lticketing")
-        .output()
-        .unwrap();
+        .arg("-lticketing");
+    let output = super::run_within(&mut cmd, BUILD, &format!("{compiler} {}", source.display()));
     assert!(output.status.success(), "{compiler} failed:\n{}", String::from_utf8_lossy(&output.stderr));
 }
 

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use ticketing::proto::frame::{Request, Response};
 
-use super::ports::free_port_pair;
+use super::ports::{free_port_pair, with_fresh_ports};
 use super::process::{Server, ServerProcess};
 use super::raw::{connect_with, operator};
 use super::TOKEN;
@@ -22,14 +22,26 @@ pub struct Cluster {
 }
 
 impl Cluster {
-    /// `n` founders (`new`), every node with `extra` environment too.
+    /// `n` founders (`new`), every node with `extra` environment too; on new ports
+    /// when one was taken ([`with_fresh_ports`]).
     pub fn start(n: usize, extra: &[(&str, &str)]) -> Cluster {
-        let mut cluster = Cluster::empty(free_port_pair(), n);
-        for i in 1..=n {
-            let node = cluster.spawn(i as u64, &format!("127.0.0.{i}:{}", cluster.port), "new", extra);
-            cluster.nodes.push(Some(node));
-        }
-        cluster
+        Cluster::start_each(n, |_, _| extra.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()).0
+    }
+
+    /// [`Cluster::start`] with node `i`'s (1-based) own environment, `env(i, port)`,
+    /// where `port` is a port picked for this attempt beside the cluster's (a metrics
+    /// port, say), returned with the cluster.
+    pub fn start_each(n: usize, env: impl Fn(usize, u16) -> Vec<(String, String)>) -> (Cluster, u16) {
+        with_fresh_ports(&format!("a cluster of {n}"), || {
+            let (mut cluster, other) = (Cluster::empty(free_port_pair(), n), super::ports::free_port());
+            for i in 1..=n {
+                let vars = env(i, other);
+                let vars: Vec<(&str, &str)> = vars.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+                let addr = format!("127.0.0.{i}:{}", cluster.port);
+                cluster.nodes.push(Some(cluster.try_spawn(i as u64, &addr, "new", &vars)?));
+            }
+            Ok((cluster, other))
+        })
     }
 
     /// No process yet: the peer list of `n` founders on `port`, for a test that starts
@@ -41,7 +53,18 @@ impl Cluster {
 
     /// Starts one node process at `addr` with the cluster's peer list.
     pub fn spawn(&self, id: u64, addr: &str, state: &str, extra: &[(&str, &str)]) -> ServerProcess {
-        Server::new().listen(addr).member(Some(id), addr, &self.peers, state).envs(extra).start()
+        self.try_spawn(id, addr, state, extra).unwrap_or_else(|why| panic!("node {id} at {addr}: {why}"))
+    }
+
+    /// [`Cluster::spawn`], or why it did not listen.
+    pub fn try_spawn(
+        &self,
+        id: u64,
+        addr: &str,
+        state: &str,
+        extra: &[(&str, &str)],
+    ) -> Result<ServerProcess, String> {
+        Server::new().listen(addr).member(Some(id), addr, &self.peers, state).envs(extra).try_start()
     }
 
     pub fn addr(&self, i: usize) -> SocketAddr {

@@ -49,12 +49,9 @@ pub fn classpath() -> String {
     static CP: OnceLock<String> = OnceLock::new();
     CP.get_or_init(|| {
         let _guard = maven_lock();
-        let out = Command::new(mvn())
-            .args(native_args())
-            .args(["-q", "package", "-DskipTests"])
-            .current_dir(project())
-            .output()
-            .expect("run mvn");
+        let mut cmd = Command::new(mvn());
+        cmd.args(native_args()).args(["-q", "package", "-DskipTests"]).current_dir(project());
+        let out = super::run_within(&mut cmd, super::children::BUILD, "mvn package in java/");
         assert!(
             out.status.success(),
             "mvn package in java/ failed:\n{}{}",

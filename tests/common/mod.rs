@@ -1,11 +1,12 @@
 //! The integration tests' harness: real server processes and clusters, the raw
-//! protocol, ports, waiting. Each concept lives in one submodule; a test binary takes
+//! protocol, ports, waiting (for conditions and for child processes). Each concept lives in one submodule; a test binary takes
 //! it all with `mod common;` and uses what it needs.
 #![allow(dead_code)]
 #![allow(unused_imports)]
 
 pub mod bindings;
 pub mod cc;
+pub mod children;
 pub mod cluster;
 pub mod facts_cluster;
 pub mod grants;
@@ -17,6 +18,7 @@ pub mod raw;
 pub mod rolling;
 pub mod wait;
 
+pub use children::{run_within, Within};
 pub use cluster::Cluster;
 pub use ports::{free_port, free_port_pair};
 pub use process::{bin, start_server, tail, KillOnDrop, Server, ServerProcess};

@@ -1,4 +1,5 @@
-//! Ports for the servers the tests start.
+//! Ports for the servers the tests start, and starting servers on them until the ports
+//! hold.
 //!
 //! A port found free with `bind(":0")` comes from the kernel's ephemeral range
 //! (32768–60999 on Linux by default), the range the kernel also hands to every
@@ -7,6 +8,12 @@
 //! before it listens. These ports come from below that range, from a process-wide
 //! list (no two tests of one binary get the same port), and each is checked free on
 //! every loopback address the tests use (127.0.0.1..=127.0.0.9).
+//!
+//! Checked free is not held: another process (another test binary, a package's suite, a
+//! tool) can still bind one before the server does. A standalone server listens on port
+//! 0 and says where ([`Server`](super::process::Server) reads it); servers whose ports
+//! must be known in advance (a cluster's peer list) start through [`with_fresh_ports`],
+//! which starts them again on new ports when one could not bind its address.
 //!
 //! This file is compiled once per test binary, as `common::ports` (tests/common/mod.rs):
 //! one list per process, so two helpers of one binary never hand out the same port.
@@ -62,4 +69,35 @@ pub fn free_port_pair() -> u16 {
 /// One free port.
 pub fn free_port() -> u16 {
     take(0)
+}
+
+/// How many times [`with_fresh_ports`] starts servers at most.
+pub const ATTEMPTS: u32 = 5;
+
+/// Did a server fail to start because its address was taken (see
+/// [`Server::try_start`](super::process::Server::try_start))?
+pub fn addr_in_use(why: &str) -> bool {
+    why.contains(super::process::ADDR_IN_USE)
+}
+
+/// Runs `start` — which picks its ports (with [`free_port`], [`free_port_pair`]) and
+/// starts its servers on them — until no server failed for an address in use, at most
+/// [`ATTEMPTS`] times: another process can bind a port between the check and the
+/// server's bind. What a failed attempt started is dropped (killed) with it. Panics with
+/// `what` and the last failure otherwise.
+pub fn with_fresh_ports<T>(what: &str, mut start: impl FnMut() -> Result<T, String>) -> T {
+    let mut last = String::new();
+    for attempt in 1..=ATTEMPTS {
+        match start() {
+            Ok(started) => return started,
+            Err(why) if addr_in_use(&why) => {
+                eprintln!(
+                    "{what}: attempt {attempt} of {ATTEMPTS} found a port taken, starting on others: {why}"
+                );
+                last = why;
+            }
+            Err(why) => panic!("{what}: {why}"),
+        }
+    }
+    panic!("{what}: a port was taken on each of {ATTEMPTS} attempts; the last: {last}")
 }

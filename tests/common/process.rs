@@ -13,8 +13,13 @@ use std::time::{Duration, Instant};
 
 use ticketing::client::Client;
 
+use super::children::{try_run_within, TOOL};
 use super::facts_cluster::wait_stopped;
 use super::{PEER_TOKEN, TOKEN};
+
+/// What the server's message says when its listen (or peer, or metrics) address is
+/// taken: `ticketing: cannot start on ADDR: Address already in use (os error 98)`.
+pub const ADDR_IN_USE: &str = "Address already in use";
 
 /// The `ticketing` binary of this build.
 pub fn bin() -> &'static str {
@@ -125,7 +130,9 @@ impl Server {
         self.try_start().unwrap_or_else(|why| panic!("{why}"))
     }
 
-    /// Starts it and waits until it listens; why not, with its log, if it does not.
+    /// Starts it and waits until it listens; why not, with its log, if it does not. A
+    /// server that could not bind its address says so first (see
+    /// [`addr_in_use`](super::ports::addr_in_use)).
     pub fn try_start(self) -> Result<ServerProcess, String> {
         let mut cmd = Command::new(&self.program);
         cmd.arg("server").env_clear().stdin(Stdio::null());
@@ -163,10 +170,14 @@ impl Server {
             }
             Err((exited, log)) => {
                 let exit = match exited {
-                    true => format!("exited ({:?})", server.child.wait().ok().and_then(|s| s.code())),
+                    true => format!("exited ({:?})", server.wait_exit(Duration::from_secs(10))),
                     false => format!("printed no listen address within {:?}", self.start_within),
                 };
-                Err(format!("the server {exit}; environment {:?}; its log:\n{log}", self.env))
+                let taken = match log.contains(ADDR_IN_USE) {
+                    true => format!("its address was taken ({ADDR_IN_USE}): "),
+                    false => String::new(),
+                };
+                Err(format!("{taken}the server {exit}; environment {:?}; its log:\n{log}", self.env))
             }
         }
     }
@@ -282,7 +293,9 @@ impl ServerProcess {
     /// still running could answer the request a test sends to the "paused" server next.
     pub fn signal(&self, sig: &str) -> bool {
         let pid = self.child.id();
-        let sent = Command::new("kill").args([sig, &pid.to_string()]).status().is_ok_and(|s| s.success());
+        let mut kill = Command::new("kill");
+        let sent = try_run_within(kill.args([sig, &pid.to_string()]), TOOL, "kill")
+            .is_ok_and(|o| o.status.success());
         sent && (sig != "-STOP" || wait_stopped(pid, Duration::from_secs(10)))
     }
 

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use ticketing::proto::frame::{Request, Response};
 
 use super::facts_cluster::eventually_some;
-use super::ports::free_port_pair;
+use super::ports::{free_port_pair, with_fresh_ports};
 use super::process::{Server, ServerProcess};
 use super::raw::{call, status};
 
@@ -61,34 +61,40 @@ pub struct Restart {
 impl Nodes {
     /// `voters` founders and `standbys` standbys, each standby caught up.
     pub fn start(voters: usize, standbys: usize, env: &[(&str, &str)]) -> Nodes {
-        Nodes::launch(voters, standbys, env, None)
+        Nodes::launch(voters, standbys, env, false)
     }
 
     /// [`Nodes::start`], every node serving `/metrics` at its host and one port.
     pub fn start_with_metrics(voters: usize, standbys: usize, env: &[(&str, &str)]) -> Nodes {
-        Nodes::launch(voters, standbys, env, Some(super::ports::free_port()))
+        Nodes::launch(voters, standbys, env, true)
     }
 
-    fn launch(voters: usize, standbys: usize, env: &[(&str, &str)], metrics_port: Option<u16>) -> Nodes {
-        let port = free_port_pair();
-        let peers: Vec<String> = (1..=voters).map(|i| format!("{i}@127.0.0.{i}:{port}")).collect();
-        let mut nodes = Nodes {
-            port,
-            live: Vec::new(),
-            gone: Vec::new(),
-            seeds: (1..=voters).map(|i| format!("127.0.0.{i}:{port}")).collect::<Vec<_>>().join(","),
-            env: env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
-            next_host: voters + 1,
-            metrics_port,
-        };
-        for i in 1..=voters {
-            let addr = format!("127.0.0.{i}:{port}");
-            let process = nodes.server(&addr).member(Some(i as u64), &addr, &peers.join(","), "new").start();
-            nodes.live.push(Member { id: i as u64, addr: addr.parse().unwrap(), process });
-        }
+    /// The founders on ports picked for them, started again on others when one was
+    /// taken ([`with_fresh_ports`]); then the standbys.
+    fn launch(voters: usize, standbys: usize, env: &[(&str, &str)], metrics: bool) -> Nodes {
+        let mut nodes = with_fresh_ports(&format!("{voters} founders"), || {
+            let port = free_port_pair();
+            let peers: Vec<String> = (1..=voters).map(|i| format!("{i}@127.0.0.{i}:{port}")).collect();
+            let mut nodes = Nodes {
+                port,
+                live: Vec::new(),
+                gone: Vec::new(),
+                seeds: (1..=voters).map(|i| format!("127.0.0.{i}:{port}")).collect::<Vec<_>>().join(","),
+                env: env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+                next_host: voters + 1,
+                metrics_port: metrics.then(super::ports::free_port),
+            };
+            for i in 1..=voters {
+                let addr = format!("127.0.0.{i}:{port}");
+                let process =
+                    nodes.server(&addr).member(Some(i as u64), &addr, &peers.join(","), "new").try_start()?;
+                nodes.live.push(Member { id: i as u64, addr: addr.parse().unwrap(), process });
+            }
+            Ok(nodes)
+        });
         nodes.wait_leader(Duration::from_secs(30)).expect("a leader");
         for _ in 0..standbys {
-            let addr = format!("127.0.0.{}:{port}", nodes.next_host);
+            let addr = format!("127.0.0.{}:{}", nodes.next_host, nodes.port);
             nodes.next_host += 1;
             let member = nodes.fresh(&addr);
             let id = member.id;

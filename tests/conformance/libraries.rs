@@ -11,6 +11,7 @@ use std::process::Command;
 
 use super::common::bindings::{have_or_skip, native_lib_dir};
 use super::common::cc::{build_against_shared, cc_or_skip};
+use super::common::children::{Within, BUILD, CLI};
 use super::common::{bin, repo};
 use super::driver::Launch;
 
@@ -95,8 +96,7 @@ fn go() -> Option<Library> {
         .env("CGO_ENABLED", "1")
         .env("CGO_LDFLAGS", format!("-L{}", native_lib_dir().display()))
         .env("GOFLAGS", "-mod=mod")
-        .output()
-        .unwrap();
+        .output_within(BUILD);
     assert!(built.status.success(), "go build of driver.go:\n{}", String::from_utf8_lossy(&built.stderr));
     let launch =
         Launch { program: program.to_string_lossy().into_owned(), args: Vec::new(), env: Vec::new() };
@@ -117,8 +117,7 @@ fn node() -> Option<Library> {
         let npm = Command::new("npm")
             .args(["install", "--omit=dev", "--ignore-scripts", "--no-audit", "--no-fund"])
             .current_dir(&package)
-            .output()
-            .unwrap();
+            .output_within(BUILD);
         assert!(npm.status.success(), "npm install in node/:\n{}", String::from_utf8_lossy(&npm.stderr));
     }
     let driver = repo().join("tests/conformance/drivers/driver.mjs");
@@ -142,8 +141,11 @@ fn java(asynchronous: bool) -> Option<Library> {
     let dir = tempfile::tempdir().unwrap();
     let source = dir.path().join("Driver.java");
     std::fs::copy(repo().join("tests/conformance/drivers/driver.java"), &source).unwrap();
-    let built =
-        Command::new("javac").args(["-cp", &classpath, "-d"]).arg(dir.path()).arg(&source).output().unwrap();
+    let built = Command::new("javac")
+        .args(["-cp", &classpath, "-d"])
+        .arg(dir.path())
+        .arg(&source)
+        .output_within(BUILD);
     assert!(built.status.success(), "javac of driver.java:\n{}", String::from_utf8_lossy(&built.stderr));
     let mut args =
         vec!["-cp".to_string(), format!("{}:{classpath}", dir.path().display()), "Driver".to_string()];
@@ -156,7 +158,7 @@ fn java(asynchronous: bool) -> Option<Library> {
 /// Every library this machine can test, each built or found once.
 pub fn available() -> Vec<Library> {
     // The servers the scenarios start are this build's.
-    assert!(Command::new(bin()).arg("--version").output().is_ok_and(|o| o.status.success()));
+    assert!(Command::new(bin()).arg("--version").try_output_within(CLI).is_ok_and(|o| o.status.success()));
     let mut libraries = vec![rust()];
     libraries.extend(c());
     libraries.extend(python(false));

@@ -8,6 +8,8 @@ use std::io::Write;
 use std::os::fd::AsRawFd;
 use std::process::{Command, Stdio};
 
+use crate::common::children::{output_within, Within, TOOL};
+
 extern "C" {
     fn setns(fd: i32, nstype: i32) -> i32;
     fn geteuid() -> u32;
@@ -25,7 +27,7 @@ pub struct Netns {
 }
 
 fn run(cmd: &mut Command) -> Result<String, String> {
-    let out = cmd.stdin(Stdio::null()).output().map_err(|e| format!("{cmd:?}: {e}"))?;
+    let out = cmd.try_output_within(TOOL).map_err(|e| format!("{cmd:?}: {e}"))?;
     if out.status.success() {
         Ok(String::from_utf8_lossy(&out.stdout).into_owned())
     } else {
@@ -109,7 +111,7 @@ impl Netns {
             .spawn()
             .map_err(|e| format!("iptables-restore: {e}"))?;
         child.stdin.take().unwrap().write_all(text.as_bytes()).map_err(|e| e.to_string())?;
-        let out = child.wait_with_output().map_err(|e| e.to_string())?;
+        let out = output_within(child, TOOL, "iptables-restore", false);
         if out.status.success() {
             Ok(())
         } else {

@@ -46,7 +46,7 @@ pub(crate) struct Closer(Arc<Shared>);
 impl Drop for Closer {
     fn drop(&mut self) {
         // In a forked child the client is the parent's: nothing to close here.
-        if self.0.forked().is_none() {
+        if !self.0.is_forked() {
             self.0.with_core(Mode::NonBlocking, |core, now| core.close(now));
         }
     }

@@ -102,7 +102,7 @@ impl Shared {
     /// the parent's sockets and none of its threads. Nothing may touch the state then (a
     /// mutex held at the fork stays held): calls fail first, drops do nothing.
     pub(crate) fn forked(&self) -> Option<String> {
-        (crate::sys::fork_generation() != self.forks).then(|| {
+        self.is_forked().then(|| {
             format!(
                 "this client was created in process {} before a fork; process {} cannot use it: create a \
                  new client in this process, with its own owner",
@@ -110,6 +110,12 @@ impl Shared {
                 std::process::id()
             )
         })
+    }
+
+    /// Is this a child forked after the client was made? One load; allocates nothing
+    /// (drops in such a child must not: see [`Shared::forked`]).
+    pub(crate) fn is_forked(&self) -> bool {
+        crate::sys::fork_generation() != self.forks
     }
 
     pub(crate) fn state(&self) -> MutexGuard<'_, State> {
