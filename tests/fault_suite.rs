@@ -281,7 +281,10 @@ fn delay_proxy_delays_in_order_limits_bandwidth_and_turns_loss_into_delay() {
     assert!(first - started >= Duration::from_millis(1000), "{:?}", first - started);
     inp.read_exact(&mut two).unwrap();
     assert_eq!(two[0], 2, "order kept");
-    assert!(first.elapsed() < Duration::from_millis(1000), "the second byte waited its own latency after the first");
+    assert!(
+        first.elapsed() < Duration::from_millis(1000),
+        "the second byte waited its own latency after the first"
+    );
     // Bandwidth: 64 KiB at 256 KiB/s take at least a quarter second.
     proxy.set_shape(Shape { bytes_per_s: 256 * 1024, ..Shape::default() }, Shape::default());
     let started = Instant::now();

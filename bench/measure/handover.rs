@@ -92,9 +92,9 @@ pub fn run() {
     let only = std::env::var("HANDOVER_ONLY").ok();
     let kinds: Vec<Change> =
         [Change::Transfer, Change::Sigterm, Change::Sigkill, Change::Replace, Change::Sigstop]
-        .into_iter()
-        .filter(|k| only.as_ref().is_none_or(|o| format!("{k:?}") == *o))
-        .collect();
+            .into_iter()
+            .filter(|k| only.as_ref().is_none_or(|o| format!("{k:?}") == *o))
+            .collect();
     let mut results: Vec<Vec<(Duration, u64, f64)>> = vec![Vec::new(); kinds.len()];
     for t in 0..trials {
         for (k, change) in kinds.iter().enumerate() {
