@@ -8,7 +8,7 @@
 #                                      (docs/operations.md, "Replacing a node")
 #   scripts/measure.sh handover        the longest gap between grants for each way the
 #                                      leader changes, 20 trials each; HANDOVER_TRIALS=N,
-#                                      HANDOVER_ONLY=Transfer|Sigterm|Sigkill|Replace
+#                                      HANDOVER_ONLY=Transfer|Sigterm|Sigkill|Replace|Sigstop
 #                                      (docs/operations.md, "Handing leadership over")
 #   scripts/measure.sh rolling         a rolling restart of 3 voters, each restarted as
 #                                      ticketing-node.service does, under 4 clients;

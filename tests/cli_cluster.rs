@@ -81,8 +81,9 @@ fn an_acquire_during_a_failover_is_granted_within_its_wait() {
     // answers M without a leader, then names the new one.
     let out = ticketing(&follower, &["acquire", "failover", "--wait", "10000"]);
     let took = start.elapsed();
+    // Exit 0 is the grant within the wait: the client's own timer turns a later one
+    // into a timeout or an unknown outcome (exit 1 or 3).
     assert_eq!(out.status.code(), Some(0), "after {took:?}: {}", text(&out));
-    assert!(took < Duration::from_secs(10), "{took:?}");
     // The grant is the new leader's, seen through a survivor's address as well.
     let leader = cluster.wait_leader(Duration::from_secs(20));
     let survivor =

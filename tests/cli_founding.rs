@@ -87,14 +87,15 @@ fn the_recipe_s_ceremonies_and_views_say_what_each_node_is() {
     let (code, out, err, _) = cli(&["admin", "members", "--addr", &addrs[0]]);
     assert_eq!(code, 3, "{out}{err}");
     assert!(err.contains("waiting to be founded") && !out.contains("leader "), "{out}{err}");
-    let (code, out, err, took) = cli(&["top", "--once", "--addr", &addrs[0]]);
+    let (code, out, err, _) = cli(&["top", "--once", "--addr", &addrs[0]]);
     assert_eq!(code, 0, "{out}{err}");
     assert!(
         out.contains(&format!("{}  waiting", addrs[0])) && out.contains("waiting to be founded"),
         "{out}"
     );
-    // Two samples a second apart; it used to wait out TOP KEYS' budget twice (11 s).
-    assert!(took < Duration::from_secs(4), "top --once took {took:?}");
+    // No node leads, so TOP KEYS is not asked: it used to be, of a node that cannot
+    // answer it, and waited out its budget twice (11 s) to print a timeout.
+    assert!(out.contains("keys: no leader known: the queues live on the leader"), "{out}");
     let (code, body) = http_get(metrics, "/readyz");
     assert_eq!(code, 503, "{body}");
     assert!(body.contains("waiting to be founded") && body.contains("ticketing admin found"), "{body}");
@@ -109,7 +110,8 @@ fn the_recipe_s_ceremonies_and_views_say_what_each_node_is() {
         assert!(err.contains(&format!("{at}: waiting to be founded (node ")), "{err}");
     }
     assert!(!err.contains(":5225"), "only the listed addresses are asked: {err}");
-    assert!(took < Duration::from_secs(2), "admin found took {took:?}");
+    // The answers, not the request budget (5 s): it takes a fraction of a second.
+    assert!(took < ticketing::cli::CLI_REQUEST_TIMEOUT, "admin found took {took:?}");
 
     // The node comes back; founded.
     nodes[1] = Some(join_node(&addrs[1], &seeds, &[]));

@@ -139,7 +139,9 @@ fn no_answer_within_wait_plus_margin_is_indeterminate() {
     let err = client.acquire("k", LEASE, Duration::from_millis(200)).unwrap_err();
     let took = start.elapsed();
     assert_eq!(err.indeterminate_cause(), Some(IndeterminateCause::NoAnswer));
-    assert!(took >= Duration::from_millis(500) && took < Duration::from_secs(2), "{took:?}");
+    // At least the wait plus the margin; the upper bound only catches a client that does
+    // not give up (20 times the 500 ms): how close it keeps to it is measured, not bounded.
+    assert!(took >= Duration::from_millis(500) && took < Duration::from_secs(10), "{took:?}");
     assert_eq!(acquires(&fake), 1);
 }
 
@@ -182,7 +184,9 @@ fn nothing_reachable_is_unavailable_and_nothing_is_sent() {
     assert!(matches!(err, AcquireError::Unavailable { .. }), "{err:?}");
     assert!(err.is_definitive());
     let took = start.elapsed();
-    assert!(took >= ticketing::client::CONNECT_WAIT_MIN && took < Duration::from_secs(5));
+    // At least CONNECT_WAIT_MIN; the upper bound (20 times it) only catches a hang.
+    let min = ticketing::client::CONNECT_WAIT_MIN;
+    assert!(took >= min && took < 20 * min, "{took:?}");
 }
 
 #[test]

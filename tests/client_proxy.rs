@@ -153,7 +153,9 @@ fn acquire_while_refused_is_unavailable_and_nothing_executed() {
     let err = client.acquire("seat:3", LEASE, Duration::from_millis(500)).unwrap_err();
     assert!(matches!(err, AcquireError::Unavailable { .. }), "{err:?}");
     assert!(err.is_definitive());
-    assert!(start.elapsed() < Duration::from_secs(5), "{:?}", start.elapsed());
+    // It gives up after CONNECT_WAIT_MIN (3 s); the bound, 20 times that, catches a hang.
+    let min = ticketing::client::CONNECT_WAIT_MIN;
+    assert!(start.elapsed() < 20 * min, "{:?}", start.elapsed());
     assert!(proxy.refused() >= 2);
     assert_eq!(proxy.forwarded(Dir::ToServer), 0);
     assert_eq!(server_query(server.addr, "seat:3"), Response::Free);
@@ -185,16 +187,19 @@ fn reconnect_backoff_doubles_from_a_tenth_of_a_second_to_the_ceiling() {
     a.refuse(true);
     b.refuse(true);
     let client = client_via(&[a.addr_string(), b.addr_string()], "backoff");
-    // Attempts at 0, .1, .3, .7, 1.5, 3.1, 6.3, 9.5 s.
-    assert!(eventually(Duration::from_secs(14), || a.accept_times().len() >= 8), "8 attempts");
+    // Attempts at 0, .1, .3, .7, 1.5, 3.1, 6.3, 9.5, 12.7 s.
+    assert!(eventually(Duration::from_secs(60), || a.accept_times().len() >= 9), "9 attempts");
     let times = a.accept_times();
     let expected: Vec<Duration> =
-        (0..7u32).map(|i| (BACKOFF_INITIAL * (1u32 << i)).min(BACKOFF_MAX)).collect();
+        (0..8u32).map(|i| (BACKOFF_INITIAL * (1u32 << i)).min(BACKOFF_MAX)).collect();
     assert_eq!(expected.last(), Some(&Duration::from_millis(3200)));
     for (i, want) in expected.iter().enumerate() {
         let gap = times[i + 1] - times[i];
-        let (low, high) = (want.mul_f64(0.9), want.mul_f64(1.25) + Duration::from_millis(250));
-        assert!(gap >= low && gap <= high, "gap {i}: {gap:?}, expected {want:?} (gaps {times:?})");
+        // Each gap is at least its step (a fact of the client's timer). Above, only the
+        // ceiling is checked: without it the last two gaps would be 6.4 and 12.8 s, at
+        // least a whole ceiling more than a late wake-up on a busy machine adds.
+        let (low, high) = (want.mul_f64(0.9), *want + BACKOFF_MAX);
+        assert!(gap >= low && gap < high, "gap {i}: {gap:?}, expected {want:?} (gaps {times:?})");
     }
     // The client object survived: once the proxies accept again, service resumes.
     a.refuse(false);
@@ -215,13 +220,16 @@ fn one_address_keeps_two_connections_and_survives_losing_one() {
     // (a write racing the EOF could land on the dead socket, which is a different test:
     // the Indeterminate cases above).
     assert!(eventually(Duration::from_secs(5), || proxy.refused() >= 1), "the client never noticed the cut");
-    let start = Instant::now();
     for i in 0..20 {
         let key = format!("two:{i}");
+        let start = Instant::now();
         let lock = client.acquire(&key, LEASE, Duration::ZERO).expect("served by the surviving connection");
+        // At once, a millisecond or so: one that waited for a connection would take
+        // CONNECT_WAIT_MIN (3 s) before its answer.
+        let took = start.elapsed();
+        assert!(took < ticketing::client::CONNECT_WAIT_MIN, "acquire {i} took {took:?}");
         assert_eq!(lock.release(), Ok(ReleaseOutcome::Released));
     }
-    assert!(start.elapsed() < Duration::from_secs(2), "at once: {:?}", start.elapsed());
     assert_eq!(proxy.live(), 1);
     assert_eq!(server_query(server.addr, "two:0"), Response::Free);
     // The cut connection comes back once the proxy accepts again.
@@ -245,19 +253,21 @@ fn late_grant_after_an_indeterminate_acquire_is_released_by_the_client() {
     client.ping().unwrap();
     // Answers take 1.5 s; the client waits wait (0) + margin (0.2 s).
     proxy.delay(Dir::ToClient, Duration::from_millis(1500));
+    // A lease far longer than the wait for the release below: freed is the client's doing.
+    let lease = Duration::from_secs(120);
     let start = Instant::now();
-    let err = client.acquire("seat:6", LEASE, Duration::ZERO).unwrap_err();
+    let err = client.acquire("seat:6", lease, Duration::ZERO).unwrap_err();
     let gave_up = start.elapsed();
+    // NoAnswer: it gave up before the G, which the proxy holds 1.5 s, came back.
     assert_eq!(err.indeterminate_cause(), Some(IndeterminateCause::NoAnswer));
-    assert!(gave_up >= Duration::from_millis(200) && gave_up < Duration::from_millis(1500), "{gave_up:?}");
+    assert!(gave_up >= Duration::from_millis(200), "{gave_up:?}");
     // The grant executed on the server, under a token the caller never saw.
     let (owner, _token, _) = holder(server.addr, "seat:6").expect("held after the indeterminate acquire");
     assert_eq!(owner, "late");
     // The G arrives at ~1.5 s; the client releases exactly that (key, owner, token)
-    // in the background, long before the 30 s lease would have.
-    assert!(eventually(Duration::from_secs(6), || holder(server.addr, "seat:6").is_none()), "compensated");
+    // in the background, long before the 120 s lease would have.
+    assert!(eventually(lease / 2, || holder(server.addr, "seat:6").is_none()), "compensated");
     assert!(start.elapsed() >= Duration::from_millis(1400), "freed only after the late G");
-    assert!(start.elapsed() < Duration::from_secs(8));
 }
 
 #[test]
@@ -270,8 +280,10 @@ fn release_on_a_blackholed_path_is_unconfirmed_by_five_seconds() {
     let outcome = lock.release();
     let took = start.elapsed();
     assert_eq!(outcome, Err(ReleaseError::Unconfirmed), "never success without R/N");
+    // At least the deadline; the upper bound (12 times it) catches only a release that
+    // never gives up.
     assert!(took >= RELEASE_DEADLINE - Duration::from_millis(100), "{took:?}");
-    assert!(took <= RELEASE_DEADLINE + Duration::from_millis(1500), "{took:?}");
+    assert!(took < 12 * RELEASE_DEADLINE, "{took:?}");
     // It was retried (one attempt per second), and none reached the server.
     assert!(proxy.dropped(Dir::ToServer) >= 3 * release_frame_len("seat:7", "bh-release"));
     assert_eq!(holder(server.addr, "seat:7"), Some(("bh-release".to_owned(), token, 0)));
@@ -284,9 +296,9 @@ fn a_release_answered_after_its_retry_is_still_reported_released() {
     // Answers take 1.5 s, longer than one release attempt (1 s): the worker sends the
     // release again, the first one commits (R), the retry finds no holder (N).
     proxy.delay(Dir::ToClient, Duration::from_millis(1500));
-    let start = Instant::now();
+    // Released, not ReleasedOrExpired: the first attempt's R was listened to, not
+    // waited past until the deadline.
     assert_eq!(lock.release(), Ok(ReleaseOutcome::Released), "our release did it");
-    assert!(start.elapsed() < Duration::from_millis(2500), "{:?}", start.elapsed());
     assert_eq!(server_query(server.addr, "seat:8"), Response::Free);
 }
 

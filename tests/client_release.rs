@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use client_support::*;
 use common::eventually;
-use ticketing::client::{IndeterminateCause, ReleaseError, ReleaseOutcome};
+use ticketing::client::{IndeterminateCause, ReleaseError, ReleaseOutcome, RELEASE_DEADLINE};
 use ticketing::proto::frame::{Request, Response};
 
 const LEASE: Duration = Duration::from_secs(30);
@@ -64,7 +64,9 @@ fn release_retries_stop_at_the_five_second_deadline_without_success() {
     let start = Instant::now();
     assert_eq!(lock.release(), Err(ReleaseError::Unconfirmed));
     let took = start.elapsed();
-    assert!(took >= Duration::from_millis(4900) && took < Duration::from_millis(6500), "{took:?}");
+    // At least the deadline; above, only a release that never gives up is caught (12 times
+    // it); how little it runs past the deadline is no claim of this test.
+    assert!(took >= Duration::from_millis(4900) && took < 12 * RELEASE_DEADLINE, "{took:?}");
     let sent = releases(&fake);
     assert!(sent.len() >= 5, "retried only {} times", sent.len());
     assert!(sent.iter().all(|(t, k, o)| *t == token && k == "k" && o == "test-owner"));
@@ -116,13 +118,15 @@ fn a_late_grant_is_released_with_its_exact_token() {
 
 #[test]
 fn dropping_a_lock_releases_it_in_the_background() {
-    let fake = fake_with_release(|| Action::Reply(Response::Released));
+    // The release is never answered: a drop that waited for it would return only when
+    // the release is given up, RELEASE_DEADLINE (5 s) later.
+    let fake = fake_with_release(|| Action::Ignore);
     let client = fake.client();
     let lock = client.acquire("k", LEASE, Duration::ZERO).unwrap();
     let token = lock.token();
     let start = Instant::now();
     drop(lock);
-    assert!(start.elapsed() < Duration::from_millis(50), "drop blocked");
+    assert!(start.elapsed() < RELEASE_DEADLINE, "drop blocked for {:?}", start.elapsed());
     assert!(eventually(Duration::from_secs(3), || releases(&fake).len() == 1));
     assert_eq!(releases(&fake)[0].0, token);
 }
@@ -140,7 +144,8 @@ fn a_full_release_queue_is_an_error_not_a_block() {
     drop(locks);
     let start = Instant::now();
     assert_eq!(last.release(), Err(ReleaseError::QueueFull));
-    assert!(start.elapsed() < Duration::from_millis(50));
+    // Blocking would mean waiting for room: the queued releases give up after 5 s.
+    assert!(start.elapsed() < RELEASE_DEADLINE, "{:?}", start.elapsed());
 }
 
 #[test]
@@ -226,5 +231,6 @@ fn close_waits_for_the_releases_of_dropped_locks() {
     drop(client.acquire("k", LEASE, Duration::ZERO).unwrap());
     let start = Instant::now();
     assert!(!client.close(Duration::from_millis(300)));
-    assert!(start.elapsed() < Duration::from_secs(1));
+    // Its own 300 ms, not the release's deadline (5 s).
+    assert!(start.elapsed() < RELEASE_DEADLINE, "{:?}", start.elapsed());
 }

@@ -48,10 +48,11 @@ fn a_grant_whose_answer_was_lost_is_resolved_as_held_and_can_be_released() {
     assert_eq!(err.indeterminate_cause(), Some(IndeterminateCause::ConnectionLost));
     let (_, token) = holder(&server, "seat:1").expect("the grant happened");
     let start = Instant::now();
-    let Resolution::Held(lock) = client.resolve(&err, Duration::from_secs(10)) else {
+    let Resolution::Held(lock) = client.resolve(&err, Duration::from_secs(120)) else {
         panic!("not resolved as held")
     };
-    assert!(start.elapsed() < Duration::from_secs(5), "{:?}", start.elapsed());
+    // Resolved by the answer (a second or two), not by waiting out the 120 s given.
+    assert!(start.elapsed() < Duration::from_secs(60), "{:?}", start.elapsed());
     assert_eq!((lock.key(), lock.owner(), lock.token()), ("seat:1", "resolver", token));
     assert!(
         lock.remaining() > Duration::from_secs(20) && lock.remaining() <= LEASE,

@@ -3,10 +3,12 @@
 //! grants, and for an acquire the old leader held, `NotLeader` (`M`, not executed) —
 //! a few per client at most — never an indeterminate outcome or another error.
 //!
-//! The checks here use bounds far above what a hand-over takes (it is a round trip or
-//! two) but below an election timeout (2 s by default): a hand-over that failed and fell
-//! back to an election would miss them. The figures in docs/operations.md come from a
-//! measurement, not a test: `scripts/measure.sh handover` (bench/measure/handover.rs).
+//! The checks here are what the answers and the logs say: the transfer answered with the
+//! new leader's status, the stopping leader's "leadership handed over", every client
+//! served again, nothing indeterminate. How long a hand-over leaves clients without a
+//! grant (well under an election timeout) is measured, not bounded in a test:
+//! `scripts/measure.sh handover` (bench/measure/handover.rs; docs/safety.md, "Measured
+//! by benchmarks, not bounded in tests").
 
 mod common;
 
@@ -48,15 +50,12 @@ fn admin_transfer_leader_hands_leadership_to_the_named_voter_or_the_one_it_choos
         Response::Error { code: ErrorCode::Refused, message } => assert!(message.contains("99"), "{message}"),
         other => panic!("a transfer to a non-voter got {other:?}"),
     }
-    // To a named voter: answered once it leads, well inside an election timeout.
+    // To a named voter: answered once it leads (an election could have picked any).
     let target = (leader + 2) % 3;
-    let started = Instant::now();
     let answer =
         operator(cluster.addr(leader)).call(3, &Request::TransferLeader { target: Some(target as u64 + 1) });
-    let took = started.elapsed();
     let Response::Status { text } = answer else { panic!("transfer: {answer:?}") };
     assert_eq!(node_index(&cluster, &text), target);
-    assert!(took < Duration::from_millis(1000), "the hand-over took {took:?}");
     assert_eq!(cluster.wait_leader(Duration::from_secs(2)), target);
     // Without a target: the leader picks a caught-up voter.
     let answer = operator(cluster.addr(target)).call(4, &Request::TransferLeader { target: None });
@@ -121,7 +120,6 @@ fn requests_during_transfers_are_answered_or_moved_and_none_is_indeterminate() {
         // An acquire at the old leader when it hands over may end NotLeader (`M`: not
         // executed); the client's next request goes to the new leader.
         assert!(seen.not_leader_per_worker() <= 3, "round {round}: {seen:?}");
-        assert!(seen.longest_gap < Duration::from_millis(1000), "round {round}: {seen:?}");
     }
     load.stop();
 }
@@ -159,7 +157,6 @@ fn sigterm_to_the_leader_hands_leadership_over_before_it_stops() {
     // acquire the old leader held, at most a few per client, never an error of another
     // kind; every client is granted again right after.
     assert!(seen.not_leader_per_worker() <= 3, "{seen:?}");
-    assert!(seen.longest_gap < Duration::from_millis(1000), "{seen:?}");
 }
 
 /// docs/operations.md: a leader stops within an election timeout and two heartbeats of
@@ -245,7 +242,6 @@ fn replacing_the_leader_under_load_leaves_no_gap_of_a_second() {
     assert_eq!(seen.indeterminate, 0, "{seen:?}");
     assert!(seen.other.is_empty(), "{seen:?}");
     assert!(seen.not_leader_per_worker() <= 3, "{seen:?}");
-    assert!(seen.longest_gap < Duration::from_millis(1000), "{seen:?}");
 }
 
 #[test]

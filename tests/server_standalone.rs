@@ -102,10 +102,12 @@ fn a_silent_client_is_closed_after_the_handshake_deadline() {
     s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
     let start = Instant::now();
     let mut sink = Vec::new();
-    let _ = std::io::Read::read_to_end(&mut s, &mut sink);
+    // Closed by the server (end of stream), not the test's read timeout (an error).
+    let read = std::io::Read::read_to_end(&mut s, &mut sink);
     let waited = start.elapsed();
+    assert!(read.is_ok(), "not closed within the read timeout: {read:?} after {waited:?}");
     assert_eq!(sink.len(), 40, "only HELLO was sent");
-    assert!(waited >= Duration::from_millis(4500) && waited < Duration::from_secs(8), "{waited:?}");
+    assert!(waited >= Duration::from_millis(4500), "{waited:?}");
 }
 
 #[test]
@@ -196,7 +198,8 @@ fn lease_expiry_hands_off_to_the_waiter() {
     let t2 = granted_token(&b.call(1, &acquire("k", "b", 5, 5_000)));
     let waited = start.elapsed();
     assert!(t2 > t1);
-    assert!(waited >= Duration::from_millis(900) && waited < Duration::from_millis(2500), "{waited:?}");
+    // Granted (not timed out after its 5 s wait) once the 1 s lease ended.
+    assert!(waited >= Duration::from_millis(900), "{waited:?}");
     assert_eq!(a.call(2, &release("k", "a", t1)), Response::NotHolder);
 }
 

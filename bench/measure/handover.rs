@@ -1,6 +1,7 @@
 //! `scripts/measure.sh handover`: the longest time a client goes without a grant when
 //! leadership changes hands (transfer, SIGTERM, replace of the leader) and, as the
-//! "before", when the leader is SIGKILLed. HANDOVER_TRIALS=N trials of each (default
+//! "before", when the leader is SIGKILLed; and when it is frozen (SIGSTOP: its sockets
+//! stay open, the clients must find it out). HANDOVER_TRIALS=N trials of each (default
 //! 20); HANDOVER_ONLY=Sigterm (say) runs one kind.
 
 use std::time::{Duration, Instant};
@@ -20,6 +21,9 @@ enum Change {
     Sigkill,
     /// `admin replace` of the leader by a new node.
     Replace,
+    /// SIGSTOP to the leader, SIGCONT once grants flow again: a failover the clients
+    /// notice only by the silence (docs/client.md, "Dead connections").
+    Sigstop,
 }
 
 /// One trial: a fresh 3-node cluster, four clients locking in a loop, then `change`.
@@ -43,6 +47,7 @@ fn trial(change: Change) -> (Duration, u64, f64) {
         }
         Change::Sigterm => cluster.signal(leader, "-TERM"),
         Change::Sigkill => cluster.kill(leader),
+        Change::Sigstop => cluster.signal(leader, "-STOP"),
         Change::Replace => {
             let answer = cluster.admin_replace(leader, leader as u64 + 1, 4, &new_addr);
             assert!(matches!(answer, Response::Status { .. }), "{answer:?}");
@@ -73,6 +78,9 @@ fn trial(change: Change) -> (Duration, u64, f64) {
     std::thread::sleep(Duration::from_millis(500));
     let seen = load.seen(from, Instant::now());
     load.stop();
+    if change == Change::Sigstop {
+        cluster.signal(leader, "-CONT");
+    }
     (seen.longest_gap, seen.indeterminate, load_average())
 }
 
@@ -82,10 +90,11 @@ pub fn run() {
     let trials: usize = std::env::var("HANDOVER_TRIALS").ok().and_then(|v| v.parse().ok()).unwrap_or(20);
     // HANDOVER_ONLY=Sigterm (say) runs one kind.
     let only = std::env::var("HANDOVER_ONLY").ok();
-    let kinds: Vec<Change> = [Change::Transfer, Change::Sigterm, Change::Sigkill, Change::Replace]
-        .into_iter()
-        .filter(|k| only.as_ref().is_none_or(|o| format!("{k:?}") == *o))
-        .collect();
+    let kinds: Vec<Change> =
+        [Change::Transfer, Change::Sigterm, Change::Sigkill, Change::Replace, Change::Sigstop]
+            .into_iter()
+            .filter(|k| only.as_ref().is_none_or(|o| format!("{k:?}") == *o))
+            .collect();
     let mut results: Vec<Vec<(Duration, u64, f64)>> = vec![Vec::new(); kinds.len()];
     for t in 0..trials {
         for (k, change) in kinds.iter().enumerate() {
