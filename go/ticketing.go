@@ -242,7 +242,7 @@ func (c *Client) Acquire(ctx context.Context, key string, lease, wait time.Durat
 	// deadline shortens the wait below: a wait out of its limits is ErrInvalid (naming
 	// it) whatever the deadline, and nothing is sent.
 	var refused *C.ticketing_error
-	if rc := C.ticketing_acquire_check(k, millis(lease), millis(wait), &refused); rc != C.TICKETING_OK {
+	if rc := C.ticketing_acquire_check(k, nanos(lease), nanos(wait), &refused); rc != C.TICKETING_OK {
 		return nil, c.failure(rc, refused, nil)
 	}
 	if err := ctx.Err(); err != nil {
@@ -256,7 +256,7 @@ func (c *Client) Acquire(ctx context.Context, key string, lease, wait time.Durat
 		}
 	}
 	fu, err := c.start(func(h *C.ticketing_client, f **C.ticketing_future, e **C.ticketing_error) C.int {
-		return C.ticketing_acquire_start(h, k, millis(lease), millis(wait), f, e)
+		return C.ticketing_acquire_start(h, k, nanos(lease), nanos(wait), f, e)
 	})
 	if err != nil {
 		return nil, err
@@ -276,14 +276,11 @@ func (c *Client) Acquire(ctx context.Context, key string, lease, wait time.Durat
 	return c.newLock(lock), nil
 }
 
-// millis is a duration in the C ABI's milliseconds: a sub-millisecond rest is kept as a
-// whole millisecond more, so that 1.5 s stays refused as a lease and never becomes 1 s.
-func millis(d time.Duration) C.int64_t {
-	ms := d.Milliseconds()
-	if d > 0 && d%time.Millisecond != 0 {
-		ms++
-	}
-	return C.int64_t(ms)
+// nanos is a lease or a wait in the C ABI's nanoseconds, exactly: the native library
+// alone checks them (a lease is whole seconds, a wait at most 300 s), alike for
+// every language.
+func nanos(d time.Duration) C.int64_t {
+	return C.int64_t(d)
 }
 
 // WithLock acquires key (as Acquire), runs fn with the lock, and releases it when fn

@@ -36,8 +36,11 @@
  *
  * Input. Strings are NUL-terminated UTF-8. A NULL where a value is required, a string
  * that is not UTF-8, or a number out of range is TICKETING_INVALID with a message
- * naming the argument; nothing is sent. Durations are int64_t milliseconds; a negative
- * one is TICKETING_INVALID.
+ * naming the argument; nothing is sent. An acquire's lease and wait are int64_t
+ * nanoseconds (TICKETING_NS_PER_S): every binding passes its own duration type exactly,
+ * and the library alone checks them (a lease is whole seconds to the nanosecond,
+ * 1..=250 s; a wait is at most 300 s to the nanosecond). Every other duration (a timeout, a slice) is int64_t milliseconds. A
+ * negative one is TICKETING_INVALID.
  *
  * Counts. addrs_len is at most 64 and auth_token_len at most 4096; a larger count is
  * TICKETING_INVALID before anything is read or allocated.
@@ -81,9 +84,23 @@
 
 /**
  * The ABI version this header describes; ticketing_version() returns the library's. A
- * binding checks that the two are equal before its first call.
+ * binding checks that the two are equal before its first call. Version 2: an acquire's
+ * lease and wait are nanoseconds.
  */
-#define TICKETING_ABI_VERSION 1
+#define TICKETING_ABI_VERSION 2
+
+/**
+ * Nanoseconds in a second: an acquire's lease and wait are nanoseconds
+ * (`30 * TICKETING_NS_PER_S`), so that every binding passes its own duration type
+ * exactly and the library alone decides (a lease is whole seconds to the nanosecond,
+ * a wait at most 300 s to the nanosecond).
+ */
+#define TICKETING_NS_PER_S 1000000000ll
+
+/**
+ * Nanoseconds in a millisecond.
+ */
+#define TICKETING_NS_PER_MS 1000000ll
 
 /**
  * Seed addresses a client takes at most (`addrs_len`); a larger count is
@@ -107,19 +124,19 @@
 #define TICKETING_OWNER_LEN_MAX 255
 
 /**
- * The shortest lease, in ms (leases are whole seconds).
+ * The shortest lease, in seconds (leases are whole seconds).
  */
-#define TICKETING_LEASE_MS_MIN 1000
+#define TICKETING_LEASE_S_MIN 1
 
 /**
- * The longest lease, in ms.
+ * The longest lease, in seconds.
  */
-#define TICKETING_LEASE_MS_MAX 250000
+#define TICKETING_LEASE_S_MAX 250
 
 /**
- * The longest wait of an acquire, in ms (0 is one immediate try).
+ * The longest wait of an acquire, in seconds (0 is one immediate try).
  */
-#define TICKETING_WAIT_MS_MAX 300000
+#define TICKETING_WAIT_S_MAX 300
 
 /**
  * The longest `slice_ms` of ticketing_set_wait_check.
@@ -583,8 +600,9 @@ int ticketing_client_close(const struct ticketing_client *client,
 void ticketing_client_free(struct ticketing_client *client);
 
 /**
- * Acquires `key` for lease_ms (whole seconds, 1 000..=250 000 ms), queueing at most
- * wait_ms (0..=300 000; 0 is one immediate try). Wraps Client::acquire.
+ * Acquires `key` for lease_ns (whole seconds, 1..=250 s, in nanoseconds), queueing at
+ * most wait_ns (0..=300 s in nanoseconds; 0 is one immediate try). Wraps
+ * Client::acquire, which checks both.
  *
  * TICKETING_OK: *lock_out is the held lock (free it with ticketing_lock_free; release it
  * with ticketing_lock_release first, or freeing it releases it in the background).
@@ -602,8 +620,8 @@ void ticketing_client_free(struct ticketing_client *client);
  */
 int ticketing_acquire(const struct ticketing_client *client,
                       const char *key,
-                      int64_t lease_ms,
-                      int64_t wait_ms,
+                      int64_t lease_ns,
+                      int64_t wait_ns,
                       struct ticketing_lock **lock_out,
                       struct ticketing_error **error_out);
 
@@ -674,8 +692,8 @@ int ticketing_query(const struct ticketing_client *client,
  * `key` is NULL or a C string; `error_out` NULL or writable.
  */
 int ticketing_acquire_check(const char *key,
-                            int64_t lease_ms,
-                            int64_t wait_ms,
+                            int64_t lease_ns,
+                            int64_t wait_ns,
                             struct ticketing_error **error_out);
 
 /**
@@ -691,8 +709,8 @@ int ticketing_acquire_check(const char *key,
  */
 int ticketing_acquire_start(const struct ticketing_client *client,
                             const char *key,
-                            int64_t lease_ms,
-                            int64_t wait_ms,
+                            int64_t lease_ns,
+                            int64_t wait_ns,
                             struct ticketing_future **future_out,
                             struct ticketing_error **error_out);
 

@@ -27,14 +27,28 @@ function text(value, name) {
   return value;
 }
 
-/** Seconds as whole milliseconds; the native client checks the range and says it. */
-function millis(value, name) {
+/** Refuses what is not a finite, non-negative number of seconds. */
+function seconds(value, name) {
   if (typeof value !== "number" || !Number.isFinite(value)) {
     throw new InvalidArgument(`${name} must be a finite number of seconds, not ${describe(value)}`);
   }
   if (value < 0) throw new InvalidArgument(`${name} is ${value} s; it must not be negative`);
+  return value;
+}
+
+/**
+ * A lease or a wait in seconds as the C ABI's nanoseconds, to the nearest one: the native
+ * library alone checks them (a lease is whole seconds, a wait at most 300 s), alike
+ * for every language.
+ */
+function nanos(value, name) {
   // Beyond any limit: the largest exact integer, which the client refuses as out of range.
-  return Math.min(Math.round(value * 1000), Number.MAX_SAFE_INTEGER);
+  return Math.min(Math.round(seconds(value, name) * 1e9), Number.MAX_SAFE_INTEGER);
+}
+
+/** A timeout in seconds as whole milliseconds, the rest rounded up. */
+function millis(value, name) {
+  return Math.min(Math.ceil(seconds(value, name) * 1000), Number.MAX_SAFE_INTEGER);
 }
 
 /** The options object of `call`, with no key but `allowed`. */
@@ -300,14 +314,14 @@ class Client {
   async _acquire(key, lease, wait, signal) {
     const handle = this._live();
     const k = text(key, "key");
-    const leaseMs = millis(lease, "lease");
-    const waitMs = millis(wait, "wait");
+    const leaseNs = nanos(lease, "lease");
+    const waitNs = nanos(wait, "wait");
     if (signal?.aborted) {
       throw new Cancelled("the signal was aborted before the acquire started: nothing was sent", { cause: signal.reason });
     }
     const future = [null];
     const error = [null];
-    const f = started(C.acquire_start(handle, k, leaseMs, waitMs, future, error), future, error);
+    const f = started(C.acquire_start(handle, k, leaseNs, waitNs, future, error), future, error);
     return run(f, readLock(this, k), signal);
   }
 

@@ -8,7 +8,7 @@ const path = require("node:path");
 const koffi = require("koffi");
 
 /** The ABI version this package was written against (TICKETING_ABI_VERSION). */
-const ABI_VERSION = 1;
+const ABI_VERSION = 2;
 const NAME = process.platform === "darwin" ? "libticketing.dylib" : "libticketing.so";
 
 // Status and error kinds (TICKETING_*).
@@ -131,7 +131,7 @@ const C = {
 
   // Futures: none of these blocks.
   acquire_start: fn(
-    "int ticketing_acquire_start(void *client, const char *key, int64_t lease_ms, int64_t wait_ms, " +
+    "int ticketing_acquire_start(void *client, const char *key, int64_t lease_ns, int64_t wait_ns, " +
       "_Out_ void **future_out, _Out_ void **error_out)",
   ),
   lock_release_start: fn("int ticketing_lock_release_start(void *lock, _Out_ void **future_out, _Out_ void **error_out)"),

@@ -18,7 +18,7 @@ from ctypes import POINTER, byref, c_char, c_char_p, c_int, c_int64, c_size_t, c
 from pathlib import Path
 from typing import Any, Callable
 
-ABI_VERSION = 1
+ABI_VERSION = 2
 _NAME = "libticketing.dylib" if sys.platform == "darwin" else "libticketing.so"
 
 # Status and error kinds (TICKETING_*).

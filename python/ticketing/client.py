@@ -37,14 +37,28 @@ def _text(value: object, what: str) -> bytes:
         raise InvalidArgument(f"{what} is not valid Unicode: {e}") from None
 
 
-def _millis(seconds: object, what: str) -> int:
-    """Seconds (int or float) as whole milliseconds; the Rust client checks the range."""
+def _seconds(seconds: object, what: str) -> None:
+    """Refuses what is not a finite number of seconds."""
     if isinstance(seconds, bool) or not isinstance(seconds, (int, float)):
         raise TypeError(f"{what} must be a number of seconds, not {type(seconds).__name__}")
     if isinstance(seconds, float) and not math.isfinite(seconds):
         raise InvalidArgument(f"{what} must be finite, not {seconds}")
-    ms = round(seconds * 1000)
+
+
+def _nanos(seconds: object, what: str) -> int:
+    """A lease or a wait in seconds (int or float) as the C ABI's nanoseconds, to the
+    nearest one: the library alone checks them (a lease is whole seconds, a wait at
+    most 300 s), alike for every language."""
+    _seconds(seconds, what)
+    ns = seconds * 1_000_000_000 if isinstance(seconds, int) else round(seconds * 1e9)  # type: ignore[operator]
     # Out of int64 range: pass the largest value, which the client refuses as out of range.
+    return max(-_INT64_MAX, min(ns, _INT64_MAX))
+
+
+def _millis(seconds: object, what: str) -> int:
+    """A timeout in seconds (int or float) as whole milliseconds, the rest rounded up."""
+    _seconds(seconds, what)
+    ms = math.ceil(seconds * 1000)  # type: ignore[operator]
     return max(-_INT64_MAX, min(ms, _INT64_MAX))
 
 
@@ -136,8 +150,8 @@ def _started(kind: int, future: c_void_p, error: c_void_p) -> int:
 
 def _start_acquire(client: int, key: str, lease: float, wait: float) -> int:
     future, error = c_void_p(), c_void_p()
-    kind = n.quick.ticketing_acquire_start(client, _text(key, "key"), _millis(lease, "lease"),
-                                           _millis(wait, "wait"), byref(future), byref(error))
+    kind = n.quick.ticketing_acquire_start(client, _text(key, "key"), _nanos(lease, "lease"),
+                                           _nanos(wait, "wait"), byref(future), byref(error))
     return _started(kind, future, error)
 
 
@@ -420,8 +434,8 @@ class Client:
         error = c_void_p()
         if not _main_checks:
             _check_signals_in_this_thread()
-        kind = n.blocking.ticketing_acquire(self._live(), _text(key, "key"), _millis(lease, "lease"),
-                                            _millis(wait, "wait"), byref(handle), byref(error))
+        kind = n.blocking.ticketing_acquire(self._live(), _text(key, "key"), _nanos(lease, "lease"),
+                                            _nanos(wait, "wait"), byref(handle), byref(error))
         lock = Lock(handle.value) if kind == 0 and handle.value is not None else None
         _raise_if_interrupted(error)  # a lock granted meanwhile is released with `lock`
         if lock is None:

@@ -10,8 +10,17 @@ use std::ffi::{c_int, CStr};
 use crate::client::{IndeterminateCause, ReleaseOutcome};
 
 /// The ABI version this header describes; ticketing_version() returns the library's. A
-/// binding checks that the two are equal before its first call.
-pub const TICKETING_ABI_VERSION: u32 = 1;
+/// binding checks that the two are equal before its first call. Version 2: an acquire's
+/// lease and wait are nanoseconds.
+pub const TICKETING_ABI_VERSION: u32 = 2;
+
+/// Nanoseconds in a second: an acquire's lease and wait are nanoseconds
+/// (`30 * TICKETING_NS_PER_S`), so that every binding passes its own duration type
+/// exactly and the library alone decides (a lease is whole seconds to the nanosecond,
+/// a wait at most 300 s to the nanosecond).
+pub const TICKETING_NS_PER_S: i64 = 1_000_000_000_i64;
+/// Nanoseconds in a millisecond.
+pub const TICKETING_NS_PER_MS: i64 = 1_000_000_i64;
 
 /// Seed addresses a client takes at most (`addrs_len`); a larger count is
 /// TICKETING_INVALID before anything is read.
@@ -22,12 +31,12 @@ pub const TICKETING_AUTH_TOKEN_LEN_MAX: usize = 4096;
 pub const TICKETING_KEY_LEN_MAX: usize = 255;
 /// Bytes of an owner at most (UTF-8, no control characters; at least 1).
 pub const TICKETING_OWNER_LEN_MAX: usize = 255;
-/// The shortest lease, in ms (leases are whole seconds).
-pub const TICKETING_LEASE_MS_MIN: i64 = 1_000;
-/// The longest lease, in ms.
-pub const TICKETING_LEASE_MS_MAX: i64 = 250_000;
-/// The longest wait of an acquire, in ms (0 is one immediate try).
-pub const TICKETING_WAIT_MS_MAX: i64 = 300_000;
+/// The shortest lease, in seconds (leases are whole seconds).
+pub const TICKETING_LEASE_S_MIN: i64 = 1;
+/// The longest lease, in seconds.
+pub const TICKETING_LEASE_S_MAX: i64 = 250;
+/// The longest wait of an acquire, in seconds (0 is one immediate try).
+pub const TICKETING_WAIT_S_MAX: i64 = 300;
 /// The longest `slice_ms` of ticketing_set_wait_check.
 pub const TICKETING_WAIT_SLICE_MS_MAX: i64 = 60_000;
 

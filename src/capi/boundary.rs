@@ -71,6 +71,15 @@ pub unsafe fn optional_text<'a>(p: *const c_char, what: &str) -> Result<Option<&
     }
 }
 
+/// A lease or a wait in nanoseconds, as every binding passes them (exact for its own
+/// duration type): the one conversion; the client checks the range (a lease is whole
+/// seconds, a wait at most 300 s, both to the nanosecond). `what` is the caller's word.
+pub fn duration_ns(ns: i64, what: &str) -> Result<Duration, Failure> {
+    u64::try_from(ns)
+        .map(Duration::from_nanos)
+        .map_err(|_| Failure::invalid(format!("{what} is {} s; it must not be negative", ns as f64 / 1e9)))
+}
+
 /// A non-negative duration in milliseconds; the client checks its range.
 pub fn duration(ms: i64, what: &str) -> Result<Duration, Failure> {
     u64::try_from(ms)

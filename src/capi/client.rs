@@ -5,7 +5,7 @@ use std::ffi::{c_char, c_int, CString};
 use std::ptr;
 
 use super::abi::*;
-use super::boundary::{duration, guard, optional_text, put, required, text};
+use super::boundary::{duration, duration_ns, guard, optional_text, put, required, text};
 use super::error::{c_string, Failure};
 use super::handle::{self, Kind, Opaque};
 use super::lock::{outcome_code, LockHandle};
@@ -348,8 +348,9 @@ pub unsafe extern "C" fn ticketing_client_free(client: *mut ticketing_client) {
     super::boundary::getter((), || unsafe { handle::free(client, "ticketing_client_free") })
 }
 
-/// Acquires `key` for lease_ms (whole seconds, 1 000..=250 000 ms), queueing at most
-/// wait_ms (0..=300 000; 0 is one immediate try). Wraps Client::acquire.
+/// Acquires `key` for lease_ns (whole seconds, 1..=250 s, in nanoseconds), queueing at
+/// most wait_ns (0..=300 s in nanoseconds; 0 is one immediate try). Wraps
+/// Client::acquire, which checks both.
 ///
 /// TICKETING_OK: *lock_out is the held lock (free it with ticketing_lock_free; release it
 /// with ticketing_lock_release first, or freeing it releases it in the background).
@@ -368,8 +369,8 @@ pub unsafe extern "C" fn ticketing_client_free(client: *mut ticketing_client) {
 pub unsafe extern "C" fn ticketing_acquire(
     client: *const ticketing_client,
     key: *const c_char,
-    lease_ms: i64,
-    wait_ms: i64,
+    lease_ns: i64,
+    wait_ns: i64,
     lock_out: *mut *mut ticketing_lock,
     error_out: *mut *mut ticketing_error,
 ) -> c_int {
@@ -378,8 +379,8 @@ pub unsafe extern "C" fn ticketing_acquire(
         let lock_out = required(lock_out, "lock_out")?;
         let client = unsafe { handle::hold(client, "client") }?;
         let key = unsafe { text(key, "key") }?;
-        let lease = duration(lease_ms, "lease_ms")?;
-        let wait = duration(wait_ms, "wait_ms")?;
+        let lease = duration_ns(lease_ns, "lease")?;
+        let wait = duration_ns(wait_ns, "wait")?;
         let lock = client.value.client.acquire(key, lease, wait)?;
         unsafe { put(lock_out, handle::into_raw(LockHandle::new(lock))) };
         Ok(())

@@ -9,7 +9,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use super::abi::*;
-use super::boundary::{duration, getter, guard, put, required, text};
+use super::boundary::{duration, duration_ns, getter, guard, put, required, text};
 use super::client::Holder;
 use super::error::Failure;
 use super::handle::{self, Kind, Opaque, Tagged};
@@ -166,12 +166,12 @@ unsafe fn begin(
 /// `key` is NULL or a C string.
 unsafe fn acquire_args<'a>(
     key: *const c_char,
-    lease_ms: i64,
-    wait_ms: i64,
+    lease_ns: i64,
+    wait_ns: i64,
 ) -> Result<(&'a str, Duration, Duration), Failure> {
     let key = unsafe { text(key, "key") }?;
-    let lease = duration(lease_ms, "lease_ms")?;
-    let wait = duration(wait_ms, "wait_ms")?;
+    let lease = duration_ns(lease_ns, "lease")?;
+    let wait = duration_ns(wait_ns, "wait")?;
     check_acquire_args(key, lease, wait)?;
     Ok((key, lease, wait))
 }
@@ -187,11 +187,11 @@ unsafe fn acquire_args<'a>(
 #[no_mangle]
 pub unsafe extern "C" fn ticketing_acquire_check(
     key: *const c_char,
-    lease_ms: i64,
-    wait_ms: i64,
+    lease_ns: i64,
+    wait_ns: i64,
     error_out: *mut *mut ticketing_error,
 ) -> c_int {
-    guard(error_out, || unsafe { acquire_args(key, lease_ms, wait_ms) }.map(|_| ()))
+    guard(error_out, || unsafe { acquire_args(key, lease_ns, wait_ns) }.map(|_| ()))
 }
 
 /// The futures of ticketing_acquire, ticketing_lock_release, ticketing_release,
@@ -207,8 +207,8 @@ pub unsafe extern "C" fn ticketing_acquire_check(
 pub unsafe extern "C" fn ticketing_acquire_start(
     client: *const ticketing_client,
     key: *const c_char,
-    lease_ms: i64,
-    wait_ms: i64,
+    lease_ns: i64,
+    wait_ns: i64,
     future_out: *mut *mut ticketing_future,
     error_out: *mut *mut ticketing_error,
 ) -> c_int {
@@ -217,7 +217,7 @@ pub unsafe extern "C" fn ticketing_acquire_start(
         let future_out = required(future_out, "future_out")?;
         let client = unsafe { handle::hold(client, "client") }?;
         // Refused arguments fail the start itself, before any future exists.
-        let (key, lease, wait) = unsafe { acquire_args(key, lease_ms, wait_ms) }?;
+        let (key, lease, wait) = unsafe { acquire_args(key, lease_ns, wait_ns) }?;
         unsafe {
             begin(Op::Acquire, future_out, |done| {
                 client

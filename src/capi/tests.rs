@@ -11,6 +11,9 @@ use super::*;
 use crate::client::{AcquireError, ClientError, HolderInfo, IndeterminateCause, ReleaseError};
 
 const SECRET: &[u8] = b"capi-unit-secret-0123";
+/// A millisecond and a second in the ABI's nanoseconds (an acquire's lease and wait).
+const MS: i64 = 1_000_000;
+const S: i64 = TICKETING_NS_PER_S;
 
 fn cstr<'a>(p: *const c_char) -> &'a str {
     assert!(!p.is_null());
@@ -216,21 +219,15 @@ fn bad_arguments_are_invalid_errors_that_name_the_argument() {
     let mut lock = ptr::null_mut();
     let start = Instant::now();
     let cases: [(*const ticketing_client, *const c_char, i64, i64, &str); 6] = [
-        (ptr::null(), c"k".as_ptr(), 1000, 0, "client is NULL"),
-        (client, ptr::null(), 1000, 0, "key is NULL"),
-        (client, bad.as_ptr().cast(), 1000, 0, "key is not UTF-8"),
-        (client, c"k".as_ptr(), -1, 0, "lease_ms is -1 ms; it must not be negative"),
+        (ptr::null(), c"k".as_ptr(), S, 0, "client is NULL"),
+        (client, ptr::null(), S, 0, "key is NULL"),
+        (client, bad.as_ptr().cast(), S, 0, "key is not UTF-8"),
+        (client, c"k".as_ptr(), -S, 0, "lease is -1 s; it must not be negative"),
+        (client, c"k".as_ptr(), S, i64::MIN, "wait is -9223372036.854776 s; it must not be negative"),
         (
             client,
             c"k".as_ptr(),
-            1000,
-            i64::MIN,
-            "wait_ms is -9223372036854775808 ms; it must not be negative",
-        ),
-        (
-            client,
-            c"k".as_ptr(),
-            1500,
+            1500 * MS,
             0,
             "invalid request: lease must be whole seconds from 1 to 250, not 1.5 s",
         ),
@@ -241,13 +238,15 @@ fn bad_arguments_are_invalid_errors_that_name_the_argument() {
         assert!(lock.is_null());
     }
     // The client's own limits, before any I/O.
-    for (lease, wait) in [(0, 0), (251_000, 0), (1000, 300_001), (i64::MAX, 0)] {
+    for (lease, wait) in
+        [(0, 0), (251 * S, 0), (S, 300_001 * MS), (S, 300 * S + 1), (S + 1, 0), (i64::MAX, 0)]
+    {
         let rc = unsafe { ticketing_acquire(client, c"k".as_ptr(), lease, wait, &mut lock, ptr::null_mut()) };
         assert_eq!(rc, TICKETING_INVALID, "lease {lease} wait {wait}");
     }
-    let rc = unsafe { ticketing_acquire(client, c"".as_ptr(), 1000, 0, &mut lock, ptr::null_mut()) };
+    let rc = unsafe { ticketing_acquire(client, c"".as_ptr(), S, 0, &mut lock, ptr::null_mut()) };
     assert_eq!(rc, TICKETING_INVALID);
-    let rc = unsafe { ticketing_acquire(client, c"k".as_ptr(), 1000, 0, ptr::null_mut(), &mut error) };
+    let rc = unsafe { ticketing_acquire(client, c"k".as_ptr(), S, 0, ptr::null_mut(), &mut error) };
     assert_eq!(take_error(rc, error), (TICKETING_INVALID as c_int, "lock_out is NULL".into()));
     assert!(start.elapsed() < Duration::from_secs(1), "no I/O for bad arguments");
 
@@ -283,7 +282,7 @@ fn the_acquire_check_is_the_starts_own() {
     let bad = [0xffu8, 0xfe, 0];
     let long = CString::new("k".repeat(256)).unwrap();
     let keys = [c"k".as_ptr(), c"".as_ptr(), long.as_ptr(), bad.as_ptr().cast(), ptr::null()];
-    let durations = [(1000, 0), (0, 0), (1500, 0), (251_000, 0), (-1, 0), (1000, -1), (1000, 300_001)];
+    let durations = [(S, 0), (0, 0), (1500 * MS, 0), (251 * S, 0), (-1, 0), (S, -1), (S, 300 * S + 1)];
     for key in keys {
         for (lease, wait) in durations {
             let (mut future, mut error) = (ptr::null_mut(), ptr::null_mut());
@@ -302,10 +301,23 @@ fn the_acquire_check_is_the_starts_own() {
             }
         }
     }
-    let checked = unsafe { ticketing_acquire_check(c"k".as_ptr(), 1000, 300_000, ptr::null_mut()) };
+    let checked = unsafe { ticketing_acquire_check(c"k".as_ptr(), S, 300 * S, ptr::null_mut()) };
     assert_eq!(checked, TICKETING_OK);
-    let checked = unsafe { ticketing_acquire_check(c"k".as_ptr(), 1000, 300_001, ptr::null_mut()) };
-    assert_eq!(checked, TICKETING_INVALID);
+    // The one rule: a lease is whole seconds to the nanosecond, a wait at most 300 s to
+    // the nanosecond (what every binding passes, exactly, from its own duration type).
+    for (lease, wait, ok) in [
+        (1_000_400 * 1000, 0, false), // 1.0004 s
+        (999_600 * 1000, 0, false),   // 0.9996 s
+        (1500 * MS, 0, false),
+        (250 * S, 0, true),
+        (250 * S + 400 * 1000, 0, false), // 250.0004 s
+        (S, 0, true),
+        (S, 300 * S, true),
+        (S, 300 * S + 400 * 1000, false), // 300.0004 s
+    ] {
+        let checked = unsafe { ticketing_acquire_check(c"k".as_ptr(), lease, wait, ptr::null_mut()) };
+        assert_eq!(checked == TICKETING_OK, ok, "lease {lease} ns wait {wait} ns");
+    }
     unsafe { ticketing_client_free(client) };
 }
 
@@ -399,7 +411,7 @@ fn an_unreachable_server_is_unavailable_and_retryable() {
     let mut lock = ptr::null_mut();
     let mut error = ptr::null_mut();
     let start = Instant::now();
-    let rc = unsafe { ticketing_acquire(client, c"seat:1".as_ptr(), 5000, 0, &mut lock, &mut error) };
+    let rc = unsafe { ticketing_acquire(client, c"seat:1".as_ptr(), 5 * S, 0, &mut lock, &mut error) };
     assert_eq!(rc, TICKETING_UNAVAILABLE);
     assert!(lock.is_null());
     // The send budget of a zero wait is CONNECT_WAIT_MIN (3 s).

@@ -35,7 +35,8 @@ pub enum Resolution {
 pub(crate) fn check_acquire(key: &str, lease: Duration, wait: Duration) -> Result<u8, AcquireError> {
     let lease_s = lease_seconds(lease).map_err(AcquireError::Invalid)?;
     check_key(key).map_err(AcquireError::Invalid)?;
-    if wait.as_millis() > u128::from(WAIT_MS_MAX) {
+    // Exactly: 300.0004 s is over (its sub-millisecond rest is not dropped).
+    if wait > Duration::from_millis(u64::from(WAIT_MS_MAX)) {
         return Err(AcquireError::Invalid(format!(
             "wait is {} s; it must be 0 to {} s",
             wait.as_secs_f64(),

@@ -67,7 +67,7 @@ static void acquires(const char *name, const char *addr, const char *key) {
     ticketing_client *c = client_of(name, addr);
     ticketing_lock *lock = NULL;
     ticketing_error *e = NULL;
-    int rc = ticketing_acquire(c, key, 30000, 0, &lock, &e);
+    int rc = ticketing_acquire(c, key, 30 * TICKETING_NS_PER_S, 0, &lock, &e);
     CHECK(rc == TICKETING_OK, "%s at %s: %s %s", name ? name : "NULL", addr, ticketing_kind_name(rc), message(e));
     int outcome = 0;
     rc = ticketing_lock_release(lock, &outcome, NULL);
@@ -83,7 +83,7 @@ static void refused(const char *name, const char *addr, const char *const *says)
     ticketing_lock *lock = NULL;
     ticketing_error *e = NULL;
     double start = now_s();
-    int rc = ticketing_acquire(c, "c:named", 30000, WAIT_MS, &lock, &e);
+    int rc = ticketing_acquire(c, "c:named", 30 * TICKETING_NS_PER_S, WAIT_MS * TICKETING_NS_PER_MS, &lock, &e);
     double took = now_s() - start;
     CHECK(rc == TICKETING_UNAVAILABLE && lock == NULL, "%s at %s: %s %s", name, addr, ticketing_kind_name(rc),
           message(e));

@@ -47,7 +47,7 @@ static ticketing_client *new_client(void) {
 static ticketing_lock *acquire(ticketing_client *client, const char *key) {
     ticketing_lock *lock = NULL;
     ticketing_error *err = NULL;
-    int rc = ticketing_acquire(client, key, 20000, 5000, &lock, &err);
+    int rc = ticketing_acquire(client, key, 20 * TICKETING_NS_PER_S, 5 * TICKETING_NS_PER_S, &lock, &err);
     CHECK(rc == TICKETING_OK, "acquire %s: %s %s", key, ticketing_kind_name(rc), ticketing_error_message(err));
     return lock;
 }
@@ -171,7 +171,7 @@ static void use_after_free(const char *key) {
     ticketing_error *err = NULL;
     /* A lock passed as a client, a client as a lock. */
     ticketing_lock *other = NULL;
-    int rc = ticketing_acquire((ticketing_client *)lock, key, 1000, 0, &other, &err);
+    int rc = ticketing_acquire((ticketing_client *)lock, key, 1 * TICKETING_NS_PER_S, 0, &other, &err);
     CHECK(rc == TICKETING_INVALID && strstr(ticketing_error_message(err), "not a live ticketing_client"),
           "a lock as a client: %s", ticketing_kind_name(rc));
     ticketing_error_free(err);
@@ -269,7 +269,7 @@ static void wait_check(const char *key) {
     struct timespec start;
     clock_gettime(CLOCK_MONOTONIC, &start);
     ticketing_lock *lock = NULL;
-    int rc = ticketing_acquire(client, key, 20000, 20000, &lock, &err);
+    int rc = ticketing_acquire(client, key, 20 * TICKETING_NS_PER_S, 20 * TICKETING_NS_PER_S, &lock, &err);
     double took = seconds_since(&start);
     CHECK((rc == TICKETING_INDETERMINATE && ticketing_error_cause(err) == TICKETING_CAUSE_CANCELLED) ||
               rc == TICKETING_CANCELLED,
@@ -314,7 +314,7 @@ static void append(char *buf, size_t cap, size_t *len, const char *text) {
 static void after_fork_child(ticketing_client *client, ticketing_lock *held, const char *key, int out) {
     ticketing_lock *lock = NULL;
     ticketing_error *err = NULL, *again = NULL;
-    int rc = ticketing_acquire(client, key, 20000, 1000, &lock, &err);
+    int rc = ticketing_acquire(client, key, 20 * TICKETING_NS_PER_S, 1 * TICKETING_NS_PER_S, &lock, &err);
     int held_flag = 0;
     int rc_query = ticketing_query(client, key, &held_flag, NULL, &again);
     const char *message = ticketing_error_message(err);

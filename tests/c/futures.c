@@ -49,7 +49,7 @@ static ticketing_client *new_client(const char *addr, const char *owner) {
 
 static ticketing_lock *acquire_now(ticketing_client *client, const char *key) {
     ticketing_lock *lock = NULL;
-    int rc = ticketing_acquire(client, key, 30000, 5000, &lock, NULL);
+    int rc = ticketing_acquire(client, key, 30 * TICKETING_NS_PER_S, 5 * TICKETING_NS_PER_S, &lock, NULL);
     CHECK(rc == TICKETING_OK, "acquire %s: %s", key, ticketing_kind_name(rc));
     return lock;
 }
@@ -97,7 +97,7 @@ static void basics(void) {
     ticketing_client *client = new_client(g_addr, "futures-a");
     ticketing_error *err = NULL;
     ticketing_future *f = NULL;
-    int rc = ticketing_acquire_start(client, "f:basic", 30000, 0, &f, &err);
+    int rc = ticketing_acquire_start(client, "f:basic", 30 * TICKETING_NS_PER_S, 0, &f, &err);
     CHECK(rc == TICKETING_OK && f != NULL, "acquire_start: %s", ticketing_error_message(err));
     ticketing_lock *lock = NULL;
     block(f);
@@ -154,7 +154,7 @@ static void basics(void) {
     printf("release future: callback once, released; a ready future's callback runs at once\n");
 
     /* Arguments refused at the start: no future. */
-    rc = ticketing_acquire_start(client, "f:basic", 1500, 0, &f, &err);
+    rc = ticketing_acquire_start(client, "f:basic", 1500 * TICKETING_NS_PER_MS, 0, &f, &err);
     CHECK(rc == TICKETING_INVALID && f == NULL, "lease 1.5 s refused at start");
     ticketing_error_free(err);
     rc = ticketing_query_start(client, "", &f, &err);
@@ -175,9 +175,9 @@ static void queue(void) {
     struct pollfd p = {fd, POLLIN, 0};
     CHECK(poll(&p, 1, 0) == 0, "an empty queue's descriptor is not readable");
     ticketing_future *busy = NULL, *free_key = NULL;
-    rc = ticketing_acquire_start(b, "f:queue", 30000, 0, &busy, NULL);
+    rc = ticketing_acquire_start(b, "f:queue", 30 * TICKETING_NS_PER_S, 0, &busy, NULL);
     CHECK(rc == TICKETING_OK, "acquire_start busy");
-    rc = ticketing_acquire_start(b, "f:queue-free", 30000, 0, &free_key, NULL);
+    rc = ticketing_acquire_start(b, "f:queue-free", 30 * TICKETING_NS_PER_S, 0, &free_key, NULL);
     CHECK(rc == TICKETING_OK, "acquire_start free");
     ticketing_future_set_queue(busy, q, 41, NULL);
     ticketing_future_set_queue(free_key, q, 42, NULL);
@@ -223,7 +223,7 @@ static void cancel_written(void) {
     ticketing_client *a = new_client(g_addr, "futures-holder"), *b = new_client(g_addr, "futures-waiter");
     ticketing_lock *held = acquire_now(a, "f:cancel");
     ticketing_future *f = NULL;
-    int rc = ticketing_acquire_start(b, "f:cancel", 30000, 20000, &f, NULL);
+    int rc = ticketing_acquire_start(b, "f:cancel", 30 * TICKETING_NS_PER_S, 20 * TICKETING_NS_PER_S, &f, NULL);
     CHECK(rc == TICKETING_OK, "acquire_start");
     wait_for_waiters(a, "f:cancel", 1);
     CHECK(ticketing_future_is_ready(f) == 0, "still waiting");
@@ -246,7 +246,7 @@ static void cancel_written(void) {
 
     /* A future freed before it is ready: cancelled the same way. */
     held = acquire_now(a, "f:freed");
-    rc = ticketing_acquire_start(b, "f:freed", 30000, 20000, &f, NULL);
+    rc = ticketing_acquire_start(b, "f:freed", 30 * TICKETING_NS_PER_S, 20 * TICKETING_NS_PER_S, &f, NULL);
     CHECK(rc == TICKETING_OK, "acquire_start");
     wait_for_waiters(a, "f:freed", 1);
     ticketing_future_free(f);
@@ -263,7 +263,7 @@ static void cancel_written(void) {
 static void cancel_unsent(const char *dead) {
     ticketing_client *client = new_client(dead, "futures-unsent");
     ticketing_future *f = NULL;
-    int rc = ticketing_acquire_start(client, "f:unsent", 30000, 10000, &f, NULL);
+    int rc = ticketing_acquire_start(client, "f:unsent", 30 * TICKETING_NS_PER_S, 10 * TICKETING_NS_PER_S, &f, NULL);
     CHECK(rc == TICKETING_OK, "acquire_start");
     CHECK(ticketing_future_is_ready(f) == 0, "waiting for a connection");
     CHECK(ticketing_future_cancel(f) == 1, "cancel");
@@ -311,7 +311,7 @@ static void ten_thousand(void) {
     for (int i = 0; i < WAITS; i++) {
         snprintf(key, sizeof key, "many:%d", i % KEYS);
         /* A long wait: the half of the keys that stay held time their waiters out. */
-        int rc = ticketing_acquire_start(client, key, 30000, 4000, &futures[i], NULL);
+        int rc = ticketing_acquire_start(client, key, 30 * TICKETING_NS_PER_S, 4 * TICKETING_NS_PER_S, &futures[i], NULL);
         CHECK(rc == TICKETING_OK, "acquire_start %d: %s", i, ticketing_kind_name(rc));
         ticketing_future_set_queue(futures[i], q, (uint64_t)i, NULL);
     }

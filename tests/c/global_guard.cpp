@@ -37,7 +37,7 @@ int main(int argc, char **argv) {
         std::printf("FAILED client_new: %s\n", ticketing_error_message(err));
         return 1;
     }
-    int rc = ticketing_acquire(guard.client, key, 20000, 5000, &guard.lock, &err);
+    int rc = ticketing_acquire(guard.client, key, 20 * TICKETING_NS_PER_S, 5 * TICKETING_NS_PER_S, &guard.lock, &err);
     if (rc != TICKETING_OK) {
         std::printf("FAILED acquire: %s\n", ticketing_error_message(err));
         return 1;

@@ -66,7 +66,7 @@ static void *worker(void *arg) {
     for (int i = 0; i < ROUNDS; i++) {
         ticketing_lock *lock = NULL;
         ticketing_error *e = NULL;
-        int rc = ticketing_acquire(shared, "c:hot", 10000, 10000, &lock, &e);
+        int rc = ticketing_acquire(shared, "c:hot", 10 * TICKETING_NS_PER_S, 10 * TICKETING_NS_PER_S, &lock, &e);
         CHECK(rc == TICKETING_OK, "thread acquire: %s %s", ticketing_kind_name(rc), message(e));
         CHECK(atomic_fetch_add(&inside, 1) == 0, "two holders of c:hot at once");
         uint64_t token = ticketing_lock_token(lock);
@@ -102,7 +102,7 @@ int main(int argc, char **argv) {
     CHECK(strcmp(ticketing_client_owner(a), "c-office-a") == 0, "owner %s", ticketing_client_owner(a));
     ticketing_lock *lock = NULL;
     ticketing_error *e = NULL;
-    int rc = ticketing_acquire(a, "c:seat:1", 10000, 0, &lock, &e);
+    int rc = ticketing_acquire(a, "c:seat:1", 10 * TICKETING_NS_PER_S, 0, &lock, &e);
     CHECK(rc == TICKETING_OK && lock != NULL && e == NULL, "acquire: %s %s", ticketing_kind_name(rc), message(e));
     uint64_t token = ticketing_lock_token(lock);
     CHECK(token > 0, "token %llu", (unsigned long long)token);
@@ -128,14 +128,14 @@ int main(int argc, char **argv) {
     rc = ticketing_client_with_owner(a, "c-office-b", &b, &e);
     CHECK(rc == TICKETING_OK, "with_owner: %s", message(e));
     ticketing_lock *other = (ticketing_lock *)1;
-    rc = ticketing_acquire(b, "c:seat:1", 10000, 0, &other, &e);
+    rc = ticketing_acquire(b, "c:seat:1", 10 * TICKETING_NS_PER_S, 0, &other, &e);
     CHECK(rc == TICKETING_BUSY && other == NULL, "busy: %s", ticketing_kind_name(rc));
     CHECK(ticketing_error_kind(e) == TICKETING_BUSY && strcmp(ticketing_kind_name(rc), "busy") == 0, "kind");
     CHECK(strstr(ticketing_error_message(e), "busy") != NULL, "message %s", ticketing_error_message(e));
     CHECK(ticketing_error_is_retryable(e) == 0 && ticketing_error_cause(e) == 0, "busy is final");
     ticketing_error_free(e);
     double start = now_s();
-    rc = ticketing_acquire(b, "c:seat:1", 10000, 300, &other, &e);
+    rc = ticketing_acquire(b, "c:seat:1", 10 * TICKETING_NS_PER_S, 300 * TICKETING_NS_PER_MS, &other, &e);
     double took = now_s() - start;
     CHECK(rc == TICKETING_TIMEOUT, "timeout: %s %s", ticketing_kind_name(rc), message(e));
     CHECK(took >= 0.25 && took < 3.0, "the wait took %.3f s", took);
@@ -159,7 +159,7 @@ int main(int argc, char **argv) {
     printf("release: released, then not holder\n");
 
     /* a freed lock is released in the background */
-    rc = ticketing_acquire(b, "c:seat:2", 10000, 0, &lock, NULL);
+    rc = ticketing_acquire(b, "c:seat:2", 10 * TICKETING_NS_PER_S, 0, &lock, NULL);
     CHECK(rc == TICKETING_OK, "acquire seat 2: %d", rc);
     ticketing_lock_free(lock);
     int drained = 0;
@@ -170,14 +170,14 @@ int main(int argc, char **argv) {
     ticketing_client_free(b);
 
     /* bad arguments */
-    rc = ticketing_acquire(a, NULL, 10000, 0, &lock, &e);
+    rc = ticketing_acquire(a, NULL, 10 * TICKETING_NS_PER_S, 0, &lock, &e);
     CHECK(rc == TICKETING_INVALID && strcmp(ticketing_error_message(e), "key is NULL") == 0, "NULL key: %d", rc);
     ticketing_error_free(e);
     rc = ticketing_acquire(a, "c:seat:3", 0, 0, &lock, &e);
     CHECK(rc == TICKETING_INVALID && strstr(ticketing_error_message(e), "lease") != NULL, "lease 0: %s",
           message(e));
     ticketing_error_free(e);
-    rc = ticketing_acquire(a, "c:seat:3", 10000, -1, &lock, NULL);
+    rc = ticketing_acquire(a, "c:seat:3", 10 * TICKETING_NS_PER_S, -1, &lock, NULL);
     CHECK(rc == TICKETING_INVALID, "negative wait: %d", rc);
     printf("bad arguments: invalid\n");
 
@@ -194,7 +194,7 @@ int main(int argc, char **argv) {
 
     /* a wrong secret: a mistake that trying again cannot fix, said at once */
     ticketing_client *wrong = client_of(addr, "not-the-server-secret-0123", "c-office-w");
-    rc = ticketing_acquire(wrong, "c:seat:4", 10000, 0, &lock, &e);
+    rc = ticketing_acquire(wrong, "c:seat:4", 10 * TICKETING_NS_PER_S, 0, &lock, &e);
     CHECK(rc == TICKETING_UNAVAILABLE && ticketing_error_is_retryable(e) == 0, "wrong secret: %s",
           ticketing_kind_name(rc));
     CHECK(strstr(ticketing_error_message(e), "auth token") != NULL, "%s", ticketing_error_message(e));

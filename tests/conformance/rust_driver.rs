@@ -84,7 +84,7 @@ pub fn run() {
     let mut builder = Client::builder()
         .addrs(var("TICKETING_ADDRS").split(',').map(str::trim).filter(|a| !a.is_empty()))
         .auth_token(var("TICKETING_AUTH_TOKEN"))
-        .owner(var("TICKETING_OWNER"));
+        .owner(var("TICKETING_OWNER").replace("\\0", "\0"));
     if !var("TICKETING_TLS_CA").is_empty() {
         builder = builder.tls_ca_file(var("TICKETING_TLS_CA"));
     }

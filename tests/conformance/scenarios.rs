@@ -25,6 +25,7 @@ pub const ALL: &[Scenario] = &[
     ("TLS, and a wrong secret said at once", tls_and_wrong_secret),
     ("limits refused before any I/O", limits_before_io),
     ("cluster name", cluster_name),
+    ("edge inputs", edge_inputs),
 ];
 
 fn driver(launch: &Launch, addrs: &str, owner: &str) -> Driver {
@@ -294,4 +295,51 @@ fn cluster_name(launch: &Launch) {
     assert!(o.message.contains("\"blue\"") && o.message.contains("\"green\""), "both names: {}", o.line);
     let q = blue.call("query q named", 10 * S);
     assert_eq!(q.word, "free", "the green driver sent nothing: {}", q.line);
+}
+
+/// The inputs at the edges of the limits, each with the one outcome every library gives
+/// (the C ABI takes a lease and a wait in nanoseconds and decides alone): a lease of
+/// 1.0004, 0.9996 and 1.5 s and of 250.0004 s is refused and one of 250 s granted; a wait
+/// of 0 and 300 s granted and one of 300.0004 s refused; a 255-byte key granted and a
+/// 256-byte one refused; an owner holding a NUL and an empty address list refused as the
+/// client's configuration (`unsupported` from a driver whose strings cannot hold a NUL:
+/// C's).
+fn edge_inputs(launch: &Launch) {
+    let server = start_server(&[]);
+    let addr = server.addr.to_string();
+    let mut d = driver(launch, &addr, "edges");
+    let key255 = "k".repeat(255);
+    let key256 = "k".repeat(256);
+    for (name, key, lease, wait, granted) in [
+        ("lease1.0004", "e:1", "1.0004", "0", false),
+        ("lease0.9996", "e:2", "0.9996", "0", false),
+        ("lease1.5", "e:3", "1.5", "0", false),
+        ("lease250", "e:4", "250", "0", true),
+        ("lease250.0004", "e:5", "250.0004", "0", false),
+        ("wait0", "e:6", "30", "0", true),
+        ("wait300", "e:7", "30", "300", true),
+        ("wait300.0004", "e:8", "30", "300.0004", false),
+        ("key255", key255.as_str(), "30", "0", true),
+        ("key256", key256.as_str(), "30", "0", false),
+    ] {
+        let o = d.call(&format!("acquire {name} {key} {lease} {wait}"), 20 * S);
+        let expected = if granted { "granted" } else { "invalid" };
+        assert_eq!(o.word, expected, "{name}: {}", o.line);
+        if granted {
+            assert_eq!(d.call(&format!("release {name}"), 10 * S).word, "released", "{name}");
+        }
+    }
+    let refused = |label: &str, addrs: &str, owner: &str, allowed: &[&str]| {
+        let settings = Settings { addrs, token: TOKEN, owner, tls_ca: None, cluster_name: None };
+        match Driver::start(launch, label, &settings) {
+            Ok(_) => panic!("{label}: the client was built"),
+            Err(line) => assert!(
+                allowed.iter().any(|word| line.starts_with(&format!("{label}: {word} : "))),
+                "{label}: {line}"
+            ),
+        }
+    };
+    // `\0` is the driver protocol's NUL (an environment variable cannot hold one).
+    refused("nul-owner", &addr, "sell\\0er", &["config-error", "unsupported"]);
+    refused("no-address", "", "edges", &["config-error"]);
 }

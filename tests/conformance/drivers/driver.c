@@ -84,8 +84,9 @@ static void *command(void *arg) {
     ticketing_error *err = NULL;
     if (strcmp(verb, "acquire") == 0 && a && b && c) {
         ticketing_lock *lock = NULL;
-        int64_t lease_ms = (int64_t)(strtod(b, NULL) * 1000), wait_ms = (int64_t)(strtod(c, NULL) * 1000);
-        int rc = ticketing_acquire(g_client, a, lease_ms, wait_ms, &lock, &err);
+        /* Seconds as the ABI's nanoseconds, to the nearest one: the library decides the rest. */
+        int64_t lease_ns = (int64_t)(strtod(b, NULL) * 1e9 + 0.5), wait_ns = (int64_t)(strtod(c, NULL) * 1e9 + 0.5);
+        int rc = ticketing_acquire(g_client, a, lease_ns, wait_ns, &lock, &err);
         if (rc == TICKETING_OK) {
             snprintf(out, sizeof out, "%s granted %llu at=%llu ms=%llu", name,
                      (unsigned long long)ticketing_lock_token(lock), (unsigned long long)now_ns(), (unsigned long long)MS);
@@ -161,6 +162,11 @@ int main(void) {
     const char *addrs_env = getenv("TICKETING_ADDRS"), *token = getenv("TICKETING_AUTH_TOKEN");
     const char *owner = getenv("TICKETING_OWNER"), *ca = getenv("TICKETING_TLS_CA");
     const char *name = getenv("TICKETING_CLUSTER_NAME");
+    if (owner && strstr(owner, "\\0")) {
+        /* The protocol's NUL: a C string ends at its first NUL, so it cannot carry one. */
+        say("unsupported : a C string ends at its first NUL: an owner cannot hold one");
+        return 0;
+    }
     char *addrs_copy = strdup(addrs_env ? addrs_env : ""), *save = NULL;
     const char *addrs[64];
     size_t n = 0;

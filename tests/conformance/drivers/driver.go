@@ -147,7 +147,7 @@ func main() {
 		}
 	}
 	c, err := ticketing.New(ticketing.Config{Addrs: addrs, AuthToken: os.Getenv("TICKETING_AUTH_TOKEN"),
-		Owner: os.Getenv("TICKETING_OWNER"), TLSCAFile: os.Getenv("TICKETING_TLS_CA"),
+		Owner: strings.ReplaceAll(os.Getenv("TICKETING_OWNER"), `\0`, "\x00"), TLSCAFile: os.Getenv("TICKETING_TLS_CA"),
 		ClusterName: os.Getenv("TICKETING_CLUSTER_NAME")})
 	if err != nil {
 		var e *ticketing.Error

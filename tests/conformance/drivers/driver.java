@@ -180,7 +180,7 @@ public final class Driver {
         Client client;
         try {
             Client.Builder builder = Client.builder().addrs(addrs).authToken(env.getOrDefault("TICKETING_AUTH_TOKEN", ""));
-            String owner = env.getOrDefault("TICKETING_OWNER", "");
+            String owner = env.getOrDefault("TICKETING_OWNER", "").replace("\\0", "\0");
             if (!owner.isEmpty()) {
                 builder.owner(owner);
             }

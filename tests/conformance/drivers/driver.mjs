@@ -76,7 +76,7 @@ try {
   client = new Client({
     addrs: (env.TICKETING_ADDRS ?? "").split(",").filter((a) => a !== ""),
     authToken: env.TICKETING_AUTH_TOKEN ?? "",
-    owner: env.TICKETING_OWNER || null,
+    owner: (env.TICKETING_OWNER ?? "").replaceAll("\\0", "\0") || null,
     tlsCa: env.TICKETING_TLS_CA || null,
     clusterName: env.TICKETING_CLUSTER_NAME || null,
   });

@@ -43,7 +43,7 @@ def settings() -> Dict[str, Any]:
     env = os.environ
     ca = env.get("TICKETING_TLS_CA") or None
     return dict(addrs=[a for a in env.get("TICKETING_ADDRS", "").split(",") if a],
-                auth_token=env.get("TICKETING_AUTH_TOKEN", ""), owner=env.get("TICKETING_OWNER") or None, tls_ca=ca,
+                auth_token=env.get("TICKETING_AUTH_TOKEN", ""), owner=env.get("TICKETING_OWNER", "").replace("\\0", "\0") or None, tls_ca=ca,
                 cluster_name=env.get("TICKETING_CLUSTER_NAME") or None)
 
 

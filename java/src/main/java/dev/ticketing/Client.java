@@ -274,10 +274,10 @@ public final class Client implements AutoCloseable {
 
     private Operation startAcquire(String key, Duration lease, Duration wait) {
         byte[] k = text(key, "key");
-        long leaseMs = millis(lease, "lease");
-        long waitMs = millis(wait, "wait");
+        long leaseNs = nanos(lease, "lease");
+        long waitNs = nanos(wait, "wait");
         return run(client -> Operation.start(
-                (future, error) -> NativeLib.ticketing_acquire_start(client, k, leaseMs, waitMs, future, error)));
+                (future, error) -> NativeLib.ticketing_acquire_start(client, k, leaseNs, waitNs, future, error)));
     }
 
     private Lock lockOf(long future) {
@@ -493,9 +493,24 @@ public final class Client implements AutoCloseable {
     }
 
     /**
-     * A duration in the C ABI's milliseconds: a sub-millisecond rest counts as a whole
-     * millisecond more, so 1.5 s stays refused as a lease and never becomes 1 s. The
-     * native client checks the range.
+     * A lease or a wait in the C ABI's nanoseconds, exactly (saturated past a long): the
+     * native library alone checks them (a lease is whole seconds, a wait at most
+     * 300 s), alike for every language.
+     */
+    private static long nanos(Duration d, String what) {
+        if (d == null) {
+            throw Errors.invalid(what + " is null");
+        }
+        try {
+            return d.toNanos();
+        } catch (ArithmeticException e) {
+            return d.isNegative() ? -INT64_MAX : INT64_MAX;
+        }
+    }
+
+    /**
+     * A timeout in the C ABI's milliseconds: a sub-millisecond rest counts as a whole
+     * millisecond more. The native client checks the range.
      */
     private static long millis(Duration d, String what) {
         if (d == null) {

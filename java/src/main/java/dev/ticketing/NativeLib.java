@@ -28,7 +28,7 @@ import java.util.stream.Stream;
  */
 final class NativeLib {
     /** The ABI version this library speaks ({@code TICKETING_ABI_VERSION}). */
-    static final int ABI_VERSION = 1;
+    static final int ABI_VERSION = 2;
 
     /** The jar's copy of the library, at JNA's name for the platform. */
     static final String RESOURCE = "/linux-x86-64/libticketing.so";
@@ -213,7 +213,7 @@ final class NativeLib {
     static native void ticketing_client_free(long client);
 
     // ---- Futures -----------------------------------------------------------------------
-    static native int ticketing_acquire_start(long client, byte[] key, long leaseMs, long waitMs, long[] futureOut,
+    static native int ticketing_acquire_start(long client, byte[] key, long leaseNs, long waitNs, long[] futureOut,
             long[] errorOut);
     static native int ticketing_lock_release_start(long lock, long[] futureOut, long[] errorOut);
     static native int ticketing_release_start(long client, byte[] key, long token, long[] futureOut,
