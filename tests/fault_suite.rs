@@ -121,7 +121,13 @@ fn checker_flags_an_overlap_a_token_going_back_and_a_stale_accepted_write() {
         end: 20 * S,
         healed: true,
     });
-    h.push(Event::Fault { kind: "pause-node".into(), detail: "z".into(), start: 25 * S, end: 28 * S, healed: true });
+    h.push(Event::Fault {
+        kind: "pause-node".into(),
+        detail: "z".into(),
+        start: 25 * S,
+        end: 28 * S,
+        healed: true,
+    });
     let r = checker::check(&h, &CheckConfig { run_end: 100 * S, ..CheckConfig::default() });
     eprintln!("{}", r.render("hand-made violations"));
     assert_eq!(r.count(checker::OVERLAP), 1, "{:?}", r.violations);
