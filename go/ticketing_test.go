@@ -157,19 +157,22 @@ func TestBusyAndTimeoutAreDefinitive(t *testing.T) {
 	if !errors.As(err, &e) || e.Kind != ticketing.KindBusy || e.Kind.String() != "busy" {
 		t.Fatalf("as *Error: %#v", err)
 	}
+	// The server's T after the wait (not a grant, nor the key's 30 s lease running
+	// out): at least the wait; 20 s only against a hang.
 	start := time.Now()
 	_, err = b.Acquire(ctx, "busy:seat", 30*time.Second, 500*time.Millisecond)
 	took := time.Since(start)
-	if !errors.Is(err, ticketing.ErrTimeout) || took < 450*time.Millisecond || took > 3*time.Second {
+	if !errors.Is(err, ticketing.ErrTimeout) || took < 450*time.Millisecond || took > 20*time.Second {
 		t.Fatalf("timeout after %v: %v", took, err)
 	}
-	// The ctx's deadline bounds the wait as well: min(wait, deadline).
+	// The ctx's deadline bounds the wait as well: min(wait, deadline). The wait is
+	// 120 s: an answer before half of it is the 500 ms deadline's.
 	dctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
 	defer cancel()
 	start = time.Now()
-	_, err = b.Acquire(dctx, "busy:seat", 30*time.Second, 20*time.Second)
+	_, err = b.Acquire(dctx, "busy:seat", 30*time.Second, 120*time.Second)
 	took = time.Since(start)
-	if !errors.Is(err, ticketing.ErrTimeout) || took > 3*time.Second {
+	if !errors.Is(err, ticketing.ErrTimeout) || took > 60*time.Second {
 		t.Fatalf("deadline-bounded wait after %v: %v", took, err)
 	}
 	// Every time, not most times: the server ends a deadline-bounded wait just before
@@ -289,21 +292,23 @@ func TestCancellingAWrittenAcquireIsIndeterminateAndLeavesNoGrant(t *testing.T) 
 	ctx := context.Background()
 	a := newClient(t, s, "holder")
 	b := newClient(t, s, "canceller")
-	holder, err := a.Acquire(ctx, "cancel:seat", 30*time.Second, 0)
+	// The holder's lease and the waiter's wait are 120 s: only the cancel can end the
+	// acquire before half of that.
+	holder, err := a.Acquire(ctx, "cancel:seat", 120*time.Second, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	cctx, cancel := context.WithCancel(ctx)
 	result := make(chan error, 1)
 	go func() {
-		_, err := b.Acquire(cctx, "cancel:seat", 30*time.Second, 60*time.Second)
+		_, err := b.Acquire(cctx, "cancel:seat", 30*time.Second, 120*time.Second)
 		result <- err
 	}()
 	waitFor(t, "the acquire queued on the server", func() bool { return waiters(t, a, "cancel:seat") == 1 })
 	start := time.Now()
 	cancel()
 	err = <-result
-	if took := time.Since(start); took > time.Second {
+	if took := time.Since(start); took > 60*time.Second {
 		t.Fatalf("the cancelled acquire returned after %v", took)
 	}
 	var ind *ticketing.IndeterminateError
@@ -328,7 +333,13 @@ func TestBadArgumentsAreRefusedNamingTheOption(t *testing.T) {
 	s := startServer(t)
 	ctx := context.Background()
 	c := newClient(t, s, "bad")
-	start := time.Now()
+	if _, err := c.Query(ctx, "bad:seat"); err != nil {
+		t.Fatal(err)
+	}
+	// The server is stopped (SIGSTOP) while the client refuses: a call that sent a
+	// byte would end Indeterminate or Unavailable, never ErrInvalid in the client's words.
+	s.pause(t)
+	defer s.resume()
 	cases := []struct {
 		key         string
 		lease, wait time.Duration
@@ -351,9 +362,6 @@ func TestBadArgumentsAreRefusedNamingTheOption(t *testing.T) {
 	}
 	if _, err := c.Query(ctx, strings.Repeat("k", 256)); !errors.Is(err, ticketing.ErrInvalid) {
 		t.Errorf("query of a long key: %v", err)
-	}
-	if took := time.Since(start); took > time.Second {
-		t.Errorf("refusals took %v", took)
 	}
 }
 
@@ -463,7 +471,8 @@ func TestAPausedServerMakesTheAcquireIndeterminateAndResolveFindsOut(t *testing.
 	if !errors.As(err, &ind) {
 		t.Fatalf("acquire on a paused server: %v", err)
 	}
-	if took > 8*time.Second || (ind.Cause != "connection_lost" && ind.Cause != "no_answer") ||
+	// Which path answered is the cause; 60 s only against a hang (the wait is 1 s).
+	if took > 60*time.Second || (ind.Cause != "connection_lost" && ind.Cause != "no_answer") ||
 		!strings.Contains(err.Error(), "do not enter the critical section") || ticketing.IsRetryable(err) {
 		t.Fatalf("after %v: cause %q: %v", took, ind.Cause, err)
 	}

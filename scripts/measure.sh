@@ -16,13 +16,23 @@
 #                                      (docs/operations.md, "Upgrading")
 #   scripts/measure.sh raw-throughput  pairs/s over raw protocol connections, standalone
 #                                      and 3-node cluster (docs/performance.md §4)
+#   scripts/measure.sh stop            SIGTERM to a leader whose followers are dead or
+#                                      frozen -> it exits; STOP_TRIALS=N (default 5)
+#                                      (docs/operations.md, "Handing leadership over")
+#   scripts/measure.sh readyz          the majority frozen -> the lone node's /readyz
+#                                      answers 503; thawed -> 200; STOP_TRIALS=N
+#   scripts/measure.sh flood           the slowest legitimate acquire and fresh connection
+#                                      during the connection flood of
+#                                      tests/security_resources.rs (docs/security.md)
 #
 # Through the official client, `ticketing bench` measures throughput (docs/cli.md).
 set -eu
 cd "$(dirname "$0")/.."
 case "${1:-}" in
-    failover|replacement|handover|rolling|raw-throughput) ;;
-    -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
-    *) echo "usage: scripts/measure.sh failover|replacement|handover|rolling|raw-throughput (--help)" >&2; exit 2 ;;
+    failover|replacement|handover|rolling|raw-throughput|stop|readyz) ;;
+    flood) exec cargo test --release --quiet --test security_resources -- --nocapture \
+        a_legitimate_client_is_served_through_a_connection_flood ;;
+    -h|--help) sed -n '2,28p' "$0"; exit 0 ;;
+    *) echo "usage: scripts/measure.sh failover|replacement|handover|rolling|raw-throughput|stop|readyz|flood (--help)" >&2; exit 2 ;;
 esac
 exec cargo bench --quiet --bench measure -- "$1"

@@ -159,9 +159,14 @@ fn sigterm_to_the_leader_hands_leadership_over_before_it_stops() {
     assert!(seen.not_leader_per_worker() <= 3, "{seen:?}");
 }
 
-/// docs/operations.md: a leader stops within an election timeout and two heartbeats of
-/// SIGTERM (2 s + 2 × 200 ms by default) when it cannot hand leadership over.
-const STOP_WITHOUT_HANDOVER_MAX: Duration = Duration::from_millis(2400);
+/// docs/operations.md: a leader that cannot hand leadership over stops within an
+/// election timeout and two heartbeats of SIGTERM (2 s + 2 × 200 ms by default). The
+/// tests below check which path it took (its log says so); how long the stop takes is
+/// measured: `scripts/measure.sh stop` (docs/safety.md, "Measured by benchmarks, not
+/// bounded in tests"). Against a hang: 60 s, 25 times the longest wait.
+const STOP_WITHIN: Duration = Duration::from_secs(60);
+/// The wait for a hand-over with default timing: an election timeout and two heartbeats.
+const HANDOVER_WAIT_MS: u128 = 2400;
 
 #[test]
 fn sigterm_to_a_leader_whose_followers_are_dead_stops_without_waiting_for_a_hand_over() {
@@ -173,20 +178,23 @@ fn sigterm_to_a_leader_whose_followers_are_dead_stops_without_waiting_for_a_hand
     let from = Instant::now();
     cluster.signal(leader, "-TERM");
     let node = cluster.nodes[leader].as_mut().unwrap();
-    let code = node.exit_code_within(Duration::from_secs(10), "the leader, 10 s after SIGTERM,");
+    let code = node.exit_code_within(STOP_WITHIN, "the leader, 60 s after SIGTERM,");
     let stopped = from.elapsed();
     let log: Vec<String> = node.log.try_iter().collect();
     println!("SIGTERM with both followers dead: stopped after {stopped:?}");
     assert_eq!(code, Some(0), "{log:#?}");
-    assert!(stopped < STOP_WITHOUT_HANDOVER_MAX, "stopped after {stopped:?}: {log:#?}");
+    // The path that does not wait: no follower is reachable, so no hand-over is tried
+    // (a wait that ran out says "within T ms; stopping without a hand-over").
     let truthful = "no follower reachable to hand leadership to; stopping without a hand-over";
     assert!(log.iter().any(|l| l.contains(truthful)), "{log:#?}");
+    assert!(!log.iter().any(|l| l.contains(" ms; stopping without a hand-over")), "{log:#?}");
     assert!(!log.iter().any(|l| l.contains("handed over")), "{log:#?}");
 }
 
 /// Frozen followers (SIGSTOP) keep their links up and were heard a moment ago: the
 /// leader tries a hand-over, which cannot complete; it stops once the documented wait
-/// is over (plus the stop itself) and says it handed nothing over.
+/// is over — its log names the wait, at least an election timeout and two heartbeats —
+/// and says it handed nothing over.
 #[test]
 fn sigterm_to_a_leader_whose_followers_are_frozen_stops_after_the_bounded_wait() {
     let mut cluster = Cluster::start(3, &[]);
@@ -197,19 +205,23 @@ fn sigterm_to_a_leader_whose_followers_are_frozen_stops_after_the_bounded_wait()
     let from = Instant::now();
     cluster.signal(leader, "-TERM");
     let node = cluster.nodes[leader].as_mut().unwrap();
-    let code = node.exit_code_within(Duration::from_secs(10), "the leader with frozen followers");
+    let code = node.exit_code_within(STOP_WITHIN, "the leader with frozen followers");
     let stopped = from.elapsed();
     let log: Vec<String> = node.log.try_iter().collect();
     println!("SIGTERM with both followers frozen: stopped after {stopped:?}");
     assert_eq!(code, Some(0), "{log:#?}");
-    // The stop itself (closing connections, joining threads) takes milliseconds.
-    assert!(
-        stopped < STOP_WITHOUT_HANDOVER_MAX + Duration::from_millis(600),
-        "stopped after {stopped:?}: {log:#?}"
-    );
+    // "node N did not take over within T ms; stopping without a hand-over" (or "no
+    // other node took over", "no other leader was known"): the bounded wait ran out,
+    // T its length.
     let said = log.iter().find(|l| l.contains("stopping without a hand-over"));
     println!("{said:?}");
-    assert!(said.is_some(), "{log:#?}");
+    let said = said.unwrap_or_else(|| panic!("{log:#?}"));
+    let waited: u128 = said
+        .split(" ms; stopping without a hand-over")
+        .next()
+        .and_then(|before| before.rsplit(' ').next()?.parse().ok())
+        .unwrap_or_else(|| panic!("not the bounded wait's words: {said}"));
+    assert!(waited >= HANDOVER_WAIT_MS, "{said}");
     assert!(!log.iter().any(|l| l.contains("handed over")), "{log:#?}");
 }
 
@@ -252,7 +264,8 @@ fn messages_for_a_peer_without_a_link_are_dropped_and_logged() {
     let follower = (leader + 1) % 3;
     cluster.kill(follower);
     let node = cluster.nodes[leader].as_ref().unwrap();
-    let deadline = Instant::now() + Duration::from_secs(5);
+    // Against a hang: the next heartbeat (200 ms) is dropped; 30 s is 150 times that.
+    let deadline = Instant::now() + Duration::from_secs(30);
     let wanted = format!("to node {} dropped", follower + 1);
     loop {
         let line = node.log.recv_timeout(deadline.saturating_duration_since(Instant::now()));

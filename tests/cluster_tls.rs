@@ -361,13 +361,16 @@ fn a_misconfigured_node_and_the_tls_cluster_both_name_the_mistake() {
     let from_a_node = |l: &str| l.contains("WARN") && l.contains("peer TLS handshake failed from 127.0.0.1:");
 
     // No TLS: the node asks whether the silent peer port speaks TLS instead of waiting
-    // for the handshake to time out.
-    let started = std::time::Instant::now();
+    // for the handshake to time out. Only that probe's answer says "speaks TLS"; a
+    // handshake that timed out says "no answer to the handshake within" instead.
     let plain = misfit(&[]);
-    plain.wait_log(within, "the plain node", |l| {
-        l.contains("speaks TLS and this node does not: set TICKETING_TLS_CERT, TICKETING_TLS_KEY and TICKETING_TLS_CA")
+    let line = plain.wait_log(within, "the plain node", |l| {
+        l.contains("speaks TLS and this node does not") || l.contains("no answer to the handshake within")
     });
-    assert!(started.elapsed() < Duration::from_secs(5), "named after {:?}", started.elapsed());
+    assert!(
+        line.contains("speaks TLS and this node does not: set TICKETING_TLS_CERT, TICKETING_TLS_KEY and TICKETING_TLS_CA"),
+        "{line}"
+    );
     let line = node1
         .wait_log(within, "node 1 about the plain node", |l| from_a_node(l) && l.contains("ClientHello"));
     assert!(line.contains("no TLS ClientHello") && line.contains("set TICKETING_TLS_CERT"), "{line}");

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::children::{Within, TOOL};
+use common::children::{run_within_leaving, Within, TOOL};
 use common::{free_port, free_port_pair, repo, Cluster, PEER_TOKEN, TOKEN};
 
 fn read(path: &str) -> String {
@@ -413,8 +413,8 @@ impl Conf {
     /// it took). Its deadline is 45 s, so that a run that cannot finish ends in time.
     fn replace(&self, args: &[&str]) -> (Option<i32>, String, Duration) {
         let started = Instant::now();
-        let out = Command::new(repo().join("scripts/replace-node.sh"))
-            .args(args)
+        let mut cmd = Command::new(repo().join("scripts/replace-node.sh"));
+        cmd.args(args)
             .env("CONF_DIR", self.path())
             .env("TICKETING", env!("CARGO_BIN_EXE_ticketing"))
             .env("SYSTEMCTL", self.path().join("systemctl"))
@@ -423,8 +423,9 @@ impl Conf {
             .env_remove("TICKETING_ADDRS")
             .env_remove("TICKETING_AUTH_TOKEN")
             .env_remove("TICKETING_PEER_AUTH_TOKEN")
-            .env_remove("TICKETING_TLS_CA")
-            .output_within(TOOL);
+            .env_remove("TICKETING_TLS_CA");
+        // The nodes it starts are the cluster's from then on: they outlive the script.
+        let out = run_within_leaving(&mut cmd, TOOL, "scripts/replace-node.sh");
         let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
         eprintln!("replace-node.sh {}: {} in {:?}\n{stderr}", args.join(" "), out.status, started.elapsed());
         (out.status.code(), stderr, started.elapsed())

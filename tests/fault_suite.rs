@@ -112,12 +112,20 @@ fn checker_flags_an_overlap_a_token_going_back_and_a_stale_accepted_write() {
         complete: 62 * S + 500_000,
         outcome: RelOutcome::NotHolder,
     });
-    // No recovery: a fault healed at 20 s and no grant afterwards.
+    // No recovery: a fault healed at 20 s and no grant before the next fault, injected
+    // at 25 s (after that one, the grant at 50 s is its recovery).
     h.push(Event::Fault {
         kind: "isolate-leader".into(),
         detail: "y".into(),
         start: 15 * S,
         end: 20 * S,
+        healed: true,
+    });
+    h.push(Event::Fault {
+        kind: "pause-node".into(),
+        detail: "z".into(),
+        start: 25 * S,
+        end: 28 * S,
         healed: true,
     });
     let r = checker::check(&h, &CheckConfig { run_end: 100 * S, ..CheckConfig::default() });

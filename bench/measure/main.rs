@@ -9,8 +9,9 @@ mod failover;
 mod handover;
 mod raw_throughput;
 mod rolling;
+mod stop;
 
-const USAGE: &str = "usage: measure failover|replacement|handover|rolling|raw-throughput";
+const USAGE: &str = "usage: measure failover|replacement|handover|rolling|raw-throughput|stop|readyz";
 
 fn main() {
     // `cargo bench` adds `--bench`; the first other argument names the measurement.
@@ -21,6 +22,8 @@ fn main() {
         Some("handover") => handover::run(),
         Some("rolling") => rolling::run(),
         Some("raw-throughput") => raw_throughput::run(),
+        Some("stop") => stop::run(),
+        Some("readyz") => stop::readyz_run(),
         _ => {
             eprintln!("{USAGE}");
             std::process::exit(2);

@@ -80,7 +80,9 @@ test("busy with no wait, timeout after the wait: both definitive, not retryable"
   const start = performance.now();
   await assert.rejects(other.acquire(k, { lease: 30, wait: 0.5 }), (e) => e instanceof Timeout && e.definitive);
   const took = performance.now() - start;
-  assert.ok(took >= 450 && took < 3000, `the 0.5 s wait took ${took} ms`);
+  // The server's T after the wait (not the 30 s lease running out): at least the
+  // wait; 20 s only against a hang.
+  assert.ok(took >= 450 && took < 20000, `the 0.5 s wait took ${took} ms`);
   await lock.release();
   await other.close();
 });

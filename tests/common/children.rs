@@ -45,6 +45,17 @@ pub fn run_within(cmd: &mut Command, within: Duration, what: &str) -> Output {
 
 /// [`run_within`] for a program that may be missing: `Err` when it cannot be started.
 pub fn try_run_within(cmd: &mut Command, within: Duration, what: &str) -> std::io::Result<Output> {
+    run_group_within(cmd, within, what, false)
+}
+
+/// [`run_within`] for a command whose work is to start services that outlive it (a
+/// deployment script starting nodes): its group is killed only past `within`. What it
+/// leaves running must not hold its output open (the services log to files).
+pub fn run_within_leaving(cmd: &mut Command, within: Duration, what: &str) -> Output {
+    run_group_within(cmd, within, what, true).unwrap_or_else(|e| panic!("cannot start {what} ({cmd:?}): {e}"))
+}
+
+fn run_group_within(cmd: &mut Command, within: Duration, what: &str, leave: bool) -> std::io::Result<Output> {
     cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).process_group(0);
     let mut child = cmd.spawn()?;
     let group = child.id();
@@ -55,7 +66,9 @@ pub fn try_run_within(cmd: &mut Command, within: Duration, what: &str) -> std::i
         let _ = ended.send(child.wait());
     });
     let status = status.recv_timeout(within);
-    kill_group(group);
+    if status.is_err() || !leave {
+        kill_group(group);
+    }
     let (stdout, stderr) = (stdout.recv_timeout(DRAIN), stderr.recv_timeout(DRAIN));
     let text = |got: &Result<Vec<u8>, mpsc::RecvTimeoutError>| {
         got.as_ref().map(|b| String::from_utf8_lossy(b).into_owned()).unwrap_or_default()

@@ -39,8 +39,10 @@ pub struct RunConfig {
     pub out_dir: PathBuf,
     /// Skip the namespace even when it is available (process-level nemeses only).
     pub no_netns: bool,
-    /// Quiet time after each heal (the recovery bound is judged inside it).
+    /// Quiet time after each heal, counted from the first grant after it.
     pub quiet: Duration,
+    /// How long the harness waits for that grant before it gives up (against a hang:
+    /// a recovery takes an election timeout or two, 2–5 s).
     pub recovery_bound: Duration,
     /// Peer links shaped by delay proxies (`delay.rs`), if set.
     pub links: Option<cluster::Links>,
@@ -95,7 +97,7 @@ impl RunConfig {
             links,
             no_netns: var("TICKETING_FAULT_NO_NETNS").is_some_and(|v| v != "0"),
             quiet: Duration::from_secs(6),
-            recovery_bound: Duration::from_secs(10),
+            recovery_bound: Duration::from_secs(60),
         }
     }
 }
@@ -191,10 +193,9 @@ pub fn run(cfg: &RunConfig) -> Outcome {
     for kind in plan {
         let hold = nemesis::hold(kind, &mut rng);
         // Leave room for the fault, its heal (a replacement can take a while) and the
-        // recovery window.
-        let budget = hold
-            + cfg.recovery_bound
-            + Duration::from_secs(if kind == nemesis::Kind::KillReplace { 8 } else { 1 });
+        // quiet time (the wait for a grant after the heal may run past the end).
+        let budget =
+            hold + cfg.quiet + Duration::from_secs(if kind == nemesis::Kind::KillReplace { 8 } else { 1 });
         if Instant::now() + budget > end {
             break;
         }
@@ -243,6 +244,16 @@ pub fn run(cfg: &RunConfig) -> Outcome {
         if !ok {
             break;
         }
+        // A fact before the next fault: some grant completed after the heal (the checker
+        // judges the order; a run that never recovers stops here after the hang guard).
+        let waiting = Instant::now();
+        while !granted_after(&sink, t1) && waiting.elapsed() < cfg.recovery_bound {
+            // sleep: the poll interval of the wait for a grant after the heal.
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        if !granted_after(&sink, t1) {
+            break;
+        }
         let quiet_end = Instant::now() + cfg.quiet;
         while Instant::now() < quiet_end.min(end) {
             // sleep: the quiet time after a heal, a timed part of the run.
@@ -270,11 +281,7 @@ pub fn run(cfg: &RunConfig) -> Outcome {
 
     let mut events = std::mem::take(&mut *sink.lock().unwrap());
     events.extend(faults);
-    let check_cfg = CheckConfig {
-        recovery_bound_us: cfg.recovery_bound.as_micros() as u64,
-        run_end,
-        ..CheckConfig::default()
-    };
+    let check_cfg = CheckConfig { run_end, ..CheckConfig::default() };
     let mut report = checker::check(&events, &check_cfg);
     for e in &harness_errors {
         report.violations.push(("harness", e.clone()));
@@ -313,4 +320,12 @@ pub fn run(cfg: &RunConfig) -> Outcome {
 pub fn load_history(path: &std::path::Path) -> Result<Vec<Event>, String> {
     let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
     text.lines().filter(|l| !l.trim().is_empty()).map(Event::from_json).collect()
+}
+
+/// Whether the workload has seen a grant answered after `t` (the clock's microseconds).
+fn granted_after(sink: &workload::Sink, t: u64) -> bool {
+    let events = sink.lock().unwrap();
+    events.iter().rev().any(|e| {
+        matches!(e, Event::Acquire { complete, outcome: history::AcqOutcome::Granted { .. }, .. } if *complete > t)
+    })
 }

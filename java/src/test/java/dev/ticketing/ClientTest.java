@@ -143,7 +143,9 @@ class ClientTest {
             TimeoutException timeout = assertThrows(TimeoutException.class,
                     () -> client.acquire("busy", LEASE, Duration.ofMillis(500)));
             long ms = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - start);
-            assertTrue(ms >= 450 && ms < 3000, "timeout after " + ms + " ms");
+            // The server's T after the wait (not the 30 s lease running out): at least
+            // the wait; 20 s only against a hang.
+            assertTrue(ms >= 450 && ms < 20000, "timeout after " + ms + " ms");
             assertTrue(timeout.isDefinitive());
             assertEquals(held.token(), client.query("busy").orElseThrow().token());
         }
@@ -451,10 +453,12 @@ class ClientTest {
     void aWrongSecretIsSaidAtOnceNamingAuthToken() {
         try (Client wrong = Client.builder().addrs(server.addr).authToken("not-the-secret-0123456789").build()) {
             long start = System.nanoTime();
+            // A 100 s wait: a mistake taken for one that trying again could fix would be
+            // tried for that long; said at once, it comes well before half of it.
             UnavailableException e = assertThrows(UnavailableException.class,
-                    () -> wrong.acquire("wrong-secret", LEASE, Duration.ofSeconds(10)));
+                    () -> wrong.acquire("wrong-secret", LEASE, Duration.ofSeconds(100)));
             long ms = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - start);
-            assertTrue(ms < 2000, "said after " + ms + " ms");
+            assertTrue(ms < 50000, "said after " + ms + " ms");
             assertFalse(e.isRetryable());
             assertTrue(e.getMessage().contains("authToken"), e.getMessage());
         }
@@ -483,7 +487,8 @@ class ClientTest {
             assertTrue(Set.of(IndeterminateException.Cause.NO_ANSWER, IndeterminateException.Cause.CONNECTION_LOST)
                     .contains(e.cause()), e.getMessage());
             assertTrue(e.getMessage().contains("do not enter the critical section"), e.getMessage());
-            assertTrue(ms < 15000, "indeterminate after " + ms + " ms");
+            // Which path answered is the cause; 60 s only against a hang.
+            assertTrue(ms < 60000, "indeterminate after " + ms + " ms");
             own.resume();
             Optional<Lock> resolved = e.resolve(Duration.ofSeconds(15));
             if (resolved.isPresent()) {
