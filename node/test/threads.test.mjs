@@ -66,7 +66,7 @@ async function readerHeldWhileLoopBlocked(how) {
   const queue = [null];
   assert.equal(C.queue_new(queue, [null]), 0);
   const future = [null];
-  assert.equal(C.acquire_start(client._handle, k, 30_000, 10_000, future, [null]), 0);
+  assert.equal(C.acquire_start(client._handle, k, 30e9, 10e9, future, [null]), 0);
   let called = false;
   let registered = null;
   if (how === "callback") {
