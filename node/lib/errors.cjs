@@ -103,27 +103,6 @@ Indeterminate.definitive = DEFINITIVE[Indeterminate.kind];
 
 const errorHandles = new FinalizationRegistry((handle) => C.error_free(handle));
 
-// A kind's class by the kind's name: the names are the library's (KINDS, read at load).
-const BY_NAME = new Map(
-  [
-    Busy,
-    Timeout,
-    NotLeader,
-    InvalidArgument,
-    Overloaded,
-    Unavailable,
-    Indeterminate,
-    NoAnswer,
-    ReleaseUnconfirmed,
-    ReleaseQueueFull,
-    ProtocolError,
-    Refused,
-    ConfigError,
-    InternalError,
-    Cancelled,
-  ].map((cls) => [cls.kind, cls]),
-);
-
 /** A TicketingError of a kind this package has no class for (a library newer than the
  * package): the library's name of the kind, definitive as the library says. */
 function generic(name, message, options) {
@@ -176,3 +155,11 @@ module.exports = {
   fromHandle,
   errorHandles,
 };
+
+// A kind's class by the kind's name (every class above): the names are the library's
+// (KINDS, read at load).
+const BY_NAME = new Map(
+  Object.values(module.exports)
+    .filter((cls) => cls.prototype instanceof TicketingError)
+    .map((cls) => [cls.kind, cls]),
+);
