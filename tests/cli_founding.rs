@@ -16,7 +16,9 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use common::children::{Within, CLI};
-use common::{bin, eventually, free_port, free_port_pair, with_fresh_ports, Server, ServerProcess, PEER_TOKEN, TOKEN};
+use common::{
+    bin, eventually, free_port, free_port_pair, with_fresh_ports, Server, ServerProcess, PEER_TOKEN, TOKEN,
+};
 
 /// The autopilot's smallest threshold for the default timing: the heal takes seconds.
 const DEAD_MS: &str = "6000";

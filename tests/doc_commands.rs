@@ -187,8 +187,7 @@ fn readme_cli(block: &Block) {
         .unwrap();
         let port = free_port_pair();
         let script = block.text.replace("5225", &port.to_string());
-        let out =
-            bash(&format!("chmod +x sell-seat.sh\n{script}"), dir.path(), &format!("127.0.0.1:{port}"));
+        let out = bash(&format!("chmod +x sell-seat.sh\n{script}"), dir.path(), &format!("127.0.0.1:{port}"));
         unless_taken(out, "")
     });
     ok(&out, "README's CLI block");

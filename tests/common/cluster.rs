@@ -60,7 +60,13 @@ impl Cluster {
     /// address was taken, on new ports ([`with_fresh_ports`]) — with the cluster's peer
     /// list: for a node no peer list names in advance (one that joins). It, and its
     /// address.
-    pub fn spawn_on(&self, id: u64, host: u8, state: &str, extra: &[(&str, &str)]) -> (ServerProcess, String) {
+    pub fn spawn_on(
+        &self,
+        id: u64,
+        host: u8,
+        state: &str,
+        extra: &[(&str, &str)],
+    ) -> (ServerProcess, String) {
         let mut port = self.port;
         with_fresh_ports(&format!("node {id} at 127.0.0.{host}"), || {
             let addr = format!("127.0.0.{host}:{port}");

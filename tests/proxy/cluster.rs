@@ -37,8 +37,12 @@ impl ProxiedCluster {
         let mut cluster = Cluster::empty(p, 3);
         for i in 1..=3 {
             let listen = sock(10 + i, p).to_string();
-            let node =
-                cluster.try_spawn(i as u64, &sock(i, p).to_string(), "new", &[("TICKETING_LISTEN", &listen)])?;
+            let node = cluster.try_spawn(
+                i as u64,
+                &sock(i, p).to_string(),
+                "new",
+                &[("TICKETING_LISTEN", &listen)],
+            )?;
             cluster.nodes.push(Some(node));
         }
         let direct = (1..=3).map(|i| sock(10 + i, p)).collect();
