@@ -164,13 +164,13 @@ func (ind *IndeterminateError) Error() string { return ind.Err.Error() }
 // with e a *Error hold, and through it the ctx's error when its ctx ended.
 func (ind *IndeterminateError) Unwrap() error { return ind.Err }
 
-var causes = map[C.int]string{
-	C.TICKETING_CAUSE_CONNECTION_LOST:    "connection_lost",
-	C.TICKETING_CAUSE_SERVER_UNKNOWN:     "server_unknown",
-	C.TICKETING_CAUSE_NO_ANSWER:          "no_answer",
-	C.TICKETING_CAUSE_PROTOCOL_VIOLATION: "protocol_violation",
-	C.TICKETING_CAUSE_EXPIRED_ON_ARRIVAL: "expired_on_arrival",
-	C.TICKETING_CAUSE_CANCELLED:          "cancelled",
+// causeName is the library's name of an indeterminate acquire's cause
+// (ticketing_cause_name), "" for none.
+func causeName(cause C.int) string {
+	if name := C.GoString(C.ticketing_cause_name(cause)); name != "unknown" {
+		return name
+	}
+	return ""
 }
 
 // Resolve waits until this acquire's grant can no longer happen (its send instant + its
@@ -246,7 +246,7 @@ func (c *Client) failure(rc C.int, e *C.ticketing_error, ctxErr error) error {
 	}
 	native := &nativeError{p: e}
 	runtime.SetFinalizer(native, func(n *nativeError) { C.ticketing_error_free(n.p) })
-	return &IndeterminateError{Err: err, Cause: causes[cause], client: c, native: native}
+	return &IndeterminateError{Err: err, Cause: causeName(cause), client: c, native: native}
 }
 
 func closedError() error {

@@ -27,16 +27,10 @@ const (
 	ReleasedOrExpired ReleaseOutcome = C.TICKETING_RELEASED_OR_EXPIRED
 )
 
+// String is the library's name of the outcome ("released", "not_holder",
+// "released_or_expired"; "unknown" for another number).
 func (o ReleaseOutcome) String() string {
-	switch o {
-	case Released:
-		return "released"
-	case NotHolder:
-		return "not_holder"
-	case ReleasedOrExpired:
-		return "released_or_expired"
-	}
-	return "unknown"
+	return C.GoString(C.ticketing_release_outcome_name(C.int(o)))
 }
 
 // Lock is a held lock. A Lock dropped unreleased is released in the background once the

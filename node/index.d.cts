@@ -30,7 +30,8 @@ export interface AcquireOptions {
 }
 
 /** What a release found: "released"; "notHolder" (the lease had already ended);
- * "releasedOrExpired" (an earlier attempt's answer was lost). */
+ * "releasedOrExpired" (an earlier attempt's answer was lost). The value is the library's
+ * name of the outcome (ticketing_release_outcome_name), in camelCase. */
 export type ReleaseOutcome = "released" | "notHolder" | "releasedOrExpired";
 
 /** Who holds a key, as the leader answered. */
@@ -97,10 +98,11 @@ export declare class Client {
 /** Root of every error of this package. */
 export declare class TicketingError extends Error {
   constructor(message: string, options?: { retryable?: boolean; cause?: unknown });
-  /** The C ABI's name of the kind: "busy", "timeout", "not_leader", "invalid", ... */
+  /** The C ABI's name of the kind: "busy", "timeout", "not_leader", "invalid", ... (the
+   * library's name, read at load; a kind with no class here is a plain TicketingError). */
   readonly kind: string;
   /** True when the operation certainly did not take effect (an acquire: the key is not
-   * held by it); false for Indeterminate and ReleaseUnconfirmed. */
+   * held by it); false for Indeterminate and ReleaseUnconfirmed; as the library says. */
   readonly definitive: boolean;
   /** True when the request was certainly not executed and a new try soon may succeed. */
   readonly retryable: boolean;

@@ -17,32 +17,27 @@
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-DURATION=${DURATION:-10}
-WARMUP=${WARMUP:-1}
-ROUNDS=${ROUNDS:-2}
+source "$ROOT/scripts/lock-services.sh"
+bench_settings compare 15225 12379 16379
 CONCURRENCY=${CONCURRENCY:-"1 16 64"}
 HOT_WAITERS=${HOT_WAITERS:-16}
-TPORT=15225
-EPORT=12379
-RPORT=16379
-export TICKETING_AUTH_TOKEN=${TICKETING_AUTH_TOKEN:-compare-secret-0123456789}
-export TICKETING_PEER_AUTH_TOKEN=${TICKETING_PEER_AUTH_TOKEN:-compare-peer-secret-0123456789}
-
-log() { echo "compare: $*" >&2; }
 
 # --- what it needs -------------------------------------------------------------
-source "$ROOT/scripts/lock-services.sh"
 install_lock_services curl:curl
 log "building"
 cargo build --release --quiet --manifest-path "$ROOT/Cargo.toml"
 cargo build --release --quiet --manifest-path "$ROOT/bench/compare/Cargo.toml"
-TICKETING="$ROOT/target/release/ticketing"
 DRIVER="$ROOT/bench/compare/target/release/ticketing-compare"
 
 # --- start and always stop -----------------------------------------------------
 start_lock_services compare
 
 addrs_of() { case $1 in ticketing) echo "$TADDRS" ;; etcd) echo "$EADDRS" ;; redis) echo "$RADDRS" ;; esac; }
+# One case: $2 the scenario, $3 the workers.
+run() {
+    "$DRIVER" run --system "$1" --addrs "$(addrs_of "$1")" --workers "$3" \
+        --scenario "$2" --duration "$DURATION" --warmup "$WARMUP"
+}
 
 # Up means serving: a probe that did pairs and met no error (a cluster that has not
 # elected its leader yet answers, but only with M).
@@ -54,33 +49,17 @@ probe() {
 wait_lock_services ticketing etcd redis
 
 # --- the runs --------------------------------------------------------------------
-RESULTS="$WORK/results.jsonl"
 SYSTEMS=(ticketing etcd redis)
 CASES=()
 for c in $CONCURRENCY; do CASES+=("uncontended $c"); done
 CASES+=("hot $HOT_WAITERS")
-run_no=0
-for round in $(seq 1 "$ROUNDS"); do
-    for case in "${CASES[@]}"; do
-        read -r scenario workers <<<"$case"
-        for k in 0 1 2; do
-            system=${SYSTEMS[$(((k + run_no) % 3))]}
-            line=$("$DRIVER" run --system $system --addrs "$(addrs_of $system)" --workers "$workers" \
-                --scenario "$scenario" --duration "$DURATION" --warmup "$WARMUP")
-            echo "$line" >>"$RESULTS"
-            log "round $round $scenario $workers $line"
-        done
-        run_no=$((run_no + 1))
-    done
-done
+bench_rounds "${CASES[@]}"
 
 # --- the report ------------------------------------------------------------------
-TABLE=$("$DRIVER" report "$RESULTS" "$ROOT/docs/benchmarks.svg")
-echo "$TABLE"
-MEM=$(free -h | sed 's/^/    /')
-BLOCK="$WORK/block.md"
-{
-    echo "<!-- compare:begin (written by scripts/compare.sh; do not edit by hand) -->"
+report_table() { "$DRIVER" report "$RESULTS" "$ROOT/docs/benchmarks.svg"; }
+# Its own body: the chart, and the load average at the end and `free -h` in place of
+# `uptime` before and after.
+report_body() {
     echo "Run of $(date -u '+%Y-%m-%d %H:%M UTC'): $ROUNDS round(s) of $DURATION s per system and case"
     echo "(+$WARMUP s warm-up), systems alternating run by run; medians over the rounds."
     echo
@@ -88,23 +67,18 @@ BLOCK="$WORK/block.md"
     echo
     echo "![pairs per second](benchmarks.svg)"
     echo
-    echo "Machine: $(nproc) CPUs ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')),"
+    report_machine
     echo "kernel $(uname -r), load average at the end $(cut -d' ' -f1-3 /proc/loadavg)."
     echo "Versions: $("$TICKETING" --version), $(etcd --version | head -1), $(redis-server --version | cut -d' ' -f1-3)."
     echo
     echo "    \$ free -h"
-    echo "$MEM"
+    free -h | sed 's/^/    /'
     echo
     echo "Commands (each case, each system, \`ROUNDS\` times):"
     echo
     echo "    ticketing-compare run --system ticketing --addrs $TADDRS --workers N [--scenario hot] --duration $DURATION --warmup $WARMUP"
     echo "    ticketing-compare run --system etcd --addrs $EADDRS --workers N [--scenario hot] --duration $DURATION --warmup $WARMUP"
     echo "    ticketing-compare run --system redis --addrs $RADDRS --workers N [--scenario hot] --duration $DURATION --warmup $WARMUP"
-    echo
-    echo "Raw results:"
-    echo
-    sed 's/^/    /' "$RESULTS"
-    echo "<!-- compare:end -->"
-} >"$BLOCK"
-replace_doc_block "$ROOT/docs/benchmarks.md" compare "$BLOCK" "## Ticketing vs etcd vs Redis"
+}
+bench_report "## Ticketing vs etcd vs Redis"
 log "wrote docs/benchmarks.md and docs/benchmarks.svg"

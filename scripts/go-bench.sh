@@ -17,24 +17,14 @@
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-DURATION=${DURATION:-10}
-WARMUP=${WARMUP:-1}
-ROUNDS=${ROUNDS:-2}
+source "$ROOT/scripts/lock-services.sh"
+bench_settings go-bench 15325 12479 16479
 GOROUTINES=${GOROUTINES:-64}
-TPORT=15325
-EPORT=12479
-RPORT=16479
-export TICKETING_AUTH_TOKEN=${TICKETING_AUTH_TOKEN:-go-bench-secret-0123456789}
-export TICKETING_PEER_AUTH_TOKEN=${TICKETING_PEER_AUTH_TOKEN:-go-bench-peer-secret-0123456789}
-
-log() { echo "go-bench: $*" >&2; }
 
 # --- what it needs -------------------------------------------------------------
-source "$ROOT/scripts/lock-services.sh"
 install_lock_services
 log "building"
 cargo build --release --quiet --manifest-path "$ROOT/Cargo.toml"
-TICKETING="$ROOT/target/release/ticketing"
 BENCH="$ROOT/target/go-bench"
 (cd "$ROOT/go/bench" && go build -o "$BENCH" .)
 
@@ -51,53 +41,28 @@ probe() {
 wait_lock_services ticketing redis etcd
 
 # --- the runs --------------------------------------------------------------------
-RESULTS="$WORK/results.jsonl"
 SYSTEMS=(ticketing redis etcd)
-STARTED=$(date -u '+%Y-%m-%d %H:%M UTC')
-UPTIME_BEFORE=$(uptime)
-for round in $(seq 1 "$ROUNDS"); do
-    for k in 0 1 2; do
-        system=${SYSTEMS[$(((k + round) % 3))]}
-        line=$(run "$system" "$GOROUTINES" "${DURATION}s" "${WARMUP}s")
-        echo "$line" >>"$RESULTS"
-        log "round $round: $line"
-    done
-done
-UPTIME_AFTER=$(uptime)
+bench_rounds -r "$GOROUTINES ${DURATION}s ${WARMUP}s"
 
 # --- the report ------------------------------------------------------------------
-TABLE=$("$BENCH" report "$RESULTS")
-echo "$TABLE"
-BLOCK="$WORK/block.md"
-{
-    echo "<!-- go-bench:begin (written by scripts/go-bench.sh; do not edit by hand) -->"
+report_table() { "$BENCH" report "$RESULTS"; }
+report_intro() {
     echo "Run of $STARTED: $ROUNDS round(s) of $DURATION s per system (+$WARMUP s warm-up),"
     echo "$GOROUTINES goroutines on one client each, each on a key of its own; systems"
     echo "alternating run by run; medians over the rounds."
-    echo
-    echo "$TABLE"
-    echo
-    echo "Machine: $(nproc) CPUs ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')),"
-    echo "kernel $(uname -r). \`uptime\` before and after the runs:"
-    echo
-    echo "    $UPTIME_BEFORE"
-    echo "    $UPTIME_AFTER"
-    echo
+}
+report_versions() {
     echo "Versions: $("$TICKETING" --version), $(go version | cut -d' ' -f3),"
     echo "$(cd "$ROOT/go/bench" && go list -m all | awk '$1 ~ /(redsync\/v4|redis\/go-redis\/v9|etcd\/client\/v3)$/ { print $1 " " $2 }' \
         | paste -sd, | sed 's/,/, /g'),"
     echo "$(etcd --version | head -1), $(redis-server --version | cut -d' ' -f1-3)."
-    echo
+}
+report_commands() {
     echo "Commands (each system \`ROUNDS\` times; go/bench/main.go):"
     echo
     for system in ticketing redis etcd; do
         echo "    target/go-bench run -system $system -addrs ${ADDRS[$system]} -goroutines $GOROUTINES -duration ${DURATION}s -warmup ${WARMUP}s"
     done
-    echo
-    echo "Raw results:"
-    echo
-    sed 's/^/    /' "$RESULTS"
-    echo "<!-- go-bench:end -->"
-} >"$BLOCK"
-replace_doc_block "$ROOT/docs/benchmarks.md" go-bench "$BLOCK" "## Go clients"
+}
+bench_report "## Go clients"
 log "wrote docs/benchmarks.md"

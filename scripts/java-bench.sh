@@ -17,24 +17,14 @@
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-DURATION=${DURATION:-10}
-WARMUP=${WARMUP:-1}
-ROUNDS=${ROUNDS:-2}
+source "$ROOT/scripts/lock-services.sh"
+bench_settings java-bench 15425 12579 16579
 THREADS=${THREADS:-64}
-TPORT=15425
-EPORT=12579
-RPORT=16579
-export TICKETING_AUTH_TOKEN=${TICKETING_AUTH_TOKEN:-java-bench-secret-0123456789}
-export TICKETING_PEER_AUTH_TOKEN=${TICKETING_PEER_AUTH_TOKEN:-java-bench-peer-secret-0123456789}
-
-log() { echo "java-bench: $*" >&2; }
 
 # --- what it needs -------------------------------------------------------------
-source "$ROOT/scripts/lock-services.sh"
 install_lock_services
 log "building"
 (cd "$ROOT/java" && mvn -q -B install -DskipTests)
-TICKETING="$ROOT/target/release/ticketing"
 (cd "$ROOT/java/bench" && mvn -q -B compile dependency:build-classpath -Dmdep.outputFile=target/classpath.txt \
     -Dmdep.includeScope=runtime)
 CP="$ROOT/java/bench/target/classes:$(cat "$ROOT/java/bench/target/classpath.txt")"
@@ -53,51 +43,26 @@ probe() {
 wait_lock_services ticketing rlock
 
 # --- the runs --------------------------------------------------------------------
-RESULTS="$WORK/results.jsonl"
 SYSTEMS=(ticketing rlock rfairlock)
-STARTED=$(date -u '+%Y-%m-%d %H:%M UTC')
-UPTIME_BEFORE=$(uptime)
-for round in $(seq 1 "$ROUNDS"); do
-    for k in 0 1 2; do
-        system=${SYSTEMS[$(((k + round) % 3))]}
-        line=$(run "$system" "$THREADS" "$DURATION" "$WARMUP")
-        echo "$line" >>"$RESULTS"
-        log "round $round: $line"
-    done
-done
-UPTIME_AFTER=$(uptime)
+bench_rounds -r "$THREADS $DURATION $WARMUP"
 
 # --- the report ------------------------------------------------------------------
-TABLE=$("${BENCH[@]}" report "$RESULTS")
-echo "$TABLE"
-BLOCK="$WORK/block.md"
-{
-    echo "<!-- java-bench:begin (written by scripts/java-bench.sh; do not edit by hand) -->"
+report_table() { "${BENCH[@]}" report "$RESULTS"; }
+report_intro() {
     echo "Run of $STARTED: $ROUNDS round(s) of $DURATION s per system (+$WARMUP s warm-up),"
     echo "$THREADS threads on one client each, each on a key of its own; systems"
     echo "alternating run by run; medians over the rounds."
-    echo
-    echo "$TABLE"
-    echo
-    echo "Machine: $(nproc) CPUs ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')),"
-    echo "kernel $(uname -r). \`uptime\` before and after the runs:"
-    echo
-    echo "    $UPTIME_BEFORE"
-    echo "    $UPTIME_AFTER"
-    echo
+}
+report_versions() {
     echo "Versions: $("$TICKETING" --version), $(java -version 2>&1 | head -1), JNA 5.19.1, Redisson 3.52.0,"
     echo "$(redis-server --version | cut -d' ' -f1-3)."
-    echo
+}
+report_commands() {
     echo "Commands (each system \`ROUNDS\` times; java/bench/src/main/java/Bench.java):"
     echo
     for system in ticketing rlock rfairlock; do
         echo "    java -cp ... Bench run $system ${ADDRS[$system]} $THREADS $DURATION $WARMUP"
     done
-    echo
-    echo "Raw results:"
-    echo
-    sed 's/^/    /' "$RESULTS"
-    echo "<!-- java-bench:end -->"
-} >"$BLOCK"
-replace_doc_block "$ROOT/docs/benchmarks.md" java-bench "$BLOCK" "## Java clients"
+}
+bench_report "## Java clients"
 log "wrote docs/benchmarks.md"

@@ -19,23 +19,13 @@
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-DURATION=${DURATION:-10}
-WARMUP=${WARMUP:-1}
-ROUNDS=${ROUNDS:-2}
-TPORT=15325
-EPORT=12479
-RPORT=16479
-export TICKETING_AUTH_TOKEN=${TICKETING_AUTH_TOKEN:-node-bench-secret-0123456789}
-export TICKETING_PEER_AUTH_TOKEN=${TICKETING_PEER_AUTH_TOKEN:-node-bench-peer-secret-0123456789}
-
-log() { echo "node-bench: $*" >&2; }
+source "$ROOT/scripts/lock-services.sh"
+bench_settings node-bench 15325 12479 16479
 
 # --- what it needs -------------------------------------------------------------
-source "$ROOT/scripts/lock-services.sh"
 install_lock_services
 log "building"
 cargo build --release --quiet --manifest-path "$ROOT/Cargo.toml"
-TICKETING="$ROOT/target/release/ticketing"
 export TICKETING_LIBRARY="$ROOT/target/release/libticketing.so"
 (cd "$ROOT/bench/node" && npm install --no-audit --no-fund --silent >/dev/null)
 BENCH="$ROOT/bench/node/lock_bench.mjs"
@@ -66,46 +56,24 @@ probe() {
 wait_lock_services ticketing redis
 
 # --- the runs --------------------------------------------------------------------
-RESULTS="$WORK/results.jsonl"
 SYSTEMS=(ticketing redis rust)
-STARTED=$(date -u '+%Y-%m-%d %H:%M UTC')
-UPTIME_BEFORE=$(uptime)
-for round in $(seq 1 "$ROUNDS"); do
-    for loops in 64 1; do
-        for k in 0 1 2; do
-            system=${SYSTEMS[$(((k + round) % 3))]}
-            line=$(run "$system" "$loops" "$DURATION" "$WARMUP")
-            echo "$line" >>"$RESULTS"
-            log "round $round: $line"
-        done
-    done
-done
-UPTIME_AFTER=$(uptime)
+bench_rounds -r "64 $DURATION $WARMUP" "1 $DURATION $WARMUP"
 
 # --- the report ------------------------------------------------------------------
-TABLE=$(node "$ROOT/bench/node/report.mjs" "$RESULTS")
-echo "$TABLE"
-BLOCK="$WORK/block.md"
-{
-    echo "<!-- node-bench:begin (written by scripts/node-bench.sh; do not edit by hand) -->"
+report_table() { node "$ROOT/bench/node/report.mjs" "$RESULTS"; }
+report_intro() {
     echo "Run of $STARTED: $ROUNDS round(s) of $DURATION s per system and loop count (+$WARMUP s"
     echo "warm-up), one Node process per run, the loops sharing one client, each on a key of its"
     echo "own; systems alternating run by run; medians over the rounds. The Rust client's row"
     echo "(\`ticketing bench\`, as many threads on one client) is the same cluster without Node.js:"
     echo "what the three nodes give on this machine, and so the most any binding could reach."
-    echo
-    echo "$TABLE"
-    echo
-    echo "Machine: $(nproc) CPUs ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')),"
-    echo "kernel $(uname -r). \`uptime\` before and after the runs:"
-    echo
-    echo "    $UPTIME_BEFORE"
-    echo "    $UPTIME_AFTER"
-    echo
+}
+report_versions() {
     echo "Versions: $("$TICKETING" --version), Node.js $(node --version),"
     echo "koffi $(version "$ROOT/node/node_modules/koffi"), ioredis $(version "$ROOT/bench/node/node_modules/ioredis"),"
     echo "redlock $(version "$ROOT/bench/node/node_modules/redlock"), $(redis-server --version | cut -d' ' -f1-3)."
-    echo
+}
+report_commands() {
     echo "Commands (each \`ROUNDS\` times; bench/node/lock_bench.mjs, with TICKETING_LIBRARY=target/release/libticketing.so):"
     echo
     for loops in 64 1; do
@@ -114,11 +82,6 @@ BLOCK="$WORK/block.md"
         done
         echo "    ticketing bench uncontended --addr $TADDRS --threads $loops --duration $DURATION --warmup $WARMUP --json"
     done
-    echo
-    echo "Raw results:"
-    echo
-    sed 's/^/    /' "$RESULTS"
-    echo "<!-- node-bench:end -->"
-} >"$BLOCK"
-replace_doc_block "$ROOT/docs/benchmarks.md" node-bench "$BLOCK" "## Node.js clients"
+}
+bench_report "## Node.js clients"
 log "wrote docs/benchmarks.md"

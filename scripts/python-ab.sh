@@ -14,19 +14,12 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BEFORE=${BEFORE:?set BEFORE to the git revision of the baseline package}
 THREADS=${THREADS:-16}
-DURATION=${DURATION:-10}
 ROUNDS=${ROUNDS:-3}
-TPORT=15225
-EPORT=12379
-RPORT=16379
-export TICKETING_AUTH_TOKEN=${TICKETING_AUTH_TOKEN:-python-bench-secret-0123456789}
-export TICKETING_PEER_AUTH_TOKEN=${TICKETING_PEER_AUTH_TOKEN:-python-bench-peer-secret-0123456789}
-log() { echo "python-ab: $*" >&2; }
-
 source "$ROOT/scripts/lock-services.sh"
+bench_settings python-ab 15225 12379 16379
+
 install_lock_services
 cargo build --release --quiet --manifest-path "$ROOT/Cargo.toml"
-TICKETING="$ROOT/target/release/ticketing"
 export TICKETING_LIBRARY="$ROOT/target/release/libticketing.so"
 BASE="$ROOT/target/python-ab/$BEFORE"
 rm -rf "$BASE" && mkdir -p "$BASE"

@@ -18,31 +18,16 @@
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-DURATION=${DURATION:-10}
-WARMUP=${WARMUP:-1}
-ROUNDS=${ROUNDS:-2}
+source "$ROOT/scripts/lock-services.sh"
+bench_settings python-aio-bench 15225 12379 16379
 TASKS=${TASKS:-1000}
 WAITS=${WAITS:-10000}
 LOOPS=${LOOPS:-asyncio}
-TPORT=15225
-EPORT=12379
-RPORT=16379
-export TICKETING_AUTH_TOKEN=${TICKETING_AUTH_TOKEN:-python-bench-secret-0123456789}
-export TICKETING_PEER_AUTH_TOKEN=${TICKETING_PEER_AUTH_TOKEN:-python-bench-peer-secret-0123456789}
 
-log() { echo "python-aio-bench: $*" >&2; }
-
-source "$ROOT/scripts/lock-services.sh"
 install_lock_services
 log "building"
 cargo build --release --quiet --manifest-path "$ROOT/Cargo.toml"
-TICKETING="$ROOT/target/release/ticketing"
-VENV="$ROOT/target/python-bench"
-[ -x "$VENV/bin/python" ] || python3 -m venv "$VENV"
-PY="$VENV/bin/python"
-"$PY" -m pip install --quiet --upgrade pip >/dev/null
-"$PY" -m pip install --quiet --force-reinstall --no-deps "$ROOT/python"
-"$PY" -m pip install --quiet "redis[hiredis]" uvloop
+python_bench_venv "redis[hiredis]" uvloop
 DRIVER="$ROOT/bench/python/aio_bench.py"
 
 start_lock_services python-aio-bench
@@ -55,58 +40,32 @@ probe() {
 }
 wait_lock_services ticketing redis
 
-RESULTS="$WORK/results.jsonl"
 SYSTEMS=(ticketing redis)
-STARTED=$(date -u '+%Y-%m-%d %H:%M UTC')
-UPTIME_BEFORE=$(uptime)
-run_no=0
-for round in $(seq 1 "$ROUNDS"); do
-    for loop in $LOOPS; do
-        for k in 0 1; do
-            system=${SYSTEMS[$(((k + run_no) % 2))]}
-            line=$(run "$system" "$TASKS" "$DURATION" "$WARMUP" "$loop")
-            echo "$line" >>"$RESULTS"
-            log "round $round, $loop, $TASKS tasks: $line"
-        done
-        run_no=$((run_no + 1))
-    done
-done
+RUNS=()
+for loop in $LOOPS; do RUNS+=("$TASKS $DURATION $WARMUP $loop"); done
+bench_rounds "${RUNS[@]}"
 line=$("$PY" "$DRIVER" waits --addrs "$TADDRS" --waits "$WAITS")
 echo "$line" >>"$RESULTS"
 log "waits: $line"
-UPTIME_AFTER=$(uptime)
+UPTIME_AFTER=$(uptime) # after the waits too
 
-TABLE=$("$PY" "$DRIVER" report "$RESULTS")
-echo "$TABLE"
-BLOCK="$WORK/block.md"
-{
-    echo "<!-- python-aio-bench:begin (written by scripts/python-aio-bench.sh; do not edit by hand) -->"
+report_table() { "$PY" "$DRIVER" report "$RESULTS"; }
+report_intro() {
     echo "Run of $STARTED: $ROUNDS round(s) of $DURATION s per system and loop"
     echo "(+$WARMUP s warm-up), systems alternating run by run; medians over the rounds."
-    echo
-    echo "$TABLE"
-    echo
-    echo "Machine: $(nproc) CPUs ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')),"
-    echo "kernel $(uname -r). \`uptime\` before and after the runs:"
-    echo
-    echo "    $UPTIME_BEFORE"
-    echo "    $UPTIME_AFTER"
-    echo
+}
+report_versions() {
     echo "Versions: $("$TICKETING" --version), Python $("$PY" -c 'import platform; print(platform.python_version())'),"
     echo "$("$PY" -m pip list 2>/dev/null | awk '$1 ~ /^(redis|hiredis|uvloop)$/ { print $1 " " $2 }' \
         | paste -sd, | sed 's/,/, /g'), $(redis-server --version | cut -d' ' -f1-3)."
-    echo
+}
+report_commands() {
     echo "Commands:"
     echo
     for system in ticketing redis; do
         echo "    python bench/python/aio_bench.py pairs --system $system --addrs ${ADDRS[$system]} --tasks $TASKS --duration $DURATION --warmup $WARMUP"
     done
     echo "    python bench/python/aio_bench.py waits --addrs $TADDRS --waits $WAITS"
-    echo
-    echo "Raw results:"
-    echo
-    sed 's/^/    /' "$RESULTS"
-    echo "<!-- python-aio-bench:end -->"
-} >"$BLOCK"
-replace_doc_block "$ROOT/docs/benchmarks.md" python-aio-bench "$BLOCK" "## Python asyncio clients"
+}
+bench_report "## Python asyncio clients"
 log "wrote docs/benchmarks.md"

@@ -23,31 +23,16 @@
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-DURATION=${DURATION:-10}
-WARMUP=${WARMUP:-1}
-ROUNDS=${ROUNDS:-2}
+source "$ROOT/scripts/lock-services.sh"
+bench_settings python-bench 15225 12379 16379
 THREADS=${THREADS:-"1 16"}
-TPORT=15225
-EPORT=12379
-RPORT=16379
-export TICKETING_AUTH_TOKEN=${TICKETING_AUTH_TOKEN:-python-bench-secret-0123456789}
-export TICKETING_PEER_AUTH_TOKEN=${TICKETING_PEER_AUTH_TOKEN:-python-bench-peer-secret-0123456789}
 export PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION=python
 
-log() { echo "python-bench: $*" >&2; }
-
 # --- what it needs -------------------------------------------------------------
-source "$ROOT/scripts/lock-services.sh"
 install_lock_services
 log "building"
 cargo build --release --quiet --manifest-path "$ROOT/Cargo.toml"
-TICKETING="$ROOT/target/release/ticketing"
-VENV="$ROOT/target/python-bench"
-[ -x "$VENV/bin/python" ] || python3 -m venv "$VENV"
-PY="$VENV/bin/python"
-"$PY" -m pip install --quiet --upgrade pip >/dev/null
-"$PY" -m pip install --quiet --force-reinstall --no-deps "$ROOT/python"
-"$PY" -m pip install --quiet "redis[hiredis]" etcd3
+python_bench_venv "redis[hiredis]" etcd3
 DRIVER="$ROOT/bench/python/lock_bench.py"
 
 # --- start and always stop -----------------------------------------------------
@@ -62,56 +47,29 @@ probe() {
 wait_lock_services ticketing redis etcd
 
 # --- the runs --------------------------------------------------------------------
-RESULTS="$WORK/results.jsonl"
 SYSTEMS=(ticketing redis etcd)
-STARTED=$(date -u '+%Y-%m-%d %H:%M UTC')
-UPTIME_BEFORE=$(uptime)
-run_no=0
-for round in $(seq 1 "$ROUNDS"); do
-    for threads in $THREADS; do
-        for k in 0 1 2; do
-            system=${SYSTEMS[$(((k + run_no) % 3))]}
-            line=$(run "$system" "$threads" "$DURATION" "$WARMUP")
-            echo "$line" >>"$RESULTS"
-            log "round $round, $threads threads: $line"
-        done
-        run_no=$((run_no + 1))
-    done
-done
-UPTIME_AFTER=$(uptime)
+RUNS=()
+for threads in $THREADS; do RUNS+=("$threads $DURATION $WARMUP"); done
+bench_rounds "${RUNS[@]}"
 
 # --- the report ------------------------------------------------------------------
-TABLE=$("$PY" "$DRIVER" report "$RESULTS")
-echo "$TABLE"
-BLOCK="$WORK/block.md"
-{
-    echo "<!-- python-bench:begin (written by scripts/python-bench.sh; do not edit by hand) -->"
+report_table() { "$PY" "$DRIVER" report "$RESULTS"; }
+report_intro() {
     echo "Run of $STARTED: $ROUNDS round(s) of $DURATION s per system and thread count"
     echo "(+$WARMUP s warm-up), systems alternating run by run; medians over the rounds."
-    echo
-    echo "$TABLE"
-    echo
-    echo "Machine: $(nproc) CPUs ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')),"
-    echo "kernel $(uname -r). \`uptime\` before and after the runs:"
-    echo
-    echo "    $UPTIME_BEFORE"
-    echo "    $UPTIME_AFTER"
-    echo
+}
+report_versions() {
     echo "Versions: $("$TICKETING" --version), Python $("$PY" -c 'import platform; print(platform.python_version())'),"
     echo "$("$PY" -m pip list 2>/dev/null | awk '$1 ~ /^(redis|hiredis|etcd3|grpcio|protobuf)$/ { print $1 " " $2 }' \
         | paste -sd, | sed 's/,/, /g'),"
     echo "$(etcd --version | head -1), $(redis-server --version | cut -d' ' -f1-3)."
-    echo
+}
+report_commands() {
     echo "Commands (each thread count, each system, \`ROUNDS\` times; \`PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION=python\` for etcd3):"
     echo
     for system in ticketing redis etcd; do
         echo "    python bench/python/lock_bench.py run --system $system --addrs ${ADDRS[$system]} --threads N --duration $DURATION --warmup $WARMUP"
     done
-    echo
-    echo "Raw results:"
-    echo
-    sed 's/^/    /' "$RESULTS"
-    echo "<!-- python-bench:end -->"
-} >"$BLOCK"
-replace_doc_block "$ROOT/docs/benchmarks.md" python-bench "$BLOCK" "## Python clients"
+}
+bench_report "## Python clients"
 log "wrote docs/benchmarks.md"

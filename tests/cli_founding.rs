@@ -16,7 +16,9 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use common::children::{Within, CLI};
-use common::{bin, eventually, free_port, free_port_pair, Server, ServerProcess, PEER_TOKEN, TOKEN};
+use common::{
+    bin, eventually, free_port, free_port_pair, with_fresh_ports, Server, ServerProcess, PEER_TOKEN, TOKEN,
+};
 
 /// The autopilot's smallest threshold for the default timing: the heal takes seconds.
 const DEAD_MS: &str = "6000";
@@ -49,12 +51,17 @@ fn http_get(addr: SocketAddr, path: &str) -> (u16, String) {
 /// A node started as the recipe's unit starts every one: `join`, no node id, the
 /// members' addresses; `extra` environment too.
 fn join_node(addr: &str, seeds: &str, extra: &[(&str, &str)]) -> ServerProcess {
+    try_join_node(addr, seeds, extra).unwrap_or_else(|why| panic!("{why}"))
+}
+
+/// [`join_node`], or why it did not listen.
+fn try_join_node(addr: &str, seeds: &str, extra: &[(&str, &str)]) -> Result<ServerProcess, String> {
     Server::new()
         .listen(addr)
         .member(None, addr, seeds, "join")
         .env("TICKETING_AUTOPILOT_DEAD_MS", DEAD_MS)
         .envs(extra)
-        .start()
+        .try_start()
 }
 
 /// The voters the leader reports (ids), if `addr` answers MEMBERS as a member.
@@ -65,16 +72,20 @@ fn voter_lines(addr: &str) -> Vec<String> {
 
 #[test]
 fn the_recipe_s_ceremonies_and_views_say_what_each_node_is() {
-    let port = free_port_pair();
-    let addrs: Vec<String> = (1..=3).map(|i| format!("127.0.0.{i}:{port}")).collect();
-    let seeds = addrs.join(",");
-    let metrics: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
-    let metrics_env = metrics.to_string();
-    let mut nodes: Vec<Option<ServerProcess>> = vec![
-        Some(join_node(&addrs[0], &seeds, &[("TICKETING_METRICS_LISTEN", &metrics_env)])),
-        Some(join_node(&addrs[1], &seeds, &[])),
-        Some(join_node(&addrs[2], &seeds, &[])),
-    ];
+    // Again on new ports when one was taken.
+    let (port, addrs, seeds, metrics, mut nodes) = with_fresh_ports("three waiting nodes", || {
+        let port = free_port_pair();
+        let addrs: Vec<String> = (1..=3).map(|i| format!("127.0.0.{i}:{port}")).collect();
+        let seeds = addrs.join(",");
+        let metrics: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+        let metrics_env = metrics.to_string();
+        let nodes: Vec<Option<ServerProcess>> = vec![
+            Some(try_join_node(&addrs[0], &seeds, &[("TICKETING_METRICS_LISTEN", &metrics_env)])?),
+            Some(try_join_node(&addrs[1], &seeds, &[])?),
+            Some(try_join_node(&addrs[2], &seeds, &[])?),
+        ];
+        Ok((port, addrs, seeds, metrics, nodes))
+    });
 
     // Waiting: every view names the state and the fix, none the majority-loss runbook.
     let (code, _, err, _) = cli(&["query", "k", "--addr", &addrs[0]]);
@@ -163,12 +174,18 @@ fn the_recipe_s_ceremonies_and_views_say_what_each_node_is() {
 
     // A node joining under a fixed id waits for `admin replace`: it says whom it joins,
     // and a client given only its address is sent to that leader.
-    let fourth = format!("127.0.0.4:{port}");
-    let joining = Server::new()
-        .listen(&fourth)
-        .member(Some(4_000_004), &fourth, &seeds, "join")
-        .env("TICKETING_AUTOPILOT_DEAD_MS", DEAD_MS)
-        .start();
+    // At the cluster's port, or another when that was taken.
+    let mut fourth_port = port;
+    let (fourth, joining) = with_fresh_ports("the fourth node", || {
+        let fourth = format!("127.0.0.4:{fourth_port}");
+        fourth_port = free_port_pair();
+        let joining = Server::new()
+            .listen(&fourth)
+            .member(Some(4_000_004), &fourth, &seeds, "join")
+            .env("TICKETING_AUTOPILOT_DEAD_MS", DEAD_MS)
+            .try_start()?;
+        Ok((fourth, joining))
+    });
     let status_of_fourth = || cli(&["status", "--node", "--addr", &fourth]).1;
     assert!(eventually(Duration::from_secs(15), || status_of_fourth().contains("\nrole=joining\n")));
     let (code, out, err, _) = cli(&["admin", "members", "--addr", &fourth]);
@@ -183,11 +200,16 @@ fn the_recipe_s_ceremonies_and_views_say_what_each_node_is() {
     drop(nodes);
 }
 
-/// Three nodes on `port` started as the recipe starts them and founded by `admin found`.
-fn founded_cluster(port: u16) -> (Vec<String>, Vec<ServerProcess>) {
-    let addrs: Vec<String> = (1..=3).map(|i| format!("127.0.0.{i}:{port}")).collect();
-    let seeds = addrs.join(",");
-    let nodes: Vec<ServerProcess> = addrs.iter().map(|a| join_node(a, &seeds, &[])).collect();
+/// Three nodes on a port picked for them (another when one was taken) started as the
+/// recipe starts them and founded by `admin found`.
+fn founded_cluster() -> (Vec<String>, Vec<ServerProcess>) {
+    let (port, addrs, seeds, nodes) = with_fresh_ports("three waiting nodes", || {
+        let port = free_port_pair();
+        let addrs: Vec<String> = (1..=3).map(|i| format!("127.0.0.{i}:{port}")).collect();
+        let seeds = addrs.join(",");
+        let nodes = addrs.iter().map(|a| try_join_node(a, &seeds, &[])).collect::<Result<Vec<_>, _>>()?;
+        Ok((port, addrs, seeds, nodes))
+    });
     let (code, out, err, _) = cli(&["admin", "found", &seeds]);
     assert_eq!(code, 0, "{out}{err}");
     // Every node names the same leader.
@@ -203,10 +225,20 @@ fn founded_cluster(port: u16) -> (Vec<String>, Vec<ServerProcess>) {
     (addrs, nodes)
 }
 
+/// A node at 127.0.0.`host` waiting to join a member that does not run (at
+/// 127.0.0.5), on a port picked for it (another when that was taken); its address.
+fn waiting_node(host: u8) -> (String, ServerProcess) {
+    with_fresh_ports("a waiting node", || {
+        let port = free_port_pair();
+        let at = format!("127.0.0.{host}:{port}");
+        Ok((at.clone(), try_join_node(&at, &format!("127.0.0.5:{port}"), &[])?))
+    })
+}
+
 #[test]
 fn found_again_is_founded_already_only_for_one_running_cluster() {
-    let (x, _x_nodes) = founded_cluster(free_port_pair());
-    let (y, _y_nodes) = founded_cluster(free_port_pair());
+    let (x, _x_nodes) = founded_cluster();
+    let (y, _y_nodes) = founded_cluster();
 
     // One running cluster, one listed address down: founded already, the address named.
     let nobody = format!("127.0.0.9:{}", free_port());
@@ -224,17 +256,14 @@ fn found_again_is_founded_already_only_for_one_running_cluster() {
     assert_eq!(err.matches("belongs to a cluster already").count(), 3, "{err}");
 
     // A node waiting to be founded beside members of a cluster: refused too.
-    let port = free_port_pair();
-    let lone = format!("127.0.0.4:{port}");
-    let _waiting = join_node(&lone, &format!("127.0.0.5:{port}"), &[]);
+    let (lone, _waiting) = waiting_node(4);
     let list = format!("{},{},{lone}", x[0], x[1]);
     let (code, out, err, _) = cli(&["admin", "found", &list]);
     assert_eq!(code, 1, "{out}{err}");
     assert!(err.contains(&format!("{lone}: waiting to be founded")), "{err}");
 
     // Nothing answering but waiting nodes and a refused address: nothing founded (3).
-    let lone2 = format!("127.0.0.6:{port}");
-    let _waiting2 = join_node(&lone2, &format!("127.0.0.5:{port}"), &[]);
+    let (lone2, _waiting2) = waiting_node(6);
     let (code, out, err, _) = cli(&["admin", "found", &format!("{lone},{lone2},{nobody}")]);
     assert_eq!(code, 3, "{out}{err}");
     assert!(err.contains("nothing founded"), "{err}");

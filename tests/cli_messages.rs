@@ -31,8 +31,8 @@ fn query(addr: &str, env: &[(&str, &str)]) -> (Option<i32>, String) {
 
 #[test]
 fn a_closed_port_and_a_wrong_token_are_told_apart() {
-    let port = free_port_pair();
-    let (code, err) = query(&format!("127.0.0.1:{port}"), &[]);
+    let closed = ports::closed_addr();
+    let (code, err) = query(&closed.addr.to_string(), &[]);
     assert_eq!(code, Some(3), "{err}");
     assert!(err.contains("connection refused: no server listens there"), "{err}");
 
@@ -190,8 +190,8 @@ fn mistakes_that_retrying_cannot_fix_end_every_command_at_once() {
 /// names the cause per address; a `release` nothing could carry says it was not sent.
 #[test]
 fn a_dead_address_is_named_within_the_budget() {
-    let port = free_port_pair();
-    let addr = format!("127.0.0.1:{port}");
+    let closed = ports::closed_addr();
+    let addr = closed.addr.to_string();
     let (code, err, took) = timed(&["status", "--addr", &addr], &[]);
     assert_eq!(code, Some(3), "{err}");
     assert!(err.contains(&format!("{addr}: connection refused")), "{err}");
@@ -263,7 +263,8 @@ fn configuration_mistakes_name_the_variable() {
 fn a_refused_address_is_reported_at_once() {
     let server = start_server(&[]);
     let live = server.addr.to_string();
-    let dead = format!("127.0.0.1:{}", free_port_pair());
+    let closed = ports::closed_addr();
+    let dead = closed.addr.to_string();
     for addrs in [dead.clone(), format!("{live},{dead}"), format!("{dead},{live}")] {
         let (code, err, took) = timed(&["status", "--addr", &addrs], &[]);
         assert!(err.contains(&format!("{dead}: connection refused")), "{addrs}: {err}");
@@ -279,7 +280,8 @@ fn a_refused_address_is_reported_at_once() {
 /// connect) is measured by `scripts/overruns.sh` (docs/safety.md), not bounded here.
 #[test]
 fn acquire_keeps_to_its_budget_and_says_which() {
-    let dead = format!("127.0.0.1:{}", free_port_pair());
+    let closed = ports::closed_addr();
+    let dead = closed.addr.to_string();
     for (wait, budget) in [("0", 5.0), ("8000", 8.0)] {
         let (code, err, took) = timed(&["acquire", "k", "--wait", wait, "--addr", &dead], &[]);
         assert_eq!(code, Some(3), "{err}");

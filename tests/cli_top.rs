@@ -113,8 +113,8 @@ fn top_once_against_a_standalone_node_and_a_dead_one() {
     assert_eq!(key_rows(&view), vec![("only".to_owned(), 1)], "{view}");
     drop(server);
 
-    let port = free_port_pair();
-    let (code, view, _) = top_once(&format!("127.0.0.1:{port}"));
+    let closed = ports::closed_addr();
+    let (code, view, _) = top_once(&closed.addr.to_string());
     assert_eq!(code, Some(3), "nothing answers: {view}");
     assert!(view.contains("unreachable"), "{view}");
 }

@@ -5,7 +5,7 @@ mod common;
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
-use common::{eventually, free_port, Server};
+use common::{eventually, free_port, with_fresh_ports, Server};
 use ticketing::client::{AcquireError, ReleaseOutcome};
 
 const LEASE: Duration = Duration::from_secs(10);
@@ -94,8 +94,12 @@ fn sixty_four_threads_share_one_client() {
 
 #[test]
 fn a_restarted_server_is_reconnected_to() {
-    let addr = format!("127.0.0.1:{}", free_port());
-    let server = Server::new().listen(&addr).start();
+    // A port below the ephemeral range (one a connection is not given meanwhile),
+    // another when it was taken; the same address again for the second server.
+    let (addr, server) = with_fresh_ports("a server on a picked port", || {
+        let addr = format!("127.0.0.1:{}", free_port());
+        Ok((addr.clone(), Server::new().listen(&addr).try_start()?))
+    });
     let client = server.client("phoenix");
     client.ping().unwrap();
     drop(server);

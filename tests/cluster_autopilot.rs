@@ -15,7 +15,7 @@ use common::children::{Within, CLI};
 use common::facts_cluster::wait_log_file;
 use common::grants::Load;
 use common::raw::{call, status};
-use common::{eventually, free_port_pair, tail, PEER_TOKEN, TOKEN};
+use common::{eventually, free_port_pair, tail, with_fresh_ports, PEER_TOKEN, TOKEN};
 use faults::cluster::Cluster;
 use faults::netns::Netns;
 use ticketing::client::Client;
@@ -118,8 +118,9 @@ fn kill_and_restart(cluster: &mut Cluster, victim: usize, seeds: &str) -> (u64, 
 #[test]
 fn a_killed_follower_then_a_killed_leader_come_back_as_fresh_processes_and_the_cluster_heals_itself() {
     let dir = tempfile::tempdir().unwrap();
-    let port = free_port_pair();
-    let mut cluster = Cluster::start_with_env(3, port, dir.path().to_path_buf(), None, ENV).expect("cluster");
+    let mut cluster = with_fresh_ports("a cluster of 3", || {
+        Cluster::start_with_env(3, free_port_pair(), dir.path().to_path_buf(), None, ENV)
+    });
     let seeds = cluster.client_addrs().join(",");
     cluster.wait_leader(Duration::from_secs(30)).expect("a leader");
     let started = Instant::now();
@@ -282,13 +283,17 @@ fn admin(args: &[&str]) -> (i32, String, String) {
 #[test]
 fn waiting_join_nodes_found_nothing_by_themselves_and_admin_found_makes_them_a_cluster_once() {
     let dir = tempfile::tempdir().unwrap();
-    let port = free_port_pair();
-    let mut cluster = Cluster::start_with_env(0, port, dir.path().to_path_buf(), None, ENV).expect("harness");
-    let seeds: Vec<String> = (1..=3).map(|i| format!("127.0.0.{i}:{port}")).collect();
-    for _ in 0..3 {
-        let p = cluster.spawn_fresh(None, &seeds.join(","), None, ENV).expect("waiting node");
-        cluster.nodes.push(p);
-    }
+    // The three at planned addresses (the seeds), again on new ports when one was taken.
+    let (mut cluster, seeds) = with_fresh_ports("three waiting nodes", || {
+        let port = free_port_pair();
+        let mut cluster = Cluster::start_with_env(0, port, dir.path().to_path_buf(), None, ENV)?;
+        let seeds: Vec<String> = (1..=3).map(|i| format!("127.0.0.{i}:{port}")).collect();
+        for _ in 0..3 {
+            let p = cluster.spawn_fresh(None, &seeds.join(","), None, ENV)?;
+            cluster.nodes.push(p);
+        }
+        Ok((cluster, seeds))
+    });
     assert_eq!(cluster.client_addrs(), seeds, "the harness put the nodes at the seed addresses");
     // Each says what it waits for, then for three election timeouts nobody founds anything.
     for p in &cluster.nodes {
@@ -336,7 +341,13 @@ fn waiting_join_nodes_found_nothing_by_themselves_and_admin_found_makes_them_a_c
     assert_eq!(status(cluster.nodes[leader].addr).unwrap()["term"], term, "no election");
 
     // A fourth node started the same way joins as a standby.
-    let fourth = cluster.spawn_fresh(None, &seeds.join(","), None, ENV).expect("fourth");
+    // At 127.0.0.4 on the seeds' port, or on another when that was taken.
+    let mut at = None;
+    let fourth = with_fresh_ports("the fourth node", || {
+        let fourth = cluster.spawn_fresh(at, &seeds.join(","), None, ENV);
+        at = Some(format!("127.0.0.4:{}", free_port_pair()).parse().unwrap());
+        fourth
+    });
     let id = fourth.id;
     cluster.nodes.push(fourth);
     wait_standby(&cluster, id, Duration::from_secs(15));
@@ -377,13 +388,17 @@ fn wait_standby(cluster: &Cluster, id: u64, within: Duration) {
 #[test]
 fn a_frozen_voter_is_replaced_past_the_threshold_and_exits_when_it_thaws() {
     let dir = tempfile::tempdir().unwrap();
-    let port = free_port_pair();
-    let mut cluster = Cluster::start_with_env(3, port, dir.path().to_path_buf(), None, ENV).expect("cluster");
-    let seeds = cluster.client_addrs().join(",");
-    let leader = cluster.wait_leader(Duration::from_secs(30)).expect("a leader");
-    let standby = cluster.spawn_fresh(None, &seeds, None, ENV).expect("standby");
-    let standby_id = standby.id;
-    cluster.nodes.push(standby);
+    // The founders and the standby, again on new ports when one's was taken.
+    let (mut cluster, leader, standby_id) = with_fresh_ports("a cluster of 3 and a standby", || {
+        let port = free_port_pair();
+        let mut cluster = Cluster::start_with_env(3, port, dir.path().to_path_buf(), None, ENV)?;
+        let seeds = cluster.client_addrs().join(",");
+        let leader = cluster.wait_leader(Duration::from_secs(30)).expect("a leader");
+        let standby = cluster.spawn_fresh(None, &seeds, None, ENV)?;
+        let standby_id = standby.id;
+        cluster.nodes.push(standby);
+        Ok((cluster, leader, standby_id))
+    });
     wait_standby(&cluster, standby_id, Duration::from_secs(20));
 
     // SIGSTOP, as a VM pause or a long GC would: the process holds its sockets open.

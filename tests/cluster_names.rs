@@ -180,10 +180,16 @@ fn named_clients_use_only_their_cluster_and_unnamed_ones_with_mixed_seeds_serve_
 }
 
 /// A node started to join `seeds` with `extra` environment; it listens, then stops.
+/// Started again on another port when its port was taken.
 fn joiner(seeds: &str, extra: &[(&str, &str)]) -> ServerProcess {
+    with_fresh_ports("a joining node", || try_joiner(seeds, extra))
+}
+
+/// [`joiner`] once, or why it did not listen.
+fn try_joiner(seeds: &str, extra: &[(&str, &str)]) -> Result<ServerProcess, String> {
     let port = free_port_pair();
     let addr = format!("127.0.0.9:{port}");
-    Server::new().listen(&addr).member(None, &addr, seeds, "join").envs(extra).start()
+    Server::new().listen(&addr).member(None, &addr, seeds, "join").envs(extra).try_start()
 }
 
 /// Its exit status and the line it stopped with, waiting up to [`DEADLINE`].
@@ -253,15 +259,13 @@ fn a_founder_with_a_typo_stops_and_the_other_two_found_the_cluster() {
     for (var, wrong) in
         [("TICKETING_CLUSTER_NAME", "prdo"), ("TICKETING_PEER_AUTH_TOKEN", "another-peer-secret-0123456789")]
     {
-        let mut cluster = Cluster::empty(free_port_pair(), 3);
         let right: &[(&str, &str)] = &[("TICKETING_CLUSTER_NAME", "prod")];
         let wrong_env: Vec<(&str, &str)> =
             if var == "TICKETING_CLUSTER_NAME" { vec![(var, wrong)] } else { vec![right[0], (var, wrong)] };
-        for i in 1..=3u64 {
-            let addr = format!("127.0.0.{i}:{}", cluster.port);
+        let (mut cluster, _) = Cluster::start_each(3, |i, _| {
             let env: &[(&str, &str)] = if i == 2 { &wrong_env } else { right };
-            cluster.nodes.push(Some(cluster.spawn(i, &addr, "new", env)));
-        }
+            env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+        });
         let (code, line) =
             stops_with(cluster.nodes[1].as_mut().unwrap(), &format!("the founder with {var}={wrong}"));
         assert_eq!(code, Some(2), "{var}: {line}");
@@ -298,8 +302,10 @@ fn http_get(addr: &str, path: &str) -> (u16, String) {
 fn a_waiting_node_whose_members_cannot_be_asked_is_not_advised_to_found() {
     // Its one member address has no server: founding is not the fix.
     let nobody = format!("127.0.0.1:{}", free_port_pair());
-    let metrics = format!("127.0.0.1:{}", free_port());
-    let node = joiner(&nobody, &[("TICKETING_METRICS_LISTEN", &metrics)]);
+    let (node, metrics) = with_fresh_ports("a waiting node", || {
+        let metrics = format!("127.0.0.1:{}", free_port());
+        Ok((try_joiner(&nobody, &[("TICKETING_METRICS_LISTEN", &metrics)])?, metrics))
+    });
     let said = std::cell::RefCell::new(String::new());
     let waiting = eventually(DEADLINE, || {
         let (code, body) = http_get(&metrics, "/readyz");

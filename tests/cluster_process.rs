@@ -221,13 +221,20 @@ fn a_crashed_node_restarted_under_its_old_id_exits_2() {
 
 /// A node started with `new` after its cluster formed cannot tell whether it ran before
 /// (and lost its vote and log) or not: it must not take part, and says how to replace it.
+///
+/// The late nodes start at planned addresses too: the whole of it runs again on new
+/// ports when one of its nodes found its address taken.
 #[test]
 fn a_founding_node_that_finds_the_domain_formed_exits_2() {
+    ports::with_fresh_ports("two founders, a late one and a stranger", a_late_founder_and_a_stranger);
+}
+
+fn a_late_founder_and_a_stranger() -> Result<(), String> {
     let port = free_port_pair();
     let peers: String = (1..=3).map(|i| format!("{i}@127.0.0.{i}:{port}")).collect::<Vec<_>>().join(",");
     let mut cluster = Cluster { port, nodes: Vec::new(), peers };
     for i in 1..=2u64 {
-        let node = cluster.spawn(i, &format!("127.0.0.{i}:{port}"), "new", &[]);
+        let node = cluster.try_spawn(i, &format!("127.0.0.{i}:{port}"), "new", &[])?;
         cluster.nodes.push(Some(node));
     }
     let leader = cluster.wait_leader(Duration::from_secs(15));
@@ -239,7 +246,7 @@ fn a_founding_node_that_finds_the_domain_formed_exits_2() {
     for i in 0..2 {
         assert_ne!(welcome_with_domain(cluster.addr(i)).welcome.domain, 0, "node {i} knows the domain");
     }
-    let mut late = cluster.spawn(3, &format!("127.0.0.3:{port}"), "new", &[]);
+    let mut late = cluster.try_spawn(3, &format!("127.0.0.3:{port}"), "new", &[])?;
     assert_eq!(late.exit_code_within(Duration::from_secs(15), "the late founding node"), Some(2));
     late.wait_log(Duration::from_secs(5), "the exit message naming the variable and the cause", |l| {
         l.contains("TICKETING_CLUSTER_STATE") && l.contains("already exists")
@@ -252,15 +259,16 @@ fn a_founding_node_that_finds_the_domain_formed_exits_2() {
     // A `new` node that is no member of that cluster but lists its nodes as peers is
     // refused by them; their answer still says a domain exists, so it exits 2 too.
     let stranger_peers = format!("1@127.0.0.1:{port},2@127.0.0.2:{port},9@127.0.0.9:{port}");
-    let mut stranger = cluster.spawn(
+    let mut stranger = cluster.try_spawn(
         9,
         &format!("127.0.0.9:{port}"),
         "new",
         &[("TICKETING_CLUSTER_PEERS", &stranger_peers)],
-    );
+    )?;
     assert_eq!(stranger.exit_code_within(Duration::from_secs(15), "the stranger"), Some(2));
     stranger
         .wait_log(Duration::from_secs(5), "the stranger's exit message", |l| l.contains("already exists"));
+    Ok(())
 }
 
 #[test]
@@ -282,15 +290,10 @@ fn cli_status_with_one_address_shows_every_node() {
 
 #[test]
 fn a_node_with_the_wrong_peer_secret_is_kept_out() {
-    let port = free_port_pair();
-    let peers: String = (1..=3).map(|i| format!("{i}@127.0.0.{i}:{port}")).collect::<Vec<_>>().join(",");
-    let mut cluster = Cluster { port, nodes: Vec::new(), peers };
-    for i in 1..=3u64 {
-        let addr = format!("127.0.0.{i}:{port}");
+    let (mut cluster, _) = Cluster::start_each(3, |i, _| {
         let secret = if i == 3 { "a-different-peer-secret" } else { "the-right-peer-secret-00" };
-        let node = cluster.spawn(i, &addr, "new", &[("TICKETING_PEER_AUTH_TOKEN", secret)]);
-        cluster.nodes.push(Some(node));
-    }
+        vec![("TICKETING_PEER_AUTH_TOKEN".to_string(), secret.to_string())]
+    });
     let leader = cluster.wait_leader(Duration::from_secs(15));
     assert_ne!(leader, 2, "the outsider cannot lead");
     let mut l = connect(cluster.addr(leader));

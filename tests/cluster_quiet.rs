@@ -23,7 +23,9 @@ use common::facts_cluster::eventually_some;
 use common::grants::Load;
 use common::load::load_average;
 use common::raw::{call, status};
-use common::{bin, eventually, free_port_pair, KillOnDrop, Server, ServerProcess, PEER_TOKEN, TOKEN};
+use common::{
+    bin, eventually, free_port_pair, with_fresh_ports, KillOnDrop, Server, ServerProcess, PEER_TOKEN, TOKEN,
+};
 use ticketing::proto::frame::{Request, Response};
 
 /// The autopilot's smallest threshold for the default timing: a heal takes seconds.
@@ -51,6 +53,11 @@ struct Recipe {
 impl Recipe {
     /// Starts a process at `addr` as the unit does (`join`, no id, the seeds).
     fn start(&mut self, addr: SocketAddr) -> Node {
+        self.try_start(addr).unwrap_or_else(|why| panic!("{why}"))
+    }
+
+    /// [`Recipe::start`], or why it did not listen.
+    fn try_start(&mut self, addr: SocketAddr) -> Result<Node, String> {
         self.started += 1;
         let log = self.dir.join(format!("{}-{}.log", addr.ip(), self.started));
         let process = Server::new()
@@ -58,10 +65,10 @@ impl Recipe {
             .member(None, &addr.to_string(), &self.seeds, "join")
             .env("TICKETING_AUTOPILOT_DEAD_MS", DEAD_MS)
             .log_to(&log)
-            .start();
+            .try_start()?;
         let id = eventually_some(Duration::from_secs(5), || status(addr)?.get("node_id")?.parse().ok())
             .unwrap_or_else(|| panic!("the node at {addr} answers no STATUS"));
-        Node { addr, id, process }
+        Ok(Node { addr, id, process })
     }
 
     /// The index (in `live`) of the node that says it leads, the highest term first.
@@ -230,17 +237,23 @@ fn warnings(lines: &[(String, String)]) -> Vec<String> {
 
 #[test]
 fn a_rolling_planned_restart_and_a_heal_log_no_warning_and_found_again_says_founded_already() {
-    let dir = tempfile::tempdir().unwrap();
-    let port = free_port_pair();
-    let addrs: Vec<SocketAddr> = (1..=4).map(|i| format!("127.0.0.{i}:{port}").parse().unwrap()).collect();
-    let seeds = addrs.iter().map(|a| a.to_string()).collect::<Vec<_>>().join(",");
-    let founders = addrs[..3].iter().map(|a| a.to_string()).collect::<Vec<_>>().join(",");
-    let mut recipe =
-        Recipe { dir: dir.path().to_path_buf(), seeds, live: Vec::new(), gone: Vec::new(), started: 0 };
-    for addr in &addrs {
-        let node = recipe.start(*addr);
-        recipe.live.push(node);
-    }
+    // The four at planned addresses (the seeds); again on new ports, with new logs (a
+    // failed start's log is no routine event), when one's address was taken.
+    let (_dir, addrs, founders, mut recipe) = with_fresh_ports("the recipe's four nodes", || {
+        let dir = tempfile::tempdir().unwrap();
+        let port = free_port_pair();
+        let addrs: Vec<SocketAddr> =
+            (1..=4).map(|i| format!("127.0.0.{i}:{port}").parse().unwrap()).collect();
+        let seeds = addrs.iter().map(|a| a.to_string()).collect::<Vec<_>>().join(",");
+        let founders = addrs[..3].iter().map(|a| a.to_string()).collect::<Vec<_>>().join(",");
+        let mut recipe =
+            Recipe { dir: dir.path().to_path_buf(), seeds, live: Vec::new(), gone: Vec::new(), started: 0 };
+        for addr in &addrs {
+            let node = recipe.try_start(*addr)?;
+            recipe.live.push(node);
+        }
+        Ok((dir, addrs, founders, recipe))
+    });
     // Founded once; the fourth node joins as a standby.
     let (code, out, err) = found(&founders);
     assert_eq!(code, 0, "admin found: {out}{err}\n{}", recipe.logs());

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use common::children::{Within, CLI};
 use common::facts_cluster::eventually_some;
+use common::ports::addr_in_use;
 use common::*;
 use rcgen::{BasicConstraints, CertificateParams, IsCa, KeyPair};
 use ticketing::client::Client;
@@ -206,22 +207,29 @@ fn start_with_certificate(pki: &Pki, cert: &rcgen::Certificate, key: &KeyPair) -
     std::fs::write(path("cert.pem"), cert.pem()).unwrap();
     std::fs::write(path("key.pem"), key.serialize_pem()).unwrap();
     std::fs::write(path("ca.pem"), pki.ca.pem()).unwrap();
-    let port = free_port_pair();
-    let peers: String = (1..=3).map(|i| format!("{i}@127.0.0.{i}:{port}")).collect::<Vec<_>>().join(",");
-    let out = std::process::Command::new(bin())
-        .arg("server")
-        .env_clear()
-        .env("TICKETING_AUTH_TOKEN", TOKEN)
-        .env("TICKETING_PEER_AUTH_TOKEN", PEER_TOKEN)
-        .env("TICKETING_LISTEN", format!("127.0.0.1:{port}"))
-        .env("TICKETING_NODE_ID", "1")
-        .env("TICKETING_CLUSTER_SELF", format!("127.0.0.1:{port}"))
-        .env("TICKETING_CLUSTER_PEERS", peers)
-        .env("TICKETING_TLS_CERT", path("cert.pem"))
-        .env("TICKETING_TLS_KEY", path("key.pem"))
-        .env("TICKETING_TLS_CA", path("ca.pem"))
-        .output_within(CLI);
-    (out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned())
+    // Again on new ports if it stopped because its address was taken.
+    with_fresh_ports("node 1 with the certificate", || {
+        let port = free_port_pair();
+        let peers: String = (1..=3).map(|i| format!("{i}@127.0.0.{i}:{port}")).collect::<Vec<_>>().join(",");
+        let out = std::process::Command::new(bin())
+            .arg("server")
+            .env_clear()
+            .env("TICKETING_AUTH_TOKEN", TOKEN)
+            .env("TICKETING_PEER_AUTH_TOKEN", PEER_TOKEN)
+            .env("TICKETING_LISTEN", format!("127.0.0.1:{port}"))
+            .env("TICKETING_NODE_ID", "1")
+            .env("TICKETING_CLUSTER_SELF", format!("127.0.0.1:{port}"))
+            .env("TICKETING_CLUSTER_PEERS", peers)
+            .env("TICKETING_TLS_CERT", path("cert.pem"))
+            .env("TICKETING_TLS_KEY", path("key.pem"))
+            .env("TICKETING_TLS_CA", path("ca.pem"))
+            .output_within(CLI);
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        match addr_in_use(&stderr) {
+            true => Err(stderr),
+            false => Ok((out.status.code(), stderr)),
+        }
+    })
 }
 
 #[test]
@@ -352,10 +360,9 @@ fn a_misconfigured_node_and_the_tls_cluster_both_name_the_mistake() {
         ("TICKETING_TLS_CA", ca_path.as_str()),
     ];
     let cluster = Cluster::start(3, &tls);
-    let at = format!("127.0.0.4:{}", cluster.port);
     // Node 4 joins with the members as its peers, and waits for `admin replace`: it
     // dials their peer ports all along, and is never dialed.
-    let misfit = |env: &[(&str, &str)]| cluster.spawn(4, &at, "join", env);
+    let misfit = |env: &[(&str, &str)]| cluster.spawn_on(4, 4, "join", env).0;
     let node1 = cluster.nodes[0].as_ref().unwrap();
     let within = Duration::from_secs(10);
     let from_a_node = |l: &str| l.contains("WARN") && l.contains("peer TLS handshake failed from 127.0.0.1:");

@@ -12,7 +12,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use common::children::{run_within_leaving, Within, TOOL};
-use common::{free_port, free_port_pair, repo, Cluster, PEER_TOKEN, TOKEN};
+use common::{repo, Cluster, PEER_TOKEN, TOKEN};
 
 fn read(path: &str) -> String {
     std::fs::read_to_string(repo().join(path)).unwrap()
@@ -574,27 +574,21 @@ fn replace_node_script_replaces_the_leader_then_a_follower_of_a_tls_cluster() {
         std::fs::write(conf.path().join(format!("node-{id}.pem")), cert.unwrap().pem()).unwrap();
         std::fs::write(conf.path().join(format!("node-{id}.key")), key.serialize_pem()).unwrap();
     }
-    let (port, metrics) = (free_port_pair(), free_port());
-    let addr = |id: u64| format!("127.0.0.{id}:{port}");
-    let peers: Vec<String> = (1..=3).map(|id| format!("{id}@{}", addr(id))).collect();
-    let mut cluster = Cluster { port, nodes: Vec::new(), peers: peers.join(",") };
     let ca_path = conf.file("ca.pem");
-    for id in 1..=3u64 {
+    let (mut cluster, metrics) = Cluster::start_each(3, |id, metrics| {
         let (cert, key) = (conf.file(&format!("node-{id}.pem")), conf.file(&format!("node-{id}.key")));
         let metrics_addr = format!("127.0.0.{id}:{metrics}");
-        let node = cluster.spawn(
-            id,
-            &addr(id),
-            "new",
-            &[
-                ("TICKETING_TLS_CERT", &cert),
-                ("TICKETING_TLS_KEY", &key),
-                ("TICKETING_TLS_CA", &ca_path),
-                ("TICKETING_METRICS_LISTEN", &metrics_addr),
-            ],
-        );
-        cluster.nodes.push(Some(node));
-    }
+        [
+            ("TICKETING_TLS_CERT", cert),
+            ("TICKETING_TLS_KEY", key),
+            ("TICKETING_TLS_CA", ca_path.clone()),
+            ("TICKETING_METRICS_LISTEN", metrics_addr),
+        ]
+        .map(|(k, v)| (k.to_string(), v))
+        .to_vec()
+    });
+    let port = cluster.port;
+    let addr = |id: u64| format!("127.0.0.{id}:{port}");
     let cluster_env = format!("TICKETING_CLUSTER_PEERS={}\nTICKETING_TLS_CA={ca_path}\n", cluster.peers);
     std::fs::write(conf.path().join("cluster.env"), cluster_env).unwrap();
     let dir = conf.path().display();

@@ -14,7 +14,8 @@ use std::time::{Duration, Instant};
 
 use common::children::TOOL;
 use common::children::{Within, BUILD};
-use common::{bin, free_port, free_port_pair, repo, PEER_TOKEN, TOKEN};
+use common::ports::addr_in_use;
+use common::{bin, free_port, free_port_pair, repo, with_fresh_ports, PEER_TOKEN, TOKEN};
 
 /// A ```sh block: the file it is in, its first line, its text.
 struct Block {
@@ -153,6 +154,17 @@ fn bash(script: &str, dir: &Path, addrs: &str) -> Output {
     cmd.output_within(BUILD)
 }
 
+/// `out`, unless the run failed because a server's address was taken (as its output or
+/// `logs` say): then what they said, for [`with_fresh_ports`] to run it on new ports.
+fn unless_taken(out: Output, logs: &str) -> Result<Output, String> {
+    let said =
+        format!("{}{}{logs}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    match !out.status.success() && addr_in_use(&said) {
+        true => Err(said),
+        false => Ok(out),
+    }
+}
+
 fn ok(out: &Output, what: &str) {
     assert!(
         out.status.success(),
@@ -164,16 +176,20 @@ fn ok(out: &Output, what: &str) {
 }
 
 /// README's CLI tour against a standalone node it starts itself.
+/// Run again on a new port when the node's was taken.
 fn readme_cli(block: &Block) {
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::write(
-        dir.path().join("sell-seat.sh"),
-        "#!/bin/sh\n[ -n \"$TICKETING_FENCE\" ] && echo \"sold with token $TICKETING_FENCE\"\n",
-    )
-    .unwrap();
-    let port = free_port_pair();
-    let script = block.text.replace("5225", &port.to_string());
-    let out = bash(&format!("chmod +x sell-seat.sh\n{script}"), dir.path(), &format!("127.0.0.1:{port}"));
+    let out = with_fresh_ports("README's CLI block", || {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("sell-seat.sh"),
+            "#!/bin/sh\n[ -n \"$TICKETING_FENCE\" ] && echo \"sold with token $TICKETING_FENCE\"\n",
+        )
+        .unwrap();
+        let port = free_port_pair();
+        let script = block.text.replace("5225", &port.to_string());
+        let out = bash(&format!("chmod +x sell-seat.sh\n{script}"), dir.path(), &format!("127.0.0.1:{port}"));
+        unless_taken(out, "")
+    });
     ok(&out, "README's CLI block");
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
@@ -213,25 +229,29 @@ fn replace_numbers(text: &str, pairs: &[(&str, String)]) -> String {
 /// docs/operations.md's quick start: three nodes on 127.0.0.1, started, checked, used
 /// and stopped by the block itself, on free ports. The block's own `kill` stops the
 /// nodes; whatever it leaves running is killed by [`bash`] when the script ends, and
-/// the whole process group by `timeout` after 120 s.
+/// the whole process group by `timeout` after 120 s. Run again on new ports when a
+/// node's was taken.
 fn quick_start(block: &Block) {
-    let dir = tempfile::tempdir().unwrap();
-    let client: Vec<u16> = (0..3).map(|_| free_port_pair()).collect();
-    let metrics: Vec<u16> = (0..3).map(|_| free_port()).collect();
-    let mut pairs = Vec::new();
-    for n in 0..3 {
-        pairs.push((["5225", "5226", "5227"][n], client[n].to_string()));
-        pairs.push((["9225", "9226", "9227"][n], metrics[n].to_string()));
-    }
-    let script = replace_numbers(&block.text, &pairs);
-    for port in &client {
-        assert!(script.contains(&format!("127.0.0.1:{port}")), "{script}");
-    }
     let started = Instant::now();
-    let out = bash(&script, dir.path(), "127.0.0.1:1");
-    let logs: Vec<String> = (1..=3)
-        .map(|n| std::fs::read_to_string(dir.path().join(format!("node-{n}.log"))).unwrap_or_default())
-        .collect();
+    let (client, out, logs) = with_fresh_ports("operations.md's quick start", || {
+        let dir = tempfile::tempdir().unwrap();
+        let client: Vec<u16> = (0..3).map(|_| free_port_pair()).collect();
+        let metrics: Vec<u16> = (0..3).map(|_| free_port()).collect();
+        let mut pairs = Vec::new();
+        for n in 0..3 {
+            pairs.push((["5225", "5226", "5227"][n], client[n].to_string()));
+            pairs.push((["9225", "9226", "9227"][n], metrics[n].to_string()));
+        }
+        let script = replace_numbers(&block.text, &pairs);
+        for port in &client {
+            assert!(script.contains(&format!("127.0.0.1:{port}")), "{script}");
+        }
+        let out = bash(&script, dir.path(), "127.0.0.1:1");
+        let logs: Vec<String> = (1..=3)
+            .map(|n| std::fs::read_to_string(dir.path().join(format!("node-{n}.log"))).unwrap_or_default())
+            .collect();
+        Ok((client, unless_taken(out, &logs.join("\n"))?, logs))
+    });
     assert!(
         out.status.success(),
         "operations.md's quick start: {}\nstdout:\n{}\nstderr:\n{}\nlogs:\n{}",
@@ -269,8 +289,14 @@ fn quick_start(block: &Block) {
 }
 
 /// docs/operations.md's cluster start and replacement, with docs/cli.md's bench lines
-/// against that cluster.
+/// against that cluster. Run again on new ports when a node's was taken.
 fn operations_cluster(blocks: &[&Block]) {
+    with_fresh_ports("operations.md's cluster", || operations_cluster_once(blocks));
+}
+
+/// [`operations_cluster`] once, on a port picked for it; why not, when a node's address
+/// was taken.
+fn operations_cluster_once(blocks: &[&Block]) -> Result<(), String> {
     let dir = tempfile::tempdir().unwrap();
     let etc = dir.path().join("etc");
     std::fs::create_dir(&etc).unwrap();
@@ -321,6 +347,7 @@ fn operations_cluster(blocks: &[&Block]) {
     let started = Instant::now();
     let out = bash(&script, dir.path(), &format!("127.0.0.1:{port}"));
     let log = std::fs::read_to_string(dir.path().join("servers.log")).unwrap_or_default();
+    let out = unless_taken(out, &log)?;
     assert!(
         out.status.success(),
         "operations.md's cluster: {}\n{}\nservers:\n{log}",
@@ -331,6 +358,7 @@ fn operations_cluster(blocks: &[&Block]) {
     assert!(stdout.contains("replaced 1 by 4"), "{stdout}");
     assert!(stdout.contains("voter    4@127.0.0.4"), "{stdout}");
     assert!(started.elapsed() < Duration::from_secs(120));
+    Ok(())
 }
 
 #[test]

@@ -238,8 +238,13 @@ fn the_java_fencing_example_sells_once_against_postgres() {
         return;
     }
     let server = start_server(&[]);
-    let port = common::free_port();
-    let pg = fenced_postgres::Postgres::start_with_tcp(port).expect("a throw-away PostgreSQL");
+    // Again on another port when its port was taken (PostgreSQL logs "Address already
+    // in use" and exits).
+    let (port, pg) = common::with_fresh_ports("a throw-away PostgreSQL", || {
+        let port = common::free_port();
+        let pg = fenced_postgres::Postgres::start_with_tcp(port).map_err(|e| e.to_string())?;
+        Ok((port, pg))
+    });
     let example = project().join("examples/fenced-postgres");
     install();
     let env = [

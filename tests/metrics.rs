@@ -223,18 +223,8 @@ fn a_real_prometheus_scrapes_the_cluster() {
         ),
     )
     .unwrap();
-    let web = format!("127.0.0.1:{}", free_port());
-    let prometheus = Command::new("prometheus")
-        .arg(format!("--config.file={}", dir.path().join("prometheus.yml").display()))
-        .arg(format!("--storage.tsdb.path={}", dir.path().join("data").display()))
-        .arg(format!("--web.listen-address={web}"))
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    // Stopped however the test ends.
-    let _prometheus = KillOnDrop(prometheus);
-    let web: SocketAddr = web.parse().unwrap();
+    // Its web port picked for it; again on another when it found that one taken.
+    let (web, _prometheus) = with_fresh_ports("prometheus", || start_prometheus(dir.path()));
     // The first sample of a PromQL query's answer, once `good` holds for it.
     let wait_for = |promql: &str, good: &dyn Fn(f64) -> bool, what: &str| {
         let query: String = promql
@@ -452,4 +442,32 @@ fn gauges_of_the_cluster_s_shape_the_leader_as_a_label_and_abandoned_connections
         healthy(&text) == Some(2.0) && sample(&text, "ticketing_raft_voters") == Some(3.0)
     };
     assert!(eventually(Duration::from_secs(10), two_of_three), "{}", http_get(metrics[next], "/metrics").1);
+}
+
+/// Prometheus with `dir`/prometheus.yml, its web port on a port picked for it: where it
+/// serves, and the process (stopped however the test ends); why not, when it exited
+/// because that port was taken.
+fn start_prometheus(dir: &Path) -> Result<(SocketAddr, KillOnDrop), String> {
+    let web: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+    let log = dir.join(format!("prometheus-{}.log", web.port()));
+    let prometheus = Command::new("prometheus")
+        .arg(format!("--config.file={}", dir.join("prometheus.yml").display()))
+        .arg(format!("--storage.tsdb.path={}", dir.join(format!("data-{}", web.port())).display()))
+        .arg(format!("--web.listen-address={web}"))
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    let prometheus = std::cell::RefCell::new(KillOnDrop(prometheus));
+    // Until it serves or exits (the queries below wait for its answers).
+    let exited = || prometheus.borrow_mut().0.try_wait().unwrap().is_some();
+    eventually(Duration::from_secs(30), || {
+        TcpStream::connect_timeout(&web, Duration::from_millis(200)).is_ok() || exited()
+    });
+    let said = std::fs::read_to_string(&log).unwrap_or_default();
+    // Go says "bind: address already in use".
+    match exited() && said.to_lowercase().contains(&common::process::ADDR_IN_USE.to_lowercase()) {
+        true => Err(format!("{}: {said}", common::process::ADDR_IN_USE)),
+        false => Ok((web, prometheus.into_inner())),
+    }
 }

@@ -190,8 +190,7 @@ fn a_member_id_from_another_process_is_refused_by_every_member_including_one_tha
     let paused = (leader + 1) % 3;
     let old = (leader + 2) % 3;
     cluster.signal(paused, "-STOP");
-    let new_addr = format!("127.0.0.4:{}", cluster.port);
-    let new_node = cluster.spawn(4, &new_addr, "join", &[]);
+    let (new_node, new_addr) = cluster.spawn_on(4, 4, "join", &[]);
     let mut op = connect_with(cluster.addr(leader), PEER_TOKEN).unwrap();
     op.stream.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
     let replace = Request::Replace { old: old as u64 + 1, new: 4, addr: new_addr.clone() };
@@ -268,11 +267,10 @@ fn a_removed_node_that_was_frozen_during_its_removal_learns_it_and_stops() {
     let leader = cluster.wait_leader(Duration::from_secs(15));
     let old = (leader + 1) % 3;
     cluster.signal(old, "-STOP");
-    let new_addr = format!("127.0.0.4:{}", cluster.port);
-    let new_node = cluster.spawn(4, &new_addr, "join", &[]);
+    let (new_node, new_addr) = cluster.spawn_on(4, 4, "join", &[]);
     let mut op = connect_with(cluster.addr(leader), PEER_TOKEN).unwrap();
     op.stream.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
-    match op.call(1, &Request::Replace { old: old as u64 + 1, new: 4, addr: new_addr }) {
+    match op.call(1, &Request::Replace { old: old as u64 + 1, new: 4, addr: new_addr.clone() }) {
         Response::Status { text } => assert!(text.contains("replaced"), "{text}"),
         other => panic!("{other:?}"),
     }
@@ -280,7 +278,7 @@ fn a_removed_node_that_was_frozen_during_its_removal_learns_it_and_stops() {
     // Every member now refuses that NodeId at the handshake with a removal notice
     // (the node, when it dials, takes the notice as definitive and stops).
     let domain = status_map(&mut connect(cluster.addr(leader)), 2)["domain"].parse::<u64>().unwrap();
-    for target in [cluster.addr(leader), format!("127.0.0.4:{}", cluster.port).parse().unwrap()] {
+    for target in [cluster.addr(leader), new_addr.parse().unwrap()] {
         // Once that node has applied the committed change (the leader answered when it
         // had; node 4 may learn the commit a heartbeat later).
         let deadline = Instant::now() + Duration::from_secs(10);
@@ -326,10 +324,9 @@ fn a_joining_node_admits_only_the_leader_its_configured_peer_named() {
     wait_records(cluster.addr(leader), 3);
     let follower = (leader + 1) % 3;
     let old = (leader + 2) % 3;
-    let new_addr = format!("127.0.0.4:{}", cluster.port);
     // Its only configured peer is a follower: that follower names the leader.
     let only_follower = format!("{}@{}", follower + 1, cluster.addr(follower));
-    let new_node = cluster.spawn(4, &new_addr, "join", &[("TICKETING_CLUSTER_PEERS", &only_follower)]);
+    let (new_node, new_addr) = cluster.spawn_on(4, 4, "join", &[("TICKETING_CLUSTER_PEERS", &only_follower)]);
     let node4: SocketAddr = new_addr.parse().unwrap();
     let leader_addr = cluster.addr(leader).to_string();
     // The follower has named the leader to it (its MEMBERS says whom it joins through):
@@ -413,10 +410,10 @@ fn a_stranger_is_heard_only_by_a_node_without_a_live_leader() {
     let mut cluster = Cluster::start(3, &[]);
     let leader = cluster.wait_leader(Duration::from_secs(15));
     let lone = (leader + 1) % 3;
-    // The address the stranger claims: a listener of ours on its peer port, which must
-    // never see a connection.
-    let claimed_port = free_port_pair();
-    let trap = std::net::TcpListener::bind(("127.0.0.9", claimed_port + 1000)).unwrap();
+    // The address the stranger claims: a listener of ours on its peer port (its client
+    // port + 1000, on a port the kernel picks), which must never see a connection.
+    let trap = std::net::TcpListener::bind(("127.0.0.9", 0)).unwrap();
+    let claimed_port = trap.local_addr().unwrap().port() - 1000;
     trap.set_nonblocking(true).unwrap();
     let hello = PeerHello {
         node_id: 99,

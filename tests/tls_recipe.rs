@@ -53,19 +53,15 @@ fn the_tls_recipe_in_the_docs_starts_a_cluster_the_cli_can_use() {
     assert!(String::from_utf8_lossy(&out.stdout).contains("IP Address:127.0.0.1"));
 
     // A cluster with one certificate per node.
-    let port = free_port_pair();
-    let peers: String = (1..=3).map(|i| format!("{i}@127.0.0.{i}:{port}")).collect::<Vec<_>>().join(",");
-    let cluster = Cluster { port, nodes: Vec::new(), peers };
-    let mut nodes = Vec::new();
-    for i in 1..=3u64 {
+    let (nodes, _) = Cluster::start_each(3, |i, _| {
         let (cert, key, ca) = (path(&format!("node{i}.pem")), path(&format!("node{i}.key")), path("ca.pem"));
-        nodes.push(cluster.spawn(
-            i,
-            &format!("127.0.0.{i}:{port}"),
-            "new",
-            &[("TICKETING_TLS_CERT", &cert), ("TICKETING_TLS_KEY", &key), ("TICKETING_TLS_CA", &ca)],
-        ));
-    }
+        vec![
+            ("TICKETING_TLS_CERT".to_string(), cert),
+            ("TICKETING_TLS_KEY".to_string(), key),
+            ("TICKETING_TLS_CA".to_string(), ca),
+        ]
+    });
+    let port = nodes.port;
     // The CLI with the CA bundle, as the doc shows it, given one node's address.
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {

@@ -6,7 +6,7 @@
 // arguments and results and rejects with the error class of each kind.
 "use strict";
 
-const { C, K, OUTCOMES, HELD, NOT_HELD, dispatch } = require("./native.cjs");
+const { C, K, OUTCOMES, RESOLUTION, dispatch } = require("./native.cjs");
 const { Cancelled, InvalidArgument, Indeterminate, NotHolder, TicketingError, fromHandle } = require("./errors.cjs");
 
 const clients = new FinalizationRegistry((handle) => C.client_free(handle));
@@ -73,7 +73,7 @@ function abortSignal(signal) {
 
 /** The future a `ticketing_*_start` made, or the error its refusal means. */
 function started(kind, future, error) {
-  if (kind !== K.OK || !future[0]) throw fromHandle(kind, error[0]);
+  if (kind !== K.ok || !future[0]) throw fromHandle(kind, error[0]);
   return future[0];
 }
 
@@ -109,7 +109,7 @@ function readLock(client, key) {
     } finally {
       C.future_free(future);
     }
-    if (kind !== K.OK || !lock[0]) throw fromHandle(kind, error[0], cause);
+    if (kind !== K.ok || !lock[0]) throw fromHandle(kind, error[0], cause);
     return new Lock(lock[0], client, key, client._owner);
   };
 }
@@ -123,8 +123,8 @@ function readRelease(future, cause) {
   } finally {
     C.future_free(future);
   }
-  if (kind !== K.OK) throw fromHandle(kind, error[0], cause);
-  return OUTCOMES[outcome[0]];
+  if (kind !== K.ok) throw fromHandle(kind, error[0], cause);
+  return OUTCOMES.get(outcome[0]);
 }
 
 function readQuery(future, cause) {
@@ -137,7 +137,7 @@ function readQuery(future, cause) {
   } finally {
     C.future_free(future);
   }
-  if (kind !== K.OK) throw fromHandle(kind, error[0], cause);
+  if (kind !== K.ok) throw fromHandle(kind, error[0], cause);
   if (!held[0]) return null;
   const h = holder[0];
   return { owner: h.owner, token: BigInt(h.token), leaseLeft: Number(h.lease_left_ms) / 1000, waiters: h.waiters };
@@ -263,7 +263,7 @@ class Client {
     const error = [null];
     // "node": the client's messages name these options (authToken, tlsCa, clusterName).
     const kind = C.client_new_named("node", name, addrs, addrs.length, token, token.length, owner, tlsCa, client, error);
-    if (kind !== K.OK || !client[0]) throw fromHandle(kind, error[0]);
+    if (kind !== K.ok || !client[0]) throw fromHandle(kind, error[0]);
     this._adopt(client[0]);
   }
 
@@ -291,7 +291,7 @@ class Client {
     const client = [null];
     const error = [null];
     const kind = C.client_with_owner(this._live(), text(owner, "owner"), client, error);
-    if (kind !== K.OK || !client[0]) throw fromHandle(kind, error[0]);
+    if (kind !== K.ok || !client[0]) throw fromHandle(kind, error[0]);
     const other = Object.create(Client.prototype);
     other._adopt(client[0]);
     return other;
@@ -421,9 +421,9 @@ class Client {
         } finally {
           C.future_free(future_);
         }
-        if (kind !== K.OK) throw fromHandle(kind, failure[0], cause);
-        if (resolution[0] === HELD && lock[0]) return new Lock(lock[0], this);
-        if (resolution[0] === NOT_HELD) return null;
+        if (kind !== K.ok) throw fromHandle(kind, failure[0], cause);
+        if (resolution[0] === RESOLUTION.held && lock[0]) return new Lock(lock[0], this);
+        if (resolution[0] === RESOLUTION.not_held) return null;
         throw err;
       },
       signal,
@@ -448,7 +448,7 @@ class Client {
     const kind = await new Promise((resolve, reject) => {
       C.client_close.async(handle, timeoutMs, drained, error, (e, rc) => (e ? reject(e) : resolve(rc)));
     }).finally(() => C.client_free(handle));
-    if (kind !== K.OK) throw fromHandle(kind, error[0]);
+    if (kind !== K.ok) throw fromHandle(kind, error[0]);
     return drained[0] === 1;
   }
 

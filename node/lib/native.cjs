@@ -11,37 +11,6 @@ const koffi = require("koffi");
 const ABI_VERSION = 2;
 const NAME = process.platform === "darwin" ? "libticketing.dylib" : "libticketing.so";
 
-// Status and error kinds (TICKETING_*).
-const K = {
-  OK: 0,
-  BUSY: 1,
-  TIMEOUT: 2,
-  NOT_LEADER: 3,
-  INVALID: 4,
-  OVERLOADED: 5,
-  UNAVAILABLE: 6,
-  INDETERMINATE: 7,
-  NO_ANSWER: 8,
-  UNCONFIRMED: 9,
-  QUEUE_FULL: 10,
-  PROTOCOL: 11,
-  REFUSED: 12,
-  CONFIG: 13,
-  INTERNAL: 14,
-  CANCELLED: 15,
-};
-const OUTCOMES = { 1: "released", 2: "notHolder", 3: "releasedOrExpired" };
-const HELD = 1;
-const NOT_HELD = 2;
-const CAUSES = {
-  1: "connection_lost",
-  2: "server_unknown",
-  3: "no_answer",
-  4: "protocol_violation",
-  5: "expired_on_arrival",
-  6: "cancelled",
-};
-
 /** Where the library is: $TICKETING_LIBRARY, else node/native/ (where the install step
  * puts the one cargo built). */
 function libraryPath() {
@@ -98,6 +67,10 @@ const C = {
   version,
   version_string: fn("const char *ticketing_version_string(void)"),
   kind_name: fn("const char *ticketing_kind_name(int kind)"),
+  kind_is_definitive: fn("int ticketing_kind_is_definitive(int kind)"),
+  cause_name: fn("const char *ticketing_cause_name(int cause)"),
+  release_outcome_name: fn("const char *ticketing_release_outcome_name(int outcome)"),
+  resolution_name: fn("const char *ticketing_resolution_name(int resolution)"),
 
   // A library without it is older than this package: said at load, naming the fix.
   client_new_named: newer(
@@ -163,6 +136,29 @@ const C = {
   poll: fn("int poll(void *fds, unsigned long nfds, int timeout)"),
 };
 
+/** A numbered table of the library: number -> name, from `first` until "unknown". */
+function table(nameOf, first) {
+  const names = new Map();
+  for (let number = first, name; (name = nameOf(number)) !== "unknown"; number++) names.set(number, name);
+  return names;
+}
+const numbers = (names) => Object.fromEntries([...names].map(([number, name]) => [name, number]));
+const camel = (name) => name.replace(/_(.)/g, (_, c) => c.toUpperCase());
+
+// The ABI's tables, as the library names them (src/capi/abi.rs declares each once).
+/** Status and error kinds (TICKETING_*): number -> name ("ok", "busy", ...). */
+const KINDS = table(C.kind_name, 0);
+/** Kind name -> number ({ ok: 0, busy: 1, ... }). */
+const K = numbers(KINDS);
+/** Kind name -> whether an error of it means the operation certainly did not take effect. */
+const DEFINITIVE = Object.fromEntries([...KINDS].map(([number, name]) => [name, C.kind_is_definitive(number) !== 0]));
+/** Causes of an indeterminate acquire (TICKETING_CAUSE_*): number -> name. */
+const CAUSES = table(C.cause_name, 1);
+/** Release outcomes: number -> this package's name ("released", "notHolder", ...). */
+const OUTCOMES = new Map([...table(C.release_outcome_name, 1)].map(([number, name]) => [number, camel(name)]));
+/** Resolutions of an indeterminate acquire: name -> number ({ held: 1, not_held: 2 }). */
+const RESOLUTION = numbers(table(C.resolution_name, 1));
+
 /**
  * This thread's completion queue (one per JS thread: module state is per thread).
  *
@@ -180,7 +176,7 @@ class Dispatcher {
     const queue = [null];
     const error = [null];
     const kind = C.queue_new(queue, error);
-    if (kind !== K.OK) {
+    if (kind !== K.ok) {
       const message = error[0] ? C.error_message(error[0]) : "no pipe could be made";
       if (error[0]) C.error_free(error[0]);
       throw new Error(`ticketing: cannot make a completion queue: ${message}`);
@@ -211,7 +207,7 @@ class Dispatcher {
     // Refused only for a future that has a callback or queue already: never one just
     // started. Were it refused, the promise would never settle: say so at once.
     const error = [null];
-    if (C.future_set_queue(future, this.queue, tag, error) !== K.OK) {
+    if (C.future_set_queue(future, this.queue, tag, error) !== K.ok) {
       const message = error[0] ? C.error_message(error[0]) : "refused";
       if (error[0]) C.error_free(error[0]);
       C.future_free(future);
@@ -266,4 +262,4 @@ function dispatch() {
   return dispatcher;
 }
 
-module.exports = { koffi, C, K, OUTCOMES, HELD, NOT_HELD, CAUSES, PATH, ABI_VERSION, dispatch };
+module.exports = { koffi, C, K, KINDS, DEFINITIVE, OUTCOMES, RESOLUTION, CAUSES, PATH, ABI_VERSION, dispatch };

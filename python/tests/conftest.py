@@ -58,8 +58,17 @@ def free_port_pair() -> int:
     raise RuntimeError("no free port pair on 127.0.0.1..=3")
 
 
+ADDR_IN_USE = "Address already in use"
+ATTEMPTS = 5
+
+
+class AddressInUse(RuntimeError):
+    """The server exited before it listened because its address was taken."""
+
+
 class Server:
-    """One `ticketing server` process; its log lines are collected as they come."""
+    """One `ticketing server` process; its log lines are collected as they come.
+    Raises AddressInUse when it could not bind its address."""
 
     def __init__(self, env: Dict[str, str]) -> None:
         full = {"TICKETING_AUTH_TOKEN": SECRET, "RUST_LOG": "info"}
@@ -74,7 +83,10 @@ class Server:
         threading.Thread(target=self._read, daemon=True).start()
         if not self._listening.wait(10) or self.addr is None:
             self.stop()
-            raise RuntimeError("the server did not listen within 10 s; its log:\n" + "\n".join(self.log))
+            log = "\n".join(self.log)
+            if ADDR_IN_USE in log:
+                raise AddressInUse("its address was taken; its log:\n" + log)
+            raise RuntimeError("the server did not listen within 10 s; its log:\n" + log)
 
     def _read(self) -> None:
         assert self.process.stderr is not None
@@ -114,10 +126,21 @@ class Server:
 
 
 class Cluster:
-    """Three nodes on 127.0.0.{1,2,3}, one port (docs/configuration.md, cluster mode)."""
+    """Three nodes on 127.0.0.{1,2,3}, one port (docs/configuration.md, cluster mode),
+    started again on another port pair when a node found its address taken: another
+    process can bind a port between its check and the node's bind."""
 
     def __init__(self, n: int = 3) -> None:
-        self.port = free_port_pair()
+        for attempt in range(1, ATTEMPTS + 1):
+            try:
+                self._start(n, free_port_pair())
+                return
+            except AddressInUse as taken:
+                if attempt == ATTEMPTS:
+                    raise RuntimeError(f"a port was taken on each of {ATTEMPTS} attempts") from taken
+
+    def _start(self, n: int, port: int) -> None:
+        self.port = port
         self.addrs = [f"127.0.0.{i}:{self.port}" for i in range(1, n + 1)]
         peers = ",".join(f"{i}@{a}" for i, a in enumerate(self.addrs, 1))
         self.nodes: List[Optional[Server]] = []

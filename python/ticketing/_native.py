@@ -16,43 +16,10 @@ import os
 import sys
 from ctypes import POINTER, byref, c_char, c_char_p, c_int, c_int64, c_size_t, c_uint32, c_uint64, c_void_p
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Dict
 
 ABI_VERSION = 2
 _NAME = "libticketing.dylib" if sys.platform == "darwin" else "libticketing.so"
-
-# Status and error kinds (TICKETING_*).
-OK = 0
-BUSY = 1
-TIMEOUT = 2
-NOT_LEADER = 3
-INVALID = 4
-OVERLOADED = 5
-UNAVAILABLE = 6
-INDETERMINATE = 7
-NO_ANSWER = 8
-UNCONFIRMED = 9
-QUEUE_FULL = 10
-PROTOCOL = 11
-REFUSED = 12
-CONFIG = 13
-INTERNAL = 14
-CANCELLED = 15
-
-# Release outcomes and resolutions.
-OUTCOMES = {1: "released", 2: "not_holder", 3: "released_or_expired"}
-HELD, NOT_HELD, UNKNOWN = 1, 2, 3
-
-# Causes of an indeterminate acquire (TICKETING_CAUSE_*).
-CAUSES = {
-    1: "connection_lost",
-    2: "server_unknown",
-    3: "no_answer",
-    4: "protocol_violation",
-    5: "expired_on_arrival",
-    6: "cancelled",
-}
-
 
 class Holder(ctypes.Structure):
     """ticketing_holder."""
@@ -100,6 +67,10 @@ _OUT = POINTER(c_void_p)
 _declare(quick, "ticketing_version", c_uint32)
 _declare(quick, "ticketing_version_string", c_char_p)
 _declare(quick, "ticketing_kind_name", c_char_p, c_int)
+_declare(quick, "ticketing_kind_is_definitive", c_int, c_int)
+_declare(quick, "ticketing_cause_name", c_char_p, c_int)
+_declare(quick, "ticketing_release_outcome_name", c_char_p, c_int)
+_declare(quick, "ticketing_resolution_name", c_char_p, c_int)
 
 _declare(blocking, "ticketing_client_new", c_int,
          POINTER(c_char_p), c_size_t, c_char_p, c_size_t, c_char_p, c_char_p, _OUT, _OUT)
@@ -168,6 +139,31 @@ if quick.ticketing_version() != ABI_VERSION:
         f"ticketing: {PATH} has ABI version {quick.ticketing_version()}, this package needs "
         f"{ABI_VERSION}: reinstall the package from the same repository checkout as the library"
     )
+
+def _table(name_of: Callable[[int], bytes], first: int) -> Dict[int, str]:
+    """A numbered table of the library: number -> name, from ``first`` until "unknown"."""
+    table: Dict[int, str] = {}
+    number = first
+    while (name := name_of(number).decode()) != "unknown":
+        table[number] = name
+        number += 1
+    return table
+
+
+# The ABI's tables, as the library names them (src/capi/abi.rs declares each once).
+#: Status and error kinds (TICKETING_*): number -> name ("ok", "busy", ...).
+KINDS = _table(quick.ticketing_kind_name, 0)
+#: Kind name -> number.
+KIND = {name: number for number, name in KINDS.items()}
+#: Kind name -> whether an error of it means the operation certainly did not take effect.
+DEFINITIVE = {name: bool(quick.ticketing_kind_is_definitive(number)) for number, name in KINDS.items()}
+#: Causes of an indeterminate acquire (TICKETING_CAUSE_*): number -> name.
+CAUSES = _table(quick.ticketing_cause_name, 1)
+#: Release outcomes (TICKETING_RELEASED, ...): number -> name.
+OUTCOMES = _table(quick.ticketing_release_outcome_name, 1)
+#: Resolutions (TICKETING_HELD, ...): name -> number.
+RESOLUTION = {name: number for number, name in _table(quick.ticketing_resolution_name, 1).items()}
+OK = KIND["ok"]
 
 #: The signature of the *_free functions, for the finalizers that keep one bound.
 Free = Callable[[Any], None]

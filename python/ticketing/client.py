@@ -227,9 +227,9 @@ def _resolution_of(future: int, attempt: Indeterminate) -> Optional["Lock"]:
         n.quick.ticketing_future_free(future)
     if kind:
         raise from_handle(kind, error)
-    if resolution.value == n.HELD and lock.value is not None:
+    if resolution.value == n.RESOLUTION["held"] and lock.value is not None:
         return Lock(lock.value)
-    if resolution.value == n.NOT_HELD:
+    if resolution.value == n.RESOLUTION["not_held"]:
         return None
     raise attempt
 
@@ -436,7 +436,7 @@ class Client:
             _check_signals_in_this_thread()
         kind = n.blocking.ticketing_acquire(self._live(), _text(key, "key"), _nanos(lease, "lease"),
                                             _nanos(wait, "wait"), byref(handle), byref(error))
-        lock = Lock(handle.value) if kind == 0 and handle.value is not None else None
+        lock = Lock(handle.value) if kind == n.OK and handle.value is not None else None
         _raise_if_interrupted(error)  # a lock granted meanwhile is released with `lock`
         if lock is None:
             raise from_handle(kind, error, self)
@@ -500,13 +500,13 @@ class Client:
             _check_signals_in_this_thread()
         kind = n.blocking.ticketing_resolve(self._live(), error._handle, _millis(timeout, "timeout"),
                                             byref(resolution), byref(handle), byref(failure))
-        lock = Lock(handle.value) if kind == 0 and handle.value is not None else None
+        lock = Lock(handle.value) if kind == n.OK and handle.value is not None else None
         _raise_if_interrupted(failure)
         if kind:
             raise from_handle(kind, failure)
-        if resolution.value == n.HELD and lock is not None:
+        if resolution.value == n.RESOLUTION["held"] and lock is not None:
             return lock
-        if resolution.value == n.NOT_HELD:
+        if resolution.value == n.RESOLUTION["not_held"]:
             return None
         raise error
 

@@ -11,7 +11,6 @@ from typing import Any, Dict, Optional, Protocol, Type
 from . import _native as n
 
 
-
 class _Resolver(Protocol):
     """What an ``Indeterminate`` resolves through: its ``ticketing.Client`` (a protocol
     here, so that this module imports nothing of the client's)."""
@@ -24,7 +23,12 @@ class Error(Exception):
 
     ``kind`` is the C ABI's name of the kind ("busy", "timeout", ...); ``retryable`` is
     true when the request was certainly not executed and a new try soon may succeed
-    (NotLeader, Overloaded, Unavailable: ``AcquireError::is_retryable``)."""
+    (NotLeader, Overloaded, Unavailable: ``AcquireError::is_retryable``); ``definitive``
+    is true when the operation certainly did not take effect (false for Indeterminate,
+    ReleaseUnconfirmed, ProtocolError and InternalError), as the library says of the kind.
+
+    An error of a kind this package has no class for (a library newer than the package)
+    is an ``Error`` whose ``kind`` is the library's name of it."""
 
     kind = "error"
 
@@ -32,6 +36,11 @@ class Error(Exception):
         super().__init__(message)
         self.message = message
         self.retryable = retryable
+
+    @property
+    def definitive(self) -> bool:
+        """True when the operation certainly did not take effect (``ticketing_kind_is_definitive``)."""
+        return n.DEFINITIVE.get(self.kind, True)
 
 
 class Busy(Error):
@@ -171,22 +180,11 @@ class Cancelled(Error):
     kind = "cancelled"
 
 
-_BY_KIND: Dict[int, Type[Error]] = {
-    n.BUSY: Busy,
-    n.TIMEOUT: Timeout,
-    n.NOT_LEADER: NotLeader,
-    n.INVALID: InvalidArgument,
-    n.OVERLOADED: Overloaded,
-    n.UNAVAILABLE: Unavailable,
-    n.INDETERMINATE: Indeterminate,
-    n.NO_ANSWER: NoAnswer,
-    n.UNCONFIRMED: ReleaseUnconfirmed,
-    n.QUEUE_FULL: ReleaseQueueFull,
-    n.PROTOCOL: ProtocolError,
-    n.REFUSED: Refused,
-    n.CONFIG: ConfigError,
-    n.INTERNAL: InternalError,
-    n.CANCELLED: Cancelled,
+# A kind's class by the kind's name: the names are the library's (n.KINDS, read at load).
+_BY_NAME: Dict[str, Type[Error]] = {
+    cls.kind: cls
+    for cls in (Busy, Timeout, NotLeader, InvalidArgument, Overloaded, Unavailable, Indeterminate, NoAnswer,
+                ReleaseUnconfirmed, ReleaseQueueFull, ProtocolError, Refused, ConfigError, InternalError, Cancelled)
 }
 
 
@@ -195,7 +193,8 @@ def from_handle(kind: int, handle: Any, client: Optional[_Resolver] = None) -> E
     q = n.quick
     message = (q.ticketing_error_message(handle) or b"").decode("utf-8", "replace")
     retryable = bool(q.ticketing_error_is_retryable(handle))
-    cls = _BY_KIND.get(kind, Error)
+    name = n.KINDS.get(kind, "unknown")
+    cls = _BY_NAME.get(name)
     if cls is Indeterminate:
         cause = n.CAUSES.get(q.ticketing_error_cause(handle), "")
         # Kept (and freed with the exception): resolve needs the acquire's state.
@@ -204,6 +203,10 @@ def from_handle(kind: int, handle: Any, client: Optional[_Resolver] = None) -> E
         if cls is NotLeader:
             leader = q.ticketing_error_leader(handle)
             return NotLeader(message, retryable=retryable, leader=leader.decode() if leader else None)
+        if cls is None:  # a kind this package has no class for: the library's name, its flags
+            error = Error(message, retryable=retryable)
+            error.kind = name
+            return error
         return cls(message, retryable=retryable)
     finally:
         q.ticketing_error_free(handle)

@@ -56,6 +56,25 @@ impl Cluster {
         self.try_spawn(id, addr, state, extra).unwrap_or_else(|why| panic!("node {id} at {addr}: {why}"))
     }
 
+    /// Starts one node process at 127.0.0.`host` on the cluster's port — or, when that
+    /// address was taken, on new ports ([`with_fresh_ports`]) — with the cluster's peer
+    /// list: for a node no peer list names in advance (one that joins). It, and its
+    /// address.
+    pub fn spawn_on(
+        &self,
+        id: u64,
+        host: u8,
+        state: &str,
+        extra: &[(&str, &str)],
+    ) -> (ServerProcess, String) {
+        let mut port = self.port;
+        with_fresh_ports(&format!("node {id} at 127.0.0.{host}"), || {
+            let addr = format!("127.0.0.{host}:{port}");
+            port = free_port_pair();
+            Ok((self.try_spawn(id, &addr, state, extra)?, addr))
+        })
+    }
+
     /// [`Cluster::spawn`], or why it did not listen.
     pub fn try_spawn(
         &self,

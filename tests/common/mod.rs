@@ -20,7 +20,7 @@ pub mod wait;
 
 pub use children::{run_within, Within};
 pub use cluster::Cluster;
-pub use ports::{free_port, free_port_pair};
+pub use ports::{free_port, free_port_pair, with_fresh_ports};
 pub use process::{bin, start_server, tail, KillOnDrop, Server, ServerProcess};
 pub use raw::{acquire, connect, connect_with, granted_token, operator, release, status_map, Raw};
 pub use wait::eventually;

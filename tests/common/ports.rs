@@ -18,8 +18,9 @@
 //! This file is compiled once per test binary, as `common::ports` (tests/common/mod.rs):
 //! one list per process, so two helpers of one binary never hand out the same port.
 
+use std::cell::{Cell, RefCell};
 use std::collections::HashSet;
-use std::net::TcpListener;
+use std::net::{SocketAddr, TcpListener};
 use std::sync::Mutex;
 
 /// The ports handed out: `LOW..HIGH` for single ports and the lower port of a pair;
@@ -55,10 +56,33 @@ fn take(offset: u16) -> u16 {
         if free_everywhere(p) && (offset == 0 || free_everywhere(q)) {
             taken.ports.insert(p);
             taken.ports.insert(q);
+            if STEAL.with(|steal| steal.replace(false)) {
+                let held = TcpListener::bind(("127.0.0.1", p)).expect("the port just found free");
+                STOLEN.with(|stolen| stolen.borrow_mut().push(held));
+            }
             return p;
         }
     }
     panic!("no free port in {LOW}..{HIGH} on 127.0.0.1..=127.0.0.9");
+}
+
+thread_local! {
+    /// Whether the next port this thread is handed is taken right after its check.
+    static STEAL: Cell<bool> = const { Cell::new(false) };
+    /// The listeners holding the ports taken so, until the thread ends.
+    static STOLEN: RefCell<Vec<TcpListener>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Makes the next port handed out to this thread taken on 127.0.0.1 right after it was
+/// found free — as another process can take it — and held until the thread ends: for
+/// the tests that show servers start again on other ports ([`with_fresh_ports`]).
+pub fn steal_next() {
+    STEAL.with(|steal| steal.set(true));
+}
+
+/// The ports taken by [`steal_next`] in this thread so far.
+pub fn stolen() -> Vec<u16> {
+    STOLEN.with(|stolen| stolen.borrow().iter().map(|l| l.local_addr().unwrap().port()).collect())
 }
 
 /// A free port `p` such that `p + 1000` (a node's peer port) is free too.
@@ -100,4 +124,21 @@ pub fn with_fresh_ports<T>(what: &str, mut start: impl FnMut() -> Result<T, Stri
         }
     }
     panic!("{what}: a port was taken on each of {ATTEMPTS} attempts; the last: {last}")
+}
+
+/// An address on 127.0.0.1 where no server listens, and none can while this is kept:
+/// a socket bound to it that does not listen, so a connection there is refused. A port
+/// merely found free could be taken by another process's server before it is used.
+pub struct Closed {
+    pub addr: SocketAddr,
+    _held: socket2::Socket,
+}
+
+/// A [`Closed`] address on a port the kernel picks.
+pub fn closed_addr() -> Closed {
+    use socket2::{Domain, Socket, Type};
+    let socket = Socket::new(Domain::IPV4, Type::STREAM, None).expect("a socket");
+    socket.bind(&SocketAddr::from(([127, 0, 0, 1], 0)).into()).expect("bind 127.0.0.1:0");
+    let addr = socket.local_addr().unwrap().as_socket().unwrap();
+    Closed { addr, _held: socket }
 }

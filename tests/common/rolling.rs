@@ -69,10 +69,10 @@ impl Nodes {
         Nodes::launch(voters, standbys, env, true)
     }
 
-    /// The founders on ports picked for them, started again on others when one was
-    /// taken ([`with_fresh_ports`]); then the standbys.
+    /// The founders on ports picked for them, then the standbys on those ports; all
+    /// started again on others when one was taken ([`with_fresh_ports`]).
     fn launch(voters: usize, standbys: usize, env: &[(&str, &str)], metrics: bool) -> Nodes {
-        let mut nodes = with_fresh_ports(&format!("{voters} founders"), || {
+        with_fresh_ports(&format!("{voters} founders and {standbys} standbys"), || {
             let port = free_port_pair();
             let peers: Vec<String> = (1..=voters).map(|i| format!("{i}@127.0.0.{i}:{port}")).collect();
             let mut nodes = Nodes {
@@ -90,18 +90,17 @@ impl Nodes {
                     nodes.server(&addr).member(Some(i as u64), &addr, &peers.join(","), "new").try_start()?;
                 nodes.live.push(Member { id: i as u64, addr: addr.parse().unwrap(), process });
             }
+            nodes.wait_leader(Duration::from_secs(30)).expect("a leader");
+            for _ in 0..standbys {
+                let addr = format!("127.0.0.{}:{}", nodes.next_host, nodes.port);
+                nodes.next_host += 1;
+                let member = nodes.try_fresh(&addr)?;
+                let id = member.id;
+                nodes.live.push(member);
+                nodes.wait_standby(id, Duration::from_secs(20)).unwrap_or_else(|e| panic!("{e}"));
+            }
             Ok(nodes)
-        });
-        nodes.wait_leader(Duration::from_secs(30)).expect("a leader");
-        for _ in 0..standbys {
-            let addr = format!("127.0.0.{}:{}", nodes.next_host, nodes.port);
-            nodes.next_host += 1;
-            let member = nodes.fresh(&addr);
-            let id = member.id;
-            nodes.live.push(member);
-            nodes.wait_standby(id, Duration::from_secs(20)).unwrap_or_else(|e| panic!("{e}"));
-        }
-        nodes
+        })
     }
 
     fn server(&self, addr: &str) -> Server {
@@ -118,11 +117,16 @@ impl Nodes {
     /// A fresh process at `addr` as the unit starts one: `join`, no node id, the
     /// seeds; its id read from STATUS.
     pub fn fresh(&self, addr: &str) -> Member {
-        let process = self.server(addr).member(None, addr, &self.seeds, "join").start();
+        self.try_fresh(addr).unwrap_or_else(|why| panic!("{why}"))
+    }
+
+    /// [`Nodes::fresh`], or why it did not listen.
+    fn try_fresh(&self, addr: &str) -> Result<Member, String> {
+        let process = self.server(addr).member(None, addr, &self.seeds, "join").try_start()?;
         let addr: SocketAddr = addr.parse().unwrap();
         let id = eventually_some(Duration::from_secs(5), || status(addr)?.get("node_id")?.parse().ok())
             .unwrap_or_else(|| panic!("the fresh node at {addr} answers no STATUS"));
-        Member { id, addr, process }
+        Ok(Member { id, addr, process })
     }
 
     pub fn addrs(&self) -> Vec<String> {

@@ -148,7 +148,8 @@ pub fn run(cfg: &RunConfig) -> Outcome {
     for n in &notes {
         eprintln!("fault suite: {n}");
     }
-    let port = if net.is_some() { 7225 } else { crate::common::free_port_pair() };
+    // In the namespace nothing else binds; outside it, a port picked for this start.
+    let pick_port = || if net.is_some() { 7225 } else { crate::common::free_port_pair() };
     if let Some(links) = cfg.links {
         let s = links.shape;
         let slow = links
@@ -160,9 +161,9 @@ pub fn run(cfg: &RunConfig) -> Outcome {
         ));
         eprintln!("fault suite: {}", notes.last().unwrap());
     }
-    let mut cluster =
-        cluster::Cluster::start_with(cfg.nodes, port, cfg.out_dir.clone(), net.as_ref(), cfg.links)
-            .expect("cluster start");
+    let mut cluster = crate::common::with_fresh_ports("the fault suite's cluster", || {
+        cluster::Cluster::start_with(cfg.nodes, pick_port(), cfg.out_dir.clone(), net.as_ref(), cfg.links)
+    });
     assert!(
         cluster.wait_leader(Duration::from_secs(30)).is_some(),
         "no leader within 30 s; logs in {}",

@@ -8,7 +8,7 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use super::Proxy;
-use crate::common::{connect_with, free_port_pair, Cluster, TOKEN};
+use crate::common::{connect_with, free_port_pair, with_fresh_ports, Cluster, TOKEN};
 use ticketing::proto::frame::{Request, Response};
 
 pub struct ProxiedCluster {
@@ -21,21 +21,32 @@ pub struct ProxiedCluster {
 }
 
 impl ProxiedCluster {
+    /// On a port picked for it, again on another when one of its addresses was taken.
     pub fn start() -> ProxiedCluster {
+        with_fresh_ports("a proxied cluster", ProxiedCluster::try_start)
+    }
+
+    fn try_start() -> Result<ProxiedCluster, String> {
         let p = free_port_pair();
         let sock = |ip: usize, port: u16| -> SocketAddr { format!("127.0.0.{ip}:{port}").parse().unwrap() };
-        let proxies: Vec<Proxy> = (1..=3).map(|i| Proxy::start_at(sock(i, p), sock(10 + i, p))).collect();
-        let relays: Vec<Proxy> =
-            (1..=3).map(|i| Proxy::start_at(sock(i, p + 1000), sock(10 + i, p + 1000))).collect();
+        let proxies: Vec<Proxy> =
+            (1..=3).map(|i| Proxy::try_start_at(sock(i, p), sock(10 + i, p))).collect::<Result<_, _>>()?;
+        let relays: Vec<Proxy> = (1..=3)
+            .map(|i| Proxy::try_start_at(sock(i, p + 1000), sock(10 + i, p + 1000)))
+            .collect::<Result<_, _>>()?;
         let mut cluster = Cluster::empty(p, 3);
         for i in 1..=3 {
             let listen = sock(10 + i, p).to_string();
-            let node =
-                cluster.spawn(i as u64, &sock(i, p).to_string(), "new", &[("TICKETING_LISTEN", &listen)]);
+            let node = cluster.try_spawn(
+                i as u64,
+                &sock(i, p).to_string(),
+                "new",
+                &[("TICKETING_LISTEN", &listen)],
+            )?;
             cluster.nodes.push(Some(node));
         }
         let direct = (1..=3).map(|i| sock(10 + i, p)).collect();
-        ProxiedCluster { cluster, proxies, _peer_relays: relays, direct }
+        Ok(ProxiedCluster { cluster, proxies, _peer_relays: relays, direct })
     }
 
     /// The advertised (proxy) addresses.

@@ -107,7 +107,12 @@ impl Proxy {
 
     /// A proxy listening on `listen` forwarding to `target`.
     pub fn start_at(listen: SocketAddr, target: SocketAddr) -> Proxy {
-        let listener = TcpListener::bind(listen).unwrap_or_else(|e| panic!("proxy bind {listen}: {e}"));
+        Proxy::try_start_at(listen, target).unwrap_or_else(|why| panic!("{why}"))
+    }
+
+    /// [`Proxy::start_at`], or why it could not bind `listen`.
+    pub fn try_start_at(listen: SocketAddr, target: SocketAddr) -> Result<Proxy, String> {
+        let listener = TcpListener::bind(listen).map_err(|e| format!("proxy bind {listen}: {e}"))?;
         let addr = listener.local_addr().unwrap();
         let shared = Arc::new(Shared {
             target,
@@ -128,7 +133,7 @@ impl Proxy {
                 .spawn(move || accept_loop(&shared, listener))
                 .unwrap()
         };
-        Proxy { addr, shared, acceptor: Some(acceptor) }
+        Ok(Proxy { addr, shared, acceptor: Some(acceptor) })
     }
 
     /// The address clients should connect to.

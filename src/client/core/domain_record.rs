@@ -4,11 +4,18 @@
 
 use std::time::{Duration, Instant};
 
-/// Requests wait at most this long after a seed is added for it to report its domain.
-/// Why a bound: a seed whose host is down answers nothing until the connect timeout
-/// (3 s), and the other seeds should serve before a short budget ends. A seed that
-/// reports later is still compared, and a disagreement then stops the client.
-pub const SEED_SETTLE_MAX: Duration = Duration::from_secs(2);
+/// Requests of a client without a cluster name wait at most this long after a seed is
+/// added for it to report its domain or fail: longer than a first dial can last (the
+/// connect timeout, 3 s, then the handshake's, 5 s), so the wait ends on a fact — every
+/// seed reported or failed — and never lets such a client serve one cluster before a
+/// slow seed of another has reported. A seed whose host is down costs it the connect
+/// timeout.
+pub const SEED_SETTLE_MAX: Duration = Duration::from_secs(9);
+
+/// The same for a client given a cluster name: its dial already refuses nodes of
+/// another name, so the wait only guards against two clusters sharing one name, and a
+/// seed whose host is down costs it at most this.
+pub const SEED_SETTLE_NAMED: Duration = Duration::from_secs(2);
 
 /// What the client knows of fencing domains beyond each slot's own.
 #[derive(Debug, Default)]
@@ -31,7 +38,8 @@ pub(crate) struct Domains {
 
 impl Domains {
     pub(crate) fn new(named: bool, seeds_setting: &'static str, name_setting: &'static str) -> Domains {
-        Domains { named, seeds_setting, name_setting, held: None, said: Vec::new(), settle: SEED_SETTLE_MAX }
+        let settle = if named { SEED_SETTLE_NAMED } else { SEED_SETTLE_MAX };
+        Domains { named, seeds_setting, name_setting, held: None, said: Vec::new(), settle }
     }
 
     /// Tests of other rules: requests never wait for seeds to report their domain.

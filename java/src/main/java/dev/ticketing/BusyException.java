@@ -6,6 +6,6 @@ public class BusyException extends TicketingException {
     private static final long serialVersionUID = 1L;
 
     BusyException(String message, boolean retryable) {
-        super("busy", message, retryable, true);
+        super("busy", message, retryable);
     }
 }

@@ -6,6 +6,6 @@ public class CancelledException extends TicketingException {
     private static final long serialVersionUID = 1L;
 
     CancelledException(String message, boolean retryable) {
-        super("cancelled", message, retryable, true);
+        super("cancelled", message, retryable);
     }
 }

@@ -5,8 +5,6 @@ package dev.ticketing;
 import com.sun.jna.StringArray;
 import java.lang.ref.Cleaner;
 import java.lang.ref.Reference;
-import java.nio.ByteBuffer;
-import java.nio.ByteOrder;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Path;
 import java.time.Duration;
@@ -203,7 +201,7 @@ public final class Client implements AutoCloseable {
             int kind = NativeLib.ticketing_client_new_named(NativeLib.cString("java"), name, array, addrs.size(),
                     authToken, authToken.length, ownerBytes, ca, client, error);
             Reference.reachabilityFence(array);
-            if (kind != NativeLib.OK) {
+            if (kind != Abi.OK) {
                 throw Errors.of(kind, error[0], null);
             }
             return new Client(client[0], executor);
@@ -234,7 +232,7 @@ public final class Client implements AutoCloseable {
             long[] out = new long[1];
             long[] error = new long[1];
             int kind = NativeLib.ticketing_client_with_owner(client, o, out, error);
-            if (kind != NativeLib.OK) {
+            if (kind != Abi.OK) {
                 throw Errors.of(kind, error[0], null);
             }
             return new Client(out[0], executor);
@@ -284,7 +282,7 @@ public final class Client implements AutoCloseable {
         long[] lock = new long[1];
         long[] error = new long[1];
         int kind = NativeLib.ticketing_future_get_lock(future, lock, error);
-        if (kind != NativeLib.OK || lock[0] == 0) {
+        if (kind != Abi.OK || lock[0] == 0) {
             throw Errors.of(kind, error[0], this);
         }
         return new Lock(lock[0], executor);
@@ -319,7 +317,7 @@ public final class Client implements AutoCloseable {
         int[] outcome = new int[1];
         long[] error = new long[1];
         int kind = NativeLib.ticketing_future_get_release(future, outcome, error);
-        if (kind != NativeLib.OK) {
+        if (kind != Abi.OK) {
             throw Errors.of(kind, error[0], null);
         }
         return ReleaseOutcome.of(outcome[0]);
@@ -352,22 +350,18 @@ public final class Client implements AutoCloseable {
 
     private static Optional<Holder> holderOf(long future) {
         int[] held = new int[1];
-        byte[] holder = new byte[NativeLib.HOLDER_SIZE];
+        NativeLib.HolderStruct holder = new NativeLib.HolderStruct();
         long[] error = new long[1];
         int kind = NativeLib.ticketing_future_get_query(future, held, holder, error);
-        if (kind != NativeLib.OK) {
+        if (kind != Abi.OK) {
             throw Errors.of(kind, error[0], null);
         }
         if (held[0] == 0) {
             return Optional.empty();
         }
-        ByteBuffer b = ByteBuffer.wrap(holder).order(ByteOrder.nativeOrder());
-        long token = b.getLong(0);
-        long leaseLeftMs = b.getLong(8);
-        int waiters = b.getInt(16);
-        int ownerLen = Math.min(b.getInt(20), 255);
-        String owner = new String(holder, 24, ownerLen, StandardCharsets.UTF_8);
-        return Optional.of(new Holder(owner, token, Duration.ofMillis(leaseLeftMs), waiters));
+        int ownerLen = Math.min(holder.owner_len, 255);
+        String owner = new String(holder.owner, 0, ownerLen, StandardCharsets.UTF_8);
+        return Optional.of(new Holder(owner, holder.token, Duration.ofMillis(holder.lease_left_ms), holder.waiters));
     }
 
     // ---- resolve ------------------------------------------------------------------------
@@ -401,13 +395,13 @@ public final class Client implements AutoCloseable {
         long[] lock = new long[1];
         long[] error = new long[1];
         int kind = NativeLib.ticketing_future_get_resolve(future, resolution, lock, error);
-        if (kind != NativeLib.OK) {
+        if (kind != Abi.OK) {
             throw Errors.of(kind, error[0], null);
         }
-        if (resolution[0] == NativeLib.HELD && lock[0] != 0) {
+        if (resolution[0] == Abi.HELD && lock[0] != 0) {
             return Optional.of(new Lock(lock[0], executor));
         }
-        if (resolution[0] == NativeLib.NOT_HELD) {
+        if (resolution[0] == Abi.NOT_HELD) {
             return Optional.empty();
         }
         throw attempt; // still unknown

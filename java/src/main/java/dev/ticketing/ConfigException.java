@@ -6,6 +6,6 @@ public class ConfigException extends TicketingException {
     private static final long serialVersionUID = 1L;
 
     ConfigException(String message, boolean retryable) {
-        super("config", message, retryable, true);
+        super("config", message, retryable);
     }
 }

@@ -33,7 +33,17 @@ public class IndeterminateException extends TicketingException {
         /** Its future was cancelled (or its thread interrupted) after it was sent. */
         CANCELLED,
         /** A cause this library does not know. */
-        OTHER
+        OTHER;
+
+        /** The cause the library names {@code name} ({@code ticketing_cause_name}), else OTHER. */
+        static Cause of(String name) {
+            for (Cause cause : values()) {
+                if (cause != OTHER && cause.name().equalsIgnoreCase(name)) {
+                    return cause;
+                }
+            }
+            return OTHER;
+        }
     }
 
     private final Cause cause;
@@ -57,9 +67,8 @@ public class IndeterminateException extends TicketingException {
     private static final Cleaner CLEANER = Cleaner.create();
 
     IndeterminateException(String message, boolean retryable, int cause, long error, Client client) {
-        super("indeterminate", message, retryable, false);
-        Cause[] causes = Cause.values();
-        this.cause = cause >= 1 && cause <= 6 ? causes[cause - 1] : Cause.OTHER;
+        super("indeterminate", message, retryable);
+        this.cause = Cause.of(Abi.causeName(cause));
         this.client = client;
         this.handle = new Handle(error);
         CLEANER.register(this, handle);

@@ -6,6 +6,6 @@ public class InternalException extends TicketingException {
     private static final long serialVersionUID = 1L;
 
     InternalException(String message, boolean retryable) {
-        super("internal", message, retryable, false);
+        super("internal", message, retryable);
     }
 }

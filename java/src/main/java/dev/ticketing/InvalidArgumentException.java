@@ -6,6 +6,6 @@ public class InvalidArgumentException extends TicketingException {
     private static final long serialVersionUID = 1L;
 
     InvalidArgumentException(String message, boolean retryable) {
-        super("invalid", message, retryable, true);
+        super("invalid", message, retryable);
     }
 }

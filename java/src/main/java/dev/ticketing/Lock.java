@@ -126,7 +126,7 @@ public final class Lock implements AutoCloseable {
         int[] outcome = new int[1];
         long[] error = new long[1];
         int kind = NativeLib.ticketing_future_get_release(future, outcome, error);
-        if (kind != NativeLib.OK) {
+        if (kind != Abi.OK) {
             throw Errors.of(kind, error[0], null);
         }
         cleanable.clean(); // released for good: nothing left for the native handle to do

@@ -7,6 +7,7 @@ import com.sun.jna.CallbackThreadInitializer;
 import com.sun.jna.Native;
 import com.sun.jna.NativeLibrary;
 import com.sun.jna.Pointer;
+import com.sun.jna.Structure;
 import java.io.IOException;
 import java.io.InputStream;
 import java.nio.charset.StandardCharsets;
@@ -32,29 +33,6 @@ final class NativeLib {
 
     /** The jar's copy of the library, at JNA's name for the platform. */
     static final String RESOURCE = "/linux-x86-64/libticketing.so";
-
-    static final int OK = 0;
-    static final int BUSY = 1;
-    static final int TIMEOUT = 2;
-    static final int NOT_LEADER = 3;
-    static final int INVALID = 4;
-    static final int OVERLOADED = 5;
-    static final int UNAVAILABLE = 6;
-    static final int INDETERMINATE = 7;
-    static final int NO_ANSWER = 8;
-    static final int UNCONFIRMED = 9;
-    static final int QUEUE_FULL = 10;
-    static final int PROTOCOL = 11;
-    static final int REFUSED = 12;
-    static final int CONFIG = 13;
-    static final int INTERNAL = 14;
-    static final int CANCELLED = 15;
-
-    static final int HELD = 1;
-    static final int NOT_HELD = 2;
-
-    /** Bytes of {@code ticketing_holder}: token, lease_left_ms, waiters, owner_len, owner[256]. */
-    static final int HOLDER_SIZE = 8 + 8 + 4 + 4 + 256;
 
     /** Where the library was loaded from. */
     static final String PATH;
@@ -203,6 +181,10 @@ final class NativeLib {
     static native int ticketing_version();
     static native long ticketing_version_string();
     static native long ticketing_kind_name(int kind);
+    static native int ticketing_kind_is_definitive(int kind);
+    static native long ticketing_cause_name(int cause);
+    static native long ticketing_release_outcome_name(int outcome);
+    static native long ticketing_resolution_name(int resolution);
 
     // ---- The client ------------------------------------------------------------------
     static native int ticketing_client_new_named(byte[] binding, byte[] clusterName, Pointer addrs, long addrsLen,
@@ -231,7 +213,7 @@ final class NativeLib {
     static native int ticketing_future_cancel(long future);
     static native int ticketing_future_get_lock(long future, long[] lockOut, long[] errorOut);
     static native int ticketing_future_get_release(long future, int[] outcomeOut, long[] errorOut);
-    static native int ticketing_future_get_query(long future, int[] heldOut, byte[] holderOut, long[] errorOut);
+    static native int ticketing_future_get_query(long future, int[] heldOut, HolderStruct holderOut, long[] errorOut);
     static native int ticketing_future_get_resolve(long future, int[] resolutionOut, long[] lockOut,
             long[] errorOut);
     static native void ticketing_future_free(long future);
@@ -251,6 +233,16 @@ final class NativeLib {
     static native long ticketing_error_leader(long error);
     static native int ticketing_error_is_retryable(long error);
     static native void ticketing_error_free(long error);
+
+    /** {@code ticketing_holder}, as the header declares it. */
+    @Structure.FieldOrder({"token", "lease_left_ms", "waiters", "owner_len", "owner"})
+    public static final class HolderStruct extends Structure {
+        public long token;
+        public long lease_left_ms;
+        public int waiters;
+        public int owner_len;
+        public byte[] owner = new byte[256];
+    }
 
     /** Keeps a callback's client threads attached to the JVM (as daemons) between calls. */
     static void keepAttached(Callback callback) {

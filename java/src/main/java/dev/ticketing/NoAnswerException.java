@@ -6,6 +6,6 @@ public class NoAnswerException extends TicketingException {
     private static final long serialVersionUID = 1L;
 
     NoAnswerException(String message, boolean retryable) {
-        super("no_answer", message, retryable, true);
+        super("no_answer", message, retryable);
     }
 }

@@ -13,7 +13,7 @@ public class NotLeaderException extends TicketingException {
     private final String leader;
 
     NotLeaderException(String message, boolean retryable, String leader) {
-        super("not_leader", message, retryable, true);
+        super("not_leader", message, retryable);
         this.leader = leader;
     }
 

@@ -58,7 +58,7 @@ final class Operation {
         long[] future = new long[1];
         long[] error = new long[1];
         int kind = starter.start(future, error);
-        if (kind != NativeLib.OK || future[0] == 0) {
+        if (kind != Abi.OK || future[0] == 0) {
             throw Errors.of(kind, error[0], null);
         }
         return new Operation(future[0]);
@@ -80,7 +80,7 @@ final class Operation {
         this.onReady = onReady;
         long id = IDS.incrementAndGet();
         PENDING.put(id, this);
-        if (NativeLib.ticketing_future_set_callback(future, DONE, id, 0) != NativeLib.OK) {
+        if (NativeLib.ticketing_future_set_callback(future, DONE, id, 0) != Abi.OK) {
             // Only a second callback is refused, and this is the first.
             PENDING.remove(id);
             onReady.run();

@@ -6,6 +6,6 @@ public class OverloadedException extends TicketingException {
     private static final long serialVersionUID = 1L;
 
     OverloadedException(String message, boolean retryable) {
-        super("overloaded", message, retryable, true);
+        super("overloaded", message, retryable);
     }
 }

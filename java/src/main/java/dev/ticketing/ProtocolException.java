@@ -6,6 +6,6 @@ public class ProtocolException extends TicketingException {
     private static final long serialVersionUID = 1L;
 
     ProtocolException(String message, boolean retryable) {
-        super("protocol", message, retryable, false);
+        super("protocol", message, retryable);
     }
 }

@@ -6,6 +6,6 @@ public class RefusedException extends TicketingException {
     private static final long serialVersionUID = 1L;
 
     RefusedException(String message, boolean retryable) {
-        super("refused", message, retryable, true);
+        super("refused", message, retryable);
     }
 }

@@ -10,12 +10,14 @@ public enum ReleaseOutcome {
     /** Not the holder after an earlier attempt's answer was lost: released by it, or expired. */
     RELEASED_OR_EXPIRED;
 
+    /** The outcome the library names {@code code} ({@code ticketing_release_outcome_name}). */
     static ReleaseOutcome of(int code) {
-        switch (code) {
-            case 1: return RELEASED;
-            case 2: return NOT_HOLDER;
-            case 3: return RELEASED_OR_EXPIRED;
-            default: throw new InternalException("unknown release outcome " + code, false);
+        String name = Abi.outcomeName(code);
+        for (ReleaseOutcome outcome : values()) {
+            if (outcome.name().equalsIgnoreCase(name)) {
+                return outcome;
+            }
         }
+        throw new InternalException("unknown release outcome " + code + " (" + name + ")", false);
     }
 }

@@ -6,6 +6,6 @@ public class ReleaseQueueFullException extends TicketingException {
     private static final long serialVersionUID = 1L;
 
     ReleaseQueueFullException(String message, boolean retryable) {
-        super("queue_full", message, retryable, true);
+        super("queue_full", message, retryable);
     }
 }

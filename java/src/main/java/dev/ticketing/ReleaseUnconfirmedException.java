@@ -6,6 +6,6 @@ public class ReleaseUnconfirmedException extends TicketingException {
     private static final long serialVersionUID = 1L;
 
     ReleaseUnconfirmedException(String message, boolean retryable) {
-        super("unconfirmed", message, retryable, false);
+        super("unconfirmed", message, retryable);
     }
 }

@@ -7,6 +7,10 @@ package dev.ticketing;
  * an operation's failure is the caller's to handle where it can, and never needs a
  * {@code throws} clause on the way.
  *
+ * <p>An error of a kind this library has no subclass for (a libticketing newer than
+ * this jar) is a {@code TicketingException} whose {@link #kind()} is the library's name of
+ * it, definitive and retryable as the library says.
+ *
  * <p>{@link #isDefinitive()} says whether the outcome is known: true when the operation
  * certainly did not take effect (an acquire: the key is NOT held by this call; a release:
  * not sent), false when it may have ({@link IndeterminateException}: the key MAY be held;
@@ -26,6 +30,11 @@ public class TicketingException extends RuntimeException {
     private final String kind;
     private final boolean retryable;
     private final boolean definitive;
+
+    /** An exception of the C ABI's kind {@code kind}, definitive as the library says of it. */
+    TicketingException(String kind, String message, boolean retryable) {
+        this(kind, message, retryable, Abi.isDefinitive(kind));
+    }
 
     TicketingException(String kind, String message, boolean retryable, boolean definitive) {
         super(message);

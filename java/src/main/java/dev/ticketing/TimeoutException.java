@@ -6,6 +6,6 @@ public class TimeoutException extends TicketingException {
     private static final long serialVersionUID = 1L;
 
     TimeoutException(String message, boolean retryable) {
-        super("timeout", message, retryable, true);
+        super("timeout", message, retryable);
     }
 }

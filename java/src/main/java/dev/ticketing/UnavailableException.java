@@ -6,6 +6,6 @@ public class UnavailableException extends TicketingException {
     private static final long serialVersionUID = 1L;
 
     UnavailableException(String message, boolean retryable) {
-        super("unavailable", message, retryable, true);
+        super("unavailable", message, retryable);
     }
 }
