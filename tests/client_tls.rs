@@ -166,7 +166,9 @@ fn c_abi_acquire_error(addr: &str, ca: Option<&str>, binding: Option<&str>) -> S
     };
     assert_eq!(rc, 0, "the client is made");
     let mut lock = ptr::null_mut();
-    let rc = unsafe { ticketing_acquire(client, c"tls:seat".as_ptr(), 30_000, 0, &mut lock, &mut error) };
+    let rc = unsafe {
+        ticketing_acquire(client, c"tls:seat".as_ptr(), 30 * TICKETING_NS_PER_S, 0, &mut lock, &mut error)
+    };
     assert_ne!(rc, 0, "no lock over the wrong transport");
     let message = unsafe { CStr::from_ptr(ticketing_error_message(error)) }.to_str().unwrap().to_owned();
     unsafe {
