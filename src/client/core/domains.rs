@@ -27,6 +27,7 @@ use std::time::{Duration, Instant};
 
 use super::ids::SessionId;
 use super::net::{Net, Target};
+use super::session::Waiting;
 use super::slot::Slot;
 
 /// Why requests for any node must not be sent now.
@@ -39,23 +40,63 @@ pub(crate) struct Conflict {
 }
 
 impl Slot {
-    /// Its domain is known, or cannot be learned now: the node reported one, answered
-    /// STATUS without one, or the connection attempt ended without a session.
+    /// Its domain is known, or cannot be learned now: the node reported one, or the
+    /// connection attempt ended without a session. A node that answers without a domain
+    /// (a follower that has not applied its leader's first entry yet) is asked again
+    /// every [`REPROBE_EVERY`] and keeps requests waiting, up to the settling bound:
+    /// taking its silence as an answer let a seed list that mixes two clusters use the
+    /// other cluster's seed alone.
     pub(super) fn domain_settled(&self) -> bool {
-        self.domain != 0 || self.probed || (self.tried && self.session.is_none())
+        self.domain != 0 || (self.tried && self.session.is_none())
     }
 }
+
+/// How often a node that answered STATUS without a fencing domain is asked again while
+/// requests wait for it.
+pub(crate) const REPROBE_EVERY: Duration = Duration::from_millis(100);
 
 impl Net {
     /// The node of `session` reports fencing domain `domain` (0: none yet) in a STATUS.
     pub(crate) fn reports_domain(&mut self, session: SessionId, domain: u64) {
+        let now = self.now;
         let Some(slot) = self.slots.iter_mut().find(|s| s.session.as_ref().is_some_and(|x| x.id == session))
         else {
             return;
         };
-        slot.probed = true;
+        slot.reprobe_at = (domain == 0 && slot.domain == 0).then_some(now + REPROBE_EVERY);
         let addr = slot.addr.clone();
         self.address_reports(&addr, domain);
+    }
+
+    /// Asks STATUS again of the seeds' nodes that answered without a domain, while
+    /// requests still wait for them.
+    pub(crate) fn reprobe_due(&mut self, now: Instant) {
+        let settle = self.domains.settle;
+        let mut ask = Vec::new();
+        for slot in self.slots.iter_mut().filter(|s| s.seed && !s.retired() && s.domain == 0) {
+            let (Some(at), Some(session)) = (slot.reprobe_at, slot.live()) else { continue };
+            if at <= now {
+                let id = session.id;
+                slot.reprobe_at = None;
+                if now < slot.added + settle {
+                    ask.push(id);
+                }
+            }
+        }
+        for id in ask {
+            self.send(id, Waiting::Probe, now, |out, rid| {
+                crate::proto::frame::encode_request(out, rid, &crate::proto::frame::Request::Status)
+            });
+        }
+    }
+
+    /// When [`Net::reprobe_due`] next has something to do.
+    pub(crate) fn next_reprobe(&self) -> Option<Instant> {
+        self.slots
+            .iter()
+            .filter(|s| s.seed && !s.retired() && s.domain == 0 && s.live().is_some())
+            .filter_map(|s| s.reprobe_at)
+            .min()
     }
 
     /// The node at `addr` reports `domain` (0: none): the domain is the address's, so

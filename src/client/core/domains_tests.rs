@@ -97,12 +97,29 @@ fn a_node_without_a_domain_in_its_welcome_is_asked_status_and_waited_for() {
     net.reports_domain(b, 9);
     assert_eq!(net.choose(&Target::Any, false, None), None, "two domains");
     assert!(net.hopeless(&Target::Any));
-    // A node that has no domain yet (a standby still catching up) says so: settled.
+    // A node that has no domain yet (a follower that has not applied its leader's first
+    // entry) is no answer: requests wait, and it is asked again until it reports one.
     let mut net = unnamed(&["a:1", "b:1"], t);
-    let a = up(&mut net, "a:1", 1, LEADER, 7);
+    up(&mut net, "a:1", 1, LEADER, 7);
     let b = up(&mut net, "b:1", 2, FOLLOWER, 0);
     net.reports_domain(b, 0);
-    assert_eq!(net.choose(&Target::Any, false, None), Some(a));
+    assert_eq!(net.choose(&Target::Any, false, None), None, "b's silence is not taken as agreement");
+    assert_eq!(net.next_reprobe(), Some(t + REPROBE_EVERY));
+    net.now = t + REPROBE_EVERY;
+    net.reprobe_due(t + REPROBE_EVERY);
+    assert_eq!(net.session(b).unwrap().pending_len(), 2, "asked again (the first STATUS and this one)");
+    net.reports_domain(b, 9);
+    assert_eq!(net.choose(&Target::Any, false, None), None, "b is of another cluster: nothing is sent");
+    assert!(net.hopeless(&Target::Any));
+    // A node that never reports one stops being waited for at the settling bound.
+    let mut net = unnamed(&["a:1", "b:1"], t);
+    let a2 = up(&mut net, "a:1", 1, LEADER, 7);
+    let b = up(&mut net, "b:1", 2, FOLLOWER, 0);
+    net.reports_domain(b, 0);
+    net.now = t + SEED_SETTLE_MAX;
+    net.reprobe_due(t + SEED_SETTLE_MAX);
+    assert_eq!(net.next_reprobe(), None, "no longer asked once the wait is over");
+    assert_eq!(net.choose(&Target::Any, false, None), Some(a2));
 }
 
 #[test]

@@ -89,6 +89,7 @@ impl Net {
     /// [`SEED_FALLBACK_AFTER`].
     pub(crate) fn housekeeping(&mut self, now: Instant) {
         self.domains_housekeeping(now);
+        self.reprobe_due(now);
         let mut kill = Vec::new();
         for slot in &self.slots {
             if let (Some(at), Some(s)) = (slot.retired_at, slot.live()) {
@@ -123,7 +124,10 @@ impl Net {
             .filter_map(|s| s.retired_at.map(|at| at + RETIRE_GRACE))
             .min();
         let fallback = (!self.stopped && !self.any_live()).then_some(self.last_live + SEED_FALLBACK_AFTER);
-        [retire, fallback, self.next_dial(), self.next_domains_change()].into_iter().flatten().min()
+        [retire, fallback, self.next_dial(), self.next_domains_change(), self.next_reprobe()]
+            .into_iter()
+            .flatten()
+            .min()
     }
 
     /// Stops dialing and closes every session (the client shut down).

@@ -146,7 +146,7 @@ impl Net {
             tried: false,
             node: 0,
             domain: 0,
-            probed: false,
+            reprobe_at: None,
             added: now,
             retired_at: None,
             left: false,
@@ -327,7 +327,7 @@ impl Net {
         slot.dialing = false;
         slot.tried = true;
         slot.node = node;
-        slot.probed = false;
+        slot.reprobe_at = None;
         slot.last_error = None;
         slot.lasting = false;
         slot.note = None;

@@ -25,8 +25,9 @@ pub(crate) struct Slot {
     /// when the connection ends: the address stays of that domain until it reports
     /// another (`domains.rs`).
     pub(crate) domain: u64,
-    /// Its current session's node answered a STATUS (its domain is as known as it gets).
-    pub(super) probed: bool,
+    /// Its current session's node reported no domain yet (a follower that has not
+    /// applied its leader's first entry, a cluster not founded): when to ask STATUS again.
+    pub(super) reprobe_at: Option<Instant>,
     /// When the slot was added (the wait for seeds to settle counts from it).
     pub(super) added: Instant,
     pub(super) retired_at: Option<Instant>,
