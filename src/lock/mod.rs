@@ -17,6 +17,7 @@
 mod bytes;
 pub mod codec;
 pub mod command;
+pub mod lines;
 mod snapshot;
 pub mod state;
 pub mod store;
