@@ -995,7 +995,7 @@ impl World {
             }
             LockMsg::Closed { conn } => {
                 node.conns.remove(&conn);
-                node.replica.conn_closed(conn);
+                node.replica.conn_closed(conn, now, unix, out);
             }
             LockMsg::Log(news) => match news {
                 FromLog::Deferred { seq, term, command } => {
@@ -1038,6 +1038,11 @@ impl World {
                                     next.as_ref().map(|g| (key, g.token))
                                 }
                                 Command::SetDomain { .. } | Command::SetMember { .. } => None,
+                                Command::Hold { .. } | Command::End { .. } => {
+                                    return Err(format!(
+                                        "n{id} applied a counted or multi-key hold: {cmd:?}"
+                                    ));
+                                }
                             };
                             if let Some((key, token)) = granted {
                                 let held = node.replica.state().holder(key).map(|h| h.token);

@@ -466,7 +466,12 @@ fn run(ops: &[Op]) -> Result<(), String> {
             }
             Op::Close(slot) => {
                 let conn = conn_of(&generation, *slot);
-                d.table.conn_closed(conn);
+                let mut out = Output::default();
+                d.table.conn_closed(conn, d.now_ms, d.unix_us, &mut out);
+                assert!(
+                    out.proposals.is_empty() && out.replies.is_empty(),
+                    "a v1 waiter leaving grants nothing"
+                );
                 m.close(conn);
                 obs.close(conn);
                 generation[*slot] += 1;

@@ -121,7 +121,10 @@ impl Leader {
                 let unix_us = UNIX0 + self.now_ms * 1000;
                 self.table.tick(self.now_ms, unix_us, &mut out);
             }
-            Op::Close(conn) => self.table.conn_closed(*conn),
+            Op::Close(conn) => {
+                let unix_us = UNIX0 + self.now_ms * 1000;
+                self.table.conn_closed(*conn, self.now_ms, unix_us, &mut out);
+            }
             Op::Snapshot(slots) => {
                 if self.snapshot_of.is_none() {
                     self.snapshot_of = Some(self.table.state().clone());

@@ -78,7 +78,9 @@ impl Driver {
     }
 
     fn close(&mut self, conn: u64) {
-        self.table.conn_closed(conn);
+        let mut out = Output::default();
+        self.table.conn_closed(conn, self.now_ms, UNIX0 + self.now_ms * 1000, &mut out);
+        assert!(out.proposals.is_empty() && out.replies.is_empty(), "a v1 waiter leaving grants nothing");
     }
 
     fn query(&self, key: &str) -> Response {

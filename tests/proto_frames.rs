@@ -542,7 +542,7 @@ proptest! {
 #[test]
 fn unknown_response_op_is_unknown_op() {
     for op in 0..=255u8 {
-        if !b"GBTRNMUHFSPEK".contains(&op) {
+        if !b"GBTRNMUHFSPEKI".contains(&op) {
             assert_eq!(decode_response(&[op, 0, 0, 0, 9]), Err(DecodeError::UnknownOp(op)), "op {op:#x}");
         }
     }
@@ -873,6 +873,8 @@ fn valid_request() -> impl Strategy<Value = Request> {
 fn valid_response() -> impl Strategy<Value = Response> {
     prop_oneof![
         (any::<u64>(), any::<u32>()).prop_map(|(token, lease_ms)| Response::Granted { token, lease_ms }),
+        (any::<u32>(), any::<u32>())
+            .prop_map(|(ahead, grants_per_ks)| Response::InLine { ahead, grants_per_ks }),
         Just(Response::Busy),
         Just(Response::Timeout),
         Just(Response::Released),

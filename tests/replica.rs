@@ -1192,7 +1192,7 @@ fn a_closed_connections_waiter_is_skipped_when_the_key_is_handed_on() {
     let token = granted(&mut h, 1, "k", "a");
     assert!(h.req(2, 2, acq("k", "gone", 5, 60_000)).is_empty());
     assert!(h.req(3, 3, acq("k", "next", 5, 60_000)).is_empty());
-    h.r.conn_closed(2);
+    h.r.conn_closed(2, 0, 0, &mut Default::default());
     assert!(h.req(1, 4, rel(token, "k", "a")).is_empty());
     let appends = h.take_appends();
     assert!(

@@ -13,16 +13,21 @@
 //!         | 'D' · domain u64
 //!         | 'M' · node u64 · incarnation u64 · addr str8
 //!         | 'A' · node u64 · addr str8          (older versions; read as 'M' with incarnation 0)
-//! snapshot = version u8 (2) · domain u64 · last_token u64 · count u32 · count × (key str8 · owner str8 · token u64 · lease_ms u32)
+//!         | 'H' · hold
+//!         | 'X' · key str8 · token u64 · (0 | 1 · owner str8) · (0 | 1 · origin) · n u16 · n × hold
+//! hold    = grant · n u8 (1..=16) · n × (key str8 · count u32 · capacity u32)
+//! snapshot = version u8 (3) · domain u64 · last_token u64 · count u32 · count × (key str8 · owner str8 · token u64 · lease_ms u32)
 //!            (holders in the state's slot order)
 //!            · members u16 · members × (node u64 · incarnation u64 · addr str8)
-//!            (version 1, still read: members × (node u64 · addr str8))
+//!            · pooled u32 · pooled × (owner str8 · token u64 · lease_ms u32 · n u8 · n × (key str8 · count u32 · capacity u32))
+//!            (pooled holds in token order; version 2, still read, ends after the members;
+//!            version 1 also has members × (node u64 · addr str8))
 //! ```
 
 use std::collections::BTreeMap;
 
 use super::bytes::{put_str8, Reader};
-use super::command::{Command, CommandRef, Grant, Origin};
+use super::command::{Command, CommandRef, Grant, HoldGrant, Origin, Part};
 use super::snapshot::{self, SnapshotReader};
 use super::state::{LockState, MemberRecord};
 
@@ -59,6 +64,43 @@ pub fn encode_command<S: AsRef<str>>(out: &mut Vec<u8>, command: &Command<S>) {
             out.push(b'D');
             out.extend_from_slice(&domain.to_be_bytes());
         }
+        Command::Hold { hold } => {
+            out.push(b'H');
+            put_hold(out, hold);
+        }
+        Command::End { key, token, owner, origin, next } => {
+            out.push(b'X');
+            put_str8(out, key.as_ref());
+            out.extend_from_slice(&token.to_be_bytes());
+            match owner {
+                None => out.push(0),
+                Some(owner) => {
+                    out.push(1);
+                    put_str8(out, owner.as_ref());
+                }
+            }
+            match origin {
+                None => out.push(0),
+                Some(origin) => {
+                    out.push(1);
+                    put_origin(out, origin);
+                }
+            }
+            out.extend_from_slice(&(next.len() as u16).to_be_bytes());
+            for hold in next {
+                put_hold(out, hold);
+            }
+        }
+    }
+}
+
+fn put_hold<S: AsRef<str>>(out: &mut Vec<u8>, hold: &HoldGrant<S>) {
+    put_grant(out, &hold.grant);
+    out.push(hold.parts.len() as u8);
+    for part in &hold.parts {
+        put_str8(out, part.key.as_ref());
+        out.extend_from_slice(&part.count.to_be_bytes());
+        out.extend_from_slice(&part.capacity.to_be_bytes());
     }
 }
 
@@ -82,6 +124,30 @@ pub fn decode_command_ref(bytes: &[u8]) -> Result<CommandRef<'_>, CodecError> {
         b'D' => Command::SetDomain { domain: r.u64()? },
         b'M' => Command::SetMember { node: r.u64()?, incarnation: r.u64()?, addr: r.str()? },
         b'A' => Command::SetMember { node: r.u64()?, incarnation: 0, addr: r.str()? },
+        b'H' => Command::Hold { hold: r.hold()? },
+        b'X' => {
+            let (key, token) = (r.str()?, r.u64()?);
+            let owner = match r.u8()? {
+                0 => None,
+                1 => Some(r.str()?),
+                _ => return Err(CodecError("bad owner flag")),
+            };
+            let origin = match r.u8()? {
+                0 => None,
+                1 => Some(r.origin()?),
+                _ => return Err(CodecError("bad origin flag")),
+            };
+            let n = r.u16()? as usize;
+            // Each grant takes more than 40 bytes: refuse a count the input cannot hold.
+            if n > r.buf.len() / 40 {
+                return Err(CodecError("more grants than bytes"));
+            }
+            let mut next = Vec::with_capacity(n);
+            for _ in 0..n {
+                next.push(r.hold()?);
+            }
+            Command::End { key, token, owner, origin, next }
+        }
         _ => return Err(CodecError("unknown command tag")),
     };
     r.finish()?;
@@ -99,6 +165,7 @@ pub fn encode_snapshot(state: &LockState) -> Vec<u8> {
     }
     let members = state.members().iter().map(|(node, m)| (*node, m.incarnation, m.addr.as_str()));
     snapshot::put_members(&mut out, members);
+    snapshot::put_pooled(&mut out, &state.pooled_records());
     out
 }
 
@@ -114,6 +181,11 @@ pub fn decode_snapshot(bytes: &[u8]) -> Result<LockState, CodecError> {
     let members: BTreeMap<u64, MemberRecord> = members
         .map(|(node, incarnation, addr)| (node, MemberRecord { addr: addr.to_owned(), incarnation }))
         .collect();
+    for hold in r.pooled()? {
+        if !state.restore_pooled(hold.owner, hold.token, hold.lease_ms, &hold.parts) {
+            return Err(CodecError("a pooled hold that cannot be held"));
+        }
+    }
     Ok(state.with_members(members))
 }
 
@@ -149,6 +221,22 @@ impl<'a> Reader<'a> {
     fn grant(&mut self) -> Result<Grant<&'a str>, CodecError> {
         Ok(Grant { owner: self.str()?, token: self.u64()?, lease_ms: self.u32()?, origin: self.origin()? })
     }
+    fn hold(&mut self) -> Result<HoldGrant<&'a str>, CodecError> {
+        let grant = self.grant()?;
+        let n = self.u8()? as usize;
+        if n == 0 || n > crate::lock::lines::KEYS_PER_REQUEST_MAX {
+            return Err(CodecError("a hold names 1 to 16 keys"));
+        }
+        let mut parts = Vec::with_capacity(n);
+        for _ in 0..n {
+            let part = Part { key: self.str()?, count: self.u32()?, capacity: self.u32()? };
+            if part.count == 0 || part.count > part.capacity {
+                return Err(CodecError("a hold's count is outside 1 to its capacity"));
+            }
+            parts.push(part);
+        }
+        Ok(HoldGrant { grant, parts })
+    }
     fn next(&mut self) -> Result<Option<Grant<&'a str>>, CodecError> {
         match self.u8()? {
             0 => Ok(None),
@@ -178,6 +266,16 @@ mod tests {
             origin,
         })
     }
+    fn hold() -> impl Strategy<Value = HoldGrant> {
+        (grant(), proptest::collection::vec((name(), 1u32..5, 0u32..5), 1..=16)).prop_map(|(grant, parts)| {
+            let parts = parts
+                .into_iter()
+                .map(|(key, count, more)| Part { key, count, capacity: count + more })
+                .collect();
+            HoldGrant { grant, parts }
+        })
+    }
+
     fn command() -> impl Strategy<Value = Command> {
         prop_oneof![
             (name(), grant()).prop_map(|(key, grant)| Command::Grant { key, grant }),
@@ -192,6 +290,21 @@ mod tests {
                 addr
             }),
             any::<u64>().prop_map(|domain| Command::SetDomain { domain }),
+            hold().prop_map(|hold| Command::Hold { hold }),
+            (
+                name(),
+                any::<u64>(),
+                proptest::option::of(name()),
+                proptest::option::of(origin()),
+                proptest::collection::vec(hold(), 0..4)
+            )
+                .prop_map(|(key, token, owner, origin, next)| Command::End {
+                    key,
+                    token,
+                    owner,
+                    origin,
+                    next
+                }),
         ]
     }
 

@@ -24,6 +24,31 @@ pub struct Grant<S = String> {
     pub origin: Origin,
 }
 
+/// One key of a counted or multi-key hold: the key, the permits it takes and the key's
+/// capacity (docs/architecture.md, "Lines").
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Part<S = String> {
+    pub key: S,
+    pub count: u32,
+    pub capacity: u32,
+}
+
+/// A grant of a request for one or more keys, with a count of each: all of them at
+/// once, under one token. A grant of one key of capacity 1 is held like a v1 grant
+/// (the key's own holder); every other is a *pooled* hold, recorded under its token.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HoldGrant<S = String> {
+    pub grant: Grant<S>,
+    pub parts: Vec<Part<S>>,
+}
+
+impl<S> HoldGrant<S> {
+    /// Held as the key's own holder (one key of capacity 1), not pooled.
+    pub fn is_plain(&self) -> bool {
+        matches!(self.parts.as_slice(), [p] if p.capacity == 1)
+    }
+}
+
 /// One lock state change. A release or an expiry and the grant to the next waiter are
 /// ONE command, so a key is never free while someone waits and nobody jumps the queue.
 ///
@@ -48,6 +73,12 @@ pub enum Command<S = String> {
     SetDomain { domain: u64 },
     /// End the hold `token` on `key` because its lease ran out, then hand it to `next`.
     Expire { key: S, token: u64, next: Option<Grant<S>> },
+    /// Grant a request for one or more keys with a count of each, all at once.
+    Hold { hold: HoldGrant<S> },
+    /// End the hold `token` (a pooled hold, or the holder of `key`): a release by
+    /// `owner` answered at `origin`, or (`owner` `None`) an expiry; then the grants of
+    /// the permits it freed, in arrival order.
+    End { key: S, token: u64, owner: Option<S>, origin: Option<Origin>, next: Vec<HoldGrant<S>> },
 }
 
 /// A command decoded in place: its strings borrow the log entry's bytes.
@@ -60,6 +91,19 @@ impl<S: AsRef<str>> Grant<S> {
             token: self.token,
             lease_ms: self.lease_ms,
             origin: self.origin,
+        }
+    }
+}
+
+impl<S: AsRef<str>> HoldGrant<S> {
+    pub fn to_owned_hold(&self) -> HoldGrant {
+        HoldGrant {
+            grant: self.grant.to_owned_grant(),
+            parts: self
+                .parts
+                .iter()
+                .map(|p| Part { key: p.key.as_ref().to_owned(), count: p.count, capacity: p.capacity })
+                .collect(),
         }
     }
 }
@@ -86,6 +130,14 @@ impl<S: AsRef<str>> Command<S> {
             Command::Expire { key, token, next: n } => {
                 Command::Expire { key: key.as_ref().to_owned(), token: *token, next: next(n) }
             }
+            Command::Hold { hold } => Command::Hold { hold: hold.to_owned_hold() },
+            Command::End { key, token, owner, origin, next } => Command::End {
+                key: key.as_ref().to_owned(),
+                token: *token,
+                owner: owner.as_ref().map(|o| o.as_ref().to_owned()),
+                origin: *origin,
+                next: next.iter().map(HoldGrant::to_owned_hold).collect(),
+            },
         }
     }
 }

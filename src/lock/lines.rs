@@ -23,9 +23,9 @@ use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::hash::Hash;
 
 /// Most keys one request names.
-pub const KEYS_PER_REQUEST_MAX: usize = 16;
+pub const KEYS_PER_REQUEST_MAX: usize = crate::proto::limits::HOLD_KEYS_MAX;
 /// Largest capacity of a key.
-pub const CAPACITY_MAX: u32 = 1_000_000;
+pub const CAPACITY_MAX: u32 = crate::proto::limits::CAPACITY_MAX;
 /// A waiter that asked for its place in line hears it at most this often.
 pub const POSITION_EVERY_MS: u64 = 1_000;
 /// The grant rate of a key is measured over windows of this length.
@@ -94,6 +94,14 @@ pub enum Asked<T> {
     Queued { seq: Seq, ahead: u32 },
     /// Not granted, and it may not wait (wait 0, or a queue is full).
     Busy(T),
+}
+
+/// A waiting request that was granted: its arrival number, its keys and its payload.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Granted<K, T> {
+    pub seq: Seq,
+    pub wants: Vec<Want<K>>,
+    pub payload: T,
 }
 
 /// A waiter's place in line, as told to it.
@@ -176,6 +184,17 @@ pub struct Lines<K, T> {
     places_due: BTreeSet<(u64, Seq)>,
     next_seq: Seq,
     waiters_per_key_max: usize,
+    /// Keys with at least one waiter.
+    queued_keys: usize,
+}
+
+impl<K, T> std::fmt::Debug for Lines<K, T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Lines")
+            .field("keys", &self.lines.len())
+            .field("waiters", &self.waiters.len())
+            .finish()
+    }
 }
 
 impl<K: Copy + Eq + Hash + std::fmt::Debug, T> Lines<K, T> {
@@ -187,12 +206,50 @@ impl<K: Copy + Eq + Hash + std::fmt::Debug, T> Lines<K, T> {
             places_due: BTreeSet::new(),
             next_seq: 1,
             waiters_per_key_max,
+            queued_keys: 0,
         }
+    }
+
+    /// A line for `key` with `in_use` permits held (a new leader's lines start from
+    /// the pooled holds it applied). Adds to a line that exists.
+    pub fn seed(&mut self, key: K, capacity: u32, in_use: u32) {
+        let line = self.line(&Want { key, count: 0, capacity });
+        line.in_use += in_use;
+    }
+
+    /// Every waiter, with its payload, oldest first; the lines are emptied (this node
+    /// no longer leads).
+    pub fn drain(&mut self) -> Vec<(Seq, T)> {
+        let mut all: Vec<(Seq, T)> = self.waiters.drain().map(|(seq, w)| (seq, w.payload)).collect();
+        all.sort_unstable_by_key(|(seq, _)| *seq);
+        self.lines.clear();
+        self.places_due.clear();
+        self.queued_keys = 0;
+        all
+    }
+
+    /// Keys with waiters: each with its capacity, permits in use, number of waiters
+    /// and the first waiter's payload (unordered).
+    pub fn queued(&self) -> impl Iterator<Item = (K, u32, u32, usize, &T)> {
+        self.lines.iter().filter_map(|(k, l)| {
+            let head = self.waiters.get(l.queue.front()?)?;
+            Some((*k, l.capacity, l.in_use, l.queue.len(), &head.payload))
+        })
+    }
+
+    /// Keys with at least one waiter.
+    pub fn queued_keys(&self) -> usize {
+        self.queued_keys
+    }
+
+    /// The keys and counts of waiter `seq`.
+    pub fn wants(&self, seq: Seq) -> Option<&[Want<K>]> {
+        self.waiters.get(&seq).map(|w| w.wants.as_slice())
     }
 
     /// Checks a request's keys, counts and capacities against the limits and against
     /// the keys' capacities; changes nothing.
-    pub fn check(&self, wants: &[Want<K>]) -> Result<(), Refusal> {
+    pub fn check(&self, wants: &[Want<K>], outside: impl Fn(K) -> u32) -> Result<(), Refusal> {
         if wants.is_empty() || wants.len() > KEYS_PER_REQUEST_MAX {
             return Err(Refusal::KeyCount { keys: wants.len() });
         }
@@ -206,8 +263,12 @@ impl<K: Copy + Eq + Hash + std::fmt::Debug, T> Lines<K, T> {
             if w.count == 0 || w.count > w.capacity {
                 return Err(Refusal::Count { at, count: w.count, capacity: w.capacity });
             }
-            if let Some(line) = self.lines.get(&w.key).filter(|l| l.capacity != w.capacity) {
-                return Err(Refusal::CapacityMismatch { at, asked: w.capacity, has: line.capacity });
+            let has = match self.lines.get(&w.key) {
+                Some(line) => Some(line.capacity),
+                None => (outside(w.key) > 0).then_some(1),
+            };
+            if let Some(has) = has.filter(|&has| has != w.capacity) {
+                return Err(Refusal::CapacityMismatch { at, asked: w.capacity, has });
             }
         }
         Ok(())
@@ -215,7 +276,11 @@ impl<K: Copy + Eq + Hash + std::fmt::Debug, T> Lines<K, T> {
 
     /// A request arrives. `may_wait`: its wait is above 0. `place`: it asked for its
     /// place in line. Granted at once only if no earlier request waits on any of its
-    /// keys and each has its count free.
+    /// keys and each has its count free. `outside(key)`: permits of a key without a
+    /// line that are held outside the lines (its own holder: 1, capacity 1); a line
+    /// made for the key starts with them in use, and they come back through
+    /// [`Lines::free`].
+    #[allow(clippy::too_many_arguments)]
     pub fn ask(
         &mut self,
         wants: Vec<Want<K>>,
@@ -223,31 +288,40 @@ impl<K: Copy + Eq + Hash + std::fmt::Debug, T> Lines<K, T> {
         place: bool,
         payload: T,
         now_ms: u64,
+        outside: impl Fn(K) -> u32,
     ) -> Result<Asked<T>, (Refusal, T)> {
-        if let Err(refusal) = self.check(&wants) {
+        if let Err(refusal) = self.check(&wants, &outside) {
             return Err((refusal, payload));
         }
-        let fits = wants
-            .iter()
-            .all(|w| self.lines.get(&w.key).is_none_or(|l| l.queue.is_empty() && l.free() >= w.count));
+        let fits = wants.iter().all(|w| match self.lines.get(&w.key) {
+            Some(l) => l.queue.is_empty() && l.free() >= w.count,
+            None => outside(w.key) + w.count <= w.capacity,
+        });
         if fits {
             for w in &wants {
+                let held = if self.lines.contains_key(&w.key) { 0 } else { outside(w.key) };
                 let line = self.line(w);
-                line.in_use += w.count;
+                line.in_use += w.count + held;
                 line.counted_grant(now_ms);
             }
             return Ok(Asked::Granted(payload));
         }
         let full = wants
             .iter()
-            .any(|w| self.lines.get(&w.key).is_some_and(|l| l.queue.len() >= self.waiters_per_key_max));
+            .any(|w| self.lines.get(&w.key).map_or(0, |l| l.queue.len()) >= self.waiters_per_key_max);
         if !may_wait || full {
             return Ok(Asked::Busy(payload));
         }
         let seq = self.next_seq;
         self.next_seq += 1;
         for w in &wants {
-            self.line(w).queue.push_back(seq);
+            let held = if self.lines.contains_key(&w.key) { 0 } else { outside(w.key) };
+            let line = self.line(w);
+            line.in_use += held;
+            line.queue.push_back(seq);
+            if line.queue.len() == 1 {
+                self.queued_keys += 1;
+            }
         }
         let ahead = self.ahead_of(&wants, seq).0;
         let told = place.then_some((ahead, now_ms + POSITION_EVERY_MS));
@@ -260,7 +334,7 @@ impl<K: Copy + Eq + Hash + std::fmt::Debug, T> Lines<K, T> {
 
     /// A hold ended: its permits go back to its keys, and to the waiters that now meet
     /// the rule, in arrival order (returned, each with its keys).
-    pub fn free(&mut self, held: &[Want<K>], now_ms: u64) -> Vec<(Seq, T)> {
+    pub fn free(&mut self, held: &[Want<K>], now_ms: u64) -> Vec<Granted<K, T>> {
         let mut woken = Vec::with_capacity(held.len());
         for w in held {
             let Some(line) = self.lines.get_mut(&w.key) else {
@@ -277,7 +351,7 @@ impl<K: Copy + Eq + Hash + std::fmt::Debug, T> Lines<K, T> {
 
     /// Waiter `seq` leaves its lines (its wait ended, it was cancelled, its connection
     /// closed). Whoever it held up and now meets the rule is granted (returned).
-    pub fn leave(&mut self, seq: Seq, now_ms: u64) -> Option<(T, Vec<(Seq, T)>)> {
+    pub fn leave(&mut self, seq: Seq, now_ms: u64) -> Option<(T, Vec<Granted<K, T>>)> {
         let waiter = self.waiters.remove(&seq)?;
         if let Some((_, due)) = waiter.told {
             self.places_due.remove(&(due, seq));
@@ -287,6 +361,9 @@ impl<K: Copy + Eq + Hash + std::fmt::Debug, T> Lines<K, T> {
             let Some(line) = self.lines.get_mut(&w.key) else { continue };
             if let Ok(i) = line.queue.binary_search(&seq) {
                 line.queue.remove(i);
+                if line.queue.is_empty() {
+                    self.queued_keys -= 1;
+                }
                 if i == 0 {
                     woken.extend(line.queue.front().copied());
                 }
@@ -397,6 +474,10 @@ impl<K: Copy + Eq + Hash + std::fmt::Debug, T> Lines<K, T> {
         if named != queued {
             return Err(format!("{queued} queue places for {named} keys named by waiters"));
         }
+        let queued_keys = self.lines.values().filter(|l| !l.queue.is_empty()).count();
+        if queued_keys != self.queued_keys {
+            return Err(format!("{queued_keys} keys with waiters, {} counted", self.queued_keys));
+        }
         Ok(())
     }
 
@@ -438,7 +519,7 @@ impl<K: Copy + Eq + Hash + std::fmt::Debug, T> Lines<K, T> {
     /// Grants, in arrival order, every request that meets the rule among `candidates`
     /// (requests that just became first in some line) and those that become first
     /// behind the ones granted.
-    fn grant_from(&mut self, candidates: Vec<Seq>, now_ms: u64) -> Vec<(Seq, T)> {
+    fn grant_from(&mut self, candidates: Vec<Seq>, now_ms: u64) -> Vec<Granted<K, T>> {
         let mut todo: BTreeSet<Seq> = candidates.into_iter().collect();
         let mut granted = Vec::new();
         while let Some(seq) = todo.pop_first() {
@@ -455,11 +536,14 @@ impl<K: Copy + Eq + Hash + std::fmt::Debug, T> Lines<K, T> {
                 line.queue.pop_front();
                 line.in_use += w.count;
                 line.counted_grant(now_ms);
-                if let Some(&next) = line.queue.front() {
-                    todo.insert(next);
+                match line.queue.front() {
+                    Some(&next) => {
+                        todo.insert(next);
+                    }
+                    None => self.queued_keys -= 1,
                 }
             }
-            granted.push((seq, waiter.payload));
+            granted.push(Granted { seq, wants: waiter.wants, payload: waiter.payload });
         }
         granted
     }

@@ -31,8 +31,12 @@ fn queued<T>(asked: Result<Asked<T>, (Refusal, T)>) -> (Seq, u32) {
     }
 }
 
-fn names<T: Copy>(grants: Vec<(Seq, T)>) -> Vec<T> {
-    grants.into_iter().map(|(_, t)| t).collect()
+fn names<T: Copy>(grants: Vec<Granted<u32, T>>) -> Vec<T> {
+    grants.into_iter().map(|g| g.payload).collect()
+}
+
+fn none(_: u32) -> u32 {
+    0
 }
 
 #[test]
@@ -40,15 +44,18 @@ fn a_stock_of_three_lets_three_in_and_hands_each_freed_permit_to_the_next_in_lin
     let mut l = lines();
     let stock = [want(1, 1, 3)];
     for who in ["a", "b", "c"] {
-        granted(l.ask(stock.to_vec(), true, false, who, 0));
+        granted(l.ask(stock.to_vec(), true, false, who, 0, none));
     }
-    let (d, _) = queued(l.ask(stock.to_vec(), true, false, "d", 0));
-    let (e, ahead) = queued(l.ask(stock.to_vec(), true, false, "e", 0));
+    let (d, _) = queued(l.ask(stock.to_vec(), true, false, "d", 0, none));
+    let (e, ahead) = queued(l.ask(stock.to_vec(), true, false, "e", 0, none));
     assert_eq!(ahead, 1, "d is ahead of e");
-    assert!(matches!(l.ask(stock.to_vec(), false, false, "f", 0), Ok(Asked::Busy("f"))), "wait 0: busy");
+    assert!(
+        matches!(l.ask(stock.to_vec(), false, false, "f", 0, none), Ok(Asked::Busy("f"))),
+        "wait 0: busy"
+    );
     assert_eq!(l.pool(1), Some((3, 3, 2)));
-    assert_eq!(l.free(&stock, 10), vec![(d, "d")]);
-    assert_eq!(l.free(&stock, 20), vec![(e, "e")]);
+    assert_eq!(l.free(&stock, 10), vec![Granted { seq: d, wants: stock.to_vec(), payload: "d" }]);
+    assert_eq!(l.free(&stock, 20), vec![Granted { seq: e, wants: stock.to_vec(), payload: "e" }]);
     assert_eq!(l.pool(1), Some((3, 3, 0)));
     l.find_broken().unwrap();
     for _ in 0..3 {
@@ -62,10 +69,10 @@ fn crossing_key_sets_never_deadlock_and_are_granted_all_or_nothing() {
     let mut l = lines();
     let ab = [want(1, 1, 1), want(2, 1, 1)];
     let ba = [want(2, 1, 1), want(1, 1, 1)];
-    granted(l.ask(ab.to_vec(), true, false, "x", 0));
-    let (y, _) = queued(l.ask(ba.to_vec(), true, false, "y", 0));
+    granted(l.ask(ab.to_vec(), true, false, "x", 0, none));
+    let (y, _) = queued(l.ask(ba.to_vec(), true, false, "y", 0, none));
     // x ends (a hold ends whole): y takes both keys at once.
-    assert_eq!(l.free(&ab, 1), vec![(y, "y")]);
+    assert_eq!(l.free(&ab, 1), vec![Granted { seq: y, wants: ba.to_vec(), payload: "y" }]);
     assert_eq!(l.pool(1), Some((1, 1, 0)));
     assert_eq!(l.pool(2), Some((1, 1, 0)));
     l.find_broken().unwrap();
@@ -74,33 +81,36 @@ fn crossing_key_sets_never_deadlock_and_are_granted_all_or_nothing() {
 #[test]
 fn a_multi_key_request_waits_until_every_key_is_free_and_holds_up_later_ones() {
     let mut l = lines();
-    granted(l.ask(vec![want(1, 1, 1)], true, false, "holder-of-1", 0));
+    granted(l.ask(vec![want(1, 1, 1)], true, false, "holder-of-1", 0, none));
     // b wants {1, 2}: 2 is free, 1 is not: nothing is taken.
-    let (b, _) = queued(l.ask(vec![want(1, 1, 1), want(2, 1, 1)], true, false, "b", 0));
+    let (b, _) = queued(l.ask(vec![want(1, 1, 1), want(2, 1, 1)], true, false, "b", 0, none));
     assert_eq!(l.pool(2), Some((1, 0, 1)), "no permit of 2 is taken while b waits");
     // c wants only 2, which is free: it arrived after b, which names 2 and waits.
-    let (c, ahead) = queued(l.ask(vec![want(2, 1, 1)], true, false, "c", 0));
+    let (c, ahead) = queued(l.ask(vec![want(2, 1, 1)], true, false, "c", 0, none));
     assert_eq!(ahead, 1);
-    assert_eq!(l.free(&[want(1, 1, 1)], 5), vec![(b, "b")], "b gets both at once; c still waits behind it");
-    assert_eq!(l.free(&[want(1, 1, 1), want(2, 1, 1)], 6), vec![(c, "c")]);
+    let got: Vec<Seq> = l.free(&[want(1, 1, 1)], 5).into_iter().map(|g| g.seq).collect();
+    assert_eq!(got, vec![b], "b gets both at once; c still waits behind it");
+    let got: Vec<Seq> = l.free(&[want(1, 1, 1), want(2, 1, 1)], 6).into_iter().map(|g| g.seq).collect();
+    assert_eq!(got, vec![c]);
     l.find_broken().unwrap();
 }
 
 #[test]
 fn strict_fifo_a_later_request_that_would_fit_waits_behind_the_first() {
     let mut l = lines();
-    granted(l.ask(vec![want(1, 2, 3)], true, false, "two", 0));
-    let (big, _) = queued(l.ask(vec![want(1, 2, 3)], true, false, "big", 0));
+    granted(l.ask(vec![want(1, 2, 3)], true, false, "two", 0, none));
+    let (big, _) = queued(l.ask(vec![want(1, 2, 3)], true, false, "big", 0, none));
     // One permit is free and "small" needs one, but "big" is first.
-    let (small, _) = queued(l.ask(vec![want(1, 1, 3)], true, false, "small", 0));
+    let (small, _) = queued(l.ask(vec![want(1, 1, 3)], true, false, "small", 0, none));
     assert_eq!(l.pool(1), Some((3, 2, 2)));
     // Freed: big takes 2, small takes the third, in arrival order, in one step.
-    assert_eq!(l.free(&[want(1, 2, 3)], 1), vec![(big, "big"), (small, "small")]);
+    let got: Vec<(Seq, &str)> = l.free(&[want(1, 2, 3)], 1).into_iter().map(|g| (g.seq, g.payload)).collect();
+    assert_eq!(got, vec![(big, "big"), (small, "small")]);
     // The first leaving unblocks the next.
     let mut l = lines();
-    granted(l.ask(vec![want(1, 2, 3)], true, false, "two", 0));
-    let (big, _) = queued(l.ask(vec![want(1, 2, 3)], true, false, "big", 0));
-    let (small, _) = queued(l.ask(vec![want(1, 1, 3)], true, false, "small", 0));
+    granted(l.ask(vec![want(1, 2, 3)], true, false, "two", 0, none));
+    let (big, _) = queued(l.ask(vec![want(1, 2, 3)], true, false, "big", 0, none));
+    let (small, _) = queued(l.ask(vec![want(1, 1, 3)], true, false, "small", 0, none));
     let (who, granted) = l.leave(big, 1).unwrap();
     assert_eq!((who, names(granted)), ("big", vec!["small"]));
     assert!(l.leave(big, 1).is_none(), "gone already");
@@ -111,7 +121,7 @@ fn strict_fifo_a_later_request_that_would_fit_waits_behind_the_first() {
 #[test]
 fn bad_requests_are_refused_naming_the_field_and_change_nothing() {
     let mut l = lines();
-    granted(l.ask(vec![want(1, 1, 5)], true, false, "a", 0));
+    granted(l.ask(vec![want(1, 1, 5)], true, false, "a", 0, none));
     let cases: Vec<(Vec<Want<u32>>, Refusal)> = vec![
         (vec![], Refusal::KeyCount { keys: 0 }),
         ((0..17).map(|k| want(k + 10, 1, 1)).collect(), Refusal::KeyCount { keys: 17 }),
@@ -123,7 +133,7 @@ fn bad_requests_are_refused_naming_the_field_and_change_nothing() {
         (vec![want(2, 1, 1), want(1, 1, 3)], Refusal::CapacityMismatch { at: 1, asked: 3, has: 5 }),
     ];
     for (wants, refusal) in cases {
-        match l.ask(wants.clone(), true, false, "bad", 0) {
+        match l.ask(wants.clone(), true, false, "bad", 0, none) {
             Err((got, "bad")) => assert_eq!(got, refusal, "{wants:?}"),
             other => panic!("{wants:?}: {other:?}"),
         }
@@ -133,17 +143,17 @@ fn bad_requests_are_refused_naming_the_field_and_change_nothing() {
     assert!(message.contains("says 3") && message.contains("capacity 5"), "{message}");
     // Once the key is forgotten, a new capacity is taken.
     l.free(&[want(1, 1, 5)], 1);
-    granted(l.ask(vec![want(1, 1, 3)], true, false, "new", 2));
+    granted(l.ask(vec![want(1, 1, 3)], true, false, "new", 2, none));
     assert_eq!(l.pool(1), Some((3, 1, 0)));
 }
 
 #[test]
 fn a_full_queue_is_busy() {
     let mut l: Lines<u32, u32> = Lines::new(2);
-    granted(l.ask(vec![want(1, 1, 1)], true, false, 0, 0));
-    queued(l.ask(vec![want(1, 1, 1)], true, false, 1, 0));
-    queued(l.ask(vec![want(2, 1, 1), want(1, 1, 1)], true, false, 2, 0));
-    assert!(matches!(l.ask(vec![want(1, 1, 1)], true, false, 3, 0), Ok(Asked::Busy(3))));
+    granted(l.ask(vec![want(1, 1, 1)], true, false, 0, 0, none));
+    queued(l.ask(vec![want(1, 1, 1)], true, false, 1, 0, none));
+    queued(l.ask(vec![want(2, 1, 1), want(1, 1, 1)], true, false, 2, 0, none));
+    assert!(matches!(l.ask(vec![want(1, 1, 1)], true, false, 3, 0, none), Ok(Asked::Busy(3))));
     assert_eq!(l.pool(2), Some((1, 0, 1)), "key 2 has its waiter and no holder");
     l.find_broken().unwrap();
 }
@@ -152,10 +162,10 @@ fn a_full_queue_is_busy() {
 fn places_are_told_at_once_then_at_most_once_a_second_and_only_when_they_change() {
     let mut l: Lines<u32, u32> = Lines::new(100);
     let key = [want(1, 1, 1)];
-    granted(l.ask(key.to_vec(), true, false, 0, 0));
+    granted(l.ask(key.to_vec(), true, false, 0, 0, none));
     let mut seqs = Vec::new();
     for who in 1..=10u32 {
-        let (seq, ahead) = queued(l.ask(key.to_vec(), true, who % 2 == 0, who, 0));
+        let (seq, ahead) = queued(l.ask(key.to_vec(), true, who % 2 == 0, who, 0, none));
         assert_eq!(ahead, who - 1);
         seqs.push(seq);
     }
@@ -184,12 +194,38 @@ fn places_are_told_at_once_then_at_most_once_a_second_and_only_when_they_change(
 #[test]
 fn the_place_of_a_multi_key_request_is_that_in_its_longest_queue() {
     let mut l: Lines<u32, u32> = Lines::new(100);
-    granted(l.ask(vec![want(1, 1, 1), want(2, 1, 1)], true, false, 0, 0));
-    queued(l.ask(vec![want(2, 1, 1)], true, false, 1, 0));
-    queued(l.ask(vec![want(2, 1, 1)], true, false, 2, 0));
-    queued(l.ask(vec![want(1, 1, 1)], true, false, 3, 0));
-    let (_, ahead) = queued(l.ask(vec![want(1, 1, 1), want(2, 1, 1)], true, true, 4, 0));
+    granted(l.ask(vec![want(1, 1, 1), want(2, 1, 1)], true, false, 0, 0, none));
+    queued(l.ask(vec![want(2, 1, 1)], true, false, 1, 0, none));
+    queued(l.ask(vec![want(2, 1, 1)], true, false, 2, 0, none));
+    queued(l.ask(vec![want(1, 1, 1)], true, false, 3, 0, none));
+    let (_, ahead) = queued(l.ask(vec![want(1, 1, 1), want(2, 1, 1)], true, true, 4, 0, none));
     assert_eq!(ahead, 2, "two ahead on key 2, one on key 1");
+    assert_eq!(l.queued_keys(), 2);
+    l.find_broken().unwrap();
+}
+
+#[test]
+fn permits_held_outside_the_lines_count_once_a_line_is_made() {
+    let mut l: Lines<u32, u32> = Lines::new(100);
+    // Key 1 has a holder of its own (capacity 1): a request for it waits, one of
+    // another capacity is refused naming both numbers.
+    let held = |k: u32| u32::from(k == 1);
+    match l.ask(vec![want(1, 1, 4)], true, false, 9, 0, held) {
+        Err((Refusal::CapacityMismatch { at: 0, asked: 4, has: 1 }, 9)) => {}
+        other => panic!("{other:?}"),
+    }
+    let (seq, _) = queued(l.ask(vec![want(2, 1, 1), want(1, 1, 1)], true, false, 1, 0, held));
+    assert_eq!(l.pool(1), Some((1, 1, 1)), "the holder of its own counts");
+    assert_eq!(l.pool(2), Some((1, 0, 1)));
+    assert_eq!(names(l.free(&[want(1, 1, 1)], 1)), vec![1], "its end hands both keys on");
+    assert_eq!(l.wants(seq), None);
+    // A new leader's lines start from the pooled holds it applied.
+    let mut l: Lines<u32, u32> = Lines::new(100);
+    l.seed(7, 3, 2);
+    queued(l.ask(vec![want(7, 2, 3)], true, false, 1, 0, none));
+    assert_eq!(names(l.free(&[want(7, 1, 3)], 1)), vec![1]);
+    let drained = l.drain();
+    assert!(drained.is_empty() && l.keys() == 0);
 }
 
 // ---------------------------------------------------------------------------------
@@ -277,7 +313,7 @@ proptest! {
                     let full = wants.iter().any(|w| {
                         m.waiting.iter().filter(|(_, _, ws)| ws.iter().any(|x| x.key == w.key)).count() >= 3
                     });
-                    match l.ask(wants.clone(), wait, true, who, now) {
+                    match l.ask(wants.clone(), wait, true, who, now, none) {
                         Ok(Asked::Granted(x)) => {
                             prop_assert!(fits, "granted {x} against the rule");
                             m.holds.push((x, wants));

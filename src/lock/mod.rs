@@ -24,7 +24,7 @@ pub mod store;
 pub mod table;
 pub mod timers;
 
-pub use command::{Command, CommandRef, ConnId, Grant, Origin};
+pub use command::{Command, CommandRef, ConnId, Grant, HoldGrant, Origin, Part};
 pub use state::{Effect, Holder, HolderRef, LockState, MemberRecord};
 pub use store::{OwnerId, SlotId};
 pub use table::{LockTable, Output, Reply, TableConfig};

@@ -1,4 +1,5 @@
-//! The snapshot format: writers for its three parts (header, holders, members) and a
+//! The snapshot format: writers for its four parts (header, holders, members, pooled
+//! holds) and a
 //! reader that checks them. Layout in `codec.rs` and docs/protocol-cluster.md.
 //!
 //! A leaf below both users of the format: the lock state encodes itself in slices with
@@ -7,9 +8,12 @@
 //! format; with the format here, both depend on it and not on each other.
 
 use super::bytes::{put_str8, CodecError, Reader};
+use super::command::Part;
 
-/// The version written.
-const SNAPSHOT_VERSION: u8 = 2;
+/// The version written: version 2 and the pooled holds.
+const SNAPSHOT_VERSION: u8 = 3;
+/// Snapshots without pooled holds; still read.
+const SNAPSHOT_VERSION_NO_POOLS: u8 = 2;
 /// Snapshots of older versions, without member incarnations; still read.
 const SNAPSHOT_VERSION_NO_INCARNATIONS: u8 = 1;
 /// The fewest bytes one holder takes (two one-byte strings, token, lease).
@@ -70,7 +74,8 @@ impl<'a> SnapshotReader<'a> {
     pub(super) fn new(bytes: &'a [u8]) -> Result<SnapshotReader<'a>, CodecError> {
         let mut r = Reader { buf: bytes };
         let version = r.u8()?;
-        if version != SNAPSHOT_VERSION && version != SNAPSHOT_VERSION_NO_INCARNATIONS {
+        if ![SNAPSHOT_VERSION, SNAPSHOT_VERSION_NO_POOLS, SNAPSHOT_VERSION_NO_INCARNATIONS].contains(&version)
+        {
             return Err(CodecError("unknown snapshot version"));
         }
         let domain = r.u64()?;
@@ -100,18 +105,70 @@ impl<'a> SnapshotReader<'a> {
         Ok(Some(holder))
     }
 
-    /// The member records (node, incarnation, address) that end the snapshot; call
+    /// The member records (node, incarnation, address) that follow the holders; call
     /// after the last holder.
-    pub(super) fn members(mut self) -> Result<Vec<(u64, u64, &'a str)>, CodecError> {
+    pub(super) fn members(&mut self) -> Result<Vec<(u64, u64, &'a str)>, CodecError> {
         debug_assert_eq!(self.left, 0, "members come after every holder");
         let count = self.r.u16()? as usize;
         let mut members = Vec::with_capacity(count.min(self.r.buf.len()));
         for _ in 0..count {
             let node = self.r.u64()?;
-            let incarnation = if self.version == SNAPSHOT_VERSION { self.r.u64()? } else { 0 };
+            let incarnation =
+                if self.version != SNAPSHOT_VERSION_NO_INCARNATIONS { self.r.u64()? } else { 0 };
             members.push((node, incarnation, self.r.str()?));
         }
-        self.r.finish()?;
         Ok(members)
+    }
+
+    /// The pooled holds that end the snapshot (none before version 3); call after the
+    /// members.
+    pub(super) fn pooled(mut self) -> Result<Vec<PooledRecord<'a>>, CodecError> {
+        let mut holds = Vec::new();
+        if self.version == SNAPSHOT_VERSION {
+            let count = self.r.u32()? as usize;
+            if count > self.r.buf.len() / POOLED_BYTES_MIN {
+                return Err(CodecError("pooled hold count larger than the snapshot"));
+            }
+            holds.reserve(count);
+            for _ in 0..count {
+                let (owner, token, lease_ms) = (self.r.str()?, self.r.u64()?, self.r.u32()?);
+                let n = self.r.u8()? as usize;
+                let mut parts = Vec::with_capacity(n);
+                for _ in 0..n {
+                    parts.push(Part { key: self.r.str()?, count: self.r.u32()?, capacity: self.r.u32()? });
+                }
+                holds.push(PooledRecord { owner, token, lease_ms, parts });
+            }
+        }
+        self.r.finish()?;
+        Ok(holds)
+    }
+}
+
+/// The fewest bytes one pooled hold takes (a one-byte owner, token, lease, one part).
+const POOLED_BYTES_MIN: usize = 2 + 8 + 4 + 1 + 10;
+
+/// One pooled hold as a snapshot records it (strings borrow the bytes).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) struct PooledRecord<'a> {
+    pub owner: &'a str,
+    pub token: u64,
+    pub lease_ms: u32,
+    pub parts: Vec<Part<&'a str>>,
+}
+
+/// Writes the pooled holds: (owner, token, lease, parts), in token order.
+pub(super) fn put_pooled(out: &mut Vec<u8>, holds: &[(String, u64, u32, Vec<Part>)]) {
+    out.extend_from_slice(&(holds.len() as u32).to_be_bytes());
+    for (owner, token, lease_ms, parts) in holds {
+        put_str8(out, owner);
+        out.extend_from_slice(&token.to_be_bytes());
+        out.extend_from_slice(&lease_ms.to_be_bytes());
+        out.push(parts.len() as u8);
+        for p in parts {
+            put_str8(out, &p.key);
+            out.extend_from_slice(&p.count.to_be_bytes());
+            out.extend_from_slice(&p.capacity.to_be_bytes());
+        }
     }
 }

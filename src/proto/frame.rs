@@ -43,11 +43,36 @@ pub enum Request {
     /// `addr`. Answered with `S` once the learner is in the committed configuration,
     /// `M` (not the leader) or `E` (refused, with why).
     Join { node: u64, addr: String },
+    /// `H`: HOLD (docs/protocol.md §5.7): `parts` (1–16 distinct keys, each with a count
+    /// of its capacity's permits) all at once, for `lease_s` seconds, queueing up to
+    /// `wait_ms`; `place`: tell me my place in line (`I` frames before the answer).
+    Hold { lease_s: u8, wait_ms: u32, place: bool, owner: String, parts: Vec<HoldPart> },
+    /// `O`: POOL: the capacity, permits in use, holders and waiters of `key`.
+    Pool { key: String },
     /// `F`: found a new cluster (cluster administration, docs/protocol.md §5.5) of
     /// these voters: sent to each of them, waiting nodes started with
     /// `TICKETING_CLUSTER_STATE=join` that know no cluster. Answered with `S`, or `E`
     /// (refused, with why).
     Found { voters: Vec<(u64, String)> },
+}
+
+/// One key of a HOLD: the key, the permits it takes and the key's capacity.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HoldPart {
+    pub key: String,
+    pub count: u32,
+    pub capacity: u32,
+}
+
+/// One holder in a POOL answer.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PoolHolder {
+    pub token: u64,
+    /// Permits of the key it holds.
+    pub count: u32,
+    /// Lease time it has left, in ms.
+    pub remaining_ms: u32,
+    pub owner: String,
 }
 
 /// Most keys one TOP KEYS answer lists.
@@ -156,6 +181,23 @@ pub enum Response {
     Error { code: ErrorCode, message: String },
     /// `K`: answer to TOP KEYS, longest queue first (at most [`TOP_KEYS_MAX`]).
     TopKeys { keys: Vec<TopKey> },
+    /// `I`: not an answer but news for a waiting HOLD that asked for its place in line:
+    /// `ahead` requests are ahead of it in the longest of its queues, and that key saw
+    /// `grants_per_ks` thousandths of a grant per second lately (0: not measured yet).
+    /// Sent when it queues and then at most once a second while `ahead` changes; its
+    /// one answer follows.
+    InLine { ahead: u32, grants_per_ks: u32 },
+    /// `O`: answer to POOL. `capacity` 0: nobody holds the key or waits for it (a key
+    /// with neither is forgotten, its capacity with it). `holders` lists the oldest
+    /// (at most [`POOL_HOLDERS_LISTED_MAX`]).
+    Pool {
+        capacity: u32,
+        in_use: u32,
+        holds: u32,
+        waiters: u32,
+        oldest_wait_ms: u32,
+        holders: Vec<PoolHolder>,
+    },
 }
 
 /// Why a frame could not be decoded, and so what the server must do about it.
@@ -246,7 +288,60 @@ pub fn decode_request(payload: &[u8]) -> Result<(u32, Request), DecodeError> {
     if id == 0 {
         return Err(DecodeError::Malformed("request id 0 is reserved"));
     }
+    if op != b'H' && payload.len() > REQUEST_FRAME_LEN_MAX as usize {
+        return Err(DecodeError::Malformed("frame length above the limit"));
+    }
     let request = match op {
+        b'H' => {
+            let lease_s = cur.u8()?;
+            let wait_ms = cur.u32()?;
+            let flags = cur.u8()?;
+            let owner = cur.str8()?;
+            let n = cur.u8()?;
+            let mut raw = Vec::with_capacity(usize::from(n).min(HOLD_KEYS_MAX));
+            for _ in 0..n {
+                let count = cur.u32()?;
+                let capacity = cur.u32()?;
+                raw.push((cur.str8()?, count, capacity));
+            }
+            cur.finish()?;
+            if !(LEASE_S_MIN..=LEASE_S_MAX).contains(&lease_s) {
+                return Err(DecodeError::Invalid { id, reason: "lease_s must be 1..=250" });
+            }
+            if wait_ms > WAIT_MS_MAX {
+                return Err(DecodeError::Invalid { id, reason: "wait_ms must be 0..=300000" });
+            }
+            if flags & !1 != 0 {
+                return Err(DecodeError::Invalid {
+                    id,
+                    reason: "flags: only bit 0 (place in line) is defined",
+                });
+            }
+            let owner = owner_field(id, owner)?;
+            if raw.is_empty() || raw.len() > HOLD_KEYS_MAX {
+                return Err(DecodeError::Invalid { id, reason: "keys: a HOLD names 1 to 16 keys" });
+            }
+            let mut parts: Vec<HoldPart> = Vec::with_capacity(raw.len());
+            for (key, count, capacity) in raw {
+                if !(1..=CAPACITY_MAX).contains(&capacity) {
+                    return Err(DecodeError::Invalid { id, reason: "capacity must be 1..=1000000" });
+                }
+                if count == 0 || count > capacity {
+                    return Err(DecodeError::Invalid { id, reason: "count must be 1..=capacity" });
+                }
+                let key = key_field(id, key)?;
+                if parts.iter().any(|p| p.key == key) {
+                    return Err(DecodeError::Invalid { id, reason: "keys: a key is named twice" });
+                }
+                parts.push(HoldPart { key, count, capacity });
+            }
+            Request::Hold { lease_s, wait_ms, place: flags & 1 != 0, owner, parts }
+        }
+        b'O' => {
+            let key = cur.str8()?;
+            cur.finish()?;
+            Request::Pool { key: key_field(id, key)? }
+        }
         b'A' => {
             let lease_s = cur.u8()?;
             let wait_ms = cur.u32()?;
@@ -408,6 +503,21 @@ pub fn decode_response(payload: &[u8]) -> Result<(u32, Response), DecodeError> {
             Response::Holder { token, remaining_ms, waiters, owner }
         }
         b'F' => Response::Free,
+        b'I' => Response::InLine { ahead: cur.u32()?, grants_per_ks: cur.u32()? },
+        b'O' => {
+            let (capacity, in_use, holds, waiters, oldest_wait_ms) =
+                (cur.u32()?, cur.u32()?, cur.u32()?, cur.u32()?, cur.u32()?);
+            let n = cur.u8()?;
+            if usize::from(n) > POOL_HOLDERS_LISTED_MAX {
+                return Err(DecodeError::Malformed("more than 8 holders in a POOL answer"));
+            }
+            let mut holders = Vec::with_capacity(usize::from(n));
+            for _ in 0..n {
+                let (token, count, remaining_ms) = (cur.u64()?, cur.u32()?, cur.u32()?);
+                holders.push(PoolHolder { token, count, remaining_ms, owner: lossy(cur.str8()?) });
+            }
+            Response::Pool { capacity, in_use, holds, waiters, oldest_wait_ms, holders }
+        }
         b'S' => Response::Status { text: lossy(cur.str16()?) },
         b'P' => Response::Pong,
         b'E' => {
@@ -454,6 +564,25 @@ pub fn encode_request(out: &mut Vec<u8>, id: u32, request: &Request) {
         }
         Request::Query { key } => {
             out.push(b'Q');
+            put_u32(out, id);
+            put_str8(out, key.as_bytes());
+        }
+        Request::Hold { lease_s, wait_ms, place, owner, parts } => {
+            out.push(b'H');
+            put_u32(out, id);
+            out.push(*lease_s);
+            put_u32(out, *wait_ms);
+            out.push(u8::from(*place));
+            put_str8(out, owner.as_bytes());
+            out.push(parts.len().min(255) as u8);
+            for p in parts.iter().take(255) {
+                put_u32(out, p.count);
+                put_u32(out, p.capacity);
+                put_str8(out, p.key.as_bytes());
+            }
+        }
+        Request::Pool { key } => {
+            out.push(b'O');
             put_u32(out, id);
             put_str8(out, key.as_bytes());
         }
@@ -542,6 +671,23 @@ pub fn encode_response(out: &mut Vec<u8>, id: u32, response: &Response) {
             put_u64(out, *token);
             put_u32(out, *lease_ms);
         }
+        Response::InLine { ahead, grants_per_ks } => {
+            put_u32(out, *ahead);
+            put_u32(out, *grants_per_ks);
+        }
+        Response::Pool { capacity, in_use, holds, waiters, oldest_wait_ms, holders } => {
+            for n in [capacity, in_use, holds, waiters, oldest_wait_ms] {
+                put_u32(out, *n);
+            }
+            let holders = &holders[..holders.len().min(POOL_HOLDERS_LISTED_MAX)];
+            out.push(holders.len() as u8);
+            for h in holders {
+                put_u64(out, h.token);
+                put_u32(out, h.count);
+                put_u32(out, h.remaining_ms);
+                put_str8(out, truncate(&h.owner, 255));
+            }
+        }
         Response::Busy
         | Response::Timeout
         | Response::Released
@@ -585,6 +731,15 @@ pub fn encode_response(out: &mut Vec<u8>, id: u32, response: &Response) {
 pub fn encoded_response_len(response: &Response) -> usize {
     let body = match response {
         Response::Granted { .. } => 12,
+        Response::InLine { .. } => 8,
+        Response::Pool { holders, .. } => {
+            20 + 1
+                + holders
+                    .iter()
+                    .take(POOL_HOLDERS_LISTED_MAX)
+                    .map(|h| 16 + 1 + truncate(&h.owner, 255).len())
+                    .sum::<usize>()
+        }
         Response::Busy
         | Response::Timeout
         | Response::Released
@@ -623,6 +778,8 @@ pub fn response_op(response: &Response) -> (u8, &'static str) {
         Response::Pong => (b'P', "PONG"),
         Response::Error { .. } => (b'E', "ERROR"),
         Response::TopKeys { .. } => (b'K', "TOP_KEYS"),
+        Response::InLine { .. } => (b'I', "IN_LINE"),
+        Response::Pool { .. } => (b'O', "POOL"),
     }
 }
 

@@ -17,8 +17,16 @@ pub const LEASE_S_MAX: u8 = 250;
 pub const WAIT_MS_MAX: u32 = 300_000;
 /// Smallest frame `len` (op + id).
 pub const FRAME_LEN_MIN: u32 = 5;
-/// Largest frame `len` a server accepts.
+/// Largest frame `len` a server accepts, but for HOLD.
 pub const REQUEST_FRAME_LEN_MAX: u32 = 1024;
+/// Largest frame `len` of a HOLD (16 keys of 255 bytes fit).
+pub const HOLD_FRAME_LEN_MAX: u32 = 8192;
+/// Most keys one HOLD names.
+pub const HOLD_KEYS_MAX: usize = 16;
+/// Largest capacity of a key.
+pub const CAPACITY_MAX: u32 = 1_000_000;
+/// Most holders a POOL answer lists (the oldest).
+pub const POOL_HOLDERS_LISTED_MAX: usize = 8;
 /// Largest frame `len` a client accepts.
 pub const RESPONSE_FRAME_LEN_MAX: u32 = 65_535;
 /// Default limit of waiters queued on one key (`TICKETING_MAX_WAITERS`).

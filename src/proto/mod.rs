@@ -9,6 +9,6 @@ pub mod io;
 pub mod limits;
 
 pub use frame::{
-    decode_request, decode_response, encode_request, encode_response, DecodeError, ErrorCode, Request,
-    Response, TopKey, TOP_KEYS_MAX,
+    decode_request, decode_response, encode_request, encode_response, DecodeError, ErrorCode, HoldPart,
+    PoolHolder, Request, Response, TopKey, TOP_KEYS_MAX,
 };

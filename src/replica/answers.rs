@@ -4,7 +4,7 @@
 //! `replica`).
 
 use super::owed::Pending;
-use super::{LogRole, Replica, ReplicaOutput, ToLog, UNKNOWN_AFTER_MS};
+use super::{LogRole, Read, Replica, ReplicaOutput, ToLog, UNKNOWN_AFTER_MS};
 use crate::lock::{Command, LockState, Reply};
 use crate::proto::Response;
 
@@ -205,8 +205,11 @@ impl Replica {
             if index > self.applied_index {
                 break;
             }
-            let (conn, id, key) = self.reads_ready.remove(&(index, ctx)).expect("present");
-            let response = self.table.query(&key, now_ms);
+            let (conn, id, read) = self.reads_ready.remove(&(index, ctx)).expect("present");
+            let response = match read {
+                Read::Holder(key) => self.table.query(&key, now_ms),
+                Read::Pool(key) => self.table.pool(&key, now_ms),
+            };
             out.replies.push(Reply { conn, id, response });
         }
     }

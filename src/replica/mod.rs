@@ -70,6 +70,15 @@ pub enum LogRole {
     NotLeader { leader_addr: String },
 }
 
+/// What a read answers once the node has applied up to its read index.
+#[derive(Debug)]
+pub(super) enum Read {
+    /// QUERY of a key.
+    Holder(String),
+    /// POOL of a key.
+    Pool(String),
+}
+
 /// The lock side of one node. See the module docs.
 #[derive(Debug)]
 pub struct Replica {
@@ -98,10 +107,10 @@ pub struct Replica {
     by_index: BTreeSet<(u64, u64)>,
     /// When unresolved commands are given up as `U` (set on losing leadership).
     unknown_deadline: Option<u64>,
-    /// QUERYs waiting for their ReadIndex: ctx → (conn, id, key).
-    reads_waiting: HashMap<u64, (ConnId, u32, String)>,
+    /// QUERYs and POOLs waiting for their ReadIndex: ctx → (conn, id, what is read).
+    reads_waiting: HashMap<u64, (ConnId, u32, Read)>,
     /// QUERYs confirmed at a read index, waiting for this node to apply up to it.
-    reads_ready: BTreeMap<(u64, u64), (ConnId, u32, String)>,
+    reads_ready: BTreeMap<(u64, u64), (ConnId, u32, Read)>,
     next_seq: u64,
     next_ctx: u64,
     scratch: Output,
@@ -232,7 +241,7 @@ impl Replica {
         Some((index, data))
     }
 
-    /// A client request for the lock table (ACQUIRE, RELEASE or QUERY).
+    /// A client request for the lock table (ACQUIRE, HOLD, RELEASE, QUERY or POOL).
     pub fn request(
         &mut self,
         conn: ConnId,
@@ -275,11 +284,25 @@ impl Replica {
             Request::Release { token, key, owner } => {
                 self.table.release(conn, id, token, key, owner, now_ms, unix_us, &mut scratch)
             }
-            Request::Query { key } => {
-                let ctx = self.next_ctx;
-                self.next_ctx += 1;
-                self.reads_waiting.insert(ctx, (conn, id, key));
-                out.to_log.push(ToLog::ReadIndex { ctx });
+            Request::Query { key } => self.read(conn, id, Read::Holder(key), out),
+            Request::Pool { key } => self.read(conn, id, Read::Pool(key), out),
+            Request::Hold { lease_s, wait_ms, place, owner, parts } => {
+                let parts = parts
+                    .into_iter()
+                    .map(|p| crate::lock::Part { key: p.key, count: p.count, capacity: p.capacity })
+                    .collect();
+                self.table.hold(
+                    conn,
+                    id,
+                    lease_s,
+                    wait_ms,
+                    &owner,
+                    parts,
+                    place,
+                    now_ms,
+                    unix_us,
+                    &mut scratch,
+                )
             }
             Request::Status
             | Request::Ping
@@ -327,10 +350,22 @@ impl Replica {
         }
     }
 
-    /// A client connection closed.
-    pub fn conn_closed(&mut self, conn: ConnId) {
-        self.table.conn_closed(conn);
+    /// A read (QUERY, POOL) goes to the log for a ReadIndex first.
+    fn read(&mut self, conn: ConnId, id: u32, read: Read, out: &mut ReplicaOutput) {
+        let ctx = self.next_ctx;
+        self.next_ctx += 1;
+        self.reads_waiting.insert(ctx, (conn, id, read));
+        out.to_log.push(ToLog::ReadIndex { ctx });
+    }
+
+    /// A client connection closed: its waiters leave their lines (which may let later
+    /// requests through: their grants are proposed).
+    pub fn conn_closed(&mut self, conn: ConnId, now_ms: u64, unix_us: u64, out: &mut ReplicaOutput) {
         self.held_back.retain(|(c, _, _)| *c != conn);
+        let mut scratch = std::mem::take(&mut self.scratch);
+        self.table.conn_closed(conn, now_ms, unix_us, &mut scratch);
+        self.flush(&mut scratch, out);
+        self.scratch = scratch;
     }
 
     /// Time passes: lease and wait timers (leader), and `U` for commands still unknown

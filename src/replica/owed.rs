@@ -13,26 +13,35 @@ pub(super) struct Pending {
     pub abandoned: bool,
 }
 
-/// The requests (connection, request id) one command answers: at most two (a release
-/// and the grant to the next waiter). Inline, so tracking a proposal allocates nothing.
+/// The requests (connection, request id) one command answers: usually at most two (a
+/// release and the grant to the next waiter), kept inline, so tracking such a proposal
+/// allocates nothing; the end of a pooled hold may hand its permits to more.
 #[derive(Debug, Default)]
 pub(super) struct Owed {
     items: [(ConnId, u32); 2],
     len: usize,
+    more: Vec<(ConnId, u32)>,
 }
 
 impl Owed {
     fn push(&mut self, item: (ConnId, u32)) {
-        self.items[self.len] = item;
-        self.len += 1;
+        if self.len < self.items.len() {
+            self.items[self.len] = item;
+            self.len += 1;
+        } else {
+            self.more.push(item);
+        }
     }
 }
 
 impl IntoIterator for Owed {
     type Item = (ConnId, u32);
-    type IntoIter = std::iter::Take<std::array::IntoIter<(ConnId, u32), 2>>;
+    type IntoIter = std::iter::Chain<
+        std::iter::Take<std::array::IntoIter<(ConnId, u32), 2>>,
+        std::vec::IntoIter<(ConnId, u32)>,
+    >;
     fn into_iter(self) -> Self::IntoIter {
-        self.items.into_iter().take(self.len)
+        self.items.into_iter().take(self.len).chain(self.more)
     }
 }
 
@@ -56,6 +65,15 @@ pub(super) fn owed_by(command: &Command, node: u64) -> Owed {
         Command::Expire { next, .. } => {
             if let Some(g) = next {
                 add(&g.origin);
+            }
+        }
+        Command::Hold { hold } => add(&hold.grant.origin),
+        Command::End { origin, next, .. } => {
+            if let Some(o) = origin {
+                add(o);
+            }
+            for hold in next {
+                add(&hold.grant.origin);
             }
         }
     }

@@ -210,7 +210,7 @@ fn handle(
         }
         TableMsg::Closed { conn } => {
             conns.remove(&conn);
-            replica.conn_closed(conn);
+            replica.conn_closed(conn, clock.now_ms(), Clock::unix_us(), out);
         }
         TableMsg::Request { conn, id, request } => {
             replica.request(conn, id, request, clock.now_ms(), Clock::unix_us(), out);

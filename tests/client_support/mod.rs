@@ -175,7 +175,15 @@ pub fn client_for(addrs: &[String]) -> Client {
 /// What a plausible server answers to a request that the test does not care about.
 pub fn default_answer(request: &Request) -> Response {
     match request {
-        Request::Acquire { .. } => Response::Busy,
+        Request::Acquire { .. } | Request::Hold { .. } => Response::Busy,
+        Request::Pool { .. } => Response::Pool {
+            capacity: 0,
+            in_use: 0,
+            holds: 0,
+            waiters: 0,
+            oldest_wait_ms: 0,
+            holders: Vec::new(),
+        },
         Request::Release { .. } => Response::Released,
         Request::Query { .. } => Response::Free,
         Request::Status => Response::Status { text: "node_id=1\nrole=standalone\n".into() },

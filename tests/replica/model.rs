@@ -150,6 +150,15 @@ fn origins_of(command: &Command) -> Vec<(ConnId, u32)> {
             }
         }
         Command::SetDomain { .. } | Command::SetMember { .. } => {}
+        Command::Hold { hold } => add(&hold.grant.origin),
+        Command::End { origin, next, .. } => {
+            if let Some(o) = origin {
+                add(o);
+            }
+            for hold in next {
+                add(&hold.grant.origin);
+            }
+        }
     }
     v
 }

@@ -111,6 +111,11 @@ fn grants_in(command: &Command) -> Vec<(&str, &ticketing::lock::Grant)> {
             next.iter().map(|g| (key.as_str(), g)).collect()
         }
         Command::SetDomain { .. } | Command::SetMember { .. } => vec![],
+        // This checker reasons about exclusive keys; the simulation drives ACQUIRE and
+        // RELEASE only, whose commands are the ones above.
+        Command::Hold { .. } | Command::End { .. } => {
+            panic!("a counted or multi-key hold in a simulation of exclusive locks: {command:?}")
+        }
     }
 }
 
@@ -377,6 +382,9 @@ impl LockChecker {
                         ));
                     }
                     self.committed_answer.insert(k, (response.clone(), index));
+                }
+                Effect::PoolGranted { .. } | Effect::PoolEnded { .. } => {
+                    return fail(format!("a pooled hold in a simulation of exclusive locks at {index}"));
                 }
                 Effect::Ended { token, .. } => {
                     let key = self.grants.get(token).map(|g| g.key.clone()).unwrap_or_default();

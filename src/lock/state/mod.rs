@@ -11,7 +11,10 @@
 use std::collections::BTreeMap;
 
 mod cursor;
+mod pools;
 mod slices;
+
+pub use pools::{PoolKey, PooledHold, PooledHolder};
 
 use super::command::{Command, Grant, Origin};
 use super::store::{OwnerId, Owners, SlotId, Slots};
@@ -52,6 +55,10 @@ pub enum Effect {
     /// The hold `token` on the key in `slot` ended (released or expired). The slot may
     /// be free by the time the effect is read.
     Ended { slot: SlotId, token: u64 },
+    /// A pooled hold (counted or multi-key) was granted under `token`.
+    PoolGranted { token: u64, lease_ms: u32 },
+    /// The pooled hold `token` ended (released or expired).
+    PoolEnded { token: u64 },
 }
 
 /// A cluster member as the log records it.
@@ -77,6 +84,8 @@ pub struct LockState {
     /// Cluster members (address and incarnation), replicated so that every node (and
     /// every future leader) can reach every member and knows which process runs it.
     members: BTreeMap<u64, MemberRecord>,
+    /// Counted and multi-key holds (`pools.rs`).
+    pools: pools::Pools,
     /// A snapshot being encoded in slices.
     snapshot: Option<Box<SnapshotCursor>>,
 }
@@ -88,6 +97,7 @@ impl PartialEq for LockState {
             && self.last_token == other.last_token
             && self.domain == other.domain
             && self.members == other.members
+            && self.pooled_eq(other)
             && self.holders().all(|(key, h)| {
                 other
                     .holder_ref(key)
@@ -107,6 +117,10 @@ impl std::fmt::Debug for LockState {
             .field("last_token", &self.last_token)
             .field("domain", &self.domain)
             .field("members", &self.members)
+            .field(
+                "pooled",
+                &self.pools.holds.keys().filter_map(|t| self.pooled_holder(*t)).collect::<Vec<_>>(),
+            )
             .finish()
     }
 }
@@ -245,7 +259,7 @@ impl LockState {
     /// The projection no longer refers to `slot`.
     pub(super) fn unpin(&mut self, slot: SlotId) {
         self.slots.set_pinned(slot, false);
-        self.slots.free_if_unused(slot);
+        self.free_slot_if_unused(slot);
     }
 
     /// Key slots in use or free (slot numbers are below this).
@@ -269,7 +283,34 @@ impl LockState {
         match command {
             Command::Grant { key, grant } => {
                 let slot = self.grant(key.as_ref(), grant, effects);
-                self.slots.free_if_unused(slot);
+                self.free_slot_if_unused(slot);
+            }
+            Command::Hold { hold } => self.grant_hold(hold, effects),
+            Command::End { key, token, owner, origin, next } => {
+                let key = key.as_ref();
+                let owner = owner.as_ref().map(|o| o.as_ref());
+                let mut ended = self.end_pooled(*token, owner, effects);
+                let slot = self.slots.find(key);
+                if !ended {
+                    if let Some(slot) = slot.filter(|&s| {
+                        self.holder_at(s)
+                            .is_some_and(|h| h.token == *token && owner.is_none_or(|o| o == h.owner))
+                    }) {
+                        self.end_hold(slot);
+                        effects.push(Effect::Ended { slot, token: *token });
+                        ended = true;
+                    }
+                }
+                if let Some(origin) = origin {
+                    let response = if ended { Response::Released } else { Response::NotHolder };
+                    effects.push(Effect::Reply(*origin, response));
+                }
+                for hold in next {
+                    self.grant_hold(hold, effects);
+                }
+                if let Some(slot) = self.slots.find(key) {
+                    self.free_slot_if_unused(slot);
+                }
             }
             Command::SetMember { node, incarnation, addr } => {
                 let record = self.members.entry(*node).or_default();
@@ -328,7 +369,7 @@ impl LockState {
     ) {
         let granted = next.as_ref().map(|next| self.grant(key, next, effects));
         if let Some(slot) = slot.or(granted) {
-            self.slots.free_if_unused(slot);
+            self.free_slot_if_unused(slot);
         }
     }
 
@@ -344,7 +385,10 @@ impl LockState {
     /// Grants `key`, which must be free, under a token above every earlier one;
     /// returns its slot.
     fn grant<S: AsRef<str>>(&mut self, key: &str, grant: &Grant<S>, effects: &mut Vec<Effect>) -> SlotId {
-        let held = self.slots.find(key).is_some_and(|s| self.slots.slots[s.index()].is_held());
+        let held = self
+            .slots
+            .find(key)
+            .is_some_and(|s| self.slots.slots[s.index()].is_held() || self.pools.keys.contains_key(&s));
         crate::invariant!(
             !held,
             "at most one holder per key",
@@ -404,6 +448,7 @@ impl LockState {
             "{held} keys held, {} counted",
             self.held
         );
+        self.check_pooled();
     }
 }
 

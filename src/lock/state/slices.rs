@@ -30,6 +30,7 @@ impl LockState {
         let mut trailer = Vec::new();
         let members = self.members.iter().map(|(node, m)| (*node, m.incarnation, m.addr.as_str()));
         snapshot::put_members(&mut trailer, members);
+        snapshot::put_pooled(&mut trailer, &self.pooled_records());
         self.snapshot = Some(Box::new(SnapshotCursor {
             out,
             next: 0,

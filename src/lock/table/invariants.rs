@@ -3,7 +3,7 @@
 
 use super::waiters::WAITER;
 use super::{LockTable, Projected};
-use crate::lock::store::OwnerId;
+use crate::lock::store::{OwnerId, SlotId};
 use std::collections::HashMap;
 
 /// The first invariant found broken: its name and what was seen.
@@ -35,8 +35,9 @@ impl LockTable {
         for (_, h) in self.state.holders() {
             *refs.entry(h.owner_id).or_default() += 1;
         }
-        let mut queued = 0;
-        let mut queued_keys = 0;
+        for (_, h) in self.state.pooled_holds() {
+            *refs.entry(h.owner).or_default() += 1;
+        }
         let mut projected_held = self.state.keys_held();
         for (slot, ov) in &self.overrides {
             if !self.state.is_pinned(*slot) {
@@ -48,31 +49,64 @@ impl LockTable {
                     *refs.entry(owner).or_default() += 1;
                     projected_held += usize::from(!applied);
                 }
-                Projected::Free => {
-                    projected_held -= usize::from(applied);
-                    if !ov.queue.is_empty() {
-                        return Err((WAITER, format!("slot {slot:?} has waiters but no projected holder")));
-                    }
-                }
+                Projected::Free => projected_held -= usize::from(applied),
             }
-            if ov.in_flight == 0 && ov.queue.is_empty() {
+            if ov.in_flight == 0 && self.lines.pool(*slot).is_none() {
                 return Err((OVERRIDES, format!("slot {slot:?} has an override that says nothing")));
             }
-            queued_keys += usize::from(!ov.queue.is_empty());
-            for &w in &ov.queue {
-                let Some(waiter) = self.waiters.get(w as usize).and_then(|w| w.as_ref()) else {
-                    return Err((WAITER, format!("slot {slot:?} queues waiter {w}, which left its queue")));
-                };
-                if waiter.slot != *slot || self.waits.get(w).is_none() {
-                    return Err((WAITER, format!("waiter {w} is not where it should be")));
-                }
-                *refs.entry(waiter.owner).or_default() += 1;
-                queued += 1;
+        }
+        if let Err(detail) = self.lines.find_broken() {
+            return Err((WAITER, format!("the lines: {detail}")));
+        }
+        // Each line's permits in use are the key's own projected holder and the
+        // projected pooled holds on it; every key with a line has an override.
+        let mut pooled_in_use: HashMap<SlotId, u32> = HashMap::new();
+        for (token, p) in &self.pooled {
+            *refs.entry(p.owner).or_default() += 1;
+            if self.pool_timer_tokens.get(p.timer as usize) != Some(token) {
+                return Err((LEASES, format!("pooled hold {token} has timer id {} of another", p.timer)));
+            }
+            for part in &p.parts {
+                *pooled_in_use.entry(part.key).or_default() += part.count;
             }
         }
-        let live = self.waiters.iter().flatten().count();
-        if live != queued || self.free_waiters.iter().any(|&w| self.waiters[w as usize].is_some()) {
-            return Err((WAITER, format!("{live} live waiters, {queued} queued")));
+        for (slot, in_use) in &pooled_in_use {
+            let own = u32::from(self.projected(*slot).is_some());
+            match self.lines.pool(*slot) {
+                Some((_, used, _)) if used == in_use + own => {}
+                other => {
+                    return Err((
+                        COUNTS,
+                        format!("slot {slot:?}: pooled holds take {in_use}, own {own}, the line {other:?}"),
+                    ));
+                }
+            }
+        }
+        for slot in self.overrides.keys() {
+            if let Some((_, used, _)) = self.lines.pool(*slot) {
+                let expect = pooled_in_use.get(slot).copied().unwrap_or(0)
+                    + u32::from(self.projected(*slot).is_some());
+                if used != expect {
+                    return Err((
+                        COUNTS,
+                        format!("slot {slot:?}: the line has {used} in use, the projection {expect}"),
+                    ));
+                }
+            }
+        }
+        let mut queued = 0;
+        for (w, waiter) in self.waiters.iter().enumerate() {
+            let Some(waiter) = waiter else { continue };
+            if self.lines.wants(waiter.seq).is_none() || self.waits.get(w as u32).is_none() {
+                return Err((WAITER, format!("waiter {w} is not where it should be")));
+            }
+            *refs.entry(waiter.owner).or_default() += 1;
+            queued += 1;
+        }
+        if queued != self.lines.waiters()
+            || self.free_waiters.iter().any(|&w| self.waiters[w as usize].is_some())
+        {
+            return Err((WAITER, format!("{queued} live waiters, {} in the lines", self.lines.waiters())));
         }
         if self.leading && projected_held != self.projected_held {
             return Err((
@@ -80,13 +114,8 @@ impl LockTable {
                 format!("projected_held {} but counted {projected_held}", self.projected_held),
             ));
         }
-        if queued != self.waiters_total || self.waits.len() != queued {
-            let detail =
-                format!("{queued} queued, {} counted, {} timers", self.waiters_total, self.waits.len());
-            return Err((COUNTS, detail));
-        }
-        if queued_keys != self.queued_keys {
-            return Err((COUNTS, format!("{queued_keys} keys with waiters, {} counted", self.queued_keys)));
+        if self.waits.len() != queued {
+            return Err((COUNTS, format!("{queued} queued, {} timers", self.waits.len())));
         }
         for (owner, n) in &refs {
             if self.state.owners().refs(*owner) != *n {
@@ -121,8 +150,34 @@ impl LockTable {
                     format!("{} lease timers, {timed} of them for held keys", self.leases.len()),
                 ));
             }
-        } else if !self.leases.is_empty() || !self.overrides.is_empty() {
-            return Err((LEASES, "a follower keeps leases or overrides".into()));
+            let mut timed = 0;
+            for (token, _) in self.state.pooled_holds() {
+                let current = self.pooled.get(&token);
+                let timer =
+                    current.and_then(|p| self.pool_leases.get(p.timer)).is_some_and(|t| t.order == token);
+                if current.is_some() != timer {
+                    return Err((
+                        LEASES,
+                        format!("pooled hold {token}: projected {}, lease timer {timer}", current.is_some()),
+                    ));
+                }
+                timed += usize::from(timer);
+            }
+            if timed != self.pool_leases.len() {
+                return Err((
+                    LEASES,
+                    format!(
+                        "{} pooled lease timers, {timed} of them for applied holds",
+                        self.pool_leases.len()
+                    ),
+                ));
+            }
+        } else if !self.leases.is_empty()
+            || !self.overrides.is_empty()
+            || !self.pooled.is_empty()
+            || self.lines.keys() > 0
+        {
+            return Err((LEASES, "a follower keeps leases, overrides or lines".into()));
         }
         if self.state.pinned_count() != self.overrides.len() {
             let detail =
@@ -172,8 +227,17 @@ mod tests {
         t.release(2, 3, tokens[1], "b", "carol", 0, 1_000_000, &mut out);
         t.acquire(5, 4, 10, 0, "c", "dave", 0, 1_000_000, &mut out);
         assert_eq!(out.proposals.len(), 2, "b's release and c's grant wait in the log");
+        // A pooled hold of two permits of "p" (capacity 3), applied.
+        let mut pooled = Output::default();
+        let parts = vec![crate::lock::Part { key: "p".to_string(), count: 2, capacity: 3 }];
+        t.hold(6, 5, 10, 0, "frank", parts, false, 0, 1_000_000, &mut pooled);
+        commit(&mut t, pooled);
         t.check_invariants();
         t
+    }
+
+    fn first_waiter(t: &LockTable) -> u32 {
+        t.waiters.iter().position(|w| w.is_some()).unwrap() as u32
     }
 
     fn slot(t: &LockTable, key: &str) -> crate::lock::SlotId {
@@ -191,9 +255,10 @@ mod tests {
         type Break = fn(&mut LockTable);
         let cases: [(&str, &str, &str, Break); 15] = [
             ("unpinned override", "does not pin it", OVERRIDES, |t| t.state.unpin(slot(t, "a"))),
-            ("waiters under no holder", "has waiters but no projected holder", WAITER, |t| {
+            ("a line's permits unlike the projection", "the projection", COUNTS, |t| {
                 let s = slot(t, "a");
                 t.overrides.get_mut(&s).unwrap().holder = Projected::Free;
+                t.projected_held -= 1;
             }),
             ("an override saying nothing", "says nothing", OVERRIDES, |t| {
                 let s = slot(t, "d");
@@ -202,24 +267,32 @@ mod tests {
                 let d = owner(t, "d");
                 t.state.pin_slot(s);
                 t.state.owners_mut().retain(d);
-                t.overrides.insert(s, Override { holder: held, in_flight: 0, queue: Default::default() });
+                t.overrides.insert(s, Override { holder: held, in_flight: 0 });
             }),
-            ("a queued waiter gone", "which left its queue", WAITER, |t| {
-                let w = t.overrides[&slot(t, "a")].queue[0];
-                t.waiters[w as usize] = None;
+            ("a queued waiter gone", "live waiters", WAITER, |t| {
+                let w = first_waiter(t);
+                let gone = t.waiters[w as usize].take().unwrap();
+                t.state.owners_mut().release(gone.owner);
             }),
             ("a queued waiter without its wait timer", "is not where it should be", WAITER, |t| {
-                let w = t.overrides[&slot(t, "a")].queue[0];
+                let w = first_waiter(t);
                 t.waits.remove(w);
             }),
-            ("a live waiter in no queue", "live waiters", WAITER, |t| {
-                let stray = t.waiters.iter().flatten().next().unwrap().clone();
+            ("a live waiter in no line", "is not where it should be", WAITER, |t| {
+                let mut stray = t.waiters.iter().flatten().next().unwrap().clone();
+                stray.seq = 999;
                 t.state.owners_mut().retain(stray.owner);
                 t.waiters.push(Some(stray));
             }),
             ("projected holds miscounted", "projected_held", COUNTS, |t| t.projected_held += 1),
-            ("waiters miscounted", "timers", COUNTS, |t| t.waiters_total += 1),
-            ("keys with waiters miscounted", "keys with waiters", COUNTS, |t| t.queued_keys += 1),
+            ("a wait timer too many", "timers", COUNTS, |t| {
+                t.waits.insert(Timer { deadline_ms: 9, order: 99, id: 77 });
+            }),
+            ("a pooled hold without its timer id", "timer id", LEASES, |t| {
+                let (token, p) = t.pooled.iter_mut().next().unwrap();
+                let _ = token;
+                p.timer += 1;
+            }),
             ("an owner reference too many", "references", OWNERS, |t| {
                 let d = owner(t, "d");
                 t.state.owners_mut().retain(d);

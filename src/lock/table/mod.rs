@@ -2,14 +2,15 @@
 //!
 //! Storage: the applied state stores each key once, in a slot (`store.rs`). The
 //! projection keeps an *override* only for a key whose projected holder differs from
-//! the applied one (a command about it is proposed and not applied yet) or that has
-//! waiters; every other key's projected holder is its applied holder. Overrides,
-//! waiters and timers refer to keys by slot and to owners by interned id. A key held
-//! by a million idle clients costs the leader one lease timer (24 bytes) beyond the
-//! applied state.
+//! the applied one (a command about it is proposed and not applied yet) or that has a
+//! line (waiters, or pooled holds: `lines.rs`); every other key's projected holder is
+//! its applied holder. Overrides, waiters and timers refer to keys by slot and to
+//! owners by interned id. A key held by a million idle clients costs the leader one
+//! lease timer (24 bytes) beyond the applied state.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 
+mod holds;
 mod invariants;
 mod leadership;
 mod projection;
@@ -19,7 +20,8 @@ mod waiters;
 
 pub use stats::{TableStats, STATS_OBSERVATIONS_MAX};
 
-use super::command::{Command, Grant, Origin};
+use super::command::{Command, Grant, Origin, Part};
+use super::lines::{Lines, Seq, Want};
 use super::state::{Effect, LockState};
 use super::store::{OwnerId, SlotId};
 use super::timers::{Timer, TimerQueue};
@@ -56,7 +58,7 @@ pub struct Output {
     pub proposals: VecDeque<Command>,
 }
 
-/// A queued ACQUIRE.
+/// A queued request (ACQUIRE or HOLD); its keys are in the lines, under `seq`.
 #[derive(Clone, Debug)]
 struct Waiter {
     conn: ConnId,
@@ -64,9 +66,20 @@ struct Waiter {
     /// Holds one reference to the interned owner.
     owner: OwnerId,
     lease_ms: u32,
-    slot: SlotId,
+    /// Its arrival number in the lines (0 until it queues).
+    seq: Seq,
     /// When it joined the queue (for TOP KEYS' oldest wait).
     since_ms: u64,
+}
+
+/// A pooled hold (counted or multi-key) as the leader projects it.
+#[derive(Clone, Debug)]
+struct Pooled {
+    /// Holds one reference to the interned owner.
+    owner: OwnerId,
+    parts: Vec<Want<SlotId>>,
+    /// Its lease timer's id in `pool_leases` (and index in `pool_timer_tokens`).
+    timer: u32,
 }
 
 /// The projected holder of a key with an override.
@@ -84,11 +97,9 @@ enum Projected {
 #[derive(Debug)]
 struct Override {
     holder: Projected,
-    /// Commands proposed about this key that change its holder and are not applied
+    /// Changes of this key's own holder (grants and ends) proposed and not applied
     /// yet. At 0, the projected holder is the applied one.
     in_flight: u32,
-    /// Waiters, FIFO (indexes into `LockTable::waiters`).
-    queue: VecDeque<u32>,
 }
 
 /// The lock table of one node. See the module docs of [`crate::lock`].
@@ -100,27 +111,33 @@ pub struct LockTable {
     leading: bool,
     /// Where clients should go while this node does not lead; empty when unknown.
     leader_hint: String,
-    /// Keys whose projection differs from the applied state or that have waiters.
-    /// Ordered, so that leaving leadership answers waiters in the same order on every
-    /// run. Empty on followers.
+    /// Keys whose projection differs from the applied state or that have a line.
+    /// Ordered, so that walks go the same way on every run. Empty on followers.
     overrides: BTreeMap<SlotId, Override>,
-    /// Keys the projection holds (held or queued for: a key with waiters is held).
+    /// Keys the projection holds with a holder of their own.
     projected_held: usize,
+    /// The lines of waiting requests and the permits of every key that has a line
+    /// (`lines.rs`); payloads are indexes into `waiters`.
+    lines: Lines<SlotId, u32>,
+    /// Pooled holds the projection holds, by token.
+    pooled: HashMap<u64, Pooled>,
+    /// Lease deadlines of applied pooled holds still projected; `order` is the token,
+    /// `id` the hold's timer id.
+    pool_leases: TimerQueue,
+    /// The token of each pooled timer id in use; free ids in `free_pool_timers`.
+    pool_timer_tokens: Vec<u64>,
+    free_pool_timers: Vec<u32>,
     /// Highest token proposed (≥ the applied `last_token`).
     last_token_proposed: u64,
     /// Lease deadlines of applied holds that are still the projected ones, by slot;
     /// `order` is the token.
     leases: TimerQueue,
-    /// Wait deadlines, by waiter index; `order` is the waiter's sequence number.
+    /// Wait deadlines, by waiter index; `order` is the waiter's arrival number.
     waits: TimerQueue,
     waiters: Vec<Option<Waiter>>,
     free_waiters: Vec<u32>,
     /// Waiters of each connection, so a closed connection leaves its queues.
     conn_waiters: HashMap<ConnId, Vec<u32>>,
-    waiters_total: usize,
-    /// Keys with at least one waiter.
-    queued_keys: usize,
-    next_seq: u64,
     effects: Vec<Effect>,
     stats: TableStats,
 }
@@ -129,23 +146,25 @@ impl LockTable {
     /// A table that does not lead yet (call [`LockTable::become_leader`]).
     pub fn new(config: TableConfig) -> Self {
         LockTable {
-            config,
             state: LockState::default(),
             leading: false,
             leader_hint: String::new(),
             overrides: BTreeMap::new(),
             projected_held: 0,
+            lines: Lines::new(config.waiters_per_key_max),
+            pooled: HashMap::new(),
+            pool_leases: TimerQueue::default(),
+            pool_timer_tokens: Vec::new(),
+            free_pool_timers: Vec::new(),
             last_token_proposed: 0,
             leases: TimerQueue::default(),
             waits: TimerQueue::default(),
             waiters: Vec::new(),
             free_waiters: Vec::new(),
             conn_waiters: HashMap::new(),
-            waiters_total: 0,
-            queued_keys: 0,
-            next_seq: 1,
             effects: Vec::new(),
             stats: TableStats::default(),
+            config,
         }
     }
 
@@ -159,12 +178,17 @@ impl LockTable {
 
     /// Waiters queued on all keys.
     pub fn waiters(&self) -> usize {
-        self.waiters_total
+        self.lines.waiters()
     }
 
-    /// Keys with an override in the projection (waiters, or commands in flight).
+    /// Keys with at least one waiter.
     pub fn keys_with_waiters(&self) -> usize {
-        self.queued_keys
+        self.lines.queued_keys()
+    }
+
+    /// Pooled holds (counted or multi-key) the projection holds.
+    pub fn pooled_holds(&self) -> usize {
+        self.pooled.len()
     }
 
     /// What was counted since the caller last cleared it (see [`TableStats`]). The
@@ -209,7 +233,10 @@ impl LockTable {
             return self.not_leader(conn, id, out);
         }
         let lease_ms = u32::from(lease_s) * 1000;
-        let held = self.state.slot_of(key_str).filter(|&s| self.projected(s).is_some());
+        let held = self
+            .state
+            .slot_of(key_str)
+            .filter(|&s| self.projected(s).is_some() || self.lines.pool(s).is_some());
         let Some(slot) = held else {
             if self.projected_held >= self.config.keys_max {
                 let message =
@@ -226,7 +253,6 @@ impl LockTable {
             let slot = self.state.pin(key_str);
             let owner_id = self.state.owners_mut().intern(owner_str);
             let ov = self.override_mut(slot);
-            debug_assert!(ov.queue.is_empty(), "a free key has no waiters");
             debug_assert_eq!(ov.holder, Projected::Free);
             ov.holder = Projected::Held { owner: owner_id, token };
             ov.in_flight += 1;
@@ -235,33 +261,13 @@ impl LockTable {
             out.proposals.push_back(Command::Grant { key: key.into(), grant });
             return;
         };
-        let queued = self.overrides.get(&slot).map_or(0, |ov| ov.queue.len());
-        if wait_ms == 0 || queued >= self.config.waiters_per_key_max {
+        let lined = self.lines.pool(slot).is_some();
+        if !lined && wait_ms == 0 {
             out.replies.push(Reply { conn, id, response: Response::Busy });
             return;
         }
-        let seq = self.next_seq;
-        self.next_seq += 1;
-        let owner = self.state.owners_mut().intern(owner_str);
-        let waiter = Waiter { conn, id, owner, lease_ms, slot, since_ms: now_ms };
-        let w = match self.free_waiters.pop() {
-            Some(w) => {
-                self.waiters[w as usize] = Some(waiter);
-                w
-            }
-            None => {
-                self.waiters.push(Some(waiter));
-                (self.waiters.len() - 1) as u32
-            }
-        };
-        let queue = &mut self.override_mut(slot).queue;
-        queue.push_back(w);
-        if queue.len() == 1 {
-            self.queued_keys += 1;
-        }
-        self.waits.insert(Timer { deadline_ms: now_ms + u64::from(wait_ms), order: seq, id: w });
-        self.conn_waiters.entry(conn).or_default().push(w);
-        self.waiters_total += 1;
+        let part = Part { key: key.into(), count: 1, capacity: 1 };
+        self.request(conn, id, lease_ms, wait_ms, owner_str, vec![part], false, now_ms, unix_us, out);
     }
 
     /// RELEASE: always through the log, so a deposed leader can never answer `N` for a
@@ -284,28 +290,40 @@ impl LockTable {
         }
         let origin = self.origin(conn, id);
         let slot = self.state.slot_of(key.as_ref());
-        let matches = slot
+        let own = slot
             .and_then(|s| self.projected(s))
             .is_some_and(|(o, t)| t == token && self.state.owners().name(o) == owner.as_ref());
-        let next = match slot {
-            Some(slot) if matches => self.end_hold(slot, now_ms, unix_us),
-            _ => None,
+        let pooled =
+            self.pooled.get(&token).is_some_and(|p| self.state.owners().name(p.owner) == owner.as_ref());
+        let command = match slot {
+            Some(slot) if own => {
+                let next = self.end_hold(slot, now_ms, unix_us);
+                self.ending(key.into(), token, Some(owner.into()), Some(origin), next)
+            }
+            _ if pooled => {
+                let next = self.end_pooled(token, now_ms, unix_us);
+                let (key, owner) = (key.into(), Some(owner.into()));
+                Command::End { key, token, owner, origin: Some(origin), next }
+            }
+            _ => Command::Release { key: key.into(), owner: owner.into(), token, origin, next: None },
         };
-        out.proposals.push_back(Command::Release {
-            key: key.into(),
-            owner: owner.into(),
-            token,
-            origin,
-            next,
-        });
+        out.proposals.push_back(command);
     }
 
     /// QUERY, answered from the applied state. (In a cluster the caller first makes
     /// sure this node still leads and has applied everything committed before the read.)
     pub fn query(&self, key: &str, now_ms: u64) -> Response {
-        let Some((slot, holder)) = self.state.slot_of(key).and_then(|s| Some((s, self.state.holder_at(s)?)))
-        else {
-            return Response::Free;
+        let Some(slot) = self.state.slot_of(key) else { return Response::Free };
+        let waiters = self.lines.pool(slot).map_or(0, |p| p.2) as u32;
+        let Some(holder) = self.state.holder_at(slot) else {
+            // A key of pooled holds: its oldest hold, as a v1 QUERY can say it.
+            let Some((token, hold, _)) = self.state.pooled_on(slot).next() else { return Response::Free };
+            return Response::Holder {
+                token,
+                remaining_ms: self.pooled_remaining_ms(token, hold.lease_ms, now_ms),
+                waiters,
+                owner: self.state.owners().name(hold.owner).to_owned(),
+            };
         };
         let current = self.leading && self.projected(slot).is_some_and(|(_, t)| t == holder.token);
         let remaining_ms = if current {
@@ -320,7 +338,7 @@ impl LockTable {
         Response::Holder {
             token: holder.token,
             remaining_ms: remaining_ms.min(u64::from(u32::MAX)) as u32,
-            waiters: self.overrides.get(&slot).map_or(0, |ov| ov.queue.len()) as u32,
+            waiters,
             owner: holder.owner.to_owned(),
         }
     }
@@ -328,20 +346,16 @@ impl LockTable {
     /// The `n` keys with the most waiters (ties: the longer oldest wait, then the key),
     /// with their holder as the applied state has it. O(keys with waiters).
     pub fn top_keys(&self, n: usize, now_ms: u64) -> Vec<TopKey> {
-        let oldest = |ov: &Override| {
-            ov.queue
-                .front()
-                .and_then(|w| self.waiters[*w as usize].as_ref())
-                .map_or(0, |w| now_ms.saturating_sub(w.since_ms))
-        };
-        let mut queued: Vec<(&str, &Override)> = self
-            .overrides
-            .iter()
-            .filter(|(_, ov)| !ov.queue.is_empty())
-            .map(|(slot, ov)| (self.state.key(*slot), ov))
+        let mut queued: Vec<(&str, usize, u64)> = self
+            .lines
+            .queued()
+            .map(|(slot, _, _, waiters, &w)| {
+                let since = self.waiters[w as usize].as_ref().map_or(now_ms, |w| w.since_ms);
+                (self.state.key(slot), waiters, now_ms.saturating_sub(since))
+            })
             .collect();
-        let order = |a: &(&str, &Override), b: &(&str, &Override)| {
-            b.1.queue.len().cmp(&a.1.queue.len()).then(oldest(b.1).cmp(&oldest(a.1))).then(a.0.cmp(b.0))
+        let order = |a: &(&str, usize, u64), b: &(&str, usize, u64)| {
+            b.1.cmp(&a.1).then(b.2.cmp(&a.2)).then(a.0.cmp(b.0))
         };
         if queued.len() > n {
             queued.select_nth_unstable_by(n, order);
@@ -350,15 +364,15 @@ impl LockTable {
         queued.sort_unstable_by(order);
         queued
             .into_iter()
-            .map(|(key, ov)| {
+            .map(|(key, waiters, oldest)| {
                 let (token, owner, remaining_ms) = match self.query(key, now_ms) {
                     Response::Holder { token, owner, remaining_ms, .. } => (token, owner, remaining_ms),
                     _ => (0, String::new(), 0),
                 };
                 TopKey {
                     key: key.to_owned(),
-                    waiters: ov.queue.len().min(u32::MAX as usize) as u32,
-                    oldest_wait_ms: oldest(ov).min(u64::from(u32::MAX)) as u32,
+                    waiters: waiters.min(u32::MAX as usize) as u32,
+                    oldest_wait_ms: oldest.min(u64::from(u32::MAX)) as u32,
                     token,
                     owner,
                     remaining_ms,
@@ -372,7 +386,7 @@ impl LockTable {
     pub fn apply<S: AsRef<str>>(&mut self, command: &Command<S>, now_ms: u64, out: &mut Output) {
         let mut effects = std::mem::take(&mut self.effects);
         self.state.apply(command, &mut effects);
-        let mut changed = None;
+        let handoff = !matches!(command, Command::Grant { .. } | Command::Hold { .. });
         for effect in effects.drain(..) {
             match effect {
                 Effect::Reply(origin, response) => {
@@ -381,35 +395,55 @@ impl LockTable {
                     }
                 }
                 Effect::Granted { slot, token, lease_ms } => {
-                    changed = Some(slot);
-                    if self.leading {
-                        match command {
-                            Command::Grant { .. } => self.stats.grants_immediate += 1,
-                            _ => self.stats.grants_handoff += 1,
-                        }
-                    }
+                    self.count_grant(handoff);
                     if self.leading && self.projected(slot).is_some_and(|(_, t)| t == token) {
                         let deadline_ms = now_ms + u64::from(lease_ms);
                         self.leases.insert(Timer { deadline_ms, order: token, id: slot.0 });
                     }
+                    self.changed(slot);
                 }
                 Effect::Ended { slot, .. } => {
-                    changed = Some(slot);
-                    if self.leading && matches!(command, Command::Expire { .. }) {
-                        self.stats.lease_expiries += 1;
+                    self.count_end(command);
+                    self.changed(slot);
+                }
+                Effect::PoolGranted { token, lease_ms } => {
+                    self.count_grant(handoff);
+                    if let Some(p) = self.pooled.get(&token).filter(|_| self.leading) {
+                        let deadline_ms = now_ms + u64::from(lease_ms);
+                        self.pool_leases.insert(Timer { deadline_ms, order: token, id: p.timer });
                     }
                 }
+                Effect::PoolEnded { .. } => self.count_end(command),
             }
         }
         self.effects = effects;
-        // One command changes one key's holder at most; while leading it is one this
-        // table proposed and counted in the key's override.
-        if let Some(slot) = changed.filter(|_| self.leading) {
-            if let Some(ov) = self.overrides.get_mut(&slot) {
-                debug_assert!(ov.in_flight > 0, "an applied change this leader did not propose");
-                ov.in_flight = ov.in_flight.saturating_sub(1);
-                self.settle(slot);
+    }
+
+    /// A change of the own holder of the key in `slot` was applied: while leading, it
+    /// is one this table proposed and counted in the key's override.
+    fn changed(&mut self, slot: SlotId) {
+        if !self.leading {
+            return;
+        }
+        if let Some(ov) = self.overrides.get_mut(&slot) {
+            debug_assert!(ov.in_flight > 0, "an applied change this leader did not propose");
+            ov.in_flight = ov.in_flight.saturating_sub(1);
+            self.settle(slot);
+        }
+    }
+
+    fn count_grant(&mut self, handoff: bool) {
+        if self.leading {
+            match handoff {
+                false => self.stats.grants_immediate += 1,
+                true => self.stats.grants_handoff += 1,
             }
+        }
+    }
+
+    fn count_end<S>(&mut self, command: &Command<S>) {
+        if self.leading && matches!(command, Command::Expire { .. } | Command::End { owner: None, .. }) {
+            self.stats.lease_expiries += 1;
         }
     }
 

@@ -1,13 +1,13 @@
 //! The leader's projection: the applied state plus the commands proposed and not yet
 //! applied, kept as an override per key that differs (module docs of `table`). Reading
 //! the projected holder, making and settling an override, the next token, and ending
-//! a projected hold (handing the key to the queue head).
+//! a key's own projected hold (handing its permit on through the lines).
 
 use super::stats::push_capped;
 use super::{LockTable, Override, Projected};
-use crate::lock::command::Grant;
+use crate::lock::command::{Command, HoldGrant, Origin};
+use crate::lock::lines::Want;
 use crate::lock::store::{OwnerId, SlotId};
-use std::collections::VecDeque;
 
 impl LockTable {
     /// The projected holder (owner, token) of the key in `slot`.
@@ -33,14 +33,16 @@ impl LockTable {
                 None => Projected::Free,
             };
             self.state.pin_slot(slot);
-            self.overrides.insert(slot, Override { holder, in_flight: 0, queue: VecDeque::new() });
+            self.overrides.insert(slot, Override { holder, in_flight: 0 });
         }
         self.overrides.get_mut(&slot).expect("just made")
     }
 
-    /// Drops the override of `slot` once it says nothing the applied state does not.
+    /// Drops the override of `slot` once it says nothing the applied state does not
+    /// and the key has no line.
     pub(super) fn settle(&mut self, slot: SlotId) {
-        let done = self.overrides.get(&slot).is_some_and(|ov| ov.in_flight == 0 && ov.queue.is_empty());
+        let done =
+            self.overrides.get(&slot).is_some_and(|ov| ov.in_flight == 0) && self.lines.pool(slot).is_none();
         if !done {
             return;
         }
@@ -63,40 +65,51 @@ impl LockTable {
         token
     }
 
-    /// Ends the projected hold on the key in `slot` (the caller checked there is one)
-    /// for a command about to be proposed: stops its lease timer and moves the queue
-    /// head (if any) into the holder's place with a fresh token; returns that grant.
-    pub(super) fn end_hold(&mut self, slot: SlotId, now_ms: u64, unix_us: u64) -> Option<Grant> {
+    /// Ends the key's own projected hold in `slot` (the caller checked there is one) for
+    /// a command about to be proposed: stops its lease timer and, if the key has a
+    /// line, hands its permit on; returns the grants that makes, in arrival order.
+    pub(super) fn end_hold(&mut self, slot: SlotId, now_ms: u64, unix_us: u64) -> Vec<HoldGrant> {
         let ov = self.override_mut(slot);
         let Projected::Held { owner: old_owner, token: old_token } = ov.holder else {
             debug_assert!(false, "end_hold without a projected holder");
-            return None;
+            return Vec::new();
         };
         ov.in_flight += 1;
-        let head = ov.queue.pop_front();
-        if head.is_some() && ov.queue.is_empty() {
-            self.queued_keys -= 1;
-        }
+        ov.holder = Projected::Free;
+        self.projected_held -= 1;
         push_capped(&mut self.stats.holds_us, unix_us.saturating_sub(old_token));
         if self.leases.get(slot.0).is_some_and(|t| t.order == old_token) {
             self.leases.remove(slot.0);
         }
         self.state.owners_mut().release(old_owner);
-        let Some(w) = head else {
-            self.override_mut(slot).holder = Projected::Free;
-            self.projected_held -= 1;
-            return None;
-        };
-        let waiter = self.forget_waiter(w);
-        push_capped(&mut self.stats.waits_ms, now_ms.saturating_sub(waiter.since_ms));
-        let token = self.next_token(unix_us);
-        // The waiter's reference to its owner passes to the projected holder.
-        self.override_mut(slot).holder = Projected::Held { owner: waiter.owner, token };
-        Some(Grant {
-            owner: self.state.owners().name(waiter.owner).to_owned(),
-            token,
-            lease_ms: waiter.lease_ms,
-            origin: self.origin(waiter.conn, waiter.id),
-        })
+        if self.lines.pool(slot).is_none() {
+            return Vec::new();
+        }
+        let granted = self.lines.free(&[Want { key: slot, count: 1, capacity: 1 }], now_ms);
+        let next = self.project_grants(granted, now_ms, unix_us);
+        self.settle(slot);
+        next
+    }
+
+    /// The command that ends the key's own hold `token` on `key` (a release by `owner`
+    /// answered at `origin`, or an expiry) and makes the grants `next`: the v1 command
+    /// when it says it all (no grant, or one of this key alone), else an `End`.
+    pub(super) fn ending(
+        &self,
+        key: String,
+        token: u64,
+        owner: Option<String>,
+        origin: Option<Origin>,
+        mut next: Vec<HoldGrant>,
+    ) -> Command {
+        let same_key = matches!(next.as_slice(), [g] if g.is_plain() && g.parts[0].key == key);
+        if next.is_empty() || same_key {
+            let next = next.pop().map(|g| g.grant);
+            return match (owner, origin) {
+                (Some(owner), Some(origin)) => Command::Release { key, owner, token, origin, next },
+                _ => Command::Expire { key, token, next },
+            };
+        }
+        Command::End { key, token, owner, origin, next }
     }
 }

@@ -21,15 +21,45 @@ impl LockTable {
             return;
         }
         loop {
-            let lease = self.leases.first().map(|t| t.deadline_ms).filter(|&d| d <= now_ms);
+            let own = self.leases.first().map(|t| t.deadline_ms);
+            let pooled = self.pool_leases.first().map(|t| t.deadline_ms);
+            let lease = match (own, pooled) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            }
+            .filter(|&d| d <= now_ms);
             let wait = self.waits.first().map(|t| t.deadline_ms).filter(|&d| d <= now_ms);
             match (lease, wait) {
                 (None, None) => break,
-                (Some(l), Some(w)) if w < l => self.tick_wait(now_ms, out),
-                (Some(_), _) => self.tick_lease(now_ms, unix_us, out),
-                (None, Some(_)) => self.tick_wait(now_ms, out),
+                (Some(l), Some(w)) if w < l => self.tick_wait(now_ms, unix_us, out),
+                (Some(l), _) if own == Some(l) => self.tick_lease(now_ms, unix_us, out),
+                (Some(_), _) => self.tick_pool_lease(now_ms, unix_us, out),
+                (None, Some(_)) => self.tick_wait(now_ms, unix_us, out),
             }
         }
+        for (place, &w) in self.lines.places_due(now_ms) {
+            if let Some(waiter) = self.waiters[w as usize].as_ref() {
+                let response = Response::InLine { ahead: place.ahead, grants_per_ks: place.grants_per_ks };
+                out.replies.push(Reply { conn: waiter.conn, id: waiter.id, response });
+            }
+        }
+    }
+
+    /// Handles the earliest pooled lease timer (the caller checked it is due).
+    fn tick_pool_lease(&mut self, now_ms: u64, unix_us: u64, out: &mut Output) {
+        let Some(timer) = self.pool_leases.pop() else {
+            return;
+        };
+        let token = timer.order;
+        let key = match self.pooled.get(&token) {
+            Some(p) => self.state.key(p.parts[0].key).to_owned(),
+            None => crate::invariant::violated(
+                "the lease timers match the holders",
+                format_args!("the lease timer of pooled hold {token} ran out; no such hold is projected"),
+            ),
+        };
+        let next = self.end_pooled(token, now_ms, unix_us);
+        out.proposals.push_back(Command::End { key, token, owner: None, origin: None, next });
     }
 
     /// Handles the earliest lease timer (the caller checked it is due).
@@ -46,17 +76,17 @@ impl LockTable {
             "the lease timers match the holders",
             "the lease timer of slot {slot:?} under token {token} ran out; projected holder's token {projected:?}"
         );
-        let next = self.end_hold(slot, now_ms, unix_us);
         let key = self.state.key(slot).to_owned();
-        out.proposals.push_back(Command::Expire { key, token, next });
+        let next = self.end_hold(slot, now_ms, unix_us);
+        out.proposals.push_back(self.ending(key, token, None, None, next));
     }
 
     /// Handles the earliest wait timer (the caller checked it is due).
-    fn tick_wait(&mut self, now_ms: u64, out: &mut Output) {
+    fn tick_wait(&mut self, now_ms: u64, unix_us: u64, out: &mut Output) {
         let Some(timer) = self.waits.first().copied() else {
             return;
         };
-        let waiter = self.drop_waiter(timer.id);
+        let waiter = self.drop_waiter(timer.id, now_ms, unix_us, out);
         push_capped(&mut self.stats.waits_ms, now_ms.saturating_sub(waiter.since_ms));
         out.replies.push(Reply { conn: waiter.conn, id: waiter.id, response: Response::Timeout });
     }
@@ -65,9 +95,7 @@ impl LockTable {
     pub fn next_deadline(&self) -> Option<u64> {
         let wait = self.waits.first().map(|t| t.deadline_ms);
         let lease = self.leases.first().map(|t| t.deadline_ms);
-        match (wait, lease) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        let pooled = self.pool_leases.first().map(|t| t.deadline_ms);
+        [wait, lease, pooled, self.lines.next_place_due()].into_iter().flatten().min()
     }
 }

@@ -1,7 +1,8 @@
-//! Waiters leaving their queue: forgotten when handed the key, dropped when their wait
-//! elapses or their connection closes.
+//! Waiters leaving their lines: forgotten when granted, dropped when their wait
+//! elapses or their connection closes (which may let later requests through).
 
-use super::{LockTable, Waiter};
+use super::{LockTable, Output, Waiter};
+use crate::lock::command::Command;
 use crate::lock::ConnId;
 
 /// The invariant a waiter's bookkeeping keeps.
@@ -9,8 +10,8 @@ pub(super) const WAITER: &str = "a waiter never both queued and holding";
 
 impl LockTable {
     /// Takes waiter `w` out of the waiter list, its timer and its connection's list
-    /// (not out of its key's queue: the caller does that). Its owner reference goes to
-    /// the caller.
+    /// (not out of the lines: the caller does that). Its owner reference goes to the
+    /// caller.
     pub(super) fn forget_waiter(&mut self, w: u32) -> Waiter {
         let Some(waiter) = self.waiters[w as usize].take() else {
             crate::invariant::violated(WAITER, format_args!("waiter {w} forgotten twice"));
@@ -23,39 +24,44 @@ impl LockTable {
                 self.conn_waiters.remove(&waiter.conn);
             }
         }
-        self.waiters_total -= 1;
         waiter
     }
 
-    /// Takes waiter `w` out of its key's queue and forgets it.
-    pub(super) fn drop_waiter(&mut self, w: u32) -> Waiter {
-        // A waiter handed the key left its queue, its timer and its connection's list
-        // at once: nothing may drop it afterwards.
-        let Some(slot) = self.waiters[w as usize].as_ref().map(|waiter| waiter.slot) else {
+    /// Takes waiter `w` out of the lines and forgets it. Requests it held up that now
+    /// meet the rule are granted (proposed into `out`).
+    pub(super) fn drop_waiter(&mut self, w: u32, now_ms: u64, unix_us: u64, out: &mut Output) -> Waiter {
+        // A waiter granted left the lines, its timer and its connection's list at
+        // once: nothing may drop it afterwards.
+        let Some(seq) = self.waiters[w as usize].as_ref().map(|waiter| waiter.seq) else {
             crate::invariant::violated(WAITER, format_args!("waiter {w} dropped after it left its queue"));
         };
-        if let Some(ov) = self.overrides.get_mut(&slot) {
-            if let Some(pos) = ov.queue.iter().position(|&x| x == w) {
-                ov.queue.remove(pos);
-                if ov.queue.is_empty() {
-                    self.queued_keys -= 1;
-                }
+        let keys: Vec<_> =
+            self.lines.wants(seq).map(|ws| ws.iter().map(|x| x.key).collect()).unwrap_or_default();
+        let granted = match self.lines.leave(seq, now_ms) {
+            Some((_, granted)) => granted,
+            None => {
+                crate::invariant::violated(WAITER, format_args!("waiter {w} (arrival {seq}) is in no line"))
             }
-        }
+        };
         let waiter = self.forget_waiter(w);
         self.state.owners_mut().release(waiter.owner);
-        self.settle(slot);
+        for hold in self.project_grants(granted, now_ms, unix_us) {
+            out.proposals.push_back(Command::Hold { hold });
+        }
+        for slot in keys {
+            self.settle(slot);
+        }
         waiter
     }
 
-    /// A connection closed: its waiters leave their queues silently. Its holds stay:
+    /// A connection closed: its waiters leave their lines silently. Its holds stay:
     /// only a release or the lease ends a hold.
-    pub fn conn_closed(&mut self, conn: ConnId) {
+    pub fn conn_closed(&mut self, conn: ConnId, now_ms: u64, unix_us: u64, out: &mut Output) {
         let Some(list) = self.conn_waiters.get(&conn).cloned() else {
             return;
         };
         for w in list {
-            self.drop_waiter(w);
+            self.drop_waiter(w, now_ms, unix_us, out);
         }
     }
 }
