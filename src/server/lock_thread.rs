@@ -26,6 +26,7 @@ use crate::lock::ConnId;
 use crate::messages::{Clock, FromLog, WriterMsg};
 use crate::metrics::{LockMetrics, Metrics};
 use crate::proto::frame::encode_response;
+use crate::proto::Response;
 
 use crate::raft::EntryKind;
 use crate::replica::{LogRole, Replica, ReplicaOutput};
@@ -166,17 +167,20 @@ fn deliver(
     for reply in out.replies.drain(..) {
         metrics.count_answer(&reply.response);
         let Some(entry) = conns.get_mut(&reply.conn) else { continue };
+        // A place in line is news before the answer, not the answer: the request stays
+        // pending.
+        let answer = !matches!(reply.response, Response::InLine { .. });
         if entry.direct.is_some() {
-            if entry.count == 0 {
+            if entry.batch.is_empty() {
                 batches.touched.push(reply.conn);
             }
             encode_response(&mut entry.batch, reply.id, &reply.response);
-            entry.count += 1;
+            entry.count += usize::from(answer);
         } else {
             let _ = entry.replies.send(WriterMsg::Reply {
                 id: reply.id,
                 response: reply.response,
-                counted: true,
+                counted: answer,
             });
         }
     }
