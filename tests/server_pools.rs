@@ -180,10 +180,8 @@ fn pooled_holds_survive_a_leader_kill_and_a_snapshot_install() {
     let lagging = (leader + 1) % 3;
     cluster.signal(lagging, "-STOP");
     // Every RELEASE goes through the log, even one that holds nothing (`N`).
-    let mut id = 2;
     for round in 0..12_000u32 {
-        c.send(id, &release(&format!("churn:{}", round % 64), "churn", 1));
-        id += 1;
+        c.send(round + 2, &release(&format!("churn:{}", round % 64), "churn", 1));
         if round % 1_000 == 999 {
             // Keep the pipeline bounded: read what was answered so far.
             for _ in 0..1_000 {
