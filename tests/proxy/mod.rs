@@ -27,6 +27,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use crate::common::eventually_every;
+
 /// A direction of the byte stream.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Dir {
@@ -316,14 +318,10 @@ fn pump(shared: &Shared, pair: &Pair, dir: Dir) {
         let read_at = Instant::now();
         let verdict = judge(shared, dir, n);
         let until = read_at + verdict.delay;
-        while !shared.stop.load(Ordering::Acquire) && pair.alive.load(Ordering::Acquire) {
-            let now = Instant::now();
-            if now >= until {
-                break;
-            }
-            // sleep: the delay the proxy injects, in slices so a stop is seen.
-            std::thread::sleep((until - now).min(SLEEP_SLICE));
-        }
+        // The delay the proxy injects, looking every slice for a stop or a cut.
+        eventually_every(until.saturating_duration_since(Instant::now()), SLEEP_SLICE, || {
+            (shared.stop.load(Ordering::Acquire) || !pair.alive.load(Ordering::Acquire)).then_some(())
+        });
         if !pair.alive.load(Ordering::Acquire) {
             break;
         }
