@@ -143,8 +143,8 @@ fn poller(
         let ended = Instant::now();
         let after = truth.lock().unwrap().clone();
         log.lock().unwrap().push(Sample { what, began, ended, before, after, code, out, err });
-        // sleep: the polling interval of this view.
-        std::thread::sleep(POLL);
+        // The polling interval of this view, cut short by the stop.
+        eventually(POLL, || stop.load(Ordering::SeqCst));
     }
 }
 

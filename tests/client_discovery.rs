@@ -27,13 +27,18 @@ fn client(addrs: &[String], owner: &str) -> Client {
 }
 
 /// Waits until both connections of a one-address client through `proxy` are past the
-/// handshake: HELLO (40 bytes) and WELCOME (at least 51) reached the client twice.
-fn both_sessions_up(proxy: &Proxy) {
+/// handshake: HELLO (40 bytes) and WELCOME (at least 51) reached the client twice, and
+/// the client read them (each session has carried a PING); callers count from here.
+fn both_sessions_up(proxy: &Proxy, client: &Client) {
     assert!(eventually(Duration::from_secs(5), || proxy.live() == 2));
     assert!(eventually(Duration::from_secs(5), || proxy.forwarded(Dir::ToClient) >= 2 * (40 + 51)));
-    // sleep: the client reads the WELCOMEs on its own threads; no public fact says
-    // which sessions are ready, and callers count bytes from here.
-    std::thread::sleep(Duration::from_millis(50));
+    assert!(
+        proxy.wait_sessions_ready(2, Duration::from_secs(5), || {
+            let _ = client.ping();
+        }),
+        "both sessions were not ready: {:?} bytes per connection",
+        proxy.forwarded_live(Dir::ToServer)
+    );
 }
 
 /// A raw connection to `addr` that answers within `timeout`, if the node is up.
@@ -390,7 +395,7 @@ fn a_connection_that_answers_nothing_is_found_out_by_ping_and_redialed() {
     let proxy = Proxy::start(server.addr);
     let client = client(&[proxy.addr_string()], "pinged");
     client.ping().unwrap();
-    both_sessions_up(&proxy);
+    both_sessions_up(&proxy, &client);
     // Answers stop coming; the sockets stay open (no EOF ever reaches the client).
     proxy.blackhole(Dir::ToClient, true);
     let cut = Instant::now();
@@ -423,7 +428,7 @@ fn a_request_unanswered_past_its_budget_on_a_silent_connection_closes_it() {
         .build()
         .unwrap();
     client.ping().unwrap();
-    both_sessions_up(&proxy);
+    both_sessions_up(&proxy, &client);
     proxy.blackhole(Dir::ToClient, true);
     let err = client.acquire("k", LEASE, Duration::ZERO).unwrap_err();
     eprintln!("err {err:?} accepted {}", proxy.accepted());

@@ -113,8 +113,9 @@ fn the_client_secret_opens_nothing_on_the_peer_port_nor_admin_on_the_client_port
         }
     }
     granted_token(&c.call(3, &acquire("k", "o", 5, 0)));
-    // sleep: a window for a change that must not happen (the grant above shows the
-    // cluster live and past the refused requests); a term change would show in it.
+    // The grant above shows the cluster live and past the refused requests; a term
+    // change would show in the window below.
+    // sleep: a window for a change that must not happen.
     std::thread::sleep(Duration::from_millis(500));
     assert_eq!(cluster_facts(&cluster), before, "term, leader and voters unchanged");
 }
@@ -165,8 +166,9 @@ fn a_non_member_with_the_peer_secret_is_refused_and_changes_nothing() {
     let mut answer = Vec::new();
     let _ = raw.read_to_end(&mut answer);
     assert_eq!(answer.get(4), Some(&b'X'), "a refusal: {answer:?}");
-    // sleep: a window for a change that must not happen (the refusal above was read
-    // back, so the frames after it reached the node); an election would show in it.
+    // The refusal above was read back, so the frames after it reached the node; an
+    // election would show in the window below.
+    // sleep: a window for a change that must not happen.
     std::thread::sleep(Duration::from_secs(1));
     assert_eq!(cluster_facts(&cluster), before, "term, leader and voters unchanged");
     match c.call(3, &Request::Query { key: "held".into() }) {
@@ -438,8 +440,8 @@ fn a_stranger_is_heard_only_by_a_node_without_a_live_leader() {
             Message::TimeoutNow { term: term + 100 },
         ],
     );
-    // sleep: a window for a change that must not happen; the pre-vote answered below
-    // on the same connection shows the node read these frames.
+    // The pre-vote answered below on the same connection shows the node read these frames.
+    // sleep: a window for a change that must not happen.
     std::thread::sleep(Duration::from_millis(500));
     assert_eq!(facts(&mut c), (term, String::new(), voters.clone()), "nothing changed");
     // What it may: ask for a pre-vote; the answer comes back on its own connection.
