@@ -116,24 +116,25 @@ fn peak_rss_kb(mut child: std::process::Child, within: std::time::Duration) -> (
     let started = std::time::Instant::now();
     let status = format!("/proc/{}/status", child.id());
     let mut peak = 0u64;
-    loop {
-        if let Ok(text) = std::fs::read_to_string(&status) {
-            let kb = text
-                .lines()
-                .find_map(|l| l.strip_prefix("VmHWM:"))
-                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok());
-            peak = peak.max(kb.unwrap_or(0));
-        }
-        if child.try_wait().unwrap().is_some() {
-            break;
-        }
-        if started.elapsed() > within {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("bench still running after {within:?} (peak {peak} kB so far)");
-        }
-        // sleep: the sampling interval of the memory figure.
-        std::thread::sleep(std::time::Duration::from_millis(10));
+    // Every 10 ms, the sampling interval of the memory figure, until the bench exits.
+    let exited = eventually_every(
+        within.saturating_sub(started.elapsed()),
+        std::time::Duration::from_millis(10),
+        || {
+            if let Ok(text) = std::fs::read_to_string(&status) {
+                let kb = text
+                    .lines()
+                    .find_map(|l| l.strip_prefix("VmHWM:"))
+                    .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok());
+                peak = peak.max(kb.unwrap_or(0));
+            }
+            child.try_wait().unwrap()
+        },
+    );
+    if exited.is_none() {
+        let _ = child.kill();
+        let _ = child.wait();
+        panic!("bench still running after {within:?} (peak {peak} kB so far)");
     }
     (peak, child.wait_with_output().unwrap())
 }

@@ -144,17 +144,9 @@ fn top_stops_cleanly_on_sigterm_and_sighup() {
             .output_within(CLI)
             .status;
         assert!(sent.success());
-        let deadline = std::time::Instant::now() + Duration::from_secs(3);
-        let status = loop {
-            if let Some(status) = child.try_wait().unwrap() {
-                break status;
-            }
-            if std::time::Instant::now() > deadline {
-                let _ = child.kill();
-                panic!("top did not stop on SIG{signal}");
-            }
-            // sleep: the poll interval while waiting for the process to end.
-            std::thread::sleep(Duration::from_millis(20));
+        let Some(status) = eventually_some(Duration::from_secs(3), || child.try_wait().unwrap()) else {
+            let _ = child.kill();
+            panic!("top did not stop on SIG{signal}");
         };
         assert_eq!(status.code(), Some(0), "SIG{signal}: {status:?}");
     }

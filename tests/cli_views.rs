@@ -105,19 +105,16 @@ fn run_cli(args: &[String], addrs: &str) -> (Option<i32>, String, String) {
         let _ = err.read_to_string(&mut s);
         s
     });
-    let deadline = Instant::now() + COMMAND_DEADLINE;
-    let code = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status.code();
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            break None;
-        }
-        // sleep: the poll interval of this bounded wait for the command's exit.
-        std::thread::sleep(Duration::from_millis(5));
-    };
+    // Every 5 ms: the samples time the command.
+    let code =
+        match eventually_every(COMMAND_DEADLINE, Duration::from_millis(5), || child.try_wait().unwrap()) {
+            Some(status) => status.code(),
+            None => {
+                let _ = child.kill();
+                let _ = child.wait();
+                None
+            }
+        };
     (code, out.join().unwrap(), err.join().unwrap())
 }
 
@@ -146,8 +143,8 @@ fn poller(
         let ended = Instant::now();
         let after = truth.lock().unwrap().clone();
         log.lock().unwrap().push(Sample { what, began, ended, before, after, code, out, err });
-        // sleep: the polling interval of this view.
-        std::thread::sleep(POLL);
+        // The polling interval of this view, cut short by the stop.
+        eventually(POLL, || stop.load(Ordering::SeqCst));
     }
 }
 

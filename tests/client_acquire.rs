@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use client_support::*;
-use common::eventually;
+use common::{eventually, eventually_every};
 use ticketing::client::{AcquireError, IndeterminateCause};
 use ticketing::proto::frame::{ErrorCode, Request, Response};
 
@@ -384,14 +384,16 @@ fn a_failed_write_after_an_acquire_went_out_never_sends_that_acquire_again() {
         std::thread::spawn(move || client.acquire("k", LEASE, Duration::from_secs(3)))
     };
     assert!(eventually(Duration::from_secs(3), || acquires(&fake) == 1));
-    // Zero-byte write failures until one lands on the ACQUIRE's connection.
-    let end = Instant::now() + Duration::from_secs(5);
-    while !waiting.is_finished() && Instant::now() < end {
+    // Zero-byte write failures, one each 50 ms, until one lands on the ACQUIRE's
+    // connection and the ACQUIRE ends.
+    eventually_every(Duration::from_secs(5), Duration::from_millis(50), || {
+        if waiting.is_finished() {
+            return Some(());
+        }
         client.inject_write_failures(1);
         let _ = client.query("q");
-        // sleep: paces the injected failures while the ACQUIRE is pending.
-        std::thread::sleep(Duration::from_millis(50));
-    }
+        None
+    });
     let err = waiting.join().unwrap().unwrap_err();
     assert_eq!(err.indeterminate_cause(), Some(IndeterminateCause::ConnectionLost), "{err}");
     // Both connections are up again and a later request is answered: a resend had its chance.

@@ -6,7 +6,7 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::children::{Within, CLI};
-use common::{Cluster, TOKEN};
+use common::{eventually_every, Cluster, TOKEN};
 use ticketing::client::{Client, ReleaseOutcome};
 
 fn client_for(cluster: &Cluster, order: &[usize]) -> Client {
@@ -44,19 +44,19 @@ fn the_client_finds_the_leader_and_survives_its_death() {
     // Keep asking until the new leader grants; every failure on the way must be an
     // error (never a lock). The deadline only catches a cluster that never serves again:
     // 20 times a failover (`scripts/measure.sh failover` measures it).
-    let lock = loop {
-        match client.acquire("seat", Duration::from_secs(30), Duration::from_secs(1)) {
-            Ok(lock) => break lock,
-            Err(e) => {
-                assert!(
-                    killed.elapsed() < Duration::from_secs(60),
-                    "no service 60 s after the leader died: {e}"
-                );
-                // sleep: the interval between tries while the cluster elects a new leader.
-                std::thread::sleep(Duration::from_millis(100));
-            }
-        }
-    };
+    let mut last_error = String::new();
+    // A try every 100 ms while the cluster elects a new leader.
+    let lock = eventually_every(
+        Duration::from_secs(60).saturating_sub(killed.elapsed()),
+        Duration::from_millis(100),
+        || {
+            client
+                .acquire("seat", Duration::from_secs(30), Duration::from_secs(1))
+                .map_err(|e| last_error = e.to_string())
+                .ok()
+        },
+    )
+    .unwrap_or_else(|| panic!("no service 60 s after the leader died: {last_error}"));
     assert!(lock.token() > last, "tokens keep growing across the failover");
     assert_eq!(lock.release(), Ok(ReleaseOutcome::Released));
     // The lock taken before the failover is still held, by us, with its token.

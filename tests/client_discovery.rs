@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::{connect, connect_with, eventually, Cluster, Raw, PEER_TOKEN, TOKEN};
+use common::{connect, connect_with, eventually, eventually_every, Cluster, Raw, PEER_TOKEN, TOKEN};
 use proxy::cluster::ProxiedCluster;
 use proxy::{Dir, Proxy};
 use ticketing::client::{AcquireError, Client, ReleaseError, ReleaseOutcome, PING_ANSWER_TIMEOUT};
@@ -27,13 +27,18 @@ fn client(addrs: &[String], owner: &str) -> Client {
 }
 
 /// Waits until both connections of a one-address client through `proxy` are past the
-/// handshake: HELLO (40 bytes) and WELCOME (at least 51) reached the client twice.
-fn both_sessions_up(proxy: &Proxy) {
+/// handshake: HELLO (40 bytes) and WELCOME (at least 51) reached the client twice, and
+/// the client read them (each session has carried a PING); callers count from here.
+fn both_sessions_up(proxy: &Proxy, client: &Client) {
     assert!(eventually(Duration::from_secs(5), || proxy.live() == 2));
     assert!(eventually(Duration::from_secs(5), || proxy.forwarded(Dir::ToClient) >= 2 * (40 + 51)));
-    // sleep: the client reads the WELCOMEs on its own threads; no public fact says
-    // which sessions are ready, and callers count bytes from here.
-    std::thread::sleep(Duration::from_millis(50));
+    assert!(
+        proxy.wait_sessions_ready(2, Duration::from_secs(5), || {
+            let _ = client.ping();
+        }),
+        "both sessions were not ready: {:?} bytes per connection",
+        proxy.forwarded_live(Dir::ToServer)
+    );
 }
 
 /// A raw connection to `addr` that answers within `timeout`, if the node is up.
@@ -105,14 +110,11 @@ fn a_frozen_leader_stalls_callers_only_until_a_new_leader_serves() {
     let watcher = {
         let serving_at = Arc::clone(&serving_at);
         std::thread::spawn(move || {
-            while frozen.elapsed() < Duration::from_secs(60) {
-                if others.iter().any(|a| serves(*a)) {
-                    *serving_at.lock().unwrap() = Some(Instant::now());
-                    return;
-                }
-                // sleep: the watcher's polling interval.
-                std::thread::sleep(Duration::from_millis(20));
-            }
+            // Every 20 ms: the instant seen is the measure.
+            let left = Duration::from_secs(60).saturating_sub(frozen.elapsed());
+            *serving_at.lock().unwrap() = eventually_every(left, Duration::from_millis(20), || {
+                others.iter().any(|a| serves(*a)).then(Instant::now)
+            });
         })
     };
     let mut errors = Vec::new();
@@ -221,26 +223,21 @@ fn replace(cluster: &mut Cluster, old: usize, new_id: u64) {
     let new_addr = format!("127.0.0.{new_id}:{}", cluster.port);
     let node = cluster.spawn(new_id, &new_addr, "join", &[]);
     let request = Request::Replace { old: old as u64 + 1, new: new_id, addr: new_addr };
-    let deadline = Instant::now() + Duration::from_secs(90);
-    loop {
-        assert!(Instant::now() < deadline, "replacing node {} timed out", old + 1);
+    // A try every 100 ms until a leader has done it.
+    let replaced = eventually_every(Duration::from_secs(90), Duration::from_millis(100), || {
         let live: Vec<std::net::SocketAddr> = cluster_addrs(cluster);
-        let Some(leader) =
-            live.iter().find(|a| raw(**a, Duration::from_secs(1)).is_some_and(|c| c.welcome.role == b'L'))
-        else {
-            // sleep: no leader yet; polls again after a pause.
-            std::thread::sleep(Duration::from_millis(100));
-            continue;
-        };
-        let Ok(mut c) = connect_with(*leader, PEER_TOKEN) else { continue };
+        let leader =
+            live.iter().find(|a| raw(**a, Duration::from_secs(1)).is_some_and(|c| c.welcome.role == b'L'))?;
+        let mut c = connect_with(*leader, PEER_TOKEN).ok()?;
         c.stream.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
         match c.call(1, &request) {
-            Response::Status { .. } => break,
-            Response::Moved { .. } => continue,
-            Response::Error { message, .. } if message.contains("stopped leading") => continue,
+            Response::Status { .. } => Some(()),
+            Response::Moved { .. } => None,
+            Response::Error { message, .. } if message.contains("stopped leading") => None,
             other => panic!("replace {}: {other:?}", old + 1),
         }
-    }
+    });
+    assert!(replaced.is_some(), "replacing node {} timed out", old + 1);
     let old_node = cluster.nodes[old].as_mut().unwrap();
     old_node.exit_code_within(Duration::from_secs(20), &format!("node {} after its removal", old + 1));
     cluster.nodes[old] = None;
@@ -348,16 +345,18 @@ fn releases_meeting_m_back_off_instead_of_storming_the_followers() {
     // follower answers M (nothing executed) and the client routes to the leader it
     // named, so the caller tries again (AcquireError::is_retryable).
     let acquire = |key: &str| {
-        let deadline = Instant::now() + Duration::from_secs(5);
-        loop {
+        let mut retryable = None;
+        // A try every 20 ms for up to 5 s while the answer is one to try again on.
+        let answer = eventually_every(Duration::from_secs(5), Duration::from_millis(20), || {
             match client.acquire(key, LEASE, Duration::from_secs(2)) {
-                Err(e) if e.is_retryable() && Instant::now() < deadline => {
-                    // sleep: paces the retry after an M.
-                    std::thread::sleep(Duration::from_millis(20))
+                Err(e) if e.is_retryable() => {
+                    retryable = Some(e);
+                    None
                 }
-                other => break other.expect("granted"),
+                other => Some(other),
             }
-        }
+        });
+        answer.unwrap_or_else(|| Err(retryable.expect("a retryable error"))).expect("granted")
     };
     let locks: Vec<_> = (0..LOCKS).map(|n| acquire(&format!("storm:{n:02}"))).collect();
     // The client loses its path to the leader (the cluster itself is fine): every
@@ -396,7 +395,7 @@ fn a_connection_that_answers_nothing_is_found_out_by_ping_and_redialed() {
     let proxy = Proxy::start(server.addr);
     let client = client(&[proxy.addr_string()], "pinged");
     client.ping().unwrap();
-    both_sessions_up(&proxy);
+    both_sessions_up(&proxy, &client);
     // Answers stop coming; the sockets stay open (no EOF ever reaches the client).
     proxy.blackhole(Dir::ToClient, true);
     let cut = Instant::now();
@@ -429,7 +428,7 @@ fn a_request_unanswered_past_its_budget_on_a_silent_connection_closes_it() {
         .build()
         .unwrap();
     client.ping().unwrap();
-    both_sessions_up(&proxy);
+    both_sessions_up(&proxy, &client);
     proxy.blackhole(Dir::ToClient, true);
     let err = client.acquire("k", LEASE, Duration::ZERO).unwrap_err();
     eprintln!("err {err:?} accepted {}", proxy.accepted());

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use common::children::{Within, TOOL};
 use common::facts_cluster::wait_stopped;
-use common::{connect_with, eventually, Cluster, ServerProcess, TOKEN};
+use common::{connect_with, eventually, eventually_every, Cluster, ServerProcess, TOKEN};
 use proxy::{Dir, Proxy};
 use ticketing::client::{AcquireError, Client, IndeterminateCause, Resolution};
 use ticketing::proto::frame::{Request, Response};
@@ -73,17 +73,11 @@ fn freed_within(
     from: Instant,
     within: Duration,
 ) -> Duration {
-    loop {
-        if holder(at(), key).is_none() {
-            return from.elapsed();
-        }
-        assert!(
-            from.elapsed() < within,
-            "{key:?} still held {within:?} after the resume: the grant was orphaned"
-        );
-        // sleep: polls the holder until the key is free (the time taken is the result).
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    // Every 100 ms: the time taken is the result.
+    eventually_every(within.saturating_sub(from.elapsed()), Duration::from_millis(100), || {
+        holder(at(), key).is_none().then(|| from.elapsed())
+    })
+    .unwrap_or_else(|| panic!("{key:?} still held {within:?} after the resume: the grant was orphaned"))
 }
 
 #[test]

@@ -12,7 +12,7 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use common::{connect, eventually, ServerProcess, TOKEN};
-use proxy::{Dir, Proxy};
+use proxy::{Dir, Proxy, AUTH_LEN};
 use ticketing::client::{
     AcquireError, Client, IndeterminateCause, ReleaseError, ReleaseOutcome, BACKOFF_INITIAL, BACKOFF_MAX,
     RELEASE_DEADLINE,
@@ -57,9 +57,6 @@ fn release_frame_len(key: &str, owner: &str) -> u64 {
     (4 + 1 + 4 + 8 + 1 + key.len() + 1 + owner.len()) as u64
 }
 
-/// Bytes of AUTH, the client's only handshake message (docs/protocol.md §3).
-const AUTH_LEN: u64 = 72;
-
 /// Bytes of requests (frames after the handshake) the proxy forwarded to the server:
 /// everything minus one AUTH per forwarded connection. Exact once every connection
 /// it accepted has finished its handshake.
@@ -80,9 +77,15 @@ fn standalone_via_proxy(owner: &str) -> (ServerProcess, Proxy, Client) {
     assert!(
         eventually(Duration::from_secs(5), || client.is_connected() && client.connection_errors().is_empty())
     );
-    // sleep: the client reads the second WELCOME on its own thread; no public fact says
-    // that session is ready, and the tests below count bytes from here.
-    std::thread::sleep(Duration::from_millis(50));
+    // The client reads the second WELCOME on its own thread, and the tests below count
+    // bytes from here: both sessions ready, each has carried a PING.
+    assert!(
+        proxy.wait_sessions_ready(2, Duration::from_secs(5), || {
+            let _ = client.ping();
+        }),
+        "both sessions were not ready: {:?} bytes per connection",
+        proxy.forwarded_live(Dir::ToServer)
+    );
     (server, proxy, client)
 }
 

@@ -15,7 +15,7 @@ use common::children::{Within, CLI};
 use common::facts_cluster::wait_log_file;
 use common::grants::Load;
 use common::raw::{call, status};
-use common::{eventually, free_port_pair, tail, with_fresh_ports, PEER_TOKEN, TOKEN};
+use common::{eventually, eventually_every, free_port_pair, tail, with_fresh_ports, PEER_TOKEN, TOKEN};
 use faults::cluster::Cluster;
 use faults::netns::Netns;
 use ticketing::client::Client;
@@ -77,19 +77,13 @@ fn wait_voters(cluster: &Cluster, want: &[u64], within: Duration) -> Result<Dura
     let started = Instant::now();
     let mut want = want.to_vec();
     want.sort_unstable();
-    loop {
-        if let Some(mut v) = voters(cluster) {
-            v.sort_unstable();
-            if v == want {
-                return Ok(started.elapsed());
-            }
-        }
-        if started.elapsed() > within {
-            return Err(format!("voters {:?}, wanted {want:?}\n{}", voters(cluster), logs(cluster)));
-        }
-        // sleep: the poll interval of this bounded wait (each poll asks every node).
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    // Every 100 ms: each look asks every node.
+    eventually_every(within, Duration::from_millis(100), || {
+        let mut v = voters(cluster)?;
+        v.sort_unstable();
+        (v == want).then(|| started.elapsed())
+    })
+    .ok_or_else(|| format!("voters {:?}, wanted {want:?}\n{}", voters(cluster), logs(cluster)))
 }
 
 /// Kill `victim` (SIGKILL), start a fresh process at its address as a process manager
@@ -372,17 +366,13 @@ fn waiting_join_nodes_found_nothing_by_themselves_and_admin_found_makes_them_a_c
 
 /// Waits until the leader's MEMBERS names `id` a standby.
 fn wait_standby(cluster: &Cluster, id: u64, within: Duration) {
-    let deadline = Instant::now() + within;
-    loop {
+    let mut text = String::new();
+    let listed = eventually_every(within, Duration::from_millis(100), || {
         let l = cluster.leader().unwrap_or(0);
-        let text = members(cluster.nodes[l].addr).unwrap_or_default();
-        if text.lines().any(|l| l == format!("standbys={id}")) {
-            return;
-        }
-        assert!(Instant::now() < deadline, "node {id} is no standby: {text}\n{}", logs(cluster));
-        // sleep: the poll interval of this bounded wait.
-        std::thread::sleep(Duration::from_millis(100));
-    }
+        text = members(cluster.nodes[l].addr).unwrap_or_default();
+        text.lines().any(|l| l == format!("standbys={id}")).then_some(())
+    });
+    assert!(listed.is_some(), "node {id} is no standby: {text}\n{}", logs(cluster));
 }
 
 #[test]

@@ -6,7 +6,7 @@
 mod common;
 
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::*;
 use ticketing::proto::frame::{Request, Response};
@@ -28,15 +28,8 @@ fn cli(args: &[&str], env: &[(&str, &str)]) -> (i32, String, String) {
         cmd.env(k, v);
     }
     let mut child = KillOnDrop(cmd.spawn().expect("ticketing runs"));
-    let end = Instant::now() + DEADLINE;
-    let status = loop {
-        if let Some(status) = child.0.try_wait().unwrap() {
-            break status;
-        }
-        assert!(Instant::now() < end, "ticketing {args:?} ran past {DEADLINE:?}");
-        // sleep: the poll interval of this bounded wait for the exit.
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let status = eventually_some(DEADLINE, || child.0.try_wait().unwrap())
+        .unwrap_or_else(|| panic!("ticketing {args:?} ran past {DEADLINE:?}"));
     let read = |r: Option<&mut dyn std::io::Read>| {
         let mut text = String::new();
         if let Some(r) = r {

@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use common::raw::status;
-use common::{eventually, tail};
+use common::{eventually, eventually_every, tail};
 use faults::cluster::Cluster;
 use faults::netns::Netns;
 
@@ -176,26 +176,18 @@ fn a_lagging_voter_elects_a_new_voter_its_log_does_not_name() {
     );
     eprintln!("a leader serves {} ms after the heal", healed.elapsed().as_millis());
     // The lagging voter caught up: its log names node 4, and both follow one leader.
-    let deadline = Instant::now() + Duration::from_secs(5);
-    loop {
-        let a = facts(&cluster, lagging).unwrap_or_default();
-        let b = facts(&cluster, new_index).unwrap_or_default();
-        let names_new =
-            |s: &HashMap<String, String>| s.get("voters").is_some_and(|v| v.contains(&format!("{new_id}@")));
-        if names_new(&a)
+    let names_new =
+        |s: &HashMap<String, String>| s.get("voters").is_some_and(|v| v.contains(&format!("{new_id}@")));
+    let (mut a, mut b) = (HashMap::new(), HashMap::new());
+    let caught_up = eventually_every(Duration::from_secs(5), Duration::from_millis(50), || {
+        a = facts(&cluster, lagging).unwrap_or_default();
+        b = facts(&cluster, new_index).unwrap_or_default();
+        (names_new(&a)
             && names_new(&b)
             && a.get("leader_id") == b.get("leader_id")
-            && a.get("term") == b.get("term")
-        {
-            eprintln!("lagging voter: {a:?}\nnew voter: {b:?}");
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the lagging voter did not catch up: {a:?} {b:?}\n{}",
-            logs(&cluster)
-        );
-        // sleep: the poll interval of this bounded wait.
-        std::thread::sleep(Duration::from_millis(50));
-    }
+            && a.get("term") == b.get("term"))
+        .then_some(())
+    });
+    assert!(caught_up.is_some(), "the lagging voter did not catch up: {a:?} {b:?}\n{}", logs(&cluster));
+    eprintln!("lagging voter: {a:?}\nnew voter: {b:?}");
 }

@@ -12,7 +12,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use common::children::{run_within_leaving, Within, TOOL};
-use common::{repo, Cluster, PEER_TOKEN, TOKEN};
+use common::{eventually_every, repo, Cluster, PEER_TOKEN, TOKEN};
 
 fn read(path: &str) -> String {
     std::fs::read_to_string(repo().join(path)).unwrap()
@@ -523,23 +523,19 @@ fn leader_id(addrs: &str, ca: Option<&str>) -> u64 {
 
 /// `ticketing acquire KEY` over `addrs` (with the CA, over TLS) succeeds within 20 s.
 fn cli_acquires(key: &str, addrs: &str, ca: &str) {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
+    let mut err = String::new();
+    // A try every 200 ms while the nodes start and elect a leader.
+    let token = eventually_every(Duration::from_secs(20), Duration::from_millis(200), || {
         let out = Command::new(env!("CARGO_BIN_EXE_ticketing"))
             .args(["acquire", key, "--addr", addrs, "--wait", "1000"])
             .env("TICKETING_AUTH_TOKEN", TOKEN)
             .env("TICKETING_TLS_CA", ca)
             .output_within(TOOL);
-        if out.status.success() {
-            let token = String::from_utf8_lossy(&out.stdout);
-            assert!(token.trim().parse::<u64>().is_ok(), "a fencing token: {token}");
-            return;
-        }
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert!(Instant::now() < deadline, "no grant of {key} over TLS from {addrs}: {err}");
-        // sleep: the interval between tries while the nodes start and elect a leader.
-        std::thread::sleep(Duration::from_millis(200));
-    }
+        err = String::from_utf8_lossy(&out.stderr).into_owned();
+        out.status.success().then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+    })
+    .unwrap_or_else(|| panic!("no grant of {key} over TLS from {addrs}: {err}"));
+    assert!(token.trim().parse::<u64>().is_ok(), "a fencing token: {token}");
 }
 
 /// GET /metrics at `addr` answers 200 with the node's figures.
@@ -690,20 +686,22 @@ fn replace_node_script_replaces_the_leader_from_a_stale_cluster_env() {
     // Every address cluster.env names is a live voter that knows a leader among them.
     let deadline = Instant::now() + Duration::from_secs(10);
     for a in conf.addrs().split(',') {
-        loop {
-            let out = Command::new(env!("CARGO_BIN_EXE_ticketing"))
-                .args(["admin", "members", "--addr", a])
-                .env("TICKETING_PEER_AUTH_TOKEN", PEER_TOKEN)
-                .output_within(TOOL);
-            let text = String::from_utf8_lossy(&out.stdout);
-            let leads = expected.iter().any(|id| text.contains(&format!("(node {id}, ")));
-            if out.status.success() && leads {
-                break;
-            }
-            assert!(Instant::now() < deadline, "{a} is no live voter that knows the leader: {text}");
-            // sleep: the interval between tries of a CLI command.
-            std::thread::sleep(Duration::from_millis(100));
-        }
+        let mut text = String::new();
+        // A try every 100 ms (each runs the CLI).
+        let live = eventually_every(
+            deadline.saturating_duration_since(Instant::now()),
+            Duration::from_millis(100),
+            || {
+                let out = Command::new(env!("CARGO_BIN_EXE_ticketing"))
+                    .args(["admin", "members", "--addr", a])
+                    .env("TICKETING_PEER_AUTH_TOKEN", PEER_TOKEN)
+                    .output_within(TOOL);
+                text = String::from_utf8_lossy(&out.stdout).into_owned();
+                let leads = expected.iter().any(|id| text.contains(&format!("(node {id}, ")));
+                (out.status.success() && leads).then_some(())
+            },
+        );
+        assert!(live.is_some(), "{a} is no live voter that knows the leader: {text}");
     }
 }
 

@@ -278,9 +278,13 @@ fn delay_proxy_delays_in_order_limits_bandwidth_and_turns_loss_into_delay() {
     // deliver it a whole latency later). The bound is the test's own latency, 200× the gap.
     proxy.set_shape(Shape::latency(1000, 0), Shape::default());
     let started = Instant::now();
+    let read_before = proxy.bytes_read();
     out.write_all(&[1]).unwrap();
-    // sleep: paces the writes, so that the line reads two chunks.
-    std::thread::sleep(Duration::from_millis(5));
+    // The line reads two chunks: the second byte is written once it has read the first.
+    assert!(
+        common::eventually(Duration::from_secs(5), || proxy.bytes_read() > read_before),
+        "the line never read the first byte"
+    );
     out.write_all(&[2]).unwrap();
     let mut two = [0u8; 1];
     inp.read_exact(&mut two).unwrap();

@@ -76,15 +76,12 @@ fn every_metric_is_documented_and_every_documented_metric_exists() {
         .collect();
     // Per-peer figures appear once the leader has published its peers' progress: take
     // the first scrape that has every documented name (or the last one, to fail on).
-    let deadline = Instant::now() + Duration::from_secs(5);
-    let (code, text) = loop {
-        let (code, text) = http_get(metrics[leader], "/metrics");
-        if Instant::now() > deadline || documented.iter().all(|n| exposed(&text).contains(n)) {
-            break (code, text);
-        }
-        // sleep: the poll interval of this bounded wait.
-        std::thread::sleep(Duration::from_millis(100));
-    };
+    let mut scrape = (0, String::new());
+    eventually_every(Duration::from_secs(5), Duration::from_millis(100), || {
+        scrape = http_get(metrics[leader], "/metrics");
+        documented.iter().all(|n| exposed(&scrape.1).contains(n)).then_some(())
+    });
+    let (code, text) = scrape;
     assert_eq!(code, 200, "{text}");
     let names = exposed(&text);
     for name in &names {
@@ -175,31 +172,26 @@ fn readyz_follows_the_quorum() {
         cluster.signal(i, "-STOP");
     }
     let stopped = Instant::now();
-    let not_ready_after = loop {
+    let not_ready = eventually_every(Duration::from_secs(60), Duration::from_millis(50), || {
         let (code, body) = http_get(metrics[lone], "/readyz");
-        if code == 503 {
-            assert!(body.contains("no leader known"), "{body}");
-            break stopped.elapsed();
-        }
-        assert!(
-            stopped.elapsed() < Duration::from_secs(60),
-            "still ready {:?} after the majority froze",
-            stopped.elapsed()
-        );
-        // sleep: the poll interval of this bounded wait.
-        std::thread::sleep(Duration::from_millis(50));
-    };
+        (code == 503).then(|| (stopped.elapsed(), body))
+    });
+    let (not_ready_after, body) =
+        not_ready.unwrap_or_else(|| panic!("still ready {:?} after the majority froze", stopped.elapsed()));
+    assert!(body.contains("no leader known"), "{body}");
     // /healthz is another matter: the node's own loops still run.
     assert_eq!(http_get(metrics[lone], "/healthz").0, 200);
     for &i in &others {
         cluster.signal(i, "-CONT");
     }
     let healed = Instant::now();
-    while http_get(metrics[lone], "/readyz").0 != 200 {
-        assert!(healed.elapsed() < Duration::from_secs(60), "not ready again after the heal");
-        // sleep: the poll interval of this bounded wait.
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    assert!(
+        eventually_every(Duration::from_secs(60), Duration::from_millis(100), || {
+            (http_get(metrics[lone], "/readyz").0 == 200).then_some(())
+        })
+        .is_some(),
+        "not ready again after the heal"
+    );
     println!("not ready {not_ready_after:?} after the freeze, ready {:?} after the heal", healed.elapsed());
     cluster.kill(0);
 }
@@ -234,32 +226,24 @@ fn a_real_prometheus_scrapes_the_cluster() {
                 _ => format!("%{b:02X}"),
             })
             .collect();
-        let deadline = Instant::now() + Duration::from_secs(30);
         let mut last = String::new();
-        loop {
-            if let Ok(mut s) = TcpStream::connect_timeout(&web, Duration::from_millis(200)) {
-                let _ = s.set_read_timeout(Some(Duration::from_secs(5)));
-                let _ = write!(
-                    s,
-                    "GET /api/v1/query?query={query} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
-                );
-                let mut text = String::new();
-                let _ = s.read_to_string(&mut text);
-                // "value":[<time>,"<value>"]
-                let value = text
-                    .split("\"value\":[")
-                    .nth(1)
-                    .and_then(|v| v.split('"').nth(1))
-                    .and_then(|v| v.parse::<f64>().ok());
-                if value.is_some_and(good) {
-                    return;
-                }
-                last = text;
-            }
-            assert!(Instant::now() < deadline, "{what}: Prometheus answered {promql:?} with {last}");
-            // sleep: the poll interval of this bounded wait.
-            std::thread::sleep(Duration::from_millis(300));
-        }
+        let answered = eventually_every(Duration::from_secs(30), Duration::from_millis(300), || {
+            let mut s = TcpStream::connect_timeout(&web, Duration::from_millis(200)).ok()?;
+            let _ = s.set_read_timeout(Some(Duration::from_secs(5)));
+            let _ =
+                write!(s, "GET /api/v1/query?query={query} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+            let mut text = String::new();
+            let _ = s.read_to_string(&mut text);
+            // "value":[<time>,"<value>"]
+            let value = text
+                .split("\"value\":[")
+                .nth(1)
+                .and_then(|v| v.split('"').nth(1))
+                .and_then(|v| v.parse::<f64>().ok());
+            last = text;
+            value.is_some_and(good).then_some(())
+        });
+        assert!(answered.is_some(), "{what}: Prometheus answered {promql:?} with {last}");
     };
     // Scrapes of the three nodes land at different moments: wait for an evaluation
     // that has all of them.
@@ -320,16 +304,12 @@ fn the_figures_count_what_clients_are_answered() {
         Response::Moved { .. }
     ));
     // Bob's lease (1 s) runs out.
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let text = loop {
-        let (_, text) = http_get(metrics[leader], "/metrics");
-        if sample(&text, "ticketing_lease_expiries_total") == Some(1.0) {
-            break text;
-        }
-        assert!(Instant::now() < deadline, "no lease expiry counted:\n{text}");
-        // sleep: the poll interval of this bounded wait.
-        std::thread::sleep(Duration::from_millis(100));
-    };
+    let mut text = String::new();
+    let counted = eventually_every(Duration::from_secs(10), Duration::from_millis(100), || {
+        text = http_get(metrics[leader], "/metrics").1;
+        (sample(&text, "ticketing_lease_expiries_total") == Some(1.0)).then_some(())
+    });
+    assert!(counted.is_some(), "no lease expiry counted:\n{text}");
     for (name, want) in [
         ("ticketing_grants_total{kind=\"immediate\"}", 1.0),
         ("ticketing_grants_total{kind=\"handoff\"}", 1.0),
@@ -376,19 +356,15 @@ fn the_figures_count_what_clients_are_answered() {
     // none), and its link to the dead node goes down.
     cluster.kill(leader);
     let next = cluster.wait_leader(Duration::from_secs(15));
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let (_, text) = http_get(metrics[next], "/metrics");
+    let down = format!("ticketing_raft_peer_link_up{{peer=\"{}\"}}", leader + 1);
+    let mut text = String::new();
+    let seen = eventually_every(Duration::from_secs(10), Duration::from_millis(100), || {
+        text = http_get(metrics[next], "/metrics").1;
         let changes = sample(&text, "ticketing_raft_leader_changes_total").unwrap_or(0.0);
-        let down = format!("ticketing_raft_peer_link_up{{peer=\"{}\"}}", leader + 1);
         let elections = sample(&text, "ticketing_raft_elections_started_total").unwrap_or(0.0);
-        if changes == 1.0 && sample(&text, &down) == Some(0.0) && elections >= 1.0 {
-            break;
-        }
-        assert!(Instant::now() < deadline, "after the leader died:\n{text}");
-        // sleep: the poll interval of this bounded wait.
-        std::thread::sleep(Duration::from_millis(100));
-    }
+        (changes == 1.0 && sample(&text, &down) == Some(0.0) && elections >= 1.0).then_some(())
+    });
+    assert!(seen.is_some(), "after the leader died:\n{text}");
 }
 
 /// The cluster's shape is in gauges — voters, standbys, and on the leader alone the

@@ -61,16 +61,12 @@ fn members_stable(addr: SocketAddr) -> HashMap<u64, String> {
 
 /// Waits until the leader has recorded every member's process in the log.
 fn wait_records(addr: SocketAddr, count: usize) {
-    let deadline = Instant::now() + Duration::from_secs(15);
-    loop {
-        let m = members(addr);
-        if m.len() == count && m.values().all(|l| !l.ends_with("incarnation=unrecorded")) {
-            return;
-        }
-        assert!(Instant::now() < deadline, "members never all recorded: {m:?}");
-        // sleep: the poll interval of this bounded wait.
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    let mut m = HashMap::new();
+    let recorded = eventually_every(Duration::from_secs(15), Duration::from_millis(100), || {
+        m = members(addr);
+        (m.len() == count && m.values().all(|l| !l.ends_with("incarnation=unrecorded"))).then_some(())
+    });
+    assert!(recorded.is_some(), "members never all recorded: {m:?}");
 }
 
 /// Dials `node`'s peer port as a node claiming `hello`, with `secret`.
@@ -117,8 +113,9 @@ fn the_client_secret_opens_nothing_on_the_peer_port_nor_admin_on_the_client_port
         }
     }
     granted_token(&c.call(3, &acquire("k", "o", 5, 0)));
-    // sleep: a window for a change that must not happen (the grant above shows the
-    // cluster live and past the refused requests); a term change would show in it.
+    // The grant above shows the cluster live and past the refused requests; a term
+    // change would show in the window below.
+    // sleep: a window for a change that must not happen.
     std::thread::sleep(Duration::from_millis(500));
     assert_eq!(cluster_facts(&cluster), before, "term, leader and voters unchanged");
 }
@@ -169,8 +166,9 @@ fn a_non_member_with_the_peer_secret_is_refused_and_changes_nothing() {
     let mut answer = Vec::new();
     let _ = raw.read_to_end(&mut answer);
     assert_eq!(answer.get(4), Some(&b'X'), "a refusal: {answer:?}");
-    // sleep: a window for a change that must not happen (the refusal above was read
-    // back, so the frames after it reached the node); an election would show in it.
+    // The refusal above was read back, so the frames after it reached the node; an
+    // election would show in the window below.
+    // sleep: a window for a change that must not happen.
     std::thread::sleep(Duration::from_secs(1));
     assert_eq!(cluster_facts(&cluster), before, "term, leader and voters unchanged");
     match c.call(3, &Request::Query { key: "held".into() }) {
@@ -219,16 +217,12 @@ fn a_member_id_from_another_process_is_refused_by_every_member_including_one_tha
     }
     cluster.signal(paused, "-CONT");
     // The real node is still welcome: it catches up and the cluster has three voters.
-    let deadline = Instant::now() + Duration::from_secs(15);
-    loop {
-        let s = status_map(&mut connect(cluster.addr(paused)), 1);
-        if s["voters"].split(',').count() == 3 && s["voters"].contains(&format!("4@{new_addr}")) {
-            break;
-        }
-        assert!(Instant::now() < deadline, "the paused node never caught up: {s:?}");
-        // sleep: the poll interval of this bounded wait.
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    let mut s = HashMap::new();
+    let caught_up = eventually_every(Duration::from_secs(15), Duration::from_millis(100), || {
+        s = status_map(&mut connect(cluster.addr(paused)), 1);
+        (s["voters"].split(',').count() == 3 && s["voters"].contains(&format!("4@{new_addr}"))).then_some(())
+    });
+    assert!(caught_up.is_some(), "the paused node never caught up: {s:?}");
 }
 
 #[test]
@@ -281,21 +275,17 @@ fn a_removed_node_that_was_frozen_during_its_removal_learns_it_and_stops() {
     for target in [cluster.addr(leader), new_addr.parse().unwrap()] {
         // Once that node has applied the committed change (the leader answered when it
         // had; node 4 may learn the commit a heartbeat later).
-        let deadline = Instant::now() + Duration::from_secs(10);
-        loop {
+        let mut text = String::new();
+        let retired = eventually_every(Duration::from_secs(10), Duration::from_millis(50), || {
             let mut c = connect_with(target, PEER_TOKEN).unwrap();
-            let text = match c.call(1, &Request::Members) {
+            text = match c.call(1, &Request::Members) {
                 Response::Status { text } => text,
                 other => panic!("{other:?}"),
             };
-            let retired = text.lines().find_map(|l| l.strip_prefix("retired=")).unwrap_or("").to_string();
-            if retired.split(',').any(|id| id == (old + 1).to_string()) {
-                break;
-            }
-            assert!(Instant::now() < deadline, "{target} never retired node {}: {text}", old + 1);
-            // sleep: the poll interval of this bounded wait.
-            std::thread::sleep(Duration::from_millis(50));
-        }
+            let retired = text.lines().find_map(|l| l.strip_prefix("retired=")).unwrap_or("");
+            retired.split(',').any(|id| id == (old + 1).to_string()).then_some(())
+        });
+        assert!(retired.is_some(), "{target} never retired node {}: {text}", old + 1);
         let hello = PeerHello {
             node_id: old as u64 + 1,
             incarnation: 1,
@@ -450,8 +440,8 @@ fn a_stranger_is_heard_only_by_a_node_without_a_live_leader() {
             Message::TimeoutNow { term: term + 100 },
         ],
     );
-    // sleep: a window for a change that must not happen; the pre-vote answered below
-    // on the same connection shows the node read these frames.
+    // The pre-vote answered below on the same connection shows the node read these frames.
+    // sleep: a window for a change that must not happen.
     std::thread::sleep(Duration::from_millis(500));
     assert_eq!(facts(&mut c), (term, String::new(), voters.clone()), "nothing changed");
     // What it may: ask for a pre-vote; the answer comes back on its own connection.

@@ -5,7 +5,7 @@
 mod common;
 
 use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::children::{Within, TOOL};
 use common::*;
@@ -63,21 +63,18 @@ fn the_tls_recipe_in_the_docs_starts_a_cluster_the_cli_can_use() {
     });
     let port = nodes.port;
     // The CLI with the CA bundle, as the doc shows it, given one node's address.
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
+    let mut err = String::new();
+    // A try every 300 ms while the cluster elects its first leader.
+    let token = eventually_every(Duration::from_secs(20), Duration::from_millis(300), || {
         let out = Command::new(bin())
             .args(["acquire", "seat:42", "--addr", &format!("127.0.0.2:{port}"), "--wait", "1000"])
             .env("TICKETING_AUTH_TOKEN", TOKEN)
             .env("TICKETING_TLS_CA", path("ca.pem"))
             .output_within(TOOL);
-        if out.status.success() {
-            let token = String::from_utf8_lossy(&out.stdout);
-            assert!(token.trim().parse::<u64>().is_ok(), "a fencing token: {token}");
-            break;
-        }
-        assert!(Instant::now() < deadline, "no grant over TLS: {}", String::from_utf8_lossy(&out.stderr));
-        // sleep: the interval between tries while the cluster elects its first leader.
-        std::thread::sleep(Duration::from_millis(300));
-    }
+        err = String::from_utf8_lossy(&out.stderr).into_owned();
+        out.status.success().then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+    })
+    .unwrap_or_else(|| panic!("no grant over TLS: {err}"));
+    assert!(token.trim().parse::<u64>().is_ok(), "a fencing token: {token}");
     drop(nodes);
 }

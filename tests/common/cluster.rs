@@ -10,6 +10,7 @@ use ticketing::proto::frame::{Request, Response};
 use super::ports::{free_port_pair, with_fresh_ports};
 use super::process::{Server, ServerProcess};
 use super::raw::{connect_with, operator};
+use super::wait::eventually_every;
 use super::TOKEN;
 
 /// A cluster of real processes; node `i` (0-based) is NodeId `i + 1` at 127.0.0.(i+1).
@@ -97,20 +98,11 @@ impl Cluster {
 
     /// Index of the node that says it leads, waiting up to `timeout`.
     pub fn wait_leader(&self, timeout: Duration) -> usize {
-        let deadline = std::time::Instant::now() + timeout;
-        loop {
-            for (i, node) in self.nodes.iter().enumerate() {
-                if node.is_none() {
-                    continue;
-                }
-                if serving_leader(self.addr(i)) {
-                    return i;
-                }
-            }
-            assert!(std::time::Instant::now() < deadline, "no leader within {timeout:?}");
-            // sleep: the poll interval of this bounded wait (each poll asks every node).
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        // Every 50 ms: each look asks every node.
+        eventually_every(timeout, Duration::from_millis(50), || {
+            (0..self.nodes.len()).find(|&i| self.nodes[i].is_some() && serving_leader(self.addr(i)))
+        })
+        .unwrap_or_else(|| panic!("no leader within {timeout:?}"))
     }
 
     /// Sends `admin replace` (old by new at `addr`) to node `at` on an operator

@@ -3,7 +3,6 @@
 //! and a value polled until it appears — each one a bounded wait built on
 //! [`eventually`](super::wait::eventually).
 
-use std::cell::RefCell;
 use std::net::SocketAddr;
 use std::path::Path;
 use std::time::Duration;
@@ -12,19 +11,7 @@ use ticketing::proto::frame::{Request, Response};
 
 use super::raw::call;
 use super::wait::eventually;
-
-/// Polls `f` (as [`eventually`] does) until it gives a value, for up to `limit`.
-pub fn eventually_some<T>(limit: Duration, f: impl Fn() -> Option<T>) -> Option<T> {
-    let got = RefCell::new(None);
-    eventually(limit, || match f() {
-        Some(value) => {
-            *got.borrow_mut() = Some(value);
-            true
-        }
-        None => false,
-    });
-    got.into_inner()
-}
+pub use super::wait::eventually_some;
 
 /// How many requests wait on `key` at the node at `addr` (its QUERY), on a fresh
 /// connection; `None` when the key is free or the node does not answer.

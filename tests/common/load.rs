@@ -73,13 +73,12 @@ impl Load {
                         Err(AcquireError::Indeterminate(_)) => {
                             indeterminate.fetch_add(1, Ordering::SeqCst);
                         }
-                        // Redirected: the client goes to the leader it was told about.
-                        Err(AcquireError::NotLeader { leader }) => {
-                            not_leader.lock().unwrap().push((w, leader.is_some()));
-                            // sleep: pacing, so a client without a leader does not spin.
-                            std::thread::sleep(Duration::from_millis(1));
-                        }
-                        Err(AcquireError::Unavailable { .. }) => {
+                        // Redirected (the client goes to the leader it was told about),
+                        // or no node to send it to.
+                        Err(e @ (AcquireError::NotLeader { .. } | AcquireError::Unavailable { .. })) => {
+                            if let AcquireError::NotLeader { leader } = e {
+                                not_leader.lock().unwrap().push((w, leader.is_some()));
+                            }
                             // sleep: pacing, so a client without a leader does not spin.
                             std::thread::sleep(Duration::from_millis(1));
                         }

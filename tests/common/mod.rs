@@ -23,7 +23,7 @@ pub use cluster::Cluster;
 pub use ports::{free_port, free_port_pair, with_fresh_ports};
 pub use process::{bin, start_server, tail, KillOnDrop, Server, ServerProcess};
 pub use raw::{acquire, connect, connect_with, granted_token, operator, release, status_map, Raw};
-pub use wait::eventually;
+pub use wait::{eventually, eventually_every, eventually_some};
 
 /// The client secret of every server the tests start.
 pub const TOKEN: &str = "test-secret-0123456789";

@@ -15,6 +15,7 @@ use ticketing::client::Client;
 
 use super::children::{try_run_within, TOOL};
 use super::facts_cluster::wait_stopped;
+use super::wait::eventually_every;
 use super::{PEER_TOKEN, TOKEN};
 
 /// What the server's message says when its listen (or peer, or metrics) address is
@@ -226,21 +227,15 @@ fn wait_in_channel(log: &mpsc::Receiver<String>, within: Duration) -> Result<Soc
 
 /// The listen address from the log file; else whether it exited, and the file's tail.
 fn wait_in_file(child: &mut Child, path: &Path, within: Duration) -> Result<SocketAddr, (bool, String)> {
-    let deadline = Instant::now() + within;
-    loop {
+    // Every 20 ms: each look reads the whole file. Ends on the line or on the exit.
+    let seen = eventually_every(within, Duration::from_millis(20), || {
         let text = std::fs::read_to_string(path).unwrap_or_default();
-        if let Some(addr) = text.lines().find_map(listen_address) {
-            return Ok(addr);
+        match text.lines().find_map(listen_address) {
+            Some(addr) => Some(Ok(addr)),
+            None => matches!(child.try_wait(), Ok(Some(_))).then(|| Err((true, tail(path, 20)))),
         }
-        if let Ok(Some(_)) = child.try_wait() {
-            return Err((true, tail(path, 20)));
-        }
-        if Instant::now() > deadline {
-            return Err((false, tail(path, 20)));
-        }
-        // sleep: the poll interval of this bounded wait for a line in the log file.
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    });
+    seen.unwrap_or_else(|| Err((false, tail(path, 20))))
 }
 
 /// How often a wait for a process's exit looks: fine enough for the tests that time
@@ -260,31 +255,18 @@ impl ServerProcess {
     /// The exit code once the process has exited by itself, waiting up to `within`;
     /// `None` if it still runs then (or was killed by a signal).
     pub fn wait_exit(&mut self, within: Duration) -> Option<i32> {
-        let deadline = Instant::now() + within;
-        loop {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                return status.code();
-            }
-            if Instant::now() > deadline {
-                return None;
-            }
-            // sleep: the poll interval (EXIT_POLL) of this bounded wait for the exit.
-            std::thread::sleep(EXIT_POLL);
-        }
+        self.exit_status(within)?.code()
+    }
+
+    /// The exit status once the process has exited, waiting up to `within`.
+    fn exit_status(&mut self, within: Duration) -> Option<std::process::ExitStatus> {
+        eventually_every(within, EXIT_POLL, || self.child.try_wait().unwrap())
     }
 
     /// The exit code once the process has exited by itself, waiting up to `within`;
     /// panics (naming `what`) if it is still running then.
     pub fn exit_code_within(&mut self, within: Duration, what: &str) -> Option<i32> {
-        let deadline = Instant::now() + within;
-        loop {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                return status.code();
-            }
-            assert!(Instant::now() < deadline, "{what} kept running");
-            // sleep: the poll interval (EXIT_POLL) of this bounded wait for the exit.
-            std::thread::sleep(EXIT_POLL);
-        }
+        self.exit_status(within).unwrap_or_else(|| panic!("{what} kept running")).code()
     }
 
     /// Sends `sig` (`-STOP`, `-CONT`, `-TERM`...) with kill(1); whether it was sent.

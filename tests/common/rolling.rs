@@ -15,6 +15,7 @@ use super::facts_cluster::eventually_some;
 use super::ports::{free_port_pair, with_fresh_ports};
 use super::process::{Server, ServerProcess};
 use super::raw::{call, status};
+use super::wait::eventually_every;
 
 /// One node process and the id it runs under.
 pub struct Member {
@@ -170,18 +171,14 @@ impl Nodes {
     /// Waits until the leader names `id` a standby; how long that took.
     pub fn wait_standby(&self, id: u64, within: Duration) -> Result<Duration, String> {
         let started = Instant::now();
-        loop {
-            let text = self.members();
+        let mut text = String::new();
+        // Every 20 ms: each look asks the leader for its MEMBERS.
+        let listed = eventually_every(within, Duration::from_millis(20), || {
+            text = self.members();
             let listed = text.lines().find_map(|l| l.strip_prefix("standbys="));
-            if listed.is_some_and(|ids| ids.split(',').any(|s| s == id.to_string())) {
-                return Ok(started.elapsed());
-            }
-            if started.elapsed() > within {
-                return Err(format!("node {id} is no standby after {within:?}: {text}"));
-            }
-            // sleep: the poll interval of this bounded wait, which measures how long it took.
-            std::thread::sleep(Duration::from_millis(20));
-        }
+            listed.is_some_and(|ids| ids.split(',').any(|s| s == id.to_string())).then(|| started.elapsed())
+        });
+        listed.ok_or_else(|| format!("node {id} is no standby after {within:?}: {text}"))
     }
 
     /// The planned restart of voter `live[i]` as the unit does it: SIGTERM; once the
@@ -194,7 +191,8 @@ impl Nodes {
         assert!(self.live[i].process.signal("-TERM"), "SIGTERM to node {old}");
         let signalled = Instant::now();
         let (mut exited, mut whole, mut code, mut new_voter) = (None, None, None, None);
-        while exited.is_none() || whole.is_none() {
+        // Every 5 ms: the wait times two facts, each noted when first seen.
+        let both = eventually_every(within, Duration::from_millis(5), || {
             if exited.is_none() {
                 if let Some(status) = self.live[i].process.child.try_wait().unwrap() {
                     exited = Some(signalled.elapsed());
@@ -207,16 +205,14 @@ impl Nodes {
                     new_voter = v.difference(&before).next().copied();
                 }
             }
-            if signalled.elapsed() > within {
-                return Err(format!(
-                    "node {old}: exited {exited:?}, voters whole {whole:?} within {within:?}; voters {:?}",
-                    self.voters()
-                ));
-            }
-            // sleep: the poll interval (5 ms) of this bounded wait, which times two facts.
-            std::thread::sleep(Duration::from_millis(5));
-        }
-        let (exited, whole) = (exited.unwrap(), whole.unwrap());
+            exited.zip(whole)
+        });
+        let Some((exited, whole)) = both else {
+            return Err(format!(
+                "node {old}: exited {exited:?}, voters whole {whole:?} within {within:?}; voters {:?}",
+                self.voters()
+            ));
+        };
         let stopped = self.live.remove(i);
         self.gone.push(stopped);
         let fresh = self.fresh(&addr.to_string());

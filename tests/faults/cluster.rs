@@ -12,6 +12,7 @@ use ticketing::proto::frame::{Request, Response};
 
 use crate::common::facts_cluster::eventually_some;
 use crate::common::raw::{call, status};
+use crate::common::wait::eventually_every;
 use crate::common::{tail, Server, ServerProcess};
 
 use super::delay::{DelayProxy, Shape};
@@ -292,33 +293,26 @@ impl Cluster {
     pub fn replace(&self, old: u64, new: u64, addr: SocketAddr, within: Duration) -> Result<(), String> {
         let deadline = Instant::now() + within;
         let mut last = String::new();
-        while Instant::now() < deadline {
-            let Some(l) = self.leader() else {
-                // sleep: pacing while no leader answers (each try asks every node).
-                std::thread::sleep(Duration::from_millis(200));
-                continue;
-            };
+        // A try every 300 ms (each asks every node who leads, then the leader).
+        let done = eventually_every(within, Duration::from_millis(300), || {
+            let l = self.leader()?;
             let left = deadline.saturating_duration_since(Instant::now()).max(Duration::from_secs(1));
             match call(self.nodes[l].addr, &Request::Replace { old, new, addr: addr.to_string() }, left) {
-                Some(Response::Status { text }) if text.contains("replaced") => return Ok(()),
+                Some(Response::Status { text }) if text.contains("replaced") => return Some(()),
                 Some(other) => last = format!("{other:?}"),
                 None => last = "no answer".into(),
             }
             // A refusal because the id is "already used" may mean an earlier attempt
             // got through: look at the voters.
-            if let Some(l) = self.leader() {
-                if let Some(s) = status(self.nodes[l].addr) {
-                    let voters = s.get("voters").cloned().unwrap_or_default();
-                    let ids: Vec<&str> = voters.split(',').filter_map(|v| v.split('@').next()).collect();
-                    if ids.contains(&new.to_string().as_str()) && !ids.contains(&old.to_string().as_str()) {
-                        return Ok(());
-                    }
-                }
-            }
-            // sleep: pacing between tries of the replacement.
-            std::thread::sleep(Duration::from_millis(300));
-        }
-        Err(format!("replace {old} by {new}: not done within {within:?} (last answer: {last})"))
+            let s = status(self.nodes[self.leader()?].addr)?;
+            let voters = s.get("voters").cloned().unwrap_or_default();
+            let ids: Vec<&str> = voters.split(',').filter_map(|v| v.split('@').next()).collect();
+            (ids.contains(&new.to_string().as_str()) && !ids.contains(&old.to_string().as_str()))
+                .then_some(())
+        });
+        done.ok_or_else(|| {
+            format!("replace {old} by {new}: not done within {within:?} (last answer: {last})")
+        })
     }
 
     /// Nodes that exited although the harness did not kill them.

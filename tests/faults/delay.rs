@@ -20,7 +20,7 @@
 
 use std::io::{ErrorKind, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -59,6 +59,8 @@ struct Shared {
     sockets: Mutex<Vec<TcpStream>>,
     threads: Mutex<Vec<JoinHandle<()>>>,
     seed: Mutex<Rng>,
+    /// Bytes read so far, both directions, every connection.
+    read: AtomicU64,
 }
 
 /// A delaying proxy on `listen` in front of `target`. Dropping it closes everything.
@@ -86,6 +88,7 @@ impl DelayProxy {
             sockets: Mutex::new(Vec::new()),
             threads: Mutex::new(Vec::new()),
             seed: Mutex::new(rng(seed)),
+            read: AtomicU64::new(0),
         });
         let s = shared.clone();
         let acceptor = std::thread::Builder::new()
@@ -101,6 +104,12 @@ impl DelayProxy {
 
     pub fn shapes(&self) -> (Shape, Shape) {
         *self.shared.shapes.lock().unwrap()
+    }
+
+    /// Bytes the proxy has read so far (both directions, every connection), each chunk
+    /// counted once it is stamped with its time to leave.
+    pub fn bytes_read(&self) -> u64 {
+        self.shared.read.load(Ordering::SeqCst)
     }
 }
 
@@ -186,6 +195,7 @@ fn read_side(
             due = link_free;
         }
         last_due = due;
+        shared.read.fetch_add(n as u64, Ordering::SeqCst);
         if tx.send((due, buf[..n].to_vec())).is_err() {
             break;
         }

@@ -21,6 +21,8 @@ use checker::{CheckConfig, Report};
 use history::{Clock, Event};
 use workload::{Fence, Shared, Topology};
 
+use crate::common::eventually_every;
+
 #[path = "../sim/rng.rs"]
 mod sim_rng;
 pub use sim_rng::Rng;
@@ -247,12 +249,10 @@ pub fn run(cfg: &RunConfig) -> Outcome {
         }
         // A fact before the next fault: some grant completed after the heal (the checker
         // judges the order; a run that never recovers stops here after the hang guard).
-        let waiting = Instant::now();
-        while !granted_after(&sink, t1) && waiting.elapsed() < cfg.recovery_bound {
-            // sleep: the poll interval of the wait for a grant after the heal.
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        if !granted_after(&sink, t1) {
+        let recovered = eventually_every(cfg.recovery_bound, Duration::from_millis(20), || {
+            granted_after(&sink, t1).then_some(())
+        });
+        if recovered.is_none() {
             break;
         }
         let quiet_end = Instant::now() + cfg.quiet;

@@ -5,10 +5,10 @@
 //! WELCOME and STATUS name the proxies, and every client byte crosses one.
 
 use std::net::SocketAddr;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use super::Proxy;
-use crate::common::{connect_with, free_port_pair, with_fresh_ports, Cluster, TOKEN};
+use crate::common::{connect_with, eventually_every, free_port_pair, with_fresh_ports, Cluster, TOKEN};
 use ticketing::proto::frame::{Request, Response};
 
 pub struct ProxiedCluster {
@@ -56,26 +56,21 @@ impl ProxiedCluster {
 
     /// Index of the serving leader, asked on direct connections (no proxy bytes).
     pub fn leader(&self, timeout: Duration) -> usize {
-        let deadline = Instant::now() + timeout;
-        loop {
-            for (i, addr) in self.direct.iter().enumerate() {
-                if self.cluster.nodes[i].is_none() {
-                    continue;
-                }
-                if let Ok(mut c) = connect_with(*addr, TOKEN) {
-                    if c.welcome.role == b'L' {
-                        c.stream.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
-                        if let Response::Free | Response::Holder { .. } =
-                            c.call(1, &Request::Query { key: "probe".into() })
-                        {
-                            return i;
-                        }
-                    }
-                }
+        let serving = |i: usize| {
+            let Ok(mut c) = connect_with(self.direct[i], TOKEN) else { return false };
+            if c.welcome.role != b'L' {
+                return false;
             }
-            assert!(Instant::now() < deadline, "no leader within {timeout:?}");
-            // sleep: the poll interval of this bounded wait (each poll asks every node).
-            std::thread::sleep(Duration::from_millis(50));
-        }
+            c.stream.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
+            matches!(
+                c.call(1, &Request::Query { key: "probe".into() }),
+                Response::Free | Response::Holder { .. }
+            )
+        };
+        // Every 50 ms: each look asks every node.
+        eventually_every(timeout, Duration::from_millis(50), || {
+            (0..self.direct.len()).find(|&i| self.cluster.nodes[i].is_some() && serving(i))
+        })
+        .unwrap_or_else(|| panic!("no leader within {timeout:?}"))
     }
 }

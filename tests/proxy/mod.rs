@@ -27,6 +27,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use crate::common::{eventually, eventually_every};
+
 /// A direction of the byte stream.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Dir {
@@ -44,6 +46,9 @@ impl Dir {
         }
     }
 }
+
+/// Bytes of AUTH, the client's only handshake message (docs/protocol.md §3).
+pub const AUTH_LEN: u64 = 72;
 
 /// Longest a pump sleeps at once while delaying, so a stop is noticed quickly.
 const SLEEP_SLICE: Duration = Duration::from_millis(10);
@@ -64,6 +69,8 @@ struct Pair {
     client: TcpStream,
     server: TcpStream,
     alive: AtomicBool,
+    /// Bytes forwarded on this connection, per direction.
+    forwarded: [AtomicU64; 2],
 }
 
 impl Pair {
@@ -200,6 +207,26 @@ impl Proxy {
         self.shared.forwarded[dir.index()].load(Ordering::Acquire)
     }
 
+    /// Bytes forwarded in `dir` on each live connection, oldest first.
+    pub fn forwarded_live(&self, dir: Dir) -> Vec<u64> {
+        let pairs = lock(&self.shared.pairs);
+        let live = pairs.iter().filter(|p| p.alive.load(Ordering::Acquire));
+        live.map(|p| p.forwarded[dir.index()].load(Ordering::Acquire)).collect()
+    }
+
+    /// Waits up to `within` until `n` connections are live and each has carried a
+    /// request past the client's AUTH ([`AUTH_LEN`] bytes), calling `request` (one
+    /// answered request of the client, a PING) before each look. A client writes a
+    /// request only on a session past its handshake and spreads its requests over its
+    /// ready sessions: so this is the fact that each of its sessions is ready.
+    pub fn wait_sessions_ready(&self, n: usize, within: Duration, request: impl Fn()) -> bool {
+        eventually(within, || {
+            request();
+            let each = self.forwarded_live(Dir::ToServer);
+            each.len() == n && each.iter().all(|&b| b > AUTH_LEN)
+        })
+    }
+
     /// Bytes read in `dir` and not forwarded (black-holed, or beyond a cut).
     pub fn dropped(&self, dir: Dir) -> u64 {
         self.shared.dropped[dir.index()].load(Ordering::Acquire)
@@ -261,7 +288,8 @@ fn accept_loop(shared: &Arc<Shared>, listener: TcpListener) {
         };
         let _ = client.set_nodelay(true);
         let _ = server.set_nodelay(true);
-        let pair = Arc::new(Pair { client, server, alive: AtomicBool::new(true) });
+        let pair =
+            Arc::new(Pair { client, server, alive: AtomicBool::new(true), forwarded: Default::default() });
         lock(&shared.pairs).push(Arc::clone(&pair));
         let mut pumps = lock(&shared.pumps);
         for dir in [Dir::ToServer, Dir::ToClient] {
@@ -316,14 +344,10 @@ fn pump(shared: &Shared, pair: &Pair, dir: Dir) {
         let read_at = Instant::now();
         let verdict = judge(shared, dir, n);
         let until = read_at + verdict.delay;
-        while !shared.stop.load(Ordering::Acquire) && pair.alive.load(Ordering::Acquire) {
-            let now = Instant::now();
-            if now >= until {
-                break;
-            }
-            // sleep: the delay the proxy injects, in slices so a stop is seen.
-            std::thread::sleep((until - now).min(SLEEP_SLICE));
-        }
+        // The delay the proxy injects, looking every slice for a stop or a cut.
+        eventually_every(until.saturating_duration_since(Instant::now()), SLEEP_SLICE, || {
+            (shared.stop.load(Ordering::Acquire) || !pair.alive.load(Ordering::Acquire)).then_some(())
+        });
         if !pair.alive.load(Ordering::Acquire) {
             break;
         }
@@ -336,6 +360,7 @@ fn pump(shared: &Shared, pair: &Pair, dir: Dir) {
             if to.write_all(&buf[..forward]).is_err() {
                 break;
             }
+            pair.forwarded[i].fetch_add(forward as u64, Ordering::AcqRel);
             shared.forwarded[i].fetch_add(forward as u64, Ordering::AcqRel);
         }
         if verdict.cut_at.is_some() {
