@@ -81,6 +81,66 @@ fn request_cases() -> Vec<(Request, u32, Vec<u8>)> {
     ]
 }
 
+/// The examples of docs/protocol.md §5.7, §5.8 and §6, byte for byte, both ways.
+#[test]
+fn hold_pool_and_in_line_encode_to_the_documented_bytes() {
+    use ticketing::proto::frame::{HoldPart, PoolHolder};
+    let part = |key: &str, count, capacity| HoldPart { key: key.into(), count, capacity };
+    let hold = Request::Hold {
+        lease_s: 60,
+        wait_ms: 5000,
+        place: true,
+        owner: "svc-7".into(),
+        parts: vec![part("seat:1", 1, 1), part("stock", 2, 100)],
+    };
+    let bytes = h("0000002f 48 00000008 3c 00001388 01 05 7376632d37 02
+                   00000001 00000001 06 736561743a31
+                   00000002 00000064 05 73746f636b");
+    assert_eq!(enc_req(8, &hold), bytes);
+    assert_eq!(decode_request(payload(&bytes)), Ok((8, hold)));
+    let pool = Request::Pool { key: "stock".into() };
+    let bytes = h("0000000b 4f 00000009 05 73746f636b");
+    assert_eq!(enc_req(9, &pool), bytes);
+    assert_eq!(decode_request(payload(&bytes)), Ok((9, pool)));
+    let answer = Response::Pool {
+        capacity: 100,
+        in_use: 2,
+        holds: 1,
+        waiters: 0,
+        oldest_wait_ms: 0,
+        holders: vec![PoolHolder { token: 9, count: 2, remaining_ms: 59_000, owner: "svc-7".into() }],
+    };
+    let bytes = h("00000030 4f 00000009 00000064 00000002 00000001 00000000 00000000 01
+                   0000000000000009 00000002 0000e678 05 7376632d37");
+    assert_eq!(enc_resp(9, &answer), bytes);
+    assert_eq!(decode_response(payload(&bytes)), Ok((9, answer)));
+    let in_line = Response::InLine { ahead: 3, grants_per_ks: 2500 };
+    let bytes = h("0000000d 49 00000008 00000003 000009c4");
+    assert_eq!(enc_resp(8, &in_line), bytes);
+    assert_eq!(decode_response(payload(&bytes)), Ok((8, in_line)));
+    // Each field out of its range is `E 1` with the request's id, naming the field.
+    let bad = |lease_s, flags: u8, parts: &[(&str, u32, u32)]| {
+        let mut b = vec![b'H', 0, 0, 0, 5, lease_s, 0, 0, 0, 0, flags, 1, b'o', parts.len() as u8];
+        for (key, count, capacity) in parts {
+            b.extend_from_slice(&count.to_be_bytes());
+            b.extend_from_slice(&capacity.to_be_bytes());
+            b.push(key.len() as u8);
+            b.extend_from_slice(key.as_bytes());
+        }
+        match decode_request(&b) {
+            Err(DecodeError::Invalid { id: 5, reason }) => reason,
+            other => panic!("{other:?}"),
+        }
+    };
+    assert!(bad(0, 0, &[("a", 1, 1)]).starts_with("lease_s"));
+    assert!(bad(5, 2, &[("a", 1, 1)]).starts_with("flags"));
+    assert!(bad(5, 0, &[]).starts_with("keys"));
+    assert!(bad(5, 0, &[("a", 1, 0)]).starts_with("capacity"));
+    assert!(bad(5, 0, &[("a", 2, 1)]).starts_with("count"));
+    assert!(bad(5, 0, &[("a", 1, 2), ("a", 1, 2)]).contains("twice"));
+    assert!(bad(5, 0, &[("", 1, 2)]).starts_with("key"));
+}
+
 #[test]
 fn request_ops_encode_to_exact_bytes() {
     for (request, id, bytes) in request_cases() {
@@ -358,7 +418,7 @@ fn unknown_request_op_is_unknown_op() {
     }
     // Every letter that is not a request op is unknown.
     for op in 0..=255u8 {
-        if !b"ARQSPCLKTJF".contains(&op) {
+        if !b"ARQSPCLKTJFHO".contains(&op) {
             assert_eq!(decode_request(&[op, 0, 0, 0, 9]), Err(DecodeError::UnknownOp(op)));
         }
     }
@@ -542,7 +602,7 @@ proptest! {
 #[test]
 fn unknown_response_op_is_unknown_op() {
     for op in 0..=255u8 {
-        if !b"GBTRNMUHFSPEKI".contains(&op) {
+        if !b"GBTRNMUHFSPEKIO".contains(&op) {
             assert_eq!(decode_response(&[op, 0, 0, 0, 9]), Err(DecodeError::UnknownOp(op)), "op {op:#x}");
         }
     }

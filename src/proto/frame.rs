@@ -5,9 +5,14 @@
 //! checked after the structure, so an out-of-range field is `invalid` and answerable
 //! with the request's id while the connection stays open.
 
-use byteorder::{BigEndian, ByteOrder};
-
+pub use super::fields::DecodeError;
+use super::fields::{
+    begin_frame, end_frame, key_field, owner_field, put_str8, put_u16, put_u32, put_u64, truncate,
+    utf8_field, Cursor,
+};
 use super::limits::*;
+use super::pool_frames::decode_hold;
+pub use super::pool_frames::{HoldPart, PoolHolder};
 
 /// A request, client → server. Keys and owners are validated UTF-8 within docs/protocol.md §9.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -54,25 +59,6 @@ pub enum Request {
     /// `TICKETING_CLUSTER_STATE=join` that know no cluster. Answered with `S`, or `E`
     /// (refused, with why).
     Found { voters: Vec<(u64, String)> },
-}
-
-/// One key of a HOLD: the key, the permits it takes and the key's capacity.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct HoldPart {
-    pub key: String,
-    pub count: u32,
-    pub capacity: u32,
-}
-
-/// One holder in a POOL answer.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct PoolHolder {
-    pub token: u64,
-    /// Permits of the key it holds.
-    pub count: u32,
-    /// Lease time it has left, in ms.
-    pub remaining_ms: u32,
-    pub owner: String,
 }
 
 /// Most keys one TOP KEYS answer lists.
@@ -200,72 +186,6 @@ pub enum Response {
     },
 }
 
-/// Why a frame could not be decoded, and so what the server must do about it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum DecodeError {
-    /// Frame structure is wrong: answer `E 3` with id 0 and close.
-    Malformed(&'static str),
-    /// Unknown op letter: answer `E 2` with id 0 and close.
-    UnknownOp(u8),
-    /// Structure is fine but a field is out of range: answer `E 1` with this id.
-    Invalid { id: u32, reason: &'static str },
-}
-
-impl std::fmt::Display for DecodeError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            DecodeError::Malformed(why) => write!(f, "malformed frame: {why}"),
-            DecodeError::UnknownOp(op) => write!(f, "unknown op 0x{op:02x}"),
-            DecodeError::Invalid { reason, .. } => write!(f, "invalid field: {reason}"),
-        }
-    }
-}
-
-impl std::error::Error for DecodeError {}
-
-/// A bounds-checked reader over one frame's bytes; every read fails instead of panicking.
-struct Cursor<'a> {
-    buf: &'a [u8],
-}
-
-impl<'a> Cursor<'a> {
-    fn take(&mut self, n: usize) -> Result<&'a [u8], DecodeError> {
-        if self.buf.len() < n {
-            return Err(DecodeError::Malformed("body shorter than its op needs"));
-        }
-        let (head, tail) = self.buf.split_at(n);
-        self.buf = tail;
-        Ok(head)
-    }
-    fn u8(&mut self) -> Result<u8, DecodeError> {
-        Ok(self.take(1)?[0])
-    }
-    fn u16(&mut self) -> Result<u16, DecodeError> {
-        Ok(BigEndian::read_u16(self.take(2)?))
-    }
-    fn u32(&mut self) -> Result<u32, DecodeError> {
-        Ok(BigEndian::read_u32(self.take(4)?))
-    }
-    fn u64(&mut self) -> Result<u64, DecodeError> {
-        Ok(BigEndian::read_u64(self.take(8)?))
-    }
-    fn str8(&mut self) -> Result<&'a [u8], DecodeError> {
-        let len = self.u8()? as usize;
-        self.take(len)
-    }
-    fn str16(&mut self) -> Result<&'a [u8], DecodeError> {
-        let len = self.u16()? as usize;
-        self.take(len)
-    }
-    fn finish(&self) -> Result<(), DecodeError> {
-        if self.buf.is_empty() {
-            Ok(())
-        } else {
-            Err(DecodeError::Malformed("body longer than its op needs"))
-        }
-    }
-}
-
 /// Checks a frame's `len` field against the receiving side's limit before anything
 /// is allocated for the body.
 pub fn check_frame_len(len: u32, max: u32) -> Result<usize, DecodeError> {
@@ -293,49 +213,8 @@ pub fn decode_request(payload: &[u8]) -> Result<(u32, Request), DecodeError> {
     }
     let request = match op {
         b'H' => {
-            let lease_s = cur.u8()?;
-            let wait_ms = cur.u32()?;
-            let flags = cur.u8()?;
-            let owner = cur.str8()?;
-            let n = cur.u8()?;
-            let mut raw = Vec::with_capacity(usize::from(n).min(HOLD_KEYS_MAX));
-            for _ in 0..n {
-                let count = cur.u32()?;
-                let capacity = cur.u32()?;
-                raw.push((cur.str8()?, count, capacity));
-            }
-            cur.finish()?;
-            if !(LEASE_S_MIN..=LEASE_S_MAX).contains(&lease_s) {
-                return Err(DecodeError::Invalid { id, reason: "lease_s must be 1..=250" });
-            }
-            if wait_ms > WAIT_MS_MAX {
-                return Err(DecodeError::Invalid { id, reason: "wait_ms must be 0..=300000" });
-            }
-            if flags & !1 != 0 {
-                return Err(DecodeError::Invalid {
-                    id,
-                    reason: "flags: only bit 0 (place in line) is defined",
-                });
-            }
-            let owner = owner_field(id, owner)?;
-            if raw.is_empty() || raw.len() > HOLD_KEYS_MAX {
-                return Err(DecodeError::Invalid { id, reason: "keys: a HOLD names 1 to 16 keys" });
-            }
-            let mut parts: Vec<HoldPart> = Vec::with_capacity(raw.len());
-            for (key, count, capacity) in raw {
-                if !(1..=CAPACITY_MAX).contains(&capacity) {
-                    return Err(DecodeError::Invalid { id, reason: "capacity must be 1..=1000000" });
-                }
-                if count == 0 || count > capacity {
-                    return Err(DecodeError::Invalid { id, reason: "count must be 1..=capacity" });
-                }
-                let key = key_field(id, key)?;
-                if parts.iter().any(|p| p.key == key) {
-                    return Err(DecodeError::Invalid { id, reason: "keys: a key is named twice" });
-                }
-                parts.push(HoldPart { key, count, capacity });
-            }
-            Request::Hold { lease_s, wait_ms, place: flags & 1 != 0, owner, parts }
+            let (lease_s, wait_ms, place, owner, parts) = decode_hold(id, &mut cur)?;
+            Request::Hold { lease_s, wait_ms, place, owner, parts }
         }
         b'O' => {
             let key = cur.str8()?;
@@ -445,27 +324,6 @@ pub fn decode_request(payload: &[u8]) -> Result<(u32, Request), DecodeError> {
         other => return Err(DecodeError::UnknownOp(other)),
     };
     Ok((id, request))
-}
-
-fn key_field(id: u32, raw: &[u8]) -> Result<String, DecodeError> {
-    if raw.len() < KEY_LEN_MIN {
-        return Err(DecodeError::Invalid { id, reason: "key must be 1..=255 bytes" });
-    }
-    utf8_field(id, raw, "key is not valid UTF-8")
-}
-
-fn owner_field(id: u32, raw: &[u8]) -> Result<String, DecodeError> {
-    if raw.len() < OWNER_LEN_MIN {
-        return Err(DecodeError::Invalid { id, reason: "owner must be 1..=255 bytes" });
-    }
-    utf8_field(id, raw, "owner is not valid UTF-8")
-}
-
-fn utf8_field(id: u32, raw: &[u8], reason: &'static str) -> Result<String, DecodeError> {
-    match std::str::from_utf8(raw) {
-        Ok(text) => Ok(text.to_owned()),
-        Err(_) => Err(DecodeError::Invalid { id, reason }),
-    }
 }
 
 /// A node's client address: UTF-8 `host:port` as every stored address is checked.
@@ -781,41 +639,4 @@ pub fn response_op(response: &Response) -> (u8, &'static str) {
         Response::InLine { .. } => (b'I', "IN_LINE"),
         Response::Pool { .. } => (b'O', "POOL"),
     }
-}
-
-fn truncate(text: &str, max: usize) -> &[u8] {
-    if text.len() <= max {
-        return text.as_bytes();
-    }
-    let mut end = max;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    &text.as_bytes()[..end]
-}
-
-fn begin_frame(out: &mut Vec<u8>) -> usize {
-    let start = out.len();
-    out.extend_from_slice(&[0; 4]);
-    start
-}
-
-fn end_frame(out: &mut [u8], start: usize) {
-    let len = out.len() - start - 4;
-    BigEndian::write_u32(&mut out[start..start + 4], len as u32);
-}
-
-fn put_u16(out: &mut Vec<u8>, v: u16) {
-    out.extend_from_slice(&v.to_be_bytes());
-}
-fn put_u32(out: &mut Vec<u8>, v: u32) {
-    out.extend_from_slice(&v.to_be_bytes());
-}
-fn put_u64(out: &mut Vec<u8>, v: u64) {
-    out.extend_from_slice(&v.to_be_bytes());
-}
-fn put_str8(out: &mut Vec<u8>, s: &[u8]) {
-    assert!(s.len() <= 255, "str8 longer than 255 bytes");
-    out.push(s.len() as u8);
-    out.extend_from_slice(s);
 }

@@ -3,10 +3,12 @@
 //! which moves whole frames over any `Read`/`Write`.
 
 pub mod addr;
+mod fields;
 pub mod frame;
 pub mod handshake;
 pub mod io;
 pub mod limits;
+mod pool_frames;
 
 pub use frame::{
     decode_request, decode_response, encode_request, encode_response, DecodeError, ErrorCode, HoldPart,

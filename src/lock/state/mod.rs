@@ -11,10 +11,11 @@
 use std::collections::BTreeMap;
 
 mod cursor;
+mod pooled;
 mod pools;
 mod slices;
 
-pub use pools::{PoolKey, PooledHold, PooledHolder};
+pub use pooled::{PoolKey, PooledHold, PooledHolder};
 
 use super::command::{Command, Grant, Origin};
 use super::store::{OwnerId, Owners, SlotId, Slots};
@@ -85,7 +86,7 @@ pub struct LockState {
     /// every future leader) can reach every member and knows which process runs it.
     members: BTreeMap<u64, MemberRecord>,
     /// Counted and multi-key holds (`pools.rs`).
-    pools: pools::Pools,
+    pools: pooled::Pools,
     /// A snapshot being encoded in slices.
     snapshot: Option<Box<SnapshotCursor>>,
 }

@@ -2,47 +2,13 @@
 //! under its token, with the permits in use of each key it holds (docs/architecture.md,
 //! "Lines"). A hold of one key of capacity 1 is not pooled: it is the key's own holder.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 
+use super::pooled::{PoolKey, PooledHold, PooledHolder};
 use super::{Effect, LockState};
 use crate::lock::command::{HoldGrant, Part};
-use crate::lock::store::{OwnerId, SlotId};
+use crate::lock::store::SlotId;
 use crate::proto::Response;
-
-/// What a key with pooled holds has in use.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct PoolKey {
-    pub capacity: u32,
-    /// Permits held.
-    pub in_use: u32,
-    /// Pooled holds on the key.
-    pub holds: u32,
-}
-
-/// One pooled hold: its owner, lease and keys (slot, count, capacity).
-#[derive(Clone, Debug)]
-pub struct PooledHold {
-    pub owner: OwnerId,
-    pub lease_ms: u32,
-    pub parts: Box<[(SlotId, u32, u32)]>,
-}
-
-/// A pooled hold with its strings, copied out.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct PooledHolder {
-    pub owner: String,
-    pub token: u64,
-    pub lease_ms: u32,
-    pub parts: Vec<Part>,
-}
-
-/// The pooled holds of a state and the keys they hold.
-#[derive(Clone, Default)]
-pub(super) struct Pools {
-    pub keys: HashMap<SlotId, PoolKey>,
-    /// By token: in grant order, which is the order snapshots and walks use.
-    pub holds: BTreeMap<u64, PooledHold>,
-}
 
 impl LockState {
     /// Every pooled hold as a snapshot records it, in token order.
