@@ -376,3 +376,18 @@ fn a_flood_of_pooled_holds_is_refused_at_the_nodes_limit() {
     assert!(refused >= 150, "{refused} refused");
     assert!(d.t.pooled_holds() <= 50, "{} pooled holds", d.t.pooled_holds());
 }
+
+#[test]
+fn a_closed_connections_waiters_all_leave_and_none_of_them_is_granted() {
+    let mut d = D::new();
+    token(&d.hold(1, 1, 0, "holder", &[("p", 2, 3)], false), 1, 1);
+    // Connection 2's first request holds up its second, which would fit once the
+    // first is gone: closing must not grant the second to a connection that is gone.
+    assert!(d.hold(2, 1, 60_000, "two", &[("p", 2, 3)], false).is_empty());
+    assert!(d.hold(2, 2, 60_000, "one", &[("p", 1, 3)], false).is_empty());
+    assert!(d.hold(3, 1, 60_000, "other", &[("p", 1, 3)], false).is_empty());
+    let r = d.close(2);
+    assert_eq!(r.len(), 1, "{r:?}");
+    token(&r, 3, 1);
+    assert_eq!(d.t.waiters(), 0);
+}

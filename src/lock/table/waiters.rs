@@ -57,9 +57,15 @@ impl LockTable {
     /// A connection closed: its waiters leave their lines silently. Its holds stay:
     /// only a release or the lease ends a hold.
     pub fn conn_closed(&mut self, conn: ConnId, now_ms: u64, unix_us: u64, out: &mut Output) {
-        let Some(list) = self.conn_waiters.get(&conn).cloned() else {
+        let Some(mut list) = self.conn_waiters.get(&conn).cloned() else {
             return;
         };
+        // Latest first: a waiter holds up only requests that came after it, so each one
+        // that leaves can let through only others' requests, never this connection's
+        // own (which would be granted to a connection that is gone).
+        list.sort_unstable_by_key(|&w| {
+            std::cmp::Reverse(self.waiters[w as usize].as_ref().map_or(0, |x| x.seq))
+        });
         for w in list {
             self.drop_waiter(w, now_ms, unix_us, out);
         }
