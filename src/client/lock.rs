@@ -8,6 +8,7 @@ use super::core::Outcome;
 use super::error::ReleaseError;
 use super::io::{Handle, Mode};
 use super::outcome::ReleaseOutcome;
+use crate::proto::frame::HoldPart;
 use crate::proto::limits::{KEY_LEN_MAX, KEY_LEN_MIN};
 
 /// A held lock: proof that the server granted `key` to this client's owner under
@@ -34,6 +35,9 @@ pub struct Lock {
     /// An earlier release was sent and its outcome never came: an `N` to a later one
     /// may answer that earlier release (released or expired, not "not the holder").
     attempted: bool,
+    /// A hold of several keys or permits: each key with its count and capacity (empty
+    /// for an ACQUIRE of `key`).
+    parts: Vec<HoldPart>,
 }
 
 /// The plain data of a [`Lock`], from [`Lock::into_parts`];
@@ -59,7 +63,33 @@ impl Lock {
         deadline: Instant,
         lease: Duration,
     ) -> Lock {
-        Lock { handle, key, owner, token, deadline, lease, released: false, attempted: false }
+        Lock {
+            handle,
+            key,
+            owner,
+            token,
+            deadline,
+            lease,
+            released: false,
+            attempted: false,
+            parts: Vec::new(),
+        }
+    }
+
+    /// The same lock, a hold of `parts`.
+    pub(crate) fn with_parts(mut self, parts: Vec<HoldPart>) -> Lock {
+        self.parts = parts;
+        self
+    }
+
+    /// Every key this lock holds, with the permits it holds of each and the key's
+    /// capacity: (key, 1, 1) for an [`acquire`](super::Client::acquire). Its release
+    /// ends the hold of all of them at once.
+    pub fn keys(&self) -> Vec<(&str, u32, u32)> {
+        if self.parts.is_empty() {
+            return vec![(self.key.as_str(), 1, 1)];
+        }
+        self.parts.iter().map(|p| (p.key.as_str(), p.count, p.capacity)).collect()
     }
 
     pub(crate) fn from_parts(handle: Handle, parts: LockParts) -> Lock {

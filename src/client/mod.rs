@@ -110,9 +110,11 @@ mod calls;
 pub mod core;
 mod direct;
 mod error;
+mod hold;
 mod io;
 mod lock;
 mod outcome;
+mod place;
 mod tls;
 
 pub use crate::proto::frame::TopKey;
@@ -123,8 +125,10 @@ pub use callback::Pending;
 pub use calls::Resolution;
 pub use core::RELEASE_DEADLINE;
 pub use error::{AcquireError, BuildError, ClientError, Indeterminate, IndeterminateCause, ReleaseError};
+pub use hold::Hold;
 pub use lock::{Lock, LockParts};
 pub use outcome::{HolderInfo, ReleaseOutcome};
+pub use place::{Place, PlaceNews};
 
 // The client's tuning, for the tests and the docs' figures: not settings.
 #[doc(hidden)]

@@ -17,7 +17,8 @@ use super::net::Target;
 use super::routing::LEADER_WAIT;
 use super::session::{Pending, Waiting};
 use crate::client::error::{AcquireError, Indeterminate, IndeterminateCause};
-use crate::proto::frame::{encode_acquire, ErrorCode, Response};
+use crate::client::place::{OnPlace, Place, PlaceNews};
+use crate::proto::frame::{encode_acquire, encode_request, ErrorCode, HoldPart, Request, Response};
 
 /// Even with a zero wait, an ACQUIRE waits this long for a first connection before it
 /// gives up as unavailable (a fresh client has not connected yet).
@@ -33,9 +34,12 @@ struct Sent {
     answer_by: Instant,
 }
 
-#[derive(Debug)]
 pub(crate) struct AcquireOp {
+    /// The key its claims, orphan record and lock go by (of a HOLD: a key of capacity
+    /// 1 if it names one, whose QUERY then names this hold alone).
     key: String,
+    /// A HOLD: its keys, and where its places in line go (None: it asks for none).
+    hold: Option<(Vec<HoldPart>, Option<OnPlace>)>,
     owner: Arc<str>,
     lease: Duration,
     lease_s: u8,
@@ -45,7 +49,39 @@ pub(crate) struct AcquireOp {
     sent: Option<Sent>,
 }
 
+impl std::fmt::Debug for AcquireOp {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AcquireOp")
+            .field("key", &self.key)
+            .field("hold", &self.hold.as_ref().map(|(parts, place)| (parts, place.is_some())))
+            .field("lease_s", &self.lease_s)
+            .field("sent", &self.sent)
+            .finish()
+    }
+}
+
 impl AcquireOp {
+    /// A HOLD of `parts` (checked), told its places through `on_place` if given.
+    pub(crate) fn hold(
+        parts: Vec<HoldPart>,
+        on_place: Option<OnPlace>,
+        owner: Arc<str>,
+        lease_s: u8,
+        wait: Duration,
+        now: Instant,
+    ) -> AcquireOp {
+        let key = hold_key(&parts).to_owned();
+        let mut op = AcquireOp::new(key, owner, lease_s, wait, None, now);
+        op.hold = Some((parts, on_place));
+        op
+    }
+
+    /// A place in line arrived for it: the news for its caller's function, if any.
+    pub(crate) fn place_news(&self, place: Place) -> Option<PlaceNews> {
+        let call = self.hold.as_ref()?.1.as_ref()?;
+        Some(PlaceNews { call: Arc::clone(call), place })
+    }
+
     /// `lease_s` and `wait` are already checked against the protocol's limits. With
     /// `send_by`, it gives up waiting for a session then at the latest (a caller's
     /// own budget, shorter than `CONNECT_WAIT_MIN`).
@@ -61,6 +97,7 @@ impl AcquireOp {
         let send_end = send_by.map_or(send_end, |by| send_end.min(by.max(now)));
         AcquireOp {
             key,
+            hold: None,
             owner,
             lease: Duration::from_secs(u64::from(lease_s)),
             lease_s,
@@ -103,8 +140,19 @@ impl AcquireOp {
         let wait = self.wait_end.saturating_duration_since(now);
         let wait_ms = wait.as_millis() as u32;
         let (key, owner, lease_s) = (&self.key, &self.owner, self.lease_s);
-        let id = cx.net.send(session, Waiting::Op(cx.op), now, |out, id| {
-            encode_acquire(out, id, lease_s, wait_ms, key, owner);
+        let hold = &self.hold;
+        let id = cx.net.send(session, Waiting::Op(cx.op), now, |out, id| match hold {
+            None => encode_acquire(out, id, lease_s, wait_ms, key, owner),
+            Some((parts, on_place)) => {
+                let request = Request::Hold {
+                    lease_s,
+                    wait_ms,
+                    place: on_place.is_some(),
+                    owner: owner.to_string(),
+                    parts: parts.clone(),
+                };
+                encode_request(out, id, &request);
+            }
         });
         let answer_by = now + wait + cx.config.commit_margin;
         self.sent = Some(Sent { session, id, queued_at: now, wait, answer_by });
@@ -270,6 +318,13 @@ impl AcquireOp {
             orphan: Some(orphan),
         })))
     }
+}
+
+/// The key a HOLD of `parts` goes by (its claims, orphan record and lock): a key of
+/// capacity 1 if it names one — a QUERY of it then names this hold alone — else its
+/// first.
+pub(crate) fn hold_key(parts: &[HoldPart]) -> &str {
+    &parts.iter().find(|p| p.capacity == 1).unwrap_or(&parts[0]).key
 }
 
 /// Nothing was sent: no connection took it in time, or none can (a lasting mistake).

@@ -78,6 +78,8 @@ pub enum Action<W> {
     Net(NetEvent),
     /// The operation `op` ended: hand `outcome` to the caller waiting as `waker`.
     Complete { waker: W, op: OpId, outcome: Outcome },
+    /// A waiting hold's place in line, for its caller's function (outside the lock).
+    Place(crate::client::place::PlaceNews),
     /// The client closed and its background work is done: stop every thread.
     Shutdown,
 }

@@ -34,6 +34,7 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+pub(crate) use acquire::hold_key;
 pub use acquire::CONNECT_WAIT_MIN;
 pub use cx::{Action, Config, Granted, Outcome, Resolved, PING_ANSWER_TIMEOUT};
 pub use domain_record::SEED_SETTLE_MAX;
@@ -130,6 +131,26 @@ impl<W> Core<W> {
         let now = self.advance(now);
         self.world.claims.acquire_started(key, owner);
         let op = AcquireOp::new(key.to_owned(), Arc::clone(owner), lease_s, wait, send_by, now);
+        let id = self.spawn(Some(waker), Kind::Acquire(op));
+        self.settle();
+        id
+    }
+
+    /// Starts a HOLD of `parts` (checked), its places in line to `on_place` if given.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn hold(
+        &mut self,
+        waker: W,
+        parts: Vec<crate::proto::frame::HoldPart>,
+        on_place: Option<crate::client::place::OnPlace>,
+        owner: &Arc<str>,
+        lease_s: u8,
+        wait: Duration,
+        now: Instant,
+    ) -> OpId {
+        let now = self.advance(now);
+        let op = AcquireOp::hold(parts, on_place, Arc::clone(owner), lease_s, wait, now);
+        self.world.claims.acquire_started(op.key(), owner);
         let id = self.spawn(Some(waker), Kind::Acquire(op));
         self.settle();
         id
@@ -256,6 +277,20 @@ impl<W> Core<W> {
             if id == 0 {
                 log::warn!("{}: connection-level error {response:?}", net.name(session));
                 net.kill(session);
+                continue;
+            }
+            if let Response::InLine { ahead, grants_per_ks } = response {
+                // News before the answer: the request stays pending.
+                let op =
+                    net.session(session).and_then(|s| s.pending_entry(id)).and_then(|p| match p.waiting {
+                        Waiting::Op(op) => Some(op),
+                        _ => None,
+                    });
+                let news = op.and_then(|op| match self.ops.kind(op) {
+                    Some(Kind::Acquire(a)) => a.place_news(crate::client::Place::new(ahead, grants_per_ks)),
+                    _ => None,
+                });
+                self.actions.extend(news.map(Action::Place));
                 continue;
             }
             let Some(pending) = net.session_mut(session).and_then(|s| s.answered(id)) else {

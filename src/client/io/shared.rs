@@ -77,6 +77,7 @@ pub(super) enum Work {
     Kill(Arc<Conn>),
     WakeDriver,
     Stop(Vec<Arc<Conn>>),
+    Place(crate::client::place::PlaceNews),
 }
 
 impl Shared {
@@ -204,6 +205,7 @@ impl Shared {
         for item in work {
             match item {
                 Work::Wake(waker, op, outcome) => waker.wake(op, outcome),
+                Work::Place(news) => news.deliver(),
                 Work::Kill(conn) => conn.kill(),
                 Work::Flush(conn) => self.flush(&conn, mode),
                 Work::WakeDriver => {
@@ -350,6 +352,7 @@ impl State {
                     // The thread ends once it is idle (its channel closed).
                     self.slots.remove(&slot);
                 }
+                Action::Place(news) => work.push(Work::Place(news)),
                 Action::Shutdown => {
                     self.slots.clear();
                     work.push(Work::Stop(self.conns.values().cloned().collect()));
