@@ -602,7 +602,10 @@ void ticketing_client_free(struct ticketing_client *client);
 /**
  * Acquires `key` for lease_ns (whole seconds, 1..=250 s, in nanoseconds), queueing at
  * most wait_ns (0..=300 s in nanoseconds; 0 is one immediate try). Wraps
- * Client::acquire, which checks both.
+ * Client::acquire, which checks both: as every blocking call here, it is its future
+ * (ticketing_acquire_start) started and waited for as
+ * ticketing_future_block_until_ready waits, then read as ticketing_future_get_lock
+ * reads it.
  *
  * TICKETING_OK: *lock_out is the held lock (free it with ticketing_lock_free; release it
  * with ticketing_lock_release first, or freeing it releases it in the background).
@@ -628,8 +631,8 @@ int ticketing_acquire(const struct ticketing_client *client,
 /**
  * Finds out, without sending it again, whether the indeterminate acquire `error` (a
  * TICKETING_INDETERMINATE error from ticketing_acquire) holds its key after all. Wraps
- * Client::resolve: it waits until the acquire's grant can no longer happen (its send
- * instant + its wait + 5 s), then asks the leader.
+ * Client::resolve (ticketing_resolve_start, waited for): it waits until the acquire's
+ * grant can no longer happen (its send instant + its wait + 5 s), then asks the leader.
  *
  * *resolution_out: TICKETING_HELD (*lock_out is the lock, adopted: free it as any
  * other), TICKETING_NOT_HELD, or TICKETING_UNKNOWN (not known within timeout_ms: do not
@@ -651,8 +654,9 @@ int ticketing_resolve(const struct ticketing_client *client,
 
 /**
  * Releases `key` held by this handle's owner under `token` (a token kept elsewhere; the
- * CLI's `release`). Wraps Client::release. Outcomes and errors as ticketing_lock_release.
- * Blocks at most the release deadline, 5 s.
+ * CLI's `release`). Wraps Client::release (ticketing_release_start, waited for).
+ * Outcomes and errors as ticketing_lock_release. Blocks at most the release deadline,
+ * 5 s.
  *
  * # Safety
  * `client` is NULL or a client handle; `key` NULL or a C string; out-pointers
@@ -665,7 +669,8 @@ int ticketing_release(const struct ticketing_client *client,
                       struct ticketing_error **error_out);
 
 /**
- * Who holds `key`, linearizably (answered by the leader). Wraps Client::query.
+ * Who holds `key`, linearizably (answered by the leader). Wraps Client::query
+ * (ticketing_query_start, waited for).
  * *held_out is 1 and *holder_out filled when the key is held, 0 when it is free
  * (holder_out untouched). held_out must not be NULL; holder_out may be NULL.
  * Errors: TICKETING_UNAVAILABLE, TICKETING_NO_ANSWER, TICKETING_INVALID, ...
@@ -773,7 +778,9 @@ int ticketing_future_is_ready(const struct ticketing_future *future);
 /**
  * Waits until the future is ready (*ready_out 1) or timeout_ms passes (*ready_out 0); a
  * negative timeout_ms waits as long as it takes (every operation ends by its own
- * deadline). ready_out may be NULL. Blocks at most timeout_ms.
+ * deadline). ready_out may be NULL. The wait is the blocking calls' own: the calling
+ * thread's wait check (ticketing_set_wait_check), when it says stop, cancels the
+ * operation, which makes the future ready. Blocks at most timeout_ms.
  *
  * # Safety
  * `future` is NULL or a future handle; out-pointers NULL or writable.
@@ -908,7 +915,8 @@ size_t ticketing_queue_take(struct ticketing_queue *queue, uint64_t *tags, size_
 void ticketing_queue_free(struct ticketing_queue *queue);
 
 /**
- * Releases the lock and waits for the server's answer. Wraps Lock::release.
+ * Releases the lock and waits for the server's answer. Wraps Lock::release
+ * (ticketing_lock_release_start, waited for).
  * *outcome_out (may be NULL): TICKETING_RELEASED, TICKETING_NOT_HOLDER or
  * TICKETING_RELEASED_OR_EXPIRED; the lock is released for good then. Errors:
  * TICKETING_UNCONFIRMED (sent, no answer: the key may still be held; the client keeps
@@ -1063,8 +1071,9 @@ int ticketing_set_logger(ticketing_log_fn log_fn,
 
 /**
  * From now on, a blocking call (ticketing_acquire, ticketing_lock_release,
- * ticketing_release, ticketing_query, ticketing_resolve) made by the calling thread that
- * waits longer than slice_ms calls check(ctx) every slice_ms on that thread — to run the
+ * ticketing_release, ticketing_query, ticketing_resolve) or a
+ * ticketing_future_block_until_ready made by the calling thread that waits longer than
+ * slice_ms calls check(ctx) every slice_ms on that thread — to run the
  * host's own signal handling, as the Python package runs Python's (Ctrl-C) on its main
  * thread, or to see that the thread was interrupted. Each thread sets its own check. A nonzero return stops the wait at once: the operation is
  * cancelled by the rule of ticketing_future_cancel (an acquire not yet sent ends
@@ -1072,7 +1081,8 @@ int ticketing_set_logger(ticketing_log_fn log_fn,
  * TICKETING_CAUSE_CANCELLED, its grant, if any, released by the client; a query
  * TICKETING_CANCELLED; a resolve TICKETING_UNKNOWN; a release goes on in the background
  * and the call returns TICKETING_CANCELLED, the lock releasable again), and the call
- * returns that outcome. A call whose outcome comes within slice_ms never calls check.
+ * returns that outcome (ticketing_future_block_until_ready: the future is ready with
+ * it). A call whose outcome comes within slice_ms never calls check.
  * check NULL removes the thread's check. slice_ms is 1..=60 000.
  * Errors: TICKETING_INVALID. Never blocks.
  *

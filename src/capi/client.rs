@@ -1,17 +1,17 @@
 //! The client handle (`ticketing_client`) and the blocking operations started on it:
-//! acquire, resolve, release by token, query.
+//! acquire, resolve, release by token, query — each its future started and waited for
+//! (`future::run`, `operation.rs`).
 
 use std::ffi::{c_char, c_int, CString};
 use std::ptr;
 
 use super::abi::*;
-use super::boundary::{duration, duration_ns, guard, optional_text, put, required, text};
+use super::boundary::{duration, guard, optional_text, put, required, text};
 use super::error::{c_string, Failure};
+use super::future::run;
 use super::handle::{self, Kind, Opaque};
-use super::lock::{outcome_code, LockHandle};
-use crate::client::{
-    Client, HolderInfo, Resolution, Words, C_WORDS, GO_WORDS, JAVA_WORDS, NODE_WORDS, PYTHON_WORDS,
-};
+use super::operation;
+use crate::client::{Client, HolderInfo, Words, C_WORDS, GO_WORDS, JAVA_WORDS, NODE_WORDS, PYTHON_WORDS};
 
 /// `ticketing_client`.
 #[doc(hidden)]
@@ -350,7 +350,10 @@ pub unsafe extern "C" fn ticketing_client_free(client: *mut ticketing_client) {
 
 /// Acquires `key` for lease_ns (whole seconds, 1..=250 s, in nanoseconds), queueing at
 /// most wait_ns (0..=300 s in nanoseconds; 0 is one immediate try). Wraps
-/// Client::acquire, which checks both.
+/// Client::acquire, which checks both: as every blocking call here, it is its future
+/// (ticketing_acquire_start) started and waited for as
+/// ticketing_future_block_until_ready waits, then read as ticketing_future_get_lock
+/// reads it.
 ///
 /// TICKETING_OK: *lock_out is the held lock (free it with ticketing_lock_free; release it
 /// with ticketing_lock_release first, or freeing it releases it in the background).
@@ -377,20 +380,15 @@ pub unsafe extern "C" fn ticketing_acquire(
     unsafe { put(lock_out, ptr::null_mut()) };
     guard(error_out, || {
         let lock_out = required(lock_out, "lock_out")?;
-        let client = unsafe { handle::hold(client, "client") }?;
-        let key = unsafe { text(key, "key") }?;
-        let lease = duration_ns(lease_ns, "lease")?;
-        let wait = duration_ns(wait_ns, "wait")?;
-        let lock = client.value.client.acquire(key, lease, wait)?;
-        unsafe { put(lock_out, handle::into_raw(LockHandle::new(lock))) };
-        Ok(())
+        let value = run(unsafe { operation::acquire(client, key, lease_ns, wait_ns) }?)?;
+        unsafe { operation::put_lock(value, lock_out) }
     })
 }
 
 /// Finds out, without sending it again, whether the indeterminate acquire `error` (a
 /// TICKETING_INDETERMINATE error from ticketing_acquire) holds its key after all. Wraps
-/// Client::resolve: it waits until the acquire's grant can no longer happen (its send
-/// instant + its wait + 5 s), then asks the leader.
+/// Client::resolve (ticketing_resolve_start, waited for): it waits until the acquire's
+/// grant can no longer happen (its send instant + its wait + 5 s), then asks the leader.
 ///
 /// *resolution_out: TICKETING_HELD (*lock_out is the lock, adopted: free it as any
 /// other), TICKETING_NOT_HELD, or TICKETING_UNKNOWN (not known within timeout_ms: do not
@@ -415,30 +413,15 @@ pub unsafe extern "C" fn ticketing_resolve(
     guard(error_out, || {
         let resolution_out = required(resolution_out, "resolution_out")?;
         let lock_out = required(lock_out, "lock_out")?;
-        let client = unsafe { handle::hold(client, "client") }?;
-        let error = unsafe { handle::hold_error(error, "error") }?;
-        let timeout = duration(timeout_ms, "timeout_ms")?;
-        let resolution = match error.as_ref().and_then(|e| e.value.acquire.as_ref()) {
-            Some(attempt) => client.value.client.resolve(attempt, timeout),
-            // Any error but an indeterminate acquire is definitive (Client::resolve).
-            None => Resolution::NotHeld,
-        };
-        let code = match resolution {
-            Resolution::Held(lock) => {
-                unsafe { put(lock_out, handle::into_raw(LockHandle::new(lock))) };
-                TICKETING_HELD as c_int
-            }
-            Resolution::NotHeld => TICKETING_NOT_HELD as c_int,
-            Resolution::Unknown => TICKETING_UNKNOWN as c_int,
-        };
-        unsafe { put(resolution_out, code) };
-        Ok(())
+        let value = run(unsafe { operation::resolve(client, error, timeout_ms) }?)?;
+        unsafe { operation::put_resolve(value, resolution_out, lock_out) }
     })
 }
 
 /// Releases `key` held by this handle's owner under `token` (a token kept elsewhere; the
-/// CLI's `release`). Wraps Client::release. Outcomes and errors as ticketing_lock_release.
-/// Blocks at most the release deadline, 5 s.
+/// CLI's `release`). Wraps Client::release (ticketing_release_start, waited for).
+/// Outcomes and errors as ticketing_lock_release. Blocks at most the release deadline,
+/// 5 s.
 ///
 /// # Safety
 /// `client` is NULL or a client handle; `key` NULL or a C string; out-pointers
@@ -452,15 +435,13 @@ pub unsafe extern "C" fn ticketing_release(
     error_out: *mut *mut ticketing_error,
 ) -> c_int {
     guard(error_out, || {
-        let client = unsafe { handle::hold(client, "client") }?;
-        let key = unsafe { text(key, "key") }?;
-        let outcome = client.value.client.release(key, token)?;
-        unsafe { put(outcome_out, outcome_code(outcome)) };
-        Ok(())
+        let value = run(unsafe { operation::release(client, key, token) }?)?;
+        unsafe { operation::put_release(value, outcome_out) }
     })
 }
 
-/// Who holds `key`, linearizably (answered by the leader). Wraps Client::query.
+/// Who holds `key`, linearizably (answered by the leader). Wraps Client::query
+/// (ticketing_query_start, waited for).
 /// *held_out is 1 and *holder_out filled when the key is held, 0 when it is free
 /// (holder_out untouched). held_out must not be NULL; holder_out may be NULL.
 /// Errors: TICKETING_UNAVAILABLE, TICKETING_NO_ANSWER, TICKETING_INVALID, ...
@@ -479,13 +460,7 @@ pub unsafe extern "C" fn ticketing_query(
 ) -> c_int {
     guard(error_out, || {
         let held_out = required(held_out, "held_out")?;
-        let client = unsafe { handle::hold(client, "client") }?;
-        let key = unsafe { text(key, "key") }?;
-        let holder = client.value.client.query(key)?;
-        if let (Some(info), Some(out)) = (&holder, unsafe { holder_out.as_mut() }) {
-            out.fill(info);
-        }
-        unsafe { put(held_out, c_int::from(holder.is_some())) };
-        Ok(())
+        let value = run(unsafe { operation::query(client, key) }?)?;
+        unsafe { operation::put_query(value, held_out, holder_out) }
     })
 }

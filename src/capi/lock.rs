@@ -7,8 +7,9 @@ use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use super::abi::*;
-use super::boundary::{getter, guard, millis, put};
+use super::boundary::{getter, guard, millis};
 use super::error::{c_string, Failure};
+use super::future::run;
 use super::handle::{self, Kind, Opaque};
 use crate::client::{Lock, ReleaseOutcome};
 
@@ -73,15 +74,6 @@ impl LockHandle {
             *self.slot() = Some(lock);
         }
     }
-
-    /// Releases the lock once: an outcome, or an error after which the lock is
-    /// releasable again (put back) unless the server refused it as invalid.
-    pub(super) fn release(&self) -> Result<ReleaseOutcome, Failure> {
-        let mut lock = self.take_for_release()?;
-        let result = lock.try_release();
-        self.after_release(lock);
-        Ok(result?)
-    }
 }
 
 /// `TICKETING_RELEASED`, `TICKETING_NOT_HOLDER` or `TICKETING_RELEASED_OR_EXPIRED`.
@@ -89,7 +81,8 @@ pub(super) fn outcome_code(outcome: ReleaseOutcome) -> c_int {
     super::abi::ticketing_release_outcome::of(outcome) as c_int
 }
 
-/// Releases the lock and waits for the server's answer. Wraps Lock::release.
+/// Releases the lock and waits for the server's answer. Wraps Lock::release
+/// (ticketing_lock_release_start, waited for).
 /// *outcome_out (may be NULL): TICKETING_RELEASED, TICKETING_NOT_HOLDER or
 /// TICKETING_RELEASED_OR_EXPIRED; the lock is released for good then. Errors:
 /// TICKETING_UNCONFIRMED (sent, no answer: the key may still be held; the client keeps
@@ -115,10 +108,8 @@ pub unsafe extern "C" fn ticketing_lock_release(
     error_out: *mut *mut ticketing_error,
 ) -> c_int {
     guard(error_out, || {
-        let lock = unsafe { handle::hold(lock.cast_const(), "lock") }?;
-        let outcome = lock.value.release()?;
-        unsafe { put(outcome_out, outcome_code(outcome)) };
-        Ok(())
+        let value = run(unsafe { super::operation::lock_release(lock) }?)?;
+        unsafe { super::operation::put_release(value, outcome_out) }
     })
 }
 

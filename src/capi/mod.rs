@@ -14,6 +14,12 @@
 //! (a release takes it out for its length), `ticketing_error` an immutable
 //! [`ErrorHandle`]. The functions live beside their handle: `client.rs`, `lock.rs`,
 //! `error.rs`; the logger and the panic hook in `logging.rs`.
+//!
+//! Each operation (acquire, the two releases, query, resolve) is written once, in
+//! `operation.rs`: its arguments, its start, what its outcome puts out. Its future's
+//! start and getter (`future.rs`) and its blocking call are made of those, and a
+//! blocking call is its future started and waited for in the one place a thread waits
+//! (`future.rs`), so a blocking call and its future cannot differ.
 
 // The declared values first, then the functions in the order the header shows them.
 mod abi;
@@ -21,6 +27,8 @@ mod abi;
 mod client;
 
 mod future;
+
+mod operation;
 
 mod queue;
 
