@@ -29,10 +29,10 @@
  * caller and freed with the matching *_free function: ticketing_client_free,
  * ticketing_lock_free, ticketing_error_free. Strings returned by getters
  * (ticketing_lock_key, ticketing_error_message, ...) belong to their handle and stay
- * valid until it is freed; never free them. ticketing_version_string() and
- * ticketing_kind_name() return static strings. Strings passed in are only read during
- * the call and never kept: copy-in, nothing to keep alive. Passing NULL to a *_free
- * function does nothing.
+ * valid until it is freed; never free them. ticketing_version_string() and the *_name
+ * functions return static strings (a *_name function NULL for a number outside its
+ * table). Strings passed in are only read during the call and never kept: copy-in,
+ * nothing to keep alive. Passing NULL to a *_free function does nothing.
  *
  * Input. Strings are NUL-terminated UTF-8. A NULL where a value is required, a string
  * that is not UTF-8, or a number out of range is TICKETING_INVALID with a message
@@ -85,9 +85,10 @@
 /**
  * The ABI version this header describes; ticketing_version() returns the library's. A
  * binding checks that the two are equal before its first call. Version 2: an acquire's
- * lease and wait are nanoseconds.
+ * lease and wait are nanoseconds. Version 3: a *_name function returns NULL for a
+ * number outside its table (the end of the table), never a name.
  */
-#define TICKETING_ABI_VERSION 2
+#define TICKETING_ABI_VERSION 3
 
 /**
  * Nanoseconds in a second: an acquire's lease and wait are nanoseconds
@@ -446,8 +447,14 @@ const char *ticketing_version_string(void);
 /**
  * The name of a status or error kind: "ok", "busy", "timeout", "not_leader", "invalid",
  * "overloaded", "unavailable", "indeterminate", "no_answer", "unconfirmed",
- * "queue_full", "protocol", "refused", "config", "internal", "cancelled"; "unknown" for any other
- * number. Static string.
+ * "queue_full", "protocol", "refused", "config", "internal", "cancelled". Static
+ * string.
+ *
+ * Every *_name function (this one, ticketing_cause_name,
+ * ticketing_release_outcome_name, ticketing_resolution_name) returns NULL for a number
+ * outside its table, and a name for each number in it, without a gap: kinds from 0,
+ * the others from 1. A binding reads a table by asking from its first number until
+ * NULL, so a value added to the library reaches it with no edit.
  */
 const char *ticketing_kind_name(int kind);
 
@@ -462,20 +469,20 @@ int ticketing_kind_is_definitive(int kind);
 
 /**
  * The name of a TICKETING_CAUSE_* value: "connection_lost", "server_unknown",
- * "no_answer", "protocol_violation", "expired_on_arrival", "cancelled"; "unknown" for
- * any other number. Static string.
+ * "no_answer", "protocol_violation", "expired_on_arrival", "cancelled"; NULL for any
+ * other number (0: not indeterminate). Static string.
  */
 const char *ticketing_cause_name(int cause);
 
 /**
  * The name of a release outcome: "released", "not_holder", "released_or_expired";
- * "unknown" for any other number. Static string.
+ * NULL for any other number. Static string.
  */
 const char *ticketing_release_outcome_name(int outcome);
 
 /**
- * The name of a resolution: "held", "not_held", "unknown" (TICKETING_UNKNOWN, and any
- * other number). Static string.
+ * The name of a resolution: "held", "not_held", "unknown" (TICKETING_UNKNOWN, a
+ * resolution like the others); NULL for any other number. Static string.
  */
 const char *ticketing_resolution_name(int resolution);
 
