@@ -694,6 +694,32 @@ int ticketing_query(const struct ticketing_client *client,
                     struct ticketing_error **error_out);
 
 /**
+ * Releases the lock and waits for the server's answer. Wraps Lock::release
+ * (ticketing_lock_release_start, waited for).
+ * *outcome_out (may be NULL): TICKETING_RELEASED, TICKETING_NOT_HOLDER or
+ * TICKETING_RELEASED_OR_EXPIRED; the lock is released for good then. Errors:
+ * TICKETING_UNCONFIRMED (sent, no answer: the key may still be held; the client keeps
+ * checking and releases it), TICKETING_UNAVAILABLE (no server could take it: never
+ * sent; at once when every connection failed with a lasting mistake),
+ * TICKETING_QUEUE_FULL (never sent), TICKETING_INVALID (released already, a release
+ * of it under way on another thread, or refused by the server as invalid).
+ * After any error but TICKETING_INVALID the lock stays releasable: call
+ * ticketing_lock_release again (a retry after TICKETING_UNCONFIRMED or
+ * TICKETING_UNAVAILABLE that gets `N` reports TICKETING_RELEASED_OR_EXPIRED: the first
+ * attempt, or the client's own check, may have released it), or
+ * free it, which hands the release to the background queue. ticketing_error_is_retryable
+ * says whether a retry soon may succeed (1 for a passing TICKETING_UNAVAILABLE and for
+ * TICKETING_QUEUE_FULL). The handle stays allocated either way: free it with
+ * ticketing_lock_free. Blocks at most the release deadline, 5 s.
+ *
+ * # Safety
+ * `lock` is NULL or a lock handle; out-pointers NULL or writable.
+ */
+int ticketing_lock_release(struct ticketing_lock *lock,
+                           int *outcome_out,
+                           struct ticketing_error **error_out);
+
+/**
  * The checks ticketing_acquire_start makes of its arguments (the limits of the lease,
  * the wait and the key), alone: no client, no future, no I/O. TICKETING_OK, or
  * TICKETING_INVALID naming the argument. A binding that shortens the wait it starts with
@@ -920,32 +946,6 @@ size_t ticketing_queue_take(struct ticketing_queue *queue, uint64_t *tags, size_
  * `queue` is NULL or a queue handle, not used afterwards.
  */
 void ticketing_queue_free(struct ticketing_queue *queue);
-
-/**
- * Releases the lock and waits for the server's answer. Wraps Lock::release
- * (ticketing_lock_release_start, waited for).
- * *outcome_out (may be NULL): TICKETING_RELEASED, TICKETING_NOT_HOLDER or
- * TICKETING_RELEASED_OR_EXPIRED; the lock is released for good then. Errors:
- * TICKETING_UNCONFIRMED (sent, no answer: the key may still be held; the client keeps
- * checking and releases it), TICKETING_UNAVAILABLE (no server could take it: never
- * sent; at once when every connection failed with a lasting mistake),
- * TICKETING_QUEUE_FULL (never sent), TICKETING_INVALID (released already, a release
- * of it under way on another thread, or refused by the server as invalid).
- * After any error but TICKETING_INVALID the lock stays releasable: call
- * ticketing_lock_release again (a retry after TICKETING_UNCONFIRMED or
- * TICKETING_UNAVAILABLE that gets `N` reports TICKETING_RELEASED_OR_EXPIRED: the first
- * attempt, or the client's own check, may have released it), or
- * free it, which hands the release to the background queue. ticketing_error_is_retryable
- * says whether a retry soon may succeed (1 for a passing TICKETING_UNAVAILABLE and for
- * TICKETING_QUEUE_FULL). The handle stays allocated either way: free it with
- * ticketing_lock_free. Blocks at most the release deadline, 5 s.
- *
- * # Safety
- * `lock` is NULL or a lock handle; out-pointers NULL or writable.
- */
-int ticketing_lock_release(struct ticketing_lock *lock,
-                           int *outcome_out,
-                           struct ticketing_error **error_out);
 
 /**
  * The fencing token: larger than every earlier grant's. Pass it to every write the

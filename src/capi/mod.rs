@@ -17,14 +17,16 @@
 //!
 //! Each operation (acquire, the two releases, query, resolve) is written once, in
 //! `operation.rs`: its arguments, its start, what its outcome puts out. Its future's
-//! start and getter (`future.rs`) and its blocking call are made of those, and a
-//! blocking call is its future started and waited for in the one place a thread waits
-//! (`future.rs`), so a blocking call and its future cannot differ.
+//! start and getter (`future.rs`) and its blocking call (`blocking.rs`) are made of
+//! those, and a blocking call is its future started and waited for in the one place a
+//! thread waits (`future.rs`), so a blocking call and its future cannot differ.
 
 // The declared values first, then the functions in the order the header shows them.
 mod abi;
 
 mod client;
+
+mod blocking;
 
 mod future;
 
@@ -49,6 +51,7 @@ mod tests;
 use std::ffi::{c_char, c_int, CStr};
 
 pub use abi::*;
+pub use blocking::*;
 pub use client::*;
 pub use error::*;
 pub use error_getters::*;
