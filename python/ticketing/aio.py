@@ -33,7 +33,7 @@ from typing import Any, Callable, Dict, Optional, Sequence, Tuple, Type, TypeVar
 from . import _native as n
 from . import client as sync
 from .client import Holder, ReleaseOutcome
-from .errors import Error, Indeterminate, NotHolder, from_handle
+from .errors import Error, Indeterminate, from_handle
 
 T = TypeVar("T")
 
@@ -170,11 +170,7 @@ async def _release_at_exit(lock: Lock, failed: bool) -> None:
         if failed:
             return
         raise
-    if outcome == "not_holder" and not failed:
-        raise NotHolder(
-            f"the lease on {lock.key!r} (token {lock.token}) had ended before the block did: the key "
-            "may have been granted to someone else meanwhile; only the fencing token protected the writes"
-        )
+    sync._check_exit_outcome(lock.key, lock.token, outcome, failed)
 
 
 class LockContext:

@@ -345,9 +345,15 @@ def _release_at_exit(lock: Lock, failed: bool) -> None:
         if failed:
             return  # the block's own exception goes on
         raise
+    _check_exit_outcome(lock.key, lock.token, outcome, failed)
+
+
+def _check_exit_outcome(key: str, token: int, outcome: ReleaseOutcome, failed: bool) -> None:
+    """A release's outcome at the end of a block (``with``, ``async with``): "not_holder"
+    is an error unless the block is already failing."""
     if outcome == "not_holder" and not failed:
         raise NotHolder(
-            f"the lease on {lock.key!r} (token {lock.token}) had ended before the block did: the key "
+            f"the lease on {key!r} (token {token}) had ended before the block did: the key "
             "may have been granted to someone else meanwhile; only the fencing token protected the writes"
         )
 
