@@ -9,8 +9,6 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender};
 
-#[cfg(doc)]
-use super::cell::waiting_after;
 use super::cell::{wait_check, waits_after, Cell, Completion, Waker};
 use super::conn::{Conn, Job};
 use super::dial::Dialer;
@@ -199,7 +197,7 @@ impl Shared {
     /// frame, and gathers what a burst of starts queues meanwhile into one write — from
     /// one event loop, 64 concurrent acquire+release loops made 1.5× the pairs/s of
     /// writing each frame from the loop itself, for ~30 µs more per lone request.
-    /// A thread that waits for the outcome at once ([`waiting_after`]) writes the frame
+    /// A thread that waits for the outcome at once (`cell::waiting_after`) writes the frame
     /// itself, as [`Shared::call`] does.
     pub(crate) fn start<R>(
         self: &Arc<Self>,
