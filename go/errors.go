@@ -43,12 +43,22 @@ const (
 	KindNotHolder Kind = 1000
 )
 
-// String is the C ABI's name of the kind ("busy", "timeout", "not_leader", ...).
+// String is the C ABI's name of the kind ("busy", "timeout", "not_leader", ...;
+// "unknown" for a number the library has no kind of).
 func (k Kind) String() string {
 	if k == KindNotHolder {
 		return "not_holder"
 	}
-	return C.GoString(C.ticketing_kind_name(C.int(k)))
+	return nameOr(C.ticketing_kind_name(C.int(k)), "unknown")
+}
+
+// nameOr is a name from the library's tables (ticketing_kind_name, ...), or other where
+// the library has none: its *_name functions return NULL past the end of their table.
+func nameOr(name *C.char, other string) string {
+	if name == nil {
+		return other
+	}
+	return C.GoString(name)
 }
 
 // The sentinels, one per kind: errors.Is(err, ticketing.ErrBusy).
@@ -167,10 +177,7 @@ func (ind *IndeterminateError) Unwrap() error { return ind.Err }
 // causeName is the library's name of an indeterminate acquire's cause
 // (ticketing_cause_name), "" for none.
 func causeName(cause C.int) string {
-	if name := C.GoString(C.ticketing_cause_name(cause)); name != "unknown" {
-		return name
-	}
-	return ""
+	return nameOr(C.ticketing_cause_name(cause), "")
 }
 
 // Resolve waits until this acquire's grant can no longer happen (its send instant + its
@@ -195,7 +202,7 @@ func (ind *IndeterminateError) Resolve(ctx context.Context) (*Lock, error) {
 	ind.native.mu.Lock()
 	var f *C.ticketing_future
 	var e *C.ticketing_error
-	rc := C.ticketing_resolve_start(c.h, ind.native.p, C.int64_t(timeout.Milliseconds()), &f, &e)
+	rc := C.ticketing_resolve_start(c.h, ind.native.p, millis(timeout), &f, &e)
 	ind.native.mu.Unlock()
 	runtime.KeepAlive(ind.native)
 	c.mu.RUnlock()

@@ -28,9 +28,9 @@ const (
 )
 
 // String is the library's name of the outcome ("released", "not_holder",
-// "released_or_expired"; "unknown" for another number).
+// "released_or_expired"; "unknown" for another number, where the library has none).
 func (o ReleaseOutcome) String() string {
-	return C.GoString(C.ticketing_release_outcome_name(C.int(o)))
+	return nameOr(C.ticketing_release_outcome_name(C.int(o)), "unknown")
 }
 
 // Lock is a held lock. A Lock dropped unreleased is released in the background once the
@@ -111,10 +111,9 @@ func (l *Lock) Release(ctx context.Context) (ReleaseOutcome, error) {
 	}
 	fu := watch(f)
 	defer fu.free()
-	ctxErr := fu.wait(ctx)
-	var outcome C.int
-	if rc := C.ticketing_future_get_release(f, &outcome, &e); rc != C.TICKETING_OK {
-		return 0, l.client.failure(rc, e, ctxErr)
+	outcome, err := l.client.released(fu, fu.wait(ctx))
+	if err != nil {
+		return 0, err
 	}
 	l.mu.Lock()
 	if l.h == h {
@@ -122,5 +121,5 @@ func (l *Lock) Release(ctx context.Context) (ReleaseOutcome, error) {
 		l.h = nil
 	}
 	l.mu.Unlock()
-	return ReleaseOutcome(outcome), nil
+	return outcome, nil
 }

@@ -177,6 +177,9 @@ func (c *Client) WithOwner(owner string) (*Client, error) {
 // Owner is the owner this client acquires as.
 func (c *Client) Owner() string { return c.owner }
 
+// closeTimeout is how long Close waits for the releases still to make.
+const closeTimeout = 5 * time.Second
+
 // Close waits until every release the client still has to make is finished (at most
 // 5 s), then frees the native client. Locks taken through it stay valid; any later call
 // on the client is ErrInvalid. A second Close does nothing.
@@ -187,7 +190,7 @@ func (c *Client) Close() error {
 		return nil
 	}
 	var e *C.ticketing_error
-	rc := C.ticketing_client_close(c.h, 5000, nil, &e)
+	rc := C.ticketing_client_close(c.h, millis(closeTimeout), nil, &e)
 	C.ticketing_client_free(c.h)
 	c.h = nil
 	if rc != C.TICKETING_OK {
@@ -283,6 +286,17 @@ func nanos(d time.Duration) C.int64_t {
 	return C.int64_t(d)
 }
 
+// millis is a local timeout (a resolve's, a close's) in the C ABI's whole milliseconds,
+// a sub-millisecond rest rounded up as every binding rounds it (docs/architecture.md):
+// a timeout never ends before the duration asked for.
+func millis(d time.Duration) C.int64_t {
+	ms := d / time.Millisecond
+	if d%time.Millisecond > 0 {
+		ms++
+	}
+	return C.int64_t(ms)
+}
+
 // WithLock acquires key (as Acquire), runs fn with the lock, and releases it when fn
 // returns or panics. It returns fn's error; else the release's error, or ErrNotHolder
 // when the lease had ended before the release (only the fencing token protected the
@@ -361,7 +375,12 @@ func (c *Client) Release(ctx context.Context, key string, token uint64) (Release
 		return 0, err
 	}
 	defer fu.free()
-	ctxErr := fu.wait(ctx)
+	return c.released(fu, fu.wait(ctx))
+}
+
+// released reads a ready release future, of Lock.Release or of Client.Release (ctxErr:
+// its ctx's error when the ctx ended the wait).
+func (c *Client) released(fu *future, ctxErr error) (ReleaseOutcome, error) {
 	var outcome C.int
 	var e *C.ticketing_error
 	if rc := C.ticketing_future_get_release(fu.f, &outcome, &e); rc != C.TICKETING_OK {

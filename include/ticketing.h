@@ -29,10 +29,10 @@
  * caller and freed with the matching *_free function: ticketing_client_free,
  * ticketing_lock_free, ticketing_error_free. Strings returned by getters
  * (ticketing_lock_key, ticketing_error_message, ...) belong to their handle and stay
- * valid until it is freed; never free them. ticketing_version_string() and
- * ticketing_kind_name() return static strings. Strings passed in are only read during
- * the call and never kept: copy-in, nothing to keep alive. Passing NULL to a *_free
- * function does nothing.
+ * valid until it is freed; never free them. ticketing_version_string() and the *_name
+ * functions return static strings (a *_name function NULL for a number outside its
+ * table). Strings passed in are only read during the call and never kept: copy-in,
+ * nothing to keep alive. Passing NULL to a *_free function does nothing.
  *
  * Input. Strings are NUL-terminated UTF-8. A NULL where a value is required, a string
  * that is not UTF-8, or a number out of range is TICKETING_INVALID with a message
@@ -85,9 +85,10 @@
 /**
  * The ABI version this header describes; ticketing_version() returns the library's. A
  * binding checks that the two are equal before its first call. Version 2: an acquire's
- * lease and wait are nanoseconds.
+ * lease and wait are nanoseconds. Version 3: a *_name function returns NULL for a
+ * number outside its table (the end of the table), never a name.
  */
-#define TICKETING_ABI_VERSION 2
+#define TICKETING_ABI_VERSION 3
 
 /**
  * Nanoseconds in a second: an acquire's lease and wait are nanoseconds
@@ -446,8 +447,14 @@ const char *ticketing_version_string(void);
 /**
  * The name of a status or error kind: "ok", "busy", "timeout", "not_leader", "invalid",
  * "overloaded", "unavailable", "indeterminate", "no_answer", "unconfirmed",
- * "queue_full", "protocol", "refused", "config", "internal", "cancelled"; "unknown" for any other
- * number. Static string.
+ * "queue_full", "protocol", "refused", "config", "internal", "cancelled". Static
+ * string.
+ *
+ * Every *_name function (this one, ticketing_cause_name,
+ * ticketing_release_outcome_name, ticketing_resolution_name) returns NULL for a number
+ * outside its table, and a name for each number in it, without a gap: kinds from 0,
+ * the others from 1. A binding reads a table by asking from its first number until
+ * NULL, so a value added to the library reaches it with no edit.
  */
 const char *ticketing_kind_name(int kind);
 
@@ -462,20 +469,20 @@ int ticketing_kind_is_definitive(int kind);
 
 /**
  * The name of a TICKETING_CAUSE_* value: "connection_lost", "server_unknown",
- * "no_answer", "protocol_violation", "expired_on_arrival", "cancelled"; "unknown" for
- * any other number. Static string.
+ * "no_answer", "protocol_violation", "expired_on_arrival", "cancelled"; NULL for any
+ * other number (0: not indeterminate). Static string.
  */
 const char *ticketing_cause_name(int cause);
 
 /**
  * The name of a release outcome: "released", "not_holder", "released_or_expired";
- * "unknown" for any other number. Static string.
+ * NULL for any other number. Static string.
  */
 const char *ticketing_release_outcome_name(int outcome);
 
 /**
- * The name of a resolution: "held", "not_held", "unknown" (TICKETING_UNKNOWN, and any
- * other number). Static string.
+ * The name of a resolution: "held", "not_held", "unknown" (TICKETING_UNKNOWN, a
+ * resolution like the others); NULL for any other number. Static string.
  */
 const char *ticketing_resolution_name(int resolution);
 
@@ -602,7 +609,10 @@ void ticketing_client_free(struct ticketing_client *client);
 /**
  * Acquires `key` for lease_ns (whole seconds, 1..=250 s, in nanoseconds), queueing at
  * most wait_ns (0..=300 s in nanoseconds; 0 is one immediate try). Wraps
- * Client::acquire, which checks both.
+ * Client::acquire, which checks both: as every blocking call here, it is its future
+ * (ticketing_acquire_start) started and waited for as
+ * ticketing_future_block_until_ready waits, then read as ticketing_future_get_lock
+ * reads it.
  *
  * TICKETING_OK: *lock_out is the held lock (free it with ticketing_lock_free; release it
  * with ticketing_lock_release first, or freeing it releases it in the background).
@@ -628,8 +638,8 @@ int ticketing_acquire(const struct ticketing_client *client,
 /**
  * Finds out, without sending it again, whether the indeterminate acquire `error` (a
  * TICKETING_INDETERMINATE error from ticketing_acquire) holds its key after all. Wraps
- * Client::resolve: it waits until the acquire's grant can no longer happen (its send
- * instant + its wait + 5 s), then asks the leader.
+ * Client::resolve (ticketing_resolve_start, waited for): it waits until the acquire's
+ * grant can no longer happen (its send instant + its wait + 5 s), then asks the leader.
  *
  * *resolution_out: TICKETING_HELD (*lock_out is the lock, adopted: free it as any
  * other), TICKETING_NOT_HELD, or TICKETING_UNKNOWN (not known within timeout_ms: do not
@@ -651,8 +661,9 @@ int ticketing_resolve(const struct ticketing_client *client,
 
 /**
  * Releases `key` held by this handle's owner under `token` (a token kept elsewhere; the
- * CLI's `release`). Wraps Client::release. Outcomes and errors as ticketing_lock_release.
- * Blocks at most the release deadline, 5 s.
+ * CLI's `release`). Wraps Client::release (ticketing_release_start, waited for).
+ * Outcomes and errors as ticketing_lock_release. Blocks at most the release deadline,
+ * 5 s.
  *
  * # Safety
  * `client` is NULL or a client handle; `key` NULL or a C string; out-pointers
@@ -665,7 +676,8 @@ int ticketing_release(const struct ticketing_client *client,
                       struct ticketing_error **error_out);
 
 /**
- * Who holds `key`, linearizably (answered by the leader). Wraps Client::query.
+ * Who holds `key`, linearizably (answered by the leader). Wraps Client::query
+ * (ticketing_query_start, waited for).
  * *held_out is 1 and *holder_out filled when the key is held, 0 when it is free
  * (holder_out untouched). held_out must not be NULL; holder_out may be NULL.
  * Errors: TICKETING_UNAVAILABLE, TICKETING_NO_ANSWER, TICKETING_INVALID, ...
@@ -680,6 +692,32 @@ int ticketing_query(const struct ticketing_client *client,
                     int *held_out,
                     struct ticketing_holder *holder_out,
                     struct ticketing_error **error_out);
+
+/**
+ * Releases the lock and waits for the server's answer. Wraps Lock::release
+ * (ticketing_lock_release_start, waited for).
+ * *outcome_out (may be NULL): TICKETING_RELEASED, TICKETING_NOT_HOLDER or
+ * TICKETING_RELEASED_OR_EXPIRED; the lock is released for good then. Errors:
+ * TICKETING_UNCONFIRMED (sent, no answer: the key may still be held; the client keeps
+ * checking and releases it), TICKETING_UNAVAILABLE (no server could take it: never
+ * sent; at once when every connection failed with a lasting mistake),
+ * TICKETING_QUEUE_FULL (never sent), TICKETING_INVALID (released already, a release
+ * of it under way on another thread, or refused by the server as invalid).
+ * After any error but TICKETING_INVALID the lock stays releasable: call
+ * ticketing_lock_release again (a retry after TICKETING_UNCONFIRMED or
+ * TICKETING_UNAVAILABLE that gets `N` reports TICKETING_RELEASED_OR_EXPIRED: the first
+ * attempt, or the client's own check, may have released it), or
+ * free it, which hands the release to the background queue. ticketing_error_is_retryable
+ * says whether a retry soon may succeed (1 for a passing TICKETING_UNAVAILABLE and for
+ * TICKETING_QUEUE_FULL). The handle stays allocated either way: free it with
+ * ticketing_lock_free. Blocks at most the release deadline, 5 s.
+ *
+ * # Safety
+ * `lock` is NULL or a lock handle; out-pointers NULL or writable.
+ */
+int ticketing_lock_release(struct ticketing_lock *lock,
+                           int *outcome_out,
+                           struct ticketing_error **error_out);
 
 /**
  * The checks ticketing_acquire_start makes of its arguments (the limits of the lease,
@@ -773,7 +811,9 @@ int ticketing_future_is_ready(const struct ticketing_future *future);
 /**
  * Waits until the future is ready (*ready_out 1) or timeout_ms passes (*ready_out 0); a
  * negative timeout_ms waits as long as it takes (every operation ends by its own
- * deadline). ready_out may be NULL. Blocks at most timeout_ms.
+ * deadline). ready_out may be NULL. The wait is the blocking calls' own: the calling
+ * thread's wait check (ticketing_set_wait_check), when it says stop, cancels the
+ * operation, which makes the future ready. Blocks at most timeout_ms.
  *
  * # Safety
  * `future` is NULL or a future handle; out-pointers NULL or writable.
@@ -908,31 +948,6 @@ size_t ticketing_queue_take(struct ticketing_queue *queue, uint64_t *tags, size_
 void ticketing_queue_free(struct ticketing_queue *queue);
 
 /**
- * Releases the lock and waits for the server's answer. Wraps Lock::release.
- * *outcome_out (may be NULL): TICKETING_RELEASED, TICKETING_NOT_HOLDER or
- * TICKETING_RELEASED_OR_EXPIRED; the lock is released for good then. Errors:
- * TICKETING_UNCONFIRMED (sent, no answer: the key may still be held; the client keeps
- * checking and releases it), TICKETING_UNAVAILABLE (no server could take it: never
- * sent; at once when every connection failed with a lasting mistake),
- * TICKETING_QUEUE_FULL (never sent), TICKETING_INVALID (released already, a release
- * of it under way on another thread, or refused by the server as invalid).
- * After any error but TICKETING_INVALID the lock stays releasable: call
- * ticketing_lock_release again (a retry after TICKETING_UNCONFIRMED or
- * TICKETING_UNAVAILABLE that gets `N` reports TICKETING_RELEASED_OR_EXPIRED: the first
- * attempt, or the client's own check, may have released it), or
- * free it, which hands the release to the background queue. ticketing_error_is_retryable
- * says whether a retry soon may succeed (1 for a passing TICKETING_UNAVAILABLE and for
- * TICKETING_QUEUE_FULL). The handle stays allocated either way: free it with
- * ticketing_lock_free. Blocks at most the release deadline, 5 s.
- *
- * # Safety
- * `lock` is NULL or a lock handle; out-pointers NULL or writable.
- */
-int ticketing_lock_release(struct ticketing_lock *lock,
-                           int *outcome_out,
-                           struct ticketing_error **error_out);
-
-/**
  * The fencing token: larger than every earlier grant's. Pass it to every write the
  * critical section makes (docs/fencing.md). Wraps Lock::token. 0 if lock is NULL.
  *
@@ -1063,8 +1078,9 @@ int ticketing_set_logger(ticketing_log_fn log_fn,
 
 /**
  * From now on, a blocking call (ticketing_acquire, ticketing_lock_release,
- * ticketing_release, ticketing_query, ticketing_resolve) made by the calling thread that
- * waits longer than slice_ms calls check(ctx) every slice_ms on that thread — to run the
+ * ticketing_release, ticketing_query, ticketing_resolve) or a
+ * ticketing_future_block_until_ready made by the calling thread that waits longer than
+ * slice_ms calls check(ctx) every slice_ms on that thread — to run the
  * host's own signal handling, as the Python package runs Python's (Ctrl-C) on its main
  * thread, or to see that the thread was interrupted. Each thread sets its own check. A nonzero return stops the wait at once: the operation is
  * cancelled by the rule of ticketing_future_cancel (an acquire not yet sent ends
@@ -1072,7 +1088,8 @@ int ticketing_set_logger(ticketing_log_fn log_fn,
  * TICKETING_CAUSE_CANCELLED, its grant, if any, released by the client; a query
  * TICKETING_CANCELLED; a resolve TICKETING_UNKNOWN; a release goes on in the background
  * and the call returns TICKETING_CANCELLED, the lock releasable again), and the call
- * returns that outcome. A call whose outcome comes within slice_ms never calls check.
+ * returns that outcome (ticketing_future_block_until_ready: the future is ready with
+ * it). A call whose outcome comes within slice_ms never calls check.
  * check NULL removes the thread's check. slice_ms is 1..=60 000.
  * Errors: TICKETING_INVALID. Never blocks.
  *

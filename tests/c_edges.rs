@@ -241,7 +241,16 @@ fn a_wait_check_stops_a_blocking_wait_and_the_key_is_released_afterwards() {
     let Some((_dir, program)) = edges("a_wait_check_stops_a_blocking_wait") else { return };
     let server = start_server(&[]);
     let output = run(&program, &server, &["wait-check", "checked"]);
-    check(&output, &["wait check: ", "after 3 checks", "holder release: released", "done"]);
+    check(
+        &output,
+        &[
+            "wait check: ",
+            "after 3 checks",
+            "block_until_ready wait check: ",
+            "holder release: released",
+            "done",
+        ],
+    );
     // The holder let go; the stopped waiter's grant, if the server made one, is the
     // client's to release: the key ends free.
     let checker = server.client("checker");

@@ -116,7 +116,7 @@ function generic(name, message, options) {
  * by an Indeterminate until it is collected). `cause` is what stopped the operation
  * (an AbortSignal's reason), if anything did. */
 function fromHandle(kind, handle, cause) {
-  const name = KINDS.get(kind) ?? C.kind_name(kind);
+  const name = KINDS.get(kind) ?? C.kind_name(kind) ?? "unknown";
   const cls = BY_NAME.get(name);
   const make = (message, options) => (cls ? new cls(message, options) : generic(name, message, options));
   if (!handle) return make(`${name} (no details)`, { cause });

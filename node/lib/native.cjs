@@ -8,7 +8,7 @@ const path = require("node:path");
 const koffi = require("koffi");
 
 /** The ABI version this package was written against (TICKETING_ABI_VERSION). */
-const ABI_VERSION = 2;
+const ABI_VERSION = 3;
 const NAME = process.platform === "darwin" ? "libticketing.dylib" : "libticketing.so";
 
 /** Where the library is: $TICKETING_LIBRARY, else node/native/ (where the install step
@@ -136,10 +136,11 @@ const C = {
   poll: fn("int poll(void *fds, unsigned long nfds, int timeout)"),
 };
 
-/** A numbered table of the library: number -> name, from `first` until "unknown". */
+/** A numbered table of the library: number -> name, from `first` until the name
+ * function's NULL (past the end: "unknown" is a resolution's name, not the end). */
 function table(nameOf, first) {
   const names = new Map();
-  for (let number = first, name; (name = nameOf(number)) !== "unknown"; number++) names.set(number, name);
+  for (let number = first, name; (name = nameOf(number)) !== null; number++) names.set(number, name);
   return names;
 }
 const numbers = (names) => Object.fromEntries([...names].map(([number, name]) => [name, number]));
@@ -156,7 +157,7 @@ const DEFINITIVE = Object.fromEntries([...KINDS].map(([number, name]) => [name, 
 const CAUSES = table(C.cause_name, 1);
 /** Release outcomes: number -> this package's name ("released", "notHolder", ...). */
 const OUTCOMES = new Map([...table(C.release_outcome_name, 1)].map(([number, name]) => [number, camel(name)]));
-/** Resolutions of an indeterminate acquire: name -> number ({ held: 1, not_held: 2 }). */
+/** Resolutions of an indeterminate acquire: name -> number ({ held: 1, not_held: 2, unknown: 3 }). */
 const RESOLUTION = numbers(table(C.resolution_name, 1));
 
 /**

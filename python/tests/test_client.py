@@ -20,7 +20,7 @@ def client_of(server: Server, owner: str) -> ticketing.Client:
 
 
 def test_the_library_has_the_abi_this_package_speaks() -> None:
-    assert ticketing.ABI_VERSION == ticketing._native.quick.ticketing_version() == 2
+    assert ticketing.ABI_VERSION == ticketing._native.quick.ticketing_version() == 3
     assert ticketing.library_version() == ticketing.__version__
 
 

@@ -16,9 +16,9 @@ import os
 import sys
 from ctypes import POINTER, byref, c_char, c_char_p, c_int, c_int64, c_size_t, c_uint32, c_uint64, c_void_p
 from pathlib import Path
-from typing import Any, Callable, Dict
+from typing import Any, Callable, Dict, Optional
 
-ABI_VERSION = 2
+ABI_VERSION = 3
 _NAME = "libticketing.dylib" if sys.platform == "darwin" else "libticketing.so"
 
 class Holder(ctypes.Structure):
@@ -140,12 +140,13 @@ if quick.ticketing_version() != ABI_VERSION:
         f"{ABI_VERSION}: reinstall the package from the same repository checkout as the library"
     )
 
-def _table(name_of: Callable[[int], bytes], first: int) -> Dict[int, str]:
-    """A numbered table of the library: number -> name, from ``first`` until "unknown"."""
+def _table(name_of: Callable[[int], Optional[bytes]], first: int) -> Dict[int, str]:
+    """A numbered table of the library: number -> name, from ``first`` until the name
+    function's NULL (past the end: "unknown" is a resolution's name, not the end)."""
     table: Dict[int, str] = {}
     number = first
-    while (name := name_of(number).decode()) != "unknown":
-        table[number] = name
+    while (name := name_of(number)) is not None:
+        table[number] = name.decode()
         number += 1
     return table
 

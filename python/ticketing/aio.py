@@ -26,14 +26,14 @@ import asyncio
 import itertools
 import os
 import weakref
-from ctypes import byref, c_int, c_uint64, c_void_p
+from ctypes import byref, c_uint64, c_void_p
 from types import TracebackType
 from typing import Any, Callable, Dict, Optional, Sequence, Tuple, Type, TypeVar, Union
 
 from . import _native as n
 from . import client as sync
 from .client import Holder, ReleaseOutcome
-from .errors import Error, Indeterminate, NotHolder, from_handle
+from .errors import Error, Indeterminate, from_handle
 
 T = TypeVar("T")
 
@@ -93,6 +93,13 @@ class _Dispatcher:
 _dispatchers: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Dispatcher]" = weakref.WeakKeyDictionary()
 
 
+async def _call(operation: sync._Operation, args: Tuple[Any, ...], *context: Any) -> Any:
+    """`operation` as the blocking call runs it, but awaited: its future started with
+    the same arguments, and its outcome read by the same function."""
+    future = sync._start(operation, args)
+    return await _run(future, lambda f: sync._take(operation, f, *context))
+
+
 async def _run(future: int, read: Callable[[int], T]) -> T:
     """Awaits the native `future`; cancelling the task cancels the operation."""
     loop = asyncio.get_running_loop()
@@ -142,7 +149,7 @@ class Lock:
         had already ended) or "released_or_expired". Raises ``ReleaseUnconfirmed``,
         ``Unavailable`` or ``ReleaseQueueFull`` when not confirmed (the lock stays
         releasable), ``InvalidArgument`` when already released. At most 5 s."""
-        return await _run(sync._start_lock_release(self._lock._handle), sync._release_of)
+        return await _call(sync._LOCK_RELEASE, (self._lock._handle,))  # type: ignore[no-any-return]
 
     async def __aenter__(self) -> "Lock":
         return self
@@ -163,11 +170,7 @@ async def _release_at_exit(lock: Lock, failed: bool) -> None:
         if failed:
             return
         raise
-    if outcome == "not_holder" and not failed:
-        raise NotHolder(
-            f"the lease on {lock.key!r} (token {lock.token}) had ended before the block did: the key "
-            "may have been granted to someone else meanwhile; only the fencing token protected the writes"
-        )
+    sync._check_exit_outcome(lock.key, lock.token, outcome, failed)
 
 
 class LockContext:
@@ -216,15 +219,12 @@ class Client:
         """The same client acquiring and releasing as ``owner`` (see the blocking API)."""
         return Client._of(self._client.with_owner(owner))
 
-    def _read_lock(self, future: int) -> Lock:
-        return Lock(sync._lock_of(future, self._client))
-
     async def acquire(self, key: str, lease: float = 30, wait: float = 0) -> Lock:
         """Acquires ``key`` for ``lease`` seconds (whole, 1..250), queueing at most ``wait``
         seconds (0..300). Raises what ``ticketing.Client.acquire`` raises; an
         ``Indeterminate`` resolves with ``await client.resolve(err)``."""
-        future = sync._start_acquire(self._client._live(), key, lease, wait)
-        return await _run(future, self._read_lock)
+        args = sync._acquire_args(self._client._live(), key, lease, wait)
+        return Lock(await _call(sync._ACQUIRE, args, self._client))
 
     def lock(self, key: str, lease: float = 30, wait: float = 5) -> LockContext:
         """``async with client.lock(key, lease=30, wait=5) as lock:``."""
@@ -232,24 +232,19 @@ class Client:
 
     async def release(self, key: str, token: int) -> ReleaseOutcome:
         """Releases ``key`` held by this client's owner under ``token``."""
-        return await _run(sync._start_release(self._client._live(), key, token), sync._release_of)
+        return await _call(sync._RELEASE, sync._release_args(self._client._live(), key, token))  # type: ignore[no-any-return]
 
     async def query(self, key: str) -> Optional[Holder]:
         """Who holds ``key`` (the leader's answer): a ``Holder``, or ``None`` when free."""
-        return await _run(sync._start_query(self._client._live(), key), sync._holder_of)
+        return await _call(sync._QUERY, sync._query_args(self._client._live(), key))  # type: ignore[no-any-return]
 
     async def resolve(self, error: Indeterminate, timeout: float = 15.0) -> Optional[Lock]:
         """Whether the indeterminate acquire ``error`` holds its key after all: the
         ``Lock``, ``None`` (not held), or ``error`` raised again (still unknown)."""
         if not isinstance(error, Indeterminate) or not error._handle:
             return None
-        future = sync._start_resolve(self._client._live(), error, timeout)
-
-        def read(f: int) -> Optional[Lock]:
-            held = sync._resolution_of(f, error)
-            return None if held is None else Lock(held)
-
-        return await _run(future, read)
+        held = await _call(sync._RESOLVE, sync._resolve_args(self._client._live(), error, timeout), error)
+        return None if held is None else Lock(held)
 
     async def close(self, timeout: float = 5.0) -> bool:
         """Waits (in a worker thread, at most ``timeout``) until the releases still to

@@ -13,8 +13,9 @@ import os
 import threading
 from ctypes import byref, c_char_p, c_int, c_void_p
 from dataclasses import dataclass
+from functools import partial
 from types import TracebackType
-from typing import Iterator, Literal, Optional, Sequence, Type, Union
+from typing import Any, Callable, Iterator, Literal, NamedTuple, Optional, Sequence, Tuple, Type, Union
 
 from . import _logging
 from . import _native as n
@@ -62,11 +63,7 @@ def _millis(seconds: object, what: str) -> int:
     return max(-_INT64_MAX, min(ms, _INT64_MAX))
 
 
-def _outcome(code: int) -> ReleaseOutcome:
-    return n.OUTCOMES[code]  # type: ignore[return-value]
-
-
-# ---- futures: what the blocking calls here and the asyncio ones (aio.py) share -------
+# ---- the waits: how a blocking call answers Python's signal handlers ------------------
 
 #: How often a blocking call that waits runs Python's signal handlers (through the
 #: library's wait check): Ctrl-C, or a SIGTERM handler that raises, ends a wait within
@@ -130,87 +127,48 @@ def _stop_checking() -> None:
         _main_checks = False
 
 
-def _raise_if_interrupted(failure: c_void_p) -> None:
-    """After a blocking call: the exception a signal handler raised while it waited
-    (the call's own error, `failure`, is freed then)."""
+def _raise_if_interrupted() -> None:
+    """After a blocking call: the exception a signal handler raised while it waited."""
     error = _interrupted.error
     if error is not None:
         _interrupted.error = None
-        if failure.value:
-            n.quick.ticketing_error_free(failure.value)
         raise error
 
 
-def _started(kind: int, future: c_void_p, error: c_void_p) -> int:
-    """The future a ``ticketing_*_start`` made, or the exception its refusal means."""
-    if kind or future.value is None:
-        raise from_handle(kind, error)
-    return future.value
+# ---- each operation once: its arguments, and what its outcome means ------------------
+#
+# An operation's outcome is read by one function, given the call that fills its
+# out-parameters: the blocking call (``ticketing_acquire``: the library starts the
+# operation's future and waits for it in its one place, answering the signal handlers
+# through the wait check) or, in aio.py, the ready future's getter
+# (``ticketing_future_get_lock``, which the blocking call itself ends in).
+
+#: A call that fills an operation's out-parameters and returns its status.
+Fill = Callable[..., int]
 
 
-def _start_acquire(client: int, key: str, lease: float, wait: float) -> int:
-    future, error = c_void_p(), c_void_p()
-    kind = n.quick.ticketing_acquire_start(client, _text(key, "key"), _nanos(lease, "lease"),
-                                           _nanos(wait, "wait"), byref(future), byref(error))
-    return _started(kind, future, error)
-
-
-def _start_lock_release(lock: Optional[int]) -> int:
-    future, error = c_void_p(), c_void_p()
-    kind = n.quick.ticketing_lock_release_start(lock, byref(future), byref(error))
-    return _started(kind, future, error)
-
-
-def _start_release(client: int, key: str, token: int) -> int:
-    if isinstance(token, bool) or not isinstance(token, int) or not 0 <= token < 2**64:
-        raise InvalidArgument(f"token must be an int in 0..2**64, not {token!r}")
-    future, error = c_void_p(), c_void_p()
-    kind = n.quick.ticketing_release_start(client, _text(key, "key"), token, byref(future), byref(error))
-    return _started(kind, future, error)
-
-
-def _start_query(client: int, key: str) -> int:
-    future, error = c_void_p(), c_void_p()
-    kind = n.quick.ticketing_query_start(client, _text(key, "key"), byref(future), byref(error))
-    return _started(kind, future, error)
-
-
-def _start_resolve(client: int, attempt: Indeterminate, timeout: float) -> int:
-    future, error = c_void_p(), c_void_p()
-    kind = n.quick.ticketing_resolve_start(client, attempt._handle, _millis(timeout, "timeout"), byref(future),
-                                           byref(error))
-    return _started(kind, future, error)
-
-
-def _lock_of(future: int, client: Optional["Client"]) -> "Lock":
-    """A ready acquire future's outcome (the future is freed)."""
+def _read_lock(fill: Fill, client: Optional["Client"]) -> "Lock":
+    """An acquire's outcome."""
     lock, error = c_void_p(), c_void_p()
-    try:
-        kind = n.quick.ticketing_future_get_lock(future, byref(lock), byref(error))
-    finally:
-        n.quick.ticketing_future_free(future)
+    kind = fill(byref(lock), byref(error))
     if kind or lock.value is None:
         raise from_handle(kind, error, client)
     return Lock(lock.value)
 
 
-def _release_of(future: int) -> ReleaseOutcome:
+def _read_release(fill: Fill) -> ReleaseOutcome:
+    """A release's outcome (of a lock, or of a key and token)."""
     outcome, error = c_int(0), c_void_p()
-    try:
-        kind = n.quick.ticketing_future_get_release(future, byref(outcome), byref(error))
-    finally:
-        n.quick.ticketing_future_free(future)
+    kind = fill(byref(outcome), byref(error))
     if kind:
         raise from_handle(kind, error)
-    return _outcome(outcome.value)
+    return n.OUTCOMES[outcome.value]  # type: ignore[return-value]
 
 
-def _holder_of(future: int) -> Optional["Holder"]:
+def _read_holder(fill: Fill) -> Optional["Holder"]:
+    """A query's outcome."""
     held, holder, error = c_int(0), n.Holder(), c_void_p()
-    try:
-        kind = n.quick.ticketing_future_get_query(future, byref(held), byref(holder), byref(error))
-    finally:
-        n.quick.ticketing_future_free(future)
+    kind = fill(byref(held), byref(holder), byref(error))
     if kind:
         raise from_handle(kind, error)
     if not held.value:
@@ -219,19 +177,94 @@ def _holder_of(future: int) -> Optional["Holder"]:
     return Holder(owner, holder.token, holder.lease_left_ms / 1000, holder.waiters)
 
 
-def _resolution_of(future: int, attempt: Indeterminate) -> Optional["Lock"]:
+def _read_resolution(fill: Fill, attempt: Indeterminate) -> Optional["Lock"]:
+    """A resolve's outcome: the adopted lock, None (not held), or `attempt` raised again."""
     resolution, lock, error = c_int(0), c_void_p(), c_void_p()
-    try:
-        kind = n.quick.ticketing_future_get_resolve(future, byref(resolution), byref(lock), byref(error))
-    finally:
-        n.quick.ticketing_future_free(future)
+    kind = fill(byref(resolution), byref(lock), byref(error))
     if kind:
         raise from_handle(kind, error)
     if resolution.value == n.RESOLUTION["held"] and lock.value is not None:
         return Lock(lock.value)
     if resolution.value == n.RESOLUTION["not_held"]:
         return None
-    raise attempt
+    raise attempt  # still unknown
+
+
+def _acquire_args(client: int, key: str, lease: float, wait: float) -> Tuple[Any, ...]:
+    return client, _text(key, "key"), _nanos(lease, "lease"), _nanos(wait, "wait")
+
+
+def _release_args(client: int, key: str, token: int) -> Tuple[Any, ...]:
+    if isinstance(token, bool) or not isinstance(token, int) or not 0 <= token < 2**64:
+        raise InvalidArgument(f"token must be an int in 0..2**64, not {token!r}")
+    return client, _text(key, "key"), token
+
+
+def _query_args(client: int, key: str) -> Tuple[Any, ...]:
+    return client, _text(key, "key")
+
+
+def _resolve_args(client: int, attempt: Indeterminate, timeout: float) -> Tuple[Any, ...]:
+    return client, attempt._handle, _millis(timeout, "timeout")
+
+
+class _Operation(NamedTuple):
+    """One operation of the C ABI: its blocking call, its future's start and getter, and
+    the one reader of its outcome."""
+
+    blocking: Callable[..., int]
+    start: Callable[..., int]
+    get: Callable[..., int]
+    read: Callable[..., Any]
+
+
+_ACQUIRE = _Operation(n.blocking.ticketing_acquire, n.quick.ticketing_acquire_start,
+                      n.quick.ticketing_future_get_lock, _read_lock)
+_LOCK_RELEASE = _Operation(n.blocking.ticketing_lock_release, n.quick.ticketing_lock_release_start,
+                           n.quick.ticketing_future_get_release, _read_release)
+_RELEASE = _Operation(n.blocking.ticketing_release, n.quick.ticketing_release_start,
+                      n.quick.ticketing_future_get_release, _read_release)
+_QUERY = _Operation(n.blocking.ticketing_query, n.quick.ticketing_query_start,
+                    n.quick.ticketing_future_get_query, _read_holder)
+_RESOLVE = _Operation(n.blocking.ticketing_resolve, n.quick.ticketing_resolve_start,
+                      n.quick.ticketing_future_get_resolve, _read_resolution)
+
+
+def _wait(operation: _Operation, args: Tuple[Any, ...], *context: Any) -> Any:
+    """The blocking call of `operation`, its outcome read as aio.py reads its future's.
+    What a signal handler raised while it waited comes first (a lock granted meanwhile
+    is released with its ``Lock``, an error freed with its exception)."""
+    if not _main_checks:
+        _check_signals_in_this_thread()
+    try:
+        result = operation.read(partial(operation.blocking, *args), *context)
+    except Error:
+        _raise_if_interrupted()
+        raise
+    _raise_if_interrupted()
+    return result
+
+
+def _start(operation: _Operation, args: Tuple[Any, ...]) -> int:
+    """The future of `operation`, started (for aio.py), or the exception its refusal means."""
+    future, error = c_void_p(), c_void_p()
+    kind = operation.start(*args, byref(future), byref(error))
+    if kind or future.value is None:
+        raise from_handle(kind, error)
+    return future.value
+
+
+def _take(operation: _Operation, future: int, *context: Any) -> Any:
+    """The outcome of `operation`'s ready `future` (freed here), read as the blocking
+    call's is."""
+
+    def fill(*outs: Any) -> int:
+        try:
+            return operation.get(future, *outs)
+        finally:
+            n.quick.ticketing_future_free(future)
+
+    return operation.read(fill, *context)
 
 
 @dataclass(frozen=True)
@@ -285,15 +318,7 @@ class Lock:
         and releases it once a leader answers); the lock stays releasable then: call
         ``release()`` again. ``InvalidArgument`` when already released. Wraps
         ``Lock::release``; blocks at most 5 s."""
-        outcome = c_int(0)
-        error = c_void_p()
-        if not _main_checks:
-            _check_signals_in_this_thread()
-        kind = n.blocking.ticketing_lock_release(self._handle, byref(outcome), byref(error))
-        _raise_if_interrupted(error)
-        if kind:
-            raise from_handle(kind, error)
-        return _outcome(outcome.value)
+        return _wait(_LOCK_RELEASE, (self._handle,))  # type: ignore[no-any-return]
 
     def __enter__(self) -> "Lock":
         return self
@@ -320,9 +345,15 @@ def _release_at_exit(lock: Lock, failed: bool) -> None:
         if failed:
             return  # the block's own exception goes on
         raise
+    _check_exit_outcome(lock.key, lock.token, outcome, failed)
+
+
+def _check_exit_outcome(key: str, token: int, outcome: ReleaseOutcome, failed: bool) -> None:
+    """A release's outcome at the end of a block (``with``, ``async with``): "not_holder"
+    is an error unless the block is already failing."""
     if outcome == "not_holder" and not failed:
         raise NotHolder(
-            f"the lease on {lock.key!r} (token {lock.token}) had ended before the block did: the key "
+            f"the lease on {key!r} (token {token}) had ended before the block did: the key "
             "may have been granted to someone else meanwhile; only the fencing token protected the writes"
         )
 
@@ -430,17 +461,7 @@ class Client:
         ``Indeterminate`` when the outcome is unknown: do not enter the critical section;
         ``err.resolve(timeout)`` finds out later. Wraps ``Client::acquire``; blocks at most
         max(wait, 3 s) to put the request on a connection plus wait + 5 s for the answer."""
-        handle = c_void_p()
-        error = c_void_p()
-        if not _main_checks:
-            _check_signals_in_this_thread()
-        kind = n.blocking.ticketing_acquire(self._live(), _text(key, "key"), _nanos(lease, "lease"),
-                                            _nanos(wait, "wait"), byref(handle), byref(error))
-        lock = Lock(handle.value) if kind == n.OK and handle.value is not None else None
-        _raise_if_interrupted(error)  # a lock granted meanwhile is released with `lock`
-        if lock is None:
-            raise from_handle(kind, error, self)
-        return lock
+        return _wait(_ACQUIRE, _acquire_args(self._live(), key, lease, wait), self)  # type: ignore[no-any-return]
 
     def lock(self, key: str, lease: float = 30, wait: float = 5) -> LockContext:
         """``with client.lock(key, lease=30, wait=5) as lock:`` — ``acquire`` on entry (its
@@ -454,37 +475,13 @@ class Client:
         """Releases ``key`` held by this client's owner under ``token`` (a token kept
         elsewhere); outcomes and errors as ``Lock.release``. Wraps ``Client::release``;
         blocks at most 5 s."""
-        if isinstance(token, bool) or not isinstance(token, int) or not 0 <= token < 2**64:
-            raise InvalidArgument(f"token must be an int in 0..2**64, not {token!r}")
-        outcome = c_int(0)
-        error = c_void_p()
-        if not _main_checks:
-            _check_signals_in_this_thread()
-        kind = n.blocking.ticketing_release(self._live(), _text(key, "key"), token, byref(outcome),
-                                            byref(error))
-        _raise_if_interrupted(error)
-        if kind:
-            raise from_handle(kind, error)
-        return _outcome(outcome.value)
+        return _wait(_RELEASE, _release_args(self._live(), key, token))  # type: ignore[no-any-return]
 
     def query(self, key: str) -> Optional[Holder]:
         """Who holds ``key``, answered by the leader: a ``Holder``, or ``None`` when free.
         Raises ``Unavailable``, ``NoAnswer``, ... Wraps ``Client::query``; blocks at most
         the request timeout (10 s)."""
-        held = c_int(0)
-        holder = n.Holder()
-        error = c_void_p()
-        if not _main_checks:
-            _check_signals_in_this_thread()
-        kind = n.blocking.ticketing_query(self._live(), _text(key, "key"), byref(held), byref(holder),
-                                          byref(error))
-        _raise_if_interrupted(error)
-        if kind:
-            raise from_handle(kind, error)
-        if not held.value:
-            return None
-        owner = bytes(holder.owner[: holder.owner_len]).decode("utf-8", "replace")
-        return Holder(owner, holder.token, holder.lease_left_ms / 1000, holder.waiters)
+        return _wait(_QUERY, _query_args(self._live(), key))  # type: ignore[no-any-return]
 
     def resolve(self, error: Indeterminate, timeout: float = 15.0) -> Optional[Lock]:
         """``error.resolve(timeout)``: whether the indeterminate acquire ``error`` holds its
@@ -493,22 +490,7 @@ class Client:
         ``timeout``."""
         if not isinstance(error, Indeterminate) or not error._handle:
             return None  # any other error is definitive: not held
-        resolution = c_int(0)
-        handle = c_void_p()
-        failure = c_void_p()
-        if not _main_checks:
-            _check_signals_in_this_thread()
-        kind = n.blocking.ticketing_resolve(self._live(), error._handle, _millis(timeout, "timeout"),
-                                            byref(resolution), byref(handle), byref(failure))
-        lock = Lock(handle.value) if kind == n.OK and handle.value is not None else None
-        _raise_if_interrupted(failure)
-        if kind:
-            raise from_handle(kind, failure)
-        if resolution.value == n.RESOLUTION["held"] and lock is not None:
-            return lock
-        if resolution.value == n.RESOLUTION["not_held"]:
-            return None
-        raise error
+        return _wait(_RESOLVE, _resolve_args(self._live(), error, timeout), error)  # type: ignore[no-any-return]
 
     def close(self, timeout: float = 5.0) -> bool:
         """Waits until every release this client still has to make is done (or

@@ -5,14 +5,15 @@
 //! (`ticketing_kind_name`, `ticketing_kind_is_definitive`, ...), so nothing here is typed
 //! a second time anywhere.
 
-use std::ffi::{c_int, CStr};
+use std::ffi::{c_char, c_int, CStr};
 
 use crate::client::{IndeterminateCause, ReleaseOutcome};
 
 /// The ABI version this header describes; ticketing_version() returns the library's. A
 /// binding checks that the two are equal before its first call. Version 2: an acquire's
-/// lease and wait are nanoseconds.
-pub const TICKETING_ABI_VERSION: u32 = 2;
+/// lease and wait are nanoseconds. Version 3: a *_name function returns NULL for a
+/// number outside its table (the end of the table), never a name.
+pub const TICKETING_ABI_VERSION: u32 = 3;
 
 /// Nanoseconds in a second: an acquire's lease and wait are nanoseconds
 /// (`30 * TICKETING_NS_PER_S`), so that every binding passes its own duration type
@@ -395,15 +396,17 @@ pub struct ticketing_queue {
     _opaque: [u8; 0],
 }
 
-/// Every name of a numbered table: `name(n)` for a number of it, else "unknown".
+/// Every name of a numbered table that starts at `first`: `name(n)` for a number of
+/// it, NULL for any other — unambiguous, where a name would not be ("unknown" is a
+/// resolution's), so a binding reads a table by asking from `first` until NULL.
 pub(crate) fn name_of<T: Copy>(
     all: &[T],
     first: c_int,
     n: c_int,
     name: impl Fn(T) -> &'static CStr,
-) -> &'static CStr {
+) -> *const c_char {
     n.checked_sub(first)
         .and_then(|i| usize::try_from(i).ok())
         .and_then(|i| all.get(i))
-        .map_or(c"unknown", |v| name(*v))
+        .map_or(std::ptr::null(), |v| name(*v).as_ptr())
 }

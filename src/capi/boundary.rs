@@ -80,7 +80,9 @@ pub fn duration_ns(ns: i64, what: &str) -> Result<Duration, Failure> {
         .map_err(|_| Failure::invalid(format!("{what} is {} s; it must not be negative", ns as f64 / 1e9)))
 }
 
-/// A non-negative duration in milliseconds; the client checks its range.
+/// A local timeout (a close's, a resolve's, a wait's) in milliseconds, not negative; the
+/// client checks its range. Every binding rounds its own finer duration up to it
+/// (docs/architecture.md, "Durations across the ABI").
 pub fn duration(ms: i64, what: &str) -> Result<Duration, Failure> {
     u64::try_from(ms)
         .map(Duration::from_millis)

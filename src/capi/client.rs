@@ -1,17 +1,15 @@
-//! The client handle (`ticketing_client`) and the blocking operations started on it:
-//! acquire, resolve, release by token, query.
+//! The client handle (`ticketing_client`): making one, its owner, closing and freeing
+//! it; and `ticketing_holder`, what a query fills in. The operations started on it are
+//! in `operation.rs` (their blocking calls in `blocking.rs`).
 
 use std::ffi::{c_char, c_int, CString};
 use std::ptr;
 
 use super::abi::*;
-use super::boundary::{duration, duration_ns, guard, optional_text, put, required, text};
+use super::boundary::{duration, guard, optional_text, put, required, text};
 use super::error::{c_string, Failure};
 use super::handle::{self, Kind, Opaque};
-use super::lock::{outcome_code, LockHandle};
-use crate::client::{
-    Client, HolderInfo, Resolution, Words, C_WORDS, GO_WORDS, JAVA_WORDS, NODE_WORDS, PYTHON_WORDS,
-};
+use crate::client::{Client, HolderInfo, Words, C_WORDS, GO_WORDS, JAVA_WORDS, NODE_WORDS, PYTHON_WORDS};
 
 /// `ticketing_client`.
 #[doc(hidden)]
@@ -346,146 +344,4 @@ pub unsafe extern "C" fn ticketing_client_close(
 #[no_mangle]
 pub unsafe extern "C" fn ticketing_client_free(client: *mut ticketing_client) {
     super::boundary::getter((), || unsafe { handle::free(client, "ticketing_client_free") })
-}
-
-/// Acquires `key` for lease_ns (whole seconds, 1..=250 s, in nanoseconds), queueing at
-/// most wait_ns (0..=300 s in nanoseconds; 0 is one immediate try). Wraps
-/// Client::acquire, which checks both.
-///
-/// TICKETING_OK: *lock_out is the held lock (free it with ticketing_lock_free; release it
-/// with ticketing_lock_release first, or freeing it releases it in the background).
-/// Definitive, the key is NOT held by this call: TICKETING_BUSY, TICKETING_TIMEOUT,
-/// TICKETING_NOT_LEADER, TICKETING_INVALID, TICKETING_OVERLOADED, TICKETING_UNAVAILABLE.
-/// TICKETING_INDETERMINATE: it MAY be held; do not enter the critical section; keep the
-/// error to pass to ticketing_resolve. lock_out must not be NULL.
-///
-/// Blocks at most max(wait, 3 s) to put the request on a connection, then what is left
-/// of wait plus the commit margin (5 s) for the answer.
-///
-/// # Safety
-/// `client` is NULL or a client handle; `key` NULL or a C string; out-pointers
-/// NULL or writable.
-#[no_mangle]
-pub unsafe extern "C" fn ticketing_acquire(
-    client: *const ticketing_client,
-    key: *const c_char,
-    lease_ns: i64,
-    wait_ns: i64,
-    lock_out: *mut *mut ticketing_lock,
-    error_out: *mut *mut ticketing_error,
-) -> c_int {
-    unsafe { put(lock_out, ptr::null_mut()) };
-    guard(error_out, || {
-        let lock_out = required(lock_out, "lock_out")?;
-        let client = unsafe { handle::hold(client, "client") }?;
-        let key = unsafe { text(key, "key") }?;
-        let lease = duration_ns(lease_ns, "lease")?;
-        let wait = duration_ns(wait_ns, "wait")?;
-        let lock = client.value.client.acquire(key, lease, wait)?;
-        unsafe { put(lock_out, handle::into_raw(LockHandle::new(lock))) };
-        Ok(())
-    })
-}
-
-/// Finds out, without sending it again, whether the indeterminate acquire `error` (a
-/// TICKETING_INDETERMINATE error from ticketing_acquire) holds its key after all. Wraps
-/// Client::resolve: it waits until the acquire's grant can no longer happen (its send
-/// instant + its wait + 5 s), then asks the leader.
-///
-/// *resolution_out: TICKETING_HELD (*lock_out is the lock, adopted: free it as any
-/// other), TICKETING_NOT_HELD, or TICKETING_UNKNOWN (not known within timeout_ms: do not
-/// enter the critical section). Any other kind of error resolves as TICKETING_NOT_HELD.
-/// Safe only when the acquire's owner did not acquire the same key meanwhile (see
-/// ticketing_client_with_owner). resolution_out and lock_out must not be NULL.
-/// Blocks at most timeout_ms.
-///
-/// # Safety
-/// `client` and `error` are NULL or handles of their kinds; out-pointers NULL or
-/// writable.
-#[no_mangle]
-pub unsafe extern "C" fn ticketing_resolve(
-    client: *const ticketing_client,
-    error: *const ticketing_error,
-    timeout_ms: i64,
-    resolution_out: *mut c_int,
-    lock_out: *mut *mut ticketing_lock,
-    error_out: *mut *mut ticketing_error,
-) -> c_int {
-    unsafe { put(lock_out, ptr::null_mut()) };
-    guard(error_out, || {
-        let resolution_out = required(resolution_out, "resolution_out")?;
-        let lock_out = required(lock_out, "lock_out")?;
-        let client = unsafe { handle::hold(client, "client") }?;
-        let error = unsafe { handle::hold_error(error, "error") }?;
-        let timeout = duration(timeout_ms, "timeout_ms")?;
-        let resolution = match error.as_ref().and_then(|e| e.value.acquire.as_ref()) {
-            Some(attempt) => client.value.client.resolve(attempt, timeout),
-            // Any error but an indeterminate acquire is definitive (Client::resolve).
-            None => Resolution::NotHeld,
-        };
-        let code = match resolution {
-            Resolution::Held(lock) => {
-                unsafe { put(lock_out, handle::into_raw(LockHandle::new(lock))) };
-                TICKETING_HELD as c_int
-            }
-            Resolution::NotHeld => TICKETING_NOT_HELD as c_int,
-            Resolution::Unknown => TICKETING_UNKNOWN as c_int,
-        };
-        unsafe { put(resolution_out, code) };
-        Ok(())
-    })
-}
-
-/// Releases `key` held by this handle's owner under `token` (a token kept elsewhere; the
-/// CLI's `release`). Wraps Client::release. Outcomes and errors as ticketing_lock_release.
-/// Blocks at most the release deadline, 5 s.
-///
-/// # Safety
-/// `client` is NULL or a client handle; `key` NULL or a C string; out-pointers
-/// NULL or writable.
-#[no_mangle]
-pub unsafe extern "C" fn ticketing_release(
-    client: *const ticketing_client,
-    key: *const c_char,
-    token: u64,
-    outcome_out: *mut c_int,
-    error_out: *mut *mut ticketing_error,
-) -> c_int {
-    guard(error_out, || {
-        let client = unsafe { handle::hold(client, "client") }?;
-        let key = unsafe { text(key, "key") }?;
-        let outcome = client.value.client.release(key, token)?;
-        unsafe { put(outcome_out, outcome_code(outcome)) };
-        Ok(())
-    })
-}
-
-/// Who holds `key`, linearizably (answered by the leader). Wraps Client::query.
-/// *held_out is 1 and *holder_out filled when the key is held, 0 when it is free
-/// (holder_out untouched). held_out must not be NULL; holder_out may be NULL.
-/// Errors: TICKETING_UNAVAILABLE, TICKETING_NO_ANSWER, TICKETING_INVALID, ...
-/// Blocks at most the request timeout, 10 s.
-///
-/// # Safety
-/// `client` is NULL or a client handle; `key` NULL or a C string; out-pointers
-/// NULL or writable.
-#[no_mangle]
-pub unsafe extern "C" fn ticketing_query(
-    client: *const ticketing_client,
-    key: *const c_char,
-    held_out: *mut c_int,
-    holder_out: *mut Holder,
-    error_out: *mut *mut ticketing_error,
-) -> c_int {
-    guard(error_out, || {
-        let held_out = required(held_out, "held_out")?;
-        let client = unsafe { handle::hold(client, "client") }?;
-        let key = unsafe { text(key, "key") }?;
-        let holder = client.value.client.query(key)?;
-        if let (Some(info), Some(out)) = (&holder, unsafe { holder_out.as_mut() }) {
-            out.fill(info);
-        }
-        unsafe { put(held_out, c_int::from(holder.is_some())) };
-        Ok(())
-    })
 }

@@ -2,20 +2,22 @@
 //! (`ticketing_*_start`), whose outcome the program blocks on, polls, hears of through
 //! a callback or a completion queue, or cancels — FoundationDB's `FDBFuture` shape
 //! over the client's `*_then` calls (`client::Pending`). No thread is created or kept
-//! per future.
+//! per future. The one place a thread waits for an operation is here
+//! ([`FutureHandle::wait`]): `ticketing_future_block_until_ready`, and every blocking
+//! call, which is its future started and waited for ([`run`]).
 
 use std::ffi::{c_char, c_int, c_void};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use super::abi::*;
-use super::boundary::{duration, duration_ns, getter, guard, put, required, text};
+use super::boundary::{getter, guard, put, required};
 use super::client::Holder;
 use super::error::Failure;
 use super::handle::{self, Kind, Opaque, Tagged};
-use super::lock::{outcome_code, LockHandle};
+use super::operation::{self, acquire_args, Op, Operation, Value};
 use super::queue::QueueHandle;
-use crate::client::{check_acquire_args, HolderInfo, Lock, Pending, ReleaseOutcome, Resolution};
+use crate::client::Pending;
 
 /// `ticketing_callback`: `(future, ctx)`.
 pub(crate) type CallbackFn = unsafe extern "C" fn(*mut ticketing_future, *mut c_void);
@@ -23,34 +25,6 @@ pub(crate) type CallbackFn = unsafe extern "C" fn(*mut ticketing_future, *mut c_
 /// Called once when `future` is ready, with the ctx given to ticketing_future_set_callback.
 #[allow(non_camel_case_types)]
 pub type ticketing_callback = Option<unsafe extern "C" fn(future: *mut ticketing_future, ctx: *mut c_void)>;
-
-/// Which operation a future carries, and so which `ticketing_future_get_*` reads it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Op {
-    Acquire,
-    Release,
-    Query,
-    Resolve,
-}
-
-impl Op {
-    fn getter(self) -> &'static str {
-        match self {
-            Op::Acquire => "ticketing_future_get_lock",
-            Op::Release => "ticketing_future_get_release",
-            Op::Query => "ticketing_future_get_query",
-            Op::Resolve => "ticketing_future_get_resolve",
-        }
-    }
-}
-
-/// A ready future's outcome, until it is taken.
-enum Value {
-    Lock(Lock),
-    Released(ReleaseOutcome),
-    Query(Option<HolderInfo>),
-    Resolved(c_int, Option<Lock>),
-}
 
 /// Who hears that the future is ready (set once).
 enum Notify {
@@ -108,6 +82,61 @@ impl FutureHandle {
     fn pending(&self) -> MutexGuard<'_, Option<Pending>> {
         self.pending.lock().unwrap_or_else(|e| e.into_inner())
     }
+
+    /// Waits until the future is ready (true) or `until` passes (false; `None`: as long
+    /// as it takes). The one place a thread waits for an operation, as a blocking call
+    /// of the Rust client waits: the calling thread's wait check (ticketing_set_wait_check)
+    /// is asked every slice, and a nonzero answer cancels the operation by the rule of
+    /// ticketing_future_cancel, which makes the future ready; a little past the
+    /// operation's deadline the waiter drives the client's time itself (the timer thread
+    /// is late on a starved machine).
+    fn wait(&self, until: Option<Instant>) -> bool {
+        let check = crate::client::wait_check();
+        let mut check_at = check.as_ref().map(|c| Instant::now() + c.slice);
+        loop {
+            // Cloned out: a cancel completes the future, which takes the slot.
+            let pending = self.pending().clone();
+            let late_at = pending.as_ref().and_then(Pending::late_at);
+            if self.ready_by([until, check_at, late_at].into_iter().flatten().min()) {
+                return true;
+            }
+            let now = Instant::now();
+            if until.is_some_and(|u| now >= u) {
+                return false;
+            }
+            if let (Some(check), Some(at)) = (&check, check_at) {
+                if now >= at {
+                    // The host says stop (its signal handler raised, its thread was
+                    // interrupted): cancelled, its cancelled outcome ready on the way.
+                    if (check.check)() {
+                        pending.as_ref().map(Pending::cancel);
+                    }
+                    check_at = Some(Instant::now() + check.slice);
+                }
+            }
+            if late_at.is_some_and(|at| now >= at) {
+                pending.as_ref().map(Pending::drive_late);
+            }
+        }
+    }
+
+    /// Is the future ready by `until` (`None`: waits until it is)?
+    fn ready_by(&self, until: Option<Instant>) -> bool {
+        let mut state = self.state();
+        while !state.ready {
+            state = match until {
+                None => self.became_ready.wait(state).unwrap_or_else(|e| e.into_inner()),
+                Some(until) => {
+                    let now = Instant::now();
+                    if now >= until {
+                        return false;
+                    }
+                    self.became_ready.wait_timeout(state, until - now).unwrap_or_else(|e| e.into_inner()).0
+                }
+            };
+        }
+        true
+    }
 }
 
 /// Makes `future` ready with `result` and tells whoever asked to hear of it, after
@@ -134,46 +163,49 @@ fn deliver(future: &Arc<Tagged<FutureHandle>>, notify: Notify) {
     }
 }
 
-/// A new future for `op`, started by `start` with the completion that makes it ready;
-/// handed to the caller through `future_out`.
-///
-/// # Safety
-/// `future_out` is writable.
-unsafe fn begin(
-    op: Op,
-    future_out: *mut *mut ticketing_future,
-    start: impl FnOnce(Box<dyn FnOnce(Result<Value, Failure>) + Send>) -> Pending,
-) {
-    let future = handle::new_arc(FutureHandle::new(op));
+/// A new future of `operation`, started with the completion that makes it ready.
+fn begin(operation: Operation<'_>) -> Arc<Tagged<FutureHandle>> {
+    let future = handle::new_arc(FutureHandle::new(operation.op));
     let for_completion = Arc::clone(&future);
     // The completion may run inside `start` (an outcome known at once) or on another
     // thread at any moment. The pending slot is held across the look at `ready` and the
     // store, and a completion clears the slot after it set `ready`: so it clears it
     // after this stored it, never before.
-    let pending = start(Box::new(move |result| complete(&for_completion, result)));
+    let pending = (operation.start)(Box::new(move |result| complete(&for_completion, result)));
     let mut slot = future.value.pending();
     if !future.value.state().ready {
         *slot = Some(pending);
     }
     drop(slot);
-    unsafe { put(future_out, handle::give(future)) };
+    future
 }
 
-/// An acquire's arguments, checked by the client's rule (limits of the lease, the wait
-/// and the key) before any I/O.
+/// A `ticketing_*_start` function: the operation `accepted` makes — or its refused
+/// arguments, and then no future — started as a future for the caller.
 ///
 /// # Safety
-/// `key` is NULL or a C string.
-unsafe fn acquire_args<'a>(
-    key: *const c_char,
-    lease_ns: i64,
-    wait_ns: i64,
-) -> Result<(&'a str, Duration, Duration), Failure> {
-    let key = unsafe { text(key, "key") }?;
-    let lease = duration_ns(lease_ns, "lease")?;
-    let wait = duration_ns(wait_ns, "wait")?;
-    check_acquire_args(key, lease, wait)?;
-    Ok((key, lease, wait))
+/// Out-pointers NULL or writable.
+unsafe fn start<'a>(
+    future_out: *mut *mut ticketing_future,
+    error_out: *mut *mut ticketing_error,
+    accepted: impl FnOnce() -> Result<Operation<'a>, Failure>,
+) -> c_int {
+    unsafe { put(future_out, std::ptr::null_mut()) };
+    guard(error_out, || {
+        let future_out = required(future_out, "future_out")?;
+        unsafe { put(future_out, handle::give(begin(accepted()?))) };
+        Ok(())
+    })
+}
+
+/// A blocking call: `operation` started as its future, waited for in the one place
+/// ([`FutureHandle::wait`]) and its outcome taken as its getter takes it. The calling
+/// thread writes the request itself, as it waits at once (`client::waiting_after`).
+pub(super) fn run(operation: Operation<'_>) -> Result<Value, Failure> {
+    let op = operation.op;
+    let future = crate::client::waiting_after(|| begin(operation));
+    future.value.wait(None);
+    take(&future, op)
 }
 
 /// The checks ticketing_acquire_start makes of its arguments (the limits of the lease,
@@ -212,22 +244,7 @@ pub unsafe extern "C" fn ticketing_acquire_start(
     future_out: *mut *mut ticketing_future,
     error_out: *mut *mut ticketing_error,
 ) -> c_int {
-    unsafe { put(future_out, std::ptr::null_mut()) };
-    guard(error_out, || {
-        let future_out = required(future_out, "future_out")?;
-        let client = unsafe { handle::hold(client, "client") }?;
-        // Refused arguments fail the start itself, before any future exists.
-        let (key, lease, wait) = unsafe { acquire_args(key, lease_ns, wait_ns) }?;
-        unsafe {
-            begin(Op::Acquire, future_out, |done| {
-                client
-                    .value
-                    .client
-                    .acquire_then(key, lease, wait, move |r| done(r.map(Value::Lock).map_err(Failure::from)))
-            })
-        };
-        Ok(())
-    })
+    unsafe { start(future_out, error_out, || operation::acquire(client, key, lease_ns, wait_ns)) }
 }
 
 /// The future of ticketing_lock_release (read with ticketing_future_get_release); see ticketing_acquire_start.
@@ -240,21 +257,7 @@ pub unsafe extern "C" fn ticketing_lock_release_start(
     future_out: *mut *mut ticketing_future,
     error_out: *mut *mut ticketing_error,
 ) -> c_int {
-    unsafe { put(future_out, std::ptr::null_mut()) };
-    guard(error_out, || {
-        let future_out = required(future_out, "future_out")?;
-        let lock = unsafe { handle::hold(lock.cast_const(), "lock") }?;
-        let taken = lock.value.take_for_release()?;
-        unsafe {
-            begin(Op::Release, future_out, |done| {
-                taken.release_keeping(move |back, result| {
-                    lock.value.after_release(back);
-                    done(result.map(Value::Released).map_err(Failure::from))
-                })
-            })
-        };
-        Ok(())
-    })
+    unsafe { start(future_out, error_out, || operation::lock_release(lock)) }
 }
 
 /// The future of ticketing_release (read with ticketing_future_get_release); see ticketing_acquire_start.
@@ -270,22 +273,7 @@ pub unsafe extern "C" fn ticketing_release_start(
     future_out: *mut *mut ticketing_future,
     error_out: *mut *mut ticketing_error,
 ) -> c_int {
-    unsafe { put(future_out, std::ptr::null_mut()) };
-    guard(error_out, || {
-        let future_out = required(future_out, "future_out")?;
-        let client = unsafe { handle::hold(client, "client") }?;
-        let key = unsafe { text(key, "key") }?;
-        crate::client::check_key_arg(key).map_err(Failure::invalid)?;
-        unsafe {
-            begin(Op::Release, future_out, |done| {
-                client
-                    .value
-                    .client
-                    .release_then(key, token, move |r| done(r.map(Value::Released).map_err(Failure::from)))
-            })
-        };
-        Ok(())
-    })
+    unsafe { start(future_out, error_out, || operation::release(client, key, token)) }
 }
 
 /// The future of ticketing_query (read with ticketing_future_get_query); see ticketing_acquire_start.
@@ -300,19 +288,7 @@ pub unsafe extern "C" fn ticketing_query_start(
     future_out: *mut *mut ticketing_future,
     error_out: *mut *mut ticketing_error,
 ) -> c_int {
-    unsafe { put(future_out, std::ptr::null_mut()) };
-    guard(error_out, || {
-        let future_out = required(future_out, "future_out")?;
-        let client = unsafe { handle::hold(client, "client") }?;
-        let key = unsafe { text(key, "key") }?;
-        crate::client::check_key_arg(key).map_err(Failure::invalid)?;
-        unsafe {
-            begin(Op::Query, future_out, |done| {
-                client.value.client.query_then(key, move |r| done(r.map(Value::Query).map_err(Failure::from)))
-            })
-        };
-        Ok(())
-    })
+    unsafe { start(future_out, error_out, || operation::query(client, key)) }
 }
 
 /// The future of ticketing_resolve (read with ticketing_future_get_resolve); see ticketing_acquire_start.
@@ -328,33 +304,7 @@ pub unsafe extern "C" fn ticketing_resolve_start(
     future_out: *mut *mut ticketing_future,
     error_out: *mut *mut ticketing_error,
 ) -> c_int {
-    unsafe { put(future_out, std::ptr::null_mut()) };
-    guard(error_out, || {
-        let future_out = required(future_out, "future_out")?;
-        let client = unsafe { handle::hold(client, "client") }?;
-        let error = unsafe { handle::hold_error(error, "error") }?;
-        let timeout = duration(timeout_ms, "timeout_ms")?;
-        let value = |resolution| match resolution {
-            Resolution::Held(lock) => Value::Resolved(TICKETING_HELD as c_int, Some(lock)),
-            Resolution::NotHeld => Value::Resolved(TICKETING_NOT_HELD as c_int, None),
-            _ => Value::Resolved(TICKETING_UNKNOWN as c_int, None),
-        };
-        unsafe {
-            begin(Op::Resolve, future_out, |done| {
-                match error.as_ref().and_then(|e| e.value.acquire.as_ref()) {
-                    Some(attempt) => {
-                        client.value.client.resolve_then(attempt, timeout, move |r| done(Ok(value(r))))
-                    }
-                    // Any error but an indeterminate acquire is definitive (Client::resolve).
-                    None => {
-                        done(Ok(Value::Resolved(TICKETING_NOT_HELD as c_int, None)));
-                        Pending::ended()
-                    }
-                }
-            })
-        };
-        Ok(())
-    })
+    unsafe { start(future_out, error_out, || operation::resolve(client, error, timeout_ms)) }
 }
 
 /// 1 once the future is ready, else 0. Never blocks.
@@ -368,7 +318,9 @@ pub unsafe extern "C" fn ticketing_future_is_ready(future: *const ticketing_futu
 
 /// Waits until the future is ready (*ready_out 1) or timeout_ms passes (*ready_out 0); a
 /// negative timeout_ms waits as long as it takes (every operation ends by its own
-/// deadline). ready_out may be NULL. Blocks at most timeout_ms.
+/// deadline). ready_out may be NULL. The wait is the blocking calls' own: the calling
+/// thread's wait check (ticketing_set_wait_check), when it says stop, cancels the
+/// operation, which makes the future ready. Blocks at most timeout_ms.
 ///
 /// # Safety
 /// `future` is NULL or a future handle; out-pointers NULL or writable.
@@ -382,25 +334,8 @@ pub unsafe extern "C" fn ticketing_future_block_until_ready(
     guard(error_out, || {
         let future = unsafe { handle::hold(future, "future") }?;
         let until = u64::try_from(timeout_ms).ok().map(|ms| Instant::now() + Duration::from_millis(ms));
-        let mut state = future.value.state();
-        while !state.ready {
-            state = match until {
-                None => future.value.became_ready.wait(state).unwrap_or_else(|e| e.into_inner()),
-                Some(until) => {
-                    let now = Instant::now();
-                    if now >= until {
-                        break;
-                    }
-                    let (state, _) = future
-                        .value
-                        .became_ready
-                        .wait_timeout(state, until - now)
-                        .unwrap_or_else(|e| e.into_inner());
-                    state
-                }
-            };
-        }
-        unsafe { put(ready_out, c_int::from(state.ready)) };
+        let ready = future.value.wait(until);
+        unsafe { put(ready_out, c_int::from(ready)) };
         Ok(())
     })
 }
@@ -514,9 +449,7 @@ pub unsafe extern "C" fn ticketing_future_get_lock(
     guard(error_out, || {
         let lock_out = required(lock_out, "lock_out")?;
         let future = unsafe { handle::hold(future.cast_const(), "future") }?;
-        let Value::Lock(lock) = take(&future, Op::Acquire)? else { unreachable!("an acquire's value") };
-        unsafe { put(lock_out, handle::into_raw(LockHandle::new(lock))) };
-        Ok(())
+        unsafe { operation::put_lock(take(&future, Op::Acquire)?, lock_out) }
     })
 }
 
@@ -532,9 +465,7 @@ pub unsafe extern "C" fn ticketing_future_get_release(
 ) -> c_int {
     guard(error_out, || {
         let future = unsafe { handle::hold(future.cast_const(), "future") }?;
-        let Value::Released(outcome) = take(&future, Op::Release)? else { unreachable!("a release's value") };
-        unsafe { put(outcome_out, outcome_code(outcome)) };
-        Ok(())
+        unsafe { operation::put_release(take(&future, Op::Release)?, outcome_out) }
     })
 }
 
@@ -552,12 +483,7 @@ pub unsafe extern "C" fn ticketing_future_get_query(
     guard(error_out, || {
         let held_out = required(held_out, "held_out")?;
         let future = unsafe { handle::hold(future.cast_const(), "future") }?;
-        let Value::Query(holder) = take(&future, Op::Query)? else { unreachable!("a query's value") };
-        if let (Some(info), Some(out)) = (&holder, unsafe { holder_out.as_mut() }) {
-            out.fill(info);
-        }
-        unsafe { put(held_out, c_int::from(holder.is_some())) };
-        Ok(())
+        unsafe { operation::put_query(take(&future, Op::Query)?, held_out, holder_out) }
     })
 }
 
@@ -577,14 +503,7 @@ pub unsafe extern "C" fn ticketing_future_get_resolve(
         let resolution_out = required(resolution_out, "resolution_out")?;
         let lock_out = required(lock_out, "lock_out")?;
         let future = unsafe { handle::hold(future.cast_const(), "future") }?;
-        let Value::Resolved(code, lock) = take(&future, Op::Resolve)? else {
-            unreachable!("a resolve's value")
-        };
-        if let Some(lock) = lock {
-            unsafe { put(lock_out, handle::into_raw(LockHandle::new(lock))) };
-        }
-        unsafe { put(resolution_out, code) };
-        Ok(())
+        unsafe { operation::put_resolve(take(&future, Op::Resolve)?, resolution_out, lock_out) }
     })
 }
 

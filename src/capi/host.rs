@@ -40,8 +40,9 @@ pub unsafe extern "C" fn ticketing_set_logger(
 pub type ticketing_wait_check_fn = Option<unsafe extern "C" fn(ctx: *mut c_void) -> c_int>;
 
 /// From now on, a blocking call (ticketing_acquire, ticketing_lock_release,
-/// ticketing_release, ticketing_query, ticketing_resolve) made by the calling thread that
-/// waits longer than slice_ms calls check(ctx) every slice_ms on that thread — to run the
+/// ticketing_release, ticketing_query, ticketing_resolve) or a
+/// ticketing_future_block_until_ready made by the calling thread that waits longer than
+/// slice_ms calls check(ctx) every slice_ms on that thread — to run the
 /// host's own signal handling, as the Python package runs Python's (Ctrl-C) on its main
 /// thread, or to see that the thread was interrupted. Each thread sets its own check. A nonzero return stops the wait at once: the operation is
 /// cancelled by the rule of ticketing_future_cancel (an acquire not yet sent ends
@@ -49,7 +50,8 @@ pub type ticketing_wait_check_fn = Option<unsafe extern "C" fn(ctx: *mut c_void)
 /// TICKETING_CAUSE_CANCELLED, its grant, if any, released by the client; a query
 /// TICKETING_CANCELLED; a resolve TICKETING_UNKNOWN; a release goes on in the background
 /// and the call returns TICKETING_CANCELLED, the lock releasable again), and the call
-/// returns that outcome. A call whose outcome comes within slice_ms never calls check.
+/// returns that outcome (ticketing_future_block_until_ready: the future is ready with
+/// it). A call whose outcome comes within slice_ms never calls check.
 /// check NULL removes the thread's check. slice_ms is 1..=60 000.
 /// Errors: TICKETING_INVALID. Never blocks.
 ///

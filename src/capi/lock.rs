@@ -1,4 +1,5 @@
-//! The lock handle (`ticketing_lock`): its getters, its release and its free.
+//! The lock handle (`ticketing_lock`): its getters, what its release takes out and puts
+//! back, and its free (its release itself: `operation.rs`, `blocking.rs`).
 
 use std::ffi::{c_char, c_int, CString};
 use std::ptr;
@@ -7,7 +8,7 @@ use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use super::abi::*;
-use super::boundary::{getter, guard, millis, put};
+use super::boundary::{getter, millis};
 use super::error::{c_string, Failure};
 use super::handle::{self, Kind, Opaque};
 use crate::client::{Lock, ReleaseOutcome};
@@ -73,53 +74,11 @@ impl LockHandle {
             *self.slot() = Some(lock);
         }
     }
-
-    /// Releases the lock once: an outcome, or an error after which the lock is
-    /// releasable again (put back) unless the server refused it as invalid.
-    pub(super) fn release(&self) -> Result<ReleaseOutcome, Failure> {
-        let mut lock = self.take_for_release()?;
-        let result = lock.try_release();
-        self.after_release(lock);
-        Ok(result?)
-    }
 }
 
 /// `TICKETING_RELEASED`, `TICKETING_NOT_HOLDER` or `TICKETING_RELEASED_OR_EXPIRED`.
 pub(super) fn outcome_code(outcome: ReleaseOutcome) -> c_int {
     super::abi::ticketing_release_outcome::of(outcome) as c_int
-}
-
-/// Releases the lock and waits for the server's answer. Wraps Lock::release.
-/// *outcome_out (may be NULL): TICKETING_RELEASED, TICKETING_NOT_HOLDER or
-/// TICKETING_RELEASED_OR_EXPIRED; the lock is released for good then. Errors:
-/// TICKETING_UNCONFIRMED (sent, no answer: the key may still be held; the client keeps
-/// checking and releases it), TICKETING_UNAVAILABLE (no server could take it: never
-/// sent; at once when every connection failed with a lasting mistake),
-/// TICKETING_QUEUE_FULL (never sent), TICKETING_INVALID (released already, a release
-/// of it under way on another thread, or refused by the server as invalid).
-/// After any error but TICKETING_INVALID the lock stays releasable: call
-/// ticketing_lock_release again (a retry after TICKETING_UNCONFIRMED or
-/// TICKETING_UNAVAILABLE that gets `N` reports TICKETING_RELEASED_OR_EXPIRED: the first
-/// attempt, or the client's own check, may have released it), or
-/// free it, which hands the release to the background queue. ticketing_error_is_retryable
-/// says whether a retry soon may succeed (1 for a passing TICKETING_UNAVAILABLE and for
-/// TICKETING_QUEUE_FULL). The handle stays allocated either way: free it with
-/// ticketing_lock_free. Blocks at most the release deadline, 5 s.
-///
-/// # Safety
-/// `lock` is NULL or a lock handle; out-pointers NULL or writable.
-#[no_mangle]
-pub unsafe extern "C" fn ticketing_lock_release(
-    lock: *mut ticketing_lock,
-    outcome_out: *mut c_int,
-    error_out: *mut *mut ticketing_error,
-) -> c_int {
-    guard(error_out, || {
-        let lock = unsafe { handle::hold(lock.cast_const(), "lock") }?;
-        let outcome = lock.value.release()?;
-        unsafe { put(outcome_out, outcome_code(outcome)) };
-        Ok(())
-    })
 }
 
 /// The fencing token: larger than every earlier grant's. Pass it to every write the

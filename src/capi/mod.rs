@@ -14,13 +14,23 @@
 //! (a release takes it out for its length), `ticketing_error` an immutable
 //! [`ErrorHandle`]. The functions live beside their handle: `client.rs`, `lock.rs`,
 //! `error.rs`; the logger and the panic hook in `logging.rs`.
+//!
+//! Each operation (acquire, the two releases, query, resolve) is written once, in
+//! `operation.rs`: its arguments, its start, what its outcome puts out. Its future's
+//! start and getter (`future.rs`) and its blocking call (`blocking.rs`) are made of
+//! those, and a blocking call is its future started and waited for in the one place a
+//! thread waits (`future.rs`), so a blocking call and its future cannot differ.
 
 // The declared values first, then the functions in the order the header shows them.
 mod abi;
 
 mod client;
 
+mod blocking;
+
 mod future;
+
+mod operation;
 
 mod queue;
 
@@ -41,6 +51,7 @@ mod tests;
 use std::ffi::{c_char, c_int, CStr};
 
 pub use abi::*;
+pub use blocking::*;
 pub use client::*;
 pub use error::*;
 pub use error_getters::*;
@@ -70,11 +81,17 @@ pub extern "C" fn ticketing_version_string() -> *const c_char {
 
 /// The name of a status or error kind: "ok", "busy", "timeout", "not_leader", "invalid",
 /// "overloaded", "unavailable", "indeterminate", "no_answer", "unconfirmed",
-/// "queue_full", "protocol", "refused", "config", "internal", "cancelled"; "unknown" for any other
-/// number. Static string.
+/// "queue_full", "protocol", "refused", "config", "internal", "cancelled". Static
+/// string.
+///
+/// Every *_name function (this one, ticketing_cause_name,
+/// ticketing_release_outcome_name, ticketing_resolution_name) returns NULL for a number
+/// outside its table, and a name for each number in it, without a gap: kinds from 0,
+/// the others from 1. A binding reads a table by asking from its first number until
+/// NULL, so a value added to the library reaches it with no edit.
 #[no_mangle]
 pub extern "C" fn ticketing_kind_name(kind: c_int) -> *const c_char {
-    name_of(&ticketing_kind::ALL, 0, kind, ticketing_kind::name).as_ptr()
+    name_of(&ticketing_kind::ALL, 0, kind, ticketing_kind::name)
 }
 
 /// 1 when an error of this kind means the operation certainly did not take effect (an
@@ -88,23 +105,23 @@ pub extern "C" fn ticketing_kind_is_definitive(kind: c_int) -> c_int {
 }
 
 /// The name of a TICKETING_CAUSE_* value: "connection_lost", "server_unknown",
-/// "no_answer", "protocol_violation", "expired_on_arrival", "cancelled"; "unknown" for
-/// any other number. Static string.
+/// "no_answer", "protocol_violation", "expired_on_arrival", "cancelled"; NULL for any
+/// other number (0: not indeterminate). Static string.
 #[no_mangle]
 pub extern "C" fn ticketing_cause_name(cause: c_int) -> *const c_char {
-    name_of(&ticketing_cause::ALL, 1, cause, ticketing_cause::name).as_ptr()
+    name_of(&ticketing_cause::ALL, 1, cause, ticketing_cause::name)
 }
 
 /// The name of a release outcome: "released", "not_holder", "released_or_expired";
-/// "unknown" for any other number. Static string.
+/// NULL for any other number. Static string.
 #[no_mangle]
 pub extern "C" fn ticketing_release_outcome_name(outcome: c_int) -> *const c_char {
-    name_of(&ticketing_release_outcome::ALL, 1, outcome, ticketing_release_outcome::name).as_ptr()
+    name_of(&ticketing_release_outcome::ALL, 1, outcome, ticketing_release_outcome::name)
 }
 
-/// The name of a resolution: "held", "not_held", "unknown" (TICKETING_UNKNOWN, and any
-/// other number). Static string.
+/// The name of a resolution: "held", "not_held", "unknown" (TICKETING_UNKNOWN, a
+/// resolution like the others); NULL for any other number. Static string.
 #[no_mangle]
 pub extern "C" fn ticketing_resolution_name(resolution: c_int) -> *const c_char {
-    name_of(&ticketing_resolution::ALL, 1, resolution, ticketing_resolution::name).as_ptr()
+    name_of(&ticketing_resolution::ALL, 1, resolution, ticketing_resolution::name)
 }

@@ -143,18 +143,35 @@ fn versions_and_the_names_of_every_declared_value() {
         let name = cstr(ticketing_resolution_name(resolution as c_int)).to_uppercase();
         assert_eq!(format!("TICKETING_{name}"), format!("{resolution:?}"));
     }
-    // Numbered from 0 (kinds) or 1 (the others) without a gap; "unknown" around them.
+    // Numbered from 0 (kinds) or 1 (the others) without a gap; NULL around them, so
+    // that a table read until NULL has every value, and TICKETING_UNKNOWN ("unknown", a
+    // resolution) is not taken for its end.
     assert!(ticketing_kind::ALL.iter().enumerate().all(|(i, k)| *k as usize == i));
     assert!(ticketing_cause::ALL.iter().enumerate().all(|(i, c)| *c as usize == i + 1));
-    for past in [-1, ticketing_kind::ALL.len() as c_int] {
-        assert_eq!(cstr(ticketing_kind_name(past)), "unknown");
+    assert!(ticketing_release_outcome::ALL.iter().enumerate().all(|(i, o)| *o as usize == i + 1));
+    assert!(ticketing_resolution::ALL.iter().enumerate().all(|(i, r)| *r as usize == i + 1));
+    for past in [-1, ticketing_kind::ALL.len() as c_int, c_int::MIN, c_int::MAX] {
+        assert!(ticketing_kind_name(past).is_null());
         assert_eq!(ticketing_kind_is_definitive(past), 0);
     }
     for past in [0, ticketing_cause::ALL.len() as c_int + 1] {
-        assert_eq!(cstr(ticketing_cause_name(past)), "unknown");
+        assert!(ticketing_cause_name(past).is_null());
     }
-    assert_eq!(cstr(ticketing_release_outcome_name(4)), "unknown");
-    assert_eq!(cstr(ticketing_resolution_name(0)), "unknown");
+    for past in [0, ticketing_release_outcome::ALL.len() as c_int + 1] {
+        assert!(ticketing_release_outcome_name(past).is_null());
+    }
+    for past in [0, ticketing_resolution::ALL.len() as c_int + 1] {
+        assert!(ticketing_resolution_name(past).is_null());
+    }
+    assert_eq!(cstr(ticketing_resolution_name(TICKETING_UNKNOWN as c_int)), "unknown");
+    // What a binding does at load: each table read from its first number until NULL.
+    let table = |name: extern "C" fn(c_int) -> *const c_char, first: c_int| {
+        (first..).map_while(|n| (!name(n).is_null()).then(|| cstr(name(n)))).collect::<Vec<_>>()
+    };
+    assert_eq!(table(ticketing_kind_name, 0).len(), ticketing_kind::ALL.len());
+    assert_eq!(table(ticketing_cause_name, 1).len(), ticketing_cause::ALL.len());
+    assert_eq!(table(ticketing_release_outcome_name, 1), ["released", "not_holder", "released_or_expired"]);
+    assert_eq!(table(ticketing_resolution_name, 1), ["held", "not_held", "unknown"]);
 }
 
 #[test]

@@ -52,9 +52,29 @@ impl Pending {
     ///
     /// Returns false when the operation had ended already. Never blocks.
     pub fn cancel(&self) -> bool {
+        self.live().is_some_and(|(handle, op)| handle.shared.cancel(op))
+    }
+
+    /// When a thread that waits for the operation drives the client's time itself: a
+    /// little past its deadline, which the timer thread may miss on a starved machine
+    /// (as a blocking call does). None once it ended, or when it had none.
+    pub(crate) fn late_at(&self) -> Option<Instant> {
+        self.live().and_then(|(handle, op)| handle.shared.late_at(op))
+    }
+
+    /// Does now what the timer thread would, for a waiter past [`Pending::late_at`].
+    pub(crate) fn drive_late(&self) {
+        if let Some((handle, op)) = self.live() {
+            handle.shared.drive_late(op);
+        }
+    }
+
+    /// The client and the operation, unless it ended before it started or this is a
+    /// forked child (which must not touch the parent's client).
+    fn live(&self) -> Option<(&Handle, OpId)> {
         match (&self.handle, self.op) {
-            (Some(handle), Some(op)) if !handle.shared.is_forked() => handle.shared.cancel(op),
-            _ => false,
+            (Some(handle), Some(op)) if !handle.shared.is_forked() => Some((handle, op)),
+            _ => None,
         }
     }
 }

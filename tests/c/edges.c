@@ -277,6 +277,25 @@ static void wait_check(const char *key) {
     CHECK(g_checks == 3 && took < 2.0, "stopped at the third check (%d checks, %.3f s)", g_checks, took);
     printf("wait check: %s after %d checks, %.0f ms\n", ticketing_kind_name(rc), g_checks, took * 1000);
     ticketing_error_free(err);
+    /* A future blocked on waits as a blocking call does: the check stops it too, and the
+     * future is ready with the cancelled outcome. */
+    g_checks = 0;
+    ticketing_future *future = NULL;
+    rc = ticketing_acquire_start(client, key, 20 * TICKETING_NS_PER_S, 20 * TICKETING_NS_PER_S, &future, NULL);
+    CHECK(rc == TICKETING_OK, "acquire_start: %s", ticketing_kind_name(rc));
+    clock_gettime(CLOCK_MONOTONIC, &start);
+    int ready = 0;
+    rc = ticketing_future_block_until_ready(future, -1, &ready, NULL);
+    took = seconds_since(&start);
+    CHECK(rc == TICKETING_OK && ready == 1, "block_until_ready: %s, ready %d", ticketing_kind_name(rc), ready);
+    CHECK(g_checks == 3 && took < 2.0, "stopped at the third check (%d checks, %.3f s)", g_checks, took);
+    rc = ticketing_future_get_lock(future, &lock, &err);
+    CHECK((rc == TICKETING_INDETERMINATE && ticketing_error_cause(err) == TICKETING_CAUSE_CANCELLED) ||
+              rc == TICKETING_CANCELLED,
+          "a stopped block_until_ready: %s", ticketing_kind_name(rc));
+    printf("block_until_ready wait check: %s after %d checks\n", ticketing_kind_name(rc), g_checks);
+    ticketing_error_free(err);
+    ticketing_future_free(future);
     /* Another thread's calls have no check: it is the calling thread's. */
     CHECK(ticketing_set_wait_check(NULL, NULL, 20, NULL) == TICKETING_OK, "removed");
     release_and_report("holder", held);

@@ -127,3 +127,31 @@ pub(crate) fn set_wait_check(check: Option<WaitCheck>) {
 pub(crate) fn wait_check() -> Option<Rc<WaitCheck>> {
     WAIT_CHECK.try_with(|c| c.borrow().clone()).ok().flatten()
 }
+
+thread_local! {
+    /// Set while the calling thread starts an operation that it waits for at once
+    /// through a completion ([`waiting_after`]).
+    static WAITS_AFTER: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Runs `start`, which starts operations with a completion that the calling thread
+/// then waits for at once (the C ABI's blocking calls, built on its futures): this
+/// thread writes their requests itself, as a blocking call does, rather than handing
+/// them to the writer thread as a start from an event loop does (one thread hand-over
+/// less per request).
+pub(crate) fn waiting_after<R>(start: impl FnOnce() -> R) -> R {
+    struct Reset(bool);
+    impl Drop for Reset {
+        fn drop(&mut self) {
+            let _ = WAITS_AFTER.try_with(|w| w.set(self.0));
+        }
+    }
+    let _reset = Reset(WAITS_AFTER.try_with(|w| w.replace(true)).unwrap_or(false));
+    start()
+}
+
+/// Does the calling thread wait at once for what it starts ([`waiting_after`])? False
+/// where its thread-local storage is gone: the writer thread writes then.
+pub(crate) fn waits_after() -> bool {
+    WAITS_AFTER.try_with(std::cell::Cell::get).unwrap_or(false)
+}

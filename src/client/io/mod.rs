@@ -34,7 +34,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use crate::client::core::Config;
-pub(crate) use cell::{set_wait_check, Completion, WaitCheck, Waker};
+pub(crate) use cell::{set_wait_check, wait_check, waiting_after, Completion, WaitCheck, Waker};
 pub use conn::WRITE_DEADLINE;
 use dial::Dialer;
 pub(crate) use shared::{Mode, Shared};

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender};
 
-use super::cell::{wait_check, Cell, Completion, Waker};
+use super::cell::{wait_check, waits_after, Cell, Completion, Waker};
 use super::conn::{Conn, Job};
 use super::dial::Dialer;
 use super::sync::lock;
@@ -169,17 +169,28 @@ impl Shared {
                     return Ok(outcome);
                 }
             }
-            let now = Instant::now();
-            if deadline.is_some_and(|d| now >= d + SELF_DRIVE_SLACK) {
-                let work = {
-                    let mut state = self.state();
-                    state.core.handle_timeout(now);
-                    deadline = state.core.op_deadline(op);
-                    state.drain(self)
-                };
-                self.perform(work, Mode::Deferred);
+            if deadline.is_some_and(|d| Instant::now() >= d + SELF_DRIVE_SLACK) {
+                deadline = self.drive_late(op);
             }
         }
+    }
+
+    /// When a thread waiting for `op` drives the core's time itself ([`Shared::drive_late`]):
+    /// [`SELF_DRIVE_SLACK`] past the operation's deadline. None once it ended.
+    pub(crate) fn late_at(&self, op: OpId) -> Option<Instant> {
+        self.state().core.op_deadline(op).map(|d| d + SELF_DRIVE_SLACK)
+    }
+
+    /// A thread waits for `op` past its deadline: the timer thread is late (a starved
+    /// machine), so this one does what it would do now. Returns `op`'s next deadline.
+    pub(crate) fn drive_late(self: &Arc<Self>, op: OpId) -> Option<Instant> {
+        let (deadline, work) = {
+            let mut state = self.state();
+            state.core.handle_timeout(Instant::now());
+            (state.core.op_deadline(op), state.drain(self))
+        };
+        self.perform(work, Mode::Deferred);
+        deadline
     }
 
     /// Starts an operation whose outcome goes to `done` (see [`Waker::Done`]). The caller
@@ -187,12 +198,15 @@ impl Shared {
     /// frame, and gathers what a burst of starts queues meanwhile into one write — from
     /// one event loop, 64 concurrent acquire+release loops made 1.5× the pairs/s of
     /// writing each frame from the loop itself, for ~30 µs more per lone request.
+    /// A thread that waits for the outcome at once (`cell::waiting_after`) writes the frame
+    /// itself, as [`Shared::call`] does.
     pub(crate) fn start<R>(
         self: &Arc<Self>,
         done: Completion,
         start: impl FnOnce(&mut Core<Waker>, Waker, Instant) -> R,
     ) -> R {
-        self.with_core(Mode::Deferred, |core, now| start(core, Waker::Done(done), now))
+        let mode = if waits_after() { Mode::Blocking } else { Mode::Deferred };
+        self.with_core(mode, |core, now| start(core, Waker::Done(done), now))
     }
 
     /// The caller of `op` stops waiting ([`Core::cancel`]); false when it had ended.

@@ -28,12 +28,15 @@ final class Abi {
     static final int HELD = RESOLUTIONS.indexOf("held") + 1;
     static final int NOT_HELD = RESOLUTIONS.indexOf("not_held") + 1;
 
-    /** The names from {@code first} on until the library's "unknown" (past the last). */
+    /**
+     * The names from {@code first} on until the name function's NULL (past the last:
+     * "unknown" is a resolution's name, not the end).
+     */
     private static List<String> table(IntFunction<Long> nameOf, int first) {
         List<String> names = new ArrayList<>();
         for (int number = first;; number++) {
             String name = NativeLib.string(nameOf.apply(number));
-            if (name == null || name.equals("unknown")) {
+            if (name == null) {
                 return Collections.unmodifiableList(names);
             }
             names.add(name);

@@ -29,7 +29,7 @@ import java.util.stream.Stream;
  */
 final class NativeLib {
     /** The ABI version this library speaks ({@code TICKETING_ABI_VERSION}). */
-    static final int ABI_VERSION = 2;
+    static final int ABI_VERSION = 3;
 
     /** The jar's copy of the library, at JNA's name for the platform. */
     static final String RESOURCE = "/linux-x86-64/libticketing.so";
