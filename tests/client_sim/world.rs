@@ -711,6 +711,8 @@ impl World {
                 }
                 Action::Net(NetEvent::Forget { slot }) => note!(self, "forget {slot:?}"),
                 Action::Complete { waker, op, outcome } => self.complete(waker, op, outcome)?,
+                // The simulation makes ACQUIREs, not HOLDs: no request asks for its place.
+                Action::Place(news) => return Err(format!("a place in line nobody asked for: {news:?}")),
                 Action::Shutdown => {
                     note!(self, "shutdown");
                     self.shut_down = true;
