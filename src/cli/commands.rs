@@ -6,25 +6,35 @@ use crate::client::ReleaseOutcome;
 pub(super) fn acquire(args: &[String]) -> i32 {
     let mut opts = lock_options();
     lease_wait_options(&mut opts);
-    let about = "Takes KEY and prints its fencing token on stdout. The key stays held \
-                 after the command exits, until `ticketing release KEY TOKEN` (same owner) \
-                 or the lease ends.";
-    let matches = match parse(&opts, args, "ticketing acquire KEY [options]", about) {
+    opts.optopt("", "permits", "capacity of every KEY: a pool of N permits, 1..=1000000 (default 1)", "N");
+    opts.optopt("", "count", "permits of each KEY to take, 1..=--permits (default 1)", "K");
+    opts.optflag("", "position", "print the place in line on stderr while waiting");
+    let about = "Takes KEY (or every KEY at once: all or none, one token) and prints the \
+                 fencing token on stdout. The keys stay held after the command exits, until \
+                 `ticketing release KEY TOKEN` with any one of them (same owner) or the lease \
+                 ends. With --permits N each KEY is a pool of N permits and --count K of them \
+                 are taken.";
+    let matches = match parse(&opts, args, "ticketing acquire KEY [KEY...] [options]", about) {
         Ok(m) => m,
         Err(code) => return code,
     };
-    let [key] = matches.free.as_slice() else {
-        eprintln!("ticketing acquire: expected exactly one KEY; see --help");
-        return EXIT_USAGE;
-    };
+    let keys = matches.free.clone();
     let (lease, wait) = match lease_wait(&matches) {
         Ok(lw) => lw,
+        Err(code) => return code,
+    };
+    let shape = match hold_shape(&matches, &keys) {
+        Ok(shape) => shape,
         Err(code) => return code,
     };
     let client = match build_client(&matches) {
         Ok(c) => c,
         Err(code) => return code,
     };
+    if let Some((permits, count, position)) = shape {
+        return acquire_hold(&client, &keys, permits, count, position, lease, wait);
+    }
+    let key = &keys[0];
     let budget = Budget::acquire(wait);
     match acquire_following(&client, key, lease, wait, budget) {
         Ok(lock) => {
@@ -36,6 +46,104 @@ pub(super) fn acquire(args: &[String]) -> i32 {
             let no_leader =
                 matches!(e, AcquireError::NotLeader { leader: None } | AcquireError::Unavailable { .. });
             report_failure(&client, "acquire", &Failed::Acquire(&e), no_leader, budget);
+            acquire_exit(&e)
+        }
+    }
+}
+
+/// `--permits`, `--count` and `--position` checked against the keys, in the CLI's
+/// words: `None` for one key taken as an exclusive lock (today's ACQUIRE).
+fn hold_shape(matches: &Matches, keys: &[String]) -> Result<Option<(u32, u32, bool)>, i32> {
+    let number = |name: &str, max: u32| -> Result<Option<u32>, i32> {
+        match matches.opt_str(name) {
+            None => Ok(None),
+            Some(text) => match text.parse::<u32>() {
+                Ok(n) if (1..=max).contains(&n) => Ok(Some(n)),
+                _ => {
+                    eprintln!("ticketing acquire: --{name} {text:?}: must be a whole number 1..={max}");
+                    Err(EXIT_USAGE)
+                }
+            },
+        }
+    };
+    let max = crate::proto::limits::HOLD_KEYS_MAX;
+    if keys.is_empty() || keys.len() > max {
+        eprintln!("ticketing acquire: expected 1 to {max} KEYs, got {}; see --help", keys.len());
+        return Err(EXIT_USAGE);
+    }
+    if let Some((i, key)) = keys.iter().enumerate().find(|(i, k)| keys[..*i].contains(k)) {
+        let first = keys.iter().position(|k| k == key).unwrap_or(0);
+        eprintln!(
+            "ticketing acquire: KEY {key:?} is given twice (KEY {} and {}); name each key once",
+            first + 1,
+            i + 1
+        );
+        return Err(EXIT_USAGE);
+    }
+    let permits = number("permits", crate::proto::limits::CAPACITY_MAX)?.unwrap_or(1);
+    let count = number("count", u32::MAX)?.unwrap_or(1);
+    if count > permits {
+        eprintln!("ticketing acquire: --count {count} is more than --permits {permits}");
+        return Err(EXIT_USAGE);
+    }
+    let position = matches.opt_present("position");
+    Ok((keys.len() > 1 || permits > 1 || position).then_some((permits, count, position)))
+}
+
+/// `acquire` of several keys or permits: one HOLD, retried like `acquire` while
+/// nothing was executed.
+fn acquire_hold(
+    client: &Client,
+    keys: &[String],
+    permits: u32,
+    count: u32,
+    position: bool,
+    lease: Duration,
+    wait: Duration,
+) -> i32 {
+    let budget = Budget::acquire(wait);
+    let (wait_end, end) = (budget.started + wait, budget.started + budget.length);
+    let result = loop {
+        let left = wait_end.saturating_duration_since(Instant::now());
+        let mut hold = keys.iter().fold(client.hold(lease, left), |h, k| h.permits(k, count, permits));
+        if position {
+            hold = hold.on_place(|p| match p.estimated_wait() {
+                Some(eta) => eprintln!("place in line: {} ahead, about {:.1} s", p.ahead, eta.as_secs_f64()),
+                None => eprintln!("place in line: {} ahead", p.ahead),
+            });
+        }
+        match hold.acquire() {
+            Err(e) if e.is_retryable() && Instant::now() < end => {
+                log::debug!("not executed ({e}); trying again");
+                if !matches!(e, AcquireError::NotLeader { leader: Some(_) }) {
+                    std::thread::sleep(
+                        Duration::from_millis(100).min(end.saturating_duration_since(Instant::now())),
+                    );
+                }
+            }
+            other => break other,
+        }
+    };
+    match result {
+        Ok(lock) => {
+            let what =
+                if permits > 1 { format!(" ({count} of {permits} permits each)") } else { String::new() };
+            eprintln!(
+                "acquired {}{what} as owner {} for {} s",
+                keys.join(", "),
+                lock.owner(),
+                lock.lease().as_secs()
+            );
+            println!("{}", lock.into_token());
+            EXIT_OK
+        }
+        Err(e) => {
+            let no_leader =
+                matches!(e, AcquireError::NotLeader { leader: None } | AcquireError::Unavailable { .. });
+            report_failure(client, "acquire", &Failed::Acquire(&e), no_leader, budget);
+            if matches!(&e, AcquireError::Invalid(why) if why.contains("and the key has capacity")) {
+                eprintln!("  give --permits the key's capacity (`ticketing query --pool KEY` shows it)");
+            }
             acquire_exit(&e)
         }
     }
@@ -84,8 +192,16 @@ pub(super) fn release(args: &[String]) -> i32 {
 }
 
 pub(super) fn query(args: &[String]) -> i32 {
-    let opts = client_options();
-    let about = "Shows who holds KEY: `free`, or `held owner=… token=… remaining_ms=… waiters=…`.";
+    let mut opts = client_options();
+    opts.optflag(
+        "",
+        "pool",
+        "show KEY as a pool: capacity, permits in use, holds, waiters and the oldest holds",
+    );
+    let about = "Shows who holds KEY: `free`, or `held owner=… token=… remaining_ms=… waiters=…`. \
+                 With --pool: `pool capacity=… in_use=… holds=… waiters=… oldest_wait_ms=…` and \
+                 one `hold owner=… token=… count=… remaining_ms=…` line for each of the oldest \
+                 holds.";
     let matches = match parse(&opts, args, "ticketing query KEY [options]", about) {
         Ok(m) => m,
         Err(code) => return code,
@@ -99,6 +215,34 @@ pub(super) fn query(args: &[String]) -> i32 {
         Err(code) => return code,
     };
     let budget = Budget::of(CLI_REQUEST_TIMEOUT);
+    if matches.opt_present("pool") {
+        return match client.pool(key) {
+            Ok(p) => {
+                println!(
+                    "pool capacity={} in_use={} holds={} waiters={} oldest_wait_ms={}",
+                    p.capacity,
+                    p.in_use,
+                    p.holds,
+                    p.waiters,
+                    p.oldest_wait.as_millis()
+                );
+                for h in &p.holders {
+                    println!(
+                        "hold owner={} token={} count={} remaining_ms={}",
+                        h.owner,
+                        h.token,
+                        h.count,
+                        h.remaining.as_millis()
+                    );
+                }
+                EXIT_OK
+            }
+            Err(e) => {
+                report_failure(&client, "query", &Failed::Read(&e), false, budget);
+                client_exit(&e)
+            }
+        };
+    }
     match client.query(key) {
         Ok(None) => {
             println!("free");

@@ -127,8 +127,8 @@ pub use core::RELEASE_DEADLINE;
 pub use error::{AcquireError, BuildError, ClientError, Indeterminate, IndeterminateCause, ReleaseError};
 pub use hold::Hold;
 pub use lock::{Lock, LockParts};
-pub use outcome::{HolderInfo, ReleaseOutcome};
-pub use place::{Place, PlaceNews};
+pub use outcome::{HolderInfo, PoolHolding, PoolInfo, ReleaseOutcome};
+pub use place::Place;
 
 // The client's tuning, for the tests and the docs' figures: not settings.
 #[doc(hidden)]

@@ -44,3 +44,34 @@ pub struct HolderInfo {
     /// How many acquires wait in the key's queue.
     pub waiters: u32,
 }
+
+/// What a POOL read says of a key ([`Client::pool`](super::Client::pool)).
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct PoolInfo {
+    /// The key's capacity; 0 when nobody holds the key or waits for it.
+    pub capacity: u32,
+    /// Permits held.
+    pub in_use: u32,
+    /// Holds on the key.
+    pub holds: u32,
+    /// Requests waiting for it.
+    pub waiters: u32,
+    /// How long the first of them has waited.
+    pub oldest_wait: Duration,
+    /// The oldest holds (at most 8): owner, token, lease time left, and in `waiters`
+    /// the permits of the key each holds.
+    pub holders: Vec<PoolHolding>,
+}
+
+/// One hold in a [`PoolInfo`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct PoolHolding {
+    pub owner: String,
+    pub token: u64,
+    /// Permits of the key it holds.
+    pub count: u32,
+    /// Lease time left on the leader's clock when it answered.
+    pub remaining: Duration,
+}

@@ -61,6 +61,17 @@ pub enum Refusal {
 }
 
 impl Refusal {
+    /// The refusal naming the key at index `at` by `name(at)`.
+    pub fn message_naming(&self, name: impl Fn(usize) -> String) -> String {
+        let plain = self.message();
+        match self {
+            Refusal::Capacity { at, .. }
+            | Refusal::Count { at, .. }
+            | Refusal::CapacityMismatch { at, .. } => plain.replacen(&format!("key {at}"), &name(*at), 1),
+            _ => plain,
+        }
+    }
+
     /// The refusal in the protocol's words: the field, the numbers and the fix.
     pub fn message(&self) -> String {
         match self {

@@ -87,7 +87,7 @@ impl LockTable {
         match asked {
             Err((refusal, w)) => {
                 self.discard_waiter(w);
-                let message = refusal.message();
+                let message = refusal.message_naming(|at| format!("{:?}", parts[at].key));
                 out.replies.push(Reply {
                     conn,
                     id,
