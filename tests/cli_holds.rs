@@ -102,3 +102,21 @@ fn bad_input_is_named_by_its_option_and_sends_nothing() {
     }
     assert_eq!(text(&on(&server, "x", &["query", "a"]).stdout).trim(), "free");
 }
+
+#[test]
+fn run_takes_several_keys_for_its_command_and_releases_them_all() {
+    let server = common::start_server(&[]);
+    let out = on(
+        &server,
+        "runner",
+        &["run", "seat:1", "seat:2", "--", "sh", "-c", "echo \"$TICKETING_KEY $TICKETING_FENCE\""],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let printed = text(&out.stdout);
+    let (keys, token) = printed.trim().split_once(' ').expect("keys and token");
+    assert_eq!(keys, "seat:1,seat:2");
+    assert!(token.parse::<u64>().is_ok(), "{printed}");
+    for seat in ["seat:1", "seat:2"] {
+        assert_eq!(text(&on(&server, "x", &["query", seat]).stdout).trim(), "free", "{seat}");
+    }
+}

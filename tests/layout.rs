@@ -32,6 +32,7 @@ const CLIENT_RANKS: &[(&str, u32)] = &[
     ("core/ids.rs", 0),
     ("error.rs", 1),
     ("outcome.rs", 1),
+    ("place.rs", 1),
     ("backoff.rs", 1),
     // The sans-IO core, bottom to top.
     ("core/session.rs", 2),
@@ -52,6 +53,7 @@ const CLIENT_RANKS: &[(&str, u32)] = &[
     ("core/ops.rs", 10),
     ("core/mod.rs", 11),
     ("core/cancel.rs", 12),
+    ("core/acquires.rs", 12),
     // The I/O around it.
     ("io/sync.rs", 13),
     ("io/cell.rs", 14),
@@ -71,6 +73,7 @@ const CLIENT_RANKS: &[(&str, u32)] = &[
     ("api.rs", 20),
     ("tls.rs", 20),
     ("callback.rs", 21),
+    ("hold.rs", 21),
     ("builder.rs", 21),
     ("mod.rs", 22),
 ];

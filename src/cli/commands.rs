@@ -6,9 +6,7 @@ use crate::client::ReleaseOutcome;
 pub(super) fn acquire(args: &[String]) -> i32 {
     let mut opts = lock_options();
     lease_wait_options(&mut opts);
-    opts.optopt("", "permits", "capacity of every KEY: a pool of N permits, 1..=1000000 (default 1)", "N");
-    opts.optopt("", "count", "permits of each KEY to take, 1..=--permits (default 1)", "K");
-    opts.optflag("", "position", "print the place in line on stderr while waiting");
+    hold_options(&mut opts);
     let about = "Takes KEY (or every KEY at once: all or none, one token) and prints the \
                  fencing token on stdout. The keys stay held after the command exits, until \
                  `ticketing release KEY TOKEN` with any one of them (same owner) or the lease \
@@ -23,7 +21,7 @@ pub(super) fn acquire(args: &[String]) -> i32 {
         Ok(lw) => lw,
         Err(code) => return code,
     };
-    let shape = match hold_shape(&matches, &keys) {
+    let shape = match hold_shape(&matches, &keys, "acquire") {
         Ok(shape) => shape,
         Err(code) => return code,
     };
@@ -31,8 +29,8 @@ pub(super) fn acquire(args: &[String]) -> i32 {
         Ok(c) => c,
         Err(code) => return code,
     };
-    if let Some((permits, count, position)) = shape {
-        return acquire_hold(&client, &keys, permits, count, position, lease, wait);
+    if let Some(shape) = shape {
+        return acquire_hold(&client, &keys, shape, lease, wait);
     }
     let key = &keys[0];
     let budget = Budget::acquire(wait);
@@ -51,16 +49,31 @@ pub(super) fn acquire(args: &[String]) -> i32 {
     }
 }
 
+/// The options of a hold: `acquire` and `run` take several keys and permits.
+pub(super) fn hold_options(opts: &mut Options) {
+    opts.optopt("", "permits", "capacity of every KEY: a pool of N permits, 1..=1000000 (default 1)", "N");
+    opts.optopt("", "count", "permits of each KEY to take, 1..=--permits (default 1)", "K");
+    opts.optflag("", "position", "print the place in line on stderr while waiting");
+}
+
+/// A hold's keys and options: (capacity, count, print places).
+#[derive(Clone, Copy)]
+pub(super) struct Shape {
+    permits: u32,
+    count: u32,
+    position: bool,
+}
+
 /// `--permits`, `--count` and `--position` checked against the keys, in the CLI's
 /// words: `None` for one key taken as an exclusive lock (today's ACQUIRE).
-fn hold_shape(matches: &Matches, keys: &[String]) -> Result<Option<(u32, u32, bool)>, i32> {
+pub(super) fn hold_shape(matches: &Matches, keys: &[String], command: &str) -> Result<Option<Shape>, i32> {
     let number = |name: &str, max: u32| -> Result<Option<u32>, i32> {
         match matches.opt_str(name) {
             None => Ok(None),
             Some(text) => match text.parse::<u32>() {
                 Ok(n) if (1..=max).contains(&n) => Ok(Some(n)),
                 _ => {
-                    eprintln!("ticketing acquire: --{name} {text:?}: must be a whole number 1..={max}");
+                    eprintln!("ticketing {command}: --{name} {text:?}: must be a whole number 1..={max}");
                     Err(EXIT_USAGE)
                 }
             },
@@ -68,7 +81,7 @@ fn hold_shape(matches: &Matches, keys: &[String]) -> Result<Option<(u32, u32, bo
     };
     let max = crate::proto::limits::HOLD_KEYS_MAX;
     if keys.is_empty() || keys.len() > max {
-        eprintln!("ticketing acquire: expected 1 to {max} KEYs, got {}; see --help", keys.len());
+        eprintln!("ticketing {command}: expected 1 to {max} KEYs, got {}; see --help", keys.len());
         return Err(EXIT_USAGE);
     }
     if let Some((i, key)) = keys.iter().enumerate().find(|(i, k)| keys[..*i].contains(k)) {
@@ -83,27 +96,26 @@ fn hold_shape(matches: &Matches, keys: &[String]) -> Result<Option<(u32, u32, bo
     let permits = number("permits", crate::proto::limits::CAPACITY_MAX)?.unwrap_or(1);
     let count = number("count", u32::MAX)?.unwrap_or(1);
     if count > permits {
-        eprintln!("ticketing acquire: --count {count} is more than --permits {permits}");
+        eprintln!("ticketing {command}: --count {count} is more than --permits {permits}");
         return Err(EXIT_USAGE);
     }
     let position = matches.opt_present("position");
-    Ok((keys.len() > 1 || permits > 1 || position).then_some((permits, count, position)))
+    Ok((keys.len() > 1 || permits > 1 || position).then_some(Shape { permits, count, position }))
 }
 
-/// `acquire` of several keys or permits: one HOLD, retried like `acquire` while
-/// nothing was executed.
-fn acquire_hold(
+/// Several keys or permits taken as one HOLD, tried again like `acquire` while nothing
+/// was executed, until `budget`.
+pub(super) fn hold_following(
     client: &Client,
     keys: &[String],
-    permits: u32,
-    count: u32,
-    position: bool,
+    shape: Shape,
     lease: Duration,
     wait: Duration,
-) -> i32 {
-    let budget = Budget::acquire(wait);
+    budget: Budget,
+) -> Result<Lock, AcquireError> {
+    let Shape { permits, count, position } = shape;
     let (wait_end, end) = (budget.started + wait, budget.started + budget.length);
-    let result = loop {
+    loop {
         let left = wait_end.saturating_duration_since(Instant::now());
         let mut hold = keys.iter().fold(client.hold(lease, left), |h, k| h.permits(k, count, permits));
         if position {
@@ -121,10 +133,16 @@ fn acquire_hold(
                     );
                 }
             }
-            other => break other,
+            other => return other,
         }
-    };
-    match result {
+    }
+}
+
+/// `acquire` of several keys or permits: one HOLD.
+fn acquire_hold(client: &Client, keys: &[String], shape: Shape, lease: Duration, wait: Duration) -> i32 {
+    let Shape { permits, count, .. } = shape;
+    let budget = Budget::acquire(wait);
+    match hold_following(client, keys, shape, lease, wait, budget) {
         Ok(lock) => {
             let what =
                 if permits > 1 { format!(" ({count} of {permits} permits each)") } else { String::new() };

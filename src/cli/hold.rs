@@ -27,19 +27,23 @@ pub(super) fn run(args: &[String]) -> i32 {
     };
     let mut opts = lock_options();
     lease_wait_options(&mut opts);
-    let about = "Acquires KEY, runs CMD with TICKETING_FENCE (the fencing token) and \
-                 TICKETING_KEY in its environment, releases KEY when CMD ends and exits \
-                 with CMD's status (128+N if killed by signal N). If CMD still runs 1 s \
-                 before the lease ends, it gets SIGTERM, then SIGKILL 1 s later, and \
-                 run exits 3.";
-    let matches = match parse(&opts, ours, "ticketing run KEY [options] -- CMD [ARGS...]", about) {
+    commands::hold_options(&mut opts);
+    let about = "Acquires KEY (or every KEY at once, with --permits/--count as for \
+                 acquire), runs CMD with TICKETING_FENCE (the fencing token) and \
+                 TICKETING_KEY (the keys, comma-separated) in its environment, releases \
+                 when CMD ends and exits with CMD's status (128+N if killed by signal N). \
+                 If CMD still runs 1 s before the lease ends, it gets SIGTERM, then \
+                 SIGKILL 1 s later, and run exits 3.";
+    let matches = match parse(&opts, ours, "ticketing run KEY [KEY...] [options] -- CMD [ARGS...]", about) {
         Ok(m) => m,
         Err(code) => return code,
     };
-    let [key] = matches.free.as_slice() else {
-        eprintln!("ticketing run: expected exactly one KEY before `--`; see --help");
-        return EXIT_USAGE;
+    let keys = matches.free.clone();
+    let shape = match commands::hold_shape(&matches, &keys, "run") {
+        Ok(shape) => shape,
+        Err(code) => return code,
     };
+    let key = &keys.join(",");
     let Some((program, program_args)) = command.split_first() else {
         eprintln!("ticketing run: expected `-- CMD [ARGS...]`; see --help");
         return EXIT_USAGE;
@@ -53,7 +57,11 @@ pub(super) fn run(args: &[String]) -> i32 {
         Err(code) => return code,
     };
     let budget = Budget::acquire(wait);
-    let lock = match acquire_following(&client, key, lease, wait, budget) {
+    let taken = match shape {
+        None => acquire_following(&client, key, lease, wait, budget),
+        Some(shape) => commands::hold_following(&client, &keys, shape, lease, wait, budget),
+    };
+    let lock = match taken {
         Ok(lock) => lock,
         Err(e) => {
             let no_leader =

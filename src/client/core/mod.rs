@@ -10,6 +10,7 @@
 //! type; `W` wakes a waiting caller.
 
 mod acquire;
+mod acquires;
 mod cancel;
 mod claims;
 mod cx;
@@ -50,7 +51,6 @@ pub use routing::{LEADER_WAIT, LEARNED_ADDRS_MAX};
 pub use session::WriteFailure;
 pub use watch::{IDLE_PING_DEFAULT, LEADER_UNKNOWN_RETRY, MEMBERSHIP_REFRESH};
 
-use acquire::AcquireOp;
 use claims::Claims;
 use cx::{Cx, Next, Origin, ReleaseJob, World};
 use domain_record::Domains;
@@ -112,48 +112,6 @@ impl<W> Core<W> {
         self.now = self.now.max(now);
         self.world.net.now = self.now;
         self.now
-    }
-
-    /// Starts an ACQUIRE of `key` for `lease_s` seconds (1..=250), queueing at most
-    /// `wait` (0..=300 s), sent no later than `send_by` if given (else `Unavailable`).
-    /// The caller checked the limits. Ends with [`Outcome::Acquire`].
-    #[allow(clippy::too_many_arguments)]
-    pub fn acquire(
-        &mut self,
-        waker: W,
-        key: &str,
-        owner: &Arc<str>,
-        lease_s: u8,
-        wait: Duration,
-        send_by: Option<Instant>,
-        now: Instant,
-    ) -> OpId {
-        let now = self.advance(now);
-        self.world.claims.acquire_started(key, owner);
-        let op = AcquireOp::new(key.to_owned(), Arc::clone(owner), lease_s, wait, send_by, now);
-        let id = self.spawn(Some(waker), Kind::Acquire(op));
-        self.settle();
-        id
-    }
-
-    /// Starts a HOLD of `parts` (checked), its places in line to `on_place` if given.
-    #[allow(clippy::too_many_arguments)]
-    pub(crate) fn hold(
-        &mut self,
-        waker: W,
-        parts: Vec<crate::proto::frame::HoldPart>,
-        on_place: Option<crate::client::place::OnPlace>,
-        owner: &Arc<str>,
-        lease_s: u8,
-        wait: Duration,
-        now: Instant,
-    ) -> OpId {
-        let now = self.advance(now);
-        let op = AcquireOp::hold(parts, on_place, Arc::clone(owner), lease_s, wait, now);
-        self.world.claims.acquire_started(op.key(), owner);
-        let id = self.spawn(Some(waker), Kind::Acquire(op));
-        self.settle();
-        id
     }
 
     /// Starts a RELEASE of exactly (key, owner, token). With a waker it ends with
@@ -281,16 +239,7 @@ impl<W> Core<W> {
             }
             if let Response::InLine { ahead, grants_per_ks } = response {
                 // News before the answer: the request stays pending.
-                let op =
-                    net.session(session).and_then(|s| s.pending_entry(id)).and_then(|p| match p.waiting {
-                        Waiting::Op(op) => Some(op),
-                        _ => None,
-                    });
-                let news = op.and_then(|op| match self.ops.kind(op) {
-                    Some(Kind::Acquire(a)) => a.place_news(crate::client::Place::new(ahead, grants_per_ks)),
-                    _ => None,
-                });
-                self.actions.extend(news.map(Action::Place));
+                self.in_line(session, id, ahead, grants_per_ks);
                 continue;
             }
             let Some(pending) = net.session_mut(session).and_then(|s| s.answered(id)) else {
