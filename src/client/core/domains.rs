@@ -40,14 +40,14 @@ pub(crate) struct Conflict {
 }
 
 impl Slot {
-    /// Its domain is known, or cannot be learned now: the node reported one, or the
-    /// connection attempt ended without a session. A node that answers without a domain
-    /// (a follower that has not applied its leader's first entry yet) is asked again
-    /// every [`REPROBE_EVERY`] and keeps requests waiting, up to the settling bound:
-    /// taking its silence as an answer let a seed list that mixes two clusters use the
-    /// other cluster's seed alone.
+    /// Its domain is known, or cannot be learned now: the node reported one (or the
+    /// leader it named did), or the connection attempt ended without a session. A node
+    /// that answers without a domain and names no leader that reported one is asked
+    /// again every [`REPROBE_EVERY`] and keeps requests waiting, up to the settling
+    /// bound: taking its silence as an answer let a seed list that mixes two clusters
+    /// use the other cluster's seed alone.
     pub(super) fn domain_settled(&self) -> bool {
-        self.domain != 0 || (self.tried && self.session.is_none())
+        self.domain != 0 || self.outside || (self.tried && self.session.is_none())
     }
 }
 
@@ -56,14 +56,16 @@ impl Slot {
 pub(crate) const REPROBE_EVERY: Duration = Duration::from_millis(100);
 
 impl Net {
-    /// The node of `session` reports fencing domain `domain` (0: none yet) in a STATUS.
-    pub(crate) fn reports_domain(&mut self, session: SessionId, domain: u64) {
+    /// The node of `session` reports fencing domain `domain` (0: none yet) in a STATUS;
+    /// `outside`: it is in no cluster yet (waiting or joining).
+    pub(crate) fn reports_domain(&mut self, session: SessionId, domain: u64, outside: bool) {
         let now = self.now;
         let Some(slot) = self.slots.iter_mut().find(|s| s.session.as_ref().is_some_and(|x| x.id == session))
         else {
             return;
         };
-        slot.reprobe_at = (domain == 0 && slot.domain == 0).then_some(now + REPROBE_EVERY);
+        slot.outside = domain == 0 && outside;
+        slot.reprobe_at = (domain == 0 && slot.domain == 0 && !outside).then_some(now + REPROBE_EVERY);
         let addr = slot.addr.clone();
         self.address_reports(&addr, domain);
     }
@@ -106,6 +108,17 @@ impl Net {
             return;
         }
         for slot in self.slots.iter_mut().filter(|s| s.addr == addr) {
+            slot.domain = domain;
+        }
+        // A node without a domain of its own that named this address as its leader is
+        // of that leader's cluster (a joining node, a follower still catching up).
+        let vouched: Vec<String> = self
+            .slots
+            .iter()
+            .filter(|s| s.domain == 0 && s.named_leader.as_deref() == Some(addr))
+            .map(|s| s.addr.clone())
+            .collect();
+        for slot in self.slots.iter_mut().filter(|s| s.domain == 0 && vouched.contains(&s.addr)) {
             slot.domain = domain;
         }
         self.drop_foreign();

@@ -94,7 +94,7 @@ fn a_node_without_a_domain_in_its_welcome_is_asked_status_and_waited_for() {
     let b = up(&mut net, "b:1", 2, FOLLOWER, 0);
     assert_eq!(net.session(b).unwrap().pending_len(), 1, "a STATUS asked at once");
     assert_eq!(net.choose(&Target::Any, false, None), None, "b's domain is not known yet");
-    net.reports_domain(b, 9);
+    net.reports_domain(b, 9, false);
     assert_eq!(net.choose(&Target::Any, false, None), None, "two domains");
     assert!(net.hopeless(&Target::Any));
     // A node that has no domain yet (a follower that has not applied its leader's first
@@ -102,20 +102,20 @@ fn a_node_without_a_domain_in_its_welcome_is_asked_status_and_waited_for() {
     let mut net = unnamed(&["a:1", "b:1"], t);
     up(&mut net, "a:1", 1, LEADER, 7);
     let b = up(&mut net, "b:1", 2, FOLLOWER, 0);
-    net.reports_domain(b, 0);
+    net.reports_domain(b, 0, false);
     assert_eq!(net.choose(&Target::Any, false, None), None, "b's silence is not taken as agreement");
     assert_eq!(net.next_reprobe(), Some(t + REPROBE_EVERY));
     net.now = t + REPROBE_EVERY;
     net.reprobe_due(t + REPROBE_EVERY);
     assert_eq!(net.session(b).unwrap().pending_len(), 2, "asked again (the first STATUS and this one)");
-    net.reports_domain(b, 9);
+    net.reports_domain(b, 9, false);
     assert_eq!(net.choose(&Target::Any, false, None), None, "b is of another cluster: nothing is sent");
     assert!(net.hopeless(&Target::Any));
     // A node that never reports one stops being waited for at the settling bound.
     let mut net = unnamed(&["a:1", "b:1"], t);
     let a2 = up(&mut net, "a:1", 1, LEADER, 7);
     let b = up(&mut net, "b:1", 2, FOLLOWER, 0);
-    net.reports_domain(b, 0);
+    net.reports_domain(b, 0, false);
     net.now = t + SEED_SETTLE_MAX;
     net.reprobe_due(t + SEED_SETTLE_MAX);
     assert_eq!(net.next_reprobe(), None, "no longer asked once the wait is over");
@@ -252,4 +252,51 @@ fn the_domain_is_the_addresses_so_a_restarted_single_node_is_one_domain_not_two(
     let again = up(&mut net, "a:1", 2, LEADER, 9);
     assert!(net.domain_conflict().is_none(), "the address reports 9 now");
     assert_eq!(net.choose(&Target::Any, false, None), Some(again));
+}
+
+/// A WELCOME without a domain that names `leader`.
+fn up_naming(net: &mut Net, addr: &str, node: u64, leader: &str) -> SessionId {
+    let slot = net.slots.iter().find(|s| s.addr == addr && s.session.is_none()).expect("a free slot").id;
+    let now = net.now;
+    net.connected(slot, node, FOLLOWER, 0, leader, addr.to_owned(), now).expect("the slot exists")
+}
+
+#[test]
+fn a_node_without_a_domain_is_of_the_leader_it_names() {
+    let t = Instant::now();
+    // One seed, joining or catching up: the leader it names vouches for it.
+    let mut net = unnamed(&["b:1"], t);
+    up_naming(&mut net, "b:1", 2, "a:1");
+    assert_eq!(net.choose(&Target::Any, false, None), None, "nobody reported a domain yet");
+    let a = up(&mut net, "a:1", 1, LEADER, 7);
+    assert_eq!(net.choose(&Target::Any, false, None), Some(a), "b is of a's cluster");
+    // Two followers of one cluster that have not applied their leader's first entry
+    // and a seed of another: the followers take their leader's domain, and the two
+    // domains stop everything.
+    let mut net = unnamed(&["a0:1", "a1:1", "b0:1"], t);
+    up_naming(&mut net, "a0:1", 2, "al:1");
+    up_naming(&mut net, "a1:1", 3, "al:1");
+    up(&mut net, "b0:1", 9, LEADER, 11);
+    assert_eq!(net.choose(&Target::Any, false, None), None);
+    up(&mut net, "al:1", 1, LEADER, 7);
+    assert_eq!(net.choose(&Target::Any, false, None), None, "two domains: nothing is sent");
+    assert!(net.hopeless(&Target::Any));
+}
+
+#[test]
+fn a_node_in_no_cluster_yet_is_not_waited_for() {
+    // A waiting or joining node has no domain to report and serves nothing.
+    let t = Instant::now();
+    let mut net = unnamed(&["a:1", "j:1"], t);
+    let a = up(&mut net, "a:1", 1, LEADER, 7);
+    let j = up(&mut net, "j:1", 4, FOLLOWER, 0);
+    net.reports_domain(j, 0, true);
+    assert_eq!(net.next_reprobe(), None, "not asked again");
+    assert_eq!(net.choose(&Target::Any, false, None), Some(a), "nothing waits for it");
+    // A follower without a domain is waited for: it may be another cluster's.
+    let mut net = unnamed(&["a:1", "f:1"], t);
+    up(&mut net, "a:1", 1, LEADER, 7);
+    let f = up(&mut net, "f:1", 4, FOLLOWER, 0);
+    net.reports_domain(f, 0, false);
+    assert_eq!(net.choose(&Target::Any, false, None), None);
 }

@@ -147,6 +147,8 @@ impl Net {
             node: 0,
             domain: 0,
             reprobe_at: None,
+            named_leader: None,
+            outside: false,
             added: now,
             retired_at: None,
             left: false,
@@ -328,6 +330,8 @@ impl Net {
         slot.tried = true;
         slot.node = node;
         slot.reprobe_at = None;
+        slot.outside = false;
+        slot.named_leader = (domain == 0 && !leader.is_empty()).then(|| leader.to_owned());
         slot.last_error = None;
         slot.lasting = false;
         slot.note = None;
@@ -348,6 +352,11 @@ impl Net {
             self.refresh_due = true;
         }
         if domain == 0 {
+            // The leader it names may have reported already (`domains.rs`).
+            let vouched = self.slots.iter().find(|s| !leader.is_empty() && s.addr == leader && s.domain != 0);
+            if let Some(d) = vouched.map(|s| s.domain) {
+                self.address_reports(&addr, d);
+            }
             // Its domain is needed before requests may go anywhere (`domains.rs`).
             self.send(id, Waiting::Probe, now, |out, rid| {
                 crate::proto::frame::encode_request(out, rid, &crate::proto::frame::Request::Status)

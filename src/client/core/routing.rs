@@ -130,7 +130,9 @@ impl Net {
             Response::Released => self.leads(session, now),
             Response::Status { text } => {
                 let domain = text.lines().find_map(|l| l.strip_prefix("domain="));
-                self.reports_domain(session, domain.and_then(|d| d.parse().ok()).unwrap_or(0));
+                let role = text.lines().find_map(|l| l.strip_prefix("role="));
+                let outside = matches!(role, Some("waiting" | "joining"));
+                self.reports_domain(session, domain.and_then(|d| d.parse().ok()).unwrap_or(0), outside);
             }
             _ => {}
         }

@@ -28,6 +28,12 @@ pub(crate) struct Slot {
     /// Its current session's node reported no domain yet (a follower that has not
     /// applied its leader's first entry, a cluster not founded): when to ask STATUS again.
     pub(super) reprobe_at: Option<Instant>,
+    /// The leader its current session's node named when it reported no domain: the
+    /// address is of that leader's domain until it reports its own (`domains.rs`).
+    pub(super) named_leader: Option<String>,
+    /// Its current session's node said (STATUS `role=waiting` or `joining`) that it is
+    /// in no cluster yet: it has no domain to report, and serves nothing.
+    pub(super) outside: bool,
     /// When the slot was added (the wait for seeds to settle counts from it).
     pub(super) added: Instant,
     pub(super) retired_at: Option<Instant>,
