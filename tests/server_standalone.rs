@@ -297,7 +297,8 @@ fn malformed_frames_get_e3_with_id_0_and_close() {
     let server = start_server(&[]);
     let cases: Vec<Vec<u8>> = vec![
         vec![0, 0, 0, 4, b'P', 0, 0, 0],       // len below 5
-        vec![0, 0, 4, 1],                      // len 1025
+        vec![0, 0, 32, 1],                     // len 8193: above every op's limit
+        vec![0, 0, 4, 1, b'P'],                // len 1025 of an op other than HOLD
         vec![0, 0, 0, 6, b'P', 0, 0, 0, 1, 0], // PING with a body
         vec![0, 0, 0, 6, b'Q', 0, 0, 0, 1, 5], // QUERY key longer than the frame
         vec![0, 0, 0, 5, b'P', 0, 0, 0, 0],    // reserved id 0

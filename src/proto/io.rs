@@ -39,16 +39,41 @@ impl<R: ReadDeadline> ReadDeadline for BufReader<R> {
 }
 
 /// Reads frames one at a time into a reused buffer, checking `len` against
-/// `max_len` before reading the body.
+/// `max_len` before reading the body (and, for one op allowed longer frames, the op
+/// byte before the rest of a longer one).
 pub struct FrameReader<R> {
     inner: R,
     max_len: u32,
+    /// An op whose frames may be up to this long (a HOLD).
+    long_op: Option<(u8, u32)>,
     payload: Vec<u8>,
 }
 
 impl<R: Read> FrameReader<R> {
     pub fn new(inner: R, max_len: u32) -> Self {
-        FrameReader { inner, max_len, payload: Vec::with_capacity(max_len.min(4096) as usize) }
+        FrameReader { inner, max_len, long_op: None, payload: Vec::with_capacity(max_len.min(4096) as usize) }
+    }
+
+    /// Frames of `op` may be up to `max_len` long; a longer frame of any other op is
+    /// refused once its op byte is read, before its body.
+    pub fn with_long_op(mut self, op: u8, max_len: u32) -> Self {
+        self.long_op = Some((op, max_len));
+        self
+    }
+
+    /// Reads the payload of a frame whose length prefix is `len`.
+    fn body(&mut self, len: [u8; 4]) -> Result<(), ReadError> {
+        let limit = self.long_op.map_or(self.max_len, |(_, m)| m.max(self.max_len));
+        let len = check_frame_len(u32::from_be_bytes(len), limit).map_err(ReadError::BadLength)?;
+        self.payload.resize(len, 0);
+        if len > self.max_len as usize {
+            self.inner.read_exact(&mut self.payload[..1]).map_err(ReadError::Io)?;
+            if self.long_op.map(|(op, _)| op) != Some(self.payload[0]) {
+                return Err(ReadError::BadLength(DecodeError::Malformed("frame length above the limit")));
+            }
+            return self.inner.read_exact(&mut self.payload[1..]).map_err(ReadError::Io);
+        }
+        self.inner.read_exact(&mut self.payload).map_err(ReadError::Io)
     }
 
     pub fn get_mut(&mut self) -> &mut R {
@@ -64,9 +89,7 @@ impl<R: Read> FrameReader<R> {
             Ok(_) => return Err(ReadError::Io(io::ErrorKind::UnexpectedEof.into())),
             Err(e) => return Err(ReadError::Io(e)),
         }
-        let len = check_frame_len(u32::from_be_bytes(len), self.max_len).map_err(ReadError::BadLength)?;
-        self.payload.resize(len, 0);
-        self.inner.read_exact(&mut self.payload).map_err(ReadError::Io)?;
+        self.body(len)?;
         Ok(&self.payload)
     }
 }
@@ -117,9 +140,7 @@ impl<R: Read + ReadDeadline> FrameReader<R> {
             Ok(_) => return Err(ReadError::Io(io::ErrorKind::UnexpectedEof.into())),
             Err(e) => return Err(ReadError::Io(e)),
         }
-        let len = check_frame_len(u32::from_be_bytes(*len), self.max_len).map_err(ReadError::BadLength)?;
-        self.payload.resize(len, 0);
-        self.inner.read_exact(&mut self.payload).map_err(ReadError::Io)
+        self.body(*len)
     }
 }
 

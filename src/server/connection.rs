@@ -25,7 +25,7 @@ use crate::messages::WriterMsg;
 use crate::proto::frame::{decode_request, DecodeError, ErrorCode, Request, Response};
 use crate::proto::handshake::{self, HandshakeError, CLIENT_LABELS};
 use crate::proto::io::{FrameReader, ReadError};
-use crate::proto::limits::{HANDSHAKE_TIMEOUT_MS, HOLD_FRAME_LEN_MAX};
+use crate::proto::limits::{HANDSHAKE_TIMEOUT_MS, HOLD_FRAME_LEN_MAX, REQUEST_FRAME_LEN_MAX};
 use crate::transport::{self, Duplex};
 
 /// A frame whose first byte arrived must be complete within this long (a client that
@@ -193,7 +193,8 @@ pub fn serve(
         let _ = shared.table.send(TableMsg::Closed { conn });
         return;
     };
-    let frames = FrameReader::new(BufReader::with_capacity(READ_BUFFER_BYTES, reader), HOLD_FRAME_LEN_MAX);
+    let frames = FrameReader::new(BufReader::with_capacity(READ_BUFFER_BYTES, reader), REQUEST_FRAME_LEN_MAX)
+        .with_long_op(b'H', HOLD_FRAME_LEN_MAX);
     let why = read_loop(frames, conn, rights, &tx, &counters, &shared);
     debug!("{peer}: connection {conn} closed ({why})");
     let _ = shared.table.send(TableMsg::Closed { conn });
