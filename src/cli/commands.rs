@@ -114,9 +114,7 @@ pub(super) fn hold_following(
     budget: Budget,
 ) -> Result<Lock, AcquireError> {
     let Shape { permits, count, position } = shape;
-    let (wait_end, end) = (budget.started + wait, budget.started + budget.length);
-    loop {
-        let left = wait_end.saturating_duration_since(Instant::now());
+    following(wait, budget, |left, _end| {
         let mut hold = keys.iter().fold(client.hold(lease, left), |h, k| h.permits(k, count, permits));
         if position {
             hold = hold.on_place(|p| match p.estimated_wait() {
@@ -124,18 +122,8 @@ pub(super) fn hold_following(
                 None => eprintln!("place in line: {} ahead", p.ahead),
             });
         }
-        match hold.acquire() {
-            Err(e) if e.is_retryable() && Instant::now() < end => {
-                log::debug!("not executed ({e}); trying again");
-                if !matches!(e, AcquireError::NotLeader { leader: Some(_) }) {
-                    std::thread::sleep(
-                        Duration::from_millis(100).min(end.saturating_duration_since(Instant::now())),
-                    );
-                }
-            }
-            other => return other,
-        }
-    }
+        hold.acquire()
+    })
 }
 
 /// `acquire` of several keys or permits: one HOLD.

@@ -437,10 +437,20 @@ fn acquire_following(
     wait: Duration,
     budget: Budget,
 ) -> Result<Lock, AcquireError> {
+    following(wait, budget, |left, end| client.acquire_by(key, lease, left, Some(end)))
+}
+
+/// Tries `attempt(what is left of wait, the budget's end)` again while its outcome says
+/// nothing was executed and the budget lasts (see [`acquire_following`]).
+pub(crate) fn following(
+    wait: Duration,
+    budget: Budget,
+    mut attempt: impl FnMut(Duration, Instant) -> Result<Lock, AcquireError>,
+) -> Result<Lock, AcquireError> {
     let (wait_end, end) = (budget.started + wait, budget.end());
     loop {
         let left = wait_end.saturating_duration_since(Instant::now());
-        match client.acquire_by(key, lease, left, Some(end)) {
+        match attempt(left, end) {
             Err(e) if e.is_retryable() && Instant::now() < end => {
                 log::debug!("not executed ({e}); trying again");
                 if !matches!(e, AcquireError::NotLeader { leader: Some(_) }) {

@@ -422,6 +422,9 @@ impl<K: Copy + Eq + Hash + std::fmt::Debug, T> Lines<K, T> {
 
     /// What the lines know of `key`: (capacity, permits in use, waiters).
     pub fn pool(&self, key: K) -> Option<(u32, u32, usize)> {
+        if self.lines.is_empty() {
+            return None;
+        }
         self.lines.get(&key).map(|l| (l.capacity, l.in_use, l.queue.len()))
     }
 
