@@ -96,6 +96,12 @@ fn how(block: &Block) -> How {
         ("docs/deploy.md", l) if l.starts_with("# node 2 died") => How::Elsewhere(
             "scripts/replace-node.sh is run by replace_node_script_does_a_rolling_restart_and_refuses_mistakes_quickly",
         ),
+        ("docs/fencing.md", l) if l.starts_with("cargo run --release --example ticket_sale") => {
+            How::Elsewhere("tests/ticket_sale.rs runs the example's sale and seats against a real PostgreSQL")
+        }
+        ("docs/fencing.md", l) if l.starts_with("stock of 100, ") || l.starts_with("family-") || l.starts_with("single: ") => {
+            How::Elsewhere("the example's output, not commands")
+        }
         ("docs/fencing.md", l) if l.starts_with("cargo run --release --example fenced_postgres") => {
             How::Elsewhere("tests/fencing_postgres.rs runs the example's scenarios against a real PostgreSQL")
         }
