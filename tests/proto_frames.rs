@@ -979,9 +979,9 @@ proptest! {
 
     #[test]
     fn decode_request_never_panics_on_plausible_frames(
-        op in prop_oneof![Just(b'A'), Just(b'R'), Just(b'Q'), Just(b'S'), Just(b'P'), Just(b'K'), Just(b'T')],
+        op in prop_oneof![Just(b'A'), Just(b'R'), Just(b'Q'), Just(b'S'), Just(b'P'), Just(b'K'), Just(b'T'), Just(b'H'), Just(b'O')],
         id in any::<u32>(),
-        body in proptest::collection::vec(any::<u8>(), 0..600),
+        body in proptest::collection::vec(any::<u8>(), 0..1200),
     ) {
         let mut p = vec![op];
         p.extend_from_slice(&id.to_be_bytes());
@@ -1001,7 +1001,7 @@ proptest! {
 
     #[test]
     fn decode_response_never_panics_on_plausible_frames(
-        op in proptest::sample::select(b"GBTRNMUHFSPEK".to_vec()),
+        op in proptest::sample::select(b"GBTRNMUHFSPEKIO".to_vec()),
         body in proptest::collection::vec(any::<u8>(), 0..300),
     ) {
         let mut p = vec![op, 0, 0, 0, 1];
@@ -1066,4 +1066,92 @@ fn borrowed_encoders_write_the_same_bytes_as_encode_request() {
     encode_request(&mut a, 3, &Request::Release { token: u64::MAX - 1, key: "k".into(), owner: "ow".into() });
     encode_release(&mut b, 3, u64::MAX - 1, "k", "ow");
     assert_eq!(a, b);
+}
+
+/// A HOLD frame built field by field from arbitrary values (boundary values likely):
+/// lease, wait, flags, owner, and 0–20 parts of (count, capacity, key) drawn from a
+/// small alphabet so keys repeat; cut short at `cut` bytes when `cut` is below its
+/// length.
+#[allow(clippy::type_complexity)]
+fn hold_frame(
+    id: u32,
+    lease: u8,
+    wait: u32,
+    flags: u8,
+    owner: &[u8],
+    parts: &[(u32, u32, Vec<u8>)],
+    cut: usize,
+) -> Vec<u8> {
+    let mut p = vec![b'H'];
+    p.extend_from_slice(&id.to_be_bytes());
+    p.push(lease);
+    p.extend_from_slice(&wait.to_be_bytes());
+    p.push(flags);
+    p.push(owner.len() as u8);
+    p.extend_from_slice(owner);
+    p.push(parts.len() as u8);
+    for (count, capacity, key) in parts {
+        p.extend_from_slice(&count.to_be_bytes());
+        p.extend_from_slice(&capacity.to_be_bytes());
+        p.push(key.len() as u8);
+        p.extend_from_slice(key);
+    }
+    p.truncate(cut.max(1));
+    p
+}
+
+fn edgy_u32() -> impl Strategy<Value = u32> {
+    prop_oneof![
+        Just(0u32),
+        Just(1),
+        Just(2),
+        Just(3),
+        Just(CAPACITY_MAX),
+        Just(CAPACITY_MAX + 1),
+        Just(u32::MAX),
+        any::<u32>()
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 1024, failure_persistence: None, ..ProptestConfig::default() })]
+
+    /// Whatever a peer puts in a HOLD's fields, decoding never panics, names the
+    /// request it refuses, and accepts only what §5.7 allows — which then encodes back
+    /// to the same bytes.
+    #[test]
+    fn decode_hold_accepts_only_what_the_protocol_allows(
+        id in any::<u32>(),
+        lease in prop_oneof![Just(0u8), Just(1), Just(250), Just(251), any::<u8>()],
+        wait in prop_oneof![Just(0u32), Just(WAIT_MS_MAX), Just(WAIT_MS_MAX + 1), any::<u32>()],
+        flags in prop_oneof![Just(0u8), Just(1), any::<u8>()],
+        owner in proptest::collection::vec(prop_oneof![Just(b'o'), any::<u8>()], 0..5),
+        parts in proptest::collection::vec(
+            (edgy_u32(), edgy_u32(), proptest::collection::vec(prop_oneof![Just(b'a'), Just(b'b'), any::<u8>()], 0..3)),
+            0..20,
+        ),
+        cut in prop_oneof![Just(usize::MAX), any::<usize>().prop_map(|c| c % 400)],
+    ) {
+        let frame = hold_frame(id, lease, wait, flags, &owner, &parts, cut);
+        match decode_request(&frame) {
+            Ok((got, Request::Hold { lease_s, wait_ms, place, owner: o, parts: ps })) => {
+                prop_assert_eq!(got, id);
+                prop_assert!((1..=250).contains(&lease_s));
+                prop_assert!(wait_ms <= WAIT_MS_MAX);
+                prop_assert!(!ps.is_empty() && ps.len() <= HOLD_KEYS_MAX);
+                for (i, part) in ps.iter().enumerate() {
+                    prop_assert!(part.capacity >= 1 && part.capacity <= CAPACITY_MAX, "{:?}", part);
+                    prop_assert!(part.count >= 1 && part.count <= part.capacity, "{:?}", part);
+                    prop_assert!(!ps[..i].iter().any(|q| q.key == part.key), "key twice: {:?}", ps);
+                }
+                let mut again = Vec::new();
+                encode_request(&mut again, got, &Request::Hold { lease_s, wait_ms, place, owner: o, parts: ps });
+                prop_assert_eq!(again, frame);
+            }
+            Ok(other) => prop_assert!(false, "a HOLD frame decoded as {:?}", other),
+            Err(DecodeError::Invalid { id: got, .. }) => prop_assert_eq!(got, id),
+            Err(DecodeError::Malformed(_)) => {}
+            Err(DecodeError::UnknownOp(op)) => prop_assert!(false, "HOLD reported unknown: {}", op),
+        }
+    }
 }
