@@ -120,3 +120,61 @@ fn bad_holds_are_refused_before_any_io_naming_the_builder() {
         Err(AcquireError::Busy)
     ));
 }
+
+#[test]
+fn a_hold_without_a_waiting_thread_is_told_its_place_granted_whole_and_cancelled_holding_nothing() {
+    let server = Server::new().start();
+    let a = server.client("a");
+    let b = server.client("b");
+    let first = a.hold(LEASE, WAIT).key("row:1").key("row:2").acquire().unwrap();
+
+    // b's hold of both seats waits behind a's, told its place, on no thread of its own.
+    let (places, got) = (Arc::new(Mutex::new(Vec::new())), Arc::new(Mutex::new(None)));
+    let (p, g) = (Arc::clone(&places), Arc::clone(&got));
+    let pending = b
+        .hold(LEASE, WAIT)
+        .key("row:2")
+        .key("row:1")
+        .on_place(move |place| p.lock().unwrap().push(place.ahead))
+        .acquire_then(move |r| *g.lock().unwrap() = Some(r));
+    assert!(
+        eventually(Duration::from_secs(30), || !places.lock().unwrap().is_empty()),
+        "b is told its place in line"
+    );
+    assert_eq!(places.lock().unwrap()[0], 0, "first in line: nobody waits ahead of b");
+    assert!(got.lock().unwrap().is_none(), "not granted while a holds the seats");
+    assert_eq!(first.release().unwrap(), ReleaseOutcome::Released);
+    assert!(eventually(Duration::from_secs(30), || got.lock().unwrap().is_some()), "b is granted");
+    let lock = got.lock().unwrap().take().unwrap().unwrap();
+    let mut keys: Vec<_> = lock.keys().into_iter().map(|(k, _, _)| k.to_owned()).collect();
+    keys.sort();
+    assert_eq!(keys, ["row:1", "row:2"], "one lock of both keys");
+    assert!(!pending.cancel(), "the operation had ended");
+
+    // c waits behind b's hold and cancels: it ends at once and holds nothing.
+    let c = server.client("c");
+    let got = Arc::new(Mutex::new(None));
+    let g = Arc::clone(&got);
+    let pending =
+        c.hold(LEASE, WAIT).key("row:1").key("row:3").acquire_then(move |r| *g.lock().unwrap() = Some(r));
+    assert!(eventually(Duration::from_secs(30), || pool(server.addr, "row:1").3 == 1), "c waits in line");
+    assert!(pending.cancel());
+    let outcome = got.lock().unwrap().take().expect("a cancel ends the operation at once");
+    assert!(matches!(outcome, Err(AcquireError::Cancelled | AcquireError::Indeterminate(_))), "{outcome:?}");
+    assert_eq!(lock.release().unwrap(), ReleaseOutcome::Released);
+    assert!(
+        eventually(Duration::from_secs(30), || {
+            let (r1, r3) = (pool(server.addr, "row:1"), pool(server.addr, "row:3"));
+            (r1.1, r1.3, r3.1, r3.3) == (0, 0, 0, 0)
+        }),
+        "nobody holds or waits for row:1 and row:3: {:?} {:?}",
+        pool(server.addr, "row:1"),
+        pool(server.addr, "row:3")
+    );
+
+    // Refused arguments end at once, on this thread.
+    let got = Arc::new(Mutex::new(None));
+    let g = Arc::clone(&got);
+    let _ = c.hold(LEASE, WAIT).key("x").key("x").acquire_then(move |r| *g.lock().unwrap() = Some(r));
+    assert!(matches!(got.lock().unwrap().take(), Some(Err(AcquireError::Invalid(_)))));
+}

@@ -80,7 +80,7 @@ impl Pending {
 }
 
 /// Starts an operation on `handle` whose outcome goes to `done`.
-fn start(
+pub(super) fn start(
     handle: &Handle,
     done: Completion,
     start: impl FnOnce(&mut super::core::Core<super::io::Waker>, super::io::Waker, Instant) -> OpId,

@@ -5,9 +5,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::api::Client;
+use super::callback::{start, Pending};
 use super::calls::{acquired, check_acquire};
 use super::core::hold_key;
 use super::error::AcquireError;
+use super::io::Completion;
 use super::lock::Lock;
 use super::place::Place;
 use crate::proto::frame::HoldPart;
@@ -88,6 +90,38 @@ impl Hold<'_> {
             Ok(core.hold(waker, parts, on_place, owner, lease_s, wait, now))
         })?;
         Ok(acquired(handle, &key, owner, outcome)?.with_parts(self.parts))
+    }
+}
+
+impl Hold<'_> {
+    /// [`Hold::acquire`] without a waiting thread: returns at once and calls `done`
+    /// once with the outcome, by the rules of
+    /// [`Client::acquire_then`](super::Client::acquire_then) (a thread of the client, or
+    /// this one when it ends at once; `done` must not block). The places in line go to
+    /// [`on_place`](Hold::on_place) as with `acquire`; [`Pending::cancel`] stops the
+    /// wait as it stops an acquire's.
+    pub fn acquire_then(self, done: impl FnOnce(Result<Lock, AcquireError>) + Send + 'static) -> Pending {
+        let handle = self.client.handle();
+        let checked = check_hold(&self.parts, self.lease, self.wait).and_then(|lease_s| {
+            handle.shared.forked().map_or(Ok(lease_s), |why| Err(AcquireError::Forked(why)))
+        });
+        let lease_s = match checked {
+            Ok(lease_s) => lease_s,
+            Err(e) => {
+                done(Err(e));
+                return Pending::ended();
+            }
+        };
+        let owner = self.client.owner_arc();
+        let (kept, key, on_place, wait) =
+            (self.parts.clone(), hold_key(&self.parts).to_owned(), self.on_place, self.wait);
+        let (in_done, in_done_owner) = (handle.clone(), Arc::clone(owner));
+        let completion: Completion = Box::new(move |outcome| {
+            done(acquired(&in_done, &key, &in_done_owner, outcome).map(|lock| lock.with_parts(kept)))
+        });
+        start(handle, completion, |core, waker, now| {
+            core.hold(waker, self.parts, on_place, owner, lease_s, wait, now)
+        })
     }
 }
 
