@@ -140,6 +140,17 @@
 #define TICKETING_WAIT_S_MAX 300
 
 /**
+ * Keys a hold names at most (`parts_len`, 1 to this).
+ */
+#define TICKETING_HOLD_KEYS_MAX 16
+
+/**
+ * The largest capacity of a key (its permits); a key's capacity is 1 to this, and
+ * 1 is the key's exclusive lock.
+ */
+#define TICKETING_CAPACITY_MAX 1000000
+
+/**
  * The longest `slice_ms` of ticketing_set_wait_check.
  */
 #define TICKETING_WAIT_SLICE_MS_MAX 60000
@@ -417,6 +428,36 @@ typedef struct ticketing_holder {
  * Called once when `future` is ready, with the ctx given to ticketing_future_set_callback.
  */
 typedef void (*ticketing_callback)(struct ticketing_future *future, void *ctx);
+
+/**
+ * One key of a hold: `count` of the key's `capacity` permits. A key of capacity 1
+ * with count 1 is the key's exclusive lock; every request on a key states the same
+ * capacity (the server refuses another while the key has holders or waiters).
+ */
+typedef struct ticketing_hold_part {
+  /**
+   * The key (UTF-8, 1 to TICKETING_KEY_LEN_MAX bytes); read before the call returns.
+   */
+  const char *key;
+  /**
+   * Permits taken, 1 to capacity.
+   */
+  uint32_t count;
+  /**
+   * The key's permits, 1 to TICKETING_CAPACITY_MAX.
+   */
+  uint32_t capacity;
+} ticketing_hold_part;
+
+/**
+ * Called with a waiting hold's place in line: `ahead` requests before it in the
+ * longest of its keys' queues, and `grants_per_ks` thousandths of a grant per second
+ * the key saw lately (0: not measured yet; the estimated wait is ahead × 1000 ÷
+ * grants_per_ks seconds). Called when the hold queues and then at most once a second
+ * while the place changes, never after the hold's future is ready; on a thread of the
+ * client's, so it must not block.
+ */
+typedef void (*ticketing_place_callback)(uint32_t ahead, uint32_t grants_per_ks, void *ctx);
 
 /**
  * Receives one log record of the library: `level` (TICKETING_LOG_ERROR..TRACE), the
@@ -999,6 +1040,97 @@ uint64_t ticketing_lock_remaining_ms(const struct ticketing_lock *lock);
  * `lock` is NULL or a lock handle, not used afterwards.
  */
 void ticketing_lock_free(struct ticketing_lock *lock);
+
+/**
+ * Holds every key of `parts` at once — `count` of each key's `capacity` permits — for
+ * lease_ns (whole seconds, 1..=250 s, in nanoseconds), waiting at most wait_ns
+ * (0..=300 s) for its turn. Wraps Client::hold(...).acquire(): granted all at once
+ * (one token for every key) only when no earlier request naming one of its keys
+ * still waits and every key has its count free; until then it waits holding nothing,
+ * and holds that name the same keys in other orders never deadlock. on_place (may be
+ * NULL) hears the hold's place in line while it waits.
+ *
+ * The outcomes are ticketing_acquire's: TICKETING_OK and *lock_out, one lock of every
+ * key (ticketing_lock_key_count, ticketing_lock_key_at) whose release ends them all;
+ * TICKETING_INVALID for a part out of its limits, a key named twice, or a capacity
+ * other than the key's (the message names both numbers); TICKETING_INDETERMINATE: it
+ * MAY be held, resolve it as an acquire. lock_out must not be NULL. Blocks as
+ * ticketing_acquire does.
+ *
+ * # Safety
+ * `client` is NULL or a client handle; `parts` NULL or `parts_len` readable parts whose
+ * keys are NULL or C strings; `on_place`, when not NULL, callable with `place_ctx`
+ * from any thread until the call returns; out-pointers NULL or writable.
+ */
+int ticketing_hold(const struct ticketing_client *client,
+                   const struct ticketing_hold_part *parts,
+                   size_t parts_len,
+                   int64_t lease_ns,
+                   int64_t wait_ns,
+                   ticketing_place_callback on_place,
+                   void *place_ctx,
+                   struct ticketing_lock **lock_out,
+                   struct ticketing_error **error_out);
+
+/**
+ * The future of ticketing_hold (read with ticketing_future_get_lock); see
+ * ticketing_acquire_start. on_place may be called until the future is ready, never
+ * after; ticketing_future_cancel stops the wait as it stops an acquire's. Never blocks.
+ *
+ * # Safety
+ * As ticketing_hold, `on_place` callable until the future is ready.
+ */
+int ticketing_hold_start(const struct ticketing_client *client,
+                         const struct ticketing_hold_part *parts,
+                         size_t parts_len,
+                         int64_t lease_ns,
+                         int64_t wait_ns,
+                         ticketing_place_callback on_place,
+                         void *place_ctx,
+                         struct ticketing_future **future_out,
+                         struct ticketing_error **error_out);
+
+/**
+ * How many keys the lock holds: 1 for ticketing_acquire's, 1 to
+ * TICKETING_HOLD_KEYS_MAX for ticketing_hold's. 0 if lock is NULL.
+ *
+ * # Safety
+ * `lock` is NULL or a lock handle.
+ */
+size_t ticketing_lock_key_count(const struct ticketing_lock *lock);
+
+/**
+ * The lock's key number `index` (0 to ticketing_lock_key_count - 1, in the order the
+ * hold named them): *key_out (valid until the lock is freed), *count_out and
+ * *capacity_out (each may be NULL). TICKETING_INVALID for an index past the last key.
+ *
+ * # Safety
+ * `lock` is NULL or a lock handle; out-pointers NULL or writable.
+ */
+int ticketing_lock_key_at(const struct ticketing_lock *lock,
+                          size_t index,
+                          const char **key_out,
+                          uint32_t *count_out,
+                          uint32_t *capacity_out,
+                          struct ticketing_error **error_out);
+
+/**
+ * Now, in nanoseconds on the library's monotonic clock (CLOCK_MONOTONIC, from an
+ * instant of the process's first call): the clock of ticketing_lock_deadline_ns, shared
+ * by every binding in the process. Never blocks.
+ */
+int64_t ticketing_now_ns(void);
+
+/**
+ * The lock's local deadline on the clock of ticketing_now_ns: the instant before its
+ * request was written plus the lease (the server's lease never ends before it). Work
+ * under the lock must be done, or stopped, by then; a binding turns it into its
+ * language's deadline (a context, a signal, a timer). 0 if lock is NULL.
+ *
+ * # Safety
+ * `lock` is NULL or a lock handle.
+ */
+int64_t ticketing_lock_deadline_ns(const struct ticketing_lock *lock);
 
 /**
  * The kind: one of the TICKETING_* kinds above (never TICKETING_OK).

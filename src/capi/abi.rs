@@ -38,6 +38,11 @@ pub const TICKETING_LEASE_S_MIN: i64 = 1;
 pub const TICKETING_LEASE_S_MAX: i64 = 250;
 /// The longest wait of an acquire, in seconds (0 is one immediate try).
 pub const TICKETING_WAIT_S_MAX: i64 = 300;
+/// Keys a hold names at most (`parts_len`, 1 to this).
+pub const TICKETING_HOLD_KEYS_MAX: usize = 16;
+/// The largest capacity of a key (its permits); a key's capacity is 1 to this, and
+/// 1 is the key's exclusive lock.
+pub const TICKETING_CAPACITY_MAX: u32 = 1_000_000;
 /// The longest `slice_ms` of ticketing_set_wait_check.
 pub const TICKETING_WAIT_SLICE_MS_MAX: i64 = 60_000;
 

@@ -185,7 +185,7 @@ fn begin(operation: Operation<'_>) -> Arc<Tagged<FutureHandle>> {
 ///
 /// # Safety
 /// Out-pointers NULL or writable.
-unsafe fn start<'a>(
+pub(super) unsafe fn start<'a>(
     future_out: *mut *mut ticketing_future,
     error_out: *mut *mut ticketing_error,
     accepted: impl FnOnce() -> Result<Operation<'a>, Failure>,

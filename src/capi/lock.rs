@@ -22,6 +22,8 @@ pub struct LockHandle {
     /// Set once a release came back with an outcome.
     released: AtomicBool,
     key: CString,
+    /// Every key of the lock with its count and capacity, in the hold's order.
+    parts: Vec<(CString, u32, u32)>,
     owner: CString,
     token: u64,
     lease: Duration,
@@ -41,6 +43,11 @@ impl LockHandle {
     pub(super) fn new(lock: Lock) -> LockHandle {
         LockHandle {
             key: c_string(lock.key()),
+            parts: lock
+                .keys()
+                .into_iter()
+                .map(|(k, count, capacity)| (c_string(k), count, capacity))
+                .collect(),
             owner: c_string(lock.owner()),
             token: lock.token(),
             lease: lock.lease(),
@@ -48,6 +55,16 @@ impl LockHandle {
             released: AtomicBool::new(false),
             lock: Mutex::new(Some(lock)),
         }
+    }
+
+    /// Every key of the lock with its count and capacity.
+    pub(super) fn parts(&self) -> &[(CString, u32, u32)] {
+        &self.parts
+    }
+
+    /// The local deadline: the instant before the request was written plus the lease.
+    pub(super) fn deadline(&self) -> Instant {
+        self.deadline
     }
 
     fn slot(&self) -> MutexGuard<'_, Option<Lock>> {

@@ -36,6 +36,8 @@ mod queue;
 
 mod lock;
 
+mod hold;
+
 mod error_getters;
 
 mod host;
@@ -58,6 +60,7 @@ pub use error_getters::*;
 pub use future::*;
 #[doc(hidden)]
 pub use handle::Tagged;
+pub use hold::*;
 pub use host::*;
 pub use lock::*;
 pub use queue::*;

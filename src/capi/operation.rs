@@ -58,7 +58,7 @@ pub(super) struct Operation<'a> {
 }
 
 impl<'a> Operation<'a> {
-    fn new(op: Op, start: impl FnOnce(Done) -> Pending + 'a) -> Operation<'a> {
+    pub(super) fn new(op: Op, start: impl FnOnce(Done) -> Pending + 'a) -> Operation<'a> {
         Operation { op, start: Box::new(start) }
     }
 }

@@ -127,7 +127,7 @@ impl Hold<'_> {
 
 /// The lease in whole seconds after checking a HOLD's keys against the protocol's
 /// limits (before any I/O), each mistake named in this builder's words.
-fn check_hold(parts: &[HoldPart], lease: Duration, wait: Duration) -> Result<u8, AcquireError> {
+pub(crate) fn check_hold(parts: &[HoldPart], lease: Duration, wait: Duration) -> Result<u8, AcquireError> {
     if parts.is_empty() || parts.len() > HOLD_KEYS_MAX {
         return Err(AcquireError::Invalid(format!(
             "a hold names 1 to {HOLD_KEYS_MAX} keys (Hold::key, Hold::permits); this one names {}",

@@ -1,0 +1,258 @@
+//! Counted and multi-key holds in the C ABI (docs/c.md, "Holds"): the part a caller
+//! names, the place-in-line callback, the hold's blocking call and its future (read
+//! with ticketing_future_get_lock), a lock's keys, and a lock's deadline on the
+//! monotonic clock every binding shares.
+
+use std::ffi::{c_char, c_int, c_void};
+use std::ptr;
+use std::sync::OnceLock;
+use std::time::Instant;
+
+use super::abi::*;
+use super::boundary::{duration_ns, getter, guard, put, required, text};
+use super::error::Failure;
+use super::future::{run, start};
+use super::handle;
+use super::operation::{put_lock, Op, Operation, Value};
+use crate::client::{check_hold_args, Place};
+use crate::proto::frame::HoldPart;
+
+// The ABI's limits are the protocol's.
+const _: () = assert!(TICKETING_HOLD_KEYS_MAX == crate::proto::limits::HOLD_KEYS_MAX);
+const _: () = assert!(TICKETING_CAPACITY_MAX == crate::proto::limits::CAPACITY_MAX);
+
+/// One key of a hold: `count` of the key's `capacity` permits. A key of capacity 1
+/// with count 1 is the key's exclusive lock; every request on a key states the same
+/// capacity (the server refuses another while the key has holders or waiters).
+#[repr(C)]
+#[allow(non_camel_case_types)]
+#[derive(Clone, Copy, Debug)]
+pub struct ticketing_hold_part {
+    /// The key (UTF-8, 1 to TICKETING_KEY_LEN_MAX bytes); read before the call returns.
+    pub key: *const c_char,
+    /// Permits taken, 1 to capacity.
+    pub count: u32,
+    /// The key's permits, 1 to TICKETING_CAPACITY_MAX.
+    pub capacity: u32,
+}
+
+/// Called with a waiting hold's place in line: `ahead` requests before it in the
+/// longest of its keys' queues, and `grants_per_ks` thousandths of a grant per second
+/// the key saw lately (0: not measured yet; the estimated wait is ahead × 1000 ÷
+/// grants_per_ks seconds). Called when the hold queues and then at most once a second
+/// while the place changes, never after the hold's future is ready; on a thread of the
+/// client's, so it must not block.
+#[allow(non_camel_case_types)]
+pub type ticketing_place_callback =
+    Option<unsafe extern "C" fn(ahead: u32, grants_per_ks: u32, ctx: *mut c_void)>;
+
+/// The program's place callback and its context.
+struct PlaceTo(unsafe extern "C" fn(u32, u32, *mut c_void), *mut c_void);
+
+// SAFETY: the context is the program's, handed back only to its own callback, which
+// the header says runs on a thread of the client's.
+unsafe impl Send for PlaceTo {}
+unsafe impl Sync for PlaceTo {}
+
+impl PlaceTo {
+    fn call(&self, place: Place) {
+        // SAFETY: the program's callback with its own context (header contract).
+        unsafe { (self.0)(place.ahead, place.grants_per_ks, self.1) }
+    }
+}
+
+/// The parts of a hold, read and checked by the client's rule before any I/O.
+///
+/// # Safety
+/// `parts` is NULL or `parts_len` readable parts whose keys are NULL or C strings.
+unsafe fn hold_parts(parts: *const ticketing_hold_part, parts_len: usize) -> Result<Vec<HoldPart>, Failure> {
+    if parts_len == 0 || parts_len > TICKETING_HOLD_KEYS_MAX {
+        return Err(Failure::invalid(format!(
+            "parts_len is {parts_len}; a hold names 1 to {TICKETING_HOLD_KEYS_MAX} keys"
+        )));
+    }
+    if parts.is_null() {
+        return Err(Failure::invalid("parts is NULL"));
+    }
+    // SAFETY: by the caller's contract, parts_len parts are readable.
+    let parts = unsafe { std::slice::from_raw_parts(parts, parts_len) };
+    parts
+        .iter()
+        .enumerate()
+        .map(|(i, p)| {
+            let key = unsafe { text(p.key, &format!("parts[{i}].key")) }?;
+            Ok(HoldPart { key: key.to_owned(), count: p.count, capacity: p.capacity })
+        })
+        .collect()
+}
+
+/// ticketing_hold's operation (Hold::acquire_then).
+///
+/// # Safety
+/// As ticketing_hold_start.
+unsafe fn hold<'a>(
+    client: *const ticketing_client,
+    parts: *const ticketing_hold_part,
+    parts_len: usize,
+    lease_ns: i64,
+    wait_ns: i64,
+    on_place: ticketing_place_callback,
+    place_ctx: *mut c_void,
+) -> Result<Operation<'a>, Failure> {
+    let client = unsafe { handle::hold(client, "client") }?;
+    let parts = unsafe { hold_parts(parts, parts_len) }?;
+    let lease = duration_ns(lease_ns, "lease")?;
+    let wait = duration_ns(wait_ns, "wait")?;
+    check_hold_args(&parts, lease, wait)?;
+    let place = on_place.map(|f| PlaceTo(f, place_ctx));
+    Ok(Operation::new(Op::Acquire, move |done| {
+        let mut hold = client.value.client.hold(lease, wait);
+        for p in &parts {
+            hold = hold.permits(&p.key, p.count, p.capacity);
+        }
+        if let Some(place) = place {
+            hold = hold.on_place(move |p: Place| place.call(p));
+        }
+        hold.acquire_then(move |r| done(r.map(Value::Lock).map_err(Failure::from)))
+    }))
+}
+
+/// Holds every key of `parts` at once — `count` of each key's `capacity` permits — for
+/// lease_ns (whole seconds, 1..=250 s, in nanoseconds), waiting at most wait_ns
+/// (0..=300 s) for its turn. Wraps Client::hold(...).acquire(): granted all at once
+/// (one token for every key) only when no earlier request naming one of its keys
+/// still waits and every key has its count free; until then it waits holding nothing,
+/// and holds that name the same keys in other orders never deadlock. on_place (may be
+/// NULL) hears the hold's place in line while it waits.
+///
+/// The outcomes are ticketing_acquire's: TICKETING_OK and *lock_out, one lock of every
+/// key (ticketing_lock_key_count, ticketing_lock_key_at) whose release ends them all;
+/// TICKETING_INVALID for a part out of its limits, a key named twice, or a capacity
+/// other than the key's (the message names both numbers); TICKETING_INDETERMINATE: it
+/// MAY be held, resolve it as an acquire. lock_out must not be NULL. Blocks as
+/// ticketing_acquire does.
+///
+/// # Safety
+/// `client` is NULL or a client handle; `parts` NULL or `parts_len` readable parts whose
+/// keys are NULL or C strings; `on_place`, when not NULL, callable with `place_ctx`
+/// from any thread until the call returns; out-pointers NULL or writable.
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "C" fn ticketing_hold(
+    client: *const ticketing_client,
+    parts: *const ticketing_hold_part,
+    parts_len: usize,
+    lease_ns: i64,
+    wait_ns: i64,
+    on_place: ticketing_place_callback,
+    place_ctx: *mut c_void,
+    lock_out: *mut *mut ticketing_lock,
+    error_out: *mut *mut ticketing_error,
+) -> c_int {
+    unsafe { put(lock_out, ptr::null_mut()) };
+    guard(error_out, || {
+        let lock_out = required(lock_out, "lock_out")?;
+        let value = run(unsafe { hold(client, parts, parts_len, lease_ns, wait_ns, on_place, place_ctx) }?)?;
+        unsafe { put_lock(value, lock_out) }
+    })
+}
+
+/// The future of ticketing_hold (read with ticketing_future_get_lock); see
+/// ticketing_acquire_start. on_place may be called until the future is ready, never
+/// after; ticketing_future_cancel stops the wait as it stops an acquire's. Never blocks.
+///
+/// # Safety
+/// As ticketing_hold, `on_place` callable until the future is ready.
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "C" fn ticketing_hold_start(
+    client: *const ticketing_client,
+    parts: *const ticketing_hold_part,
+    parts_len: usize,
+    lease_ns: i64,
+    wait_ns: i64,
+    on_place: ticketing_place_callback,
+    place_ctx: *mut c_void,
+    future_out: *mut *mut ticketing_future,
+    error_out: *mut *mut ticketing_error,
+) -> c_int {
+    unsafe {
+        start(future_out, error_out, || {
+            hold(client, parts, parts_len, lease_ns, wait_ns, on_place, place_ctx)
+        })
+    }
+}
+
+/// How many keys the lock holds: 1 for ticketing_acquire's, 1 to
+/// TICKETING_HOLD_KEYS_MAX for ticketing_hold's. 0 if lock is NULL.
+///
+/// # Safety
+/// `lock` is NULL or a lock handle.
+#[no_mangle]
+pub unsafe extern "C" fn ticketing_lock_key_count(lock: *const ticketing_lock) -> usize {
+    getter(0, || unsafe { handle::peek(lock) }.map_or(0, |l| l.parts().len()))
+}
+
+/// The lock's key number `index` (0 to ticketing_lock_key_count - 1, in the order the
+/// hold named them): *key_out (valid until the lock is freed), *count_out and
+/// *capacity_out (each may be NULL). TICKETING_INVALID for an index past the last key.
+///
+/// # Safety
+/// `lock` is NULL or a lock handle; out-pointers NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn ticketing_lock_key_at(
+    lock: *const ticketing_lock,
+    index: usize,
+    key_out: *mut *const c_char,
+    count_out: *mut u32,
+    capacity_out: *mut u32,
+    error_out: *mut *mut ticketing_error,
+) -> c_int {
+    guard(error_out, || {
+        let lock = unsafe { handle::hold(lock, "lock") }?;
+        let parts = lock.value.parts();
+        let (key, count, capacity) = parts.get(index).ok_or_else(|| {
+            Failure::invalid(format!("index is {index}; the lock holds {} key(s)", parts.len()))
+        })?;
+        let key_out = required(key_out, "key_out")?;
+        unsafe {
+            put(key_out, key.as_ptr());
+            put(count_out, *count);
+            put(capacity_out, *capacity);
+        }
+        Ok(())
+    })
+}
+
+/// The instant the clock of ticketing_now_ns starts from (the first call that asks).
+fn epoch() -> Instant {
+    static EPOCH: OnceLock<Instant> = OnceLock::new();
+    *EPOCH.get_or_init(Instant::now)
+}
+
+fn since_epoch(at: Instant) -> i64 {
+    i64::try_from(at.saturating_duration_since(epoch()).as_nanos()).unwrap_or(i64::MAX)
+}
+
+/// Now, in nanoseconds on the library's monotonic clock (CLOCK_MONOTONIC, from an
+/// instant of the process's first call): the clock of ticketing_lock_deadline_ns, shared
+/// by every binding in the process. Never blocks.
+#[no_mangle]
+pub extern "C" fn ticketing_now_ns() -> i64 {
+    getter(0, || since_epoch(Instant::now()))
+}
+
+/// The lock's local deadline on the clock of ticketing_now_ns: the instant before its
+/// request was written plus the lease (the server's lease never ends before it). Work
+/// under the lock must be done, or stopped, by then; a binding turns it into its
+/// language's deadline (a context, a signal, a timer). 0 if lock is NULL.
+///
+/// # Safety
+/// `lock` is NULL or a lock handle.
+#[no_mangle]
+pub unsafe extern "C" fn ticketing_lock_deadline_ns(lock: *const ticketing_lock) -> i64 {
+    getter(0, || {
+        epoch();
+        unsafe { handle::peek(lock) }.map_or(0, |l| since_epoch(l.deadline()))
+    })
+}
