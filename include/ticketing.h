@@ -151,6 +151,11 @@
 #define TICKETING_CAPACITY_MAX 1000000
 
 /**
+ * Holds a pool answer lists at most (`ticketing_pool_info.holders`): the oldest.
+ */
+#define TICKETING_POOL_HOLDERS_MAX 8
+
+/**
  * The longest `slice_ms` of ticketing_set_wait_check.
  */
 #define TICKETING_WAIT_SLICE_MS_MAX 60000
@@ -458,6 +463,66 @@ typedef struct ticketing_hold_part {
  * client's, so it must not block.
  */
 typedef void (*ticketing_place_callback)(uint32_t ahead, uint32_t grants_per_ks, void *ctx);
+
+/**
+ * One hold in a ticketing_pool_info.
+ */
+typedef struct ticketing_pool_holder {
+  /**
+   * The hold's fencing token.
+   */
+  uint64_t token;
+  /**
+   * Lease left on the leader's clock when it answered.
+   */
+  uint64_t lease_left_ms;
+  /**
+   * Permits of the key it holds.
+   */
+  uint32_t count;
+  /**
+   * Bytes of owner, without the NUL.
+   */
+  uint32_t owner_len;
+  /**
+   * The holder's owner, NUL-terminated.
+   */
+  char owner[256];
+} ticketing_pool_holder;
+
+/**
+ * What ticketing_pool fills in. The caller owns the storage.
+ */
+typedef struct ticketing_pool_info {
+  /**
+   * The key's capacity; 0 when nobody holds the key or waits for it.
+   */
+  uint32_t capacity;
+  /**
+   * Permits held.
+   */
+  uint32_t in_use;
+  /**
+   * Holds on the key.
+   */
+  uint32_t holds;
+  /**
+   * Requests waiting for it.
+   */
+  uint32_t waiters;
+  /**
+   * How long the first of them has waited.
+   */
+  uint64_t oldest_wait_ms;
+  /**
+   * Entries of `holders` filled in: the oldest holds, at most TICKETING_POOL_HOLDERS_MAX.
+   */
+  uint32_t holders_len;
+  /**
+   * The oldest holds, oldest first.
+   */
+  struct ticketing_pool_holder holders[TICKETING_POOL_HOLDERS_MAX];
+} ticketing_pool_info;
 
 /**
  * Receives one log record of the library: `level` (TICKETING_LOG_ERROR..TRACE), the
@@ -1131,6 +1196,43 @@ int64_t ticketing_now_ns(void);
  * `lock` is NULL or a lock handle.
  */
 int64_t ticketing_lock_deadline_ns(const struct ticketing_lock *lock);
+
+/**
+ * What `key` has as a pool, linearizably (answered by the leader): its capacity,
+ * permits in use, holds and waiters, the oldest wait and the oldest holds. Wraps
+ * Client::pool. pool_out must not be NULL. Blocks at most the request timeout (10 s).
+ *
+ * # Safety
+ * `client` is NULL or a client handle; `key` NULL or a C string; out-pointers NULL or
+ * writable.
+ */
+int ticketing_pool(const struct ticketing_client *client,
+                   const char *key,
+                   struct ticketing_pool_info *pool_out,
+                   struct ticketing_error **error_out);
+
+/**
+ * The future of ticketing_pool (read with ticketing_future_get_pool); see
+ * ticketing_acquire_start. Never blocks.
+ *
+ * # Safety
+ * As ticketing_pool.
+ */
+int ticketing_pool_start(const struct ticketing_client *client,
+                         const char *key,
+                         struct ticketing_future **future_out,
+                         struct ticketing_error **error_out);
+
+/**
+ * The outcome of a ready pool future, as ticketing_pool gives it (see
+ * ticketing_future_get_lock).
+ *
+ * # Safety
+ * `future` is NULL or a future handle; out-pointers NULL or writable.
+ */
+int ticketing_future_get_pool(struct ticketing_future *future,
+                              struct ticketing_pool_info *pool_out,
+                              struct ticketing_error **error_out);
 
 /**
  * The kind: one of the TICKETING_* kinds above (never TICKETING_OK).

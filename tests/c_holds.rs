@@ -19,6 +19,7 @@ fn holds_from_c_are_counted_whole_told_their_place_and_refused_naming_the_argume
     assert!(output.status.success(), "the program failed ({}):\n{stdout}\n{stderr}", output.status);
     for line in [
         "counted hold: 2 of 3, its key, count and capacity; deadline within the lease",
+        "pool: capacity 3, 2 in use by one hold of c-a, blocking and through a future",
         "capacity mismatch: invalid, naming 3 and 4",
         "bad arguments: refused before any I/O, each named",
         "multi-key future: told its place, granted both seats at once after the release",

@@ -43,6 +43,8 @@ pub const TICKETING_HOLD_KEYS_MAX: usize = 16;
 /// The largest capacity of a key (its permits); a key's capacity is 1 to this, and
 /// 1 is the key's exclusive lock.
 pub const TICKETING_CAPACITY_MAX: u32 = 1_000_000;
+/// Holds a pool answer lists at most (`ticketing_pool_info.holders`): the oldest.
+pub const TICKETING_POOL_HOLDERS_MAX: usize = 8;
 /// The longest `slice_ms` of ticketing_set_wait_check.
 pub const TICKETING_WAIT_SLICE_MS_MAX: i64 = 60_000;
 

@@ -56,18 +56,23 @@ impl Holder {
         self.token = info.token;
         self.lease_left_ms = super::boundary::millis(info.remaining);
         self.waiters = info.waiters;
-        // Owners are at most 255 bytes (docs/protocol.md); cut at a character boundary
-        // should a server ever send more.
-        let mut len = info.owner.len().min(255);
-        while !info.owner.is_char_boundary(len) {
-            len -= 1;
-        }
-        for (dst, src) in self.owner.iter_mut().zip(info.owner.as_bytes()[..len].iter()) {
-            *dst = *src as c_char;
-        }
-        self.owner[len] = 0;
-        self.owner_len = len as u32;
+        self.owner_len = owner_into(&mut self.owner, &info.owner);
     }
+}
+
+/// Copies `owner` into a NUL-terminated field and returns its length. Owners are at
+/// most 255 bytes (docs/protocol.md); cut at a character boundary should a server ever
+/// send more.
+pub(super) fn owner_into(field: &mut [c_char; 256], owner: &str) -> u32 {
+    let mut len = owner.len().min(255);
+    while !owner.is_char_boundary(len) {
+        len -= 1;
+    }
+    for (dst, src) in field.iter_mut().zip(owner.as_bytes()[..len].iter()) {
+        *dst = *src as c_char;
+    }
+    field[len] = 0;
+    len as u32
 }
 
 /// Creates a client. Wraps ClientBuilder::new().addrs(..).auth_token(..).owner(..)

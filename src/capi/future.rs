@@ -421,7 +421,7 @@ pub unsafe extern "C" fn ticketing_future_cancel(future: *mut ticketing_future) 
 }
 
 /// The ready result of `future` for the getter `getter`, taken.
-fn take(future: &Arc<Tagged<FutureHandle>>, op: Op) -> Result<Value, Failure> {
+pub(super) fn take(future: &Arc<Tagged<FutureHandle>>, op: Op) -> Result<Value, Failure> {
     if future.value.op != op {
         return Err(Failure::invalid(format!(
             "this future is of another operation: read it with {}",

@@ -19,7 +19,9 @@
 //! `operation.rs`: its arguments, its start, what its outcome puts out. Its future's
 //! start and getter (`future.rs`) and its blocking call (`blocking.rs`) are made of
 //! those, and a blocking call is its future started and waited for in the one place a
-//! thread waits (`future.rs`), so a blocking call and its future cannot differ.
+//! thread waits (`future.rs`), so a blocking call and its future cannot differ. The
+//! counted and multi-key hold (`hold.rs`) and the pool read (`pool.rs`) are built the
+//! same way from the same pieces, each in a file of its own with its C types.
 
 // The declared values first, then the functions in the order the header shows them.
 mod abi;
@@ -37,6 +39,8 @@ mod queue;
 mod lock;
 
 mod hold;
+
+mod pool;
 
 mod error_getters;
 
@@ -63,6 +67,7 @@ pub use handle::Tagged;
 pub use hold::*;
 pub use host::*;
 pub use lock::*;
+pub use pool::*;
 pub use queue::*;
 
 /// The library's ABI version: TICKETING_ABI_VERSION of the header it was built with.

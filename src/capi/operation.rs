@@ -15,8 +15,8 @@ use super::error::Failure;
 use super::handle;
 use super::lock::{outcome_code, LockHandle};
 use crate::client::{
-    check_acquire_args, check_key_arg, ClientError, HolderInfo, Lock, Pending, ReleaseError, ReleaseOutcome,
-    Resolution,
+    check_acquire_args, check_key_arg, ClientError, HolderInfo, Lock, Pending, PoolInfo, ReleaseError,
+    ReleaseOutcome, Resolution,
 };
 
 /// Which operation a future carries, and so which `ticketing_future_get_*` reads it.
@@ -26,6 +26,7 @@ pub(super) enum Op {
     Release,
     Query,
     Resolve,
+    Pool,
 }
 
 impl Op {
@@ -35,6 +36,7 @@ impl Op {
             Op::Release => "ticketing_future_get_release",
             Op::Query => "ticketing_future_get_query",
             Op::Resolve => "ticketing_future_get_resolve",
+            Op::Pool => "ticketing_future_get_pool",
         }
     }
 }
@@ -45,6 +47,7 @@ pub(super) enum Value {
     Released(ReleaseOutcome),
     Query(Option<HolderInfo>),
     Resolved(c_int, Option<Lock>),
+    Pool(PoolInfo),
 }
 
 /// What an operation calls once with its outcome.

@@ -5,12 +5,12 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::admin::Founding;
-use super::calls::{acquired, check_acquire, check_owner, far, holder, resolution, Resolution};
+use super::calls::{acquired, check_acquire, check_owner, far, holder, pool_info, resolution, Resolution};
 use super::core::{Outcome, Target};
 use super::error::{unexpected, AcquireError, BuildError, ClientError, ReleaseError};
 use super::io::Handle;
 use super::lock::{check_key, release_now, Lock, LockParts};
-use super::outcome::{HolderInfo, PoolHolding, PoolInfo, ReleaseOutcome};
+use super::outcome::{HolderInfo, PoolInfo, ReleaseOutcome};
 use crate::proto::frame::{Request, Response, TopKey, TOP_KEYS_MAX};
 
 /// How often `Client::close` looks whether the background work is done.
@@ -213,25 +213,7 @@ impl Client {
     /// permits in use, holds and waiters, and its oldest holds.
     pub fn pool(&self, key: &str) -> Result<PoolInfo, ClientError> {
         check_key(key).map_err(ClientError::Invalid)?;
-        match self.read(Request::Pool { key: key.to_owned() }, Target::Any)? {
-            Response::Pool { capacity, in_use, holds, waiters, oldest_wait_ms, holders } => Ok(PoolInfo {
-                capacity,
-                in_use,
-                holds,
-                waiters,
-                oldest_wait: Duration::from_millis(u64::from(oldest_wait_ms)),
-                holders: holders
-                    .into_iter()
-                    .map(|h| PoolHolding {
-                        owner: h.owner,
-                        token: h.token,
-                        count: h.count,
-                        remaining: Duration::from_millis(u64::from(h.remaining_ms)),
-                    })
-                    .collect(),
-            }),
-            other => Err(unexpected(other)),
-        }
+        pool_info(self.read(Request::Pool { key: key.to_owned() }, Target::Any)?)
     }
 
     /// The STATUS text (`name=value` lines, docs/protocol.md) of one node: the

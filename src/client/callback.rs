@@ -8,13 +8,13 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::api::Client;
-use super::calls::{acquired, check_acquire, far, holder, resolution, Resolution};
+use super::calls::{acquired, check_acquire, far, holder, pool_info, resolution, Resolution};
 use super::core::{OpId, Outcome, Target};
 use super::error::{AcquireError, ClientError, ReleaseError};
 use super::io::{Completion, Handle};
 use super::lock::{check_key, Lock};
-use super::outcome::{HolderInfo, ReleaseOutcome};
-use crate::proto::frame::Request;
+use super::outcome::{HolderInfo, PoolInfo, ReleaseOutcome};
+use crate::proto::frame::{Request, Response};
 
 /// An operation started by a `*_then` call, to cancel it. Dropping it cancels nothing.
 #[derive(Clone)]
@@ -132,18 +132,38 @@ impl Client {
         key: &str,
         done: impl FnOnce(Result<Option<HolderInfo>, ClientError>) + Send + 'static,
     ) -> Pending {
+        self.read_then(key, Request::Query { key: key.to_owned() }, holder, done)
+    }
+
+    /// [`Client::pool`] without a waiting thread; `done` as for
+    /// [`Client::acquire_then`]. Ends within the request timeout.
+    pub fn pool_then(
+        &self,
+        key: &str,
+        done: impl FnOnce(Result<PoolInfo, ClientError>) + Send + 'static,
+    ) -> Pending {
+        self.read_then(key, Request::Pool { key: key.to_owned() }, pool_info, done)
+    }
+
+    /// A linearizable read about `key` (`request`), its answer read by `answer`.
+    fn read_then<T: 'static>(
+        &self,
+        key: &str,
+        request: Request,
+        answer: fn(Response) -> Result<T, ClientError>,
+        done: impl FnOnce(Result<T, ClientError>) + Send + 'static,
+    ) -> Pending {
         if let Err(e) = check_key(key).map_err(ClientError::Invalid).and_then(|()| self.usable()) {
             done(Err(e));
             return Pending::ended();
         }
         let completion: Completion = Box::new(move |outcome| {
             done(match outcome {
-                Outcome::Read(result) => result.and_then(holder),
-                other => unreachable!("a query ended with {other:?}"),
+                Outcome::Read(result) => result.and_then(answer),
+                other => unreachable!("a read ended with {other:?}"),
             })
         });
         let deadline = Instant::now() + self.request_timeout();
-        let request = Request::Query { key: key.to_owned() };
         start(self.handle(), completion, |core, waker, now| {
             core.read(waker, request, Target::Any, deadline, now)
         })

@@ -8,7 +8,7 @@ use super::core::{Outcome, Resolved};
 use super::error::{unexpected, AcquireError, BuildError, ClientError, Indeterminate};
 use super::io::Handle;
 use super::lock::{check_key, Lock};
-use super::outcome::HolderInfo;
+use super::outcome::{HolderInfo, PoolHolding, PoolInfo};
 use crate::proto::frame::Response;
 use crate::proto::limits::{LEASE_S_MAX, LEASE_S_MIN, OWNER_LEN_MAX, OWNER_LEN_MIN, WAIT_MS_MAX};
 
@@ -93,6 +93,29 @@ pub(crate) fn holder(response: Response) -> Result<Option<HolderInfo>, ClientErr
             remaining: Duration::from_millis(u64::from(remaining_ms)),
             waiters,
         })),
+        other => Err(unexpected(other)),
+    }
+}
+
+/// A POOL's answer.
+pub(crate) fn pool_info(response: Response) -> Result<PoolInfo, ClientError> {
+    match response {
+        Response::Pool { capacity, in_use, holds, waiters, oldest_wait_ms, holders } => Ok(PoolInfo {
+            capacity,
+            in_use,
+            holds,
+            waiters,
+            oldest_wait: Duration::from_millis(u64::from(oldest_wait_ms)),
+            holders: holders
+                .into_iter()
+                .map(|h| PoolHolding {
+                    owner: h.owner,
+                    token: h.token,
+                    count: h.count,
+                    remaining: Duration::from_millis(u64::from(h.remaining_ms)),
+                })
+                .collect(),
+        }),
         other => Err(unexpected(other)),
     }
 }

@@ -93,6 +93,35 @@ int main(int argc, char **argv) {
     CHECK(left > 25 * TICKETING_NS_PER_S && left <= LEASE, "deadline %lld ns away", (long long)left);
     printf("counted hold: 2 of 3, its key, count and capacity; deadline within the lease\n");
 
+    /* The key as a pool, blocking and through a future. */
+    ticketing_pool_info info;
+    memset(&info, 0xff, sizeof info);
+    rc = ticketing_pool(b, "stock:c", &info, &err);
+    CHECK(rc == TICKETING_OK, "pool: %s", ticketing_error_message(err));
+    CHECK(info.capacity == 3 && info.in_use == 2 && info.holds == 1 && info.waiters == 0, "pool: %u %u %u %u",
+          info.capacity, info.in_use, info.holds, info.waiters);
+    CHECK(info.holders_len == 1 && info.holders[0].count == 2 && strcmp(info.holders[0].owner, "c-a") == 0 &&
+              info.holders[0].owner_len == 3 && info.holders[0].token == ticketing_lock_token(counted),
+          "pool holder: %u %s", info.holders_len, info.holders[0].owner);
+    ticketing_future *pf = NULL;
+    rc = ticketing_pool_start(b, "stock:c", &pf, NULL);
+    CHECK(rc == TICKETING_OK, "pool_start");
+    int pready = 0;
+    ticketing_future_block_until_ready(pf, -1, &pready, NULL);
+    ticketing_lock *wrong = NULL;
+    rc = ticketing_future_get_lock(pf, &wrong, &err);
+    CHECK(rc == TICKETING_INVALID && strstr(ticketing_error_message(err), "ticketing_future_get_pool") != NULL,
+          "a pool future read as a lock: %s", ticketing_error_message(err));
+    ticketing_error_free(err);
+    ticketing_pool_info again_info;
+    rc = ticketing_future_get_pool(pf, &again_info, NULL);
+    CHECK(rc == TICKETING_OK && again_info.in_use == 2 && again_info.holders_len == 1, "pool future");
+    ticketing_future_free(pf);
+    rc = ticketing_pool(b, "stock:c", NULL, &err);
+    CHECK(rc == TICKETING_INVALID && strstr(ticketing_error_message(err), "pool_out") != NULL, "NULL pool_out");
+    ticketing_error_free(err);
+    printf("pool: capacity 3, 2 in use by one hold of c-a, blocking and through a future\n");
+
     /* The other caller states another capacity: refused, both numbers named. */
     ticketing_hold_part other = {"stock:c", 1, 4};
     refused(b, &other, 1, "3");
