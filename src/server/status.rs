@@ -15,6 +15,9 @@ pub struct Counters {
     pub waiters: AtomicU64,
     /// Keys with at least one waiter (the leader's queues; 0 on a follower).
     pub keys_with_waiters: AtomicU64,
+    /// Counted and multi-key holds held, and the permits they take (applied state).
+    pub pooled_holds: AtomicU64,
+    pub permits_in_use: AtomicU64,
     pub last_token: AtomicU64,
     /// The fencing domain, 0 until recorded.
     pub domain: AtomicU64,

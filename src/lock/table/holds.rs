@@ -34,6 +34,33 @@ impl LockTable {
         if !self.leading {
             return self.not_leader(conn, id, out);
         }
+        let before = (out.replies.len(), out.proposals.len());
+        self.hold_request(conn, id, lease_s, wait_ms, owner, parts, place, now_ms, unix_us, out);
+        // What became of it, from what it produced: a proposal is its grant; else its
+        // first answer says (a place in line, or none, when it queued).
+        let holds = &mut self.stats.holds;
+        match out.replies[before.0..].first().map(|r| &r.response) {
+            _ if out.proposals.len() > before.1 => holds.granted += 1,
+            Some(Response::Busy) => holds.busy += 1,
+            Some(Response::Error { .. }) => holds.refused += 1,
+            _ => holds.queued += 1,
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn hold_request(
+        &mut self,
+        conn: ConnId,
+        id: u32,
+        lease_s: u8,
+        wait_ms: u32,
+        owner: &str,
+        parts: Vec<Part>,
+        place: bool,
+        now_ms: u64,
+        unix_us: u64,
+        out: &mut Output,
+    ) {
         let plain = matches!(parts.as_slice(), [p] if p.capacity == 1);
         if plain && !place {
             let part = parts.into_iter().next().expect("one part");

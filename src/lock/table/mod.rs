@@ -18,7 +18,7 @@ mod stats;
 mod time;
 mod waiters;
 
-pub use stats::{TableStats, STATS_OBSERVATIONS_MAX};
+pub use stats::{HoldOutcomes, TableStats, STATS_OBSERVATIONS_MAX};
 
 use super::command::{Command, Grant, Origin, Part};
 use super::lines::{Lines, Seq, Want};
@@ -408,6 +408,10 @@ impl LockTable {
                 }
                 Effect::PoolGranted { token, lease_ms } => {
                     self.count_grant(handoff);
+                    let keys = self.state.pooled_hold(token).map_or(0, |h| h.parts.len());
+                    if self.leading && keys > 1 {
+                        self.stats.multi_key_grants += 1;
+                    }
                     if let Some(p) = self.pooled.get(&token).filter(|_| self.leading) {
                         let deadline_ms = now_ms + u64::from(lease_ms);
                         self.pool_leases.insert(Timer { deadline_ms, order: token, id: p.timer });
