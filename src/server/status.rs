@@ -193,5 +193,7 @@ fn text(info: &NodeInfo, counters: &Counters, metrics: &Metrics, raft: &RaftLine
     line("grants_total", &(lock.grants.immediate.get() + lock.grants.handoff.get()));
     line("handoffs_total", &lock.grants.handoff.get());
     line("lease_expiries_total", &lock.lease_expiries.get());
+    line("pooled_holds", &get(&counters.pooled_holds));
+    line("permits_in_use", &get(&counters.permits_in_use));
     text
 }
