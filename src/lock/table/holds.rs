@@ -66,9 +66,9 @@ impl LockTable {
             let part = parts.into_iter().next().expect("one part");
             return self.acquire(conn, id, lease_s, wait_ms, part.key, owner, now_ms, unix_us, out);
         }
-        // Pooled holds and waiters count against the node's limit like held keys do.
-        let used = self.projected_held + self.lines.keys() + self.pooled.len() + self.lines.waiters();
-        if used >= self.config.keys_max {
+        // Pooled holds and waiters count against the node's limit like held keys do,
+        // once per key they name: a request is taken only if all of its keys fit.
+        if self.load() + parts.len() > self.config.keys_max {
             let message = format!(
                 "the node's limit of {} held or queued keys and holds is reached",
                 self.config.keys_max
@@ -218,6 +218,7 @@ impl LockTable {
                 }
             };
             let pooled = Pooled { owner: waiter.owner, parts: wants.to_vec(), timer };
+            self.pooled_parts += wants.len();
             self.pooled.insert(token, pooled);
         }
         let parts = wants
@@ -241,6 +242,7 @@ impl LockTable {
             debug_assert!(false, "end_pooled of a hold not projected");
             return Vec::new();
         };
+        self.pooled_parts -= p.parts.len();
         self.pool_leases.remove(p.timer);
         self.free_pool_timers.push(p.timer);
         push_capped(&mut self.stats.holds_us, unix_us.saturating_sub(token));
