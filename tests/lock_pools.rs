@@ -314,6 +314,22 @@ fn places_in_line_are_told_when_queued_then_at_most_once_a_second() {
     let _ = t2;
 }
 
+/// The first place in line a HOLD hears when it queues carries the key's measured
+/// grant rate, not 0: the client can estimate its wait from the first frame on.
+#[test]
+fn the_first_place_in_line_carries_the_key_s_grant_rate() {
+    let mut d = D::new();
+    token(&d.hold(1, 1, 0, "a", &[("stock", 1, 2)], false), 1, 1);
+    d.advance(500);
+    token(&d.hold(2, 1, 0, "b", &[("stock", 1, 2)], false), 2, 1);
+    d.advance(1_500);
+    // Two grants in the 2 s of the key's window: one a second.
+    assert_eq!(
+        d.hold(3, 1, 60_000, "c", &[("stock", 1, 2)], true),
+        vec![Reply { conn: 3, id: 1, response: Response::InLine { ahead: 0, grants_per_ks: 1_000 } }]
+    );
+}
+
 /// The node's limit counts a pooled hold and a waiting request once per key it names:
 /// a flood of holds of many keys each stops at the limit, not at 16 times it.
 #[test]

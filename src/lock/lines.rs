@@ -449,6 +449,15 @@ impl<K: Copy + Eq + Hash + std::fmt::Debug, T> Lines<K, T> {
         self.places
     }
 
+    /// The recent grant rate of the key of the longest of waiter `seq`'s queues (the
+    /// one its place counts), in thousandths of a grant per second; 0 when none is
+    /// measured yet (or `seq` does not wait).
+    pub fn grants_per_ks(&self, seq: Seq, now_ms: u64) -> u32 {
+        let Some(waiter) = self.waiters.get(&seq) else { return 0 };
+        let (_, key) = self.ahead_of(&waiter.wants, seq);
+        self.lines.get(&key).map_or(0, |l| l.per_ks(now_ms))
+    }
+
     /// The first broken rule, if any: permits in use within capacity, queues in
     /// arrival order and holding exactly the waiters that name their key, no idle
     /// line, and no waiter that meets the rule left waiting (a freed permit is never

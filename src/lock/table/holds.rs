@@ -135,7 +135,7 @@ impl LockTable {
                 self.waits.insert(Timer { deadline_ms: now_ms + u64::from(wait_ms), order: seq, id: w });
                 self.conn_waiters.entry(conn).or_default().push(w);
                 if place {
-                    let grants_per_ks = 0;
+                    let grants_per_ks = self.lines.grants_per_ks(seq, now_ms);
                     out.replies.push(Reply { conn, id, response: Response::InLine { ahead, grants_per_ks } });
                 }
             }
