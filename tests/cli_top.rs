@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use common::children::{Within, CLI};
 use common::*;
+use ticketing::proto::frame::HoldPart;
 use ticketing::proto::{Request, Response, TopKey};
 
 fn top_once(addr: &str) -> (Option<i32>, String, String) {
@@ -48,6 +49,7 @@ fn key_rows(view: &str) -> Vec<(String, u32)> {
     view.lines()
         .skip_while(|l| !l.starts_with("KEY "))
         .skip(1)
+        .take_while(|l| !l.is_empty())
         .filter_map(|l| {
             let mut cells = l.split_whitespace();
             Some((cells.next()?.to_owned(), cells.next()?.parse().ok()?))
@@ -117,6 +119,49 @@ fn top_once_against_a_standalone_node_and_a_dead_one() {
     let (code, view, _) = top_once(&closed.addr.to_string());
     assert_eq!(code, Some(3), "nothing answers: {view}");
     assert!(view.contains("unreachable"), "{view}");
+}
+
+/// The rows of the POOL table of a `top` view, each split into its cells.
+fn pool_rows(view: &str) -> Vec<Vec<String>> {
+    view.lines()
+        .skip_while(|l| !l.starts_with("POOL "))
+        .skip(1)
+        .take_while(|l| !l.is_empty())
+        .map(|l| l.split_whitespace().map(str::to_owned).collect())
+        .collect()
+}
+
+fn stock(owner: &str, wait_ms: u32) -> Request {
+    let parts = vec![HoldPart { key: "stock".into(), count: 1, capacity: 3 }];
+    Request::Hold { lease_s: 60, wait_ms, place: false, owner: owner.into(), parts }
+}
+
+/// Pools among the keys with the longest queues get a table of their own (capacity,
+/// permits in use, holds, waiters, oldest wait), and the node's pooled holds and
+/// permits in use are summed up; a plain key's queue is no pool.
+#[test]
+fn top_once_shows_the_pools_among_the_longest_queues() {
+    let server = start_server(&[]);
+    let mut holders: Vec<Raw> = (0..3).map(|_| connect(server.addr)).collect();
+    for (i, c) in holders.iter_mut().enumerate() {
+        assert!(granted_token(&c.call(1, &stock(&format!("buyer-{i}"), 0))) > 0);
+    }
+    let mut waiting = connect(server.addr);
+    waiting.send(1, &stock("late-1", 120_000));
+    waiting.send(2, &stock("late-2", 120_000));
+    let waiters_of_stock = || match connect(server.addr).call(1, &Request::Pool { key: "stock".into() }) {
+        Response::Pool { waiters, .. } => waiters,
+        other => panic!("{other:?}"),
+    };
+    assert!(eventually(Duration::from_secs(10), || waiters_of_stock() == 2), "the two never queued");
+    let _plain = queue_on(server.addr, "plain", 1);
+    let (code, view, err) = top_once(&server.addr.to_string());
+    assert_eq!(code, Some(0), "{view}\n{err}");
+    assert!(view.contains("pooled holds 3   permits in use 3"), "{view}");
+    assert_eq!(key_rows(&view), vec![("stock".to_owned(), 2), ("plain".to_owned(), 1)], "{view}");
+    let pools = pool_rows(&view);
+    assert_eq!(pools.len(), 1, "only stock is a pool:\n{view}");
+    assert_eq!(pools[0][..5], ["stock", "3", "3", "3", "2"], "{view}");
 }
 
 /// A running `top` stopped by SIGTERM or SIGHUP (a kill, a closed window) ends on its

@@ -314,6 +314,53 @@ fn places_in_line_are_told_when_queued_then_at_most_once_a_second() {
     let _ = t2;
 }
 
+/// The first place in line a HOLD hears when it queues carries the key's measured
+/// grant rate, not 0: the client can estimate its wait from the first frame on.
+#[test]
+fn the_first_place_in_line_carries_the_key_s_grant_rate() {
+    let mut d = D::new();
+    token(&d.hold(1, 1, 0, "a", &[("stock", 1, 2)], false), 1, 1);
+    d.advance(500);
+    token(&d.hold(2, 1, 0, "b", &[("stock", 1, 2)], false), 2, 1);
+    d.advance(1_500);
+    // Two grants in the 2 s of the key's window: one a second.
+    assert_eq!(
+        d.hold(3, 1, 60_000, "c", &[("stock", 1, 2)], true),
+        vec![Reply { conn: 3, id: 1, response: Response::InLine { ahead: 0, grants_per_ks: 1_000 } }]
+    );
+}
+
+/// The node's limit counts a pooled hold and a waiting request once per key it names:
+/// a flood of holds of many keys each stops at the limit, not at 16 times it.
+#[test]
+fn the_nodes_limit_counts_every_key_a_hold_or_a_waiter_names() {
+    let mut d = D::with(1_000, 56);
+    let keys: Vec<String> = (0..16).map(|i| format!("k{i}")).collect();
+    let each = |range: std::ops::Range<usize>, count: u32| -> Vec<(&str, u32, u32)> {
+        keys[range].iter().map(|k| (k.as_str(), count, 1_000_000)).collect()
+    };
+    let overloaded =
+        |r: Option<&Response>| matches!(r, Some(Response::Error { code: ErrorCode::Overloaded, .. }));
+    let mut granted = 0;
+    for i in 0..10u32 {
+        match answered(&d.hold(1, i, 0, "flood", &each(0..16, 1), false), 1, i) {
+            Some(Response::Granted { .. }) => granted += 1,
+            r => assert!(overloaded(r), "{r:?}"),
+        }
+    }
+    assert_eq!((granted, d.t.load()), (3, 48), "3 holds of 16 keys, and a fourth would pass 56");
+    // A waiter of 8 keys (their permits are taken) fills the rest.
+    assert!(d.hold(2, 1, 60_000, "big", &each(0..8, 1_000_000), false).is_empty());
+    assert_eq!((d.t.waiters(), d.t.load()), (1, 56));
+    assert!(overloaded(answered(&d.hold(3, 1, 0, "one", &each(15..16, 1), false), 3, 1)));
+    assert!(overloaded(answered(&d.acquire(3, 2, 0, "new", "plain"), 3, 2)), "a plain ACQUIRE too");
+    // The waiter leaves: its keys make room again.
+    assert!(d.close(2).is_empty());
+    assert_eq!(d.t.load(), 48);
+    token(&d.hold(3, 3, 0, "eight", &each(8..16, 1), false), 3, 3);
+    assert_eq!(d.t.load(), 56);
+}
+
 #[test]
 fn losing_leadership_answers_every_waiter_moved_and_a_new_leader_restarts_pooled_leases() {
     let mut d = D::new();

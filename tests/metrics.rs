@@ -15,7 +15,8 @@ use common::children::output_within;
 use common::children::{Within, TOOL};
 use common::facts_cluster::wait_waiters;
 use common::*;
-use ticketing::proto::Response;
+use ticketing::proto::frame::HoldPart;
+use ticketing::proto::{Request, Response};
 
 /// (status code, body) of `GET path` on `addr`.
 fn http_get(addr: SocketAddr, path: &str) -> (u16, String) {
@@ -365,6 +366,70 @@ fn the_figures_count_what_clients_are_answered() {
         (changes == 1.0 && sample(&text, &down) == Some(0.0) && elections >= 1.0).then_some(())
     });
     assert!(seen.is_some(), "after the leader died:\n{text}");
+}
+
+/// A standalone node serving metrics on a port of its own: the node and that address.
+fn standalone_with_metrics() -> (ServerProcess, SocketAddr) {
+    with_fresh_ports("standalone with metrics", || {
+        let metrics: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+        let server = Server::new().env("TICKETING_METRICS_LISTEN", &metrics.to_string()).try_start()?;
+        Ok((server, metrics))
+    })
+}
+
+fn hold(owner: &str, wait_ms: u32, place: bool, parts: &[(&str, u32, u32)]) -> Request {
+    let parts =
+        parts.iter().map(|&(key, count, capacity)| HoldPart { key: key.into(), count, capacity }).collect();
+    Request::Hold { lease_s: 60, wait_ms, place, owner: owner.into(), parts }
+}
+
+/// Counted and multi-key holds show in their own figures: HOLDs by what became of
+/// them, the pooled holds and the permits they take, the requests waiting in line, the
+/// places in line sent and the grants of several keys at once.
+#[test]
+fn the_pool_figures_follow_holds_waiters_and_places() {
+    let (server, metrics) = standalone_with_metrics();
+    let (mut a, mut b, mut c) = (connect(server.addr), connect(server.addr), connect(server.addr));
+    let stock = [("stock", 2, 3)];
+    let ta = granted_token(&a.call(1, &hold("a", 0, false, &stock)));
+    let tb = granted_token(&b.call(1, &hold("b", 0, false, &[("seat:1", 1, 1), ("seat:2", 1, 1)])));
+    assert_eq!(c.call(1, &hold("c", 0, false, &stock)), Response::Busy);
+    assert!(matches!(c.call(2, &hold("c", 0, false, &[("stock", 1, 5)])), Response::Error { .. }));
+    // Queued, asking for its place: an IN LINE frame comes first.
+    c.send(3, &hold("c", 30_000, true, &stock));
+    assert!(matches!(c.recv(), (3, Response::InLine { ahead: 0, .. })));
+    let figures = |want: &[(&str, f64)]| {
+        let mut text = String::new();
+        let seen = eventually_every(Duration::from_secs(10), Duration::from_millis(50), || {
+            text = http_get(metrics, "/metrics").1;
+            want.iter().all(|(name, v)| sample(&text, name) == Some(*v)).then_some(())
+        });
+        assert!(seen.is_some(), "want {want:?}:\n{text}");
+    };
+    figures(&[
+        ("ticketing_hold_requests_total{outcome=\"granted\"}", 2.0),
+        ("ticketing_hold_requests_total{outcome=\"queued\"}", 1.0),
+        ("ticketing_hold_requests_total{outcome=\"busy\"}", 1.0),
+        ("ticketing_hold_requests_total{outcome=\"refused\"}", 1.0),
+        ("ticketing_pooled_holds", 2.0),
+        ("ticketing_permits_in_use", 4.0),
+        ("ticketing_waiters", 1.0),
+        ("ticketing_places_sent_total", 1.0),
+        ("ticketing_multi_key_grants_total", 1.0),
+    ]);
+    // a's release hands its two permits to c: a hand-off, not a new HOLD.
+    assert_eq!(a.call(2, &release("stock", "a", ta)), Response::Released);
+    let tc = granted_token(&c.recv().1);
+    figures(&[
+        ("ticketing_hold_requests_total{outcome=\"granted\"}", 2.0),
+        ("ticketing_pooled_holds", 2.0),
+        ("ticketing_permits_in_use", 4.0),
+        ("ticketing_waiters", 0.0),
+        ("ticketing_grants_total{kind=\"handoff\"}", 1.0),
+    ]);
+    assert_eq!(b.call(2, &release("seat:2", "b", tb)), Response::Released);
+    assert_eq!(c.call(4, &release("stock", "c", tc)), Response::Released);
+    figures(&[("ticketing_pooled_holds", 0.0), ("ticketing_permits_in_use", 0.0)]);
 }
 
 /// The cluster's shape is in gauges — voters, standbys, and on the leader alone the

@@ -218,3 +218,111 @@ fn pooled_holds_survive_a_leader_kill_and_a_snapshot_install() {
     assert_eq!(pool(&mut m, 5, "seat:7"), (0, 0, 0, 0));
     assert_eq!(pool(&mut m, 6, "stock"), (10, 8, 1, 0));
 }
+
+/// Resident memory of process `pid` in bytes (`VmRSS` of /proc/PID/status).
+fn rss_bytes(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("/proc/PID/status");
+    let kb: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .expect("VmRSS");
+    kb * 1024
+}
+
+/// The node's limit (`TICKETING_MAX_KEYS`, docs/configuration.md §3.6a) counts every
+/// key a pooled hold or a waiting HOLD names.
+const FLOOD_LIMIT: u32 = 2_000;
+/// What a flood may add to the node's resident memory at that limit (measured: about
+/// 2 MiB on x86-64; the margin is for the allocator's arenas and the answers queued for
+/// the flooding connections).
+const FLOOD_RSS_GROWTH_MAX: u64 = 32 << 20;
+
+/// Sends `requests` on `c` in chunks (each read back before the next, so neither side's
+/// buffers fill) and returns every answer that arrived: `answers(i)` of chunk `i` are
+/// read, the rest of its requests wait in line unanswered.
+fn flood(c: &mut Raw, requests: &[Request], answered: impl Fn(usize) -> usize) -> Vec<Response> {
+    let mut out = Vec::new();
+    for (i, chunk) in requests.chunks(500).enumerate() {
+        for (j, r) in chunk.iter().enumerate() {
+            c.send((i * 500 + j + 1) as u32, r);
+        }
+        for _ in 0..answered(i).min(chunk.len()) {
+            out.push(c.recv().1);
+        }
+    }
+    out
+}
+
+fn sixteen(prefix: &str, count: u32, capacity: u32) -> Vec<(String, u32, u32)> {
+    (0..16).map(|i| (format!("{prefix}:{i}"), count, capacity)).collect()
+}
+
+fn hold_of(owner: &str, wait_ms: u32, parts: &[(String, u32, u32)]) -> Request {
+    let parts = parts
+        .iter()
+        .map(|(key, count, capacity)| HoldPart { key: key.clone(), count: *count, capacity: *capacity })
+        .collect();
+    Request::Hold { lease_s: 60, wait_ms, place: false, owner: owner.into(), parts }
+}
+
+/// A client that floods counted holds — capacity 1 000 000 on many keys, thousands of
+/// HOLDs with counts, granted and waiting — gets `E 4` once the node's limit is
+/// reached, never grows the node past it (in holds, waiters or memory), and the node
+/// still serves a plain ACQUIRE afterwards.
+#[test]
+fn a_flood_of_counted_holds_and_waiters_stops_at_the_node_limit() {
+    let limit = FLOOD_LIMIT.to_string();
+    let server = start_server(&[("TICKETING_MAX_KEYS", &limit)]);
+    let pid = server.child.id();
+    let mut probe = connect(server.addr);
+    // Warm up: the node's threads and buffers as any client finds them.
+    let warm: Vec<Request> = (0..500).map(|i| acquire(&format!("warm:{i}"), "w", 1, 0)).collect();
+    let mut w = connect(server.addr);
+    let tokens: Vec<u64> = flood(&mut w, &warm, |_| 500).iter().map(granted_token).collect();
+    for (i, t) in tokens.iter().enumerate() {
+        assert_eq!(w.call(1, &release(&format!("warm:{i}"), "w", *t)), Response::Released);
+    }
+    let before = rss_bytes(pid);
+    let overloaded = |r: &Response| matches!(r, Response::Error { code: ErrorCode::Overloaded, .. });
+
+    // Sixteen keys, all of their permits held: 16 of the limit.
+    let mut a = connect(server.addr);
+    let full = granted_token(&a.call(1, &hold_of("full", 0, &sixteen("full", 1_000_000, 1_000_000))));
+    // Waiting HOLDs of those keys: each counts 16, so (2000 − 16) / 16 = 124 of them queue.
+    let queued = (FLOOD_LIMIT as usize - 16) / 16;
+    let waiting: Vec<Request> =
+        (0..1_000).map(|i| hold_of(&format!("w{i}"), 120_000, &sixteen("full", 1, 1_000_000))).collect();
+    let mut b = connect(server.addr);
+    let answers = flood(&mut b, &waiting, |i| if i == 0 { 500 - queued } else { 500 });
+    assert!(answers.iter().all(overloaded), "{:?}", answers.iter().find(|r| !overloaded(r)));
+    assert_eq!(status_map(&mut probe, 1)["waiters"], queued.to_string());
+    // Counted holds on many other keys, granted at once or not at all: all refused.
+    let counted: Vec<Request> = (0..3_000)
+        .map(|i| hold_of(&format!("c{i}"), 0, &sixteen(&format!("stock{}", i % 50), 1_000, 1_000_000)))
+        .collect();
+    let mut c = connect(server.addr);
+    let answers = flood(&mut c, &counted, |_| 500);
+    assert!(answers.iter().all(overloaded), "{:?}", answers.iter().find(|r| !overloaded(r)));
+    // The waiters go: their room goes to counted holds, 124 of 16 keys each.
+    drop(b);
+    assert!(eventually(Duration::from_secs(10), || status_map(&mut probe, 2)["waiters"] == "0"));
+    let answers = flood(&mut c, &counted, |_| 500);
+    let granted = answers.iter().filter(|r| matches!(r, Response::Granted { .. })).count();
+    assert_eq!((granted, answers.iter().filter(|r| overloaded(r)).count()), (queued, 3_000 - queued));
+    let status = status_map(&mut probe, 3);
+    assert_eq!(status["pooled_holds"], (queued + 1).to_string());
+    let after = rss_bytes(pid);
+    println!(
+        "resident memory {before} bytes before the flood, {after} after (+{})",
+        after.saturating_sub(before)
+    );
+    assert!(
+        after <= before + FLOOD_RSS_GROWTH_MAX,
+        "the flood grew the node from {before} to {after} bytes of resident memory"
+    );
+    // At the limit a new key is refused; once a hold ends, a plain ACQUIRE is served.
+    assert!(overloaded(&probe.call(4, &acquire("plain", "p", 10, 0))));
+    assert_eq!(a.call(2, &release("full:0", "full", full)), Response::Released);
+    assert!(granted_token(&probe.call(5, &acquire("plain", "p", 10, 0))) > 0);
+}

@@ -12,6 +12,7 @@ use super::commands::table;
 use super::views::{self, Row, View};
 use super::{addrs_of, build_direct, client_options, parse, Budget, EXIT_OK, EXIT_UNKNOWN, EXIT_USAGE};
 use crate::client::{ClientError, Direct, TopKey, TOP_KEYS_MAX};
+use crate::proto::{Request, Response};
 
 /// The STATUS counters `top` turns into rates: (STATUS name, column title).
 const RATES: [(&str, &str); 3] = [
@@ -24,6 +25,19 @@ const RATES: [(&str, &str); 3] = [
 struct Sample {
     view: View,
     keys: Result<Vec<TopKey>, String>,
+    /// The pools (keys of capacity above 1) among `keys`, from the leader's POOL.
+    pools: Vec<PoolRow>,
+}
+
+/// One pool as the leader's POOL answered it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct PoolRow {
+    key: String,
+    capacity: u32,
+    in_use: u32,
+    holds: u32,
+    waiters: u32,
+    oldest_wait_ms: u32,
 }
 
 pub(super) fn top(args: &[String]) -> i32 {
@@ -164,14 +178,27 @@ impl Viewer {
         let (_, view) = views::gather(&self.direct, &self.given, budget);
         // The queues live on the leader: when no node answering leads (none was
         // founded, an election runs), TOP KEYS would only be answered `M`.
-        let keys = match view.leader.map(|i| &view.rows[i]) {
+        let left = || budget.length.saturating_sub(budget.started.elapsed());
+        let leader = view.leader.map(|i| view.rows[i].addr.clone());
+        let keys = match &leader {
             None => Err(NO_LEADER.into()),
-            Some(leader) => {
-                let left = budget.length.saturating_sub(budget.started.elapsed());
-                self.direct.top_keys_of(&leader.addr, self.keys, left).map_err(|e| describe(&e))
-            }
+            Some(addr) => self.direct.top_keys_of(addr, self.keys, left()).map_err(|e| describe(&e)),
         };
-        Sample { view, keys }
+        // Which of those keys are pools: each one's POOL, within what is left of the
+        // budget (a key the leader does not answer for in time is left out).
+        let mut pools = Vec::new();
+        if let (Some(addr), Ok(keys)) = (&leader, &keys) {
+            for k in keys {
+                let asked = self.direct.ask(addr, &Request::Pool { key: k.key.clone() }, left());
+                if let Ok(Response::Pool { capacity, in_use, holds, waiters, oldest_wait_ms, .. }) = asked {
+                    if capacity > 1 {
+                        let key = k.key.clone();
+                        pools.push(PoolRow { key, capacity, in_use, holds, waiters, oldest_wait_ms });
+                    }
+                }
+            }
+        }
+        Sample { view, keys, pools }
     }
 }
 
@@ -244,7 +271,14 @@ fn render(previous: Option<&Sample>, current: &Sample, interval: Duration) -> St
         })
         .collect();
     out.push_str(&rates.join("   "));
-    out.push_str("\n\n");
+    out.push('\n');
+    // Counted and multi-key holds, from the leader's STATUS (applied state).
+    let pooled = |name: &str| leader.and_then(|l| l.field(name)).unwrap_or("-").to_owned();
+    out.push_str(&format!(
+        "pooled holds {}   permits in use {}\n\n",
+        pooled("pooled_holds"),
+        pooled("permits_in_use")
+    ));
     match &current.keys {
         Ok(keys) if keys.is_empty() => out.push_str("no key has waiters\n"),
         Ok(keys) => {
@@ -264,6 +298,23 @@ fn render(previous: Option<&Sample>, current: &Sample, interval: Duration) -> St
             out.push_str(&table(&rows));
         }
         Err(why) => out.push_str(&format!("keys: {why}\n")),
+    }
+    if !current.pools.is_empty() {
+        out.push('\n');
+        let mut rows = vec![["POOL", "CAPACITY", "IN USE", "HOLDS", "WAITERS", "OLDEST WAIT"]
+            .map(str::to_owned)
+            .to_vec()];
+        for p in &current.pools {
+            rows.push(vec![
+                printable(&p.key),
+                p.capacity.to_string(),
+                p.in_use.to_string(),
+                p.holds.to_string(),
+                p.waiters.to_string(),
+                seconds(p.oldest_wait_ms),
+            ]);
+        }
+        out.push_str(&table(&rows));
     }
     out
 }
@@ -350,7 +401,7 @@ mod tests {
     }
 
     fn sample(rows: Vec<Row>, leader: Option<usize>) -> Sample {
-        Sample { view: View { rows, source: None, leader }, keys: Ok(vec![]) }
+        Sample { view: View { rows, source: None, leader }, keys: Ok(vec![]), pools: vec![] }
     }
 
     #[test]
@@ -429,5 +480,27 @@ mod tests {
         assert!(text.lines().find(|l| l.starts_with("4 ")).unwrap().contains(" standby "), "{text}");
         assert!(text.contains("seat:\\n42  7"), "{text}");
         assert!(text.contains("grants/s -"), "{text}");
+        assert!(!text.contains("POOL "), "no pool among the keys: no pool table\n{text}");
+    }
+
+    #[test]
+    fn pools_among_the_keys_get_a_table_of_their_own() {
+        let t0 = Instant::now();
+        let mut current = sample(
+            vec![node("1", t0, &[("role", "standalone"), ("pooled_holds", "3"), ("permits_in_use", "5")])],
+            Some(0),
+        );
+        current.pools = vec![PoolRow {
+            key: "stock".into(),
+            capacity: 5,
+            in_use: 5,
+            holds: 3,
+            waiters: 2,
+            oldest_wait_ms: 2_500,
+        }];
+        let text = render(None, &current, Duration::from_secs(1));
+        assert!(text.contains("pooled holds 3   permits in use 5"), "{text}");
+        let row = text.lines().find(|l| l.starts_with("stock ")).unwrap();
+        assert_eq!(row.split_whitespace().collect::<Vec<_>>(), ["stock", "5", "5", "3", "2", "2.5", "s"]);
     }
 }

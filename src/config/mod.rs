@@ -43,6 +43,14 @@ const _: () = assert!(
     MAX_KEYS_LIMIT * SNAPSHOT_KEY_BYTES_MAX + (1 << 20) < crate::raft::wire::SNAPSHOT_MAX_BYTES,
     "a node at its key limit must produce snapshots its followers accept"
 );
+/// The largest size in a snapshot of one unit of the key limit spent on a pooled hold
+/// (each hold counts once per key it names): a hold of one key, with the longest key and
+/// owner — owner str8, token, lease, key count, then key str8, count, capacity.
+const SNAPSHOT_POOLED_UNIT_BYTES_MAX: usize = 1 + 255 + 8 + 4 + 1 + (1 + 255 + 4 + 4);
+const _: () = assert!(
+    MAX_KEYS_LIMIT * SNAPSHOT_POOLED_UNIT_BYTES_MAX + (1 << 20) < crate::raft::wire::SNAPSHOT_MAX_BYTES,
+    "a node at its key limit in pooled holds must produce snapshots its followers accept"
+);
 
 /// Everything a node needs to start. Its `Debug` shows the secrets' lengths only.
 #[derive(Clone, PartialEq, Eq)]

@@ -197,6 +197,8 @@ pub struct Lines<K, T> {
     waiters_per_key_max: usize,
     /// Keys with at least one waiter.
     queued_keys: usize,
+    /// Places in queues: the keys named by all waiting requests, summed.
+    places: usize,
 }
 
 impl<K, T> std::fmt::Debug for Lines<K, T> {
@@ -218,6 +220,7 @@ impl<K: Copy + Eq + Hash + std::fmt::Debug, T> Lines<K, T> {
             next_seq: 1,
             waiters_per_key_max,
             queued_keys: 0,
+            places: 0,
         }
     }
 
@@ -236,6 +239,7 @@ impl<K: Copy + Eq + Hash + std::fmt::Debug, T> Lines<K, T> {
         self.lines.clear();
         self.places_due.clear();
         self.queued_keys = 0;
+        self.places = 0;
         all
     }
 
@@ -334,6 +338,7 @@ impl<K: Copy + Eq + Hash + std::fmt::Debug, T> Lines<K, T> {
                 self.queued_keys += 1;
             }
         }
+        self.places += wants.len();
         let ahead = self.ahead_of(&wants, seq).0;
         let told = place.then_some((ahead, now_ms + POSITION_EVERY_MS));
         if place {
@@ -372,6 +377,7 @@ impl<K: Copy + Eq + Hash + std::fmt::Debug, T> Lines<K, T> {
             let Some(line) = self.lines.get_mut(&w.key) else { continue };
             if let Ok(i) = line.queue.binary_search(&seq) {
                 line.queue.remove(i);
+                self.places -= 1;
                 if line.queue.is_empty() {
                     self.queued_keys -= 1;
                 }
@@ -438,6 +444,20 @@ impl<K: Copy + Eq + Hash + std::fmt::Debug, T> Lines<K, T> {
         self.lines.len()
     }
 
+    /// Places in queues: every waiting request counted once per key it names.
+    pub fn places(&self) -> usize {
+        self.places
+    }
+
+    /// The recent grant rate of the key of the longest of waiter `seq`'s queues (the
+    /// one its place counts), in thousandths of a grant per second; 0 when none is
+    /// measured yet (or `seq` does not wait).
+    pub fn grants_per_ks(&self, seq: Seq, now_ms: u64) -> u32 {
+        let Some(waiter) = self.waiters.get(&seq) else { return 0 };
+        let (_, key) = self.ahead_of(&waiter.wants, seq);
+        self.lines.get(&key).map_or(0, |l| l.per_ks(now_ms))
+    }
+
     /// The first broken rule, if any: permits in use within capacity, queues in
     /// arrival order and holding exactly the waiters that name their key, no idle
     /// line, and no waiter that meets the rule left waiting (a freed permit is never
@@ -485,8 +505,11 @@ impl<K: Copy + Eq + Hash + std::fmt::Debug, T> Lines<K, T> {
                 return Err(format!("request {seq} meets the rule and still waits"));
             }
         }
-        if named != queued {
-            return Err(format!("{queued} queue places for {named} keys named by waiters"));
+        if named != queued || queued != self.places {
+            return Err(format!(
+                "{queued} queue places for {named} keys named by waiters, {} counted",
+                self.places
+            ));
         }
         let queued_keys = self.lines.values().filter(|l| !l.queue.is_empty()).count();
         if queued_keys != self.queued_keys {
@@ -548,6 +571,7 @@ impl<K: Copy + Eq + Hash + std::fmt::Debug, T> Lines<K, T> {
             for w in &waiter.wants {
                 let line = self.lines.get_mut(&w.key).expect("a waiter's key has a line");
                 line.queue.pop_front();
+                self.places -= 1;
                 line.in_use += w.count;
                 line.counted_grant(now_ms);
                 match line.queue.front() {

@@ -191,6 +191,29 @@ fn places_are_told_at_once_then_at_most_once_a_second_and_only_when_they_change(
     l.find_broken().unwrap();
 }
 
+/// The first place a waiter hears carries the key's measured grant rate, as later ones
+/// do: a client can estimate its wait from the first frame on. The places count the
+/// keys every waiter names.
+#[test]
+fn the_first_place_carries_the_key_s_grant_rate() {
+    let mut l = lines();
+    let t0 = 100_000;
+    let stock = [want(1, 1, 2)];
+    granted(l.ask(stock.to_vec(), true, true, "a", t0, none));
+    granted(l.ask(stock.to_vec(), true, true, "b", t0 + 500, none));
+    let (c, _) = queued(l.ask(stock.to_vec(), true, true, "c", t0 + 2_000, none));
+    // Two grants in the 2 s since the key's window began: one a second.
+    assert_eq!(l.grants_per_ks(c, t0 + 2_000), 1_000);
+    // A key nobody was granted yet has no rate; the longest queue's key is the one.
+    let (d, _) = queued(l.ask(vec![want(2, 1, 1), want(1, 1, 2)], true, true, "d", t0 + 2_000, none));
+    assert_eq!(l.grants_per_ks(d, t0 + 2_000), 1_000, "key 1, where one waits ahead");
+    assert_eq!(l.places(), 3);
+    assert_eq!(l.grants_per_ks(99, t0), 0, "not waiting");
+    l.leave(d, t0 + 2_100);
+    assert_eq!(l.places(), 1);
+    l.find_broken().unwrap();
+}
+
 #[test]
 fn the_place_of_a_multi_key_request_is_that_in_its_longest_queue() {
     let mut l: Lines<u32, u32> = Lines::new(100);

@@ -107,6 +107,18 @@ pub struct GrantKinds {
     pub handoff: Counter,
 }
 
+/// HOLD requests by outcome (the `outcome` label, [`HOLD_OUTCOMES`]).
+#[derive(Debug, Default)]
+pub struct HoldCounters {
+    pub granted: Counter,
+    pub queued: Counter,
+    pub busy: Counter,
+    pub refused: Counter,
+}
+
+/// The values of the `outcome` label of `ticketing_hold_requests_total`.
+pub const HOLD_OUTCOMES: [&str; 4] = ["granted", "queued", "busy", "refused"];
+
 /// The lock side (counted by the lock-table thread on the leader; answers are counted
 /// where they are answered).
 #[derive(Debug, Default)]
@@ -126,6 +138,16 @@ pub struct LockMetrics {
     pub keys_held: Gauge,
     pub waiters: Gauge,
     pub keys_with_waiters: Gauge,
+    /// Counted and multi-key holds held (applied state).
+    pub pooled_holds: Gauge,
+    /// Permits those holds take on all keys (applied state).
+    pub permits_in_use: Gauge,
+    /// HOLD requests by what became of them when they arrived.
+    pub holds: HoldCounters,
+    /// Places in line (`I` frames) sent to waiters.
+    pub places_sent: Counter,
+    /// Grants of more than one key at once.
+    pub multi_key_grants: Counter,
     /// From joining a queue to the grant or the timeout.
     pub wait_seconds: Histogram,
     /// From the grant to the release or the expiry.
@@ -156,6 +178,7 @@ impl LockMetrics {
             Response::NotHolder => self.not_holder.inc(),
             Response::Moved { .. } => self.moved.inc(),
             Response::Unknown => self.unknown.inc(),
+            Response::InLine { .. } => self.places_sent.inc(),
             Response::Error { code, .. } => {
                 let code = usize::from(code.to_u8());
                 self.errors[if code < self.errors.len() { code } else { 0 }].inc();
@@ -319,13 +342,58 @@ impl Metrics {
             &codes,
         );
         single(out, "ticketing_keys_held", "Keys with a holder (applied state).", "gauge", l.keys_held.get());
-        single(out, "ticketing_waiters", "ACQUIREs queued on all keys (leader).", "gauge", l.waiters.get());
+        single(
+            out,
+            "ticketing_waiters",
+            "Requests waiting in line on all keys, ACQUIREs and HOLDs (leader).",
+            "gauge",
+            l.waiters.get(),
+        );
         single(
             out,
             "ticketing_keys_with_waiters",
             "Keys with at least one waiter (leader).",
             "gauge",
             l.keys_with_waiters.get(),
+        );
+        single(
+            out,
+            "ticketing_pooled_holds",
+            "Counted and multi-key holds held (applied state).",
+            "gauge",
+            l.pooled_holds.get(),
+        );
+        single(
+            out,
+            "ticketing_permits_in_use",
+            "Permits held by counted and multi-key holds, on all keys (applied state).",
+            "gauge",
+            l.permits_in_use.get(),
+        );
+        let h = &l.holds;
+        let outcomes = [h.granted.get(), h.queued.get(), h.busy.get(), h.refused.get()];
+        let outcomes: Vec<(&str, u64)> = HOLD_OUTCOMES.iter().copied().zip(outcomes).collect();
+        labelled(
+            out,
+            "ticketing_hold_requests_total",
+            "HOLD requests by what became of them on arrival: granted at once, queued, busy (B), refused (E).",
+            "counter",
+            "outcome",
+            &outcomes,
+        );
+        single(
+            out,
+            "ticketing_places_sent_total",
+            "Places in line (IN LINE frames) sent to waiting requests.",
+            "counter",
+            l.places_sent.get(),
+        );
+        single(
+            out,
+            "ticketing_multi_key_grants_total",
+            "Grants of more than one key at once, under one token.",
+            "counter",
+            l.multi_key_grants.get(),
         );
         l.wait_seconds.render(
             out,

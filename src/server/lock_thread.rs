@@ -309,6 +309,11 @@ fn record(stats: &mut TableStats, metrics: &LockMetrics) {
     metrics.grants.immediate.add(stats.grants_immediate);
     metrics.grants.handoff.add(stats.grants_handoff);
     metrics.lease_expiries.add(stats.lease_expiries);
+    metrics.multi_key_grants.add(stats.multi_key_grants);
+    metrics.holds.granted.add(stats.holds.granted);
+    metrics.holds.queued.add(stats.holds.queued);
+    metrics.holds.busy.add(stats.holds.busy);
+    metrics.holds.refused.add(stats.holds.refused);
     for ms in &stats.waits_ms {
         metrics.wait_seconds.observe_us(ms.saturating_mul(1000));
     }
@@ -323,6 +328,8 @@ fn publish(replica: &Replica, counters: &Counters) {
     counters.keys_held.store(replica.state().keys_held() as u64, Ordering::Relaxed);
     counters.waiters.store(replica.waiters() as u64, Ordering::Relaxed);
     counters.keys_with_waiters.store(replica.table().keys_with_waiters() as u64, Ordering::Relaxed);
+    counters.pooled_holds.store(replica.state().pooled_count() as u64, Ordering::Relaxed);
+    counters.permits_in_use.store(replica.state().permits_in_use(), Ordering::Relaxed);
     counters.last_token.store(replica.state().last_token(), Ordering::Relaxed);
     counters.domain.store(replica.state().domain(), Ordering::Relaxed);
 }

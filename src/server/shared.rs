@@ -55,6 +55,8 @@ impl Shared {
         m.lock.keys_held.set(c.keys_held.load(Ordering::Relaxed));
         m.lock.waiters.set(c.waiters.load(Ordering::Relaxed));
         m.lock.keys_with_waiters.set(c.keys_with_waiters.load(Ordering::Relaxed));
+        m.lock.pooled_holds.set(c.pooled_holds.load(Ordering::Relaxed));
+        m.lock.permits_in_use.set(c.permits_in_use.load(Ordering::Relaxed));
         m.raft.applied_index.set(c.applied_index.load(Ordering::Relaxed));
         let handshaking = self.handshakes.running() as u64;
         m.server.connections_handshake.set(handshaking);

@@ -15,6 +15,9 @@ pub struct Counters {
     pub waiters: AtomicU64,
     /// Keys with at least one waiter (the leader's queues; 0 on a follower).
     pub keys_with_waiters: AtomicU64,
+    /// Counted and multi-key holds held, and the permits they take (applied state).
+    pub pooled_holds: AtomicU64,
+    pub permits_in_use: AtomicU64,
     pub last_token: AtomicU64,
     /// The fencing domain, 0 until recorded.
     pub domain: AtomicU64,
@@ -190,5 +193,7 @@ fn text(info: &NodeInfo, counters: &Counters, metrics: &Metrics, raft: &RaftLine
     line("grants_total", &(lock.grants.immediate.get() + lock.grants.handoff.get()));
     line("handoffs_total", &lock.grants.handoff.get());
     line("lease_expiries_total", &lock.lease_expiries.get());
+    line("pooled_holds", &get(&counters.pooled_holds));
+    line("permits_in_use", &get(&counters.permits_in_use));
     text
 }

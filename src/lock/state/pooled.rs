@@ -39,4 +39,6 @@ pub(crate) struct Pools {
     pub keys: HashMap<SlotId, PoolKey>,
     /// By token: in grant order, which is the order snapshots and walks use.
     pub holds: BTreeMap<u64, PooledHold>,
+    /// Permits held on all keys by these holds (the sum of every key's `in_use`).
+    pub permits: u64,
 }

@@ -26,6 +26,11 @@ impl LockState {
         self.pools.holds.iter().map(|(t, h)| (*t, h))
     }
 
+    /// The pooled hold `token`.
+    pub fn pooled_hold(&self, token: u64) -> Option<&PooledHold> {
+        self.pools.holds.get(&token)
+    }
+
     /// The pooled hold `token`, with its strings.
     pub fn pooled_holder(&self, token: u64) -> Option<PooledHolder> {
         let h = self.pools.holds.get(&token)?;
@@ -57,6 +62,16 @@ impl LockState {
     /// Keys with pooled holds.
     pub fn pooled_keys(&self) -> usize {
         self.pools.keys.len()
+    }
+
+    /// Pooled holds held (O(1)).
+    pub fn pooled_count(&self) -> usize {
+        self.pools.holds.len()
+    }
+
+    /// Permits held on all keys by pooled holds (O(1)).
+    pub fn permits_in_use(&self) -> u64 {
+        self.pools.permits
     }
 
     /// Frees `slot` unless a holder, a pooled hold or a pin uses it.
@@ -101,6 +116,7 @@ impl LockState {
             );
             pk.in_use += part.count;
             pk.holds += 1;
+            self.pools.permits += u64::from(part.count);
             parts.push((slot, part.count, part.capacity));
         }
         self.last_token = token;
@@ -122,6 +138,7 @@ impl LockState {
             let pk = self.pools.keys.get_mut(&slot).expect("a pooled hold's key is pooled");
             pk.in_use -= count;
             pk.holds -= 1;
+            self.pools.permits -= u64::from(count);
             if pk.holds == 0 {
                 self.pools.keys.remove(&slot);
                 self.slots.free_if_unused(slot);
@@ -179,6 +196,7 @@ impl LockState {
     /// held on its own.
     pub(super) fn check_pooled(&self) {
         let mut seen: HashMap<SlotId, (u32, u32, u32)> = HashMap::new();
+        let mut permits = 0u64;
         for (token, hold) in &self.pools.holds {
             crate::invariant!(
                 *token <= self.last_token && *token != 0,
@@ -190,8 +208,15 @@ impl LockState {
                 let e = seen.entry(slot).or_insert((capacity, 0, 0));
                 e.1 += count;
                 e.2 += 1;
+                permits += u64::from(count);
             }
         }
+        crate::invariant!(
+            permits == self.pools.permits,
+            "the state's counts match what it holds",
+            "pooled holds take {permits} permits, {} counted",
+            self.pools.permits
+        );
         crate::invariant!(
             seen.len() == self.pools.keys.len(),
             "the state's counts match what it holds",

@@ -34,14 +34,41 @@ impl LockTable {
         if !self.leading {
             return self.not_leader(conn, id, out);
         }
+        let before = (out.replies.len(), out.proposals.len());
+        self.hold_request(conn, id, lease_s, wait_ms, owner, parts, place, now_ms, unix_us, out);
+        // What became of it, from what it produced: a proposal is its grant; else its
+        // first answer says (a place in line, or none, when it queued).
+        let holds = &mut self.stats.holds;
+        match out.replies[before.0..].first().map(|r| &r.response) {
+            _ if out.proposals.len() > before.1 => holds.granted += 1,
+            Some(Response::Busy) => holds.busy += 1,
+            Some(Response::Error { .. }) => holds.refused += 1,
+            _ => holds.queued += 1,
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn hold_request(
+        &mut self,
+        conn: ConnId,
+        id: u32,
+        lease_s: u8,
+        wait_ms: u32,
+        owner: &str,
+        parts: Vec<Part>,
+        place: bool,
+        now_ms: u64,
+        unix_us: u64,
+        out: &mut Output,
+    ) {
         let plain = matches!(parts.as_slice(), [p] if p.capacity == 1);
         if plain && !place {
             let part = parts.into_iter().next().expect("one part");
             return self.acquire(conn, id, lease_s, wait_ms, part.key, owner, now_ms, unix_us, out);
         }
-        // Pooled holds and waiters count against the node's limit like held keys do.
-        let used = self.projected_held + self.lines.keys() + self.pooled.len() + self.lines.waiters();
-        if used >= self.config.keys_max {
+        // Pooled holds and waiters count against the node's limit like held keys do,
+        // once per key they name: a request is taken only if all of its keys fit.
+        if self.load() + parts.len() > self.config.keys_max {
             let message = format!(
                 "the node's limit of {} held or queued keys and holds is reached",
                 self.config.keys_max
@@ -108,7 +135,7 @@ impl LockTable {
                 self.waits.insert(Timer { deadline_ms: now_ms + u64::from(wait_ms), order: seq, id: w });
                 self.conn_waiters.entry(conn).or_default().push(w);
                 if place {
-                    let grants_per_ks = 0;
+                    let grants_per_ks = self.lines.grants_per_ks(seq, now_ms);
                     out.replies.push(Reply { conn, id, response: Response::InLine { ahead, grants_per_ks } });
                 }
             }
@@ -191,6 +218,7 @@ impl LockTable {
                 }
             };
             let pooled = Pooled { owner: waiter.owner, parts: wants.to_vec(), timer };
+            self.pooled_parts += wants.len();
             self.pooled.insert(token, pooled);
         }
         let parts = wants
@@ -214,6 +242,7 @@ impl LockTable {
             debug_assert!(false, "end_pooled of a hold not projected");
             return Vec::new();
         };
+        self.pooled_parts -= p.parts.len();
         self.pool_leases.remove(p.timer);
         self.free_pool_timers.push(p.timer);
         push_capped(&mut self.stats.holds_us, unix_us.saturating_sub(token));

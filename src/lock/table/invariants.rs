@@ -61,6 +61,10 @@ impl LockTable {
         // Each line's permits in use are the key's own projected holder and the
         // projected pooled holds on it; every key with a line has an override.
         let mut pooled_in_use: HashMap<SlotId, u32> = HashMap::new();
+        let parts: usize = self.pooled.values().map(|p| p.parts.len()).sum();
+        if parts != self.pooled_parts {
+            return Err((COUNTS, format!("pooled holds name {parts} keys, {} counted", self.pooled_parts)));
+        }
         for (token, p) in &self.pooled {
             *refs.entry(p.owner).or_default() += 1;
             if self.pool_timer_tokens.get(p.timer as usize) != Some(token) {

@@ -45,6 +45,7 @@ impl LockTable {
             self.state.owners_mut().retain(owner);
             let timer = self.pool_timer_tokens.len() as u32;
             self.pool_timer_tokens.push(token);
+            self.pooled_parts += parts.len();
             timers.push(Timer { deadline_ms: now_ms + u64::from(lease_ms), order: token, id: timer });
             self.pooled.insert(token, Pooled { owner, parts, timer });
         }
@@ -76,6 +77,7 @@ impl LockTable {
         for (_, p) in std::mem::take(&mut self.pooled) {
             self.state.owners_mut().release(p.owner);
         }
+        self.pooled_parts = 0;
         self.pool_leases.clear();
         self.pool_timer_tokens.clear();
         self.free_pool_timers.clear();

@@ -18,7 +18,7 @@ mod stats;
 mod time;
 mod waiters;
 
-pub use stats::{TableStats, STATS_OBSERVATIONS_MAX};
+pub use stats::{HoldOutcomes, TableStats, STATS_OBSERVATIONS_MAX};
 
 use super::command::{Command, Grant, Origin, Part};
 use super::lines::{Lines, Seq, Want};
@@ -121,6 +121,8 @@ pub struct LockTable {
     lines: Lines<SlotId, u32>,
     /// Pooled holds the projection holds, by token.
     pooled: HashMap<u64, Pooled>,
+    /// The keys those holds name, summed (a hold of n keys counts n).
+    pooled_parts: usize,
     /// Lease deadlines of applied pooled holds still projected; `order` is the token,
     /// `id` the hold's timer id.
     pool_leases: TimerQueue,
@@ -153,6 +155,7 @@ impl LockTable {
             projected_held: 0,
             lines: Lines::new(config.waiters_per_key_max),
             pooled: HashMap::new(),
+            pooled_parts: 0,
             pool_leases: TimerQueue::default(),
             pool_timer_tokens: Vec::new(),
             free_pool_timers: Vec::new(),
@@ -198,6 +201,13 @@ impl LockTable {
         &mut self.stats
     }
 
+    /// What counts against the node's limit (`keys_max`): keys with a holder of their
+    /// own, plus every pooled hold and every waiting request once per key it names.
+    /// Each unit costs at most one held key's bytes in a snapshot (docs/configuration.md).
+    pub fn load(&self) -> usize {
+        self.projected_held + self.pooled_parts + self.lines.places()
+    }
+
     pub fn overrides(&self) -> usize {
         self.overrides.len()
     }
@@ -238,7 +248,7 @@ impl LockTable {
             .slot_of(key_str)
             .filter(|&s| self.projected(s).is_some() || self.lines.pool(s).is_some());
         let Some(slot) = held else {
-            if self.projected_held >= self.config.keys_max {
+            if self.load() >= self.config.keys_max {
                 let message =
                     format!("the node's limit of {} held or queued keys is reached", self.config.keys_max);
                 out.replies.push(Reply {
@@ -408,6 +418,10 @@ impl LockTable {
                 }
                 Effect::PoolGranted { token, lease_ms } => {
                     self.count_grant(handoff);
+                    let keys = self.state.pooled_hold(token).map_or(0, |h| h.parts.len());
+                    if self.leading && keys > 1 {
+                        self.stats.multi_key_grants += 1;
+                    }
                     if let Some(p) = self.pooled.get(&token).filter(|_| self.leading) {
                         let deadline_ms = now_ms + u64::from(lease_ms);
                         self.pool_leases.insert(Timer { deadline_ms, order: token, id: p.timer });

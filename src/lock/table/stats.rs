@@ -12,6 +12,10 @@ pub struct TableStats {
     pub grants_handoff: u64,
     /// Holds ended by their lease running out, applied.
     pub lease_expiries: u64,
+    /// Grants of more than one key at once (one token for all of them), applied.
+    pub multi_key_grants: u64,
+    /// HOLD requests by what became of them when they arrived.
+    pub holds: HoldOutcomes,
     /// How long each waiter that left its queue (handed the key, or its wait ran out)
     /// had waited, in ms.
     pub waits_ms: Vec<u64>,
@@ -22,11 +26,27 @@ pub struct TableStats {
     pub holds_us: Vec<u64>,
 }
 
+/// HOLD requests by what became of them when they arrived (docs/metrics.md).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct HoldOutcomes {
+    /// Granted at once (proposed).
+    pub granted: u64,
+    /// Queued to wait.
+    pub queued: u64,
+    /// Answered `B`: not free and no wait, or a queue full.
+    pub busy: u64,
+    /// Answered `E` by the lock table: a capacity that differs from the key's (`E 1`)
+    /// or the node's limit reached (`E 4`).
+    pub refused: u64,
+}
+
 impl TableStats {
     pub fn clear(&mut self) {
         self.grants_immediate = 0;
         self.grants_handoff = 0;
         self.lease_expiries = 0;
+        self.multi_key_grants = 0;
+        self.holds = HoldOutcomes::default();
         self.waits_ms.clear();
         self.holds_us.clear();
     }
@@ -51,8 +71,15 @@ mod tests {
     /// counting allocates nothing in a steady state.
     #[test]
     fn clearing_forgets_the_counts_and_keeps_the_buffers() {
-        let mut stats =
-            TableStats { grants_immediate: 3, grants_handoff: 2, lease_expiries: 1, ..Default::default() };
+        let holds = HoldOutcomes { granted: 1, queued: 2, busy: 3, refused: 4 };
+        let mut stats = TableStats {
+            grants_immediate: 3,
+            grants_handoff: 2,
+            lease_expiries: 1,
+            multi_key_grants: 5,
+            holds,
+            ..Default::default()
+        };
         for v in 0..100 {
             push_capped(&mut stats.waits_ms, v);
             push_capped(&mut stats.holds_us, v);
