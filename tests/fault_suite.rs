@@ -29,7 +29,14 @@ fn grant(client: u32, key: &str, token: u64, sent: u64, received: u64, lease_s: 
 }
 
 /// A granted HOLD of `parts` (key, count, capacity), sent at `sent`, G at `received`.
-fn hold(client: u32, parts: &[(&str, u32, u32)], token: u64, sent: u64, received: u64, lease_s: u64) -> Event {
+fn hold(
+    client: u32,
+    parts: &[(&str, u32, u32)],
+    token: u64,
+    sent: u64,
+    received: u64,
+    lease_s: u64,
+) -> Event {
     Event::Hold {
         client,
         thread: 0,
@@ -45,8 +52,7 @@ fn hold(client: u32, parts: &[(&str, u32, u32)], token: u64, sent: u64, received
 /// A POOL read from `invoke` to `invoke` + 1 ms that saw `in_use` permits of
 /// `capacity` held by the holds `tokens`.
 fn pool(client: u32, key: &str, invoke: u64, capacity: u32, in_use: u32, tokens: &[u64]) -> Event {
-    let outcome =
-        PoolOutcome::Seen { capacity, in_use, holds: tokens.len() as u32, tokens: tokens.to_vec() };
+    let outcome = PoolOutcome::Seen { capacity, in_use, holds: tokens.len() as u32, tokens: tokens.to_vec() };
     Event::Pool { client, thread: 0, key: key.into(), invoke, complete: invoke + 1000, outcome }
 }
 
@@ -218,7 +224,10 @@ fn clean_holds() -> Vec<Event> {
         Event::Hold {
             client: 4,
             thread: 0,
-            parts: vec![Part { key: "k0".into(), count: 1, capacity: 1 }, Part { key: "k1".into(), count: 1, capacity: 1 }],
+            parts: vec![
+                Part { key: "k0".into(), count: 1, capacity: 1 },
+                Part { key: "k1".into(), count: 1, capacity: 1 },
+            ],
             lease_ms: 1000,
             wait_ms: 0,
             invoke: 3 * S,

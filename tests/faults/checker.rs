@@ -87,6 +87,7 @@ pub struct Report {
     pub hold_grants_multi: u64,
     pub hold_busy: u64,
     pub hold_timeouts: u64,
+    pub hold_not_leader: u64,
     pub hold_other: u64,
     pub hold_indeterminate: BTreeMap<String, u64>,
     /// POOL reads answered, and the most permits one of them saw in use on a key of
@@ -155,17 +156,19 @@ impl Report {
         }
         if self.holds > 0 {
             s.push_str(&format!(
-                "hold: {}  granted {} (of several keys {})  busy {}  timeout {}  other {}  indeterminate {}\n",
+                "hold: {}  granted {} (of several keys {})  busy {}  timeout {}  not-leader {}  other {}  indeterminate {}\n",
                 self.holds,
                 self.hold_grants,
                 self.hold_grants_multi,
                 self.hold_busy,
                 self.hold_timeouts,
+                self.hold_not_leader,
                 self.hold_other,
                 self.hold_indeterminate.values().sum::<u64>()
             ));
             if !self.hold_indeterminate.is_empty() {
-                let parts: Vec<String> = self.hold_indeterminate.iter().map(|(k, v)| format!("{k}: {v}")).collect();
+                let parts: Vec<String> =
+                    self.hold_indeterminate.iter().map(|(k, v)| format!("{k}: {v}")).collect();
                 s.push_str(&format!("  indeterminate by cause: {}\n", parts.join(", ")));
             }
             s.push_str(&format!(
@@ -248,7 +251,13 @@ impl Grant {
         let keys: Vec<String> = self
             .parts
             .iter()
-            .map(|p| if p.capacity == 1 { p.key.clone() } else { format!("{}×{}/{}", p.key, p.count, p.capacity) })
+            .map(|p| {
+                if p.capacity == 1 {
+                    p.key.clone()
+                } else {
+                    format!("{}×{}/{}", p.key, p.count, p.capacity)
+                }
+            })
             .collect();
         keys.join("+")
     }
@@ -341,7 +350,10 @@ pub fn check(events: &[Event], cfg: &CheckConfig) -> Report {
                     }
                     AcqOutcome::Busy => r.hold_busy += 1,
                     AcqOutcome::Timeout => r.hold_timeouts += 1,
-                    AcqOutcome::Indeterminate(why) => *r.hold_indeterminate.entry(why.clone()).or_default() += 1,
+                    AcqOutcome::NotLeader => r.hold_not_leader += 1,
+                    AcqOutcome::Indeterminate(why) => {
+                        *r.hold_indeterminate.entry(why.clone()).or_default() += 1
+                    }
                     _ => r.hold_other += 1,
                 }
             }
@@ -405,7 +417,12 @@ pub fn check(events: &[Event], cfg: &CheckConfig) -> Report {
                                 ),
                             );
                         }
-                        let seen = Seen::Pool { capacity: *capacity, in_use: *in_use, holds: *holds, tokens: tokens.clone() };
+                        let seen = Seen::Pool {
+                            capacity: *capacity,
+                            in_use: *in_use,
+                            holds: *holds,
+                            tokens: tokens.clone(),
+                        };
                         reads.push(Read { key: key.clone(), invoke: *invoke, complete: *complete, seen });
                     }
                     PoolOutcome::Failed(_) => r.pool_failed += 1,
@@ -489,8 +506,10 @@ pub fn check(events: &[Event], cfg: &CheckConfig) -> Report {
             r.peak_permits = r.peak_permits.max(held);
             let capacity = open.iter().map(|o| o.capacity).fold(w.capacity, u32::min);
             if held > capacity {
-                let others: Vec<String> =
-                    open.iter().map(|o| format!("token {} ×{} until {} s", o.grant.token, o.count, secs(o.end))).collect();
+                let others: Vec<String> = open
+                    .iter()
+                    .map(|o| format!("token {} ×{} until {} s", o.grant.token, o.count, secs(o.end)))
+                    .collect();
                 r.flag(
                     OVER_CAPACITY,
                     format!(

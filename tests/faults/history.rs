@@ -293,7 +293,9 @@ impl Event {
         let why = || s("why").unwrap_or_default();
         let acq_outcome = || -> Result<AcqOutcome, String> {
             Ok(match s("outcome")?.as_str() {
-                "granted" => AcqOutcome::Granted { token: n("token")?, sent: n("sent")?, deadline: n("deadline")? },
+                "granted" => {
+                    AcqOutcome::Granted { token: n("token")?, sent: n("sent")?, deadline: n("deadline")? }
+                }
                 "busy" => AcqOutcome::Busy,
                 "timeout" => AcqOutcome::Timeout,
                 "not_leader" => AcqOutcome::NotLeader,

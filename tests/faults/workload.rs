@@ -19,6 +19,8 @@ pub const KEYS: usize = 3;
 /// The stock key of the counted holds, and its capacity (holds take 1 or 2 permits).
 pub const STOCK: &str = "s0";
 pub const STOCK_CAPACITY: u32 = 3;
+/// Exclusive keys `m0`.. that only the multi-key holds name.
+pub const HOLD_KEYS: usize = 3;
 
 /// Events of the run, in completion order.
 pub type Sink = Arc<Mutex<Vec<Event>>>;
@@ -99,7 +101,13 @@ impl Group {
 /// `groups` × `threads` workers of plain ACQUIREs (groups 0..), then `hold_groups` ×
 /// `threads` workers of counted and multi-key holds (the groups after them; their own
 /// clients, so the ACQUIRE workers' random choices are those of a run without holds).
-pub fn start(shared: Arc<Shared>, groups: u32, hold_groups: u32, threads: u32, seed: u64) -> Vec<JoinHandle<()>> {
+pub fn start(
+    shared: Arc<Shared>,
+    groups: u32,
+    hold_groups: u32,
+    threads: u32,
+    seed: u64,
+) -> Vec<JoinHandle<()>> {
     let mut handles = Vec::new();
     for g in 0..groups + hold_groups {
         let group = Arc::new(Group { client: Mutex::new((u64::MAX, None)) });
@@ -225,20 +233,27 @@ fn worker(shared: &Shared, group: &Group, g: u32, t: u32, mut rng: Rng) {
 }
 
 /// The keys of one HOLD: half the time 1 or 2 permits of the stock; otherwise 2 or 3 of
-/// the exclusive keys the ACQUIRE workers use, in a random order (so the sets cross
-/// each other and the plain ACQUIREs), a quarter of those with 1 or 2 permits of the
-/// stock as well.
+/// the exclusive keys `m0`–`m2` that only holds use, in a random order (so the sets
+/// cross each other), a third of those with one of the ACQUIRE workers' keys as well
+/// (crossing the plain ACQUIREs, without taking much of their keys' time), a quarter
+/// with 1 or 2 permits of the stock.
 fn hold_parts(rng: &mut Rng) -> Vec<Part> {
-    let stock = |rng: &mut Rng| Part { key: STOCK.into(), count: 1 + rng.below(2) as u32, capacity: STOCK_CAPACITY };
+    let stock =
+        |rng: &mut Rng| Part { key: STOCK.into(), count: 1 + rng.below(2) as u32, capacity: STOCK_CAPACITY };
     if rng.below(2) == 0 {
         return vec![stock(rng)];
     }
-    let mut keys: Vec<usize> = (0..KEYS).collect();
+    let mut keys: Vec<usize> = (0..HOLD_KEYS).collect();
     for i in (1..keys.len()).rev() {
         keys.swap(i, rng.below(i as u64 + 1) as usize);
     }
     keys.truncate(2 + rng.below(2) as usize);
-    let mut parts: Vec<Part> = keys.iter().map(|k| Part { key: format!("k{k}"), count: 1, capacity: 1 }).collect();
+    let mut parts: Vec<Part> =
+        keys.iter().map(|k| Part { key: format!("m{k}"), count: 1, capacity: 1 }).collect();
+    if rng.below(3) == 0 {
+        let at = rng.below(parts.len() as u64 + 1) as usize;
+        parts.insert(at, Part { key: format!("k{}", rng.below(KEYS as u64)), count: 1, capacity: 1 });
+    }
     if rng.below(4) == 0 {
         let at = rng.below(parts.len() as u64 + 1) as usize;
         parts.insert(at, stock(rng));
@@ -308,7 +323,14 @@ fn hold_worker(shared: &Shared, group: &Group, g: u32, t: u32, mut rng: Rng) {
                 },
                 Err(e) => PoolOutcome::Failed(format!("{e:?}")),
             };
-            push(Event::Pool { client: g, thread: t, key: p.key.clone(), invoke, complete: clock.now(), outcome });
+            push(Event::Pool {
+                client: g,
+                thread: t,
+                key: p.key.clone(),
+                invoke,
+                complete: clock.now(),
+                outcome,
+            });
         }
         // sleep: the holder's time in its critical section.
         std::thread::sleep(Duration::from_millis(rng.below(120)));
