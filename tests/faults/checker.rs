@@ -6,23 +6,25 @@
 //! the client's local deadline, which the server's lease never ends before. What is
 //! checked (numbers as in the code below):
 //!
-//! 1. exclusive keys (capacity 1): no two windows overlap (`overlap`);
-//! 1b. keys of capacity > 1: at no instant do the windows open on a key hold more
-//!     permits than its capacity (`over-capacity`); a POOL read that answers more
-//!     permits in use than the capacity is the same violation seen by the server;
-//! 1c. tokens only grow on an exclusive key: a window that ended before another
-//!     started carries the smaller token (`token-order-on-key`);
-//! 2. tokens are unique over all grants and grow in real-time order (`token-reused`,
-//!    `token-order`): one grant per token, so a multi-key hold has one token;
-//! 3. FIFO per connection for plain ACQUIREs (`fifo`);
-//! 4. fencing on exclusive keys (`stale-write-accepted`, `write-with-ungranted-token`);
-//! 5. no acknowledged release undone, by QUERY or POOL (`release-undone`); 5b. no lease
-//!    ended early (`lease-ended-early`);
-//! 6. recovery after every heal (`no-recovery`);
-//! 7. whole holds: a linearizable read (QUERY, POOL) of one of a grant's keys made
-//!    wholly inside the grant's window shows the grant's token on that key, and a POOL
-//!    read its capacity and at least its permits (`hold-not-whole`): a grant holds all
-//!    of its keys with its one token.
+//! - (1) exclusive keys (capacity 1): no two windows overlap (`overlap`);
+//! - (1b) keys of capacity > 1: at no instant do the windows open on a key hold more
+//!   permits than its capacity (`over-capacity`); a POOL read that answers more
+//!   permits in use than the capacity is the same violation seen by the server;
+//! - (1c) tokens only grow on an exclusive key: a window that ended before another
+//!   started carries the smaller token (`token-order-on-key`);
+//! - (2) tokens are unique over all grants and grow in real-time order
+//!   (`token-reused`, `token-order`): one grant per token, so a multi-key hold has
+//!   one token;
+//! - (3) FIFO per connection for plain ACQUIREs (`fifo`);
+//! - (4) fencing on exclusive keys (`stale-write-accepted`,
+//!   `write-with-ungranted-token`);
+//! - (5) no acknowledged release undone, by QUERY or POOL (`release-undone`); (5b) no
+//!   lease ended early (`lease-ended-early`);
+//! - (6) recovery after every heal (`no-recovery`);
+//! - (7) whole holds: a linearizable read (QUERY, POOL) of one of a grant's keys made
+//!   wholly inside the grant's window shows the grant's token on that key, and a POOL
+//!   read its capacity and at least its permits (`hold-not-whole`): a grant holds all
+//!   of its keys with its one token.
 //!
 //! A grant whose outcome is unknown (an indeterminate ACQUIRE or HOLD) has no window:
 //! it may have been granted, which could only add holders, so the counts over the
