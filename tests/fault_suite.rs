@@ -1,5 +1,6 @@
 //! The fault suite (docs/safety.md): a short mixed-nemesis run of the real
-//! binary in a network namespace, and tests that prove the checker catches violations.
+//! binary in a network namespace (plain ACQUIREs, counted and multi-key holds), and
+//! tests that prove the checker catches violations.
 //!
 //! Longer runs: `scripts/torture.sh --minutes N --seed S [--nodes 3|5]`, or
 //! `TICKETING_FAULT_SECS=… TICKETING_FAULT_SEED=… cargo test --release --test fault_suite`.
@@ -10,7 +11,7 @@ mod common;
 mod faults;
 
 use faults::checker::{self, CheckConfig};
-use faults::history::{AcqOutcome, Event, QueryOutcome, RelOutcome};
+use faults::history::{AcqOutcome, Event, Part, PoolOutcome, QueryOutcome, RelOutcome};
 
 const S: u64 = 1_000_000;
 
@@ -25,6 +26,38 @@ fn grant(client: u32, key: &str, token: u64, sent: u64, received: u64, lease_s: 
         complete: received,
         outcome: AcqOutcome::Granted { token, sent, deadline: sent + lease_s * S },
     }
+}
+
+/// A granted HOLD of `parts` (key, count, capacity), sent at `sent`, G at `received`.
+fn hold(
+    client: u32,
+    parts: &[(&str, u32, u32)],
+    token: u64,
+    sent: u64,
+    received: u64,
+    lease_s: u64,
+) -> Event {
+    Event::Hold {
+        client,
+        thread: 0,
+        parts: parts.iter().map(|(k, c, cap)| Part { key: (*k).into(), count: *c, capacity: *cap }).collect(),
+        lease_ms: lease_s * 1000,
+        wait_ms: 1000,
+        invoke: sent,
+        complete: received,
+        outcome: AcqOutcome::Granted { token, sent, deadline: sent + lease_s * S },
+    }
+}
+
+/// A POOL read from `invoke` to `invoke` + 1 ms that saw `in_use` permits of
+/// `capacity` held by the holds `tokens`.
+fn pool(client: u32, key: &str, invoke: u64, capacity: u32, in_use: u32, tokens: &[u64]) -> Event {
+    let outcome = PoolOutcome::Seen { capacity, in_use, holds: tokens.len() as u32, tokens: tokens.to_vec() };
+    Event::Pool { client, thread: 0, key: key.into(), invoke, complete: invoke + 1000, outcome }
+}
+
+fn query(client: u32, key: &str, invoke: u64, outcome: QueryOutcome) -> Event {
+    Event::Query { client, thread: 0, key: key.into(), invoke, complete: invoke + 1000, outcome }
 }
 
 fn release(client: u32, key: &str, token: u64, invoke: u64, outcome: RelOutcome) -> Event {
@@ -152,6 +185,104 @@ fn checker_flags_fifo_and_reused_tokens() {
     assert_eq!(r.count(checker::TOKEN_REUSED), 1, "{:?}", r.violations);
 }
 
+/// Counted and multi-key holds that behave: two holds of a stock of 3 (2 + 1 permits),
+/// a third once the first is released, a hold of k1+k0 then a plain ACQUIRE of k0 that
+/// waited for it, a hold of k1 and a permit of the stock, an indeterminate hold; reads
+/// inside the windows show the holds.
+fn clean_holds() -> Vec<Event> {
+    let ms = S / 1000;
+    vec![
+        hold(1, &[("s0", 2, 3)], 100, 0, 10 * ms, 2),
+        hold(2, &[("s0", 1, 3)], 110, 5 * ms, 20 * ms, 2),
+        pool(1, "s0", 30 * ms, 3, 3, &[100, 110]),
+        release(1, "s0", 100, 500 * ms, RelOutcome::Released),
+        hold(3, &[("s0", 2, 3)], 120, 100 * ms, 550 * ms, 2),
+        release(2, "s0", 110, 600 * ms, RelOutcome::Released),
+        release(3, "s0", 120, 900 * ms, RelOutcome::Released),
+        hold(1, &[("k1", 1, 1), ("k0", 1, 1)], 130, S, S + 10 * ms, 1),
+        write(1, 1, "k0", 130, S + 20 * ms, true),
+        write(2, 1, "k1", 130, S + 21 * ms, true),
+        query(4, "k0", S + 100 * ms, QueryOutcome::Holder(130)),
+        pool(1, "k1", S + 120 * ms, 1, 1, &[130]),
+        release(1, "k1", 130, S + 300 * ms, RelOutcome::Released),
+        Event::Acquire {
+            client: 2,
+            thread: 0,
+            key: "k0".into(),
+            lease_ms: 1000,
+            wait_ms: 1000,
+            invoke: S + 50 * ms,
+            complete: S + 310 * ms,
+            outcome: AcqOutcome::Granted { token: 140, sent: S + 50 * ms, deadline: 2 * S + 50 * ms },
+        },
+        write(3, 2, "k0", 140, S + 320 * ms, true),
+        release(2, "k0", 140, S + 400 * ms, RelOutcome::Released),
+        hold(3, &[("k1", 1, 1), ("s0", 1, 3)], 150, 2 * S, 2 * S + 10 * ms, 1),
+        pool(3, "s0", 2 * S + 20 * ms, 3, 1, &[150]),
+        release(3, "k1", 150, 2 * S + 200 * ms, RelOutcome::Released),
+        query(4, "k1", 2 * S + 300 * ms, QueryOutcome::Free),
+        Event::Hold {
+            client: 4,
+            thread: 0,
+            parts: vec![
+                Part { key: "k0".into(), count: 1, capacity: 1 },
+                Part { key: "k1".into(), count: 1, capacity: 1 },
+            ],
+            lease_ms: 1000,
+            wait_ms: 0,
+            invoke: 3 * S,
+            complete: 4 * S,
+            outcome: AcqOutcome::Indeterminate("NoAnswer".into()),
+        },
+    ]
+}
+
+#[test]
+fn checker_accepts_clean_counted_and_multi_key_holds() {
+    let r = checker::check(&clean_holds(), &CheckConfig { run_end: 100 * S, ..CheckConfig::default() });
+    eprintln!("{}", r.render("clean holds"));
+    assert!(r.violations.is_empty(), "{:?}", r.violations);
+    assert_eq!((r.holds, r.hold_grants, r.hold_grants_multi), (6, 5, 2));
+    assert_eq!(r.hold_indeterminate.values().sum::<u64>(), 1);
+    // s0: four windows, three permits held at once (holds 100 and 110, then 110 and 120).
+    assert_eq!((r.counted_windows, r.peak_permits), (4, 3));
+    // The stock read at 30 ms is judged for holds 100 and 110; then k0, k1 and s0 once.
+    assert_eq!(r.whole_reads, 5);
+    assert_eq!(r.pool_peak_in_use, 3);
+}
+
+#[test]
+fn checker_flags_over_capacity_split_holds_and_tokens_going_back_on_a_key() {
+    let ms = S / 1000;
+    let mut h = clean_holds();
+    // Over capacity: 2 more permits of the stock of 3 at 0.3 s while holds 100 (2) and
+    // 110 (1) still hold theirs; a POOL read saw the server with 4 in use.
+    h.push(hold(4, &[("s0", 2, 3)], 115, 200 * ms, 300 * ms, 2));
+    h.push(pool(4, "s0", 350 * ms, 3, 4, &[100, 110, 115]));
+    h.push(release(4, "s0", 115, 400 * ms, RelOutcome::Released));
+    // A release undone: the stock read at 0.7 s still lists hold 100, released at 0.5 s.
+    h.push(pool(3, "s0", 700 * ms, 3, 3, &[100, 120]));
+    // Split multi-key grants: hold 300 of a+b, but a QUERY of b inside its window finds
+    // b free; hold 310 of c+d, but a POOL read of d finds another hold's token there.
+    h.push(hold(5, &[("a", 1, 1), ("b", 1, 1)], 300, 10 * S, 10 * S + 10 * ms, 1));
+    h.push(query(6, "b", 10 * S + 500 * ms, QueryOutcome::Free));
+    h.push(hold(5, &[("c", 1, 1), ("d", 1, 1)], 310, 12 * S, 12 * S + 10 * ms, 1));
+    h.push(pool(5, "d", 12 * S + 500 * ms, 1, 1, &[311]));
+    // Tokens going back on key e: token 400 held e from 20.01 s to 20.5 s, then token
+    // 390 (asked for before 400 was granted, so the real-time order says nothing) from 21 s.
+    h.push(grant(6, "e", 400, 20 * S, 20 * S + 10 * ms, 1));
+    h.push(release(6, "e", 400, 20 * S + 500 * ms, RelOutcome::Released));
+    h.push(grant(7, "e", 390, 19 * S + 900 * ms, 21 * S, 2));
+    h.push(release(7, "e", 390, 21 * S + 500 * ms, RelOutcome::Released));
+    let r = checker::check(&h, &CheckConfig { run_end: 100 * S, ..CheckConfig::default() });
+    eprintln!("{}", r.render("hand-made hold violations"));
+    assert_eq!(r.count(checker::OVER_CAPACITY), 2, "{:?}", r.violations);
+    assert_eq!(r.count(checker::NOT_WHOLE), 2, "{:?}", r.violations);
+    assert_eq!(r.count(checker::TOKEN_KEY_ORDER), 1, "{:?}", r.violations);
+    assert_eq!(r.count(checker::RELEASE_UNDONE), 1, "{:?}", r.violations);
+    assert_eq!(r.violations.len(), 6, "{:?}", r.violations);
+}
+
 #[test]
 fn history_lines_round_trip() {
     let mut h = clean_history();
@@ -165,6 +296,17 @@ fn history_lines_round_trip() {
         complete: 2,
         outcome: AcqOutcome::Indeterminate("NoAnswer".into()),
     });
+    h.extend(clean_holds());
+    h.push(hold(1, &[("a,\"b\"", 1, 1), ("[s]", 2, 1_000_000)], 7, 1, 2, 3));
+    h.push(pool(1, "[s]", 5, 0, 0, &[]));
+    h.push(Event::Pool {
+        client: 1,
+        thread: 1,
+        key: "k".into(),
+        invoke: 1,
+        complete: 2,
+        outcome: PoolOutcome::Failed("NotLeader".into()),
+    });
     for e in &h {
         assert_eq!(&Event::from_json(&e.to_json()).unwrap(), e);
     }
@@ -177,6 +319,8 @@ fn mixed_nemesis_short_run() {
     let out = faults::run(&cfg);
     eprintln!("{}", out.text);
     assert!(out.report.grants > 50, "the workload made too little progress:\n{}", out.text);
+    assert!(out.report.hold_grants_multi > 5, "too few multi-key holds were granted:\n{}", out.text);
+    assert!(out.report.counted_windows > 5, "too few counted holds were granted:\n{}", out.text);
     assert!(out.report.violations.is_empty(), "{}", out.text);
 }
 
@@ -208,8 +352,10 @@ fn replay() {
         .iter()
         .map(|e| match e {
             Event::Acquire { complete, .. }
+            | Event::Hold { complete, .. }
             | Event::Release { complete, .. }
-            | Event::Query { complete, .. } => *complete,
+            | Event::Query { complete, .. }
+            | Event::Pool { complete, .. } => *complete,
             Event::Write { at, .. } => *at,
             Event::Fault { end, .. } => *end,
         })

@@ -1,7 +1,8 @@
-//! The history of a fault run: every client operation with its invoke and complete
-//! times (microseconds on one monotonic clock, counted from the start of the run),
-//! every write the fenced resource saw, and every fault the nemesis injected. Written
-//! as JSON lines so a run can be checked again later (`TICKETING_FAULT_REPLAY`).
+//! The history of a fault run: every client operation (plain ACQUIREs, counted and
+//! multi-key HOLDs, releases, QUERY and POOL reads) with its invoke and complete times
+//! (microseconds on one monotonic clock, counted from the start of the run), every
+//! write the fenced resource saw, and every fault the nemesis injected. Written as JSON
+//! lines so a run can be checked again later (`TICKETING_FAULT_REPLAY`).
 
 use std::collections::BTreeMap;
 use std::time::Instant;
@@ -56,12 +57,41 @@ pub enum QueryOutcome {
     Failed(String),
 }
 
+/// One key of a HOLD: `count` of the key's `capacity` permits.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Part {
+    pub key: String,
+    pub count: u32,
+    pub capacity: u32,
+}
+
+/// What a POOL read of a key answered: capacity (0 when the key had no holder and no
+/// waiter), permits in use, holds, and the tokens of the oldest holds it listed (at
+/// most 8).
+#[derive(Clone, Debug, PartialEq)]
+pub enum PoolOutcome {
+    Seen { capacity: u32, in_use: u32, holds: u32, tokens: Vec<u64> },
+    Failed(String),
+}
+
 #[derive(Clone, Debug, PartialEq)]
 pub enum Event {
     Acquire {
         client: u32,
         thread: u32,
         key: String,
+        lease_ms: u64,
+        wait_ms: u64,
+        invoke: u64,
+        complete: u64,
+        outcome: AcqOutcome,
+    },
+    /// A HOLD (docs/protocol.md §5.7): all of `parts` with one token, or nothing. The
+    /// outcomes are an ACQUIRE's; `Granted`'s token is the hold's one token.
+    Hold {
+        client: u32,
+        thread: u32,
+        parts: Vec<Part>,
         lease_ms: u64,
         wait_ms: u64,
         invoke: u64,
@@ -96,6 +126,15 @@ pub enum Event {
         complete: u64,
         outcome: QueryOutcome,
     },
+    /// A POOL read of `key` (linearizable, like QUERY).
+    Pool {
+        client: u32,
+        thread: u32,
+        key: String,
+        invoke: u64,
+        complete: u64,
+        outcome: PoolOutcome,
+    },
     /// A fault: injected at `start`, healed at `end`. `healed` is false when the
     /// harness could not heal it (e.g. a replacement that never completed).
     Fault {
@@ -124,6 +163,22 @@ fn esc(s: &str) -> String {
     out
 }
 
+/// An ACQUIRE's or a HOLD's outcome as the tail of its JSON object.
+fn acq_tail(outcome: &AcqOutcome) -> String {
+    match outcome {
+        AcqOutcome::Granted { token, sent, deadline } => {
+            format!(",\"outcome\":\"granted\",\"token\":{token},\"sent\":{sent},\"deadline\":{deadline}")
+        }
+        AcqOutcome::Busy => ",\"outcome\":\"busy\"".into(),
+        AcqOutcome::Timeout => ",\"outcome\":\"timeout\"".into(),
+        AcqOutcome::NotLeader => ",\"outcome\":\"not_leader\"".into(),
+        AcqOutcome::Unavailable => ",\"outcome\":\"unavailable\"".into(),
+        AcqOutcome::Overloaded => ",\"outcome\":\"overloaded\"".into(),
+        AcqOutcome::Invalid(why) => format!(",\"outcome\":\"invalid\",\"why\":{}", esc(why)),
+        AcqOutcome::Indeterminate(why) => format!(",\"outcome\":\"indeterminate\",\"why\":{}", esc(why)),
+    }
+}
+
 impl Event {
     pub fn to_json(&self) -> String {
         match self {
@@ -132,21 +187,17 @@ impl Event {
                     "{{\"type\":\"acquire\",\"client\":{client},\"thread\":{thread},\"key\":{},\"lease_ms\":{lease_ms},\"wait_ms\":{wait_ms},\"invoke\":{invoke},\"complete\":{complete}",
                     esc(key)
                 );
-                let tail = match outcome {
-                    AcqOutcome::Granted { token, sent, deadline } => {
-                        format!(",\"outcome\":\"granted\",\"token\":{token},\"sent\":{sent},\"deadline\":{deadline}")
-                    }
-                    AcqOutcome::Busy => ",\"outcome\":\"busy\"".into(),
-                    AcqOutcome::Timeout => ",\"outcome\":\"timeout\"".into(),
-                    AcqOutcome::NotLeader => ",\"outcome\":\"not_leader\"".into(),
-                    AcqOutcome::Unavailable => ",\"outcome\":\"unavailable\"".into(),
-                    AcqOutcome::Overloaded => ",\"outcome\":\"overloaded\"".into(),
-                    AcqOutcome::Invalid(why) => format!(",\"outcome\":\"invalid\",\"why\":{}", esc(why)),
-                    AcqOutcome::Indeterminate(why) => {
-                        format!(",\"outcome\":\"indeterminate\",\"why\":{}", esc(why))
-                    }
-                };
-                format!("{head}{tail}}}")
+                format!("{head}{}}}", acq_tail(outcome))
+            }
+            Event::Hold { client, thread, parts, lease_ms, wait_ms, invoke, complete, outcome } => {
+                let list = |f: &dyn Fn(&Part) -> String| parts.iter().map(f).collect::<Vec<_>>().join(",");
+                format!(
+                    "{{\"type\":\"hold\",\"client\":{client},\"thread\":{thread},\"keys\":[{}],\"counts\":[{}],\"capacities\":[{}],\"lease_ms\":{lease_ms},\"wait_ms\":{wait_ms},\"invoke\":{invoke},\"complete\":{complete}{}}}",
+                    list(&|p| esc(&p.key)),
+                    list(&|p| p.count.to_string()),
+                    list(&|p| p.capacity.to_string()),
+                    acq_tail(outcome)
+                )
             }
             Event::Release { client, thread, key, token, invoke, complete, outcome } => {
                 let (o, why) = match outcome {
@@ -171,6 +222,19 @@ impl Event {
                 };
                 format!(
                     "{{\"type\":\"query\",\"client\":{client},\"thread\":{thread},\"key\":{},\"invoke\":{invoke},\"complete\":{complete}{tail}}}",
+                    esc(key)
+                )
+            }
+            Event::Pool { client, thread, key, invoke, complete, outcome } => {
+                let tail = match outcome {
+                    PoolOutcome::Seen { capacity, in_use, holds, tokens } => format!(
+                        ",\"outcome\":\"seen\",\"capacity\":{capacity},\"in_use\":{in_use},\"holds\":{holds},\"tokens\":[{}]",
+                        tokens.iter().map(|t| t.to_string()).collect::<Vec<_>>().join(",")
+                    ),
+                    PoolOutcome::Failed(w) => format!(",\"outcome\":\"failed\",\"why\":{}", esc(w)),
+                };
+                format!(
+                    "{{\"type\":\"pool\",\"client\":{client},\"thread\":{thread},\"key\":{},\"invoke\":{invoke},\"complete\":{complete}{tail}}}",
                     esc(key)
                 )
             }
@@ -202,7 +266,46 @@ impl Event {
                 _ => Err(format!("missing bool {k:?} in {line}")),
             }
         };
+        let list = |k: &str| -> Result<&Vec<J>, String> {
+            match m.get(k) {
+                Some(J::A(v)) => Ok(v),
+                _ => Err(format!("missing list {k:?} in {line}")),
+            }
+        };
+        let strs = |k: &str| -> Result<Vec<String>, String> {
+            list(k)?
+                .iter()
+                .map(|v| match v {
+                    J::S(s) => Ok(s.clone()),
+                    _ => Err(format!("{k:?} holds a non-string in {line}")),
+                })
+                .collect()
+        };
+        let nums = |k: &str| -> Result<Vec<u64>, String> {
+            list(k)?
+                .iter()
+                .map(|v| match v {
+                    J::N(n) => Ok(*n),
+                    _ => Err(format!("{k:?} holds a non-number in {line}")),
+                })
+                .collect()
+        };
         let why = || s("why").unwrap_or_default();
+        let acq_outcome = || -> Result<AcqOutcome, String> {
+            Ok(match s("outcome")?.as_str() {
+                "granted" => {
+                    AcqOutcome::Granted { token: n("token")?, sent: n("sent")?, deadline: n("deadline")? }
+                }
+                "busy" => AcqOutcome::Busy,
+                "timeout" => AcqOutcome::Timeout,
+                "not_leader" => AcqOutcome::NotLeader,
+                "unavailable" => AcqOutcome::Unavailable,
+                "overloaded" => AcqOutcome::Overloaded,
+                "invalid" => AcqOutcome::Invalid(why()),
+                "indeterminate" => AcqOutcome::Indeterminate(why()),
+                o => return Err(format!("unknown acquire outcome {o}")),
+            })
+        };
         Ok(match s("type")?.as_str() {
             "acquire" => Event::Acquire {
                 client: n("client")? as u32,
@@ -212,18 +315,43 @@ impl Event {
                 wait_ms: n("wait_ms")?,
                 invoke: n("invoke")?,
                 complete: n("complete")?,
+                outcome: acq_outcome()?,
+            },
+            "hold" => {
+                let keys = strs("keys")?;
+                let (counts, capacities) = (nums("counts")?, nums("capacities")?);
+                if counts.len() != keys.len() || capacities.len() != keys.len() {
+                    return Err(format!("keys, counts and capacities differ in length in {line}"));
+                }
+                Event::Hold {
+                    client: n("client")? as u32,
+                    thread: n("thread")? as u32,
+                    parts: keys
+                        .into_iter()
+                        .zip(counts.iter().zip(&capacities))
+                        .map(|(key, (c, cap))| Part { key, count: *c as u32, capacity: *cap as u32 })
+                        .collect(),
+                    lease_ms: n("lease_ms")?,
+                    wait_ms: n("wait_ms")?,
+                    invoke: n("invoke")?,
+                    complete: n("complete")?,
+                    outcome: acq_outcome()?,
+                }
+            }
+            "pool" => Event::Pool {
+                client: n("client")? as u32,
+                thread: n("thread")? as u32,
+                key: s("key")?,
+                invoke: n("invoke")?,
+                complete: n("complete")?,
                 outcome: match s("outcome")?.as_str() {
-                    "granted" => {
-                        AcqOutcome::Granted { token: n("token")?, sent: n("sent")?, deadline: n("deadline")? }
-                    }
-                    "busy" => AcqOutcome::Busy,
-                    "timeout" => AcqOutcome::Timeout,
-                    "not_leader" => AcqOutcome::NotLeader,
-                    "unavailable" => AcqOutcome::Unavailable,
-                    "overloaded" => AcqOutcome::Overloaded,
-                    "invalid" => AcqOutcome::Invalid(why()),
-                    "indeterminate" => AcqOutcome::Indeterminate(why()),
-                    o => return Err(format!("unknown acquire outcome {o}")),
+                    "seen" => PoolOutcome::Seen {
+                        capacity: n("capacity")? as u32,
+                        in_use: n("in_use")? as u32,
+                        holds: n("holds")? as u32,
+                        tokens: nums("tokens")?,
+                    },
+                    _ => PoolOutcome::Failed(why()),
                 },
             },
             "release" => Event::Release {
@@ -277,10 +405,11 @@ enum J {
     S(String),
     N(u64),
     B(bool),
+    A(Vec<J>),
 }
 
-/// Parses one flat JSON object whose values are strings, unsigned integers or booleans
-/// (exactly what `to_json` writes).
+/// Parses one flat JSON object whose values are strings, unsigned integers, booleans
+/// or lists of strings or of integers (exactly what `to_json` writes).
 fn parse_flat(line: &str) -> Result<BTreeMap<String, J>, String> {
     let chars: Vec<char> = line.trim().chars().collect();
     let mut i = 0;
@@ -321,6 +450,28 @@ fn parse_flat(line: &str) -> Result<BTreeMap<String, J>, String> {
         }
         Err(err("unterminated string"))
     };
+    let scalar = |i: &mut usize| -> Result<J, String> {
+        Ok(match chars.get(*i) {
+            Some('"') => J::S(string(i)?),
+            Some('t') if chars[*i..].starts_with(&['t', 'r', 'u', 'e']) => {
+                *i += 4;
+                J::B(true)
+            }
+            Some('f') if chars[*i..].starts_with(&['f', 'a', 'l', 's', 'e']) => {
+                *i += 5;
+                J::B(false)
+            }
+            Some(c) if c.is_ascii_digit() => {
+                let start = *i;
+                while *i < chars.len() && chars[*i].is_ascii_digit() {
+                    *i += 1;
+                }
+                let s: String = chars[start..*i].iter().collect();
+                J::N(s.parse().map_err(|_| err("number"))?)
+            }
+            _ => return Err(err("value")),
+        })
+    };
     let mut map = BTreeMap::new();
     skip_ws(&mut i);
     if chars.get(i) != Some(&'{') {
@@ -339,25 +490,29 @@ fn parse_flat(line: &str) -> Result<BTreeMap<String, J>, String> {
         }
         i += 1;
         skip_ws(&mut i);
-        let v = match chars.get(i) {
-            Some('"') => J::S(string(&mut i)?),
-            Some('t') if chars[i..].starts_with(&['t', 'r', 'u', 'e']) => {
-                i += 4;
-                J::B(true)
-            }
-            Some('f') if chars[i..].starts_with(&['f', 'a', 'l', 's', 'e']) => {
-                i += 5;
-                J::B(false)
-            }
-            Some(c) if c.is_ascii_digit() => {
-                let start = i;
-                while i < chars.len() && chars[i].is_ascii_digit() {
+        let v = if chars.get(i) == Some(&'[') {
+            i += 1;
+            let mut items = Vec::new();
+            loop {
+                skip_ws(&mut i);
+                if chars.get(i) == Some(&']') {
                     i += 1;
+                    break;
                 }
-                let s: String = chars[start..i].iter().collect();
-                J::N(s.parse().map_err(|_| err("number"))?)
+                items.push(scalar(&mut i)?);
+                skip_ws(&mut i);
+                match chars.get(i) {
+                    Some(',') => i += 1,
+                    Some(']') => {
+                        i += 1;
+                        break;
+                    }
+                    _ => return Err(err("expected , or ]")),
+                }
             }
-            _ => return Err(err("value")),
+            J::A(items)
+        } else {
+            scalar(&mut i)?
         };
         map.insert(k, v);
         skip_ws(&mut i);

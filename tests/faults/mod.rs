@@ -183,7 +183,7 @@ pub fn run(cfg: &RunConfig) -> Outcome {
         pause_budget: AtomicU32::new(0),
     });
     let guard = StopOnDrop(shared.clone());
-    let workers = workload::start(shared.clone(), 4, 2, cfg.seed);
+    let workers = workload::start(shared.clone(), 4, 2, 2, cfg.seed);
 
     let kinds = nemesis::available(net.as_ref());
     let plan = nemesis::schedule(&mut rng, &kinds, 10_000);
@@ -327,6 +327,7 @@ pub fn load_history(path: &std::path::Path) -> Result<Vec<Event>, String> {
 fn granted_after(sink: &workload::Sink, t: u64) -> bool {
     let events = sink.lock().unwrap();
     events.iter().rev().any(|e| {
-        matches!(e, Event::Acquire { complete, outcome: history::AcqOutcome::Granted { .. }, .. } if *complete > t)
+        matches!(e, Event::Acquire { complete, outcome: history::AcqOutcome::Granted { .. }, .. }
+            | Event::Hold { complete, outcome: history::AcqOutcome::Granted { .. }, .. } if *complete > t)
     })
 }
