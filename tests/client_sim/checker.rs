@@ -224,11 +224,13 @@ impl Checker {
                     // Any key of a hold names it (a lost grant found by the record of
                     // another acquire of one of its keys by the same owner).
                     Some(g) if g.parts.iter().any(|p| p.key == *key) && g.owner == *owner => {}
-                    Some(g) => return Err(format!(
+                    Some(g) => {
+                        return Err(format!(
                         "invariant 4: RELEASE of ({key}, {owner}, {token}), but that grant is of {} to {}",
                         g.parts.iter().map(|p| p.key.as_str()).collect::<Vec<_>>().join(" "),
                         g.owner
-                    )),
+                    ))
+                    }
                     _ => {
                         return Err(format!(
                             "invariant 4: RELEASE of ({key}, {owner}, {token}), which no server granted"
