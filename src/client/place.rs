@@ -34,7 +34,7 @@ impl Place {
 
 /// Where a hold's places go: called on a thread of the client's, outside its locks, at
 /// most once a second per waiting hold.
-pub(crate) type OnPlace = Arc<dyn Fn(Place) + Send + Sync>;
+pub type OnPlace = Arc<dyn Fn(Place) + Send + Sync>;
 
 /// One place to hand to the caller's function.
 #[derive(Clone)]
@@ -44,7 +44,9 @@ pub struct PlaceNews {
 }
 
 impl PlaceNews {
-    pub(crate) fn deliver(self) {
+    /// Calls the caller's function with the place (on a thread outside the client's
+    /// locks; the client simulator calls it as it reads the action).
+    pub fn deliver(self) {
         (self.call)(self.place);
     }
 }

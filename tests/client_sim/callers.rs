@@ -22,12 +22,75 @@ impl World {
         note!(self, "c{c} acquire {key} as {owner} (lease {lease_s} s, wait {wait:?}): {op:?}");
         self.checker.started(
             op,
-            OpKind::Acquire { key: key.into(), owner: owner.to_string() },
+            OpKind::Acquire { key: key.into(), owner: owner.to_string(), hold: None },
             self.now,
             bound,
         )?;
         self.drain()?;
         Ok(op)
+    }
+
+    /// Starts a HOLD of `parts` for caller `c`; `place`: it asks for its places in line,
+    /// which the caller's function notes under the hold's number.
+    pub fn hold(
+        &mut self,
+        c: usize,
+        parts: Vec<HoldPart>,
+        owner: &str,
+        lease_s: u8,
+        wait: Duration,
+        place: bool,
+    ) -> Result<OpId, String> {
+        let owner: Arc<str> = Arc::from(owner);
+        let now = self.instant(self.now);
+        let number = self.place_ops.len() as u64 + 1;
+        let on_place = place.then(|| {
+            let told = Arc::clone(&self.places);
+            Arc::new(move |p: Place| told.lock().unwrap().push((number, p)))
+                as Arc<dyn Fn(Place) + Send + Sync>
+        });
+        let op = self.core.hold(c, parts.clone(), on_place, &owner, lease_s, wait, now);
+        if place {
+            self.place_ops.insert(number, op);
+        }
+        let bound = us(wait.max(CONNECT_WAIT_MIN) + wait + COMMIT_MARGIN);
+        note!(
+            self,
+            "c{c} hold {parts:?} as {owner} (lease {lease_s} s, wait {wait:?}, place {place}): {op:?}"
+        );
+        let kind = OpKind::Acquire {
+            key: hold_key(&parts).into(),
+            owner: owner.to_string(),
+            hold: Some((parts, place)),
+        };
+        self.checker.started(op, kind, self.now, bound)?;
+        self.drain()?;
+        Ok(op)
+    }
+
+    /// The keys of a HOLD a caller makes: one stock key's permits (its capacity stated
+    /// wrong now and then: `E 1` while the key has holders or waiters), or 2–4 keys of
+    /// the plain and stock ones, all or nothing.
+    fn draw_parts(&mut self) -> Vec<HoldPart> {
+        let mut pool: Vec<(String, u32)> = (0..self.p.keys)
+            .map(|i| (format!("k{i}"), 1))
+            .chain(self.p.stocks.iter().enumerate().map(|(i, &c)| (format!("s{i}"), c)))
+            .collect();
+        let n = if self.rng.chance(400) {
+            // Counted: a stock key alone.
+            pool.retain(|(k, _)| k.starts_with('s'));
+            1
+        } else {
+            self.rng.range(2, 4) as usize
+        };
+        let mut parts = Vec::new();
+        while parts.len() < n && !pool.is_empty() {
+            let (key, capacity) = pool.swap_remove(self.rng.below(pool.len() as u64) as usize);
+            let count = self.rng.range(1, u64::from(capacity)) as u32;
+            let capacity = if capacity > 1 && self.rng.chance(20) { capacity + 1 } else { capacity };
+            parts.push(HoldPart { key, count, capacity });
+        }
+        parts
     }
 
     pub fn release(
@@ -43,7 +106,11 @@ impl World {
             .core
             .release(c, key, &owner, token, self.instant(self.now))
             .map_err(|e| format!("release refused: {e}"))?;
-        note!(self, "c{c:?} release {key} {token}: {op:?}");
+        note!(
+            self,
+            "c{c:?} release {key} {token}: {op:?}, next {:?}",
+            self.core.op_deadline(op).map(|i| self.t_of(i))
+        );
         let op = if c.is_some() {
             self.checker.started(op, OpKind::Release, self.now, us(RELEASE_DEADLINE))?;
             Some(op)
@@ -85,7 +152,7 @@ impl World {
         note!(self, "c{c} {op:?} ends: {outcome:?}");
         let lease_end = match &outcome {
             Outcome::Resolve(Resolved::Held(g)) | Outcome::Acquire(Ok(g)) => {
-                self.cluster.committed.values().find(|h| h.token == g.token).map(|h| h.lease_end)
+                self.cluster.committed.get(&g.token).map(|h| h.lease_end)
             }
             _ => None,
         };
@@ -202,9 +269,17 @@ impl World {
                     3..=8 => self.rng.range(50, 3000),
                     _ => self.rng.range(3000, 10_000),
                 };
+                let hold = self.p.holds > 0 && self.rng.chance(self.p.holds);
+                let parts = if hold { self.draw_parts() } else { Vec::new() };
+                let key = if hold { hold_key(&parts).to_owned() } else { key };
                 self.callers[c] =
                     Caller::Acquiring { key: key.clone(), owner: Arc::from(owner.as_str()), shared };
-                let op = self.acquire(c, &key, &owner, lease, Duration::from_millis(wait))?;
+                let op = if hold {
+                    let place = self.rng.chance(500);
+                    self.hold(c, parts, &owner, lease, Duration::from_millis(wait), place)?
+                } else {
+                    self.acquire(c, &key, &owner, lease, Duration::from_millis(wait))?
+                };
                 self.maybe_cancel(op, wait * MS + 2 * SEC);
                 Ok(())
             }

@@ -4,14 +4,14 @@
 //! outcomes handed to callers — and the checker says whether the core kept its
 //! promises.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::time::{Duration, Instant};
 
 use ticketing::client::core::{
     Granted, OpId, Outcome, Resolved, SessionId, ORPHAN_CHECK_TIMEOUT, ORPHAN_RETRY, RELEASE_DEADLINE,
 };
-use ticketing::client::{AcquireError, ReleaseError};
-use ticketing::proto::frame::Request;
+use ticketing::client::{AcquireError, Place, ReleaseError};
+use ticketing::proto::frame::{HoldPart, Request};
 
 use super::world::{MS, SEC, T};
 
@@ -26,10 +26,18 @@ pub type Check = Result<(), String>;
 
 #[derive(Clone, Debug)]
 pub enum OpKind {
-    Acquire { key: String, owner: String },
+    /// An ACQUIRE, or a HOLD (`hold`: its keys, and whether it asked for its places;
+    /// `key`: the one its lock and record go by).
+    Acquire {
+        key: String,
+        owner: String,
+        hold: Option<(Vec<HoldPart>, bool)>,
+    },
     Release,
     Read,
-    Resolve { acquire: OpId },
+    Resolve {
+        acquire: OpId,
+    },
 }
 
 #[derive(Debug)]
@@ -49,6 +57,9 @@ struct Op {
     settle: Option<T>,
     /// Acquire: a `resolve` of it ran until then (the record came back after it).
     resolve_end: T,
+    /// Hold: places in line the core read for it while it waited, not yet handed to
+    /// its caller.
+    places: VecDeque<Place>,
 }
 
 #[derive(Debug)]
@@ -62,7 +73,14 @@ struct Frame {
 
 #[derive(Debug)]
 pub struct Grant {
+    /// The key its lock, release and record go by ([`hold_key`]), and all its keys.
     pub key: String,
+    pub parts: Vec<HoldPart>,
+    /// While no caller held it, an older hold of its key (all of whose keys are of
+    /// capacity above 1) was current: a QUERY of the key shows that one, so the
+    /// client's look cannot recognise this grant (docs/client.md, "Counted and
+    /// multi-key holds", Limit) and it may end with its lease.
+    masked: bool,
     pub owner: String,
     op: Option<OpId>,
     at: T,
@@ -112,6 +130,12 @@ pub struct Stats {
     pub lasting: u64,
     /// Operations cancelled while they ran.
     pub cancelled: u64,
+    /// HOLDs started, multi-key grants handed to callers, places handed to callers,
+    /// and grants the oldest-hold limit excused.
+    pub holds: u64,
+    pub multi_granted: u64,
+    pub places: u64,
+    pub masked: u64,
 }
 
 impl Stats {
@@ -126,6 +150,10 @@ impl Stats {
         self.lost_grants += o.lost_grants;
         self.cancelled += o.cancelled;
         self.lasting += o.lasting;
+        self.holds += o.holds;
+        self.multi_granted += o.multi_granted;
+        self.places += o.places;
+        self.masked += o.masked;
     }
 }
 
@@ -155,8 +183,9 @@ impl Checker {
     }
 
     pub fn started(&mut self, op: OpId, kind: OpKind, now: T, bound: T) -> Check {
-        if let OpKind::Acquire { .. } = &kind {
+        if let OpKind::Acquire { hold, .. } = &kind {
             self.stats.acquires += 1;
+            self.stats.holds += u64::from(hold.is_some());
         }
         let entry = Op {
             kind,
@@ -168,6 +197,7 @@ impl Checker {
             frames: Vec::new(),
             settle: None,
             resolve_end: 0,
+            places: VecDeque::new(),
         };
         self.ops.insert(op, entry);
         Ok(())
@@ -180,31 +210,10 @@ impl Checker {
         for (rid, op, request) in frames {
             match request {
                 Request::Acquire { key, owner, .. } => {
-                    let Some(op) = *op else {
-                        return Err(format!("an ACQUIRE of {key} by {owner} that no running operation sent"));
-                    };
-                    let Some(o) = self.ops.get_mut(&op).filter(|o| o.done.is_none()) else {
-                        return Err(format!(
-                            "an ACQUIRE of {key} by {owner} for {op:?}, which is not running"
-                        ));
-                    };
-                    if !matches!(&o.kind, OpKind::Acquire { key: k, owner: w } if k == key && w == owner) {
-                        return Err(format!(
-                            "an ACQUIRE of {key} by {owner} for {op:?}, which is {:?}",
-                            o.kind
-                        ));
-                    }
-                    for f in &o.frames {
-                        if self.frames.get(f).is_some_and(|f| f.maybe_written) {
-                            return Err(format!(
-                                "invariant 1: ACQUIRE of {key} by {owner} ({op:?}) sent again as {session:?}#{rid} \
-                                 after {:?}#{} carried a byte of it",
-                                f.0, f.1
-                            ));
-                        }
-                    }
-                    o.frames.push((session, *rid));
-                    self.frames.insert((session, *rid), Frame { op, maybe_written: true, arrived: 0 });
+                    self.attribute(session, *rid, *op, key, owner, None)?
+                }
+                Request::Hold { owner, parts, place, .. } => {
+                    self.attribute(session, *rid, *op, hold_key(parts), owner, Some((parts, *place)))?
                 }
                 Request::Release { token, key, owner } => match self.grants.get(token) {
                     Some(g) if g.held => {
@@ -212,7 +221,16 @@ impl Checker {
                             "invariant 4: RELEASE of ({key}, {owner}, {token}), which a caller holds"
                         ))
                     }
-                    Some(g) if g.key == *key && g.owner == *owner => {}
+                    // Any key of a hold names it (a lost grant found by the record of
+                    // another acquire of one of its keys by the same owner).
+                    Some(g) if g.parts.iter().any(|p| p.key == *key) && g.owner == *owner => {}
+                    Some(g) => {
+                        return Err(format!(
+                        "invariant 4: RELEASE of ({key}, {owner}, {token}), but that grant is of {} to {}",
+                        g.parts.iter().map(|p| p.key.as_str()).collect::<Vec<_>>().join(" "),
+                        g.owner
+                    ))
+                    }
                     _ => {
                         return Err(format!(
                             "invariant 4: RELEASE of ({key}, {owner}, {token}), which no server granted"
@@ -225,6 +243,91 @@ impl Checker {
         Ok(())
     }
 
+    /// An ACQUIRE or HOLD frame (`hold`: its keys and place flag) is its operation's
+    /// (by what it names), and a byte of none of that operation's earlier frames left
+    /// (invariant 1).
+    fn attribute(
+        &mut self,
+        session: SessionId,
+        rid: u32,
+        op: Option<OpId>,
+        key: &str,
+        owner: &str,
+        hold: Option<(&Vec<HoldPart>, bool)>,
+    ) -> Check {
+        let what = if hold.is_some() { "HOLD" } else { "ACQUIRE" };
+        let Some(op) = op else {
+            return Err(format!("an {what} of {key} by {owner} that no running operation sent"));
+        };
+        let Some(o) = self.ops.get_mut(&op).filter(|o| o.done.is_none()) else {
+            return Err(format!("an {what} of {key} by {owner} for {op:?}, which is not running"));
+        };
+        let same = match &o.kind {
+            OpKind::Acquire { key: k, owner: w, hold: h } => {
+                k == key && w == owner && h.as_ref().map(|(p, asked)| (p, *asked)) == hold
+            }
+            _ => false,
+        };
+        if !same {
+            return Err(format!(
+                "an {what} of {key} by {owner} ({hold:?}) for {op:?}, which is {:?}",
+                o.kind
+            ));
+        }
+        for f in &o.frames {
+            if self.frames.get(f).is_some_and(|f| f.maybe_written) {
+                return Err(format!(
+                    "invariant 1: {what} of {key} by {owner} ({op:?}) sent again as {session:?}#{rid} after {:?}#{} \
+                     carried a byte of it",
+                    f.0, f.1
+                ));
+            }
+        }
+        o.frames.push((session, rid));
+        self.frames.insert((session, rid), Frame { op, maybe_written: true, arrived: 0 });
+        Ok(())
+    }
+
+    /// The core read a place in line (`I`) for the request `(session, rid)`: it must be
+    /// a HOLD that asked, and while it runs the place goes to its caller (invariant 9).
+    pub fn in_line(&mut self, session: SessionId, rid: u32, place: Place) -> Check {
+        let Some(op) = self.frames.get(&(session, rid)).map(|f| f.op) else {
+            return Err(format!("model: a place in line for {session:?}#{rid}, which is no HOLD"));
+        };
+        let o = self.ops.get_mut(&op).expect("a frame's operation");
+        if !matches!(&o.kind, OpKind::Acquire { hold: Some((_, true)), .. }) {
+            return Err(format!("model: a place in line for {op:?} ({:?}), which did not ask", o.kind));
+        }
+        if o.done.is_none() {
+            o.places.push_back(place);
+        }
+        Ok(())
+    }
+
+    /// The caller's function of `op` was handed `place` (invariant 9): only a HOLD that
+    /// asked, only while it waits for its answer, and exactly the places the core read
+    /// for it, in order.
+    pub fn place(&mut self, op: OpId, place: Place) -> Check {
+        let Some(o) = self.ops.get_mut(&op) else {
+            return Err(format!("invariant 9: a place for {op:?}, which no caller started"));
+        };
+        if !matches!(&o.kind, OpKind::Acquire { hold: Some((_, true)), .. }) {
+            return Err(format!("invariant 9: a place for {op:?} ({:?}), which did not ask", o.kind));
+        }
+        if o.done.is_some() {
+            return Err(format!("invariant 9: a place ({place:?}) for {op:?} after its outcome"));
+        }
+        match o.places.pop_front() {
+            Some(read) if read == place => {
+                self.stats.places += 1;
+                Ok(())
+            }
+            read => Err(format!(
+                "invariant 9: {op:?}'s caller was told {place:?}; the server's next place was {read:?}"
+            )),
+        }
+    }
+
     /// The request ids the ACQUIREs went out under.
     pub fn request_ids(&self) -> Vec<u32> {
         self.frames.keys().map(|(_, rid)| *rid).collect()
@@ -234,7 +337,7 @@ impl Checker {
     pub fn written(&mut self, session: SessionId, frames: &[(u32, Request, bool)], now: T) {
         for (rid, request, reached) in frames {
             match request {
-                Request::Acquire { .. } => {
+                Request::Acquire { .. } | Request::Hold { .. } => {
                     if let Some(f) = self.frames.get_mut(&(session, *rid)) {
                         f.maybe_written = *reached;
                         if *reached {
@@ -277,7 +380,7 @@ impl Checker {
     pub fn granted(
         &mut self,
         token: u64,
-        key: &str,
+        parts: &[HoldPart],
         owner: &str,
         session: Option<SessionId>,
         rid: u32,
@@ -289,13 +392,35 @@ impl Checker {
                 return Err(format!("model: token {token} granted after {last}"));
             }
         }
-        if let Some((t, g)) = self.grants.iter().find(|(_, g)| g.key == key && !g.released) {
-            return Err(format!(
-                "model: {key} granted to {owner} ({token}) while {} holds it ({t})",
-                g.owner
-            ));
+        for p in parts {
+            let held: u32 = self
+                .open
+                .iter()
+                .flat_map(|t| self.grants[t].parts.iter())
+                .filter(|q| q.key == p.key)
+                .map(|q| q.count)
+                .sum();
+            if held + p.count > p.capacity {
+                return Err(format!(
+                    "model: {} of {} granted to {owner} ({token}) while {held} of its {} permits are held",
+                    p.count, p.key, p.capacity
+                ));
+            }
         }
         let op = session.and_then(|s| self.frames.get(&(s, rid))).map(|f| f.op);
+        if let Some(OpKind::Acquire { key, hold, .. }) = op.and_then(|op| self.ops.get(&op)).map(|o| &o.kind)
+        {
+            let asked = match hold {
+                Some((asked, _)) => asked.clone(),
+                None => vec![HoldPart { key: key.clone(), count: 1, capacity: 1 }],
+            };
+            if asked != parts {
+                return Err(format!(
+                    "invariant 8: grant {token} to {owner} covers {parts:?}, but its request named {asked:?}: a split \
+                     hold",
+                ));
+            }
+        }
         if let Some(o) = op.and_then(|op| self.ops.get(&op)) {
             if o.said_no {
                 return Err(format!(
@@ -307,7 +432,9 @@ impl Checker {
         self.grants.insert(
             token,
             Grant {
-                key: key.to_owned(),
+                key: hold_key(parts).to_owned(),
+                parts: parts.to_vec(),
+                masked: false,
                 owner: owner.to_owned(),
                 op,
                 at: now,
@@ -352,7 +479,7 @@ impl Checker {
 
     pub fn expired(&mut self, token: u64, now: T) -> Check {
         self.released(token);
-        if self.expiry_allowed {
+        if self.expiry_allowed || self.grants[&token].masked {
             return Ok(());
         }
         let g = &self.grants[&token];
@@ -394,6 +521,11 @@ impl Checker {
             return Err(format!("{op:?} completed twice"));
         }
         o.done = Some(now);
+        if let Some(place) = o.places.front() {
+            return Err(format!(
+                "invariant 9: {op:?} ended ({outcome:?}) before its caller was told {place:?}"
+            ));
+        }
         if now > o.bound + BOUND_SLACK {
             return Err(format!(
                 "invariant 5: {op:?} ({:?}) took {} ms, over its bound of {} ms: {outcome:?}",
@@ -404,8 +536,9 @@ impl Checker {
         }
         let kind = o.kind.clone();
         match (kind, outcome) {
-            (OpKind::Acquire { .. }, Outcome::Acquire(Ok(g))) => {
+            (OpKind::Acquire { hold, .. }, Outcome::Acquire(Ok(g))) => {
                 self.stats.granted += 1;
+                self.stats.multi_granted += u64::from(hold.is_some_and(|(p, _)| p.len() > 1));
                 let end = self.grants.get(&g.token).map_or(0, |x| x.lease_end);
                 self.hand_to_caller(op, g, end, now, "acquire")
             }
@@ -530,9 +663,10 @@ impl Checker {
     /// world stayed calm, or once the orphan record's check could find it in a calm
     /// world when its `G` was lost.
     pub fn step(&mut self, now: T) -> Check {
+        self.mask();
         for token in &self.open {
             let g = &self.grants[token];
-            if g.held || g.release_written.is_some() {
+            if g.held || g.release_written.is_some() || g.masked {
                 continue;
             }
             let (since, due) = match g.duty {
@@ -568,6 +702,28 @@ impl Checker {
         Ok(())
     }
 
+    /// Marks the grants the client's QUERY cannot recognise (see [`Grant::masked`]):
+    /// ones of holds of keys of capacity above 1 alone that no caller holds — which the
+    /// client may have to find by QUERY (a lost `G`, or a release, explicit or of a
+    /// dropped lock, that ended unconfirmed and left a record of its token) — while an
+    /// older grant of their key is current.
+    fn mask(&mut self) {
+        let mut masked = Vec::new();
+        for token in &self.open {
+            let g = &self.grants[token];
+            if g.masked || g.held || g.duty.is_none() || g.parts.iter().any(|p| p.capacity == 1) {
+                continue;
+            }
+            if self.open.range(..*token).any(|t| self.grants[t].parts.iter().any(|p| p.key == g.key)) {
+                masked.push(*token);
+            }
+        }
+        for token in masked {
+            self.stats.masked += 1;
+            self.grants.get_mut(&token).unwrap().masked = true;
+        }
+    }
+
     /// End of run: every operation ended, and every grant is released — even one whose
     /// release ran out of time during a fault (an orphan record of its token follows).
     pub fn end(&mut self, now: T, holders: &[(String, u64)]) -> Check {
@@ -580,7 +736,8 @@ impl Checker {
                 o.started / MS
             ));
         }
-        if let Some((key, token)) = holders.first() {
+        if let Some((key, token)) = holders.iter().find(|(_, t)| self.grants.get(t).is_none_or(|g| !g.masked))
+        {
             let Some(g) = self.grants.get(token) else {
                 return Err(format!("model: {key} held under {token}, never granted"));
             };
@@ -624,4 +781,10 @@ const RELEASE_ROUND: Duration = Duration::from_secs(1);
 /// a check's own time and the release.
 fn lost_budget() -> T {
     us(ORPHAN_RETRY + ORPHAN_CHECK_TIMEOUT + RELEASE_DEADLINE + RELEASE_ROUND)
+}
+
+/// The key a HOLD of `parts` goes by — its lock, its orphan record, its release — as the
+/// client picks it: a key of capacity 1 if it names one, else its first.
+pub fn hold_key(parts: &[HoldPart]) -> &str {
+    &parts.iter().find(|p| p.capacity == 1).unwrap_or(&parts[0]).key
 }

@@ -1,7 +1,10 @@
 //! The simulated servers of the client simulator: a node takes requests off its
 //! connections, a leader proposes and commits them (answers go out at commit), waits
 //! end, leases expire, reads take a round; and leadership — lost, elected, deposed,
-//! with the answers an old leader's requests get.
+//! with the answers an old leader's requests get. Every key is a pool of permits
+//! (capacity 1 for ACQUIRE's keys): a HOLD is granted all its keys in one entry under
+//! one token when no earlier waiter names one of them and each has its count free,
+//! else it waits in the leader's one line (told its place when it asked).
 
 use super::*;
 
@@ -52,8 +55,11 @@ impl World {
         note!(self, "conn {conn} ends at the server");
         self.conns[conn].server_done = true;
         let n = self.conns[conn].node;
-        for q in self.cluster.nodes[n].waiters.values_mut() {
-            q.retain(|w| w.conn != conn);
+        let before = self.cluster.nodes[n].waiters.len();
+        self.cluster.nodes[n].waiters.retain(|w| w.conn != conn);
+        if self.cluster.nodes[n].waiters.len() != before {
+            // The line moved: a request behind may fit now.
+            self.grant_waiters(n);
         }
     }
 
@@ -61,14 +67,19 @@ impl World {
         if self.conns[conn].broken {
             return;
         }
-        let t = self.down_time(conn);
+        let mut t = self.down_time(conn);
+        if self.slow_grants > 0 && matches!(response, Response::Granted { .. }) {
+            // A slow path (scenarios): this connection's answers from here on are late.
+            t += self.slow_grants;
+            self.conns[conn].down_at = t;
+        }
         self.at(t, Ev::Recv { conn, frames: vec![(rid, response)] });
     }
 
     pub(super) fn request(&mut self, n: usize, conn: usize, rid: u32, request: Request) -> Check {
         let session = self.conns[conn].session;
         note!(self, "n{} takes {session:?}#{rid} {}", self.cluster.nodes[n].id, brief(&request));
-        if let Request::Acquire { .. } = request {
+        if let Request::Acquire { .. } | Request::Hold { .. } = request {
             self.checker.arrived(session, rid)?;
         }
         match request {
@@ -83,34 +94,23 @@ impl World {
                 let leader = self.cluster.leader_addr();
                 self.send(conn, rid, Response::Moved { leader });
             }
-            Request::Acquire { .. } | Request::Release { .. } if self.overloaded() => {
+            Request::Acquire { .. } | Request::Hold { .. } | Request::Release { .. } if self.overloaded() => {
                 let message = "overloaded".to_owned();
                 self.send(conn, rid, Response::Error { code: ErrorCode::Overloaded, message });
             }
             Request::Acquire { lease_s, wait_ms, key, owner } => {
-                let lease = T::from(lease_s) * SEC;
-                if self.cluster.spec.contains_key(&key) {
-                    if wait_ms == 0 {
-                        self.send(conn, rid, Response::Busy);
-                    } else {
-                        let deadline = self.now + T::from(wait_ms) * MS;
-                        let w = Waiter { conn, rid, owner, lease, deadline };
-                        self.cluster.nodes[n].waiters.entry(key).or_default().push_back(w);
-                        self.at(deadline, Ev::WaitEnd { node: n });
-                    }
-                } else {
-                    let token = self.token();
-                    let grant =
-                        Effect::Grant { key: key.clone(), owner: owner.clone(), token, lease, conn, rid };
-                    let answer = Response::Granted { token, lease_ms: (lease / MS) as u32 };
-                    self.propose(vec![grant], vec![(conn, rid, answer)]);
-                }
+                let parts = vec![HoldPart { key, count: 1, capacity: 1 }];
+                self.take_hold(n, conn, rid, owner, lease_s, wait_ms, parts, false);
+            }
+            Request::Hold { lease_s, wait_ms, place, owner, parts } => {
+                self.take_hold(n, conn, rid, owner, lease_s, wait_ms, parts, place);
             }
             Request::Release { token, key, owner } => {
-                let holds = self.cluster.spec.get(&key).is_some_and(|h| h.token == token && h.owner == owner);
+                // Any key of the hold names it; the release ends all of them.
+                let holds = self.cluster.spec.get(&token).is_some_and(|h| h.owner == owner && h.names(&key));
                 if holds {
-                    let (mut effects, mut answers) = self.hand_off(n, &key);
-                    effects.insert(0, Effect::Free { key: key.clone(), token });
+                    let (mut effects, mut answers) = self.hand_off(n, token);
+                    effects.insert(0, Effect::Free { token });
                     answers.insert(0, (conn, rid, Response::Released));
                     self.propose(effects, answers);
                 } else {
@@ -147,44 +147,178 @@ impl World {
         self.cluster.next_token
     }
 
-    /// Frees `key` from `token` in the leader's view and grants it to the queue head,
-    /// in the same entry.
-    pub(super) fn hand_off(&mut self, n: usize, key: &str) -> (Vec<Effect>, Vec<(usize, u32, Response)>) {
-        self.cluster.spec.remove(key);
-        let head = loop {
-            let Some(q) = self.cluster.nodes[n].waiters.get_mut(key) else { break None };
-            match q.pop_front() {
-                Some(w) if self.conns[w.conn].server_done => continue,
-                other => break other,
+    /// A HOLD (an ACQUIRE is one of a key of capacity 1) reaches the leader `n`.
+    #[allow(clippy::too_many_arguments)]
+    fn take_hold(
+        &mut self,
+        n: usize,
+        conn: usize,
+        rid: u32,
+        owner: String,
+        lease_s: u8,
+        wait_ms: u32,
+        parts: Vec<HoldPart>,
+        place: bool,
+    ) {
+        let lease = T::from(lease_s) * SEC;
+        if let Some(message) = self.capacity_mismatch(n, &parts) {
+            self.send(conn, rid, Response::Error { code: ErrorCode::Invalid, message });
+            return;
+        }
+        let line = &self.cluster.nodes[n].waiters;
+        let behind = line
+            .iter()
+            .any(|w| !self.conns[w.conn].server_done && parts.iter().any(|p| names(&w.parts, &p.key)));
+        if !behind && parts.iter().all(|p| self.free(p) >= p.count) {
+            let token = self.token();
+            let (grant, answer) = self.grant(parts, owner, token, lease, conn, rid);
+            self.propose(vec![grant], vec![answer]);
+        } else if wait_ms == 0 {
+            self.send(conn, rid, Response::Busy);
+        } else {
+            let deadline = self.now + T::from(wait_ms) * MS;
+            let w = Waiter { conn, rid, owner, lease, deadline, parts, place, told: None };
+            self.cluster.nodes[n].waiters.push_back(w);
+            self.at(deadline, Ev::WaitEnd { node: n });
+            self.tell_places(n);
+        }
+    }
+
+    /// `E 1` when a key of `parts` has holders or waiters of another capacity.
+    fn capacity_mismatch(&self, n: usize, parts: &[HoldPart]) -> Option<String> {
+        let holds = self.cluster.spec.values().map(|h| &h.parts);
+        let waits = self.cluster.nodes[n].waiters.iter().map(|w| &w.parts);
+        for other in holds.chain(waits) {
+            for p in parts {
+                if let Some(q) = other.iter().find(|q| q.key == p.key && q.capacity != p.capacity) {
+                    return Some(format!(
+                        "key {}: capacity {} asked, the key has capacity {}",
+                        p.key, p.capacity, q.capacity
+                    ));
+                }
             }
-        };
-        let Some(w) = head else { return (vec![], vec![]) };
-        let token = self.token();
-        let grant = Effect::Grant {
-            key: key.to_owned(),
-            owner: w.owner,
-            token,
-            lease: w.lease,
-            conn: w.conn,
-            rid: w.rid,
-        };
-        let answer = Response::Granted { token, lease_ms: (w.lease / MS) as u32 };
-        (vec![grant], vec![(w.conn, w.rid, answer)])
+        }
+        None
+    }
+
+    /// Permits of `part`'s key free in the leader's view.
+    fn free(&self, part: &HoldPart) -> u32 {
+        let used: u32 = self
+            .cluster
+            .spec
+            .values()
+            .flat_map(|h| h.parts.iter())
+            .filter(|q| q.key == part.key)
+            .map(|q| q.count)
+            .sum();
+        part.capacity.saturating_sub(used)
+    }
+
+    /// A grant in the leader's view, with its entry and its answer. (`Bug::PartialHold`:
+    /// a multi-key hold gets only its first key.)
+    fn grant(
+        &mut self,
+        mut parts: Vec<HoldPart>,
+        owner: String,
+        token: u64,
+        lease: T,
+        conn: usize,
+        rid: u32,
+    ) -> (Effect, (usize, u32, Response)) {
+        if self.p.bug == Some(Bug::PartialHold) {
+            parts.truncate(1);
+        }
+        let h = Holder { owner: owner.clone(), token, lease, lease_end: 0, parts: parts.clone() };
+        self.cluster.spec.insert(token, h);
+        let answer = Response::Granted { token, lease_ms: (lease / MS) as u32 };
+        (Effect::Grant { parts, owner, token, lease, conn, rid }, (conn, rid, answer))
+    }
+
+    /// Frees the hold `token` in the leader's view and grants, in the same entry, every
+    /// waiter that fits now.
+    pub(super) fn hand_off(&mut self, n: usize, token: u64) -> (Vec<Effect>, Vec<(usize, u32, Response)>) {
+        self.cluster.spec.remove(&token);
+        self.fitting(n)
+    }
+
+    /// The waiters of the line at `n` that fit now, in arrival order: none that an
+    /// earlier waiter naming one of its keys still waits for, each with its counts free.
+    fn fitting(&mut self, n: usize) -> (Vec<Effect>, Vec<(usize, u32, Response)>) {
+        let (mut effects, mut answers) = (Vec::new(), Vec::new());
+        let mut blocked: Vec<String> = Vec::new();
+        let mut i = 0;
+        while i < self.cluster.nodes[n].waiters.len() {
+            let w = &self.cluster.nodes[n].waiters[i];
+            if self.conns[w.conn].server_done {
+                self.cluster.nodes[n].waiters.remove(i);
+                continue;
+            }
+            let fits = w.parts.iter().all(|p| !blocked.contains(&p.key) && self.free(p) >= p.count);
+            if !fits {
+                blocked.extend(w.parts.iter().map(|p| p.key.clone()));
+                i += 1;
+                continue;
+            }
+            let w = self.cluster.nodes[n].waiters.remove(i).unwrap();
+            let token = self.token();
+            let (grant, answer) = self.grant(w.parts, w.owner, token, w.lease, w.conn, w.rid);
+            effects.push(grant);
+            answers.push(answer);
+        }
+        if !effects.is_empty() {
+            self.tell_places(n);
+        }
+        (effects, answers)
+    }
+
+    /// The line at `n` moved without a release (a waiter left): what fits now is
+    /// granted, if `n` leads and serves.
+    fn grant_waiters(&mut self, n: usize) {
+        if self.cluster.leader_serving() != Some(n) || !self.cluster.nodes[n].deposed.is_empty() {
+            return;
+        }
+        let (effects, answers) = self.fitting(n);
+        if !effects.is_empty() {
+            self.propose(effects, answers);
+        }
+        self.tell_places(n);
+    }
+
+    /// Tells each waiter at `n` that asked its place — requests ahead of it in the
+    /// longest of its queues — when it queues and then at most once a second while it
+    /// changes (`I`, with its request's id, before its answer).
+    fn tell_places(&mut self, n: usize) {
+        let now = self.now;
+        let mut tell = Vec::new();
+        let line = &self.cluster.nodes[n].waiters;
+        for (i, w) in line.iter().enumerate() {
+            if !w.place || self.conns[w.conn].server_done {
+                continue;
+            }
+            let ahead = w
+                .parts
+                .iter()
+                .map(|p| line.iter().take(i).filter(|e| names(&e.parts, &p.key)).count() as u32)
+                .max()
+                .unwrap_or(0);
+            let due = match w.told {
+                None => true,
+                Some((told, at)) => told != ahead && now >= at + SEC,
+            };
+            if due {
+                tell.push((i, ahead));
+            }
+        }
+        for (i, ahead) in tell {
+            let w = &mut self.cluster.nodes[n].waiters[i];
+            w.told = Some((ahead, now));
+            let (conn, rid) = (w.conn, w.rid);
+            self.send(conn, rid, Response::InLine { ahead, grants_per_ks: 250 * (ahead % 5) });
+        }
     }
 
     /// The leader appends an entry; it commits (in order) after the commit delay.
     pub(super) fn propose(&mut self, effects: Vec<Effect>, answers: Vec<(usize, u32, Response)>) {
-        for e in &effects {
-            match e {
-                Effect::Grant { key, owner, token, lease, .. } => {
-                    let h = Holder { owner: owner.clone(), token: *token, lease: *lease, lease_end: 0 };
-                    self.cluster.spec.insert(key.clone(), h);
-                }
-                Effect::Free { key, .. } => {
-                    self.cluster.spec.remove(key);
-                }
-            }
-        }
         let delay = match self.commit_override {
             Some(d) => d,
             None if self.cluster.standalone => self.rng.range(5, 200),
@@ -224,12 +358,13 @@ impl World {
         Ok(())
     }
 
-    pub(super) fn holder(&self, n: usize, key: &str, table: &BTreeMap<String, Holder>) -> Response {
-        match table.get(key) {
+    /// A QUERY's answer: the key's oldest hold (the only one of a key of capacity 1).
+    pub(super) fn holder(&self, n: usize, key: &str, table: &BTreeMap<u64, Holder>) -> Response {
+        match table.values().find(|h| h.names(key)) {
             Some(h) => Response::Holder {
                 token: h.token,
                 remaining_ms: (h.lease_end.saturating_sub(self.now) / MS) as u32,
-                waiters: self.cluster.nodes[n].waiters.get(key).map_or(0, |q| q.len() as u32),
+                waiters: self.cluster.nodes[n].waiters.iter().filter(|w| names(&w.parts, key)).count() as u32,
                 owner: h.owner.clone(),
             },
             None => Response::Free,
@@ -259,22 +394,29 @@ impl World {
     pub(super) fn apply(&mut self, effects: &[Effect]) -> Check {
         for e in effects {
             match e {
-                Effect::Grant { key, owner, token, lease, conn, rid } => {
+                Effect::Grant { parts, owner, token, lease, conn, rid } => {
                     let lease_end = self.now + lease;
                     let session = Some(self.conns[*conn].session).filter(|s| s.0 != 0);
-                    note!(self, "commit: grant {key} to {owner} ({token}) for {session:?}#{rid}");
-                    self.checker.granted(*token, key, owner, session, *rid, self.now, lease_end)?;
+                    note!(self, "commit: grant {parts:?} to {owner} ({token}) for {session:?}#{rid}");
+                    self.checker.granted(*token, parts, owner, session, *rid, self.now, lease_end)?;
                     self.grant_log.push((*token, self.now));
-                    let h = Holder { owner: owner.clone(), token: *token, lease: *lease, lease_end };
-                    if let Some(s) = self.cluster.spec.get_mut(key).filter(|s| s.token == *token) {
+                    let h = Holder {
+                        owner: owner.clone(),
+                        token: *token,
+                        lease: *lease,
+                        lease_end,
+                        parts: parts.clone(),
+                    };
+                    if let Some(s) = self.cluster.spec.get_mut(token) {
                         s.lease_end = lease_end;
                     }
-                    self.cluster.committed.insert(key.clone(), h);
+                    self.cluster.committed.insert(*token, h);
                     self.at(lease_end, Ev::Expire { token: *token });
                 }
-                Effect::Free { key, token } => {
-                    note!(self, "commit: free {key} ({token})");
-                    self.cluster.committed.remove(key);
+                Effect::Free { token } => {
+                    note!(self, "commit: free {token}");
+                    // The whole hold, every key of it.
+                    self.cluster.committed.remove(token);
                     self.checker.released(*token);
                 }
             }
@@ -288,36 +430,34 @@ impl World {
         }
         let now = self.now;
         let mut ended = Vec::new();
-        for q in self.cluster.nodes[n].waiters.values_mut() {
-            q.retain(|w| {
-                let due = w.deadline <= now;
-                if due {
-                    ended.push((w.conn, w.rid));
-                }
-                !due
-            });
-        }
+        self.cluster.nodes[n].waiters.retain(|w| {
+            let due = w.deadline <= now;
+            if due {
+                ended.push((w.conn, w.rid));
+            }
+            !due
+        });
+        let moved = !ended.is_empty();
         for (conn, rid) in ended {
             self.send(conn, rid, Response::Timeout);
+        }
+        if moved {
+            self.grant_waiters(n);
         }
     }
 
     pub(super) fn expire(&mut self, token: u64) -> Check {
         let Some(l) = self.cluster.leader_serving() else { return Ok(()) };
-        let Some((key, h)) = self.cluster.committed.iter().find(|(_, h)| h.token == token) else {
+        let Some(h) = self.cluster.committed.get(&token) else {
             return Ok(());
         };
-        if h.lease_end > self.now {
+        if h.lease_end > self.now || !self.cluster.spec.contains_key(&token) {
             return Ok(());
         }
-        let key = key.clone();
-        if self.cluster.spec.get(&key).is_none_or(|s| s.token != token) {
-            return Ok(());
-        }
-        note!(self, "lease of {key} ({token}) ends");
+        note!(self, "lease of {token} ends");
         self.checker.expired(token, self.now)?;
-        let (mut effects, answers) = self.hand_off(l, &key);
-        effects.insert(0, Effect::Free { key, token });
+        let (mut effects, answers) = self.hand_off(l, token);
+        effects.insert(0, Effect::Free { token });
         self.propose(effects, answers);
         Ok(())
     }
@@ -407,8 +547,7 @@ impl World {
         if self.cluster.nodes[n].up != Life::Running {
             return;
         }
-        let waiters: Vec<Waiter> =
-            std::mem::take(&mut self.cluster.nodes[n].waiters).into_values().flatten().collect();
+        let waiters = std::mem::take(&mut self.cluster.nodes[n].waiters);
         let leader = self.cluster.leader_addr();
         for w in waiters {
             self.send(w.conn, w.rid, Response::Moved { leader: leader.clone() });
@@ -442,4 +581,9 @@ impl World {
             }
         }
     }
+}
+
+/// True when `parts` name `key`.
+fn names(parts: &[HoldPart], key: &str) -> bool {
+    parts.iter().any(|p| p.key == key)
 }

@@ -12,13 +12,13 @@ use ticketing::client::core::{
     WriteFailure, CONNECT_WAIT_MIN, RELEASE_DEADLINE,
 };
 use ticketing::client::{
-    AcquireError, ClientError, Indeterminate, IndeterminateCause, ReleaseError, COMMIT_MARGIN,
+    AcquireError, ClientError, Indeterminate, IndeterminateCause, Place, ReleaseError, COMMIT_MARGIN,
     CONNECT_TIMEOUT, HANDSHAKE_TIMEOUT, WRITE_DEADLINE,
 };
-use ticketing::proto::frame::{decode_request, ErrorCode, Request, Response};
+use ticketing::proto::frame::{decode_request, ErrorCode, HoldPart, Request, Response};
 use ticketing::proto::handshake::{role, Welcome};
 
-use super::checker::{Check, Checker, OpKind, Stats};
+use super::checker::{hold_key, Check, Checker, OpKind, Stats};
 use super::rng::Rng;
 
 /// Simulated time, in microseconds since the world began.
@@ -40,6 +40,10 @@ pub enum Bug {
     UnderReportedWrite,
     /// The servers answer a grant with another token than the one they granted.
     WrongToken,
+    /// The servers grant a multi-key HOLD only its first key (a split grant).
+    PartialHold,
+    /// The reader loses the `I` frames (places in line) it reads: the core never sees them.
+    LostPlace,
 }
 
 /// Knobs of one run, all derived from the seed (or set by a scenario).
@@ -68,6 +72,11 @@ pub struct Params {
     pub idle_ping: Duration,
     /// Leases the callers ask for (seconds).
     pub leases: (u8, u8),
+    /// Per mille of the callers' acquires that are HOLDs (counted, multi-key, some
+    /// asking for places in line), and the capacities of the stock keys `s0`, `s1`, …
+    /// they take permits of.
+    pub holds: u64,
+    pub stocks: Vec<u32>,
     /// Every caller acquires under one owner, as the threads of one `Client` do with its
     /// default owner: concurrent acquires of one key by one owner.
     pub one_owner: bool,
@@ -110,6 +119,12 @@ impl Params {
             // left to it. One seed in eight has short leases that do end (grants that
             // arrive after their lease, locks outliving theirs).
             leases: if seed % 8 == 7 { (1, 12) } else { (((chaos + heal) / SEC + 10) as u8, 250) },
+            // Drawn from their own generator, so the other knobs stay as they were.
+            holds: if seed % 5 == 4 { 0 } else { 250 },
+            stocks: {
+                let mut h = Rng::new(seed ^ 0x401D_5EED);
+                (0..h.range(1, 2)).map(|_| h.range(2, 5) as u32).collect()
+            },
             // One seed in four: the whole client under one owner (not drawn from `r`, so
             // the other seeds' worlds stay as they were).
             one_owner: seed % 4 == 2,
@@ -140,6 +155,8 @@ impl Params {
             tls: false,
             idle_ping: Duration::from_secs(1),
             leases: (30, 30),
+            holds: 0,
+            stocks: vec![3],
             one_owner: false,
             named: false,
             cancels: 0,
@@ -159,14 +176,23 @@ enum Life {
     Down,
 }
 
+/// One hold: an ACQUIRE's (one key of capacity 1, count 1) or a HOLD's, of all its keys.
 #[derive(Clone, Debug)]
 struct Holder {
     owner: String,
     token: u64,
     lease: T,
     lease_end: T,
+    parts: Vec<HoldPart>,
 }
 
+impl Holder {
+    fn names(&self, key: &str) -> bool {
+        self.parts.iter().any(|p| p.key == key)
+    }
+}
+
+/// A request waiting in the leader's line (one arrival sequence for all keys).
 #[derive(Clone, Debug)]
 struct Waiter {
     conn: usize,
@@ -174,12 +200,16 @@ struct Waiter {
     owner: String,
     lease: T,
     deadline: T,
+    parts: Vec<HoldPart>,
+    /// It asked for its place in line; the last place told and when.
+    place: bool,
+    told: Option<(u32, T)>,
 }
 
 #[derive(Clone, Debug)]
 enum Effect {
-    Grant { key: String, owner: String, token: u64, lease: T, conn: usize, rid: u32 },
-    Free { key: String, token: u64 },
+    Grant { parts: Vec<HoldPart>, owner: String, token: u64, lease: T, conn: usize, rid: u32 },
+    Free { token: u64 },
 }
 
 #[derive(Clone, Debug)]
@@ -209,8 +239,8 @@ struct Node {
     inbox: VecDeque<Inbound>,
     /// Deliveries held by a partition, in order: (toward the node, conn, frames).
     held: Vec<Ev>,
-    /// Waiters queued at this node while it led.
-    waiters: BTreeMap<String, VecDeque<Waiter>>,
+    /// Waiters queued at this node while it led, in arrival order.
+    waiters: VecDeque<Waiter>,
     /// Proposals this node made whose fate it has not told yet (it was deposed).
     deposed: Vec<Proposal>,
     /// Until then, a dial of it fails with a lasting mistake (a certificate from
@@ -230,7 +260,7 @@ impl Node {
             voter: true,
             inbox: VecDeque::new(),
             held: Vec::new(),
-            waiters: BTreeMap::new(),
+            waiters: VecDeque::new(),
             deposed: Vec::new(),
             mistaken_until: 0,
         }
@@ -243,9 +273,10 @@ struct Cluster {
     /// The node the others believe leads.
     leader: Option<usize>,
     term: u64,
-    committed: BTreeMap<String, Holder>,
+    /// Holds by token.
+    committed: BTreeMap<u64, Holder>,
     /// The leader's view: committed plus its pending proposals.
-    spec: BTreeMap<String, Holder>,
+    spec: BTreeMap<u64, Holder>,
     pending: VecDeque<Proposal>,
     next_token: u64,
     election_at: Option<T>,
@@ -478,6 +509,15 @@ pub struct World {
     /// STATUS requests the nodes answered.
     pub statuses: u64,
     healing: bool,
+    /// Places in line the callers' functions were handed: (the hold's number, place).
+    places: Arc<std::sync::Mutex<Vec<(u64, Place)>>>,
+    /// The hold each number stands for.
+    place_ops: HashMap<u64, OpId>,
+    /// The places each hold's caller was handed, in order.
+    told: HashMap<OpId, Vec<Place>>,
+    /// Scenario knob: a `G` (and what follows it on its connection) reaches the client
+    /// this much later.
+    pub slow_grants: T,
 }
 
 const TRACE_KEEP: usize = 400;
@@ -558,6 +598,10 @@ impl World {
             misrouted: 0,
             statuses: 0,
             healing: false,
+            places: Arc::default(),
+            place_ops: HashMap::new(),
+            told: HashMap::new(),
+            slow_grants: 0,
             p,
         };
         for c in 0..w.p.callers {
@@ -613,7 +657,7 @@ impl World {
         let end = self.p.chaos + self.p.heal;
         self.run_until(end)?;
         let holders: Vec<(String, u64)> =
-            self.cluster.committed.iter().map(|(k, h)| (k.clone(), h.token)).collect();
+            self.cluster.committed.values().map(|h| (h.parts[0].key.clone(), h.token)).collect();
         self.checker.end(self.now, &holders)?;
         if self.core.outstanding() != 0 {
             return Err(format!(
@@ -711,8 +755,18 @@ impl World {
                 }
                 Action::Net(NetEvent::Forget { slot }) => note!(self, "forget {slot:?}"),
                 Action::Complete { waker, op, outcome } => self.complete(waker, op, outcome)?,
-                // The simulation makes ACQUIREs, not HOLDs: no request asks for its place.
-                Action::Place(news) => return Err(format!("a place in line nobody asked for: {news:?}")),
+                Action::Place(news) => {
+                    // Handed to the caller's function, which notes it with its hold's number.
+                    news.deliver();
+                    let told: Vec<(u64, Place)> = std::mem::take(&mut *self.places.lock().unwrap());
+                    for (hold, place) in told {
+                        let op = self.place_ops.get(&hold).copied();
+                        note!(self, "place {place:?} for hold {hold} ({op:?})");
+                        let op = op.ok_or_else(|| format!("a place for hold {hold}, which never started"))?;
+                        self.checker.place(op, place)?;
+                        self.told.entry(op).or_default().push(place);
+                    }
+                }
                 Action::Shutdown => {
                     note!(self, "shutdown");
                     self.shut_down = true;
@@ -908,8 +962,11 @@ impl World {
         if !self.conns[conn].broken && !whole.is_empty() {
             let t = self.up_time(conn);
             if self.p.bug == Some(Bug::DuplicateAcquires) {
-                let again: Vec<_> =
-                    whole.iter().filter(|f| matches!(f.1, Request::Acquire { .. })).cloned().collect();
+                let again: Vec<_> = whole
+                    .iter()
+                    .filter(|f| matches!(f.1, Request::Acquire { .. } | Request::Hold { .. }))
+                    .cloned()
+                    .collect();
                 if !again.is_empty() {
                     self.at(t + 100 * MS, Ev::Arrive { conn, frames: again });
                 }
@@ -1022,10 +1079,19 @@ impl World {
         let session = self.conns[conn].session;
         note!(self, "{session:?} reads {frames:?}");
         for (rid, r) in &frames {
-            if let Response::Granted { token, .. } = r {
-                self.checker.learned(session, *rid, *token, self.now);
+            match r {
+                Response::Granted { token, .. } => self.checker.learned(session, *rid, *token, self.now),
+                Response::InLine { ahead, grants_per_ks } => {
+                    self.checker.in_line(session, *rid, Place::new(*ahead, *grants_per_ks))?
+                }
+                _ => {}
             }
         }
+        let frames = if self.p.bug == Some(Bug::LostPlace) {
+            frames.into_iter().filter(|(_, r)| !matches!(r, Response::InLine { .. })).collect()
+        } else {
+            frames
+        };
         self.core.on_frames(session, frames, self.instant(self.now));
         // The reader holds the pen while it hands the answers out (the callers it wakes
         // queue their frames meanwhile), then writes them together.
@@ -1046,7 +1112,19 @@ impl World {
     }
 
     pub fn holders(&self) -> Vec<(String, String, u64)> {
-        self.cluster.committed.iter().map(|(k, h)| (k.clone(), h.owner.clone(), h.token)).collect()
+        let mut all: Vec<(String, String, u64)> = self
+            .cluster
+            .committed
+            .values()
+            .flat_map(|h| h.parts.iter().map(|p| (p.key.clone(), h.owner.clone(), h.token)))
+            .collect();
+        all.sort();
+        all
+    }
+
+    /// The places the caller of hold `op` was handed.
+    pub fn places_told(&self, op: OpId) -> Vec<Place> {
+        self.told.get(&op).cloned().unwrap_or_default()
     }
 
     pub fn leader(&self) -> Option<usize> {
@@ -1083,6 +1161,11 @@ fn brief(r: &Request) -> String {
         Request::Acquire { key, owner, wait_ms, .. } => format!("A {key} {owner} w{wait_ms}"),
         Request::Release { token, key, .. } => format!("R {key} {token}"),
         Request::Query { key } => format!("Q {key}"),
+        Request::Hold { owner, wait_ms, parts, place, .. } => {
+            let keys: Vec<String> =
+                parts.iter().map(|p| format!("{}:{}/{}", p.key, p.count, p.capacity)).collect();
+            format!("H [{}] {owner} w{wait_ms}{}", keys.join(" "), if *place { " +place" } else { "" })
+        }
         Request::Status => "S".into(),
         Request::Ping => "P".into(),
         other => format!("{other:?}"),

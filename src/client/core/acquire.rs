@@ -108,8 +108,13 @@ impl AcquireOp {
         }
     }
 
-    pub(crate) fn key(&self) -> &str {
-        &self.key
+    /// Every key it names (a HOLD's all, an ACQUIRE's one): a holder of any of them
+    /// may be its grant while it runs (`claims.rs`).
+    pub(crate) fn keys(&self) -> Vec<&str> {
+        match &self.hold {
+            Some((parts, _)) => parts.iter().map(|p| p.key.as_str()).collect(),
+            None => vec![self.key.as_str()],
+        }
     }
 
     pub(crate) fn owner(&self) -> &str {

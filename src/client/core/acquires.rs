@@ -36,9 +36,11 @@ impl<W> Core<W> {
         id
     }
 
-    /// Starts a HOLD of `parts` (checked), its places in line to `on_place` if given.
+    /// Starts a HOLD of `parts` (checked against the protocol's limits by the caller),
+    /// its places in line to `on_place` if given ([`Action::Place`]). Ends with
+    /// [`Outcome::Acquire`](super::Outcome::Acquire).
     #[allow(clippy::too_many_arguments)]
-    pub(crate) fn hold(
+    pub fn hold(
         &mut self,
         waker: W,
         parts: Vec<HoldPart>,
@@ -50,7 +52,10 @@ impl<W> Core<W> {
     ) -> OpId {
         let now = self.advance(now);
         let op = AcquireOp::hold(parts, on_place, Arc::clone(owner), lease_s, wait, now);
-        self.world.claims.acquire_started(op.key(), owner);
+        // Under way on every key it names: a holder of any of them may be its grant.
+        for key in op.keys() {
+            self.world.claims.acquire_started(key, owner);
+        }
         let id = self.spawn(Some(waker), Kind::Acquire(op));
         self.settle();
         id

@@ -450,7 +450,11 @@ impl<W> Core<W> {
                 self.releases -= 1;
                 r.ended(&outcome, &mut self.world, self.closing, self.config.commit_margin, self.now);
             }
-            Kind::Acquire(a) => self.world.claims.acquire_ended(a.key(), a.owner()),
+            Kind::Acquire(a) => {
+                for key in a.keys() {
+                    self.world.claims.acquire_ended(key, a.owner());
+                }
+            }
             _ => {}
         }
         if let Some(waker) = entry.waker {
