@@ -67,7 +67,7 @@ fn bench_runs_the_counted_and_multi_key_scenarios() {
         ("stock", vec!["--threads", "8", "--permits", "3", "--count", "2"]),
         ("pool", vec!["--threads", "12"]),
         ("multi", vec!["--threads", "4", "--keys-per-hold", "3"]),
-        ("hot", vec!["--threads", "16", "--connections", "2", "--position"]),
+        ("hot", vec!["--threads", "300", "--connections", "4", "--position"]),
     ] {
         let mut args = vec![scenario];
         args.extend(extra);
@@ -78,11 +78,16 @@ fn bench_runs_the_counted_and_multi_key_scenarios() {
         let places: u64 = field(&json, "places").parse().unwrap();
         if scenario == "hot" {
             assert_eq!(field(&json, "position"), "true", "{json}");
-            // 16 waiters on one key: holds queue, and each that queues is told its place.
+            // 300 waiters on one key: holds queue, and each that queues is told its place.
             assert!(places > 0, "{json}");
             assert_eq!(field(&json, "places_unchanged"), "0", "{json}");
+            // Above 256 workers the bench asks Linux for a futex hash of 2 x 300 rounded
+            // up (null: a kernel without the call).
+            let slots = field(&json, "futex_hash_slots");
+            assert!(slots == "1024" || slots == "null", "{json}");
         } else {
             assert_eq!(places, 0, "{json}");
+            assert_eq!(field(&json, "futex_hash_slots"), "null", "{json}");
         }
     }
     assert_eq!(field(&bench_json(&addr, &["stock", "--threads", "2"]), "permits"), "1000");

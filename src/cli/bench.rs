@@ -171,6 +171,8 @@ pub struct BenchResult {
     pub waited_s: f64,
     pub places_unchanged: u64,
     pub place_gap_min_us: Option<u64>,
+    /// The futex hash the bench asked for and got (buckets), with many workers.
+    pub futex_hash_slots: Option<u32>,
 }
 
 /// A small fast generator (xorshift64*), one per worker.
@@ -199,6 +201,12 @@ pub fn run(settings: &Settings, clients: &[Client], quiet: bool) -> BenchResult 
     );
     let zipf = Zipf::new(settings.keys, settings.zipf);
     let places = Arc::new(Places::new());
+    // Many blocked workers: a futex hash to match, before they start (sys.rs says why).
+    let futex_hash_slots = if settings.threads > FUTEX_HASH_THREADS {
+        crate::sys::futex_hash_slots((settings.threads as u32 * 2).next_power_of_two())
+    } else {
+        None
+    };
     let workers: Vec<_> = (0..settings.threads)
         .map(|w| {
             let client = clients[w % clients.len()].clone();
@@ -279,6 +287,7 @@ pub fn run(settings: &Settings, clients: &[Client], quiet: bool) -> BenchResult 
         waited_s: places.waited_us.load(Ordering::Relaxed) as f64 / 1e6,
         places_unchanged: places.unchanged.load(Ordering::Relaxed),
         place_gap_min_us: Some(places.gap_min_us.load(Ordering::Relaxed)).filter(|&us| us != u64::MAX),
+        futex_hash_slots,
     };
     for w in workers {
         if let Ok(tally) = w.join() {
@@ -296,6 +305,9 @@ pub fn run(settings: &Settings, clients: &[Client], quiet: bool) -> BenchResult 
     result.unmeasured = live.errors.load(Ordering::Relaxed).saturating_sub(result.errors.iter().sum());
     result
 }
+
+/// Above this many workers the bench asks for a futex hash of twice as many buckets.
+const FUTEX_HASH_THREADS: usize = 256;
 
 /// A worker's stack: its loop and the client's blocking call need little, and 10,000
 /// workers of the default 2 MiB would reserve 20 GiB of address space.
@@ -520,7 +532,7 @@ impl BenchResult {
              \"pairs\":{},\"grants\":{},\"pairs_per_s\":{:.1},\"grants_per_s\":{:.1},\
              \"latency_ms\":{{\"p50\":{:.4},\"p90\":{:.4},\"p99\":{:.4},\"p999\":{:.4},\"max\":{:.4},\"mean\":{:.4}}},\
              \"errors\":{{{}}},\"errors_total\":{},\"causes\":{{{}}},\"stopped\":{},\
-             \"places\":{},\"places_per_s\":{:.1},\"places_later\":{},\"waited_s\":{:.3},\"places_unchanged\":{},\"place_gap_min_ms\":{}}}",
+             \"places\":{},\"places_per_s\":{:.1},\"places_later\":{},\"waited_s\":{:.3},\"places_unchanged\":{},\"place_gap_min_ms\":{},\"futex_hash_slots\":{}}}",
             s.scenario.name(),
             addrs.join(","),
             s.connections,
@@ -556,6 +568,7 @@ impl BenchResult {
             self.waited_s,
             self.places_unchanged,
             self.place_gap_min_us.map_or("null".into(), |us| format!("{:.3}", us as f64 / 1e3)),
+            self.futex_hash_slots.map_or("null".into(), |n| n.to_string()),
         )
     }
 }
