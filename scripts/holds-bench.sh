@@ -116,7 +116,7 @@ if placed:
         x = r["bench"]
         per = x["places_later"] / x["elapsed_s"] / x["threads"]
         gap = "—" if x["place_gap_min_ms"] is None else f"{x['place_gap_min_ms'] / 1000:.3f} s"
-        print(f"| | round {r['round']} | {x['places_per_s']:,.0f} | {per:.3f} | {x['places_unchanged']} | {gap} | {r['load1']} |")
+        print(f"| `hot --position` | round {r['round']} | {x['places_per_s']:,.0f} | {per:.3f} | {x['places_unchanged']} | {gap} | {r['load1']} |")
 PY
 }
 report_intro() {
