@@ -1,8 +1,8 @@
-# Sourced by memory.sh, soak.sh, client-ab.sh and scrape-cost.sh: start a 3-node
+# Sourced by memory.sh, soak.sh, client-ab.sh, server-ab.sh, scrape-cost.sh and holds-bench.sh: start a 3-node
 # Ticketing cluster on 127.0.0.{1,2,3}:$PORT (peers on $PORT+1000; with METRICS_PORT
 # set, metrics on 127.0.0.{1,2,3}:$METRICS_PORT) and stop it on exit.
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-TICKETING="$ROOT/target/release/ticketing"
+TICKETING=${TICKETING:-"$ROOT/target/release/ticketing"}
 export TICKETING_AUTH_TOKEN=${TICKETING_AUTH_TOKEN:-bench-secret-0123456789}
 # The peer secret must differ from the client secret (docs/security.md).
 export TICKETING_PEER_AUTH_TOKEN=${TICKETING_PEER_AUTH_TOKEN:-bench-peer-secret-0123456789}

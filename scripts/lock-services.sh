@@ -1,4 +1,4 @@
-# Sourced by the benchmark scripts (compare.sh, go-bench.sh, java-bench.sh, node-bench.sh,
+# Sourced by the benchmark scripts (compare.sh, go-bench.sh, holds-bench.sh, holds-compare.sh, java-bench.sh, node-bench.sh,
 # python-bench.sh, python-aio-bench.sh, python-ab.sh): Ticketing, etcd and Redis side by
 # side on loopback, for the same workload in one run, and what those scripts share: their
 # settings, their rounds and the block they write into docs/benchmarks.md.

@@ -4,6 +4,8 @@
 #
 #   scripts/memory.sh                 # KEYS=1000000 CONNECTIONS=16 THREADS=64
 #   REDIS=0 scripts/memory.sh         # without the Redis figure
+#   SERVER=/path/to/ticketing REDIS=0 scripts/memory.sh   # the nodes from another build
+#                                      # (nothing built; the bench is this checkout's)
 #
 # Acquires KEYS distinct keys with 250 s leases through `ticketing bench hold`
 # (never released), then reads VmRSS of each node from /proc/PID/status. Then starts
@@ -18,7 +20,12 @@ THREADS=${THREADS:-64}
 PORT=${PORT:-17225}
 REDIS=${REDIS:-1}
 source "$(dirname "$0")/cluster-lib.sh"
-start_cluster
+if [ -n "${SERVER:-}" ]; then
+    echo "servers: $SERVER ($("$SERVER" --version))"
+    start_cluster_with "$SERVER"
+else
+    start_cluster
+fi
 echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "RSS before (MiB): node1 $(rss_mib 1)  node2 $(rss_mib 2)  node3 $(rss_mib 3)"
 start=$(date +%s)

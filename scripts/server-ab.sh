@@ -6,6 +6,7 @@
 #
 #   scripts/server-ab.sh                          # BEFORE_REV=e1427e8 ROUNDS=3 DURATION=10
 #   BEFORE=/path/to/old/ticketing CASES="rate1000" scripts/server-ab.sh
+#   AFTER=/path/to/new/ticketing BEFORE=...   # two given binaries, nothing built
 #
 # CLIENT=own: each binary drives its own cluster with its own `ticketing bench`, so the
 # whole product (client library and servers) is compared, as an upgrade of both would
@@ -27,8 +28,10 @@ CASES=${CASES:-"rate1000 t64"}
 BEFORE_REV=${BEFORE_REV:-e1427e8}
 source "$(dirname "$0")/cluster-lib.sh"
 
-AFTER="$ROOT/target/release/ticketing"
-cargo build --release --quiet --manifest-path "$ROOT/Cargo.toml"
+if [ -z "${AFTER:-}" ]; then
+    AFTER="$ROOT/target/release/ticketing"
+    cargo build --release --quiet --manifest-path "$ROOT/Cargo.toml"
+fi
 build_before
 TCK=$(getconf CLK_TCK)
 

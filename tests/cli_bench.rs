@@ -57,22 +57,67 @@ fn bench_prints_json_for_each_scenario() {
     }
 }
 
+/// The counted and multi-key scenarios and places in line, each briefly: they make
+/// grants, and a place is told only when it changed.
+#[test]
+fn bench_runs_the_counted_and_multi_key_scenarios() {
+    let server = start_server(&[]);
+    let addr = server.addr.to_string();
+    for (scenario, extra) in [
+        ("stock", vec!["--threads", "8", "--permits", "3", "--count", "2"]),
+        ("pool", vec!["--threads", "12"]),
+        ("multi", vec!["--threads", "4", "--keys-per-hold", "3"]),
+        ("hot", vec!["--threads", "300", "--connections", "4", "--position"]),
+    ] {
+        let mut args = vec![scenario];
+        args.extend(extra);
+        let json = bench_json(&addr, &args);
+        assert_eq!(field(&json, "scenario"), format!("\"{scenario}\""), "{json}");
+        assert!(field(&json, "grants").parse::<u64>().unwrap() > 0, "{json}");
+        assert_eq!(field(&json, "errors_total"), "0", "{json}");
+        let places: u64 = field(&json, "places").parse().unwrap();
+        if scenario == "hot" {
+            assert_eq!(field(&json, "position"), "true", "{json}");
+            // 300 waiters on one key: holds queue, and each that queues is told its place.
+            assert!(places > 0, "{json}");
+            assert_eq!(field(&json, "places_unchanged"), "0", "{json}");
+            // Above 256 workers the bench asks Linux for a futex hash of 2 x 300 rounded
+            // up (null: a kernel without the call).
+            let slots = field(&json, "futex_hash_slots");
+            assert!(slots == "1024" || slots == "null", "{json}");
+        } else {
+            assert_eq!(places, 0, "{json}");
+            assert_eq!(field(&json, "futex_hash_slots"), "null", "{json}");
+        }
+    }
+    assert_eq!(field(&bench_json(&addr, &["stock", "--threads", "2"]), "permits"), "1000");
+    assert_eq!(field(&bench_json(&addr, &["pool", "--threads", "2"]), "permits"), "10");
+    assert_eq!(field(&bench_json(&addr, &["multi", "--threads", "2"]), "keys_per_hold"), "4");
+}
+
 #[test]
 fn bench_help_and_usage_errors() {
     let out = Command::new(bin()).args(["bench", "--help"]).output_within(CLI);
     assert!(out.status.success());
     let help = String::from_utf8_lossy(&out.stdout);
-    for word in ["uncontended", "hot", "mixed", "--connections", "--pipeline", "--json", "--warmup"] {
+    for word in ["uncontended", "hot", "mixed", "stock", "pool", "multi", "--permits", "--position", "--json"]
+    {
         assert!(help.contains(word), "help lacks {word}");
     }
     let out =
         Command::new(bin()).args(["bench", "sideways"]).env("TICKETING_AUTH_TOKEN", TOKEN).output_within(CLI);
     assert_eq!(out.status.code(), Some(2));
-    let out = Command::new(bin())
-        .args(["bench", "--lease", "0"])
-        .env("TICKETING_AUTH_TOKEN", TOKEN)
-        .output_within(CLI);
-    assert_eq!(out.status.code(), Some(2));
+    for bad in [
+        &["--lease", "0"][..],
+        &["stock", "--permits", "3", "--count", "4"],
+        &["multi", "--keys-per-hold", "17"],
+        &["stock", "--position"],
+    ] {
+        let out =
+            Command::new(bin()).arg("bench").args(bad).env("TICKETING_AUTH_TOKEN", TOKEN).output_within(CLI);
+        assert_eq!(out.status.code(), Some(2), "{bad:?}");
+        assert!(String::from_utf8_lossy(&out.stderr).contains("--"), "{bad:?} names no option");
+    }
 }
 
 /// Regression: the lock-table thread writes answers itself; a connection that closes

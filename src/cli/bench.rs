@@ -5,151 +5,22 @@
 //! official client is blocking (one outstanding request per calling thread) and
 //! pipelines the requests of all threads that share it, so the pipeline depth on a
 //! connection is the number of workers sharing its client: `--pipeline D` means
-//! `--threads = connections × D`.
+//! `--threads = connections × D`. Workers get small stacks, so that 10,000 of them (a
+//! line of 10,000 waiters) fit in a few tens of MiB. The counted and multi-key
+//! scenarios make their HOLDs in bench_holds.rs.
 
 use std::fmt::Write as _;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use super::bench_holds::{self, Places};
+use super::bench_settings::{settings, Scenario, Settings};
+use super::bench_tally::{release_kind, Live, Tally, KINDS};
 use super::histogram::Histogram;
 use super::zipf::Zipf;
 use super::*;
-use crate::client::{AcquireError, Client, ClientBuilder, ReleaseError, ReleaseOutcome};
-
-/// What the workers do.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub enum Scenario {
-    /// Each worker its own keys: the pure cost of a pair.
-    Uncontended,
-    /// Every worker queues on one key: hand-offs per second.
-    Hot,
-    /// Zipf-distributed keys over `--keys`; with a short wait some time out.
-    Mixed,
-    /// Acquires `--keys` distinct keys and keeps them (no release): for memory figures.
-    Hold,
-}
-
-impl Scenario {
-    fn name(self) -> &'static str {
-        match self {
-            Scenario::Uncontended => "uncontended",
-            Scenario::Hot => "hot",
-            Scenario::Mixed => "mixed",
-            Scenario::Hold => "hold",
-        }
-    }
-    fn parse(text: &str) -> Option<Scenario> {
-        match text {
-            "uncontended" => Some(Scenario::Uncontended),
-            "hot" => Some(Scenario::Hot),
-            "mixed" => Some(Scenario::Mixed),
-            "hold" => Some(Scenario::Hold),
-            _ => None,
-        }
-    }
-}
-
-/// Error kinds, counted separately.
-const KINDS: [&str; 11] = [
-    "busy",
-    "timeout",
-    "not_leader",
-    "invalid",
-    "overloaded",
-    "unavailable",
-    "indeterminate",
-    "not_holder",
-    "release_unconfirmed",
-    "release_queue_full",
-    "release_invalid",
-];
-
-fn acquire_kind(e: &AcquireError) -> usize {
-    match e {
-        AcquireError::Busy => 0,
-        AcquireError::Timeout => 1,
-        AcquireError::NotLeader { .. } => 2,
-        AcquireError::Invalid(_) => 3,
-        AcquireError::Overloaded => 4,
-        AcquireError::Unavailable { .. } => 5,
-        // The bench never cancels.
-        AcquireError::Indeterminate(_) | AcquireError::Cancelled | AcquireError::Forked(_) => 6,
-    }
-}
-
-fn release_kind(e: &ReleaseError) -> usize {
-    match e {
-        // The bench never cancels.
-        ReleaseError::Unconfirmed
-        | ReleaseError::Unavailable { .. }
-        | ReleaseError::Cancelled
-        | ReleaseError::Forked(_) => 8,
-        ReleaseError::QueueFull => 9,
-        ReleaseError::Invalid(_) => 10,
-    }
-}
-
-/// Everything one run needs.
-#[derive(Clone, Debug)]
-pub struct Settings {
-    pub scenario: Scenario,
-    pub connections: usize,
-    pub threads: usize,
-    pub duration: Duration,
-    pub warmup: Duration,
-    pub lease: Duration,
-    pub wait: Duration,
-    pub hold: Duration,
-    pub keys: usize,
-    pub zipf: f64,
-    pub rate: f64,
-}
-
-/// One worker's figures.
-struct Tally {
-    latency: Histogram,
-    grants: u64,
-    pairs: u64,
-    errors: [u64; KINDS.len()],
-}
-
-/// Figures shared with the progress printer.
-#[derive(Default)]
-struct Live {
-    pairs: AtomicU64,
-    grants: AtomicU64,
-    errors: AtomicU64,
-    finished: AtomicU64,
-    /// The first message of each error kind: the report names the causes.
-    causes: [OnceLock<String>; KINDS.len()],
-    /// A mistake that trying again cannot fix (the secret, TLS, a certificate): every
-    /// worker stops, and so does the run.
-    fatal: OnceLock<String>,
-}
-
-impl Live {
-    /// Counts an error of `kind` (in the report's figures when `record`).
-    fn error(&self, tally: &mut Tally, kind: usize, record: bool, message: impl FnOnce() -> String) {
-        self.errors.fetch_add(1, Ordering::Relaxed);
-        if record {
-            tally.errors[kind] += 1;
-        }
-        if self.causes[kind].get().is_none() {
-            let _ = self.causes[kind].set(message());
-        }
-    }
-
-    /// An acquire's error: counted; a lasting one stops the run. True when it did.
-    fn acquire_failed(&self, tally: &mut Tally, e: &AcquireError, record: bool) -> bool {
-        self.error(tally, acquire_kind(e), record, || e.to_string());
-        let lasting = matches!(e, AcquireError::Unavailable { lasting: true, .. });
-        if lasting {
-            let _ = self.fatal.set(e.to_string());
-        }
-        lasting
-    }
-}
+use crate::client::{AcquireError, Client, ClientBuilder, ReleaseOutcome};
 
 const ABOUT: &str = "\
 Drives a node or cluster with acquire+release pairs through the official client and
@@ -164,6 +35,15 @@ Scenarios (default uncontended):
   hold         acquires --keys distinct keys once and keeps them (lease --lease;
                no release): ends when all are held, whatever --duration says.
                For memory figures: `ticketing bench hold --keys 1000000 --lease 250`
+  stock        every worker takes --count (default 1) of the --permits (default
+               1000) of one key and releases: a stock
+  pool         stock with --permits 10 by default: a hot pool, grants/s =
+               hand-offs per second
+  multi        each worker holds --keys-per-hold (default 4) keys of its own at once
+
+hot --position: every waiter asks for its place in line; the report counts the
+places told (frames/s, how many repeated a place, the shortest gap between two
+frames of one waiter).
 
 --rate R paces the workers to R pairs per second in total (a soak at a steady rate).
 The client is blocking: each worker has one request outstanding, and the workers
@@ -208,10 +88,14 @@ pub(super) fn bench(args: &[String]) -> i32 {
     opts.optopt("", "keys", "key space (uncontended: per worker, default 1; mixed: default 1000)", "N");
     opts.optopt("", "zipf", "Zipf exponent of the mixed scenario (default 1.0)", "S");
     opts.optopt("", "rate", "pairs per second over all workers (default 0: as fast as possible)", "R");
+    opts.optopt("", "permits", "stock, pool: the key's capacity (default: stock 1000, pool 10)", "N");
+    opts.optopt("", "count", "stock, pool: permits each hold takes (default 1)", "K");
+    opts.optopt("", "keys-per-hold", "multi: keys each hold names, 1..=16 (default 4)", "N");
+    opts.optflag("", "position", "hot: each waiter asks for its place in line");
     opts.optflag("", "json", "print the result as one JSON object on stdout");
     opts.optflag("q", "quiet", "no progress lines");
     opts.optflag("h", "help", "print this help");
-    let usage = "ticketing bench [uncontended|hot|mixed|hold] [options]";
+    let usage = "ticketing bench [uncontended|hot|mixed|hold|stock|pool|multi] [options]";
     let matches = match parse_with_help(&opts, args, usage, ABOUT, BENCH_ENV, BENCH_EXIT_CODES) {
         Ok(m) => m,
         Err(code) => return code,
@@ -266,87 +150,6 @@ pub(super) fn bench(args: &[String]) -> i32 {
     EXIT_OK
 }
 
-fn number<T: std::str::FromStr>(matches: &Matches, name: &str) -> Result<Option<T>, String> {
-    match matches.opt_str(name) {
-        None => Ok(None),
-        Some(text) => {
-            text.parse::<T>().map(Some).map_err(|_| format!("--{name} {text:?} is not a valid number"))
-        }
-    }
-}
-
-fn settings(matches: &Matches) -> Result<Settings, String> {
-    let scenario = match matches.free.as_slice() {
-        [] => Scenario::Uncontended,
-        [one] => Scenario::parse(one).ok_or_else(|| format!("unknown scenario {one:?}"))?,
-        _ => return Err("at most one scenario".into()),
-    };
-    let connections: usize = number(matches, "connections")?.unwrap_or(1);
-    if connections == 0 || connections > 10_000 {
-        return Err("--connections must be 1..=10000".into());
-    }
-    let threads: usize = match (number::<usize>(matches, "threads")?, number::<usize>(matches, "pipeline")?) {
-        (Some(_), Some(_)) => return Err("give --threads or --pipeline, not both".into()),
-        (Some(t), None) => t,
-        (None, Some(d)) => connections * d,
-        (None, None) => connections,
-    };
-    if threads == 0 || threads > 10_000 {
-        return Err("--threads must be 1..=10000".into());
-    }
-    let seconds = |name: &str, default: f64| -> Result<Duration, String> {
-        let s: f64 = number(matches, name)?.unwrap_or(default);
-        if !(0.0..=86_400.0).contains(&s) {
-            return Err(format!("--{name} must be 0..=86400 seconds"));
-        }
-        Ok(Duration::from_secs_f64(s))
-    };
-    let duration = seconds("duration", 10.0)?;
-    if duration.is_zero() {
-        return Err("--duration must be > 0".into());
-    }
-    let warmup = seconds("warmup", 1.0)?;
-    let lease_s: u64 = number(matches, "lease")?.unwrap_or(10);
-    if !(1..=250).contains(&lease_s) {
-        return Err("--lease must be 1..=250 seconds".into());
-    }
-    let default_wait = match scenario {
-        Scenario::Uncontended | Scenario::Hold => 1000,
-        Scenario::Hot => 10_000,
-        Scenario::Mixed => 5,
-    };
-    let wait_ms: u64 = number(matches, "wait")?.unwrap_or(default_wait);
-    if wait_ms > 300_000 {
-        return Err("--wait must be 0..=300000 ms".into());
-    }
-    let hold_ms: u64 = number(matches, "hold")?.unwrap_or(if scenario == Scenario::Mixed { 1 } else { 0 });
-    let keys: usize = number(matches, "keys")?.unwrap_or(if scenario == Scenario::Mixed { 1000 } else { 1 });
-    if keys == 0 || keys > 10_000_000 {
-        return Err("--keys must be 1..=10000000".into());
-    }
-    let zipf: f64 = number(matches, "zipf")?.unwrap_or(1.0);
-    if !(0.0..=10.0).contains(&zipf) {
-        return Err("--zipf must be 0..=10".into());
-    }
-    let rate: f64 = number(matches, "rate")?.unwrap_or(0.0);
-    if !(0.0..=10_000_000.0).contains(&rate) {
-        return Err("--rate must be 0..=10000000".into());
-    }
-    Ok(Settings {
-        rate,
-        scenario,
-        connections,
-        threads,
-        duration,
-        warmup,
-        lease: Duration::from_secs(lease_s),
-        wait: Duration::from_millis(wait_ms),
-        hold: Duration::from_millis(hold_ms),
-        keys,
-        zipf,
-    })
-}
-
 /// The merged figures of a run.
 pub struct BenchResult {
     pub elapsed: Duration,
@@ -360,6 +163,16 @@ pub struct BenchResult {
     pub stopped: Option<String>,
     /// Errors outside the measured time (the warm-up, or an attempt begun in it).
     pub unmeasured: u64,
+    /// hot --position: places in line told, those that repeated the waiter's previous
+    /// place, and the shortest time between two of one waiter's (µs; `None`: no two).
+    pub places: u64,
+    /// Of those, the ones after a waiter's first, and the seconds all waiters waited.
+    pub places_later: u64,
+    pub waited_s: f64,
+    pub places_unchanged: u64,
+    pub place_gap_min_us: Option<u64>,
+    /// The futex hash the bench asked for and got (buckets), with many workers.
+    pub futex_hash_slots: Option<u32>,
 }
 
 /// A small fast generator (xorshift64*), one per worker.
@@ -387,15 +200,26 @@ pub fn run(settings: &Settings, clients: &[Client], quiet: bool) -> BenchResult 
         SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64) & 0xff_ffff_ffff
     );
     let zipf = Zipf::new(settings.keys, settings.zipf);
+    let places = Arc::new(Places::new());
+    // Many blocked workers: a futex hash to match, before they start (sys.rs says why).
+    let futex_hash_slots = if settings.threads > FUTEX_HASH_THREADS {
+        crate::sys::futex_hash_slots((settings.threads as u32 * 2).next_power_of_two())
+    } else {
+        None
+    };
     let workers: Vec<_> = (0..settings.threads)
         .map(|w| {
             let client = clients[w % clients.len()].clone();
             let settings = settings.clone();
             let (stop, recording, live) = (stop.clone(), recording.clone(), live.clone());
-            let (prefix, zipf) = (prefix.clone(), zipf.clone());
+            let (prefix, zipf, places) = (prefix.clone(), zipf.clone(), places.clone());
             std::thread::Builder::new()
                 .name(format!("bench-{w}"))
-                .spawn(move || worker(w, &client, &settings, &prefix, &zipf, &stop, &recording, &live))
+                .stack_size(WORKER_STACK_BYTES)
+                .spawn(move || {
+                    let shared = Shared { stop, recording, live, places };
+                    worker(w, &client, &settings, &prefix, &zipf, &shared)
+                })
                 .expect("spawn a bench worker")
         })
         .collect();
@@ -446,6 +270,8 @@ pub fn run(settings: &Settings, clients: &[Client], quiet: bool) -> BenchResult 
         }
     }
     stop.store(true, Ordering::SeqCst);
+    // Places in line told after the end are not counted (pairs begun before it are).
+    recording.store(false, Ordering::SeqCst);
     let elapsed = measured_from.map_or(Duration::ZERO, |from| Instant::now().duration_since(from));
     let mut result = BenchResult {
         elapsed,
@@ -456,6 +282,12 @@ pub fn run(settings: &Settings, clients: &[Client], quiet: bool) -> BenchResult 
         causes: Vec::new(),
         stopped: None,
         unmeasured: 0,
+        places: places.frames.load(Ordering::Relaxed),
+        places_later: places.later.load(Ordering::Relaxed),
+        waited_s: places.waited_us.load(Ordering::Relaxed) as f64 / 1e6,
+        places_unchanged: places.unchanged.load(Ordering::Relaxed),
+        place_gap_min_us: Some(places.gap_min_us.load(Ordering::Relaxed)).filter(|&us| us != u64::MAX),
+        futex_hash_slots,
     };
     for w in workers {
         if let Ok(tally) = w.join() {
@@ -474,17 +306,31 @@ pub fn run(settings: &Settings, clients: &[Client], quiet: bool) -> BenchResult 
     result
 }
 
-#[allow(clippy::too_many_arguments)]
+/// Above this many workers the bench asks for a futex hash of twice as many buckets.
+const FUTEX_HASH_THREADS: usize = 256;
+
+/// A worker's stack: its loop and the client's blocking call need little, and 10,000
+/// workers of the default 2 MiB would reserve 20 GiB of address space.
+const WORKER_STACK_BYTES: usize = 256 * 1024;
+
+/// What every worker shares with the run.
+struct Shared {
+    stop: Arc<AtomicBool>,
+    recording: Arc<AtomicBool>,
+    live: Arc<Live>,
+    places: Arc<Places>,
+}
+
 fn worker(
     w: usize,
     client: &Client,
     settings: &Settings,
     prefix: &str,
     zipf: &Zipf,
-    stop: &AtomicBool,
-    recording: &AtomicBool,
-    live: &Live,
+    shared: &Shared,
 ) -> Tally {
+    let (stop, recording, live) = (&*shared.stop, &*shared.recording, &*shared.live);
+    let shape = settings.shape();
     let mut tally = Tally { latency: Histogram::new(), grants: 0, pairs: 0, errors: [0; KINDS.len()] };
     let mut rng = Rng(0x9E37_79B9_7F4A_7C15 ^ ((w as u64 + 1) * 0x1000_0000_01B3));
     // Each key is written from its number into this one buffer when it is used. Why:
@@ -520,11 +366,28 @@ fn worker(
             Scenario::Hot => write!(key, "{prefix}-hot"),
             Scenario::Hold => unreachable!("hold has its own loop"),
             Scenario::Mixed => write!(key, "{prefix}-z{}", zipf.sample(|| rng.unit())),
+            Scenario::Stock | Scenario::Pool | Scenario::Multi => Ok(()),
         };
         round += 1;
         let record = recording.load(Ordering::Relaxed);
         let t0 = Instant::now();
-        match client.acquire(&key, settings.lease, settings.wait) {
+        let acquired = match shape {
+            None => client.acquire(&key, settings.lease, settings.wait),
+            Some(shape) => {
+                let times = (settings.lease, settings.wait);
+                bench_holds::acquire(
+                    client,
+                    shape,
+                    &mut key,
+                    prefix,
+                    w,
+                    times,
+                    &shared.places,
+                    &shared.recording,
+                )
+            }
+        };
+        match acquired {
             Ok(lock) => {
                 live.grants.fetch_add(1, Ordering::Relaxed);
                 if record {
@@ -623,7 +486,7 @@ impl BenchResult {
             self.rate(self.pairs),
             self.grants,
             self.rate(self.grants),
-            if s.scenario == Scenario::Hot { " (hand-offs)" } else { "" },
+            if matches!(s.scenario, Scenario::Hot | Scenario::Pool) { " (hand-offs)" } else { "" },
             ms(h.quantile(0.5)),
             ms(h.quantile(0.9)),
             ms(h.quantile(0.99)),
@@ -636,6 +499,21 @@ impl BenchResult {
                 (false, _) => errors.join(" "),
             },
         ) + &self.causes.iter().map(|(kind, why)| format!("  {kind}: {why}\n")).collect::<String>()
+            + &if s.position {
+                format!(
+                    "places   {:>10}  {:>10.0}/s; after a waiter's first: {} in {:.0} s waited \
+                     ({:.3} per waiter per s); repeated {}; shortest gap {}\n",
+                    self.places,
+                    self.rate(self.places),
+                    self.places_later,
+                    self.waited_s,
+                    self.places_later as f64 / self.waited_s.max(1e-9),
+                    self.places_unchanged,
+                    self.place_gap_min_us.map_or("none".into(), |us| format!("{:.3} s", us as f64 / 1e6)),
+                )
+            } else {
+                String::new()
+            }
     }
 
     /// One JSON object; latencies in milliseconds.
@@ -650,10 +528,11 @@ impl BenchResult {
         format!(
             "{{\"scenario\":\"{}\",\"addrs\":[{}],\"connections\":{},\"threads\":{},\
              \"duration_s\":{:.3},\"warmup_s\":{:.3},\"elapsed_s\":{:.3},\"lease_s\":{},\"wait_ms\":{},\
-             \"hold_ms\":{},\"keys\":{},\
+             \"hold_ms\":{},\"keys\":{},\"permits\":{},\"count\":{},\"keys_per_hold\":{},\"position\":{},\
              \"pairs\":{},\"grants\":{},\"pairs_per_s\":{:.1},\"grants_per_s\":{:.1},\
              \"latency_ms\":{{\"p50\":{:.4},\"p90\":{:.4},\"p99\":{:.4},\"p999\":{:.4},\"max\":{:.4},\"mean\":{:.4}}},\
-             \"errors\":{{{}}},\"errors_total\":{},\"causes\":{{{}}},\"stopped\":{}}}",
+             \"errors\":{{{}}},\"errors_total\":{},\"causes\":{{{}}},\"stopped\":{},\
+             \"places\":{},\"places_per_s\":{:.1},\"places_later\":{},\"waited_s\":{:.3},\"places_unchanged\":{},\"place_gap_min_ms\":{},\"futex_hash_slots\":{}}}",
             s.scenario.name(),
             addrs.join(","),
             s.connections,
@@ -665,6 +544,10 @@ impl BenchResult {
             s.wait.as_millis(),
             s.hold.as_millis(),
             s.keys,
+            s.permits,
+            s.count,
+            s.keys_per_hold,
+            s.position,
             self.pairs,
             self.grants,
             self.rate(self.pairs),
@@ -679,6 +562,13 @@ impl BenchResult {
             self.errors.iter().sum::<u64>(),
             causes.join(","),
             stopped,
+            self.places,
+            self.rate(self.places),
+            self.places_later,
+            self.waited_s,
+            self.places_unchanged,
+            self.place_gap_min_us.map_or("null".into(), |us| format!("{:.3}", us as f64 / 1e3)),
+            self.futex_hash_slots.map_or("null".into(), |n| n.to_string()),
         )
     }
 }

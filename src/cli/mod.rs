@@ -10,6 +10,9 @@
 
 mod admin;
 mod bench;
+mod bench_holds;
+mod bench_settings;
+mod bench_tally;
 mod commands;
 mod demo;
 pub mod histogram;

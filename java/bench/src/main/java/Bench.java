@@ -78,13 +78,19 @@ public final class Bench {
     }
 
     static void run(String system, String addrs, int threads, double durationS, double warmupS) throws Exception {
+        measure(system, system.equals("ticketing") ? ticketing(addrs)
+                : redisson(addrs, system.equals("rfairlock"), threads), threads, durationS, warmupS);
+    }
+
+    /** Runs `threads` threads of pairs of `s` (closed after), and prints the JSON line. */
+    static void measure(String system, LockSystem lockSystem, int threads, double durationS, double warmupS)
+            throws Exception {
         AtomicLong errors = new AtomicLong();
         AtomicReference<String> lastError = new AtomicReference<>();
         long[][] samples = new long[threads][];
         int[] counts = new int[threads];
         String prefix = "java-bench-" + system + "-" + ProcessHandle.current().pid() + "-";
-        try (LockSystem s = system.equals("ticketing") ? ticketing(addrs)
-                : redisson(addrs, system.equals("rfairlock"), threads)) {
+        try (LockSystem s = lockSystem) {
             CountDownLatch go = new CountDownLatch(1);
             long[] window = new long[2];
             List<Thread> list = new ArrayList<>();
