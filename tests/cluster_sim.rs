@@ -15,6 +15,8 @@
 
 #[path = "cluster_sim/clients.rs"]
 mod clients;
+#[path = "cluster_sim/holds.rs"]
+mod holds;
 #[path = "sim/lock_checker.rs"]
 mod lock_checker;
 mod sim;
@@ -39,6 +41,9 @@ const STEP_MS_MAX: u64 = 10;
 const KEYS: [&str; 4] = ["a", "b", "c", "d"];
 const WALL_BASE_US: i64 = 1_700_000_000_000_000;
 const PROBE_KEY: &str = "probe";
+/// At quiescence a waiter that is the oldest on each of its keys, whose counts are
+/// free in the committed state, is granted within this long (inv12).
+const WAITER_SERVED_MS: u64 = 2 * ELECTION_MS;
 
 /// A deliberately broken world, to prove the checker can fail.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -213,8 +218,8 @@ struct Client {
     conn: Option<ConnId>,
     next_id: u32,
     outstanding: BTreeMap<u32, Asked>,
-    /// (key, token, deadline) of the G this client got.
-    holds: Vec<(String, u64, u64)>,
+    /// The G this client got: keys, token, deadline.
+    holds: Vec<holds::Held>,
     hint: Option<NodeId>,
     switch: bool,
 }
@@ -234,6 +239,9 @@ struct Stats {
     released: u64,
     not_holder: u64,
     queries: u64,
+    /// Counted and multi-key holds (`holds.rs`): requests sent, pooled and multi-key
+    /// grants committed, places in line heard, capacity refusals, POOL reads checked.
+    holds: holds::HoldStats,
     snapshots: u64,
     replacements: u64,
     /// Of those, the ones the autopilot made (a crashed voter's successor swapped in).
@@ -274,6 +282,7 @@ impl Stats {
         self.released += o.released;
         self.not_holder += o.not_holder;
         self.queries += o.queries;
+        self.holds.add(&o.holds);
         self.snapshots += o.snapshots;
         self.replacements += o.replacements;
         self.autopilot_replacements += o.autopilot_replacements;
@@ -402,6 +411,9 @@ impl World {
         self.stats.handoffs = c.handoffs;
         self.stats.expiries = c.expiries;
         self.stats.committed = c.committed_len();
+        self.stats.holds.pooled_grants = c.pooled_grants;
+        self.stats.holds.multi_key_grants = c.multi_key_grants;
+        self.stats.holds.pool_reads = c.pool_reads;
         Ok(())
     }
 
@@ -430,6 +442,10 @@ impl World {
         }
         self.advance_stopping();
         self.advance_replacement();
+        if !self.chaos {
+            let leader = self.serving_leader();
+            self.checker.waiters_served(leader, self.now, WAITER_SERVED_MS)?;
+        }
         for n in self.nodes.values() {
             check_node(&mut self.raft_checker, &n.raft).map_err(|v| format!("raft: {}", v.0))?;
         }
@@ -609,6 +625,7 @@ impl World {
             return;
         }
         self.net.remove_node(id, self.now);
+        self.checker.node_gone(id);
         self.stats.crashes += 1;
         for c in self.clients.iter_mut() {
             if c.node == id {
@@ -919,13 +936,18 @@ impl World {
     fn lock_turn(&mut self, id: NodeId) -> Result<(), String> {
         let now = self.now;
         let mut out = ReplicaOutput::default();
+        // The node's answers are told to the checker before its proposals of the same
+        // call: a waiter answered `T` may let a later request through.
+        let mut told = 0;
         while let Some(msg) = self.nodes.get_mut(&id).unwrap().lock_inbox.pop_front() {
             self.handle(id, msg, &mut out)?;
+            told = self.tell_answers(id, &out, told);
             self.submit(id, &mut out)?;
         }
         let node = self.nodes.get_mut(&id).unwrap();
         node.replica.tick(now, node.unix_us(now), &mut out);
         self.note_serving(id);
+        self.tell_answers(id, &out, told);
         self.submit(id, &mut out)?;
         // Deliver: one reply per request, to connections still open on this node.
         // (Sorted: the replica builds some batches from hash maps.)
@@ -994,6 +1016,7 @@ impl World {
                 node.replica.request(conn, rid, request, now, unix, out);
             }
             LockMsg::Closed { conn } => {
+                self.checker.node_conn_closed(id, conn);
                 node.conns.remove(&conn);
                 node.replica.conn_closed(conn, now, unix, out);
             }
@@ -1031,24 +1054,11 @@ impl World {
                             out,
                         );
                         self.checker.node_state(id, entry.index, node.replica.state())?;
-                        if let Some(cmd) = &command {
-                            let granted = match cmd {
-                                Command::Grant { key, grant } => Some((key, grant.token)),
-                                Command::Release { key, next, .. } | Command::Expire { key, next, .. } => {
-                                    next.as_ref().map(|g| (key, g.token))
-                                }
-                                Command::SetDomain { .. } | Command::SetMember { .. } => None,
-                                Command::Hold { .. } | Command::End { .. } => {
-                                    return Err(format!(
-                                        "n{id} applied a counted or multi-key hold: {cmd:?}"
-                                    ));
-                                }
-                            };
-                            if let Some((key, token)) = granted {
-                                let held = node.replica.state().holder(key).map(|h| h.token);
-                                if held == Some(token) {
-                                    self.checker.node_applied_grant(id, token, now);
-                                }
+                        for (parts, grant) in
+                            command.as_ref().map(lock_checker::grants_in).unwrap_or_default()
+                        {
+                            if lock_checker::holds_grant(node.replica.state(), &parts, grant.token) {
+                                self.checker.node_applied_grant(id, grant.token, now);
                             }
                         }
                     }
@@ -1193,6 +1203,8 @@ fn checker_catches_appends_refused_for_good_during_a_handover() {
 
 #[path = "cluster_sim/bad_histories.rs"]
 mod bad_histories;
+#[path = "cluster_sim/bad_pool_histories.rs"]
+mod bad_pool_histories;
 
 /// The replica's and the lock table's own invariants (they panic, naming the one
 /// violated), and a one-shot snapshot that decodes.
