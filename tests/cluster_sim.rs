@@ -6,9 +6,21 @@
 //! crashes with replacement by a new id (learner → `replace_voter` by the admin, or on
 //! half the seeds by the leader's autopilot after the successor joined as a learner).
 //!
-//! After every step the lock invariants of `sim/lock_checker.rs` hold (they are
-//! checked as each fact happens) and Raft's own invariants (`sim::check_node`). At the
-//! end the world heals and a fresh ACQUIRE must be granted.
+//! The clients send ACQUIRE, RELEASE and QUERY, and counted and multi-key holds
+//! (`cluster_sim/holds.rs`): HOLDs of 1–2 permits of a stock key of capacity 3 (now and
+//! then stating another capacity), HOLDs of 2–4 keys in random orders crossing the
+//! keys ACQUIREs use (capacity 1) and the stock, some asking their place in line, with
+//! waits of 0, up to 2 s and up to 10 s; their releases; POOL reads.
+//!
+//! After every step the lock invariants of `sim/lock_checker.rs` hold (inv1–inv11, each
+//! checked as its fact happens: one holder per exclusive key and permits within capacity
+//! in every committed state, a grant one entry under one token with all its keys, held
+//! and ended together, capacity fixed while held, tokens growing, FIFO per connection and
+//! strict FIFO across keys on each leader, leases never early, one answer per request,
+//! linearizable QUERY and POOL reads) and Raft's own invariants (`sim::check_node`). At
+//! the end the world heals, a fresh ACQUIRE must be granted, and until every request is
+//! answered the oldest waiter whose keys have their counts free is granted within
+//! `WAITER_SERVED_MS` (inv12).
 //!
 //! `SIM_SEED=N` replays one seed exactly, `SIM_SEEDS=K` sets the seed count,
 //! `SIM_SEED_BASE=B` the first seed (see scripts/sim.sh).
