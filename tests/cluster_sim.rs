@@ -426,6 +426,7 @@ impl World {
         self.stats.holds.pooled_grants = c.pooled_grants;
         self.stats.holds.multi_key_grants = c.multi_key_grants;
         self.stats.holds.pool_reads = c.pool_reads;
+        self.stats.holds.due_at_quiescence = c.due_at_quiescence;
         Ok(())
     }
 

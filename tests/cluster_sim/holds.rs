@@ -32,6 +32,9 @@ pub(super) struct HoldStats {
     pub in_line: u64,
     pub refused: u64,
     pub pool_reads: u64,
+    /// Waiters found due at quiescence (oldest on their keys, counts free), each then
+    /// granted within the bound (inv12).
+    pub due_at_quiescence: u64,
 }
 
 impl HoldStats {
@@ -43,6 +46,7 @@ impl HoldStats {
         self.in_line += o.in_line;
         self.refused += o.refused;
         self.pool_reads += o.pool_reads;
+        self.due_at_quiescence += o.due_at_quiescence;
     }
 }
 

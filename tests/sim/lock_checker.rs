@@ -219,6 +219,8 @@ pub struct LockChecker {
     pub expiries: u64,
     pub handoffs: u64,
     pub pool_reads: u64,
+    /// Waiters the quiescence check found due (and then saw granted or answered).
+    pub due_at_quiescence: u64,
 }
 
 fn fail<T>(msg: String) -> Result<T, String> {
@@ -551,7 +553,10 @@ impl LockChecker {
             let oldest = w.parts.iter().all(|p| !named.contains(p.key.as_str()));
             let free = w.parts.iter().all(|p| free_permits(state, &p.key, p.capacity) >= p.count);
             if oldest && free {
-                let since = self.due_since.get(rk).copied().unwrap_or(now);
+                let since = self.due_since.get(rk).copied().unwrap_or_else(|| {
+                    self.due_at_quiescence += 1;
+                    now
+                });
                 if now > since + bound_ms {
                     return fail(format!(
                         "inv12: liveness: request {rk:?} (arrival {}, keys {:?}) is the oldest waiting on node {node} for each of its keys, whose counts have been free since {since} ms, and is still not granted at {now} ms",
