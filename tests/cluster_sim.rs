@@ -6,15 +6,29 @@
 //! crashes with replacement by a new id (learner → `replace_voter` by the admin, or on
 //! half the seeds by the leader's autopilot after the successor joined as a learner).
 //!
-//! After every step the lock invariants of `sim/lock_checker.rs` hold (they are
-//! checked as each fact happens) and Raft's own invariants (`sim::check_node`). At the
-//! end the world heals and a fresh ACQUIRE must be granted.
+//! The clients send ACQUIRE, RELEASE and QUERY, and counted and multi-key holds
+//! (`cluster_sim/holds.rs`): HOLDs of 1–2 permits of a stock key of capacity 3 (now and
+//! then stating another capacity), HOLDs of 2–4 keys in random orders crossing the
+//! keys ACQUIREs use (capacity 1) and the stock, some asking their place in line, with
+//! waits of 0, up to 2 s and up to 10 s; their releases; POOL reads.
+//!
+//! After every step the lock invariants of `sim/lock_checker.rs` hold (inv1–inv11, each
+//! checked as its fact happens: one holder per exclusive key and permits within capacity
+//! in every committed state, a grant one entry under one token with all its keys, held
+//! and ended together, capacity fixed while held, tokens growing, FIFO per connection and
+//! strict FIFO across keys on each leader, leases never early, one answer per request,
+//! linearizable QUERY and POOL reads) and Raft's own invariants (`sim::check_node`). At
+//! the end the world heals, a fresh ACQUIRE must be granted, and until every request is
+//! answered the oldest waiter whose keys have their counts free is granted within
+//! `WAITER_SERVED_MS` (inv12).
 //!
 //! `SIM_SEED=N` replays one seed exactly, `SIM_SEEDS=K` sets the seed count,
 //! `SIM_SEED_BASE=B` the first seed (see scripts/sim.sh).
 
 #[path = "cluster_sim/clients.rs"]
 mod clients;
+#[path = "cluster_sim/holds.rs"]
+mod holds;
 #[path = "sim/lock_checker.rs"]
 mod lock_checker;
 mod sim;
@@ -39,6 +53,9 @@ const STEP_MS_MAX: u64 = 10;
 const KEYS: [&str; 4] = ["a", "b", "c", "d"];
 const WALL_BASE_US: i64 = 1_700_000_000_000_000;
 const PROBE_KEY: &str = "probe";
+/// At quiescence a waiter that is the oldest on each of its keys, whose counts are
+/// free in the committed state, is granted within this long (inv12).
+const WAITER_SERVED_MS: u64 = 2 * ELECTION_MS;
 
 /// A deliberately broken world, to prove the checker can fail.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -213,8 +230,8 @@ struct Client {
     conn: Option<ConnId>,
     next_id: u32,
     outstanding: BTreeMap<u32, Asked>,
-    /// (key, token, deadline) of the G this client got.
-    holds: Vec<(String, u64, u64)>,
+    /// The G this client got: keys, token, deadline.
+    holds: Vec<holds::Held>,
     hint: Option<NodeId>,
     switch: bool,
 }
@@ -234,6 +251,9 @@ struct Stats {
     released: u64,
     not_holder: u64,
     queries: u64,
+    /// Counted and multi-key holds (`holds.rs`): requests sent, pooled and multi-key
+    /// grants committed, places in line heard, capacity refusals, POOL reads checked.
+    holds: holds::HoldStats,
     snapshots: u64,
     replacements: u64,
     /// Of those, the ones the autopilot made (a crashed voter's successor swapped in).
@@ -274,6 +294,7 @@ impl Stats {
         self.released += o.released;
         self.not_holder += o.not_holder;
         self.queries += o.queries;
+        self.holds.add(&o.holds);
         self.snapshots += o.snapshots;
         self.replacements += o.replacements;
         self.autopilot_replacements += o.autopilot_replacements;
@@ -402,6 +423,10 @@ impl World {
         self.stats.handoffs = c.handoffs;
         self.stats.expiries = c.expiries;
         self.stats.committed = c.committed_len();
+        self.stats.holds.pooled_grants = c.pooled_grants;
+        self.stats.holds.multi_key_grants = c.multi_key_grants;
+        self.stats.holds.pool_reads = c.pool_reads;
+        self.stats.holds.due_at_quiescence = c.due_at_quiescence;
         Ok(())
     }
 
@@ -430,6 +455,10 @@ impl World {
         }
         self.advance_stopping();
         self.advance_replacement();
+        if !self.chaos {
+            let leader = self.serving_leader();
+            self.checker.waiters_served(leader, self.now, WAITER_SERVED_MS)?;
+        }
         for n in self.nodes.values() {
             check_node(&mut self.raft_checker, &n.raft).map_err(|v| format!("raft: {}", v.0))?;
         }
@@ -609,6 +638,7 @@ impl World {
             return;
         }
         self.net.remove_node(id, self.now);
+        self.checker.node_gone(id);
         self.stats.crashes += 1;
         for c in self.clients.iter_mut() {
             if c.node == id {
@@ -919,13 +949,18 @@ impl World {
     fn lock_turn(&mut self, id: NodeId) -> Result<(), String> {
         let now = self.now;
         let mut out = ReplicaOutput::default();
+        // The node's answers are told to the checker before its proposals of the same
+        // call: a waiter answered `T` may let a later request through.
+        let mut told = 0;
         while let Some(msg) = self.nodes.get_mut(&id).unwrap().lock_inbox.pop_front() {
             self.handle(id, msg, &mut out)?;
+            told = self.tell_answers(id, &out, told);
             self.submit(id, &mut out)?;
         }
         let node = self.nodes.get_mut(&id).unwrap();
         node.replica.tick(now, node.unix_us(now), &mut out);
         self.note_serving(id);
+        self.tell_answers(id, &out, told);
         self.submit(id, &mut out)?;
         // Deliver: one reply per request, to connections still open on this node.
         // (Sorted: the replica builds some batches from hash maps.)
@@ -994,6 +1029,7 @@ impl World {
                 node.replica.request(conn, rid, request, now, unix, out);
             }
             LockMsg::Closed { conn } => {
+                self.checker.node_conn_closed(id, conn);
                 node.conns.remove(&conn);
                 node.replica.conn_closed(conn, now, unix, out);
             }
@@ -1031,24 +1067,11 @@ impl World {
                             out,
                         );
                         self.checker.node_state(id, entry.index, node.replica.state())?;
-                        if let Some(cmd) = &command {
-                            let granted = match cmd {
-                                Command::Grant { key, grant } => Some((key, grant.token)),
-                                Command::Release { key, next, .. } | Command::Expire { key, next, .. } => {
-                                    next.as_ref().map(|g| (key, g.token))
-                                }
-                                Command::SetDomain { .. } | Command::SetMember { .. } => None,
-                                Command::Hold { .. } | Command::End { .. } => {
-                                    return Err(format!(
-                                        "n{id} applied a counted or multi-key hold: {cmd:?}"
-                                    ));
-                                }
-                            };
-                            if let Some((key, token)) = granted {
-                                let held = node.replica.state().holder(key).map(|h| h.token);
-                                if held == Some(token) {
-                                    self.checker.node_applied_grant(id, token, now);
-                                }
+                        for (parts, grant) in
+                            command.as_ref().map(lock_checker::grants_in).unwrap_or_default()
+                        {
+                            if lock_checker::holds_grant(node.replica.state(), &parts, grant.token) {
+                                self.checker.node_applied_grant(id, grant.token, now);
                             }
                         }
                     }
@@ -1193,6 +1216,8 @@ fn checker_catches_appends_refused_for_good_during_a_handover() {
 
 #[path = "cluster_sim/bad_histories.rs"]
 mod bad_histories;
+#[path = "cluster_sim/bad_pool_histories.rs"]
+mod bad_pool_histories;
 
 /// The replica's and the lock table's own invariants (they panic, naming the one
 /// violated), and a one-shot snapshot that decodes.

@@ -438,3 +438,26 @@ fn a_closed_connections_waiters_all_leave_and_none_of_them_is_granted() {
     token(&r, 3, 1);
     assert_eq!(d.t.waiters(), 0);
 }
+
+/// A pooled hold ends by a release naming one of its keys (docs/protocol.md §5.7); a
+/// release by its owner and token naming another key is `N` and ends nothing (the
+/// lock-level simulator found it ending the hold: a client's bad release of one key
+/// under a token one above its own matched its other hold's).
+#[test]
+fn a_release_naming_a_key_the_pooled_hold_does_not_hold_is_not_holder() {
+    let mut d = D::new();
+    let t = token(&d.hold(1, 1, 0, "x", &[("s", 2, 3)], false), 1, 1);
+    let other = token(&d.hold(2, 1, 0, "x", &[("a", 1, 1), ("b", 1, 1)], false), 2, 1);
+    let r = d.release(1, 2, t, "a", "x");
+    assert_eq!(answered(&r, 1, 2), Some(&Response::NotHolder));
+    assert_eq!(d.in_use("s"), 2, "the hold of s is still held");
+    let r = d.release(1, 3, other, "s", "x");
+    assert_eq!(answered(&r, 1, 3), Some(&Response::NotHolder));
+    assert_eq!(d.in_use("a") + d.in_use("b"), 2);
+    let r = d.release(1, 4, t, "s", "x");
+    assert_eq!(answered(&r, 1, 4), Some(&Response::Released));
+    assert_eq!(d.in_use("s"), 0);
+    let r = d.release(2, 2, other, "b", "x");
+    assert_eq!(answered(&r, 2, 2), Some(&Response::Released));
+    assert_eq!(d.in_use("a") + d.in_use("b"), 0);
+}

@@ -1,5 +1,6 @@
 //! The lock-level simulator's clients (connect, send, act on answers) and its liveness
-//! check after the heal: a serving leader, then a fresh ACQUIRE granted.
+//! check after the heal: a serving leader, then a fresh ACQUIRE granted. (Their HOLD
+//! requests and POOL reads: `holds.rs`.)
 
 use super::*;
 
@@ -37,18 +38,7 @@ impl World {
         c.next_id += 1;
         c.outstanding.insert(id, asked.clone());
         let node = c.node;
-        let request = match &asked {
-            Asked::Acquire { key, owner, lease_ms, wait_ms } => Request::Acquire {
-                lease_s: (*lease_ms / 1000) as u8,
-                wait_ms: *wait_ms as u32,
-                key: key.clone(),
-                owner: owner.clone(),
-            },
-            Asked::Release { key, owner, token } => {
-                Request::Release { token: *token, key: key.clone(), owner: owner.clone() }
-            }
-            Asked::Query { key } => Request::Query { key: key.clone() },
-        };
+        let request = holds::request_of(&asked);
         trace(self.now, || format!("c{ci} conn {conn} -> n{node} #{id} {asked:?}"));
         self.checker.sent((conn, id), ci as u64, node, asked, self.now);
         let at = self.conn_at(conn, true);
@@ -76,7 +66,7 @@ impl World {
             let owner = c.owner.clone();
             if roll < 2 {
                 self.close(ci);
-            } else if roll < 50 {
+            } else if roll < 48 {
                 if outstanding >= 2 {
                     continue;
                 }
@@ -85,13 +75,22 @@ impl World {
                 let wait_ms = if self.rng.chance(500) { 0 } else { self.rng.range(1, 2000) };
                 let asked = Asked::Acquire { key, owner, lease_ms, wait_ms };
                 self.client_send(ci, asked);
-            } else if roll < 80 {
+            } else if roll < 62 {
+                if outstanding >= 2 {
+                    continue;
+                }
+                let asked = self.hold_request(ci);
+                self.client_send(ci, asked);
+            } else if roll < 88 {
                 if self.clients[ci].holds.is_empty() {
                     continue;
                 }
                 let n = self.clients[ci].holds.len() as u64;
                 let i = self.rng.below(n) as usize;
-                let (key, token, _) = self.clients[ci].holds[i].clone();
+                let held = self.clients[ci].holds[i].clone();
+                // A hold of several keys is released by naming any one of them.
+                let key = held.keys[self.rng.below(held.keys.len() as u64) as usize].clone();
+                let token = held.token;
                 let r = self.rng.below(10);
                 let (token, owner) = match r {
                     0 => (token + 1, owner),
@@ -105,9 +104,15 @@ impl World {
             } else if roll < 95 {
                 let key = KEYS[self.rng.below(self.p.keys as u64) as usize].to_string();
                 self.client_send(ci, Asked::Query { key });
+            } else {
+                let key = match self.rng.chance(600) {
+                    true => holds::STOCK_KEY.to_string(),
+                    false => KEYS[self.rng.below(self.p.keys as u64) as usize].to_string(),
+                };
+                self.client_send(ci, Asked::Pool { key });
             }
             // Forget holds whose lease ended long ago (a late release gets N).
-            self.clients[ci].holds.retain(|h| h.2 + 3000 > now);
+            self.clients[ci].holds.retain(|h| h.deadline + 3000 > now);
         }
         Ok(())
     }
@@ -125,13 +130,22 @@ impl World {
         trace(self.now, || format!("c{ci} conn {conn} <- #{id} {response:?}"));
         self.checker.received((conn, id), &response, self.now)?;
         let c = &mut self.clients[ci];
+        if let Response::InLine { .. } = response {
+            // News for a waiting HOLD; its answer comes later.
+            self.stats.holds.in_line += 1;
+            return Ok(());
+        }
         let asked = c.outstanding.remove(&id);
         match &response {
             Response::Granted { token, .. } => {
-                if let Some(Asked::Acquire { key, lease_ms, .. }) = asked {
-                    c.holds.push((key, *token, self.now + lease_ms));
+                let keys =
+                    asked.as_ref().and_then(Asked::parts).map(|p| p.into_iter().map(|p| p.key).collect());
+                if let (Some(keys), Some((lease_ms, _))) = (keys, asked.as_ref().and_then(Asked::lease_wait))
+                {
+                    c.holds.push(holds::Held { keys, token: *token, deadline: self.now + lease_ms });
                 }
             }
+            Response::Error { .. } => self.stats.holds.refused += 1,
             Response::Moved { leader } => {
                 self.stats.moved += 1;
                 c.hint = parse_addr(leader);

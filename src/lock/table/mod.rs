@@ -303,8 +303,12 @@ impl LockTable {
         let own = slot
             .and_then(|s| self.projected(s))
             .is_some_and(|(o, t)| t == token && self.state.owners().name(o) == owner.as_ref());
-        let pooled =
-            self.pooled.get(&token).is_some_and(|p| self.state.owners().name(p.owner) == owner.as_ref());
+        // A pooled hold ends by a release naming one of its keys (docs/protocol.md §5.7),
+        // not any key: a release of another key under its token is `N`, as for a v1 hold.
+        let pooled = self.pooled.get(&token).is_some_and(|p| {
+            self.state.owners().name(p.owner) == owner.as_ref()
+                && slot.is_some_and(|s| p.parts.iter().any(|w| w.key == s))
+        });
         let command = match slot {
             Some(slot) if own => {
                 let next = self.end_hold(slot, now_ms, unix_us);
