@@ -535,7 +535,10 @@ impl Drop for Postgres {
 
 // ---------------------------------------------------------------------------------
 
-fn main() -> Result<(), BoxError> {
+/// The services an example runs against, as configured (`TICKETING_ADDRS` +
+/// `TICKETING_AUTH_TOKEN`, `FENCE_PG`) or else started here: an in-process standalone
+/// node and a throw-away PostgreSQL, returned to be stopped by the caller.
+pub fn services() -> Result<(Setup, Option<ticketing::server::Server>, Option<Postgres>), BoxError> {
     // Ticketing: the configured service, or an in-process standalone node.
     let mut server = None;
     let (addrs, auth_token) = match std::env::var("TICKETING_ADDRS") {
@@ -566,7 +569,11 @@ fn main() -> Result<(), BoxError> {
             conn
         }
     };
-    let setup = Setup { addrs, auth_token, pg };
+    Ok((Setup { addrs, auth_token, pg }, server, postgres))
+}
+
+fn main() -> Result<(), BoxError> {
+    let (setup, server, postgres) = services()?;
     let mut wrong = 0;
     let runs = [
         (Variant::Fenced, Stall::BeforeSale, 1),

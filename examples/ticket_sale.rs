@@ -255,35 +255,7 @@ fn buy_seats(db: &mut postgres::Client, seats: &[i32], who: &str, token: u64) ->
 // ---------------------------------------------------------------------------------
 
 fn main() -> Result<(), BoxError> {
-    let mut server = None;
-    let (addrs, auth_token) = match std::env::var("TICKETING_ADDRS") {
-        Ok(addrs) => {
-            let token =
-                std::env::var("TICKETING_AUTH_TOKEN").map_err(|_| "TICKETING_AUTH_TOKEN is not set")?;
-            (ticketing::client::split_addrs(&addrs), token.into_bytes())
-        }
-        Err(_) => {
-            let token = ticketing::proto::handshake::fresh_nonce().to_vec();
-            let config = ticketing::config::Config::standalone("127.0.0.1:0".parse()?, token.clone());
-            let node = ticketing::server::Server::start(config)?;
-            let addr = node.local_addr().to_string();
-            println!("in-process Ticketing node on {addr}");
-            server = Some(node);
-            (vec![addr], token)
-        }
-    };
-    let mut postgres = None;
-    let pg = match std::env::var("FENCE_PG") {
-        Ok(conn) => conn,
-        Err(_) => {
-            let started = Postgres::start()?;
-            println!("throw-away PostgreSQL at {}", started.conn);
-            let conn = started.conn.clone();
-            postgres = Some(started);
-            conn
-        }
-    };
-    let setup = Setup { addrs, auth_token, pg };
+    let (setup, server, postgres) = fenced_postgres::services()?;
 
     let sale = run_sale(&setup, 1)?;
     println!(
