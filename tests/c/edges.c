@@ -25,16 +25,7 @@ static const char *g_addr, *g_secret;
 static ticketing_client *g_client;
 static ticketing_lock *g_lock;
 
-#define CHECK(cond, ...)                                  \
-    do {                                                  \
-        if (!(cond)) {                                    \
-            printf("FAILED line %d: ", __LINE__);         \
-            printf(__VA_ARGS__);                          \
-            printf("\n");                                 \
-            fflush(stdout);                               \
-            exit(1);                                      \
-        }                                                 \
-    } while (0)
+#include "check.h"
 
 static ticketing_client *new_client(void) {
     ticketing_client *client = NULL;

@@ -15,16 +15,7 @@
 
 #include "ticketing.h"
 
-#define CHECK(cond, ...)                          \
-    do {                                          \
-        if (!(cond)) {                            \
-            printf("FAILED line %d: ", __LINE__); \
-            printf(__VA_ARGS__);                  \
-            printf("\n");                         \
-            fflush(stdout);                       \
-            exit(1);                              \
-        }                                         \
-    } while (0)
+#include "check.h"
 
 static const char *g_addr, *g_secret;
 

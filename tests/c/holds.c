@@ -16,16 +16,7 @@
 
 #include "ticketing.h"
 
-#define CHECK(cond, ...)                          \
-    do {                                          \
-        if (!(cond)) {                            \
-            printf("FAILED line %d: ", __LINE__); \
-            printf(__VA_ARGS__);                  \
-            printf("\n");                         \
-            fflush(stdout);                       \
-            exit(1);                              \
-        }                                         \
-    } while (0)
+#include "check.h"
 
 #define LEASE (30 * TICKETING_NS_PER_S)
 #define WAIT (20 * TICKETING_NS_PER_S)
