@@ -1156,6 +1156,43 @@ int ticketing_hold_start(const struct ticketing_client *client,
                          struct ticketing_error **error_out);
 
 /**
+ * As ticketing_hold_start, but the hold's places come through `queue` instead of a
+ * callback, for a program that runs none of its code on the client's threads (an event
+ * loop). Whenever the place changes (when the hold queues, then at most once a second)
+ * the future keeps it and leaves `place_tag` in `queue` — at most one of them waiting
+ * there at once; ticketing_future_take_place reads the latest. No place_tag is left
+ * after the future is ready (one left before may still wait: take_place then gives 0).
+ * The future's own completion is handed over as any future's (ticketing_future_set_queue
+ * with its own tag, a callback, or a block). `queue` is kept until the future is freed.
+ * Never blocks.
+ *
+ * # Safety
+ * As ticketing_hold; `queue` is NULL or a queue handle.
+ */
+int ticketing_hold_start_queued(const struct ticketing_client *client,
+                                const struct ticketing_hold_part *parts,
+                                size_t parts_len,
+                                int64_t lease_ns,
+                                int64_t wait_ns,
+                                struct ticketing_queue *queue,
+                                uint64_t place_tag,
+                                struct ticketing_future **future_out,
+                                struct ticketing_error **error_out);
+
+/**
+ * The latest place in line of a future started by ticketing_hold_start_queued: 1, with
+ * *ahead_out and *grants_per_ks_out (each may be NULL; as ticketing_place_callback's
+ * arguments), when a place came since the last take; 0 when none did, or `future` is not
+ * such a future. Never blocks.
+ *
+ * # Safety
+ * `future` is NULL or a future handle; out-pointers NULL or writable.
+ */
+int ticketing_future_take_place(const struct ticketing_future *future,
+                                uint32_t *ahead_out,
+                                uint32_t *grants_per_ks_out);
+
+/**
  * How many keys the lock holds: 1 for ticketing_acquire's, 1 to
  * TICKETING_HOLD_KEYS_MAX for ticketing_hold's. 0 if lock is NULL.
  *

@@ -16,7 +16,7 @@ use super::client::Holder;
 use super::error::Failure;
 use super::handle::{self, Kind, Opaque, Tagged};
 use super::operation::{self, acquire_args, Op, Operation, Value};
-use super::queue::QueueHandle;
+use super::queue::{PlaceBox, QueueHandle};
 use crate::client::Pending;
 
 /// `ticketing_callback`: `(future, ctx)`.
@@ -54,6 +54,8 @@ pub struct FutureHandle {
     became_ready: Condvar,
     /// The operation, to cancel it; dropped once it is ready.
     pending: Mutex<Option<Pending>>,
+    /// A queued hold's places in line (ticketing_hold_start_queued).
+    places: Option<Arc<PlaceBox>>,
 }
 
 impl Kind for FutureHandle {
@@ -66,13 +68,19 @@ impl Opaque for ticketing_future {
 }
 
 impl FutureHandle {
-    fn new(op: Op) -> FutureHandle {
+    fn new(op: Op, places: Option<Arc<PlaceBox>>) -> FutureHandle {
         FutureHandle {
             op,
+            places,
             state: Mutex::new(State { result: None, ready: false, notify: Notify::None, notify_set: false }),
             became_ready: Condvar::new(),
             pending: Mutex::new(None),
         }
+    }
+
+    /// The hold's places in line, when it was started by ticketing_hold_start_queued.
+    pub(super) fn places(&self) -> Option<&PlaceBox> {
+        self.places.as_deref()
     }
 
     fn state(&self) -> MutexGuard<'_, State> {
@@ -165,7 +173,7 @@ fn deliver(future: &Arc<Tagged<FutureHandle>>, notify: Notify) {
 
 /// A new future of `operation`, started with the completion that makes it ready.
 fn begin(operation: Operation<'_>) -> Arc<Tagged<FutureHandle>> {
-    let future = handle::new_arc(FutureHandle::new(operation.op));
+    let future = handle::new_arc(FutureHandle::new(operation.op, operation.places));
     let for_completion = Arc::clone(&future);
     // The completion may run inside `start` (an outcome known at once) or on another
     // thread at any moment. The pending slot is held across the look at `ready` and the

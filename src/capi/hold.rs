@@ -1,11 +1,11 @@
 //! Counted and multi-key holds in the C ABI (docs/c.md, "Holds"): the part a caller
-//! names, the place-in-line callback, the hold's blocking call and its future (read
-//! with ticketing_future_get_lock), a lock's keys, and a lock's deadline on the
+//! names, the place-in-line callback or queue, the hold's blocking call and its futures
+//! (read with ticketing_future_get_lock), a lock's keys, and a lock's deadline on the
 //! monotonic clock every binding shares.
 
 use std::ffi::{c_char, c_int, c_void};
 use std::ptr;
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
 use super::abi::*;
@@ -14,6 +14,7 @@ use super::error::Failure;
 use super::future::{run, start};
 use super::handle;
 use super::operation::{put_lock, Op, Operation, Value};
+use super::queue::PlaceBox;
 use crate::client::{check_hold_args, Place};
 use crate::proto::frame::HoldPart;
 
@@ -86,6 +87,19 @@ unsafe fn hold_parts(parts: *const ticketing_hold_part, parts_len: usize) -> Res
         .collect()
 }
 
+/// Where a waiting hold's places go.
+enum PlacesTo {
+    Nowhere,
+    Callback(PlaceTo),
+    Queue(Arc<PlaceBox>),
+}
+
+impl PlacesTo {
+    fn callback(on_place: ticketing_place_callback, place_ctx: *mut c_void) -> PlacesTo {
+        on_place.map_or(PlacesTo::Nowhere, |f| PlacesTo::Callback(PlaceTo(f, place_ctx)))
+    }
+}
+
 /// ticketing_hold's operation (Hold::acquire_then).
 ///
 /// # Safety
@@ -96,25 +110,31 @@ unsafe fn hold<'a>(
     parts_len: usize,
     lease_ns: i64,
     wait_ns: i64,
-    on_place: ticketing_place_callback,
-    place_ctx: *mut c_void,
+    places: PlacesTo,
 ) -> Result<Operation<'a>, Failure> {
     let client = unsafe { handle::hold(client, "client") }?;
     let parts = unsafe { hold_parts(parts, parts_len) }?;
     let lease = duration_ns(lease_ns, "lease")?;
     let wait = duration_ns(wait_ns, "wait")?;
     check_hold_args(&parts, lease, wait)?;
-    let place = on_place.map(|f| PlaceTo(f, place_ctx));
-    Ok(Operation::new(Op::Acquire, move |done| {
+    let kept = match &places {
+        PlacesTo::Queue(places) => Some(Arc::clone(places)),
+        _ => None,
+    };
+    let mut operation = Operation::new(Op::Acquire, move |done| {
         let mut hold = client.value.client.hold(lease, wait);
         for p in &parts {
             hold = hold.permits(&p.key, p.count, p.capacity);
         }
-        if let Some(place) = place {
-            hold = hold.on_place(move |p: Place| place.call(p));
+        match places {
+            PlacesTo::Nowhere => {}
+            PlacesTo::Callback(place) => hold = hold.on_place(move |p: Place| place.call(p)),
+            PlacesTo::Queue(places) => hold = hold.on_place(move |p: Place| places.put(p)),
         }
         hold.acquire_then(move |r| done(r.map(Value::Lock).map_err(Failure::from)))
-    }))
+    });
+    operation.places = kept;
+    Ok(operation)
 }
 
 /// Holds every key of `parts` at once — `count` of each key's `capacity` permits — for
@@ -152,7 +172,8 @@ pub unsafe extern "C" fn ticketing_hold(
     unsafe { put(lock_out, ptr::null_mut()) };
     guard(error_out, || {
         let lock_out = required(lock_out, "lock_out")?;
-        let value = run(unsafe { hold(client, parts, parts_len, lease_ns, wait_ns, on_place, place_ctx) }?)?;
+        let places = PlacesTo::callback(on_place, place_ctx);
+        let value = run(unsafe { hold(client, parts, parts_len, lease_ns, wait_ns, places) }?)?;
         unsafe { put_lock(value, lock_out) }
     })
 }
@@ -178,9 +199,68 @@ pub unsafe extern "C" fn ticketing_hold_start(
 ) -> c_int {
     unsafe {
         start(future_out, error_out, || {
-            hold(client, parts, parts_len, lease_ns, wait_ns, on_place, place_ctx)
+            hold(client, parts, parts_len, lease_ns, wait_ns, PlacesTo::callback(on_place, place_ctx))
         })
     }
+}
+
+/// As ticketing_hold_start, but the hold's places come through `queue` instead of a
+/// callback, for a program that runs none of its code on the client's threads (an event
+/// loop). Whenever the place changes (when the hold queues, then at most once a second)
+/// the future keeps it and leaves `place_tag` in `queue` — at most one of them waiting
+/// there at once; ticketing_future_take_place reads the latest. No place_tag is left
+/// after the future is ready (one left before may still wait: take_place then gives 0).
+/// The future's own completion is handed over as any future's (ticketing_future_set_queue
+/// with its own tag, a callback, or a block). `queue` is kept until the future is freed.
+/// Never blocks.
+///
+/// # Safety
+/// As ticketing_hold; `queue` is NULL or a queue handle.
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "C" fn ticketing_hold_start_queued(
+    client: *const ticketing_client,
+    parts: *const ticketing_hold_part,
+    parts_len: usize,
+    lease_ns: i64,
+    wait_ns: i64,
+    queue: *mut ticketing_queue,
+    place_tag: u64,
+    future_out: *mut *mut ticketing_future,
+    error_out: *mut *mut ticketing_error,
+) -> c_int {
+    unsafe {
+        start(future_out, error_out, || {
+            let queue = handle::hold(queue.cast_const(), "queue")?;
+            let places = PlacesTo::Queue(Arc::new(PlaceBox::new(queue, place_tag)));
+            hold(client, parts, parts_len, lease_ns, wait_ns, places)
+        })
+    }
+}
+
+/// The latest place in line of a future started by ticketing_hold_start_queued: 1, with
+/// *ahead_out and *grants_per_ks_out (each may be NULL; as ticketing_place_callback's
+/// arguments), when a place came since the last take; 0 when none did, or `future` is not
+/// such a future. Never blocks.
+///
+/// # Safety
+/// `future` is NULL or a future handle; out-pointers NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn ticketing_future_take_place(
+    future: *const ticketing_future,
+    ahead_out: *mut u32,
+    grants_per_ks_out: *mut u32,
+) -> c_int {
+    getter(0, || {
+        let Some(place) = unsafe { handle::peek(future) }.and_then(|f| f.places()?.take()) else {
+            return 0;
+        };
+        unsafe {
+            put(ahead_out, place.ahead);
+            put(grants_per_ks_out, place.grants_per_ks);
+        }
+        1
+    })
 }
 
 /// How many keys the lock holds: 1 for ticketing_acquire's, 1 to

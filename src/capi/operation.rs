@@ -6,6 +6,7 @@
 //! (`future::run`), read by the getter's own `put_*`.
 
 use std::ffi::{c_char, c_int};
+use std::sync::Arc;
 use std::time::Duration;
 
 use super::abi::*;
@@ -14,6 +15,7 @@ use super::client::Holder;
 use super::error::Failure;
 use super::handle;
 use super::lock::{outcome_code, LockHandle};
+use super::queue::PlaceBox;
 use crate::client::{
     check_acquire_args, check_key_arg, ClientError, HolderInfo, Lock, Pending, PoolInfo, ReleaseError,
     ReleaseOutcome, Resolution,
@@ -58,11 +60,13 @@ pub(super) type Done = Box<dyn FnOnce(Result<Value, Failure>) + Send>;
 pub(super) struct Operation<'a> {
     pub(super) op: Op,
     pub(super) start: Box<dyn FnOnce(Done) -> Pending + 'a>,
+    /// A hold's places in line, kept for ticketing_future_take_place (queued holds only).
+    pub(super) places: Option<Arc<PlaceBox>>,
 }
 
 impl<'a> Operation<'a> {
     pub(super) fn new(op: Op, start: impl FnOnce(Done) -> Pending + 'a) -> Operation<'a> {
-        Operation { op, start: Box::new(start) }
+        Operation { op, start: Box::new(start), places: None }
     }
 }
 

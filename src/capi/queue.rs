@@ -1,7 +1,8 @@
-//! The completion queue (`ticketing_queue`): where ready futures leave a tag, with a
-//! file descriptor an event loop watches, so that no code of the program runs on the
-//! client's threads (Python's asyncio: a callback there would wait for the GIL and hold
-//! up the connection's reader).
+//! The completion queue (`ticketing_queue`): where ready futures leave a tag — and
+//! waiting holds the tag of a new place in line ([`PlaceBox`]) — with a file descriptor
+//! an event loop watches, so that no code of the program runs on the client's threads
+//! (Python's asyncio: a callback there would wait for the GIL and hold up the
+//! connection's reader).
 //!
 //! One pipe per queue. The rule that keeps it from ever blocking: a byte is in the pipe
 //! exactly while the queue holds a tag — written when the first tag comes, read when
@@ -11,12 +12,13 @@ use std::collections::VecDeque;
 use std::ffi::c_int;
 use std::io::{PipeReader, PipeWriter, Read, Write};
 use std::os::fd::AsRawFd;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use super::abi::*;
 use super::boundary::{getter, guard, put, required};
 use super::error::Failure;
-use super::handle::{self, Kind, Opaque};
+use super::handle::{self, Kind, Opaque, Tagged};
+use crate::client::Place;
 
 /// `ticketing_queue`.
 #[doc(hidden)]
@@ -73,6 +75,44 @@ impl QueueHandle {
             }
         }
         n
+    }
+}
+
+/// Where a hold started by ticketing_hold_start_queued keeps its latest place in line:
+/// a new place replaces the one not taken yet, and leaves the hold's place tag in the
+/// queue unless one is there already — so however fast a line moves, a waiting hold has
+/// at most one tag in the queue and one place to read.
+#[doc(hidden)]
+pub struct PlaceBox {
+    queue: Arc<Tagged<QueueHandle>>,
+    tag: u64,
+    latest: Mutex<(Option<Place>, bool)>,
+}
+
+impl PlaceBox {
+    pub(super) fn new(queue: Arc<Tagged<QueueHandle>>, tag: u64) -> PlaceBox {
+        PlaceBox { queue, tag, latest: Mutex::new((None, false)) }
+    }
+
+    fn latest(&self) -> MutexGuard<'_, (Option<Place>, bool)> {
+        self.latest.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// A new place (on a client thread): kept, and the tag left unless it waits already.
+    pub(super) fn put(&self, place: Place) {
+        let mut latest = self.latest();
+        latest.0 = Some(place);
+        if !latest.1 {
+            latest.1 = true;
+            self.queue.value.push(self.tag);
+        }
+    }
+
+    /// The place not taken yet, if any; the next place leaves a tag again.
+    pub(super) fn take(&self) -> Option<Place> {
+        let mut latest = self.latest();
+        latest.1 = false;
+        latest.0.take()
     }
 }
 
@@ -172,5 +212,23 @@ mod tests {
         assert_eq!(queue.take(&mut out), 0, "an empty queue never blocks");
         queue.push(1);
         assert!(readable(&queue));
+    }
+
+    #[test]
+    fn a_place_box_keeps_the_latest_place_and_one_tag() {
+        let queue = handle::new_arc(QueueHandle::new().unwrap());
+        let places = PlaceBox::new(Arc::clone(&queue), 42);
+        assert!(places.take().is_none());
+        places.put(Place::new(9, 0));
+        places.put(Place::new(8, 1500));
+        places.put(Place::new(7, 1500));
+        let mut out = [0u64; 4];
+        assert_eq!(queue.value.take(&mut out), 1, "one tag however many places came");
+        assert_eq!(out[0], 42);
+        assert_eq!(places.take(), Some(Place::new(7, 1500)), "the latest place");
+        assert!(places.take().is_none(), "taken once");
+        places.put(Place::new(6, 1500));
+        assert_eq!(queue.value.take(&mut out), 1, "a place after a take leaves its tag again");
+        assert_eq!(places.take(), Some(Place::new(6, 1500)));
     }
 }

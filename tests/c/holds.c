@@ -1,7 +1,7 @@
 /* Counted and multi-key holds through the C ABI against a real server (run by
  * tests/c_holds.rs): a blocking counted hold and its keys, a multi-key hold's future
  * told its place in line and granted whole once the keys are free, the arguments the
- * library refuses before any I/O, a capacity the server refuses naming both numbers,
+ * library refuses before any I/O, places through a completion queue, a capacity the server refuses naming both numbers,
  * and a lock's deadline on the library's clock.
  *
  * Usage: holds ADDR SECRET. Prints one line per fact checked; a failed check prints a
@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
 #include <time.h>
 
 #include "ticketing.h"
@@ -56,6 +57,16 @@ static void on_place(uint32_t ahead, uint32_t grants_per_ks, void *ctx) {
     CHECK(ctx == (void *)&g_places, "the place callback gets its own context");
     atomic_store(&g_ahead, ahead);
     atomic_fetch_add(&g_places, 1);
+}
+
+/* The next tag of `queue`, waiting for its descriptor (a hang guard of 60 s). */
+static uint64_t next_tag(ticketing_queue *queue) {
+    uint64_t tag = 0;
+    while (ticketing_queue_take(queue, &tag, 1) == 0) {
+        struct pollfd fd = {ticketing_queue_fd(queue), POLLIN, 0};
+        CHECK(poll(&fd, 1, 60000) == 1, "no tag in the queue within 60 s");
+    }
+    return tag;
 }
 
 int main(int argc, char **argv) {
@@ -179,6 +190,66 @@ int main(int argc, char **argv) {
     CHECK(rc == TICKETING_OK, "seat 1 free after b's one release: %s", ticketing_error_message(err));
     CHECK(atomic_load(&g_places) == places, "no place told after the grant");
     printf("one release ends every key; no place after the grant\n");
+
+    /* Places through a completion queue: two queued holds wait behind a's seat; each
+     * place leaves its hold's place tag, the future's completion its own tag. */
+    ticketing_queue *queue = NULL;
+    rc = ticketing_queue_new(&queue, &err);
+    CHECK(rc == TICKETING_OK, "queue_new");
+    ticketing_hold_part seat = {"seat:q:1", 1, 1};
+    ticketing_lock *front = NULL;
+    rc = ticketing_hold(a, &seat, 1, LEASE, WAIT, NULL, NULL, &front, &err);
+    CHECK(rc == TICKETING_OK, "a holds seat:q:1: %s", ticketing_error_message(err));
+    ticketing_future *q1 = NULL, *q2 = NULL;
+    rc = ticketing_hold_start_queued(b, &seat, 1, LEASE, WAIT, queue, 11, &q1, &err);
+    CHECK(rc == TICKETING_OK, "hold_start_queued: %s", ticketing_error_message(err));
+    CHECK(ticketing_future_set_queue(q1, queue, 10, NULL) == TICKETING_OK, "set_queue q1");
+    uint32_t ahead = 99, rate = 0;
+    CHECK(next_tag(queue) == 11, "q1's first place tag first");
+    CHECK(ticketing_future_take_place(q1, &ahead, &rate) == 1 && ahead == 0, "q1 first in line: %u", ahead);
+    CHECK(ticketing_future_take_place(q1, &ahead, &rate) == 0, "a place is taken once");
+    rc = ticketing_hold_start_queued(b, &seat, 1, LEASE, WAIT, queue, 21, &q2, &err);
+    CHECK(rc == TICKETING_OK, "second hold_start_queued");
+    CHECK(ticketing_future_set_queue(q2, queue, 20, NULL) == TICKETING_OK, "set_queue q2");
+    CHECK(next_tag(queue) == 21, "q2's place tag");
+    CHECK(ticketing_future_take_place(q2, &ahead, &rate) == 1 && ahead == 1, "q2 behind q1: %u", ahead);
+    CHECK(ticketing_future_take_place(NULL, &ahead, &rate) == 0, "no place from NULL");
+    CHECK(ticketing_future_take_place(fut, &ahead, &rate) == 0, "none from a callback hold's future");
+    rc = ticketing_lock_release(front, &outcome, NULL);
+    CHECK(rc == TICKETING_OK && outcome == TICKETING_RELEASED, "a releases seat:q:1");
+    /* q1 is granted (tag 10); q2 moves up to 0 ahead (tag 21), in either order. */
+    int q1_done = 0, q2_moved = 0;
+    while (!(q1_done && q2_moved)) {
+        uint64_t t = next_tag(queue);
+        if (t == 10) {
+            q1_done = 1;
+        } else if (t == 21 && ticketing_future_take_place(q2, &ahead, &rate) == 1) {
+            CHECK(ahead == 0, "q2's place after q1's grant: %u", ahead);
+            q2_moved = 1;
+        } else {
+            CHECK(t == 21 || t == 11, "unexpected tag %llu", (unsigned long long)t);
+        }
+    }
+    ticketing_lock *got1 = NULL;
+    rc = ticketing_future_get_lock(q1, &got1, &err);
+    CHECK(rc == TICKETING_OK, "q1 granted: %s", ticketing_error_message(err));
+    CHECK(ticketing_future_take_place(q1, &ahead, &rate) == 0, "no place after the grant");
+    rc = ticketing_lock_release(got1, &outcome, NULL);
+    CHECK(rc == TICKETING_OK && outcome == TICKETING_RELEASED, "q1 releases");
+    uint64_t t;
+    while ((t = next_tag(queue)) != 20) CHECK(t == 21, "only q2's tags are left: %llu", (unsigned long long)t);
+    ticketing_lock *got2 = NULL;
+    rc = ticketing_future_get_lock(q2, &got2, &err);
+    CHECK(rc == TICKETING_OK, "q2 granted: %s", ticketing_error_message(err));
+    CHECK(ticketing_lock_token(got2) > ticketing_lock_token(got1), "q2 after q1");
+    printf("queued places: one tag per new place, decreasing, none after the grant\n");
+    ticketing_lock_release(got2, &outcome, NULL);
+    ticketing_lock_free(got2);
+    ticketing_lock_free(got1);
+    ticketing_lock_free(front);
+    ticketing_future_free(q2);
+    ticketing_future_free(q1);
+    ticketing_queue_free(queue);
 
     ticketing_lock_free(again);
     ticketing_lock_free(second);
