@@ -3,7 +3,9 @@
 //! error and panic, 64 goroutines on one client, a cancelled written acquire, bad
 //! arguments, a wrong secret, `Config.ClusterName` against servers named `blue` and
 //! unnamed, a paused server's indeterminate acquire and its resolve, 1,000 waiting
-//! goroutines on a few OS threads), and the README's Go example, built as
+//! goroutines on a few OS threads, counted and multi-key holds, pools and places in
+//! line, the lock's deadline as a ctx, the examples of docs/go.md), and the README's Go
+//! example, built as
 //! a program of its own through `replace` and run as written against a node; and the
 //! fencing example (go/examples/fenced_postgres) against a throw-away PostgreSQL.
 //!
