@@ -52,7 +52,8 @@ test("lock.signal fires at the deadline and not before, with a TimeoutError nami
   assert.match(signal.reason.message, new RegExp(`${k}.*local deadline`));
   // Fired once: no timer is left.
   assert.equal(lock._deadline.timer, null);
-  assert.equal(await lock.release(), "notHolder");
+  // The server's lease ends at or after the local deadline: either outcome may come.
+  assert.ok(["released", "notHolder"].includes(await lock.release()));
 });
 
 test("a hold's signal fires at its deadline too", async () => {
