@@ -124,6 +124,43 @@ fn the_python_fencing_example_sells_once_against_postgres() {
     eprintln!("{output}");
 }
 
+/// python/examples/ticket_sale.py (docs/python.md, "Counted and multi-key holds")
+/// against a real server and a throw-away PostgreSQL: 60 buyers of 2 of 100 tickets
+/// through a key of 8 permits, 50 bought, never more than 8 checkouts at once, nothing
+/// oversold; families holding 4 adjacent seats in one hold buy all 4 or none.
+#[test]
+fn the_python_ticket_sale_example_never_oversells_against_postgres() {
+    let test = "the_python_ticket_sale_example_never_oversells_against_postgres";
+    if !python_has(test, "psycopg", "pip install 'psycopg[binary]'") {
+        return;
+    }
+    if fenced_postgres::postgres_bin_dir().is_none() {
+        assert!(!std::env::var("TICKETING_REQUIRE_POSTGRES").is_ok_and(|v| v == "1"), "no PostgreSQL");
+        eprintln!("SKIPPED {test}: PostgreSQL is not installed (apt-get install postgresql)");
+        return;
+    }
+    let server = start_server(&[]);
+    let pg = fenced_postgres::Postgres::start().expect("start PostgreSQL");
+    let addrs = server.addr.to_string();
+    let env = [
+        ("TICKETING_ADDRS", addrs.as_str()),
+        ("TICKETING_AUTH_TOKEN", TOKEN),
+        ("FENCE_PG", pg.conn.as_str()),
+    ];
+    let example = repo().join("python/examples/ticket_sale.py");
+    let (ok, output) =
+        run_python(&[example.to_str().unwrap()], &repo().join("python"), &env, Duration::from_secs(120));
+    assert!(ok, "the Python ticket sale failed:\n{output}\nPostgreSQL:\n{}", pg.log());
+    for expected in [
+        "60 buyers of 2: 50 bought, 10 sold out; 100 tickets ordered, 0 left",
+        "family-c: seats [207, 208, 209, 210]",
+        "nothing oversold, no seat sold twice",
+    ] {
+        assert!(output.contains(expected), "no {expected:?} in:\n{output}");
+    }
+    eprintln!("{output}");
+}
+
 #[test]
 fn the_package_version_is_the_crate_version() {
     let version = env!("CARGO_PKG_VERSION");

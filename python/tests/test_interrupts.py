@@ -3,8 +3,8 @@ for 120 s ends the call with ``KeyboardInterrupt`` well before either could (how
 is not bounded here: the machine's load decides it); the key's holder is
 unchanged; and once the holder lets go, the grant the server makes to the interrupted
 waiter is released by its client (the process is still running: its connection did not
-close for it). The same through ``with client.lock(...)``, and for a SIGTERM handler
-that raises."""
+close for it). The same through ``with client.lock(...)``, for a SIGTERM handler
+that raises, and for a hold hearing its places (``on_place=``) on the main thread."""
 
 from __future__ import annotations
 
@@ -109,3 +109,9 @@ def test_a_sigterm_handler_that_raises_ends_the_wait(server: Server) -> None:
     handler = "signal.signal(signal.SIGTERM, lambda *a: sys.exit(3))"
     interrupt(server, "int:term", "client.acquire('int:term', lease=30, wait=120)", sig=signal.SIGTERM,
               handler=handler, caught="SystemExit")
+
+
+def test_ctrl_c_ends_a_hold_hearing_its_places_on_the_main_thread(server: Server) -> None:
+    # The main thread waits on the hold's own queue between its places, not in the
+    # library: the signal reaches Python there.
+    interrupt(server, "int:hold", "client.hold(['int:hold', 'int:hold:2'], lease=30, wait=120, on_place=lambda place: None)")

@@ -12,7 +12,7 @@ repository has the whole API, the errors and what to do on each.
 """
 
 from . import _native
-from .client import Client, Holder, Lock, LockContext, ReleaseOutcome
+from .client import Client, Holder, Lock, LockContext, Permits, Place, Pool, PoolHolder, ReleaseOutcome
 from .errors import (
     Busy,
     ConfigError,
@@ -65,6 +65,10 @@ __all__ = [
     "NotHolder",
     "NotLeader",
     "Overloaded",
+    "Permits",
+    "Place",
+    "Pool",
+    "PoolHolder",
     "ProtocolError",
     "Refused",
     "ReleaseOutcome",

@@ -33,6 +33,38 @@ class Holder(ctypes.Structure):
     ]
 
 
+class HoldPart(ctypes.Structure):
+    """ticketing_hold_part."""
+
+    _fields_ = [("key", c_char_p), ("count", c_uint32), ("capacity", c_uint32)]
+
+
+class PoolHolder(ctypes.Structure):
+    """ticketing_pool_holder."""
+
+    _fields_ = [
+        ("token", c_uint64),
+        ("lease_left_ms", c_uint64),
+        ("count", c_uint32),
+        ("owner_len", c_uint32),
+        ("owner", c_char * 256),
+    ]
+
+
+class PoolInfo(ctypes.Structure):
+    """ticketing_pool_info (holders: TICKETING_POOL_HOLDERS_MAX, 8)."""
+
+    _fields_ = [
+        ("capacity", c_uint32),
+        ("in_use", c_uint32),
+        ("holds", c_uint32),
+        ("waiters", c_uint32),
+        ("oldest_wait_ms", c_uint64),
+        ("holders_len", c_uint32),
+        ("holders", PoolHolder * 8),
+    ]
+
+
 def _library_path() -> str:
     configured = os.environ.get("TICKETING_LIBRARY")
     if configured:
@@ -134,6 +166,26 @@ _declare(quick, "ticketing_queue_fd", c_int, _P)
 _declare(quick, "ticketing_queue_take", c_size_t, _P, POINTER(c_uint64), c_size_t)
 _declare(quick, "ticketing_queue_free", None, _P)
 
+# Counted and multi-key holds, places in line, pools, the lock's keys and deadline.
+#: ticketing_place_callback: (ahead, grants_per_ks, ctx). Never given a Python function:
+#: it would run on a client thread (places come through a queue instead).
+PLACE_FN = ctypes.CFUNCTYPE(None, c_uint32, c_uint32, c_void_p)
+_declare(blocking, "ticketing_hold", c_int,
+         _P, POINTER(HoldPart), c_size_t, c_int64, c_int64, PLACE_FN, c_void_p, _OUT, _OUT)
+_declare(quick, "ticketing_hold_start", c_int,
+         _P, POINTER(HoldPart), c_size_t, c_int64, c_int64, PLACE_FN, c_void_p, _OUT, _OUT)
+_declare(quick, "ticketing_hold_start_queued", c_int,
+         _P, POINTER(HoldPart), c_size_t, c_int64, c_int64, _P, c_uint64, _OUT, _OUT)
+_declare(quick, "ticketing_future_take_place", c_int, _P, POINTER(c_uint32), POINTER(c_uint32))
+_declare(quick, "ticketing_lock_key_count", c_size_t, _P)
+_declare(quick, "ticketing_lock_key_at", c_int,
+         _P, c_size_t, POINTER(c_char_p), POINTER(c_uint32), POINTER(c_uint32), _OUT)
+_declare(quick, "ticketing_now_ns", c_int64)
+_declare(quick, "ticketing_lock_deadline_ns", c_int64, _P)
+_declare(blocking, "ticketing_pool", c_int, _P, c_char_p, POINTER(PoolInfo), _OUT)
+_declare(quick, "ticketing_pool_start", c_int, _P, c_char_p, _OUT, _OUT)
+_declare(quick, "ticketing_future_get_pool", c_int, _P, POINTER(PoolInfo), _OUT)
+
 if quick.ticketing_version() != ABI_VERSION:
     raise ImportError(
         f"ticketing: {PATH} has ABI version {quick.ticketing_version()}, this package needs "
@@ -169,4 +221,5 @@ OK = KIND["ok"]
 #: The signature of the *_free functions, for the finalizers that keep one bound.
 Free = Callable[[Any], None]
 
-__all__ = ["blocking", "quick", "byref", "Holder", "PATH", "Free", "LOG_FN", "WAIT_CHECK_FN"]
+__all__ = ["blocking", "quick", "byref", "Holder", "HoldPart", "PoolHolder", "PoolInfo", "PATH", "Free", "LOG_FN",
+           "PLACE_FN", "WAIT_CHECK_FN"]

@@ -23,21 +23,24 @@ left held."""
 from __future__ import annotations
 
 import asyncio
+import collections
 import itertools
 import os
+import time
 import weakref
-from ctypes import byref, c_uint64, c_void_p
+from ctypes import byref, c_uint32, c_uint64, c_void_p
 from types import TracebackType
-from typing import Any, Callable, Dict, Optional, Sequence, Tuple, Type, TypeVar, Union
+from typing import (Any, AsyncIterator, Callable, Deque, Dict, Generator, Iterable, Optional, Sequence, Tuple, Type,
+                    TypeVar, Union)
 
 from . import _native as n
 from . import client as sync
-from .client import Holder, ReleaseOutcome
-from .errors import Error, Indeterminate, from_handle
+from .client import Holder, Permits, Place, Pool, ReleaseOutcome
+from .errors import Error, Indeterminate, InvalidArgument, from_handle
 
 T = TypeVar("T")
 
-__all__ = ["Client", "Lock", "LockContext"]
+__all__ = ["Client", "DeadlineScope", "Hold", "Lock", "LockContext"]
 
 
 class _Dispatcher:
@@ -53,17 +56,24 @@ class _Dispatcher:
             raise from_handle(kind, error)
         self.queue: int = queue.value  # type: ignore[assignment]
         self.loop = loop
-        self.waiting: Dict[int, Tuple[int, "asyncio.Future[Any]", Callable[[int], Any]]] = {}
+        self.waiting: Dict[int, Tuple[int, "asyncio.Future[Any]", Callable[[int], Any], int]] = {}
+        #: The place tags of waiting holds: what each one's new place goes to.
+        self.places: Dict[int, Callable[[], None]] = {}
         self._tags = itertools.count(1)
         self._buffer = (c_uint64 * self._TAKE)()
         loop.add_reader(n.quick.ticketing_queue_fd(self.queue), self._drain)
 
-    def start(self, future: int, read: Callable[[int], T]) -> "asyncio.Future[T]":
+    def tag(self) -> int:
+        """A tag no other future of this queue has."""
+        return next(self._tags)
+
+    def start(self, future: int, read: Callable[[int], T], place_tag: int = 0) -> "asyncio.Future[T]":
         """Hands the native `future` to this queue; `read` turns it into the outcome
-        (and frees it) once it is ready."""
+        (and frees it) once it is ready. `place_tag`: the tag its places come with
+        (a hold started with it), forgotten with the future."""
         waiter: "asyncio.Future[T]" = self.loop.create_future()
         tag = next(self._tags)
-        self.waiting[tag] = (future, waiter, read)
+        self.waiting[tag] = (future, waiter, read, place_tag)
         n.quick.ticketing_future_set_queue(future, self.queue, tag, None)
         return waiter
 
@@ -76,7 +86,17 @@ class _Dispatcher:
         while True:
             count = n.quick.ticketing_queue_take(self.queue, buffer, self._TAKE)
             for i in range(count):
-                future, waiter, read = self.waiting.pop(buffer[i])
+                tag = buffer[i]
+                on_place = self.places.get(tag)
+                if on_place is not None:
+                    on_place()
+                    continue
+                entry = self.waiting.pop(tag, None)
+                if entry is None:
+                    continue  # the place tag of a hold that is over
+                future, waiter, read, place_tag = entry
+                # Its places end here, before the future is freed.
+                self.places.pop(place_tag, None)
                 if waiter.cancelled():
                     # Its caller is gone: whatever came is dropped (a lock in it is
                     # released in the background).
@@ -100,13 +120,23 @@ async def _call(operation: sync._Operation, args: Tuple[Any, ...], *context: Any
     return await _run(future, lambda f: sync._take(operation, f, *context))
 
 
-async def _run(future: int, read: Callable[[int], T]) -> T:
-    """Awaits the native `future`; cancelling the task cancels the operation."""
+def _dispatcher() -> _Dispatcher:
+    """The running loop's completion queue."""
     loop = asyncio.get_running_loop()
     dispatcher = _dispatchers.get(loop)
     if dispatcher is None:
         dispatcher = _dispatchers[loop] = _Dispatcher(loop)
-    waiter = dispatcher.start(future, read)
+    return dispatcher
+
+
+async def _run(future: int, read: Callable[[int], T]) -> T:
+    """Awaits the native `future`; cancelling the task cancels the operation."""
+    return await _await(_dispatcher().start(future, read), future)
+
+
+async def _await(waiter: "asyncio.Future[T]", future: int) -> T:
+    """Awaits `waiter`, the outcome of the native `future`; cancelling the task cancels
+    the operation."""
     try:
         return await waiter
     except asyncio.CancelledError:
@@ -133,6 +163,18 @@ class Lock:
     owner = property(lambda self: self._lock.owner, doc="The owner it was granted to.")
     token = property(lambda self: self._lock.token, doc="The fencing token.")
     lease = property(lambda self: self._lock.lease, doc="The lease granted, in seconds.")
+    keys = property(lambda self: self._lock.keys,
+                    doc="Every key it holds, as ``Permits(key, count, capacity)`` (see the blocking ``Lock``).")
+    expires_at = property(lambda self: self._lock.expires_at,
+                          doc="The local deadline on ``time.monotonic()``'s clock (see the blocking ``Lock``).")
+
+    def deadline_scope(self) -> "DeadlineScope":
+        """``async with lock.deadline_scope():`` — the block is cancelled at the lock's
+        local deadline (``expires_at``), never before it, and the scope then raises
+        ``TimeoutError`` naming the key: work that overruns the lease stops there
+        instead of learning it from the store's rejection. A block that ends in time
+        is not touched. Like ``asyncio.timeout_at``, on the loop's own clock."""
+        return DeadlineScope(self)
 
     @property
     def remaining(self) -> float:
@@ -160,6 +202,66 @@ class Lock:
 
     def __repr__(self) -> str:
         return f"aio.{self._lock!r}"
+
+
+class DeadlineScope:
+    """``async with lock.deadline_scope():`` (see ``Lock.deadline_scope``). The task is
+    cancelled at ``lock.expires_at`` and the ``CancelledError`` that ends the block
+    becomes a ``TimeoutError``; a cancellation from elsewhere goes on as it is."""
+
+    __slots__ = ("_lock", "_task", "_timer", "_fired", "_cancelling")
+
+    def __init__(self, lock: Lock) -> None:
+        self._lock = lock
+        self._task: Optional["asyncio.Task[Any]"] = None
+        self._timer: Optional[asyncio.TimerHandle] = None
+        self._fired = False
+        self._cancelling = 0
+
+    @property
+    def expired(self) -> bool:
+        """True once the scope cancelled its block at the deadline."""
+        return self._fired
+
+    async def __aenter__(self) -> "DeadlineScope":
+        task = asyncio.current_task()
+        if task is None:
+            raise RuntimeError("lock.deadline_scope() is used inside a task")
+        self._task = task
+        cancelling = getattr(task, "cancelling", None)  # Python 3.11 and newer
+        self._cancelling = cancelling() if cancelling else 0
+        self._arm()
+        return self
+
+    def _arm(self) -> None:
+        loop = asyncio.get_running_loop()
+        self._timer = loop.call_at(loop.time() + (self._lock.expires_at - time.monotonic()), self._fire)
+
+    def _fire(self) -> None:
+        if time.monotonic() < self._lock.expires_at:
+            # A loop's timer may run a hair early (uvloop's clock counts milliseconds):
+            # never before the deadline.
+            self._arm()
+            return
+        self._fired = True
+        assert self._task is not None
+        self._task.cancel()
+
+    async def __aexit__(self, exc_type: Optional[Type[BaseException]], exc: Optional[BaseException],
+                        tb: Optional[TracebackType]) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        if not self._fired:
+            return
+        uncancel = getattr(self._task, "uncancel", None)  # Python 3.11 and newer
+        if uncancel is not None and uncancel() > self._cancelling:
+            return  # cancelled from elsewhere too: that goes on
+        if exc_type is asyncio.CancelledError:
+            lock = self._lock
+            raise TimeoutError(
+                f"the lease on {lock.key!r} (token {lock.token}) reached its local deadline: "
+                "lock.deadline_scope() cancelled the block"
+            ) from exc
 
 
 async def _release_at_exit(lock: Lock, failed: bool) -> None:
@@ -190,6 +292,90 @@ class LockContext:
     async def __aexit__(self, exc_type: Optional[Type[BaseException]], exc: Optional[BaseException],
                         tb: Optional[TracebackType]) -> None:
         lock, self._lock = self._lock, None
+        if lock is not None:
+            await _release_at_exit(lock, failed=exc_type is not None)
+
+
+class Hold:
+    """A hold of ``Client.hold``, started when first awaited or iterated: ``await hold``
+    is its ``Lock``; ``async with hold as lock:`` releases it at the end of the block;
+    ``async for place in hold.places():`` (a hold made with ``places=True``) yields its
+    places in line while it waits, and ends when it is granted or fails. Cancelling the
+    task that awaits it cancels the hold (no grant is left held)."""
+
+    __slots__ = ("_client", "_args", "_want_places", "_waiter", "_future", "_places", "_news", "_lock",
+                 "_held")
+
+    def __init__(self, client: sync.Client, args: Tuple[Any, ...], places: bool) -> None:
+        self._client, self._args, self._want_places = client, args, places
+        self._waiter: "Optional[asyncio.Future[sync.Lock]]" = None
+        self._future = 0
+        self._places: Deque[Place] = collections.deque()
+        self._news: Optional[asyncio.Event] = None
+        self._lock: Optional[Lock] = None
+        self._held: Optional[Lock] = None
+
+    def _start(self) -> "asyncio.Future[sync.Lock]":
+        if self._waiter is not None:
+            return self._waiter
+        dispatcher = _dispatcher()
+
+        def read(future: int) -> sync.Lock:
+            return sync._take(sync._HOLD, future, self._client)  # type: ignore[no-any-return]
+
+        if self._want_places:
+            self._news = asyncio.Event()
+            place_tag = dispatcher.tag()
+            self._future = future = sync._start_queued(self._args, dispatcher.queue, place_tag)
+            dispatcher.places[place_tag] = self._new_place
+            self._waiter = dispatcher.start(future, read, place_tag)
+            news = self._news
+            self._waiter.add_done_callback(lambda _: news.set())
+        else:
+            self._future = future = sync._start(sync._HOLD, self._args + (sync.NO_PLACES, None))
+            self._waiter = dispatcher.start(future, read)
+        return self._waiter
+
+    def _new_place(self) -> None:
+        """The hold's place tag came (on the loop, while the future is alive)."""
+        ahead, grants_per_ks = c_uint32(), c_uint32()
+        if n.quick.ticketing_future_take_place(self._future, byref(ahead), byref(grants_per_ks)):
+            self._places.append(Place._of(ahead.value, grants_per_ks.value))
+            assert self._news is not None
+            self._news.set()
+
+    async def places(self) -> AsyncIterator[Place]:
+        """The hold's places in line (``Place``: ``ahead``, ``estimated_wait``), as they
+        come — when it queues, then at most once a second while the place changes —
+        until it is granted or fails (then ``await hold`` says which). Starts the hold."""
+        if not self._want_places:
+            raise InvalidArgument("hold.places() needs a hold made with client.hold(..., places=True)")
+        waiter = self._start()
+        news = self._news
+        assert news is not None
+        while True:
+            while self._places:
+                yield self._places.popleft()
+            if waiter.done():
+                return
+            news.clear()
+            await news.wait()
+
+    async def _result(self) -> Lock:
+        if self._lock is None:
+            self._lock = Lock(await _await(self._start(), self._future))
+        return self._lock
+
+    def __await__(self) -> Generator[Any, None, Lock]:
+        return self._result().__await__()
+
+    async def __aenter__(self) -> Lock:
+        self._held = await self
+        return self._held
+
+    async def __aexit__(self, exc_type: Optional[Type[BaseException]], exc: Optional[BaseException],
+                        tb: Optional[TracebackType]) -> None:
+        lock, self._held = self._held, None
         if lock is not None:
             await _release_at_exit(lock, failed=exc_type is not None)
 
@@ -229,6 +415,19 @@ class Client:
     def lock(self, key: str, lease: float = 30, wait: float = 5) -> LockContext:
         """``async with client.lock(key, lease=30, wait=5) as lock:``."""
         return LockContext(self, key, lease, wait)
+
+    def hold(self, keys: Iterable[Union[str, Permits]], lease: float = 30, wait: float = 0, *,
+             places: bool = False) -> Hold:
+        """Holds every key of ``keys`` at once (a ``str``: the key's exclusive lock;
+        ``Permits(key, count, capacity)``: ``count`` of its ``capacity`` permits), as
+        ``ticketing.Client.hold`` does: ``lock = await client.hold(...)``, or ``async
+        with client.hold(...) as lock:``. ``places=True`` asks for the hold's places in
+        line, read with ``async for place in hold.places():`` beside awaiting it."""
+        return Hold(self._client, sync._hold_args(self._client._live(), keys, lease, wait), bool(places))
+
+    async def pool(self, key: str) -> Pool:
+        """``key`` read as a pool (the leader's answer): a ``Pool``."""
+        return await _call(sync._POOL, sync._query_args(self._client._live(), key))  # type: ignore[no-any-return]
 
     async def release(self, key: str, token: int) -> ReleaseOutcome:
         """Releases ``key`` held by this client's owner under ``token``."""

@@ -10,12 +10,14 @@ import atexit
 import ctypes
 import math
 import os
+import select
 import threading
-from ctypes import byref, c_char_p, c_int, c_void_p
+import time
+from ctypes import byref, c_char_p, c_int, c_uint32, c_uint64, c_void_p
 from dataclasses import dataclass
 from functools import partial
 from types import TracebackType
-from typing import Any, Callable, Iterator, Literal, NamedTuple, Optional, Sequence, Tuple, Type, Union
+from typing import Any, Callable, Iterable, Iterator, Literal, NamedTuple, Optional, Sequence, Tuple, Type, Union
 
 from . import _logging
 from . import _native as n
@@ -177,6 +179,20 @@ def _read_holder(fill: Fill) -> Optional["Holder"]:
     return Holder(owner, holder.token, holder.lease_left_ms / 1000, holder.waiters)
 
 
+def _read_pool(fill: Fill) -> "Pool":
+    """A pool read's outcome."""
+    info, error = n.PoolInfo(), c_void_p()
+    kind = fill(byref(info), byref(error))
+    if kind:
+        raise from_handle(kind, error)
+    holders = tuple(
+        PoolHolder(bytes(h.owner[: h.owner_len]).decode("utf-8", "replace"), h.token, h.count,
+                   h.lease_left_ms / 1000)
+        for h in info.holders[: info.holders_len]
+    )
+    return Pool(info.capacity, info.in_use, info.holds, info.waiters, info.oldest_wait_ms / 1000, holders)
+
+
 def _read_resolution(fill: Fill, attempt: Indeterminate) -> Optional["Lock"]:
     """A resolve's outcome: the adopted lock, None (not held), or `attempt` raised again."""
     resolution, lock, error = c_int(0), c_void_p(), c_void_p()
@@ -204,6 +220,32 @@ def _query_args(client: int, key: str) -> Tuple[Any, ...]:
     return client, _text(key, "key")
 
 
+def _u32(value: object, what: str) -> int:
+    """A count or a capacity as the C ABI's uint32 (the library checks its limits)."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 2**32:
+        raise InvalidArgument(f"{what} must be an int in 0..2**32, not {value!r}")
+    return value
+
+
+def _hold_args(client: int, keys: Iterable[Union[str, "Permits"]], lease: float, wait: float) -> Tuple[Any, ...]:
+    """The C ABI's parts of a hold: each key as given, a plain ``str`` as the key's
+    exclusive lock (1 of 1). Their number, repeated keys and the counts' limits are the
+    library's to check."""
+    if isinstance(keys, (str, bytes)) or not isinstance(keys, Iterable):
+        raise TypeError(f"keys must be a list of keys (str or ticketing.Permits), not {type(keys).__name__}")
+    parts = []
+    for i, part in enumerate(keys):
+        if isinstance(part, str):
+            parts.append((_text(part, f"keys[{i}]"), 1, 1))
+        elif isinstance(part, Permits):
+            parts.append((_text(part.key, f"keys[{i}].key"), _u32(part.count, f"keys[{i}].count"),
+                          _u32(part.capacity, f"keys[{i}].capacity")))
+        else:
+            raise TypeError(f"keys[{i}] must be a str or a ticketing.Permits, not {type(part).__name__}")
+    array = (n.HoldPart * max(len(parts), 1))(*parts)
+    return client, array, len(parts), _nanos(lease, "lease"), _nanos(wait, "wait")
+
+
 def _resolve_args(client: int, attempt: Indeterminate, timeout: float) -> Tuple[Any, ...]:
     return client, attempt._handle, _millis(timeout, "timeout")
 
@@ -228,6 +270,14 @@ _QUERY = _Operation(n.blocking.ticketing_query, n.quick.ticketing_query_start,
                     n.quick.ticketing_future_get_query, _read_holder)
 _RESOLVE = _Operation(n.blocking.ticketing_resolve, n.quick.ticketing_resolve_start,
                       n.quick.ticketing_future_get_resolve, _read_resolution)
+# A hold's arguments end in its place callback and context: always none (NO_PLACES,
+# None), since a Python callback would run on a client thread. Places come through a
+# queue instead (_hold_with_places, and aio.py), started by ticketing_hold_start_queued.
+_HOLD = _Operation(n.blocking.ticketing_hold, n.quick.ticketing_hold_start,
+                   n.quick.ticketing_future_get_lock, _read_lock)
+_POOL = _Operation(n.blocking.ticketing_pool, n.quick.ticketing_pool_start,
+                   n.quick.ticketing_future_get_pool, _read_pool)
+NO_PLACES = n.PLACE_FN()
 
 
 def _wait(operation: _Operation, args: Tuple[Any, ...], *context: Any) -> Any:
@@ -249,6 +299,16 @@ def _start(operation: _Operation, args: Tuple[Any, ...]) -> int:
     """The future of `operation`, started (for aio.py), or the exception its refusal means."""
     future, error = c_void_p(), c_void_p()
     kind = operation.start(*args, byref(future), byref(error))
+    if kind or future.value is None:
+        raise from_handle(kind, error)
+    return future.value
+
+
+def _start_queued(args: Tuple[Any, ...], queue: int, place_tag: int) -> int:
+    """The future of a hold (`args` as _hold_args gives them) whose places leave
+    `place_tag` in `queue` (``ticketing_hold_start_queued``)."""
+    future, error = c_void_p(), c_void_p()
+    kind = n.quick.ticketing_hold_start_queued(*args, queue, place_tag, byref(future), byref(error))
     if kind or future.value is None:
         raise from_handle(kind, error)
     return future.value
@@ -278,6 +338,61 @@ class Holder:
     waiters: int
 
 
+class Permits(NamedTuple):
+    """``count`` of ``key``'s ``capacity`` permits: one key of a hold (``Client.hold``).
+    Every request on a key states the same capacity; a plain ``"key"`` in a hold is
+    ``Permits("key", 1, 1)``, the key's exclusive lock."""
+
+    key: str
+    count: int = 1
+    capacity: int = 1
+
+
+@dataclass(frozen=True)
+class Place:
+    """A waiting hold's place in line: ``ahead`` requests are before it in the longest
+    of its keys' queues, and that key saw ``grants_per_s`` grants a second lately.
+    ``estimated_wait`` is how long those ahead take at that rate, in seconds (None
+    while no rate is measured yet): an estimate — holders may release sooner or keep
+    their whole lease. Wraps ``Place``."""
+
+    ahead: int
+    grants_per_s: float
+    estimated_wait: Optional[float]
+
+    @classmethod
+    def _of(cls, ahead: int, grants_per_ks: int) -> "Place":
+        """From the C ABI's numbers: the estimated wait is ahead × 1000 ÷ grants_per_ks s."""
+        wait = ahead * 1000 / grants_per_ks if grants_per_ks else None
+        return cls(ahead, grants_per_ks / 1000, wait)
+
+
+@dataclass(frozen=True)
+class PoolHolder:
+    """One hold in a ``Pool``: its owner and fencing token, the permits of the key it
+    holds, and the lease left on the leader's clock when it answered (seconds)."""
+
+    owner: str
+    token: int
+    count: int
+    lease_left: float
+
+
+@dataclass(frozen=True)
+class Pool:
+    """A key read as a pool (``Client.pool``): its ``capacity`` (0 when nobody holds the
+    key or waits for it), the permits ``in_use``, the number of ``holds`` and of
+    ``waiters``, how long the first waiter has waited (``oldest_wait``, seconds), and
+    the oldest ``holders`` (at most 8), oldest first. Wraps ``PoolInfo``."""
+
+    capacity: int
+    in_use: int
+    holds: int
+    waiters: int
+    oldest_wait: float
+    holders: Tuple[PoolHolder, ...]
+
+
 class Lock:
     """A held lock: the server granted ``key`` to ``owner`` under fencing token ``token``
     (larger than every earlier grant's). Pass the token to every write the critical
@@ -287,7 +402,7 @@ class Lock:
     manager, the lock is released when the block ends. A Lock that is garbage-collected
     unreleased is released in the background (the Rust ``Lock``'s drop)."""
 
-    __slots__ = ("_handle", "key", "owner", "token", "lease", "__weakref__")
+    __slots__ = ("_handle", "key", "owner", "token", "lease", "_keys", "_expires_at", "__weakref__")
 
     def __init__(self, handle: int) -> None:
         q = n.quick
@@ -297,6 +412,37 @@ class Lock:
         self.token: int = q.ticketing_lock_token(handle)
         #: The lease the server granted, in seconds.
         self.lease: float = q.ticketing_lock_lease_ms(handle) / 1000
+        self._keys: Optional[Tuple[Permits, ...]] = None
+        self._expires_at: Optional[float] = None
+
+    @property
+    def keys(self) -> Tuple[Permits, ...]:
+        """Every key this lock holds, as ``Permits(key, count, capacity)``, in the order
+        the hold named them: ``(Permits(key, 1, 1),)`` for an ``acquire``. Its release
+        ends the hold of all of them at once. Wraps ``Lock::keys``."""
+        if self._keys is None:
+            handle, q = self._handle, n.quick
+            key, count, capacity = c_char_p(), c_uint32(), c_uint32()
+            keys = []
+            for i in range(q.ticketing_lock_key_count(handle)):
+                q.ticketing_lock_key_at(handle, i, byref(key), byref(count), byref(capacity), None)
+                keys.append(Permits((key.value or b"").decode(), count.value, capacity.value))
+            self._keys = tuple(keys)
+        return self._keys
+
+    @property
+    def expires_at(self) -> float:
+        """The lock's local deadline on ``time.monotonic()``'s clock: the instant before
+        its request was written plus the lease (the server's lease never ends before
+        it). Work under the lock must be done, or stopped, by then. Wraps
+        ``Lock::deadline`` (``ticketing_lock_deadline_ns`` against ``ticketing_now_ns``)."""
+        if self._expires_at is None:
+            # This clock first: the deadline read against the library's later "now" can
+            # only come out a hair early, never late.
+            here = time.monotonic_ns()
+            q = n.quick
+            self._expires_at = (here + q.ticketing_lock_deadline_ns(self._handle) - q.ticketing_now_ns()) / 1e9
+        return self._expires_at
 
     @property
     def remaining(self) -> float:
@@ -334,6 +480,54 @@ class Lock:
 
     def __repr__(self) -> str:
         return f"Lock(key={self.key!r}, owner={self.owner!r}, token={self.token}, remaining={self.remaining:.3f})"
+
+
+#: The tags of a blocking hold's own queue: its outcome, and a new place in line.
+_DONE, _PLACE = 1, 2
+
+
+def _hold_with_places(args: Tuple[Any, ...], on_place: Callable[[Place], Any], client: "Client") -> Lock:
+    """A blocking hold that hears its places on the calling thread: the hold's future
+    leaves its tags in a queue of this call's own, and this thread waits on the queue's
+    descriptor (GIL released), wakes for each place, calls ``on_place`` and waits again
+    until the outcome. The main thread wakes every WAIT_SLICE_MS besides, so that Python
+    runs its signal handlers: what one raises — or what ``on_place`` raises — cancels
+    the hold by the futures' rule and goes on up."""
+    if not _main_checks:
+        _check_signals_in_this_thread()
+    queue, error = c_void_p(), c_void_p()
+    kind = n.quick.ticketing_queue_new(byref(queue), byref(error))
+    if kind:
+        raise from_handle(kind, error)
+    try:
+        future = _start_queued(args, queue.value, _PLACE)  # type: ignore[arg-type]
+        try:
+            n.quick.ticketing_future_set_queue(future, queue, _DONE, None)
+            _wait_in_line(queue.value, future, on_place)  # type: ignore[arg-type]
+        except BaseException:
+            n.quick.ticketing_future_cancel(future)
+            n.quick.ticketing_future_free(future)
+            raise
+        return _take(_HOLD, future, client)  # type: ignore[no-any-return]
+    finally:
+        n.quick.ticketing_queue_free(queue)
+
+
+def _wait_in_line(queue: int, future: int, on_place: Callable[[Place], Any]) -> None:
+    """Waits until `future`'s outcome tag comes, calling ``on_place`` for each place
+    that comes before it (none with or after it: the future is ready then)."""
+    poller = select.poll()
+    poller.register(n.quick.ticketing_queue_fd(queue), select.POLLIN)
+    slice_ms = WAIT_SLICE_MS if threading.current_thread() is threading.main_thread() else None
+    tags = (c_uint64 * 4)()
+    ahead, grants_per_ks = c_uint32(), c_uint32()
+    while True:
+        poller.poll(slice_ms)
+        taken = tags[: n.quick.ticketing_queue_take(queue, tags, len(tags))]
+        if _DONE in taken:
+            return
+        if _PLACE in taken and n.quick.ticketing_future_take_place(future, byref(ahead), byref(grants_per_ks)):
+            on_place(Place._of(ahead.value, grants_per_ks.value))
 
 
 def _release_at_exit(lock: Lock, failed: bool) -> None:
@@ -470,6 +664,36 @@ class Client:
         raises ``ReleaseUnconfirmed`` and a lease that had already ended raises
         ``NotHolder``."""
         return LockContext(self, key, lease, wait)
+
+    def hold(self, keys: Iterable[Union[str, Permits]], lease: float = 30, wait: float = 0, *,
+             on_place: Optional[Callable[[Place], Any]] = None) -> Lock:
+        """Holds every key of ``keys`` at once — a ``str`` is the key's exclusive lock,
+        ``Permits(key, count, capacity)`` is ``count`` of the key's ``capacity`` permits —
+        for ``lease`` seconds, queueing at most ``wait`` seconds: granted all at once, one
+        fencing token for every key, only when no earlier request naming one of its keys
+        still waits and every key has its count free; until then it holds nothing, and
+        holds naming the same keys in other orders never deadlock. Returns one ``Lock``
+        (``lock.keys``) whose release ends the whole hold; ``with client.hold(...) as
+        lock:`` releases it at the end of the block.
+
+        ``on_place(place)``, when given, hears the hold's place in line (a ``Place``)
+        while it waits — when it queues, then at most once a second while the place
+        changes — on this thread: the call wakes for it. What it raises cancels the hold
+        and goes on up. Raises what ``acquire`` raises; ``InvalidArgument`` for 0 or
+        more than 16 keys, a key named twice, a count outside 1..capacity, or a capacity
+        other than the key's (naming both). Wraps ``Client::hold(...).acquire()``."""
+        args = _hold_args(self._live(), keys, lease, wait)
+        if on_place is None:
+            return _wait(_HOLD, args + (NO_PLACES, None), self)  # type: ignore[no-any-return]
+        if not callable(on_place):
+            raise TypeError(f"on_place must be callable, not {type(on_place).__name__}")
+        return _hold_with_places(args, on_place, self)
+
+    def pool(self, key: str) -> Pool:
+        """``key`` read as a pool, answered by the leader: a ``Pool`` (capacity, permits in
+        use, holds, waiters, the oldest wait and holds). Wraps ``Client::pool``; blocks at
+        most the request timeout (10 s)."""
+        return _wait(_POOL, _query_args(self._live(), key))  # type: ignore[no-any-return]
 
     def release(self, key: str, token: int) -> ReleaseOutcome:
         """Releases ``key`` held by this client's owner under ``token`` (a token kept

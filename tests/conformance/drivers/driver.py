@@ -10,7 +10,7 @@ import os
 import sys
 import threading
 import time
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Set, Tuple
 
 import ticketing
 import ticketing.aio
@@ -37,6 +37,36 @@ class State:
     def __init__(self) -> None:
         self.locks: Dict[str, Any] = {}
         self.indeterminate: Dict[str, ticketing.Indeterminate] = {}
+        #: The names of holds (their lines list the lock's keys).
+        self.holds: Set[str] = set()
+
+
+def hold_args(args: List[str]) -> Tuple[float, float, bool, List[ticketing.Permits]]:
+    """`hold`'s arguments after NAME: LEASE_S WAIT_S PLACES KEY:COUNT:CAPACITY… (a key
+    may hold colons: its count and capacity are the last two fields)."""
+    parts = []
+    for word in args[3:]:
+        key, count, capacity = word.rsplit(":", 2)
+        parts.append(ticketing.Permits(key, int(count), int(capacity)))
+    return float(args[0]), float(args[1]), args[2] == "1", parts
+
+
+def keys(name: str, lock: Any, state: State) -> str:
+    """The ` keys=…` of a hold's line (nothing for an acquire's)."""
+    if name not in state.holds:
+        return ""
+    return " keys=" + ",".join(f"{k.key}:{k.count}:{k.capacity}" for k in lock.keys)
+
+
+def place(name: str, p: ticketing.Place) -> str:
+    eta = -1 if p.estimated_wait is None else round(p.estimated_wait * 1000)
+    return f"{name} place {p.ahead} eta_ms={eta}"
+
+
+def deadline(name: str, lock: Any) -> str:
+    """`watch`'s line once the idiom fired: now, and the deadline as the lock states it
+    (both CLOCK_MONOTONIC, the clock of time.monotonic)."""
+    return f"{name} deadline at={time.monotonic_ns()} deadline={int(lock.expires_at * 1e9)}"
 
 
 def settings() -> Dict[str, Any]:
@@ -77,13 +107,33 @@ def blocking(words: List[str], client: ticketing.Client, state: State) -> str:
             if lock is None:
                 return f"{name} resolved not_held ms={ms(start)}"
             state.locks[name] = lock
-            return f"{name} resolved held {lock.token} at={time.monotonic_ns()} ms={ms(start)}"
+            return f"{name} resolved held {lock.token} at={time.monotonic_ns()} ms={ms(start)}{keys(name, lock, state)}"
+        if verb == "hold":
+            lease, wait, places, parts = hold_args(args)
+            state.holds.add(name)
+            on_place = (lambda p: say(place(name, p))) if places else None
+            lock = client.hold(parts, lease=lease, wait=wait, on_place=on_place)
+            state.locks[name] = lock
+            return f"{name} granted {lock.token} at={time.monotonic_ns()} ms={ms(start)}{keys(name, lock, state)}"
+        if verb == "pool":
+            pool = client.pool(args[0])
+            return f"{name} pool {pool.capacity} {pool.in_use} {pool.holds} {pool.waiters} ms={ms(start)}"
+        if verb == "watch":
+            lock = state.locks.get(name)
+            if lock is None:
+                return f"{name} invalid retryable=0 ms=0 : no lock named {name}"
+            # The blocking client's idiom: a wait until lock.expires_at.
+            while (left := lock.expires_at - time.monotonic()) > 0:
+                time.sleep(left)
+            return deadline(name, lock)
         return f"{name} invalid retryable=0 ms=0 : unknown command {verb}"
     except ticketing.Indeterminate as e:
         state.indeterminate[name] = e
         return failed(name, e, start)
     except ticketing.Error as e:
         return failed(name, e, start)
+    except ValueError as e:  # a command's word that is not a number, a part without its fields
+        return f"{name} invalid retryable=0 ms=0 : {e}"
 
 
 async def asynchronous(words: List[str], client: ticketing.aio.Client, state: State) -> str:
@@ -116,13 +166,39 @@ async def asynchronous(words: List[str], client: ticketing.aio.Client, state: St
             if lock is None:
                 return f"{name} resolved not_held ms={ms(start)}"
             state.locks[name] = lock
-            return f"{name} resolved held {lock.token} at={time.monotonic_ns()} ms={ms(start)}"
+            return f"{name} resolved held {lock.token} at={time.monotonic_ns()} ms={ms(start)}{keys(name, lock, state)}"
+        if verb == "hold":
+            lease, wait, places, parts = hold_args(args)
+            state.holds.add(name)
+            hold = client.hold(parts, lease=lease, wait=wait, places=places)
+            if places:
+                async for p in hold.places():
+                    say(place(name, p))
+            lock = await hold
+            state.locks[name] = lock
+            return f"{name} granted {lock.token} at={time.monotonic_ns()} ms={ms(start)}{keys(name, lock, state)}"
+        if verb == "pool":
+            pool = await client.pool(args[0])
+            return f"{name} pool {pool.capacity} {pool.in_use} {pool.holds} {pool.waiters} ms={ms(start)}"
+        if verb == "watch":
+            lock = state.locks.get(name)
+            if lock is None:
+                return f"{name} invalid retryable=0 ms=0 : no lock named {name}"
+            # asyncio's idiom: the scope that cancels its block at the deadline.
+            try:
+                async with lock.deadline_scope():
+                    await asyncio.Event().wait()
+            except TimeoutError:
+                return deadline(name, lock)
+            raise AssertionError("the deadline scope ended without cancelling")
         return f"{name} invalid retryable=0 ms=0 : unknown command {verb}"
     except ticketing.Indeterminate as e:
         state.indeterminate[name] = e
         return failed(name, e, start)
     except ticketing.Error as e:
         return failed(name, e, start)
+    except ValueError as e:  # a command's word that is not a number, a part without its fields
+        return f"{name} invalid retryable=0 ms=0 : {e}"
 
 
 def main_blocking() -> None:
