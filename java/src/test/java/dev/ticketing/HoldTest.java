@@ -1,6 +1,7 @@
 // Counted and multi-key holds against a real server: all or nothing, one token for every
 // key, counted stock never over its capacity, a capacity mismatch naming both numbers,
-// limits passed to the native library and its errors mapped, pool reads, async forms.
+// limits passed to the native library and its errors mapped, pool reads, async forms, an
+// indeterminate hold resolved.
 package dev.ticketing;
 
 import static dev.ticketing.ClientTest.eventually;
@@ -12,6 +13,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Optional;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
@@ -182,6 +184,30 @@ class HoldTest {
         assertThrows(InvalidArgumentException.class, () -> client.hold(LEASE, Duration.ZERO).key(null).acquire());
         for (String key : List.of("many:0", "twice", "over", "lease")) {
             assertTrue(client.query(key).isEmpty(), key + ": nothing was sent");
+        }
+    }
+
+    @Test
+    void aPausedServerMakesAHoldIndeterminateAndResolveFindsOut() throws Exception {
+        try (TestServer own = new TestServer(); Client c = own.client("java-hold-paused")) {
+            assertEquals(0, c.pool("paused:a").capacity()); // connected
+            own.pause();
+            IndeterminateException e = assertThrows(IndeterminateException.class,
+                    () -> c.hold(LEASE, Duration.ZERO).key("paused:a").permits("paused:b", 2, 3).acquire());
+            assertFalse(e.isDefinitive());
+            assertTrue(e.getMessage().contains("do not enter the critical section"), e.getMessage());
+            own.resume();
+            Optional<Lock> resolved = e.resolve(Duration.ofSeconds(15));
+            if (resolved.isPresent()) {
+                Lock lock = resolved.get();
+                assertEquals("paused:a", lock.key());
+                assertEquals(lock.token(), c.query("paused:a").orElseThrow().token());
+                assertEquals(2, c.pool("paused:b").inUse(), "the grant held every key");
+                assertEquals(ReleaseOutcome.RELEASED, lock.release(), "and its release ends them all");
+            }
+            eventually(Duration.ofSeconds(10), "no grant left held",
+                    () -> c.query("paused:a").isEmpty() && c.pool("paused:b").inUse() == 0);
+            System.out.println("an indeterminate hold resolved " + (resolved.isPresent() ? "held" : "not held"));
         }
     }
 
