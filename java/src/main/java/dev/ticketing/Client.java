@@ -1,5 +1,5 @@
 // Client: the Java face of one native client (include/ticketing.h) — its builder, and
-// acquire, release, query and resolve, each blocking or as a CompletableFuture.
+// acquire, holds, release, query, pool and resolve, each blocking or as a CompletableFuture.
 package dev.ticketing;
 
 import com.sun.jna.Memory;

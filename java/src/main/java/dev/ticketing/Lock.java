@@ -269,6 +269,7 @@ public final class Lock implements AutoCloseable {
 
     @Override
     public String toString() {
-        return "Lock[key=" + key + ", owner=" + owner + ", token=" + token + ", remaining=" + remaining() + "]";
+        String keys = permits.size() == 1 ? "key=" + key : "keys=" + keys();
+        return "Lock[" + keys + ", owner=" + owner + ", token=" + token + ", remaining=" + remaining() + "]";
     }
 }
