@@ -94,3 +94,22 @@ fn a_late_grant_is_kept_for_the_caller_that_resolves_it() {
     assert_eq!(lock.release(), Ok(ReleaseOutcome::Released));
     assert_eq!(holder(&server, "seat:4"), None);
 }
+
+#[test]
+fn a_hold_whose_answer_was_lost_is_resolved_as_the_whole_hold() {
+    let (server, proxy, client) = setup("hold-resolver", Duration::from_secs(1));
+    proxy.cut_after(Dir::ToClient, 0); // the G is lost with its connection
+    let err =
+        client.hold(LEASE, Duration::ZERO).key("seat:7").permits("stock:7", 2, 5).acquire().unwrap_err();
+    assert_eq!(err.indeterminate_cause(), Some(IndeterminateCause::ConnectionLost));
+    let (_, token) = holder(&server, "seat:7").expect("the grant happened");
+    let Resolution::Held(lock) = client.resolve(&err, Duration::from_secs(120)) else {
+        panic!("not resolved as held")
+    };
+    assert_eq!(lock.token(), token);
+    assert_eq!(lock.keys(), [("seat:7", 1, 1), ("stock:7", 2, 5)], "the whole hold, as asked");
+    assert_eq!(lock.release(), Ok(ReleaseOutcome::Released));
+    assert_eq!(holder(&server, "seat:7"), None);
+    let pool = client.pool("stock:7").unwrap();
+    assert_eq!(pool.in_use, 0, "one release ended every key");
+}

@@ -12,6 +12,8 @@
 mod common;
 #[path = "conformance/driver.rs"]
 mod driver;
+#[path = "conformance/holds.rs"]
+mod holds;
 #[path = "conformance/libraries.rs"]
 mod libraries;
 #[path = "conformance/pki.rs"]
@@ -31,13 +33,20 @@ fn main() {
     }
     let only: Option<Vec<String>> =
         std::env::var("CONFORMANCE_ONLY").ok().map(|v| v.split(',').map(str::to_owned).collect());
+    // CONFORMANCE_SCENARIOS=holds,deadline: only scenarios whose name contains one of them.
+    let scenarios_only: Option<Vec<String>> =
+        std::env::var("CONFORMANCE_SCENARIOS").ok().map(|v| v.split(',').map(str::to_owned).collect());
     let mut failures = Vec::new();
     let started = Instant::now();
     for library in libraries::available() {
         if only.as_ref().is_some_and(|only| !only.iter().any(|o| o == library.name)) {
             continue;
         }
-        for (scenario, run) in scenarios::ALL {
+        for (scenario, run) in scenarios::ALL.iter().chain(holds::ALL) {
+            if scenarios_only.as_ref().is_some_and(|only| !only.iter().any(|o| scenario.contains(o.as_str())))
+            {
+                continue;
+            }
             let t = Instant::now();
             let result = catch_unwind(AssertUnwindSafe(|| run(&library.launch)));
             let verdict = if result.is_ok() { "ok" } else { "FAILED" };

@@ -70,14 +70,17 @@ pub(crate) fn acquired(
 /// What a resolve's outcome means for its caller.
 pub(crate) fn resolution(handle: &Handle, attempt: &Indeterminate, outcome: Outcome) -> Resolution {
     match outcome {
-        Outcome::Resolve(Resolved::Held(granted)) => Resolution::Held(Lock::new(
-            handle.clone(),
-            attempt.key.to_string(),
-            Arc::clone(&attempt.owner),
-            granted.token,
-            granted.deadline,
-            granted.lease,
-        )),
+        Outcome::Resolve(Resolved::Held(granted)) => Resolution::Held(
+            Lock::new(
+                handle.clone(),
+                attempt.key.to_string(),
+                Arc::clone(&attempt.owner),
+                granted.token,
+                granted.deadline,
+                granted.lease,
+            )
+            .with_parts(attempt.parts.as_deref().cloned().unwrap_or_default()),
+        ),
         Outcome::Resolve(Resolved::NotHeld) => Resolution::NotHeld,
         _ => Resolution::Unknown,
     }

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::core::ids::OrphanId;
+use crate::proto::frame::HoldPart;
 
 /// Why an ACQUIRE got no definitive answer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -57,7 +58,8 @@ pub struct Indeterminate {
     // small.
     pub(crate) key: Box<str>,
     pub(crate) owner: Arc<str>,
-    pub(crate) lease: Duration,
+    /// The lease asked for, in whole seconds (1 to 250), which keeps the error small.
+    pub(crate) lease_s: u8,
     pub(crate) wait: Duration,
     pub(crate) sent_at: Instant,
     /// When a grant of it can no longer happen: the instant its frame was handed to
@@ -65,6 +67,9 @@ pub struct Indeterminate {
     pub(crate) settle_at: Instant,
     /// The client's record of it (None when its grant is already being released).
     pub(crate) orphan: Option<OrphanId>,
+    /// A hold's keys, counts and capacities (None for an acquire): a lock `resolve`
+    /// finds is the whole hold. A thin pointer keeps the error small.
+    pub(crate) parts: Option<Arc<Vec<HoldPart>>>,
 }
 
 impl Indeterminate {
@@ -82,7 +87,7 @@ impl Indeterminate {
     }
     /// The lease it asked for.
     pub fn lease(&self) -> Duration {
-        self.lease
+        Duration::from_secs(u64::from(self.lease_s))
     }
     /// The wait it was sent with.
     pub fn wait(&self) -> Duration {
@@ -104,8 +109,8 @@ impl Indeterminate {
 /// orphan record are not compared).
 impl PartialEq for Indeterminate {
     fn eq(&self, other: &Self) -> bool {
-        (self.cause, &self.key, &self.owner, self.lease, self.wait)
-            == (other.cause, &other.key, &other.owner, other.lease, other.wait)
+        (self.cause, &self.key, &self.owner, self.lease_s, self.wait)
+            == (other.cause, &other.key, &other.owner, other.lease_s, other.wait)
     }
 }
 

@@ -83,6 +83,8 @@ pub struct Driver {
     lines: Receiver<String>,
     /// Outcomes read but not asked for yet, by name.
     pending: HashMap<String, Outcome>,
+    /// Place lines of holds, by name, oldest first.
+    places: HashMap<String, Vec<Outcome>>,
     /// Everything it printed, for failure messages.
     pub transcript: Vec<String>,
 }
@@ -129,6 +131,7 @@ impl Driver {
             stdin,
             lines,
             pending: HashMap::new(),
+            places: HashMap::new(),
             transcript: Vec::new(),
         };
         let first =
@@ -163,9 +166,7 @@ impl Driver {
             let left = deadline.saturating_duration_since(Instant::now());
             match self.next_line(left) {
                 Some(line) => match Outcome::parse(&line) {
-                    Some(o) => {
-                        self.pending.insert(o.name.clone(), o);
-                    }
+                    Some(o) => self.keep(o),
                     None => panic!("{}: a line that is no outcome: {line:?}", self.label),
                 },
                 None => panic!(
@@ -175,6 +176,41 @@ impl Driver {
                 ),
             }
         }
+    }
+
+    /// An outcome kept for its name; a hold's place (`NAME place …`, which comes before
+    /// the hold's outcome, several per name) kept apart.
+    fn keep(&mut self, o: Outcome) {
+        if o.word == "place" {
+            self.places.entry(o.name.clone()).or_default().push(o);
+        } else {
+            self.pending.insert(o.name.clone(), o);
+        }
+    }
+
+    /// The next place line of the hold `name`, waiting up to `within`.
+    pub fn place(&mut self, name: &str, within: Duration) -> Outcome {
+        let deadline = Instant::now() + within;
+        loop {
+            if let Some(places) = self.places.get_mut(name).filter(|p| !p.is_empty()) {
+                return places.remove(0);
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.next_line(left).map(|line| (Outcome::parse(&line), line)) {
+                Some((Some(o), _)) => self.keep(o),
+                Some((None, line)) => panic!("{}: a line that is no outcome: {line:?}", self.label),
+                None => panic!(
+                    "{}: no place of {name} within {within:?}; transcript:\n{}",
+                    self.label,
+                    self.transcript.join("\n")
+                ),
+            }
+        }
+    }
+
+    /// The place lines of `name` read so far and not yet taken.
+    pub fn places_of(&mut self, name: &str) -> Vec<Outcome> {
+        self.places.remove(name).unwrap_or_default()
     }
 
     /// Sends `line` and waits for the outcome of its name.
@@ -199,7 +235,15 @@ impl Driver {
         if let Some(name) = self.pending.keys().next().cloned() {
             return self.pending.remove(&name);
         }
-        let line = self.next_line(within)?;
-        Some(Outcome::parse(&line).unwrap_or_else(|| panic!("{}: not an outcome: {line:?}", self.label)))
+        let deadline = Instant::now() + within;
+        loop {
+            let line = self.next_line(deadline.saturating_duration_since(Instant::now()))?;
+            let o =
+                Outcome::parse(&line).unwrap_or_else(|| panic!("{}: not an outcome: {line:?}", self.label));
+            if o.word != "place" {
+                return Some(o);
+            }
+            self.keep(o);
+        }
     }
 }

@@ -26,6 +26,9 @@ fn monotonic_ns() -> u64 {
     ts.sec as u64 * 1_000_000_000 + ts.nsec as u64
 }
 
+/// Writes one line to standard output (whole, flushed).
+type Say = dyn Fn(String) + Send + Sync;
+
 struct State {
     locks: HashMap<String, Lock>,
     indeterminate: HashMap<String, AcquireError>,
@@ -92,13 +95,13 @@ pub fn run() {
         builder = builder.cluster_name(var("TICKETING_CLUSTER_NAME"));
     }
     let out = Arc::new(Mutex::new(std::io::stdout()));
-    let say = {
+    let say: Arc<Say> = {
         let out = Arc::clone(&out);
-        move |line: String| {
+        Arc::new(move |line: String| {
             let mut out = out.lock().unwrap();
             let _ = writeln!(out, "{line}");
             let _ = out.flush();
-        }
+        })
     };
     let client = match builder.build() {
         Ok(client) => client,
@@ -113,8 +116,11 @@ pub fn run() {
         if words.first().map(String::as_str) == Some("quit") {
             break;
         }
-        let (client, state, say) = (client.clone(), Arc::clone(&state), say.clone());
-        threads.push(std::thread::spawn(move || say(command(&client, &state, &words))));
+        let (client, state, say) = (client.clone(), Arc::clone(&state), Arc::clone(&say));
+        threads.push(std::thread::spawn(move || {
+            let line = command(&client, &state, &words, &say);
+            say(line)
+        }));
     }
     for t in threads {
         let _ = t.join();
@@ -126,7 +132,7 @@ fn seconds(s: &str) -> Duration {
 }
 
 /// One command's result line.
-fn command(client: &Client, state: &Mutex<State>, words: &[String]) -> String {
+fn command(client: &Client, state: &Mutex<State>, words: &[String], say: &Arc<Say>) -> String {
     let started = Instant::now();
     let ms = |t: Instant| t.elapsed().as_millis();
     let w = |i: usize| words.get(i).map(String::as_str).unwrap_or("");
@@ -142,23 +148,69 @@ fn command(client: &Client, state: &Mutex<State>, words: &[String]) -> String {
                     state.lock().unwrap().locks.insert(name.to_owned(), lock);
                     line
                 }
-                Err(e) => {
-                    let mut line = format!(
-                        "{name} {} retryable={} ms={}",
-                        kind_of_acquire(&e),
-                        u8::from(e.is_retryable()),
-                        ms(started)
+                Err(e) => acquire_failed(state, name, e, started),
+            }
+        }
+        "hold" => {
+            let lease = Duration::from_secs_f64(w(2).parse::<f64>().unwrap_or(0.0).max(0.0));
+            let mut hold = client.hold(lease, seconds(w(3)));
+            for part in &words[5.min(words.len())..] {
+                let mut fields = part.split(':');
+                let key = fields.next().unwrap_or("");
+                let mut number = || fields.next().and_then(|n| n.parse::<u32>().ok()).unwrap_or(0);
+                let (count, capacity) = (number(), number());
+                hold = hold.permits(key, count, capacity);
+            }
+            if w(4) == "1" {
+                let (name, say) = (name.to_owned(), Arc::clone(say));
+                hold = hold.on_place(move |p| {
+                    let eta = match p.grants_per_ks {
+                        0 => -1,
+                        rate => (u64::from(p.ahead) * 1_000_000 / u64::from(rate)) as i64,
+                    };
+                    say(format!("{name} place {} eta_ms={eta}", p.ahead));
+                });
+            }
+            match hold.acquire() {
+                Ok(lock) => {
+                    let line = format!(
+                        "{name} granted {} at={} ms={} keys={}",
+                        lock.token(),
+                        monotonic_ns(),
+                        ms(started),
+                        keys_word(&lock)
                     );
-                    if let Some(cause) = e.indeterminate_cause() {
-                        line.push_str(&format!(" cause={}", cause_word(cause)));
-                    }
-                    line.push_str(&format!(" : {e}"));
-                    if let AcquireError::Indeterminate(_) = e {
-                        state.lock().unwrap().indeterminate.insert(name.to_owned(), e);
-                    }
+                    state.lock().unwrap().locks.insert(name.to_owned(), lock);
                     line
                 }
+                Err(e) => acquire_failed(state, name, e, started),
             }
+        }
+        "pool" => match client.pool(w(2)) {
+            Ok(p) => format!(
+                "{name} pool {} {} {} {} ms={}",
+                p.capacity,
+                p.in_use,
+                p.holds,
+                p.waiters,
+                ms(started)
+            ),
+            Err(e) => format!(
+                "{name} {} retryable={} ms={} : {e}",
+                kind_of_client(&e),
+                u8::from(e.is_retryable()),
+                ms(started)
+            ),
+        },
+        "watch" => {
+            let Some(deadline) = state.lock().unwrap().locks.get(name).map(Lock::deadline) else {
+                return format!("{name} invalid retryable=0 ms=0 : no lock named {name}");
+            };
+            // The Rust idiom: the lock's deadline is an Instant to stop by.
+            let stated = monotonic_ns() as i128
+                + (deadline.saturating_duration_since(Instant::now()).as_nanos() as i128);
+            std::thread::sleep(deadline.saturating_duration_since(Instant::now()));
+            format!("{name} deadline at={} deadline={stated}", monotonic_ns())
         }
         "release" => {
             let Some(lock) = state.lock().unwrap().locks.remove(name) else {
@@ -186,12 +238,15 @@ fn command(client: &Client, state: &Mutex<State>, words: &[String]) -> String {
             };
             match client.resolve(&err, seconds(w(2))) {
                 Resolution::Held(lock) => {
-                    let line = format!(
+                    let mut line = format!(
                         "{name} resolved held {} at={} ms={}",
                         lock.token(),
                         monotonic_ns(),
                         ms(started)
                     );
+                    if lock.keys() != [(lock.key(), 1, 1)] {
+                        line.push_str(&format!(" keys={}", keys_word(&lock)));
+                    }
                     state.lock().unwrap().locks.insert(name.to_owned(), lock);
                     line
                 }
@@ -201,6 +256,30 @@ fn command(client: &Client, state: &Mutex<State>, words: &[String]) -> String {
         }
         other => format!("{name} invalid retryable=0 ms=0 : unknown command {other:?}"),
     }
+}
+
+/// An acquire's or a hold's error line; an indeterminate one is kept for `resolve`.
+fn acquire_failed(state: &Mutex<State>, name: &str, e: AcquireError, started: Instant) -> String {
+    let mut line = format!(
+        "{name} {} retryable={} ms={}",
+        kind_of_acquire(&e),
+        u8::from(e.is_retryable()),
+        started.elapsed().as_millis()
+    );
+    if let Some(cause) = e.indeterminate_cause() {
+        line.push_str(&format!(" cause={}", cause_word(cause)));
+    }
+    line.push_str(&format!(" : {e}"));
+    if let AcquireError::Indeterminate(_) = e {
+        state.lock().unwrap().indeterminate.insert(name.to_owned(), e);
+    }
+    line
+}
+
+/// A lock's keys as `KEY:COUNT:CAPACITY,…`.
+fn keys_word(lock: &Lock) -> String {
+    let keys: Vec<String> = lock.keys().iter().map(|(k, n, c)| format!("{k}:{n}:{c}")).collect();
+    keys.join(",")
 }
 
 fn cause_word(cause: ticketing::client::IndeterminateCause) -> &'static str {

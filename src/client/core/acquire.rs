@@ -278,11 +278,12 @@ impl AcquireOp {
                 cause: IndeterminateCause::ExpiredOnArrival,
                 key: self.key.as_str().into(),
                 owner: Arc::clone(&self.owner),
-                lease: self.lease,
+                lease_s: self.lease_s,
                 wait: self.sent.as_ref().map_or(Duration::ZERO, |s| s.wait),
                 sent_at: pending.queued_at,
                 settle_at: cx.now,
                 orphan: None,
+                parts: self.parts(),
             })));
         }
         cx.claims.hand_out(token, deadline, cx.now);
@@ -316,12 +317,20 @@ impl AcquireOp {
             cause,
             key: self.key.as_str().into(),
             owner: Arc::clone(&self.owner),
-            lease: self.lease,
+            lease_s: self.lease_s,
             wait,
             sent_at: queued_at,
             settle_at,
             orphan: Some(orphan),
+            parts: self.parts(),
         })))
+    }
+}
+
+impl AcquireOp {
+    /// A hold's parts, for its indeterminate error (None for an acquire).
+    fn parts(&self) -> Option<Arc<Vec<HoldPart>>> {
+        self.hold.as_ref().map(|(parts, _)| Arc::new(parts.clone()))
     }
 }
 

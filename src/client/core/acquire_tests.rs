@@ -227,3 +227,36 @@ fn an_attempt_cut_after_its_write_is_indeterminate_with_its_window_from_the_writ
         "from the write, not the queueing"
     );
 }
+
+/// Two nodes of two fencing domains: neither an ACQUIRE nor a HOLD is written to
+/// either; both end at once as a lasting mistake naming both domains.
+#[test]
+fn neither_an_acquire_nor_a_hold_is_written_while_two_domains_answer() {
+    use crate::proto::frame::HoldPart;
+    let parts = vec![
+        HoldPart { key: "seat:1".into(), count: 1, capacity: 1 },
+        HoldPart { key: "stock".into(), count: 2, capacity: 5 },
+    ];
+    let wait = Duration::from_millis(WAIT_MS);
+    for hold in [false, true] {
+        let mut scene = Scene::new(&["a:1", "b:1"]);
+        scene.up("a:1", LEADER, "a:1");
+        let net = &mut scene.world.net;
+        let slot = net.slots.iter().find(|s| s.addr == "b:1" && s.session.is_none()).expect("b's slot").id;
+        net.connected(slot, 2, LEADER, 11, "b:1", "b:1".into(), scene.now).expect("b is up");
+        scene.down("b:1");
+        let mut op = if hold {
+            AcquireOp::hold(parts.clone(), None, Arc::from("o"), LEASE_S, wait, scene.now)
+        } else {
+            AcquireOp::new("seat:1".into(), Arc::from("o"), LEASE_S, wait, None, scene.now)
+        };
+        let next = op.route(&mut scene.cx());
+        assert!(op.sent.is_none(), "hold {hold}: nothing written");
+        match result(next) {
+            Err(AcquireError::Unavailable { lasting: true, last_error: Some(why) }) => {
+                assert!(why.contains("fencing domain 7") && why.contains("fencing domain 11"), "{why}")
+            }
+            other => panic!("hold {hold}: {other:?}"),
+        }
+    }
+}

@@ -95,7 +95,7 @@ impl ResolveOp {
             orphan: attempt.orphan,
             key: attempt.key.to_string(),
             owner: Arc::clone(&attempt.owner),
-            lease: attempt.lease,
+            lease: attempt.lease(),
             sent_at: attempt.sent_at,
             end,
             phase: Phase::Settling(attempt.settle_at),

@@ -41,11 +41,12 @@ fn attempt(sent_at: Instant, settle_at: Instant, orphan: Option<OrphanId>) -> In
         cause: IndeterminateCause::NoAnswer,
         key: "k".into(),
         owner: Arc::from("o"),
-        lease: LEASE,
+        lease_s: LEASE.as_secs() as u8,
         wait: Duration::ZERO,
         sent_at,
         settle_at,
         orphan,
+        parts: None,
     }
 }
 

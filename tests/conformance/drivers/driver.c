@@ -69,6 +69,26 @@ static void failed(char *out, size_t size, const char *name, int rc, ticketing_e
     snprintf(out + n, size - (size_t)n, " : %s", ticketing_error_message(err));
 }
 
+/* A lock's keys as KEY:COUNT:CAPACITY,... after " keys=". */
+static void keys_word(char *out, size_t size, ticketing_lock *lock) {
+    size_t n = strlen(out);
+    n += (size_t)snprintf(out + n, size - n, " keys=");
+    for (size_t i = 0; i < ticketing_lock_key_count(lock) && n < size; i++) {
+        const char *key = NULL;
+        uint32_t count = 0, capacity = 0;
+        ticketing_lock_key_at(lock, i, &key, &count, &capacity, NULL);
+        n += (size_t)snprintf(out + n, size - n, "%s%s:%u:%u", i ? "," : "", key, count, capacity);
+    }
+}
+
+/* A hold's place, said as it comes (on a client thread: say only takes a mutex). */
+static void on_place(uint32_t ahead, uint32_t grants_per_ks, void *ctx) {
+    char out[512];
+    long long eta = grants_per_ks ? (long long)((uint64_t)ahead * 1000000u / grants_per_ks) : -1;
+    snprintf(out, sizeof out, "%s place %u eta_ms=%lld", (const char *)ctx, ahead, eta);
+    say(out);
+}
+
 static void *command(void *arg) {
     char *line = arg, *save = NULL;
     char *verb = strtok_r(line, " \t", &save), *name = strtok_r(NULL, " \t", &save);
@@ -95,6 +115,55 @@ static void *command(void *arg) {
             failed(out, sizeof out, name, rc, err, MS);
             if (rc == TICKETING_INDETERMINATE) g_indeterminate[s] = err;
             else ticketing_error_free(err);
+        }
+    } else if (strcmp(verb, "hold") == 0 && a && b && c) {
+        char *places = c, *part;
+        ticketing_hold_part parts[TICKETING_HOLD_KEYS_MAX + 1];
+        size_t n = 0;
+        while ((part = strtok_r(NULL, " \t", &save)) && n <= TICKETING_HOLD_KEYS_MAX) {
+            char *fields = NULL, *key = strtok_r(part, ":", &fields), *count = strtok_r(NULL, ":", &fields);
+            char *capacity = strtok_r(NULL, ":", &fields);
+            parts[n++] = (ticketing_hold_part){key, count ? (uint32_t)strtoul(count, NULL, 10) : 0,
+                                               capacity ? (uint32_t)strtoul(capacity, NULL, 10) : 0};
+        }
+        int64_t lease_ns = (int64_t)(strtod(a, NULL) * 1e9 + 0.5), wait_ns = (int64_t)(strtod(b, NULL) * 1e9 + 0.5);
+        ticketing_lock *lock = NULL;
+        int asks = places && strcmp(places, "1") == 0;
+        int rc = ticketing_hold(g_client, parts, n, lease_ns, wait_ns, asks ? on_place : NULL, name, &lock, &err);
+        if (rc == TICKETING_OK) {
+            snprintf(out, sizeof out, "%s granted %llu at=%llu ms=%llu", name,
+                     (unsigned long long)ticketing_lock_token(lock), (unsigned long long)now_ns(), (unsigned long long)MS);
+            keys_word(out, sizeof out, lock);
+            g_locks[s] = lock;
+        } else {
+            failed(out, sizeof out, name, rc, err, MS);
+            if (rc == TICKETING_INDETERMINATE) g_indeterminate[s] = err;
+            else ticketing_error_free(err);
+        }
+    } else if (strcmp(verb, "pool") == 0 && a) {
+        ticketing_pool_info pool;
+        int rc = ticketing_pool(g_client, a, &pool, &err);
+        if (rc == TICKETING_OK) {
+            snprintf(out, sizeof out, "%s pool %u %u %u %u ms=%llu", name, pool.capacity, pool.in_use, pool.holds,
+                     pool.waiters, (unsigned long long)MS);
+        } else {
+            failed(out, sizeof out, name, rc, err, MS);
+            ticketing_error_free(err);
+        }
+    } else if (strcmp(verb, "watch") == 0) {
+        ticketing_lock *lock = g_locks[s];
+        if (!lock) {
+            snprintf(out, sizeof out, "%s invalid retryable=0 ms=0 : no lock named %s", name, name);
+        } else {
+            /* The C idiom: the deadline on the library's clock, slept until. */
+            int64_t left = ticketing_lock_deadline_ns(lock) - ticketing_now_ns();
+            uint64_t stated = now_ns() + (uint64_t)(left > 0 ? left : 0);
+            while ((left = ticketing_lock_deadline_ns(lock) - ticketing_now_ns()) > 0) {
+                struct timespec t = {left / 1000000000, left % 1000000000};
+                nanosleep(&t, NULL);
+            }
+            snprintf(out, sizeof out, "%s deadline at=%llu deadline=%llu", name, (unsigned long long)now_ns(),
+                     (unsigned long long)stated);
         }
     } else if (strcmp(verb, "release") == 0) {
         ticketing_lock *lock = g_locks[s];
@@ -143,6 +212,10 @@ static void *command(void *arg) {
                 snprintf(out, sizeof out, "%s resolved held %llu at=%llu ms=%llu", name,
                          (unsigned long long)ticketing_lock_token(lock), (unsigned long long)now_ns(),
                          (unsigned long long)MS);
+                const char *first = NULL;
+                uint32_t count = 0, capacity = 0;
+                ticketing_lock_key_at(lock, 0, &first, &count, &capacity, NULL);
+                if (ticketing_lock_key_count(lock) > 1 || count != 1 || capacity != 1) keys_word(out, sizeof out, lock);
                 g_locks[s] = lock;
             } else {
                 snprintf(out, sizeof out, "%s resolved %s ms=%llu", name,
