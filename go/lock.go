@@ -1,4 +1,5 @@
-// The held lock: its fencing token, key and lease, and its release.
+// The held lock: its fencing token, keys and lease, its local deadline (and a ctx that
+// ends at it), and its release.
 
 package ticketing
 
@@ -41,19 +42,40 @@ type Lock struct {
 	key    string
 	owner  string
 	lease  time.Duration
+	keys   []Part
+	// deadline is the lock's local deadline (ticketing_lock_deadline_ns) as a time.Time
+	// with a monotonic reading.
+	deadline time.Time
 
 	mu sync.Mutex
 	h  *C.ticketing_lock // nil once released for good
 }
 
 func (c *Client) newLock(h *C.ticketing_lock) *Lock {
+	// The library's clock first, then Go's: the deadline comes out no earlier than the
+	// library's (by the nanoseconds between the two reads), so a ctx that ends at it
+	// never ends before the lock's deadline.
+	now := C.ticketing_now_ns()
+	goNow := time.Now()
+	deadline := goNow.Add(time.Duration(C.ticketing_lock_deadline_ns(h) - now))
+	keys := make([]Part, int(C.ticketing_lock_key_count(h)))
+	for i := range keys {
+		var key *C.char
+		var count, capacity C.uint32_t
+		if C.ticketing_lock_key_at(h, C.size_t(i), &key, &count, &capacity, nil) == C.TICKETING_OK {
+			keys[i] = Part{Key: C.GoString(key), Count: uint32(count), Capacity: uint32(capacity)}
+		}
+	}
 	l := &Lock{
 		client: c,
 		token:  uint64(C.ticketing_lock_token(h)),
 		key:    C.GoString(C.ticketing_lock_key(h)),
 		owner:  C.GoString(C.ticketing_lock_owner(h)),
 		lease:  time.Duration(C.ticketing_lock_lease_ms(h)) * time.Millisecond,
-		h:      h,
+		keys:   keys,
+
+		deadline: deadline,
+		h:        h,
 	}
 	runtime.SetFinalizer(l, func(l *Lock) {
 		if l.h != nil {
@@ -67,8 +89,28 @@ func (c *Client) newLock(h *C.ticketing_lock) *Lock {
 // the critical section makes.
 func (l *Lock) Token() uint64 { return l.token }
 
-// Key is the key the lock holds.
+// Key is the key the lock holds; for a hold of several keys, its first key of capacity
+// 1, else its first key (the key Query and the client's records use).
 func (l *Lock) Key() string { return l.key }
+
+// Keys are the keys the lock holds, in the order the acquire named them, each with its
+// count and capacity: one Part{key, 1, 1} for Acquire's lock. Release ends them all.
+func (l *Lock) Keys() []Part { return append([]Part(nil), l.keys...) }
+
+// Deadline is the lock's local deadline: the instant before its request was written plus
+// the lease (the server's lease never ends before it). Work under the lock must be done,
+// or stopped, by then. It carries a monotonic reading, so it is immune to wall-clock
+// steps; it stays the same after a release.
+func (l *Lock) Deadline() time.Time { return l.deadline }
+
+// Context is a ctx derived from parent that ends at the lock's Deadline (or earlier, when
+// parent ends or cancel is called): ctx.Deadline() reports the lock's deadline (parent's
+// when that is earlier), and ctx.Err() is context.DeadlineExceeded once it passed. Give it
+// to the work done under the lock so that work that overruns the lease stops; call
+// cancel when the work is done, as with context.WithDeadline.
+func (l *Lock) Context(parent context.Context) (context.Context, context.CancelFunc) {
+	return context.WithDeadline(parent, l.deadline)
+}
 
 // Owner is the owner it was granted to.
 func (l *Lock) Owner() string { return l.owner }

@@ -5,6 +5,8 @@ package ticketing_test
 
 import (
 	"bufio"
+	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -22,40 +24,53 @@ type server struct {
 	addr string
 }
 
-func binary(t *testing.T) string {
+// binary is the server binary the tests start.
+func binary() (string, error) {
 	if bin := os.Getenv("TICKETING_BIN"); bin != "" {
-		return bin
+		return bin, nil
 	}
 	bin, err := filepath.Abs("../target/release/ticketing")
 	if err != nil {
-		t.Fatal(err)
+		return "", err
 	}
 	if _, err := os.Stat(bin); err != nil {
-		t.Fatalf("no ticketing binary: set TICKETING_BIN or run `go generate` (cargo build --release): %v", err)
+		return "", fmt.Errorf("no ticketing binary: set TICKETING_BIN or run `go generate` (cargo build --release): %v", err)
 	}
-	return bin
+	return bin, nil
 }
 
 // startServer starts a standalone node and waits for its "listening on" line; the
 // node is killed when the test ends.
 func startServer(t *testing.T, env ...string) *server {
 	t.Helper()
-	cmd := exec.Command(binary(t), "server")
+	s, err := launch(env...)
+	if s != nil {
+		t.Cleanup(s.stop)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// launch starts a standalone node and waits (at most 10 s) for its "listening on"
+// line; the caller stops it (a node is returned with the error when it was started).
+func launch(env ...string) (*server, error) {
+	bin, err := binary()
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(bin, "server")
 	cmd.Env = append([]string{"TICKETING_AUTH_TOKEN=" + secret, "RUST_LOG=info", "TICKETING_LISTEN=127.0.0.1:0",
 		"PATH=" + os.Getenv("PATH")}, env...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	s := &server{cmd: cmd}
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGCONT)
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-	})
 	found := make(chan string, 1)
 	go func() {
 		scanner := bufio.NewScanner(stderr)
@@ -74,13 +89,20 @@ func startServer(t *testing.T, env ...string) *server {
 	select {
 	case addr, ok := <-found:
 		if !ok {
-			t.Fatal("the server ended before it listened")
+			return s, errors.New("the server ended before it listened")
 		}
 		s.addr = addr
 	case <-time.After(10 * time.Second):
-		t.Fatal("the server did not listen within 10 s")
+		return s, errors.New("the server did not listen within 10 s")
 	}
-	return s
+	return s, nil
+}
+
+// stop kills the node (resumed first, if paused) and waits for it.
+func (s *server) stop() {
+	_ = s.cmd.Process.Signal(syscall.SIGCONT)
+	_ = s.cmd.Process.Kill()
+	_ = s.cmd.Wait()
 }
 
 // pause stops the server (SIGSTOP) and waits until every thread of it is stopped.

@@ -63,6 +63,8 @@ var (
 // abiChecked compares the library's ABI version with the header's, once.
 func abiChecked() error {
 	abiOnce.Do(func() {
+		// The library's monotonic clock starts here, before any lock's deadline is read.
+		C.ticketing_now_ns()
 		if v := uint32(C.ticketing_version()); v != C.TICKETING_ABI_VERSION {
 			abiErr = &Error{Kind: KindInternal, Message: fmt.Sprintf(
 				"libticketing speaks ABI version %d and this module version %d: rebuild with `go generate`",
@@ -248,6 +250,15 @@ func (c *Client) Acquire(ctx context.Context, key string, lease, wait time.Durat
 	if rc := C.ticketing_acquire_check(k, nanos(lease), nanos(wait), &refused); rc != C.TICKETING_OK {
 		return nil, c.failure(rc, refused, nil)
 	}
+	return c.acquired(ctx, wait, func(h *C.ticketing_client, wait C.int64_t, f **C.ticketing_future, e **C.ticketing_error) C.int {
+		return C.ticketing_acquire_start(h, k, nanos(lease), wait, f, e)
+	})
+}
+
+// acquired starts an acquire (Acquire's, or a hold's) whose wait ctx's deadline bounds
+// — begin gets the wait to send — and waits for its lock as Acquire says.
+func (c *Client) acquired(ctx context.Context, wait time.Duration,
+	begin func(h *C.ticketing_client, wait C.int64_t, f **C.ticketing_future, e **C.ticketing_error) C.int) (*Lock, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, &Error{Kind: KindCancelled, Message: "ctx ended before the acquire started; nothing was sent",
 			ctxErr: err}
@@ -259,7 +270,7 @@ func (c *Client) Acquire(ctx context.Context, key string, lease, wait time.Durat
 		}
 	}
 	fu, err := c.start(func(h *C.ticketing_client, f **C.ticketing_future, e **C.ticketing_error) C.int {
-		return C.ticketing_acquire_start(h, k, nanos(lease), nanos(wait), f, e)
+		return begin(h, nanos(wait), f, e)
 	})
 	if err != nil {
 		return nil, err
@@ -297,18 +308,25 @@ func millis(d time.Duration) C.int64_t {
 	return C.int64_t(ms)
 }
 
-// WithLock acquires key (as Acquire), runs fn with the lock, and releases it when fn
-// returns or panics. It returns fn's error; else the release's error, or ErrNotHolder
-// when the lease had ended before the release (only the fencing token protected the
-// writes). The release is not cancelled by ctx (it is bounded by the client's 5 s
-// release deadline).
-func (c *Client) WithLock(ctx context.Context, key string, lease, wait time.Duration, fn func(*Lock) error) (err error) {
+// WithLock acquires key (as Acquire), runs fn with the lock and a ctx that ends at the
+// lock's local deadline (Lock.Context: stop the work when it ends), and releases the
+// lock when fn returns or panics. It returns fn's error; else the release's error, or
+// ErrNotHolder when the lease had ended before the release (only the fencing token
+// protected the writes). The release is not cancelled by ctx (it is bounded by the
+// client's 5 s release deadline).
+func (c *Client) WithLock(ctx context.Context, key string, lease, wait time.Duration,
+	fn func(ctx context.Context, lock *Lock) error) error {
 	lock, err := c.Acquire(ctx, key, lease, wait)
 	if err != nil {
 		return err
 	}
+	return lock.run(ctx, fn)
+}
+
+// run is the scoped forms' body: fn with the lock's Context, then the release.
+func (l *Lock) run(ctx context.Context, fn func(ctx context.Context, lock *Lock) error) (err error) {
 	defer func() {
-		outcome, rerr := lock.Release(context.Background())
+		outcome, rerr := l.Release(context.Background())
 		if err != nil {
 			return
 		}
@@ -317,10 +335,12 @@ func (c *Client) WithLock(ctx context.Context, key string, lease, wait time.Dura
 		} else if outcome == NotHolder {
 			err = &Error{Kind: KindNotHolder, Message: fmt.Sprintf(
 				"the lease of %s (token %d) had ended before the release: another may have held it meanwhile",
-				lock.key, lock.token)}
+				l.key, l.token)}
 		}
 	}()
-	return fn(lock)
+	held, cancel := l.Context(ctx)
+	defer cancel()
+	return fn(held, l)
 }
 
 // Query says who holds key, linearizably (the leader answers): a *Holder, or nil when

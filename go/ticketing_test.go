@@ -203,7 +203,7 @@ func TestALeaseThatEndedReleasesAsNotHolder(t *testing.T) {
 		t.Fatalf("release %v %v", outcome, err)
 	}
 	// WithLock says so as ErrNotHolder.
-	err = c.WithLock(ctx, "late:seat", time.Second, 0, func(l *ticketing.Lock) error {
+	err = c.WithLock(ctx, "late:seat", time.Second, 0, func(_ context.Context, l *ticketing.Lock) error {
 		waitFor(t, "the lease ended", func() bool { h, err := c.Query(ctx, "late:seat"); return err == nil && h == nil })
 		return nil
 	})
@@ -218,7 +218,7 @@ func TestWithLockReleasesOnErrorAndPanic(t *testing.T) {
 	c := newClient(t, s, "with")
 	mine := errors.New("the block failed")
 	var token uint64
-	err := c.WithLock(ctx, "with:seat", 30*time.Second, 0, func(l *ticketing.Lock) error {
+	err := c.WithLock(ctx, "with:seat", 30*time.Second, 0, func(_ context.Context, l *ticketing.Lock) error {
 		token = l.Token()
 		h, err := c.Query(ctx, "with:seat")
 		if err != nil || h == nil || h.Token != token {
@@ -238,12 +238,12 @@ func TestWithLockReleasesOnErrorAndPanic(t *testing.T) {
 				t.Error("the panic did not come through")
 			}
 		}()
-		_ = c.WithLock(ctx, "with:seat", 30*time.Second, 0, func(*ticketing.Lock) error { panic("boom") })
+		_ = c.WithLock(ctx, "with:seat", 30*time.Second, 0, func(context.Context, *ticketing.Lock) error { panic("boom") })
 	}()
 	if h, err := c.Query(ctx, "with:seat"); err != nil || h != nil {
 		t.Fatalf("after a panic: %+v %v", h, err)
 	}
-	if err := c.WithLock(ctx, "with:seat", 30*time.Second, 0, func(*ticketing.Lock) error { return nil }); err != nil {
+	if err := c.WithLock(ctx, "with:seat", 30*time.Second, 0, func(context.Context, *ticketing.Lock) error { return nil }); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -261,7 +261,7 @@ func TestSixtyFourGoroutinesShareOneClient(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for i := 0; i < 5; i++ {
-				err := c.WithLock(ctx, "many:seat", 30*time.Second, 60*time.Second, func(l *ticketing.Lock) error {
+				err := c.WithLock(ctx, "many:seat", 30*time.Second, 60*time.Second, func(_ context.Context, l *ticketing.Lock) error {
 					if inside.Add(1) != 1 {
 						t.Error("two holders inside at once")
 					}
@@ -531,7 +531,7 @@ func TestAThousandWaitingGoroutinesHoldNoThreadEach(t *testing.T) {
 		go func(k int) {
 			defer wg.Done()
 			err := c.WithLock(ctx, fmt.Sprintf("crowd:%d", k), 30*time.Second, 120*time.Second,
-				func(*ticketing.Lock) error { granted.Add(1); return nil })
+				func(context.Context, *ticketing.Lock) error { granted.Add(1); return nil })
 			if err != nil {
 				t.Error(err)
 			}

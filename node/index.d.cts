@@ -1,5 +1,6 @@
 // index.d.cts: the package's TypeScript types, for both entry points (index.d.mts re-exports
-// them for index.mjs): Client, Lock, Holder and the error classes under TicketingError.
+// them for index.mjs): Client, Lock, Holder, holds and pools, and the error classes under
+// TicketingError.
 
 /** Options of `new Client(...)`. */
 export interface ClientOptions {
@@ -29,6 +30,61 @@ export interface AcquireOptions {
   signal?: AbortSignal;
 }
 
+/** One key of `client.hold`: a key string (its exclusive lock: count 1 of capacity 1)
+ * or `count` of the key's `capacity` permits. */
+export type HoldKey = string | { key: string; count?: number; capacity?: number };
+
+/** A waiting hold's place in line. */
+export interface Place {
+  /** Requests before it in the longest of its keys' queues. */
+  ahead: number;
+  /** Grants per second the key saw lately; 0 while not measured yet. */
+  grantsPerSecond: number;
+  /** The estimated wait in milliseconds (ahead ÷ grantsPerSecond); null while the grant rate is 0. */
+  etaMs: number | null;
+}
+
+/** Options of `client.hold(...)`: acquire's, and `onPlace`. */
+export interface HoldOptions extends AcquireOptions {
+  /** Hears the hold's place in line while it waits, on the event loop: when it queues,
+   * then at most once a second while the place changes; never after the outcome. */
+  onPlace?: (place: Place) => void;
+}
+
+/** A key a lock holds, with its permits. */
+export interface LockKey {
+  readonly key: string;
+  readonly count: number;
+  readonly capacity: number;
+}
+
+/** One hold in a pool. */
+export interface PoolHolder {
+  owner: string;
+  /** The hold's fencing token. */
+  token: bigint;
+  /** Permits of the key it holds. */
+  count: number;
+  /** Seconds of lease left on the leader's clock when it answered. */
+  leaseLeft: number;
+}
+
+/** A key read as a pool, as the leader answered. */
+export interface Pool {
+  /** The key's capacity; 0 when nobody holds the key or waits for it. */
+  capacity: number;
+  /** Permits held. */
+  inUse: number;
+  /** Holds on the key. */
+  holds: number;
+  /** Requests waiting for it. */
+  waiters: number;
+  /** Seconds the first waiter has waited. */
+  oldestWait: number;
+  /** The oldest holds (at most 8), oldest first. */
+  holders: PoolHolder[];
+}
+
 /** What a release found: "released"; "notHolder" (the lease had already ended);
  * "releasedOrExpired" (an earlier attempt's answer was lost). The value is the library's
  * name of the outcome (ticketing_release_outcome_name), in camelCase. */
@@ -48,7 +104,10 @@ export interface Holder {
 /** A held lock. */
 export declare class Lock {
   private constructor();
+  /** The key; for a hold of several keys, one of them (the library's first: see `keys`). */
   readonly key: string;
+  /** Every key it holds with its permits, in the order the hold named them (one for an acquire). */
+  readonly keys: readonly LockKey[];
   readonly owner: string;
   /** The fencing token: larger than every earlier grant's. Pass it to every write. */
   readonly token: bigint;
@@ -60,6 +119,12 @@ export declare class Lock {
   readonly expired: boolean;
   /** True once a release came back with an outcome. */
   readonly released: boolean;
+  /** The local deadline as a `performance.now()` instant (milliseconds): work under the
+   * lock must be done, or stopped, by then. */
+  readonly deadline: number;
+  /** Fires at the local deadline, never before (its reason a "TimeoutError"
+   * DOMException); never once the lock is released. Its timer is unref'd. */
+  readonly signal: AbortSignal;
   /** Releases; at most 5 s. Rejects with ReleaseUnconfirmed, Unavailable, ReleaseQueueFull
    * (the lock stays releasable) or InvalidArgument (released already). */
   release(): Promise<ReleaseOutcome>;
@@ -77,6 +142,11 @@ export declare class Client {
    * Overloaded, Unavailable, InvalidArgument, Cancelled: not acquired) or with
    * Indeterminate (the key MAY be held: do not enter the critical section). */
   acquire(key: string, options?: AcquireOptions): Promise<Lock>;
+  /** Holds every key of `keys` (1 to 16) at once, `count` of each key's `capacity`
+   * permits: one Lock whose release ends the whole hold. Rejects as acquire. */
+  hold(keys: readonly HoldKey[], options?: HoldOptions): Promise<Lock>;
+  /** `key` read as a pool. At most 10 s. */
+  pool(key: string, options?: { signal?: AbortSignal }): Promise<Pool>;
   /** Acquires `key`, runs `fn(lock)` and releases when it settles, also when it throws.
    * Rejects with NotHolder when `fn` succeeded but the lease had ended before the release. */
   withLock<T>(key: string, options: AcquireOptions | undefined, fn: (lock: Lock) => T | Promise<T>): Promise<T>;

@@ -3,9 +3,11 @@
 //! error and panic, 64 goroutines on one client, a cancelled written acquire, bad
 //! arguments, a wrong secret, `Config.ClusterName` against servers named `blue` and
 //! unnamed, a paused server's indeterminate acquire and its resolve, 1,000 waiting
-//! goroutines on a few OS threads), and the README's Go example, built as
-//! a program of its own through `replace` and run as written against a node; and the
-//! fencing example (go/examples/fenced_postgres) against a throw-away PostgreSQL.
+//! goroutines on a few OS threads, counted and multi-key holds, pools and places in
+//! line, the lock's deadline as a ctx, the examples of docs/go.md), and the README's Go
+//! example, built as a program of its own through `replace` and run as written against
+//! a node; and the fencing example (go/examples/fenced_postgres) and the ticket sale
+//! (go/examples/ticket_sale) against a throw-away PostgreSQL.
 //!
 //! The module links this cargo run's libticketing.a (CGO_LDFLAGS puts its directory
 //! first) and starts this run's `ticketing` binary (TICKETING_BIN), so it tests this
@@ -131,7 +133,32 @@ fn the_readme_go_example_builds_into_one_file_and_runs_as_written() {
 /// newer (pgx's); with an older Go it prints `SKIPPED`.
 #[test]
 fn the_go_fencing_example_sells_once_against_postgres() {
-    let test = "the_go_fencing_example_sells_once_against_postgres";
+    run_postgres_example(
+        "the_go_fencing_example_sells_once_against_postgres",
+        "go/examples/fenced_postgres",
+        &["sells with token", ": rejected", "release: not_holder", "sold once, to B"],
+    );
+}
+
+/// go/examples/ticket_sale (docs/go.md, "Counted and multi-key holds"; docs/fencing.md
+/// §2.1) against a real server and a throw-away PostgreSQL: 2 of 100 tickets per buyer
+/// through 8 checkout permits with the store's conditional decrement, never oversold,
+/// and families holding 4 adjacent seats all or nothing. The example exits 1 when a
+/// ticket was oversold, more than 8 checkouts were inside at once, a seat was sold
+/// twice or not exactly one of the two overlapping families was served. Needs what the
+/// fencing example needs.
+#[test]
+fn the_go_ticket_sale_example_never_oversells_against_postgres() {
+    run_postgres_example(
+        "the_go_ticket_sale_example_never_oversells_against_postgres",
+        "go/examples/ticket_sale",
+        &["50 bought, 10 sold out; 100 tickets ordered, 0 left", "family-c: seats [207 208 209 210]"],
+    );
+}
+
+/// `go run .` of a PostgreSQL example module in `dir` against a real server and a
+/// throw-away PostgreSQL; its output must hold each of `expected`.
+fn run_postgres_example(test: &str, dir: &str, expected: &[&str]) {
     if !have_go(test) {
         return;
     }
@@ -154,10 +181,9 @@ fn the_go_fencing_example_sells_once_against_postgres() {
     env.push(("TICKETING_ADDRS".into(), server.addr.to_string()));
     env.push(("TICKETING_AUTH_TOKEN".into(), TOKEN.into()));
     env.push(("FENCE_PG".into(), pg.conn.clone()));
-    let dir = repo().join("go/examples/fenced_postgres");
-    let (ok, output) = run(&go(), &["run", "."], &dir, &env, Duration::from_secs(300));
-    assert!(ok, "the Go fencing example failed:\n{output}\nPostgreSQL:\n{}", pg.log());
-    for expected in ["sells with token", ": rejected", "release: not_holder", "sold once, to B"] {
+    let (ok, output) = run(&go(), &["run", "."], &repo().join(dir), &env, Duration::from_secs(300));
+    assert!(ok, "{dir} failed:\n{output}\nPostgreSQL:\n{}", pg.log());
+    for expected in expected {
         assert!(output.contains(expected), "no {expected:?} in:\n{output}");
     }
     eprintln!("{output}");

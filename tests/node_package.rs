@@ -155,3 +155,40 @@ fn the_node_fencing_example_sells_once_against_postgres() {
     }
     eprintln!("{output}");
 }
+
+/// node/examples/ticket-sale.mjs (docs/node.md, "Counted and multi-key holds") against a
+/// real server and a throw-away PostgreSQL: 100 tickets ordered and never more than 8
+/// checkouts at once, each seat sold once, one of the two overlapping families served.
+/// Needs PostgreSQL (`.ci/run` installs it); without it `SKIPPED`.
+#[test]
+fn the_node_ticket_sale_example_never_oversells_against_postgres() {
+    let test = "the_node_ticket_sale_example_never_oversells_against_postgres";
+    if !have_node(test) {
+        return;
+    }
+    if fenced_postgres::postgres_bin_dir().is_none() {
+        assert!(!std::env::var("TICKETING_REQUIRE_POSTGRES").is_ok_and(|v| v == "1"), "no PostgreSQL");
+        eprintln!("SKIPPED {test}: PostgreSQL is not installed (apt-get install postgresql)");
+        return;
+    }
+    dependencies();
+    let server = start_server(&[]);
+    let pg = fenced_postgres::Postgres::start().expect("start PostgreSQL");
+    let addr = server.addr.to_string();
+    let env =
+        [("TICKETING_ADDRS", addr.as_str()), ("TICKETING_AUTH_TOKEN", TOKEN), ("FENCE_PG", pg.conn.as_str())];
+    let args = ["examples/ticket-sale.mjs"];
+    let (ok, output) = run(&node(), &args, &repo().join("node"), &env, Duration::from_secs(180));
+    assert!(ok, "the Node ticket sale example failed:\n{output}\nPostgreSQL:\n{}", pg.log());
+    for expected in [
+        "50 bought, 10 sold out; 100 tickets ordered, 0 left",
+        "(capacity 8)",
+        "family-c: seats [207, 208, 209, 210]",
+        "nothing oversold, no seat sold twice",
+    ] {
+        assert!(output.contains(expected), "no {expected:?} in:\n{output}");
+    }
+    let families: Vec<_> = ["family-a: seats", "family-b: seats"].iter().filter(|f| output.contains(*f)).collect();
+    assert_eq!(families.len(), 1, "exactly one of the overlapping families served:\n{output}");
+    eprintln!("{output}");
+}

@@ -77,13 +77,14 @@ function started(kind, future, error) {
   return future[0];
 }
 
-/** Awaits the native `future`: `read(future, cause)` takes its outcome (and frees it).
+/** Awaits the native `future`: `read(future, cause)` takes its outcome (and frees it);
+ * `places` ({ tag, onPlace }) hears a hold's places in line meanwhile.
  * An abort of `signal` cancels the operation by the C ABI's rule; the outcome then is
  * what the cancel made of it (Cancelled, or Indeterminate for an acquire already
  * sent), with the signal's reason as the error's `cause`. */
-function run(future, read, signal) {
+function run(future, read, signal, places = null) {
   const dispatcher = dispatch();
-  const { promise, entry } = dispatcher.start(future, read);
+  const { promise, entry } = dispatcher.start(future, read, places);
   if (signal) {
     const onAbort = () => {
       entry.cause = signal.reason;
@@ -97,6 +98,76 @@ function run(future, read, signal) {
     }
   }
   return promise;
+}
+
+const U32_MAX = 2 ** 32 - 1;
+
+/** A hold's count or capacity as the C ABI's uint32: a whole number (the type's rule);
+ * beyond the type, the nearest end of it, which the native library refuses as out of
+ * its limits (it alone checks them). */
+function permits(value, name) {
+  if (typeof value !== "number" || !Number.isInteger(value)) {
+    throw new InvalidArgument(`${name} must be a whole number of permits, not ${describe(value)}`);
+  }
+  return Math.min(Math.max(value, 0), U32_MAX);
+}
+
+/** The keys of client.hold as the C ABI's parts: each a key string (count 1 of
+ * capacity 1: the key's exclusive lock) or { key, count = 1, capacity = 1 }. */
+function parts(keys) {
+  if (!Array.isArray(keys)) {
+    throw new InvalidArgument(
+      `hold: keys must be an array of keys or { key, count, capacity } objects, not ${describe(keys)}`,
+    );
+  }
+  return keys.map((part, i) => {
+    if (typeof part === "string") return { key: text(part, `keys[${i}]`), count: 1, capacity: 1 };
+    if (part === null || typeof part !== "object") {
+      throw new InvalidArgument(`keys[${i}] must be a key or a { key, count, capacity } object, not ${describe(part)}`);
+    }
+    options(part, `hold: keys[${i}]`, ["key", "count", "capacity"]);
+    return {
+      key: text(part.key, `keys[${i}].key`),
+      count: permits(part.count ?? 1, `keys[${i}].count`),
+      capacity: permits(part.capacity ?? 1, `keys[${i}].capacity`),
+    };
+  });
+}
+
+/** A place in line as the package gives it: { ahead, grantsPerSecond, etaMs } (etaMs
+ * null while the key's grant rate is not measured yet). */
+function place(ahead, grantsPerKs) {
+  return {
+    ahead,
+    grantsPerSecond: grantsPerKs / 1000,
+    etaMs: grantsPerKs === 0 ? null : Math.round((ahead * 1_000_000) / grantsPerKs),
+  };
+}
+
+function readPool(future, cause) {
+  const info = [{}];
+  const error = [null];
+  let kind;
+  try {
+    kind = C.future_get_pool(future, info, error);
+  } finally {
+    C.future_free(future);
+  }
+  if (kind !== K.ok) throw fromHandle(kind, error[0], cause);
+  const p = info[0];
+  return {
+    capacity: p.capacity,
+    inUse: p.in_use,
+    holds: p.holds,
+    waiters: p.waiters,
+    oldestWait: Number(p.oldest_wait_ms) / 1000,
+    holders: p.holders.slice(0, p.holders_len).map((h) => ({
+      owner: h.owner,
+      token: BigInt(h.token),
+      count: h.count,
+      leaseLeft: Number(h.lease_left_ms) / 1000,
+    })),
+  };
 }
 
 function readLock(client, key) {
@@ -143,11 +214,46 @@ function readQuery(future, cause) {
   return { owner: h.owner, token: BigInt(h.token), leaseLeft: Number(h.lease_left_ms) / 1000, waiters: h.waiters };
 }
 
+/** The keys of lock `handle`, in the order the hold named them: [{ key, count, capacity }]. */
+function lockKeys(handle) {
+  const keys = [];
+  const count = Number(C.lock_key_count(handle));
+  for (let i = 0; i < count; i++) {
+    const key = [null];
+    const permits_ = [0];
+    const capacity = [0];
+    const error = [null];
+    const kind = C.lock_key_at(handle, i, key, permits_, capacity, error);
+    if (kind !== K.ok) throw fromHandle(kind, error[0]);
+    keys.push(Object.freeze({ key: key[0], count: permits_[0], capacity: capacity[0] }));
+  }
+  return Object.freeze(keys);
+}
+
+/** Aborts `controller` at the library's deadline `deadlineNs` (ticketing_now_ns's
+ * clock), never before it: a timer that fires early (Node's timers run on the loop's
+ * cached time) is set again for the rest. `state.timer` is the timer pending (null once
+ * fired), for release to clear. Unref'd: it never keeps the process alive. It holds no
+ * reference to the lock, which the garbage collector may take meanwhile. */
+function armDeadline(state, controller, deadlineNs, reason) {
+  const left = Number(deadlineNs - BigInt(C.now_ns())) / 1e6;
+  if (left <= 0) {
+    state.timer = null;
+    controller.abort(reason());
+    return;
+  }
+  state.timer = setTimeout(armDeadline, Math.ceil(left), state, controller, deadlineNs, reason);
+  state.timer.unref();
+}
+
 /**
  * A held lock: `key`, `owner`, the fencing `token` (a bigint larger than every earlier
- * grant's: pass it to every write the critical section makes), `lease` in seconds.
- * `await lock.release()`; `await using lock = await client.acquire(...)` releases at the
- * end of the block. A lock garbage-collected unreleased is released in the background.
+ * grant's: pass it to every write the critical section makes), `lease` in seconds;
+ * `keys`, every key it holds with its permits (one for an acquire, 1..16 for a hold);
+ * `deadline` and `signal`, its local deadline as a performance.now() instant and as an
+ * AbortSignal. `await lock.release()`; `await using lock = await client.acquire(...)`
+ * releases at the end of the block. A lock garbage-collected unreleased is released in
+ * the background.
  */
 class Lock {
   /** `key` and `owner`, when the caller knows them (the acquire's), spare reading them
@@ -156,11 +262,40 @@ class Lock {
     Object.defineProperty(this, "_handle", { value: handle, writable: true });
     Object.defineProperty(this, "_client", { value: client, writable: true });
     Object.defineProperty(this, "_releasing", { value: false, writable: true });
+    // performance.now() read before the library's clock: the deadline stated is never
+    // after the one the library keeps.
+    const now = performance.now();
+    const deadlineNs = BigInt(C.lock_deadline_ns(handle));
+    Object.defineProperty(this, "_deadlineNs", { value: deadlineNs });
+    Object.defineProperty(this, "_deadline", { value: { timer: null, signal: null } });
     this.key = key ?? C.lock_key(handle);
     this.owner = owner ?? C.lock_owner(handle);
     this.token = BigInt(C.lock_token(handle));
     this.lease = Number(C.lock_lease_ms(handle)) / 1000;
+    this.keys = lockKeys(handle);
+    this.deadline = now + Number(deadlineNs - BigInt(C.now_ns())) / 1e6;
     locks.register(this, handle, this);
+  }
+
+  /**
+   * An AbortSignal that fires at the lock's local deadline (`deadline`), never before:
+   * pass it to the work done under the lock (fetch, streams, timers, your own checks),
+   * which then stops in time instead of learning from the store's rejection. Its reason
+   * is a DOMException named "TimeoutError" (as AbortSignal.timeout's). Made at first
+   * use, with one unref'd timer (it never keeps the process alive), cleared by release:
+   * a released lock's signal never fires.
+   */
+  get signal() {
+    const state = this._deadline;
+    if (state.signal === null) {
+      const controller = new AbortController();
+      state.signal = controller.signal;
+      if (this._handle) {
+        const what = `the lease of ${this.toString()} reached its local deadline: the keys may be someone else's now`;
+        armDeadline(state, controller, this._deadlineNs, () => new DOMException(what, "TimeoutError"));
+      }
+    }
+    return state.signal;
   }
 
   /** Seconds left until the local deadline (the instant before the acquire was written
@@ -197,6 +332,8 @@ class Lock {
       // Released for good: the handle has nothing left to do.
       if (this._handle === handle) {
         this._handle = null;
+        clearTimeout(this._deadline.timer);
+        this._deadline.timer = null;
         locks.unregister(this);
         C.lock_free(handle);
       }
@@ -212,7 +349,8 @@ class Lock {
   }
 
   toString() {
-    return `Lock(key=${JSON.stringify(this.key)}, owner=${JSON.stringify(this.owner)}, token=${this.token})`;
+    const keys = this.keys.length === 1 ? JSON.stringify(this.key) : JSON.stringify(this.keys.map((k) => k.key));
+    return `Lock(${this.keys.length === 1 ? "key" : "keys"}=${keys}, owner=${JSON.stringify(this.owner)}, token=${this.token})`;
   }
 }
 
@@ -323,6 +461,65 @@ class Client {
     const error = [null];
     const f = started(C.acquire_start(handle, k, leaseNs, waitNs, future, error), future, error);
     return run(f, readLock(this, k), signal);
+  }
+
+  /**
+   * Holds every key of `keys` at once — an array of 1 to 16 distinct keys, each a key
+   * string (its exclusive lock) or `{ key, count, capacity }` (`count` of the key's
+   * `capacity` permits; both default to 1) — for `lease` seconds, queueing at most
+   * `wait` seconds (defaults and limits as acquire's). Resolves to one Lock of every key
+   * (`lock.keys`), whose release ends the whole hold. Granted all at once, in arrival
+   * order, or not at all: while it waits it holds nothing. `onPlace(place)`, when given,
+   * hears the hold's place in line while it waits, on the event loop: { ahead,
+   * grantsPerSecond, etaMs } (`etaMs` the estimated wait in milliseconds, null while the
+   * key's grant rate is not measured yet), when it queues and then at most once a second
+   * while the place changes. Rejects as acquire does; InvalidArgument (from the native
+   * library, which alone checks the limits) for a key named twice, a count or capacity
+   * out of range, or a capacity other than the one the key has (naming both numbers).
+   */
+  async hold(keys, opts) {
+    const o = options(opts, "hold", ["lease", "wait", "signal", "onPlace"]);
+    const handle = this._live();
+    const p = parts(keys);
+    const leaseNs = nanos(o.lease ?? 30, "lease");
+    const waitNs = nanos(o.wait ?? 0, "wait");
+    const signal = abortSignal(o.signal);
+    const onPlace = o.onPlace ?? null;
+    if (onPlace !== null && typeof onPlace !== "function") {
+      throw new InvalidArgument(`hold: onPlace must be a function, not ${describe(onPlace)}`);
+    }
+    if (signal?.aborted) {
+      throw new Cancelled("the signal was aborted before the hold started: nothing was sent", { cause: signal.reason });
+    }
+    const future = [null];
+    const error = [null];
+    if (onPlace === null) {
+      const f = started(C.hold_start(handle, p, p.length, leaseNs, waitNs, null, null, future, error), future, error);
+      return run(f, readLock(this), signal);
+    }
+    // Places come through this thread's completion queue under a tag of their own.
+    const dispatcher = dispatch();
+    const tag = dispatcher.tag();
+    const f = started(
+      C.hold_start_queued(handle, p, p.length, leaseNs, waitNs, dispatcher.queue, tag, future, error),
+      future,
+      error,
+    );
+    return run(f, readLock(this), signal, { tag, onPlace: (ahead, grantsPerKs) => onPlace(place(ahead, grantsPerKs)) });
+  }
+
+  /** `key` read as a pool, as the leader answers: { capacity, inUse, holds, waiters,
+   * oldestWait (seconds), holders: the oldest holds (at most 8), each { owner, token
+   * (bigint), count, leaseLeft (seconds) } }; capacity 0 when nobody holds the key or
+   * waits for it. Rejects as query does. At most 10 s. */
+  async pool(key, opts) {
+    const o = options(opts, "pool", ["signal"]);
+    const handle = this._live();
+    const k = text(key, "key");
+    const signal = abortSignal(o.signal);
+    const future = [null];
+    const error = [null];
+    return run(started(C.pool_start(handle, k, future, error), future, error), readPool, signal);
   }
 
   /**

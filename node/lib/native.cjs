@@ -49,6 +49,30 @@ const Holder = koffi.struct("ticketing_holder", {
   owner: "char[256]",
 });
 
+const HoldPart = koffi.struct("ticketing_hold_part", {
+  key: "const char *",
+  count: "uint32_t",
+  capacity: "uint32_t",
+});
+
+const PoolHolder = koffi.struct("ticketing_pool_holder", {
+  token: "uint64_t",
+  lease_left_ms: "uint64_t",
+  count: "uint32_t",
+  owner_len: "uint32_t",
+  owner: "char[256]",
+});
+
+const PoolInfo = koffi.struct("ticketing_pool_info", {
+  capacity: "uint32_t",
+  in_use: "uint32_t",
+  holds: "uint32_t",
+  waiters: "uint32_t",
+  oldest_wait_ms: "uint64_t",
+  holders_len: "uint32_t",
+  holders: koffi.array(PoolHolder, 8),
+});
+
 // Every handle is an opaque pointer (a BigInt for koffi); out-parameters are
 // one-element arrays.
 const fn = (signature) => lib.func(signature);
@@ -94,6 +118,13 @@ const C = {
   lock_lease_ms: fn("uint64_t ticketing_lock_lease_ms(void *lock)"),
   lock_remaining_ms: fn("uint64_t ticketing_lock_remaining_ms(void *lock)"),
   lock_free: fn("void ticketing_lock_free(void *lock)"),
+  lock_key_count: newer("size_t ticketing_lock_key_count(void *lock)"),
+  lock_key_at: newer(
+    "int ticketing_lock_key_at(void *lock, size_t index, _Out_ const char **key_out, _Out_ uint32_t *count_out, " +
+      "_Out_ uint32_t *capacity_out, _Out_ void **error_out)",
+  ),
+  now_ns: newer("int64_t ticketing_now_ns(void)"),
+  lock_deadline_ns: newer("int64_t ticketing_lock_deadline_ns(void *lock)"),
 
   error_kind: fn("int ticketing_error_kind(void *error)"),
   error_message: fn("const char *ticketing_error_message(void *error)"),
@@ -106,6 +137,23 @@ const C = {
   acquire_start: fn(
     "int ticketing_acquire_start(void *client, const char *key, int64_t lease_ns, int64_t wait_ns, " +
       "_Out_ void **future_out, _Out_ void **error_out)",
+  ),
+  // Always given a NULL on_place: a hold that asks for its places is started queued (below).
+  hold_start: newer(
+    "int ticketing_hold_start(void *client, const ticketing_hold_part *parts, size_t parts_len, " +
+      "int64_t lease_ns, int64_t wait_ns, void *on_place, void *place_ctx, _Out_ void **future_out, _Out_ void **error_out)",
+  ),
+  // Places come through the completion queue (place_tag), never a callback on a client thread.
+  hold_start_queued: newer(
+    "int ticketing_hold_start_queued(void *client, const ticketing_hold_part *parts, size_t parts_len, " +
+      "int64_t lease_ns, int64_t wait_ns, void *queue, uint64_t place_tag, _Out_ void **future_out, _Out_ void **error_out)",
+  ),
+  future_take_place: newer(
+    "int ticketing_future_take_place(void *future, _Out_ uint32_t *ahead_out, _Out_ uint32_t *grants_per_ks_out)",
+  ),
+  pool_start: newer("int ticketing_pool_start(void *client, const char *key, _Out_ void **future_out, _Out_ void **error_out)"),
+  future_get_pool: newer(
+    "int ticketing_future_get_pool(void *future, _Out_ ticketing_pool_info *pool_out, _Out_ void **error_out)",
   ),
   lock_release_start: fn("int ticketing_lock_release_start(void *lock, _Out_ void **future_out, _Out_ void **error_out)"),
   release_start: fn(
@@ -171,6 +219,10 @@ const RESOLUTION = numbers(table(C.resolution_name, 1));
  * operation's promise. Pending work keeps the process alive (the async work is
  * referenced); with nothing pending nothing is outstanding, so the client never keeps
  * a process from exiting.
+ *
+ * A hold's places in line come the same way: the future leaves its place tag on the
+ * queue (at most one waiting at once) and the event loop reads the latest place with
+ * ticketing_future_take_place, until the future's own tag comes.
  */
 class Dispatcher {
   constructor() {
@@ -188,6 +240,8 @@ class Dispatcher {
     this.pollfd.writeInt16LE(1 /* POLLIN */, 4);
     this.tags = new BigUint64Array(256);
     this.waiting = new Map();
+    // Place tag -> { future, onPlace } of a hold still pending.
+    this.places = new Map();
     this.nextTag = 1;
     this.polling = false;
     this.onPolled = () => {
@@ -197,9 +251,17 @@ class Dispatcher {
     };
   }
 
+  /** A new tag, for the places of a future about to be started
+   * (ticketing_hold_start_queued) and then given to `start`. */
+  tag() {
+    return this.nextTag++;
+  }
+
   /** Hands `future` to the queue; `read(future)` (which frees it) gives the outcome or
-   * throws the error. Returns the promise and the entry (for cancel). */
-  start(future, read) {
+   * throws the error. `places`, when given, is { tag, onPlace }: the future's place tag
+   * and what hears each place, onPlace(ahead, grantsPerKs), on the event loop. Returns
+   * the promise and the entry (for cancel). */
+  start(future, read, places = null) {
     const tag = this.nextTag++;
     let entry;
     const promise = new Promise((resolve, reject) => {
@@ -215,6 +277,10 @@ class Dispatcher {
       throw new Error(`ticketing: internal: a new future refused the completion queue: ${message}`);
     }
     this.waiting.set(tag, entry);
+    if (places) {
+      entry.placeTag = places.tag;
+      this.places.set(places.tag, { future, onPlace: places.onPlace });
+    }
     this.arm();
     return { promise, entry };
   }
@@ -231,14 +297,36 @@ class Dispatcher {
     C.poll.async(this.pollfd, 1, -1, this.onPolled);
   }
 
+  /** The latest place of a pending hold, to its onPlace; an exception there is thrown
+   * on its own (as an event listener's), never into the other completions. */
+  place({ future, onPlace }) {
+    const ahead = [0];
+    const grantsPerKs = [0];
+    if (C.future_take_place(future, ahead, grantsPerKs) !== 1) return;
+    try {
+      onPlace(ahead[0], grantsPerKs[0]);
+    } catch (e) {
+      process.nextTick(() => {
+        throw e;
+      });
+    }
+  }
+
   drain() {
     for (;;) {
       const count = Number(C.queue_take(this.queue, this.tags, this.tags.length));
       for (let i = 0; i < count; i++) {
         const tag = Number(this.tags[i]);
+        const place = this.places.get(tag);
+        if (place !== undefined) {
+          this.place(place);
+          continue;
+        }
         const entry = this.waiting.get(tag);
         if (entry === undefined) continue;
         this.waiting.delete(tag);
+        // The future is freed below: a place tag of it still to come is ignored.
+        if (entry.placeTag !== undefined) this.places.delete(entry.placeTag);
         entry.done = true;
         if (entry.onSettle) entry.onSettle();
         let value;
@@ -263,4 +351,4 @@ function dispatch() {
   return dispatcher;
 }
 
-module.exports = { koffi, C, K, KINDS, DEFINITIVE, OUTCOMES, RESOLUTION, CAUSES, PATH, ABI_VERSION, dispatch };
+module.exports = { koffi, C, HoldPart, K, KINDS, DEFINITIVE, OUTCOMES, RESOLUTION, CAUSES, PATH, ABI_VERSION, dispatch };

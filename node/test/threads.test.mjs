@@ -2,7 +2,7 @@
 // futures on a completion queue, whose descriptor a libuv worker polls — never makes a
 // client thread wait for the event loop; a koffi-registered callback would (this file
 // shows it on a connection's reader, which is why the package does not use one). 1,000 acquires waiting at once
-// add no thread and cost the event loop nothing; a process exits by itself when no
+// add no thread and cost the event loop nothing, nor 1,000 holds told their places; a process exits by itself when no
 // operation is pending, stays alive while one is, and close() does not hang.
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
@@ -153,6 +153,30 @@ test("1,000 acquires waiting at once: no thread per operation, no work on the ev
   console.log(`threads: ${before} with one acquire waiting, ${during} with 1,001; event loop CPU over 1 s of waiting: ${spent * 10} ms`);
   assert.ok(during <= before + 1, `${during} threads with 1,001 waiting, ${before} with one`);
   assert.ok(spent <= 10, `the event loop spent ${spent} ticks while everything waited`);
+  await Promise.all(held.map((l) => l.release()));
+  await holder.close();
+});
+
+test("1,000 holds waiting with their places in line: no thread per hold, places through the queue", async () => {
+  const holder = client.withOwner("node-threads-hold-holder");
+  const keys = Array.from({ length: 10 }, (_, i) => key(`hold${i}`));
+  const held = await Promise.all(keys.map((k) => holder.hold([{ key: k, count: 2, capacity: 2 }], { lease: 30 })));
+  const one = client.hold([{ key: keys[0], count: 1, capacity: 2 }], { lease: 30, wait: 3, onPlace: () => {} }).catch((e) => e);
+  await until(async () => (await client.pool(keys[0])).waiters === 1, "one hold queued");
+  const before = threads();
+  const told = new Set();
+  const waiting = Array.from({ length: 1000 }, (_, i) =>
+    client
+      .withOwner(`h${i}`)
+      .hold([{ key: keys[i % 10], count: 1, capacity: 2 }], { lease: 30, wait: 3, onPlace: () => told.add(i) })
+      .catch((e) => e),
+  );
+  await until(() => told.size === 1000, "every hold told its place");
+  const during = threads();
+  const outcomes = await Promise.all([one, ...waiting]);
+  assert.ok(outcomes.every((e) => e instanceof Timeout), "every hold timed out");
+  console.log(`threads: ${before} with one hold waiting, ${during} with 1,001 told their places`);
+  assert.ok(during <= before + 1, `${during} threads with 1,001 holds waiting, ${before} with one`);
   await Promise.all(held.map((l) => l.release()));
   await holder.close();
 });

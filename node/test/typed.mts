@@ -1,6 +1,19 @@
 // typed.mts: the package used from TypeScript (strict), with `await using`: compiled by
 // types.test.mjs with the package's own index.d.ts, then run against a real node.
-import { Busy, Client, Indeterminate, TicketingError, type ClientOptions, type Holder, type Lock, type ReleaseOutcome } from "ticketing";
+import {
+  Busy,
+  Client,
+  Indeterminate,
+  TicketingError,
+  type ClientOptions,
+  type HoldKey,
+  type Holder,
+  type Lock,
+  type LockKey,
+  type Place,
+  type Pool,
+  type ReleaseOutcome,
+} from "ticketing";
 
 const addr = process.env.ADDR ?? "127.0.0.1:5225";
 const authToken = process.env.SECRET ?? "";
@@ -30,6 +43,16 @@ async function main(): Promise<void> {
   }
   const outcome: ReleaseOutcome = await lock.release();
   console.log(outcome);
+  {
+    const keys: HoldKey[] = [`${key}-seat`, { key: `${key}-stock`, count: 2, capacity: 100 }];
+    const places: Place[] = [];
+    await using hold = await client.hold(keys, { lease: 30, wait: 5, onPlace: (p: Place) => places.push(p) });
+    const held: readonly LockKey[] = hold.keys;
+    const pool: Pool = await client.pool(`${key}-stock`);
+    const signal: AbortSignal = hold.signal;
+    const deadline: number = hold.deadline;
+    console.log(`hold ${held.map((k) => `${k.key.slice(key.length)}:${k.count}:${k.capacity}`).join(",")} pool ${pool.inUse}/${pool.capacity} ${pool.holders[0]?.token === hold.token} ${signal.aborted} ${deadline > performance.now()}`);
+  }
 }
 
 await main();

@@ -43,5 +43,6 @@ test("a strict TypeScript program type-checks against the package's types and ru
     "sold under N",
     "busy, definitive true",
     "released",
+    "hold -seat:N:N,-stock:N:N pool N/N true false true",
   ]);
 });

@@ -5,7 +5,8 @@
 
 use std::ffi::{c_char, c_int, c_void};
 use std::ptr;
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Condvar, Mutex, OnceLock};
+use std::thread::{self, ThreadId};
 use std::time::Instant;
 
 use super::abi::*;
@@ -69,7 +70,7 @@ impl PlaceTo {
 unsafe fn hold_parts(parts: *const ticketing_hold_part, parts_len: usize) -> Result<Vec<HoldPart>, Failure> {
     if parts_len == 0 || parts_len > TICKETING_HOLD_KEYS_MAX {
         return Err(Failure::invalid(format!(
-            "parts_len is {parts_len}; a hold names 1 to {TICKETING_HOLD_KEYS_MAX} keys"
+            "a hold names 1 to {TICKETING_HOLD_KEYS_MAX} keys; this one names {parts_len}"
         )));
     }
     if parts.is_null() {
@@ -100,6 +101,52 @@ impl PlacesTo {
     }
 }
 
+/// Keeps a hold's places from reaching the program once its future is ready, as the
+/// header promises: a place is told only while the gate is open, and closing it (just
+/// before the outcome is handed over) waits for a place being told on another thread to
+/// be done. The thread telling a place may itself end the hold (its callback cancels):
+/// it closes the gate without waiting for itself.
+#[derive(Default)]
+struct PlaceGate {
+    /// Closed, and the threads telling a place now.
+    state: Mutex<(bool, Vec<ThreadId>)>,
+    told: Condvar,
+}
+
+impl PlaceGate {
+    fn state(&self) -> std::sync::MutexGuard<'_, (bool, Vec<ThreadId>)> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Runs `tell` unless the gate is closed.
+    fn tell(&self, tell: impl FnOnce()) {
+        let me = thread::current().id();
+        {
+            let mut state = self.state();
+            if state.0 {
+                return;
+            }
+            state.1.push(me);
+        }
+        tell();
+        let mut state = self.state();
+        if let Some(i) = state.1.iter().position(|t| *t == me) {
+            state.1.swap_remove(i);
+        }
+        self.told.notify_all();
+    }
+
+    /// Closes the gate, once every place being told on another thread is told.
+    fn close(&self) {
+        let me = thread::current().id();
+        let mut state = self.state();
+        state.0 = true;
+        while state.1.iter().any(|t| *t != me) {
+            state = self.told.wait(state).unwrap_or_else(|e| e.into_inner());
+        }
+    }
+}
+
 /// ticketing_hold's operation (Hold::acquire_then).
 ///
 /// # Safety
@@ -126,12 +173,17 @@ unsafe fn hold<'a>(
         for p in &parts {
             hold = hold.permits(&p.key, p.count, p.capacity);
         }
+        let gate = Arc::new(PlaceGate::default());
+        let at_gate = Arc::clone(&gate);
         match places {
             PlacesTo::Nowhere => {}
-            PlacesTo::Callback(place) => hold = hold.on_place(move |p: Place| place.call(p)),
-            PlacesTo::Queue(places) => hold = hold.on_place(move |p: Place| places.put(p)),
+            PlacesTo::Callback(place) => hold = hold.on_place(move |p: Place| at_gate.tell(|| place.call(p))),
+            PlacesTo::Queue(places) => hold = hold.on_place(move |p: Place| at_gate.tell(|| places.put(p))),
         }
-        hold.acquire_then(move |r| done(r.map(Value::Lock).map_err(Failure::from)))
+        hold.acquire_then(move |r| {
+            gate.close();
+            done(r.map(Value::Lock).map_err(Failure::from))
+        })
     });
     operation.places = kept;
     Ok(operation)
@@ -335,4 +387,55 @@ pub unsafe extern "C" fn ticketing_lock_deadline_ns(lock: *const ticketing_lock)
         epoch();
         unsafe { handle::peek(lock) }.map_or(0, |l| since_epoch(l.deadline()))
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::mpsc;
+
+    #[test]
+    fn no_place_is_told_after_the_gate_closed_and_closing_waits_for_one_being_told() {
+        let gate = Arc::new(PlaceGate::default());
+        let (started, telling) = (Arc::new(AtomicBool::new(false)), Arc::clone(&gate));
+        let (go_on, wait_here) = mpsc::channel::<()>();
+        let (flag, told) = (Arc::clone(&started), Arc::new(AtomicBool::new(false)));
+        let told_there = Arc::clone(&told);
+        let teller = thread::spawn(move || {
+            telling.tell(|| {
+                flag.store(true, Ordering::SeqCst);
+                wait_here.recv().unwrap();
+                told_there.store(true, Ordering::SeqCst);
+            })
+        });
+        while !started.load(Ordering::SeqCst) {
+            thread::yield_now();
+        }
+        let closer = {
+            let gate = Arc::clone(&gate);
+            thread::spawn(move || gate.close())
+        };
+        // The closer has closed the gate and waits for the place being told.
+        while !gate.state().0 {
+            thread::yield_now();
+        }
+        assert!(!closer.is_finished(), "close waits while a place is being told");
+        go_on.send(()).unwrap();
+        closer.join().unwrap();
+        assert!(told.load(Ordering::SeqCst), "close returned only after the place was told");
+        teller.join().unwrap();
+        let mut late = false;
+        gate.tell(|| late = true);
+        assert!(!late, "no place after the gate closed");
+    }
+
+    #[test]
+    fn a_place_whose_teller_ends_the_hold_closes_the_gate_without_waiting_for_itself() {
+        let gate = PlaceGate::default();
+        gate.tell(|| gate.close());
+        let mut late = false;
+        gate.tell(|| late = true);
+        assert!(!late);
+    }
 }

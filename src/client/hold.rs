@@ -128,12 +128,36 @@ impl Hold<'_> {
 /// The lease in whole seconds after checking a HOLD's keys against the protocol's
 /// limits (before any I/O), each mistake named in this builder's words.
 pub(crate) fn check_hold(parts: &[HoldPart], lease: Duration, wait: Duration) -> Result<u8, AcquireError> {
+    check_hold_in(parts, lease, wait, true)
+}
+
+/// [`check_hold`] in words every language's binding can show its caller: the keys, counts
+/// and capacities, not this builder's methods (the C ABI's check).
+pub(crate) fn check_hold_parts(
+    parts: &[HoldPart],
+    lease: Duration,
+    wait: Duration,
+) -> Result<u8, AcquireError> {
+    check_hold_in(parts, lease, wait, false)
+}
+
+fn check_hold_in(
+    parts: &[HoldPart],
+    lease: Duration,
+    wait: Duration,
+    builder: bool,
+) -> Result<u8, AcquireError> {
     if parts.is_empty() || parts.len() > HOLD_KEYS_MAX {
+        let methods = if builder { " (Hold::key, Hold::permits)" } else { "" };
         return Err(AcquireError::Invalid(format!(
-            "a hold names 1 to {HOLD_KEYS_MAX} keys (Hold::key, Hold::permits); this one names {}",
+            "a hold names 1 to {HOLD_KEYS_MAX} keys{methods}; this one names {}",
             parts.len()
         )));
     }
+    let part = |p: &HoldPart| match builder {
+        true => format!("Hold::permits({:?}, {}, {})", p.key, p.count, p.capacity),
+        false => format!("key {:?} with count {} of capacity {}", p.key, p.count, p.capacity),
+    };
     let mut lease_s = None;
     for (i, p) in parts.iter().enumerate() {
         lease_s = Some(check_acquire(&p.key, lease, wait)?);
@@ -145,15 +169,12 @@ pub(crate) fn check_hold(parts: &[HoldPart], lease: Duration, wait: Duration) ->
         }
         if !(1..=CAPACITY_MAX).contains(&p.capacity) {
             return Err(AcquireError::Invalid(format!(
-                "Hold::permits({:?}, {}, {}): the capacity must be 1 to {CAPACITY_MAX}",
-                p.key, p.count, p.capacity
+                "{}: the capacity must be 1 to {CAPACITY_MAX}",
+                part(p)
             )));
         }
         if p.count == 0 || p.count > p.capacity {
-            return Err(AcquireError::Invalid(format!(
-                "Hold::permits({:?}, {}, {}): the count must be 1 to the capacity",
-                p.key, p.count, p.capacity
-            )));
+            return Err(AcquireError::Invalid(format!("{}: the count must be 1 to the capacity", part(p))));
         }
     }
     Ok(lease_s.expect("at least one key"))

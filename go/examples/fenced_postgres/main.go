@@ -121,7 +121,7 @@ func run() error {
 	say("A", fmt.Sprintf("granted, token %d, lease %v", lockA.Token(), lockA.Lease()))
 	go func() {
 		say("B", "queues for the key behind A")
-		bDone <- bClient.WithLock(ctx, key, 10*time.Second, 10*time.Second, func(l *ticketing.Lock) error {
+		bDone <- bClient.WithLock(ctx, key, 10*time.Second, 10*time.Second, func(ctx context.Context, l *ticketing.Lock) error {
 			say("B", fmt.Sprintf("granted at A's lease expiry, token %d", l.Token()))
 			result, err := sellFenced(ctx, db, seat, "B", l.Token())
 			results["B"] = result

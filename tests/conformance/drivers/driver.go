@@ -1,5 +1,6 @@
 // The conformance driver of the Go module (docs/conformance.md): commands on standard
-// input, one outcome line each on standard output, each command in a goroutine of its
+// input (acquire, release, query, resolve, hold, pool, watch), one outcome line each on
+// standard output (a hold's places before it), each command in a goroutine of its
 // own, all sharing one ticketing.Client. Built by tests/conformance/libraries.rs as a
 // program that uses go/ through `replace`.
 
@@ -34,6 +35,7 @@ var (
 	state sync.Mutex
 	locks = map[string]*ticketing.Lock{}
 	pend  = map[string]*ticketing.IndeterminateError{}
+	holds = map[string]bool{} // names of holds (their lines list the lock's keys)
 )
 
 // nowNS is CLOCK_MONOTONIC, which every process on the machine shares.
@@ -69,12 +71,58 @@ func failed(name string, err error, start time.Time) string {
 
 func ms(start time.Time) int64 { return time.Since(start).Milliseconds() }
 
+// parts reads KEY:COUNT:CAPACITY words (a key may hold ':' itself: the last two fields
+// are the numbers); a word that is not one is passed on as a key with count and
+// capacity 0, for the library to refuse.
+func parts(words []string) []ticketing.Part {
+	out := make([]ticketing.Part, len(words))
+	for i, w := range words {
+		out[i] = ticketing.Part{Key: w}
+		fields := strings.Split(w, ":")
+		if len(fields) < 3 {
+			continue
+		}
+		count, err1 := strconv.ParseUint(fields[len(fields)-2], 10, 32)
+		capacity, err2 := strconv.ParseUint(fields[len(fields)-1], 10, 32)
+		if err1 == nil && err2 == nil {
+			out[i] = ticketing.Part{Key: strings.Join(fields[:len(fields)-2], ":"), Count: uint32(count),
+				Capacity: uint32(capacity)}
+		}
+	}
+	return out
+}
+
+// keysOf is the lock's keys as the library reports them: KEY:COUNT:CAPACITY,…
+func keysOf(lock *ticketing.Lock) string {
+	var keys []string
+	for _, p := range lock.Keys() {
+		keys = append(keys, fmt.Sprintf("%s:%d:%d", p.Key, p.Count, p.Capacity))
+	}
+	return strings.Join(keys, ",")
+}
+
+// granted is the line of a lock just granted (or adopted by resolve), kept under name.
+func granted(name, word string, lock *ticketing.Lock, start time.Time) string {
+	state.Lock()
+	locks[name] = lock
+	hold := holds[name]
+	state.Unlock()
+	line := fmt.Sprintf("%s %s %d at=%d ms=%d", name, word, lock.Token(), nowNS(), ms(start))
+	if hold {
+		line += " keys=" + keysOf(lock)
+	}
+	return line
+}
+
 func command(c *ticketing.Client, words []string) string {
 	verb, name, args := words[0], words[1], words[2:]
 	ctx := context.Background()
 	start := time.Now()
 	switch {
 	case verb == "acquire" && len(args) == 3:
+		state.Lock()
+		delete(holds, name)
+		state.Unlock()
 		lock, err := c.Acquire(ctx, args[0], seconds(args[1]), seconds(args[2]))
 		if err != nil {
 			var ind *ticketing.IndeterminateError
@@ -85,10 +133,7 @@ func command(c *ticketing.Client, words []string) string {
 			}
 			return failed(name, err, start)
 		}
-		state.Lock()
-		locks[name] = lock
-		state.Unlock()
-		return fmt.Sprintf("%s granted %d at=%d ms=%d", name, lock.Token(), nowNS(), ms(start))
+		return granted(name, "granted", lock, start)
 	case verb == "release":
 		state.Lock()
 		lock := locks[name]
@@ -131,10 +176,54 @@ func command(c *ticketing.Client, words []string) string {
 		case lock == nil:
 			return fmt.Sprintf("%s resolved not_held ms=%d", name, ms(start))
 		}
+		return granted(name, "resolved held", lock, start)
+	case verb == "hold" && len(args) >= 4:
+		var opts []ticketing.HoldOption
+		if args[2] == "1" {
+			// Printed from the place callback itself (a short locked write): every
+			// place comes out before the outcome line, and none after it.
+			opts = append(opts, ticketing.OnPlace(func(p ticketing.Place) {
+				eta := int64(-1)
+				if wait, known := p.EstimatedWait(); known {
+					eta = wait.Milliseconds()
+				}
+				say(fmt.Sprintf("%s place %d eta_ms=%d", name, p.Ahead, eta))
+			}))
+		}
 		state.Lock()
-		locks[name] = lock
+		holds[name] = true
 		state.Unlock()
-		return fmt.Sprintf("%s resolved held %d at=%d ms=%d", name, lock.Token(), nowNS(), ms(start))
+		lock, err := c.AcquirePermits(ctx, parts(args[3:]), seconds(args[0]), seconds(args[1]), opts...)
+		if err != nil {
+			var ind *ticketing.IndeterminateError
+			if errors.As(err, &ind) {
+				state.Lock()
+				pend[name] = ind
+				state.Unlock()
+			}
+			return failed(name, err, start)
+		}
+		return granted(name, "granted", lock, start)
+	case verb == "pool" && len(args) == 1:
+		p, err := c.Pool(ctx, args[0])
+		if err != nil {
+			return failed(name, err, start)
+		}
+		return fmt.Sprintf("%s pool %d %d %d %d ms=%d", name, p.Capacity, p.InUse, p.Holds, p.Waiters, ms(start))
+	case verb == "watch" && len(args) == 0:
+		state.Lock()
+		lock := locks[name]
+		state.Unlock()
+		if lock == nil {
+			return fmt.Sprintf("%s invalid retryable=0 ms=0 : no lock named %s", name, name)
+		}
+		// The lock's deadline on CLOCK_MONOTONIC: now on it, plus the time until the
+		// deadline on Go's monotonic clock.
+		deadline := int64(nowNS()) + int64(time.Until(lock.Deadline()))
+		held, cancel := lock.Context(ctx)
+		defer cancel()
+		<-held.Done()
+		return fmt.Sprintf("%s deadline at=%d deadline=%d", name, nowNS(), deadline)
 	}
 	return fmt.Sprintf("%s invalid retryable=0 ms=0 : unknown command %s", name, verb)
 }

@@ -27,6 +27,24 @@ function failed(name, e, start) {
 
 const locks = new Map();
 const indeterminate = new Map();
+// Names of holds (their resolve's line lists the keys too).
+const holds = new Set();
+
+/** A lock's keys as an outcome line's `keys=`. */
+const keysOf = (lock) => `keys=${lock.keys.map((k) => `${k.key}:${k.count}:${k.capacity}`).join(",")}`;
+
+/** KEY:COUNT:CAPACITY (the key may hold colons itself) as the package's hold key. */
+function holdKey(word) {
+  const [capacity, count, ...key] = word.split(":").reverse();
+  return { key: key.reverse().join(":"), count: Number(count), capacity: Number(capacity) };
+}
+
+/** An instant on performance.now()'s clock (milliseconds) as CLOCK_MONOTONIC
+ * nanoseconds, rounded down. */
+function monotonic(instant) {
+  const hr = now();
+  return hr + BigInt(Math.floor((instant - performance.now()) * 1e6));
+}
 
 async function command(client, [verb, name, ...args]) {
   const start = performance.now();
@@ -35,6 +53,27 @@ async function command(client, [verb, name, ...args]) {
       const lock = await client.acquire(args[0], { lease: Number(args[1]), wait: Number(args[2]) });
       locks.set(name, lock);
       return `${name} granted ${lock.token} at=${now()} ms=${ms(start)}`;
+    }
+    if (verb === "hold" && args.length >= 4) {
+      const [lease, wait, places, ...keys] = args;
+      const onPlace =
+        places === "1" ? (place) => say(`${name} place ${place.ahead} eta_ms=${place.etaMs ?? -1}`) : undefined;
+      holds.add(name);
+      const lock = await client.hold(keys.map(holdKey), { lease: Number(lease), wait: Number(wait), onPlace });
+      locks.set(name, lock);
+      return `${name} granted ${lock.token} at=${now()} ms=${ms(start)} ${keysOf(lock)}`;
+    }
+    if (verb === "pool" && args.length === 1) {
+      const pool = await client.pool(args[0]);
+      return `${name} pool ${pool.capacity} ${pool.inUse} ${pool.holds} ${pool.waiters} ms=${ms(start)}`;
+    }
+    if (verb === "watch" && args.length === 0) {
+      const lock = locks.get(name);
+      if (lock === undefined) return `${name} invalid retryable=0 ms=0 : no lock named ${name}`;
+      const signal = lock.signal;
+      if (!signal.aborted) await new Promise((resolve) => signal.addEventListener("abort", resolve, { once: true }));
+      const at = now();
+      return `${name} deadline at=${at} deadline=${monotonic(lock.deadline)}`;
     }
     if (verb === "release") {
       const lock = locks.get(name);
@@ -61,7 +100,8 @@ async function command(client, [verb, name, ...args]) {
       }
       if (lock === null) return `${name} resolved not_held ms=${ms(start)}`;
       locks.set(name, lock);
-      return `${name} resolved held ${lock.token} at=${now()} ms=${ms(start)}`;
+      const keys = holds.has(name) ? ` ${keysOf(lock)}` : "";
+      return `${name} resolved held ${lock.token} at=${now()} ms=${ms(start)}${keys}`;
     }
     return `${name} invalid retryable=0 ms=0 : unknown command ${verb}`;
   } catch (e) {
