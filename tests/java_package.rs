@@ -7,8 +7,9 @@
 //! that no extracted library is left in the temporary directory, its virtual-thread
 //! test on a Java 21 or newer with one carrier thread, and the README's Java example as
 //! a consumer project of its own that depends on the artifact `mvn install` put in the
-//! local repository, run as written against a node; and the JDBC fencing example
-//! (java/examples/fenced-postgres) against a throw-away PostgreSQL.
+//! local repository, run as written against a node; and the JDBC examples against a
+//! throw-away PostgreSQL: fencing (java/examples/fenced-postgres) and the ticket sale of
+//! counted and multi-key holds (java/examples/ticket-sale).
 //!
 //! Maven builds around this cargo run's libticketing.so (no cargo inside:
 //! tests/common/java.rs) and the tests start this run's `ticketing` binary
@@ -256,6 +257,48 @@ fn the_java_fencing_example_sells_once_against_postgres() {
     let (ok, output) = run(&mvn(), &run_args, &example, &env, Duration::from_secs(300));
     assert!(ok, "the Java fencing example failed:\n{output}\nPostgreSQL:\n{}", pg.log());
     for expected in ["sells with token", ": rejected", "release: not_holder", "sold once, to B"] {
+        assert!(output.contains(expected), "no {expected:?} in:\n{output}");
+    }
+    eprintln!("{output}");
+}
+
+/// java/examples/ticket-sale (docs/java.md, "Example: a ticket sale"; a project of its
+/// own with the PostgreSQL JDBC driver) against a real server and a throw-away
+/// PostgreSQL: 2 of 100 tickets per buyer through a counted key, never oversold, and
+/// families' 4 adjacent seats in one hold, no seat sold twice.
+#[test]
+fn the_java_ticket_sale_example_never_oversells_against_postgres() {
+    let test = "the_java_ticket_sale_example_never_oversells_against_postgres";
+    if !have_java(test) {
+        return;
+    }
+    let _serial = serial();
+    if fenced_postgres::postgres_bin_dir().is_none() {
+        assert!(!std::env::var("TICKETING_REQUIRE_POSTGRES").is_ok_and(|v| v == "1"), "no PostgreSQL");
+        eprintln!("SKIPPED {test}: PostgreSQL is not installed (apt-get install postgresql)");
+        return;
+    }
+    let server = start_server(&[]);
+    let (port, pg) = common::with_fresh_ports("a throw-away PostgreSQL", || {
+        let port = common::free_port();
+        let pg = fenced_postgres::Postgres::start_with_tcp(port).map_err(|e| e.to_string())?;
+        Ok((port, pg))
+    });
+    let example = project().join("examples/ticket-sale");
+    install();
+    let env = [
+        ("TICKETING_ADDRS", server.addr.to_string()),
+        ("TICKETING_AUTH_TOKEN", TOKEN.to_string()),
+        ("FENCE_JDBC", format!("jdbc:postgresql://127.0.0.1:{port}/postgres?user=fence")),
+    ];
+    let run_args = ["-B", "-q", "compile", "exec:exec"].map(String::from);
+    let (ok, output) = run(&mvn(), &run_args, &example, &env, Duration::from_secs(300));
+    assert!(ok, "the Java ticket-sale example failed:\n{output}\nPostgreSQL:\n{}", pg.log());
+    for expected in [
+        "50 bought, 10 sold out; 100 tickets ordered, 0 left",
+        "family-c: seats [207, 208, 209, 210]",
+        "nothing oversold, no seat sold twice",
+    ] {
         assert!(output.contains(expected), "no {expected:?} in:\n{output}");
     }
     eprintln!("{output}");

@@ -5,9 +5,12 @@
 // javac by tests/conformance/libraries.rs against the library's jar.
 
 import dev.ticketing.Client;
+import dev.ticketing.Hold;
 import dev.ticketing.Holder;
 import dev.ticketing.IndeterminateException;
 import dev.ticketing.Lock;
+import dev.ticketing.Place;
+import dev.ticketing.Pool;
 import dev.ticketing.ReleaseOutcome;
 import dev.ticketing.TicketingException;
 import java.io.BufferedReader;
@@ -20,13 +23,17 @@ import java.util.List;
 import java.util.Locale;
 import java.util.Map;
 import java.util.Optional;
+import java.util.Set;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionException;
 import java.util.concurrent.ConcurrentHashMap;
+import java.util.stream.Collectors;
 
 public final class Driver {
     static final Map<String, Lock> LOCKS = new ConcurrentHashMap<>();
     static final Map<String, IndeterminateException> PENDING = new ConcurrentHashMap<>();
+    /** The names of holds (their granted and resolved lines carry keys=). */
+    static final Set<String> HOLDS = ConcurrentHashMap.newKeySet();
 
     static synchronized void say(String line) {
         System.out.println(line);
@@ -59,7 +66,81 @@ public final class Driver {
 
     static String granted(String name, Lock lock, long start) {
         LOCKS.put(name, lock);
-        return name + " granted " + lock.token() + " at=" + now() + " ms=" + ms(start);
+        return name + " granted " + lock.token() + " at=" + now() + " ms=" + ms(start) + keys(name, lock);
+    }
+
+    /** `keys=KEY:COUNT:CAPACITY,…` as the lock reports them, for a hold's lines. */
+    static String keys(String name, Lock lock) {
+        if (!HOLDS.contains(name)) {
+            return "";
+        }
+        return " keys=" + lock.permits().stream().map(p -> p.key() + ":" + p.count() + ":" + p.capacity())
+                .collect(Collectors.joining(","));
+    }
+
+    /**
+     * `hold NAME LEASE_S WAIT_S PLACES KEY:COUNT:CAPACITY…` as the library's hold: keys
+     * that are all exclusive, without places, go as a List<String> to acquire(List, ...);
+     * the others through hold(...).permits(...). A key may hold ':' (the last two fields
+     * are the count and the capacity).
+     */
+    static Hold hold(Client client, String name, String[] args) {
+        HOLDS.add(name);
+        Hold hold = client.hold(seconds(args[0]), seconds(args[1]));
+        for (int i = 3; i < args.length; i++) {
+            String part = args[i];
+            int cap = part.lastIndexOf(':');
+            int cnt = part.lastIndexOf(':', cap - 1);
+            if (cnt < 0) {
+                throw new IllegalArgumentException("hold: " + part + " is not KEY:COUNT:CAPACITY");
+            }
+            hold.permits(part.substring(0, cnt), Integer.parseInt(part.substring(cnt + 1, cap)),
+                    Integer.parseInt(part.substring(cap + 1)));
+        }
+        if (args[2].equals("1")) {
+            // On the client's thread itself (Runnable::run), so that every place is written
+            // before the outcome, as the C ABI calls it; a line on standard output is short.
+            hold.onPlace(place -> say(placeLine(name, place)), Runnable::run);
+        }
+        return hold;
+    }
+
+    /** The keys of a hold whose parts are all KEY:1:1 and that asks for no places, else null. */
+    static List<String> exclusiveKeys(String[] args) {
+        if (!args[2].equals("0")) {
+            return null;
+        }
+        List<String> keys = new ArrayList<>();
+        for (int i = 3; i < args.length; i++) {
+            if (!args[i].endsWith(":1:1")) {
+                return null;
+            }
+            keys.add(args[i].substring(0, args[i].length() - 4));
+        }
+        return keys;
+    }
+
+    static String placeLine(String name, Place place) {
+        long eta = place.estimatedWait().map(Duration::toMillis).orElse(-1L);
+        return name + " place " + place.ahead() + " eta_ms=" + eta;
+    }
+
+    static String pool(String name, Pool pool, long start) {
+        return name + " pool " + pool.capacity() + " " + pool.inUse() + " " + pool.holds() + " " + pool.waiters()
+                + " ms=" + ms(start);
+    }
+
+    /** `watch NAME`: the lock's expiry future, the library's idiom for its deadline. */
+    static Lock watched(String name) {
+        Lock lock = LOCKS.get(name);
+        if (lock == null) {
+            throw new IllegalArgumentException("no lock named " + name);
+        }
+        return lock;
+    }
+
+    static String fired(String name, Lock lock) {
+        return name + " deadline at=" + now() + " deadline=" + lock.deadlineNanos();
     }
 
     static String holder(String name, Optional<Holder> h, long start) {
@@ -75,12 +156,16 @@ public final class Driver {
             return name + " resolved not_held ms=" + ms(start);
         }
         LOCKS.put(name, lock.get());
-        return name + " resolved held " + lock.get().token() + " at=" + now() + " ms=" + ms(start);
+        return name + " resolved held " + lock.get().token() + " at=" + now() + " ms=" + ms(start)
+                + keys(name, lock.get());
     }
 
     static String error(String name, String verb, Throwable t, long start) {
         if (t instanceof CompletionException && t.getCause() != null) {
             t = t.getCause();
+        }
+        if (t instanceof IllegalArgumentException) {
+            return name + " invalid retryable=0 ms=0 : " + t.getMessage();
         }
         if (!(t instanceof TicketingException)) {
             return name + " internal retryable=0 ms=" + ms(start) + " : " + t;
@@ -111,6 +196,20 @@ public final class Driver {
                 }
                 case "query":
                     return holder(name, client.query(args[0]), start);
+                case "hold": {
+                    List<String> keys = exclusiveKeys(args);
+                    HOLDS.add(name);
+                    Lock lock = keys != null ? client.acquire(keys, seconds(args[0]), seconds(args[1]))
+                            : hold(client, name, args).acquire();
+                    return granted(name, lock, start);
+                }
+                case "pool":
+                    return pool(name, client.pool(args[0]), start);
+                case "watch": {
+                    Lock lock = watched(name);
+                    lock.expiry().join();
+                    return fired(name, lock);
+                }
                 case "resolve": {
                     IndeterminateException e = PENDING.remove(name);
                     if (e == null) {
@@ -149,6 +248,21 @@ public final class Driver {
                 case "query":
                     line = client.queryAsync(args[0]).thenApply(h -> holder(name, h, start));
                     break;
+                case "hold": {
+                    List<String> keys = exclusiveKeys(args);
+                    HOLDS.add(name);
+                    line = (keys != null ? client.acquireAsync(keys, seconds(args[0]), seconds(args[1]))
+                            : hold(client, name, args).acquireAsync()).thenApply(lock -> granted(name, lock, start));
+                    break;
+                }
+                case "pool":
+                    line = client.poolAsync(args[0]).thenApply(p -> pool(name, p, start));
+                    break;
+                case "watch": {
+                    Lock lock = watched(name);
+                    line = lock.expiry().thenApply(v -> fired(name, lock));
+                    break;
+                }
                 case "resolve": {
                     IndeterminateException e = PENDING.remove(name);
                     if (e == null) {

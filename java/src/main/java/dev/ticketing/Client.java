@@ -1,7 +1,8 @@
 // Client: the Java face of one native client (include/ticketing.h) — its builder, and
-// acquire, release, query and resolve, each blocking or as a CompletableFuture.
+// acquire, holds, release, query, pool and resolve, each blocking or as a CompletableFuture.
 package dev.ticketing;
 
+import com.sun.jna.Memory;
 import com.sun.jna.StringArray;
 import java.lang.ref.Cleaner;
 import java.lang.ref.Reference;
@@ -15,6 +16,7 @@ import java.util.Optional;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.Executor;
 import java.util.concurrent.ForkJoinPool;
+import java.util.function.Consumer;
 import java.util.concurrent.locks.ReentrantReadWriteLock;
 
 /**
@@ -278,7 +280,89 @@ public final class Client implements AutoCloseable {
                 (future, error) -> NativeLib.ticketing_acquire_start(client, k, leaseNs, waitNs, future, error)));
     }
 
-    private Lock lockOf(long future) {
+    // ---- holds --------------------------------------------------------------------------
+
+    /**
+     * Starts a counted and multi-key hold for {@code lease} (whole seconds, 1 s to 250 s),
+     * queueing at most {@code wait} (0 to 300 s): name its keys with {@link Hold#key} and
+     * {@link Hold#permits}, then {@link Hold#acquire()}. Never blocks.
+     */
+    public Hold hold(Duration lease, Duration wait) {
+        return new Hold(this, lease, wait);
+    }
+
+    /**
+     * Acquires every key of {@code keys} at once, exclusively (1 to 16 keys, each named
+     * once): one {@link Lock}, one fencing token, whose release ends them all. {@code
+     * hold(lease, wait).keys(keys).acquire()}; errors and blocking as {@link
+     * #acquire(String, Duration, Duration)}.
+     */
+    public Lock acquire(List<String> keys, Duration lease, Duration wait) {
+        return hold(lease, wait).keys(keys).acquire();
+    }
+
+    /** {@link #acquire(List, Duration, Duration)} as a future, completed on the client's executor. */
+    public CompletableFuture<Lock> acquireAsync(List<String> keys, Duration lease, Duration wait) {
+        return hold(lease, wait).keys(keys).acquireAsync();
+    }
+
+    /** {@link Hold#acquire()}. */
+    Lock acquireHold(List<Permits> parts, Duration lease, Duration wait, Consumer<Place> listener,
+            Executor listenerExecutor) {
+        if (Thread.currentThread().isInterrupted()) {
+            throw interruptedBeforeStart("hold");
+        }
+        return startHold(parts, lease, wait, listener, listenerExecutor).await(this::lockOf);
+    }
+
+    /** {@link Hold#acquireAsync()}. */
+    CompletableFuture<Lock> acquireHoldAsync(List<Permits> parts, Duration lease, Duration wait,
+            Consumer<Place> listener, Executor listenerExecutor) {
+        return startHold(parts, lease, wait, listener, listenerExecutor).async(this::lockOf, executor, Lock::abandon);
+    }
+
+    /**
+     * The parts as {@code ticketing_hold_part}s passed through unchecked (the native
+     * library checks them), and the place listener's sink, registered before the start
+     * (the first place may come at once) and ended when the future is ready.
+     */
+    private Operation startHold(List<Permits> parts, Duration lease, Duration wait, Consumer<Place> listener,
+            Executor listenerExecutor) {
+        int n = parts.size();
+        Memory array = n == 0 ? null : new Memory((long) n * NativeLib.HOLD_PART_SIZE);
+        List<Memory> keys = new ArrayList<>(n);
+        for (int i = 0; i < n; i++) {
+            Permits part = parts.get(i);
+            byte[] k = text(part.key(), "key");
+            Memory key = new Memory(k.length);
+            key.write(0, k, 0, k.length);
+            keys.add(key);
+            long at = (long) i * NativeLib.HOLD_PART_SIZE;
+            array.setPointer(at, key);
+            array.setInt(at + 8, part.count());
+            array.setInt(at + 12, part.capacity());
+        }
+        long leaseNs = nanos(lease, "lease");
+        long waitNs = nanos(wait, "wait");
+        Places.Sink sink = listener == null ? null
+                : Places.register(listener, listenerExecutor == null ? executor : listenerExecutor);
+        try {
+            Operation op = run(client -> Operation.start((future, error) -> NativeLib.ticketing_hold_start(client,
+                    array, n, leaseNs, waitNs, sink == null ? null : Places.CALLBACK, sink == null ? 0 : sink.id,
+                    future, error)));
+            return sink == null ? op : op.atReady(sink::end);
+        } catch (RuntimeException e) {
+            if (sink != null) {
+                sink.end();
+            }
+            throw e;
+        } finally {
+            Reference.reachabilityFence(keys);
+            Reference.reachabilityFence(array);
+        }
+    }
+
+    Lock lockOf(long future) {
         long[] lock = new long[1];
         long[] error = new long[1];
         int kind = NativeLib.ticketing_future_get_lock(future, lock, error);
@@ -362,6 +446,49 @@ public final class Client implements AutoCloseable {
         int ownerLen = Math.min(holder.owner_len, 255);
         String owner = new String(holder.owner, 0, ownerLen, StandardCharsets.UTF_8);
         return Optional.of(new Holder(owner, holder.token, Duration.ofMillis(holder.lease_left_ms), holder.waiters));
+    }
+
+    // ---- pool ---------------------------------------------------------------------------
+
+    /**
+     * {@code key} as a pool, answered by the leader (linearizable): its capacity (0 when
+     * nobody holds it or waits for it), permits in use, holds, waiters, the oldest wait
+     * and the oldest holds. Throws as {@link #query(String)}; blocks at most the request
+     * timeout (10 s).
+     */
+    public Pool pool(String key) {
+        if (Thread.currentThread().isInterrupted()) {
+            throw interruptedBeforeStart("pool");
+        }
+        return startPool(key).await(Client::poolOf);
+    }
+
+    /** {@link #pool(String)} as a future, completed on the client's executor. */
+    public CompletableFuture<Pool> poolAsync(String key) {
+        return startPool(key).async(Client::poolOf, executor, null);
+    }
+
+    private Operation startPool(String key) {
+        byte[] k = text(key, "key");
+        return run(client -> Operation.start(
+                (future, error) -> NativeLib.ticketing_pool_start(client, k, future, error)));
+    }
+
+    private static Pool poolOf(long future) {
+        NativeLib.PoolInfoStruct info = new NativeLib.PoolInfoStruct();
+        long[] error = new long[1];
+        int kind = NativeLib.ticketing_future_get_pool(future, info, error);
+        if (kind != Abi.OK) {
+            throw Errors.of(kind, error[0], null);
+        }
+        List<Pool.Holding> holders = new ArrayList<>();
+        for (int i = 0; i < Math.min(info.holders_len, NativeLib.POOL_HOLDERS_MAX); i++) {
+            NativeLib.PoolHolderStruct h = info.holders[i];
+            String owner = new String(h.owner, 0, Math.min(h.owner_len, 255), StandardCharsets.UTF_8);
+            holders.add(new Pool.Holding(owner, h.token, h.count, Duration.ofMillis(h.lease_left_ms)));
+        }
+        return new Pool(info.capacity, info.in_use, info.holds, info.waiters, Duration.ofMillis(info.oldest_wait_ms),
+                holders);
     }
 
     // ---- resolve ------------------------------------------------------------------------

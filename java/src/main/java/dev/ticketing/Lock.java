@@ -1,8 +1,11 @@
-// Lock: a held lock — its fencing token, key and lease — and its release.
+// Lock: a held lock — its fencing token, keys, lease and deadline — and its release.
 package dev.ticketing;
 
 import java.lang.ref.Cleaner;
 import java.time.Duration;
+import java.time.Instant;
+import java.util.ArrayList;
+import java.util.List;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.Executor;
 
@@ -10,6 +13,9 @@ import java.util.concurrent.Executor;
  * A held lock: the server granted {@link #key()} to {@link #owner()} under fencing token
  * {@link #token()}, larger than every earlier grant's. Pass the token to every write the
  * critical section makes.
+ *
+ * <p>A lock of a {@link Hold} holds several keys ({@link #keys()}, {@link #permits()}),
+ * all under one token; its release ends them all.
  *
  * <p>{@link #close()} releases it, so try-with-resources releases it when the block ends,
  * also on an exception. A lock that becomes unreachable unreleased is released in the
@@ -42,6 +48,11 @@ public final class Lock implements AutoCloseable {
     private final String owner;
     private final long token;
     private final Duration lease;
+    private final List<Permits> permits;
+    private final long deadlineNanos;
+    private final Instant deadline;
+    /** Completed at the deadline; made at the first {@link #expiry()}. */
+    private CompletableFuture<Void> expiry;
 
     Lock(long lock, Executor executor) {
         this.handle = new Handle(lock);
@@ -51,6 +62,33 @@ public final class Lock implements AutoCloseable {
         this.owner = NativeLib.string(NativeLib.ticketing_lock_owner(lock));
         this.token = NativeLib.ticketing_lock_token(lock);
         this.lease = Duration.ofMillis(NativeLib.ticketing_lock_lease_ms(lock));
+        this.permits = permitsOf(lock);
+        // The native deadline is on ticketing_now_ns's monotonic clock; nanoTime read after
+        // it makes the offset, so any delay between the two reads moves the deadline later,
+        // never earlier.
+        long deadlineNs = NativeLib.ticketing_lock_deadline_ns(lock);
+        long nativeNow = NativeLib.ticketing_now_ns();
+        long javaNow = System.nanoTime();
+        Instant wallNow = Instant.now();
+        this.deadlineNanos = javaNow + (deadlineNs - nativeNow);
+        this.deadline = wallNow.plusNanos(deadlineNs - nativeNow);
+    }
+
+    private static List<Permits> permitsOf(long lock) {
+        long n = NativeLib.ticketing_lock_key_count(lock);
+        List<Permits> permits = new ArrayList<>((int) n);
+        for (long i = 0; i < n; i++) {
+            long[] key = new long[1];
+            int[] count = new int[1];
+            int[] capacity = new int[1];
+            long[] error = new long[1];
+            int kind = NativeLib.ticketing_lock_key_at(lock, i, key, count, capacity, error);
+            if (kind != Abi.OK) {
+                throw Errors.of(kind, error[0], null);
+            }
+            permits.add(new Permits(NativeLib.string(key[0]), count[0], capacity[0]));
+        }
+        return List.copyOf(permits);
     }
 
     /** The fencing token: larger than every earlier grant's (tokens stay below 2^63). */
@@ -58,9 +96,63 @@ public final class Lock implements AutoCloseable {
         return token;
     }
 
-    /** The key this lock holds. */
+    /**
+     * The key this lock holds; of a hold's lock, the key its release and {@link
+     * Client#query} go by (its first key of capacity 1, else its first key).
+     */
     public String key() {
         return key;
+    }
+
+    /** Every key this lock holds, in the order the hold named them: one for an acquire's lock. */
+    public List<String> keys() {
+        return permits.stream().map(Permits::key).toList();
+    }
+
+    /**
+     * Every key this lock holds with the permits it holds of each and the key's capacity,
+     * in the order the hold named them: {@code (key, 1, 1)} for an acquire's lock.
+     */
+    public List<Permits> permits() {
+        return permits;
+    }
+
+    /**
+     * The local deadline on {@link System#nanoTime()}'s clock (the monotonic clock; compare
+     * it with {@code System.nanoTime()}, never with another clock): the instant before the
+     * request was written plus the lease. The server's lease never ends before it: work
+     * under the lock must be done, or stopped, by then. Fixed at the grant; a release does
+     * not move it.
+     */
+    public long deadlineNanos() {
+        return deadlineNanos;
+    }
+
+    /**
+     * {@link #deadlineNanos()} as a wall-clock Instant, converted once at the grant: for
+     * showing and logging. A wall clock can jump; to wait for the deadline use {@link
+     * #expiry()}, {@link #remaining()} or {@link #deadlineNanos()}.
+     */
+    public Instant deadline() {
+        return deadline;
+    }
+
+    /**
+     * A future completed (with null) at the lock's deadline — when {@link
+     * System#nanoTime()} reaches {@link #deadlineNanos()}, never before — on the client's
+     * executor: stop the work under the lock with it, e.g. {@code
+     * lock.expiry().thenRun(worker::cancel)}, or {@code orTimeout}-style races with the
+     * work's own future. No thread is kept per lock: one scheduler thread serves every
+     * lock. Each call returns a new dependent future (cancelling it cancels nothing else);
+     * it completes at the deadline also after a release.
+     */
+    public CompletableFuture<Void> expiry() {
+        synchronized (this) {
+            if (expiry == null) {
+                expiry = Deadlines.at(deadlineNanos, executor);
+            }
+            return expiry.copy();
+        }
     }
 
     /** The owner it was granted to. */
@@ -177,6 +269,7 @@ public final class Lock implements AutoCloseable {
 
     @Override
     public String toString() {
-        return "Lock[key=" + key + ", owner=" + owner + ", token=" + token + ", remaining=" + remaining() + "]";
+        String keys = permits.size() == 1 ? "key=" + key : "keys=" + keys();
+        return "Lock[" + keys + ", owner=" + owner + ", token=" + token + ", remaining=" + remaining() + "]";
     }
 }

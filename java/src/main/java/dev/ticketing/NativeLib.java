@@ -218,6 +218,21 @@ final class NativeLib {
             long[] errorOut);
     static native void ticketing_future_free(long future);
 
+    // ---- Holds and pools -------------------------------------------------------------------
+    /** {@code ticketing_place_callback}: a waiting hold's place in line (uint32 values). */
+    interface PlaceCallback extends Callback {
+        void invoke(int ahead, int grantsPerKs, long ctx);
+    }
+
+    /** Bytes of one {@code ticketing_hold_part}: {key pointer, uint32 count, uint32 capacity}. */
+    static final int HOLD_PART_SIZE = 16;
+
+    static native int ticketing_hold_start(long client, Pointer parts, long partsLen, long leaseNs, long waitNs,
+            PlaceCallback onPlace, long placeCtx, long[] futureOut, long[] errorOut);
+    static native int ticketing_pool_start(long client, byte[] key, long[] futureOut, long[] errorOut);
+    static native int ticketing_future_get_pool(long future, PoolInfoStruct poolOut, long[] errorOut);
+    static native long ticketing_now_ns();
+
     // ---- The lock ------------------------------------------------------------------------
     static native long ticketing_lock_token(long lock);
     static native long ticketing_lock_key(long lock);
@@ -225,6 +240,10 @@ final class NativeLib {
     static native long ticketing_lock_lease_ms(long lock);
     static native long ticketing_lock_remaining_ms(long lock);
     static native void ticketing_lock_free(long lock);
+    static native long ticketing_lock_key_count(long lock);
+    static native int ticketing_lock_key_at(long lock, long index, long[] keyOut, int[] countOut, int[] capacityOut,
+            long[] errorOut);
+    static native long ticketing_lock_deadline_ns(long lock);
 
     // ---- Errors --------------------------------------------------------------------------
     static native int ticketing_error_kind(long error);
@@ -242,6 +261,31 @@ final class NativeLib {
         public int waiters;
         public int owner_len;
         public byte[] owner = new byte[256];
+    }
+
+    /** {@code ticketing_pool_holder}, as the header declares it. */
+    @Structure.FieldOrder({"token", "lease_left_ms", "count", "owner_len", "owner"})
+    public static final class PoolHolderStruct extends Structure {
+        public long token;
+        public long lease_left_ms;
+        public int count;
+        public int owner_len;
+        public byte[] owner = new byte[256];
+    }
+
+    /** The holds a {@code ticketing_pool_info} lists at most ({@code TICKETING_POOL_HOLDERS_MAX}). */
+    static final int POOL_HOLDERS_MAX = 8;
+
+    /** {@code ticketing_pool_info}, as the header declares it. */
+    @Structure.FieldOrder({"capacity", "in_use", "holds", "waiters", "oldest_wait_ms", "holders_len", "holders"})
+    public static final class PoolInfoStruct extends Structure {
+        public int capacity;
+        public int in_use;
+        public int holds;
+        public int waiters;
+        public long oldest_wait_ms;
+        public int holders_len;
+        public PoolHolderStruct[] holders = (PoolHolderStruct[]) new PoolHolderStruct().toArray(POOL_HOLDERS_MAX);
     }
 
     /** Keeps a callback's client threads attached to the JVM (as daemons) between calls. */

@@ -48,6 +48,8 @@ final class Operation {
     private final long future;
     private final AtomicInteger users = new AtomicInteger(1);
     private Runnable onReady;
+    /** Runs first when the future is ready (a hold's places end there), or null. */
+    private Runnable atReady;
 
     private Operation(long future) {
         this.future = future;
@@ -64,6 +66,12 @@ final class Operation {
         return new Operation(future[0]);
     }
 
+    /** Runs {@code action} (which must not block) first when the future is ready; before it is watched. */
+    Operation atReady(Runnable action) {
+        this.atReady = action;
+        return this;
+    }
+
     /** The callback: on a client thread, on the thread that set it, or on a cancelling one. */
     private static void ready(long future, long ctx) {
         try {
@@ -76,14 +84,18 @@ final class Operation {
         }
     }
 
-    private void watch(Runnable onReady) {
-        this.onReady = onReady;
+    private void watch(Runnable signal) {
+        Runnable first = atReady;
+        this.onReady = first == null ? signal : () -> {
+            first.run();
+            signal.run();
+        };
         long id = IDS.incrementAndGet();
         PENDING.put(id, this);
         if (NativeLib.ticketing_future_set_callback(future, DONE, id, 0) != Abi.OK) {
             // Only a second callback is refused, and this is the first.
             PENDING.remove(id);
-            onReady.run();
+            this.onReady.run();
         }
     }
 

@@ -1,6 +1,6 @@
 // Blocking calls on virtual threads (Java 21 and later) park without pinning a carrier:
-// 200 waits on held keys leave the carriers free for a query, interrupts end waits, and
-// grants hand over. Run by tests/java_package.rs on one carrier thread that cannot be
+// 200 waits on held keys (half of them holds, hearing their places in line) leave the
+// carriers free for a query, interrupts end waits, and grants hand over. Run by tests/java_package.rs on one carrier thread that cannot be
 // compensated (-Djdk.virtualThreadScheduler.parallelism=1, maxPoolSize=1): a wait that
 // pinned its carrier would stop everything. Skipped on an older Java.
 package dev.ticketing;
@@ -54,11 +54,16 @@ class VirtualThreadsTest {
             AtomicInteger granted = new AtomicInteger();
             AtomicInteger interrupted = new AtomicInteger();
             AtomicInteger other = new AtomicInteger();
+            AtomicInteger places = new AtomicInteger();
             List<Thread> threads = new ArrayList<>();
             for (int i = 0; i < WAITERS; i++) {
                 String key = "vt-" + (i % KEYS);
+                boolean hold = i % 4 >= 2; // both kinds among the interrupted (even) and the granted (odd)
                 threads.add(startVirtual(() -> {
-                    try (Lock lock = client.acquire(key, Duration.ofSeconds(30), Duration.ofSeconds(60))) {
+                    try (Lock lock = hold
+                            ? client.hold(Duration.ofSeconds(30), Duration.ofSeconds(60)).key(key)
+                                    .onPlace(place -> places.incrementAndGet()).acquire()
+                            : client.acquire(key, Duration.ofSeconds(30), Duration.ofSeconds(60))) {
                         granted.incrementAndGet();
                         assertTrue(lock.token() > 0);
                     } catch (TicketingException e) {
@@ -73,6 +78,9 @@ class VirtualThreadsTest {
                 }
                 Thread.sleep(20);
             }
+            // Every hold hears its place when it queues (on the client's executor, not a thread of its own).
+            ClientTest.eventually(Duration.ofSeconds(10), "the " + WAITERS / 2 + " holds heard their places",
+                    () -> places.get() >= WAITERS / 2);
             // Every waiter is parked in a wait: a query on another virtual thread still runs.
             CompletableFuture<Optional<Holder>> seen = new CompletableFuture<>();
             long start = System.nanoTime();
@@ -91,7 +99,8 @@ class VirtualThreadsTest {
                 assertTrue(!t.isAlive(), "a waiter is still waiting");
             }
             System.out.println("virtual threads: " + WAITERS + " waits, a query meanwhile in " + queryMs
-                    + " ms; granted " + granted + ", interrupted " + interrupted + ", other " + other);
+                    + " ms; granted " + granted + ", interrupted " + interrupted + ", other " + other
+                    + "; places heard " + places);
             assertEquals(0, other.get());
             assertEquals(WAITERS, granted.get() + interrupted.get());
             assertTrue(granted.get() >= WAITERS / 2);
