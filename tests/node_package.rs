@@ -188,7 +188,8 @@ fn the_node_ticket_sale_example_never_oversells_against_postgres() {
     ] {
         assert!(output.contains(expected), "no {expected:?} in:\n{output}");
     }
-    let families: Vec<_> = ["family-a: seats", "family-b: seats"].iter().filter(|f| output.contains(*f)).collect();
+    let families: Vec<_> =
+        ["family-a: seats", "family-b: seats"].iter().filter(|f| output.contains(*f)).collect();
     assert_eq!(families.len(), 1, "exactly one of the overlapping families served:\n{output}");
     eprintln!("{output}");
 }
