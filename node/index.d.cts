@@ -145,6 +145,12 @@ export declare class Client {
   /** Holds every key of `keys` (1 to 16) at once, `count` of each key's `capacity`
    * permits: one Lock whose release ends the whole hold. Rejects as acquire. */
   hold(keys: readonly HoldKey[], options?: HoldOptions): Promise<Lock>;
+  /** `hold` with its places as an async iterator that ends when the hold is granted or
+   * fails (a place not yet taken is replaced by a newer one); `lock` is hold's promise. */
+  holdInLine(
+    keys: readonly HoldKey[],
+    options?: AcquireOptions,
+  ): { lock: Promise<Lock>; places: AsyncIterableIterator<Place> };
   /** `key` read as a pool. At most 10 s. */
   pool(key: string, options?: { signal?: AbortSignal }): Promise<Pool>;
   /** Acquires `key`, runs `fn(lock)` and releases when it settles, also when it throws.

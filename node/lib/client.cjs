@@ -508,6 +508,54 @@ class Client {
     return run(f, readLock(this), signal, { tag, onPlace: (ahead, grantsPerKs) => onPlace(place(ahead, grantsPerKs)) });
   }
 
+  /**
+   * `hold` with its places in line as an async iterator: returns `{ lock, places }` at
+   * once — `lock` the promise `hold` returns, `places` an async iterator of the hold's
+   * places (as `onPlace` hears them) that ends when the hold is granted or fails. A place
+   * not yet taken is replaced by a newer one, so a slow reader sees the latest. Options
+   * as `hold`'s but `onPlace`.
+   *
+   *     const { lock, places } = client.holdInLine(seats, { lease: 30, wait: 120 });
+   *     for await (const p of places) show(`#${p.ahead + 1}`);
+   *     await using held = await lock;
+   */
+  holdInLine(keys, opts) {
+    const o = options(opts, "holdInLine", ["lease", "wait", "signal"]);
+    let latest = null;
+    let wake = null;
+    let settled = false;
+    const poke = () => {
+      const w = wake;
+      wake = null;
+      if (w) w();
+    };
+    const lock = this.hold(keys, { ...o, onPlace: (place) => {
+      latest = place;
+      poke();
+    } });
+    const end = () => {
+      settled = true;
+      poke();
+    };
+    lock.then(end, end);
+    async function* places() {
+      for (;;) {
+        if (latest !== null) {
+          const place = latest;
+          latest = null;
+          yield place;
+        } else if (settled) {
+          return;
+        } else {
+          await new Promise((resolve) => {
+            wake = resolve;
+          });
+        }
+      }
+    }
+    return { lock, places: places() };
+  }
+
   /** `key` read as a pool, as the leader answers: { capacity, inUse, holds, waiters,
    * oldestWait (seconds), holders: the oldest holds (at most 8), each { owner, token
    * (bigint), count, leaseLeft (seconds) } }; capacity 0 when nobody holds the key or

@@ -147,6 +147,34 @@ test("places in line come while the hold waits, decreasing, with an estimate; no
   await Promise.all([...ahead, last].map((c) => c.close()));
 });
 
+test("holdInLine: the places as an async iterator, decreasing, that ends when the hold is granted", async () => {
+  const k = key("in-line");
+  const holder = await client.acquire(k, { lease: 30 });
+  const next = client.withOwner("in-line-next");
+  const first = next.acquire(k, { lease: 30, wait: 30 });
+  await until(async () => (await client.query(k)).waiters === 1, "one waiter queued");
+  const last = client.withOwner("in-line-last");
+  const { lock, places } = last.holdInLine([k], { lease: 30, wait: 30 });
+  const seen = [];
+  for await (const place of places) {
+    seen.push(place.ahead);
+    if (place.ahead === 1) await holder.release();
+    if (place.ahead === 0) await (await first).release();
+  }
+  assert.deepEqual(seen, [1, 0], "told 1 ahead, then none; the iterator ended at the grant");
+  const held = await lock;
+  assert.deepEqual(held.keys, [{ key: k, count: 1, capacity: 1 }]);
+  await held.release();
+
+  const refused = last.holdInLine([k, k], { lease: 30 });
+  const none = [];
+  for await (const place of refused.places) none.push(place);
+  assert.deepEqual(none, [], "a refused hold's places end at once");
+  await assert.rejects(refused.lock, (e) => e instanceof InvalidArgument && /twice/.test(e.message));
+  assert.throws(() => last.holdInLine([k], { onPlace: () => {} }), (e) => e instanceof InvalidArgument && /onPlace/.test(e.message));
+  await Promise.all([next, last].map((c) => c.close()));
+});
+
 test("an AbortSignal stops a waiting hold: indeterminate (it was sent), and the key is left free", async () => {
   const k = key("abort");
   const holder = await client.acquire(k, { lease: 30 });

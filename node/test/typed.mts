@@ -53,6 +53,13 @@ async function main(): Promise<void> {
     const deadline: number = hold.deadline;
     console.log(`hold ${held.map((k) => `${k.key.slice(key.length)}:${k.count}:${k.capacity}`).join(",")} pool ${pool.inUse}/${pool.capacity} ${pool.holders[0]?.token === hold.token} ${signal.aborted} ${deadline > performance.now()}`);
   }
+  {
+    const { lock: pending, places } = client.holdInLine([`${key}-line`], { lease: 30, wait: 5 });
+    const seen: Place[] = [];
+    for await (const p of places) seen.push(p);
+    await using inLine = await pending;
+    console.log(`in line ${inLine.keys.length} ${seen.length}`);
+  }
 }
 
 await main();

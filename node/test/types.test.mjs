@@ -44,5 +44,6 @@ test("a strict TypeScript program type-checks against the package's types and ru
     "busy, definitive true",
     "released",
     "hold -seat:N:N,-stock:N:N pool N/N true false true",
+    "in line N N",
   ]);
 });
