@@ -6,6 +6,7 @@
 #
 #   scripts/go-holds-bench.sh                   # DURATION=10 ROUNDS=2
 #   DURATION=5 ROUNDS=2 scripts/go-holds-bench.sh
+#   SCENARIOS=waiters ROUNDS=4 scripts/go-holds-bench.sh
 #
 # Scenarios (go/bench/holds.go; 64 goroutines or threads on ONE client each):
 #   stock    each takes 1 permit of a key of capacity 1,000 and releases it at once:
@@ -30,6 +31,7 @@ source "$ROOT/scripts/lock-services.sh"
 bench_settings go-holds-bench 17325 17479 17579
 GOROUTINES=64
 WAITERS=${WAITERS:-10000}
+SCENARIOS=${SCENARIOS:-"stock multi waiters"}
 export TICKETING_MAX_WAITERS=${TICKETING_MAX_WAITERS:-20000}
 
 # --- what it needs -------------------------------------------------------------
@@ -86,7 +88,7 @@ RESULTS="$WORK/results.jsonl"
 STARTED=$(date -u '+%Y-%m-%d %H:%M UTC')
 UPTIME_BEFORE=$(uptime)
 for round in $(seq 1 "$ROUNDS"); do
-    for scenario in stock multi waiters; do
+    for scenario in $SCENARIOS; do
         read -ra systems <<<"$(systems_of $scenario)"
         n=${#systems[@]}
         for ((k = 0; k < n; k++)); do

@@ -206,6 +206,9 @@ func waiters(addrs []string, n int) holdResult {
 	must(err)
 	r := holdResult{Waiters: n, ThreadsBefore: osThreads()}
 
+	begun := time.Now()
+	var phase atomic.Value
+	phase.Store("before the waiters")
 	stop := make(chan struct{})
 	var worst atomic.Int64 // ns
 	var threadsMax atomic.Int64
@@ -230,6 +233,11 @@ func waiters(addrs []string, n int) holdResult {
 		defer bg.Done()
 		for {
 			if t := int64(osThreads()); t > threadsMax.Load() {
+				// On stderr, the moments the threads grew by 16 or more, and in what phase.
+				if t >= threadsMax.Load()+16 {
+					fmt.Fprintf(os.Stderr, "waiters: %d OS threads at %.2f s (%s)\n", t,
+						time.Since(begun).Seconds(), phase.Load())
+				}
 				threadsMax.Store(t)
 			}
 			select {
@@ -244,6 +252,7 @@ func waiters(addrs []string, n int) holdResult {
 	var firstErr atomic.Value
 	var wg sync.WaitGroup
 	start := time.Now()
+	phase.Store("starting the waiters")
 	for i := 0; i < n; i++ {
 		wg.Add(1)
 		go func() {
@@ -266,6 +275,7 @@ func waiters(addrs []string, n int) holdResult {
 			}
 		}()
 	}
+	phase.Store("waiting for all to queue")
 	// Queued: the leader counts n waiters on the key (120 s only against a hang).
 	for {
 		p, err := c.Pool(ctx, key)
@@ -280,6 +290,7 @@ func waiters(addrs []string, n int) holdResult {
 	}
 	r.QueuedS = time.Since(start).Seconds()
 	r.ThreadsWaiting = osThreads()
+	phase.Store("handing off")
 	handoff := time.Now()
 	_, err = holder.Release(ctx)
 	must(err)
