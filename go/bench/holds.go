@@ -358,6 +358,14 @@ func holdsReport(path string) {
 		"multi redis":     "redsync: 4 `Mutex.LockContext` in sorted key order",
 	}
 	targets := map[string]string{"stock rust": " (target ≥ 0.8×)"}
+	tables := 0
+	// gap is the blank line between two tables.
+	gap := func() {
+		if tables > 0 {
+			fmt.Println()
+		}
+		tables++
+	}
 	for _, scenario := range []string{"stock", "multi"} {
 		bySystem := map[string][]holdResult{}
 		for _, r := range runs {
@@ -369,7 +377,8 @@ func holdsReport(path string) {
 		if len(ours) == 0 {
 			continue
 		}
-		fmt.Printf("\n| %s: 64 goroutines / threads, one client | pairs/s | p50 | p99 | errors | Go module ÷ it, per round | median | load average (1 min) |\n", scenario)
+		gap()
+		fmt.Printf("| %s: 64 goroutines / threads, one client | pairs/s | p50 | p99 | errors | Go module ÷ it, per round | median | load average (1 min) |\n", scenario)
 		fmt.Println("|---|---:|---:|---:|---:|---|---:|---|")
 		for _, system := range []string{"ticketing", "rust", "etcd", "redis"} {
 			rs := bySystem[system]
@@ -406,7 +415,7 @@ func holdsReport(path string) {
 		}
 	}
 	if len(ws) > 0 {
-		fmt.Println()
+		gap()
 		fmt.Println("| waiters: goroutines in `AcquirePermits` with `OnPlace`, one key, one client | queued in | OS threads before | while they wait | most seen | hand-offs/s | places received | holds told a place | worst lateness of a 1 ms sleep | errors | load average (1 min) |")
 		fmt.Println("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 		for i, r := range ws {
