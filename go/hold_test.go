@@ -1,7 +1,7 @@
 // Counted and multi-key holds against a real server: several keys all or nothing, a
 // counted stock never over its capacity, a capacity other than the key's refused naming
-// both numbers, pool reads, bad holds refused before any I/O, and places in line
-// reported and decreasing.
+// both numbers, pool reads, bad holds refused before any I/O, places in line reported
+// and decreasing, and a thousand holds waiting with places on no OS thread each.
 
 package ticketing_test
 
@@ -341,6 +341,58 @@ func TestAWaitingHoldIsToldItsPlaceAsItDecreases(t *testing.T) {
 		if known != (p.GrantsPerSecond > 0) || (known && wait != time.Duration(float64(p.Ahead)/p.GrantsPerSecond*float64(time.Second))) {
 			t.Fatalf("place %+v: estimated wait %v, %v", p, wait, known)
 		}
+	}
+}
+
+func TestAThousandHoldsWaitingWithPlacesHoldNoThreadEach(t *testing.T) {
+	s := startServer(t)
+	ctx := context.Background()
+	c := newClient(t, s, "queue")
+	const key, n = "queue:seat", 1000
+	parts := []ticketing.Part{{Key: key, Count: 1, Capacity: 1}}
+	first, err := c.AcquirePermits(ctx, parts, 60*time.Second, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := threads(t)
+	var placed, granted atomic.Int32
+	var wg sync.WaitGroup
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var told atomic.Bool
+			lock, err := c.AcquirePermits(ctx, parts, 30*time.Second, 120*time.Second,
+				ticketing.OnPlace(func(ticketing.Place) {
+					if !told.Swap(true) {
+						placed.Add(1)
+					}
+				}))
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			granted.Add(1)
+			if _, err := lock.Release(ctx); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	waitFor(t, "1,000 holds queued, each told its place", func() bool {
+		return waiters(t, c, key) == n && placed.Load() == n
+	})
+	during := threads(t)
+	t.Logf("OS threads: %d before, %d with 1,000 holds waiting with places", before, during)
+	if during > before+32 {
+		t.Errorf("%d OS threads while 1,000 holds wait with places (%d before)", during, before)
+	}
+	// The line hands the key on, each waiter releasing as soon as it is granted.
+	if _, err := first.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	if granted.Load() != n {
+		t.Fatalf("%d of %d granted", granted.Load(), n)
 	}
 }
 

@@ -14,6 +14,7 @@ import "C"
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"strings"
 	"sync"
 	"time"
@@ -209,8 +210,16 @@ func cString(name, s string) (*C.char, error) {
 	return C.CString(s), nil
 }
 
+// startGate lets at most GOMAXPROCS goroutines into a native start at once. A cgo call
+// that lasts (the native client's locks, a busy machine's preemption) keeps its OS
+// thread, and the Go scheduler starts another thread for the goroutines behind it: a
+// burst of 10,000 starts could leave hundreds of threads. Gated, the others park here.
+var startGate = make(chan struct{}, runtime.GOMAXPROCS(0))
+
 // start runs one ticketing_*_start under the client's read lock (Close waits for it).
 func (c *Client) start(run func(h *C.ticketing_client, f **C.ticketing_future, e **C.ticketing_error) C.int) (*future, error) {
+	startGate <- struct{}{}
+	defer func() { <-startGate }()
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	if c.h == nil {

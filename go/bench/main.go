@@ -2,7 +2,8 @@
 // a key of its own, acquire+release pairs for a duration — through the Ticketing
 // module, etcd's concurrency.Mutex (client v3) or redsync over go-redis. `run` prints
 // one JSON line; `report` turns those lines into the Markdown table of
-// docs/benchmarks.md (medians over the rounds, ratios to Ticketing).
+// docs/benchmarks.md (medians over the rounds, ratios to Ticketing). `holds` and
+// `holds-report` are the counted and multi-key scenarios (holds.go).
 //
 // A module of its own, so that the library's go.mod has no dependency.
 
@@ -103,6 +104,14 @@ func must(err error) {
 func run(system string, addrs []string, n int, duration, warmup time.Duration) result {
 	makePair, closeAll := setup(system, addrs, n)
 	defer closeAll()
+	r := measure(makePair, n, duration, warmup)
+	r.System = system
+	return r
+}
+
+// measure runs n goroutines, goroutine g doing makePair(g)'s pairs back to back for
+// warmup+duration, and times the pairs started after the warm-up.
+func measure(makePair func(g int) pair, n int, duration, warmup time.Duration) result {
 	ctx := context.Background()
 	start := time.Now()
 	measureFrom, end := start.Add(warmup), start.Add(warmup+duration)
@@ -146,7 +155,7 @@ func run(system string, addrs []string, n int, duration, warmup time.Duration) r
 	}
 	wg.Wait()
 	sort.Slice(all, func(i, j int) bool { return all[i] < all[j] })
-	r := result{System: system, Goroutines: n, Pairs: len(all), Errors: errors, FirstError: firstError}
+	r := result{Goroutines: n, Pairs: len(all), Errors: errors, FirstError: firstError}
 	r.PairsPerS = float64(len(all)) / duration.Seconds()
 	if len(all) > 0 {
 		r.P50Us = float64(all[len(all)/2].Microseconds())
@@ -223,6 +232,14 @@ func main() {
 		report(os.Args[2])
 		return
 	}
+	if len(os.Args) > 1 && os.Args[1] == "holds" {
+		holdsMain(os.Args[2:])
+		return
+	}
+	if len(os.Args) > 2 && os.Args[1] == "holds-report" {
+		holdsReport(os.Args[2])
+		return
+	}
 	fs := flag.NewFlagSet("run", flag.ExitOnError)
 	system := fs.String("system", "ticketing", "ticketing, etcd or redis")
 	addrs := fs.String("addrs", "", "comma-separated addresses")
@@ -230,7 +247,8 @@ func main() {
 	duration := fs.Duration("duration", 10*time.Second, "measured time")
 	warmup := fs.Duration("warmup", time.Second, "unmeasured time first")
 	if len(os.Args) < 2 || os.Args[1] != "run" {
-		fmt.Fprintln(os.Stderr, "usage: bench run -system S -addrs A [-goroutines N -duration D -warmup W] | bench report FILE")
+		fmt.Fprintln(os.Stderr, "usage: bench run -system S -addrs A [-goroutines N -duration D -warmup W] | bench report FILE\n"+
+			"       bench holds -scenario stock|multi|waiters -system S -addrs A [...] | bench holds-report FILE")
 		os.Exit(2)
 	}
 	must(fs.Parse(os.Args[2:]))
