@@ -1,10 +1,12 @@
 """Holds of ticketing.aio against a real server: all or nothing, pools, places in line
-as an async iterator beside the awaited lock, and the lock's deadline scope, which
-cancels its block at the deadline and not before. On asyncio's loop and on uvloop."""
+as an async iterator beside the awaited lock (1,000 holds in line without a thread
+each), and the lock's deadline scope, which cancels its block at the deadline and not
+before. On asyncio's loop and on uvloop."""
 
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
 import time
 from typing import Awaitable, Callable, List
@@ -104,6 +106,46 @@ def test_places_come_decreasing_through_the_async_iterator(server: Server, loop_
                 pass
 
     threads_before = threading.active_count()
+    run(loop_kind, main)
+
+
+def os_threads() -> int:
+    """The process's threads, Python's and the native library's alike."""
+    return len(os.listdir("/proc/self/task"))
+
+
+@pytest.mark.parametrize("loop_kind", LOOPS)
+def test_a_thousand_holds_in_line_with_places_make_no_thread_each(server: Server, loop_kind: str) -> None:
+    async def main() -> None:
+        client = aio_client(server, f"aio-line-{loop_kind}")
+        key = f"aio-line:{loop_kind}:seat:1"
+        held = await client.with_owner(f"aio-line-holder-{loop_kind}").acquire(key, lease=60)
+        # Every path warm before counting: a hold with places on a free key, a pool read.
+        async with client.hold([f"aio-line:{loop_kind}:warm"], lease=30, places=True):
+            pass
+        await client.pool(key)
+        before = os_threads()
+        told = [0] * 1000
+
+        async def waiter(i: int) -> None:
+            hold = client.hold([key], lease=30, wait=120, places=True)
+            async for _ in hold.places():
+                told[i] += 1
+            await (await hold).release()
+
+        waiters = [asyncio.ensure_future(waiter(i)) for i in range(1000)]
+
+        async def lined_up() -> bool:
+            return (await client.pool(key)).waiters == 1000 and all(told)
+
+        await until(lined_up, "1,000 holds in line, each told its place", timeout=60)
+        during = os_threads()
+        # A few threads the native runtime may start late are allowed; one per waiter is not.
+        assert during <= before + 4, f"{before} threads before, {during} with 1,000 holds waiting"
+        await held.release()
+        await asyncio.gather(*waiters)
+        assert await client.query(key) is None
+
     run(loop_kind, main)
 
 
