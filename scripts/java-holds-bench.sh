@@ -62,7 +62,17 @@ run_one() {
         out=$("$TICKETING" bench "${args[@]}" --addr "$TADDRS" --threads "$THREADS" --duration "$DURATION" \
             --warmup "$WARMUP" --json --quiet)
     else
-        out=$("${JBENCH[@]}" run "$1" "$2" "${ADDRS[$1]}" "$THREADS" "$DURATION" "$WARMUP" 2>>"$WORK/bench.log")
+        # A JVM that ends without its line (Redisson's start once timed out under load) is
+        # run again, up to 3 times; its last lines go to the log.
+        local try
+        for try in 1 2 3; do
+            out=$("${JBENCH[@]}" run "$1" "$2" "${ADDRS[$1]}" "$THREADS" "$DURATION" "$WARMUP" 2>"$WORK/run.err") \
+                && [[ $out == '{'* ]] && break
+            log "$1 $2: no result (try $try); its last lines:"
+            tail -5 "$WORK/run.err" >&2
+            out=""
+        done
+        cat "$WORK/run.err" >>"$WORK/bench.log"
     fi
     load=$(cut -d' ' -f1 /proc/loadavg)
     python3 - "$1" "$2" "$load" "$out" "$ROUND" <<'PY'
