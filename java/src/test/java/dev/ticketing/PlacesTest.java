@@ -1,12 +1,16 @@
 // Places in line against a real server: reported on the listener's executor when the
-// hold queues and as the line moves, never increasing, and the estimated wait's
-// arithmetic.
+// hold queues and as the line moves, never increasing; 1,000 waiting holds with
+// listeners on one key take no thread each; and the estimated wait's arithmetic.
 package dev.ticketing;
 
 import static dev.ticketing.ClientTest.eventually;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import java.io.IOException;
+import java.lang.management.ManagementFactory;
+import java.nio.file.Files;
+import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
@@ -15,6 +19,10 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicIntegerArray;
+import java.util.concurrent.atomic.AtomicLong;
+import java.util.stream.Stream;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
@@ -91,6 +99,53 @@ class PlacesTest {
             assertEquals("app-places", s.thread(), "on the listener's executor, not a client thread");
             assertEquals(s.place().grantsPerKs() > 0, s.place().estimatedWait().isPresent(), s.toString());
         }
+    }
+
+    /** The process's threads: /proc/self/task where there is one, else the JVM's count. */
+    static int threads() {
+        try (Stream<Path> tasks = Files.list(Path.of("/proc/self/task"))) {
+            return (int) tasks.count();
+        } catch (IOException | UnsupportedOperationException e) {
+            return ManagementFactory.getThreadMXBean().getThreadCount();
+        }
+    }
+
+    @Test
+    void aThousandWaitingHoldsWithPlacesTakeNoThreadEach() throws Exception {
+        // The path of scripts/java-holds-bench.sh's 10,000 waiters, smaller: async holds
+        // with a place listener, all on one key, through one client.
+        int n = 1000;
+        Lock first = other.acquire("line-1000", LEASE, Duration.ZERO);
+        int before = threads();
+        AtomicLong places = new AtomicLong();
+        AtomicIntegerArray told = new AtomicIntegerArray(n);
+        List<CompletableFuture<ReleaseOutcome>> line = new ArrayList<>();
+        for (int i = 0; i < n; i++) {
+            int me = i;
+            line.add(client.hold(LEASE, Duration.ofSeconds(60)).key("line-1000").onPlace(p -> {
+                places.incrementAndGet();
+                told.incrementAndGet(me);
+            }).acquireAsync().thenCompose(Lock::releaseAsync));
+        }
+        eventually(Duration.ofSeconds(20), n + " holds queued", () -> other.pool("line-1000").waiters() == n);
+        eventually(Duration.ofSeconds(20), "every waiter told its place", () -> {
+            for (int i = 0; i < n; i++) {
+                if (told.get(i) == 0) {
+                    return false;
+                }
+            }
+            return true;
+        });
+        int during = threads();
+        System.out.println(n + " holds waiting with places: threads " + before + " before, " + during + " during, "
+                + places.get() + " places");
+        assertTrue(during - before < 20, "threads went from " + before + " to " + during + ": a thread per waiter?");
+        first.release();
+        CompletableFuture.allOf(line.toArray(new CompletableFuture<?>[0])).get(60, TimeUnit.SECONDS);
+        for (CompletableFuture<ReleaseOutcome> waiter : line) {
+            assertEquals(ReleaseOutcome.RELEASED, waiter.get());
+        }
+        assertTrue(threads() - before < 20, "threads after the hand-offs: " + threads());
     }
 
     @Test
