@@ -1,5 +1,6 @@
-# Sourced by the benchmark scripts (compare.sh, go-bench.sh, holds-bench.sh, holds-compare.sh, java-bench.sh, node-bench.sh,
-# python-bench.sh, python-aio-bench.sh, python-ab.sh): Ticketing, etcd and Redis side by
+# Sourced by the benchmark scripts (compare.sh, go-bench.sh, go-holds-bench.sh, holds-bench.sh, holds-compare.sh,
+# java-bench.sh, java-holds-bench.sh, node-bench.sh, node-holds-bench.sh, python-bench.sh, python-aio-bench.sh,
+# python-holds-bench.sh, python-ab.sh): Ticketing, etcd and Redis side by
 # side on loopback, for the same workload in one run, and what those scripts share: their
 # settings, their rounds and the block they write into docs/benchmarks.md.
 #
