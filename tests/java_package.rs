@@ -223,20 +223,18 @@ fn the_readme_java_example_runs_from_the_installed_artifact() {
     eprintln!("{output}");
 }
 
-/// java/examples/fenced-postgres (docs/java.md, "Fencing with the token"; a project of
-/// its own with the PostgreSQL JDBC driver) against a real server and a throw-away
-/// PostgreSQL: A's late write is rejected, sold once to B.
-#[test]
-fn the_java_fencing_example_sells_once_against_postgres() {
-    let test = "the_java_fencing_example_sells_once_against_postgres";
+/// Runs the Maven project `example` (under java/examples; its own project with the
+/// PostgreSQL JDBC driver) against a real server and a throw-away PostgreSQL, and gives
+/// its output once it succeeded; `None` (SKIPPED) without Java or PostgreSQL.
+fn postgres_example(test: &str, example: &str) -> Option<String> {
     if !have_java(test) {
-        return;
+        return None;
     }
     let _serial = serial();
     if fenced_postgres::postgres_bin_dir().is_none() {
         assert!(!std::env::var("TICKETING_REQUIRE_POSTGRES").is_ok_and(|v| v == "1"), "no PostgreSQL");
         eprintln!("SKIPPED {test}: PostgreSQL is not installed (apt-get install postgresql)");
-        return;
+        return None;
     }
     let server = start_server(&[]);
     // Again on another port when its port was taken (PostgreSQL logs "Address already
@@ -246,7 +244,7 @@ fn the_java_fencing_example_sells_once_against_postgres() {
         let pg = fenced_postgres::Postgres::start_with_tcp(port).map_err(|e| e.to_string())?;
         Ok((port, pg))
     });
-    let example = project().join("examples/fenced-postgres");
+    let dir = project().join("examples").join(example);
     install();
     let env = [
         ("TICKETING_ADDRS", server.addr.to_string()),
@@ -254,46 +252,30 @@ fn the_java_fencing_example_sells_once_against_postgres() {
         ("FENCE_JDBC", format!("jdbc:postgresql://127.0.0.1:{port}/postgres?user=fence")),
     ];
     let run_args = ["-B", "-q", "compile", "exec:exec"].map(String::from);
-    let (ok, output) = run(&mvn(), &run_args, &example, &env, Duration::from_secs(300));
-    assert!(ok, "the Java fencing example failed:\n{output}\nPostgreSQL:\n{}", pg.log());
+    let (ok, output) = run(&mvn(), &run_args, &dir, &env, Duration::from_secs(300));
+    assert!(ok, "the Java example {example} failed:\n{output}\nPostgreSQL:\n{}", pg.log());
+    eprintln!("{output}");
+    Some(output)
+}
+
+/// java/examples/fenced-postgres (docs/java.md, "Fencing with the token"): A's late
+/// write is rejected, sold once to B.
+#[test]
+fn the_java_fencing_example_sells_once_against_postgres() {
+    let test = "the_java_fencing_example_sells_once_against_postgres";
+    let Some(output) = postgres_example(test, "fenced-postgres") else { return };
     for expected in ["sells with token", ": rejected", "release: not_holder", "sold once, to B"] {
         assert!(output.contains(expected), "no {expected:?} in:\n{output}");
     }
-    eprintln!("{output}");
 }
 
-/// java/examples/ticket-sale (docs/java.md, "Example: a ticket sale"; a project of its
-/// own with the PostgreSQL JDBC driver) against a real server and a throw-away
-/// PostgreSQL: 2 of 100 tickets per buyer through a counted key, never oversold, and
-/// families' 4 adjacent seats in one hold, no seat sold twice.
+/// java/examples/ticket-sale (docs/java.md, "Example: a ticket sale"): 2 of 100 tickets
+/// per buyer through a counted key, never oversold, and families' 4 adjacent seats in
+/// one hold, no seat sold twice.
 #[test]
 fn the_java_ticket_sale_example_never_oversells_against_postgres() {
     let test = "the_java_ticket_sale_example_never_oversells_against_postgres";
-    if !have_java(test) {
-        return;
-    }
-    let _serial = serial();
-    if fenced_postgres::postgres_bin_dir().is_none() {
-        assert!(!std::env::var("TICKETING_REQUIRE_POSTGRES").is_ok_and(|v| v == "1"), "no PostgreSQL");
-        eprintln!("SKIPPED {test}: PostgreSQL is not installed (apt-get install postgresql)");
-        return;
-    }
-    let server = start_server(&[]);
-    let (port, pg) = common::with_fresh_ports("a throw-away PostgreSQL", || {
-        let port = common::free_port();
-        let pg = fenced_postgres::Postgres::start_with_tcp(port).map_err(|e| e.to_string())?;
-        Ok((port, pg))
-    });
-    let example = project().join("examples/ticket-sale");
-    install();
-    let env = [
-        ("TICKETING_ADDRS", server.addr.to_string()),
-        ("TICKETING_AUTH_TOKEN", TOKEN.to_string()),
-        ("FENCE_JDBC", format!("jdbc:postgresql://127.0.0.1:{port}/postgres?user=fence")),
-    ];
-    let run_args = ["-B", "-q", "compile", "exec:exec"].map(String::from);
-    let (ok, output) = run(&mvn(), &run_args, &example, &env, Duration::from_secs(300));
-    assert!(ok, "the Java ticket-sale example failed:\n{output}\nPostgreSQL:\n{}", pg.log());
+    let Some(output) = postgres_example(test, "ticket-sale") else { return };
     for expected in [
         "50 bought, 10 sold out; 100 tickets ordered, 0 left",
         "family-c: seats [207, 208, 209, 210]",
@@ -301,5 +283,4 @@ fn the_java_ticket_sale_example_never_oversells_against_postgres() {
     ] {
         assert!(output.contains(expected), "no {expected:?} in:\n{output}");
     }
-    eprintln!("{output}");
 }

@@ -127,59 +127,53 @@ fn the_readme_node_example_runs_as_written_against_a_node() {
     }
 }
 
-/// node/examples/fenced-postgres.mjs (docs/node.md, "Fencing with the token") against a
-/// real server and a throw-away PostgreSQL: A's late write is rejected, sold once to B.
-/// Needs PostgreSQL (`.ci/run` installs it); without it `SKIPPED`.
+/// Runs the example `script` (under node/) against a real server and a throw-away
+/// PostgreSQL, and gives its output once it succeeded; `None` (SKIPPED) without Node.js or
+/// PostgreSQL (`.ci/run` installs both).
+fn postgres_example(test: &str, script: &str, timeout: Duration) -> Option<String> {
+    if !have_node(test) {
+        return None;
+    }
+    if fenced_postgres::postgres_bin_dir().is_none() {
+        assert!(!std::env::var("TICKETING_REQUIRE_POSTGRES").is_ok_and(|v| v == "1"), "no PostgreSQL");
+        eprintln!("SKIPPED {test}: PostgreSQL is not installed (apt-get install postgresql)");
+        return None;
+    }
+    dependencies();
+    let server = start_server(&[]);
+    let pg = fenced_postgres::Postgres::start().expect("start PostgreSQL");
+    let addr = server.addr.to_string();
+    let env =
+        [("TICKETING_ADDRS", addr.as_str()), ("TICKETING_AUTH_TOKEN", TOKEN), ("FENCE_PG", pg.conn.as_str())];
+    let (ok, output) = run(&node(), &[script], &repo().join("node"), &env, timeout);
+    assert!(ok, "the Node example {script} failed:\n{output}\nPostgreSQL:\n{}", pg.log());
+    eprintln!("{output}");
+    Some(output)
+}
+
+/// node/examples/fenced-postgres.mjs (docs/node.md, "Fencing with the token"): A's late
+/// write is rejected, sold once to B.
 #[test]
 fn the_node_fencing_example_sells_once_against_postgres() {
     let test = "the_node_fencing_example_sells_once_against_postgres";
-    if !have_node(test) {
+    let Some(output) = postgres_example(test, "examples/fenced-postgres.mjs", Duration::from_secs(120))
+    else {
         return;
-    }
-    if fenced_postgres::postgres_bin_dir().is_none() {
-        assert!(!std::env::var("TICKETING_REQUIRE_POSTGRES").is_ok_and(|v| v == "1"), "no PostgreSQL");
-        eprintln!("SKIPPED {test}: PostgreSQL is not installed (apt-get install postgresql)");
-        return;
-    }
-    dependencies();
-    let server = start_server(&[]);
-    let pg = fenced_postgres::Postgres::start().expect("start PostgreSQL");
-    let addr = server.addr.to_string();
-    let env =
-        [("TICKETING_ADDRS", addr.as_str()), ("TICKETING_AUTH_TOKEN", TOKEN), ("FENCE_PG", pg.conn.as_str())];
-    let args = ["examples/fenced-postgres.mjs"];
-    let (ok, output) = run(&node(), &args, &repo().join("node"), &env, Duration::from_secs(120));
-    assert!(ok, "the Node fencing example failed:\n{output}\nPostgreSQL:\n{}", pg.log());
+    };
     for expected in ["sells with token", ": rejected", "release: notHolder", "sold once, to B"] {
         assert!(output.contains(expected), "no {expected:?} in:\n{output}");
     }
-    eprintln!("{output}");
 }
 
-/// node/examples/ticket-sale.mjs (docs/node.md, "Counted and multi-key holds") against a
-/// real server and a throw-away PostgreSQL: 100 tickets ordered and never more than 8
-/// checkouts at once, each seat sold once, one of the two overlapping families served.
-/// Needs PostgreSQL (`.ci/run` installs it); without it `SKIPPED`.
+/// node/examples/ticket-sale.mjs (docs/node.md, "Counted and multi-key holds"): 100
+/// tickets ordered and never more than 8 checkouts at once, each seat sold once, one of
+/// the two overlapping families served.
 #[test]
 fn the_node_ticket_sale_example_never_oversells_against_postgres() {
     let test = "the_node_ticket_sale_example_never_oversells_against_postgres";
-    if !have_node(test) {
+    let Some(output) = postgres_example(test, "examples/ticket-sale.mjs", Duration::from_secs(180)) else {
         return;
-    }
-    if fenced_postgres::postgres_bin_dir().is_none() {
-        assert!(!std::env::var("TICKETING_REQUIRE_POSTGRES").is_ok_and(|v| v == "1"), "no PostgreSQL");
-        eprintln!("SKIPPED {test}: PostgreSQL is not installed (apt-get install postgresql)");
-        return;
-    }
-    dependencies();
-    let server = start_server(&[]);
-    let pg = fenced_postgres::Postgres::start().expect("start PostgreSQL");
-    let addr = server.addr.to_string();
-    let env =
-        [("TICKETING_ADDRS", addr.as_str()), ("TICKETING_AUTH_TOKEN", TOKEN), ("FENCE_PG", pg.conn.as_str())];
-    let args = ["examples/ticket-sale.mjs"];
-    let (ok, output) = run(&node(), &args, &repo().join("node"), &env, Duration::from_secs(180));
-    assert!(ok, "the Node ticket sale example failed:\n{output}\nPostgreSQL:\n{}", pg.log());
+    };
     for expected in [
         "50 bought, 10 sold out; 100 tickets ordered, 0 left",
         "(capacity 8)",
@@ -191,5 +185,4 @@ fn the_node_ticket_sale_example_never_oversells_against_postgres() {
     let families: Vec<_> =
         ["family-a: seats", "family-b: seats"].iter().filter(|f| output.contains(*f)).collect();
     assert_eq!(families.len(), 1, "exactly one of the overlapping families served:\n{output}");
-    eprintln!("{output}");
 }

@@ -92,65 +92,52 @@ fn the_readme_python_example_runs_as_written_against_a_node() {
     }
 }
 
-/// python/examples/fenced_postgres.py (docs/python.md, "Fencing with the token") against
-/// a real server and a throw-away PostgreSQL: A's late write is rejected, sold once to B.
-/// Needs psycopg and PostgreSQL (`.ci/run` installs both).
+/// Runs the example `script` (under python/examples) against a real server and a
+/// throw-away PostgreSQL, and gives its output once it succeeded; `None` (SKIPPED) without
+/// psycopg or PostgreSQL (`.ci/run` installs both).
+fn postgres_example(test: &str, script: &str, timeout: Duration) -> Option<String> {
+    if !python_has(test, "psycopg", "pip install 'psycopg[binary]'") {
+        return None;
+    }
+    if fenced_postgres::postgres_bin_dir().is_none() {
+        assert!(!std::env::var("TICKETING_REQUIRE_POSTGRES").is_ok_and(|v| v == "1"), "no PostgreSQL");
+        eprintln!("SKIPPED {test}: PostgreSQL is not installed (apt-get install postgresql)");
+        return None;
+    }
+    let server = start_server(&[]);
+    let pg = fenced_postgres::Postgres::start().expect("start PostgreSQL");
+    let addrs = server.addr.to_string();
+    let env = [
+        ("TICKETING_ADDRS", addrs.as_str()),
+        ("TICKETING_AUTH_TOKEN", TOKEN),
+        ("FENCE_PG", pg.conn.as_str()),
+    ];
+    let example = repo().join("python/examples").join(script);
+    let (ok, output) = run_python(&[example.to_str().unwrap()], &repo().join("python"), &env, timeout);
+    assert!(ok, "the Python example {script} failed:\n{output}\nPostgreSQL:\n{}", pg.log());
+    eprintln!("{output}");
+    Some(output)
+}
+
+/// python/examples/fenced_postgres.py (docs/python.md, "Fencing with the token"): A's
+/// late write is rejected, sold once to B.
 #[test]
 fn the_python_fencing_example_sells_once_against_postgres() {
     let test = "the_python_fencing_example_sells_once_against_postgres";
-    if !python_has(test, "psycopg", "pip install 'psycopg[binary]'") {
-        return;
-    }
-    if fenced_postgres::postgres_bin_dir().is_none() {
-        assert!(!std::env::var("TICKETING_REQUIRE_POSTGRES").is_ok_and(|v| v == "1"), "no PostgreSQL");
-        eprintln!("SKIPPED {test}: PostgreSQL is not installed (apt-get install postgresql)");
-        return;
-    }
-    let server = start_server(&[]);
-    let pg = fenced_postgres::Postgres::start().expect("start PostgreSQL");
-    let addrs = server.addr.to_string();
-    let env = [
-        ("TICKETING_ADDRS", addrs.as_str()),
-        ("TICKETING_AUTH_TOKEN", TOKEN),
-        ("FENCE_PG", pg.conn.as_str()),
-    ];
-    let example = repo().join("python/examples/fenced_postgres.py");
-    let (ok, output) =
-        run_python(&[example.to_str().unwrap()], &repo().join("python"), &env, Duration::from_secs(60));
-    assert!(ok, "the Python fencing example failed:\n{output}\nPostgreSQL:\n{}", pg.log());
+    let Some(output) = postgres_example(test, "fenced_postgres.py", Duration::from_secs(60)) else { return };
     for expected in ["sells with token", ": rejected", "release: not_holder", "sold once, to B"] {
         assert!(output.contains(expected), "no {expected:?} in:\n{output}");
     }
-    eprintln!("{output}");
 }
 
-/// python/examples/ticket_sale.py (docs/python.md, "Counted and multi-key holds")
-/// against a real server and a throw-away PostgreSQL: 60 buyers of 2 of 100 tickets
-/// through a key of 8 permits, 50 bought, never more than 8 checkouts at once, nothing
-/// oversold; families holding 4 adjacent seats in one hold buy all 4 or none.
+/// python/examples/ticket_sale.py (docs/python.md, "Counted and multi-key holds"): 60
+/// buyers of 2 of 100 tickets through a key of 8 permits, 50 bought, never more than 8
+/// checkouts at once, nothing oversold; families holding 4 adjacent seats in one hold buy
+/// all 4 or none.
 #[test]
 fn the_python_ticket_sale_example_never_oversells_against_postgres() {
     let test = "the_python_ticket_sale_example_never_oversells_against_postgres";
-    if !python_has(test, "psycopg", "pip install 'psycopg[binary]'") {
-        return;
-    }
-    if fenced_postgres::postgres_bin_dir().is_none() {
-        assert!(!std::env::var("TICKETING_REQUIRE_POSTGRES").is_ok_and(|v| v == "1"), "no PostgreSQL");
-        eprintln!("SKIPPED {test}: PostgreSQL is not installed (apt-get install postgresql)");
-        return;
-    }
-    let server = start_server(&[]);
-    let pg = fenced_postgres::Postgres::start().expect("start PostgreSQL");
-    let addrs = server.addr.to_string();
-    let env = [
-        ("TICKETING_ADDRS", addrs.as_str()),
-        ("TICKETING_AUTH_TOKEN", TOKEN),
-        ("FENCE_PG", pg.conn.as_str()),
-    ];
-    let example = repo().join("python/examples/ticket_sale.py");
-    let (ok, output) =
-        run_python(&[example.to_str().unwrap()], &repo().join("python"), &env, Duration::from_secs(120));
-    assert!(ok, "the Python ticket sale failed:\n{output}\nPostgreSQL:\n{}", pg.log());
+    let Some(output) = postgres_example(test, "ticket_sale.py", Duration::from_secs(120)) else { return };
     for expected in [
         "60 buyers of 2: 50 bought, 10 sold out; 100 tickets ordered, 0 left",
         "family-c: seats [207, 208, 209, 210]",
@@ -158,7 +145,6 @@ fn the_python_ticket_sale_example_never_oversells_against_postgres() {
     ] {
         assert!(output.contains(expected), "no {expected:?} in:\n{output}");
     }
-    eprintln!("{output}");
 }
 
 #[test]
