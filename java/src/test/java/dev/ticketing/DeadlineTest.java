@@ -77,7 +77,10 @@ class DeadlineTest {
         assertTrue(at.expired(), "the lock says expired too");
         assertEquals("app-executor", at.thread(), "on the client's executor");
         assertTrue(lock.expiry().isDone(), "a later call is complete at once");
-        assertEquals(ReleaseOutcome.NOT_HOLDER, lock.release(), "the lease ended on the server too");
+        // The server's lease ends at or after the local deadline (its clock starts at the
+        // commit, after the request was written): a release just after it may still find it.
+        ReleaseOutcome outcome = lock.release();
+        assertTrue(outcome == ReleaseOutcome.NOT_HOLDER || outcome == ReleaseOutcome.RELEASED, outcome.toString());
     }
 
     @Test
