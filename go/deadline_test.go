@@ -1,6 +1,6 @@
 // The lock's own deadline against a real server: Lock.Deadline is the instant before the
-// request was written plus the lease, Lock.Context ends at it (and not before), and the
-// scoped forms hand their function such a ctx.
+// request was written plus the lease, Lock.Context ends at it (and not before) or at the
+// release, and the scoped forms hand their function such a ctx.
 
 package ticketing_test
 
@@ -108,5 +108,161 @@ func TestTheScopedFormsPassACtxEndingAtTheLocksDeadline(t *testing.T) {
 	}
 	if h := holder(t, c, "scoped:b"); h != nil {
 		t.Fatalf("scoped:b held after WithLockAll: %+v", h)
+	}
+}
+
+func TestTheLocksContextEndsAtTheRelease(t *testing.T) {
+	s := startServer(t)
+	ctx := context.Background()
+	c := newClient(t, s, "released")
+	lock, err := c.Acquire(ctx, "released:seat", 30*time.Second, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	held, cancel := lock.Context(ctx)
+	defer cancel()
+	parent, stopParent := context.WithCancel(ctx)
+	defer stopParent()
+	child, cancelChild := lock.Context(parent)
+	defer cancelChild()
+	if held.Err() != nil || child.Err() != nil || ticketing.OpenContexts(lock) != 2 {
+		t.Fatalf("before the release: %v, %v, %d open", held.Err(), child.Err(), ticketing.OpenContexts(lock))
+	}
+	outcome, err := lock.Release(ctx)
+	if err != nil || outcome != ticketing.Released {
+		t.Fatalf("release: %v, %v", outcome, err)
+	}
+	// Ended by the release itself, 30 s before the deadline: no wait.
+	for name, ended := range map[string]context.Context{"held": held, "child": child} {
+		select {
+		case <-ended.Done():
+		default:
+			t.Fatalf("%s: the ctx is not done once Release returned", name)
+		}
+		if !errors.Is(ended.Err(), context.Canceled) {
+			t.Fatalf("%s: after the release %v, want context.Canceled", name, ended.Err())
+		}
+	}
+	if n := ticketing.OpenContexts(lock); n != 0 {
+		t.Fatalf("%d ctxs left after the release", n)
+	}
+	// A ctx of a lock released already is over when it is handed out.
+	late, cancelLate := lock.Context(ctx)
+	select {
+	case <-late.Done():
+	default:
+		t.Fatal("Context after the release: not done")
+	}
+	if !errors.Is(late.Err(), context.Canceled) || ticketing.OpenContexts(lock) != 0 {
+		t.Fatalf("Context after the release: %v, %d open", late.Err(), ticketing.OpenContexts(lock))
+	}
+	cancelLate()
+}
+
+func TestAReleaseCancelledByItsCtxLeavesTheLocksContextOpen(t *testing.T) {
+	s := startServer(t)
+	ctx := context.Background()
+	c := newClient(t, s, "cancelled")
+	lock, err := c.Acquire(ctx, "cancelled:seat", 30*time.Second, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	held, cancel := lock.Context(ctx)
+	defer cancel()
+	gone, stop := context.WithCancel(ctx)
+	stop()
+	// The release starts, then its ctx (ended already) cancels the wait for the answer,
+	// unless the answer was there first: either way Release says which.
+	if _, err := lock.Release(gone); err != nil {
+		if !errors.Is(err, ticketing.ErrCancelled) {
+			t.Fatalf("a release with an ended ctx: %v", err)
+		}
+		if held.Err() != nil || ticketing.OpenContexts(lock) != 1 {
+			t.Fatalf("an error that leaves the lock releasable ended its ctx: %v, %d open",
+				held.Err(), ticketing.OpenContexts(lock))
+		}
+		if _, err := lock.Release(ctx); err != nil {
+			t.Fatalf("the release again: %v", err)
+		}
+	}
+	if !errors.Is(held.Err(), context.Canceled) || ticketing.OpenContexts(lock) != 0 {
+		t.Fatalf("after the release's outcome: %v, %d open", held.Err(), ticketing.OpenContexts(lock))
+	}
+}
+
+func TestTheCancelOfTheLocksContextForgetsIt(t *testing.T) {
+	s := startServer(t)
+	ctx := context.Background()
+	c := newClient(t, s, "forget")
+	lock, err := c.Acquire(ctx, "forget:seat", 30*time.Second, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.Release(ctx)
+	for i := 0; i < 1000; i++ {
+		_, cancel := lock.Context(ctx)
+		cancel()
+	}
+	if n := ticketing.OpenContexts(lock); n != 0 {
+		t.Fatalf("%d ctxs kept after 1000 Context and cancel", n)
+	}
+	first, cancelFirst := lock.Context(ctx)
+	second, cancelSecond := lock.Context(ctx)
+	defer cancelSecond()
+	cancelFirst()
+	cancelFirst() // a second call does nothing, as context's own cancel
+	if n := ticketing.OpenContexts(lock); n != 1 ||
+		!errors.Is(first.Err(), context.Canceled) || second.Err() != nil {
+		t.Fatalf("one of two cancelled: %d open, %v, %v", n, first.Err(), second.Err())
+	}
+	// A parent that is cancelled still ends its ctx, as before.
+	parent, stopParent := context.WithCancel(ctx)
+	child, cancelChild := lock.Context(parent)
+	defer cancelChild()
+	stopParent()
+	<-child.Done() // parent's cancel propagates before it returns; never blocks
+	if !errors.Is(child.Err(), context.Canceled) || second.Err() != nil {
+		t.Fatalf("after the parent's cancel: %v, the other %v", child.Err(), second.Err())
+	}
+}
+
+func TestTheScopedFormsCtxEndsAtAReleaseInsideAndAfterTheyReturn(t *testing.T) {
+	s := startServer(t)
+	ctx := context.Background()
+	c := newClient(t, s, "scoped-release")
+	var inside context.Context
+	err := c.WithLock(ctx, "scoped-release:seat", 30*time.Second, 0,
+		func(ctx context.Context, l *ticketing.Lock) error {
+			inside = ctx
+			if ctx.Err() != nil {
+				t.Errorf("WithLock's ctx ended before anything: %v", ctx.Err())
+			}
+			return nil
+		})
+	if err != nil || !errors.Is(inside.Err(), context.Canceled) {
+		t.Fatalf("WithLock: %v, its ctx after it returned %v", err, inside.Err())
+	}
+	// A function that releases the lock itself: its ctx ends at that release.
+	err = c.WithLockPermits(ctx, []ticketing.Part{{Key: "scoped-release:stock", Count: 2, Capacity: 5}},
+		30*time.Second, 0, func(ctx context.Context, l *ticketing.Lock) error {
+			if _, err := l.Release(context.Background()); err != nil {
+				return err
+			}
+			select {
+			case <-ctx.Done():
+			default:
+				t.Error("WithLockPermits's ctx not done after the function released the lock")
+			}
+			if !errors.Is(ctx.Err(), context.Canceled) {
+				t.Errorf("WithLockPermits's ctx after the release: %v", ctx.Err())
+			}
+			return nil
+		})
+	// The scoped release then finds the lock released already.
+	if !errors.Is(err, ticketing.ErrInvalid) {
+		t.Fatalf("WithLockPermits after a release inside: %v", err)
+	}
+	if h := holder(t, c, "scoped-release:stock"); h != nil {
+		t.Fatalf("the stock held after WithLockPermits: %+v", h)
 	}
 }

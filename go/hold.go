@@ -107,8 +107,8 @@ func (c *Client) AcquirePermits(ctx context.Context, parts []Part, lease, wait t
 	return c.hold(ctx, parts, "parts[%d].Key", lease, wait, opts)
 }
 
-// WithLockAll is AcquireAll, then fn with the lock and a ctx that ends at its deadline,
-// then the release, as WithLock.
+// WithLockAll is AcquireAll, then fn with the lock and a ctx that ends at its deadline
+// or its release, then the release, as WithLock.
 func (c *Client) WithLockAll(ctx context.Context, keys []string, lease, wait time.Duration,
 	fn func(ctx context.Context, lock *Lock) error, opts ...HoldOption) error {
 	lock, err := c.AcquireAll(ctx, keys, lease, wait, opts...)
@@ -119,7 +119,7 @@ func (c *Client) WithLockAll(ctx context.Context, keys []string, lease, wait tim
 }
 
 // WithLockPermits is AcquirePermits, then fn with the lock and a ctx that ends at its
-// deadline, then the release, as WithLock.
+// deadline or its release, then the release, as WithLock.
 func (c *Client) WithLockPermits(ctx context.Context, parts []Part, lease, wait time.Duration,
 	fn func(ctx context.Context, lock *Lock) error, opts ...HoldOption) error {
 	lock, err := c.AcquirePermits(ctx, parts, lease, wait, opts...)

@@ -1,5 +1,5 @@
 // The held lock: its fencing token, keys and lease, its local deadline (and a ctx that
-// ends at it), and its release.
+// ends at it or at the release), and its release.
 
 package ticketing
 
@@ -49,6 +49,10 @@ type Lock struct {
 
 	mu sync.Mutex
 	h  *C.ticketing_lock // nil once released for good
+	// contexts are the cancels of the ctxs Context made and whose cancel was not called
+	// yet, by number: the release that ends the hold calls them (no goroutine per ctx).
+	contexts    map[uint64]context.CancelFunc
+	nextContext uint64
 }
 
 func (c *Client) newLock(h *C.ticketing_lock) *Lock {
@@ -103,13 +107,41 @@ func (l *Lock) Keys() []Part { return append([]Part(nil), l.keys...) }
 // steps; it stays the same after a release.
 func (l *Lock) Deadline() time.Time { return l.deadline }
 
-// Context is a ctx derived from parent that ends at the lock's Deadline (or earlier, when
-// parent ends or cancel is called): ctx.Deadline() reports the lock's deadline (parent's
-// when that is earlier), and ctx.Err() is context.DeadlineExceeded once it passed. Give it
-// to the work done under the lock so that work that overruns the lease stops; call
+// Context is a ctx derived from parent that ends at the lock's Deadline, or as soon as
+// the lock is released (a Release that returns an outcome; at once when the lock was
+// released already), or earlier when parent ends or cancel is called: ctx.Deadline()
+// reports the lock's deadline (parent's when that is earlier), ctx.Err() is
+// context.DeadlineExceeded once it passed and context.Canceled after the release. Give
+// it to the work done under the lock so that work that overruns the lease stops; call
 // cancel when the work is done, as with context.WithDeadline.
 func (l *Lock) Context(parent context.Context) (context.Context, context.CancelFunc) {
-	return context.WithDeadline(parent, l.deadline)
+	ctx, cancel := context.WithDeadline(parent, l.deadline)
+	l.mu.Lock()
+	if l.h == nil {
+		l.mu.Unlock()
+		cancel() // released already: the ctx is over before it is handed out
+		return ctx, cancel
+	}
+	if l.contexts == nil {
+		l.contexts = make(map[uint64]context.CancelFunc)
+	}
+	id := l.nextContext
+	l.nextContext++
+	l.contexts[id] = cancel
+	l.mu.Unlock()
+	return ctx, func() {
+		l.mu.Lock()
+		delete(l.contexts, id)
+		l.mu.Unlock()
+		cancel()
+	}
+}
+
+// openContexts is how many ctxs of Context the release would still cancel (tests).
+func (l *Lock) openContexts() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.contexts)
 }
 
 // Owner is the owner it was granted to.
@@ -136,7 +168,8 @@ func (l *Lock) Remaining() time.Duration {
 // ErrQueueFull (never sent), ErrInvalid (released already, or a release of it under
 // way); after any but ErrInvalid the lock stays releasable: call Release again. ctx
 // ending first is ErrCancelled (wrapping ctx's error): the release goes on in the
-// background and the lock is releasable again.
+// background and the lock is releasable again. An outcome (any of the three) ends the
+// ctxs Context made; an error does not.
 func (l *Lock) Release(ctx context.Context) (ReleaseOutcome, error) {
 	l.mu.Lock()
 	if l.h == nil {
@@ -162,6 +195,12 @@ func (l *Lock) Release(ctx context.Context) (ReleaseOutcome, error) {
 		C.ticketing_lock_free(h) // released for good: nothing left for the handle to do
 		l.h = nil
 	}
+	contexts := l.contexts
+	l.contexts = nil
 	l.mu.Unlock()
+	// The hold is over: the ctxs of Context end now (called outside l.mu).
+	for _, cancel := range contexts {
+		cancel()
+	}
 	return outcome, nil
 }

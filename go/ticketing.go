@@ -318,11 +318,11 @@ func millis(d time.Duration) C.int64_t {
 }
 
 // WithLock acquires key (as Acquire), runs fn with the lock and a ctx that ends at the
-// lock's local deadline (Lock.Context: stop the work when it ends), and releases the
-// lock when fn returns or panics. It returns fn's error; else the release's error, or
-// ErrNotHolder when the lease had ended before the release (only the fencing token
-// protected the writes). The release is not cancelled by ctx (it is bounded by the
-// client's 5 s release deadline).
+// lock's local deadline or its release (Lock.Context: stop the work when it ends), and
+// releases the lock when fn returns or panics. It returns fn's error; else the release's
+// error, or ErrNotHolder when the lease had ended before the release (only the fencing
+// token protected the writes). The release is not cancelled by ctx (it is bounded by
+// the client's 5 s release deadline).
 func (c *Client) WithLock(ctx context.Context, key string, lease, wait time.Duration,
 	fn func(ctx context.Context, lock *Lock) error) error {
 	lock, err := c.Acquire(ctx, key, lease, wait)
