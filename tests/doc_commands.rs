@@ -127,6 +127,9 @@ fn how(block: &Block) -> How {
         ("README.md" | "docs/java.md", l) if l.starts_with("(cd java && mvn -q install)") => How::Elsewhere(
             ".ci/run runs `(cd java && mvn -q -B install -DskipTests)`; tests/java_package.rs runs the JUnit suite and a consumer of the installed artifact",
         ),
+        ("docs/c.md", l) if l.starts_with("cc -std=c11 -pthread -I include -I \"$(pg_config") => {
+            How::Elsewhere("tests/c_examples.rs builds include/examples/ticket_sale.c with these flags (and -Werror, the sanitizers) and runs it")
+        }
         ("docs/c.md", "cargo build --release") => {
             How::Elsewhere("tests/c_abi.rs builds tests/c/ticketing_test.c both ways and runs it")
         }
