@@ -46,16 +46,15 @@ fn main() {
             scenarios_only.as_ref().is_none_or(|only| only.iter().any(|o| name.contains(o.as_str())))
         })
         .collect();
-    let mut libraries: Vec<libraries::Library> = libraries::available()
+    let libraries: Vec<libraries::Library> = libraries::available()
         .into_iter()
         .filter(|library| only.as_ref().is_none_or(|only| only.iter().any(|o| o == library.name)))
         .collect();
     // The libraries run side by side, CONFORMANCE_JOBS at a time (default 3): each
     // scenario starts servers of its own on ports of its own, so only the machine is
     // shared, and a scenario waits on facts, not on time. The last listed (Java's, the
-    // slowest to start) go first.
+    // slowest to start) go first: workers take from the end.
     let jobs: usize = std::env::var("CONFORMANCE_JOBS").ok().and_then(|v| v.parse().ok()).unwrap_or(3).max(1);
-    libraries.reverse();
     let queue = std::sync::Mutex::new(libraries);
     let failures = std::sync::Mutex::new(Vec::new());
     let started = Instant::now();

@@ -5,11 +5,11 @@
 //! a leader killed under counted load, and the deadline in the library's idiom.
 
 use std::collections::HashMap;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use super::common::{eventually, start_server, Cluster, ServerProcess, TOKEN};
+use super::common::{eventually, start_server, ServerProcess, TOKEN};
 use super::driver::{Driver, Launch, Outcome, Settings};
-use super::scenarios::Scenario;
+use super::scenarios::{failover_rounds, Scenario};
 
 const S: Duration = Duration::from_secs(1);
 
@@ -296,55 +296,9 @@ fn indeterminate_hold(launch: &Launch) {
 /// cluster whose leader is killed in round 4; rounds go on until the new leader granted
 /// six times. Never more than two inside at once; tokens distinct.
 fn failover_counted(launch: &Launch) {
-    let mut cluster = Cluster::start(3, &[]);
-    let leader = cluster.wait_leader(20 * S);
-    let addrs = cluster.addrs().join(",");
-    let mut drivers: Vec<Driver> = (0..3).map(|i| driver(launch, &addrs, &format!("fc-{i}"))).collect();
-    let mut intervals = Vec::new();
-    let mut tokens = Vec::new();
-    let mut errors: HashMap<String, usize> = HashMap::new();
-    let mut killed_after = None;
-    let started = Instant::now();
-    for round in 0.. {
-        if round == 4 {
-            cluster.kill(leader);
-            killed_after = Some(intervals.len());
-        }
-        if killed_after.is_some_and(|before| intervals.len() >= before + 6) {
-            break;
-        }
-        for (i, d) in drivers.iter_mut().enumerate() {
-            for j in 0..2 {
-                d.send(&format!("hold r{round}d{i}n{j} 5 15 0 fstock:1:2"));
-            }
-        }
-        let mut open = drivers.len() * 2;
-        while open > 0 {
-            assert!(started.elapsed() < 300 * S, "the counted failover scenario hangs");
-            for d in drivers.iter_mut() {
-                let Some(o) = d.poll(Duration::from_millis(20)) else { continue };
-                match o.word.as_str() {
-                    "granted" => {
-                        let r = d.call(&format!("release {}", o.name), 20 * S);
-                        match r.word.as_str() {
-                            "released" | "not_holder" | "released_or_expired" => {
-                                intervals.push((o.at(), r.at()));
-                                tokens.push(o.token());
-                            }
-                            _ => *errors.entry(r.word.clone()).or_default() += 1,
-                        }
-                        open -= 1;
-                    }
-                    "unavailable" | "not_leader" | "overloaded" | "indeterminate" | "timeout"
-                    | "unconfirmed" => {
-                        *errors.entry(o.word.clone()).or_default() += 1;
-                        open -= 1;
-                    }
-                    other => panic!("{}: a failover answered {other}: {}", d.label, o.line),
-                }
-            }
-        }
-    }
+    let (grants, errors) = failover_rounds(launch, "fc", 2, |name| format!("hold {name} 5 15 0 fstock:1:2"));
+    let intervals: Vec<(u64, u64)> = grants.iter().map(|&(g, r, _)| (g, r)).collect();
+    let mut tokens: Vec<u64> = grants.iter().map(|&(_, _, t)| t).collect();
     assert!(intervals.len() >= 18, "only {} grants ({errors:?})", intervals.len());
     assert!(most_at_once(&intervals) <= 2, "more than 2 of a stock of 2 inside at once: {intervals:?}");
     let n = tokens.len();

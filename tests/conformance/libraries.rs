@@ -160,16 +160,8 @@ pub fn available() -> Vec<Library> {
     // The servers the scenarios start are this build's.
     assert!(Command::new(bin()).arg("--version").try_output_within(CLI).is_ok_and(|o| o.status.success()));
     // Built side by side (the C, Go and Java drivers compile), listed in this order.
-    let builders: [fn() -> Option<Library>; 8] = [
-        || Some(rust()),
-        c,
-        || python(false),
-        || python(true),
-        go,
-        node,
-        || java(false),
-        || java(true),
-    ];
+    let builders: [fn() -> Option<Library>; 8] =
+        [|| Some(rust()), c, || python(false), || python(true), go, node, || java(false), || java(true)];
     std::thread::scope(|scope| {
         let builds: Vec<_> = builders.iter().map(|build| scope.spawn(build)).collect();
         builds.into_iter().filter_map(|b| b.join().expect("a driver's build panicked")).collect()
