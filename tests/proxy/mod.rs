@@ -71,6 +71,8 @@ struct Pair {
     alive: AtomicBool,
     /// Bytes forwarded on this connection, per direction.
     forwarded: [AtomicU64; 2],
+    /// Every byte forwarded to the server, for [`Proxy::requests`].
+    sent: Mutex<Vec<u8>>,
 }
 
 impl Pair {
@@ -232,6 +234,26 @@ impl Proxy {
         self.shared.dropped[dir.index()].load(Ordering::Acquire)
     }
 
+    /// The requests forwarded to the server, connection by connection in accept order:
+    /// each connection's bytes after its AUTH cut into frames, as (op byte, bytes of the
+    /// frame); a frame cut short comes last as (its op byte, or 0 when not even that
+    /// crossed, the bytes that did).
+    pub fn requests(&self) -> Vec<(u8, u64)> {
+        let mut frames = Vec::new();
+        for pair in lock(&self.shared.pairs).iter() {
+            let sent = lock(&pair.sent);
+            let mut rest = sent.get(AUTH_LEN as usize..).unwrap_or(&[]);
+            while !rest.is_empty() {
+                let whole = rest.get(..4).map(|b| 4 + u32::from_be_bytes(b.try_into().unwrap()) as usize);
+                let op = rest.get(4).copied().unwrap_or(0);
+                let n = whole.map_or(rest.len(), |w| w.min(rest.len()));
+                frames.push((op, n as u64));
+                rest = &rest[n..];
+            }
+        }
+        frames
+    }
+
     /// Connections accepted so far, refused ones included.
     pub fn accepted(&self) -> usize {
         self.shared.accepted.load(Ordering::Acquire)
@@ -288,8 +310,13 @@ fn accept_loop(shared: &Arc<Shared>, listener: TcpListener) {
         };
         let _ = client.set_nodelay(true);
         let _ = server.set_nodelay(true);
-        let pair =
-            Arc::new(Pair { client, server, alive: AtomicBool::new(true), forwarded: Default::default() });
+        let pair = Arc::new(Pair {
+            client,
+            server,
+            alive: AtomicBool::new(true),
+            forwarded: Default::default(),
+            sent: Default::default(),
+        });
         lock(&shared.pairs).push(Arc::clone(&pair));
         let mut pumps = lock(&shared.pumps);
         for dir in [Dir::ToServer, Dir::ToClient] {
@@ -359,6 +386,9 @@ fn pump(shared: &Shared, pair: &Pair, dir: Dir) {
         if forward > 0 {
             if to.write_all(&buf[..forward]).is_err() {
                 break;
+            }
+            if dir == Dir::ToServer {
+                lock(&pair.sent).extend_from_slice(&buf[..forward]);
             }
             pair.forwarded[i].fetch_add(forward as u64, Ordering::AcqRel);
             shared.forwarded[i].fetch_add(forward as u64, Ordering::AcqRel);
