@@ -103,9 +103,10 @@ impl Hold<'_> {
     /// wait as it stops an acquire's.
     pub fn acquire_then(self, done: impl FnOnce(Result<Lock, AcquireError>) + Send + 'static) -> Pending {
         let handle = self.client.handle();
-        let checked = check_hold(&self.parts, self.lease, self.wait, self.client.words()).and_then(|lease_s| {
-            handle.shared.forked().map_or(Ok(lease_s), |why| Err(AcquireError::Forked(why)))
-        });
+        let checked =
+            check_hold(&self.parts, self.lease, self.wait, self.client.words()).and_then(|lease_s| {
+                handle.shared.forked().map_or(Ok(lease_s), |why| Err(AcquireError::Forked(why)))
+            });
         let lease_s = match checked {
             Ok(lease_s) => lease_s,
             Err(e) => {
@@ -169,11 +170,15 @@ pub(crate) fn check_hold(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::client::io::dial::{C_WORDS, ENV_WORDS, GO_WORDS, JAVA_WORDS, NODE_WORDS, PYTHON_WORDS, RUST_WORDS};
+    use crate::client::io::dial::{
+        CLI_WORDS, C_WORDS, ENV_WORDS, GO_WORDS, JAVA_WORDS, NODE_WORDS, PYTHON_WORDS, RUST_WORDS,
+    };
 
     fn refusal(parts: &[(&str, u32, u32)], words: &Words) -> String {
-        let parts: Vec<HoldPart> =
-            parts.iter().map(|&(k, count, capacity)| HoldPart { key: k.to_owned(), count, capacity }).collect();
+        let parts: Vec<HoldPart> = parts
+            .iter()
+            .map(|&(k, count, capacity)| HoldPart { key: k.to_owned(), count, capacity })
+            .collect();
         match check_hold(&parts, Duration::from_secs(30), Duration::ZERO, words) {
             Err(AcquireError::Invalid(why)) => why,
             other => panic!("{other:?}"),
@@ -189,7 +194,8 @@ mod tests {
             (&GO_WORDS, r#"Part{Key: "k", Count: 3, Capacity: 2}"#),
             (&JAVA_WORDS, r#"permits("k", 3, 2)"#),
             (&NODE_WORDS, r#"{ key: "k", count: 3, capacity: 2 }"#),
-            (&ENV_WORDS, r#"KEY "k" with --count 3 --permits 2"#),
+            (&ENV_WORDS, r#"Hold::permits("k", 3, 2)"#),
+            (&CLI_WORDS, r#"KEY "k" with --count 3 --permits 2"#),
         ] {
             let why = refusal(&[("k", 3, 2)], words);
             assert_eq!(why, format!("{part}: the count must be 1 to the capacity"));

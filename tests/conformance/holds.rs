@@ -210,7 +210,11 @@ fn refusals(launch: &Launch) {
         assert!(o.message.contains(words), "{name}: the message names {words:?}: {}", o.line);
         if name == "over" {
             // The part as the library writes it: both numbers, whatever the words.
-            assert!(o.message.contains('4') && o.message.contains('3'), "count and capacity named: {}", o.line);
+            assert!(
+                o.message.contains('4') && o.message.contains('3'),
+                "count and capacity named: {}",
+                o.line
+            );
         }
     }
     assert_eq!(pool_of(&d.call("pool p cap", 10 * S)), [3, 1, 1, 0], "nothing changed");

@@ -101,7 +101,7 @@ impl Words {
     }
 }
 
-/// The CLI and `ClientBuilder::from_env`: the environment variables.
+/// `ClientBuilder::from_env`: the environment variables, and the builder's holds.
 pub(crate) const ENV_WORDS: Words = Words {
     secret: "TICKETING_AUTH_TOKEN",
     ca: "TICKETING_TLS_CA",
@@ -113,8 +113,16 @@ pub(crate) const ENV_WORDS: Words = Words {
         owner: "TICKETING_OWNER",
         cluster_name: "TICKETING_CLUSTER_NAME",
     },
+    hold_part: ["Hold::permits(", ", ", ", ", ")"],
+    hold_keys: "Hold::key, Hold::permits",
+};
+
+/// The `ticketing` command: the environment variables, and its hold's KEY arguments
+/// with `--count` and `--permits`.
+pub(crate) const CLI_WORDS: Words = Words {
     hold_part: ["KEY ", " with --count ", " --permits ", ""],
     hold_keys: "KEY arguments",
+    ..ENV_WORDS
 };
 
 /// The Rust library: the builder's methods.
