@@ -224,7 +224,7 @@ func TestBadHoldsAreRefusedBeforeAnyIO(t *testing.T) {
 		says string
 	}{
 		{"no key", func() error { _, err := c.AcquireAll(ctx, nil, 30*time.Second, 0); return err }, "1 to 16"},
-		{"17 keys", func() error { _, err := c.AcquireAll(ctx, many, 30*time.Second, 0); return err }, "1 to 16"},
+		{"17 keys", func() error { _, err := c.AcquireAll(ctx, many, 30*time.Second, 0); return err }, "1 to 16 keys (AcquireAll's keys"},
 		{"a key twice", func() error {
 			_, err := c.AcquireAll(ctx, []string{"bad:a", "bad:a"}, 30*time.Second, 0)
 			return err
@@ -240,11 +240,11 @@ func TestBadHoldsAreRefusedBeforeAnyIO(t *testing.T) {
 		{"count over capacity", func() error {
 			_, err := c.AcquirePermits(ctx, []ticketing.Part{{Key: "bad:s", Count: 6, Capacity: 5}}, 30*time.Second, 0)
 			return err
-		}, "count"},
+		}, `Part{Key: "bad:s", Count: 6, Capacity: 5}: the count must be 1 to the capacity`},
 		{"capacity 0", func() error {
 			_, err := c.AcquirePermits(ctx, []ticketing.Part{{Key: "bad:s", Count: 1, Capacity: 0}}, 30*time.Second, 0)
 			return err
-		}, "capacity"},
+		}, `Part{Key: "bad:s", Count: 1, Capacity: 0}: the capacity must be`},
 		{"a wait of 301 s under a 2 s deadline", func() error {
 			_, err := c.AcquireAll(deadline, []string{"bad:a"}, 30*time.Second, 301*time.Second)
 			return err

@@ -95,9 +95,13 @@ test("a capacity other than the key's is refused, naming both numbers; the libra
     return true;
   });
   await assert.rejects(client.hold([stock, stock]), (e) => e instanceof InvalidArgument && /twice/.test(e.message));
-  await assert.rejects(client.hold([{ key: key("over"), count: 3, capacity: 2 }]), InvalidArgument);
+  // Named as the caller wrote it: the part's { key, count, capacity }.
+  await assert.rejects(
+    client.hold([{ key: key("over"), count: 3, capacity: 2 }]),
+    (e) => e instanceof InvalidArgument && /\{ key: ".*over", count: 3, capacity: 2 \}: the count must be 1 to the capacity/.test(e.message),
+  );
   await assert.rejects(client.hold([{ key: key("huge"), count: 1, capacity: 2 ** 40 }]), InvalidArgument);
-  await assert.rejects(client.hold([]), InvalidArgument);
+  await assert.rejects(client.hold([]), (e) => e instanceof InvalidArgument && /1 to 16 keys \(client\.hold\(keys\)\)/.test(e.message));
   await lock.release();
 });
 

@@ -123,12 +123,14 @@ def test_bad_holds_are_refused_before_any_io(server: Server) -> None:
     # The library's own rules, passed through.
     with pytest.raises(ticketing.InvalidArgument, match="named twice"):
         client.hold(["bad:seat:1", "bad:seat:1"], lease=30)
-    with pytest.raises(ticketing.InvalidArgument, match="1 to 16 keys"):
+    with pytest.raises(ticketing.InvalidArgument, match=r"1 to 16 keys \(client.hold\(keys\)\)"):
         client.hold([f"bad:seat:{i}" for i in range(17)], lease=30)
     with pytest.raises(ticketing.InvalidArgument, match="1 to 16 keys"):
         client.hold([], lease=30)
-    with pytest.raises(ticketing.InvalidArgument, match="count must be 1 to the capacity"):
+    # Named as the caller wrote it: Permits(key, count, capacity).
+    with pytest.raises(ticketing.InvalidArgument) as over:
         client.hold([Permits("bad:stock", 6, 5)], lease=30)
+    assert str(over.value).endswith('Permits("bad:stock", 6, 5): the count must be 1 to the capacity'), over.value
     with pytest.raises(ticketing.InvalidArgument, match="lease"):
         client.hold(["bad:seat:1"], lease=1.5)
     assert client.query("bad:seat:1") is None and client.pool("bad:stock").capacity == 0

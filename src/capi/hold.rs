@@ -16,7 +16,7 @@ use super::future::{run, start};
 use super::handle;
 use super::operation::{put_lock, Op, Operation, Value};
 use super::queue::PlaceBox;
-use crate::client::{check_hold_args, Place};
+use crate::client::{check_hold_args, Place, Words};
 use crate::proto::frame::HoldPart;
 
 // The ABI's limits are the protocol's.
@@ -67,10 +67,15 @@ impl PlaceTo {
 ///
 /// # Safety
 /// `parts` is NULL or `parts_len` readable parts whose keys are NULL or C strings.
-unsafe fn hold_parts(parts: *const ticketing_hold_part, parts_len: usize) -> Result<Vec<HoldPart>, Failure> {
+unsafe fn hold_parts(
+    parts: *const ticketing_hold_part,
+    parts_len: usize,
+    words: &Words,
+) -> Result<Vec<HoldPart>, Failure> {
     if parts_len == 0 || parts_len > TICKETING_HOLD_KEYS_MAX {
         return Err(Failure::invalid(format!(
-            "a hold names 1 to {TICKETING_HOLD_KEYS_MAX} keys; this one names {parts_len}"
+            "a hold names 1 to {TICKETING_HOLD_KEYS_MAX} keys ({}); this one names {parts_len}",
+            words.hold_keys
         )));
     }
     if parts.is_null() {
@@ -160,10 +165,11 @@ unsafe fn hold<'a>(
     places: PlacesTo,
 ) -> Result<Operation<'a>, Failure> {
     let client = unsafe { handle::hold(client, "client") }?;
-    let parts = unsafe { hold_parts(parts, parts_len) }?;
+    let words = client.value.client.words();
+    let parts = unsafe { hold_parts(parts, parts_len, words) }?;
     let lease = duration_ns(lease_ns, "lease")?;
     let wait = duration_ns(wait_ns, "wait")?;
-    check_hold_args(&parts, lease, wait)?;
+    check_hold_args(&parts, lease, wait, words)?;
     let kept = match &places {
         PlacesTo::Queue(places) => Some(Arc::clone(places)),
         _ => None,

@@ -111,6 +111,7 @@ pub(super) fn bench(args: &[String]) -> i32 {
     let mut clients = Vec::with_capacity(settings.connections);
     for c in 0..settings.connections {
         let built = ClientBuilder::from_env()
+            .words(&crate::client::CLI_WORDS)
             .replace_addrs(addrs.clone())
             .owner(format!("bench-{}-{c}", std::process::id()))
             .build();

@@ -255,7 +255,7 @@ fn cli_owner() -> String {
 
 /// Builds the client from the environment and the common options.
 fn build_client(matches: &Matches) -> Result<Client, i32> {
-    client_builder(matches, ClientBuilder::from_env())
+    client_builder(matches, ClientBuilder::from_env().words(&crate::client::CLI_WORDS))
 }
 
 /// The one-request-per-connection asker of the views (`status`, `top`), configured as

@@ -8,6 +8,7 @@ use super::admin::Founding;
 use super::calls::{acquired, check_acquire, check_owner, far, holder, pool_info, resolution, Resolution};
 use super::core::{Outcome, Target};
 use super::error::{unexpected, AcquireError, BuildError, ClientError, ReleaseError};
+use super::io::dial::Words;
 use super::io::Handle;
 use super::lock::{check_key, release_now, Lock, LockParts};
 use super::outcome::{HolderInfo, PoolInfo, ReleaseOutcome};
@@ -50,6 +51,11 @@ impl Client {
 
     pub(crate) fn handle(&self) -> &Handle {
         &self.inner.handle
+    }
+
+    /// How this client's messages name what its caller wrote (its binding's words).
+    pub(crate) fn words(&self) -> &'static Words {
+        self.inner.handle.shared.dialer.names.words
     }
 
     pub(crate) fn owner_arc(&self) -> &Arc<str> {

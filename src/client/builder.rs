@@ -221,7 +221,7 @@ impl ClientBuilder {
     pub fn tls_ca_file(mut self, path: impl AsRef<Path>) -> Self {
         // Given by a method: named in the caller's words, unless the words are the
         // environment's (then it is this method's).
-        let setting = (*self.words == ENV_WORDS).then_some(RUST_WORDS.ca);
+        let setting = (self.words.settings == ENV_WORDS.settings).then_some(RUST_WORDS.ca);
         self.ca = Some((path.as_ref().to_owned(), setting));
         self
     }

@@ -9,6 +9,7 @@ use super::callback::{start, Pending};
 use super::calls::{acquired, check_acquire};
 use super::core::hold_key;
 use super::error::AcquireError;
+use super::io::dial::Words;
 use super::io::Completion;
 use super::lock::Lock;
 use super::place::Place;
@@ -78,7 +79,7 @@ impl Hold<'_> {
     /// ends them all), or why not — the outcomes are those of
     /// [`Client::acquire`](super::Client::acquire).
     pub fn acquire(self) -> Result<Lock, AcquireError> {
-        let lease_s = check_hold(&self.parts, self.lease, self.wait)?;
+        let lease_s = check_hold(&self.parts, self.lease, self.wait, self.client.words())?;
         let handle = self.client.handle();
         if let Some(why) = handle.shared.forked() {
             return Err(AcquireError::Forked(why));
@@ -102,9 +103,10 @@ impl Hold<'_> {
     /// wait as it stops an acquire's.
     pub fn acquire_then(self, done: impl FnOnce(Result<Lock, AcquireError>) + Send + 'static) -> Pending {
         let handle = self.client.handle();
-        let checked = check_hold(&self.parts, self.lease, self.wait).and_then(|lease_s| {
-            handle.shared.forked().map_or(Ok(lease_s), |why| Err(AcquireError::Forked(why)))
-        });
+        let checked =
+            check_hold(&self.parts, self.lease, self.wait, self.client.words()).and_then(|lease_s| {
+                handle.shared.forked().map_or(Ok(lease_s), |why| Err(AcquireError::Forked(why)))
+            });
         let lease_s = match checked {
             Ok(lease_s) => lease_s,
             Err(e) => {
@@ -126,38 +128,23 @@ impl Hold<'_> {
 }
 
 /// The lease in whole seconds after checking a HOLD's keys against the protocol's
-/// limits (before any I/O), each mistake named in this builder's words.
-pub(crate) fn check_hold(parts: &[HoldPart], lease: Duration, wait: Duration) -> Result<u8, AcquireError> {
-    check_hold_in(parts, lease, wait, true)
-}
-
-/// [`check_hold`] in words every language's binding can show its caller: the keys, counts
-/// and capacities, not this builder's methods (the C ABI's check).
-pub(crate) fn check_hold_parts(
+/// limits (before any I/O), each mistake named in `words`: the way the caller wrote the
+/// hold (the Rust builder's `Hold::permits("k", 3, 2)`, Python's `Permits("k", 3, 2)`,
+/// ...: the client's words, chosen by its binding).
+pub(crate) fn check_hold(
     parts: &[HoldPart],
     lease: Duration,
     wait: Duration,
-) -> Result<u8, AcquireError> {
-    check_hold_in(parts, lease, wait, false)
-}
-
-fn check_hold_in(
-    parts: &[HoldPart],
-    lease: Duration,
-    wait: Duration,
-    builder: bool,
+    words: &Words,
 ) -> Result<u8, AcquireError> {
     if parts.is_empty() || parts.len() > HOLD_KEYS_MAX {
-        let methods = if builder { " (Hold::key, Hold::permits)" } else { "" };
         return Err(AcquireError::Invalid(format!(
-            "a hold names 1 to {HOLD_KEYS_MAX} keys{methods}; this one names {}",
+            "a hold names 1 to {HOLD_KEYS_MAX} keys ({}); this one names {}",
+            words.hold_keys,
             parts.len()
         )));
     }
-    let part = |p: &HoldPart| match builder {
-        true => format!("Hold::permits({:?}, {}, {})", p.key, p.count, p.capacity),
-        false => format!("key {:?} with count {} of capacity {}", p.key, p.count, p.capacity),
-    };
+    let part = |p: &HoldPart| words.hold_part(&p.key, p.count, p.capacity);
     let mut lease_s = None;
     for (i, p) in parts.iter().enumerate() {
         lease_s = Some(check_acquire(&p.key, lease, wait)?);
@@ -178,4 +165,47 @@ fn check_hold_in(
         }
     }
     Ok(lease_s.expect("at least one key"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::client::io::dial::{
+        CLI_WORDS, C_WORDS, ENV_WORDS, GO_WORDS, JAVA_WORDS, NODE_WORDS, PYTHON_WORDS, RUST_WORDS,
+    };
+
+    fn refusal(parts: &[(&str, u32, u32)], words: &Words) -> String {
+        let parts: Vec<HoldPart> = parts
+            .iter()
+            .map(|&(k, count, capacity)| HoldPart { key: k.to_owned(), count, capacity })
+            .collect();
+        match check_hold(&parts, Duration::from_secs(30), Duration::ZERO, words) {
+            Err(AcquireError::Invalid(why)) => why,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_bad_hold_names_its_part_as_each_caller_writes_it() {
+        for (words, part) in [
+            (&RUST_WORDS, r#"Hold::permits("k", 3, 2)"#),
+            (&C_WORDS, r#"ticketing_hold_part {.key = "k", .count = 3, .capacity = 2}"#),
+            (&PYTHON_WORDS, r#"Permits("k", 3, 2)"#),
+            (&GO_WORDS, r#"Part{Key: "k", Count: 3, Capacity: 2}"#),
+            (&JAVA_WORDS, r#"permits("k", 3, 2)"#),
+            (&NODE_WORDS, r#"{ key: "k", count: 3, capacity: 2 }"#),
+            (&ENV_WORDS, r#"Hold::permits("k", 3, 2)"#),
+            (&CLI_WORDS, r#"KEY "k" with --count 3 --permits 2"#),
+        ] {
+            let why = refusal(&[("k", 3, 2)], words);
+            assert_eq!(why, format!("{part}: the count must be 1 to the capacity"));
+            let why = refusal(&[("a", 1, 1), ("k", 1, 0)], words);
+            assert!(why.ends_with(": the capacity must be 1 to 1000000"), "{why}");
+            let many: Vec<(&str, u32, u32)> = vec![("k", 1, 1); HOLD_KEYS_MAX + 1];
+            let why = refusal(&many, words);
+            assert_eq!(why, format!("a hold names 1 to 16 keys ({}); this one names 17", words.hold_keys));
+        }
+        let why = refusal(&[("k", 1, 0)], &PYTHON_WORDS);
+        assert_eq!(why, r#"Permits("k", 1, 0): the capacity must be 1 to 1000000"#);
+    }
 }

@@ -149,8 +149,10 @@ pub use io::WRITE_DEADLINE;
 
 pub(crate) use calls::check_acquire as check_acquire_args;
 pub(crate) use direct::Direct;
-pub(crate) use hold::check_hold_parts as check_hold_args;
-pub(crate) use io::dial::{Words, C_WORDS, ENV_WORDS, GO_WORDS, JAVA_WORDS, NODE_WORDS, PYTHON_WORDS};
+pub(crate) use hold::check_hold as check_hold_args;
+pub(crate) use io::dial::{
+    Words, CLI_WORDS, C_WORDS, ENV_WORDS, GO_WORDS, JAVA_WORDS, NODE_WORDS, PYTHON_WORDS,
+};
 pub(crate) use io::{set_wait_check, wait_check, waiting_after, WaitCheck};
 pub(crate) use lock::check_key as check_key_arg;
 

@@ -134,12 +134,14 @@ int main(int argc, char **argv) {
     ticketing_hold_part twice[2] = {{"k", 1, 1}, {"k", 1, 1}};
     refused(b, twice, 2, "twice");
     ticketing_hold_part over = {"k", 3, 2};
-    refused(b, &over, 1, "key \"k\" with count 3 of capacity 2: the count must be 1 to the capacity");
+    refused(b, &over, 1,
+            "ticketing_hold_part {.key = \"k\", .count = 3, .capacity = 2}: the count must be 1 to the capacity");
     ticketing_hold_part empty = {"k", 1, 0};
-    refused(b, &empty, 1, "key \"k\" with count 1 of capacity 0: the capacity must be 1 to 1000000");
+    refused(b, &empty, 1,
+            "ticketing_hold_part {.key = \"k\", .count = 1, .capacity = 0}: the capacity must be 1 to 1000000");
     ticketing_hold_part many[17];
     for (int i = 0; i < 17; i++) many[i] = (ticketing_hold_part){"k", 1, 1};
-    refused(b, many, 17, "a hold names 1 to 16 keys; this one names 17");
+    refused(b, many, 17, "a hold names 1 to 16 keys (ticketing_hold's parts_len); this one names 17");
     refused(b, many, 0, "this one names 0");
     refused(b, NULL, 1, "parts is NULL");
     ticketing_hold_part nokey = {NULL, 1, 1};

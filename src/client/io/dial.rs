@@ -85,9 +85,23 @@ pub(crate) struct Words {
     pub(crate) tls_off: &'static str,
     /// The settings a refused configuration names (`ClientBuilder::build`'s errors).
     pub(crate) settings: SettingWords,
+    /// How this caller writes one key of a hold: the text before the key, between the
+    /// key and the count, between the count and the capacity, and after it
+    /// ([`Words::hold_part`]).
+    pub(crate) hold_part: [&'static str; 4],
+    /// Where this caller gives a hold its keys, said after "a hold names 1 to 16 keys".
+    pub(crate) hold_keys: &'static str,
 }
 
-/// The CLI and `ClientBuilder::from_env`: the environment variables.
+impl Words {
+    /// One key of a hold as this caller wrote it, e.g. `Permits("k", 3, 2)` in Python.
+    pub(crate) fn hold_part(&self, key: &str, count: u32, capacity: u32) -> String {
+        let [before, to_count, to_capacity, after] = self.hold_part;
+        format!("{before}{key:?}{to_count}{count}{to_capacity}{capacity}{after}")
+    }
+}
+
+/// `ClientBuilder::from_env`: the environment variables, and the builder's holds.
 pub(crate) const ENV_WORDS: Words = Words {
     secret: "TICKETING_AUTH_TOKEN",
     ca: "TICKETING_TLS_CA",
@@ -99,6 +113,16 @@ pub(crate) const ENV_WORDS: Words = Words {
         owner: "TICKETING_OWNER",
         cluster_name: "TICKETING_CLUSTER_NAME",
     },
+    hold_part: ["Hold::permits(", ", ", ", ", ")"],
+    hold_keys: "Hold::key, Hold::permits",
+};
+
+/// The `ticketing` command: the environment variables, and its hold's KEY arguments
+/// with `--count` and `--permits`.
+pub(crate) const CLI_WORDS: Words = Words {
+    hold_part: ["KEY ", " with --count ", " --permits ", ""],
+    hold_keys: "KEY arguments",
+    ..ENV_WORDS
 };
 
 /// The Rust library: the builder's methods.
@@ -113,6 +137,8 @@ pub(crate) const RUST_WORDS: Words = Words {
         owner: "ClientBuilder::owner",
         cluster_name: "ClientBuilder::cluster_name",
     },
+    hold_part: ["Hold::permits(", ", ", ", ", ")"],
+    hold_keys: "Hold::key, Hold::permits",
 };
 
 /// The C ABI: `ticketing_client_new`'s arguments.
@@ -127,6 +153,8 @@ pub(crate) const C_WORDS: Words = Words {
         owner: "owner",
         cluster_name: "cluster_name",
     },
+    hold_part: ["ticketing_hold_part {.key = ", ", .count = ", ", .capacity = ", "}"],
+    hold_keys: "ticketing_hold's parts_len",
 };
 
 /// The Python package: `ticketing.Client`'s keywords.
@@ -141,6 +169,8 @@ pub(crate) const PYTHON_WORDS: Words = Words {
         owner: "owner=",
         cluster_name: "cluster_name=",
     },
+    hold_part: ["Permits(", ", ", ", ", ")"],
+    hold_keys: "client.hold(keys)",
 };
 
 /// The Go module: `ticketing.Config`'s fields.
@@ -155,6 +185,8 @@ pub(crate) const GO_WORDS: Words = Words {
         owner: "Config.Owner",
         cluster_name: "Config.ClusterName",
     },
+    hold_part: ["Part{Key: ", ", Count: ", ", Capacity: ", "}"],
+    hold_keys: "AcquireAll's keys, AcquirePermits' parts",
 };
 
 /// The Java library: `Client.builder()`'s methods.
@@ -169,6 +201,8 @@ pub(crate) const JAVA_WORDS: Words = Words {
         owner: "owner",
         cluster_name: "clusterName",
     },
+    hold_part: ["permits(", ", ", ", ", ")"],
+    hold_keys: "Hold.key, Hold.permits or acquire's list of keys",
 };
 
 /// The Node.js package: the options of `new Client({...})`.
@@ -183,6 +217,8 @@ pub(crate) const NODE_WORDS: Words = Words {
         owner: "owner",
         cluster_name: "clusterName",
     },
+    hold_part: ["{ key: ", ", count: ", ", capacity: ", " }"],
+    hold_keys: "client.hold(keys)",
 };
 
 /// An authenticated connection, split for a reader and a writer.

@@ -168,13 +168,15 @@ class HoldTest {
         }
         InvalidArgumentException many = assertThrows(InvalidArgumentException.class,
                 () -> client.acquire(seventeen, LEASE, Duration.ZERO));
-        assertTrue(many.getMessage().contains("17"), many.getMessage());
+        assertTrue(many.getMessage().contains("17") && many.getMessage().contains("Hold.permits"), many.getMessage());
         InvalidArgumentException twice = assertThrows(InvalidArgumentException.class,
                 () -> client.acquire(List.of("twice", "twice"), LEASE, Duration.ZERO));
         assertTrue(twice.getMessage().contains("twice"), twice.getMessage());
         InvalidArgumentException over = assertThrows(InvalidArgumentException.class,
                 () -> client.hold(LEASE, Duration.ZERO).permits("over", 3, 2).acquire());
-        assertTrue(over.getMessage().contains("count"), over.getMessage());
+        // Named as the caller wrote it: the builder's permits(key, count, capacity).
+        assertTrue(over.getMessage().contains("permits(\"over\", 3, 2): the count must be 1 to the capacity"),
+                over.getMessage());
         InvalidArgumentException negative = assertThrows(InvalidArgumentException.class,
                 () -> client.hold(LEASE, Duration.ZERO).permits("negative", -1, 2));
         assertTrue(negative.getMessage().contains("permits(\"negative\", -1, 2)"), negative.getMessage());
