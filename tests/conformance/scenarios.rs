@@ -163,6 +163,9 @@ fn indeterminate_on_a_paused_server(launch: &Launch) {
     }
 }
 
+/// A grant a failover round saw: (at grant, at release, token).
+pub(super) type Grant = (u64, u64, u64);
+
 /// A 3-node cluster whose leader is killed in round 4; each round every one of three
 /// drivers sends `per_driver` commands made by `command(name)` (an acquire or a hold)
 /// and releases each grant at once; rounds go on until the new leader has granted six
@@ -173,12 +176,12 @@ pub(super) fn failover_rounds(
     owner: &str,
     per_driver: usize,
     command: impl Fn(&str) -> String,
-) -> (Vec<(u64, u64, u64)>, HashMap<String, usize>) {
+) -> (Vec<Grant>, HashMap<String, usize>) {
     let mut cluster = Cluster::start(3, &[]);
     let leader = cluster.wait_leader(20 * S);
     let addrs = cluster.addrs().join(",");
     let mut drivers: Vec<Driver> = (0..3).map(|i| driver(launch, &addrs, &format!("{owner}-{i}"))).collect();
-    let mut grants: Vec<(u64, u64, u64)> = Vec::new();
+    let mut grants: Vec<Grant> = Vec::new();
     let mut errors: HashMap<String, usize> = HashMap::new();
     let started = Instant::now();
     let mut killed_after = None;
