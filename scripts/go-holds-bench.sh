@@ -107,8 +107,8 @@ report_intro() {
     echo "Run of $STARTED: $ROUNDS round(s) of $DURATION s per system and scenario (+$WARMUP s"
     echo "warm-up), $GOROUTINES goroutines (the Rust client: threads) on one client each; systems"
     echo "alternating run by run, the order turning every round; medians over the rounds, ratios"
-    echo "within a round; the 1-minute load average at the end of each run. The machine was"
-    echo "shared with other work during the run: the ratios within one run are what count."
+    echo "within a round; the 1-minute load average at the end of each run (whatever else the"
+    echo "machine ran meanwhile counts in it): the ratios within one run are what count."
 }
 report_versions() {
     echo "Versions: $("$TICKETING" --version), $(go version | cut -d' ' -f3),"
