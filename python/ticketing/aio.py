@@ -31,14 +31,12 @@ import weakref
 from ctypes import byref, c_uint32, c_uint64, c_void_p
 from types import TracebackType
 from typing import (Any, AsyncIterator, Callable, Deque, Dict, Generator, Iterable, Optional, Sequence, Tuple, Type,
-                    TypeVar, Union)
+                    Union)
 
 from . import _native as n
 from . import client as sync
 from .client import Holder, Permits, Place, Pool, ReleaseOutcome
 from .errors import Error, Indeterminate, InvalidArgument, from_handle
-
-T = TypeVar("T")
 
 __all__ = ["Client", "DeadlineScope", "Hold", "Lock", "LockContext"]
 
@@ -59,7 +57,7 @@ class _Dispatcher:
             raise from_handle(kind, error)
         self.queue: int = queue.value  # type: ignore[assignment]
         self.loop = loop
-        self.waiting: Dict[int, Tuple[int, "asyncio.Future[Any]", Callable[[int], Any], int]] = {}
+        self.waiting: Dict[int, Tuple[int, "asyncio.Future[Any]", sync._Operation, Tuple[Any, ...], int]] = {}
         #: The place tags of waiting holds: what each one's new place goes to.
         self.places: Dict[int, Callable[[], None]] = {}
         self._tags = itertools.count(1)
@@ -70,14 +68,16 @@ class _Dispatcher:
         """A tag no other future of this queue has."""
         return next(self._tags)
 
-    def start(self, future: int, read: Callable[[int], T], place_tag: int = 0) -> "asyncio.Future[T]":
-        """Hands the native `future` to this queue; `read` turns it into the outcome
-        (and frees it) once it is ready. `place_tag`: the tag its places come with
-        (a hold started with it), forgotten with the future."""
-        waiter: "asyncio.Future[T]" = self.loop.create_future()
+    def start(self, future: int, operation: sync._Operation, context: Tuple[Any, ...] = (),
+              place_tag: int = 0) -> "asyncio.Future[Any]":
+        """Hands the native `future` of `operation` to this queue; once it is ready its
+        outcome is read (and the future freed) as ``sync._take(operation, future,
+        *context)`` reads it. `place_tag`: the tag its places come with (a hold started
+        with it), forgotten with the future."""
+        waiter: "asyncio.Future[Any]" = self.loop.create_future()
         tag = next(self._tags)
-        self.waiting[tag] = (future, waiter, read, place_tag)
-        n.quick.ticketing_future_set_queue(future, self.queue, tag, None)
+        self.waiting[tag] = (future, waiter, operation, context, place_tag)
+        _set_queue(future, self.queue, tag, None)
         return waiter
 
     def __del__(self, _free: n.Free = n.quick.ticketing_queue_free) -> None:
@@ -86,58 +86,45 @@ class _Dispatcher:
 
     def _drain(self) -> None:
         """At most ``_TAKE`` tags, one turn's share (the loop calls again while more wait)."""
-        buffer = self._buffer
+        buffer, places, waiting, take = self._buffer, self.places, self.waiting, sync._take
         count = n.quick.ticketing_queue_take(self.queue, buffer, self._TAKE)
-        for i in range(count):
-            tag = buffer[i]
-            on_place = self.places.get(tag)
-            if on_place is not None:
-                on_place()
-                continue
-            entry = self.waiting.pop(tag, None)
+        for tag in buffer[:count]:
+            if places:
+                on_place = places.get(tag)
+                if on_place is not None:
+                    on_place()
+                    continue
+            entry = waiting.pop(tag, None)
             if entry is None:
                 continue  # the place tag of a hold that is over
-            future, waiter, read, place_tag = entry
-            # Its places end here, before the future is freed.
-            self.places.pop(place_tag, None)
+            future, waiter, operation, context, place_tag = entry
+            if place_tag:
+                # Its places end here, before the future is freed.
+                places.pop(place_tag, None)
             if waiter.cancelled():
                 # Its caller is gone: whatever came is dropped (a lock in it is
                 # released in the background).
                 n.quick.ticketing_future_free(future)
                 continue
             try:
-                waiter.set_result(read(future))
+                waiter.set_result(take(operation, future, *context))
             except BaseException as e:  # the call's own error, for its caller
                 waiter.set_exception(e)
 
 
+_set_queue = n.quick.ticketing_future_set_queue
 _dispatchers: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Dispatcher]" = weakref.WeakKeyDictionary()
+#: The dispatcher found last (one of `_dispatchers`): its loop is nearly always the
+#: running one, found again without a look-up of the weak dictionary.
+_last: Optional[_Dispatcher] = None
 
 
 async def _call(operation: sync._Operation, args: Tuple[Any, ...], *context: Any) -> Any:
     """`operation` as the blocking call runs it, but awaited: its future started with
-    the same arguments, and its outcome read by the same function."""
+    the same arguments, and its outcome read by the same function. Cancelling the task
+    cancels the operation."""
     future = sync._start(operation, args)
-    return await _run(future, lambda f: sync._take(operation, f, *context))
-
-
-def _dispatcher() -> _Dispatcher:
-    """The running loop's completion queue."""
-    loop = asyncio.get_running_loop()
-    dispatcher = _dispatchers.get(loop)
-    if dispatcher is None:
-        dispatcher = _dispatchers[loop] = _Dispatcher(loop)
-    return dispatcher
-
-
-async def _run(future: int, read: Callable[[int], T]) -> T:
-    """Awaits the native `future`; cancelling the task cancels the operation."""
-    return await _await(_dispatcher().start(future, read), future)
-
-
-async def _await(waiter: "asyncio.Future[T]", future: int) -> T:
-    """Awaits `waiter`, the outcome of the native `future`; cancelling the task cancels
-    the operation."""
+    waiter = _dispatcher().start(future, operation, context)
     try:
         return await waiter
     except asyncio.CancelledError:
@@ -147,6 +134,20 @@ async def _await(waiter: "asyncio.Future[T]", future: int) -> T:
             # and goes with it: a lock in it is released when it is collected.)
             n.quick.ticketing_future_cancel(future)
         raise
+
+
+def _dispatcher() -> _Dispatcher:
+    """The running loop's completion queue."""
+    global _last
+    loop = asyncio.get_running_loop()
+    dispatcher = _last
+    if dispatcher is not None and dispatcher.loop is loop:
+        return dispatcher
+    dispatcher = _dispatchers.get(loop)
+    if dispatcher is None:
+        dispatcher = _dispatchers[loop] = _Dispatcher(loop)
+    _last = dispatcher
+    return dispatcher
 
 
 class Lock:
@@ -268,12 +269,14 @@ class DeadlineScope:
 async def _release_at_exit(lock: Lock, failed: bool) -> None:
     """The end of an ``async with`` block, as the blocking ``with``'s."""
     try:
-        outcome = await lock.release()
+        # lock.release(), one coroutine fewer.
+        outcome = await _call(sync._LOCK_RELEASE, (lock._lock._handle,))
     except Error:
         if failed:
             return
         raise
-    sync._check_exit_outcome(lock.key, lock.token, outcome, failed)
+    if outcome == "not_holder":
+        sync._check_exit_outcome(lock.key, lock.token, outcome, failed)
 
 
 class LockContext:
@@ -297,6 +300,12 @@ class LockContext:
             await _release_at_exit(lock, failed=exc_type is not None)
 
 
+#: The place callback and its context a hold without places is started with.
+_NO_CALLBACK = (sync.NO_PLACES, None)
+#: The places of a hold made without them: always none.
+_NO_PLACES: Deque[Place] = collections.deque(maxlen=0)
+
+
 class Hold:
     """A hold of ``Client.hold``, started when first awaited or iterated: ``await hold``
     is its ``Lock``; ``async with hold as lock:`` releases it at the end of the block;
@@ -311,7 +320,7 @@ class Hold:
         self._client, self._args, self._want_places = client, args, places
         self._waiter: "Optional[asyncio.Future[sync.Lock]]" = None
         self._future = 0
-        self._places: Deque[Place] = collections.deque()
+        self._places: Deque[Place] = collections.deque() if places else _NO_PLACES
         self._news: Optional[asyncio.Event] = None
         self._lock: Optional[Lock] = None
         self._held: Optional[Lock] = None
@@ -320,21 +329,18 @@ class Hold:
         if self._waiter is not None:
             return self._waiter
         dispatcher = _dispatcher()
-
-        def read(future: int) -> sync.Lock:
-            return sync._take(sync._HOLD, future, self._client)  # type: ignore[no-any-return]
-
+        context = (self._client,)
         if self._want_places:
             self._news = asyncio.Event()
             place_tag = dispatcher.tag()
             self._future = future = sync._start_queued(self._args, dispatcher.queue, place_tag)
             dispatcher.places[place_tag] = self._new_place
-            self._waiter = dispatcher.start(future, read, place_tag)
+            self._waiter = dispatcher.start(future, sync._HOLD, context, place_tag)
             news = self._news
             self._waiter.add_done_callback(lambda _: news.set())
         else:
-            self._future = future = sync._start(sync._HOLD, self._args + (sync.NO_PLACES, None))
-            self._waiter = dispatcher.start(future, read)
+            self._future = future = sync._start(sync._HOLD, self._args + _NO_CALLBACK)
+            self._waiter = dispatcher.start(future, sync._HOLD, context)
         return self._waiter
 
     def _new_place(self) -> None:
@@ -362,13 +368,18 @@ class Hold:
             news.clear()
             await news.wait()
 
-    async def _result(self) -> Lock:
-        if self._lock is None:
-            self._lock = Lock(await _await(self._start(), self._future))
-        return self._lock
-
     def __await__(self) -> Generator[Any, None, Lock]:
-        return self._result().__await__()
+        if self._lock is None:
+            waiter = self._start()
+            try:  # as in _call
+                held = yield from waiter
+            except asyncio.CancelledError:
+                if waiter.cancelled():
+                    n.quick.ticketing_future_cancel(self._future)
+                raise
+            if self._lock is None:  # (another task awaiting the same hold may have set it)
+                self._lock = Lock(held)
+        return self._lock
 
     async def __aenter__(self) -> Lock:
         self._held = await self

@@ -17,7 +17,7 @@ from ctypes import byref, c_char_p, c_int, c_uint32, c_uint64, c_void_p
 from dataclasses import dataclass
 from functools import partial
 from types import TracebackType
-from typing import Any, Callable, Iterable, Iterator, Literal, NamedTuple, Optional, Sequence, Tuple, Type, Union
+from typing import Any, Callable, Dict, Iterable, Iterator, Literal, NamedTuple, Optional, Sequence, Tuple, Type, Union
 
 from . import _logging
 from . import _native as n
@@ -48,10 +48,16 @@ def _seconds(seconds: object, what: str) -> None:
         raise InvalidArgument(f"{what} must be finite, not {seconds}")
 
 
+#: The whole seconds whose nanoseconds fit an int64 (the common case, converted at once).
+_INT_SECONDS_MAX = _INT64_MAX // 1_000_000_000
+
+
 def _nanos(seconds: object, what: str) -> int:
     """A lease or a wait in seconds (int or float) as the C ABI's nanoseconds, to the
     nearest one: the library alone checks them (a lease is whole seconds, a wait at
     most 300 s), alike for every language."""
+    if type(seconds) is int and -_INT_SECONDS_MAX <= seconds <= _INT_SECONDS_MAX:
+        return seconds * 1_000_000_000
     _seconds(seconds, what)
     ns = seconds * 1_000_000_000 if isinstance(seconds, int) else round(seconds * 1e9)  # type: ignore[operator]
     # Out of int64 range: pass the largest value, which the client refuses as out of range.
@@ -227,23 +233,49 @@ def _u32(value: object, what: str) -> int:
     return value
 
 
+#: The ctypes array type of each number of hold parts, made once.
+_PART_ARRAYS: Dict[int, Any] = {}
+
+
+def _part_key(value: object, i: int, field: str) -> bytes:
+    """A hold part's key as _text converts it; its argument's name (``keys[i]``) is
+    only spelled out for an error."""
+    if type(value) is str and "\0" not in value:  # type: ignore[operator]
+        try:
+            return value.encode("utf-8")  # type: ignore[union-attr, no-any-return]
+        except UnicodeEncodeError:
+            pass
+    return _text(value, f"keys[{i}]{field}")
+
+
+def _part_u32(value: object, i: int, field: str) -> int:
+    """A hold part's count or capacity as _u32 checks it, named only for an error."""
+    if type(value) is int and 0 <= value < 4294967296:  # type: ignore[operator]
+        return value  # type: ignore[return-value]
+    return _u32(value, f"keys[{i}].{field}")
+
+
 def _hold_args(client: int, keys: Iterable[Union[str, "Permits"]], lease: float, wait: float) -> Tuple[Any, ...]:
     """The C ABI's parts of a hold: each key as given, a plain ``str`` as the key's
     exclusive lock (1 of 1). Their number, repeated keys and the counts' limits are the
     library's to check."""
-    if isinstance(keys, (str, bytes)) or not isinstance(keys, Iterable):
+    if type(keys) is not list and type(keys) is not tuple and (
+            isinstance(keys, (str, bytes)) or not isinstance(keys, Iterable)):
         raise TypeError(f"keys must be a list of keys (str or ticketing.Permits), not {type(keys).__name__}")
     parts = []
     for i, part in enumerate(keys):
         if isinstance(part, str):
-            parts.append((_text(part, f"keys[{i}]"), 1, 1))
+            parts.append((_part_key(part, i, ""), 1, 1))
         elif isinstance(part, Permits):
-            parts.append((_text(part.key, f"keys[{i}].key"), _u32(part.count, f"keys[{i}].count"),
-                          _u32(part.capacity, f"keys[{i}].capacity")))
+            key, count, capacity = part
+            parts.append((_part_key(key, i, ".key"), _part_u32(count, i, "count"), _part_u32(capacity, i, "capacity")))
         else:
             raise TypeError(f"keys[{i}] must be a str or a ticketing.Permits, not {type(part).__name__}")
-    array = (n.HoldPart * max(len(parts), 1))(*parts)
-    return client, array, len(parts), _nanos(lease, "lease"), _nanos(wait, "wait")
+    size = max(len(parts), 1)
+    array_type = _PART_ARRAYS.get(size)
+    if array_type is None:
+        array_type = _PART_ARRAYS[size] = n.HoldPart * size
+    return client, array_type(*parts), len(parts), _nanos(lease, "lease"), _nanos(wait, "wait")
 
 
 def _resolve_args(client: int, attempt: Indeterminate, timeout: float) -> Tuple[Any, ...]:
@@ -317,14 +349,13 @@ def _start_queued(args: Tuple[Any, ...], queue: int, place_tag: int) -> int:
 def _take(operation: _Operation, future: int, *context: Any) -> Any:
     """The outcome of `operation`'s ready `future` (freed here), read as the blocking
     call's is."""
+    try:
+        return operation.read(partial(operation.get, future), *context)
+    finally:
+        _future_free(future)
 
-    def fill(*outs: Any) -> int:
-        try:
-            return operation.get(future, *outs)
-        finally:
-            n.quick.ticketing_future_free(future)
 
-    return operation.read(fill, *context)
+_future_free = n.quick.ticketing_future_free
 
 
 @dataclass(frozen=True)
