@@ -14,7 +14,7 @@ mod fenced_postgres;
 use std::path::PathBuf;
 use std::process::Command;
 
-use common::bindings::have_or_skip;
+use common::bindings::{have_or_skip, postgres_or_skip, skip};
 use common::cc::{build_against_shared, cc_or_skip, command, sanitizers};
 use common::children::TOOL;
 use common::{repo, run_within, start_server, TOKEN};
@@ -31,8 +31,8 @@ fn libpq_or_skip(test: &str) -> Option<PathBuf> {
     let output = run_within(Command::new("pg_config").arg("--includedir"), TOOL, "pg_config --includedir");
     let dir = PathBuf::from(String::from_utf8_lossy(&output.stdout).trim());
     let header = dir.join("libpq-fe.h");
-    let probe = header.to_str().unwrap();
-    have_or_skip(test, "test", &["-f", probe], require, install).then_some(dir)
+    let found = header.is_file() || skip(test, require, &format!("no {} ({install})", header.display()));
+    found.then_some(dir)
 }
 
 /// include/examples/ticket_sale.c (docs/c.md, "Ticket sale against PostgreSQL"): 60
@@ -46,9 +46,7 @@ fn the_c_ticket_sale_example_never_oversells_against_postgres() {
     let test = "the_c_ticket_sale_example_never_oversells_against_postgres";
     let Some(cc) = cc_or_skip(test) else { return };
     let Some(libpq) = libpq_or_skip(test) else { return };
-    if fenced_postgres::postgres_bin_dir().is_none() {
-        assert!(!std::env::var("TICKETING_REQUIRE_POSTGRES").is_ok_and(|v| v == "1"), "no PostgreSQL");
-        eprintln!("SKIPPED {test}: PostgreSQL is not installed (apt-get install postgresql)");
+    if !postgres_or_skip(test, fenced_postgres::postgres_bin_dir().is_some()) {
         return;
     }
     let dir = tempfile::tempdir().unwrap();

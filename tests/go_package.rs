@@ -25,7 +25,7 @@ use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
-use common::bindings::{have_or_skip, native_lib_dir, run_in_group};
+use common::bindings::{have_or_skip, native_lib_dir, postgres_or_skip, run_in_group};
 use common::children::{Within, TOOL};
 use common::{bin, repo, start_server, TOKEN};
 
@@ -170,9 +170,7 @@ fn run_postgres_example(test: &str, dir: &str, expected: &[&str]) {
         eprintln!("SKIPPED {test}: {version} is older than pgx's Go 1.23");
         return;
     }
-    if fenced_postgres::postgres_bin_dir().is_none() {
-        assert!(!std::env::var("TICKETING_REQUIRE_POSTGRES").is_ok_and(|v| v == "1"), "no PostgreSQL");
-        eprintln!("SKIPPED {test}: PostgreSQL is not installed (apt-get install postgresql)");
+    if !postgres_or_skip(test, fenced_postgres::postgres_bin_dir().is_some()) {
         return;
     }
     let server = start_server(&[]);

@@ -26,7 +26,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use common::bindings::run_in_group;
+use common::bindings::{postgres_or_skip, run_in_group};
 use common::java::{have_java, maven_lock, mvn, native_args, project};
 use common::{bin, repo, start_server, TOKEN};
 
@@ -231,9 +231,7 @@ fn postgres_example(test: &str, example: &str) -> Option<String> {
         return None;
     }
     let _serial = serial();
-    if fenced_postgres::postgres_bin_dir().is_none() {
-        assert!(!std::env::var("TICKETING_REQUIRE_POSTGRES").is_ok_and(|v| v == "1"), "no PostgreSQL");
-        eprintln!("SKIPPED {test}: PostgreSQL is not installed (apt-get install postgresql)");
+    if !postgres_or_skip(test, fenced_postgres::postgres_bin_dir().is_some()) {
         return None;
     }
     let server = start_server(&[]);

@@ -26,7 +26,7 @@ use std::process::Command;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use common::bindings::{have_or_skip, native_lib_dir, run_in_group};
+use common::bindings::{have_or_skip, native_lib_dir, postgres_or_skip, run_in_group};
 use common::{bin, repo, start_server, TOKEN};
 
 fn node() -> String {
@@ -134,9 +134,7 @@ fn postgres_example(test: &str, script: &str, timeout: Duration) -> Option<Strin
     if !have_node(test) {
         return None;
     }
-    if fenced_postgres::postgres_bin_dir().is_none() {
-        assert!(!std::env::var("TICKETING_REQUIRE_POSTGRES").is_ok_and(|v| v == "1"), "no PostgreSQL");
-        eprintln!("SKIPPED {test}: PostgreSQL is not installed (apt-get install postgresql)");
+    if !postgres_or_skip(test, fenced_postgres::postgres_bin_dir().is_some()) {
         return None;
     }
     dependencies();

@@ -22,7 +22,7 @@ use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
-use common::bindings::{have_or_skip, native_lib_dir, run_in_group};
+use common::bindings::{have_or_skip, native_lib_dir, postgres_or_skip, run_in_group};
 use common::{bin, repo, start_server, TOKEN};
 
 fn python() -> String {
@@ -99,9 +99,7 @@ fn postgres_example(test: &str, script: &str, timeout: Duration) -> Option<Strin
     if !python_has(test, "psycopg", "pip install 'psycopg[binary]'") {
         return None;
     }
-    if fenced_postgres::postgres_bin_dir().is_none() {
-        assert!(!std::env::var("TICKETING_REQUIRE_POSTGRES").is_ok_and(|v| v == "1"), "no PostgreSQL");
-        eprintln!("SKIPPED {test}: PostgreSQL is not installed (apt-get install postgresql)");
+    if !postgres_or_skip(test, fenced_postgres::postgres_bin_dir().is_some()) {
         return None;
     }
     let server = start_server(&[]);

@@ -38,12 +38,27 @@ pub fn have_or_skip(test: &str, program: &str, probe: &[&str], require: &str, in
         &format!("{program} {}", probe.join(" ")),
     )
     .is_ok_and(|o| o.status.success());
-    if !ok {
-        let why = format!("`{program} {}` failed ({install})", probe.join(" "));
-        assert!(!std::env::var(require).is_ok_and(|v| v == "1"), "{require}=1 but {why}");
-        eprintln!("SKIPPED {test}: {why}");
-    }
-    ok
+    ok || skip(test, require, &format!("`{program} {}` failed ({install})", probe.join(" ")))
+}
+
+/// Prints `SKIPPED test: why` and returns false, unless the environment variable
+/// `require` is `1` (`.ci/run` sets it after installing what is missing): then it
+/// panics.
+pub fn skip(test: &str, require: &str, why: &str) -> bool {
+    assert!(!std::env::var(require).is_ok_and(|v| v == "1"), "{require}=1 but {why}");
+    eprintln!("SKIPPED {test}: {why}");
+    false
+}
+
+/// True when PostgreSQL's server programs were found (`installed`: the examples'
+/// `postgres_bin_dir().is_some()`); else [`skip`] under TICKETING_REQUIRE_POSTGRES.
+pub fn postgres_or_skip(test: &str, installed: bool) -> bool {
+    installed
+        || skip(
+            test,
+            "TICKETING_REQUIRE_POSTGRES",
+            "PostgreSQL is not installed (apt-get install postgresql)",
+        )
 }
 
 /// Runs `cmd` (its program, arguments, directory and environment already set) in a
