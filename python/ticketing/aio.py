@@ -29,7 +29,7 @@ import os
 import time
 import weakref
 from ctypes import byref, c_uint32, c_uint64, c_void_p
-from types import TracebackType
+from types import TracebackType, coroutine
 from typing import (Any, AsyncIterator, Callable, Deque, Dict, Generator, Iterable, Optional, Sequence, Tuple, Type,
                     Union)
 
@@ -124,9 +124,16 @@ async def _call(operation: sync._Operation, args: Tuple[Any, ...], *context: Any
     the same arguments, and its outcome read by the same function. Cancelling the task
     cancels the operation."""
     future = sync._start(operation, args)
-    waiter = _dispatcher().start(future, operation, context)
+    return await _outcome(_dispatcher().start(future, operation, context), future)
+
+
+@coroutine
+def _outcome(waiter: "asyncio.Future[Any]", future: int) -> Generator[Any, None, Any]:
+    """Awaits `waiter`, the outcome of the native `future` (``await`` in a coroutine,
+    ``yield from`` in an ``__await__``, no coroutine object of its own); cancelling the
+    task cancels the operation."""
     try:
-        return await waiter
+        return (yield from waiter)
     except asyncio.CancelledError:
         if waiter.cancelled():
             # Not drained yet: this ends the native future at once, and the dispatcher
@@ -269,14 +276,12 @@ class DeadlineScope:
 async def _release_at_exit(lock: Lock, failed: bool) -> None:
     """The end of an ``async with`` block, as the blocking ``with``'s."""
     try:
-        # lock.release(), one coroutine fewer.
-        outcome = await _call(sync._LOCK_RELEASE, (lock._lock._handle,))
+        outcome = await lock.release()
     except Error:
         if failed:
             return
         raise
-    if outcome == "not_holder":
-        sync._check_exit_outcome(lock.key, lock.token, outcome, failed)
+    sync._check_exit_outcome(lock.key, lock.token, outcome, failed)
 
 
 class LockContext:
@@ -370,13 +375,7 @@ class Hold:
 
     def __await__(self) -> Generator[Any, None, Lock]:
         if self._lock is None:
-            waiter = self._start()
-            try:  # as in _call
-                held = yield from waiter
-            except asyncio.CancelledError:
-                if waiter.cancelled():
-                    n.quick.ticketing_future_cancel(self._future)
-                raise
+            held = yield from _outcome(self._start(), self._future)
             if self._lock is None:  # (another task awaiting the same hold may have set it)
                 self._lock = Lock(held)
         return self._lock
