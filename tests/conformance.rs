@@ -46,10 +46,8 @@ fn main() {
             scenarios_only.as_ref().is_none_or(|only| only.iter().any(|o| name.contains(o.as_str())))
         })
         .collect();
-    let libraries: Vec<libraries::Library> = libraries::available()
-        .into_iter()
-        .filter(|library| only.as_ref().is_none_or(|only| only.iter().any(|o| o == library.name)))
-        .collect();
+    let libraries =
+        libraries::available(|name| only.as_ref().is_none_or(|only| only.iter().any(|o| o == name)));
     // The libraries run side by side, CONFORMANCE_JOBS at a time (default 3): each
     // scenario starts servers of its own on ports of its own, so only the machine is
     // shared, and a scenario waits on facts, not on time. The last listed (Java's, the

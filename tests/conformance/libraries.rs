@@ -155,15 +155,25 @@ fn java(asynchronous: bool) -> Option<Library> {
     Some(Library { name, launch: Launch { program: "java".into(), args, env: Vec::new() }, _dir: Some(dir) })
 }
 
-/// Every library this machine can test, each built or found once.
-pub fn available() -> Vec<Library> {
+/// Every library this machine can test that `wanted` names, each built or found once.
+pub fn available(wanted: impl Fn(&str) -> bool + Sync) -> Vec<Library> {
     // The servers the scenarios start are this build's.
     assert!(Command::new(bin()).arg("--version").try_output_within(CLI).is_ok_and(|o| o.status.success()));
-    // Built side by side (the C, Go and Java drivers compile), listed in this order.
-    let builders: [fn() -> Option<Library>; 8] =
-        [|| Some(rust()), c, || python(false), || python(true), go, node, || java(false), || java(true)];
+    // Built side by side (the C, Go and Java drivers compile), listed in this order;
+    // only those wanted are built.
+    let builders: [(&str, fn() -> Option<Library>); 8] = [
+        ("rust", || Some(rust())),
+        ("c", c),
+        ("python", || python(false)),
+        ("python-asyncio", || python(true)),
+        ("go", go),
+        ("node", node),
+        ("java", || java(false)),
+        ("java-async", || java(true)),
+    ];
     std::thread::scope(|scope| {
-        let builds: Vec<_> = builders.iter().map(|build| scope.spawn(build)).collect();
+        let builds: Vec<_> =
+            builders.iter().filter(|(name, _)| wanted(name)).map(|(_, build)| scope.spawn(build)).collect();
         builds.into_iter().filter_map(|b| b.join().expect("a driver's build panicked")).collect()
     })
 }
