@@ -155,13 +155,16 @@ fn java(asynchronous: bool) -> Option<Library> {
     Some(Library { name, launch: Launch { program: "java".into(), args, env: Vec::new() }, _dir: Some(dir) })
 }
 
+/// How one library's driver is built or found (`None`: skipped, and why was said).
+type Build = fn() -> Option<Library>;
+
 /// Every library this machine can test that `wanted` names, each built or found once.
 pub fn available(wanted: impl Fn(&str) -> bool + Sync) -> Vec<Library> {
     // The servers the scenarios start are this build's.
     assert!(Command::new(bin()).arg("--version").try_output_within(CLI).is_ok_and(|o| o.status.success()));
     // Built side by side (the C, Go and Java drivers compile), listed in this order;
     // only those wanted are built.
-    let builders: [(&str, fn() -> Option<Library>); 8] = [
+    let builders: [(&str, Build); 8] = [
         ("rust", || Some(rust())),
         ("c", c),
         ("python", || python(false)),
